@@ -1,0 +1,126 @@
+/*
+ * Algorithms: each one turns one collective operation and a topology view
+ * into schedule steps for one rank, and does no I/O.  The registry lists
+ * them with {id, name, supports, cost, build}; the tuner picks the one of
+ * lowest cost that supports the operation, and TACL_ALGO can force one
+ * ("allgather=ring,allreduce=rd").
+ */
+#ifndef TACL_ALGORITHMS_ALGO_H
+#define TACL_ALGORITHMS_ALGO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tacl.h"
+#include "sched.h"
+#include "topo_view.h"
+
+#define TACL__COLL_LIST(X)                                                   \
+    X(ALLGATHER, "allgather")                                                \
+    X(REDUCE_SCATTER, "reducescatter")                                       \
+    X(ALLREDUCE, "allreduce")                                                \
+    X(BROADCAST, "broadcast")                                                \
+    X(REDUCE, "reduce")                                                      \
+    X(ALLTOALL, "alltoall")                                                  \
+    X(SEND, "send")                                                          \
+    X(RECV, "recv")                                                          \
+    X(BARRIER, "barrier")
+
+typedef enum {
+#define TACL__COLL_ENUM_(name, str) TACL__COLL_##name,
+    TACL__COLL_LIST(TACL__COLL_ENUM_)
+#undef TACL__COLL_ENUM_
+    TACL__COLL_COUNT
+} tacl__coll_type_t;
+
+/** Name of a collective as TACL_ALGO spells it. */
+const char *tacl__coll_name(tacl__coll_type_t type);
+
+/**
+ * One operation, as the public API received it (already validated).
+ * count follows NCCL: elements per rank for ALLGATHER (sendcount) and
+ * REDUCE_SCATTER (recvcount), per block for ALLTOALL, the whole buffer
+ * for the others.
+ */
+typedef struct {
+    tacl__coll_type_t type;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    tacl_dtype_t dtype;
+    tacl_op_t op;           /* reductions; AVG allowed here */
+    int root;               /* BROADCAST, REDUCE root; SEND/RECV peer */
+    tacl_memtype_t memtype; /* HOST or CUDA, never AUTO */
+    uint64_t seq;           /* sequence number for TACL__TAG */
+    uint64_t chunk_bytes;   /* pipeline chunk for ring algorithms */
+} tacl__coll_args_t;
+
+typedef enum {
+#define TACL__ALGO_ID_LIST(X)                                                \
+    X(RING, "ring")                /* pipelined ring */                      \
+    X(RD, "rd")                    /* recursive doubling / halving */        \
+    X(BRUCK, "bruck")              /* Bruck all-gather / dissemination */    \
+    X(DIRECT, "direct")            /* every rank to every rank at once */    \
+    X(TREE, "tree")                /* binomial tree (bcast, reduce) */       \
+    X(P2P, "p2p")                  /* a single send or receive */
+#define TACL__ALGO_ENUM_(name, str) TACL__ALGO_##name,
+    TACL__ALGO_ID_LIST(TACL__ALGO_ENUM_)
+#undef TACL__ALGO_ENUM_
+    TACL__ALGO_COUNT
+} tacl__algo_id_t;
+
+typedef struct {
+    tacl__algo_id_t id;
+    const char *name;
+    tacl__coll_type_t coll;
+    /** Whether this algorithm can run the operation on this topology. */
+    int (*supports)(const tacl__coll_args_t *args,
+                    const tacl__topo_view_t *view);
+    /**
+     * Modelled time in seconds given a latency alpha (s) and an inverse
+     * bandwidth beta (s/byte) per message.
+     */
+    double (*cost)(const tacl__coll_args_t *args,
+                   const tacl__topo_view_t *view, double alpha, double beta);
+    /** Append the operation's steps to s. */
+    tacl_status_t (*build)(tacl__sched_t *s, const tacl__coll_args_t *args,
+                           const tacl__topo_view_t *view);
+} tacl__algo_t;
+
+/** Every algorithm of every collective, terminated by a NULL name. */
+extern const tacl__algo_t tacl__algos[];
+
+/** Find an algorithm by collective and name, NULL if none. */
+const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name);
+
+/**
+ * Choose the algorithm for an operation: the one forced by the spec string
+ * (TACL_ALGO's syntax; NULL or "" for none) if it supports the operation,
+ * else the supported one of lowest cost.  Never NULL for a valid operation.
+ */
+const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
+                                      const tacl__topo_view_t *view,
+                                      const char *spec);
+
+/** Parse a TACL_ALGO spec; TACL_ERR_INVALID_ARG with a message if bad. */
+tacl_status_t tacl__algo_spec_check(const char *spec);
+
+/**
+ * Build an operation into s with the selected algorithm (all steps of one
+ * operation are appended; several calls fuse a group into one schedule).
+ * *algo_p, if not NULL, receives the algorithm used.
+ */
+tacl_status_t tacl__algo_build(tacl__sched_t *s, const tacl__coll_args_t *args,
+                               const tacl__topo_view_t *view,
+                               const char *spec, const tacl__algo_t **algo_p);
+
+/*
+ * Pure peer arithmetic shared by builders and called directly by tests.
+ */
+/** Block [*off_p, *off_p + *count_p) of n blocks splitting count elements. */
+void tacl__block_range(size_t count, int nblocks, int block, size_t *off_p,
+                       size_t *count_p);
+static inline int tacl__ring_next(int rank, int n) { return (rank + 1) % n; }
+static inline int tacl__ring_prev(int rank, int n) { return (rank + n - 1) % n; }
+
+#endif /* TACL_ALGORITHMS_ALGO_H */

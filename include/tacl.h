@@ -1,0 +1,324 @@
+/*
+ * tacl: a topology-aware collective-communication library.
+ *
+ * The API follows NCCL's semantics with C naming: a communicator is made
+ * from a unique id (or from the environment torchrun sets), collectives
+ * take a stream argument, and group start / group end fuse the calls
+ * between them into one schedule.  Every call returns a tacl_status_t;
+ * tacl_comm_last_error() gives the message behind the last error of a
+ * communicator.
+ *
+ * Streams: a NULL stream means the call completes before it returns.  A
+ * non-NULL stream is a cudaStream_t and is accepted only when tacl is built
+ * with CUDA and the buffers are device memory.  The "_nb" form of each call
+ * returns a request instead of waiting, so an application can overlap
+ * computation with communication and finish with tacl_request_wait().
+ *
+ * In-place conventions are NCCL's:
+ *   all-gather      in place when sendbuf == recvbuf + rank * sendcount
+ *   reduce-scatter  in place when recvbuf == sendbuf + rank * recvcount
+ *   all-reduce, broadcast, reduce: in place when sendbuf == recvbuf.
+ */
+#ifndef TACL_H
+#define TACL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TACL_VERSION_MAJOR 0
+#define TACL_VERSION_MINOR 1
+#define TACL_VERSION_PATCH 0
+/** The version as one number: major * 10000 + minor * 100 + patch. */
+#define TACL_VERSION_CODE                                                    \
+    (TACL_VERSION_MAJOR * 10000 + TACL_VERSION_MINOR * 100 + TACL_VERSION_PATCH)
+
+/*
+ * Status codes.  The list macro is the single source of the enum values
+ * and of their message strings.
+ */
+#define TACL_STATUS_LIST(X)                                                  \
+    X(TACL_OK, 0, "success")                                                 \
+    X(TACL_IN_PROGRESS, 1, "operation in progress")                          \
+    X(TACL_ERR_INVALID_ARG, -1, "invalid argument")                          \
+    X(TACL_ERR_INVALID_USAGE, -2, "invalid usage")                           \
+    X(TACL_ERR_SYSTEM, -3, "system call failed")                             \
+    X(TACL_ERR_INTERNAL, -4, "internal error")                               \
+    X(TACL_ERR_REMOTE, -5, "remote peer failed or disconnected")             \
+    X(TACL_ERR_TIMEOUT, -6, "timed out")                                     \
+    X(TACL_ERR_UNSUPPORTED, -7, "unsupported")                               \
+    X(TACL_ERR_NO_MEMORY, -8, "out of memory")
+
+typedef enum {
+#define TACL_STATUS_ENUM_(name, value, msg) name = value,
+    TACL_STATUS_LIST(TACL_STATUS_ENUM_)
+#undef TACL_STATUS_ENUM_
+} tacl_status_t;
+
+/** A short, constant description of a status code. */
+const char *tacl_status_string(tacl_status_t status);
+
+/** The library's version as TACL_VERSION_CODE would give it. */
+tacl_status_t tacl_get_version(int *version_p);
+
+/** Element types. */
+typedef enum {
+    TACL_INT8 = 0,
+    TACL_UINT8,
+    TACL_INT32,
+    TACL_UINT32,
+    TACL_INT64,
+    TACL_UINT64,
+    TACL_FLOAT16,
+    TACL_BFLOAT16,
+    TACL_FLOAT32,
+    TACL_FLOAT64,
+    TACL_NUM_DTYPES
+} tacl_dtype_t;
+
+/** Reduction operations.  AVG is the sum divided by the rank count. */
+typedef enum {
+    TACL_SUM = 0,
+    TACL_PROD,
+    TACL_MAX,
+    TACL_MIN,
+    TACL_AVG,
+    TACL_NUM_OPS
+} tacl_op_t;
+
+/** Size of one element of a dtype in bytes, 0 for an invalid dtype. */
+size_t tacl_dtype_size(tacl_dtype_t dtype);
+/** Name of a dtype ("float32", ...), "invalid" for an invalid one. */
+const char *tacl_dtype_name(tacl_dtype_t dtype);
+/** Name of a reduction op ("sum", ...), "invalid" for an invalid one. */
+const char *tacl_op_name(tacl_op_t op);
+
+/** Where a buffer lives.  AUTO detects it from the pointer. */
+typedef enum {
+    TACL_MEM_AUTO = 0,
+    TACL_MEM_HOST,
+    TACL_MEM_CUDA
+} tacl_memtype_t;
+
+#define TACL_UNIQUE_ID_BYTES 128
+/** Opaque rendezvous information: the root's address and a nonce. */
+typedef struct {
+    char internal[TACL_UNIQUE_ID_BYTES];
+} tacl_unique_id_t;
+
+typedef struct tacl_comm *tacl_comm_t;
+typedef struct tacl_request *tacl_request_t;
+/** A cudaStream_t, or NULL for "complete before returning". */
+typedef void *tacl_stream_t;
+
+/** Color that leaves a rank out of every communicator of a split. */
+#define TACL_SPLIT_NOCOLOR (-1)
+
+/**
+ * Create a unique id.  The calling process opens the bootstrap listener
+ * the id points at and must become a rank of the communicator made from
+ * it; call it on one rank and hand the id to the others.
+ */
+tacl_status_t tacl_get_unique_id(tacl_unique_id_t *id_p);
+
+/**
+ * Create a communicator of nranks ranks in which the caller is rank.
+ * Every rank calls it with the same id; it returns when all ranks have
+ * joined, or with TACL_ERR_TIMEOUT after TACL_TIMEOUT seconds.
+ */
+tacl_status_t tacl_comm_init_rank(int nranks, const tacl_unique_id_t *id,
+                                  int rank, tacl_comm_t *comm_p);
+
+/**
+ * Create a communicator from the environment: torchrun's MASTER_ADDR,
+ * MASTER_PORT, RANK and WORLD_SIZE (and LOCAL_RANK), or TACL_ROOT_ADDR
+ * ("host:port"), TACL_RANK and TACL_NRANKS, which take precedence.  Rank 0
+ * listens on the given port.
+ */
+tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p);
+
+/**
+ * Split a communicator.  Ranks that pass the same color end up in one new
+ * communicator, ordered by key and then by their rank in comm.  A rank
+ * that passes TACL_SPLIT_NOCOLOR gets NULL in *newcomm_p.  Collective over
+ * comm.
+ */
+tacl_status_t tacl_comm_split(tacl_comm_t comm, int color, int key,
+                              tacl_comm_t *newcomm_p);
+
+/**
+ * Destroy a communicator once its operations are complete.  The handle
+ * stays recognisable: any later use returns TACL_ERR_INVALID_USAGE.
+ */
+tacl_status_t tacl_comm_destroy(tacl_comm_t comm);
+
+/**
+ * Abort a communicator: outstanding operations end with an error, peers
+ * blocked on this rank see TACL_ERR_REMOTE, and the resources are freed.
+ */
+tacl_status_t tacl_comm_abort(tacl_comm_t comm);
+
+/** The first asynchronous error a communicator hit, TACL_OK if none. */
+tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,
+                                        tacl_status_t *error_p);
+
+/**
+ * The message of the last error returned on this communicator (or, for
+ * a NULL or destroyed communicator, of the last error of this thread).
+ * Never NULL; empty when no error happened.
+ */
+const char *tacl_comm_last_error(tacl_comm_t comm);
+
+/** The message of the last error returned to this thread by any call. */
+const char *tacl_last_error(void);
+
+tacl_status_t tacl_comm_rank(tacl_comm_t comm, int *rank_p);
+tacl_status_t tacl_comm_size(tacl_comm_t comm, int *size_p);
+/** Index of the caller's node, 0 .. nodes - 1, in order of lowest rank. */
+tacl_status_t tacl_comm_node(tacl_comm_t comm, int *node_p);
+/** Number of nodes the communicator spans. */
+tacl_status_t tacl_comm_n_nodes(tacl_comm_t comm, int *n_nodes_p);
+/** The caller's rank among the ranks of its node. */
+tacl_status_t tacl_comm_local_rank(tacl_comm_t comm, int *local_rank_p);
+/** Number of ranks on the caller's node. */
+tacl_status_t tacl_comm_local_size(tacl_comm_t comm, int *local_size_p);
+
+/*
+ * Collectives.  Counts are in elements.  Each call has a blocking form and
+ * an "_nb" form that returns a request in *req_p.
+ */
+
+/** Every rank contributes sendcount elements; recvbuf holds size * sendcount. */
+tacl_status_t tacl_allgather(const void *sendbuf, void *recvbuf,
+                             size_t sendcount, tacl_dtype_t dtype,
+                             tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_allgather_nb(const void *sendbuf, void *recvbuf,
+                                size_t sendcount, tacl_dtype_t dtype,
+                                tacl_comm_t comm, tacl_stream_t stream,
+                                tacl_request_t *req_p);
+
+/** sendbuf holds size * recvcount; rank r receives the reduced block r. */
+tacl_status_t tacl_reduce_scatter(const void *sendbuf, void *recvbuf,
+                                  size_t recvcount, tacl_dtype_t dtype,
+                                  tacl_op_t op, tacl_comm_t comm,
+                                  tacl_stream_t stream);
+tacl_status_t tacl_reduce_scatter_nb(const void *sendbuf, void *recvbuf,
+                                     size_t recvcount, tacl_dtype_t dtype,
+                                     tacl_op_t op, tacl_comm_t comm,
+                                     tacl_stream_t stream,
+                                     tacl_request_t *req_p);
+
+tacl_status_t tacl_allreduce(const void *sendbuf, void *recvbuf,
+                             size_t count, tacl_dtype_t dtype, tacl_op_t op,
+                             tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_allreduce_nb(const void *sendbuf, void *recvbuf,
+                                size_t count, tacl_dtype_t dtype,
+                                tacl_op_t op, tacl_comm_t comm,
+                                tacl_stream_t stream, tacl_request_t *req_p);
+
+/** Copies root's sendbuf into every rank's recvbuf. */
+tacl_status_t tacl_broadcast(const void *sendbuf, void *recvbuf,
+                             size_t count, tacl_dtype_t dtype, int root,
+                             tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_broadcast_nb(const void *sendbuf, void *recvbuf,
+                                size_t count, tacl_dtype_t dtype, int root,
+                                tacl_comm_t comm, tacl_stream_t stream,
+                                tacl_request_t *req_p);
+
+/** Reduces into root's recvbuf; recvbuf is ignored on other ranks. */
+tacl_status_t tacl_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                          tacl_dtype_t dtype, tacl_op_t op, int root,
+                          tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_reduce_nb(const void *sendbuf, void *recvbuf,
+                             size_t count, tacl_dtype_t dtype, tacl_op_t op,
+                             int root, tacl_comm_t comm, tacl_stream_t stream,
+                             tacl_request_t *req_p);
+
+/**
+ * Block j of sendbuf (count elements) goes to rank j, which stores it as
+ * block rank of its recvbuf.  In place (sendbuf == recvbuf) is allowed.
+ */
+tacl_status_t tacl_alltoall(const void *sendbuf, void *recvbuf,
+                            size_t count, tacl_dtype_t dtype,
+                            tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_alltoall_nb(const void *sendbuf, void *recvbuf,
+                               size_t count, tacl_dtype_t dtype,
+                               tacl_comm_t comm, tacl_stream_t stream,
+                               tacl_request_t *req_p);
+
+/**
+ * Point-to-point.  The n-th send from a to b matches the n-th receive
+ * on b from a.  Inside a group, sends and receives never deadlock whatever
+ * order they were posted in.
+ */
+tacl_status_t tacl_send(const void *sendbuf, size_t count,
+                        tacl_dtype_t dtype, int peer, tacl_comm_t comm,
+                        tacl_stream_t stream);
+tacl_status_t tacl_send_nb(const void *sendbuf, size_t count,
+                           tacl_dtype_t dtype, int peer, tacl_comm_t comm,
+                           tacl_stream_t stream, tacl_request_t *req_p);
+tacl_status_t tacl_recv(void *recvbuf, size_t count, tacl_dtype_t dtype,
+                        int peer, tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_recv_nb(void *recvbuf, size_t count, tacl_dtype_t dtype,
+                           int peer, tacl_comm_t comm, tacl_stream_t stream,
+                           tacl_request_t *req_p);
+
+/** Returns once every rank of comm has entered the barrier. */
+tacl_status_t tacl_barrier(tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_barrier_nb(tacl_comm_t comm, tacl_stream_t stream,
+                              tacl_request_t *req_p);
+
+/*
+ * Group calls.  Between tacl_group_start() and tacl_group_end() calls are
+ * recorded, not run; tacl_group_end() runs them all as one schedule per
+ * communicator.  Groups nest; only the outermost end runs.  The "_nb"
+ * form of a call inside a group returns a NULL request: the group's own
+ * request, from tacl_group_end_nb(), covers it.
+ */
+tacl_status_t tacl_group_start(void);
+tacl_status_t tacl_group_end(void);
+tacl_status_t tacl_group_end_nb(tacl_request_t *req_p);
+
+/** Requests returned by the "_nb" calls. */
+/** Sets *done_p to 1 once the request is complete; drives progress. */
+tacl_status_t tacl_request_test(tacl_request_t req, int *done_p);
+/** Waits (bounded by TACL_TIMEOUT) for completion; returns its status. */
+tacl_status_t tacl_request_wait(tacl_request_t req);
+/** Frees a completed request.  Freeing a pending request is an error. */
+tacl_status_t tacl_request_free(tacl_request_t req);
+
+/*
+ * Byte counters.  Every rank counts the bytes and messages it sends, per
+ * transport, on each communicator.
+ */
+#define TACL_MAX_TRANSPORTS 8
+typedef struct {
+    char name[16];       /**< Transport name ("self", "shm", ...). */
+    uint64_t bytes;      /**< Bytes sent through it. */
+    uint64_t messages;   /**< Messages sent through it. */
+} tacl_transport_counter_t;
+
+typedef struct {
+    int n_transports;
+    tacl_transport_counter_t transports[TACL_MAX_TRANSPORTS];
+} tacl_counters_t;
+
+/** Bytes and messages this rank sent on comm since creation or reset. */
+tacl_status_t tacl_comm_get_counters(tacl_comm_t comm,
+                                     tacl_counters_t *counters_p);
+tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm);
+
+/**
+ * Print every configuration variable (TACL_<NAME>) with its default, its
+ * current value and its documentation.
+ */
+void tacl_config_print(void *file /* FILE * */);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TACL_H */

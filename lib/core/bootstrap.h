@@ -1,0 +1,72 @@
+/*
+ * TCP bootstrap.  The unique id carries the root's address (IPv4 address
+ * and port) and a random nonce.  tacl__bootstrap_init() connects every rank
+ * to the root, which hands out the table of all ranks' listening
+ * addresses; then each rank connects to its ring successor and accepts its
+ * predecessor.  The ring carries allgather and barrier traffic and watches
+ * liveness: a neighbor whose socket closes without a goodbye is a failure,
+ * and the failure is forwarded around the ring so every rank learns of it.
+ *
+ * Every wait is bounded by the timeout given at init.
+ */
+#ifndef TACL_CORE_BOOTSTRAP_H
+#define TACL_CORE_BOOTSTRAP_H
+
+#include <stddef.h>
+
+#include "tacl.h"
+
+typedef struct tacl__bootstrap tacl__bootstrap_t;
+
+/**
+ * Fill a unique id: open a listener (on TACL_SOCKET_IFNAME's address, the
+ * first up non-loopback interface, else loopback) that the rank which
+ * later calls init with this id and rank 0 will serve from.  The process
+ * that creates the id must be rank 0 of that communicator.
+ */
+tacl_status_t tacl__bootstrap_unique_id(tacl_unique_id_t *id_p);
+
+/**
+ * Make a unique id for a known root address "host:port" (torchrun's
+ * MASTER_ADDR/MASTER_PORT); the rank that will be rank 0 binds that port
+ * in init.
+ */
+tacl_status_t tacl__bootstrap_id_from_addr(const char *host, int port,
+                                           tacl_unique_id_t *id_p);
+
+/** Join: returns once all nranks ranks are connected. */
+tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
+                                   int nranks, double timeout_s,
+                                   tacl__bootstrap_t **bs_p);
+
+/**
+ * Allgather: all holds nranks records of size bytes; the caller's own
+ * record is at all + rank * size; on return every record is filled.
+ * Collective over all ranks of the bootstrap.
+ */
+tacl_status_t tacl__bootstrap_allgather(tacl__bootstrap_t *bs, void *all,
+                                        size_t size);
+
+/** Collective barrier over all ranks. */
+tacl_status_t tacl__bootstrap_barrier(tacl__bootstrap_t *bs);
+
+/**
+ * Non-blocking liveness check, cheap enough to call from a progress loop:
+ * TACL_OK, or TACL_ERR_REMOTE once any rank has failed (seen directly or
+ * forwarded), with tacl__error() recording which.
+ */
+tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs);
+
+/**
+ * Declare this rank failed to the others (on abort): they will see
+ * TACL_ERR_REMOTE from tacl__bootstrap_check().
+ */
+void tacl__bootstrap_abort(tacl__bootstrap_t *bs);
+
+/** Say goodbye to the neighbors and close; not collective. */
+void tacl__bootstrap_fini(tacl__bootstrap_t *bs);
+
+int tacl__bootstrap_rank(const tacl__bootstrap_t *bs);
+int tacl__bootstrap_nranks(const tacl__bootstrap_t *bs);
+
+#endif /* TACL_CORE_BOOTSTRAP_H */

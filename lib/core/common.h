@@ -1,0 +1,29 @@
+/*
+ * Small helpers every layer uses.
+ */
+#ifndef TACL_CORE_COMMON_H
+#define TACL_CORE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/** Marks a definition as part of the shared library's public ABI. */
+#define TACL_EXPORT __attribute__((visibility("default")))
+
+#define TACL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define TACL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define TACL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define TACL_DIV_UP(a, b) (((a) + (b)-1) / (b))
+#define tacl_likely(x) __builtin_expect(!!(x), 1)
+#define tacl_unlikely(x) __builtin_expect(!!(x), 0)
+
+/** Monotonic time in nanoseconds. */
+static inline uint64_t tacl__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* TACL_CORE_COMMON_H */

@@ -1,0 +1,81 @@
+/*
+ * Configuration.  Every tunable is one entry of TACL_CONFIG_LIST: a name,
+ * a default and a line of documentation.  Values come from the environment
+ * variable TACL_<NAME>, read once on first use; this module is the only
+ * place that calls getenv().
+ */
+#ifndef TACL_CORE_CONFIG_H
+#define TACL_CORE_CONFIG_H
+
+#include <stdio.h>
+
+#include "tacl.h"
+
+#define TACL_CONFIG_LIST(X)                                                  \
+    X(TIMEOUT, "60",                                                         \
+      "seconds any wait (bootstrap, collective, request) may last before "   \
+      "it fails with a timeout")                                             \
+    X(DEBUG, "WARN", "log level: NONE, WARN, INFO or TRACE")                 \
+    X(DEBUG_SUBSYS, "ALL",                                                   \
+      "subsystems to log: ALL or a comma list of INIT,BOOT,TOPO,SHM,NET,"    \
+      "COLL,SCHED,TUNE,ALLOC; ^NAME excludes one")                           \
+    X(DEBUG_FILE, "",                                                        \
+      "log to this file instead of stderr; %h is the host, %p the pid")      \
+    X(ROOT_ADDR, "",                                                         \
+      "host:port of rank 0's bootstrap listener, for tacl_comm_init_env "    \
+      "(default: MASTER_ADDR:MASTER_PORT)")                                  \
+    X(RANK, "", "this process's rank, for tacl_comm_init_env (default: RANK)")\
+    X(NRANKS, "",                                                            \
+      "number of ranks, for tacl_comm_init_env (default: WORLD_SIZE)")       \
+    X(LOCAL_RANK, "", "rank on this node as the launcher numbered it "       \
+      "(default: LOCAL_RANK); informational")                                \
+    X(SOCKET_IFNAME, "",                                                     \
+      "network interface the bootstrap listens on (default: the first up "   \
+      "non-loopback interface, else loopback)")                              \
+    X(NODE_ID, "",                                                           \
+      "identity of this node; ranks with equal ids share memory (default: "  \
+      "host name and boot id)")                                              \
+    X(SHM_MODE, "auto",                                                      \
+      "how shm moves large messages: cma (single copy through cross-memory " \
+      "attach), copy (through shared staging buffers) or auto")              \
+    X(SHM_EAGER_LIMIT, "16384",                                              \
+      "messages up to this many bytes go inline through the shm queue")      \
+    X(SHM_SPIN, "2000",                                                      \
+      "polls without progress before a rank sleeps instead of spinning")     \
+    X(CHUNK_SIZE, "1048576",                                                 \
+      "pipeline chunk, in bytes, of ring algorithms")                        \
+    X(ALGO, "",                                                              \
+      "force algorithms per collective, e.g. allgather=ring,allreduce=rd")   \
+    X(SMALL_MSG_LIMIT, "65536",                                              \
+      "per-rank message size below which latency-optimal algorithms are "    \
+      "chosen")
+
+typedef enum {
+#define TACL_CONFIG_ENUM_(name, def, doc) TACL_CFG_##name,
+    TACL_CONFIG_LIST(TACL_CONFIG_ENUM_)
+#undef TACL_CONFIG_ENUM_
+    TACL_CFG_COUNT
+} tacl__cfg_t;
+
+/** The value of TACL_<NAME>, or its default; never NULL. */
+const char *tacl__config_str(tacl__cfg_t id);
+/** The value as an integer; the default if the variable does not parse. */
+long long tacl__config_int(tacl__cfg_t id);
+/** The value as a floating-point number, likewise. */
+double tacl__config_double(tacl__cfg_t id);
+/** Whether the user set TACL_<NAME> (as opposed to the default). */
+int tacl__config_is_set(tacl__cfg_t id);
+
+/**
+ * An environment variable outside tacl's namespace (MASTER_ADDR, RANK, ...,
+ * or a launcher's), or NULL.  Lives here so getenv() has one home.
+ */
+const char *tacl__config_env(const char *name);
+
+/** Re-read every variable from the environment (for tests). */
+void tacl__config_reload(void);
+
+/** Print every variable with its default, value and documentation. */
+void tacl__config_print(FILE *file);
+
+#endif /* TACL_CORE_CONFIG_H */

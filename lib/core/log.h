@@ -1,0 +1,89 @@
+/*
+ * Logging and error recording.
+ *
+ * TACL_DEBUG selects the level (NONE, WARN, INFO, TRACE), TACL_DEBUG_SUBSYS
+ * a comma-separated list of subsystems (or ALL, or ^NAME to exclude one),
+ * TACL_DEBUG_FILE a file name in which %h expands to the host name and %p
+ * to the process id.  Messages are lowercase and say what happened and
+ * what to do.
+ *
+ * tacl__error() is how an error is decided: it formats the reason into the
+ * calling thread's last-error buffer, logs it, and returns the status so a
+ * caller can write `return tacl__error(TACL_ERR_INVALID_ARG, TACL_SUBSYS_COLL,
+ * "count %zu overflows", count);`.
+ */
+#ifndef TACL_CORE_LOG_H
+#define TACL_CORE_LOG_H
+
+#include <stdarg.h>
+
+#include "tacl.h"
+
+#define TACL_SUBSYS_LIST(X)                                                  \
+    X(INIT)                                                                  \
+    X(BOOT)                                                                  \
+    X(TOPO)                                                                  \
+    X(SHM)                                                                   \
+    X(NET)                                                                   \
+    X(COLL)                                                                  \
+    X(SCHED)                                                                 \
+    X(TUNE)                                                                  \
+    X(ALLOC)
+
+typedef enum {
+#define TACL_SUBSYS_ENUM_(name) TACL_SUBSYS_##name,
+    TACL_SUBSYS_LIST(TACL_SUBSYS_ENUM_)
+#undef TACL_SUBSYS_ENUM_
+    TACL_SUBSYS_COUNT
+} tacl__subsys_t;
+
+typedef enum {
+    TACL_LOG_NONE = 0,
+    TACL_LOG_WARN,
+    TACL_LOG_INFO,
+    TACL_LOG_TRACE
+} tacl__log_level_t;
+
+/** Whether a message of this level and subsystem would be printed. */
+int tacl__log_enabled(tacl__log_level_t level, tacl__subsys_t subsys);
+
+void tacl__log(tacl__log_level_t level, tacl__subsys_t subsys,
+               const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+#define TACL_LOG_(level, subsys, ...)                                        \
+    do {                                                                     \
+        if (tacl__log_enabled(level, TACL_SUBSYS_##subsys))                  \
+            tacl__log(level, TACL_SUBSYS_##subsys, __FILE__, __LINE__,       \
+                      __VA_ARGS__);                                          \
+    } while (0)
+
+/** Log at a level for a subsystem named without its prefix: WARN(SHM, ...). */
+#define TACL_WARN(subsys, ...) TACL_LOG_(TACL_LOG_WARN, subsys, __VA_ARGS__)
+#define TACL_INFO(subsys, ...) TACL_LOG_(TACL_LOG_INFO, subsys, __VA_ARGS__)
+#define TACL_TRACE(subsys, ...) TACL_LOG_(TACL_LOG_TRACE, subsys, __VA_ARGS__)
+
+/**
+ * Record an error as the calling thread's last error and log it (at WARN
+ * for system, internal, remote and timeout errors, at INFO for a caller's
+ * bad argument or usage), then return status.  Subsystem named without its
+ * prefix: tacl__error(TACL_ERR_SYSTEM, SHM, "mmap failed: %m").
+ */
+#define tacl__error(status, subsys, ...)                                     \
+    tacl__error_record((status), TACL_SUBSYS_##subsys, __FILE__, __LINE__,   \
+                       __VA_ARGS__)
+
+tacl_status_t tacl__error_record(tacl_status_t status, tacl__subsys_t subsys,
+                                 const char *file, int line,
+                                 const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/** The calling thread's last error message ("" if none). */
+const char *tacl__last_error(void);
+/** Clear the calling thread's last error message. */
+void tacl__last_error_clear(void);
+
+/** Re-read the logging configuration (tests change it between cases). */
+void tacl__log_reload(void);
+
+#endif /* TACL_CORE_LOG_H */

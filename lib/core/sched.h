@@ -1,0 +1,176 @@
+/*
+ * Schedules: what an algorithm compiles one operation (or one group of
+ * operations) into, for one rank.
+ *
+ * A schedule is a DAG of steps (send, recv, copy, reduce, div, nop).  Each
+ * step names its dependencies, which are earlier steps, so the step list is
+ * already in a topological order.  Steps address memory through buffer
+ * references (buffer index + byte offset) rather than raw pointers, so the
+ * same schedule can be executed on real transports, run by the simulator,
+ * or checked symbolically (every send has its receive, every output byte
+ * written exactly once) without any transport.
+ *
+ * Builders never fail half way silently: an allocation failure makes the
+ * schedule's error sticky and every later call a no-op returning -1, so a
+ * builder can chain calls and check tacl__sched_status() once at the end.
+ */
+#ifndef TACL_CORE_SCHED_H
+#define TACL_CORE_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tacl.h"
+
+typedef enum {
+    TACL__STEP_SEND = 0, /* send bytes at src to peer, matched by tag */
+    TACL__STEP_RECV,     /* receive bytes from peer into dst, by tag */
+    TACL__STEP_COPY,     /* dst = src, bytes long (regions may not overlap) */
+    TACL__STEP_REDUCE,   /* dst = src op src2, count elements of dtype;
+                            dst may equal src or src2 */
+    TACL__STEP_DIV,      /* dst = src / arg, count elements (AVG finish) */
+    TACL__STEP_NOP,      /* a join point: completes when its deps do */
+    TACL__STEP_NUM_KINDS
+} tacl__step_kind_t;
+
+/** Roles of a schedule buffer. */
+typedef enum {
+    TACL__BUF_INPUT = 0, /* caller's send buffer: read only */
+    TACL__BUF_OUTPUT,    /* caller's receive buffer */
+    TACL__BUF_SCRATCH    /* allocated by whoever runs the schedule */
+} tacl__buf_role_t;
+
+typedef struct {
+    void *ptr;        /* NULL for scratch until the executor allocates it */
+    uint64_t size;    /* bytes */
+    uint8_t role;     /* tacl__buf_role_t */
+    uint8_t memtype;  /* tacl_memtype_t, never AUTO */
+} tacl__sched_buf_t;
+
+/** A place in a schedule buffer. */
+typedef struct {
+    uint32_t buf;     /* index into tacl__sched_t.bufs */
+    uint64_t off;     /* byte offset */
+} tacl__bref_t;
+
+/**
+ * Tags.  A step's tag identifies a message within one communicator: the
+ * receiving rank matches (sender, tag).  Builders make tags with
+ * TACL__TAG(seq, step) where seq is the operation's sequence number
+ * (tacl__coll_args_t.seq) and step a number unique among the messages one
+ * rank sends to one peer within the operation.  The executor adds the
+ * communicator's id on the wire.
+ */
+#define TACL__TAG_STEP_BITS 20
+#define TACL__TAG_SEQ_BITS 20
+#define TACL__TAG(seq, step)                                                 \
+    ((((uint64_t)(seq) & ((1ull << TACL__TAG_SEQ_BITS) - 1))                 \
+      << TACL__TAG_STEP_BITS) |                                              \
+     ((uint64_t)(step) & ((1ull << TACL__TAG_STEP_BITS) - 1)))
+/** The bits a communicator id occupies above a step tag. */
+#define TACL__TAG_COMM_SHIFT (TACL__TAG_STEP_BITS + TACL__TAG_SEQ_BITS)
+
+typedef struct {
+    uint8_t kind;     /* tacl__step_kind_t */
+    uint8_t dtype;    /* tacl_dtype_t, REDUCE and DIV */
+    uint8_t op;       /* tacl_op_t, REDUCE (never AVG: builders use SUM
+                         then DIV) */
+    int32_t peer;     /* communicator rank, SEND and RECV */
+    uint64_t tag;     /* SEND and RECV */
+    tacl__bref_t dst; /* RECV, COPY, REDUCE, DIV */
+    tacl__bref_t src; /* SEND, COPY, REDUCE, DIV */
+    tacl__bref_t src2;/* REDUCE */
+    uint64_t bytes;   /* SEND, RECV, COPY: bytes; REDUCE, DIV: bytes of
+                         dst (count * dtype size) */
+    uint32_t arg;     /* DIV: the divisor */
+    uint32_t dep_start; /* first dependency in tacl__sched_t.deps */
+    uint32_t ndeps;
+} tacl__step_t;
+
+typedef struct tacl__sched {
+    int rank;               /* rank the schedule is for */
+    int nranks;             /* communicator size */
+    tacl__step_t *steps;
+    uint32_t nsteps, steps_cap;
+    uint32_t *deps;         /* dependency lists, indices of earlier steps */
+    uint32_t ndeps, deps_cap;
+    tacl__sched_buf_t *bufs;
+    uint32_t nbufs, bufs_cap;
+    tacl_status_t status;   /* sticky builder error */
+} tacl__sched_t;
+
+/** Up to this many dependencies may be passed to one step. */
+#define TACL__MAX_DEPS 64
+
+/**
+ * Dependency lists for the step constructors:
+ * tacl__sched_copy(s, dst, src, n, TACL__DEPS(a, b)).  A negative id means
+ * "no dependency" and is skipped, so a builder can start a chain with -1.
+ */
+#define TACL__DEPS(...)                                                      \
+    (const int32_t[]){__VA_ARGS__},                                          \
+        (int)(sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t))
+#define TACL__NO_DEPS NULL, 0
+
+void tacl__sched_init(tacl__sched_t *s, int rank, int nranks);
+void tacl__sched_fini(tacl__sched_t *s);
+/** Drop the steps and buffers but keep the allocations, for reuse. */
+void tacl__sched_reset(tacl__sched_t *s);
+static inline tacl_status_t tacl__sched_status(const tacl__sched_t *s)
+{
+    return s->status;
+}
+
+/**
+ * Register a caller buffer (INPUT or OUTPUT).  Returns its index, or -1
+ * after an error.  The same pointer may be registered twice (in-place
+ * operations register one buffer with role OUTPUT and refer to it as
+ * their input too).
+ */
+int32_t tacl__sched_buf(tacl__sched_t *s, const void *ptr, uint64_t size,
+                        tacl__buf_role_t role, tacl_memtype_t memtype);
+/** Register a scratch buffer of size bytes, allocated by the runner. */
+int32_t tacl__sched_scratch(tacl__sched_t *s, uint64_t size,
+                            tacl_memtype_t memtype);
+
+static inline tacl__bref_t tacl__bref(int32_t buf, uint64_t off)
+{
+    tacl__bref_t r = {(uint32_t)buf, off};
+    return r;
+}
+
+/*
+ * Step constructors.  Each returns the new step's id (>= 0), or -1 once
+ * the schedule is in error.
+ */
+int32_t tacl__sched_send(tacl__sched_t *s, int peer, tacl__bref_t src,
+                         uint64_t bytes, uint64_t tag, const int32_t *deps,
+                         int ndeps);
+int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
+                         uint64_t bytes, uint64_t tag, const int32_t *deps,
+                         int ndeps);
+int32_t tacl__sched_copy(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
+                         uint64_t bytes, const int32_t *deps, int ndeps);
+int32_t tacl__sched_reduce(tacl__sched_t *s, tacl__bref_t dst,
+                           tacl__bref_t src, tacl__bref_t src2, size_t count,
+                           tacl_dtype_t dtype, tacl_op_t op,
+                           const int32_t *deps, int ndeps);
+int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
+                        size_t count, tacl_dtype_t dtype, uint32_t divisor,
+                        const int32_t *deps, int ndeps);
+int32_t tacl__sched_nop(tacl__sched_t *s, const int32_t *deps, int ndeps);
+
+/** The dependencies of step id. */
+static inline const uint32_t *tacl__sched_deps(const tacl__sched_t *s,
+                                               uint32_t id)
+{
+    return s->deps + s->steps[id].dep_start;
+}
+
+/** A one-line human description of a step, for logs and test failures. */
+void tacl__sched_step_str(const tacl__sched_t *s, uint32_t id, char *buf,
+                          size_t len);
+/** Log every step at TRACE under SCHED. */
+void tacl__sched_dump(const tacl__sched_t *s);
+
+#endif /* TACL_CORE_SCHED_H */

@@ -1,0 +1,151 @@
+/*
+ * The transport interface.  A transport is one const tacl__transport_ops_t
+ * filled by field name; a slot it lacks points to a shared stub that
+ * returns TACL_ERR_UNSUPPORTED, so no caller ever checks for NULL.  Callers
+ * go through the static inline wrappers at the end of this file.
+ *
+ * Model: one transport instance (tacl__tl_t) per process context.  It is
+ * created collectively (every rank of the context calls init, which may
+ * exchange addresses through params->exchange), then moves tagged messages
+ * between "world" ranks of that context.  Operations are non-blocking: send
+ * and recv post a tacl__tl_op_t and return; the transport completes it from
+ * inside progress() by calling op->cb exactly once (never from inside the
+ * post call).  Matching is by (source rank, tag): a receive matches the
+ * send from op->peer with the same tag; two messages with the same source
+ * and tag are matched in the order they were sent.  Messages may be of any
+ * length including zero; a receive whose length differs from the send's
+ * completes with TACL_ERR_INTERNAL.
+ */
+#ifndef TACL_TRANSPORT_TRANSPORT_H
+#define TACL_TRANSPORT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tacl.h"
+
+typedef struct tacl__tl tacl__tl_t;
+typedef struct tacl__tl_op tacl__tl_op_t;
+
+/** Completion callback: called once, from progress(), with the result. */
+typedef void (*tacl__tl_cb_t)(tacl__tl_op_t *op, tacl_status_t status);
+
+struct tacl__tl_op {
+    /* Set by the caller before posting. */
+    int peer;                  /* world rank */
+    uint64_t tag;
+    void *buf;                 /* send: source; recv: destination */
+    uint64_t len;
+    uint8_t memtype;           /* tacl_memtype_t, never AUTO */
+    tacl__tl_cb_t cb;
+    void *arg;                 /* for the caller's use */
+    /* The transport's own state; the caller leaves it alone. */
+    tacl__tl_op_t *tl_next;
+    uint64_t tl_priv[6];
+};
+
+/**
+ * What a transport's init gets.  exchange() is collective over the
+ * context: every rank passes its own size-byte record in
+ * all[rank * size .. ] and gets back everyone's.
+ */
+typedef struct {
+    int rank;
+    int nranks;
+    const char *node_id;       /* this rank's node identity */
+    const char *const *node_ids; /* node identity of every world rank */
+    double timeout_s;          /* bound on any wait */
+    tacl_status_t (*exchange)(void *ctx, void *all, size_t size);
+    void *exchange_ctx;
+} tacl__tl_params_t;
+
+/* Capability bits. */
+#define TACL__TL_CAP_HOST (1u << 0)     /* reads/writes host memory */
+#define TACL__TL_CAP_CUDA (1u << 1)     /* reads/writes CUDA memory */
+#define TACL__TL_CAP_ONE_SIDED (1u << 2)
+
+typedef struct tacl__transport_ops {
+    size_t size;               /* sizeof(tacl__transport_ops_t) */
+    const char *name;
+    unsigned caps;
+    /** Collective over the context; creates the instance. */
+    tacl_status_t (*init)(const tacl__tl_params_t *params, tacl__tl_t **tl_p);
+    /** Whether this instance can reach world rank peer. */
+    int (*reachable)(tacl__tl_t *tl, int peer);
+    tacl_status_t (*send)(tacl__tl_t *tl, tacl__tl_op_t *op);
+    tacl_status_t (*recv)(tacl__tl_t *tl, tacl__tl_op_t *op);
+    /**
+     * Make progress; never blocks.  Returns the number of events handled
+     * (>= 0), or a negative status for a failure of the whole instance
+     * (a peer died): then every pending op has been completed with it.
+     */
+    int (*progress)(tacl__tl_t *tl);
+    /**
+     * Sleep until something may have arrived or timeout_us passed; returns
+     * at once if there may be work.  Lets 8 ranks share 2 cores.
+     */
+    tacl_status_t (*wait)(tacl__tl_t *tl, int64_t timeout_us);
+    /** Register memory for faster transfers (optional). */
+    tacl_status_t (*mem_register)(tacl__tl_t *tl, void *buf, size_t len,
+                                  void **handle_p);
+    tacl_status_t (*mem_deregister)(tacl__tl_t *tl, void *handle);
+    /**
+     * Complete every pending op with status (used on abort and on fatal
+     * errors found elsewhere, such as a dead peer seen by the bootstrap).
+     */
+    void (*cancel_all)(tacl__tl_t *tl, tacl_status_t status);
+    /** Free the instance.  Pending ops must have been cancelled. */
+    void (*close)(tacl__tl_t *tl);
+} tacl__transport_ops_t;
+
+/** Every instance starts with this header. */
+struct tacl__tl {
+    const tacl__transport_ops_t *ops;
+};
+
+/* Stubs for slots a transport does not fill. */
+int tacl__tl_reachable_none(tacl__tl_t *tl, int peer);
+tacl_status_t tacl__tl_post_unsupported(tacl__tl_t *tl, tacl__tl_op_t *op);
+tacl_status_t tacl__tl_wait_yield(tacl__tl_t *tl, int64_t timeout_us);
+tacl_status_t tacl__tl_register_unsupported(tacl__tl_t *tl, void *buf,
+                                            size_t len, void **handle_p);
+tacl_status_t tacl__tl_deregister_unsupported(tacl__tl_t *tl, void *handle);
+
+/* The transports built into this library. */
+extern const tacl__transport_ops_t tacl__tl_self_ops;
+extern const tacl__transport_ops_t tacl__tl_shm_ops;
+
+static inline int tacl__tl_reachable(tacl__tl_t *tl, int peer)
+{
+    return tl->ops->reachable(tl, peer);
+}
+static inline tacl_status_t tacl__tl_send(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    return tl->ops->send(tl, op);
+}
+static inline tacl_status_t tacl__tl_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    return tl->ops->recv(tl, op);
+}
+static inline int tacl__tl_progress(tacl__tl_t *tl)
+{
+    return tl->ops->progress(tl);
+}
+static inline tacl_status_t tacl__tl_wait(tacl__tl_t *tl, int64_t timeout_us)
+{
+    return tl->ops->wait(tl, timeout_us);
+}
+static inline void tacl__tl_cancel_all(tacl__tl_t *tl, tacl_status_t status)
+{
+    tl->ops->cancel_all(tl, status);
+}
+static inline void tacl__tl_close(tacl__tl_t *tl)
+{
+    tl->ops->close(tl);
+}
+static inline const char *tacl__tl_name(const tacl__tl_t *tl)
+{
+    return tl->ops->name;
+}
+
+#endif /* TACL_TRANSPORT_TRANSPORT_H */
