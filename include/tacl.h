@@ -301,9 +301,26 @@ typedef struct {
     uint64_t messages;   /**< Messages sent through it. */
 } tacl_transport_counter_t;
 
+/** Link classes, in the order of tacl_counters_t.links. */
+typedef enum {
+    TACL_LINK_SELF = 0,  /**< A rank to itself. */
+    TACL_LINK_HOST,      /**< Host memory inside a node (shm). */
+    TACL_LINK_GPU,       /**< GPU peer copy inside a node. */
+    TACL_LINK_NET,       /**< The network between nodes. */
+    TACL_NUM_LINK_CLASSES
+} tacl_link_class_t;
+
+typedef struct {
+    char name[16];       /**< Link class name ("self", "host", ...). */
+    uint64_t bytes;
+    uint64_t messages;
+} tacl_link_counter_t;
+
 typedef struct {
     int n_transports;
     tacl_transport_counter_t transports[TACL_MAX_TRANSPORTS];
+    /** The same bytes, by the link class they crossed. */
+    tacl_link_counter_t links[TACL_NUM_LINK_CLASSES];
 } tacl_counters_t;
 
 /** Bytes and messages this rank sent on comm since creation or reset. */

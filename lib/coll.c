@@ -1,1 +1,467 @@
-/* placeholder: being written */
+/*
+ * Collective and point-to-point entry points.
+ *
+ * Every call is validated here, once, with a clear status and message for
+ * each bad argument; then it is either recorded in the thread's group or
+ * built into a schedule and started.  The blocking form waits for it; the
+ * "_nb" form returns a request.
+ */
+#include <string.h>
+
+#include "common.h"
+#include "config.h"
+#include "executor.h"
+#include "log.h"
+
+/* No single buffer may exceed this many bytes (far beyond any machine). */
+#define MAX_BUFFER_BYTES (1ull << 56)
+
+/* Collective sequence numbers and p2p ones live in disjoint halves of the
+ * tag's sequence field. */
+#define SEQ_HALF (1ull << (TACL__TAG_SEQ_BITS - 1))
+
+static int is_reduction(tacl__coll_type_t t)
+{
+    return t == TACL__COLL_REDUCE_SCATTER || t == TACL__COLL_ALLREDUCE ||
+           t == TACL__COLL_REDUCE;
+}
+
+/* Bytes of the send and receive buffers the operation touches. */
+static tacl_status_t buffer_sizes(const tacl__coll_args_t *a, int n,
+                                  uint64_t *send_p, uint64_t *recv_p)
+{
+    uint64_t esize = tacl_dtype_size(a->dtype), block, all;
+
+    if (__builtin_mul_overflow((uint64_t)a->count, esize, &block) ||
+        __builtin_mul_overflow(block, (uint64_t)n, &all) ||
+        all > MAX_BUFFER_BYTES)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "count %zu of %s on %d ranks overflows the "
+                           "largest buffer tacl accepts", a->count,
+                           tacl_dtype_name(a->dtype), n);
+    switch (a->type) {
+    case TACL__COLL_ALLGATHER:
+        *send_p = block;
+        *recv_p = all;
+        break;
+    case TACL__COLL_REDUCE_SCATTER:
+        *send_p = all;
+        *recv_p = block;
+        break;
+    case TACL__COLL_ALLTOALL:
+        *send_p = all;
+        *recv_p = all;
+        break;
+    case TACL__COLL_SEND:
+        *send_p = block;
+        *recv_p = 0;
+        break;
+    case TACL__COLL_RECV:
+        *send_p = 0;
+        *recv_p = block;
+        break;
+    default:
+        *send_p = block;
+        *recv_p = block;
+        break;
+    }
+    return TACL_OK;
+}
+
+static int overlaps(const void *a, uint64_t alen, const void *b,
+                    uint64_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return alen > 0 && blen > 0 && x < y + blen && y < x + alen;
+}
+
+/* In place as NCCL defines it, or a forbidden partial overlap. */
+static tacl_status_t check_aliasing(const tacl__coll_args_t *a, int rank,
+                                    uint64_t send, uint64_t recv)
+{
+    const char *sb = a->sendbuf, *rb = a->recvbuf;
+    const char *in_place = NULL;
+
+    if (!overlaps(sb, send, rb, recv))
+        return TACL_OK;
+    switch (a->type) {
+    case TACL__COLL_ALLGATHER:
+        in_place = rb + (uint64_t)rank * send;
+        break;
+    case TACL__COLL_REDUCE_SCATTER:
+        in_place = sb + (uint64_t)rank * recv;
+        if (rb == in_place)
+            return TACL_OK;
+        break;
+    default:
+        in_place = rb;
+        break;
+    }
+    if (sb == in_place)
+        return TACL_OK;
+    return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                       "%s: sendbuf and recvbuf overlap but not in place "
+                       "(see the in-place conventions in tacl.h)",
+                       tacl__coll_name(a->type));
+}
+
+static tacl_status_t check_memory(tacl__coll_args_t *a, uint64_t send,
+                                  uint64_t recv, tacl_stream_t stream)
+{
+    tacl_memtype_t ms = send > 0 ? tacl__memtype_detect(a->sendbuf)
+                                 : TACL_MEM_HOST;
+    tacl_memtype_t mr = recv > 0 ? tacl__memtype_detect(a->recvbuf)
+                                 : TACL_MEM_HOST;
+
+    if (ms == TACL_MEM_CUDA || mr == TACL_MEM_CUDA)
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                           "%s: CUDA device buffers need the cuda_ipc "
+                           "transport, which this build does not have yet",
+                           tacl__coll_name(a->type));
+    if (stream != NULL)
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                           "%s: a stream orders device work; for host "
+                           "buffers pass a NULL stream (or use the _nb "
+                           "form to overlap)", tacl__coll_name(a->type));
+    a->memtype = TACL_MEM_HOST;
+    return TACL_OK;
+}
+
+static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
+                              tacl_stream_t stream)
+{
+    const char *name = tacl__coll_name(a->type);
+    uint64_t send = 0, recv = 0;
+    int root_used = a->type == TACL__COLL_BROADCAST ||
+                    a->type == TACL__COLL_REDUCE;
+    int peer_used = a->type == TACL__COLL_SEND || a->type == TACL__COLL_RECV;
+    int is_root = root_used && a->root == comm->rank;
+    tacl_status_t status;
+
+    if (comm->ctx->fatal != TACL_OK)
+        return tacl__error(comm->ctx->fatal, COLL,
+                           "%s: the communicator failed earlier (%s); "
+                           "destroy or abort it", name,
+                           comm->ctx->fatal_msg);
+    if (a->type == TACL__COLL_BARRIER) {
+        a->memtype = TACL_MEM_HOST;
+        return TACL_OK;
+    }
+    if ((unsigned)a->dtype >= TACL_NUM_DTYPES)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: dtype %d is not a tacl_dtype_t", name,
+                           (int)a->dtype);
+    if (is_reduction(a->type) && (unsigned)a->op >= TACL_NUM_OPS)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: op %d is not a tacl_op_t", name, (int)a->op);
+    if ((root_used || peer_used) && (a->root < 0 || a->root >= comm->size))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: %s %d is not a rank of this communicator "
+                           "(size %d)", name, peer_used ? "peer" : "root",
+                           a->root, comm->size);
+    status = buffer_sizes(a, comm->size, &send, &recv);
+    if (status != TACL_OK)
+        return status;
+    /* Broadcast reads sendbuf on the root only; reduce writes recvbuf on
+     * the root only. */
+    if (a->type == TACL__COLL_BROADCAST && !is_root)
+        send = 0;
+    if (a->type == TACL__COLL_REDUCE && !is_root)
+        recv = 0;
+    if (send > 0 && a->sendbuf == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: sendbuf is NULL with count %zu", name,
+                           a->count);
+    if (recv > 0 && a->recvbuf == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: recvbuf is NULL with count %zu", name,
+                           a->count);
+    status = check_aliasing(a, comm->rank, send, recv);
+    if (status != TACL_OK)
+        return status;
+    return check_memory(a, send, recv, stream);
+}
+
+tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
+                              int nops, tacl__exec_t **exec_p)
+{
+    const char *spec = tacl__config_str(TACL_CFG_ALGO);
+    tacl__sched_t sched;
+    tacl_status_t status = TACL_OK;
+
+    tacl__sched_init(&sched, comm->rank, comm->size);
+    for (int i = 0; i < nops && status == TACL_OK; i++) {
+        const tacl__algo_t *algo = NULL;
+        status = tacl__algo_build(&sched, &ops[i].args, &comm->view, spec,
+                                  &algo);
+        if (status == TACL_OK && algo != NULL)
+            TACL_INFO(COLL, "rank %d: %s of %zu x %s with %s (seq %llu)",
+                      comm->rank, tacl__coll_name(ops[i].args.type),
+                      ops[i].args.count, tacl_dtype_name(ops[i].args.dtype),
+                      algo->name, (unsigned long long)ops[i].args.seq);
+    }
+    if (status == TACL_OK)
+        status = tacl__sched_status(&sched);
+    if (status == TACL_OK)
+        status = tacl__exec_start(comm, &sched, exec_p);
+    tacl__sched_fini(&sched);
+    return status;
+}
+
+/* Run one operation now, or record it in the group. */
+static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
+                          tacl_stream_t stream, int blocking,
+                          tacl_request_t *req_p)
+{
+    tacl__op_t op;
+    tacl__exec_t *exec;
+    tacl_status_t status;
+
+    tacl__last_error_clear();
+    status = tacl__comm_check(comm);
+    if (status != TACL_OK)
+        return status;
+    if (!blocking && req_p == NULL)
+        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                               "%s: req_p is NULL", tacl__coll_name(a->type)));
+    status = validate(comm, a, stream);
+    if (status != TACL_OK)
+        return tacl__comm_fail(comm, status);
+    if (a->type == TACL__COLL_SEND && blocking && !tacl__group_active() &&
+        a->root == comm->rank)
+        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
+                               COLL, "a blocking send to oneself can never "
+                               "complete; post it with its receive inside a "
+                               "group"));
+    a->chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE);
+    pthread_mutex_lock(&comm->ctx->lock);
+    if (a->type == TACL__COLL_SEND)
+        a->seq = SEQ_HALF | (comm->p2p_send[a->root]++ % SEQ_HALF);
+    else if (a->type == TACL__COLL_RECV)
+        a->seq = SEQ_HALF | (comm->p2p_recv[a->root]++ % SEQ_HALF);
+    else
+        a->seq = comm->seq++ % SEQ_HALF;
+    op.comm = comm;
+    op.args = *a;
+    if (tacl__group_active()) {
+        pthread_mutex_unlock(&comm->ctx->lock);
+        if (req_p != NULL)
+            *req_p = NULL;
+        return tacl__comm_fail(comm, tacl__group_add(&op));
+    }
+    status = tacl__ops_start(comm, &op, 1, &exec);
+    pthread_mutex_unlock(&comm->ctx->lock);
+    if (status != TACL_OK)
+        return tacl__comm_fail(comm, status);
+    if (!blocking) {
+        status = tacl__request_create(&exec, 1, req_p);
+        if (status != TACL_OK) {
+            tacl__exec_wait(&exec, 1);
+            tacl__exec_free(exec);
+        }
+        return tacl__comm_fail(comm, status);
+    }
+    status = tacl__exec_wait(&exec, 1);
+    tacl__exec_free(exec);
+    return tacl__comm_fail(comm, status);
+}
+
+#define ARGS(...) (tacl__coll_args_t){__VA_ARGS__}
+
+TACL_EXPORT tacl_status_t tacl_allgather_nb(const void *sendbuf,
+                                            void *recvbuf, size_t sendcount,
+                                            tacl_dtype_t dtype,
+                                            tacl_comm_t comm,
+                                            tacl_stream_t stream,
+                                            tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = sendcount, .dtype = dtype);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_allgather(const void *sendbuf, void *recvbuf,
+                                         size_t sendcount, tacl_dtype_t dtype,
+                                         tacl_comm_t comm,
+                                         tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = sendcount, .dtype = dtype);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_reduce_scatter_nb(
+    const void *sendbuf, void *recvbuf, size_t recvcount, tacl_dtype_t dtype,
+    tacl_op_t op, tacl_comm_t comm, tacl_stream_t stream,
+    tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = recvcount, .dtype = dtype, .op = op);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_reduce_scatter(const void *sendbuf,
+                                              void *recvbuf, size_t recvcount,
+                                              tacl_dtype_t dtype,
+                                              tacl_op_t op, tacl_comm_t comm,
+                                              tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = recvcount, .dtype = dtype, .op = op);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_allreduce_nb(const void *sendbuf,
+                                            void *recvbuf, size_t count,
+                                            tacl_dtype_t dtype, tacl_op_t op,
+                                            tacl_comm_t comm,
+                                            tacl_stream_t stream,
+                                            tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLREDUCE,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype, .op = op);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_allreduce(const void *sendbuf, void *recvbuf,
+                                         size_t count, tacl_dtype_t dtype,
+                                         tacl_op_t op, tacl_comm_t comm,
+                                         tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLREDUCE,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype, .op = op);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_broadcast_nb(const void *sendbuf,
+                                            void *recvbuf, size_t count,
+                                            tacl_dtype_t dtype, int root,
+                                            tacl_comm_t comm,
+                                            tacl_stream_t stream,
+                                            tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BROADCAST,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype, .root = root);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_broadcast(const void *sendbuf, void *recvbuf,
+                                         size_t count, tacl_dtype_t dtype,
+                                         int root, tacl_comm_t comm,
+                                         tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BROADCAST,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype, .root = root);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_reduce_nb(const void *sendbuf, void *recvbuf,
+                                         size_t count, tacl_dtype_t dtype,
+                                         tacl_op_t op, int root,
+                                         tacl_comm_t comm,
+                                         tacl_stream_t stream,
+                                         tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE, .sendbuf = sendbuf,
+                               .recvbuf = recvbuf, .count = count,
+                               .dtype = dtype, .op = op, .root = root);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_reduce(const void *sendbuf, void *recvbuf,
+                                      size_t count, tacl_dtype_t dtype,
+                                      tacl_op_t op, int root,
+                                      tacl_comm_t comm, tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE, .sendbuf = sendbuf,
+                               .recvbuf = recvbuf, .count = count,
+                               .dtype = dtype, .op = op, .root = root);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_alltoall_nb(const void *sendbuf,
+                                           void *recvbuf, size_t count,
+                                           tacl_dtype_t dtype,
+                                           tacl_comm_t comm,
+                                           tacl_stream_t stream,
+                                           tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLTOALL,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_alltoall(const void *sendbuf, void *recvbuf,
+                                        size_t count, tacl_dtype_t dtype,
+                                        tacl_comm_t comm,
+                                        tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLTOALL,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_send_nb(const void *sendbuf, size_t count,
+                                       tacl_dtype_t dtype, int peer,
+                                       tacl_comm_t comm, tacl_stream_t stream,
+                                       tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_SEND, .sendbuf = sendbuf,
+                               .count = count, .dtype = dtype, .root = peer);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_send(const void *sendbuf, size_t count,
+                                    tacl_dtype_t dtype, int peer,
+                                    tacl_comm_t comm, tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_SEND, .sendbuf = sendbuf,
+                               .count = count, .dtype = dtype, .root = peer);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_recv_nb(void *recvbuf, size_t count,
+                                       tacl_dtype_t dtype, int peer,
+                                       tacl_comm_t comm, tacl_stream_t stream,
+                                       tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_RECV, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype, .root = peer);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_recv(void *recvbuf, size_t count,
+                                    tacl_dtype_t dtype, int peer,
+                                    tacl_comm_t comm, tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_RECV, .recvbuf = recvbuf,
+                               .count = count, .dtype = dtype, .root = peer);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_barrier_nb(tacl_comm_t comm,
+                                          tacl_stream_t stream,
+                                          tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BARRIER,
+                               .dtype = TACL_UINT8);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_barrier(tacl_comm_t comm,
+                                       tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BARRIER,
+                               .dtype = TACL_UINT8);
+    return post(comm, &a, stream, 1, NULL);
+}

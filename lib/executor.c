@@ -1,1 +1,571 @@
-/* placeholder: being written */
+/*
+ * The schedule executor.
+ *
+ * A schedule arrives as steps in topological order with their dependency
+ * lists.  At start the executor inverts the lists into dependents (CSR
+ * arrays), counts each step's unmet dependencies and queues the steps that
+ * have none.  Draining the queue posts sends and receives to the
+ * transports and runs copies and reductions inline; a transport's
+ * completion callback, or an inline step finishing, releases the step's
+ * dependents.  Because every ready step starts at once, independent parts
+ * of a schedule (the chunks of a pipelined ring, the intra- and inter-node
+ * rings of HO-Ring, the two hops of qgZ) overlap without the algorithms
+ * doing anything special.
+ *
+ * Failure model: any transport error, dead peer or timeout makes the whole
+ * context fatal (as an NCCL communicator becomes after an async error):
+ * every pending transport operation is cancelled with the error, so each
+ * execution finishes, with that status, once its posted operations are
+ * back.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "config.h"
+#include "executor.h"
+#include "log.h"
+#include "reduce.h"
+
+struct tacl__exec {
+    tacl__sched_t sched;
+    tacl_comm_t comm;
+    uint32_t *waiting;        /* unmet dependencies per step */
+    uint32_t *out_start;      /* dependents of step i: out[out_start[i] ..
+                                 out_start[i + 1]) */
+    uint32_t *out;
+    uint32_t *ready;          /* FIFO of runnable steps; each enters once */
+    uint32_t rhead, rtail;
+    tacl__tl_op_t *ops;       /* one per step, used by SEND and RECV */
+    uint8_t **bufptr;         /* resolved base pointer per buffer */
+    uint32_t ncomplete;
+    uint32_t inflight;        /* posted transport operations */
+    tacl_status_t status;
+    int finished;
+    int linked;
+    tacl__exec_t *next, *prev;
+};
+
+static void exec_unlink(tacl__exec_t *e)
+{
+    tacl__ctx_t *ctx = e->comm->ctx;
+
+    if (!e->linked)
+        return;
+    if (e->prev != NULL)
+        e->prev->next = e->next;
+    else
+        ctx->active = e->next;
+    if (e->next != NULL)
+        e->next->prev = e->prev;
+    e->linked = 0;
+}
+
+static void exec_check_finished(tacl__exec_t *e)
+{
+    if (e->finished)
+        return;
+    if ((e->status != TACL_OK && e->inflight == 0) ||
+        (e->status == TACL_OK && e->ncomplete == e->sched.nsteps)) {
+        e->finished = 1;
+        e->comm->inflight--;
+        exec_unlink(e);
+    }
+}
+
+static void exec_fail(tacl__exec_t *e, tacl_status_t status)
+{
+    if (e->status == TACL_OK)
+        e->status = status;
+}
+
+static void step_complete(tacl__exec_t *e, uint32_t id)
+{
+    e->ncomplete++;
+    for (uint32_t k = e->out_start[id]; k < e->out_start[id + 1]; k++) {
+        uint32_t d = e->out[k];
+        if (--e->waiting[d] == 0)
+            e->ready[e->rtail++] = d;
+    }
+}
+
+static void op_done(tacl__tl_op_t *op, tacl_status_t status)
+{
+    tacl__exec_t *e = op->arg;
+
+    e->inflight--;
+    if (status != TACL_OK) {
+        exec_fail(e, status);
+        /* A failed message leaves the peers' schedules out of step with
+         * ours: the communicator cannot be used any more. */
+        tacl__ctx_set_fatal(e->comm->ctx, status);
+    } else {
+        step_complete(e, (uint32_t)(op - e->ops));
+    }
+    exec_check_finished(e);
+}
+
+static inline void *bref_ptr(const tacl__exec_t *e, tacl__bref_t r)
+{
+    return e->bufptr[r.buf] + r.off;
+}
+
+static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
+{
+    const tacl__step_t *st = &e->sched.steps[id];
+    tacl_comm_t comm = e->comm;
+    tacl__ctx_t *ctx = comm->ctx;
+    tacl__tl_op_t *op = &e->ops[id];
+    int world = comm->world[st->peer];
+    int tl = ctx->tl_of[world];
+    tacl_status_t status;
+
+    if (tl < 0)
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                           "no transport reaches rank %d (node %s) from "
+                           "rank %d; inter-node transports are not built in",
+                           st->peer, ctx->node_ids[world], comm->rank);
+    op->peer = world;
+    op->tag = ((uint64_t)comm->id << TACL__TAG_COMM_SHIFT) | st->tag;
+    op->len = st->bytes;
+    op->memtype = e->sched.bufs[st->kind == TACL__STEP_SEND ? st->src.buf
+                                                             : st->dst.buf]
+                      .memtype;
+    op->cb = op_done;
+    op->arg = e;
+    if (st->kind == TACL__STEP_SEND) {
+        op->buf = bref_ptr(e, st->src);
+        status = tacl__tl_send(ctx->tls[tl], op);
+        if (status == TACL_OK) {
+            int cls = comm->link_of[st->peer];
+            comm->counters.transports[tl].bytes += st->bytes;
+            comm->counters.transports[tl].messages++;
+            comm->counters.links[cls].bytes += st->bytes;
+            comm->counters.links[cls].messages++;
+        }
+    } else {
+        op->buf = bref_ptr(e, st->dst);
+        status = tacl__tl_recv(ctx->tls[tl], op);
+    }
+    if (status == TACL_OK)
+        e->inflight++;
+    return status;
+}
+
+static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
+{
+    const tacl__step_t *st = &e->sched.steps[id];
+    size_t esize;
+
+    switch (st->kind) {
+    case TACL__STEP_SEND:
+    case TACL__STEP_RECV:
+        return post_message(e, id);
+    case TACL__STEP_COPY:
+        if (st->bytes > 0)
+            memcpy(bref_ptr(e, st->dst), bref_ptr(e, st->src), st->bytes);
+        break;
+    case TACL__STEP_REDUCE: {
+        tacl_status_t s;
+        esize = tacl_dtype_size(st->dtype);
+        s = tacl__reduce_cpu(bref_ptr(e, st->dst), bref_ptr(e, st->src),
+                             bref_ptr(e, st->src2), st->bytes / esize,
+                             st->dtype, st->op);
+        if (s != TACL_OK)
+            return s;
+        break;
+    }
+    case TACL__STEP_DIV: {
+        tacl_status_t s;
+        esize = tacl_dtype_size(st->dtype);
+        s = tacl__div_cpu(bref_ptr(e, st->dst), bref_ptr(e, st->src),
+                          st->bytes / esize, st->dtype, st->arg);
+        if (s != TACL_OK)
+            return s;
+        break;
+    }
+    case TACL__STEP_NOP:
+        break;
+    default:
+        return tacl__error(TACL_ERR_INTERNAL, SCHED, "step %u has kind %d",
+                           id, st->kind);
+    }
+    step_complete(e, id);
+    return TACL_OK;
+}
+
+/* Run every ready step; returns how many ran. */
+static int exec_drain(tacl__exec_t *e)
+{
+    int n = 0;
+
+    while (e->status == TACL_OK && e->rhead != e->rtail) {
+        uint32_t id = e->ready[e->rhead++];
+        tacl_status_t status = run_step(e, id);
+
+        n++;
+        if (status != TACL_OK) {
+            exec_fail(e, status);
+            tacl__ctx_set_fatal(e->comm->ctx, status);
+            break;
+        }
+    }
+    exec_check_finished(e);
+    return n;
+}
+
+/* A bad reference means a builder bug; catch it before it writes. */
+static tacl_status_t check_bref(const tacl__sched_t *s, uint32_t id,
+                                tacl__bref_t r, uint64_t bytes)
+{
+    if (r.buf >= s->nbufs || r.off > s->bufs[r.buf].size ||
+        bytes > s->bufs[r.buf].size - r.off)
+        return tacl__error(TACL_ERR_INTERNAL, SCHED,
+                           "step %u reaches past buffer %u (offset %llu, "
+                           "%llu bytes)", id, r.buf,
+                           (unsigned long long)r.off,
+                           (unsigned long long)bytes);
+    return TACL_OK;
+}
+
+static tacl_status_t check_sched(const tacl__sched_t *s, int size)
+{
+    tacl_status_t st = TACL_OK;
+
+    for (uint32_t i = 0; i < s->nsteps && st == TACL_OK; i++) {
+        const tacl__step_t *p = &s->steps[i];
+        switch (p->kind) {
+        case TACL__STEP_SEND:
+            st = check_bref(s, i, p->src, p->bytes);
+            break;
+        case TACL__STEP_RECV:
+            st = check_bref(s, i, p->dst, p->bytes);
+            break;
+        case TACL__STEP_COPY:
+        case TACL__STEP_DIV:
+            st = check_bref(s, i, p->dst, p->bytes);
+            if (st == TACL_OK)
+                st = check_bref(s, i, p->src, p->bytes);
+            break;
+        case TACL__STEP_REDUCE:
+            st = check_bref(s, i, p->dst, p->bytes);
+            if (st == TACL_OK)
+                st = check_bref(s, i, p->src, p->bytes);
+            if (st == TACL_OK)
+                st = check_bref(s, i, p->src2, p->bytes);
+            break;
+        default:
+            break;
+        }
+        if (st == TACL_OK &&
+            (p->kind == TACL__STEP_SEND || p->kind == TACL__STEP_RECV) &&
+            (p->peer < 0 || p->peer >= size))
+            st = tacl__error(TACL_ERR_INTERNAL, SCHED,
+                             "step %u names peer %d of %d", i, p->peer, size);
+    }
+    return st;
+}
+
+tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
+                               tacl__exec_t **exec_p)
+{
+    uint32_t n = sched->nsteps;
+    tacl__exec_t *e;
+    tacl_status_t status;
+
+    status = check_sched(sched, comm->size);
+    if (status != TACL_OK)
+        return status;
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    e->sched = *sched;
+    e->comm = comm;
+    e->waiting = calloc(n + 1, sizeof(uint32_t));
+    e->out_start = calloc(n + 2, sizeof(uint32_t));
+    e->out = calloc(sched->ndeps + 1, sizeof(uint32_t));
+    e->ready = calloc(n + 1, sizeof(uint32_t));
+    e->ops = calloc(n + 1, sizeof(tacl__tl_op_t));
+    e->bufptr = calloc(sched->nbufs + 1, sizeof(uint8_t *));
+    if (!e->waiting || !e->out_start || !e->out || !e->ready || !e->ops ||
+        !e->bufptr) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                             "out of memory for a schedule of %u steps", n);
+        goto err_free;
+    }
+    for (uint32_t b = 0; b < sched->nbufs; b++) {
+        tacl__sched_buf_t *buf = &sched->bufs[b];
+        if (buf->role == TACL__BUF_SCRATCH) {
+            e->bufptr[b] = tacl__comm_scratch_get(comm, buf->size);
+            if (e->bufptr[b] == NULL && buf->size > 0) {
+                status = tacl__error(TACL_ERR_NO_MEMORY, ALLOC,
+                                     "cannot allocate %llu bytes of scratch",
+                                     (unsigned long long)buf->size);
+                goto err_scratch;
+            }
+        } else {
+            e->bufptr[b] = buf->ptr;
+        }
+    }
+    /* Invert the dependency lists. */
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t *d = tacl__sched_deps(sched, i);
+        e->waiting[i] = sched->steps[i].ndeps;
+        for (uint32_t k = 0; k < sched->steps[i].ndeps; k++)
+            e->out_start[d[k] + 1]++;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        e->out_start[i + 1] += e->out_start[i];
+    {
+        uint32_t *fill = calloc(n + 1, sizeof(uint32_t));
+        if (fill == NULL) {
+            status = tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+            goto err_scratch;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            const uint32_t *d = tacl__sched_deps(sched, i);
+            for (uint32_t k = 0; k < sched->steps[i].ndeps; k++)
+                e->out[e->out_start[d[k]] + fill[d[k]]++] = i;
+        }
+        free(fill);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (e->waiting[i] == 0)
+            e->ready[e->rtail++] = i;
+
+    comm->inflight++;
+    e->next = comm->ctx->active;
+    if (e->next != NULL)
+        e->next->prev = e;
+    comm->ctx->active = e;
+    e->linked = 1;
+    if (comm->ctx->fatal != TACL_OK)
+        exec_fail(e, comm->ctx->fatal);
+    exec_drain(e);
+    sched->steps = NULL; /* ownership moved */
+    sched->deps = NULL;
+    sched->bufs = NULL;
+    *exec_p = e;
+    return TACL_OK;
+
+err_scratch:
+    for (uint32_t b = 0; b < sched->nbufs; b++)
+        if (sched->bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
+            tacl__comm_scratch_put(comm, e->bufptr[b]);
+err_free:
+    free(e->waiting);
+    free(e->out_start);
+    free(e->out);
+    free(e->ready);
+    free(e->ops);
+    free(e->bufptr);
+    free(e);
+    return status;
+}
+
+int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p)
+{
+    if (!exec->finished)
+        return 0;
+    *status_p = exec->status;
+    return 1;
+}
+
+tacl_comm_t tacl__exec_comm(const tacl__exec_t *exec)
+{
+    return exec->comm;
+}
+
+void tacl__exec_free(tacl__exec_t *e)
+{
+    tacl__ctx_t *ctx;
+
+    if (e == NULL)
+        return;
+    /* A communicator destroyed after its operations finished has no
+     * context any more; its handle is a tombstone. */
+    ctx = e->comm->ctx;
+    if (ctx != NULL)
+        pthread_mutex_lock(&ctx->lock);
+    exec_unlink(e);
+    for (uint32_t b = 0; b < e->sched.nbufs; b++)
+        if (e->sched.bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
+            tacl__comm_scratch_put(e->comm, e->bufptr[b]);
+    if (ctx != NULL)
+        pthread_mutex_unlock(&ctx->lock);
+    tacl__sched_fini(&e->sched);
+    free(e->waiting);
+    free(e->out_start);
+    free(e->out);
+    free(e->ready);
+    free(e->ops);
+    free(e->bufptr);
+    free(e);
+}
+
+/* Check the bootstrap for dead peers at most once a millisecond. */
+static void check_liveness(tacl__ctx_t *ctx, uint64_t now)
+{
+    tacl_status_t status;
+
+    if (ctx->fatal != TACL_OK || ctx->bs == NULL ||
+        now - ctx->last_check_ns < 1000000ull)
+        return;
+    ctx->last_check_ns = now;
+    status = tacl__bootstrap_check(ctx->bs);
+    if (status != TACL_OK)
+        tacl__ctx_set_fatal(ctx, status);
+}
+
+static int ctx_progress_locked(tacl__ctx_t *ctx)
+{
+    int events = 0;
+
+    for (tacl__exec_t *e = ctx->active, *next; e != NULL; e = next) {
+        next = e->next;
+        events += exec_drain(e);
+    }
+    for (int t = 0; t < ctx->ntl; t++) {
+        int n = tacl__tl_progress(ctx->tls[t]);
+        if (n < 0)
+            tacl__ctx_set_fatal(ctx, (tacl_status_t)n);
+        else
+            events += n;
+    }
+    for (tacl__exec_t *e = ctx->active, *next; e != NULL; e = next) {
+        next = e->next;
+        events += exec_drain(e);
+    }
+    check_liveness(ctx, tacl__now_ns());
+    return events;
+}
+
+int tacl__ctx_progress(tacl__ctx_t *ctx)
+{
+    int events;
+
+    pthread_mutex_lock(&ctx->lock);
+    events = ctx_progress_locked(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+    return events;
+}
+
+void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
+{
+    if (ctx->fatal != TACL_OK || status == TACL_OK)
+        return;
+    ctx->fatal = status;
+    snprintf(ctx->fatal_msg, sizeof(ctx->fatal_msg), "%s",
+             tacl__last_error());
+    TACL_WARN(COLL, "rank %d: communicator failed: %s (%s); pending "
+              "operations end with this error", ctx->rank, ctx->fatal_msg,
+              tacl_status_string(status));
+    /* Tell the others unless they told us. */
+    if (status != TACL_ERR_REMOTE && ctx->bs != NULL)
+        tacl__bootstrap_abort(ctx->bs);
+    for (tacl__exec_t *e = ctx->active; e != NULL; e = e->next)
+        exec_fail(e, status);
+    for (int t = 0; t < ctx->ntl; t++)
+        tacl__tl_cancel_all(ctx->tls[t], status);
+    for (tacl__exec_t *e = ctx->active, *next; e != NULL; e = next) {
+        next = e->next;
+        exec_check_finished(e);
+    }
+}
+
+static int all_done(tacl__exec_t **execs, int nexec, tacl_status_t *st_p)
+{
+    tacl_status_t first = TACL_OK, s;
+
+    for (int i = 0; i < nexec; i++) {
+        if (!tacl__exec_done(execs[i], &s))
+            return 0;
+        if (first == TACL_OK)
+            first = s;
+    }
+    *st_p = first;
+    return 1;
+}
+
+static void idle_wait(tacl__ctx_t *ctx)
+{
+    /* Sleep in the transports (shm sleeps on a futex that senders ring);
+     * a millisecond at most so liveness is still checked often. */
+    for (int t = 0; t < ctx->ntl; t++)
+        tacl__tl_wait(ctx->tls[t], 1000 / ctx->ntl);
+}
+
+/* The distinct contexts of a set of executions (a group may span several). */
+static int distinct_ctxs(tacl__exec_t **execs, int nexec, tacl__ctx_t **ctxs)
+{
+    int n = 0;
+
+    for (int i = 0; i < nexec; i++) {
+        tacl__ctx_t *c = execs[i]->comm->ctx;
+        int seen = 0;
+        for (int k = 0; k < n; k++)
+            seen |= ctxs[k] == c;
+        if (!seen)
+            ctxs[n++] = c;
+    }
+    return n;
+}
+
+tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
+{
+    long long spin = tacl__config_int(TACL_CFG_SHM_SPIN);
+    uint64_t last_event = tacl__now_ns();
+    tacl_status_t status = TACL_OK;
+    tacl__ctx_t **ctxs;
+    long long idle = 0;
+    int nctx;
+
+    if (nexec == 0)
+        return TACL_OK;
+    ctxs = malloc((size_t)nexec * sizeof(*ctxs));
+    if (ctxs == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    nctx = distinct_ctxs(execs, nexec, ctxs);
+    for (;;) {
+        int events = 0, done;
+
+        for (int c = 0; c < nctx; c++) {
+            tacl__ctx_t *ctx = ctxs[c];
+            pthread_mutex_lock(&ctx->lock);
+            events += ctx_progress_locked(ctx);
+            if (events == 0 && tacl__now_ns() - last_event >
+                                   (uint64_t)(ctx->timeout_s * 1e9) &&
+                !all_done(execs, nexec, &status)) {
+                tacl__error(TACL_ERR_TIMEOUT, COLL,
+                            "rank %d: no progress for %.1f s (TACL_TIMEOUT); "
+                            "a peer is hung, dead or not calling this "
+                            "operation", ctx->rank, ctx->timeout_s);
+                tacl__ctx_set_fatal(ctx, TACL_ERR_TIMEOUT);
+            }
+            pthread_mutex_unlock(&ctx->lock);
+        }
+        done = all_done(execs, nexec, &status);
+        if (done)
+            break;
+        if (events > 0) {
+            last_event = tacl__now_ns();
+            idle = 0;
+        } else if (++idle > spin) {
+            for (int c = 0; c < nctx; c++)
+                idle_wait(ctxs[c]);
+        }
+    }
+    if (status != TACL_OK) {
+        for (int c = 0; c < nctx; c++) {
+            if (ctxs[c]->fatal != TACL_OK) {
+                tacl__error(status, COLL, "%s", ctxs[c]->fatal_msg);
+                break;
+            }
+        }
+    }
+    free(ctxs);
+    return status;
+}

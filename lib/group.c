@@ -1,1 +1,148 @@
-/* placeholder: being written */
+/*
+ * Group calls.  Between tacl_group_start() and the matching
+ * tacl_group_end() operations are recorded per thread; the outermost end
+ * builds one schedule per communicator holding all of that communicator's
+ * operations and starts them together.  Since every step whose
+ * dependencies are met starts at once, the sends and receives of a group
+ * are all posted before anything waits, so no posting order deadlocks.
+ */
+#include <stdlib.h>
+
+#include "common.h"
+#include "executor.h"
+#include "log.h"
+
+typedef struct {
+    int depth;
+    tacl__op_t *ops;
+    int nops, cap;
+} group_state_t;
+
+static __thread group_state_t group;
+
+int tacl__group_active(void)
+{
+    return group.depth > 0;
+}
+
+tacl_status_t tacl__group_add(const tacl__op_t *op)
+{
+    if (group.nops == group.cap) {
+        int cap = group.cap ? group.cap * 2 : 16;
+        tacl__op_t *ops = realloc(group.ops, (size_t)cap * sizeof(*ops));
+        if (ops == NULL)
+            return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                               "out of memory recording a group call");
+        group.ops = ops;
+        group.cap = cap;
+    }
+    group.ops[group.nops++] = *op;
+    return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_group_start(void)
+{
+    tacl__last_error_clear();
+    group.depth++;
+    return TACL_OK;
+}
+
+static void group_clear(void)
+{
+    free(group.ops);
+    group.ops = NULL;
+    group.nops = group.cap = 0;
+}
+
+/* Start one schedule per communicator; execs gets one entry each. */
+static tacl_status_t group_launch(tacl__exec_t **execs, int *nexec_p)
+{
+    tacl_status_t status = TACL_OK;
+    int nexec = 0;
+    int *taken = calloc((size_t)group.nops + 1, sizeof(int));
+    tacl__op_t *batch = malloc(((size_t)group.nops + 1) * sizeof(*batch));
+
+    if (taken == NULL || batch == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < group.nops && status == TACL_OK; i++) {
+        tacl_comm_t comm = group.ops[i].comm;
+        int n = 0;
+
+        if (taken[i])
+            continue;
+        for (int j = i; j < group.nops; j++) {
+            if (!taken[j] && group.ops[j].comm == comm) {
+                batch[n++] = group.ops[j];
+                taken[j] = 1;
+            }
+        }
+        status = tacl__comm_check(comm);
+        if (status != TACL_OK)
+            break;
+        pthread_mutex_lock(&comm->ctx->lock);
+        status = tacl__ops_start(comm, batch, n, &execs[nexec]);
+        pthread_mutex_unlock(&comm->ctx->lock);
+        if (status == TACL_OK)
+            nexec++;
+        else
+            tacl__comm_fail(comm, status);
+    }
+out:
+    free(taken);
+    free(batch);
+    *nexec_p = nexec;
+    return status;
+}
+
+static tacl_status_t group_end(tacl_request_t *req_p)
+{
+    tacl__exec_t **execs;
+    tacl_status_t status, wait_status;
+    int nexec = 0;
+
+    tacl__last_error_clear();
+    if (group.depth == 0)
+        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                           "tacl_group_end without tacl_group_start");
+    if (--group.depth > 0) {
+        if (req_p != NULL)
+            *req_p = NULL;
+        return TACL_OK;
+    }
+    execs = calloc((size_t)group.nops + 1, sizeof(*execs));
+    if (execs == NULL) {
+        group_clear();
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    }
+    status = group_launch(execs, &nexec);
+    group_clear();
+    if (status == TACL_OK && req_p != NULL) {
+        status = tacl__request_create(execs, nexec, req_p);
+        if (status == TACL_OK) {
+            free(execs);
+            return TACL_OK;
+        }
+    }
+    /* Blocking end, or a failure: what started must finish first. */
+    wait_status = tacl__exec_wait(execs, nexec);
+    if (status == TACL_OK)
+        status = wait_status;
+    for (int i = 0; i < nexec; i++)
+        tacl__exec_free(execs[i]);
+    free(execs);
+    return status;
+}
+
+TACL_EXPORT tacl_status_t tacl_group_end(void)
+{
+    return group_end(NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_group_end_nb(tacl_request_t *req_p)
+{
+    if (req_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req_p is NULL");
+    return group_end(req_p);
+}

@@ -46,6 +46,18 @@
       "pipeline chunk, in bytes, of ring algorithms")                        \
     X(ALGO, "",                                                              \
       "force algorithms per collective, e.g. allgather=ring,allreduce=rd")   \
+    X(TOPO_FILE, "",                                                         \
+      "read link bandwidths, latencies and node descriptions from this "     \
+      "topology file instead of detecting them")                             \
+    X(TOPO_DUMP_FILE, "",                                                    \
+      "rank 0 writes the communicator's topology to this file at init")      \
+    X(LINK_SELF, "", "override the self link: \"bw=<GB/s>,lat=<us>\"")        \
+    X(LINK_HOST, "",                                                         \
+      "override the intra-node host-memory link: \"bw=<GB/s>,lat=<us>\"")     \
+    X(LINK_GPU, "",                                                          \
+      "override the intra-node GPU peer link: \"bw=<GB/s>,lat=<us>\"")        \
+    X(LINK_NET, "",                                                          \
+      "override the inter-node network link: \"bw=<GB/s>,lat=<us>\"")        \
     X(SMALL_MSG_LIMIT, "65536",                                              \
       "per-rank message size below which latency-optimal algorithms are "    \
       "chosen")

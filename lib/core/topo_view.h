@@ -15,6 +15,8 @@ typedef struct {
     int node;            /* node_of[rank] */
     int local_rank;      /* rank among the ranks of this node */
     int local_size;      /* ranks on this node */
+    double link_bw[4];   /* GB/s per link class: self, host, gpu, net */
+    double link_lat[4];  /* microseconds per link class */
 } tacl__topo_view_t;
 
 #endif /* TACL_CORE_TOPO_VIEW_H */

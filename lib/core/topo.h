@@ -1,0 +1,99 @@
+/*
+ * Topology: what each node holds (packages, NUMA nodes, cores, GPUs, NICs),
+ * which node each rank is on, and the link class of every pair of ranks
+ * with a bandwidth and a latency per class.
+ *
+ * Each rank detects its own node with hwloc (tacl__topo_detect_node); the
+ * communicator's creation exchanges the descriptions so every rank knows
+ * them all.  A topology can be written to and read from a text file
+ * (TACL_TOPO_DUMP_FILE, TACL_TOPO_FILE) so that a described cloud machine
+ * can stand in for the real one in the tuner and the simulator.
+ *
+ * The file format, one statement per line, '#' starting a comment:
+ *
+ *   tacl-topology 1
+ *   machine p4d.24xlarge
+ *   link host bw=20 lat=0.7        # GB/s and microseconds per class:
+ *   link gpu bw=240 lat=3          #   self, host, gpu, net
+ *   link net bw=50 lat=12
+ *   node n0 packages=2 numa=2 cores=48 gpus=8 nics=4 nic_gbps=100
+ *   ranks n0 0-7                   # optional: ranks on node n0
+ */
+#ifndef TACL_CORE_TOPO_H
+#define TACL_CORE_TOPO_H
+
+#include <stdio.h>
+
+#include "tacl.h"
+
+typedef enum {
+    TACL__LINK_SELF = 0,   /* a rank to itself */
+    TACL__LINK_HOST,       /* host memory inside a node */
+    TACL__LINK_GPU,        /* GPU peer copy inside a node (NVLink, PCIe) */
+    TACL__LINK_NET,        /* the network between nodes */
+    TACL__LINK_COUNT
+} tacl__link_class_t;
+
+/** Name of a link class as the topology file spells it. */
+const char *tacl__link_class_name(tacl__link_class_t cls);
+
+typedef struct {
+    double bw;             /* GB/s (1e9 bytes per second) */
+    double lat;            /* microseconds */
+} tacl__link_t;
+
+#define TACL__TOPO_NAME_LEN 64
+
+/** One node, as detected or described.  Fixed size so it can be sent. */
+typedef struct {
+    char name[TACL__TOPO_NAME_LEN];
+    int packages;
+    int numa_nodes;
+    int cores;
+    int pus;
+    int gpus;
+    int gpu_peer;          /* 1 when every GPU pair has peer access */
+    int nics;
+    double nic_gbps;       /* speed of one NIC in Gbit/s, 0 if unknown */
+} tacl__node_desc_t;
+
+typedef struct tacl__topo {
+    char machine[TACL__TOPO_NAME_LEN];
+    tacl__link_t link[TACL__LINK_COUNT];
+    int n_nodes;
+    tacl__node_desc_t *nodes;
+    int nranks;            /* 0 when the file places no ranks */
+    int *node_of;          /* node index per rank */
+} tacl__topo_t;
+
+/** Detect this node with hwloc (and CUDA when built with it). */
+tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node);
+
+/**
+ * Default bandwidth and latency per link class from the detected nodes,
+ * then TACL_LINK_<CLASS> overrides ("bw=GB/s,lat=us").
+ */
+tacl_status_t tacl__topo_set_links(tacl__topo_t *topo);
+
+/** Link class between two ranks of a topology with ranks placed. */
+tacl__link_class_t tacl__topo_link_class(const tacl__topo_t *topo, int a,
+                                         int b);
+
+/**
+ * Read a topology file.  A malformed line gives TACL_ERR_INVALID_ARG with
+ * a message naming the file and line.
+ */
+tacl_status_t tacl__topo_load(const char *path, tacl__topo_t *topo);
+/** Parse topology text (what tacl__topo_load reads); name is for errors. */
+tacl_status_t tacl__topo_parse(const char *text, const char *name,
+                               tacl__topo_t *topo);
+/** Write a topology in the file format. */
+tacl_status_t tacl__topo_write(const tacl__topo_t *topo, FILE *file);
+tacl_status_t tacl__topo_dump(const tacl__topo_t *topo, const char *path);
+
+/** Log a readable summary under TOPO at INFO. */
+void tacl__topo_log(const tacl__topo_t *topo, int rank);
+
+void tacl__topo_fini(tacl__topo_t *topo);
+
+#endif /* TACL_CORE_TOPO_H */

@@ -1,0 +1,152 @@
+/*
+ * Local topology discovery with hwloc: packages, NUMA nodes, cores and
+ * hardware threads, NVIDIA GPUs and network adapters on the PCI bus.  Link
+ * defaults follow from what was found and can be overridden per class
+ * with TACL_LINK_<CLASS>="bw=<GB/s>,lat=<us>".
+ */
+#define _GNU_SOURCE
+#include <hwloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "topo.h"
+
+#define PCI_VENDOR_NVIDIA 0x10de
+#define PCI_CLASS_DISPLAY 0x03
+#define PCI_CLASS_NETWORK 0x02
+
+static int count_type(hwloc_topology_t t, hwloc_obj_type_t type)
+{
+    int n = hwloc_get_nbobjs_by_type(t, type);
+    return n > 0 ? n : 0;
+}
+
+static void count_pci(hwloc_topology_t t, tacl__node_desc_t *node)
+{
+    for (hwloc_obj_t obj = hwloc_get_next_pcidev(t, NULL); obj != NULL;
+         obj = hwloc_get_next_pcidev(t, obj)) {
+        unsigned cls = obj->attr->pcidev.class_id >> 8;
+
+        if (cls == PCI_CLASS_DISPLAY &&
+            obj->attr->pcidev.vendor_id == PCI_VENDOR_NVIDIA)
+            node->gpus++;
+        else if (cls == PCI_CLASS_NETWORK) {
+            double gbps = obj->attr->pcidev.linkspeed * 8; /* GB/s->Gb/s */
+            node->nics++;
+            if (gbps > node->nic_gbps)
+                node->nic_gbps = gbps;
+        }
+    }
+}
+
+tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
+{
+    hwloc_topology_t t;
+
+    memset(node, 0, sizeof(*node));
+    gethostname(node->name, sizeof(node->name) - 1);
+    if (hwloc_topology_init(&t) != 0)
+        return tacl__error(TACL_ERR_SYSTEM, TOPO,
+                           "hwloc_topology_init failed: %m");
+    hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(t) != 0) {
+        hwloc_topology_destroy(t);
+        return tacl__error(TACL_ERR_SYSTEM, TOPO,
+                           "hwloc_topology_load failed: %m");
+    }
+    node->packages = count_type(t, HWLOC_OBJ_PACKAGE);
+    node->numa_nodes = count_type(t, HWLOC_OBJ_NUMANODE);
+    node->cores = count_type(t, HWLOC_OBJ_CORE);
+    node->pus = count_type(t, HWLOC_OBJ_PU);
+    count_pci(t, node);
+    /* Peer access needs CUDA to tell; without it assume none. */
+    node->gpu_peer = 0;
+    hwloc_topology_destroy(t);
+    TACL_INFO(TOPO, "detected %s: %d packages, %d NUMA nodes, %d cores, "
+              "%d threads, %d GPUs, %d NICs", node->name, node->packages,
+              node->numa_nodes, node->cores, node->pus, node->gpus,
+              node->nics);
+    return TACL_OK;
+}
+
+static tacl_status_t parse_link_override(const char *spec, const char *var,
+                                         tacl__link_t *link)
+{
+    char buf[128], *tok, *save = NULL;
+
+    snprintf(buf, sizeof(buf), "%s", spec);
+    for (tok = strtok_r(buf, ", ", &save); tok != NULL;
+         tok = strtok_r(NULL, ", ", &save)) {
+        char *end;
+        double v;
+
+        if (strncmp(tok, "bw=", 3) == 0) {
+            v = strtod(tok + 3, &end);
+            if (end == tok + 3 || v <= 0)
+                goto err_bad;
+            link->bw = v;
+        } else if (strncmp(tok, "lat=", 4) == 0) {
+            v = strtod(tok + 4, &end);
+            if (end == tok + 4 || v < 0)
+                goto err_bad;
+            link->lat = v;
+        } else {
+            goto err_bad;
+        }
+    }
+    return TACL_OK;
+
+err_bad:
+    return tacl__error(TACL_ERR_INVALID_ARG, TOPO,
+                       "%s=\"%s\": expected \"bw=<GB/s>,lat=<us>\"", var,
+                       spec);
+}
+
+tacl_status_t tacl__topo_set_links(tacl__topo_t *topo)
+{
+    static const tacl__cfg_t cfg[TACL__LINK_COUNT] = {
+        [TACL__LINK_SELF] = TACL_CFG_LINK_SELF,
+        [TACL__LINK_HOST] = TACL_CFG_LINK_HOST,
+        [TACL__LINK_GPU] = TACL_CFG_LINK_GPU,
+        [TACL__LINK_NET] = TACL_CFG_LINK_NET,
+    };
+    double nic = 0;
+    int nics = 0;
+
+    for (int n = 0; n < topo->n_nodes; n++) {
+        if (topo->nodes[n].nic_gbps > nic)
+            nic = topo->nodes[n].nic_gbps;
+        if (topo->nodes[n].nics > nics)
+            nics = topo->nodes[n].nics;
+    }
+    /* Defaults: a memcpy-class host link, NVLink-class GPU peers, and the
+     * NICs' line rate (10 Gbit/s when unknown) for the network. */
+    if (topo->link[TACL__LINK_SELF].bw == 0)
+        topo->link[TACL__LINK_SELF] = (tacl__link_t){20.0, 0.2};
+    if (topo->link[TACL__LINK_HOST].bw == 0)
+        topo->link[TACL__LINK_HOST] = (tacl__link_t){10.0, 1.0};
+    if (topo->link[TACL__LINK_GPU].bw == 0)
+        topo->link[TACL__LINK_GPU] = (tacl__link_t){200.0, 3.0};
+    if (topo->link[TACL__LINK_NET].bw == 0)
+        topo->link[TACL__LINK_NET] = (tacl__link_t){
+            nic > 0 ? nic * (nics > 0 ? nics : 1) / 8.0 : 1.25, 15.0};
+    for (int c = 0; c < TACL__LINK_COUNT; c++) {
+        char var[32];
+        tacl_status_t status;
+
+        if (!tacl__config_is_set(cfg[c]))
+            continue;
+        snprintf(var, sizeof(var), "TACL_LINK_%s",
+                 c == TACL__LINK_SELF ? "SELF" : c == TACL__LINK_HOST ? "HOST"
+                 : c == TACL__LINK_GPU ? "GPU" : "NET");
+        status = parse_link_override(tacl__config_str(cfg[c]), var,
+                                     &topo->link[c]);
+        if (status != TACL_OK)
+            return status;
+    }
+    return TACL_OK;
+}
