@@ -1,0 +1,56 @@
+/*
+ * Internals shared by the two halves of the bootstrap: bootstrap.c (ids
+ * and the rendezvous that builds the ring) and bootstrap_ring.c (frames,
+ * liveness and collectives on the ring).  Nothing outside them includes
+ * this header.
+ */
+#ifndef TACL_CORE_BOOTSTRAP_INT_H
+#define TACL_CORE_BOOTSTRAP_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap.h"
+
+/* How long a best-effort message (a refusal, an abort) may take. */
+#define TACL_BOOT_SHORT_NS (200 * 1000000ull)
+
+#define TACL_BOOT_FRAME_MAGIC 0x7462u
+
+enum {
+    TACL_BOOT_FRAME_DATA = 1,
+    TACL_BOOT_FRAME_ABORT = 2,
+    TACL_BOOT_FRAME_GOODBYE = 3
+};
+
+/* The header of every frame on a ring socket; 16 bytes, host order. */
+typedef struct {
+    uint16_t magic;
+    uint16_t type;
+    int32_t arg;  /* DATA: the step; ABORT: the failed rank */
+    uint64_t len; /* payload bytes, 0 for control frames */
+} tacl__boot_frame_t;
+
+/* The two ring links: data comes from PRED and goes to SUCC. */
+enum { TACL_BOOT_PRED = 0, TACL_BOOT_SUCC = 1 };
+
+typedef struct {
+    int fd;          /* -1 once closed */
+    int peer;        /* the rank at the other end */
+    int goodbye;     /* the peer said goodbye: its end of file is normal */
+    int tx_partial;  /* a frame is partly sent: a control frame cannot go */
+    size_t hdr_got;  /* header bytes read; a full DATA header waits here */
+    tacl__boot_frame_t hdr;
+} tacl__boot_link_t;
+
+struct tacl__bootstrap {
+    int rank;
+    int nranks;
+    double timeout_s;
+    uint64_t nonce;
+    tacl__boot_link_t link[2];
+    int failed;      /* set once, never cleared */
+    int failed_rank; /* the rank that failed first, as far as we know */
+};
+
+#endif /* TACL_CORE_BOOTSTRAP_INT_H */
