@@ -457,6 +457,23 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
 {
     if (ctx->fatal != TACL_OK || status == TACL_OK)
         return;
+    /* A local error is often the echo of a dead peer (a read from its
+     * memory faults, a socket resets): give the bootstrap, which sees
+     * deaths directly, a moment to say so, and report the cause. */
+    if (status != TACL_ERR_REMOTE && ctx->bs != NULL) {
+        char local[256];
+        uint64_t until = tacl__now_ns() + 200000000ull;
+        snprintf(local, sizeof(local), "%s", tacl__last_error());
+        while (tacl__bootstrap_check(ctx->bs) == TACL_OK &&
+               tacl__now_ns() < until) {
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+        if (tacl__bootstrap_check(ctx->bs) == TACL_ERR_REMOTE)
+            status = TACL_ERR_REMOTE;
+        else
+            tacl__error(status, COLL, "%s", local);
+    }
     ctx->fatal = status;
     snprintf(ctx->fatal_msg, sizeof(ctx->fatal_msg), "%s",
              tacl__last_error());

@@ -73,9 +73,11 @@ TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
     if (req->done)
         return req->status;
     status = tacl__exec_wait(req->execs, req->nexec);
-    if (!request_poll(req))
-        return status;
-    return req->status;
+    if (request_poll(req))
+        status = req->status;
+    if (req->nexec > 0)
+        tacl__comm_fail(tacl__exec_comm(req->execs[0]), status);
+    return status;
 }
 
 TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
@@ -84,9 +86,10 @@ TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
     if (req == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
     if (!req->done && !request_poll(req))
-        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                           "the request is still in progress; wait for it "
-                           "before freeing it");
+        return tacl__comm_fail(tacl__exec_comm(req->execs[0]),
+                               tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                               "the request is still in progress; wait for "
+                               "it before freeing it"));
     for (int i = 0; i < req->nexec; i++)
         tacl__exec_free(req->execs[i]);
     free(req->execs);

@@ -4,6 +4,7 @@
  */
 #include "tacl.h"
 #include "common.h"
+#include "log.h"
 
 TACL_EXPORT const char *tacl_status_string(tacl_status_t status)
 {
@@ -20,7 +21,7 @@ TACL_EXPORT const char *tacl_status_string(tacl_status_t status)
 TACL_EXPORT tacl_status_t tacl_get_version(int *version_p)
 {
     if (version_p == NULL)
-        return TACL_ERR_INVALID_ARG;
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT, "version_p is NULL");
     *version_p = TACL_VERSION_CODE;
     return TACL_OK;
 }
