@@ -62,7 +62,11 @@ typedef enum {
     X(BRUCK, "bruck")              /* Bruck all-gather / dissemination */    \
     X(DIRECT, "direct")            /* every rank to every rank at once */    \
     X(TREE, "tree")                /* binomial tree (bcast, reduce) */       \
-    X(P2P, "p2p")                  /* a single send or receive */
+    X(P2P, "p2p")                  /* a single send or receive */          \
+    X(MICS, "mics")                /* MiCS hierarchical (all-gather, RS) */ \
+    X(HRING, "hring")              /* PaRO H-Ring: inter, then intra */     \
+    X(HORING, "horing")            /* PaRO HO-Ring: overlapped rings */     \
+    X(HIER, "hier")                /* hierarchical all-reduce */
 #define TACL__ALGO_ENUM_(name, str) TACL__ALGO_##name,
     TACL__ALGO_ID_LIST(TACL__ALGO_ENUM_)
 #undef TACL__ALGO_ENUM_

@@ -1,1 +1,352 @@
-/* placeholder: being written */
+/*
+ * The algorithm registry and tuner.
+ *
+ * Every algorithm of every collective is one row of tacl__algos.  The
+ * tuner honours a TACL_ALGO-style spec ("allgather=ring,allreduce=rd")
+ * (names in any case) when the forced algorithm supports the operation, and otherwise picks
+ * the supported row of lowest cost under an alpha-beta model (Hockney:
+ * a message of m bytes costs alpha + m * beta), so latency-bound
+ * algorithms (recursive doubling, Bruck, trees) win for small messages and
+ * the bandwidth-optimal pipelined ring for large ones.
+ *
+ * This file also holds the helpers every builder shares: block ranges,
+ * in-place detection and buffer registration.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "algo_util.h"
+#include "log.h"
+
+static const char *const coll_names[TACL__COLL_COUNT] = {
+#define TACL__COLL_NAME_(name, str) str,
+    TACL__COLL_LIST(TACL__COLL_NAME_)
+#undef TACL__COLL_NAME_
+};
+
+const char *tacl__coll_name(tacl__coll_type_t type)
+{
+    if ((int)type < 0 || type >= TACL__COLL_COUNT)
+        return "invalid";
+    return coll_names[type];
+}
+
+#define ALGO_ROW_(id, name, coll, prefix)                                    \
+    {TACL__ALGO_##id, name, TACL__COLL_##coll, tacl__##prefix##_supports,    \
+     tacl__##prefix##_cost, tacl__##prefix##_build}
+
+const tacl__algo_t tacl__algos[] = {
+    ALGO_ROW_(RING, "ring", ALLGATHER, ring),
+    ALGO_ROW_(BRUCK, "bruck", ALLGATHER, bruck),
+    ALGO_ROW_(RD, "rd", ALLGATHER, rd),
+    ALGO_ROW_(RING, "ring", REDUCE_SCATTER, ring),
+    ALGO_ROW_(RD, "rd", REDUCE_SCATTER, rd),
+    ALGO_ROW_(RING, "ring", ALLREDUCE, ring),
+    ALGO_ROW_(RD, "rd", ALLREDUCE, rd),
+    ALGO_ROW_(TREE, "tree", BROADCAST, tree),
+    ALGO_ROW_(TREE, "tree", REDUCE, tree),
+    ALGO_ROW_(DIRECT, "direct", ALLTOALL, direct),
+    ALGO_ROW_(P2P, "p2p", SEND, p2p),
+    ALGO_ROW_(P2P, "p2p", RECV, p2p),
+    ALGO_ROW_(BRUCK, "bruck", BARRIER, bruck),
+    {TACL__ALGO_COUNT, NULL, TACL__COLL_COUNT, NULL, NULL, NULL},
+};
+
+const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name)
+{
+    const tacl__algo_t *a;
+
+    if (name == NULL)
+        return NULL;
+    for (a = tacl__algos; a->name != NULL; a++)
+        if (a->coll == coll && strcasecmp(a->name, name) == 0)
+            return a;
+    return NULL;
+}
+
+/*
+ * Spec parsing.  A spec is a comma-separated list of coll=algo pairs;
+ * blanks around names are ignored, as are empty items.
+ */
+#define SPEC_NAME_MAX 32
+
+typedef struct {
+    char coll[SPEC_NAME_MAX];
+    char algo[SPEC_NAME_MAX];
+} spec_item_t;
+
+/* Copies [p, end) without surrounding blanks; -1 if it does not fit. */
+static int spec_trim(const char *p, const char *end, char *out)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    if (end - p >= SPEC_NAME_MAX)
+        return -1;
+    memcpy(out, p, (size_t)(end - p));
+    out[end - p] = '\0';
+    return 0;
+}
+
+/*
+ * Parses the item starting at *pos into item and advances *pos past it.
+ * Returns 1 for an item, 0 at the end, -1 for a malformed item (whose
+ * text is left in item->coll, cut to fit).
+ */
+static int spec_next(const char **pos, spec_item_t *item)
+{
+    const char *p = *pos, *end, *eq;
+
+    while (*p == ',')
+        p++;
+    if (*p == '\0')
+        return 0;
+    end = strchr(p, ',');
+    if (end == NULL)
+        end = p + strlen(p);
+    *pos = end;
+    eq = memchr(p, '=', (size_t)(end - p));
+    if (eq == NULL || spec_trim(p, eq, item->coll) != 0 ||
+        spec_trim(eq + 1, end, item->algo) != 0 || item->coll[0] == '\0' ||
+        item->algo[0] == '\0') {
+        size_t n = TACL_MIN((size_t)(end - p), (size_t)SPEC_NAME_MAX - 1);
+
+        memcpy(item->coll, p, n);
+        item->coll[n] = '\0';
+        item->algo[0] = '\0';
+        return -1;
+    }
+    return 1;
+}
+
+static int spec_coll(const char *name)
+{
+    int c;
+
+    for (c = 0; c < TACL__COLL_COUNT; c++)
+        if (strcasecmp(coll_names[c], name) == 0)
+            return c;
+    return -1;
+}
+
+tacl_status_t tacl__algo_spec_check(const char *spec)
+{
+    const char *pos = spec;
+    spec_item_t item;
+    int rc, coll;
+
+    if (spec == NULL)
+        return TACL_OK;
+    while ((rc = spec_next(&pos, &item)) != 0) {
+        if (rc < 0)
+            return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
+                               "bad algorithm spec item '%s': write "
+                               "collective=algorithm, e.g. allgather=ring",
+                               item.coll);
+        coll = spec_coll(item.coll);
+        if (coll < 0)
+            return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
+                               "unknown collective '%s' in algorithm spec; "
+                               "use allgather, reducescatter, allreduce, "
+                               "broadcast, reduce, alltoall, send, recv or "
+                               "barrier", item.coll);
+        if (tacl__algo_find((tacl__coll_type_t)coll, item.algo) == NULL)
+            return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
+                               "unknown algorithm '%s' for %s in algorithm "
+                               "spec", item.algo, item.coll);
+    }
+    return TACL_OK;
+}
+
+/* The algorithm the spec forces for coll, NULL if none (or bad). */
+static const tacl__algo_t *spec_forced(const char *spec,
+                                       tacl__coll_type_t coll)
+{
+    const tacl__algo_t *found = NULL;
+    const char *pos = spec;
+    spec_item_t item;
+    int rc;
+
+    if (spec == NULL)
+        return NULL;
+    while ((rc = spec_next(&pos, &item)) != 0) {
+        /* The last valid item for a collective wins. */
+        if (rc > 0 && spec_coll(item.coll) == (int)coll &&
+            tacl__algo_find(coll, item.algo) != NULL)
+            found = tacl__algo_find(coll, item.algo);
+    }
+    return found;
+}
+
+/*
+ * Model parameters: shared memory inside a node, a network between
+ * nodes.  Only their ratio matters for the choice.
+ */
+#define ALPHA_INTRA 2e-6
+#define BETA_INTRA (1.0 / 10e9)
+#define ALPHA_INTER 10e-6
+#define BETA_INTER (1.0 / 1.25e9)
+
+const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
+                                      const tacl__topo_view_t *view,
+                                      const char *spec)
+{
+    const tacl__algo_t *a, *best = NULL, *forced;
+    double alpha = ALPHA_INTRA, beta = BETA_INTRA, best_cost = 0, c;
+
+    if (view->n_nodes > 1) {
+        alpha = ALPHA_INTER;
+        beta = BETA_INTER;
+    }
+    forced = spec_forced(spec, args->type);
+    if (forced != NULL) {
+        if (forced->supports(args, view)) {
+            TACL_INFO(TUNE, "%s of %zu elements on %d ranks: %s (forced)",
+                      tacl__coll_name(args->type), args->count,
+                      view->nranks, forced->name);
+            return forced;
+        }
+        TACL_INFO(TUNE, "%s: forced algorithm %s does not support this "
+                  "operation; choosing by cost", tacl__coll_name(args->type),
+                  forced->name);
+    }
+    for (a = tacl__algos; a->name != NULL; a++) {
+        if (a->coll != args->type || !a->supports(args, view))
+            continue;
+        c = a->cost(args, view, alpha, beta);
+        if (best == NULL || c < best_cost) {
+            best = a;
+            best_cost = c;
+        }
+    }
+    if (best != NULL)
+        TACL_INFO(TUNE, "%s of %zu elements on %d ranks: %s (modelled "
+                  "%.3g us)", tacl__coll_name(args->type), args->count,
+                  view->nranks, best->name, best_cost * 1e6);
+    return best;
+}
+
+tacl_status_t tacl__algo_build(tacl__sched_t *s, const tacl__coll_args_t *args,
+                               const tacl__topo_view_t *view,
+                               const char *spec, const tacl__algo_t **algo_p)
+{
+    const tacl__algo_t *a = tacl__algo_select(args, view, spec);
+    tacl_status_t status;
+
+    if (a == NULL)
+        return tacl__error(TACL_ERR_UNSUPPORTED, TUNE,
+                           "no algorithm supports %s on %d ranks",
+                           tacl__coll_name(args->type), view->nranks);
+    status = a->build(s, args, view);
+    if (status == TACL_OK)
+        status = tacl__sched_status(s);
+    if (status != TACL_OK)
+        return status;
+    if (algo_p != NULL)
+        *algo_p = a;
+    return TACL_OK;
+}
+
+void tacl__block_range(size_t count, int nblocks, int block, size_t *off_p,
+                       size_t *count_p)
+{
+    size_t base = count / (size_t)nblocks, rem = count % (size_t)nblocks;
+    size_t b = (size_t)block;
+
+    *off_p = b * base + TACL_MIN(b, rem);
+    *count_p = base + (b < rem ? 1 : 0);
+}
+
+int tacl__algo_in_place(const tacl__coll_args_t *args, int rank)
+{
+    size_t es = tacl_dtype_size(args->dtype);
+    size_t shift = (size_t)rank * args->count * es;
+
+    if (args->sendbuf == NULL || args->recvbuf == NULL)
+        return 0;
+    switch (args->type) {
+    case TACL__COLL_ALLGATHER:
+        return (const char *)args->sendbuf ==
+               (const char *)args->recvbuf + shift;
+    case TACL__COLL_REDUCE_SCATTER:
+        return (const char *)args->recvbuf ==
+               (const char *)args->sendbuf + shift;
+    default:
+        return args->sendbuf == args->recvbuf;
+    }
+}
+
+tacl_status_t tacl__algo_io(tacl__sched_t *s, const tacl__coll_args_t *args,
+                            uint64_t in_bytes, uint64_t out_bytes,
+                            tacl__algo_io_t *io_p)
+{
+    tacl__algo_io_t io = {{0, 0}, {0, 0}, 0, 0, 0, 0};
+    int rank = s->rank;
+    size_t shift;
+    int32_t b;
+
+    io.esize = tacl_dtype_size(args->dtype);
+    shift = (size_t)rank * args->count * io.esize;
+    io.in_place = in_bytes && out_bytes && tacl__algo_in_place(args, rank);
+    if (io.in_place && args->type == TACL__COLL_REDUCE_SCATTER) {
+        /* One buffer: the whole sendbuf, the output a block of it. */
+        b = tacl__sched_buf(s, args->sendbuf, in_bytes, TACL__BUF_OUTPUT,
+                            args->memtype);
+        io.in = tacl__bref(b, 0);
+        io.out = tacl__bref(b, shift);
+    } else if (io.in_place) {
+        b = tacl__sched_buf(s, args->recvbuf, out_bytes, TACL__BUF_OUTPUT,
+                            args->memtype);
+        io.out = tacl__bref(b, 0);
+        io.in = tacl__bref(b, args->type == TACL__COLL_ALLGATHER ? shift
+                                                                 : 0);
+    } else {
+        if (in_bytes) {
+            b = tacl__sched_buf(s, args->sendbuf, in_bytes, TACL__BUF_INPUT,
+                                args->memtype);
+            io.in = tacl__bref(b, 0);
+        }
+        if (out_bytes) {
+            b = tacl__sched_buf(s, args->recvbuf, out_bytes,
+                                TACL__BUF_OUTPUT, args->memtype);
+            io.out = tacl__bref(b, 0);
+        }
+    }
+    io.has_in = in_bytes != 0;
+    io.has_out = out_bytes != 0;
+    if (tacl__sched_status(s) != TACL_OK)
+        return tacl__sched_status(s);
+    *io_p = io;
+    return TACL_OK;
+}
+
+#define ALGO_MAX_CHUNKS 1024
+
+uint32_t tacl__algo_nchunks(const tacl__coll_args_t *args, size_t max_elems,
+                            size_t esize, uint64_t msgs_per_chunk)
+{
+    uint64_t bytes = (uint64_t)max_elems * esize, c = 1, cap;
+
+    if (args->chunk_bytes > 0)
+        c = TACL_DIV_UP(bytes, args->chunk_bytes);
+    cap = (1ull << TACL__TAG_STEP_BITS) / (msgs_per_chunk ? msgs_per_chunk
+                                                          : 1);
+    c = TACL_MIN(c, TACL_MIN(cap, (uint64_t)ALGO_MAX_CHUNKS));
+    c = TACL_MIN(c, (uint64_t)max_elems);
+    return c ? (uint32_t)c : 1;
+}
+
+int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
+                          tacl__bref_t dst, tacl__bref_t src, size_t count,
+                          const int32_t *deps, int ndeps)
+{
+    if (args->op == TACL_AVG && args->type != TACL__COLL_ALLGATHER &&
+        args->type != TACL__COLL_BROADCAST &&
+        args->type != TACL__COLL_ALLTOALL)
+        return tacl__sched_div(s, dst, src, count, args->dtype,
+                               (uint32_t)s->nranks, deps, ndeps);
+    return tacl__sched_copy(s, dst, src,
+                            (uint64_t)count * tacl_dtype_size(args->dtype),
+                            deps, ndeps);
+}

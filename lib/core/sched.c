@@ -1,1 +1,429 @@
-/* placeholder: being written */
+/*
+ * Schedules: growable arrays of steps, dependency indices and buffers.
+ *
+ * Builders append steps through the constructors below.  Every constructor
+ * checks what a builder can get wrong (a dependency that is not an earlier
+ * step, a buffer reference past the end of its buffer) and turns it into
+ * the schedule's sticky error, so a faulty builder is caught when the
+ * schedule is built rather than when it corrupts memory while it runs.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "log.h"
+#include "sched.h"
+
+void tacl__sched_init(tacl__sched_t *s, int rank, int nranks)
+{
+    memset(s, 0, sizeof(*s));
+    s->rank = rank;
+    s->nranks = nranks;
+    s->status = TACL_OK;
+}
+
+void tacl__sched_fini(tacl__sched_t *s)
+{
+    free(s->steps);
+    free(s->deps);
+    free(s->bufs);
+    tacl__sched_init(s, s->rank, s->nranks);
+}
+
+void tacl__sched_reset(tacl__sched_t *s)
+{
+    s->nsteps = 0;
+    s->ndeps = 0;
+    s->nbufs = 0;
+    s->status = TACL_OK;
+}
+
+/* Records the first builder error; later calls see it and do nothing. */
+static void sched_fail(tacl__sched_t *s, tacl_status_t status)
+{
+    if (s->status == TACL_OK)
+        s->status = status;
+}
+
+/* Makes room for need elements of elem bytes in *arr (capacity *cap). */
+static int sched_grow(tacl__sched_t *s, void **arr, uint32_t *cap,
+                      uint64_t need, size_t elem)
+{
+    uint64_t ncap;
+    void *p;
+
+    if (need <= *cap)
+        return 0;
+    if (need > UINT32_MAX / 2) {
+        sched_fail(s, tacl__error(TACL_ERR_NO_MEMORY, SCHED,
+                                  "schedule too large (%" PRIu64
+                                  " entries); use fewer ranks or larger "
+                                  "chunks", need));
+        return -1;
+    }
+    ncap = *cap ? *cap : 16;
+    while (ncap < need)
+        ncap *= 2;
+    p = realloc(*arr, ncap * elem);
+    if (p == NULL) {
+        sched_fail(s, tacl__error(TACL_ERR_NO_MEMORY, SCHED,
+                                  "cannot grow a schedule to %" PRIu64
+                                  " entries", ncap));
+        return -1;
+    }
+    *arr = p;
+    *cap = (uint32_t)ncap;
+    return 0;
+}
+
+static int32_t sched_add_buf(tacl__sched_t *s, const void *ptr, uint64_t size,
+                             tacl__buf_role_t role, tacl_memtype_t memtype)
+{
+    tacl__sched_buf_t *b;
+
+    if (s->status != TACL_OK)
+        return -1;
+    if (memtype == TACL_MEM_AUTO) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "schedule buffer registered with memory "
+                                  "type auto; resolve it first"));
+        return -1;
+    }
+    if (sched_grow(s, (void **)&s->bufs, &s->bufs_cap, s->nbufs + 1ull,
+                   sizeof(*s->bufs)) != 0)
+        return -1;
+    b = &s->bufs[s->nbufs];
+    b->ptr = (void *)(uintptr_t)ptr;
+    b->size = size;
+    b->role = (uint8_t)role;
+    b->memtype = (uint8_t)memtype;
+    return (int32_t)s->nbufs++;
+}
+
+int32_t tacl__sched_buf(tacl__sched_t *s, const void *ptr, uint64_t size,
+                        tacl__buf_role_t role, tacl_memtype_t memtype)
+{
+    if (role == TACL__BUF_SCRATCH) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "scratch buffers come from "
+                                  "tacl__sched_scratch"));
+        return -1;
+    }
+    return sched_add_buf(s, ptr, size, role, memtype);
+}
+
+int32_t tacl__sched_scratch(tacl__sched_t *s, uint64_t size,
+                            tacl_memtype_t memtype)
+{
+    return sched_add_buf(s, NULL, size, TACL__BUF_SCRATCH, memtype);
+}
+
+/* Whether [ref.off, ref.off + bytes) lies inside a registered buffer. */
+static int sched_ref_ok(const tacl__sched_t *s, tacl__bref_t ref,
+                        uint64_t bytes)
+{
+    if (bytes == 0)
+        return 1;
+    if (ref.buf >= s->nbufs)
+        return 0;
+    return ref.off <= s->bufs[ref.buf].size &&
+           bytes <= s->bufs[ref.buf].size - ref.off;
+}
+
+/*
+ * Appends a step after checking its references and dependencies; the
+ * common tail of every constructor.
+ */
+static int32_t sched_add_step(tacl__sched_t *s, const tacl__step_t *step,
+                              const int32_t *deps, int ndeps)
+{
+    tacl__step_t *st;
+    uint32_t start, n = 0;
+    int i;
+
+    if (s->status != TACL_OK)
+        return -1;
+    if (ndeps < 0 || ndeps > TACL__MAX_DEPS) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "step given %d dependencies (at most %d)",
+                                  ndeps, TACL__MAX_DEPS));
+        return -1;
+    }
+    if (sched_grow(s, (void **)&s->steps, &s->steps_cap, s->nsteps + 1ull,
+                   sizeof(*s->steps)) != 0 ||
+        sched_grow(s, (void **)&s->deps, &s->deps_cap,
+                   (uint64_t)s->ndeps + (uint64_t)ndeps,
+                   sizeof(*s->deps)) != 0)
+        return -1;
+
+    start = s->ndeps;
+    for (i = 0; i < ndeps; i++) {
+        uint32_t j;
+        int dup = 0;
+
+        if (deps[i] < 0)
+            continue;
+        if ((uint32_t)deps[i] >= s->nsteps) {
+            sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                      "step %u depends on step %d, which "
+                                      "is not an earlier step", s->nsteps,
+                                      deps[i]));
+            return -1;
+        }
+        for (j = 0; j < n; j++)
+            dup |= s->deps[start + j] == (uint32_t)deps[i];
+        if (!dup)
+            s->deps[start + n++] = (uint32_t)deps[i];
+    }
+
+    st = &s->steps[s->nsteps];
+    *st = *step;
+    st->dep_start = start;
+    st->ndeps = n;
+    s->ndeps += n;
+    return (int32_t)s->nsteps++;
+}
+
+/* Fails the schedule when a reference falls outside its buffer. */
+static int sched_check_ref(tacl__sched_t *s, const char *what,
+                           tacl__bref_t ref, uint64_t bytes)
+{
+    if (s->status != TACL_OK)
+        return -1;
+    if (sched_ref_ok(s, ref, bytes))
+        return 0;
+    sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                              "step %u: %s [buf %u + %" PRIu64 ", %" PRIu64
+                              " bytes] is outside its buffer", s->nsteps,
+                              what, ref.buf, ref.off, bytes));
+    return -1;
+}
+
+static int sched_check_peer(tacl__sched_t *s, int peer)
+{
+    if (peer >= 0 && peer < s->nranks)
+        return 0;
+    sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                              "step %u: peer %d outside 0..%d", s->nsteps,
+                              peer, s->nranks - 1));
+    return -1;
+}
+
+int32_t tacl__sched_send(tacl__sched_t *s, int peer, tacl__bref_t src,
+                         uint64_t bytes, uint64_t tag, const int32_t *deps,
+                         int ndeps)
+{
+    tacl__step_t st = {0};
+
+    if (sched_check_ref(s, "send source", src, bytes) != 0 ||
+        sched_check_peer(s, peer) != 0)
+        return -1;
+    st.kind = TACL__STEP_SEND;
+    st.peer = peer;
+    st.tag = tag;
+    st.src = src;
+    st.bytes = bytes;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
+int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
+                         uint64_t bytes, uint64_t tag, const int32_t *deps,
+                         int ndeps)
+{
+    tacl__step_t st = {0};
+
+    if (sched_check_ref(s, "receive destination", dst, bytes) != 0 ||
+        sched_check_peer(s, peer) != 0)
+        return -1;
+    st.kind = TACL__STEP_RECV;
+    st.peer = peer;
+    st.tag = tag;
+    st.dst = dst;
+    st.bytes = bytes;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
+int32_t tacl__sched_copy(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
+                         uint64_t bytes, const int32_t *deps, int ndeps)
+{
+    tacl__step_t st = {0};
+
+    if (sched_check_ref(s, "copy destination", dst, bytes) != 0 ||
+        sched_check_ref(s, "copy source", src, bytes) != 0)
+        return -1;
+    st.kind = TACL__STEP_COPY;
+    st.dst = dst;
+    st.src = src;
+    st.bytes = bytes;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
+/* The byte length of count elements of dtype, failing on a bad dtype. */
+static int sched_elems(tacl__sched_t *s, size_t count, tacl_dtype_t dtype,
+                       uint64_t *bytes_p)
+{
+    size_t es = tacl_dtype_size(dtype);
+
+    if (s->status != TACL_OK)
+        return -1;
+    if (es == 0) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "step %u: invalid dtype %d", s->nsteps,
+                                  (int)dtype));
+        return -1;
+    }
+    *bytes_p = (uint64_t)count * es;
+    return 0;
+}
+
+int32_t tacl__sched_reduce(tacl__sched_t *s, tacl__bref_t dst,
+                           tacl__bref_t src, tacl__bref_t src2, size_t count,
+                           tacl_dtype_t dtype, tacl_op_t op,
+                           const int32_t *deps, int ndeps)
+{
+    tacl__step_t st = {0};
+    uint64_t bytes;
+
+    if (sched_elems(s, count, dtype, &bytes) != 0 ||
+        sched_check_ref(s, "reduce destination", dst, bytes) != 0 ||
+        sched_check_ref(s, "reduce source", src, bytes) != 0 ||
+        sched_check_ref(s, "reduce second source", src2, bytes) != 0)
+        return -1;
+    if (op == TACL_AVG || op < 0 || op >= TACL_NUM_OPS) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "step %u: reduce with op %d; builders "
+                                  "turn avg into sum and div", s->nsteps,
+                                  (int)op));
+        return -1;
+    }
+    st.kind = TACL__STEP_REDUCE;
+    st.dtype = (uint8_t)dtype;
+    st.op = (uint8_t)op;
+    st.dst = dst;
+    st.src = src;
+    st.src2 = src2;
+    st.bytes = bytes;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
+int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
+                        size_t count, tacl_dtype_t dtype, uint32_t divisor,
+                        const int32_t *deps, int ndeps)
+{
+    tacl__step_t st = {0};
+    uint64_t bytes;
+
+    if (sched_elems(s, count, dtype, &bytes) != 0 ||
+        sched_check_ref(s, "div destination", dst, bytes) != 0 ||
+        sched_check_ref(s, "div source", src, bytes) != 0)
+        return -1;
+    if (divisor == 0) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "step %u: division by zero", s->nsteps));
+        return -1;
+    }
+    st.kind = TACL__STEP_DIV;
+    st.dtype = (uint8_t)dtype;
+    st.dst = dst;
+    st.src = src;
+    st.bytes = bytes;
+    st.arg = divisor;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
+int32_t tacl__sched_nop(tacl__sched_t *s, const int32_t *deps, int ndeps)
+{
+    tacl__step_t st = {0};
+
+    st.kind = TACL__STEP_NOP;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
+static const char *const step_kind_names[TACL__STEP_NUM_KINDS] = {
+    "send", "recv", "copy", "reduce", "div", "nop",
+};
+
+void tacl__sched_step_str(const tacl__sched_t *s, uint32_t id, char *buf,
+                          size_t len)
+{
+    const tacl__step_t *st;
+    const uint32_t *deps;
+    size_t used;
+    int n;
+    uint32_t i;
+
+    if (len == 0)
+        return;
+    if (id >= s->nsteps) {
+        snprintf(buf, len, "step %u: no such step", id);
+        return;
+    }
+    st = &s->steps[id];
+    switch (st->kind) {
+    case TACL__STEP_SEND:
+    case TACL__STEP_RECV:
+        n = snprintf(buf, len,
+                     "step %u: %s peer %d tag 0x%" PRIx64 " %s b%u+%" PRIu64
+                     " %" PRIu64 " bytes", id, step_kind_names[st->kind],
+                     st->peer, st->tag,
+                     st->kind == TACL__STEP_SEND ? "src" : "dst",
+                     st->kind == TACL__STEP_SEND ? st->src.buf : st->dst.buf,
+                     st->kind == TACL__STEP_SEND ? st->src.off : st->dst.off,
+                     st->bytes);
+        break;
+    case TACL__STEP_COPY:
+    case TACL__STEP_DIV:
+        n = snprintf(buf, len,
+                     "step %u: %s dst b%u+%" PRIu64 " src b%u+%" PRIu64
+                     " %" PRIu64 " bytes", id, step_kind_names[st->kind],
+                     st->dst.buf, st->dst.off, st->src.buf, st->src.off,
+                     st->bytes);
+        break;
+    case TACL__STEP_REDUCE:
+        n = snprintf(buf, len,
+                     "step %u: reduce %s %s dst b%u+%" PRIu64
+                     " src b%u+%" PRIu64 " src2 b%u+%" PRIu64 " %" PRIu64
+                     " bytes", id, tacl_op_name((tacl_op_t)st->op),
+                     tacl_dtype_name((tacl_dtype_t)st->dtype), st->dst.buf,
+                     st->dst.off, st->src.buf, st->src.off, st->src2.buf,
+                     st->src2.off, st->bytes);
+        break;
+    default:
+        n = snprintf(buf, len, "step %u: %s", id,
+                     st->kind < TACL__STEP_NUM_KINDS
+                         ? step_kind_names[st->kind] : "invalid");
+        break;
+    }
+    used = n < 0 ? 0 : TACL_MIN((size_t)n, len - 1);
+    deps = tacl__sched_deps(s, id);
+    for (i = 0; i < st->ndeps && used + 1 < len; i++) {
+        n = snprintf(buf + used, len - used, "%s%u", i ? "," : " deps ",
+                     deps[i]);
+        if (n < 0)
+            break;
+        used = TACL_MIN(used + (size_t)n, len - 1);
+    }
+}
+
+void tacl__sched_dump(const tacl__sched_t *s)
+{
+    char line[256];
+    uint32_t i;
+
+    if (!tacl__log_enabled(TACL_LOG_TRACE, TACL_SUBSYS_SCHED))
+        return;
+    TACL_TRACE(SCHED, "schedule of rank %d/%d: %u steps, %u buffers",
+               s->rank, s->nranks, s->nsteps, s->nbufs);
+    for (i = 0; i < s->nbufs; i++)
+        TACL_TRACE(SCHED, "  buffer %u: %s %" PRIu64 " bytes", i,
+                   s->bufs[i].role == TACL__BUF_INPUT    ? "input"
+                   : s->bufs[i].role == TACL__BUF_OUTPUT ? "output"
+                                                         : "scratch",
+                   s->bufs[i].size);
+    for (i = 0; i < s->nsteps; i++) {
+        tacl__sched_step_str(s, i, line, sizeof(line));
+        TACL_TRACE(SCHED, "  %s", line);
+    }
+}

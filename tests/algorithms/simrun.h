@@ -1,0 +1,63 @@
+/*
+ * An in-process runner for the schedules of every rank of one operation.
+ *
+ * Tests build one schedule per rank against real host buffers, declare
+ * those buffers as regions, and run.  The runner allocates scratch,
+ * matches every send with its receive (by sender, receiver and tag, in
+ * posting order), checks statically that any two steps of a rank that
+ * touch the same bytes (one of them writing) are ordered by dependencies,
+ * and executes the steps in a random order that respects dependencies,
+ * a send and its receive together (rendezvous, the strictest model).  It
+ * reports unmatched messages, length mismatches, deadlocks, reads of
+ * bytes never written, writes through input buffers, and keeps per-byte
+ * write counts of every region and bytes sent per rank.
+ */
+#ifndef TACL_TESTS_SIMRUN_H
+#define TACL_TESTS_SIMRUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched.h"
+
+typedef struct simrun simrun_t;
+
+/** A runner for n ranks, each with an empty schedule. */
+simrun_t *simrun_new(int nranks);
+void simrun_free(simrun_t *sr);
+
+/** The schedule of rank, to build into. */
+tacl__sched_t *simrun_sched(simrun_t *sr, int rank);
+
+/**
+ * Declare size bytes at ptr as memory of rank that schedules may refer to.
+ * Bytes [def_off, def_off + def_len) hold meaningful data at the start of
+ * every run (inputs); the others must be written before they are read.
+ */
+void simrun_region(simrun_t *sr, int rank, void *ptr, size_t size,
+                   size_t def_off, size_t def_len);
+
+/**
+ * Run every schedule once, choosing among runnable steps with seed.
+ * Returns 0, or -1 with a description of the first problem in err.
+ * The regions' contents must be reset by the caller between runs.
+ */
+int simrun_run(simrun_t *sr, unsigned seed, char *err, size_t errlen);
+
+/** Per-byte write counts of the region of rank that starts at ptr. */
+const uint8_t *simrun_writes(const simrun_t *sr, int rank, const void *ptr);
+
+/** Bytes and messages rank sent in the last run. */
+uint64_t simrun_bytes_sent(const simrun_t *sr, int rank);
+uint64_t simrun_msgs_sent(const simrun_t *sr, int rank);
+
+/**
+ * Ranks (a bit mask, up to 64 ranks) whose start the completion of rank
+ * causally follows in the last run: all ranks for a barrier.
+ */
+uint64_t simrun_knows(const simrun_t *sr, int rank);
+
+/** Total steps of all ranks. */
+uint64_t simrun_steps(const simrun_t *sr);
+
+#endif /* TACL_TESTS_SIMRUN_H */

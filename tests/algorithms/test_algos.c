@@ -1,0 +1,447 @@
+/*
+ * Schedule builders, checked without a transport: every algorithm of
+ * every collective on 1, 2, 3, 5, 8, 11 and 16 ranks, for several counts,
+ * in and out of place, int32 and float32 and every reduction op, run by
+ * simrun in several random orders.  Each run must match every message,
+ * finish without deadlock or races, produce exactly the reference result,
+ * write every output byte once (bytes already right in place: never),
+ * leave inputs untouched, and send the bytes the algorithm's formula says.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo.h"
+#include "log.h"
+#include "simrun.h"
+
+static const int nranks_list[] = {1, 2, 3, 5, 8, 11, 16};
+static const unsigned seeds[] = {1, 2, 3};
+
+typedef struct {
+    int n;
+    const tacl__algo_t *algo;
+    size_t count;
+    int in_place;
+    tacl_dtype_t dtype;
+    tacl_op_t op;
+    int root;
+    uint64_t chunk;
+} cfg_t;
+
+typedef struct {
+    char *send, *recv;          /* what the operation is given */
+    char *salloc, *ralloc;      /* allocations */
+    size_t sbytes, rbytes;      /* sizes of the send and receive buffers */
+    char *region;               /* the region holding the output */
+    size_t out_off, out_bytes;  /* the output inside region */
+} rbufs_t;
+
+static void cfg_str(const cfg_t *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s n=%d count=%zu %s %s %s root=%d chunk=%llu",
+             tacl__coll_name(c->algo->coll), c->algo->name, c->n, c->count,
+             c->in_place ? "in-place" : "out-of-place",
+             tacl_dtype_name(c->dtype), tacl_op_name(c->op), c->root,
+             (unsigned long long)c->chunk);
+}
+
+/* Input element i of rank q, as an integer exact in both dtypes. */
+static long long gen(const cfg_t *c, int q, size_t i)
+{
+    if (c->op == TACL_PROD) {
+        static const int v[3] = {1, 2, -1};
+
+        return v[((size_t)q * 5 + i) % 3];
+    }
+    return (long long)(((size_t)q * 131 + i * 7) % 19) - 9;
+}
+
+static void put(tacl_dtype_t dt, void *buf, size_t i, long long v)
+{
+    if (dt == TACL_INT32)
+        ((int32_t *)buf)[i] = (int32_t)v;
+    else
+        ((float *)buf)[i] = (float)v;
+}
+
+/* Reference result of combining element i over every rank's input. */
+static void reference(const cfg_t *c, size_t i, void *dst, size_t j)
+{
+    long long acc = gen(c, 0, i);
+    int q;
+
+    for (q = 1; q < c->n; q++) {
+        long long v = gen(c, q, i);
+
+        switch (c->op) {
+        case TACL_PROD:
+            acc *= v;
+            break;
+        case TACL_MAX:
+            acc = v > acc ? v : acc;
+            break;
+        case TACL_MIN:
+            acc = v < acc ? v : acc;
+            break;
+        default:
+            acc += v;
+            break;
+        }
+    }
+    if (c->op == TACL_AVG && c->dtype == TACL_FLOAT32) {
+        ((float *)dst)[j] = (float)acc / (float)c->n;
+        return;
+    }
+    if (c->op == TACL_AVG)
+        acc /= c->n;
+    put(c->dtype, dst, j, acc);
+}
+
+static size_t send_elems(const cfg_t *c)
+{
+    switch (c->algo->coll) {
+    case TACL__COLL_ALLGATHER:
+        return c->count;
+    case TACL__COLL_REDUCE_SCATTER:
+    case TACL__COLL_ALLTOALL:
+        return c->count * (size_t)c->n;
+    default:
+        return c->count;
+    }
+}
+
+static size_t recv_elems(const cfg_t *c)
+{
+    switch (c->algo->coll) {
+    case TACL__COLL_ALLGATHER:
+    case TACL__COLL_ALLTOALL:
+        return c->count * (size_t)c->n;
+    default:
+        return c->count;
+    }
+}
+
+/* Allocates and fills rank r's buffers and declares them to the runner. */
+static void setup(const cfg_t *c, int r, rbufs_t *b)
+{
+    size_t es = tacl_dtype_size(c->dtype), i;
+    tacl__coll_type_t t = c->algo->coll;
+    int root_only_send = t == TACL__COLL_BROADCAST && r != c->root;
+    int root_only_recv = t == TACL__COLL_REDUCE && r != c->root;
+
+    memset(b, 0, sizeof(*b));
+    b->sbytes = send_elems(c) * es;
+    b->rbytes = recv_elems(c) * es;
+    if (c->in_place && t == TACL__COLL_REDUCE_SCATTER) {
+        b->salloc = malloc(b->sbytes + 1);
+        b->send = b->salloc;
+        b->recv = b->send + (size_t)r * b->rbytes;
+        b->region = b->send;
+        b->out_off = (size_t)r * b->rbytes;
+    } else if (c->in_place) {
+        b->ralloc = malloc(b->rbytes + 1);
+        b->recv = b->ralloc;
+        b->send = b->recv + (t == TACL__COLL_ALLGATHER
+                                 ? (size_t)r * b->sbytes : 0);
+        b->region = b->recv;
+    } else {
+        if (!root_only_send)
+            b->salloc = malloc(b->sbytes + 1);
+        if (!root_only_recv)
+            b->ralloc = malloc(b->rbytes + 1);
+        b->send = b->salloc;
+        b->recv = b->ralloc;
+        b->region = b->recv;
+    }
+    b->out_bytes = root_only_recv ? 0 : b->rbytes;
+    if (b->recv != NULL)
+        memset(b->recv, 0xee, b->rbytes);
+    for (i = 0; b->send != NULL && i < send_elems(c); i++)
+        put(c->dtype, b->send, i, gen(c, r, i));
+}
+
+static void declare(simrun_t *sr, const cfg_t *c, int r, const rbufs_t *b)
+{
+    tacl__coll_type_t t = c->algo->coll;
+
+    if (c->in_place && t == TACL__COLL_REDUCE_SCATTER)
+        simrun_region(sr, r, b->send, b->sbytes, 0, b->sbytes);
+    else if (c->in_place && t == TACL__COLL_ALLGATHER)
+        simrun_region(sr, r, b->recv, b->rbytes, (size_t)r * b->sbytes,
+                      b->sbytes);
+    else if (c->in_place)
+        simrun_region(sr, r, b->recv, b->rbytes, 0, b->rbytes);
+    else {
+        if (b->send != NULL)
+            simrun_region(sr, r, b->send, b->sbytes, 0, b->sbytes);
+        if (b->recv != NULL)
+            simrun_region(sr, r, b->recv, b->rbytes, 0, 0);
+    }
+}
+
+/* Expected output of rank r into exp (b->out_bytes bytes). */
+static void expected(const cfg_t *c, int r, char *exp)
+{
+    size_t n = (size_t)c->n, i, j, cnt = c->count;
+
+    switch (c->algo->coll) {
+    case TACL__COLL_ALLGATHER:
+        for (j = 0; j < n; j++)
+            for (i = 0; i < cnt; i++)
+                put(c->dtype, exp, j * cnt + i, gen(c, (int)j, i));
+        break;
+    case TACL__COLL_REDUCE_SCATTER:
+        for (i = 0; i < cnt; i++)
+            reference(c, (size_t)r * cnt + i, exp, i);
+        break;
+    case TACL__COLL_ALLREDUCE:
+    case TACL__COLL_REDUCE:
+        for (i = 0; i < cnt; i++)
+            reference(c, i, exp, i);
+        break;
+    case TACL__COLL_BROADCAST:
+        for (i = 0; i < cnt; i++)
+            put(c->dtype, exp, i, gen(c, c->root, i));
+        break;
+    case TACL__COLL_ALLTOALL:
+        for (j = 0; j < n; j++)
+            for (i = 0; i < cnt; i++)
+                put(c->dtype, exp, j * cnt + i,
+                    gen(c, (int)j, (size_t)r * cnt + i));
+        break;
+    default:
+        break;
+    }
+}
+
+/* Whether output byte k of rank r is already right before the operation. */
+static int already_right(const cfg_t *c, int r, size_t k)
+{
+    size_t es = tacl_dtype_size(c->dtype), blk = c->count * es;
+
+    if (!c->in_place)
+        return 0;
+    switch (c->algo->coll) {
+    case TACL__COLL_ALLGATHER:
+    case TACL__COLL_ALLTOALL:
+        return k / blk == (size_t)r;
+    case TACL__COLL_BROADCAST:
+        return r == c->root || c->n == 1;
+    default:
+        return c->n == 1;
+    }
+}
+
+static size_t ring_cnt(size_t count, int n, int b)
+{
+    return count / (size_t)n + ((size_t)b < count % (size_t)n ? 1 : 0);
+}
+
+/* Bytes rank r sends, by the algorithm's formula. */
+static uint64_t bytes_formula(const cfg_t *c, int r)
+{
+    uint64_t es = tacl_dtype_size(c->dtype), m = c->count * es;
+    int n = c->n, p2 = 1, rem, v, low, k, kids = 0;
+
+    if (n == 1 || c->count == 0)
+        return 0;
+    switch (c->algo->coll) {
+    case TACL__COLL_ALLGATHER:
+    case TACL__COLL_REDUCE_SCATTER:
+    case TACL__COLL_ALLTOALL:
+        return (uint64_t)(n - 1) * m;
+    case TACL__COLL_ALLREDUCE:
+        if (c->algo->id == TACL__ALGO_RING)
+            return (2 * c->count - ring_cnt(c->count, n, r) -
+                    ring_cnt(c->count, n, (r + 1) % n)) * es;
+        while (p2 * 2 <= n)
+            p2 *= 2;
+        rem = n - p2;
+        for (k = 0; (1 << k) < p2; k++)
+            ;
+        if (r < 2 * rem && r % 2 == 0)
+            return m;
+        return (uint64_t)k * m + (r < 2 * rem ? m : 0);
+    case TACL__COLL_BROADCAST:
+        v = (r - c->root + n) % n;
+        for (low = 1; low < n && !(v & low); low <<= 1)
+            ;
+        for (k = 1; k < low; k <<= 1)
+            kids += v + k < n;
+        return (uint64_t)kids * m;
+    case TACL__COLL_REDUCE:
+        return r == c->root ? 0 : m;
+    default:
+        return 0;
+    }
+}
+
+/* Builds the schedules of every rank of c into a fresh runner. */
+static simrun_t *build_all(const cfg_t *c, rbufs_t *b, uint64_t seq,
+                           const char *name)
+{
+    simrun_t *sr = simrun_new(c->n);
+    int r;
+
+    for (r = 0; r < c->n; r++) {
+        tacl__coll_args_t a = {0};
+        tacl__topo_view_t v = {0};
+        tacl_status_t st;
+
+        setup(c, r, &b[r]);
+        declare(sr, c, r, &b[r]);
+        a.type = c->algo->coll;
+        a.sendbuf = b[r].send;
+        a.recvbuf = b[r].recv;
+        a.count = c->count;
+        a.dtype = c->dtype;
+        a.op = c->op;
+        a.root = c->root;
+        a.memtype = TACL_MEM_HOST;
+        a.seq = seq;
+        a.chunk_bytes = c->chunk;
+        v.rank = r;
+        v.nranks = c->n;
+        v.n_nodes = 1;
+        cr_assert(c->algo->supports(&a, &v), "%s: not supported", name);
+        st = c->algo->build(simrun_sched(sr, r), &a, &v);
+        cr_assert_eq(st, TACL_OK, "%s: rank %d build failed: %s", name, r,
+                     tacl__last_error());
+    }
+    return sr;
+}
+
+/* Checks rank r's result, write counts and bytes sent after a run. */
+static void check_rank(const cfg_t *c, simrun_t *sr, const rbufs_t *b, int r,
+                       char *exp, const char *name)
+{
+    const uint8_t *w = simrun_writes(sr, r, b->region);
+    size_t k, rsize;
+
+    if (b->out_bytes > 0) {
+        expected(c, r, exp);
+        for (k = 0; k < b->out_bytes; k++)
+            cr_assert_eq((unsigned char)b->region[b->out_off + k],
+                         (unsigned char)exp[k],
+                         "%s: rank %d output byte %zu is 0x%02x, expected "
+                         "0x%02x", name, r, k,
+                         (unsigned char)b->region[b->out_off + k],
+                         (unsigned char)exp[k]);
+    }
+    if (w != NULL) {
+        rsize = b->region == b->recv ? b->rbytes : b->sbytes;
+        for (k = 0; k < rsize; k++) {
+            int in_out = k >= b->out_off && k < b->out_off + b->out_bytes;
+            int want = in_out && !already_right(c, r, k - b->out_off);
+
+            cr_assert_eq(w[k], want, "%s: rank %d byte %zu written %d "
+                         "times, expected %d", name, r, k, w[k], want);
+        }
+    }
+    if (!c->in_place && b->send != NULL) {
+        const uint8_t *ws = simrun_writes(sr, r, b->send);
+
+        for (k = 0; k < b->sbytes; k++)
+            cr_assert_eq(ws[k], 0, "%s: rank %d wrote its input", name, r);
+    }
+    cr_assert_eq(simrun_bytes_sent(sr, r), bytes_formula(c, r),
+                 "%s: rank %d sent %llu bytes, formula says %llu", name, r,
+                 (unsigned long long)simrun_bytes_sent(sr, r),
+                 (unsigned long long)bytes_formula(c, r));
+}
+
+static void run_cfg(const cfg_t *c)
+{
+    rbufs_t *b = calloc((size_t)c->n, sizeof(*b));
+    char *exp = malloc(c->count * (size_t)c->n * 4 + 1);
+    char name[200], err[512];
+    simrun_t *sr;
+    size_t si;
+    int r;
+
+    cfg_str(c, name, sizeof(name));
+    for (si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
+        sr = build_all(c, b, 1000 + si, name);
+        cr_assert_eq(simrun_run(sr, seeds[si], err, sizeof(err)), 0,
+                     "%s seed %u: %s", name, seeds[si], err);
+        for (r = 0; r < c->n; r++) {
+            check_rank(c, sr, &b[r], r, exp, name);
+            free(b[r].salloc);
+            free(b[r].ralloc);
+        }
+        simrun_free(sr);
+    }
+    free(b);
+    free(exp);
+}
+
+static int is_reduction(tacl__coll_type_t t)
+{
+    return t == TACL__COLL_REDUCE_SCATTER || t == TACL__COLL_ALLREDUCE ||
+           t == TACL__COLL_REDUCE;
+}
+
+/* The whole matrix for one algorithm of one collective. */
+static void run_algo(tacl__coll_type_t coll, const char *name)
+{
+    static const tacl_op_t ops[] = {TACL_SUM, TACL_PROD, TACL_MAX, TACL_MIN,
+                                    TACL_AVG};
+    static const tacl_dtype_t dtypes[] = {TACL_INT32, TACL_FLOAT32};
+    const tacl__algo_t *algo = tacl__algo_find(coll, name);
+    size_t ni, ci, di, oi, nops = is_reduction(coll) ? 5 : 1;
+    int ip, ri, tried = 0;
+
+    cr_assert_not_null(algo, "no %s algorithm %s", tacl__coll_name(coll),
+                       name);
+    for (ni = 0; ni < sizeof(nranks_list) / sizeof(int); ni++) {
+        int n = nranks_list[ni];
+        size_t counts[5] = {0, 1, 7, (size_t)n * 3 + 1, 1000};
+        tacl__topo_view_t v = {0};
+        tacl__coll_args_t probe = {0};
+
+        v.nranks = n;
+        v.n_nodes = 1;
+        probe.type = coll;
+        if (!algo->supports(&probe, &v))
+            continue;
+        for (ci = 0; ci < 5; ci++)
+            for (ip = 0; ip < 2; ip++)
+                for (di = 0; di < 2; di++)
+                    for (oi = 0; oi < nops; oi++)
+                        for (ri = 0; ri < 2; ri++) {
+                            cfg_t c = {n, algo, counts[ci], ip,
+                                       dtypes[di], ops[oi],
+                                       ri ? n - 1 : 0, n <= 5 ? 40 : 256};
+
+                            if (ri && n == 1)
+                                continue;
+                            if (ri && coll != TACL__COLL_BROADCAST &&
+                                coll != TACL__COLL_REDUCE)
+                                continue;
+                            if (ci == 3)
+                                c.chunk = 1 << 20;
+                            run_cfg(&c);
+                            tried++;
+                        }
+    }
+    cr_assert_gt(tried, 0, "nothing tested");
+}
+
+Test(algorithms, ring_allgather) { run_algo(TACL__COLL_ALLGATHER, "ring"); }
+Test(algorithms, bruck_allgather) { run_algo(TACL__COLL_ALLGATHER, "bruck"); }
+Test(algorithms, rd_allgather) { run_algo(TACL__COLL_ALLGATHER, "rd"); }
+Test(algorithms, ring_reduce_scatter)
+{
+    run_algo(TACL__COLL_REDUCE_SCATTER, "ring");
+}
+Test(algorithms, rd_reduce_scatter)
+{
+    run_algo(TACL__COLL_REDUCE_SCATTER, "rd");
+}
+Test(algorithms, ring_allreduce) { run_algo(TACL__COLL_ALLREDUCE, "ring"); }
+Test(algorithms, rd_allreduce) { run_algo(TACL__COLL_ALLREDUCE, "rd"); }
+Test(algorithms, tree_broadcast) { run_algo(TACL__COLL_BROADCAST, "tree"); }
+Test(algorithms, tree_reduce) { run_algo(TACL__COLL_REDUCE, "tree"); }
+Test(algorithms, direct_alltoall) { run_algo(TACL__COLL_ALLTOALL, "direct"); }
