@@ -1,0 +1,653 @@
+/*
+ * The library-independent half of the perf harness: nccl-tests' command
+ * line, buffer sizes, bandwidth formulas and output table (the data and
+ * the exact check are in data.c).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static const char *const kind_names[TACL__PERF_NUM_KINDS] = {
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce",
+    "alltoall", "sendrecv",
+};
+static const char *const algo_keys[TACL__PERF_NUM_KINDS] = {
+    "allgather", "reducescatter", "allreduce", "broadcast", "reduce",
+    "alltoall", "send",
+};
+
+const char *tacl__perf_kind_name(tacl__perf_kind_t kind)
+{
+    return kind < TACL__PERF_NUM_KINDS ? kind_names[kind] : "invalid";
+}
+
+const char *tacl__perf_algo_key(tacl__perf_kind_t kind)
+{
+    return kind < TACL__PERF_NUM_KINDS ? algo_keys[kind] : "invalid";
+}
+
+int tacl__perf_has_op(tacl__perf_kind_t kind)
+{
+    return kind == TACL__PERF_REDUCE_SCATTER ||
+           kind == TACL__PERF_ALLREDUCE || kind == TACL__PERF_REDUCE;
+}
+
+int tacl__perf_has_root(tacl__perf_kind_t kind)
+{
+    return kind == TACL__PERF_BROADCAST || kind == TACL__PERF_REDUCE;
+}
+
+/* Dtypes as nccl-tests names them, then the aliases accepted. */
+static const struct {
+    const char *name;
+    tacl_dtype_t dtype;
+} dtype_names[] = {
+    {"int8", TACL_INT8},       {"uint8", TACL_UINT8},
+    {"int32", TACL_INT32},     {"uint32", TACL_UINT32},
+    {"int64", TACL_INT64},     {"uint64", TACL_UINT64},
+    {"half", TACL_FLOAT16},    {"bfloat16", TACL_BFLOAT16},
+    {"float", TACL_FLOAT32},   {"double", TACL_FLOAT64},
+    {"int", TACL_INT32},       {"char", TACL_INT8},
+    {"float16", TACL_FLOAT16}, {"fp16", TACL_FLOAT16},
+    {"bf16", TACL_BFLOAT16},   {"float32", TACL_FLOAT32},
+    {"fp32", TACL_FLOAT32},    {"float64", TACL_FLOAT64},
+    {"fp64", TACL_FLOAT64},
+};
+
+static const char *const op_names[TACL_NUM_OPS] = {
+    "sum", "prod", "max", "min", "avg",
+};
+
+const char *tacl__perf_dtype_name(tacl_dtype_t dtype)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++) {
+        if (dtype_names[i].dtype == dtype) {
+            return dtype_names[i].name;
+        }
+    }
+    return "invalid";
+}
+
+size_t tacl__perf_dtype_size(tacl_dtype_t dtype)
+{
+    switch (dtype) {
+    case TACL_INT8:
+    case TACL_UINT8:
+        return 1;
+    case TACL_FLOAT16:
+    case TACL_BFLOAT16:
+        return 2;
+    case TACL_INT32:
+    case TACL_UINT32:
+    case TACL_FLOAT32:
+        return 4;
+    case TACL_INT64:
+    case TACL_UINT64:
+    case TACL_FLOAT64:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+void tacl__perf_get_sizes(tacl__perf_kind_t kind, size_t bytes, int nranks,
+                          tacl_dtype_t dtype, tacl__perf_sizes_t *sizes_p)
+{
+    size_t ts = tacl__perf_dtype_size(dtype);
+    size_t count = bytes / ts;
+    size_t align = 16 / ts;
+    size_t n = (size_t)nranks;
+    size_t per = (count / n) & ~(align - 1);
+    tacl__perf_sizes_t s;
+
+    switch (kind) {
+    case TACL__PERF_ALLGATHER:
+        s.count = per;
+        s.send_count = per;
+        s.recv_count = per * n;
+        break;
+    case TACL__PERF_REDUCE_SCATTER:
+        s.count = per;
+        s.send_count = per * n;
+        s.recv_count = per;
+        break;
+    case TACL__PERF_ALLTOALL:
+        s.count = count / n;
+        s.send_count = s.count * n;
+        s.recv_count = s.count * n;
+        break;
+    default:
+        s.count = count;
+        s.send_count = count;
+        s.recv_count = count;
+        break;
+    }
+    s.bytes = (s.send_count > s.recv_count ? s.send_count : s.recv_count) *
+              ts;
+    *sizes_p = s;
+}
+
+void tacl__perf_inplace_offsets(tacl__perf_kind_t kind,
+                                const tacl__perf_sizes_t *sizes, int rank,
+                                size_t *send_off_p, size_t *recv_off_p)
+{
+    *send_off_p = 0;
+    *recv_off_p = 0;
+    if (kind == TACL__PERF_ALLGATHER) {
+        *send_off_p = (size_t)rank * sizes->count;
+    } else if (kind == TACL__PERF_REDUCE_SCATTER) {
+        *recv_off_p = (size_t)rank * sizes->count;
+    }
+}
+
+size_t tacl__perf_next_size(const tacl__perf_opts_t *opts, size_t bytes)
+{
+    if (opts->step_factor > 1) {
+        if (bytes > SIZE_MAX / opts->step_factor) {
+            return SIZE_MAX;
+        }
+        return bytes * opts->step_factor;
+    }
+    if (bytes > SIZE_MAX - opts->step_bytes) {
+        return SIZE_MAX;
+    }
+    return bytes + opts->step_bytes;
+}
+
+void tacl__perf_max_buffers(tacl__perf_kind_t kind,
+                            const tacl__perf_opts_t *opts, int nranks,
+                            size_t *send_bytes_p, size_t *recv_bytes_p)
+{
+    size_t ts = tacl__perf_dtype_size(opts->dtype), bytes, send = 0;
+    size_t recv = 0;
+    tacl__perf_sizes_t s;
+
+    for (bytes = opts->min_bytes; bytes <= opts->max_bytes;
+         bytes = tacl__perf_next_size(opts, bytes)) {
+        tacl__perf_get_sizes(kind, bytes, nranks, opts->dtype, &s);
+        if (s.send_count * ts > send) {
+            send = s.send_count * ts;
+        }
+        if (s.recv_count * ts > recv) {
+            recv = s.recv_count * ts;
+        }
+        if (bytes == SIZE_MAX) {
+            break;
+        }
+    }
+    *send_bytes_p = send;
+    /* In place, the receive buffer also holds the whole input. */
+    *recv_bytes_p = recv > send ? recv : send;
+}
+
+void tacl__perf_bandwidth(tacl__perf_kind_t kind,
+                          const tacl__perf_sizes_t *sizes, int nranks,
+                          double time_us, double *algbw_p, double *busbw_p)
+{
+    double n = nranks, factor, algbw;
+
+    algbw = time_us > 0 ? (double)sizes->bytes / 1e3 / time_us : 0;
+    switch (kind) {
+    case TACL__PERF_ALLGATHER:
+    case TACL__PERF_REDUCE_SCATTER:
+    case TACL__PERF_ALLTOALL:
+        factor = (n - 1) / n;
+        break;
+    case TACL__PERF_ALLREDUCE:
+        factor = 2 * (n - 1) / n;
+        break;
+    default:
+        factor = 1;
+        break;
+    }
+    *algbw_p = algbw;
+    *busbw_p = algbw * factor;
+}
+
+/*
+ * Command line.
+ */
+static void usage(FILE *f, const char *prog)
+{
+    fprintf(f,
+        "usage: %s [options]\n"
+        "  -b, --minbytes SIZE     smallest size (default 32M)\n"
+        "  -e, --maxbytes SIZE     largest size (default 32M)\n"
+        "  -i, --stepbytes SIZE    size increment (default 1M)\n"
+        "  -f, --stepfactor N      size multiplier; overrides -i\n"
+        "  -n, --iters N           timed iterations (default 20)\n"
+        "  -w, --warmup_iters N    warmup iterations (default 5)\n"
+        "  -m, --agg_iters N       operations per group (default 1)\n"
+        "  -c, --check 0|1         check results exactly (default 1)\n"
+        "  -o, --op OP             sum, prod, min, max, avg (default sum)\n"
+        "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64\n"
+        "                          half bfloat16 float double (float)\n"
+        "  -r, --root N            root of broadcast and reduce (0)\n"
+        "  -z, --blocking 0|1      0: _nb calls and wait, 1: blocking\n"
+        "  -a, --average 0..3      time reported: 0 rank 0, 1 mean,\n"
+        "                          2 min, 3 max over ranks (default 1)\n"
+        "  -J, --output_file FILE  also write the results as JSON\n"
+        "  -A, --algo SPEC         force an algorithm (TACL_ALGO syntax,\n"
+        "                          or just a name for this collective)\n"
+        "  -Q, --quant SPEC        quantized collectives (not supported)\n"
+        "  -h, --help              print this help\n"
+        "SIZE takes a K, M or G suffix (powers of 1024).\n"
+        "Ranks come from tacl-run, torchrun's variables, or mpirun with\n"
+        "TACL_ROOT_ADDR=host:port set.\n", prog);
+}
+
+static int parse_size(const char *s, size_t *v_p)
+{
+    char *end;
+    unsigned long long v, mult = 1;
+
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || s[0] == '-') {
+        return -1;
+    }
+    switch (*end) {
+    case 'K':
+    case 'k':
+        mult = 1ull << 10;
+        end++;
+        break;
+    case 'M':
+    case 'm':
+        mult = 1ull << 20;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        mult = 1ull << 30;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (*end == 'B' || *end == 'b') {
+        end++;
+    }
+    if (*end != '\0' || v > SIZE_MAX / mult) {
+        return -1;
+    }
+    *v_p = (size_t)(v * mult);
+    return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *v_p)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        return -1;
+    }
+    *v_p = (int)v;
+    return 0;
+}
+
+static int parse_dtype(const char *s, tacl_dtype_t *v_p)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++) {
+        if (strcmp(s, dtype_names[i].name) == 0) {
+            *v_p = dtype_names[i].dtype;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_op(const char *s, tacl_op_t *v_p)
+{
+    int i;
+
+    for (i = 0; i < TACL_NUM_OPS; i++) {
+        if (strcmp(s, op_names[i]) == 0) {
+            *v_p = (tacl_op_t)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+enum { OPT_INJECT_ERROR = 1000 };
+
+static const struct option long_opts[] = {
+    {"minbytes", required_argument, NULL, 'b'},
+    {"maxbytes", required_argument, NULL, 'e'},
+    {"stepbytes", required_argument, NULL, 'i'},
+    {"stepfactor", required_argument, NULL, 'f'},
+    {"iters", required_argument, NULL, 'n'},
+    {"warmup_iters", required_argument, NULL, 'w'},
+    {"agg_iters", required_argument, NULL, 'm'},
+    {"check", required_argument, NULL, 'c'},
+    {"op", required_argument, NULL, 'o'},
+    {"datatype", required_argument, NULL, 'd'},
+    {"root", required_argument, NULL, 'r'},
+    {"blocking", required_argument, NULL, 'z'},
+    {"average", required_argument, NULL, 'a'},
+    {"output_file", required_argument, NULL, 'J'},
+    {"algo", required_argument, NULL, 'A'},
+    {"quant", required_argument, NULL, 'Q'},
+    {"help", no_argument, NULL, 'h'},
+    {"inject-error", no_argument, NULL, OPT_INJECT_ERROR},
+    {NULL, 0, NULL, 0},
+};
+
+int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
+                     tacl__perf_opts_t *opts_p, int *exit_p)
+{
+    tacl__perf_opts_t o;
+    const char *prog = argv[0];
+    int c, bad = 0, factor = 1;
+
+    memset(&o, 0, sizeof(o));
+    o.min_bytes = o.max_bytes = 32u << 20;
+    o.step_bytes = 1u << 20;
+    o.step_factor = 1;
+    o.iters = 20;
+    o.warmup = 5;
+    o.check = 1;
+    o.op = TACL_SUM;
+    o.dtype = TACL_FLOAT32;
+    o.average = 1;
+    o.agg = 1;
+    optind = 1;
+    while (!bad && (c = getopt_long(argc, argv,
+                                    "b:e:i:f:n:w:m:c:o:d:r:z:a:J:A:Q:h",
+                                    long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            bad = parse_size(optarg, &o.min_bytes);
+            break;
+        case 'e':
+            bad = parse_size(optarg, &o.max_bytes);
+            break;
+        case 'i':
+            bad = parse_size(optarg, &o.step_bytes);
+            break;
+        case 'f':
+            bad = parse_int(optarg, 1, 1 << 20, &factor);
+            o.step_factor = (size_t)factor;
+            break;
+        case 'n':
+            bad = parse_int(optarg, 1, 1 << 30, &o.iters);
+            break;
+        case 'w':
+            bad = parse_int(optarg, 0, 1 << 30, &o.warmup);
+            break;
+        case 'm':
+            bad = parse_int(optarg, 1, 1 << 20, &o.agg);
+            break;
+        case 'c':
+            bad = parse_int(optarg, 0, 1, &o.check);
+            break;
+        case 'o':
+            bad = parse_op(optarg, &o.op);
+            break;
+        case 'd':
+            bad = parse_dtype(optarg, &o.dtype);
+            break;
+        case 'r':
+            bad = parse_int(optarg, 0, 1 << 30, &o.root);
+            break;
+        case 'z':
+            bad = parse_int(optarg, 0, 1, &o.blocking);
+            break;
+        case 'a':
+            bad = parse_int(optarg, 0, 3, &o.average);
+            break;
+        case 'J':
+            o.json_path = optarg;
+            break;
+        case 'A':
+            o.algo = optarg;
+            break;
+        case 'Q':
+            fprintf(stderr, "%s: quantized collectives (-Q %s) are not "
+                    "supported yet; run without -Q\n", prog, optarg);
+            *exit_p = 2;
+            return 1;
+        case 'h':
+            usage(stdout, prog);
+            *exit_p = 0;
+            return 1;
+        case OPT_INJECT_ERROR:
+            o.inject_error = 1;
+            break;
+        default:
+            usage(stderr, prog);
+            *exit_p = 2;
+            return 1;
+        }
+        if (bad) {
+            fprintf(stderr, "%s: bad value '%s' for -%c\n", prog, optarg,
+                    c);
+        }
+    }
+    if (!bad && optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", prog,
+                argv[optind]);
+        bad = 1;
+    }
+    if (!bad && o.min_bytes > o.max_bytes) {
+        fprintf(stderr, "%s: -b %zu is larger than -e %zu\n", prog,
+                o.min_bytes, o.max_bytes);
+        bad = 1;
+    }
+    if (!bad && o.step_factor <= 1 && o.step_bytes == 0 &&
+        o.min_bytes != o.max_bytes) {
+        fprintf(stderr, "%s: -i 0 needs -f > 1 to reach -e\n", prog);
+        bad = 1;
+    }
+    if (!bad && o.op != TACL_SUM && !tacl__perf_has_op(kind)) {
+        fprintf(stderr, "%s: %s takes no reduction op (-o)\n", prog,
+                tacl__perf_kind_name(kind));
+        bad = 1;
+    }
+    if (bad) {
+        usage(stderr, prog);
+        *exit_p = 2;
+        return 1;
+    }
+    *opts_p = o;
+    return 0;
+}
+
+/*
+ * Output, in nccl-tests' layout.
+ */
+static struct {
+    double busbw_sum;
+    int busbw_count;
+    long long wrong;
+    int checked;
+} totals;
+
+void tacl__perf_print_header(FILE *f, const char *prog, const char *library,
+                             tacl__perf_kind_t kind,
+                             const tacl__perf_opts_t *opts, int nranks)
+{
+    char host[256] = "unknown";
+    const char *base = strrchr(prog, '/');
+
+    gethostname(host, sizeof(host) - 1);
+    fprintf(f, "# %s (%s): nRanks %d minBytes %zu maxBytes %zu step: ",
+            base ? base + 1 : prog, library, nranks, opts->min_bytes,
+            opts->max_bytes);
+    if (opts->step_factor > 1) {
+        fprintf(f, "%zu(factor)", opts->step_factor);
+    } else {
+        fprintf(f, "%zu(bytes)", opts->step_bytes);
+    }
+    fprintf(f, " warmup iters: %d iters: %d agg iters: %d validation: %d "
+            "blocking: %d\n", opts->warmup, opts->iters, opts->agg,
+            opts->check, opts->blocking);
+    fprintf(f, "# collective: %s  algorithm: %s  time: %s over ranks\n",
+            tacl__perf_kind_name(kind), opts->algo ? opts->algo : "auto",
+            opts->average == 0 ? "rank 0" : opts->average == 1 ? "mean" :
+            opts->average == 2 ? "min" : "max");
+    fprintf(f, "#\n# Using %d ranks, rank 0 pid %d on %s\n#\n", nranks,
+            (int)getpid(), host);
+    fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place"
+            "                       in-place          \n", "", "", "", "",
+            "");
+    fprintf(f, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type",
+            "redop", "root");
+    fprintf(f, "  %7s  %6s  %6s %6s", "time", "algbw", "busbw", "#wrong");
+    fprintf(f, "  %7s  %6s  %6s %6s\n", "time", "algbw", "busbw", "#wrong");
+    fprintf(f, "# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "",
+            "");
+    fprintf(f, "  %7s  %6s  %6s  %5s", "(us)", "(GB/s)", "(GB/s)", "");
+    fprintf(f, "  %7s  %6s  %6s  %5s\n", "(us)", "(GB/s)", "(GB/s)", "");
+    fflush(f);
+    memset(&totals, 0, sizeof(totals));
+}
+
+void tacl__perf_print_row(FILE *f, tacl__perf_kind_t kind,
+                          const tacl__perf_opts_t *opts,
+                          const tacl__perf_sizes_t *sizes,
+                          const tacl__perf_result_t res[2])
+{
+    char time_str[32];
+    int p;
+
+    fprintf(f, "%12zu  %12zu  %8s  %6s  %6d", sizes->bytes, sizes->count,
+            tacl__perf_dtype_name(opts->dtype),
+            tacl__perf_has_op(kind) ? op_names[opts->op] : "none",
+            tacl__perf_has_root(kind) ? opts->root : -1);
+    for (p = 0; p < 2; p++) {
+        double t = res[p].time_us;
+
+        if (t >= 10000.0) {
+            snprintf(time_str, sizeof(time_str), "%7.0f", t);
+        } else if (t >= 100.0) {
+            snprintf(time_str, sizeof(time_str), "%7.1f", t);
+        } else {
+            snprintf(time_str, sizeof(time_str), "%7.2f", t);
+        }
+        if (res[p].wrong >= 0) {
+            fprintf(f, "  %7s  %6.2f  %6.2f  %5g", time_str, res[p].algbw,
+                    res[p].busbw, (double)res[p].wrong);
+            totals.wrong += res[p].wrong;
+            totals.checked = 1;
+        } else {
+            fprintf(f, "  %7s  %6.2f  %6.2f  %5s", time_str, res[p].algbw,
+                    res[p].busbw, "N/A");
+        }
+        totals.busbw_sum += res[p].busbw;
+        totals.busbw_count++;
+    }
+    fprintf(f, "\n");
+    fflush(f);
+}
+
+long long tacl__perf_print_footer(FILE *f)
+{
+    double avg = totals.busbw_count ?
+                 totals.busbw_sum / totals.busbw_count : 0;
+
+    fprintf(f, "# Out of bounds values : %lld %s\n", totals.wrong,
+            totals.wrong ? "FAILED" : "OK");
+    fprintf(f, "# Avg bus bandwidth    : %g \n", avg);
+    fprintf(f, "#\n");
+    fflush(f);
+    return totals.wrong;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') {
+            fprintf(f, "\\%c", *s);
+        } else if ((unsigned char)*s < 0x20) {
+            fprintf(f, "\\u%04x", *s);
+        } else {
+            fputc(*s, f);
+        }
+    }
+    fputc('"', f);
+}
+
+FILE *tacl__perf_json_open(const char *path, const char *library,
+                           tacl__perf_kind_t kind,
+                           const tacl__perf_opts_t *opts, int nranks)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL) {
+        fprintf(stderr, "perf: cannot write %s: %s\n", path,
+                strerror(errno));
+        return NULL;
+    }
+    fprintf(f, "{\n  \"library\": ");
+    json_string(f, library);
+    fprintf(f, ",\n  \"collective\": \"%s\",\n  \"nranks\": %d,\n"
+            "  \"datatype\": \"%s\",\n  \"op\": \"%s\",\n  \"root\": %d,\n"
+            "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"agg_iters\": %d,"
+            "\n  \"blocking\": %d,\n  \"algorithm\": ",
+            tacl__perf_kind_name(kind), nranks,
+            tacl__perf_dtype_name(opts->dtype),
+            tacl__perf_has_op(kind) ? op_names[opts->op] : "none",
+            tacl__perf_has_root(kind) ? opts->root : -1, opts->iters,
+            opts->warmup, opts->agg, opts->blocking);
+    json_string(f, opts->algo ? opts->algo : "auto");
+    fprintf(f, ",\n  \"results\": [");
+    return f;
+}
+
+static int json_rows;
+
+void tacl__perf_json_row(FILE *f, const tacl__perf_sizes_t *sizes,
+                         const tacl__perf_result_t res[2],
+                         const char *extra)
+{
+    static const char *const place[2] = {"out_of_place", "in_place"};
+    int p;
+
+    fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu", json_rows++ ?
+            "," : "", sizes->bytes, sizes->count);
+    for (p = 0; p < 2; p++) {
+        fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw\": %.4f, "
+                "\"busbw\": %.4f, \"wrong\": %lld}", place[p],
+                res[p].time_us, res[p].algbw, res[p].busbw, res[p].wrong);
+    }
+    if (extra != NULL) {
+        fprintf(f, ", \"counters\": %s", extra);
+    }
+    fprintf(f, "}");
+}
+
+void tacl__perf_json_close(FILE *f)
+{
+    double avg = totals.busbw_count ?
+                 totals.busbw_sum / totals.busbw_count : 0;
+
+    fprintf(f, "\n  ],\n  \"wrong\": %lld,\n  \"avg_busbw\": %.4f\n}\n",
+            totals.wrong, avg);
+    fclose(f);
+    json_rows = 0;
+}
+
+double tacl__perf_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,202 @@
+/*
+ * The perf harness shared by the nccl-tests-style binaries.
+ *
+ * common.c and data.c hold everything that does not talk to a
+ * communication library: the command line (nccl-tests' flags), buffer
+ * sizes per collective, the deterministic data each rank sends, the exact
+ * check of what it received, bandwidth formulas and the output table.
+ * The tacl runner (tacl_harness.c) and the Open MPI comparison
+ * (mpi_coll_perf.c) both build on them, so their figures come from the
+ * same sizes, timing and formulas.
+ *
+ * A perf binary is a descriptor (which collective, how to post it) and a
+ * main() that calls tacl__perf_main().
+ */
+#ifndef TACL_PERF_COMMON_H
+#define TACL_PERF_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tacl.h"
+
+/** The collectives the harness knows how to size, fill and check. */
+typedef enum {
+    TACL__PERF_ALLGATHER = 0,
+    TACL__PERF_REDUCE_SCATTER,
+    TACL__PERF_ALLREDUCE,
+    TACL__PERF_BROADCAST,
+    TACL__PERF_REDUCE,
+    TACL__PERF_ALLTOALL,
+    TACL__PERF_SENDRECV,
+    TACL__PERF_NUM_KINDS
+} tacl__perf_kind_t;
+
+/** Command-line options, as nccl-tests spells them. */
+typedef struct {
+    size_t min_bytes;       /* -b */
+    size_t max_bytes;       /* -e */
+    size_t step_bytes;      /* -i, used when step_factor is 1 */
+    size_t step_factor;     /* -f */
+    int iters;              /* -n */
+    int warmup;             /* -w */
+    int check;              /* -c */
+    tacl_op_t op;           /* -o */
+    tacl_dtype_t dtype;     /* -d */
+    int root;               /* -r */
+    int blocking;           /* -z: 1 blocking calls, 0 _nb + wait */
+    int average;            /* -a: 0 rank 0, 1 mean, 2 min, 3 max */
+    int agg;                /* -m: operations per group */
+    const char *json_path;  /* -J, NULL for none */
+    const char *algo;       /* -A, NULL for auto */
+    int inject_error;       /* --inject-error (tests only) */
+} tacl__perf_opts_t;
+
+/** Buffer layout of one size of one collective, in elements. */
+typedef struct {
+    size_t bytes;           /* the "size" column: the larger buffer */
+    size_t count;           /* the "count" column: the call's count */
+    size_t send_count;      /* elements of the send buffer */
+    size_t recv_count;      /* elements of the receive buffer */
+} tacl__perf_sizes_t;
+
+/** Timing and check of one size, one placement. */
+typedef struct {
+    double time_us;         /* per operation, aggregated over ranks */
+    double algbw;           /* GB/s */
+    double busbw;           /* GB/s */
+    long long wrong;        /* wrong elements over all ranks, -1: no check */
+} tacl__perf_result_t;
+
+/** Name used in the output and by tacl_harness.c's TACL_ALGO key. */
+const char *tacl__perf_kind_name(tacl__perf_kind_t kind);
+/** The collective's key in TACL_ALGO ("allgather", ...). */
+const char *tacl__perf_algo_key(tacl__perf_kind_t kind);
+/** Whether the collective takes a reduction op / a root. */
+int tacl__perf_has_op(tacl__perf_kind_t kind);
+int tacl__perf_has_root(tacl__perf_kind_t kind);
+
+/** nccl-tests' name of a dtype ("float", "half", ...). */
+const char *tacl__perf_dtype_name(tacl_dtype_t dtype);
+/** Bytes per element; 0 for an invalid dtype. */
+size_t tacl__perf_dtype_size(tacl_dtype_t dtype);
+
+/**
+ * Parse argv into *opts_p.  Returns 0 when the program should run; else
+ * 1 with *exit_p set to the exit code (0 after --help, 2 after a bad
+ * command line, with the reason and the usage printed).
+ */
+int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
+                     tacl__perf_opts_t *opts_p, int *exit_p);
+
+/** The sizes the run steps through: first, then next until past max. */
+size_t tacl__perf_next_size(const tacl__perf_opts_t *opts, size_t bytes);
+
+/** Buffer layout of one size (bytes as -b/-e give it) on nranks ranks. */
+void tacl__perf_get_sizes(tacl__perf_kind_t kind, size_t bytes, int nranks,
+                          tacl_dtype_t dtype, tacl__perf_sizes_t *sizes_p);
+
+/**
+ * In place, where the send and receive data lie inside the one buffer
+ * (elements from its start): all-gather sends from rank * count,
+ * reduce-scatter receives at rank * count, the others use offset 0.
+ */
+void tacl__perf_inplace_offsets(tacl__perf_kind_t kind,
+                                const tacl__perf_sizes_t *sizes, int rank,
+                                size_t *send_off_p, size_t *recv_off_p);
+
+/** The largest send and receive buffers of the run, in bytes. */
+void tacl__perf_max_buffers(tacl__perf_kind_t kind,
+                            const tacl__perf_opts_t *opts, int nranks,
+                            size_t *send_bytes_p, size_t *recv_bytes_p);
+
+/** algbw and busbw (GB/s) of one operation that took time_us. */
+void tacl__perf_bandwidth(tacl__perf_kind_t kind,
+                          const tacl__perf_sizes_t *sizes, int nranks,
+                          double time_us, double *algbw_p, double *busbw_p);
+
+/**
+ * Fill this rank's input with its deterministic values and poison its
+ * output.  In place, sendbuf is ignored and recvbuf is the one buffer:
+ * the input is written where the in-place convention puts it.
+ */
+void tacl__perf_fill(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
+                     const tacl__perf_sizes_t *sizes, int rank, int nranks,
+                     void *sendbuf, void *recvbuf, int in_place);
+
+/**
+ * Number of elements of this rank's output that differ from the exact
+ * expected values (recvbuf as tacl__perf_fill() got it).
+ */
+long long tacl__perf_check(tacl__perf_kind_t kind,
+                           const tacl__perf_opts_t *opts,
+                           const tacl__perf_sizes_t *sizes, int rank,
+                           int nranks, const void *recvbuf, int in_place);
+
+/** Make one output element wrong (for --inject-error). */
+void tacl__perf_corrupt(tacl__perf_kind_t kind,
+                        const tacl__perf_opts_t *opts,
+                        const tacl__perf_sizes_t *sizes, int rank,
+                        void *recvbuf, int in_place);
+
+/** Output in nccl-tests' layout; only rank 0 calls these. */
+void tacl__perf_print_header(FILE *f, const char *prog, const char *library,
+                             tacl__perf_kind_t kind,
+                             const tacl__perf_opts_t *opts, int nranks);
+void tacl__perf_print_row(FILE *f, tacl__perf_kind_t kind,
+                          const tacl__perf_opts_t *opts,
+                          const tacl__perf_sizes_t *sizes,
+                          const tacl__perf_result_t res[2]);
+/** Prints the footer; returns the number of wrong elements in total. */
+long long tacl__perf_print_footer(FILE *f);
+
+/*
+ * JSON results (-J): rank 0 opens the file, adds one entry per size and
+ * closes it.  extra, if not NULL, is a JSON object text added to the
+ * entry as "counters".
+ */
+FILE *tacl__perf_json_open(const char *path, const char *library,
+                           tacl__perf_kind_t kind,
+                           const tacl__perf_opts_t *opts, int nranks);
+void tacl__perf_json_row(FILE *f, const tacl__perf_sizes_t *sizes,
+                         const tacl__perf_result_t res[2],
+                         const char *extra);
+void tacl__perf_json_close(FILE *f);
+
+/** Wall-clock seconds from a monotonic clock. */
+double tacl__perf_now(void);
+
+/*
+ * The tacl runner (tacl_harness.c).
+ */
+
+/** One call as a perf binary posts it. */
+typedef struct {
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    tacl_dtype_t dtype;
+    tacl_op_t op;
+    int root;
+    int rank;
+    int nranks;
+    tacl_comm_t comm;
+} tacl__perf_call_t;
+
+/**
+ * Post one operation: with req_p NULL the blocking form (recorded, not
+ * run, inside a group), else the "_nb" form.
+ */
+typedef tacl_status_t (*tacl__perf_post_fn_t)(const tacl__perf_call_t *call,
+                                              tacl_request_t *req_p);
+
+typedef struct {
+    tacl__perf_kind_t kind;
+    tacl__perf_post_fn_t post;
+} tacl__perf_coll_t;
+
+/** The whole program: parse, init from the environment, run, report. */
+int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll);
+
+#endif /* TACL_PERF_COMMON_H */

@@ -1,0 +1,346 @@
+/*
+ * The data of the perf harness and its exact check.
+ *
+ * Every rank fills its input with small integers chosen per collective and
+ * op so that any order of reduction gives the same exactly representable
+ * result in every dtype (sums stay below the dtype's largest exact
+ * integer, products are powers of two, averages are sums of n equal
+ * values plus +1/-1 pairs).  The check then compares each output element
+ * with the expected value exactly, so an error of one unit is caught.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "common.h"
+
+/*
+ * Element conversion.  Only small integers are ever stored, but the
+ * half and bfloat16 conversions round to nearest even like the kernels.
+ */
+static double half_to_double(uint16_t h)
+{
+    int exp = (h >> 10) & 0x1f;
+    int mant = h & 0x3ff;
+    double v;
+
+    if (exp == 0) {
+        v = ldexp(mant, -24);
+    } else if (exp == 31) {
+        v = mant ? NAN : INFINITY;
+    } else {
+        v = ldexp(mant + 1024, exp - 25);
+    }
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t float_to_half(float f)
+{
+    uint32_t x, mant, rem, halfway;
+    uint16_t sign, h;
+    int exp, shift;
+
+    memcpy(&x, &f, sizeof(x));
+    sign = (uint16_t)((x >> 16) & 0x8000);
+    mant = x & 0x7fffff;
+    if (((x >> 23) & 0xff) == 0xff) {
+        return sign | 0x7c00 | (mant ? 0x200 : 0);
+    }
+    exp = (int)((x >> 23) & 0xff) - 127 + 15;
+    if (exp >= 31) {
+        return sign | 0x7c00;
+    }
+    if (exp <= 0) {
+        if (exp < -10) {
+            return sign;
+        }
+        mant |= 0x800000;
+        shift = 14 - exp;
+        h = (uint16_t)(mant >> shift);
+        rem = mant & ((1u << shift) - 1);
+        halfway = 1u << (shift - 1);
+    } else {
+        h = (uint16_t)((exp << 10) | (mant >> 13));
+        rem = mant & 0x1fff;
+        halfway = 0x1000;
+    }
+    if (rem > halfway || (rem == halfway && (h & 1))) {
+        h++;
+    }
+    return sign | h;
+}
+
+static double bf16_to_double(uint16_t b)
+{
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+
+    memcpy(&f, &x, sizeof(f));
+    return f;
+}
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t x;
+
+    memcpy(&x, &f, sizeof(x));
+    if ((x & 0x7fffffff) > 0x7f800000) {
+        return (uint16_t)((x >> 16) | 0x40);
+    }
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+static double load(tacl_dtype_t dtype, const void *buf, size_t i)
+{
+    switch (dtype) {
+    case TACL_INT8:
+        return ((const int8_t *)buf)[i];
+    case TACL_UINT8:
+        return ((const uint8_t *)buf)[i];
+    case TACL_INT32:
+        return ((const int32_t *)buf)[i];
+    case TACL_UINT32:
+        return ((const uint32_t *)buf)[i];
+    case TACL_INT64:
+        return (double)((const int64_t *)buf)[i];
+    case TACL_UINT64:
+        return (double)((const uint64_t *)buf)[i];
+    case TACL_FLOAT16:
+        return half_to_double(((const uint16_t *)buf)[i]);
+    case TACL_BFLOAT16:
+        return bf16_to_double(((const uint16_t *)buf)[i]);
+    case TACL_FLOAT32:
+        return ((const float *)buf)[i];
+    case TACL_FLOAT64:
+        return ((const double *)buf)[i];
+    default:
+        return NAN;
+    }
+}
+
+/* Stores v, a small non-negative integer. */
+static void store(tacl_dtype_t dtype, void *buf, size_t i, double v)
+{
+    switch (dtype) {
+    case TACL_INT8:
+        ((int8_t *)buf)[i] = (int8_t)v;
+        break;
+    case TACL_UINT8:
+        ((uint8_t *)buf)[i] = (uint8_t)v;
+        break;
+    case TACL_INT32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case TACL_UINT32:
+        ((uint32_t *)buf)[i] = (uint32_t)v;
+        break;
+    case TACL_INT64:
+        ((int64_t *)buf)[i] = (int64_t)v;
+        break;
+    case TACL_UINT64:
+        ((uint64_t *)buf)[i] = (uint64_t)v;
+        break;
+    case TACL_FLOAT16:
+        ((uint16_t *)buf)[i] = float_to_half((float)v);
+        break;
+    case TACL_BFLOAT16:
+        ((uint16_t *)buf)[i] = float_to_bf16((float)v);
+        break;
+    case TACL_FLOAT32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case TACL_FLOAT64:
+        ((double *)buf)[i] = v;
+        break;
+    default:
+        break;
+    }
+}
+
+/* The largest integer every partial result may reach in a dtype. */
+static double exact_limit(tacl_dtype_t dtype)
+{
+    switch (dtype) {
+    case TACL_INT8:
+        return 127;
+    case TACL_UINT8:
+        return 255;
+    case TACL_FLOAT16:
+        return 2048;
+    case TACL_BFLOAT16:
+        return 256;
+    case TACL_FLOAT32:
+        return 16777216.0;
+    default:
+        return 1e15;
+    }
+}
+
+/* How the values of one run are generated; see the top of the file. */
+typedef struct {
+    int reduction;          /* the collective combines values */
+    tacl_op_t op;
+    int nranks;
+    unsigned modulus;       /* values (7 rank + 3 idx) % modulus */
+    unsigned prod_period;   /* PROD: a 2 every prod_period elements */
+    unsigned avg_range;     /* AVG: base values 1 .. avg_range */
+} gen_t;
+
+static void gen_init(gen_t *g, tacl__perf_kind_t kind,
+                     const tacl__perf_opts_t *opts, int nranks)
+{
+    double lim = exact_limit(opts->dtype);
+    double per_rank = floor(lim / nranks);
+
+    g->reduction = tacl__perf_has_op(kind);
+    g->op = opts->op;
+    g->nranks = nranks;
+    g->modulus = 97;
+    if (g->reduction && opts->op == TACL_SUM) {
+        g->modulus = (unsigned)fmax(1.0, fmin(5.0, per_rank + 1));
+    }
+    g->prod_period = nranks > 8 ? (unsigned)nranks : 8;
+    g->avg_range = (unsigned)fmax(1.0, fmin(4.0, per_rank - 1));
+}
+
+static double gen_value(const gen_t *g, int rank, size_t idx)
+{
+    if (g->reduction && g->op == TACL_PROD) {
+        return (idx + (size_t)rank) % g->prod_period == 0 ? 2 : 1;
+    }
+    if (g->reduction && g->op == TACL_AVG) {
+        double base = 1 + (double)((idx * 3) % g->avg_range);
+
+        /* Pairs of ranks add +1 and -1: the sum is nranks * base. */
+        if (rank % 2 == 0 && rank + 1 < g->nranks) {
+            return base + 1;
+        }
+        return rank % 2 == 1 ? base - 1 : base;
+    }
+    return (double)(((size_t)rank * 7 + idx * 3) % g->modulus);
+}
+
+static double gen_reduced(const gen_t *g, size_t idx)
+{
+    double acc = gen_value(g, 0, idx), v;
+    int r;
+
+    for (r = 1; r < g->nranks; r++) {
+        v = gen_value(g, r, idx);
+        switch (g->op) {
+        case TACL_PROD:
+            acc *= v;
+            break;
+        case TACL_MAX:
+            acc = fmax(acc, v);
+            break;
+        case TACL_MIN:
+            acc = fmin(acc, v);
+            break;
+        default:
+            acc += v;
+            break;
+        }
+    }
+    return g->op == TACL_AVG ? acc / g->nranks : acc;
+}
+
+void tacl__perf_fill(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
+                     const tacl__perf_sizes_t *sizes, int rank, int nranks,
+                     void *sendbuf, void *recvbuf, int in_place)
+{
+    size_t ts = tacl__perf_dtype_size(opts->dtype), i, send_off, recv_off;
+    size_t total = sizes->recv_count > sizes->send_count ?
+                   sizes->recv_count : sizes->send_count;
+    int src = rank;
+    char *in;
+    gen_t g;
+
+    gen_init(&g, kind, opts, nranks);
+    tacl__perf_inplace_offsets(kind, sizes, rank, &send_off, &recv_off);
+    /* All ones: NaN for floats, -1 or the maximum for integers. */
+    memset(recvbuf, 0xff, (in_place ? total : sizes->recv_count) * ts);
+    in = in_place ? (char *)recvbuf + send_off * ts : sendbuf;
+    if (kind == TACL__PERF_BROADCAST) {
+        if (rank != opts->root) {
+            if (!in_place) {
+                memset(sendbuf, 0xff, sizes->send_count * ts);
+            }
+            return;
+        }
+        src = opts->root;
+    }
+    for (i = 0; i < sizes->send_count; i++) {
+        store(opts->dtype, in, i, gen_value(&g, src, i));
+    }
+}
+
+long long tacl__perf_check(tacl__perf_kind_t kind,
+                           const tacl__perf_opts_t *opts,
+                           const tacl__perf_sizes_t *sizes, int rank,
+                           int nranks, const void *recvbuf, int in_place)
+{
+    size_t ts = tacl__perf_dtype_size(opts->dtype), i, cnt = sizes->count;
+    size_t send_off, recv_off, blk;
+    const char *out = recvbuf;
+    long long wrong = 0;
+    double want;
+    gen_t g;
+
+    gen_init(&g, kind, opts, nranks);
+    tacl__perf_inplace_offsets(kind, sizes, rank, &send_off, &recv_off);
+    if (in_place) {
+        out += recv_off * ts;
+    }
+    if (kind == TACL__PERF_REDUCE && rank != opts->root) {
+        return 0;
+    }
+    for (i = 0; i < sizes->recv_count; i++) {
+        switch (kind) {
+        case TACL__PERF_ALLGATHER:
+            want = gen_value(&g, (int)(i / cnt), i % cnt);
+            break;
+        case TACL__PERF_REDUCE_SCATTER:
+            want = gen_reduced(&g, (size_t)rank * cnt + i);
+            break;
+        case TACL__PERF_BROADCAST:
+            want = gen_value(&g, opts->root, i);
+            break;
+        case TACL__PERF_ALLTOALL:
+            blk = i / cnt;
+            want = gen_value(&g, (int)blk, (size_t)rank * cnt + i % cnt);
+            break;
+        case TACL__PERF_SENDRECV:
+            want = gen_value(&g, (rank + nranks - 1) % nranks, i);
+            break;
+        default:
+            want = gen_reduced(&g, i);
+            break;
+        }
+        /* NaN (the poison of float outputs) never compares equal. */
+        if (!(load(opts->dtype, out, i) == want)) {
+            wrong++;
+        }
+    }
+    return wrong;
+}
+
+void tacl__perf_corrupt(tacl__perf_kind_t kind,
+                        const tacl__perf_opts_t *opts,
+                        const tacl__perf_sizes_t *sizes, int rank,
+                        void *recvbuf, int in_place)
+{
+    size_t ts = tacl__perf_dtype_size(opts->dtype), send_off, recv_off;
+    char *out = recvbuf;
+    double v;
+
+    if (sizes->recv_count == 0) {
+        return;
+    }
+    tacl__perf_inplace_offsets(kind, sizes, rank, &send_off, &recv_off);
+    if (in_place) {
+        out += recv_off * ts;
+    }
+    v = load(opts->dtype, out, sizes->recv_count / 2);
+    store(opts->dtype, out, sizes->recv_count / 2, v == 3 ? 5 : 3);
+}

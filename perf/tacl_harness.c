@@ -1,0 +1,410 @@
+/*
+ * The tacl half of the perf harness: make a communicator from the
+ * environment, then for each size time the collective out of place and in
+ * place, check one more run exactly, and print a row in nccl-tests' layout
+ * followed by a comment line with the bytes per operation rank 0 sent
+ * through each transport (tacl_comm_get_counters()).
+ *
+ * Timing follows nccl-tests: warmup iterations, a barrier, then iters
+ * iterations of agg operations each (one group when agg > 1); the time per
+ * operation is the loop time over iters * agg, then the mean (or min, max,
+ * rank 0's) over ranks.  With -z 0 each iteration posts the "_nb" form and
+ * waits for its request, so operations never overlap each other and the
+ * figures compare with blocking MPI calls.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define PERF_ALIGN 4096
+#define PERF_COUNTERS_TEXT 512
+
+typedef struct {
+    const tacl__perf_coll_t *coll;
+    const tacl__perf_opts_t *opts;
+    tacl_comm_t comm;
+    int rank;
+    int nranks;
+    char *sendbuf;
+    char *recvbuf;
+} perf_run_t;
+
+/* Bytes per operation per transport of one placement, as text. */
+typedef struct {
+    char text[PERF_COUNTERS_TEXT];
+    char json[PERF_COUNTERS_TEXT];
+} perf_counters_t;
+
+static void die(perf_run_t *run, const char *what, tacl_status_t st)
+{
+    fprintf(stderr, "rank %d: %s failed: %s: %s\n", run->rank, what,
+            tacl_status_string(st), tacl_comm_last_error(run->comm));
+    if (run->comm != NULL) {
+        tacl_comm_abort(run->comm);
+    }
+    exit(1);
+}
+
+static tacl_status_t wait_free(tacl_request_t req)
+{
+    tacl_status_t st, st_free;
+
+    if (req == NULL) {
+        return TACL_OK;
+    }
+    st = tacl_request_wait(req);
+    st_free = tacl_request_free(req);
+    return st != TACL_OK ? st : st_free;
+}
+
+/* One iteration: agg operations, in one group when agg > 1. */
+static tacl_status_t run_iter(const perf_run_t *run,
+                              const tacl__perf_call_t *call)
+{
+    const tacl__perf_opts_t *o = run->opts;
+    tacl_request_t req = NULL;
+    tacl_status_t st = TACL_OK, st_end;
+    int a;
+
+    if (o->agg == 1) {
+        if (o->blocking) {
+            return run->coll->post(call, NULL);
+        }
+        st = run->coll->post(call, &req);
+        return st != TACL_OK ? st : wait_free(req);
+    }
+    st = tacl_group_start();
+    if (st != TACL_OK) {
+        return st;
+    }
+    for (a = 0; a < o->agg && st == TACL_OK; a++) {
+        st = run->coll->post(call, NULL);
+    }
+    /* The group is closed even after an error, to keep nesting right. */
+    if (o->blocking) {
+        st_end = tacl_group_end();
+    } else {
+        st_end = tacl_group_end_nb(&req);
+        if (st_end == TACL_OK) {
+            st_end = wait_free(req);
+        }
+    }
+    return st != TACL_OK ? st : st_end;
+}
+
+static void read_counters(perf_run_t *run, double ops, perf_counters_t *c)
+{
+    tacl_counters_t cnt;
+    tacl_status_t st;
+    size_t tl = 0, jl = 0;
+    int i;
+
+    st = tacl_comm_get_counters(run->comm, &cnt);
+    if (st != TACL_OK) {
+        die(run, "tacl_comm_get_counters", st);
+    }
+    c->text[0] = '\0';
+    jl += (size_t)snprintf(c->json, sizeof(c->json), "{");
+    for (i = 0; i < cnt.n_transports && i < TACL_MAX_TRANSPORTS; i++) {
+        const tacl_transport_counter_t *t = &cnt.transports[i];
+        double per_op = (double)t->bytes / ops;
+
+        if (tl < sizeof(c->text)) {
+            tl += (size_t)snprintf(c->text + tl, sizeof(c->text) - tl,
+                                   "%s%.*s=%.0f", i ? " " : "",
+                                   (int)sizeof(t->name), t->name, per_op);
+        }
+        if (jl < sizeof(c->json)) {
+            jl += (size_t)snprintf(c->json + jl, sizeof(c->json) - jl,
+                                   "%s\"%.*s\": %.0f", i ? ", " : "",
+                                   (int)sizeof(t->name), t->name, per_op);
+        }
+    }
+    if (jl < sizeof(c->json)) {
+        snprintf(c->json + jl, sizeof(c->json) - jl, "}");
+    }
+    if (c->text[0] == '\0') {
+        snprintf(c->text, sizeof(c->text), "none");
+    }
+}
+
+/* Times one size in one placement, then checks it; fills res and c. */
+static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
+                    int in_place, tacl__perf_result_t *res,
+                    perf_counters_t *c)
+{
+    const tacl__perf_opts_t *o = run->opts;
+    size_t ts = tacl__perf_dtype_size(o->dtype), send_off, recv_off;
+    tacl__perf_call_t call;
+    double t0, t, agg_t = 0;
+    long long wrong = 0, all_wrong = 0;
+    tacl_status_t st;
+    int i;
+
+    tacl__perf_inplace_offsets(run->coll->kind, s, run->rank, &send_off,
+                               &recv_off);
+    memset(&call, 0, sizeof(call));
+    call.sendbuf = in_place ? run->recvbuf + send_off * ts : run->sendbuf;
+    call.recvbuf = in_place ? run->recvbuf + recv_off * ts : run->recvbuf;
+    call.count = s->count;
+    call.dtype = o->dtype;
+    call.op = o->op;
+    call.root = o->root;
+    call.rank = run->rank;
+    call.nranks = run->nranks;
+    call.comm = run->comm;
+
+    for (i = 0; i < o->warmup; i++) {
+        if ((st = run_iter(run, &call)) != TACL_OK) {
+            die(run, "warmup", st);
+        }
+    }
+    if ((st = tacl_barrier(run->comm, NULL)) != TACL_OK ||
+        (st = tacl_comm_reset_counters(run->comm)) != TACL_OK) {
+        die(run, "tacl_barrier", st);
+    }
+    t0 = tacl__perf_now();
+    for (i = 0; i < o->iters; i++) {
+        if ((st = run_iter(run, &call)) != TACL_OK) {
+            die(run, "timed iteration", st);
+        }
+    }
+    t = (tacl__perf_now() - t0) * 1e6 / ((double)o->iters * o->agg);
+    read_counters(run, (double)o->iters * o->agg, c);
+
+    st = tacl_allreduce(&t, &agg_t, 1, TACL_FLOAT64,
+                        o->average == 2 ? TACL_MIN :
+                        o->average == 3 ? TACL_MAX : TACL_SUM,
+                        run->comm, NULL);
+    if (st != TACL_OK) {
+        die(run, "tacl_allreduce of the times", st);
+    }
+    res->time_us = o->average == 0 ? t :
+                   o->average == 1 ? agg_t / run->nranks : agg_t;
+    tacl__perf_bandwidth(run->coll->kind, s, run->nranks, res->time_us,
+                         &res->algbw, &res->busbw);
+    res->wrong = -1;
+    if (!o->check) {
+        return;
+    }
+    tacl__perf_fill(run->coll->kind, o, s, run->rank, run->nranks,
+                    run->sendbuf, run->recvbuf, in_place);
+    if ((st = run_iter(run, &call)) != TACL_OK) {
+        die(run, "checked run", st);
+    }
+    if (o->inject_error && run->rank == 0) {
+        tacl__perf_corrupt(run->coll->kind, o, s, run->rank, run->recvbuf,
+                           in_place);
+    }
+    wrong = tacl__perf_check(run->coll->kind, o, s, run->rank, run->nranks,
+                             run->recvbuf, in_place);
+    st = tacl_allreduce(&wrong, &all_wrong, 1, TACL_INT64, TACL_SUM,
+                        run->comm, NULL);
+    if (st != TACL_OK) {
+        die(run, "tacl_allreduce of the error counts", st);
+    }
+    res->wrong = all_wrong;
+}
+
+/* A free loopback port for a single-rank run without a launcher. */
+static int free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+    if (fd < 0) {
+        return -1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+        port = ntohs(sa.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+/*
+ * Prepare the environment tacl_comm_init_env() reads, and TACL_ALGO from
+ * -A (a bare name applies to this collective: "-A ring" on all_gather_perf
+ * is "allgather=ring").  Under mpirun the
+ * ranks come from Open MPI's variables, but the rendezvous address must be
+ * given (tacl does not link MPI).  Without any launcher, run one rank.
+ * Returns 0, or -1 after printing why.
+ */
+static int prepare_env(const char *prog, tacl__perf_opts_t *o,
+                       tacl__perf_kind_t kind)
+{
+    const char *ompi_rank = getenv("OMPI_COMM_WORLD_RANK");
+    const char *ompi_size = getenv("OMPI_COMM_WORLD_SIZE");
+    const char *ompi_local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int have_root = getenv("TACL_ROOT_ADDR") != NULL ||
+                    (getenv("MASTER_ADDR") && getenv("MASTER_PORT"));
+    int have_rank = getenv("TACL_RANK") != NULL || getenv("RANK") != NULL;
+    char buf[64];
+
+    if (o->algo != NULL) {
+        char *spec = NULL;
+
+        if (strchr(o->algo, '=') == NULL) {
+            if (asprintf(&spec, "%s=%s", tacl__perf_algo_key(kind),
+                         o->algo) < 0) {
+                return -1;
+            }
+        }
+        setenv("TACL_ALGO", spec ? spec : o->algo, 1);
+        free(spec);
+    }
+    /* The header shows the spec in force, whoever set it. */
+    o->algo = getenv("TACL_ALGO");
+    if (o->algo != NULL && o->algo[0] == '\0') {
+        o->algo = NULL;
+    }
+    if (ompi_rank != NULL && ompi_size != NULL && !have_rank) {
+        if (getenv("TACL_ROOT_ADDR") == NULL) {
+            fprintf(stderr, "%s: under mpirun, tacl needs the address rank "
+                    "0 listens on: run mpirun -x TACL_ROOT_ADDR=HOST:PORT "
+                    "... (a free port on rank 0's host), or use tacl-run "
+                    "-n N\n", prog);
+            return -1;
+        }
+        setenv("TACL_RANK", ompi_rank, 1);
+        setenv("TACL_NRANKS", ompi_size, 1);
+        if (ompi_local != NULL) {
+            setenv("TACL_LOCAL_RANK", ompi_local, 1);
+        }
+        return 0;
+    }
+    if (!have_rank && !have_root) {
+        int port = free_port();
+
+        if (port < 0) {
+            fprintf(stderr, "%s: no free port for a single-rank run\n",
+                    prog);
+            return -1;
+        }
+        snprintf(buf, sizeof(buf), "127.0.0.1:%d", port);
+        setenv("TACL_ROOT_ADDR", buf, 1);
+        setenv("TACL_RANK", "0", 1);
+        setenv("TACL_NRANKS", "1", 1);
+    }
+    return 0;
+}
+
+static void *alloc_buffer(size_t bytes)
+{
+    void *p = NULL;
+
+    if (posix_memalign(&p, PERF_ALIGN, bytes ? bytes : 1) != 0) {
+        return NULL;
+    }
+    /* Touch every page so page faults stay out of the first timing. */
+    memset(p, 0, bytes);
+    return p;
+}
+
+int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
+{
+    tacl__perf_opts_t o;
+    tacl__perf_sizes_t s;
+    tacl__perf_result_t res[2];
+    perf_counters_t cnt[2];
+    perf_run_t run;
+    size_t bytes, send_bytes, recv_bytes;
+    char json_extra[2 * PERF_COUNTERS_TEXT + 64];
+    long long wrong = 0;
+    FILE *json = NULL;
+    tacl_status_t st;
+    int code, p;
+
+    if (tacl__perf_parse(argc, argv, coll->kind, &o, &code) != 0) {
+        return code;
+    }
+    if (prepare_env(argv[0], &o, coll->kind) != 0) {
+        return 2;
+    }
+    memset(&run, 0, sizeof(run));
+    run.coll = coll;
+    run.opts = &o;
+    st = tacl_comm_init_env(&run.comm);
+    if (st != TACL_OK) {
+        fprintf(stderr, "%s: tacl_comm_init_env failed: %s: %s\n", argv[0],
+                tacl_status_string(st), tacl_last_error());
+        return 1;
+    }
+    if ((st = tacl_comm_rank(run.comm, &run.rank)) != TACL_OK ||
+        (st = tacl_comm_size(run.comm, &run.nranks)) != TACL_OK) {
+        die(&run, "tacl_comm_rank", st);
+    }
+    if (tacl__perf_has_root(coll->kind) && o.root >= run.nranks) {
+        fprintf(stderr, "%s: root %d is not a rank of %d\n", argv[0],
+                o.root, run.nranks);
+        tacl_comm_destroy(run.comm);
+        return 2;
+    }
+    tacl__perf_max_buffers(coll->kind, &o, run.nranks, &send_bytes,
+                           &recv_bytes);
+    run.sendbuf = alloc_buffer(send_bytes);
+    run.recvbuf = alloc_buffer(recv_bytes);
+    if (run.sendbuf == NULL || run.recvbuf == NULL) {
+        fprintf(stderr, "rank %d: cannot allocate %zu + %zu bytes\n",
+                run.rank, send_bytes, recv_bytes);
+        tacl_comm_abort(run.comm);
+        return 1;
+    }
+    if (run.rank == 0) {
+        tacl__perf_print_header(stdout, argv[0], "tacl", coll->kind, &o,
+                                run.nranks);
+        if (o.json_path != NULL) {
+            json = tacl__perf_json_open(o.json_path, "tacl", coll->kind, &o,
+                                        run.nranks);
+        }
+    }
+    for (bytes = o.min_bytes; bytes <= o.max_bytes;
+         bytes = tacl__perf_next_size(&o, bytes)) {
+        tacl__perf_get_sizes(coll->kind, bytes, run.nranks, o.dtype, &s);
+        for (p = 0; p < 2; p++) {
+            run_one(&run, &s, p, &res[p], &cnt[p]);
+            wrong += res[p].wrong > 0 ? res[p].wrong : 0;
+        }
+        if (run.rank == 0) {
+            tacl__perf_print_row(stdout, coll->kind, &o, &s, res);
+            printf("#   bytes/op sent by rank 0: out-of-place %s | "
+                   "in-place %s\n", cnt[0].text, cnt[1].text);
+            fflush(stdout);
+            if (json != NULL) {
+                snprintf(json_extra, sizeof(json_extra),
+                         "{\"out_of_place\": %s, \"in_place\": %s}",
+                         cnt[0].json, cnt[1].json);
+                tacl__perf_json_row(json, &s, res, json_extra);
+            }
+        }
+        if (bytes == SIZE_MAX) {
+            break;
+        }
+    }
+    if (run.rank == 0) {
+        tacl__perf_print_footer(stdout);
+        if (json != NULL) {
+            tacl__perf_json_close(json);
+        }
+    }
+    st = tacl_comm_destroy(run.comm);
+    free(run.sendbuf);
+    free(run.recvbuf);
+    if (st != TACL_OK) {
+        fprintf(stderr, "rank %d: tacl_comm_destroy failed: %s\n", run.rank,
+                tacl_status_string(st));
+        return 1;
+    }
+    return wrong != 0 ? 1 : 0;
+}
