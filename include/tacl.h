@@ -282,6 +282,36 @@ tacl_status_t tacl_group_start(void);
 tacl_status_t tacl_group_end(void);
 tacl_status_t tacl_group_end_nb(tacl_request_t *req_p);
 
+/*
+ * Coalesced calls (MiCS's all_gather_coalesced / reduce_scatter_coalesced):
+ * one operation over a list of nbufs buffers of different sizes, without
+ * the caller packing them.  Buffer i follows the rules of the single call
+ * with count counts[i] (in-place allowed per buffer).  All buffers run in
+ * one schedule, like a group of single calls.
+ */
+tacl_status_t tacl_allgather_coalesced(const void *const *sendbufs,
+                                       void *const *recvbufs,
+                                       const size_t *sendcounts, int nbufs,
+                                       tacl_dtype_t dtype, tacl_comm_t comm,
+                                       tacl_stream_t stream);
+tacl_status_t tacl_allgather_coalesced_nb(const void *const *sendbufs,
+                                          void *const *recvbufs,
+                                          const size_t *sendcounts, int nbufs,
+                                          tacl_dtype_t dtype,
+                                          tacl_comm_t comm,
+                                          tacl_stream_t stream,
+                                          tacl_request_t *req_p);
+tacl_status_t tacl_reduce_scatter_coalesced(const void *const *sendbufs,
+                                            void *const *recvbufs,
+                                            const size_t *recvcounts,
+                                            int nbufs, tacl_dtype_t dtype,
+                                            tacl_op_t op, tacl_comm_t comm,
+                                            tacl_stream_t stream);
+tacl_status_t tacl_reduce_scatter_coalesced_nb(
+    const void *const *sendbufs, void *const *recvbufs,
+    const size_t *recvcounts, int nbufs, tacl_dtype_t dtype, tacl_op_t op,
+    tacl_comm_t comm, tacl_stream_t stream, tacl_request_t *req_p);
+
 /** Requests returned by the "_nb" calls. */
 /** Sets *done_p to 1 once the request is complete; drives progress. */
 tacl_status_t tacl_request_test(tacl_request_t req, int *done_p);

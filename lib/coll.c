@@ -6,6 +6,7 @@
  * built into a schedule and started.  The blocking form waits for it; the
  * "_nb" form returns a request.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -182,6 +183,73 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
     return check_memory(a, send, recv, stream);
 }
 
+tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
+                               tacl_stream_t stream)
+{
+    return validate(comm, args, stream);
+}
+
+static int step_overlaps(const tacl__sched_t *s, tacl__bref_t a,
+                         tacl__bref_t b, uint64_t bytes_a, uint64_t bytes_b)
+{
+    const char *pa = (const char *)s->bufs[a.buf].ptr + a.off;
+    const char *pb = (const char *)s->bufs[b.buf].ptr + b.off;
+
+    if (s->bufs[a.buf].role == TACL__BUF_SCRATCH ||
+        s->bufs[b.buf].role == TACL__BUF_SCRATCH)
+        return a.buf == b.buf && overlaps(pa, bytes_a, pb, bytes_b);
+    return overlaps(pa, bytes_a, pb, bytes_b);
+}
+
+/*
+ * A group may send from and receive into the same memory (nccl-tests'
+ * in-place send/recv does).  A receive that nothing depends on and whose
+ * destination overlaps a send's source lands in scratch instead, and is
+ * copied in once both the receive and those sends are done.
+ */
+static tacl_status_t stage_aliased_recvs(tacl__sched_t *s)
+{
+    uint32_t n = s->nsteps;
+    uint8_t *has_dependents;
+    tacl_status_t status = TACL_OK;
+
+    has_dependents = calloc(n + 1, 1);
+    if (has_dependents == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < s->steps[i].ndeps; k++)
+            has_dependents[tacl__sched_deps(s, i)[k]] = 1;
+    for (uint32_t r = 0; r < n && status == TACL_OK; r++) {
+        tacl__step_t recv = s->steps[r];
+        int32_t deps[TACL__MAX_DEPS], nd = 0, scratch;
+        tacl__bref_t tmp;
+
+        if (recv.kind != TACL__STEP_RECV || has_dependents[r] ||
+            recv.bytes == 0)
+            continue;
+        deps[nd++] = (int32_t)r;
+        for (uint32_t q = 0; q < n && nd < TACL__MAX_DEPS; q++) {
+            const tacl__step_t *send = &s->steps[q];
+            if (send->kind == TACL__STEP_SEND &&
+                step_overlaps(s, recv.dst, send->src, recv.bytes,
+                              send->bytes))
+                deps[nd++] = (int32_t)q;
+        }
+        if (nd == 1)
+            continue;
+        scratch = tacl__sched_scratch(s, recv.bytes,
+                                      (tacl_memtype_t)
+                                          s->bufs[recv.dst.buf].memtype);
+        if (scratch < 0)
+            break;
+        tmp = tacl__bref(scratch, 0);
+        s->steps[r].dst = tmp;
+        tacl__sched_copy(s, recv.dst, tmp, recv.bytes, deps, nd);
+    }
+    free(has_dependents);
+    return status != TACL_OK ? status : tacl__sched_status(s);
+}
+
 tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
                               int nops, tacl__exec_t **exec_p)
 {
@@ -202,6 +270,8 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
     }
     if (status == TACL_OK)
         status = tacl__sched_status(&sched);
+    if (status == TACL_OK && nops > 1)
+        status = stage_aliased_recvs(&sched);
     if (status == TACL_OK)
         status = tacl__exec_start(comm, &sched, exec_p);
     tacl__sched_fini(&sched);

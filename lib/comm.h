@@ -127,6 +127,10 @@ int tacl__group_active(void);
 /** Record an operation in the thread's group. */
 tacl_status_t tacl__group_add(const tacl__op_t *op);
 
+/** Validate an operation's arguments as the entry points do. */
+tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
+                               tacl_stream_t stream);
+
 /**
  * Run ops (all on one communicator) as one schedule: build it, start it,
  * and hand back its execution.

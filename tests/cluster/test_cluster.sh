@@ -1,0 +1,336 @@
+#!/bin/bash
+# Tests of the tacl-cluster emulated multi-node tool: the environment and
+# host name each rank sees in 2x2, 3x2 and 2+1 layouts, private /dev/shm,
+# SysV IPC and PID namespaces per node, TCP between nodes, the shaped
+# inter-node rate, exit codes, --timeout, SIGINT/SIGTERM, concurrent runs,
+# and that no namespace, mount or process is left behind (--cleanup after
+# a SIGKILL).  Skips (exit 77) where the tool cannot run.
+#
+# Usage: test_cluster.sh PATH_TO_TACL_CLUSTER
+
+TOOL=${1:?usage: test_cluster.sh PATH_TO_TACL_CLUSTER}
+HERE=$(cd "$(dirname "$0")" && pwd)
+NET="$HERE/cluster_net.py"
+PY=/usr/bin/python3
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+checks=0
+
+if ! "$TOOL" --check; then
+    echo "SKIP: tacl-cluster --check failed: needs root and namespaces"
+    exit 77
+fi
+
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+ok() {
+    echo "ok: $*"
+}
+
+# expect_rc NAME WANTED GOT
+expect_rc() {
+    checks=$((checks + 1))
+    if [ "$2" -ne "$3" ]; then
+        fail "$1: exit code $3, wanted $2"
+    else
+        ok "$1 (exit $3)"
+    fi
+}
+
+# expect_same NAME WANTED_FILE GOT_FILE
+expect_same() {
+    checks=$((checks + 1))
+    if ! diff -u "$2" "$3" > "$TMP/diff"; then
+        fail "$1: output differs from what was expected:"
+        cat "$TMP/diff"
+    else
+        ok "$1"
+    fi
+}
+
+now_ms() {
+    local t=${EPOCHREALTIME/./}
+    echo $((t / 1000))
+}
+
+# no_leftovers NAME PID: nothing named after run PID may remain.
+no_leftovers() {
+    local left
+
+    checks=$((checks + 1))
+    left=$(ip netns list | grep "^tacl-$2-")
+    left+=$(ip -o link | grep -E ": (tacl|n[0-9]+)[^:]*:")
+    left+=$(grep "tacl-$2-" /proc/mounts)
+    left+=$(ls -d "${TMPDIR:-/tmp}/tacl-cluster.$2."* 2> /dev/null)
+    if [ -n "$left" ]; then
+        fail "$1: run $2 left behind: $left"
+    else
+        ok "$1: no namespace, link, mount or status dir left"
+    fi
+}
+
+# run_tool OUT_FILE ARGS...: run the tool in the background, wait for it,
+# set rc and pid (the tool's pid, which names its namespaces).
+run_tool() {
+    local out=$1
+    shift
+    "$TOOL" "$@" > "$out" 2> "$out.err" &
+    pid=$!
+    wait "$pid"
+    rc=$?
+}
+
+# 1. Layouts: every rank sees its place in the job, its node's host name,
+# its node's address on the named interface, and the root address.
+show='echo "$TACL_RANK $TACL_NRANKS $TACL_LOCAL_RANK $TACL_LOCAL_SIZE'
+show+=' $TACL_NODE_ID $(hostname) $TACL_SOCKET_IFNAME $UCX_NET_DEVICES'
+show+=' $(ip -4 -o addr show dev $TACL_SOCKET_IFNAME | cut -d" " -f7)'
+show+=' $TACL_ROOT_ADDR $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE'
+show+=' $GROUP_RANK $MASTER_ADDR:$MASTER_PORT"'
+
+# expected_env LIST: what `show` prints for ranks-per-node LIST, sorted.
+expected_env() {
+    local -a rpn
+    local i l r=0 n=0
+
+    IFS=, read -r -a rpn <<< "$1"
+    for i in "${rpn[@]}"; do
+        n=$((n + i))
+    done
+    for i in "${!rpn[@]}"; do
+        for ((l = 0; l < rpn[i]; l++)); do
+            echo "$r $n $l ${rpn[i]} taclnode$i taclnode$i eth0 eth0" \
+                "10.77.0.$((i + 1))/24 10.77.0.1:29500 $r $n $l" \
+                "${rpn[i]} $i 10.77.0.1:29500"
+            r=$((r + 1))
+        done
+    done | sort
+}
+
+for layout in "2 2 2,2" "3 2 2,2,2" "list 2,1 2,1"; do
+    read -r a b list <<< "$layout"
+    if [ "$a" = list ]; then
+        args=(--ranks-per-node-list "$b")
+    else
+        args=(--nodes "$a" --ranks-per-node "$b")
+    fi
+    name="env ${args[*]}"
+    run_tool "$TMP/env" "${args[@]}" --no-prefix --timeout 30 -- \
+        sh -c "$show"
+    expect_rc "$name" 0 "$rc"
+    sort "$TMP/env" > "$TMP/env.sorted"
+    expected_env "$list" > "$TMP/env.wanted"
+    expect_same "$name: per-rank environment" "$TMP/env.wanted" \
+        "$TMP/env.sorted"
+    no_leftovers "$name" "$pid"
+done
+
+# 2. Output prefix: stdout and stderr lines carry "[node i rank r] ".
+run_tool "$TMP/pfx" --ranks-per-node-list 2,1 --timeout 30 -- \
+    sh -c 'echo out $TACL_RANK; echo err $TACL_RANK >&2'
+expect_rc "prefix run" 0 "$rc"
+printf '[node 0 rank 0] out 0\n[node 0 rank 1] out 1\n[node 1 rank 2] out 2\n' \
+    > "$TMP/pfx.wanted"
+sort "$TMP/pfx" > "$TMP/pfx.sorted"
+expect_same "stdout prefixed" "$TMP/pfx.wanted" "$TMP/pfx.sorted"
+sed 's/ out / err /' "$TMP/pfx.wanted" > "$TMP/pfx.err.wanted"
+sort "$TMP/pfx.err" > "$TMP/pfx.err.sorted"
+expect_same "stderr prefixed" "$TMP/pfx.err.wanted" "$TMP/pfx.err.sorted"
+
+# 3. Isolation per node, 2 nodes x 2 ranks.  Each rank makes a file in
+# /dev/shm and a SysV segment, waits (bounded) until it sees its node mate's
+# file, then reports what it sees: only its own node's files and segments.
+# PID 1 of every node is the node's launcher (a PID namespace per node, so
+# CMA cannot reach another node's ranks).
+tag="tacl-cluster-test-$$"
+iso='ipcmk -M 4096 > /dev/null || exit 1
+touch /dev/shm/'"$tag"'.$TACL_RANK || exit 1
+for i in $(seq 100); do
+    n=$(ls /dev/shm | grep -c "^'"$tag"'\.")
+    [ "$n" -ge "$TACL_LOCAL_SIZE" ] && break
+    sleep 0.05
+done
+sleep 0.5
+echo "$TACL_RANK" \
+    "shm=$(ls /dev/shm | grep "^'"$tag"'\." | tr "\n" ,)" \
+    "ipc=$(ipcs -m | grep -c "^0x")" \
+    "pid1=$(tr "\0" "\n" < /proc/1/cmdline | grep -cx -- --node-main)"'
+run_tool "$TMP/iso" --nodes 2 --ranks-per-node 2 --no-prefix --timeout 30 \
+    -- sh -c "$iso"
+expect_rc "isolation run" 0 "$rc"
+cut -d' ' -f1-4 "$TMP/iso" | sort > "$TMP/iso.sorted"
+{
+    echo "0 shm=$tag.0,$tag.1, ipc=2 pid1=1"
+    echo "1 shm=$tag.0,$tag.1, ipc=2 pid1=1"
+    echo "2 shm=$tag.2,$tag.3, ipc=2 pid1=1"
+    echo "3 shm=$tag.2,$tag.3, ipc=2 pid1=1"
+} > "$TMP/iso.wanted"
+expect_same "/dev/shm, SysV IPC and PID 1 private per node" \
+    "$TMP/iso.wanted" "$TMP/iso.sorted"
+checks=$((checks + 1))
+if compgen -G "/dev/shm/$tag*" > /dev/null; then
+    fail "node /dev/shm files leaked into the host's /dev/shm"
+else
+    ok "host /dev/shm untouched"
+fi
+no_leftovers "isolation" "$pid"
+
+# 4. TCP between nodes over 10.77.0.x: rank 0 hears from every rank with
+# the right host name and source address.
+run_tool "$TMP/ping" --ranks-per-node-list 2,1,1 --no-prefix --timeout 60 \
+    -- "$PY" "$NET" ping
+expect_rc "tcp ping 2+1+1" 0 "$rc"
+{
+    echo "got ack 0@taclnode0"
+    echo "got ack 0@taclnode0"
+    echo "got ack 0@taclnode0"
+    echo "peers 1@taclnode0/10.77.0.1 2@taclnode1/10.77.0.2" \
+        "3@taclnode2/10.77.0.3"
+} > "$TMP/ping.wanted"
+sort "$TMP/ping" > "$TMP/ping.sorted"
+expect_same "tcp ping: every rank reached rank 0" "$TMP/ping.wanted" \
+    "$TMP/ping.sorted"
+
+# 5. Two runs at once do not collide.
+"$TOOL" --nodes 2 --ranks-per-node 1 --no-prefix --timeout 60 -- \
+    "$PY" "$NET" ping > "$TMP/c1" 2>&1 &
+p1=$!
+"$TOOL" --nodes 2 --ranks-per-node 1 --no-prefix --timeout 60 -- \
+    "$PY" "$NET" ping > "$TMP/c2" 2>&1 &
+p2=$!
+wait "$p1"
+expect_rc "concurrent run 1" 0 $?
+wait "$p2"
+expect_rc "concurrent run 2" 0 $?
+no_leftovers "concurrent run 1" "$p1"
+no_leftovers "concurrent run 2" "$p2"
+
+# 6. A failing rank: the tool names it, stops the others quickly and exits
+# with its status.
+t0=$(now_ms)
+run_tool "$TMP/fail" --nodes 2 --ranks-per-node 2 --timeout 60 -- \
+    sh -c '[ "$TACL_RANK" = 2 ] && exit 3; exec sleep 31.7'
+t1=$(now_ms)
+expect_rc "failing rank" 3 "$rc"
+checks=$((checks + 1))
+if grep -q "rank 2 (node 1): exit status 3" "$TMP/fail.err" &&
+    [ $((t1 - t0)) -lt 15000 ]; then
+    ok "failing rank named, others stopped in $((t1 - t0)) ms"
+else
+    fail "failing rank: not named or slow ($((t1 - t0)) ms):" \
+        "$(cat "$TMP/fail.err")"
+fi
+no_leftovers "failing rank" "$pid"
+run_tool "$TMP/nf" --nodes 1 --ranks-per-node 1 -- /nonexistent/cmd
+expect_rc "missing command" 127 "$rc"
+
+# 7. --timeout kills every rank, even one that ignores SIGTERM, and
+# cleans up.
+t0=$(now_ms)
+run_tool "$TMP/to" --nodes 2 --ranks-per-node 1 --timeout 1 -- \
+    sh -c 'trap "" TERM; sleep 31.7; sleep 31.7'
+t1=$(now_ms)
+expect_rc "timeout" 124 "$rc"
+checks=$((checks + 1))
+if [ $((t1 - t0)) -lt 15000 ] && ! pgrep -f "^sleep 31.7" > /dev/null; then
+    ok "timeout: all ranks gone after $((t1 - t0)) ms"
+else
+    fail "timeout: took $((t1 - t0)) ms or ranks survive"
+fi
+no_leftovers "timeout" "$pid"
+
+# 8. SIGINT and SIGTERM stop the job and clean up.  (A background job of
+# a script ignores SIGINT; env gives the tool back the default.)
+for sig in INT TERM; do
+    env --default-signal=INT "$TOOL" --nodes 2 --ranks-per-node 1 -- \
+        sleep 31.7 > "$TMP/sig" 2>&1 &
+    pid=$!
+    for i in $(seq 100); do
+        [ "$(pgrep -c -f "^sleep 31.7")" -ge 2 ] && break
+        sleep 0.05
+    done
+    kill -"$sig" "$pid"
+    wait "$pid"
+    rc=$?
+    want=130
+    [ "$sig" = TERM ] && want=143
+    expect_rc "SIG$sig" "$want" "$rc"
+    checks=$((checks + 1))
+    if pgrep -f "^sleep 31.7" > /dev/null; then
+        fail "SIG$sig: ranks survive"
+    else
+        ok "SIG$sig: ranks gone"
+    fi
+    no_leftovers "SIG$sig" "$pid"
+done
+
+# 9. A SIGKILLed tool takes its ranks with it (parent-death signal) but
+# leaves its namespaces behind; --cleanup removes them.
+"$TOOL" --nodes 2 --ranks-per-node 1 -- sleep 31.7 > /dev/null 2>&1 &
+pid=$!
+for i in $(seq 100); do
+    [ "$(pgrep -c -f "^sleep 31.7")" -ge 2 ] && break
+    sleep 0.05
+done
+{
+    kill -KILL "$pid"
+    wait "$pid"
+} 2> /dev/null
+for i in $(seq 100); do
+    pgrep -f "^sleep 31.7" > /dev/null || break
+    sleep 0.05
+done
+checks=$((checks + 1))
+if pgrep -f "^sleep 31.7" > /dev/null; then
+    fail "SIGKILL: ranks outlive the tool"
+else
+    ok "SIGKILL: ranks died with the tool"
+fi
+checks=$((checks + 1))
+if [ "$(ip netns list | grep -c "^tacl-$pid-")" -eq 3 ]; then
+    ok "SIGKILL leaves 3 namespaces"
+else
+    fail "SIGKILL: expected 3 stale namespaces: $(ip netns list)"
+fi
+"$TOOL" --cleanup > "$TMP/cleanup" 2>&1
+expect_rc "--cleanup" 0 $?
+checks=$((checks + 1))
+if grep -q "removed namespace tacl-$pid-sw" "$TMP/cleanup"; then
+    ok "--cleanup names what it removed"
+else
+    fail "--cleanup output: $(cat "$TMP/cleanup")"
+fi
+no_leftovers "--cleanup" "$pid"
+
+# 10. Bad command lines are refused with exit 2.
+for bad in "--nodes 2 --" "--nodes 0 --ranks-per-node 1 -- true" \
+    "--nodes 2 --ranks-per-node-list 1 -- true" \
+    "--ranks-per-node-list 1,0 -- true" \
+    "--nodes 1 --ranks-per-node 1 --inter-rate fast -- true" \
+    "--nodes 1 --ranks-per-node 1 --bogus -- true"; do
+    # shellcheck disable=SC2086
+    "$TOOL" $bad > /dev/null 2>&1
+    expect_rc "refused: $bad" 2 $?
+done
+
+# 11. The shaped rate: 1 Gbit/s between two nodes, measured with TCP.
+run_tool "$TMP/rate" --nodes 2 --ranks-per-node 1 --inter-rate 1gbit \
+    --no-prefix --timeout 60 -- "$PY" "$NET" rate 2
+expect_rc "rate run" 0 "$rc"
+cat "$TMP/rate"
+gbit=$(sed -n 's/^rate_gbit=\([0-9.]*\).*/\1/p' "$TMP/rate")
+checks=$((checks + 1))
+if [ -n "$gbit" ] && "$PY" -c "import sys; v = float(sys.argv[1]);
+sys.exit(0 if 0.9 <= v <= 1.0 else 1)" "$gbit"; then
+    ok "shaped rate $gbit Gbit/s within [0.9, 1.0]"
+else
+    fail "shaped rate '$gbit' Gbit/s outside [0.9, 1.0]"
+fi
+no_leftovers "rate" "$pid"
+
+echo "$checks checks, $failures failures"
+[ "$failures" -eq 0 ]
