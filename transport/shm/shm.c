@@ -1,1 +1,390 @@
-/* placeholder: being written */
+/*
+ * The shm transport: host memory between processes of one node.
+ * DESIGN.md, "Transports": shm serves host memory inside a node and sleeps
+ * on a futex instead of spinning, so 8 ranks share 2 cores.
+ *
+ * Setup is collective and takes three exchanges, which every rank of the
+ * context does even when it has no neighbour, so that none waits alone:
+ *   1. rank 0's random nonce and every pid;
+ *   2. each rank has created "/tacl-<nonce>-<rank>" (its segment) and says
+ *      where its probe word is;
+ *   3. each rank has mapped its neighbours' segments and read their probe
+ *      words with process_vm_readv.
+ * Each record carries an "ok" flag, so a failure anywhere fails every rank
+ * at the same step.  After the third exchange every rank unlinks its own
+ * name: the mappings stay, and nothing is left in /dev/shm even if a rank
+ * crashes later.  Large messages go by cma (single copy) when every rank
+ * of the node could read all its neighbours, else by copy through the
+ * slots; a successful read also proves a neighbour's pid valid here, for
+ * the liveness checks.  The measured choice: on a 2-core VM cma moved 1 MB
+ * to 128 MB messages at 1.3-2x the rate of copy (shm_bench).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "config.h"
+#include "log.h"
+#include "shm.h"
+
+/** One rank's record in the setup exchanges. */
+typedef struct {
+    uint64_t nonce;            /* rank 0's is the job's */
+    uint64_t probe_addr;       /* where this rank's probe word is */
+    uint64_t probe_value;
+    int32_t pid;
+    int32_t ok;                /* this rank's step succeeded */
+    int32_t probe_ok;          /* this rank read its successor by CMA */
+    int32_t pad;
+} shm_record_t;
+
+typedef struct {
+    const tacl__tl_params_t *params;
+    shm_record_t *all;
+    uint64_t nonce;
+} shm_setup_t;
+
+static void seg_name(char *name, size_t size, uint64_t nonce, int rank)
+{
+    snprintf(name, size, "/tacl-%016llx-%d", (unsigned long long)nonce,
+             rank);
+}
+
+static uint64_t probe_value(uint64_t nonce, int rank)
+{
+    return nonce ^ (0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1));
+}
+
+/* Everyone passes its record; fails unless every rank reported ok. */
+static tacl_status_t exchange(shm_setup_t *setup, const shm_record_t *mine,
+                              const char *step)
+{
+    const tacl__tl_params_t *params = setup->params;
+    tacl_status_t status;
+
+    setup->all[params->rank] = *mine;
+    status = params->exchange(params->exchange_ctx, setup->all,
+                              sizeof(shm_record_t));
+    if (status != TACL_OK)
+        return status;
+    for (int r = 0; r < params->nranks; ++r)
+        if (!setup->all[r].ok)
+            return tacl__error(TACL_ERR_REMOTE, SHM,
+                               "rank %d could not %s; see its log", r, step);
+    return TACL_OK;
+}
+
+static tacl_status_t create_segment(tacl__shm_t *shm, uint64_t nonce)
+{
+    char name[64];
+    tacl_status_t status;
+    void *seg;
+    int fd;
+
+    shm->seg_size = tacl__shm_seg_size(shm->nlocal);
+    seg_name(name, sizeof(name), nonce, shm->rank);
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "shm_open(%s) failed: %m; check /dev/shm", name);
+    if (ftruncate(fd, (off_t)shm->seg_size) != 0) {
+        status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                             "cannot size %s to %zu bytes: %m; check free "
+                             "space in /dev/shm", name, shm->seg_size);
+        goto err_unlink;
+    }
+    seg = mmap(NULL, shm->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+               0);
+    if (seg == MAP_FAILED) {
+        status = tacl__error(TACL_ERR_SYSTEM, SHM, "mmap of %s failed: %m",
+                             name);
+        goto err_unlink;
+    }
+    close(fd);
+    shm->seg = seg;
+    shm->hdr = seg;
+    shm->hdr->magic = TACL_SHM_MAGIC;
+    shm->hdr->nonce = nonce;
+    shm->hdr->rank = shm->rank;
+    shm->hdr->pid = (int32_t)getpid();
+    shm->hdr->nqueues = (uint32_t)shm->nlocal;
+    shm->hdr->probe = probe_value(nonce, shm->rank);
+    return TACL_OK;
+
+err_unlink:
+    shm_unlink(name);
+    close(fd);
+    return status;
+}
+
+static tacl_status_t map_peer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                              uint64_t nonce)
+{
+    char name[64];
+    struct stat st;
+    tacl_status_t status;
+    void *seg;
+    int fd;
+
+    seg_name(name, sizeof(name), nonce, peer->rank);
+    fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0)
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "cannot open rank %d's segment %s: %m; do the "
+                           "ranks share /dev/shm?", peer->rank, name);
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != shm->seg_size) {
+        status = tacl__error(TACL_ERR_INTERNAL, SHM,
+                             "rank %d's segment %s has the wrong size; do "
+                             "all ranks agree on the node ids?",
+                             peer->rank, name);
+        goto err_close;
+    }
+    seg = mmap(NULL, shm->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+               0);
+    if (seg == MAP_FAILED) {
+        status = tacl__error(TACL_ERR_SYSTEM, SHM, "mmap of %s failed: %m",
+                             name);
+        goto err_close;
+    }
+    close(fd);
+    peer->seg = seg;
+    peer->hdr = seg;
+    if (peer->hdr->magic != TACL_SHM_MAGIC || peer->hdr->nonce != nonce ||
+        peer->hdr->rank != peer->rank) {
+        munmap(seg, shm->seg_size);
+        peer->seg = NULL;
+        peer->hdr = NULL;
+        return tacl__error(TACL_ERR_INTERNAL, SHM,
+                           "segment %s does not belong to rank %d of this "
+                           "job", name, peer->rank);
+    }
+    peer->out = tacl__shm_queue_at(seg, shm->my_local);
+    peer->in = tacl__shm_queue_at(shm->seg, shm->local_of[peer->rank]);
+    return TACL_OK;
+
+err_close:
+    close(fd);
+    return status;
+}
+
+/*
+ * Read every neighbour's probe word the way a pull would; whether all
+ * reads worked.  A neighbour read this way surely has this pid in our pid
+ * namespace, so it is watched for life; one that could not be read is
+ * watched only if kill(pid, 0) finds it now, while it is known alive.
+ */
+static int probe_cma(tacl__shm_t *shm, const shm_record_t *all)
+{
+    int all_ok = 1;
+
+    for (int i = 0; i < shm->nlocal; ++i) {
+        tacl__shm_peer_t *peer = &shm->peers[i];
+        const shm_record_t *rec = &all[peer->rank];
+        uint64_t word = 0;
+        struct iovec local = {&word, sizeof(word)};
+        struct iovec remote = {(void *)(uintptr_t)rec->probe_addr,
+                               sizeof(word)};
+        int ok;
+
+        if (i == shm->my_local)
+            continue;
+        ok = process_vm_readv(peer->pid, &local, 1, &remote, 1, 0) ==
+             (ssize_t)sizeof(word) && word == rec->probe_value;
+        if (!ok)
+            TACL_INFO(SHM, "cannot read rank %d's memory with "
+                      "process_vm_readv: %m", peer->rank);
+        peer->watch = ok || kill(peer->pid, 0) == 0;
+        all_ok &= ok;
+    }
+    return all_ok;
+}
+
+static tacl_status_t find_local_ranks(tacl__shm_t *shm,
+                                      const tacl__tl_params_t *params)
+{
+    shm->local_of = malloc(sizeof(int) * (size_t)params->nranks);
+    if (!shm->local_of)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+    for (int r = 0; r < params->nranks; ++r) {
+        shm->local_of[r] = -1;
+        if (r != params->rank &&
+            strcmp(params->node_ids[r], params->node_id) != 0)
+            continue;
+        if (r == params->rank)
+            shm->my_local = shm->nlocal;
+        shm->local_of[r] = shm->nlocal++;
+    }
+    shm->peers = calloc((size_t)shm->nlocal, sizeof(*shm->peers));
+    if (!shm->peers)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+    for (int r = 0; r < params->nranks; ++r)
+        if (shm->local_of[r] >= 0)
+            shm->peers[shm->local_of[r]].rank = r;
+    return TACL_OK;
+}
+
+static void choose_mode(tacl__shm_t *shm, const shm_record_t *all)
+{
+    const char *mode = tacl__config_str(TACL_CFG_SHM_MODE);
+    int cma_ok = 1;
+
+    for (int i = 0; i < shm->nlocal; ++i)
+        cma_ok &= all[shm->peers[i].rank].probe_ok;
+    if (!strcasecmp(mode, "copy")) {
+        shm->use_cma = 0;
+    } else if (!strcasecmp(mode, "cma")) {
+        shm->use_cma = cma_ok;
+        if (!cma_ok)
+            TACL_WARN(SHM, "TACL_SHM_MODE=cma but process_vm_readv does not "
+                      "work between these processes (ptrace restrictions?); "
+                      "using copy");
+    } else {
+        if (strcasecmp(mode, "auto"))
+            TACL_WARN(SHM, "unknown TACL_SHM_MODE=%s; using auto", mode);
+        shm->use_cma = cma_ok;
+        if (!cma_ok)
+            TACL_INFO(SHM, "process_vm_readv does not work between these "
+                      "processes; large messages go through copy");
+    }
+}
+
+/* The three setup steps; on failure what was mapped is left for close. */
+static tacl_status_t setup_segments(tacl__shm_t *shm,
+                                    const tacl__tl_params_t *params)
+{
+    shm_setup_t setup = {params, NULL, 0};
+    shm_record_t mine = {0};
+    tacl_status_t status, step;
+    char name[64];
+    int have_seg = 0;
+
+    setup.all = calloc((size_t)params->nranks, sizeof(shm_record_t));
+    if (!setup.all)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+    if (getrandom(&mine.nonce, sizeof(mine.nonce), GRND_NONBLOCK) !=
+        (ssize_t)sizeof(mine.nonce))
+        mine.nonce = tacl__now_ns() ^ ((uint64_t)getpid() << 32);
+    mine.pid = (int32_t)getpid();
+    mine.ok = 1;
+    status = exchange(&setup, &mine, "start");
+    if (status != TACL_OK)
+        goto out_free;
+    setup.nonce = setup.all[0].nonce;
+    for (int i = 0; i < shm->nlocal; ++i)
+        shm->peers[i].pid = (pid_t)setup.all[shm->peers[i].rank].pid;
+
+    step = shm->nlocal > 1 ? create_segment(shm, setup.nonce) : TACL_OK;
+    have_seg = shm->seg != NULL;
+    mine.ok = step == TACL_OK;
+    if (have_seg) {
+        mine.probe_addr = (uint64_t)(uintptr_t)&shm->hdr->probe;
+        mine.probe_value = shm->hdr->probe;
+    }
+    status = exchange(&setup, &mine, "create its shared-memory segment");
+    if (status != TACL_OK)
+        goto out_unlink;
+
+    step = TACL_OK;
+    for (int i = 0; i < shm->nlocal && step == TACL_OK; ++i)
+        if (i != shm->my_local)
+            step = map_peer(shm, &shm->peers[i], setup.nonce);
+    mine.ok = step == TACL_OK;
+    mine.probe_ok = shm->nlocal > 1 && step == TACL_OK &&
+                    probe_cma(shm, setup.all);
+    status = exchange(&setup, &mine, "map its neighbours' segments");
+    if (status == TACL_OK)
+        choose_mode(shm, setup.all);
+
+out_unlink:
+    if (have_seg) {
+        seg_name(name, sizeof(name), setup.nonce, shm->rank);
+        shm_unlink(name);
+    }
+out_free:
+    free(setup.all);
+    return status;
+}
+
+static void shm_close(tacl__tl_t *tl)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+
+    for (int i = 0; shm->peers && i < shm->nlocal; ++i) {
+        tacl__shm_peer_cleanup(&shm->peers[i]);
+        if (shm->peers[i].seg)
+            munmap(shm->peers[i].seg, shm->seg_size);
+    }
+    if (shm->seg)
+        munmap(shm->seg, shm->seg_size);
+    free(shm->peers);
+    free(shm->local_of);
+    free(shm);
+}
+
+static tacl_status_t shm_init(const tacl__tl_params_t *params,
+                              tacl__tl_t **tl_p)
+{
+    tacl__shm_t *shm = calloc(1, sizeof(*shm));
+    long long eager = tacl__config_int(TACL_CFG_SHM_EAGER_LIMIT);
+    tacl_status_t status;
+
+    if (!shm)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+                           "cannot allocate the shm transport");
+    shm->super.ops = &tacl__tl_shm_ops;
+    shm->rank = params->rank;
+    shm->nranks = params->nranks;
+    shm->timeout_s = params->timeout_s > 0 ? params->timeout_s : 60.0;
+    shm->eager_limit = eager > 0 ? (uint64_t)eager : 0;
+    status = find_local_ranks(shm, params);
+    if (status != TACL_OK)
+        goto err_close;
+    status = setup_segments(shm, params);
+    if (status != TACL_OK)
+        goto err_close;
+    TACL_INFO(SHM, "rank %d: %d ranks on this node, large messages by %s, "
+              "eager up to %llu bytes", shm->rank, shm->nlocal,
+              shm->use_cma ? "cma" : "copy",
+              (unsigned long long)shm->eager_limit);
+    *tl_p = &shm->super;
+    return TACL_OK;
+
+err_close:
+    shm_close(&shm->super);
+    return status;
+}
+
+static int shm_reachable(tacl__tl_t *tl, int peer)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+
+    return peer >= 0 && peer < shm->nranks && peer != shm->rank &&
+           shm->local_of[peer] >= 0;
+}
+
+const tacl__transport_ops_t tacl__tl_shm_ops = {
+    .size = sizeof(tacl__transport_ops_t),
+    .name = "shm",
+    .caps = TACL__TL_CAP_HOST,
+    .init = shm_init,
+    .reachable = shm_reachable,
+    .send = tacl__shm_send,
+    .recv = tacl__shm_recv,
+    .progress = tacl__shm_progress,
+    .wait = tacl__shm_wait,
+    .mem_register = tacl__tl_register_unsupported,
+    .mem_deregister = tacl__tl_deregister_unsupported,
+    .cancel_all = tacl__shm_cancel_all,
+    .close = shm_close,
+};

@@ -1,0 +1,212 @@
+/*
+ * The fork-based transport test harness (see tl_harness.h).
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include "common.h"
+#include "config.h"
+#include "tl_harness.h"
+
+tlh_shared_t *tlh_shared;
+int tlh_rank = -1;
+
+tacl_status_t tlh_exchange(void *ctx, void *all, size_t size)
+{
+    int n = tlh_shared->nranks;
+
+    if (size > TLH_MAX_REC)
+        return TACL_ERR_INTERNAL;
+    memcpy(tlh_shared->recs + (size_t)tlh_rank * size,
+           (char *)all + (size_t)tlh_rank * size, size);
+    pthread_barrier_wait(&tlh_shared->barrier);
+    memcpy(all, tlh_shared->recs, (size_t)n * size);
+    pthread_barrier_wait(&tlh_shared->barrier);
+    return TACL_OK;
+}
+
+void tlh_barrier(void)
+{
+    pthread_barrier_wait(&tlh_shared->barrier);
+}
+
+tacl__tl_t *tlh_init(const tacl__transport_ops_t *ops, int rank, int nranks,
+                     const char *const *node_ids)
+{
+    static const char *const all_n0[TLH_MAX_RANKS] = {
+        "n0", "n0", "n0", "n0", "n0", "n0", "n0", "n0",
+        "n0", "n0", "n0", "n0", "n0", "n0", "n0", "n0"};
+    tacl__tl_params_t params = {
+        .rank = rank,
+        .nranks = nranks,
+        .node_ids = node_ids ? node_ids : all_n0,
+        .timeout_s = 30,
+        .exchange = tlh_exchange,
+    };
+    tacl__tl_t *tl = NULL;
+
+    params.node_id = params.node_ids[rank];
+    CHECK(ops->init(&params, &tl) == TACL_OK);
+    CHECK(tl != NULL);
+    return tl;
+}
+
+static void op_done(tacl__tl_op_t *op, tacl_status_t status)
+{
+    tlh_op_t *t = (tlh_op_t *)op;
+    int *pending = op->arg;
+
+    t->status = status;
+    ++t->calls;
+    --*pending;
+}
+
+tacl__tl_op_t *tlh_op(tlh_op_t *t, int peer, uint64_t tag, void *buf,
+                      uint64_t len, int *pending)
+{
+    memset(t, 0, sizeof(*t));
+    t->op.peer = peer;
+    t->op.tag = tag;
+    t->op.buf = buf;
+    t->op.len = len;
+    t->op.memtype = TACL_MEM_HOST;
+    t->op.cb = op_done;
+    t->op.arg = pending;
+    t->status = TACL_IN_PROGRESS;
+    ++*pending;
+    return &t->op;
+}
+
+int tlh_drive(tacl__tl_t *tl, int *pending, long spin, double timeout_s)
+{
+    uint64_t deadline = tacl__now_ns() + (uint64_t)(timeout_s * 1e9);
+    long idle = 0;
+
+    while (*pending > 0) {
+        int n = tacl__tl_progress(tl);
+
+        if (n < 0)
+            return -1;
+        idle = n ? 0 : idle + 1;
+        if (idle > spin)
+            tacl__tl_wait(tl, 100000);
+        if (tacl__now_ns() > deadline)
+            return -1;
+    }
+    return 0;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+void tlh_fill(void *buf, size_t len, uint64_t seed)
+{
+    uint8_t *p = buf;
+    uint64_t s = mix(seed + 1);
+
+    for (size_t i = 0; i < len; ++i) {
+        if (i % 8 == 0)
+            s = mix(s + i);
+        p[i] = (uint8_t)(s >> (8 * (i % 8)));
+    }
+}
+
+int tlh_check(const void *buf, size_t len, uint64_t seed)
+{
+    const uint8_t *p = buf;
+    uint64_t s = mix(seed + 1);
+
+    for (size_t i = 0; i < len; ++i) {
+        if (i % 8 == 0)
+            s = mix(s + i);
+        if (p[i] != (uint8_t)(s >> (8 * (i % 8))))
+            return 0;
+    }
+    return 1;
+}
+
+int tlh_run(int nranks, const char *mode, tlh_rank_fn_t fn, void *arg,
+            int kill_rank)
+{
+    pthread_barrierattr_t attr;
+    int failed = 0;
+
+    tlh_shared = mmap(NULL, sizeof(*tlh_shared), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (tlh_shared == MAP_FAILED)
+        return nranks;
+    memset(tlh_shared, 0, sizeof(*tlh_shared));
+    tlh_shared->nranks = nranks;
+    pthread_barrierattr_init(&attr);
+    pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(&tlh_shared->barrier, &attr, (unsigned)nranks);
+    fflush(NULL);
+    for (int r = 0; r < nranks; ++r) {
+        pid_t pid = fork();
+
+        if (pid == 0) {
+            tlh_rank = r;
+            alarm(60);
+            if (mode)
+                setenv("TACL_SHM_MODE", mode, 1);
+            else
+                unsetenv("TACL_SHM_MODE");
+            tacl__config_reload();
+            _exit(fn(r, nranks, arg));
+        }
+        tlh_shared->pids[r] = pid;
+        if (pid < 0)
+            ++failed;
+    }
+    if (kill_rank >= 0) {
+        uint64_t give_up = tacl__now_ns() + 30ull * 1000000000;
+
+        while (!atomic_load(&tlh_shared->flags[0]) && tacl__now_ns() < give_up)
+            usleep(1000);
+        kill(tlh_shared->pids[kill_rank], SIGKILL);
+        atomic_store(&tlh_shared->stamp, tacl__now_ns());
+    }
+    /*
+     * The first rank to fail takes the others down, so none waits alone.
+     * The killed rank is reaped last: until then it is a zombie, which the
+     * transport must still see as dead.
+     */
+    for (int left = nranks - (kill_rank >= 0); left > 0;) {
+        int progressed = 0;
+
+        for (int r = 0; r < nranks; ++r) {
+            int st = 0;
+
+            if (r == kill_rank || tlh_shared->pids[r] <= 0 ||
+                waitpid(tlh_shared->pids[r], &st, WNOHANG) <= 0)
+                continue;
+            tlh_shared->pids[r] = 0;
+            --left;
+            progressed = 1;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                continue;
+            fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+            ++failed;
+            for (int o = 0; o < nranks; ++o)
+                if (o != kill_rank && tlh_shared->pids[o] > 0)
+                    kill(tlh_shared->pids[o], SIGKILL);
+        }
+        if (!progressed)
+            usleep(1000);
+    }
+    if (kill_rank >= 0)
+        waitpid(tlh_shared->pids[kill_rank], NULL, 0);
+    /* No destroy: it would wait for a killed rank to leave the barrier. */
+    munmap(tlh_shared, sizeof(*tlh_shared));
+    tlh_shared = NULL;
+    return failed;
+}

@@ -1,0 +1,276 @@
+/*
+ * Internal layout of the shm transport, shared by its files.
+ *
+ * Each rank owns one POSIX shared-memory segment: a header (pid, a probe
+ * word for cross-memory attach, a futex doorbell and a "sleeping" flag)
+ * followed by one single-producer single-consumer queue per rank of the
+ * node, indexed by the sender's local index.  A queue is TACL_SHM_NSLOTS
+ * slots of TACL_SHM_SLOT_SIZE bytes with a 64-byte header each; head and
+ * tail are counters on their own cache lines, published with C11
+ * release stores and read with acquire loads.
+ *
+ * Three message kinds travel through the slots: DATA (a fragment of a
+ * message copied inline: every eager message and, in copy mode, every
+ * large one), RTS (a request to pull a large message with
+ * process_vm_readv, cma mode) and FIN (the receiver's answer to an RTS).
+ */
+#ifndef TACL_TRANSPORT_SHM_SHM_H
+#define TACL_TRANSPORT_SHM_SHM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "transport.h"
+
+#define TACL_SHM_NSLOTS 16
+#define TACL_SHM_SLOT_SIZE (64u * 1024)
+/* Bytes one progress call pulls for one receive in cma mode. */
+#define TACL_SHM_CMA_CHUNK (4u << 20)
+/* How often, at most, peers with pending operations are checked alive. */
+#define TACL_SHM_LIVENESS_NS (5ull * 1000 * 1000)
+/* Slots one progress call consumes from one queue at most. */
+#define TACL_SHM_POLL_BUDGET (2 * TACL_SHM_NSLOTS)
+#define TACL_SHM_MAGIC 0x7461636c73686d31ull /* "taclshm1" */
+#define TACL_SHM_PAGE 4096u
+
+enum {
+    TACL_SHM_MSG_DATA = 1,
+    TACL_SHM_MSG_RTS,
+    TACL_SHM_MSG_FIN
+};
+
+/** One slot's header; the payload lives in the queue's data area. */
+typedef struct {
+    uint32_t kind;
+    uint32_t frag_len;         /* DATA: payload bytes in this slot */
+    uint64_t tag;              /* DATA, RTS */
+    uint64_t msg_len;          /* DATA, RTS: length of the whole message */
+    uint64_t offset;           /* DATA: where this fragment goes */
+    uint64_t addr;             /* RTS: the sender's buffer */
+    uint64_t op_id;            /* RTS, FIN: the sender's operation */
+    int64_t status;            /* FIN: how the pull ended */
+    uint64_t pad;
+} tacl__shm_slot_t;
+
+/** The control part of one queue, at the start of its area. */
+typedef struct {
+    _Alignas(64) _Atomic uint64_t head;    /* slots produced */
+    _Alignas(64) _Atomic uint64_t tail;    /* slots consumed */
+    /* Set by a producer that found the queue full and may sleep. */
+    _Alignas(64) _Atomic uint32_t producer_waiting;
+    _Alignas(64) tacl__shm_slot_t slots[TACL_SHM_NSLOTS];
+} tacl__shm_queue_ctl_t;
+
+/** The segment header. */
+typedef struct {
+    uint64_t magic;
+    uint64_t nonce;
+    int32_t rank;
+    int32_t pid;
+    uint32_t nqueues;
+    uint32_t pad;
+    uint64_t probe;            /* a known word other ranks read by CMA */
+    _Alignas(64) _Atomic uint32_t doorbell; /* bumped on every delivery */
+    _Alignas(64) _Atomic uint32_t sleeping; /* the owner is in wait() */
+} tacl__shm_seg_hdr_t;
+
+#define TACL_SHM_ROUND_PAGE(x)                                               \
+    (((x) + TACL_SHM_PAGE - 1) / TACL_SHM_PAGE * TACL_SHM_PAGE)
+#define TACL_SHM_HDR_STRIDE TACL_SHM_ROUND_PAGE(sizeof(tacl__shm_seg_hdr_t))
+#define TACL_SHM_CTL_STRIDE TACL_SHM_ROUND_PAGE(sizeof(tacl__shm_queue_ctl_t))
+#define TACL_SHM_QUEUE_STRIDE                                                \
+    (TACL_SHM_CTL_STRIDE + (size_t)TACL_SHM_NSLOTS * TACL_SHM_SLOT_SIZE)
+
+/** A view of one queue in a mapped segment. */
+typedef struct {
+    tacl__shm_queue_ctl_t *ctl;
+    uint8_t *data;
+} tacl__shm_queue_t;
+
+/** A FIFO of operations linked through tl_next. */
+typedef struct {
+    tacl__tl_op_t *head;
+    tacl__tl_op_t *tail;
+} tacl__shm_opq_t;
+
+/** A message that arrived before its receive was posted. */
+typedef struct tacl__shm_ux {
+    struct tacl__shm_ux *next;
+    uint32_t kind;             /* DATA or RTS */
+    int complete;              /* DATA: every byte arrived */
+    uint64_t tag;
+    uint64_t len;
+    void *buf;                 /* DATA: heap copy */
+    uint64_t addr;             /* RTS */
+    uint64_t op_id;            /* RTS */
+    tacl__tl_op_t *recv;       /* DATA: receive waiting for the rest */
+    tacl_status_t status;      /* DATA: TACL_ERR_NO_MEMORY, else OK */
+} tacl__shm_ux_t;
+
+/** Where the fragments of the message now arriving from a peer go. */
+enum {
+    TACL_SHM_IN_NONE = 0,      /* the next DATA slot starts a message */
+    TACL_SHM_IN_OP,            /* into a posted receive */
+    TACL_SHM_IN_UX,            /* into an unexpected entry */
+    TACL_SHM_IN_DISCARD        /* nowhere: its receive already failed */
+};
+
+/**
+ * A FIN waiting for a free slot, and the receive it finishes: a receive
+ * completes only once its FIN is in the sender's queue, so a receiver
+ * that stops calling progress() after its last receive never strands a
+ * sender.
+ */
+typedef struct {
+    uint64_t op_id;
+    int64_t status;
+    tacl__tl_op_t *recv;
+} tacl__shm_fin_t;
+
+/** What a rank knows about another rank of its node. */
+typedef struct {
+    int rank;                  /* world rank */
+    pid_t pid;
+    int watch;                 /* pid is valid here: check it for life */
+    void *seg;                 /* the peer's segment, mapped here */
+    tacl__shm_seg_hdr_t *hdr;
+    tacl__shm_queue_t out;     /* to the peer, in its segment */
+    tacl__shm_queue_t in;      /* from the peer, in our segment */
+    uint64_t out_head;         /* our copy of out.ctl->head */
+    uint64_t in_tail;          /* our copy of in.ctl->tail */
+    tacl__shm_opq_t sends;     /* posted sends, oldest first */
+    tacl__shm_opq_t rts_wait;  /* sends whose RTS is out, awaiting FIN */
+    tacl__shm_opq_t recvs;     /* posted receives not matched yet */
+    tacl__shm_opq_t pulls;     /* receives pulling data by CMA */
+    tacl__shm_ux_t *ux_head;   /* unexpected messages, oldest first */
+    tacl__shm_ux_t *ux_tail;
+    int in_kind;               /* TACL_SHM_IN_* */
+    tacl__tl_op_t *in_op;
+    tacl__shm_ux_t *in_ux;
+    uint64_t in_len;
+    uint64_t in_got;
+    tacl__shm_fin_t *fins;     /* FINs waiting for a free slot */
+    size_t nfins;
+    size_t fins_cap;
+} tacl__shm_peer_t;
+
+typedef struct {
+    tacl__tl_t super;
+    int rank;
+    int nranks;
+    int nlocal;
+    int my_local;
+    int *local_of;             /* world rank -> local index, or -1 */
+    tacl__shm_peer_t *peers;   /* by local index; ours is unused */
+    void *seg;                 /* our segment */
+    size_t seg_size;
+    tacl__shm_seg_hdr_t *hdr;
+    int use_cma;
+    uint64_t eager_limit;
+    double timeout_s;
+    tacl__shm_opq_t done;      /* completed; callbacks not yet called */
+    tacl_status_t failed;      /* TACL_OK until the instance fails */
+    uint64_t next_op_id;
+    uint64_t next_liveness_ns;
+} tacl__shm_t;
+
+/* Private fields of an operation. */
+#define TACL_SHM_OP_STATUS(op) ((op)->tl_priv[0])  /* when done */
+#define TACL_SHM_OP_OFFSET(op) ((op)->tl_priv[1])  /* bytes moved */
+#define TACL_SHM_OP_ID(op) ((op)->tl_priv[2])      /* send: RTS id */
+#define TACL_SHM_OP_ADDR(op) ((op)->tl_priv[2])    /* pull: remote buf */
+#define TACL_SHM_OP_RID(op) ((op)->tl_priv[3])     /* pull: remote op */
+#define TACL_SHM_OP_FLAGS(op) ((op)->tl_priv[4])
+#define TACL_SHM_OP_F_RTS 1u       /* send: goes by rendezvous */
+#define TACL_SHM_OP_F_STARTED 2u   /* send: its first fragment is out */
+
+static inline void tacl__shm_opq_push(tacl__shm_opq_t *q, tacl__tl_op_t *op)
+{
+    op->tl_next = NULL;
+    if (q->tail)
+        q->tail->tl_next = op;
+    else
+        q->head = op;
+    q->tail = op;
+}
+
+/** Unlink op, whose predecessor is prev (NULL when op is the head). */
+static inline void tacl__shm_opq_unlink(tacl__shm_opq_t *q,
+                                        tacl__tl_op_t *prev,
+                                        tacl__tl_op_t *op)
+{
+    if (prev)
+        prev->tl_next = op->tl_next;
+    else
+        q->head = op->tl_next;
+    if (q->tail == op)
+        q->tail = prev;
+    op->tl_next = NULL;
+}
+
+/** Remove and return the oldest op with this tag (any tag if !by_tag). */
+static inline tacl__tl_op_t *tacl__shm_opq_take(tacl__shm_opq_t *q,
+                                                uint64_t key, int by_tag)
+{
+    tacl__tl_op_t *prev = NULL, *op;
+
+    for (op = q->head; op; prev = op, op = op->tl_next) {
+        if (!by_tag || op->tag == key) {
+            tacl__shm_opq_unlink(q, prev, op);
+            return op;
+        }
+    }
+    return NULL;
+}
+
+static inline tacl__shm_queue_t tacl__shm_queue_at(void *seg, int index)
+{
+    uint8_t *base = (uint8_t *)seg + TACL_SHM_HDR_STRIDE +
+                    (size_t)index * TACL_SHM_QUEUE_STRIDE;
+    tacl__shm_queue_t q = {(tacl__shm_queue_ctl_t *)base,
+                           base + TACL_SHM_CTL_STRIDE};
+    return q;
+}
+
+static inline size_t tacl__shm_seg_size(int nlocal)
+{
+    return TACL_SHM_HDR_STRIDE + (size_t)nlocal * TACL_SHM_QUEUE_STRIDE;
+}
+
+/* shm_queue.c: slots, doorbells and sleeping. */
+
+/** Free slots in the queue to a peer. */
+unsigned tacl__shm_out_space(tacl__shm_peer_t *peer);
+/** The next free slot to a peer and its payload; call only with space. */
+tacl__shm_slot_t *tacl__shm_out_slot(tacl__shm_peer_t *peer,
+                                     uint8_t **payload_p);
+/** Publish the slot returned by tacl__shm_out_slot(). */
+void tacl__shm_out_publish(tacl__shm_peer_t *peer);
+/** The oldest unread slot from a peer, or NULL. */
+const tacl__shm_slot_t *tacl__shm_in_slot(tacl__shm_peer_t *peer,
+                                          const uint8_t **payload_p);
+/** Release the slot returned by tacl__shm_in_slot(). */
+void tacl__shm_in_release(tacl__shm_peer_t *peer);
+/** Whether a slot from the peer waits to be read. */
+int tacl__shm_in_pending(tacl__shm_peer_t *peer);
+/** Wake the owner of a segment if it sleeps. */
+void tacl__shm_ring(tacl__shm_seg_hdr_t *hdr);
+/** Ring a peer's producer side if it waits for the slots we freed. */
+void tacl__shm_ring_producer(tacl__shm_peer_t *peer);
+/** Mark that we wait for space to the peer; whether there is space now. */
+int tacl__shm_out_arm(tacl__shm_peer_t *peer);
+/** Sleep on our doorbell unless it moved from seq; bounded by timeout_us. */
+void tacl__shm_sleep(tacl__shm_t *shm, uint32_t seq, int64_t timeout_us);
+
+/* shm_proto.c: matching, transfers, progress, failures. */
+
+tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op);
+tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op);
+int tacl__shm_progress(tacl__tl_t *tl);
+tacl_status_t tacl__shm_wait(tacl__tl_t *tl, int64_t timeout_us);
+void tacl__shm_cancel_all(tacl__tl_t *tl, tacl_status_t status);
+/** Free what the protocol holds for a peer (unexpected messages, FINs). */
+void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer);
+
+#endif /* TACL_TRANSPORT_SHM_SHM_H */

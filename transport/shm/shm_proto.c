@@ -1,0 +1,682 @@
+/*
+ * The shm protocol: posting, matching, transfers and progress.
+ *
+ * Sends to one peer leave in posting order, one message at a time: a
+ * message up to the eager limit (and, in copy mode, any message) goes as
+ * DATA fragments copied into the slots; in cma mode a larger one goes as
+ * one RTS slot, the receiver pulls the bytes with process_vm_readv() in
+ * TACL_SHM_CMA_CHUNK pieces and answers with a FIN that completes the send
+ * (the receive itself completes only once that FIN is in a slot, so a
+ * receiver that stops progressing after its last receive strands no one).
+ * Because a peer's messages arrive in the order they were sent, matching a
+ * message against the oldest posted receive of its tag (and a receive
+ * against the oldest unexpected message of its tag) keeps (source, tag)
+ * FIFO order.  A DATA message without a receive is copied to the heap, so
+ * slots never stay taken and no set of posted operations can deadlock; an
+ * unexpected RTS just waits, as no data moves until its receive exists.
+ *
+ * Completed operations go to a done queue whose callbacks run at the end
+ * of progress(); a callback may post new operations.  A peer that dies
+ * with operations pending fails the whole instance: every pending
+ * operation completes with TACL_ERR_REMOTE and progress() returns it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "common.h"
+#include "log.h"
+#include "shm.h"
+
+static void complete(tacl__shm_t *shm, tacl__tl_op_t *op,
+                     tacl_status_t status)
+{
+    TACL_SHM_OP_STATUS(op) = (uint64_t)(int64_t)status;
+    tacl__shm_opq_push(&shm->done, op);
+}
+
+/* Queue a FIN for the peer's send op_id; recv completes when it leaves. */
+static tacl_status_t queue_fin(tacl__shm_peer_t *peer, uint64_t op_id,
+                               tacl_status_t status, tacl__tl_op_t *recv)
+{
+    if (peer->nfins == peer->fins_cap) {
+        size_t cap = peer->fins_cap ? 2 * peer->fins_cap : 16;
+        tacl__shm_fin_t *fins = realloc(peer->fins, cap * sizeof(*fins));
+
+        if (!fins)
+            return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+                               "cannot queue an acknowledgement to rank %d",
+                               peer->rank);
+        peer->fins = fins;
+        peer->fins_cap = cap;
+    }
+    peer->fins[peer->nfins].op_id = op_id;
+    peer->fins[peer->nfins].status = status;
+    peer->fins[peer->nfins].recv = recv;
+    ++peer->nfins;
+    return TACL_OK;
+}
+
+/* Complete every pending operation with status. */
+static void fail_all(tacl__shm_t *shm, tacl_status_t status)
+{
+    for (int i = 0; i < shm->nlocal; ++i) {
+        tacl__shm_peer_t *peer = &shm->peers[i];
+        tacl__shm_opq_t *queues[] = {&peer->sends, &peer->rts_wait,
+                                     &peer->recvs, &peer->pulls};
+        tacl__tl_op_t *op;
+
+        for (size_t q = 0; q < TACL_ARRAY_SIZE(queues); ++q)
+            while ((op = tacl__shm_opq_take(queues[q], 0, 0)))
+                complete(shm, op, status);
+        for (tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next) {
+            if (ux->recv) {
+                complete(shm, ux->recv, status);
+                ux->recv = NULL;
+            }
+        }
+        if (peer->in_kind == TACL_SHM_IN_OP) {
+            complete(shm, peer->in_op, status);
+            peer->in_kind = TACL_SHM_IN_DISCARD;
+        }
+        /* The FINs themselves still go if progress goes on. */
+        for (size_t f = 0; f < peer->nfins; ++f) {
+            if (peer->fins[f].recv) {
+                complete(shm, peer->fins[f].recv, status);
+                peer->fins[f].recv = NULL;
+            }
+        }
+    }
+}
+
+static void fail_instance(tacl__shm_t *shm, tacl_status_t status)
+{
+    if (shm->failed == TACL_OK)
+        shm->failed = status;
+    fail_all(shm, status);
+}
+
+static tacl_status_t check_op(tacl__shm_t *shm, const tacl__tl_op_t *op)
+{
+    if (op->peer < 0 || op->peer >= shm->nranks ||
+        shm->local_of[op->peer] < 0 || op->peer == shm->rank)
+        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
+                           "rank %d is not another rank of this node; shm "
+                           "cannot reach it from rank %d",
+                           op->peer, shm->rank);
+    if (op->memtype != TACL_MEM_HOST)
+        return tacl__error(TACL_ERR_UNSUPPORTED, SHM,
+                           "shm moves host memory only");
+    if (op->len && !op->buf)
+        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
+                           "NULL buffer for a %llu-byte message",
+                           (unsigned long long)op->len);
+    return shm->failed;
+}
+
+tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+    tacl_status_t status = check_op(shm, op);
+
+    if (status != TACL_OK)
+        return status;
+    TACL_SHM_OP_OFFSET(op) = 0;
+    TACL_SHM_OP_FLAGS(op) = 0;
+    if (shm->use_cma && op->len > shm->eager_limit) {
+        TACL_SHM_OP_FLAGS(op) = TACL_SHM_OP_F_RTS;
+        TACL_SHM_OP_ID(op) = ++shm->next_op_id;
+    }
+    tacl__shm_opq_push(&shm->peers[shm->local_of[op->peer]].sends, op);
+    return TACL_OK;
+}
+
+/* Start pulling an RTS's message into recv, or fail a length mismatch. */
+static tacl_status_t start_pull(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                                tacl__tl_op_t *recv, uint64_t len,
+                                uint64_t addr, uint64_t op_id)
+{
+    tacl_status_t status;
+
+    if (len != recv->len) {
+        status = tacl__error(TACL_ERR_INTERNAL, SHM,
+                             "message of tag %llu from rank %d has %llu "
+                             "bytes, the receive expects %llu",
+                             (unsigned long long)recv->tag, peer->rank,
+                             (unsigned long long)len,
+                             (unsigned long long)recv->len);
+        if (queue_fin(peer, op_id, status, recv) != TACL_OK) {
+            complete(shm, recv, status);
+            return TACL_ERR_NO_MEMORY;
+        }
+        return TACL_OK;
+    }
+    TACL_SHM_OP_OFFSET(recv) = 0;
+    TACL_SHM_OP_ADDR(recv) = addr;
+    TACL_SHM_OP_RID(recv) = op_id;
+    tacl__shm_opq_push(&peer->pulls, recv);
+    return TACL_OK;
+}
+
+static void ux_unlink(tacl__shm_peer_t *peer, tacl__shm_ux_t *ux)
+{
+    tacl__shm_ux_t *prev = NULL, *cur;
+
+    for (cur = peer->ux_head; cur && cur != ux; prev = cur, cur = cur->next)
+        ;
+    if (!cur)
+        return;
+    if (prev)
+        prev->next = ux->next;
+    else
+        peer->ux_head = ux->next;
+    if (peer->ux_tail == ux)
+        peer->ux_tail = prev;
+}
+
+/* Hand a complete unexpected DATA message to its receive and free it. */
+static void ux_deliver(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                       tacl__shm_ux_t *ux)
+{
+    tacl__tl_op_t *recv = ux->recv;
+    tacl_status_t status = ux->status;
+
+    if (status == TACL_OK && ux->len != recv->len)
+        status = tacl__error(TACL_ERR_INTERNAL, SHM,
+                             "message of tag %llu from rank %d has %llu "
+                             "bytes, the receive expects %llu",
+                             (unsigned long long)recv->tag, peer->rank,
+                             (unsigned long long)ux->len,
+                             (unsigned long long)recv->len);
+    else if (status == TACL_OK && ux->len)
+        memcpy(recv->buf, ux->buf, ux->len);
+    complete(shm, recv, status);
+    ux_unlink(peer, ux);
+    free(ux->buf);
+    free(ux);
+}
+
+tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+    tacl_status_t status = check_op(shm, op);
+    tacl__shm_peer_t *peer;
+    tacl__shm_ux_t *ux;
+
+    if (status != TACL_OK)
+        return status;
+    peer = &shm->peers[shm->local_of[op->peer]];
+    for (ux = peer->ux_head; ux; ux = ux->next)
+        if (ux->tag == op->tag && !(ux->kind == TACL_SHM_MSG_DATA && ux->recv))
+            break;
+    if (!ux) {
+        tacl__shm_opq_push(&peer->recvs, op);
+        return TACL_OK;
+    }
+    if (ux->kind == TACL_SHM_MSG_RTS) {
+        ux_unlink(peer, ux);
+        status = start_pull(shm, peer, op, ux->len, ux->addr, ux->op_id);
+        free(ux);
+        if (status != TACL_OK)
+            fail_instance(shm, status);
+        return TACL_OK;
+    }
+    ux->recv = op;
+    if (ux->complete)
+        ux_deliver(shm, peer, ux);
+    return TACL_OK;
+}
+
+/* Push as much of the peer's outgoing work as fits; slots written. */
+static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
+{
+    unsigned space;
+    int written = 0;
+
+    if (!peer->nfins && !peer->sends.head)
+        return 0;   /* leave the consumer's cache line alone */
+    space = tacl__shm_out_space(peer);
+
+    while (space > 0) {
+        tacl__tl_op_t *op = peer->sends.head;
+        tacl__shm_slot_t *slot;
+        uint8_t *payload;
+
+        if (!peer->nfins && !op)
+            break;
+        slot = tacl__shm_out_slot(peer, &payload);
+        if (peer->nfins) {
+            --peer->nfins;
+            slot->kind = TACL_SHM_MSG_FIN;
+            slot->op_id = peer->fins[0].op_id;
+            slot->status = peer->fins[0].status;
+            if (peer->fins[0].recv)
+                complete(shm, peer->fins[0].recv,
+                         (tacl_status_t)peer->fins[0].status);
+            memmove(peer->fins, peer->fins + 1,
+                    peer->nfins * sizeof(peer->fins[0]));
+        } else if (TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_RTS) {
+            slot->kind = TACL_SHM_MSG_RTS;
+            slot->tag = op->tag;
+            slot->msg_len = op->len;
+            slot->addr = (uint64_t)(uintptr_t)op->buf;
+            slot->op_id = TACL_SHM_OP_ID(op);
+            tacl__shm_opq_unlink(&peer->sends, NULL, op);
+            tacl__shm_opq_push(&peer->rts_wait, op);
+        } else {
+            uint64_t off = TACL_SHM_OP_OFFSET(op);
+            uint64_t frag = TACL_MIN(op->len - off,
+                                     (uint64_t)TACL_SHM_SLOT_SIZE);
+
+            slot->kind = TACL_SHM_MSG_DATA;
+            slot->tag = op->tag;
+            slot->msg_len = op->len;
+            slot->offset = off;
+            slot->frag_len = (uint32_t)frag;
+            if (frag)
+                memcpy(payload, (const uint8_t *)op->buf + off, frag);
+            TACL_SHM_OP_OFFSET(op) = off + frag;
+            if (off + frag == op->len) {
+                tacl__shm_opq_unlink(&peer->sends, NULL, op);
+                complete(shm, op, TACL_OK);
+            }
+        }
+        tacl__shm_out_publish(peer);
+        --space;
+        ++written;
+    }
+    if (written)
+        tacl__shm_ring(peer->hdr);
+    return written;
+}
+
+/* The first DATA fragment of a message: find where its bytes go. */
+static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                                const tacl__shm_slot_t *slot)
+{
+    tacl__tl_op_t *recv = tacl__shm_opq_take(&peer->recvs, slot->tag, 1);
+    tacl__shm_ux_t *ux;
+
+    peer->in_len = slot->msg_len;
+    peer->in_got = 0;
+    if (recv && recv->len != slot->msg_len) {
+        complete(shm, recv,
+                 tacl__error(TACL_ERR_INTERNAL, SHM,
+                             "message of tag %llu from rank %d has %llu "
+                             "bytes, the receive expects %llu",
+                             (unsigned long long)slot->tag, peer->rank,
+                             (unsigned long long)slot->msg_len,
+                             (unsigned long long)recv->len));
+        peer->in_kind = TACL_SHM_IN_DISCARD;
+        return TACL_OK;
+    }
+    if (recv) {
+        peer->in_kind = TACL_SHM_IN_OP;
+        peer->in_op = recv;
+        return TACL_OK;
+    }
+    ux = calloc(1, sizeof(*ux));
+    if (!ux)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+                           "cannot keep an unexpected message from rank %d",
+                           peer->rank);
+    ux->kind = TACL_SHM_MSG_DATA;
+    ux->tag = slot->tag;
+    ux->len = slot->msg_len;
+    ux->buf = malloc(ux->len ? ux->len : 1);
+    if (!ux->buf)
+        ux->status = tacl__error(TACL_ERR_NO_MEMORY, SHM,
+                                 "cannot keep an unexpected %llu-byte "
+                                 "message from rank %d",
+                                 (unsigned long long)ux->len, peer->rank);
+    if (peer->ux_tail)
+        peer->ux_tail->next = ux;
+    else
+        peer->ux_head = ux;
+    peer->ux_tail = ux;
+    peer->in_kind = TACL_SHM_IN_UX;
+    peer->in_ux = ux;
+    return TACL_OK;
+}
+
+static tacl_status_t on_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                             const tacl__shm_slot_t *slot,
+                             const uint8_t *payload)
+{
+    tacl_status_t status;
+    void *dst = NULL;
+
+    if (peer->in_kind == TACL_SHM_IN_NONE) {
+        status = begin_data(shm, peer, slot);
+        if (status != TACL_OK)
+            return status;
+    }
+    if (slot->offset != peer->in_got || slot->frag_len > TACL_SHM_SLOT_SIZE ||
+        slot->frag_len > peer->in_len - peer->in_got)
+        return tacl__error(TACL_ERR_INTERNAL, SHM,
+                           "corrupt fragment from rank %d (offset %llu, "
+                           "%u bytes, message of %llu)", peer->rank,
+                           (unsigned long long)slot->offset, slot->frag_len,
+                           (unsigned long long)peer->in_len);
+    if (peer->in_kind == TACL_SHM_IN_OP)
+        dst = peer->in_op->buf;
+    else if (peer->in_kind == TACL_SHM_IN_UX)
+        dst = peer->in_ux->buf;
+    if (dst && slot->frag_len)
+        memcpy((uint8_t *)dst + slot->offset, payload, slot->frag_len);
+    peer->in_got += slot->frag_len;
+    if (peer->in_got < peer->in_len)
+        return TACL_OK;
+    if (peer->in_kind == TACL_SHM_IN_OP) {
+        complete(shm, peer->in_op, TACL_OK);
+    } else if (peer->in_kind == TACL_SHM_IN_UX) {
+        peer->in_ux->complete = 1;
+        if (peer->in_ux->recv)
+            ux_deliver(shm, peer, peer->in_ux);
+    }
+    peer->in_kind = TACL_SHM_IN_NONE;
+    peer->in_op = NULL;
+    peer->in_ux = NULL;
+    return TACL_OK;
+}
+
+static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                            const tacl__shm_slot_t *slot)
+{
+    tacl__tl_op_t *recv = tacl__shm_opq_take(&peer->recvs, slot->tag, 1);
+    tacl__shm_ux_t *ux;
+
+    if (recv)
+        return start_pull(shm, peer, recv, slot->msg_len, slot->addr,
+                          slot->op_id);
+    ux = calloc(1, sizeof(*ux));
+    if (!ux)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+                           "cannot keep a request to send from rank %d",
+                           peer->rank);
+    ux->kind = TACL_SHM_MSG_RTS;
+    ux->tag = slot->tag;
+    ux->len = slot->msg_len;
+    ux->addr = slot->addr;
+    ux->op_id = slot->op_id;
+    if (peer->ux_tail)
+        peer->ux_tail->next = ux;
+    else
+        peer->ux_head = ux;
+    peer->ux_tail = ux;
+    return TACL_OK;
+}
+
+static void on_fin(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                   const tacl__shm_slot_t *slot)
+{
+    tacl__tl_op_t *prev = NULL, *op;
+
+    for (op = peer->rts_wait.head; op; prev = op, op = op->tl_next)
+        if (TACL_SHM_OP_ID(op) == slot->op_id)
+            break;
+    if (!op) {
+        TACL_WARN(SHM, "rank %d acknowledged unknown send %llu; ignored",
+                  peer->rank, (unsigned long long)slot->op_id);
+        return;
+    }
+    tacl__shm_opq_unlink(&peer->rts_wait, prev, op);
+    complete(shm, op, (tacl_status_t)slot->status);
+}
+
+/* Handle what the peer sent us; slots consumed, or a negative status. */
+static int poll_in(tacl__shm_t *shm, tacl__shm_peer_t *peer)
+{
+    const tacl__shm_slot_t *slot;
+    const uint8_t *payload;
+    tacl_status_t status = TACL_OK;
+    int n = 0;
+
+    while (n < TACL_SHM_POLL_BUDGET &&
+           (slot = tacl__shm_in_slot(peer, &payload))) {
+        switch (slot->kind) {
+        case TACL_SHM_MSG_DATA:
+            status = on_data(shm, peer, slot, payload);
+            break;
+        case TACL_SHM_MSG_RTS:
+            status = on_rts(shm, peer, slot);
+            break;
+        case TACL_SHM_MSG_FIN:
+            on_fin(shm, peer, slot);
+            break;
+        default:
+            status = tacl__error(TACL_ERR_INTERNAL, SHM,
+                                 "unknown message kind %u from rank %d",
+                                 slot->kind, peer->rank);
+        }
+        tacl__shm_in_release(peer);
+        ++n;
+        if (status != TACL_OK)
+            return status;
+    }
+    if (n)
+        tacl__shm_ring_producer(peer);
+    return n;
+}
+
+/* Pull one chunk for each receive in cma transfer from the peer. */
+static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
+{
+    tacl__tl_op_t *prev = NULL, *op, *next;
+    int events = 0;
+
+    for (op = peer->pulls.head; op; op = next) {
+        uint64_t off = TACL_SHM_OP_OFFSET(op);
+        uint64_t chunk = TACL_MIN(op->len - off,
+                                  (uint64_t)TACL_SHM_CMA_CHUNK);
+        struct iovec local = {(uint8_t *)op->buf + off, chunk};
+        struct iovec remote = {
+            (void *)(uintptr_t)(TACL_SHM_OP_ADDR(op) + off), chunk};
+        tacl_status_t status = TACL_OK;
+        ssize_t got;
+
+        next = op->tl_next;
+        got = process_vm_readv(peer->pid, &local, 1, &remote, 1, 0);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN)) {
+            prev = op;
+            continue;
+        }
+        if (got < 0 && errno == ESRCH)
+            return tacl__error(TACL_ERR_REMOTE, SHM,
+                               "rank %d (pid %d) died during a transfer; "
+                               "check that process's output",
+                               peer->rank, (int)peer->pid);
+        if (got < 0)
+            status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                                 "process_vm_readv from rank %d failed: %m; "
+                                 "set TACL_SHM_MODE=copy", peer->rank);
+        else
+            TACL_SHM_OP_OFFSET(op) = off + (uint64_t)got;
+        ++events;
+        if (status == TACL_OK && TACL_SHM_OP_OFFSET(op) < op->len) {
+            prev = op;
+            continue;
+        }
+        tacl__shm_opq_unlink(&peer->pulls, prev, op);
+        if (queue_fin(peer, TACL_SHM_OP_RID(op), status, op) != TACL_OK) {
+            /* Without its FIN the sender would wait forever: fail. */
+            complete(shm, op, TACL_ERR_NO_MEMORY);
+            return TACL_ERR_NO_MEMORY;
+        }
+    }
+    return events;
+}
+
+static int peer_busy(const tacl__shm_peer_t *peer)
+{
+    if (peer->sends.head || peer->rts_wait.head || peer->recvs.head ||
+        peer->pulls.head || peer->nfins || peer->in_kind == TACL_SHM_IN_OP)
+        return 1;
+    for (const tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next)
+        if (ux->recv)
+            return 1;
+    return 0;
+}
+
+static int process_gone(pid_t pid)
+{
+    char path[64], buf[512], *end;
+    FILE *file;
+    size_t n;
+
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 1;
+    /* A killed process its parent has not reaped yet is a zombie. */
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    file = fopen(path, "r");
+    if (!file)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, file);
+    fclose(file);
+    buf[n] = '\0';
+    end = strrchr(buf, ')');
+    return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
+/* Fail the instance if a peer we wait for has died; whether one has. */
+static int check_liveness(tacl__shm_t *shm)
+{
+    uint64_t now = tacl__now_ns();
+
+    if (now < shm->next_liveness_ns)
+        return 0;
+    shm->next_liveness_ns = now + TACL_SHM_LIVENESS_NS;
+    for (int i = 0; i < shm->nlocal; ++i) {
+        tacl__shm_peer_t *peer = &shm->peers[i];
+
+        if (i == shm->my_local || !peer->watch || !peer_busy(peer) ||
+            !process_gone(peer->pid))
+            continue;
+        /* What it sent before dying is still ours to read. */
+        while (tacl__shm_in_pending(peer) && poll_in(shm, peer) > 0)
+            ;
+        if (!peer_busy(peer))
+            continue;
+        fail_instance(shm, tacl__error(TACL_ERR_REMOTE, SHM,
+                                       "rank %d (pid %d) died with "
+                                       "operations pending; check that "
+                                       "process's output",
+                                       peer->rank, (int)peer->pid));
+        return 1;
+    }
+    return 0;
+}
+
+static int run_callbacks(tacl__shm_t *shm)
+{
+    int events = 0;
+    tacl__tl_op_t *op;
+
+    while ((op = tacl__shm_opq_take(&shm->done, 0, 0))) {
+        op->cb(op, (tacl_status_t)(int64_t)TACL_SHM_OP_STATUS(op));
+        ++events;
+    }
+    return events;
+}
+
+int tacl__shm_progress(tacl__tl_t *tl)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+    int events = 0, n;
+
+    for (int i = 0; i < shm->nlocal && shm->failed == TACL_OK; ++i) {
+        tacl__shm_peer_t *peer = &shm->peers[i];
+
+        if (i == shm->my_local)
+            continue;
+        n = poll_in(shm, peer);
+        if (n >= 0)
+            n += advance_pulls(shm, peer);
+        if (n < 0) {
+            fail_instance(shm, n);
+            break;
+        }
+        events += n + flush_out(shm, peer);
+    }
+    if (shm->failed == TACL_OK)
+        check_liveness(shm);
+    if (shm->failed != TACL_OK)
+        fail_all(shm, shm->failed);
+    events += run_callbacks(shm);
+    return shm->failed != TACL_OK ? shm->failed : events;
+}
+
+/* Whether progress() has something to do; arm producer flags if asked. */
+static int has_work(tacl__shm_t *shm, int *busy_p)
+{
+    int busy = 0;
+
+    if (shm->done.head || shm->failed != TACL_OK)
+        return 1;
+    for (int i = 0; i < shm->nlocal; ++i) {
+        tacl__shm_peer_t *peer = &shm->peers[i];
+
+        if (i == shm->my_local)
+            continue;
+        if (tacl__shm_in_pending(peer) || peer->pulls.head)
+            return 1;
+        if ((peer->sends.head || peer->nfins) && tacl__shm_out_arm(peer))
+            return 1;
+        busy |= peer_busy(peer);
+    }
+    *busy_p = busy;
+    return 0;
+}
+
+tacl_status_t tacl__shm_wait(tacl__tl_t *tl, int64_t timeout_us)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+    uint32_t seq;
+    int busy = 0;
+
+    if (!shm->hdr)
+        return TACL_OK;
+    if (timeout_us < 0)
+        timeout_us = (int64_t)(shm->timeout_s * 1e6);
+    if (shm->failed == TACL_OK && check_liveness(shm))
+        return TACL_OK;
+    seq = atomic_load(&shm->hdr->doorbell);
+    atomic_store(&shm->hdr->sleeping, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!has_work(shm, &busy)) {
+        /* Wake up in time to check the peers we wait for. */
+        if (busy)
+            timeout_us = TACL_MIN(timeout_us,
+                                  (int64_t)(TACL_SHM_LIVENESS_NS / 1000));
+        tacl__shm_sleep(shm, seq, timeout_us);
+    }
+    atomic_store(&shm->hdr->sleeping, 0);
+    return TACL_OK;
+}
+
+void tacl__shm_cancel_all(tacl__tl_t *tl, tacl_status_t status)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+
+    fail_all(shm, status);
+    run_callbacks(shm);
+}
+
+void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)
+{
+    while (peer->ux_head) {
+        tacl__shm_ux_t *ux = peer->ux_head;
+
+        peer->ux_head = ux->next;
+        free(ux->buf);
+        free(ux);
+    }
+    peer->ux_tail = NULL;
+    free(peer->fins);
+    peer->fins = NULL;
+    peer->nfins = peer->fins_cap = 0;
+}
