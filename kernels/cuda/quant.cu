@@ -1,0 +1,495 @@
+/*
+ * CUDA block quantization kernels of ZeRO++ (qwZ, section 3.1; qgZ,
+ * section 3.3; the fused kernels of section 4.2): the device side of
+ * kernels/cpu/quant.h, giving the same bytes.
+ *
+ * Quantizing kernels run one thread block per quantization block: the
+ * threads stride over the block for its largest magnitude (an unsigned
+ * max over the float bits, reduced with __reduce_max_sync in each warp
+ * and then across warps in shared memory), thread 0 stores the scale, and
+ * the threads stride again to quantize, the second read mostly hitting
+ * the cache.  What a block quantizes comes from a loader: elements of a
+ * tensor, through a slice map for the fused tensor slice reordering, or
+ * the float32 sum of dequantized inputs for the fused
+ * dequantize-reduce-quantize step, so no intermediate buffer exists.
+ *
+ * With int4 and an odd block size, two blocks share the byte at their
+ * border.  Rather than race on it, that case runs the kernel for the
+ * scales only, then a second kernel that builds each payload byte from its
+ * two elements and their scales.
+ *
+ * Element rules come from quant.h and float_bits.h, shared with the CPU
+ * kernels; sums use __fmul_rn and __fadd_rn so that no multiply-add is
+ * fused, as on the host.  The scale arrays of reordered slices need not be
+ * 4-byte aligned, so scales are loaded and stored bytewise when they are
+ * not.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "log.h"
+}
+#include "float_bits.h"
+#include "quant.h"
+#include "quant_cuda.h"
+
+namespace {
+
+const int kThreads = 256;
+const unsigned kMaxGrid = 1u << 20;
+const int kSliceGroup = 64;
+
+unsigned grid_for(size_t items, size_t per_block)
+{
+    size_t g = (items + per_block - 1) / per_block;
+    return g < kMaxGrid ? (unsigned)g : kMaxGrid;
+}
+
+__device__ float load_scale(const uint8_t *q, size_t b)
+{
+    const uint8_t *p = q + b * 4;
+    if (((uintptr_t)p & 3) == 0)
+        return *(const float *)p;
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                 (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return tacl__f32_from_bits(u);
+}
+
+__device__ void store_scale(uint8_t *q, size_t b, float s)
+{
+    uint8_t *p = q + b * 4;
+    if (((uintptr_t)p & 3) == 0) {
+        *(float *)p = s;
+        return;
+    }
+    uint32_t u = tacl__f32_bits(s);
+    for (int k = 0; k < 4; k++)
+        p[k] = (uint8_t)(u >> (8 * k));
+}
+
+__device__ int32_t get_q(const uint8_t *payload, int bits, size_t i)
+{
+    if (bits == 8)
+        return (int8_t)payload[i];
+    uint32_t v = payload[i / 2];
+    return tacl__quant_nibble((i & 1) ? v >> 4 : v);
+}
+
+__device__ float load_elem(const void *src, tacl_dtype_t t, size_t i)
+{
+    if (t == TACL_FLOAT32)
+        return ((const float *)src)[i];
+    uint16_t h = ((const uint16_t *)src)[i];
+    return t == TACL_FLOAT16 ? tacl__half_to_float_inl(h)
+                             : tacl__bf16_to_float_inl(h);
+}
+
+__device__ void store_elem(void *dst, tacl_dtype_t t, size_t i, float v)
+{
+    if (t == TACL_FLOAT32)
+        ((float *)dst)[i] = v;
+    else if (t == TACL_FLOAT16)
+        ((uint16_t *)dst)[i] = tacl__float_to_half_inl(v);
+    else
+        ((uint16_t *)dst)[i] = tacl__float_to_bf16_inl(v);
+}
+
+/* Elements of a tensor; slice s of the output reads input slice map[s]. */
+struct TensorLoader {
+    const void *src;
+    tacl_dtype_t dtype;
+    size_t n;
+    int map[kSliceGroup];
+
+    __device__ float operator()(int s, size_t i) const
+    {
+        return load_elem(src, dtype, (size_t)map[s] * n + i);
+    }
+};
+
+/* The float32 sum of dequantized inputs, in input order, unfused. */
+struct SumLoader {
+    const uint8_t *srcs[TACL_QUANT_CUDA_MAX_SRCS];
+    int nsrc;
+    size_t nblocks;
+    uint32_t block;
+    int bits;
+
+    __device__ float operator()(int, size_t i) const
+    {
+        float acc = 0.0f;
+        size_t b = i / block;
+        for (int k = 0; k < nsrc; k++) {
+            float t = __fmul_rn((float)get_q(srcs[k] + nblocks * 4, bits, i),
+                                load_scale(srcs[k], b));
+            acc = __fadd_rn(acc, t);
+        }
+        return acc;
+    }
+};
+
+/* Largest value over the thread block; every thread gets it. */
+__device__ uint32_t block_max(uint32_t v)
+{
+    __shared__ uint32_t warp_max[32];
+    __shared__ uint32_t result;
+    int lane = threadIdx.x & 31;
+    int warp = threadIdx.x >> 5;
+    v = __reduce_max_sync(0xffffffffu, v);
+    if (lane == 0)
+        warp_max[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        int nwarps = (blockDim.x + 31) >> 5;
+        uint32_t w = lane < nwarps ? warp_max[lane] : 0u;
+        w = __reduce_max_sync(0xffffffffu, w);
+        if (lane == 0)
+            result = w;
+    }
+    __syncthreads();
+    v = result;
+    __syncthreads(); /* warp_max and result are reused by the next block */
+    return v;
+}
+
+/*
+ * One thread block per quantization block of nslices slices of n
+ * elements, output slices slice_bytes apart.  With scales_only the payload
+ * is left to pack_kernel (int4 with an odd block).
+ */
+template <typename L>
+__global__ void quant_kernel(L ld, size_t n, uint32_t block, int bits,
+                             int nslices, uint8_t *dst, size_t slice_bytes,
+                             int scales_only)
+{
+    size_t nblocks = (n + block - 1) / block;
+    size_t total = nblocks * (size_t)nslices;
+    int qmax = TACL_QUANT_QMAX(bits);
+
+    for (size_t gb = blockIdx.x; gb < total; gb += gridDim.x) {
+        int s = (int)(gb / nblocks);
+        size_t b = gb % nblocks;
+        uint8_t *q = dst + (size_t)s * slice_bytes;
+        uint8_t *payload = q + nblocks * 4;
+        size_t start = b * block;
+        size_t m = n - start < block ? n - start : block;
+
+        uint32_t mx = 0;
+        for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
+            uint32_t v = tacl__f32_bits(ld(s, start + i)) & 0x7fffffffu;
+            mx = v > mx ? v : mx;
+        }
+        mx = block_max(mx);
+        float scale = tacl__quant_scale(mx, qmax);
+        if (threadIdx.x == 0)
+            store_scale(q, b, scale);
+        if (scales_only)
+            continue;
+        int bad = mx >= 0x7f800000u;
+        double divisor = tacl__quant_divisor(scale);
+        if (bits == 8) {
+            for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
+                float x = ld(s, start + i);
+                int32_t v = bad ? 0 : tacl__quant_value(x, divisor, qmax);
+                payload[start + i] = (uint8_t)v;
+            }
+            continue;
+        }
+        /* int4 with an even block: this block owns whole bytes. */
+        for (size_t p = threadIdx.x; 2 * p < m; p += blockDim.x) {
+            int32_t lo = 0, hi = 0;
+            if (!bad) {
+                lo = tacl__quant_value(ld(s, start + 2 * p), divisor, qmax);
+                if (2 * p + 1 < m)
+                    hi = tacl__quant_value(ld(s, start + 2 * p + 1), divisor,
+                                           qmax);
+            }
+            payload[start / 2 + p] =
+                (uint8_t)((lo & 0xf) | ((uint32_t)(hi & 0xf) << 4));
+        }
+    }
+}
+
+/* int4 payload bytes built from their elements and the stored scales. */
+template <typename L>
+__global__ void pack_kernel(L ld, size_t n, uint32_t block, int nslices,
+                            uint8_t *dst, size_t slice_bytes)
+{
+    size_t nblocks = (n + block - 1) / block;
+    size_t nbytes = (n + 1) / 2;
+    size_t total = nbytes * (size_t)nslices;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+
+    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+         j < total; j += stride) {
+        int s = (int)(j / nbytes);
+        size_t jj = j % nbytes;
+        uint8_t *q = dst + (size_t)s * slice_bytes;
+        uint32_t byte = 0;
+        for (int h = 0; h < 2; h++) {
+            size_t e = 2 * jj + h;
+            if (e >= n)
+                break;
+            float scale = load_scale(q, e / block);
+            if (isnan(scale))
+                continue;
+            double divisor = tacl__quant_divisor(scale);
+            int32_t v = tacl__quant_value(ld(s, e), divisor, 7.0);
+            byte |= (uint32_t)(v & 0xf) << (4 * h);
+        }
+        q[nblocks * 4 + jj] = (uint8_t)byte;
+    }
+}
+
+template <typename L>
+void launch_quant(const L &ld, size_t n, uint32_t block, int bits,
+                  int nslices, uint8_t *dst, size_t slice_bytes,
+                  cudaStream_t st)
+{
+    size_t nblocks = (n + block - 1) / block;
+    int threads = block >= kThreads ? kThreads : (int)((block + 31) / 32 * 32);
+    int split = bits == 4 && (block & 1);
+    quant_kernel<<<grid_for(nblocks * (size_t)nslices, 1), threads, 0, st>>>(
+        ld, n, block, bits, nslices, dst, slice_bytes, split);
+    if (split)
+        pack_kernel<<<grid_for((n + 1) / 2 * (size_t)nslices, kThreads),
+                      kThreads, 0, st>>>(ld, n, block, nslices, dst,
+                                         slice_bytes);
+}
+
+__global__ void dequant_kernel(const uint8_t *q, size_t n, uint32_t block,
+                               int bits, tacl_dtype_t dtype, void *dst)
+{
+    size_t nblocks = (n + block - 1) / block;
+    const uint8_t *payload = q + nblocks * 4;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+        int32_t v = get_q(payload, bits, i);
+        float s = load_scale(q, i / block);
+        if (dtype == TACL_FLOAT32) {
+            ((float *)dst)[i] = __fmul_rn((float)v, s);
+            continue;
+        }
+        float f = tacl__quant_mul_odd((float)v, s);
+        store_elem(dst, dtype, i, f);
+    }
+}
+
+__global__ void dequant_reduce_kernel(SumLoader ld, size_t n,
+                                      tacl_dtype_t dtype, void *dst,
+                                      int accumulate)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+        float acc = accumulate ? load_elem(dst, dtype, i) : 0.0f;
+        size_t b = i / ld.block;
+        for (int k = 0; k < ld.nsrc; k++) {
+            float t = __fmul_rn(
+                (float)get_q(ld.srcs[k] + ld.nblocks * 4, ld.bits, i),
+                load_scale(ld.srcs[k], b));
+            acc = __fadd_rn(acc, t);
+        }
+        store_elem(dst, dtype, i, acc);
+    }
+}
+
+/* The launches' status, and with the default stream their completion. */
+tacl_status_t finish_launch(const char *what, cudaStream_t s)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess && s == NULL)
+        err = cudaStreamSynchronize(s);
+    if (err != cudaSuccess)
+        return tacl__error(TACL_ERR_SYSTEM, COLL, "cuda %s kernel failed: "
+                           "%s", what, cudaGetErrorString(err));
+    return TACL_OK;
+}
+
+tacl_status_t check_common(const char *what, size_t n, uint32_t block,
+                           int bits)
+{
+    if (bits != 8 && bits != 4)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: bits must be 8 or 4, not %d", what,
+                           bits);
+    if (block == 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: block size must be at least 1", what);
+    if (n > SIZE_MAX / 8)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: %zu elements is too many", what, n);
+    return TACL_OK;
+}
+
+tacl_status_t check_dtype(const char *what, tacl_dtype_t dtype)
+{
+    if (dtype != TACL_FLOAT32 && dtype != TACL_FLOAT16 &&
+        dtype != TACL_BFLOAT16)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: dtype %s is not supported; use "
+                           "float32, float16 or bfloat16", what,
+                           tacl_dtype_name(dtype));
+    return TACL_OK;
+}
+
+/* Validate the inputs of a sum and fill the loader that reads them. */
+tacl_status_t make_sum(const char *what, const void *const *srcs_q,
+                       int nsrc, size_t n, uint32_t block, int bits,
+                       SumLoader *ld)
+{
+    if (nsrc < 1)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: needs at least one input, not %d",
+                           what, nsrc);
+    if (srcs_q == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: NULL input array", what);
+    if (nsrc > TACL_QUANT_CUDA_MAX_SRCS)
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                           "cuda %s: %d inputs, at most %d are supported; "
+                           "reduce in several calls", what, nsrc,
+                           TACL_QUANT_CUDA_MAX_SRCS);
+    for (int k = 0; k < nsrc; k++) {
+        if (srcs_q[k] == NULL)
+            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                               "cuda %s: input %d is NULL", what, k);
+        ld->srcs[k] = (const uint8_t *)srcs_q[k];
+    }
+    ld->nsrc = nsrc;
+    ld->nblocks = (n + block - 1) / block;
+    ld->block = block;
+    ld->bits = bits;
+    return TACL_OK;
+}
+
+} /* namespace */
+
+extern "C" tacl_status_t tacl__quantize_cuda(const void *src, size_t n,
+                                             tacl_dtype_t dtype,
+                                             uint32_t block, int bits,
+                                             void *dst, void *stream)
+{
+    int order = 0;
+    return tacl__quantize_reorder_cuda(src, n, 1, &order, dtype, block, bits,
+                                       dst, stream);
+}
+
+extern "C" tacl_status_t tacl__quantize_reorder_cuda(
+    const void *src, size_t n_per_slice, int nslices, const int *order,
+    tacl_dtype_t dtype, uint32_t block, int bits, void *dst, void *stream)
+{
+    const char *what = nslices == 1 ? "quantize" : "quantize_reorder";
+    cudaStream_t st = (cudaStream_t)stream;
+    tacl_status_t status = check_common(what, n_per_slice, block, bits);
+    if (status == TACL_OK)
+        status = check_dtype(what, dtype);
+    if (status != TACL_OK)
+        return status;
+    if (nslices < 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: negative slice count %d", what,
+                           nslices);
+    if (n_per_slice == 0 || nslices == 0)
+        return TACL_OK;
+    if (n_per_slice > SIZE_MAX / 8 / (size_t)nslices)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: %d slices of %zu elements is too many",
+                           what, nslices, n_per_slice);
+    if (src == NULL || dst == NULL || order == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: NULL buffer or order", what);
+    for (int i = 0; i < nslices; i++)
+        if (order[i] < 0 || order[i] >= nslices)
+            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                               "cuda %s: order[%d] = %d is not a slice in "
+                               "[0, %d)", what, i, order[i], nslices);
+
+    size_t qbytes = tacl__quant_bytes(n_per_slice, block, bits);
+    for (int g = 0; g < nslices; g += kSliceGroup) {
+        int cnt = nslices - g < kSliceGroup ? nslices - g : kSliceGroup;
+        TensorLoader ld;
+        ld.src = src;
+        ld.dtype = dtype;
+        ld.n = n_per_slice;
+        for (int i = 0; i < kSliceGroup; i++)
+            ld.map[i] = i < cnt ? order[g + i] : 0;
+        launch_quant(ld, n_per_slice, block, bits, cnt,
+                     (uint8_t *)dst + (size_t)g * qbytes, qbytes, st);
+    }
+    return finish_launch(what, st);
+}
+
+extern "C" tacl_status_t tacl__dequantize_cuda(const void *src_q, size_t n,
+                                               uint32_t block, int bits,
+                                               tacl_dtype_t dtype, void *dst,
+                                               void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    tacl_status_t status = check_common("dequantize", n, block, bits);
+    if (status == TACL_OK)
+        status = check_dtype("dequantize", dtype);
+    if (status != TACL_OK)
+        return status;
+    if (n == 0)
+        return TACL_OK;
+    if (src_q == NULL || dst == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda dequantize: NULL buffer for %zu elements",
+                           n);
+    dequant_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(
+        (const uint8_t *)src_q, n, block, bits, dtype, dst);
+    return finish_launch("dequantize", st);
+}
+
+extern "C" tacl_status_t tacl__dequant_reduce_cuda(
+    const void *const *srcs_q, int nsrc, size_t n, uint32_t block, int bits,
+    tacl_dtype_t dtype, void *dst, int accumulate, void *stream)
+{
+    const char *what = "dequant_reduce";
+    cudaStream_t st = (cudaStream_t)stream;
+    SumLoader ld;
+    tacl_status_t status = check_common(what, n, block, bits);
+    if (status == TACL_OK)
+        status = check_dtype(what, dtype);
+    if (status != TACL_OK)
+        return status;
+    if (n == 0)
+        return TACL_OK;
+    status = make_sum(what, srcs_q, nsrc, n, block, bits, &ld);
+    if (status != TACL_OK)
+        return status;
+    if (dst == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: NULL output for %zu elements", what, n);
+    dequant_reduce_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(
+        ld, n, dtype, dst, accumulate);
+    return finish_launch(what, st);
+}
+
+extern "C" tacl_status_t tacl__dequant_reduce_quant_cuda(
+    const void *const *srcs_q, int nsrc, size_t n, uint32_t block, int bits,
+    void *dst_q, void *stream)
+{
+    const char *what = "dequant_reduce_quant";
+    cudaStream_t st = (cudaStream_t)stream;
+    SumLoader ld;
+    tacl_status_t status = check_common(what, n, block, bits);
+    if (status != TACL_OK)
+        return status;
+    if (n == 0)
+        return TACL_OK;
+    status = make_sum(what, srcs_q, nsrc, n, block, bits, &ld);
+    if (status != TACL_OK)
+        return status;
+    if (dst_q == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: NULL output for %zu elements", what, n);
+    launch_quant(ld, n, block, bits, 1, (uint8_t *)dst_q,
+                 tacl__quant_bytes(n, block, bits), st);
+    return finish_launch(what, st);
+}
