@@ -90,10 +90,16 @@ static void ctx_free(tacl__ctx_t *ctx)
 
 static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
 {
+    /* In order of preference: the first that reaches a peer serves it,
+     * so shm keeps intra-node traffic and the network takes the rest. */
     static const tacl__transport_ops_t *const builtin[] = {
         &tacl__tl_self_ops,
         &tacl__tl_shm_ops,
+#ifdef TACL_HAVE_UCX
+        &tacl__tl_ucx_ops,
+#endif
     };
+    const char *net = tacl__config_str(TACL_CFG_NET);
     const char **ids;
     tacl__tl_params_t params;
     tacl_status_t status = TACL_OK;
@@ -112,7 +118,15 @@ static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
         .exchange = exchange_cb,
         .exchange_ctx = ctx->bs,
     };
+    if (strcmp(net, "none") != 0 && strcmp(net, "ucx") != 0) {
+        free(ids);
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                           "TACL_NET=\"%s\": the network transports built "
+                           "in are: ucx, none", net);
+    }
     for (size_t i = 0; i < TACL_ARRAY_SIZE(builtin); i++) {
+        if (strcmp(builtin[i]->name, "ucx") == 0 && strcmp(net, "ucx") != 0)
+            continue;
         status = builtin[i]->init(&params, &ctx->tls[ctx->ntl]);
         if (status != TACL_OK)
             break;

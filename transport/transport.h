@@ -114,6 +114,7 @@ tacl_status_t tacl__tl_deregister_unsupported(tacl__tl_t *tl, void *handle);
 /* The transports built into this library. */
 extern const tacl__transport_ops_t tacl__tl_self_ops;
 extern const tacl__transport_ops_t tacl__tl_shm_ops;
+extern const tacl__transport_ops_t tacl__tl_ucx_ops;
 
 static inline int tacl__tl_reachable(tacl__tl_t *tl, int peer)
 {

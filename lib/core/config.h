@@ -35,6 +35,8 @@
     X(NODE_ID, "",                                                           \
       "identity of this node; ranks with equal ids share memory (default: "  \
       "host name and boot id)")                                              \
+    X(NET, "ucx",                                                            \
+      "network transport between nodes: ucx, or none (single node only)")   \
     X(SHM_MODE, "auto",                                                      \
       "how shm moves large messages: cma (single copy through cross-memory " \
       "attach), copy (through shared staging buffers) or auto")              \

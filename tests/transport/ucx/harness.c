@@ -1,0 +1,250 @@
+/*
+ * The fork-based harness of the ucx tests: a MAP_SHARED area with a
+ * barrier that gives up after a deadline (so a dead rank fails a case
+ * instead of hanging it), an exchange built on it, and helpers to post,
+ * drive and check operations in the rank processes.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+static shared_t *sh_map(int nranks)
+{
+    shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    cr_assert_neq(sh, MAP_FAILED, "mmap failed");
+    memset(sh, 0, sizeof(*sh));
+    sh->nranks = nranks;
+    return sh;
+}
+
+/* A sense-counting barrier; fails after 20 s instead of hanging. */
+int barrier(shared_t *sh)
+{
+    uint32_t gen = atomic_load(&sh->gen);
+    uint64_t deadline = tacl__now_ns() + 20000000000ull;
+
+    if (atomic_fetch_add(&sh->count, 1) + 1 == (uint32_t)sh->nranks) {
+        atomic_store(&sh->count, 0);
+        atomic_fetch_add(&sh->gen, 1);
+        return 0;
+    }
+    while (atomic_load(&sh->gen) == gen) {
+        if (tacl__now_ns() > deadline)
+            return -1;
+        usleep(50);
+    }
+    return 0;
+}
+
+tacl_status_t exchange(void *arg, void *all, size_t size)
+{
+    xctx_t *x = arg;
+
+    if (size * (size_t)x->sh->nranks > XCHG_BYTES)
+        return TACL_ERR_INVALID_ARG;
+    memcpy(x->sh->xchg + size * (size_t)x->rank,
+           (char *)all + size * (size_t)x->rank, size);
+    if (barrier(x->sh))
+        return TACL_ERR_TIMEOUT;
+    memcpy(all, x->sh->xchg, size * (size_t)x->sh->nranks);
+    return barrier(x->sh) ? TACL_ERR_TIMEOUT : TACL_OK;
+}
+
+
+const char *const node_names[MAX_RANKS] = {"node-a", "node-b",
+                                                  "node-c", "node-d"};
+
+tacl__tl_t *rank_init(shared_t *sh, int rank, xctx_t *x)
+{
+    tacl__tl_params_t params = {0};
+    tacl__tl_t *tl = NULL;
+    tacl_status_t status;
+
+    x->sh = sh;
+    x->rank = rank;
+    params.rank = rank;
+    params.nranks = sh->nranks;
+    params.node_id = node_names[rank];
+    params.node_ids = node_names;
+    params.timeout_s = 10;
+    params.exchange = exchange;
+    params.exchange_ctx = x;
+    status = tacl__tl_ucx_ops.init(&params, &tl);
+    CHECK(status == TACL_OK, "init: %s", tacl_status_string(status));
+    for (int r = 0; r < sh->nranks; ++r)
+        CHECK(tacl__tl_reachable(tl, r) == (r != rank), "reachable(%d)", r);
+    return tl;
+}
+
+/* Completion bookkeeping shared by the cases. */
+static int in_post;
+int done_count;
+static int cb_in_post;
+
+static void op_cb(tacl__tl_op_t *op, tacl_status_t status)
+{
+    if (in_post)
+        ++cb_in_post;
+    op->arg = (void *)(intptr_t)(status == TACL_OK ? 1 : 1000 + -status);
+    ++done_count;
+}
+
+tacl_status_t post(tacl__tl_t *tl, tacl__tl_op_t *op, int is_send)
+{
+    tacl_status_t status;
+
+    op->cb = op_cb;
+    op->arg = NULL;
+    op->memtype = TACL_MEM_HOST;
+    in_post = 1;
+    status = is_send ? tacl__tl_send(tl, op) : tacl__tl_recv(tl, op);
+    in_post = 0;
+    return status;
+}
+
+tacl_status_t op_result(const tacl__tl_op_t *op)
+{
+    intptr_t v = (intptr_t)op->arg;
+
+    return v == 1 ? TACL_OK : v == 0 ? TACL_IN_PROGRESS
+                                     : (tacl_status_t)-(v - 1000);
+}
+
+/* Drive tl until done_count reaches target; returns the first error. */
+int drive(tacl__tl_t *tl, int target, double max_s)
+{
+    uint64_t deadline = tacl__now_ns() + (uint64_t)(max_s * 1e9);
+    int rc = 0;
+
+    while (done_count < target && tacl__now_ns() < deadline) {
+        int n = tacl__tl_progress(tl);
+
+        if (n < 0 && rc == 0)
+            rc = n;
+        if (n == 0)
+            tacl__tl_wait(tl, 1000);
+    }
+    CHECK(cb_in_post == 0, "%d callbacks ran inside a post", cb_in_post);
+    return done_count < target && rc == 0 ? TACL_ERR_TIMEOUT : rc;
+}
+
+uint8_t pattern(int src, uint64_t tag, uint64_t i)
+{
+    return (uint8_t)(src * 131 + tag * 17 + i * 7 + (i >> 11));
+}
+
+void fill(uint8_t *buf, uint64_t len, int src, uint64_t tag)
+{
+    for (uint64_t i = 0; i < len; ++i)
+        buf[i] = pattern(src, tag, i);
+}
+
+int verify(const uint8_t *buf, uint64_t len, int src, uint64_t tag)
+{
+    for (uint64_t i = 0; i < len; ++i)
+        if (buf[i] != pattern(src, tag, i))
+            return 0;
+    return 1;
+}
+
+
+/* Fork nranks children running fn; expect_kill[r] means r dies by kill. */
+void run_ranks(int nranks, rank_fn_t fn, const int *expect_kill,
+                      shared_t **sh_p)
+{
+    shared_t *sh = sh_map(nranks);
+    pid_t pids[MAX_RANKS];
+    int status[MAX_RANKS], left = nranks;
+    uint64_t deadline = tacl__now_ns() + CHILD_DEADLINE_S * 1000000000ull;
+
+    fflush(NULL);
+    for (int r = 0; r < nranks; ++r) {
+        pids[r] = fork();
+        cr_assert_geq(pids[r], 0, "fork failed");
+        if (pids[r] == 0) {
+            fn(sh, r);
+            _exit(0);
+        }
+    }
+    for (int r = 0; r < nranks; ++r)
+        status[r] = -1;
+    while (left > 0 && tacl__now_ns() < deadline) {
+        for (int r = 0; r < nranks; ++r) {
+            if (status[r] != -1)
+                continue;
+            if (waitpid(pids[r], &status[r], WNOHANG) == pids[r])
+                --left;
+            else
+                status[r] = -1;
+        }
+        usleep(2000);
+    }
+    for (int r = 0; r < nranks; ++r) {
+        if (status[r] == -1) {
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], NULL, 0);
+        }
+    }
+    for (int r = 0; r < nranks; ++r) {
+        cr_assert_neq(status[r], -1, "rank %d did not finish in %d s", r,
+                      CHILD_DEADLINE_S);
+        if (expect_kill && expect_kill[r]) {
+            cr_assert(WIFSIGNALED(status[r]) &&
+                      WTERMSIG(status[r]) == SIGKILL,
+                      "rank %d should have been killed", r);
+            continue;
+        }
+        cr_assert(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
+                  "rank %d failed (status 0x%x)", r, status[r]);
+    }
+    if (sh_p)
+        *sh_p = sh;
+    else
+        munmap(sh, sizeof(*sh));
+}
+
+void ucx_env(const char *tls)
+{
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    if (tls)
+        setenv("UCX_TLS", tls, 1);
+    else
+        unsetenv("UCX_TLS");
+}
+
+
+/* One byte from rank a to rank b (both call it), checked. */
+void ping(tacl__tl_t *tl, int rank, int a, int b, uint64_t tag)
+{
+    tacl__tl_op_t op = {0};
+    uint8_t byte = (uint8_t)(a * 16 + b);
+    tacl_status_t st;
+
+    if (rank != a && rank != b)
+        return;
+    done_count = 0;
+    op.peer = rank == a ? b : a;
+    op.tag = tag;
+    op.buf = &byte;
+    op.len = 1;
+    if (rank == b)
+        byte = 0;
+    CHECK(post(tl, &op, rank == a) == TACL_OK, "post");
+    st = drive(tl, 1, 10);
+    CHECK(st == TACL_OK && op_result(&op) == TACL_OK, "ping %d->%d: %s", a,
+          b, tacl_status_string(st));
+    CHECK(byte == (uint8_t)(a * 16 + b), "ping %d->%d: wrong byte", a, b);
+}

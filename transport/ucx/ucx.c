@@ -1,0 +1,389 @@
+/*
+ * The ucx transport: tagged messages between nodes through UCX's ucp
+ * layer.  DESIGN.md, "Transports": ucx serves peers on other nodes and
+ * sleeps on the worker's event descriptor instead of spinning.
+ *
+ * This file sets an instance up and tears it down.  Setup is collective
+ * and takes two exchanges, done by every rank even when its own UCX setup
+ * failed, so that none waits alone: first every rank's "ok" flag and
+ * worker address length, then the addresses padded to the longest.  If
+ * every rank is on the same node nobody needs UCX, and no UCX resource is
+ * created (every rank sees the same node ids, so all take that branch).
+ *
+ * Endpoints are created on first use with peer error handling.  A broken
+ * connection to a peer with operations pending fails the whole instance
+ * (TACL_ERR_REMOTE); one to a peer with nothing pending (say it finished
+ * and closed) only marks that peer, so a later operation naming it fails.
+ * UCX's own environment (UCX_TLS, UCX_NET_DEVICES, ...) is read as is.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "log.h"
+#include "ucx.h"
+
+/* How long close() lets endpoints flush before it forces them shut. */
+#define TACL_UCX_CLOSE_MAX_S 3.0
+
+/** One rank's record in the first setup exchange. */
+typedef struct {
+    uint32_t ok;
+    uint32_t addr_len;
+} ucx_record_t;
+
+static int any_remote_rank(const tacl__tl_params_t *params)
+{
+    for (int r = 1; r < params->nranks; ++r)
+        if (strcmp(params->node_ids[r], params->node_ids[0]) != 0)
+            return 1;
+    return 0;
+}
+
+static tacl_status_t ucs_to_tacl(ucs_status_t status)
+{
+    return status == UCS_ERR_NO_MEMORY ? TACL_ERR_NO_MEMORY
+                                       : TACL_ERR_INTERNAL;
+}
+
+/* Create the context and worker; leaves what it made for close. */
+static tacl_status_t setup_worker(tacl__ucx_t *ucx, void **addr_p,
+                                  size_t *len_p)
+{
+    ucp_params_t params = {0};
+    ucp_worker_params_t wparams = {0};
+    ucp_config_t *config;
+    ucp_address_t *addr;
+    ucs_status_t st;
+
+    st = ucp_config_read(NULL, NULL, &config);
+    if (st != UCS_OK)
+        return tacl__error(ucs_to_tacl(st), NET, "cannot read the UCX "
+                           "configuration: %s; check the UCX_* variables",
+                           ucs_status_string(st));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES |
+                        UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                        UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    params.estimated_num_eps = (size_t)ucx->nranks;
+    st = ucp_init(&params, config, &ucx->context);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        ucx->context = NULL;
+        return tacl__error(ucs_to_tacl(st), NET, "ucp_init failed: %s; "
+                           "check UCX_TLS and UCX_NET_DEVICES",
+                           ucs_status_string(st));
+    }
+    /*
+     * Serialized rather than single: tacl calls a worker from one thread
+     * at a time (under the context lock) but not always the same thread.
+     */
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    st = ucp_worker_create(ucx->context, &wparams, &ucx->worker);
+    if (st != UCS_OK) {
+        ucx->worker = NULL;
+        return tacl__error(ucs_to_tacl(st), NET, "cannot create a UCX "
+                           "worker: %s", ucs_status_string(st));
+    }
+    st = ucp_worker_get_efd(ucx->worker, &ucx->efd);
+    if (st != UCS_OK)
+        return tacl__error(ucs_to_tacl(st), NET, "the UCX worker has no "
+                           "event descriptor: %s", ucs_status_string(st));
+    st = ucp_worker_get_address(ucx->worker, &addr, len_p);
+    if (st != UCS_OK)
+        return tacl__error(ucs_to_tacl(st), NET, "cannot get the UCX "
+                           "worker address: %s", ucs_status_string(st));
+    *addr_p = addr;
+    return TACL_OK;
+}
+
+/* The two exchanges; every rank does both unless the first fails. */
+static tacl_status_t exchange_addresses(tacl__ucx_t *ucx,
+                                        const tacl__tl_params_t *params,
+                                        tacl_status_t local, void *addr,
+                                        size_t len)
+{
+    size_t n = (uint32_t)ucx->nranks, stride = 8;
+    ucx_record_t *recs;
+    tacl_status_t status;
+
+    recs = calloc(n, sizeof(*recs));
+    if (!recs)
+        return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory");
+    recs[ucx->rank].ok = local == TACL_OK;
+    recs[ucx->rank].addr_len = local == TACL_OK ? (uint32_t)len : 0;
+    status = params->exchange(params->exchange_ctx, recs, sizeof(*recs));
+    if (status != TACL_OK)
+        goto out_free;
+    for (int r = 0; r < ucx->nranks; ++r) {
+        if (!recs[r].ok) {
+            status = local != TACL_OK ? local :
+                tacl__error(TACL_ERR_REMOTE, NET, "rank %d could not set "
+                            "up UCX; see its log", r);
+            goto out_free;
+        }
+        stride = TACL_MAX(stride, (size_t)recs[r].addr_len);
+    }
+    stride = TACL_DIV_UP(stride, 8) * 8;
+    ucx->addr_lens = calloc(n, sizeof(uint32_t));
+    ucx->addrs = calloc(n, stride);
+    if (!ucx->addr_lens || !ucx->addrs) {
+        /* The others wait in the second exchange: a local failure here
+         * cannot be told to them, so the bootstrap's timeout does. */
+        status = tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory for "
+                             "%d worker addresses", ucx->nranks);
+        goto out_free;
+    }
+    for (int r = 0; r < ucx->nranks; ++r)
+        ucx->addr_lens[r] = recs[r].addr_len;
+    ucx->addr_stride = stride;
+    memcpy(ucx->addrs + (size_t)ucx->rank * stride, addr, len);
+    status = params->exchange(params->exchange_ctx, ucx->addrs, stride);
+
+out_free:
+    free(recs);
+    return status;
+}
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+    tacl__ucx_t *ucx = arg;
+    int peer = -1, busy = 0;
+
+    for (int r = 0; r < ucx->nranks && peer < 0; ++r)
+        if (ucx->eps[r] == ep && ucx->ep_state[r] == TACL_UCX_EP_OPEN)
+            peer = r;
+    if (peer < 0)
+        return;
+    ucx->ep_state[peer] = TACL_UCX_EP_FAILED;
+    for (tacl__tl_op_t *op = ucx->pending.head; op && !busy;
+         op = op->tl_next)
+        busy = op->peer == peer;
+    if (!busy) {
+        TACL_INFO(NET, "rank %d: connection to rank %d closed (%s) with "
+                  "nothing pending", ucx->rank, peer, ucs_status_string(st));
+        return;
+    }
+    if (ucx->failed == TACL_OK)
+        ucx->failed = tacl__error(TACL_ERR_REMOTE, NET, "rank %d lost rank "
+                                  "%d with operations pending (%s); check "
+                                  "that process's output", ucx->rank, peer,
+                                  ucs_status_string(st));
+}
+
+tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p)
+{
+    ucp_ep_params_t params = {0};
+    ucs_status_t st;
+
+    switch (ucx->ep_state[peer]) {
+    case TACL_UCX_EP_OPEN:
+        *ep_p = ucx->eps[peer];
+        return TACL_OK;
+    case TACL_UCX_EP_NONE:
+        break;
+    default:
+        return tacl__error(TACL_ERR_REMOTE, NET, "rank %d: the connection "
+                           "to rank %d was lost earlier", ucx->rank, peer);
+    }
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = (const ucp_address_t *)(ucx->addrs +
+                                             (size_t)peer * ucx->addr_stride);
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = ep_error_cb;
+    params.err_handler.arg = ucx;
+    st = ucp_ep_create(ucx->worker, &params, &ucx->eps[peer]);
+    if (st != UCS_OK) {
+        ucx->eps[peer] = NULL;
+        return tacl__error(TACL_ERR_REMOTE, NET, "rank %d cannot connect "
+                           "to rank %d: %s; check UCX_TLS and "
+                           "UCX_NET_DEVICES", ucx->rank, peer,
+                           ucs_status_string(st));
+    }
+    ucx->ep_state[peer] = TACL_UCX_EP_OPEN;
+    TACL_TRACE(NET, "rank %d: connected to rank %d", ucx->rank, peer);
+    *ep_p = ucx->eps[peer];
+    return TACL_OK;
+}
+
+void tacl__ucx_close_eps(tacl__ucx_t *ucx, unsigned flags)
+{
+    for (int r = 0; r < ucx->nranks; ++r) {
+        ucp_request_param_t param = {0};
+        void *req;
+
+        if (ucx->ep_state[r] != TACL_UCX_EP_OPEN &&
+            ucx->ep_state[r] != TACL_UCX_EP_FAILED)
+            continue;
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        /* A failed endpoint can only be closed by force. */
+        param.flags = ucx->ep_state[r] == TACL_UCX_EP_FAILED
+                          ? UCP_EP_CLOSE_FLAG_FORCE : flags;
+        ucx->ep_state[r] = TACL_UCX_EP_CLOSED;
+        req = ucp_ep_close_nbx(ucx->eps[r], &param);
+        ucx->eps[r] = NULL;
+        if (UCS_PTR_IS_PTR(req))
+            ucx->close_reqs[r] = req;
+    }
+}
+
+/* Progress until req completes or the deadline passes; frees req. */
+static int wait_request(tacl__ucx_t *ucx, void *req, uint64_t deadline)
+{
+    int done;
+
+    if (!UCS_PTR_IS_PTR(req))
+        return !UCS_PTR_IS_ERR(req);
+    while (ucp_request_check_status(req) == UCS_INPROGRESS &&
+           tacl__now_ns() < deadline)
+        ucp_worker_progress(ucx->worker);
+    done = ucp_request_check_status(req) != UCS_INPROGRESS;
+    ucp_request_free(req);
+    return done;
+}
+
+/*
+ * Flush what was sent, then close every endpoint by force.  A flush does
+ * not need the peers to answer at once, while a graceful close waits for
+ * them to progress, which a peer busy elsewhere (or gone) may not do; the
+ * peers see the connection drop, which is harmless when nothing is
+ * pending with us.
+ */
+static void shut_down_eps(tacl__ucx_t *ucx, double max_s)
+{
+    uint64_t deadline = tacl__now_ns() + (uint64_t)(max_s * 1e9);
+    ucp_request_param_t param = {0};
+    int left = 0;
+
+    if (!wait_request(ucx, ucp_worker_flush_nbx(ucx->worker, &param),
+                      deadline))
+        TACL_INFO(NET, "rank %d: sends did not flush within %.1f s",
+                  ucx->rank, max_s);
+    tacl__ucx_close_eps(ucx, UCP_EP_CLOSE_FLAG_FORCE);
+    for (int r = 0; r < ucx->nranks; ++r) {
+        if (ucx->close_reqs[r])
+            left += !wait_request(ucx, ucx->close_reqs[r], deadline);
+        ucx->close_reqs[r] = NULL;
+    }
+    if (left)
+        TACL_INFO(NET, "rank %d: %d connections did not close within "
+                  "%.1f s; dropped them", ucx->rank, left, max_s);
+}
+
+static void ucx_close(tacl__tl_t *tl)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+
+    if (ucx->worker) {
+        if (ucx->pending.head) {
+            TACL_WARN(NET, "rank %d: closing with %llu operations pending; "
+                      "they end with TACL_ERR_INVALID_USAGE", ucx->rank,
+                      (unsigned long long)ucx->npending);
+            tacl__ucx_cancel_all(tl, TACL_ERR_INVALID_USAGE);
+        }
+        shut_down_eps(ucx, TACL_MIN(ucx->timeout_s, TACL_UCX_CLOSE_MAX_S));
+        ucp_worker_destroy(ucx->worker);
+    }
+    if (ucx->context)
+        ucp_cleanup(ucx->context);
+    free(ucx->addrs);
+    free(ucx->addr_lens);
+    free(ucx->close_reqs);
+    free(ucx->eps);
+    free(ucx->ep_state);
+    free(ucx->remote);
+    free(ucx);
+}
+
+static tacl_status_t alloc_tables(tacl__ucx_t *ucx,
+                                  const tacl__tl_params_t *params)
+{
+    size_t n = (size_t)ucx->nranks;
+
+    ucx->remote = calloc(n, 1);
+    ucx->ep_state = calloc(n, 1);
+    ucx->eps = calloc(n, sizeof(*ucx->eps));
+    ucx->close_reqs = calloc(n, sizeof(*ucx->close_reqs));
+    if (!ucx->remote || !ucx->ep_state || !ucx->eps || !ucx->close_reqs)
+        return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory for %d "
+                           "ranks", ucx->nranks);
+    for (int r = 0; r < ucx->nranks; ++r)
+        ucx->remote[r] = strcmp(params->node_ids[r], params->node_id) != 0;
+    return TACL_OK;
+}
+
+static tacl_status_t ucx_init(const tacl__tl_params_t *params,
+                              tacl__tl_t **tl_p)
+{
+    tacl__ucx_t *ucx;
+    tacl_status_t status, local;
+    void *addr = NULL;
+    size_t len = 0;
+
+    if (params->nranks < 1 || params->nranks > TACL_UCX_MAX_RANKS ||
+        params->rank < 0 || params->rank >= params->nranks)
+        return tacl__error(TACL_ERR_INVALID_ARG, NET, "ucx serves 1 to %d "
+                           "ranks, not rank %d of %d", TACL_UCX_MAX_RANKS,
+                           params->rank, params->nranks);
+    ucx = calloc(1, sizeof(*ucx));
+    if (!ucx)
+        return tacl__error(TACL_ERR_NO_MEMORY, NET,
+                           "cannot allocate the ucx transport");
+    ucx->super.ops = &tacl__tl_ucx_ops;
+    ucx->rank = params->rank;
+    ucx->nranks = params->nranks;
+    ucx->timeout_s = params->timeout_s > 0 ? params->timeout_s : 60.0;
+    ucx->efd = -1;
+    status = alloc_tables(ucx, params);
+    if (status != TACL_OK)
+        goto err_close;
+    if (!any_remote_rank(params)) {
+        TACL_INFO(NET, "rank %d: every rank is on this node; ucx idle",
+                  ucx->rank);
+        *tl_p = &ucx->super;
+        return TACL_OK;
+    }
+    local = setup_worker(ucx, &addr, &len);
+    status = exchange_addresses(ucx, params, local, addr, len);
+    if (addr)
+        ucp_worker_release_address(ucx->worker, addr);
+    if (status != TACL_OK)
+        goto err_close;
+    TACL_INFO(NET, "rank %d: ucx ready, %zu-byte worker address",
+              ucx->rank, len);
+    *tl_p = &ucx->super;
+    return TACL_OK;
+
+err_close:
+    ucx_close(&ucx->super);
+    return status;
+}
+
+static int ucx_reachable(tacl__tl_t *tl, int peer)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+
+    return ucx->worker && peer >= 0 && peer < ucx->nranks &&
+           ucx->remote[peer];
+}
+
+const tacl__transport_ops_t tacl__tl_ucx_ops = {
+    .size = sizeof(tacl__transport_ops_t),
+    .name = "ucx",
+    .caps = TACL__TL_CAP_HOST,
+    .init = ucx_init,
+    .reachable = ucx_reachable,
+    .send = tacl__ucx_send,
+    .recv = tacl__ucx_recv,
+    .progress = tacl__ucx_progress,
+    .wait = tacl__ucx_wait,
+    .mem_register = tacl__tl_register_unsupported,
+    .mem_deregister = tacl__tl_deregister_unsupported,
+    .cancel_all = tacl__ucx_cancel_all,
+    .close = ucx_close,
+};

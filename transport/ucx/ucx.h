@@ -1,0 +1,121 @@
+/*
+ * Internal layout of the ucx transport, shared by its files.
+ *
+ * One instance owns one ucp context and one ucp worker (tag matching plus
+ * wakeup, so wait() can sleep on the worker's event file descriptor).
+ * Worker addresses of every rank are gathered at init; an endpoint to a
+ * peer on another node is created the first time an operation names that
+ * peer, with peer error handling so a dead peer fails the instance
+ * instead of hanging it.
+ *
+ * Every posted operation sits on the pending list until UCX completes
+ * it; UCX's callbacks (which may run inside ucp_worker_progress, inside
+ * ucp_request_cancel or inside an endpoint close) only move it to the
+ * done list, and progress() runs the tacl callbacks from there, so a tacl
+ * callback never runs inside a post call.  An operation is handed back to
+ * its owner only once UCX can no longer call back for it: its request
+ * completed, or it was released with ucp_request_free().
+ */
+#ifndef TACL_TRANSPORT_UCX_UCX_H
+#define TACL_TRANSPORT_UCX_UCX_H
+
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include "transport.h"
+
+/** The ucx transport's ops table. */
+extern const tacl__transport_ops_t tacl__tl_ucx_ops;
+
+/*
+ * Tags.  UCX matches on one 64-bit tag, so the source rank travels in it:
+ *   bits 63..48  source world rank     (so at most 65536 ranks)
+ *   bits 47..36  communicator id, low 12 bits of tacl's bits 40 and up
+ *   bits 35..20  operation sequence, low 16 of tacl's 20 bits
+ *   bits 19..0   step, all 20 bits
+ * Two messages alias only if their communicator ids are equal modulo 4096
+ * and their sequence numbers equal modulo 65536 while both are in flight
+ * between the same pair of ranks, which the executor never does.
+ */
+#define TACL_UCX_MAX_RANKS (1 << 16)
+#define TACL_UCX_SRC_SHIFT 48
+#define TACL_UCX_COMM_BITS 12
+#define TACL_UCX_SEQ_BITS 16
+#define TACL_UCX_STEP_BITS 20
+#define TACL_UCX_TAG_MASK UINT64_MAX
+
+/** The UCX tag of a tacl message tag sent by world rank src. */
+static inline uint64_t tacl__ucx_tag(int src, uint64_t tag)
+{
+    uint64_t step = tag & ((1ull << TACL_UCX_STEP_BITS) - 1);
+    uint64_t seq = (tag >> 20) & ((1ull << TACL_UCX_SEQ_BITS) - 1);
+    uint64_t comm = (tag >> 40) & ((1ull << TACL_UCX_COMM_BITS) - 1);
+
+    return ((uint64_t)(src & 0xffff) << TACL_UCX_SRC_SHIFT) |
+           (comm << (TACL_UCX_SEQ_BITS + TACL_UCX_STEP_BITS)) |
+           (seq << TACL_UCX_STEP_BITS) | step;
+}
+
+/* Endpoint states, one per world rank. */
+enum {
+    TACL_UCX_EP_NONE = 0,      /* not created yet */
+    TACL_UCX_EP_OPEN,          /* usable */
+    TACL_UCX_EP_FAILED,        /* the error handler fired; must be closed */
+    TACL_UCX_EP_CLOSED         /* closed (its close may still run) */
+};
+
+/* Our use of tacl__tl_op_t.tl_priv. */
+#define TACL_UCX_OP_PREV(op) ((op)->tl_priv[0])   /* pending list */
+#define TACL_UCX_OP_REQ(op) ((op)->tl_priv[1])    /* ucp request or 0 */
+#define TACL_UCX_OP_STATUS(op) ((op)->tl_priv[2]) /* result, when done */
+#define TACL_UCX_OP_FLAGS(op) ((op)->tl_priv[3])
+#define TACL_UCX_OP_TL(op) ((op)->tl_priv[4])     /* the instance */
+#define TACL_UCX_OP_F_RECV 1u      /* a receive (else a send) */
+#define TACL_UCX_OP_F_PENDING 2u   /* on the pending list */
+#define TACL_UCX_OP_F_POSTING 4u   /* inside the post call */
+#define TACL_UCX_OP_F_EARLY 8u     /* UCX called back inside the post */
+
+/** A list of operations linked through tl_next (and PREV when pending). */
+typedef struct {
+    tacl__tl_op_t *head;
+    tacl__tl_op_t *tail;
+} tacl__ucx_opq_t;
+
+typedef struct {
+    tacl__tl_t super;
+    int rank;
+    int nranks;
+    double timeout_s;
+    tacl_status_t failed;      /* sticky once the instance failed */
+    ucp_context_h context;     /* NULL when no rank has a remote peer */
+    ucp_worker_h worker;
+    int efd;                   /* the worker's event descriptor */
+    uint8_t *remote;           /* per rank: on another node */
+    uint8_t *ep_state;         /* per rank: TACL_UCX_EP_* */
+    ucp_ep_h *eps;             /* per rank */
+    void **close_reqs;         /* per rank: an endpoint close in flight */
+    uint8_t *addrs;            /* every rank's worker address, padded */
+    size_t addr_stride;
+    uint32_t *addr_lens;
+    tacl__ucx_opq_t pending;   /* posted, not completed by UCX yet */
+    tacl__ucx_opq_t done;      /* completed, callback not run yet */
+    uint64_t npending;
+} tacl__ucx_t;
+
+/* Posting, progress and failure (ucx_ops.c). */
+tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op);
+tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op);
+int tacl__ucx_progress(tacl__tl_t *tl);
+tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us);
+void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status);
+
+/* Endpoints (ucx.c). */
+/** The endpoint to world rank peer, created on first use. */
+tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p);
+/** Start closing every endpoint; flags are UCP_EP_CLOSE_FLAG_*. */
+void tacl__ucx_close_eps(tacl__ucx_t *ucx, unsigned flags);
+/** Fail the instance: every pending operation ends with status. */
+void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status);
+
+#endif /* TACL_TRANSPORT_UCX_UCX_H */

@@ -1,0 +1,367 @@
+/*
+ * The ucx transport's data path: posting, progress, waiting and failure.
+ *
+ * send and recv post ucp_tag_send_nbx / ucp_tag_recv_nbx with the source
+ * rank folded into the tag (see ucx.h) and a full tag mask, so UCX's own
+ * matching gives (source, tag) order.  An operation UCX finishes at once
+ * goes straight to the done list; one that returns a request goes to the
+ * pending list until its UCX callback moves it.  progress() drives the
+ * worker, then runs the tacl callbacks of the done list, so no tacl
+ * callback ever runs inside a post or inside a UCX callback.
+ *
+ * Failing (a dead peer, or cancel_all) first closes every endpoint by
+ * force, so UCX stops reading send buffers, then cancels receives; a
+ * request UCX still holds after that is released with ucp_request_free(),
+ * after which UCX never calls back for it, and only then is its operation
+ * completed.  So an operation's memory is never touched by UCX after its
+ * callback ran.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
+#include "common.h"
+#include "log.h"
+#include "ucx.h"
+
+/* Worker progress calls one progress() makes at most. */
+#define TACL_UCX_PROGRESS_BUDGET 64
+
+static void opq_push(tacl__ucx_opq_t *q, tacl__tl_op_t *op)
+{
+    op->tl_next = NULL;
+    if (q->tail)
+        q->tail->tl_next = op;
+    else
+        q->head = op;
+    q->tail = op;
+}
+
+static tacl__tl_op_t *opq_take(tacl__ucx_opq_t *q)
+{
+    tacl__tl_op_t *op = q->head;
+
+    if (op) {
+        q->head = op->tl_next;
+        if (!q->head)
+            q->tail = NULL;
+        op->tl_next = NULL;
+    }
+    return op;
+}
+
+static void pending_add(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
+{
+    TACL_UCX_OP_REQ(op) = (uint64_t)(uintptr_t)req;
+    TACL_UCX_OP_FLAGS(op) |= TACL_UCX_OP_F_PENDING;
+    TACL_UCX_OP_PREV(op) = (uint64_t)(uintptr_t)ucx->pending.tail;
+    opq_push(&ucx->pending, op);
+    ++ucx->npending;
+}
+
+static void pending_remove(tacl__ucx_t *ucx, tacl__tl_op_t *op)
+{
+    tacl__tl_op_t *prev = (tacl__tl_op_t *)(uintptr_t)TACL_UCX_OP_PREV(op);
+    tacl__tl_op_t *next = op->tl_next;
+
+    if (prev)
+        prev->tl_next = next;
+    else
+        ucx->pending.head = next;
+    if (next)
+        TACL_UCX_OP_PREV(next) = (uint64_t)(uintptr_t)prev;
+    else
+        ucx->pending.tail = prev;
+    op->tl_next = NULL;
+    TACL_UCX_OP_FLAGS(op) &= ~(uint64_t)TACL_UCX_OP_F_PENDING;
+    TACL_UCX_OP_REQ(op) = 0;
+    --ucx->npending;
+}
+
+static void complete(tacl__ucx_t *ucx, tacl__tl_op_t *op,
+                     tacl_status_t status)
+{
+    TACL_UCX_OP_STATUS(op) = (uint64_t)(int64_t)status;
+    opq_push(&ucx->done, op);
+}
+
+/* The tacl status of a finished UCX operation; decides errors once. */
+static tacl_status_t op_status(tacl__ucx_t *ucx, tacl__tl_op_t *op,
+                               ucs_status_t st, uint64_t rlen)
+{
+    int recv = TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_RECV;
+    tacl_status_t status;
+
+    if (st == UCS_OK && (!recv || rlen == op->len))
+        return TACL_OK;
+    /* An operation we are cancelling carries the status it ends with. */
+    if (TACL_UCX_OP_STATUS(op) != 0)
+        return (tacl_status_t)(int64_t)TACL_UCX_OP_STATUS(op);
+    if (st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED)
+        return tacl__error(TACL_ERR_INTERNAL, NET, "rank %d: message from "
+                           "rank %d with tag 0x%llx has %s%llu bytes, not "
+                           "the %llu its receive expects; do both ranks run "
+                           "the same operation?", ucx->rank, op->peer,
+                           (unsigned long long)op->tag,
+                           st == UCS_OK ? "" : "more than ",
+                           (unsigned long long)(st == UCS_OK ? rlen
+                                                             : op->len),
+                           (unsigned long long)op->len);
+    if (st == UCS_ERR_NO_MEMORY)
+        return tacl__error(TACL_ERR_NO_MEMORY, NET, "rank %d: UCX ran out "
+                           "of memory %s rank %d", ucx->rank,
+                           recv ? "receiving from" : "sending to", op->peer);
+    status = tacl__error(TACL_ERR_REMOTE, NET, "rank %d: %s rank %d "
+                         "failed: %s; check that process's output",
+                         ucx->rank, recv ? "receive from" : "send to",
+                         op->peer, ucs_status_string(st));
+    /* A broken connection breaks the whole instance. */
+    if (ucx->failed == TACL_OK)
+        ucx->failed = status;
+    return status;
+}
+
+static void request_done(tacl__tl_op_t *op, void *req, ucs_status_t st,
+                         uint64_t rlen)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)(uintptr_t)TACL_UCX_OP_TL(op);
+
+    ucp_request_free(req);
+    if (TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_POSTING) {
+        /* Called back inside the post call: posted() files it. */
+        TACL_UCX_OP_STATUS(op) =
+            (uint64_t)(int64_t)op_status(ucx, op, st, rlen);
+        TACL_UCX_OP_FLAGS(op) |= TACL_UCX_OP_F_EARLY;
+        return;
+    }
+    if (!(TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_PENDING))
+        return;
+    pending_remove(ucx, op);
+    complete(ucx, op, op_status(ucx, op, st, rlen));
+}
+
+static void send_cb(void *req, ucs_status_t st, void *user_data)
+{
+    request_done(user_data, req, st, 0);
+}
+
+static void recv_cb(void *req, ucs_status_t st,
+                    const ucp_tag_recv_info_t *info, void *user_data)
+{
+    request_done(user_data, req, st, info ? info->length : 0);
+}
+
+static tacl_status_t check_op(tacl__ucx_t *ucx, tacl__tl_op_t *op)
+{
+    if (op->peer < 0 || op->peer >= ucx->nranks || !ucx->remote[op->peer] ||
+        !ucx->worker)
+        return tacl__error(TACL_ERR_INVALID_ARG, NET, "rank %d is not on "
+                           "another node; ucx cannot reach it from rank %d",
+                           op->peer, ucx->rank);
+    if (op->memtype != TACL_MEM_HOST)
+        return tacl__error(TACL_ERR_UNSUPPORTED, NET,
+                           "ucx moves host memory only");
+    if (op->len && !op->buf)
+        return tacl__error(TACL_ERR_INVALID_ARG, NET, "NULL buffer for a "
+                           "%llu-byte message", (unsigned long long)op->len);
+    TACL_UCX_OP_FLAGS(op) = 0;
+    TACL_UCX_OP_REQ(op) = 0;
+    TACL_UCX_OP_STATUS(op) = 0;
+    TACL_UCX_OP_TL(op) = (uint64_t)(uintptr_t)ucx;
+    return ucx->failed;
+}
+
+/* What a zero-length message points at, as UCX wants a buffer. */
+static char empty_buf[1];
+
+/*
+ * File a just-posted request: done at once (UCX returned no request, or
+ * called back inside the post), pending, or failed to post.
+ */
+static tacl_status_t posted(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
+{
+    TACL_UCX_OP_FLAGS(op) &= ~(uint64_t)TACL_UCX_OP_F_POSTING;
+    if (TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_EARLY) {
+        complete(ucx, op, (tacl_status_t)(int64_t)TACL_UCX_OP_STATUS(op));
+        return TACL_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        ucs_status_t st = UCS_PTR_STATUS(req);
+
+        return tacl__error(st == UCS_ERR_NO_MEMORY ? TACL_ERR_NO_MEMORY
+                                                   : TACL_ERR_REMOTE,
+                           NET, "rank %d cannot post a %s rank %d: %s",
+                           ucx->rank,
+                           TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_RECV
+                               ? "receive from" : "send to",
+                           op->peer, ucs_status_string(st));
+    }
+    if (req == NULL) {
+        complete(ucx, op, TACL_OK);
+        return TACL_OK;
+    }
+    pending_add(ucx, op, req);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+    ucp_request_param_t param = {0};
+    tacl_status_t status;
+    ucp_ep_h ep;
+    void *req;
+
+    status = check_op(ucx, op);
+    if (status != TACL_OK)
+        return status;
+    status = tacl__ucx_get_ep(ucx, op->peer, &ep);
+    if (status != TACL_OK)
+        return status;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = send_cb;
+    param.user_data = op;
+    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_POSTING;
+    req = ucp_tag_send_nbx(ep, op->len ? op->buf : empty_buf,
+                           (size_t)op->len, tacl__ucx_tag(ucx->rank, op->tag),
+                           &param);
+    return posted(ucx, op, req);
+}
+
+tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+    ucp_request_param_t param = {0};
+    tacl_status_t status;
+    ucp_ep_h ep;
+    void *req;
+
+    status = check_op(ucx, op);
+    if (status != TACL_OK)
+        return status;
+    /* The endpoint is not needed to receive, but it is what tells us
+     * that the sender died. */
+    if (tacl__ucx_get_ep(ucx, op->peer, &ep) != TACL_OK)
+        TACL_INFO(NET, "rank %d: receiving from rank %d without a "
+                  "connection; only a message already here can match",
+                  ucx->rank, op->peer);
+    /*
+     * No immediate completion: UCX 1.13 can complete a receive at once
+     * without filling in its length, and the length must be checked; the
+     * callback always has it.
+     */
+    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_RECV | TACL_UCX_OP_F_POSTING;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = recv_cb;
+    param.user_data = op;
+    req = ucp_tag_recv_nbx(ucx->worker, op->len ? op->buf : empty_buf,
+                           (size_t)op->len, tacl__ucx_tag(op->peer, op->tag),
+                           TACL_UCX_TAG_MASK, &param);
+    status = posted(ucx, op, req);
+    if (status == TACL_OK &&
+        (TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_PENDING) &&
+        ucx->ep_state[op->peer] != TACL_UCX_EP_OPEN) {
+        /* Nothing is here yet and nothing more can come. */
+        TACL_UCX_OP_STATUS(op) = (uint64_t)(int64_t)tacl__error(
+            TACL_ERR_REMOTE, NET, "rank %d: receive from rank %d, whose "
+            "connection was lost", ucx->rank, op->peer);
+        ucp_request_cancel(ucx->worker, req);
+    }
+    return status;
+}
+
+void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status)
+{
+    tacl__tl_op_t *op;
+
+    if (!ucx->pending.head)
+        return;
+    /* A cancelled request reports UCS_ERR_CANCELED; this is its status. */
+    for (op = ucx->pending.head; op; op = op->tl_next)
+        TACL_UCX_OP_STATUS(op) = (uint64_t)(int64_t)status;
+    tacl__ucx_close_eps(ucx, UCP_EP_CLOSE_FLAG_FORCE);
+    while ((op = ucx->pending.head)) {
+        void *req = (void *)(uintptr_t)TACL_UCX_OP_REQ(op);
+
+        if (TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_RECV)
+            ucp_request_cancel(ucx->worker, req);
+        if (ucx->pending.head != op)
+            continue;
+        pending_remove(ucx, op);
+        ucp_request_free(req);
+        complete(ucx, op, status);
+    }
+}
+
+static int run_callbacks(tacl__ucx_t *ucx)
+{
+    int events = 0;
+    tacl__tl_op_t *op;
+
+    while ((op = opq_take(&ucx->done))) {
+        op->cb(op, (tacl_status_t)(int64_t)TACL_UCX_OP_STATUS(op));
+        ++events;
+    }
+    return events;
+}
+
+int tacl__ucx_progress(tacl__tl_t *tl)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+    int events = 0;
+
+    for (int i = 0; ucx->worker && i < TACL_UCX_PROGRESS_BUDGET; ++i) {
+        unsigned n = ucp_worker_progress(ucx->worker);
+
+        if (!n)
+            break;
+        events += (int)n;
+    }
+    if (ucx->failed != TACL_OK)
+        tacl__ucx_fail(ucx, ucx->failed);
+    events += run_callbacks(ucx);
+    return ucx->failed != TACL_OK ? ucx->failed : events;
+}
+
+tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+    struct pollfd pfd;
+    struct timespec ts;
+    ucs_status_t st;
+
+    if (!ucx->worker || ucx->done.head || ucx->failed != TACL_OK)
+        return TACL_OK;
+    if (timeout_us < 0)
+        timeout_us = (int64_t)(ucx->timeout_s * 1e6);
+    st = ucp_worker_arm(ucx->worker);
+    if (st == UCS_ERR_BUSY)
+        return TACL_OK;
+    if (st != UCS_OK)
+        return tacl__error(TACL_ERR_INTERNAL, NET, "rank %d cannot arm the "
+                           "UCX worker: %s", ucx->rank,
+                           ucs_status_string(st));
+    pfd.fd = ucx->efd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    ts.tv_sec = (time_t)(timeout_us / 1000000);
+    ts.tv_nsec = (long)(timeout_us % 1000000) * 1000;
+    if (ppoll(&pfd, 1, &ts, NULL) < 0 && errno != EINTR)
+        return tacl__error(TACL_ERR_SYSTEM, NET, "poll on the UCX worker "
+                           "failed: %m");
+    return TACL_OK;
+}
+
+void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+
+    if (ucx->pending.head && ucx->failed == TACL_OK)
+        ucx->failed = status;
+    tacl__ucx_fail(ucx, status);
+    run_callbacks(ucx);
+}
