@@ -53,6 +53,8 @@ typedef struct {
     tacl_memtype_t memtype; /* HOST or CUDA, never AUTO */
     uint64_t seq;           /* sequence number for TACL__TAG */
     uint64_t chunk_bytes;   /* pipeline chunk for ring algorithms */
+    int qbits;              /* 0: exact; 8 or 4: quantized (qwZ, qgZ) */
+    uint32_t qblock;        /* values per quantization scale */
 } tacl__coll_args_t;
 
 typedef enum {
@@ -66,7 +68,9 @@ typedef enum {
     X(MICS, "mics")                /* MiCS hierarchical (all-gather, RS) */ \
     X(HRING, "hring")              /* PaRO H-Ring: inter, then intra */     \
     X(HORING, "horing")            /* PaRO HO-Ring: overlapped rings */     \
-    X(HIER, "hier")                /* hierarchical all-reduce */
+    X(HIER, "hier")                /* hierarchical all-reduce */          \
+    X(QWZ, "qwz")                  /* ZeRO++ quantized all-gather */       \
+    X(QGZ, "qgz")                  /* ZeRO++ 2-hop quantized RS */
 #define TACL__ALGO_ENUM_(name, str) TACL__ALGO_##name,
     TACL__ALGO_ID_LIST(TACL__ALGO_ENUM_)
 #undef TACL__ALGO_ENUM_
@@ -117,6 +121,15 @@ tacl_status_t tacl__algo_spec_check(const char *spec);
 tacl_status_t tacl__algo_build(tacl__sched_t *s, const tacl__coll_args_t *args,
                                const tacl__topo_view_t *view,
                                const char *spec, const tacl__algo_t **algo_p);
+
+/**
+ * Build a quantized operation (args->qbits != 0): qwZ for ALLGATHER (its
+ * quantized payload moved by the all-gather algorithm spec or the tuner
+ * picks), qgZ for REDUCE_SCATTER.  *algo_p receives the qwZ/qgZ row.
+ */
+tacl_status_t tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
+                                const tacl__topo_view_t *view,
+                                const char *spec, const tacl__algo_t **algo_p);
 
 /*
  * Pure peer arithmetic shared by builders and called directly by tests.

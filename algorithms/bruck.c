@@ -15,6 +15,7 @@
  * next round's message waits for this round's.
  */
 #include "algo_util.h"
+#include "hier.h"
 #include "log.h"
 
 /*
@@ -114,14 +115,34 @@ int tacl__bruck_supports(const tacl__coll_args_t *args,
            args->type == TACL__COLL_BARRIER;
 }
 
+/* The rank r sends to at distance d. */
+static int bruck_cost_peer(int r, int n, int d)
+{
+    return (r - d + n) % n;
+}
+
 double tacl__bruck_cost(const tacl__coll_args_t *args,
                         const tacl__topo_view_t *view, double alpha,
                         double beta)
 {
     int n = view->nranks;
     double m = (double)args->count * (double)tacl_dtype_size(args->dtype);
-    double rounds = tacl__log2_ceil(n);
+    double rounds = tacl__log2_ceil(n), t = 0;
+    int d;
 
+    if (view->n_nodes > 1) {
+        /* Round by round on the link it crosses: at distance d each
+         * rank sends min(d, n - d) blocks (nothing for the barrier). */
+        for (d = 1; d < n; d <<= 1)
+            t += tacl__hier_step_time(
+                view, n, bruck_cost_peer, d,
+                args->type == TACL__COLL_BARRIER ? 0
+                                                 : TACL_MIN(d, n - d) * m,
+                alpha, beta);
+        return t;
+    }
+    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
+    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
     if (args->type == TACL__COLL_BARRIER)
         return rounds * alpha;
     return rounds * alpha +

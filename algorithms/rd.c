@@ -15,6 +15,7 @@
  * and the output is written once, by the last combine or the division.
  */
 #include "algo_util.h"
+#include "hier.h"
 #include "log.h"
 
 static int rd_is_pow2(int n)
@@ -207,13 +208,51 @@ int tacl__rd_supports(const tacl__coll_args_t *args,
     }
 }
 
+/* The peer of real rank r at distance d, with n - p2 pairs folded. */
+static int rd_cost_peer(int r, int n, int d)
+{
+    int rem = n - tacl__pow2_floor(n), nr, q;
+
+    if (r < 2 * rem && r % 2 == 0)
+        return -1;
+    nr = r < 2 * rem ? r / 2 : r - rem;
+    q = nr ^ d;
+    return q < rem ? 2 * q + 1 : q + rem;
+}
+
+/* The folding partner of r (the even rank of a folded pair sends). */
+static int rd_fold_peer(int r, int n, int d)
+{
+    int rem = n - tacl__pow2_floor(n);
+
+    (void)d;
+    return r < 2 * rem && r % 2 == 0 ? r + 1 : -1;
+}
+
 double tacl__rd_cost(const tacl__coll_args_t *args,
                      const tacl__topo_view_t *view, double alpha, double beta)
 {
     int n = view->nranks, p2 = tacl__pow2_floor(n > 0 ? n : 1);
     double es = (double)tacl_dtype_size(args->dtype);
     double m = (double)args->count * es, steps = tacl__log2_ceil(p2);
+    double t = 0;
+    int d;
 
+    if (view->n_nodes > 1) {
+        /* Step by step on the link it crosses: the exchange at distance
+         * d moves the whole vector for all-reduce, d blocks otherwise;
+         * folding a non-power of two costs two steps at distance 1. */
+        for (d = 1; d < p2; d <<= 1)
+            t += tacl__hier_step_time(view, n, rd_cost_peer, d,
+                                      args->type == TACL__COLL_ALLREDUCE
+                                          ? m : d * m, alpha, beta);
+        if (n != p2)
+            t += 2 * tacl__hier_step_time(view, n, rd_fold_peer, 0, m,
+                                          alpha, beta);
+        return t;
+    }
+    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
+    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
     if (args->type == TACL__COLL_ALLREDUCE) {
         if (n != p2)
             steps += 2;

@@ -2,12 +2,18 @@
  * The algorithm registry and tuner.
  *
  * Every algorithm of every collective is one row of tacl__algos.  The
- * tuner honours a TACL_ALGO-style spec ("allgather=ring,allreduce=rd")
- * (names in any case) when the forced algorithm supports the operation, and otherwise picks
- * the supported row of lowest cost under an alpha-beta model (Hockney:
- * a message of m bytes costs alpha + m * beta), so latency-bound
- * algorithms (recursive doubling, Bruck, trees) win for small messages and
- * the bandwidth-optimal pipelined ring for large ones.
+ * tuner honours a TACL_ALGO-style spec ("allgather=ring,allreduce=rd",
+ * names in any case) when the forced algorithm supports the operation;
+ * a forced hierarchical algorithm that cannot serve the layout (one node,
+ * one rank per node, unequal nodes) gives way to the flat ring.
+ * Otherwise it picks the supported row of lowest cost under an alpha-beta
+ * model (Hockney: a message of m bytes costs alpha + m * beta) whose
+ * alpha and beta are per link class (the view's host and network
+ * figures): latency-bound algorithms (recursive doubling, Bruck, trees)
+ * win for small messages, the bandwidth-optimal pipelined ring for large
+ * ones on one node, and the hierarchical algorithms (MiCS, HO-Ring, the
+ * hierarchical all-reduce) for large ones across nodes, where they keep
+ * traffic off the shared uplinks.  Every choice is logged at INFO (TUNE).
  *
  * This file also holds the helpers every builder shares: block ranges,
  * in-place detection and buffer registration.
@@ -16,6 +22,7 @@
 #include <strings.h>
 
 #include "algo_util.h"
+#include "hier.h"
 #include "log.h"
 
 static const char *const coll_names[TACL__COLL_COUNT] = {
@@ -39,10 +46,17 @@ const tacl__algo_t tacl__algos[] = {
     ALGO_ROW_(RING, "ring", ALLGATHER, ring),
     ALGO_ROW_(BRUCK, "bruck", ALLGATHER, bruck),
     ALGO_ROW_(RD, "rd", ALLGATHER, rd),
+    ALGO_ROW_(MICS, "mics", ALLGATHER, mics),
+    ALGO_ROW_(HORING, "horing", ALLGATHER, horing),
+    ALGO_ROW_(HRING, "hring", ALLGATHER, hring),
     ALGO_ROW_(RING, "ring", REDUCE_SCATTER, ring),
     ALGO_ROW_(RD, "rd", REDUCE_SCATTER, rd),
+    ALGO_ROW_(MICS, "mics", REDUCE_SCATTER, mics),
+    ALGO_ROW_(HORING, "horing", REDUCE_SCATTER, horing),
+    ALGO_ROW_(HRING, "hring", REDUCE_SCATTER, hring),
     ALGO_ROW_(RING, "ring", ALLREDUCE, ring),
     ALGO_ROW_(RD, "rd", ALLREDUCE, rd),
+    ALGO_ROW_(HIER, "hier", ALLREDUCE, hier),
     ALGO_ROW_(TREE, "tree", BROADCAST, tree),
     ALGO_ROW_(TREE, "tree", REDUCE, tree),
     ALGO_ROW_(DIRECT, "direct", ALLTOALL, direct),
@@ -188,42 +202,103 @@ static const tacl__algo_t *spec_forced(const char *spec,
 #define ALPHA_INTER 10e-6
 #define BETA_INTER (1.0 / 1.25e9)
 
-const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
-                                      const tacl__topo_view_t *view,
-                                      const char *spec)
+/* Whether a is one of the hierarchical algorithms (hier.h). */
+static int algo_is_hier(const tacl__algo_t *a)
 {
-    const tacl__algo_t *a, *best = NULL, *forced;
-    double alpha = ALPHA_INTRA, beta = BETA_INTRA, best_cost = 0, c;
+    return a->id == TACL__ALGO_MICS || a->id == TACL__ALGO_HRING ||
+           a->id == TACL__ALGO_HORING || a->id == TACL__ALGO_HIER;
+}
 
-    if (view->n_nodes > 1) {
-        alpha = ALPHA_INTER;
-        beta = BETA_INTER;
-    }
-    forced = spec_forced(spec, args->type);
-    if (forced != NULL) {
-        if (forced->supports(args, view)) {
-            TACL_INFO(TUNE, "%s of %zu elements on %d ranks: %s (forced)",
-                      tacl__coll_name(args->type), args->count,
-                      view->nranks, forced->name);
-            return forced;
-        }
-        TACL_INFO(TUNE, "%s: forced algorithm %s does not support this "
-                  "operation; choosing by cost", tacl__coll_name(args->type),
-                  forced->name);
-    }
+/* Why a hierarchical algorithm cannot serve view, for the log. */
+static const char *algo_layout_why(const tacl__topo_view_t *view)
+{
+    if (view->n_nodes < 2)
+        return "the ranks are on one node";
+    if (view->nranks == view->n_nodes)
+        return "every node has one rank";
+    return "the nodes have unequal rank counts";
+}
+
+/*
+ * Modelled cost of a on view.  The model's alpha and beta stand in for
+ * the link an algorithm's costs fall back to where the view gives no
+ * figures (cost() reads view->link_bw and link_lat first).
+ */
+static double algo_cost(const tacl__algo_t *a, const tacl__coll_args_t *args,
+                        const tacl__topo_view_t *view)
+{
+    if (view->n_nodes > 1)
+        return a->cost(args, view, ALPHA_INTER, BETA_INTER);
+    return a->cost(args, view, ALPHA_INTRA, BETA_INTRA);
+}
+
+/* The supported row of lowest modelled cost; *cost_p its cost. */
+static const tacl__algo_t *algo_cheapest(const tacl__coll_args_t *args,
+                                         const tacl__topo_view_t *view,
+                                         double *cost_p)
+{
+    const tacl__algo_t *a, *best = NULL;
+    double best_cost = 0, c;
+
     for (a = tacl__algos; a->name != NULL; a++) {
         if (a->coll != args->type || !a->supports(args, view))
             continue;
-        c = a->cost(args, view, alpha, beta);
+        c = algo_cost(a, args, view);
         if (best == NULL || c < best_cost) {
             best = a;
             best_cost = c;
         }
     }
+    *cost_p = best_cost;
+    return best;
+}
+
+const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
+                                      const tacl__topo_view_t *view,
+                                      const char *spec)
+{
+    const tacl__algo_t *best, *forced;
+    double best_cost = 0;
+
+    forced = spec_forced(spec, args->type);
+    if (forced != NULL && forced->supports(args, view)) {
+        TACL_INFO(TUNE, "%s of %zu elements on %d ranks: %s (forced)",
+                  tacl__coll_name(args->type), args->count, view->nranks,
+                  forced->name);
+        return forced;
+    }
+    /* A hierarchical algorithm that cannot serve the layout stands in
+     * for its flat equivalent, the ring, when the ring can run it. */
+    if (forced != NULL && algo_is_hier(forced) &&
+        (best = tacl__algo_find(args->type, "ring")) != NULL &&
+        best->supports(args, view))
+        best_cost = algo_cost(best, args, view);
+    else
+        best = algo_cheapest(args, view, &best_cost);
+    if (forced != NULL && algo_is_hier(forced))
+        TACL_INFO(TUNE, "%s: forced algorithm %s cannot serve this layout "
+                  "(%d ranks on %d nodes: %s); using %s instead",
+                  tacl__coll_name(args->type), forced->name, view->nranks,
+                  view->n_nodes, algo_layout_why(view),
+                  best != NULL ? best->name : "none");
+    else if (forced != NULL)
+        TACL_INFO(TUNE, "%s: forced algorithm %s does not support this "
+                  "operation; using %s instead",
+                  tacl__coll_name(args->type), forced->name,
+                  best != NULL ? best->name : "none");
+    else if (view->n_nodes > 1 && !tacl__hier_layout_ok(view) &&
+             best != NULL && (args->type == TACL__COLL_ALLGATHER ||
+                              args->type == TACL__COLL_REDUCE_SCATTER ||
+                              args->type == TACL__COLL_ALLREDUCE))
+        TACL_INFO(TUNE, "%s: hierarchical algorithms cannot serve this "
+                  "layout (%d ranks on %d nodes: %s); using %s instead",
+                  tacl__coll_name(args->type), view->nranks, view->n_nodes,
+                  algo_layout_why(view), best->name);
     if (best != NULL)
-        TACL_INFO(TUNE, "%s of %zu elements on %d ranks: %s (modelled "
-                  "%.3g us)", tacl__coll_name(args->type), args->count,
-                  view->nranks, best->name, best_cost * 1e6);
+        TACL_INFO(TUNE, "%s of %zu elements on %d ranks, %d nodes: %s "
+                  "(modelled %.3g us)", tacl__coll_name(args->type),
+                  args->count, view->nranks, view->n_nodes, best->name,
+                  best_cost * 1e6);
     return best;
 }
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "algo_util.h"
+#include "hier.h"
 #include "log.h"
 
 typedef struct {
@@ -232,13 +233,20 @@ int tacl__ring_supports(const tacl__coll_args_t *args,
            args->type == TACL__COLL_ALLREDUCE;
 }
 
+/*
+ * On one node every step crosses the host link.  On several nodes a step
+ * takes as long as its slowest link: the network, shared by the ring
+ * edges that leave one node at once (one per node when ranks are numbered
+ * node by node, all of a node's ranks when they alternate), or the host
+ * link, whichever is slower.
+ */
 double tacl__ring_cost(const tacl__coll_args_t *args,
                        const tacl__topo_view_t *view, double alpha,
                        double beta)
 {
     double p = view->nranks, es = (double)tacl_dtype_size(args->dtype);
     double m = (double)args->count * es, steps = p - 1;
-    double chunks = 1;
+    double chunks = 1, blk;
 
     if (args->type != TACL__COLL_ALLREDUCE)
         m *= p;
@@ -246,8 +254,21 @@ double tacl__ring_cost(const tacl__coll_args_t *args,
         chunks = TACL_MAX(1.0, m / p / (double)args->chunk_bytes);
     if (args->type == TACL__COLL_ALLREDUCE)
         steps *= 2;
+    blk = p > 0 ? m / p : 0;
+    if (view->n_nodes > 1) {
+        double an = tacl__link_alpha(view, TACL__LINKC_NET, alpha);
+        double bn = tacl__link_beta(view, TACL__LINKC_NET, beta);
+        double bh = tacl__link_beta(view, TACL__LINKC_HOST,
+                                    TACL__HIER_BETA_HOST);
+        double share = tacl__hier_ring_share(view);
+
+        return (steps + chunks - 1) * an +
+               steps * TACL_MAX(share * blk * bn, blk * bh);
+    }
+    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
+    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
     /* Pipelining adds one latency per extra chunk, not per step. */
-    return (steps + chunks - 1) * alpha + steps / p * m * beta;
+    return (steps + chunks - 1) * alpha + steps * blk * beta;
 }
 
 tacl_status_t tacl__ring_build(tacl__sched_t *s, const tacl__coll_args_t *args,

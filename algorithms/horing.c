@@ -1,0 +1,135 @@
+/*
+ * PaRO's HO-Ring all-gather and reduce-scatter (Zhang et al., "Rethinking
+ * Memory and Communication Cost for Efficient Large Language Model
+ * Training", section 3.4 and Figure 4).
+ *
+ * All-gather: each rank sends its own block through the intra-node ring
+ * and through its rail's inter-node ring at the same time (steps 1 and 2
+ * of Figure 4), so the intra-node links work while the network does.
+ * Once the inter-node ring is complete (a NOP joins it), an intra-node
+ * ring gathers the remaining blocks, those of the other nodes (step 3).
+ * Reduce-scatter is the mirror: an intra-node ring first reduces the
+ * other nodes' blocks to node partial sums; once it is complete the
+ * inter-node ring runs over the rail while a second intra-node ring
+ * reduces the node's own blocks, and the rail's last step combines both.
+ */
+#include "hier.h"
+#include "log.h"
+
+int tacl__horing_supports(const tacl__coll_args_t *args,
+                          const tacl__topo_view_t *view)
+{
+    return tacl__mics_supports(args, view);
+}
+
+double tacl__horing_cost(const tacl__coll_args_t *args,
+                         const tacl__topo_view_t *view, double alpha,
+                         double beta)
+{
+    tacl__hier_model_t d;
+    double own, rest;
+
+    tacl__hier_model(args, view, alpha, beta, &d);
+    own = (d.k - 1) * (d.a_host + d.b * d.b_host);
+    rest = (d.k - 1) * (d.a_host + (d.g - 1) * d.b * d.b_host);
+    return TACL_MAX(d.inter, own) + rest + (d.chunks - 1) * d.a_net;
+}
+
+static tacl_status_t horing_rings(tacl__hier_ctx_t *x, tacl__hier_ring_t *rail,
+                                  tacl__hier_ring_t *own,
+                                  tacl__hier_ring_t *rest)
+{
+    tacl_status_t status;
+
+    status = tacl__hier_rail_ring(x, rail);
+    if (status != TACL_OK)
+        return status;
+    status = tacl__hier_node_ring(x, TACL__HIER_NODES_OWN, own);
+    if (status != TACL_OK)
+        goto err_free_rail;
+    status = tacl__hier_node_ring(x, TACL__HIER_NODES_OTHERS, rest);
+    if (status != TACL_OK)
+        goto err_free_own;
+    return TACL_OK;
+
+err_free_own:
+    tacl__hier_ring_free(own);
+err_free_rail:
+    tacl__hier_ring_free(rail);
+    return status;
+}
+
+static void horing_allgather(tacl__hier_ctx_t *x, tacl__hier_ring_t *rail,
+                             tacl__hier_ring_t *own, tacl__hier_ring_t *rest)
+{
+    if (!x->io.in_place)
+        tacl__sched_copy(x->s,
+                         tacl__bref_add(x->io.out,
+                                        (uint64_t)x->s->rank *
+                                            x->args->count * x->es),
+                         x->io.in, x->args->count * x->es, TACL__NO_DEPS);
+    /* Steps 1 and 2: both rings start at once from the own block. */
+    x->collect = 1;
+    tacl__hier_ag(x, &rail->ph, NULL);
+    rest->ph.gate = tacl__hier_join(x);
+    tacl__hier_ag(x, &own->ph, NULL);
+    /* Step 3: the other nodes' blocks, once the rail is done. */
+    tacl__hier_ag(x, &rest->ph, NULL);
+}
+
+static void horing_reduce_scatter(tacl__hier_ctx_t *x,
+                                  tacl__hier_ring_t *rail,
+                                  tacl__hier_ring_t *own,
+                                  tacl__hier_ring_t *rest)
+{
+    tacl__bref_t np = tacl__hier_scratch(x, x->g);
+    uint32_t div = x->args->op == TACL_AVG ? (uint32_t)x->s->nranks : 0;
+
+    /* Mirror of step 3: the other nodes' blocks to node partials. */
+    x->collect = 1;
+    tacl__hier_rs_partials(x, rest, np);
+    rail->ph.gate = tacl__hier_join(x);
+    /* Mirror of steps 1 and 2: the own blocks and the rail together. */
+    tacl__hier_rs_partials(x, own, np);
+    x->dsts[0] = x->io.out;
+    tacl__hier_rs(x, &rail->ph, x->dsts, div);
+}
+
+tacl_status_t tacl__horing_build(tacl__sched_t *s,
+                                 const tacl__coll_args_t *args,
+                                 const tacl__topo_view_t *view)
+{
+    tacl__hier_ring_t rail, own, rest;
+    tacl__hier_ctx_t x;
+    tacl_status_t status;
+    uint64_t blk = (uint64_t)args->count * tacl_dtype_size(args->dtype);
+    int ag = args->type == TACL__COLL_ALLGATHER;
+
+    if (args->count == 0)
+        return TACL_OK;
+    if (!tacl__hier_layout_ok(view))
+        return tacl__ring_build(s, args, view);
+    status = tacl__hier_ctx_init(&x, s, args, view,
+                                 ag ? blk : blk * (uint64_t)s->nranks,
+                                 ag ? blk * (uint64_t)s->nranks : blk,
+                                 TACL__HIER_PIECE_RANK,
+                                 2 * (uint64_t)s->nranks);
+    if (status != TACL_OK)
+        return status;
+    status = horing_rings(&x, &rail, &own, &rest);
+    if (status != TACL_OK)
+        goto err_fini;
+    if (ag)
+        horing_allgather(&x, &rail, &own, &rest);
+    else
+        horing_reduce_scatter(&x, &rail, &own, &rest);
+    tacl__hier_ring_free(&rest);
+    tacl__hier_ring_free(&own);
+    tacl__hier_ring_free(&rail);
+    tacl__hier_ctx_fini(&x);
+    return tacl__sched_status(s);
+
+err_fini:
+    tacl__hier_ctx_fini(&x);
+    return status;
+}
