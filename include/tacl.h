@@ -312,6 +312,53 @@ tacl_status_t tacl_reduce_scatter_coalesced_nb(
     const size_t *recvcounts, int nbufs, tacl_dtype_t dtype, tacl_op_t op,
     tacl_comm_t comm, tacl_stream_t stream, tacl_request_t *req_p);
 
+/*
+ * Quantized collectives (ZeRO++).  Quantization is lossy and therefore
+ * never chosen by tacl on its own: the caller asks for it with these
+ * entry points and says how.  Data is float32, float16 or bfloat16.
+ */
+typedef struct {
+    int bits;          /**< 8 or 4 bits per value. */
+    uint32_t block;    /**< Values per scale (0: 256). */
+} tacl_quant_t;
+
+/**
+ * qwZ: an all-gather that sends block-quantized values (plus one float32
+ * scale per block) and writes dequantized values of dtype into recvbuf.
+ * Works with every all-gather algorithm.  In place as tacl_allgather;
+ * the caller's own block is copied exactly, the others are within half a
+ * quantization step.
+ */
+tacl_status_t tacl_allgather_quantized(const void *sendbuf, void *recvbuf,
+                                       size_t sendcount, tacl_dtype_t dtype,
+                                       const tacl_quant_t *quant,
+                                       tacl_comm_t comm,
+                                       tacl_stream_t stream);
+tacl_status_t tacl_allgather_quantized_nb(const void *sendbuf, void *recvbuf,
+                                          size_t sendcount,
+                                          tacl_dtype_t dtype,
+                                          const tacl_quant_t *quant,
+                                          tacl_comm_t comm,
+                                          tacl_stream_t stream,
+                                          tacl_request_t *req_p);
+
+/**
+ * qgZ: a reduce-scatter (SUM or AVG) by quantized all-to-all: one hop
+ * inside a node, a dequantize-reduce-requantize, one hop between nodes and
+ * a final dequantize-reduce, pipelined in chunks.  On one node it is a
+ * single quantized all-to-all.
+ */
+tacl_status_t tacl_reduce_scatter_quantized(const void *sendbuf,
+                                            void *recvbuf, size_t recvcount,
+                                            tacl_dtype_t dtype, tacl_op_t op,
+                                            const tacl_quant_t *quant,
+                                            tacl_comm_t comm,
+                                            tacl_stream_t stream);
+tacl_status_t tacl_reduce_scatter_quantized_nb(
+    const void *sendbuf, void *recvbuf, size_t recvcount, tacl_dtype_t dtype,
+    tacl_op_t op, const tacl_quant_t *quant, tacl_comm_t comm,
+    tacl_stream_t stream, tacl_request_t *req_p);
+
 /** Requests returned by the "_nb" calls. */
 /** Sets *done_p to 1 once the request is complete; drives progress. */
 tacl_status_t tacl_request_test(tacl_request_t req, int *done_p);

@@ -128,6 +128,32 @@ static tacl_status_t check_memory(tacl__coll_args_t *a, uint64_t send,
     return TACL_OK;
 }
 
+/* Quantized operations: the type, op and parameters they can serve. */
+static tacl_status_t check_quant(const tacl__coll_args_t *a)
+{
+    const char *name = tacl__coll_name(a->type);
+
+    if (a->dtype != TACL_FLOAT32 && a->dtype != TACL_FLOAT16 &&
+        a->dtype != TACL_BFLOAT16)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "quantized %s: dtype %s cannot be quantized "
+                           "(float32, float16 or bfloat16)", name,
+                           tacl_dtype_name(a->dtype));
+    if (a->qbits != 8 && a->qbits != 4)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "quantized %s: %d bits (8 or 4)", name, a->qbits);
+    if (a->qblock == 0 || a->qblock > (1u << 24))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "quantized %s: block of %u values (1..2^24)",
+                           name, a->qblock);
+    if (a->type == TACL__COLL_REDUCE_SCATTER && a->op != TACL_SUM &&
+        a->op != TACL_AVG)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "quantized %s: op %s (sum or avg)", name,
+                           tacl_op_name(a->op));
+    return TACL_OK;
+}
+
 static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                               tacl_stream_t stream)
 {
@@ -180,7 +206,24 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
     status = check_aliasing(a, comm->rank, send, recv);
     if (status != TACL_OK)
         return status;
+    if (a->qbits != 0) {
+        status = check_quant(a);
+        if (status != TACL_OK)
+            return status;
+    }
     return check_memory(a, send, recv, stream);
+}
+
+/* TEMPORARY until algorithms/ provides the qwZ/qgZ builders. */
+__attribute__((weak)) tacl_status_t
+tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
+                  const tacl__topo_view_t *view, const char *spec,
+                  const tacl__algo_t **algo_p)
+{
+    (void)s; (void)view; (void)spec; (void)algo_p;
+    return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                       "quantized %s is not built yet",
+                       tacl__coll_name(args->type));
 }
 
 tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
@@ -260,8 +303,12 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
     tacl__sched_init(&sched, comm->rank, comm->size);
     for (int i = 0; i < nops && status == TACL_OK; i++) {
         const tacl__algo_t *algo = NULL;
-        status = tacl__algo_build(&sched, &ops[i].args, &comm->view, spec,
-                                  &algo);
+        if (ops[i].args.qbits != 0)
+            status = tacl__quant_build(&sched, &ops[i].args, &comm->view,
+                                       spec, &algo);
+        else
+            status = tacl__algo_build(&sched, &ops[i].args, &comm->view,
+                                      spec, &algo);
         if (status == TACL_OK && algo != NULL)
             TACL_INFO(COLL, "rank %d: %s of %zu x %s with %s (seq %llu)",
                       comm->rank, tacl__coll_name(ops[i].args.type),
@@ -534,4 +581,75 @@ TACL_EXPORT tacl_status_t tacl_barrier(tacl_comm_t comm,
     tacl__coll_args_t a = ARGS(.type = TACL__COLL_BARRIER,
                                .dtype = TACL_UINT8);
     return post(comm, &a, stream, 1, NULL);
+}
+
+/* The caller's quantization request, with defaults filled in. */
+static tacl_status_t quant_args(const tacl_quant_t *q, tacl__coll_args_t *a)
+{
+    if (q == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "quantized %s: quant is NULL; pass the bits and "
+                           "block size", tacl__coll_name(a->type));
+    a->qbits = q->bits;
+    a->qblock = q->block != 0 ? q->block : 256;
+    return TACL_OK;
+}
+
+static tacl_status_t post_quant(tacl_comm_t comm, tacl__coll_args_t *a,
+                                const tacl_quant_t *q, tacl_stream_t stream,
+                                int blocking, tacl_request_t *req_p)
+{
+    tacl_status_t status;
+
+    tacl__last_error_clear();
+    status = tacl__comm_check(comm);
+    if (status != TACL_OK)
+        return status;
+    status = quant_args(q, a);
+    if (status != TACL_OK)
+        return tacl__comm_fail(comm, status);
+    return post(comm, a, stream, blocking, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_allgather_quantized_nb(
+    const void *sendbuf, void *recvbuf, size_t sendcount, tacl_dtype_t dtype,
+    const tacl_quant_t *quant, tacl_comm_t comm, tacl_stream_t stream,
+    tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = sendcount, .dtype = dtype);
+    return post_quant(comm, &a, quant, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_allgather_quantized(
+    const void *sendbuf, void *recvbuf, size_t sendcount, tacl_dtype_t dtype,
+    const tacl_quant_t *quant, tacl_comm_t comm, tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = sendcount, .dtype = dtype);
+    return post_quant(comm, &a, quant, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_reduce_scatter_quantized_nb(
+    const void *sendbuf, void *recvbuf, size_t recvcount, tacl_dtype_t dtype,
+    tacl_op_t op, const tacl_quant_t *quant, tacl_comm_t comm,
+    tacl_stream_t stream, tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = recvcount, .dtype = dtype, .op = op);
+    return post_quant(comm, &a, quant, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_reduce_scatter_quantized(
+    const void *sendbuf, void *recvbuf, size_t recvcount, tacl_dtype_t dtype,
+    tacl_op_t op, const tacl_quant_t *quant, tacl_comm_t comm,
+    tacl_stream_t stream)
+{
+    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+                               .sendbuf = sendbuf, .recvbuf = recvbuf,
+                               .count = recvcount, .dtype = dtype, .op = op);
+    return post_quant(comm, &a, quant, stream, 1, NULL);
 }

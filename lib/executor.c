@@ -28,6 +28,7 @@
 #include "config.h"
 #include "executor.h"
 #include "log.h"
+#include "quant.h"
 #include "reduce.h"
 
 struct tacl__exec {
@@ -155,6 +156,35 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
     return status;
 }
 
+/* A quantization step: the kernels take an array of input pointers. */
+static tacl_status_t run_quant_step(tacl__exec_t *e, const tacl__step_t *st)
+{
+    const void *srcs_local[16], **srcs = srcs_local;
+    uint8_t *src = bref_ptr(e, st->src);
+    void *dst = bref_ptr(e, st->dst);
+    tacl_status_t status;
+
+    if (st->kind == TACL__STEP_QUANT)
+        return tacl__quantize(src, st->count, st->dtype, st->qblock,
+                              st->qbits, dst);
+    if (st->nsrc > TACL_ARRAY_SIZE(srcs_local)) {
+        srcs = malloc(st->nsrc * sizeof(*srcs));
+        if (srcs == NULL)
+            return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    }
+    for (int i = 0; i < st->nsrc; i++)
+        srcs[i] = src + (uint64_t)i * st->stride;
+    if (st->kind == TACL__STEP_DEQUANT)
+        status = tacl__dequant_reduce(srcs, st->nsrc, st->count, st->qblock,
+                                      st->qbits, st->dtype, dst, st->arg);
+    else
+        status = tacl__dequant_reduce_quant(srcs, st->nsrc, st->count,
+                                            st->qblock, st->qbits, dst);
+    if (srcs != srcs_local)
+        free(srcs);
+    return status;
+}
+
 static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
 {
     const tacl__step_t *st = &e->sched.steps[id];
@@ -183,6 +213,14 @@ static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
         esize = tacl_dtype_size(st->dtype);
         s = tacl__div_cpu(bref_ptr(e, st->dst), bref_ptr(e, st->src),
                           st->bytes / esize, st->dtype, st->arg);
+        if (s != TACL_OK)
+            return s;
+        break;
+    }
+    case TACL__STEP_QUANT:
+    case TACL__STEP_DEQUANT:
+    case TACL__STEP_DQRQ: {
+        tacl_status_t s = run_quant_step(e, st);
         if (s != TACL_OK)
             return s;
         break;

@@ -55,15 +55,6 @@ static int dtype_ok(tacl_dtype_t dtype)
            dtype == TACL_BFLOAT16;
 }
 
-size_t tacl__quant_bytes(size_t n, uint32_t block, int bits)
-{
-    if ((bits != 8 && bits != 4) || block == 0 || n > SIZE_MAX / 8)
-        return 0;
-    size_t nblocks = n / block + (n % block != 0);
-    size_t payload = bits == 8 ? n : n / 2 + (n & 1);
-    return nblocks * sizeof(float) + payload;
-}
-
 static float load_scale(const uint8_t *q, size_t b)
 {
     float s;

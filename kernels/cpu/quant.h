@@ -42,6 +42,7 @@
 
 #include "float_bits.h"
 #include "tacl.h"
+#include "quant_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,12 +51,8 @@ extern "C" {
 /** Largest value of a quantized element for a bit width (127 or 7). */
 #define TACL_QUANT_QMAX(bits) ((bits) == 8 ? 127 : 7)
 
-/**
- * Bytes of the quantized form of n elements: ceil(n / block) float32
- * scales plus the payload.  0 for n = 0, invalid bits or block, or a size
- * that does not fit in size_t.
- */
-size_t tacl__quant_bytes(size_t n, uint32_t block, int bits);
+/* tacl__quant_bytes() comes from quant_layout.h. */
+
 
 /** Quantize n elements of src (dtype) into dst (scales then payload). */
 tacl_status_t tacl__quantize(const void *src, size_t n, tacl_dtype_t dtype,

@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "log.h"
+#include "quant_layout.h"
 #include "sched.h"
 
 void tacl__sched_init(tacl__sched_t *s, int rank, int nranks)
@@ -331,6 +332,98 @@ int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
     st.bytes = bytes;
     st.arg = divisor;
     return sched_add_step(s, &st, deps, ndeps);
+}
+
+/* The quantized size of count elements, failing the schedule if the
+ * quantization parameters or the full-precision type are not usable. */
+static int sched_qbytes(tacl__sched_t *s, size_t count, tacl_dtype_t dtype,
+                        uint32_t qblock, int qbits, uint64_t *qbytes_p)
+{
+    if (s->status != TACL_OK)
+        return -1;
+    if ((qbits != 8 && qbits != 4) || qblock == 0 ||
+        (dtype != TACL_FLOAT32 && dtype != TACL_FLOAT16 &&
+         dtype != TACL_BFLOAT16)) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "step %u: cannot quantize %s to %d bits "
+                                  "in blocks of %u", s->nsteps,
+                                  tacl_dtype_name(dtype), qbits, qblock));
+        return -1;
+    }
+    *qbytes_p = tacl__quant_bytes(count, qblock, qbits);
+    return 0;
+}
+
+static int32_t sched_quant_step(tacl__sched_t *s, uint8_t kind,
+                                tacl__bref_t dst, tacl__bref_t src, int nsrc,
+                                uint64_t stride, size_t count,
+                                tacl_dtype_t dtype, uint32_t qblock,
+                                int qbits, uint32_t arg, const int32_t *deps,
+                                int ndeps)
+{
+    tacl__step_t st = {0};
+    uint64_t bytes, qbytes, in_bytes, out_bytes;
+
+    if (sched_elems(s, count, dtype, &bytes) != 0 ||
+        sched_qbytes(s, count, dtype, qblock, qbits, &qbytes) != 0)
+        return -1;
+    if (nsrc < 1 || nsrc > UINT16_MAX || (nsrc > 1 && stride < qbytes)) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "step %u: %d quantized inputs %llu bytes "
+                                  "apart", s->nsteps, nsrc,
+                                  (unsigned long long)stride));
+        return -1;
+    }
+    in_bytes = kind == TACL__STEP_QUANT ? bytes
+                                        : (uint64_t)(nsrc - 1) * stride + qbytes;
+    out_bytes = kind == TACL__STEP_DEQUANT ? bytes : qbytes;
+    if (sched_check_ref(s, "quantization input", src, in_bytes) != 0 ||
+        sched_check_ref(s, "quantization output", dst, out_bytes) != 0)
+        return -1;
+    st.kind = kind;
+    st.dtype = (uint8_t)dtype;
+    st.dst = dst;
+    st.src = src;
+    st.bytes = bytes;
+    st.count = count;
+    st.stride = stride;
+    st.qblock = qblock;
+    st.qbits = (uint8_t)qbits;
+    st.nsrc = (uint16_t)nsrc;
+    st.arg = arg;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
+int32_t tacl__sched_quant(tacl__sched_t *s, tacl__bref_t dst,
+                          tacl__bref_t src, size_t count, tacl_dtype_t dtype,
+                          uint32_t qblock, int qbits, const int32_t *deps,
+                          int ndeps)
+{
+    return sched_quant_step(s, TACL__STEP_QUANT, dst, src, 1, 0, count, dtype,
+                            qblock, qbits, 0, deps, ndeps);
+}
+
+int32_t tacl__sched_dequant(tacl__sched_t *s, tacl__bref_t dst,
+                            tacl__bref_t src, int nsrc, uint64_t stride,
+                            size_t count, tacl_dtype_t dtype,
+                            uint32_t qblock, int qbits, int accumulate,
+                            const int32_t *deps, int ndeps)
+{
+    return sched_quant_step(s, TACL__STEP_DEQUANT, dst, src, nsrc, stride,
+                            count, dtype, qblock, qbits, accumulate ? 1 : 0,
+                            deps, ndeps);
+}
+
+int32_t tacl__sched_dqrq(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
+                         int nsrc, uint64_t stride, size_t count,
+                         uint32_t qblock, int qbits, const int32_t *deps,
+                         int ndeps)
+{
+    /* The requantized sum's full-precision type does not matter; float32
+     * is what the kernel sums in. */
+    return sched_quant_step(s, TACL__STEP_DQRQ, dst, src, nsrc, stride,
+                            count, TACL_FLOAT32, qblock, qbits, 0, deps,
+                            ndeps);
 }
 
 int32_t tacl__sched_nop(tacl__sched_t *s, const int32_t *deps, int ndeps)

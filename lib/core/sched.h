@@ -30,6 +30,13 @@ typedef enum {
                             dst may equal src or src2 */
     TACL__STEP_DIV,      /* dst = src / arg, count elements (AVG finish) */
     TACL__STEP_NOP,      /* a join point: completes when its deps do */
+    TACL__STEP_QUANT,    /* dst (quantized) = quantize(src), count elements
+                            of dtype, blocks of qblock, qbits bits */
+    TACL__STEP_DEQUANT,  /* dst (dtype) = (dst +) sum over nsrc quantized
+                            inputs at src, src + stride, ...; arg = 1 adds
+                            to dst */
+    TACL__STEP_DQRQ,     /* dst (quantized) = quantize(sum of the nsrc
+                            dequantized inputs at src + i * stride) */
     TACL__STEP_NUM_KINDS
 } tacl__step_kind_t;
 
@@ -82,7 +89,13 @@ typedef struct {
     tacl__bref_t src2;/* REDUCE */
     uint64_t bytes;   /* SEND, RECV, COPY: bytes; REDUCE, DIV: bytes of
                          dst (count * dtype size) */
-    uint32_t arg;     /* DIV: the divisor */
+    uint32_t arg;     /* DIV: the divisor; DEQUANT: 1 to accumulate */
+    uint64_t count;   /* QUANT, DEQUANT, DQRQ: elements */
+    uint64_t stride;  /* DEQUANT, DQRQ: bytes from one quantized input to
+                         the next */
+    uint32_t qblock;  /* QUANT, DEQUANT, DQRQ: elements per block */
+    uint8_t qbits;    /* 8 or 4 */
+    uint16_t nsrc;    /* DEQUANT, DQRQ: quantized inputs */
     uint32_t dep_start; /* first dependency in tacl__sched_t.deps */
     uint32_t ndeps;
 } tacl__step_t;
@@ -159,6 +172,25 @@ int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
                         size_t count, tacl_dtype_t dtype, uint32_t divisor,
                         const int32_t *deps, int ndeps);
 int32_t tacl__sched_nop(tacl__sched_t *s, const int32_t *deps, int ndeps);
+
+/*
+ * Quantization steps (ZeRO++ qwZ/qgZ).  Quantized buffers follow
+ * quant_layout.h: tacl__quant_bytes(count, qblock, qbits) bytes each.
+ * dtype is the full-precision type: float32, float16 or bfloat16.
+ */
+int32_t tacl__sched_quant(tacl__sched_t *s, tacl__bref_t dst,
+                          tacl__bref_t src, size_t count, tacl_dtype_t dtype,
+                          uint32_t qblock, int qbits, const int32_t *deps,
+                          int ndeps);
+int32_t tacl__sched_dequant(tacl__sched_t *s, tacl__bref_t dst,
+                            tacl__bref_t src, int nsrc, uint64_t stride,
+                            size_t count, tacl_dtype_t dtype,
+                            uint32_t qblock, int qbits, int accumulate,
+                            const int32_t *deps, int ndeps);
+int32_t tacl__sched_dqrq(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
+                         int nsrc, uint64_t stride, size_t count,
+                         uint32_t qblock, int qbits, const int32_t *deps,
+                         int ndeps);
 
 /** The dependencies of step id. */
 static inline const uint32_t *tacl__sched_deps(const tacl__sched_t *s,
