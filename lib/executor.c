@@ -19,10 +19,12 @@
  * back.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "config.h"
@@ -569,9 +571,27 @@ static int distinct_ctxs(tacl__exec_t **execs, int nexec, tacl__ctx_t **ctxs)
     return n;
 }
 
+/*
+ * Whether this node runs more ranks than it has cores: then a rank that
+ * waits must give its core away at once, since the rank it waits for may
+ * be the one that needs it.
+ */
+static int oversubscribed(const tacl__ctx_t *ctx)
+{
+    static long ncpu;
+    int local = 0;
+
+    if (ncpu == 0)
+        ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int r = 0; r < ctx->nranks; r++)
+        local += ctx->node_of[r] == ctx->node_of[ctx->rank];
+    return ncpu > 0 && local > ncpu;
+}
+
 tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
 {
     long long spin = tacl__config_int(TACL_CFG_SHM_SPIN);
+    int yield = 0;
     uint64_t last_event = tacl__now_ns();
     tacl_status_t status = TACL_OK;
     tacl__ctx_t **ctxs;
@@ -584,6 +604,10 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
     if (ctxs == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     nctx = distinct_ctxs(execs, nexec, ctxs);
+    for (int c = 0; c < nctx; c++)
+        yield |= oversubscribed(ctxs[c]);
+    if (yield)
+        spin = TACL_MIN(spin, 64);
     for (;;) {
         int events = 0, done;
 
@@ -608,7 +632,11 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
         if (events > 0) {
             last_event = tacl__now_ns();
             idle = 0;
-        } else if (++idle > spin) {
+        } else if (yield && ++idle <= spin) {
+            sched_yield();
+        } else if (!yield && ++idle <= spin) {
+            continue;
+        } else {
             for (int c = 0; c < nctx; c++)
                 idle_wait(ctxs[c]);
         }
