@@ -121,6 +121,18 @@ tacl_status_t tacl__hier_ctx_init(tacl__hier_ctx_t *x, tacl__sched_t *s,
                                   uint64_t in_bytes, uint64_t out_bytes,
                                   tacl__hier_pieces_t layout,
                                   uint64_t msgs_per_chunk);
+/**
+ * Set x up for a hierarchical all-gather or reduce-scatter of args: the
+ * input and output sizes follow from the collective, pieces are per rank.
+ */
+tacl_status_t tacl__hier_begin(tacl__hier_ctx_t *x, tacl__sched_t *s,
+                               const tacl__coll_args_t *args,
+                               const tacl__topo_view_t *view);
+/** The build shared by MiCS (joined 0) and H-Ring (joined 1). */
+tacl_status_t tacl__hier_staged_build(tacl__sched_t *s,
+                                      const tacl__coll_args_t *args,
+                                      const tacl__topo_view_t *view,
+                                      int joined);
 void tacl__hier_ctx_fini(tacl__hier_ctx_t *x);
 
 /** A ring phase: members, this rank's position, and its blocks' pieces. */

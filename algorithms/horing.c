@@ -102,18 +102,13 @@ tacl_status_t tacl__horing_build(tacl__sched_t *s,
     tacl__hier_ring_t rail, own, rest;
     tacl__hier_ctx_t x;
     tacl_status_t status;
-    uint64_t blk = (uint64_t)args->count * tacl_dtype_size(args->dtype);
     int ag = args->type == TACL__COLL_ALLGATHER;
 
     if (args->count == 0)
         return TACL_OK;
     if (!tacl__hier_layout_ok(view))
         return tacl__ring_build(s, args, view);
-    status = tacl__hier_ctx_init(&x, s, args, view,
-                                 ag ? blk : blk * (uint64_t)s->nranks,
-                                 ag ? blk * (uint64_t)s->nranks : blk,
-                                 TACL__HIER_PIECE_RANK,
-                                 2 * (uint64_t)s->nranks);
+    status = tacl__hier_begin(&x, s, args, view);
     if (status != TACL_OK)
         return status;
     status = horing_rings(&x, &rail, &own, &rest);

@@ -34,26 +34,5 @@ tacl_status_t tacl__hring_build(tacl__sched_t *s,
                                 const tacl__coll_args_t *args,
                                 const tacl__topo_view_t *view)
 {
-    tacl__hier_ctx_t x;
-    tacl_status_t status;
-    uint64_t blk = (uint64_t)args->count * tacl_dtype_size(args->dtype);
-    int ag = args->type == TACL__COLL_ALLGATHER;
-
-    if (args->count == 0)
-        return TACL_OK;
-    if (!tacl__hier_layout_ok(view))
-        return tacl__ring_build(s, args, view);
-    status = tacl__hier_ctx_init(&x, s, args, view,
-                                 ag ? blk : blk * (uint64_t)s->nranks,
-                                 ag ? blk * (uint64_t)s->nranks : blk,
-                                 TACL__HIER_PIECE_RANK,
-                                 2 * (uint64_t)s->nranks);
-    if (status != TACL_OK)
-        return status;
-    status = ag ? tacl__hier_allgather(&x, 1)
-                : tacl__hier_reduce_scatter(&x, 1);
-    tacl__hier_ctx_fini(&x);
-    if (status != TACL_OK)
-        return status;
-    return tacl__sched_status(s);
+    return tacl__hier_staged_build(s, args, view, 1);
 }

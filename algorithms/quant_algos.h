@@ -1,0 +1,76 @@
+/*
+ * The quantized collectives of ZeRO++ (qwZ, section 3.1; qgZ, sections
+ * 3.3 and 4.1.2): entry points for tacl__quant_build and the pure
+ * arithmetic their tests call directly.  Internal to algorithms/.
+ */
+#ifndef TACL_ALGORITHMS_QUANT_ALGOS_H
+#define TACL_ALGORITHMS_QUANT_ALGOS_H
+
+#include "algo_util.h"
+
+/**
+ * qwZ all-gather: quantize this rank's block, all-gather the quantized
+ * bytes with the all-gather algorithm spec or the tuner picks for that
+ * payload, dequantize every other block into recvbuf.  *inner_p, if not
+ * NULL, receives the algorithm that moved the payload.
+ */
+tacl_status_t tacl__qwz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
+                              const tacl__topo_view_t *view,
+                              const char *spec, const tacl__algo_t **inner_p);
+
+/**
+ * qgZ reduce-scatter (SUM or AVG): the 2-hop quantized all-to-all on a
+ * regular layout of at least two nodes of at least two ranks, the 1-hop
+ * one elsewhere.
+ */
+tacl_status_t tacl__qgz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
+                              const tacl__topo_view_t *view);
+
+/** Whether qgZ runs its 2-hop form on view. */
+int tacl__qgz_two_hop(const tacl__topo_view_t *view);
+
+/**
+ * qgZ's pipeline grid for args: chunk c of every output block covers
+ * elements [c * cs, min((c + 1) * cs, count)); cs is a multiple of the
+ * quantization block when count exceeds it, so chunks never cut a block
+ * that would otherwise be whole.  Quantization blocks restart at every
+ * chunk.
+ */
+void tacl__qgz_grid(const tacl__coll_args_t *args, size_t *cs_p,
+                    uint32_t *nchunks_p);
+
+/**
+ * Tensor slice reordering (section 3.3.3, Algorithm 2): where a rank of
+ * local index l places the quantized slice for the rank of node dm and
+ * local index dl, among the slots of its intra-node send buffer.  The
+ * slices for local peer dl are the g consecutive slots of group dl (its
+ * own group, dl == l, lives in the receive buffer instead and is not
+ * counted), in node order, so each intra-node message is one contiguous
+ * run.  Returns a slot in [0, (k - 1) * g), or -1 for dl == l.
+ */
+static inline int tacl__qgz_slot(int dm, int dl, int l, int g)
+{
+    if (dl == l)
+        return -1;
+    return (dl < l ? dl : dl - 1) * g + dm;
+}
+
+/**
+ * Fold a dependency list longer than a step may carry into NOP join
+ * steps, in place: afterwards ids[0..n) (n returned) stand for all of
+ * them and n <= TACL__MAX_DEPS.
+ */
+static inline int tacl__qc_join(tacl__sched_t *s, int32_t *ids, int n)
+{
+    while (n > TACL__MAX_DEPS) {
+        int out = 0, i;
+
+        for (i = 0; i < n; i += TACL__MAX_DEPS)
+            ids[out++] = tacl__sched_nop(s, ids + i,
+                                         TACL_MIN(n - i, TACL__MAX_DEPS));
+        n = out;
+    }
+    return n;
+}
+
+#endif /* TACL_ALGORITHMS_QUANT_ALGOS_H */
