@@ -186,6 +186,30 @@ tacl_status_t tacl_comm_local_rank(tacl_comm_t comm, int *local_rank_p);
 /** Number of ranks on the caller's node. */
 tacl_status_t tacl_comm_local_size(tacl_comm_t comm, int *local_size_p);
 
+/**
+ * The communicator of the caller's node (the ranks of comm on the same
+ * node, in comm's order).  Made on first use, which is collective over
+ * comm, then cached: every later call returns the same handle.  It is
+ * destroyed with comm; do not destroy it yourself.
+ */
+tacl_status_t tacl_comm_get_local(tacl_comm_t comm, tacl_comm_t *local_p);
+
+/**
+ * The caller's rail: the ranks of comm with the same local rank, one per
+ * node, in node order (the inter-node channels of MiCS).  Collective on
+ * first use, then cached, and destroyed with comm, like
+ * tacl_comm_get_local().  Ranks of a node with fewer ranks than others
+ * simply have shorter rails.
+ */
+tacl_status_t tacl_comm_get_rail(tacl_comm_t comm, tacl_comm_t *rail_p);
+
+/**
+ * Name of the algorithm the most recent operation on comm ran with
+ * ("ring", "mics", ...; "" before the first).  For the tuner's choices in
+ * logs and benchmarks.
+ */
+const char *tacl_comm_last_algorithm(tacl_comm_t comm);
+
 /*
  * Collectives.  Counts are in elements.  Each call has a blocking form and
  * an "_nb" form that returns a request in *req_p.

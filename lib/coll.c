@@ -6,6 +6,7 @@
  * built into a schedule and started.  The blocking form waits for it; the
  * "_nb" form returns a request.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,6 +310,9 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
         else
             status = tacl__algo_build(&sched, &ops[i].args, &comm->view,
                                       spec, &algo);
+        if (status == TACL_OK && algo != NULL)
+            snprintf(comm->last_algo, sizeof(comm->last_algo), "%s",
+                     algo->name);
         if (status == TACL_OK && algo != NULL)
             TACL_INFO(COLL, "rank %d: %s of %zu x %s with %s (seq %llu)",
                       comm->rank, tacl__coll_name(ops[i].args.type),

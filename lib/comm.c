@@ -585,9 +585,13 @@ out:
     return tacl__comm_fail(comm, status);
 }
 
+static void bury_derived(tacl_comm_t comm);
+
 static void comm_bury(tacl_comm_t comm)
 {
     tacl__ctx_t *ctx = comm->ctx;
+
+    bury_derived(comm);
     int last;
 
     /* A slot still in use belongs to a finished execution whose request
@@ -614,6 +618,16 @@ static void comm_bury(tacl_comm_t comm)
     pthread_mutex_unlock(&grave_lock);
 }
 
+/* Derived communicators go with their parent. */
+static void bury_derived(tacl_comm_t comm)
+{
+    if (comm->local != NULL && comm->local->magic == TACL__COMM_ALIVE)
+        comm_bury(comm->local);
+    if (comm->rail != NULL && comm->rail->magic == TACL__COMM_ALIVE)
+        comm_bury(comm->rail);
+    comm->local = comm->rail = NULL;
+}
+
 TACL_EXPORT tacl_status_t tacl_comm_destroy(tacl_comm_t comm)
 {
     tacl_status_t status;
@@ -622,6 +636,16 @@ TACL_EXPORT tacl_status_t tacl_comm_destroy(tacl_comm_t comm)
     status = tacl__comm_check(comm);
     if (status != TACL_OK)
         return status;
+    if (comm->is_derived)
+        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
+                               INIT, "this communicator came from "
+                               "tacl_comm_get_local/rail and is destroyed "
+                               "with its parent"));
+    if ((comm->local && comm->local->inflight > 0) ||
+        (comm->rail && comm->rail->inflight > 0))
+        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
+                               INIT, "operations of a derived communicator "
+                               "are still in flight; wait for them first"));
     if (comm->inflight > 0)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
                                INIT, "%d operations of this communicator are "
@@ -656,6 +680,58 @@ TACL_EXPORT tacl_status_t tacl_comm_abort(tacl_comm_t comm)
     else
         comm->magic = TACL__COMM_DEAD;
     return TACL_OK;
+}
+
+/* Make (once) and return a cached derived communicator. */
+static tacl_status_t comm_derived(tacl_comm_t comm, int rail,
+                                  tacl_comm_t *out_p)
+{
+    tacl_comm_t *slot;
+    tacl_status_t status;
+
+    tacl__last_error_clear();
+    status = tacl__comm_check(comm);
+    if (status != TACL_OK)
+        return status;
+    if (out_p == NULL)
+        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                                                 "output pointer is NULL"));
+    slot = rail ? &comm->rail : &comm->local;
+    if (*slot == NULL) {
+        tacl_comm_t made;
+        status = tacl_comm_split(comm,
+                                 rail ? comm->view.local_rank
+                                      : comm->view.node,
+                                 comm->rank, &made);
+        if (status != TACL_OK)
+            return tacl__comm_fail(comm, status);
+        made->is_derived = 1;
+        *slot = made;
+        TACL_INFO(TOPO, "rank %d: %s communicator of %d ranks (rank %d)",
+                  comm->rank, rail ? "rail" : "node", made->size,
+                  made->rank);
+    }
+    *out_p = *slot;
+    return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_get_local(tacl_comm_t comm,
+                                              tacl_comm_t *local_p)
+{
+    return comm_derived(comm, 0, local_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_get_rail(tacl_comm_t comm,
+                                             tacl_comm_t *rail_p)
+{
+    return comm_derived(comm, 1, rail_p);
+}
+
+TACL_EXPORT const char *tacl_comm_last_algorithm(tacl_comm_t comm)
+{
+    if (comm == NULL || comm->magic != TACL__COMM_ALIVE)
+        return "";
+    return comm->last_algo;
 }
 
 TACL_EXPORT tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,

@@ -78,6 +78,11 @@ struct tacl_comm {
     tacl_counters_t counters;
     tacl__scratch_t scratch[TACL__SCRATCH_SLOTS];
     int inflight;              /* executions not yet completed */
+    struct tacl_comm *local;   /* cached tacl_comm_get_local() */
+    struct tacl_comm *rail;    /* cached tacl_comm_get_rail() */
+    int is_derived;            /* owned by its parent: not for the user to
+                                  destroy */
+    char last_algo[16];        /* algorithm of the latest operation */
     tacl_status_t async_error;
     char last_error[512];
     struct tacl_comm *grave_next; /* destroyed handles stay recognisable */
