@@ -91,9 +91,11 @@ static tacl_status_t check_aliasing(const tacl__coll_args_t *a, int rank,
         in_place = rb + (uint64_t)rank * send;
         break;
     case TACL__COLL_REDUCE_SCATTER:
-        in_place = sb + (uint64_t)rank * recv;
-        if (rb == in_place)
+        /* In place is recvbuf at this rank's block of sendbuf; any other
+         * overlap is an error. */
+        if (rb == sb + (uint64_t)rank * recv)
             return TACL_OK;
+        in_place = NULL;
         break;
     default:
         in_place = rb;

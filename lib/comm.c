@@ -387,6 +387,10 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank(int nranks,
         return tacl__error(TACL_ERR_INVALID_ARG, INIT,
                            "rank %d is not within 0..nranks-1 (nranks %d)",
                            rank, nranks);
+    /* A misspelt TACL_ALGO would silently measure the wrong thing. */
+    status = tacl__algo_spec_check(tacl__config_str(TACL_CFG_ALGO));
+    if (status != TACL_OK)
+        return status;
     world = malloc((size_t)nranks * sizeof(int));
     if (world == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");

@@ -247,7 +247,7 @@ Test(quant_cuda, reorder_matches_cpu)
 Test(quant_cuda, bad_args_rejected)
 {
     /* Never dereferenced: every call fails its argument checks first. */
-    char dummy[64];
+    char dummy[64] = {0};
     void *p = dummy;
     const void *srcs[TACL_QUANT_CUDA_MAX_SRCS + 1];
     int order[2] = {0, 2};

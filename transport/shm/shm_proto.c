@@ -32,6 +32,8 @@
 #include "log.h"
 #include "shm.h"
 
+static int process_gone(pid_t pid);
+
 static void complete(tacl__shm_t *shm, tacl__tl_op_t *op,
                      tacl_status_t status)
 {
@@ -485,7 +487,11 @@ static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
             prev = op;
             continue;
         }
-        if (got < 0 && errno == ESRCH)
+        /* EFAULT: the sender's buffer left its address space, which
+         * happens while a killed process is being torn down (before it
+         * is gone from the process table) or if it freed the buffer
+         * mid-transfer: a failure of that peer either way. */
+        if (got < 0 && (errno == ESRCH || errno == EFAULT))
             return tacl__error(TACL_ERR_REMOTE, SHM,
                                "rank %d (pid %d) died during a transfer; "
                                "check that process's output",
@@ -594,8 +600,10 @@ int tacl__shm_progress(tacl__tl_t *tl)
         if (i == shm->my_local)
             continue;
         n = poll_in(shm, peer);
-        if (n >= 0)
-            n += advance_pulls(shm, peer);
+        if (n >= 0) {
+            int m = advance_pulls(shm, peer);
+            n = m < 0 ? m : n + m;
+        }
         if (n < 0) {
             fail_instance(shm, n);
             break;

@@ -1,0 +1,495 @@
+/*
+ * Failures: a rank dies in the middle of a collective or before joining
+ * one, a rank never joins the communicator, a rank aborts.  With
+ * TACL_TIMEOUT=5 every surviving rank must get TACL_ERR_REMOTE or
+ * TACL_ERR_TIMEOUT within the timeout plus some slack, never hang; the
+ * measured delays are printed.  Also: tacl_comm_init_env from TACL_* and
+ * from torchrun's variables on a free port of 127.0.0.1.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+#include "values.h"
+
+#define TIMEOUT_S 5.0
+/* Scheduling slack on two shared cores. */
+#define SLACK_S 3.0
+#define BIG_COUNT ((size_t)8 * 1024 * 1024) /* 32 MB of float32 */
+
+static const char *const timeout_env[] = {"TACL_TIMEOUT=5", NULL};
+
+/* Shared scratch: when the victim died or aborted, and when a survivor
+ * saw its error. */
+typedef struct {
+    double event_at;
+    int all_done;
+    int joined;
+    int survivors_ready; /* survivors past the operations that must pass */
+    double seen_after[COLL_MAX_RANKS];
+    int seen_status[COLL_MAX_RANKS];
+} fail_scratch_t;
+
+static fail_scratch_t *scratch(coll_ctx_t *ctx)
+{
+    return (fail_scratch_t *)ctx->scratch;
+}
+
+static void mark_event(coll_ctx_t *ctx)
+{
+    double now = coll_now();
+
+    __atomic_store(&scratch(ctx)->event_at, &now, __ATOMIC_SEQ_CST);
+}
+
+static double event_time(coll_ctx_t *ctx)
+{
+    double t;
+
+    __atomic_load(&scratch(ctx)->event_at, &t, __ATOMIC_SEQ_CST);
+    return t;
+}
+
+/*
+ * Count this rank as past tacl_comm_init_rank, and, on the victim, wait
+ * (bounded) until every rank is: init returns on different ranks at
+ * different times, and a rank that dies while a peer is still inside
+ * init makes that init fail, which is not what these tests are about.
+ */
+static void joined(coll_ctx_t *ctx)
+{
+    __atomic_add_fetch(&scratch(ctx)->joined, 1, __ATOMIC_SEQ_CST);
+}
+
+static void wait_all_joined(coll_ctx_t *ctx)
+{
+    double deadline = coll_now() + 20;
+
+    while (__atomic_load_n(&scratch(ctx)->joined, __ATOMIC_SEQ_CST) <
+           ctx->nranks && coll_now() < deadline)
+        coll_sleep_ms(1);
+}
+
+/* A survivor's check: an error of the allowed kind, soon enough. */
+static int expect_failure(coll_ctx_t *ctx, const char *what,
+                          tacl_status_t st, double since, int remote_only)
+{
+    double after = coll_now() - since;
+
+    scratch(ctx)->seen_after[ctx->rank] = after;
+    scratch(ctx)->seen_status[ctx->rank] = st;
+    if (st == TACL_OK)
+        return coll_fail(ctx, "%s succeeded although a peer is gone", what);
+    if (remote_only ? st != TACL_ERR_REMOTE :
+        st != TACL_ERR_REMOTE && st != TACL_ERR_TIMEOUT)
+        return coll_fail(ctx, "%s returned %s (%d), expected %s: %s", what,
+                         tacl_status_string(st), (int)st,
+                         remote_only ? "TACL_ERR_REMOTE" :
+                         "TACL_ERR_REMOTE or TACL_ERR_TIMEOUT",
+                         tacl_comm_last_error(ctx->comm));
+    if (after > TIMEOUT_S + SLACK_S)
+        return coll_fail(ctx, "%s took %.2f s to fail (limit %.1f s)", what,
+                         after, TIMEOUT_S + SLACK_S);
+    if (tacl_comm_last_error(ctx->comm)[0] == '\0')
+        return coll_fail(ctx, "%s failed with an empty message", what);
+    /* The broken communicator keeps failing, promptly. */
+    {
+        double t0 = coll_now();
+        float x = 1.0f;
+        tacl_status_t again = tacl_allreduce(&x, &x, 1, TACL_FLOAT32,
+                                             TACL_SUM, ctx->comm, NULL);
+
+        if (again == TACL_OK)
+            return coll_fail(ctx, "an allreduce after the failure "
+                             "succeeded");
+        if (coll_now() - t0 > TIMEOUT_S + SLACK_S)
+            return coll_fail(ctx, "an allreduce after the failure took "
+                             "%.2f s", coll_now() - t0);
+    }
+    return 0;
+}
+
+/*
+ * Print the delays of every rank but the victim, and assert that the
+ * survivors passed and, when victim_signal is set, that the victim died
+ * of it (otherwise the victim is judged like the others).
+ */
+static void expect_survivors(const coll_result_t *res, int victim,
+                             int victim_signal, const char *label)
+{
+    const fail_scratch_t *sc = (const fail_scratch_t *)res->scratch;
+    coll_result_t copy = *res;
+
+    for (int r = 0; r < res->nranks; r++)
+        if (r != victim)
+            cr_log_info("%s: rank %d saw %s after %.3f s", label, r,
+                        tacl_status_string(sc->seen_status[r]),
+                        sc->seen_after[r]);
+    if (victim >= 0 && victim_signal) {
+        cr_assert_eq(res->rank[victim].signal, victim_signal,
+                     "victim rank %d ended with signal %d, exit %d: %s",
+                     victim, res->rank[victim].signal,
+                     res->rank[victim].exit_code, res->rank[victim].msg);
+        /* The victim is expected to die; judge the others. */
+        copy.rank[victim].exited = 1;
+        copy.rank[victim].exit_code = 0;
+        copy.rank[victim].signal = 0;
+    }
+    coll_expect_pass(&copy);
+}
+
+static coll_result_t *run(int nranks, coll_init_mode_t init, coll_body_t body,
+                          void *arg, const char *const *env)
+{
+    coll_opts_t opts = {
+        .nranks = nranks,
+        .deadline_s = 40,
+        .init = init,
+        .env = env,
+        .destroy_may_fail = 1,
+        .arg = arg,
+    };
+    coll_result_t *res = malloc(sizeof(*res));
+
+    cr_assert_not_null(res);
+    coll_run(&opts, body, res);
+    return res;
+}
+
+/*
+ * The last rank joins two 32 MB allreduces, starts a third without
+ * finishing it and kills itself; the others loop on allreduce.
+ */
+static int body_kill_mid(coll_ctx_t *ctx)
+{
+    int victim = ctx->nranks - 1;
+    float *s = malloc(BIG_COUNT * 4), *r = malloc(BIG_COUNT * 4);
+    tacl_status_t st = TACL_OK;
+    int k;
+
+    if (!s || !r)
+        return coll_fail(ctx, "out of memory");
+    val_fill_red(TACL_FLOAT32, TACL_SUM, s, BIG_COUNT, ctx->rank,
+                 ctx->nranks, 0);
+    if (ctx->rank == victim) {
+        tacl_request_t req = NULL;
+        int done = 0;
+
+        for (k = 0; k < 2; k++)
+            COLL_CHECK_OK(ctx, tacl_allreduce(s, r, BIG_COUNT, TACL_FLOAT32,
+                                              TACL_SUM, ctx->comm, NULL));
+        COLL_CHECK_OK(ctx, tacl_allreduce_nb(s, r, BIG_COUNT, TACL_FLOAT32,
+                                             TACL_SUM, ctx->comm, NULL,
+                                             &req));
+        for (k = 0; k < 3 && !done; k++)
+            tacl_request_test(req, &done);
+        /* A death fails every operation still in flight, even one whose
+         * data had all arrived: wait until the survivors are past the two
+         * that must succeed, so the kill lands in the third. */
+        {
+            double deadline = coll_now() + 20;
+            while (__atomic_load_n(&scratch(ctx)->survivors_ready,
+                                   __ATOMIC_SEQ_CST) < ctx->nranks - 1 &&
+                   coll_now() < deadline)
+                coll_sleep_ms(1);
+        }
+        mark_event(ctx);
+        raise(SIGKILL);
+        return coll_fail(ctx, "still alive after SIGKILL");
+    }
+    for (k = 0; k < 8; k++) {
+        st = tacl_allreduce(s, r, BIG_COUNT, TACL_FLOAT32, TACL_SUM,
+                            ctx->comm, NULL);
+        if (st != TACL_OK)
+            break;
+        if (k == 1)
+            __atomic_add_fetch(&scratch(ctx)->survivors_ready, 1,
+                               __ATOMIC_SEQ_CST);
+    }
+    if (k < 2)
+        return coll_fail(ctx, "allreduce %d failed before the kill: %s", k,
+                         tacl_status_string(st));
+    return expect_failure(ctx, "allreduce after a peer was killed", st,
+                          event_time(ctx), 0);
+}
+
+Test(failure, kill_mid_collective, .timeout = 90)
+{
+    coll_result_t *res = run(3, COLL_INIT_AUTO, body_kill_mid, NULL,
+                             timeout_env);
+
+    expect_survivors(res, 2, SIGKILL, "kill mid allreduce");
+    free(res);
+}
+
+/* On 8 ranks most survivors are not neighbours of the dead rank: they
+ * must learn of the failure too, not wait on a stalled neighbour. */
+Test(failure, kill_mid_collective_ranks8, .timeout = 90)
+{
+    coll_result_t *res = run(8, COLL_INIT_AUTO, body_kill_mid, NULL,
+                             timeout_env);
+
+    expect_survivors(res, 7, SIGKILL, "kill mid allreduce, 8 ranks");
+    free(res);
+}
+
+/* A thread of the victim kills the process while its main thread is
+ * inside a blocking allreduce. */
+static void *killer(void *arg)
+{
+    coll_ctx_t *ctx = arg;
+
+    coll_sleep_ms(150);
+    mark_event(ctx);
+    raise(SIGKILL);
+    return NULL;
+}
+
+static int body_kill_blocking(coll_ctx_t *ctx)
+{
+    const size_t c = 4 * 1024 * 1024;
+    float *s = malloc(c * 4), *r = malloc(c * 4);
+    tacl_status_t st = TACL_OK;
+    pthread_t tid;
+    double t0 = coll_now();
+    int k;
+
+    if (!s || !r)
+        return coll_fail(ctx, "out of memory");
+    memset(s, 0, c * 4);
+    joined(ctx);
+    if (ctx->rank == 1) {
+        wait_all_joined(ctx);
+        if (pthread_create(&tid, NULL, killer, ctx) != 0)
+            return coll_fail(ctx, "pthread_create failed");
+    }
+    for (k = 0; k < 2000 && coll_now() - t0 < 20; k++) {
+        st = tacl_allreduce(s, r, c, TACL_FLOAT32, TACL_SUM, ctx->comm,
+                            NULL);
+        if (st != TACL_OK)
+            break;
+    }
+    if (ctx->rank == 1)
+        return coll_fail(ctx, "victim still alive after %d allreduces", k);
+    return expect_failure(ctx, "allreduce while a peer is killed", st,
+                          event_time(ctx), 0);
+}
+
+Test(failure, kill_during_blocking_call, .timeout = 90)
+{
+    coll_result_t *res = run(4, COLL_INIT_AUTO, body_kill_blocking, NULL,
+                             timeout_env);
+
+    expect_survivors(res, 1, SIGKILL, "kill during blocking allreduce");
+    free(res);
+}
+
+/* Rank 1 dies right after init; the others then enter an allreduce. */
+static int body_kill_before(coll_ctx_t *ctx)
+{
+    float s[1024], r[1024];
+    double t0;
+    tacl_status_t st;
+
+    joined(ctx);
+    if (ctx->rank == 1) {
+        wait_all_joined(ctx);
+        mark_event(ctx);
+        raise(SIGKILL);
+        return coll_fail(ctx, "still alive after SIGKILL");
+    }
+    memset(s, 0, sizeof(s));
+    coll_sleep_ms(200);
+    t0 = coll_now();
+    st = tacl_allreduce(s, r, 1024, TACL_FLOAT32, TACL_SUM, ctx->comm, NULL);
+    return expect_failure(ctx, "allreduce with a dead peer", st, t0, 0);
+}
+
+Test(failure, kill_before_collective, .timeout = 90)
+{
+    coll_result_t *res = run(3, COLL_INIT_AUTO, body_kill_before, NULL,
+                             timeout_env);
+
+    expect_survivors(res, 1, SIGKILL, "peer dead before allreduce");
+    free(res);
+}
+
+Test(failure, kill_before_collective_ranks8, .timeout = 90)
+{
+    coll_result_t *res = run(8, COLL_INIT_AUTO, body_kill_before, NULL,
+                             timeout_env);
+
+    expect_survivors(res, 1, SIGKILL, "peer dead before allreduce, 8 ranks");
+    free(res);
+}
+
+/* Rank 2 never calls init: the others' init times out. */
+static int body_init_never(coll_ctx_t *ctx)
+{
+    tacl_comm_t c = (tacl_comm_t)&c;
+    tacl_status_t st;
+    double t0, after;
+
+    if (ctx->rank == 2) {
+        double deadline = coll_now() + 30;
+
+        /* Stay alive, silent, until the others are done. */
+        while (__atomic_load_n(&scratch(ctx)->all_done, __ATOMIC_SEQ_CST) <
+               ctx->nranks - 1 && coll_now() < deadline)
+            coll_sleep_ms(10);
+        return 0;
+    }
+    t0 = coll_now();
+    st = tacl_comm_init_rank(ctx->nranks, ctx->id, ctx->rank, &c);
+    after = coll_now() - t0;
+    scratch(ctx)->seen_after[ctx->rank] = after;
+    scratch(ctx)->seen_status[ctx->rank] = st;
+    __atomic_add_fetch(&scratch(ctx)->all_done, 1, __ATOMIC_SEQ_CST);
+    if (st == TACL_OK) {
+        tacl_comm_destroy(c);
+        return coll_fail(ctx, "init succeeded with a rank missing");
+    }
+    COLL_CHECK(ctx, st == TACL_ERR_TIMEOUT ||
+               (ctx->rank != 0 && st == TACL_ERR_REMOTE),
+               "init returned %s (%d): %s", tacl_status_string(st), (int)st,
+               tacl_last_error());
+    COLL_CHECK(ctx, c == (tacl_comm_t)&c, "a failed init wrote *comm_p");
+    COLL_CHECK(ctx, after >= TIMEOUT_S - 1.0 && after <= TIMEOUT_S + SLACK_S,
+               "init failed after %.2f s, expected about %.0f s", after,
+               TIMEOUT_S);
+    COLL_CHECK(ctx, tacl_last_error()[0] != '\0', "empty last error");
+    return 0;
+}
+
+Test(failure, init_missing_rank, .timeout = 90)
+{
+    coll_result_t *res = run(3, COLL_INIT_MANUAL, body_init_never, NULL,
+                             timeout_env);
+
+    expect_survivors(res, 2, 0, "init with a rank missing");
+    free(res);
+}
+
+/* Rank 1 aborts while the others wait for it in an allreduce. */
+static int body_abort(coll_ctx_t *ctx)
+{
+    float s[4096], r[4096];
+    tacl_status_t st;
+
+    memset(s, 0, sizeof(s));
+    joined(ctx);
+    if (ctx->rank == 1) {
+        wait_all_joined(ctx);
+        coll_sleep_ms(300);
+        mark_event(ctx);
+        st = tacl_comm_abort(ctx->comm);
+        ctx->comm = NULL;
+        COLL_CHECK(ctx, st == TACL_OK, "tacl_comm_abort returned %s: %s",
+                   tacl_status_string(st), tacl_last_error());
+        return 0;
+    }
+    st = tacl_allreduce(s, r, 4096, TACL_FLOAT32, TACL_SUM, ctx->comm, NULL);
+    return expect_failure(ctx, "allreduce with an aborted peer", st,
+                          event_time(ctx), 1);
+}
+
+Test(failure, abort, .timeout = 90)
+{
+    coll_result_t *res = run(3, COLL_INIT_AUTO, body_abort, NULL,
+                             timeout_env);
+
+    expect_survivors(res, 1, 0, "peer aborted");
+    free(res);
+}
+
+/* init_env: which variables to set, on which port. */
+typedef struct {
+    int torch;     /* MASTER_* instead of TACL_* */
+    int both;      /* TACL_* plus misleading MASTER_* */
+    int port;
+    int bad_port;
+} env_case_t;
+
+static void set_int_env(const char *name, int v)
+{
+    char buf[32];
+
+    snprintf(buf, sizeof(buf), "%d", v);
+    setenv(name, buf, 1);
+}
+
+static int body_init_env(coll_ctx_t *ctx)
+{
+    const env_case_t *ec = ctx->arg;
+    char addr[64];
+    tacl_comm_t c = NULL;
+    int rank = -1, size = -1;
+    int32_t mine = ctx->rank + 1, sum = 0;
+
+    unsetenv("TACL_ROOT_ADDR");
+    unsetenv("TACL_RANK");
+    unsetenv("TACL_NRANKS");
+    if (ec->torch || ec->both) {
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        set_int_env("MASTER_PORT", ec->both ? ec->bad_port : ec->port);
+        set_int_env("RANK", ec->both ? ctx->nranks - 1 - ctx->rank :
+                    ctx->rank);
+        set_int_env("WORLD_SIZE", ec->both ? 99 : ctx->nranks);
+        set_int_env("LOCAL_RANK", ctx->rank);
+    }
+    if (!ec->torch) {
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", ec->port);
+        setenv("TACL_ROOT_ADDR", addr, 1);
+        set_int_env("TACL_RANK", ctx->rank);
+        set_int_env("TACL_NRANKS", ctx->nranks);
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_init_env(&c));
+    ctx->comm = c;
+    COLL_CHECK_OK(ctx, tacl_comm_rank(c, &rank));
+    COLL_CHECK_OK(ctx, tacl_comm_size(c, &size));
+    COLL_CHECK(ctx, rank == ctx->rank && size == ctx->nranks,
+               "init_env gave rank %d of %d", rank, size);
+    COLL_CHECK_OK(ctx, tacl_allreduce(&mine, &sum, 1, TACL_INT32, TACL_SUM,
+                                      c, NULL));
+    COLL_CHECK(ctx, sum == ctx->nranks * (ctx->nranks + 1) / 2,
+               "allreduce gave %d", sum);
+    return 0;
+}
+
+static void run_init_env(int torch, int both)
+{
+    env_case_t ec = {torch, both, coll_free_port(), coll_free_port()};
+    coll_opts_t opts = {.nranks = 3, .deadline_s = 40,
+                        .init = COLL_INIT_NONE, .env = timeout_env,
+                        .arg = &ec};
+    coll_result_t *res = malloc(sizeof(*res));
+
+    cr_assert(ec.port > 0 && ec.bad_port > 0, "no free port on 127.0.0.1");
+    cr_assert_not_null(res);
+    coll_run(&opts, body_init_env, res);
+    coll_expect_pass(res);
+    free(res);
+}
+
+Test(init_env, tacl_variables, .timeout = 60)
+{
+    run_init_env(0, 0);
+}
+
+Test(init_env, torchrun_variables, .timeout = 60)
+{
+    run_init_env(1, 0);
+}
+
+Test(init_env, tacl_variables_take_precedence, .timeout = 60)
+{
+    run_init_env(0, 1);
+}

@@ -1,0 +1,232 @@
+/*
+ * Deterministic test values: see values.h.
+ *
+ * Ranges: sums of 8 ranks stay within [-16, 32], products within [-8, 8]
+ * (at most three factors of 2), averages use inputs that are multiples of
+ * the rank count, so int8 never overflows and bfloat16 (8 significant
+ * bits) is exact.  Movement inputs stay within [-125, 250] for 8-bit and
+ * 16-bit float types and spread wider for the others.
+ */
+#include "values.h"
+
+#include <string.h>
+
+uint16_t val_half_from_int(int v)
+{
+    unsigned mag = (unsigned)(v < 0 ? -v : v);
+    uint16_t sign = v < 0 ? 0x8000 : 0;
+    int e = 0;
+
+    if (mag == 0)
+        return sign;
+    while ((mag >> (e + 1)) != 0)
+        e++;
+    /* mag = 1.m * 2^e: the 10 mantissa bits are mag's bits below e. */
+    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) |
+                      (uint16_t)(((mag << (10 - e)) & 0x3ff)));
+}
+
+uint16_t val_bf16_from_int(int v)
+{
+    float f = (float)v;
+    uint32_t bits;
+
+    memcpy(&bits, &f, sizeof(bits));
+    return (uint16_t)(bits >> 16);
+}
+
+static double half_to_double(uint16_t h)
+{
+    int sign = (h >> 15) & 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v;
+
+    if (e == 0)
+        v = (double)m / 1024.0 / 16384.0;
+    else if (e == 31)
+        v = m ? 0.0 / 0.0 : 1.0 / 0.0;
+    else
+        v = (1.0 + (double)m / 1024.0) * (double)(1u << e) / 32768.0;
+    return sign ? -v : v;
+}
+
+static double bf16_to_double(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+void val_store(tacl_dtype_t dt, void *buf, size_t idx, long v)
+{
+    switch (dt) {
+    case TACL_INT8: ((int8_t *)buf)[idx] = (int8_t)v; break;
+    case TACL_UINT8: ((uint8_t *)buf)[idx] = (uint8_t)v; break;
+    case TACL_INT32: ((int32_t *)buf)[idx] = (int32_t)v; break;
+    case TACL_UINT32: ((uint32_t *)buf)[idx] = (uint32_t)v; break;
+    case TACL_INT64: ((int64_t *)buf)[idx] = (int64_t)v; break;
+    case TACL_UINT64: ((uint64_t *)buf)[idx] = (uint64_t)v; break;
+    case TACL_FLOAT16:
+        ((uint16_t *)buf)[idx] = val_half_from_int((int)v);
+        break;
+    case TACL_BFLOAT16:
+        ((uint16_t *)buf)[idx] = val_bf16_from_int((int)v);
+        break;
+    case TACL_FLOAT32: ((float *)buf)[idx] = (float)v; break;
+    case TACL_FLOAT64: ((double *)buf)[idx] = (double)v; break;
+    default: break;
+    }
+}
+
+double val_load(tacl_dtype_t dt, const void *buf, size_t idx)
+{
+    switch (dt) {
+    case TACL_INT8: return ((const int8_t *)buf)[idx];
+    case TACL_UINT8: return ((const uint8_t *)buf)[idx];
+    case TACL_INT32: return ((const int32_t *)buf)[idx];
+    case TACL_UINT32: return ((const uint32_t *)buf)[idx];
+    case TACL_INT64: return (double)((const int64_t *)buf)[idx];
+    case TACL_UINT64: return (double)((const uint64_t *)buf)[idx];
+    case TACL_FLOAT16: return half_to_double(((const uint16_t *)buf)[idx]);
+    case TACL_BFLOAT16: return bf16_to_double(((const uint16_t *)buf)[idx]);
+    case TACL_FLOAT32: return ((const float *)buf)[idx];
+    case TACL_FLOAT64: return ((const double *)buf)[idx];
+    default: return 0.0;
+    }
+}
+
+size_t val_size(tacl_dtype_t dt)
+{
+    static const size_t sizes[TACL_NUM_DTYPES] = {1, 1, 4, 4, 8, 8,
+                                                  2, 2, 4, 8};
+
+    return (unsigned)dt < TACL_NUM_DTYPES ? sizes[dt] : 0;
+}
+
+int val_is_unsigned(tacl_dtype_t dt)
+{
+    return dt == TACL_UINT8 || dt == TACL_UINT32 || dt == TACL_UINT64;
+}
+
+static int is_narrow(tacl_dtype_t dt)
+{
+    return dt == TACL_INT8 || dt == TACL_UINT8 || dt == TACL_FLOAT16 ||
+           dt == TACL_BFLOAT16;
+}
+
+long val_move(tacl_dtype_t dt, int rank, size_t idx)
+{
+    unsigned long mod = is_narrow(dt) ? 251 : 65521;
+    long v = (long)(((unsigned long)rank * 131 + idx * 7 + 3) % mod);
+
+    if (val_is_unsigned(dt))
+        return v;
+    return v - (long)(mod / 2);
+}
+
+long val_red_input(tacl_dtype_t dt, tacl_op_t op, int rank, int nranks,
+                   size_t idx)
+{
+    int u = val_is_unsigned(dt);
+    unsigned long r = (unsigned long)rank;
+
+    switch (op) {
+    case TACL_SUM:
+        return (long)((r * 3 + idx) % 5) - (u ? 0 : 2);
+    case TACL_PROD: {
+        static const long sgn[3] = {1, 2, -1}, uns[3] = {1, 2, 1};
+
+        return (u ? uns : sgn)[(r + idx) % 3];
+    }
+    case TACL_MAX:
+    case TACL_MIN:
+        return (long)((r * 7 + idx * 3) % 11) - (u ? 0 : 5);
+    case TACL_AVG:
+        return (long)nranks * (long)((r + idx) % 2);
+    default:
+        return 0;
+    }
+}
+
+long val_red_result(tacl_dtype_t dt, tacl_op_t op, int nranks, size_t idx)
+{
+    long acc = val_red_input(dt, op, 0, nranks, idx);
+
+    for (int r = 1; r < nranks; r++) {
+        long v = val_red_input(dt, op, r, nranks, idx);
+
+        switch (op) {
+        case TACL_SUM:
+        case TACL_AVG: acc += v; break;
+        case TACL_PROD: acc *= v; break;
+        case TACL_MAX: acc = v > acc ? v : acc; break;
+        case TACL_MIN: acc = v < acc ? v : acc; break;
+        default: break;
+        }
+    }
+    return op == TACL_AVG ? acc / nranks : acc;
+}
+
+/*
+ * Every input depends on the index only modulo its period (5, 3, 11 and 2
+ * for the reductions, so 330; the modulus for movement), so a fill computes
+ * one period and replicates it with doubling copies.
+ */
+#define RED_PERIOD 330
+
+static void replicate(void *buf, size_t es, size_t count, size_t period)
+{
+    char *b = buf;
+
+    for (size_t k = period; k < count; k *= 2) {
+        size_t n = k < count - k ? k : count - k;
+
+        memcpy(b + k * es, b, n * es);
+    }
+}
+
+void val_fill_move(tacl_dtype_t dt, void *buf, size_t count, int rank,
+                   size_t first)
+{
+    size_t period = is_narrow(dt) ? 251 : 65521;
+    size_t head = count < period ? count : period;
+
+    for (size_t i = 0; i < head; i++)
+        val_store(dt, buf, i, val_move(dt, rank, first + i));
+    replicate(buf, val_size(dt), count, period);
+}
+
+void val_fill_red(tacl_dtype_t dt, tacl_op_t op, void *buf, size_t count,
+                  int rank, int nranks, size_t first)
+{
+    size_t head = count < RED_PERIOD ? count : RED_PERIOD;
+
+    for (size_t i = 0; i < head; i++)
+        val_store(dt, buf, i, val_red_input(dt, op, rank, nranks, first + i));
+    replicate(buf, val_size(dt), count, RED_PERIOD);
+}
+
+void val_fill_red_result(tacl_dtype_t dt, tacl_op_t op, void *buf,
+                         size_t count, int nranks, size_t first)
+{
+    size_t head = count < RED_PERIOD ? count : RED_PERIOD;
+
+    for (size_t i = 0; i < head; i++)
+        val_store(dt, buf, i, val_red_result(dt, op, nranks, first + i));
+    replicate(buf, val_size(dt), count, RED_PERIOD);
+}
+
+long val_first_diff(tacl_dtype_t dt, const void *got, const void *expect,
+                    size_t count)
+{
+    size_t es = val_size(dt);
+
+    if (count == 0 || memcmp(got, expect, count * es) == 0)
+        return -1;
+    for (size_t i = 0; i < count; i++)
+        if (memcmp((const char *)got + i * es, (const char *)expect + i * es,
+                   es) != 0)
+            return (long)i;
+    return -1;
+}
