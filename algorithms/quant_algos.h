@@ -7,6 +7,7 @@
 #define TACL_ALGORITHMS_QUANT_ALGOS_H
 
 #include "algo_util.h"
+#include "quant_layout.h"
 
 /**
  * qwZ all-gather: quantize this rank's block, all-gather the quantized

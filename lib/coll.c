@@ -217,18 +217,6 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
     return check_memory(a, send, recv, stream);
 }
 
-/* TEMPORARY until algorithms/ provides the qwZ/qgZ builders. */
-__attribute__((weak)) tacl_status_t
-tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
-                  const tacl__topo_view_t *view, const char *spec,
-                  const tacl__algo_t **algo_p)
-{
-    (void)s; (void)view; (void)spec; (void)algo_p;
-    return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                       "quantized %s is not built yet",
-                       tacl__coll_name(args->type));
-}
-
 tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
                                tacl_stream_t stream)
 {

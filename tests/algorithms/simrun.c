@@ -2,6 +2,7 @@
  * The schedule runner of simrun.h.  Static checks (buffers, matching,
  * races) run once, on the first run; every run then resets scratch and
  * the byte states and executes the schedules in a seeded random order.
+ * Quantization steps run through the CPU kernels of quant.h.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "quant.h"
 #include "reduce.h"
 #include "simrun.h"
 
@@ -329,6 +331,97 @@ static void add_access(rank_t *rk, access_t *acc, size_t *na, uint32_t step,
 }
 
 /*
+ * Quantization steps (QUANT, DEQUANT, DQRQ).  Their inputs and outputs
+ * are not st->bytes long (that is the full-precision length) and DEQUANT
+ * and DQRQ read nsrc inputs stride bytes apart, so they have their own
+ * access lists, checks and execution, kept here in one place.
+ */
+static int is_quant(const tacl__step_t *st)
+{
+    return st->kind == TACL__STEP_QUANT || st->kind == TACL__STEP_DEQUANT ||
+           st->kind == TACL__STEP_DQRQ;
+}
+
+/* Bytes of one quantized input or output of st. */
+static uint64_t quant_qbytes(const tacl__step_t *st)
+{
+    return tacl__quant_bytes(st->count, st->qblock, st->qbits);
+}
+
+static uint64_t quant_out_bytes(const tacl__step_t *st)
+{
+    return st->kind == TACL__STEP_DEQUANT ? st->bytes : quant_qbytes(st);
+}
+
+/* The i-th input of st and its length. */
+static tacl__bref_t quant_src(const tacl__step_t *st, int i,
+                              uint64_t *bytes_p)
+{
+    tacl__bref_t r = st->src;
+
+    if (st->kind == TACL__STEP_QUANT) {
+        *bytes_p = st->bytes;
+        return r;
+    }
+    r.off += (uint64_t)i * st->stride;
+    *bytes_p = quant_qbytes(st);
+    return r;
+}
+
+static int quant_nsrc(const tacl__step_t *st)
+{
+    return st->kind == TACL__STEP_QUANT ? 1 : st->nsrc;
+}
+
+/* Accesses a quantization step makes, for check_races. */
+static size_t quant_naccess(const tacl__step_t *st)
+{
+    return is_quant(st) ? (size_t)quant_nsrc(st) + 2 : 0;
+}
+
+static void quant_accesses(rank_t *rk, access_t *acc, size_t *na, uint32_t j)
+{
+    const tacl__step_t *st = &rk->s.steps[j];
+    uint64_t bytes;
+    int i;
+
+    for (i = 0; i < quant_nsrc(st); i++) {
+        tacl__bref_t r = quant_src(st, i, &bytes);
+
+        add_access(rk, acc, na, j, r, bytes, 0);
+    }
+    if (st->kind == TACL__STEP_DEQUANT && st->arg)
+        add_access(rk, acc, na, j, st->dst, st->bytes, 0);
+    add_access(rk, acc, na, j, st->dst, quant_out_bytes(st), 1);
+}
+
+/* No writes through inputs, no output overlapping an input. */
+static int quant_check_step(simrun_t *sr, int r, uint32_t j)
+{
+    rank_t *rk = &sr->ranks[r];
+    tacl__step_t *st = &rk->s.steps[j];
+    char *d = rk->mem[st->dst.buf] + st->dst.off, *a;
+    uint64_t out = quant_out_bytes(st), bytes;
+    char line[256];
+    int i;
+
+    if (st->count == 0)
+        return 0;
+    tacl__sched_step_str(&rk->s, j, line, sizeof(line));
+    if (rk->s.bufs[st->dst.buf].role == TACL__BUF_INPUT)
+        return fail(sr, "rank %d writes an input buffer: %s", r, line);
+    for (i = 0; i < quant_nsrc(st); i++) {
+        tacl__bref_t ref = quant_src(st, i, &bytes);
+
+        a = rk->mem[ref.buf] + ref.off;
+        if (d < a + bytes && a < d + out)
+            return fail(sr, "rank %d: quantization output overlaps its "
+                        "input %d: %s", r, i, line);
+    }
+    return 0;
+}
+
+/*
  * Every two steps of a rank that touch a byte, one of them writing, must
  * be ordered by dependencies; the executor may run them in either order
  * otherwise.
@@ -338,12 +431,16 @@ static int check_races(simrun_t *sr, int r)
     rank_t *rk = &sr->ranks[r];
     uint32_t n = rk->s.nsteps, words = (n + 63) / 64, j, d;
     uint64_t *reach = calloc((size_t)n * words + 1, sizeof(*reach));
-    access_t *acc = malloc((3 * (size_t)n + 1) * sizeof(*acc));
-    size_t na = 0, i, a, nact = 0;
-    size_t *act = malloc((3 * (size_t)n + 1) * sizeof(*act));
+    size_t na = 0, i, a, nact = 0, nacc = 3 * (size_t)n;
+    access_t *acc;
+    size_t *act;
     char l1[256], l2[256];
     int rc = 0;
 
+    for (j = 0; j < n; j++)
+        nacc += quant_naccess(&rk->s.steps[j]);
+    acc = malloc((nacc + 1) * sizeof(*acc));
+    act = malloc((nacc + 1) * sizeof(*act));
     for (j = 0; j < n; j++) {
         tacl__step_t *st = &rk->s.steps[j];
         const uint32_t *deps = tacl__sched_deps(&rk->s, j);
@@ -370,6 +467,11 @@ static int check_races(simrun_t *sr, int r)
         case TACL__STEP_DIV:
             add_access(rk, acc, &na, j, st->src, st->bytes, 0);
             add_access(rk, acc, &na, j, st->dst, st->bytes, 1);
+            break;
+        case TACL__STEP_QUANT:
+        case TACL__STEP_DEQUANT:
+        case TACL__STEP_DQRQ:
+            quant_accesses(rk, acc, &na, j);
             break;
         default:
             break;
@@ -417,6 +519,8 @@ static int check_step(simrun_t *sr, int r, uint32_t j)
     int writes = st->kind == TACL__STEP_RECV || st->kind == TACL__STEP_COPY ||
                  st->kind == TACL__STEP_REDUCE || st->kind == TACL__STEP_DIV;
 
+    if (is_quant(st))
+        return quant_check_step(sr, r, j);
     if (st->bytes == 0 || !writes)
         return 0;
     tacl__sched_step_str(&rk->s, j, line, sizeof(line));
@@ -583,6 +687,51 @@ static char *at(rank_t *rk, tacl__bref_t ref)
     return rk->mem[ref.buf] + ref.off;
 }
 
+/* Runs a quantization step with the CPU kernels. */
+static int quant_execute(simrun_t *sr, pool_t *p, int r, uint32_t j)
+{
+    rank_t *rk = &sr->ranks[r];
+    tacl__step_t *st = &rk->s.steps[j];
+    const void **srcs = calloc((size_t)quant_nsrc(st) + 1, sizeof(*srcs));
+    void *dst = rk->mem[st->dst.buf] + st->dst.off;
+    tacl_status_t status;
+    uint64_t bytes;
+    int i;
+
+    for (i = 0; i < quant_nsrc(st); i++) {
+        tacl__bref_t ref = quant_src(st, i, &bytes);
+
+        if (read_ok(sr, r, j, ref, bytes) != 0) {
+            free(srcs);
+            return -1;
+        }
+        srcs[i] = rk->mem[ref.buf] + ref.off;
+    }
+    if (st->kind == TACL__STEP_DEQUANT && st->arg &&
+        read_ok(sr, r, j, st->dst, st->bytes) != 0) {
+        free(srcs);
+        return -1;
+    }
+    if (st->kind == TACL__STEP_QUANT)
+        status = tacl__quantize(srcs[0], st->count, (tacl_dtype_t)st->dtype,
+                                st->qblock, st->qbits, dst);
+    else if (st->kind == TACL__STEP_DEQUANT)
+        status = tacl__dequant_reduce(srcs, st->nsrc, st->count, st->qblock,
+                                      st->qbits, (tacl_dtype_t)st->dtype,
+                                      dst, st->arg);
+    else
+        status = tacl__dequant_reduce_quant(srcs, st->nsrc, st->count,
+                                            st->qblock, st->qbits, dst);
+    free(srcs);
+    if (status != TACL_OK)
+        return fail(sr, "rank %d step %u: quantization kernel failed with "
+                    "%d", r, j, (int)status);
+    if (st->count)
+        mark_written(rk, st->dst, quant_out_bytes(st));
+    finish_step(sr, p, r, j, 0);
+    return 0;
+}
+
 static int execute(simrun_t *sr, pool_t *p, item_t it)
 {
     rank_t *rk = &sr->ranks[it.rank];
@@ -608,6 +757,10 @@ static int execute(simrun_t *sr, pool_t *p, item_t it)
         finish_step(sr, p, (int)(m >> 32), (uint32_t)m, rk->know[it.step]);
         return 0;
     }
+    case TACL__STEP_QUANT:
+    case TACL__STEP_DEQUANT:
+    case TACL__STEP_DQRQ:
+        return quant_execute(sr, p, it.rank, it.step);
     case TACL__STEP_COPY:
         if (read_ok(sr, it.rank, it.step, st->src, st->bytes) != 0)
             return -1;
