@@ -238,7 +238,10 @@ static void usage(FILE *f, const char *prog)
         "  -J, --output_file FILE  also write the results as JSON\n"
         "  -A, --algo SPEC         force an algorithm (TACL_ALGO syntax,\n"
         "                          or just a name for this collective)\n"
-        "  -Q, --quant SPEC        quantized collectives (not supported)\n"
+        "  -Q, --quant BITS[:BLOCK] quantized all-gather (qwZ) or\n"
+        "                          reduce-scatter (qgZ): 8 or 4 bits, BLOCK\n"
+        "                          values per scale (default 256); results\n"
+        "                          are checked against the error bound\n"
         "  -h, --help              print this help\n"
         "SIZE takes a K, M or G suffix (powers of 1024).\n"
         "Ranks come from tacl-run, torchrun's variables, or mpirun with\n"
@@ -281,6 +284,35 @@ static int parse_size(const char *s, size_t *v_p)
         return -1;
     }
     *v_p = (size_t)(v * mult);
+    return 0;
+}
+
+/* -Q BITS[:BLOCK]: only all-gather and reduce-scatter have quantized
+ * forms.  Returns 0, or -1 after printing why. */
+static int parse_quant(const char *s, tacl__perf_kind_t kind,
+                       tacl__perf_opts_t *o)
+{
+    char *end;
+    long bits = strtol(s, &end, 10), block = 256;
+
+    if (kind != TACL__PERF_ALLGATHER && kind != TACL__PERF_REDUCE_SCATTER) {
+        fprintf(stderr, "-Q: only all_gather_perf (qwZ) and "
+                "reduce_scatter_perf (qgZ) have quantized forms\n");
+        return -1;
+    }
+    if (end != s && *end == ':') {
+        char *bend;
+        block = strtol(end + 1, &bend, 10);
+        end = bend;
+    }
+    if (end == s || *end != '\0' || (bits != 8 && bits != 4) ||
+        block < 1 || block > (1L << 24)) {
+        fprintf(stderr, "-Q %s: expected 8 or 4 bits, optionally :BLOCK "
+                "(1..16777216 values per scale)\n", s);
+        return -1;
+    }
+    o->qbits = (int)bits;
+    o->qblock = (uint32_t)block;
     return 0;
 }
 
@@ -418,10 +450,8 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
             o.algo = optarg;
             break;
         case 'Q':
-            fprintf(stderr, "%s: quantized collectives (-Q %s) are not "
-                    "supported yet; run without -Q\n", prog, optarg);
-            *exit_p = 2;
-            return 1;
+            bad = parse_quant(optarg, kind, &o);
+            break;
         case 'h':
             usage(stdout, prog);
             *exit_p = 0;

@@ -51,6 +51,8 @@ typedef struct {
     const char *json_path;  /* -J, NULL for none */
     const char *algo;       /* -A, NULL for auto */
     int inject_error;       /* --inject-error (tests only) */
+    int qbits;              /* -Q bits[:block]: 0 exact, 8 or 4 */
+    uint32_t qblock;        /* values per quantization scale */
 } tacl__perf_opts_t;
 
 /** Buffer layout of one size of one collective, in elements. */
@@ -67,6 +69,7 @@ typedef struct {
     double algbw;           /* GB/s */
     double busbw;           /* GB/s */
     long long wrong;        /* wrong elements over all ranks, -1: no check */
+    double max_error;       /* -Q: largest absolute error over all ranks */
 } tacl__perf_result_t;
 
 /** Name used in the output and by tacl_harness.c's TACL_ALGO key. */
@@ -127,12 +130,28 @@ void tacl__perf_fill(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
 
 /**
  * Number of elements of this rank's output that differ from the exact
- * expected values (recvbuf as tacl__perf_fill() got it).
+ * expected values (recvbuf as tacl__perf_fill() got it).  With -Q an
+ * element counts as wrong only beyond the quantization bound (see
+ * tacl__perf_quant_bound()).
  */
 long long tacl__perf_check(tacl__perf_kind_t kind,
                            const tacl__perf_opts_t *opts,
                            const tacl__perf_sizes_t *sizes, int rank,
                            int nranks, const void *recvbuf, int in_place);
+
+/**
+ * The error bound of a quantized run for an expected value want: a
+ * quantization step is vmax / qmax (vmax the largest input magnitude the
+ * generator makes, qmax 127 or 7); an all-gather value is quantized once
+ * (half a step); a reduce-scatter sums nranks quantized inputs and
+ * requantizes per node partials, at most nranks steps in all; plus the
+ * output type's rounding, relative 2^-8 (bfloat16's).
+ */
+double tacl__perf_quant_bound(tacl__perf_kind_t kind,
+                              const tacl__perf_opts_t *opts, int nranks,
+                              double want);
+/** Largest absolute error the last tacl__perf_check() saw. */
+double tacl__perf_last_max_error(void);
 
 /** Make one output element wrong (for --inject-error). */
 void tacl__perf_corrupt(tacl__perf_kind_t kind,
@@ -175,6 +194,7 @@ double tacl__perf_now(void);
 typedef struct {
     const void *sendbuf;
     void *recvbuf;
+    const tacl_quant_t *quant; /* -Q: the quantized form, else NULL */
     size_t count;
     tacl_dtype_t dtype;
     tacl_op_t op;

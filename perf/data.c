@@ -203,6 +203,8 @@ static void gen_init(gen_t *g, tacl__perf_kind_t kind,
     g->avg_range = (unsigned)fmax(1.0, fmin(4.0, per_rank - 1));
 }
 
+static double last_max_error;
+
 static double gen_value(const gen_t *g, int rank, size_t idx)
 {
     if (g->reduction && g->op == TACL_PROD) {
@@ -284,7 +286,7 @@ long long tacl__perf_check(tacl__perf_kind_t kind,
     size_t send_off, recv_off, blk;
     const char *out = recvbuf;
     long long wrong = 0;
-    double want;
+    double want, got, err, max_err = 0;
     gen_t g;
 
     gen_init(&g, kind, opts, nranks);
@@ -317,12 +319,45 @@ long long tacl__perf_check(tacl__perf_kind_t kind,
             want = gen_reduced(&g, i);
             break;
         }
-        /* NaN (the poison of float outputs) never compares equal. */
-        if (!(load(opts->dtype, out, i) == want)) {
+        got = load(opts->dtype, out, i);
+        err = fabs(got - want);
+        if (opts->qbits != 0) {
+            /* NaN fails both comparisons. */
+            if (!(err <= tacl__perf_quant_bound(kind, opts, nranks, want))) {
+                wrong++;
+            }
+            if (err > max_err || err != err) {
+                max_err = err;
+            }
+        } else if (!(got == want)) {
+            /* NaN (the poison of float outputs) never compares equal. */
             wrong++;
         }
     }
+    last_max_error = max_err;
     return wrong;
+}
+
+double tacl__perf_quant_bound(tacl__perf_kind_t kind,
+                              const tacl__perf_opts_t *opts, int nranks,
+                              double want)
+{
+    double qmax = opts->qbits == 4 ? 7 : 127, vmax, steps;
+    gen_t g;
+
+    gen_init(&g, kind, opts, nranks);
+    vmax = !g.reduction ? g.modulus - 1
+           : g.op == TACL_AVG ? g.avg_range + 1 : g.modulus - 1;
+    steps = kind == TACL__PERF_ALLGATHER ? 0.5 : (double)nranks;
+    if (g.reduction && g.op == TACL_AVG) {
+        steps /= nranks;
+    }
+    return steps * vmax / qmax + fabs(want) * ldexp(1.0, -8);
+}
+
+double tacl__perf_last_max_error(void)
+{
+    return last_max_error;
 }
 
 void tacl__perf_corrupt(tacl__perf_kind_t kind,

@@ -8,6 +8,17 @@
 
 static tacl_status_t post(const tacl__perf_call_t *c, tacl_request_t *req_p)
 {
+    if (c->quant != NULL && req_p == NULL) {
+        return tacl_reduce_scatter_quantized(c->sendbuf, c->recvbuf,
+                                             c->count, c->dtype, c->op,
+                                             c->quant, c->comm, NULL);
+    }
+    if (c->quant != NULL) {
+        return tacl_reduce_scatter_quantized_nb(c->sendbuf, c->recvbuf,
+                                                c->count, c->dtype, c->op,
+                                                c->quant, c->comm, NULL,
+                                                req_p);
+    }
     if (req_p == NULL) {
         return tacl_reduce_scatter(c->sendbuf, c->recvbuf, c->count, c->dtype,
                                    c->op, c->comm, NULL);

@@ -22,6 +22,10 @@
 
 #include "common.h"
 
+#if TACL_PERF_MPI
+#include <mpi.h>
+#endif
+
 #define PERF_ALIGN 4096
 #define PERF_COUNTERS_TEXT 512
 
@@ -142,6 +146,7 @@ static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
     const tacl__perf_opts_t *o = run->opts;
     size_t ts = tacl__perf_dtype_size(o->dtype), send_off, recv_off;
     tacl__perf_call_t call;
+    tacl_quant_t quant = {o->qbits, o->qblock};
     double t0, t, agg_t = 0;
     long long wrong = 0, all_wrong = 0;
     tacl_status_t st;
@@ -159,6 +164,7 @@ static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
     call.rank = run->rank;
     call.nranks = run->nranks;
     call.comm = run->comm;
+    call.quant = o->qbits != 0 ? &quant : NULL;
 
     for (i = 0; i < o->warmup; i++) {
         if ((st = run_iter(run, &call)) != TACL_OK) {
@@ -210,6 +216,16 @@ static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
         die(run, "tacl_allreduce of the error counts", st);
     }
     res->wrong = all_wrong;
+    if (o->qbits != 0) {
+        double err = tacl__perf_last_max_error(), all_err = 0;
+
+        st = tacl_allreduce(&err, &all_err, 1, TACL_FLOAT64, TACL_MAX,
+                            run->comm, NULL);
+        if (st != TACL_OK) {
+            die(run, "tacl_allreduce of the errors", st);
+        }
+        res->max_error = all_err;
+    }
 }
 
 /* A free loopback port for a single-rank run without a launcher. */
@@ -238,7 +254,8 @@ static int free_port(void)
  * -A (a bare name applies to this collective: "-A ring" on all_gather_perf
  * is "allgather=ring").  Under mpirun the
  * ranks come from Open MPI's variables, but the rendezvous address must be
- * given (tacl does not link MPI).  Without any launcher, run one rank.
+ * given unless the harness was built with MPI, which then hands out the
+ * unique id.  Without any launcher, run one rank.
  * Returns 0, or -1 after printing why.
  */
 static int prepare_env(const char *prog, tacl__perf_opts_t *o,
@@ -270,6 +287,11 @@ static int prepare_env(const char *prog, tacl__perf_opts_t *o,
         o->algo = NULL;
     }
     if (ompi_rank != NULL && ompi_size != NULL && !have_rank) {
+#if TACL_PERF_MPI
+        /* MPI hands out the unique id (see init_comm). */
+        (void)ompi_local;
+        return 0;
+#endif
         if (getenv("TACL_ROOT_ADDR") == NULL) {
             fprintf(stderr, "%s: under mpirun, tacl needs the address rank "
                     "0 listens on: run mpirun -x TACL_ROOT_ADDR=HOST:PORT "
@@ -300,6 +322,37 @@ static int prepare_env(const char *prog, tacl__perf_opts_t *o,
     return 0;
 }
 
+/*
+ * Make the communicator.  Under mpirun, when built with MPI, MPI is used
+ * for one thing only, as in nccl-tests: rank 0 creates the unique id and
+ * MPI_Bcast hands it to the others.  Otherwise the environment that
+ * tacl-run, tacl-cluster or torchrun set up is used.
+ */
+static tacl_status_t init_comm(tacl_comm_t *comm_p)
+{
+#if TACL_PERF_MPI
+    if (getenv("OMPI_COMM_WORLD_SIZE") != NULL &&
+        getenv("TACL_RANK") == NULL && getenv("RANK") == NULL) {
+        tacl_unique_id_t id;
+        tacl_status_t st = TACL_OK;
+        int rank, size;
+
+        MPI_Init(NULL, NULL);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        if (rank == 0)
+            st = tacl_get_unique_id(&id);
+        MPI_Bcast(&st, sizeof(st), MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (st != TACL_OK)
+            return st;
+        MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+        atexit((void (*)(void))MPI_Finalize);
+        return tacl_comm_init_rank(size, &id, rank, comm_p);
+    }
+#endif
+    return tacl_comm_init_env(comm_p);
+}
+
 static void *alloc_buffer(size_t bytes)
 {
     void *p = NULL;
@@ -320,7 +373,7 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
     perf_counters_t cnt[2];
     perf_run_t run;
     size_t bytes, send_bytes, recv_bytes;
-    char json_extra[2 * PERF_COUNTERS_TEXT + 64];
+    char json_extra[2 * PERF_COUNTERS_TEXT + 128];
     long long wrong = 0;
     FILE *json = NULL;
     tacl_status_t st;
@@ -335,9 +388,9 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
     memset(&run, 0, sizeof(run));
     run.coll = coll;
     run.opts = &o;
-    st = tacl_comm_init_env(&run.comm);
+    st = init_comm(&run.comm);
     if (st != TACL_OK) {
-        fprintf(stderr, "%s: tacl_comm_init_env failed: %s: %s\n", argv[0],
+        fprintf(stderr, "%s: communicator init failed: %s: %s\n", argv[0],
                 tacl_status_string(st), tacl_last_error());
         return 1;
     }
@@ -380,11 +433,21 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
             tacl__perf_print_row(stdout, coll->kind, &o, &s, res);
             printf("#   bytes/op sent by rank 0: out-of-place %s | "
                    "in-place %s\n", cnt[0].text, cnt[1].text);
+            if (o.qbits != 0 && o.check) {
+                printf("#   int%d block %u: max abs error out-of-place %.4g "
+                       "in-place %.4g (allowed %.4g + |x|/256)\n",
+                       o.qbits, o.qblock, res[0].max_error,
+                       res[1].max_error,
+                       tacl__perf_quant_bound(coll->kind, &o, run.nranks,
+                                              0.0));
+            }
             fflush(stdout);
             if (json != NULL) {
                 snprintf(json_extra, sizeof(json_extra),
-                         "{\"out_of_place\": %s, \"in_place\": %s}",
-                         cnt[0].json, cnt[1].json);
+                         "{\"out_of_place\": %s, \"in_place\": %s, "
+                         "\"max_error\": [%.6g, %.6g]}",
+                         cnt[0].json, cnt[1].json, res[0].max_error,
+                         res[1].max_error);
                 tacl__perf_json_row(json, &s, res, json_extra);
             }
         }
