@@ -290,7 +290,7 @@ static tacl_status_t comm_topology(tacl_comm_t comm)
     free(first);
     for (int r = 0; r < comm->size; r++)
         comm->link_of[r] = (uint8_t)tacl__topo_link_class(
-            &ctx->topo, comm->world[comm->rank], comm->world[r]);
+            &ctx->topo, comm->world[comm->rank], comm->world[r], 0);
     for (int c = 0; c < TACL__LINK_COUNT; c++) {
         comm->view.link_bw[c] = ctx->topo.link[c].bw;
         comm->view.link_lat[c] = ctx->topo.link[c].lat;

@@ -73,7 +73,8 @@ struct tacl_comm {
     uint64_t *p2p_recv;        /* receives posted from each peer */
     uint64_t splits;           /* splits so far */
     int *node_of;              /* node index per comm rank */
-    uint8_t *link_of;          /* link class to each comm rank */
+    uint8_t *link_of;          /* link class to each comm rank, for host
+                                  memory (device buffers may use GPU) */
     tacl__topo_view_t view;
     tacl_counters_t counters;
     tacl__scratch_t scratch[TACL__SCRATCH_SLOTS];

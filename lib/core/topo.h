@@ -75,9 +75,12 @@ tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node);
  */
 tacl_status_t tacl__topo_set_links(tacl__topo_t *topo);
 
-/** Link class between two ranks of a topology with ranks placed. */
+/**
+ * Link class between two ranks of a topology with ranks placed, for
+ * buffers in device memory (device_memory != 0) or host memory.
+ */
 tacl__link_class_t tacl__topo_link_class(const tacl__topo_t *topo, int a,
-                                         int b);
+                                         int b, int device_memory);
 
 /**
  * Read a topology file.  A malformed line gives TACL_ERR_INVALID_ARG with

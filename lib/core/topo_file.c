@@ -34,7 +34,7 @@ void tacl__topo_fini(tacl__topo_t *topo)
 }
 
 tacl__link_class_t tacl__topo_link_class(const tacl__topo_t *topo, int a,
-                                         int b)
+                                         int b, int device_memory)
 {
     const tacl__node_desc_t *node;
 
@@ -42,9 +42,12 @@ tacl__link_class_t tacl__topo_link_class(const tacl__topo_t *topo, int a,
         return TACL__LINK_SELF;
     if (topo->node_of[a] != topo->node_of[b])
         return TACL__LINK_NET;
+    /* Host memory inside a node moves through host memory whatever GPUs
+     * the node has; only device buffers use the GPUs' peer links. */
     node = &topo->nodes[topo->node_of[a]];
-    return node->gpus > 0 && node->gpu_peer ? TACL__LINK_GPU
-                                            : TACL__LINK_HOST;
+    return device_memory && node->gpus > 0 && node->gpu_peer
+               ? TACL__LINK_GPU
+               : TACL__LINK_HOST;
 }
 
 typedef struct {
