@@ -172,8 +172,10 @@ int tlh_run(int nranks, const char *mode, tlh_rank_fn_t fn, void *arg,
 
         while (!atomic_load(&tlh_shared->flags[0]) && tacl__now_ns() < give_up)
             usleep(1000);
-        kill(tlh_shared->pids[kill_rank], SIGKILL);
+        /* Stamp first: a survivor may see the death before kill()
+         * returns here. */
         atomic_store(&tlh_shared->stamp, tacl__now_ns());
+        kill(tlh_shared->pids[kill_rank], SIGKILL);
     }
     /*
      * The first rank to fail takes the others down, so none waits alone.
