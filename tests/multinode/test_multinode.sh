@@ -22,9 +22,12 @@
 #
 # Usage: test_multinode.sh TACL_CLUSTER MN_CHECK ALL_GATHER_PERF
 
-TOOL=${1:?usage: test_multinode.sh TACL_CLUSTER MN_CHECK ALL_GATHER_PERF}
-CHECK=${2:?usage: test_multinode.sh TACL_CLUSTER MN_CHECK ALL_GATHER_PERF}
-AGPERF=${3:?usage: test_multinode.sh TACL_CLUSTER MN_CHECK ALL_GATHER_PERF}
+USAGE="usage: test_multinode.sh TACL_CLUSTER MN_CHECK ALL_GATHER_PERF \
+REDUCE_SCATTER_PERF"
+TOOL=${1:?$USAGE}
+CHECK=${2:?$USAGE}
+AGPERF=${3:?$USAGE}
+RSPERF=${4:?$USAGE}
 RING_ALGO=allgather=ring,reducescatter=ring
 LINE_RATE_GBS=0.125
 
@@ -104,6 +107,33 @@ for forced in "2+1 2,1 allgather=rd,reducescatter=rd,allreduce=rd" \
     TACL_ALGO=$algo cluster "$name: collectives with $algo" \
         "$dir/check.log" --ranks-per-node-list "$list" -- \
         "$CHECK" check "$list" "$dir"
+done
+
+# The hierarchical algorithms on the larger layouts of the brief: 4x2 and
+# PaRO Figure 4's 3x3.
+for forced in "4x2 2,2,2,2 allgather=mics,reducescatter=horing,allreduce=hier" \
+    "3x3 3,3,3 allgather=horing,reducescatter=mics,allreduce=hier"; do
+    read -r name list algo <<< "$forced"
+    dir="$TMP/$name.$algo"
+    mkdir -p "$dir"
+    echo "=== layout $name, TACL_ALGO=$algo"
+    TACL_ALGO=$algo cluster "$name: collectives with $algo" \
+        "$dir/check.log" --ranks-per-node-list "$list" -- \
+        "$CHECK" check "$list" "$dir"
+done
+
+# Quantized collectives across nodes (qwZ, qgZ), odd counts (1001
+# elements per rank), every element checked against the quantization
+# bound by the perf binaries (a value beyond it fails the run).
+for q in "2,2 4" "2,2,2,2 8"; do
+    read -r list n <<< "$q"
+    echo "=== quantized, ranks per node $list"
+    cluster "$list: qgZ int4 float16, 1001 per rank" "$TMP/qgz.$n.log" \
+        --ranks-per-node-list "$list" -- "$RSPERF" -Q 4:64 -d half \
+        -b $((2 * 1001 * n)) -e $((2 * 1001 * n)) -n 2 -w 1
+    cluster "$list: qwZ int8 bfloat16, 1001 per rank" "$TMP/qwz.$n.log" \
+        --ranks-per-node-list "$list" -- "$AGPERF" -Q 8:256 -d bfloat16 \
+        -b $((2 * 1001 * n)) -e $((2 * 1001 * n)) -n 2 -w 1
 done
 
 # Host buffers on nodes a topology file describes with peer-connected
