@@ -62,9 +62,9 @@ no_leftovers() {
     local left
 
     checks=$((checks + 1))
-    left=$(ip netns list | grep "^tacl-$2-")
+    left=$(ip netns list | grep -E "^tacl-$2(r[0-9]+)?-")
     left+=$(ip -o link | grep -E ": (tacl|n[0-9]+)[^:]*:")
-    left+=$(grep "tacl-$2-" /proc/mounts)
+    left+=$(grep -E "tacl-$2(r[0-9]+)?-" /proc/mounts)
     left+=$(ls -d "${TMPDIR:-/tmp}/tacl-cluster.$2."* 2> /dev/null)
     if [ -n "$left" ]; then
         fail "$1: run $2 left behind: $left"
@@ -291,7 +291,7 @@ else
     ok "SIGKILL: ranks died with the tool"
 fi
 checks=$((checks + 1))
-if [ "$(ip netns list | grep -c "^tacl-$pid-")" -eq 3 ]; then
+if [ "$(ip netns list | grep -cE "^tacl-$pid(r[0-9]+)?-")" -eq 3 ]; then
     ok "SIGKILL leaves 3 namespaces"
 else
     fail "SIGKILL: expected 3 stale namespaces: $(ip netns list)"
@@ -299,7 +299,7 @@ fi
 "$TOOL" --cleanup > "$TMP/cleanup" 2>&1
 expect_rc "--cleanup" 0 $?
 checks=$((checks + 1))
-if grep -q "removed namespace tacl-$pid-sw" "$TMP/cleanup"; then
+if grep -qE "removed namespace tacl-$pid(r[0-9]+)?-sw" "$TMP/cleanup"; then
     ok "--cleanup names what it removed"
 else
     fail "--cleanup output: $(cat "$TMP/cleanup")"
