@@ -20,6 +20,7 @@
  * float_bits.h (with a round-to-odd product before narrowing).
  */
 #include "quant.h"
+#include "reduce.h"
 
 #include <string.h>
 
@@ -204,20 +205,6 @@ static void quantize_stream(quant_load_fn load, const void *ctx, size_t n,
     }
 }
 
-static void half_to_float_n(float *restrict out, const uint16_t *restrict in,
-                            size_t m)
-{
-    for (size_t i = 0; i < m; i++)
-        out[i] = tacl__half_to_float_inl(in[i]);
-}
-
-static void bf16_to_float_n(float *restrict out, const uint16_t *restrict in,
-                            size_t m)
-{
-    for (size_t i = 0; i < m; i++)
-        out[i] = tacl__bf16_to_float_inl(in[i]);
-}
-
 /* A plain input's elements as float32: in place for float32. */
 static const float *load_src(const void *ctx, size_t off, size_t m,
                              float *out)
@@ -226,9 +213,9 @@ static const float *load_src(const void *ctx, size_t off, size_t m,
     if (s->dtype == TACL_FLOAT32)
         return (const float *)s->src + off;
     if (s->dtype == TACL_FLOAT16)
-        half_to_float_n(out, (const uint16_t *)s->src + off, m);
+        tacl__half_to_float_n(out, (const uint16_t *)s->src + off, m);
     else
-        bf16_to_float_n(out, (const uint16_t *)s->src + off, m);
+        tacl__bf16_to_float_n(out, (const uint16_t *)s->src + off, m);
     return out;
 }
 
@@ -396,20 +383,6 @@ static tacl_status_t check_srcs(const char *what, const void *const *srcs_q,
     return TACL_OK;
 }
 
-static void float_to_half_n(uint16_t *restrict out, const float *restrict in,
-                            size_t m)
-{
-    for (size_t i = 0; i < m; i++)
-        out[i] = tacl__float_to_half_inl(in[i]);
-}
-
-static void float_to_bf16_n(uint16_t *restrict out, const float *restrict in,
-                            size_t m)
-{
-    for (size_t i = 0; i < m; i++)
-        out[i] = tacl__float_to_bf16_inl(in[i]);
-}
-
 tacl_status_t tacl__dequant_reduce(const void *const *srcs_q, int nsrc,
                                    size_t n, uint32_t block, int bits,
                                    tacl_dtype_t dtype, void *dst,
@@ -441,16 +414,16 @@ tacl_status_t tacl__dequant_reduce(const void *const *srcs_q, int nsrc,
             else if (dtype == TACL_FLOAT32)
                 memcpy(acc, (float *)dst + off, c * sizeof(*acc));
             else if (dtype == TACL_FLOAT16)
-                half_to_float_n(acc, (uint16_t *)dst + off, c);
+                tacl__half_to_float_n(acc, (uint16_t *)dst + off, c);
             else
-                bf16_to_float_n(acc, (uint16_t *)dst + off, c);
+                tacl__bf16_to_float_n(acc, (uint16_t *)dst + off, c);
             sum_dequant(&sum, off, c, acc);
             if (dtype == TACL_FLOAT32)
                 memcpy((float *)dst + off, acc, c * sizeof(*acc));
             else if (dtype == TACL_FLOAT16)
-                float_to_half_n((uint16_t *)dst + off, acc, c);
+                tacl__float_to_half_n((uint16_t *)dst + off, acc, c);
             else
-                float_to_bf16_n((uint16_t *)dst + off, acc, c);
+                tacl__float_to_bf16_n((uint16_t *)dst + off, acc, c);
         }
     }
     return TACL_OK;

@@ -327,6 +327,35 @@ int tacl__reduce_cpu_simd16(void)
 #endif
 }
 
+#if TACL_REDUCE_X86
+#define CONVERT_N(name, out_t, in_t, fast, scalar)                           \
+    void name(out_t *out, const in_t *in, size_t n)                          \
+    {                                                                        \
+        if (tacl__reduce_cpu_simd16()) {                                     \
+            fast(out, in, n);                                                \
+            return;                                                          \
+        }                                                                    \
+        for (size_t i = 0; i < n; i++)                                       \
+            out[i] = scalar(in[i]);                                          \
+    }
+#else
+#define CONVERT_N(name, out_t, in_t, fast, scalar)                           \
+    void name(out_t *out, const in_t *in, size_t n)                          \
+    {                                                                        \
+        for (size_t i = 0; i < n; i++)                                       \
+            out[i] = scalar(in[i]);                                          \
+    }
+#endif
+
+CONVERT_N(tacl__half_to_float_n, float, uint16_t, half_to_float_block_avx2,
+          tacl__half_to_float_inl)
+CONVERT_N(tacl__float_to_half_n, uint16_t, float, float_to_half_block_avx2,
+          tacl__float_to_half_inl)
+CONVERT_N(tacl__bf16_to_float_n, float, uint16_t, bf16_to_float_block_avx2,
+          tacl__bf16_to_float_inl)
+CONVERT_N(tacl__float_to_bf16_n, uint16_t, float, float_to_bf16_block_avx2,
+          tacl__float_to_bf16_inl)
+
 #define LOOP_ROW(tag) LOOP_ROW16(tag)
 
 /* Indexed by dtype, then op; AVG has no element loop. */

@@ -32,4 +32,14 @@ uint16_t tacl__float_to_half(float f);
 float tacl__bf16_to_float(uint16_t h);
 uint16_t tacl__float_to_bf16(float f);
 
+/*
+ * Arrays of 16-bit values to float32 and back (nearest-even), through
+ * F16C/AVX2 where the CPU has it and the portable code otherwise: the same
+ * bits either way.
+ */
+void tacl__half_to_float_n(float *out, const uint16_t *in, size_t n);
+void tacl__float_to_half_n(uint16_t *out, const float *in, size_t n);
+void tacl__bf16_to_float_n(float *out, const uint16_t *in, size_t n);
+void tacl__float_to_bf16_n(uint16_t *out, const float *in, size_t n);
+
 #endif /* TACL_KERNELS_CPU_REDUCE_H */
