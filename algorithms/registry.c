@@ -396,7 +396,7 @@ tacl_status_t tacl__algo_io(tacl__sched_t *s, const tacl__coll_args_t *args,
     return TACL_OK;
 }
 
-#define ALGO_MAX_CHUNKS 1024
+#define ALGO_MAX_CHUNKS 16
 
 uint32_t tacl__algo_nchunks(const tacl__coll_args_t *args, size_t max_elems,
                             size_t esize, uint64_t msgs_per_chunk)
