@@ -110,7 +110,8 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
 
 /*
  * The entry points of each algorithm file.  supports/cost/build dispatch
- * on args->type; the registry lists one entry per collective.
+ * on args->type; the registry lists one entry per collective.  Other
+ * headers of this folder declare their algorithms with the same macro.
  */
 #define TACL__ALGO_DECLARE_(prefix)                                          \
     int tacl__##prefix##_supports(const tacl__coll_args_t *args,             \
@@ -127,6 +128,5 @@ TACL__ALGO_DECLARE_(bruck)
 TACL__ALGO_DECLARE_(direct)
 TACL__ALGO_DECLARE_(tree)
 TACL__ALGO_DECLARE_(p2p)
-#undef TACL__ALGO_DECLARE_
 
 #endif /* TACL_ALGORITHMS_ALGO_UTIL_H */

@@ -281,19 +281,9 @@ double tacl__hier_step_time(const tacl__topo_view_t *view, int n,
                             double bytes, double alpha, double beta);
 
 /** The entry points of the hierarchical algorithm files. */
-#define TACL__HIER_DECLARE_(prefix)                                          \
-    int tacl__##prefix##_supports(const tacl__coll_args_t *args,             \
-                                  const tacl__topo_view_t *view);            \
-    double tacl__##prefix##_cost(const tacl__coll_args_t *args,              \
-                                 const tacl__topo_view_t *view,              \
-                                 double alpha, double beta);                 \
-    tacl_status_t tacl__##prefix##_build(tacl__sched_t *s,                   \
-                                         const tacl__coll_args_t *args,      \
-                                         const tacl__topo_view_t *view);
-TACL__HIER_DECLARE_(mics)
-TACL__HIER_DECLARE_(hring)
-TACL__HIER_DECLARE_(horing)
-TACL__HIER_DECLARE_(hier)
-#undef TACL__HIER_DECLARE_
+TACL__ALGO_DECLARE_(mics)
+TACL__ALGO_DECLARE_(hring)
+TACL__ALGO_DECLARE_(horing)
+TACL__ALGO_DECLARE_(hier)
 
 #endif /* TACL_ALGORITHMS_HIER_H */
