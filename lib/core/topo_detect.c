@@ -5,6 +5,7 @@
  * with TACL_LINK_<CLASS>="bw=<GB/s>,lat=<us>".
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <hwloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "tacl_build_config.h"
 #include "topo.h"
 
 #define PCI_VENDOR_NVIDIA 0x10de
@@ -43,6 +45,46 @@ static void count_pci(hwloc_topology_t t, tacl__node_desc_t *node)
     }
 }
 
+/*
+ * Peer access between the GPUs, asked of the CUDA runtime, opened at run
+ * time so that nodes without it (or without a driver: every call fails
+ * cleanly) simply report none.  Returns the device count CUDA sees.
+ */
+static int cuda_peer_access(int *all_peer_p)
+{
+#if TACL_HAVE_CUDA
+    typedef int (*count_fn)(int *);
+    typedef int (*peer_fn)(int *, int, int);
+    void *h = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
+    count_fn get_count;
+    peer_fn can_peer;
+    int n = 0, all = 1;
+
+    if (h == NULL)
+        h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        h = dlopen("libcudart.so.12", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return 0;
+    get_count = (count_fn)dlsym(h, "cudaGetDeviceCount");
+    can_peer = (peer_fn)dlsym(h, "cudaDeviceCanAccessPeer");
+    if (get_count == NULL || can_peer == NULL || get_count(&n) != 0)
+        n = 0;
+    for (int a = 0; a < n && all; a++)
+        for (int b = 0; b < n && all; b++) {
+            int ok = 0;
+            if (a != b && (can_peer(&ok, a, b) != 0 || !ok))
+                all = 0;
+        }
+    *all_peer_p = n > 1 && all;
+    dlclose(h);
+    return n;
+#else
+    *all_peer_p = 0;
+    return 0;
+#endif
+}
+
 tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
 {
     hwloc_topology_t t;
@@ -63,8 +105,12 @@ tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
     node->cores = count_type(t, HWLOC_OBJ_CORE);
     node->pus = count_type(t, HWLOC_OBJ_PU);
     count_pci(t, node);
-    /* Peer access needs CUDA to tell; without it assume none. */
-    node->gpu_peer = 0;
+    {
+        int peer = 0, cuda = cuda_peer_access(&peer);
+        if (cuda > node->gpus)
+            node->gpus = cuda;
+        node->gpu_peer = peer;
+    }
     hwloc_topology_destroy(t);
     TACL_INFO(TOPO, "detected %s: %d packages, %d NUMA nodes, %d cores, "
               "%d threads, %d GPUs, %d NICs", node->name, node->packages,
