@@ -43,6 +43,8 @@ typedef struct {
 typedef struct {
     char text[PERF_COUNTERS_TEXT];
     char json[PERF_COUNTERS_TEXT];
+    char links[PERF_COUNTERS_TEXT];  /* bytes per link class, as text */
+    char algo[32];                   /* what the operation ran with */
 } perf_counters_t;
 
 static void die(perf_run_t *run, const char *what, tacl_status_t st)
@@ -136,6 +138,17 @@ static void read_counters(perf_run_t *run, double ops, perf_counters_t *c)
     if (c->text[0] == '\0') {
         snprintf(c->text, sizeof(c->text), "none");
     }
+    tl = 0;
+    c->links[0] = '\0';
+    for (i = 0; i < TACL_NUM_LINK_CLASSES && tl < sizeof(c->links); i++) {
+        tl += (size_t)snprintf(c->links + tl, sizeof(c->links) - tl,
+                               "%s%.*s=%.0f", i ? " " : "",
+                               (int)sizeof(cnt.links[i].name),
+                               cnt.links[i].name,
+                               (double)cnt.links[i].bytes / ops);
+    }
+    snprintf(c->algo, sizeof(c->algo), "%s",
+             tacl_comm_last_algorithm(run->comm));
 }
 
 /* Times one size in one placement, then checks it; fills res and c. */
@@ -433,6 +446,9 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
             tacl__perf_print_row(stdout, coll->kind, &o, &s, res);
             printf("#   bytes/op sent by rank 0: out-of-place %s | "
                    "in-place %s\n", cnt[0].text, cnt[1].text);
+            printf("#   by link class: out-of-place %s | in-place %s; "
+                   "algorithm %s\n", cnt[0].links, cnt[1].links,
+                   cnt[0].algo[0] ? cnt[0].algo : "none");
             if (o.qbits != 0 && o.check) {
                 printf("#   int%d block %u: max abs error out-of-place %.4g "
                        "in-place %.4g (allowed %.4g + |x|/256)\n",
