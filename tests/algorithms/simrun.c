@@ -871,3 +871,30 @@ int simrun_run(simrun_t *sr, unsigned seed, char *err, size_t errlen)
     free(p.items);
     return rc;
 }
+
+tacl__topo_view_t simrun_view(const int *node_of, int n, int n_nodes,
+                              int rank)
+{
+    tacl__topo_view_t v = {0};
+
+    v.rank = rank;
+    v.nranks = n;
+    v.n_nodes = n_nodes;
+    v.node_of = node_of;
+    v.node = node_of[rank];
+    for (int r = 0; r < n; r++) {
+        if (node_of[r] != v.node)
+            continue;
+        v.local_rank += r < rank;
+        v.local_size++;
+    }
+    v.link_bw[TACL_LINK_SELF] = 20;
+    v.link_bw[TACL_LINK_HOST] = 10;
+    v.link_bw[TACL_LINK_GPU] = 200;
+    v.link_bw[TACL_LINK_NET] = 0.125;
+    v.link_lat[TACL_LINK_SELF] = 0.2;
+    v.link_lat[TACL_LINK_HOST] = 1;
+    v.link_lat[TACL_LINK_GPU] = 3;
+    v.link_lat[TACL_LINK_NET] = 15;
+    return v;
+}

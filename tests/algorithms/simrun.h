@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "sched.h"
+#include "topo_view.h"
 
 typedef struct simrun simrun_t;
 
@@ -59,5 +60,13 @@ uint64_t simrun_knows(const simrun_t *sr, int rank);
 
 /** Total steps of all ranks. */
 uint64_t simrun_steps(const simrun_t *sr);
+
+/**
+ * The topology view of rank in a layout of n ranks (node_of, n_nodes),
+ * with a 10 GB/s host link and a 1 Gbit/s network, as the tests of
+ * hierarchical and quantized algorithms model them.
+ */
+tacl__topo_view_t simrun_view(const int *node_of, int n, int n_nodes,
+                              int rank);
 
 #endif /* TACL_TESTS_SIMRUN_H */

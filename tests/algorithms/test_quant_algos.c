@@ -64,29 +64,7 @@ typedef struct {
 
 static tacl__topo_view_t view_of(const layout_t *lay, int rank)
 {
-    tacl__topo_view_t v = {0};
-    int r;
-
-    v.rank = rank;
-    v.nranks = lay->n;
-    v.n_nodes = lay->n_nodes;
-    v.node_of = lay->node_of;
-    v.node = lay->node_of[rank];
-    for (r = 0; r < lay->n; r++) {
-        if (lay->node_of[r] != v.node)
-            continue;
-        v.local_rank += r < rank;
-        v.local_size++;
-    }
-    v.link_bw[TACL__LINKC_SELF] = 20;
-    v.link_bw[TACL__LINKC_HOST] = 10;
-    v.link_bw[TACL__LINKC_GPU] = 200;
-    v.link_bw[TACL__LINKC_NET] = 0.125;
-    v.link_lat[TACL__LINKC_SELF] = 0.2;
-    v.link_lat[TACL__LINKC_HOST] = 1;
-    v.link_lat[TACL__LINKC_GPU] = 3;
-    v.link_lat[TACL__LINKC_NET] = 15;
-    return v;
+    return simrun_view(lay->node_of, lay->n, lay->n_nodes, rank);
 }
 
 static void cfg_str(const cfg_t *c, char *buf, size_t len)
