@@ -285,12 +285,22 @@ static tacl_status_t check_dtype(const char *what, tacl_dtype_t dtype)
     return TACL_OK;
 }
 
+/* Block, bits and count, then the full-precision type unless there is
+ * none (TACL_NUM_DTYPES: an input that is already quantized). */
+static tacl_status_t check_params(const char *what, size_t n, uint32_t block,
+                                  int bits, tacl_dtype_t dtype)
+{
+    tacl_status_t st = check_common(what, n, block, bits);
+
+    if (st == TACL_OK && dtype != TACL_NUM_DTYPES)
+        st = check_dtype(what, dtype);
+    return st;
+}
+
 tacl_status_t tacl__quantize(const void *src, size_t n, tacl_dtype_t dtype,
                              uint32_t block, int bits, void *dst)
 {
-    tacl_status_t st = check_common("quantize", n, block, bits);
-    if (st == TACL_OK)
-        st = check_dtype("quantize", dtype);
+    tacl_status_t st = check_params("quantize", n, block, bits, dtype);
     if (st != TACL_OK)
         return st;
     if (n == 0)
@@ -334,9 +344,7 @@ static void dequant_to_float(float *restrict out, const int8_t *restrict q,
 tacl_status_t tacl__dequantize(const void *src_q, size_t n, uint32_t block,
                                int bits, tacl_dtype_t dtype, void *dst)
 {
-    tacl_status_t st = check_common("dequantize", n, block, bits);
-    if (st == TACL_OK)
-        st = check_dtype("dequantize", dtype);
+    tacl_status_t st = check_params("dequantize", n, block, bits, dtype);
     if (st != TACL_OK)
         return st;
     if (n == 0)
@@ -389,9 +397,7 @@ tacl_status_t tacl__dequant_reduce(const void *const *srcs_q, int nsrc,
                                    int accumulate)
 {
     const char *what = "dequant_reduce";
-    tacl_status_t st = check_common(what, n, block, bits);
-    if (st == TACL_OK)
-        st = check_dtype(what, dtype);
+    tacl_status_t st = check_params(what, n, block, bits, dtype);
     if (st != TACL_OK)
         return st;
     if (n == 0)
@@ -434,7 +440,7 @@ tacl_status_t tacl__dequant_reduce_quant(const void *const *srcs_q,
                                          int bits, void *dst_q)
 {
     const char *what = "dequant_reduce_quant";
-    tacl_status_t st = check_common(what, n, block, bits);
+    tacl_status_t st = check_params(what, n, block, bits, TACL_NUM_DTYPES);
     if (st != TACL_OK)
         return st;
     if (n == 0)
@@ -456,9 +462,7 @@ tacl_status_t tacl__quantize_reorder(const void *src, size_t n_per_slice,
                                      int bits, void *dst)
 {
     const char *what = "quantize_reorder";
-    tacl_status_t st = check_common(what, n_per_slice, block, bits);
-    if (st == TACL_OK)
-        st = check_dtype(what, dtype);
+    tacl_status_t st = check_params(what, n_per_slice, block, bits, dtype);
     if (st != TACL_OK)
         return st;
     if (nslices < 0)
