@@ -40,8 +40,10 @@ struct tacl__exec {
     uint32_t *out_start;      /* dependents of step i: out[out_start[i] ..
                                  out_start[i + 1]) */
     uint32_t *out;
-    uint32_t *ready;          /* FIFO of runnable steps; each enters once */
+    uint32_t *ready;          /* FIFO of runnable local steps */
     uint32_t rhead, rtail;
+    uint32_t *ready_msg;      /* FIFO of runnable sends and receives */
+    uint32_t mhead, mtail;    /* (each step enters one FIFO once) */
     tacl__tl_op_t *ops;       /* one per step, used by SEND and RECV */
     uint8_t **bufptr;         /* resolved base pointer per buffer */
     uint32_t ncomplete;
@@ -85,13 +87,23 @@ static void exec_fail(tacl__exec_t *e, tacl_status_t status)
         e->status = status;
 }
 
+static void make_ready(tacl__exec_t *e, uint32_t id)
+{
+    int kind = e->sched.steps[id].kind;
+
+    if (kind == TACL__STEP_SEND || kind == TACL__STEP_RECV)
+        e->ready_msg[e->mtail++] = id;
+    else
+        e->ready[e->rtail++] = id;
+}
+
 static void step_complete(tacl__exec_t *e, uint32_t id)
 {
     e->ncomplete++;
     for (uint32_t k = e->out_start[id]; k < e->out_start[id + 1]; k++) {
         uint32_t d = e->out[k];
         if (--e->waiting[d] == 0)
-            e->ready[e->rtail++] = d;
+            make_ready(e, d);
     }
 }
 
@@ -237,15 +249,27 @@ static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
     return TACL_OK;
 }
 
-/* Run every ready step; returns how many ran. */
+/*
+ * Run every ready step; returns how many ran.  Messages are posted before
+ * any local work runs, so a peer can pull from this rank while it copies
+ * or reduces: a copy or reduction runs only when no send or receive is
+ * ready, and a message it releases goes before the next one.
+ */
 static int exec_drain(tacl__exec_t *e)
 {
     int n = 0;
 
-    while (e->status == TACL_OK && e->rhead != e->rtail) {
-        uint32_t id = e->ready[e->rhead++];
-        tacl_status_t status = run_step(e, id);
+    while (e->status == TACL_OK) {
+        tacl_status_t status;
+        uint32_t id;
 
+        if (e->mhead != e->mtail)
+            id = e->ready_msg[e->mhead++];
+        else if (e->rhead != e->rtail)
+            id = e->ready[e->rhead++];
+        else
+            break;
+        status = run_step(e, id);
         n++;
         if (status != TACL_OK) {
             exec_fail(e, status);
@@ -276,10 +300,11 @@ tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
     e->out_start = calloc(n + 2, sizeof(uint32_t));
     e->out = calloc(sched->ndeps + 1, sizeof(uint32_t));
     e->ready = calloc(n + 1, sizeof(uint32_t));
+    e->ready_msg = calloc(n + 1, sizeof(uint32_t));
     e->ops = calloc(n + 1, sizeof(tacl__tl_op_t));
     e->bufptr = calloc(sched->nbufs + 1, sizeof(uint8_t *));
-    if (!e->waiting || !e->out_start || !e->out || !e->ready || !e->ops ||
-        !e->bufptr) {
+    if (!e->waiting || !e->out_start || !e->out || !e->ready ||
+        !e->ready_msg || !e->ops || !e->bufptr) {
         status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
                              "out of memory for a schedule of %u steps", n);
         goto err_free;
@@ -322,7 +347,7 @@ tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
     }
     for (uint32_t i = 0; i < n; i++)
         if (e->waiting[i] == 0)
-            e->ready[e->rtail++] = i;
+            make_ready(e, i);
 
     comm->inflight++;
     e->next = comm->ctx->active;
@@ -348,6 +373,7 @@ err_free:
     free(e->out_start);
     free(e->out);
     free(e->ready);
+    free(e->ready_msg);
     free(e->ops);
     free(e->bufptr);
     free(e);
@@ -389,6 +415,7 @@ void tacl__exec_free(tacl__exec_t *e)
     free(e->out_start);
     free(e->out);
     free(e->ready);
+    free(e->ready_msg);
     free(e->ops);
     free(e->bufptr);
     free(e);

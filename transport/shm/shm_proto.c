@@ -33,6 +33,7 @@
 #include "shm.h"
 
 static int process_gone(pid_t pid);
+static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer);
 
 static void complete(tacl__shm_t *shm, tacl__tl_op_t *op,
                      tacl_status_t status)
@@ -124,6 +125,7 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
     tacl_status_t status = check_op(shm, op);
+    tacl__shm_peer_t *peer;
 
     if (status != TACL_OK)
         return status;
@@ -133,7 +135,12 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
         TACL_SHM_OP_FLAGS(op) = TACL_SHM_OP_F_RTS;
         TACL_SHM_OP_ID(op) = ++shm->next_op_id;
     }
-    tacl__shm_opq_push(&shm->peers[shm->local_of[op->peer]].sends, op);
+    peer = &shm->peers[shm->local_of[op->peer]];
+    tacl__shm_opq_push(&peer->sends, op);
+    /* A request to send goes out now, not at the next progress call: the
+     * receiver can then pull while this rank computes or copies. */
+    if (TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_RTS)
+        flush_out(shm, peer);
     return TACL_OK;
 }
 
@@ -465,28 +472,31 @@ static int poll_in(tacl__shm_t *shm, tacl__shm_peer_t *peer)
     return n;
 }
 
-/* Pull one chunk for each receive in cma transfer from the peer. */
+/*
+ * Pull up to TACL_SHM_CMA_CHUNK bytes for the receives in cma transfer
+ * from the peer, oldest first, and send the FIN of each one finished at
+ * once.  The budget keeps one progress call short, so a rank forwards
+ * what it has (the next step of a ring) and answers its other peers while
+ * a long message is still coming.
+ */
 static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
 {
-    tacl__tl_op_t *prev = NULL, *op, *next;
+    uint64_t budget = TACL_SHM_CMA_CHUNK;
+    tacl__tl_op_t *op;
     int events = 0;
 
-    for (op = peer->pulls.head; op; op = next) {
+    while ((op = peer->pulls.head) && budget > 0) {
         uint64_t off = TACL_SHM_OP_OFFSET(op);
-        uint64_t chunk = TACL_MIN(op->len - off,
-                                  (uint64_t)TACL_SHM_CMA_CHUNK);
+        uint64_t chunk = TACL_MIN(op->len - off, budget);
         struct iovec local = {(uint8_t *)op->buf + off, chunk};
         struct iovec remote = {
             (void *)(uintptr_t)(TACL_SHM_OP_ADDR(op) + off), chunk};
         tacl_status_t status = TACL_OK;
         ssize_t got;
 
-        next = op->tl_next;
         got = process_vm_readv(peer->pid, &local, 1, &remote, 1, 0);
-        if (got < 0 && (errno == EINTR || errno == EAGAIN)) {
-            prev = op;
-            continue;
-        }
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            break;
         /* EFAULT: the sender's buffer left its address space, which
          * happens while a killed process is being torn down (before it
          * is gone from the process table) or if it freed the buffer
@@ -496,23 +506,27 @@ static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
                                "rank %d (pid %d) died during a transfer; "
                                "check that process's output",
                                peer->rank, (int)peer->pid);
-        if (got < 0)
+        if (got < 0) {
             status = tacl__error(TACL_ERR_SYSTEM, SHM,
                                  "process_vm_readv from rank %d failed: %m; "
                                  "set TACL_SHM_MODE=copy", peer->rank);
-        else
+        } else {
             TACL_SHM_OP_OFFSET(op) = off + (uint64_t)got;
-        ++events;
-        if (status == TACL_OK && TACL_SHM_OP_OFFSET(op) < op->len) {
-            prev = op;
-            continue;
+            budget -= TACL_MIN(budget, (uint64_t)got);
         }
-        tacl__shm_opq_unlink(&peer->pulls, prev, op);
+        ++events;
+        if (status == TACL_OK && TACL_SHM_OP_OFFSET(op) < op->len)
+            continue;
+        tacl__shm_opq_unlink(&peer->pulls, NULL, op);
         if (queue_fin(peer, TACL_SHM_OP_RID(op), status, op) != TACL_OK) {
             /* Without its FIN the sender would wait forever: fail. */
             complete(shm, op, TACL_ERR_NO_MEMORY);
             return TACL_ERR_NO_MEMORY;
         }
+        flush_out(shm, peer);
+        /* Return with the data still in cache: what waits for it (a
+         * reduction, the next send of a ring) runs now. */
+        break;
     }
     return events;
 }
@@ -601,8 +615,11 @@ int tacl__shm_progress(tacl__tl_t *tl)
             continue;
         n = poll_in(shm, peer);
         if (n >= 0) {
-            int m = advance_pulls(shm, peer);
-            n = m < 0 ? m : n + m;
+            /* Requests to send and FINs first: the peer's work starts
+             * before this rank's pulls. */
+            int m = flush_out(shm, peer);
+            int p = advance_pulls(shm, peer);
+            n = p < 0 ? p : n + m + p;
         }
         if (n < 0) {
             fail_instance(shm, n);
