@@ -35,6 +35,16 @@ tacl_status_t tacl__algo_io(tacl__sched_t *s, const tacl__coll_args_t *args,
                             uint64_t in_bytes, uint64_t out_bytes,
                             tacl__algo_io_t *io_p);
 
+/**
+ * tacl__algo_io for an all-gather, reduce-scatter or all-reduce seen as a
+ * vector of n blocks: *total_p is the vector's length in elements.  On one
+ * rank it also schedules the whole operation and sets *done_p.
+ */
+tacl_status_t tacl__algo_blocks_io(tacl__sched_t *s,
+                                   const tacl__coll_args_t *args,
+                                   tacl__algo_io_t *io_p, size_t *total_p,
+                                   int *done_p);
+
 static inline tacl__bref_t tacl__bref_add(tacl__bref_t r, uint64_t off)
 {
     r.off += off;
@@ -61,6 +71,10 @@ static inline uint64_t tacl__algo_tag(const tacl__coll_args_t *args,
  */
 uint32_t tacl__algo_nchunks(const tacl__coll_args_t *args, size_t max_elems,
                             size_t esize, uint64_t msgs_per_chunk);
+/** The same with at most max_chunks chunks instead of the default cap. */
+uint32_t tacl__algo_nchunks_max(const tacl__coll_args_t *args,
+                                size_t max_elems, size_t esize,
+                                uint64_t msgs_per_chunk, uint32_t max_chunks);
 
 /**
  * Chunk c of a block of blk elements cut on a grid of cs elements:
@@ -107,6 +121,26 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
 
 /** Bandwidth penalty of algorithms that talk to distant peers. */
 #define TACL__ALGO_SPREAD_PENALTY 1.5
+
+/**
+ * Seconds per byte a CPU reduction costs (the gamma of Thakur et al.):
+ * reading two operands and writing one runs at about half the speed of a
+ * copy.  On one node, where moving a byte costs about as much as reducing
+ * it, this is what separates an algorithm that reduces the whole vector
+ * at every step (recursive doubling) from one that reduces each block
+ * once.
+ */
+#define TACL__ALGO_GAMMA_HOST (1.0 / 5e9)
+
+/** Bytes of the vector a reduction collective reduces: 0 otherwise. */
+static inline double tacl__algo_reduced(const tacl__coll_args_t *args,
+                                        double bytes)
+{
+    return args->type == TACL__COLL_ALLREDUCE ||
+                   args->type == TACL__COLL_REDUCE_SCATTER
+               ? bytes
+               : 0;
+}
 
 /*
  * The entry points of each algorithm file.  supports/cost/build dispatch

@@ -1,16 +1,35 @@
 /*
- * Direct all-to-all (the pairwise-free "every rank posts every message at
- * once" scheme of Thakur, Rabenseifner and Gropp, IJHPCA 2005, section
- * 4.3, used for medium messages): rank r sends block j of its input to
- * rank j and receives rank j's block r into block j of its output, for
- * every j at once.  Peers are visited in the order r + 1, r + 2, ... so
- * that no rank is everyone's first target.
+ * Direct algorithms: every rank exchanges with every other rank at once.
  *
- * In place (sendbuf == recvbuf) a block cannot be overwritten before it
- * has been sent, so incoming blocks land in scratch and are copied into
- * place once the outgoing block of the same index has left.
+ * All-to-all (the "every rank posts every message at once" scheme of
+ * Thakur, Rabenseifner and Gropp, IJHPCA 2005, section 4.3, used for
+ * medium messages): rank r sends block j of its input to rank j and
+ * receives rank j's block r into block j of its output, for every j at
+ * once.  Peers are visited in the order r + 1, r + 2, ... so that no rank
+ * is everyone's first target.  In place (sendbuf == recvbuf) a block
+ * cannot be overwritten before it has been sent, so incoming blocks land
+ * in scratch and are copied into place once the outgoing block of the
+ * same index has left.
+ *
+ * All-gather, reduce-scatter and all-reduce on one node (the "two-shot"
+ * scheme of NVLink all-reduces): the vector is cut into n blocks and each
+ * block into chunks.  Reduce-scatter: every rank sends block j of its
+ * input to rank j, and rank r reduces the n - 1 copies of block r it
+ * receives, chunk by chunk, into its output.  All-gather: every rank sends
+ * its block to every other rank, which receives it in place.  All-reduce
+ * is the one then the other, in the output.  Nothing is forwarded, so
+ * there is no pipeline to fill, and a receive lands in a small pool of
+ * chunk-sized scratch slots that the reduction reads at once: over shared
+ * memory the incoming bytes are reduced while they are still in cache
+ * instead of passing through memory as a ring's partial sums do.  A
+ * receive waits only for the local reduction that last read its slot, so
+ * no rank ever waits for another rank's progress to post a receive, and
+ * the exchange cannot deadlock.  Across nodes every rank would send to
+ * every remote rank through its node's uplink, so the tuner keeps these
+ * to one node.
  */
 #include "algo_util.h"
+#include "hier.h"
 #include "log.h"
 
 #include <stdlib.h>
@@ -67,30 +86,266 @@ static tacl_status_t direct_alltoall(tacl__sched_t *s,
     return tacl__sched_status(s);
 }
 
+/* Receive slots per peer in the reduce-scatter pool. */
+#define DIRECT_POOL_PER_PEER 2
+/* Chunks per block at most (two messages per chunk and peer). */
+#define DIRECT_MAX_CHUNKS 256
+
+typedef struct {
+    tacl__sched_t *s;
+    const tacl__coll_args_t *args;
+    tacl__algo_io_t io;
+    int n, r;
+    size_t es;
+    size_t total;    /* elements of the n-block vector */
+    size_t cs;       /* chunk grid, elements */
+    uint32_t nchunks;
+    int32_t *rs_send; /* reduce-scatter send of chunk c of block j */
+    int32_t *fin;     /* step that finished chunk c of block r */
+} direct_t;
+
+static size_t direct_blk(const direct_t *d, int b, size_t *off_p)
+{
+    size_t off, cnt;
+
+    tacl__block_range(d->total, d->n, b, &off, &cnt);
+    if (off_p != NULL)
+        *off_p = off;
+    return cnt;
+}
+
+/* Byte offset of chunk c of block b in the n-block vector. */
+static uint64_t direct_at(const direct_t *d, int b, uint32_t c)
+{
+    size_t off;
+
+    direct_blk(d, b, &off);
+    return (uint64_t)(off + (size_t)c * d->cs) * d->es;
+}
+
+/*
+ * Reduce-scatter of the n-block vector at io.in into dst (block r's place
+ * in the output); d->fin gets the last step of each chunk.
+ */
+static void direct_rs(direct_t *d, tacl__bref_t dst)
+{
+    tacl__sched_t *s = d->s;
+    const tacl__coll_args_t *args = d->args;
+    uint32_t C = d->nchunks, c;
+    int n = d->n, r = d->r, npool = DIRECT_POOL_PER_PEER * (n - 1);
+    size_t cnt_r = direct_blk(d, r, NULL);
+    uint64_t slot_bytes = (uint64_t)d->cs * d->es, seq = 0;
+    int32_t pool = tacl__sched_scratch(s, slot_bytes * (uint64_t)npool,
+                                       args->memtype);
+    int32_t *reader = d->fin + C; /* last reduction of each pool slot */
+    tacl_op_t op = tacl__algo_step_op(args->op);
+
+    for (int i = 0; i < npool; i++)
+        reader[i] = -1;
+    for (int i = 1; i < n; i++) {
+        int to = (r + i) % n;
+        size_t cnt = direct_blk(d, to, NULL);
+
+        for (c = 0; c < C; c++) {
+            size_t len = tacl__chunk_len(cnt, d->cs, c);
+
+            d->rs_send[(size_t)to * C + c] =
+                len == 0 ? -1
+                         : tacl__sched_send(
+                               s, to,
+                               tacl__bref_add(d->io.in, direct_at(d, to, c)),
+                               len * d->es, tacl__algo_tag(args, c),
+                               TACL__NO_DEPS);
+        }
+    }
+    for (c = 0; c < C; c++) {
+        size_t len = tacl__chunk_len(cnt_r, d->cs, c);
+        tacl__bref_t out = tacl__bref_add(dst, (uint64_t)c * slot_bytes);
+        tacl__bref_t acc = tacl__bref_add(d->io.in, direct_at(d, r, c));
+        int32_t last = -1;
+        int acc_slot = -1;
+
+        d->fin[c] = -1;
+        if (len == 0)
+            continue;
+        /* Partial sums stay in the slots; the last combine (for AVG, the
+         * division) writes the output, so every output byte is written
+         * once.  The order is fixed: the same bits on every run. */
+        for (int i = 1; i < n; i++, seq++) {
+            int from = (r - i + n) % n, p = (int)(seq % (uint64_t)npool);
+            int final = i == n - 1, avg = final && args->op == TACL_AVG;
+            tacl__bref_t slot = tacl__bref(pool, (uint64_t)p * slot_bytes);
+            int32_t got = tacl__sched_recv(s, from, slot, len * d->es,
+                                           tacl__algo_tag(args, c),
+                                           TACL__DEPS(reader[p]));
+
+            last = tacl__sched_reduce(s, final && !avg ? out : slot, acc,
+                                      slot, len, args->dtype, op,
+                                      TACL__DEPS(got, last));
+            if (acc_slot >= 0)
+                reader[acc_slot] = last;
+            if (avg)
+                last = tacl__sched_div(s, out, slot, len, args->dtype,
+                                       (uint32_t)n, TACL__DEPS(last));
+            reader[p] = last;
+            acc = slot;
+            acc_slot = p;
+        }
+        d->fin[c] = last;
+    }
+}
+
+/*
+ * All-gather into the n-block vector at io.out: block r is read from src
+ * (after d->fin when after_rs), the others are received in place.
+ */
+static void direct_ag(direct_t *d, tacl__bref_t src, int after_rs)
+{
+    tacl__sched_t *s = d->s;
+    const tacl__coll_args_t *args = d->args;
+    uint32_t C = d->nchunks, c;
+    int n = d->n, r = d->r;
+    size_t cnt_r = direct_blk(d, r, NULL);
+
+    for (int i = 1; i < n; i++) {
+        int to = (r + i) % n, from = (r - i + n) % n;
+        size_t cnt_f = direct_blk(d, from, NULL);
+
+        for (c = 0; c < C; c++) {
+            size_t ls = tacl__chunk_len(cnt_r, d->cs, c);
+            size_t lr = tacl__chunk_len(cnt_f, d->cs, c);
+            uint64_t tag = tacl__algo_tag(args, (uint64_t)C + c);
+
+            if (ls > 0)
+                tacl__sched_send(
+                    s, to,
+                    tacl__bref_add(src, (uint64_t)c * d->cs * d->es),
+                    ls * d->es, tag, TACL__DEPS(after_rs ? d->fin[c] : -1));
+            /* In place, block from was sent from this buffer by the
+             * reduce-scatter: overwrite it once that send is done. */
+            if (lr > 0)
+                tacl__sched_recv(
+                    s, from, tacl__bref_add(d->io.out, direct_at(d, from, c)),
+                    lr * d->es, tag,
+                    TACL__DEPS(after_rs && d->io.in_place
+                                   ? d->rs_send[(size_t)from * C + c]
+                                   : -1));
+        }
+    }
+}
+
+static tacl_status_t direct_blocks(tacl__sched_t *s,
+                                   const tacl__coll_args_t *args)
+{
+    direct_t d = {0};
+    int ag = args->type == TACL__COLL_ALLGATHER;
+    int ar = args->type == TACL__COLL_ALLREDUCE;
+    size_t maxblk;
+    tacl_status_t status;
+    int done;
+
+    d.s = s;
+    d.args = args;
+    d.n = s->nranks;
+    d.r = s->rank;
+    d.es = tacl_dtype_size(args->dtype);
+    status = tacl__algo_blocks_io(s, args, &d.io, &d.total, &done);
+    if (status != TACL_OK || done)
+        return status;
+    maxblk = TACL_DIV_UP(d.total, (size_t)d.n);
+    d.nchunks = tacl__algo_nchunks_max(args, maxblk, d.es, 2,
+                                       DIRECT_MAX_CHUNKS);
+    d.cs = TACL_MAX(TACL_DIV_UP(maxblk, (size_t)d.nchunks), (size_t)1);
+    d.nchunks = (uint32_t)TACL_MAX(TACL_DIV_UP(maxblk, d.cs), (size_t)1);
+    /* rs_send (n per chunk), fin (one per chunk), pool readers. */
+    d.rs_send = malloc(((size_t)d.nchunks * (size_t)(d.n + 1) +
+                        DIRECT_POOL_PER_PEER * (size_t)d.n) *
+                       sizeof(*d.rs_send));
+    if (d.rs_send == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "cannot allocate a direct schedule of %u chunks",
+                           d.nchunks);
+    d.fin = d.rs_send + (size_t)d.nchunks * (size_t)d.n;
+    if (ag) {
+        tacl__bref_t own = tacl__bref_add(d.io.out, direct_at(&d, d.r, 0));
+
+        /* Peers read the input itself; the copy overlaps their reads. */
+        if (!d.io.in_place)
+            tacl__sched_copy(s, own, d.io.in, args->count * d.es,
+                             TACL__NO_DEPS);
+        direct_ag(&d, d.io.in, 0);
+    } else if (ar) {
+        tacl__bref_t own = tacl__bref_add(d.io.out, direct_at(&d, d.r, 0));
+
+        direct_rs(&d, own);
+        direct_ag(&d, own, 1);
+    } else {
+        direct_rs(&d, d.io.out);
+    }
+    free(d.rs_send);
+    return tacl__sched_status(s);
+}
+
 int tacl__direct_supports(const tacl__coll_args_t *args,
                           const tacl__topo_view_t *view)
 {
-    return args->type == TACL__COLL_ALLTOALL;
+    switch (args->type) {
+    case TACL__COLL_ALLTOALL:
+    case TACL__COLL_ALLGATHER:
+    case TACL__COLL_REDUCE_SCATTER:
+    case TACL__COLL_ALLREDUCE:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
+/*
+ * All-to-all: n - 1 messages of one block.  The block algorithms run one
+ * phase (all-gather, reduce-scatter) or two (all-reduce) in which each
+ * rank moves n - 1 blocks; all are posted at once, so a phase costs n - 1
+ * latencies and no pipeline fill.  On several nodes all ranks of a node
+ * send to every remote rank at once through the node's uplink.
+ */
 double tacl__direct_cost(const tacl__coll_args_t *args,
                          const tacl__topo_view_t *view, double alpha,
                          double beta)
 {
-    double m = (double)args->count * (double)tacl_dtype_size(args->dtype);
+    double p = view->nranks, m, blk, phases, peers = p - 1;
 
-    return (view->nranks - 1) * (alpha + m * beta);
+    m = (double)args->count * (double)tacl_dtype_size(args->dtype);
+    if (args->type == TACL__COLL_ALLTOALL)
+        return peers * (alpha + m * beta);
+    phases = args->type == TACL__COLL_ALLREDUCE ? 2 : 1;
+    blk = args->type == TACL__COLL_ALLREDUCE ? m / p : m;
+    if (view->n_nodes > 1) {
+        double local = view->local_size > 0 ? view->local_size : 1;
+        double an = tacl__link_alpha(view, TACL__LINKC_NET, alpha);
+        double bn = tacl__link_beta(view, TACL__LINKC_NET, beta);
+        double bh = tacl__link_beta(view, TACL__LINKC_HOST,
+                                    TACL__HIER_BETA_HOST);
+
+        return phases * (peers * an +
+                         TACL_MAX(local * (p - local) * blk * bn,
+                                  (local - 1) * blk * bh));
+    }
+    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
+    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
+    return phases * peers * (alpha + blk * beta) +
+           tacl__algo_reduced(args, peers * blk) * TACL__ALGO_GAMMA_HOST;
 }
 
 tacl_status_t tacl__direct_build(tacl__sched_t *s,
                                  const tacl__coll_args_t *args,
                                  const tacl__topo_view_t *view)
 {
-    if (args->type != TACL__COLL_ALLTOALL)
+    if (!tacl__direct_supports(args, view))
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
                            "direct does not run %s",
                            tacl__coll_name(args->type));
     if (args->count == 0)
         return TACL_OK;
-    return direct_alltoall(s, args);
+    if (args->type == TACL__COLL_ALLTOALL)
+        return direct_alltoall(s, args);
+    return direct_blocks(s, args);
 }

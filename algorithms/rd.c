@@ -254,14 +254,17 @@ double tacl__rd_cost(const tacl__coll_args_t *args,
     alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
     beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
     if (args->type == TACL__COLL_ALLREDUCE) {
+        /* Every step moves and reduces the whole vector. */
         if (n != p2)
             steps += 2;
-        return steps * (alpha + m * beta);
+        return steps * (alpha + m * (beta + TACL__ALGO_GAMMA_HOST));
     }
     /* All-gather and reduce-scatter move (n - 1) blocks in log n steps,
      * to distant peers. */
     return steps * alpha +
-           (double)(n - 1) * m * beta * TACL__ALGO_SPREAD_PENALTY;
+           (double)(n - 1) * m * beta * TACL__ALGO_SPREAD_PENALTY +
+           tacl__algo_reduced(args, (double)(n - 1) * m) *
+               TACL__ALGO_GAMMA_HOST;
 }
 
 tacl_status_t tacl__rd_build(tacl__sched_t *s, const tacl__coll_args_t *args,

@@ -49,14 +49,17 @@ const tacl__algo_t tacl__algos[] = {
     ALGO_ROW_(MICS, "mics", ALLGATHER, mics),
     ALGO_ROW_(HORING, "horing", ALLGATHER, horing),
     ALGO_ROW_(HRING, "hring", ALLGATHER, hring),
+    ALGO_ROW_(DIRECT, "direct", ALLGATHER, direct),
     ALGO_ROW_(RING, "ring", REDUCE_SCATTER, ring),
     ALGO_ROW_(RD, "rd", REDUCE_SCATTER, rd),
     ALGO_ROW_(MICS, "mics", REDUCE_SCATTER, mics),
     ALGO_ROW_(HORING, "horing", REDUCE_SCATTER, horing),
     ALGO_ROW_(HRING, "hring", REDUCE_SCATTER, hring),
+    ALGO_ROW_(DIRECT, "direct", REDUCE_SCATTER, direct),
     ALGO_ROW_(RING, "ring", ALLREDUCE, ring),
     ALGO_ROW_(RD, "rd", ALLREDUCE, rd),
     ALGO_ROW_(HIER, "hier", ALLREDUCE, hier),
+    ALGO_ROW_(DIRECT, "direct", ALLREDUCE, direct),
     ALGO_ROW_(TREE, "tree", BROADCAST, tree),
     ALGO_ROW_(TREE, "tree", REDUCE, tree),
     ALGO_ROW_(DIRECT, "direct", ALLTOALL, direct),
@@ -396,10 +399,37 @@ tacl_status_t tacl__algo_io(tacl__sched_t *s, const tacl__coll_args_t *args,
     return TACL_OK;
 }
 
+tacl_status_t tacl__algo_blocks_io(tacl__sched_t *s,
+                                   const tacl__coll_args_t *args,
+                                   tacl__algo_io_t *io_p, size_t *total_p,
+                                   int *done_p)
+{
+    int ag = args->type == TACL__COLL_ALLGATHER;
+    int ar = args->type == TACL__COLL_ALLREDUCE;
+    size_t es = tacl_dtype_size(args->dtype);
+    size_t total = ar ? args->count : args->count * (size_t)s->nranks;
+    tacl_status_t status;
+
+    *total_p = total;
+    *done_p = 0;
+    status = tacl__algo_io(s, args, (uint64_t)(ag ? args->count : total) * es,
+                           (uint64_t)(ag || ar ? total : args->count) * es,
+                           io_p);
+    if (status != TACL_OK || s->nranks > 1)
+        return status;
+    /* Nothing to exchange: the output is the input (AVG: over 1). */
+    if (!io_p->in_place)
+        tacl__algo_finish(s, args, io_p->out, io_p->in, args->count,
+                          TACL__NO_DEPS);
+    *done_p = 1;
+    return tacl__sched_status(s);
+}
+
 #define ALGO_MAX_CHUNKS 16
 
-uint32_t tacl__algo_nchunks(const tacl__coll_args_t *args, size_t max_elems,
-                            size_t esize, uint64_t msgs_per_chunk)
+uint32_t tacl__algo_nchunks_max(const tacl__coll_args_t *args,
+                                size_t max_elems, size_t esize,
+                                uint64_t msgs_per_chunk, uint32_t max_chunks)
 {
     uint64_t bytes = (uint64_t)max_elems * esize, c = 1, cap;
 
@@ -407,9 +437,16 @@ uint32_t tacl__algo_nchunks(const tacl__coll_args_t *args, size_t max_elems,
         c = TACL_DIV_UP(bytes, args->chunk_bytes);
     cap = (1ull << TACL__TAG_STEP_BITS) / (msgs_per_chunk ? msgs_per_chunk
                                                           : 1);
-    c = TACL_MIN(c, TACL_MIN(cap, (uint64_t)ALGO_MAX_CHUNKS));
+    c = TACL_MIN(c, TACL_MIN(cap, (uint64_t)max_chunks));
     c = TACL_MIN(c, (uint64_t)max_elems);
     return c ? (uint32_t)c : 1;
+}
+
+uint32_t tacl__algo_nchunks(const tacl__coll_args_t *args, size_t max_elems,
+                            size_t esize, uint64_t msgs_per_chunk)
+{
+    return tacl__algo_nchunks_max(args, max_elems, esize, msgs_per_chunk,
+                                  ALGO_MAX_CHUNKS);
 }
 
 int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,

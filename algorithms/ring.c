@@ -267,18 +267,20 @@ double tacl__ring_cost(const tacl__coll_args_t *args,
     }
     alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
     beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
-    /* Pipelining adds one latency per extra chunk, not per step. */
-    return (steps + chunks - 1) * alpha + steps * blk * beta;
+    /* Pipelining adds one latency per extra chunk, not per step; each
+     * rank reduces n - 1 blocks. */
+    return (steps + chunks - 1) * alpha + steps * blk * beta +
+           tacl__algo_reduced(args, (p - 1) * blk) * TACL__ALGO_GAMMA_HOST;
 }
 
 tacl_status_t tacl__ring_build(tacl__sched_t *s, const tacl__coll_args_t *args,
                                const tacl__topo_view_t *view)
 {
     ring_t g = {0};
-    uint64_t in_bytes, out_bytes;
     tacl_status_t status;
     int ar = args->type == TACL__COLL_ALLREDUCE;
     int rs = args->type == TACL__COLL_REDUCE_SCATTER;
+    int done;
 
     g.s = s;
     g.args = args;
@@ -288,22 +290,11 @@ tacl_status_t tacl__ring_build(tacl__sched_t *s, const tacl__coll_args_t *args,
     g.prev = tacl__ring_prev(g.r, g.n);
     g.es = tacl_dtype_size(args->dtype);
     g.op = tacl__algo_step_op(args->op);
-    g.total = ar ? args->count : args->count * (size_t)g.n;
     if (args->count == 0)
         return TACL_OK;
-    in_bytes = (uint64_t)(rs || ar ? g.total : args->count) * g.es;
-    out_bytes = (uint64_t)(rs ? args->count : g.total) * g.es;
-    status = tacl__algo_io(s, args, in_bytes, out_bytes, &g.io);
-    if (status != TACL_OK)
+    status = tacl__algo_blocks_io(s, args, &g.io, &g.total, &done);
+    if (status != TACL_OK || done)
         return status;
-
-    if (g.n == 1) {
-        /* Nothing to exchange: the output is the input (AVG: over 1). */
-        if (!g.io.in_place)
-            tacl__algo_finish(s, args, g.io.out, g.io.in, args->count,
-                              TACL__NO_DEPS);
-        return tacl__sched_status(s);
-    }
     status = ring_alloc(&g, (uint64_t)(g.n - 1) * (ar ? 2 : 1));
     if (status != TACL_OK)
         return status;

@@ -256,6 +256,10 @@ static uint64_t bytes_formula(const cfg_t *c, int r)
         if (c->algo->id == TACL__ALGO_RING)
             return (2 * c->count - ring_cnt(c->count, n, r) -
                     ring_cnt(c->count, n, (r + 1) % n)) * es;
+        /* Direct: every other block once, then its own to n - 1 peers. */
+        if (c->algo->id == TACL__ALGO_DIRECT)
+            return (c->count + (uint64_t)(n - 2) *
+                                   ring_cnt(c->count, n, r)) * es;
         while (p2 * 2 <= n)
             p2 *= 2;
         rem = n - p2;
@@ -445,3 +449,15 @@ Test(algorithms, rd_allreduce) { run_algo(TACL__COLL_ALLREDUCE, "rd"); }
 Test(algorithms, tree_broadcast) { run_algo(TACL__COLL_BROADCAST, "tree"); }
 Test(algorithms, tree_reduce) { run_algo(TACL__COLL_REDUCE, "tree"); }
 Test(algorithms, direct_alltoall) { run_algo(TACL__COLL_ALLTOALL, "direct"); }
+Test(algorithms, direct_allgather)
+{
+    run_algo(TACL__COLL_ALLGATHER, "direct");
+}
+Test(algorithms, direct_reduce_scatter)
+{
+    run_algo(TACL__COLL_REDUCE_SCATTER, "direct");
+}
+Test(algorithms, direct_allreduce)
+{
+    run_algo(TACL__COLL_ALLREDUCE, "direct");
+}
