@@ -6,12 +6,15 @@
  * All-gather: each rank sends its own block through the intra-node ring
  * and through its rail's inter-node ring at the same time (steps 1 and 2
  * of Figure 4), so the intra-node links work while the network does.
- * Once the inter-node ring is complete (a NOP joins it), an intra-node
- * ring gathers the remaining blocks, those of the other nodes (step 3).
- * Reduce-scatter is the mirror: an intra-node ring first reduces the
- * other nodes' blocks to node partial sums; once it is complete the
- * inter-node ring runs over the rail while a second intra-node ring
- * reduces the node's own blocks, and the rail's last step combines both.
+ * An intra-node ring then gathers the remaining blocks, those of the
+ * other nodes (step 3).  The paper starts step 3 once the inter-node ring
+ * is complete; here each chunk of it starts as soon as the rail has
+ * delivered that chunk, so the intra-node ring runs behind the network
+ * instead of after it, and only its last chunk adds to the inter-node
+ * time.  Reduce-scatter is the mirror: an intra-node ring first reduces
+ * the other nodes' blocks to node partial sums, and each chunk goes round
+ * the rail as soon as its partial is complete, while a second intra-node
+ * ring reduces the node's own blocks; the rail's last step combines both.
  */
 #include "hier.h"
 #include "log.h"
@@ -32,7 +35,10 @@ double tacl__horing_cost(const tacl__coll_args_t *args,
     tacl__hier_model(args, view, alpha, beta, &d);
     own = (d.k - 1) * (d.a_host + d.b * d.b_host);
     rest = (d.k - 1) * (d.a_host + (d.g - 1) * d.b * d.b_host);
-    return TACL_MAX(d.inter, own) + rest + (d.chunks - 1) * d.a_net;
+    /* Both node rings run behind the rails; the last chunk of step 3
+     * still goes round the node after the rail. */
+    return TACL_MAX(d.inter, own + rest) + d.tail +
+           (d.chunks - 1) * d.a_net;
 }
 
 static tacl_status_t horing_rings(tacl__hier_ctx_t *x, tacl__hier_ring_t *rail,
@@ -69,11 +75,11 @@ static void horing_allgather(tacl__hier_ctx_t *x, tacl__hier_ring_t *rail,
                                             x->args->count * x->es),
                          x->io.in, x->args->count * x->es, TACL__NO_DEPS);
     /* Steps 1 and 2: both rings start at once from the own block. */
-    x->collect = 1;
     tacl__hier_ag(x, &rail->ph, NULL);
-    rest->ph.gate = tacl__hier_join(x);
     tacl__hier_ag(x, &own->ph, NULL);
-    /* Step 3: the other nodes' blocks, once the rail is done. */
+    /* Step 3: the other nodes' blocks.  Each chunk follows as soon as
+     * the rail has delivered it rather than after the whole rail ring:
+     * the intra-node ring runs behind the network, not after it. */
     tacl__hier_ag(x, &rest->ph, NULL);
 }
 
@@ -86,10 +92,9 @@ static void horing_reduce_scatter(tacl__hier_ctx_t *x,
     uint32_t div = x->args->op == TACL_AVG ? (uint32_t)x->s->nranks : 0;
 
     /* Mirror of step 3: the other nodes' blocks to node partials. */
-    x->collect = 1;
     tacl__hier_rs_partials(x, rest, np);
-    rail->ph.gate = tacl__hier_join(x);
-    /* Mirror of steps 1 and 2: the own blocks and the rail together. */
+    /* Mirror of steps 1 and 2: the own blocks and the rail together; a
+     * rail chunk leaves as soon as its node partial is complete. */
     tacl__hier_rs_partials(x, own, np);
     x->dsts[0] = x->io.out;
     tacl__hier_rs(x, &rail->ph, x->dsts, div);

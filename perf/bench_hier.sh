@@ -19,7 +19,7 @@
 #   --quick  the 2x2 layout only, 16 MB to 64 MB (a check of the script).
 # Environment: INTER_RATE (1gbit), LAYOUTS ("2x2 4x2"), MIN_SIZE (16M),
 # MAX_SIZE (256M), ITERS (2) and WARMUP (1) for 64 MB and up,
-# SMALL_ITERS (4) below 64 MB, CHECK_ALL (0: results are checked up to
+# SMALL_ITERS (8) below 64 MB, CHECK_ALL (0: results are checked up to
 # 64 MB; 1: at every size), LINK_RATE (bytes/s: skips the calibration),
 # LIMIT (seconds per run, 300).
 # Exit status: 0 if every run worked and every result was exact, 1 if
@@ -60,7 +60,7 @@ PY=/usr/bin/python3
 INTER_RATE=${INTER_RATE:-1gbit}
 ITERS=${ITERS:-2}
 WARMUP=${WARMUP:-1}
-SMALL_ITERS=${SMALL_ITERS:-4}
+SMALL_ITERS=${SMALL_ITERS:-8}
 CHECK_ALL=${CHECK_ALL:-0}
 LIMIT=${LIMIT:-300}
 if [ $quick = 1 ]; then
