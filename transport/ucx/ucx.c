@@ -14,9 +14,12 @@
  * connection to a peer with operations pending fails the whole instance
  * (TACL_ERR_REMOTE); one to a peer with nothing pending (say it finished
  * and closed) only marks that peer, so a later operation naming it fails.
- * UCX's own environment (UCX_TLS, UCX_NET_DEVICES, ...) is read as is.
+ * UCX's own environment (UCX_TLS, UCX_NET_DEVICES, ...) is read as is,
+ * with one default changed where no RDMA device exists (see
+ * tcp_defaults).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +50,50 @@ static tacl_status_t ucs_to_tacl(ucs_status_t status)
                                        : TACL_ERR_INTERNAL;
 }
 
+/* Whether this machine has an RDMA device UCX could use. */
+static int rdma_present(void)
+{
+    DIR *dir = opendir("/sys/class/infiniband");
+    struct dirent *ent;
+    int found = 0;
+
+    if (dir == NULL)
+        return 0;
+    while (!found && (ent = readdir(dir)) != NULL)
+        found = ent->d_name[0] != '.';
+    closedir(dir);
+    return found;
+}
+
+/*
+ * Over TCP, UCX's rendezvous protocol stalls traffic in the other
+ * direction: the receiver's reply (RTR) to a request travels on the same
+ * byte stream as the data that receiver is itself sending, so it waits
+ * behind every byte already queued, and two ranks exchanging large
+ * messages take turns on a full-duplex link (seen at 1 Gbit/s: each rank
+ * of a pair sent its 16 MB, then the other did, 1.5x the time of both at
+ * once).  The eager protocol needs no reply, so without an RDMA device
+ * (where rendezvous means zero-copy RDMA and is worth its handshake) tacl
+ * raises the rendezvous threshold unless UCX_RNDV_THRESH says otherwise.
+ * tacl's schedules post their receives ahead, so eager data rarely waits
+ * unexpected.
+ */
+static void tcp_defaults(ucp_config_t *config)
+{
+    ucs_status_t st;
+
+    if (getenv("UCX_RNDV_THRESH") != NULL || rdma_present())
+        return;
+    st = ucp_config_modify(config, "RNDV_THRESH", "inf");
+    if (st != UCS_OK)
+        TACL_WARN(NET, "cannot set UCX's rendezvous threshold: %s; large "
+                  "messages may take turns on TCP links",
+                  ucs_status_string(st));
+    else
+        TACL_INFO(NET, "no RDMA device: UCX_RNDV_THRESH=inf (eager "
+                  "protocol over TCP)");
+}
+
 /* Create the context and worker; leaves what it made for close. */
 static tacl_status_t setup_worker(tacl__ucx_t *ucx, void **addr_p,
                                   size_t *len_p)
@@ -62,6 +109,7 @@ static tacl_status_t setup_worker(tacl__ucx_t *ucx, void **addr_p,
         return tacl__error(ucs_to_tacl(st), NET, "cannot read the UCX "
                            "configuration: %s; check the UCX_* variables",
                            ucs_status_string(st));
+    tcp_defaults(config);
     params.field_mask = UCP_PARAM_FIELD_FEATURES |
                         UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
