@@ -96,6 +96,7 @@ done
 # Every algorithm forced once (the hierarchical ones need equal nodes of
 # two ranks or more; the 2+1 layout takes the flat ones).
 for forced in "2+1 2,1 allgather=rd,reducescatter=rd,allreduce=rd" \
+    "2+1 2,1 allgather=direct,reducescatter=direct,allreduce=direct" \
     "3x2 2,2,2 allgather=bruck,reducescatter=mics,allreduce=hier" \
     "3x2 2,2,2 allgather=mics,reducescatter=horing,allreduce=rd" \
     "2x2 2,2 allgather=horing,reducescatter=hring,allreduce=hier" \
