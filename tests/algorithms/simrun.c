@@ -898,3 +898,61 @@ tacl__topo_view_t simrun_view(const int *node_of, int n, int n_nodes,
     v.link_lat[TACL_LINK_NET] = 15;
     return v;
 }
+
+void simrun_bufs_alloc(simrun_bufs_t *b, tacl__coll_type_t coll, int rank,
+                       int in_place, size_t sbytes, size_t rbytes,
+                       int has_send, int has_recv)
+{
+    memset(b, 0, sizeof(*b));
+    b->sbytes = sbytes;
+    b->rbytes = rbytes;
+    if (in_place && coll == TACL__COLL_REDUCE_SCATTER) {
+        b->salloc = malloc(sbytes + 1);
+        b->send = b->salloc;
+        b->recv = b->send + (size_t)rank * rbytes;
+        b->region = b->send;
+        b->out_off = (size_t)rank * rbytes;
+    } else if (in_place) {
+        b->ralloc = malloc(rbytes + 1);
+        b->recv = b->ralloc;
+        b->send = b->recv + (coll == TACL__COLL_ALLGATHER
+                                 ? (size_t)rank * sbytes : 0);
+        b->region = b->recv;
+    } else {
+        if (has_send)
+            b->salloc = malloc(sbytes + 1);
+        if (has_recv)
+            b->ralloc = malloc(rbytes + 1);
+        b->send = b->salloc;
+        b->recv = b->ralloc;
+        b->region = b->recv;
+    }
+    b->out_bytes = has_recv && b->recv != NULL ? rbytes : 0;
+    if (b->recv != NULL)
+        memset(b->recv, 0xee, rbytes);
+}
+
+void simrun_bufs_declare(simrun_t *sr, int rank, const simrun_bufs_t *b,
+                         tacl__coll_type_t coll, int in_place)
+{
+    if (in_place && coll == TACL__COLL_REDUCE_SCATTER)
+        simrun_region(sr, rank, b->send, b->sbytes, 0, b->sbytes);
+    else if (in_place && coll == TACL__COLL_ALLGATHER)
+        simrun_region(sr, rank, b->recv, b->rbytes,
+                      (size_t)rank * b->sbytes, b->sbytes);
+    else if (in_place)
+        simrun_region(sr, rank, b->recv, b->rbytes, 0, b->rbytes);
+    else {
+        if (b->send != NULL)
+            simrun_region(sr, rank, b->send, b->sbytes, 0, b->sbytes);
+        if (b->recv != NULL)
+            simrun_region(sr, rank, b->recv, b->rbytes, 0, 0);
+    }
+}
+
+void simrun_bufs_free(simrun_bufs_t *b)
+{
+    free(b->salloc);
+    free(b->ralloc);
+    b->salloc = b->ralloc = NULL;
+}

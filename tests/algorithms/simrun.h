@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algo.h"
 #include "sched.h"
 #include "topo_view.h"
 
@@ -68,5 +69,32 @@ uint64_t simrun_steps(const simrun_t *sr);
  */
 tacl__topo_view_t simrun_view(const int *node_of, int n, int n_nodes,
                               int rank);
+
+/** One rank's input and output buffers, as the suites allocate them. */
+typedef struct {
+    char *send, *recv;     /* input and output; NULL when the rank has none */
+    char *salloc, *ralloc; /* what simrun_bufs_free releases */
+    size_t sbytes, rbytes;
+    char *region;          /* the allocation that holds the output */
+    size_t out_off;        /* where the output starts in region */
+    size_t out_bytes;      /* rbytes, or 0 without an output */
+} simrun_bufs_t;
+
+/**
+ * Allocate rank's buffers for an operation of type coll with sbytes of
+ * input and rbytes of output (none where has_send / has_recv is 0), in
+ * place by NCCL's rules when in_place: for reduce-scatter the output is
+ * block rank of the input, for all-gather the input is block rank of the
+ * output, otherwise both are one buffer.  The output is filled with 0xee;
+ * the caller fills the input.  out_bytes is 0 without has_recv, even in
+ * place (a reduce's non-root ranks).
+ */
+void simrun_bufs_alloc(simrun_bufs_t *b, tacl__coll_type_t coll, int rank,
+                       int in_place, size_t sbytes, size_t rbytes,
+                       int has_send, int has_recv);
+/** Declare b to sr as rank's memory: the input defined, the rest not. */
+void simrun_bufs_declare(simrun_t *sr, int rank, const simrun_bufs_t *b,
+                         tacl__coll_type_t coll, int in_place);
+void simrun_bufs_free(simrun_bufs_t *b);
 
 #endif /* TACL_TESTS_SIMRUN_H */

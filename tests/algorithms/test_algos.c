@@ -30,13 +30,7 @@ typedef struct {
     uint64_t chunk;
 } cfg_t;
 
-typedef struct {
-    char *send, *recv;          /* what the operation is given */
-    char *salloc, *ralloc;      /* allocations */
-    size_t sbytes, rbytes;      /* sizes of the send and receive buffers */
-    char *region;               /* the region holding the output */
-    size_t out_off, out_bytes;  /* the output inside region */
-} rbufs_t;
+typedef simrun_bufs_t rbufs_t;
 
 static void cfg_str(const cfg_t *c, char *buf, size_t len)
 {
@@ -123,62 +117,23 @@ static size_t recv_elems(const cfg_t *c)
     }
 }
 
-/* Allocates and fills rank r's buffers and declares them to the runner. */
+/* Allocates and fills rank r's buffers. */
 static void setup(const cfg_t *c, int r, rbufs_t *b)
 {
     size_t es = tacl_dtype_size(c->dtype), i;
     tacl__coll_type_t t = c->algo->coll;
-    int root_only_send = t == TACL__COLL_BROADCAST && r != c->root;
-    int root_only_recv = t == TACL__COLL_REDUCE && r != c->root;
 
-    memset(b, 0, sizeof(*b));
-    b->sbytes = send_elems(c) * es;
-    b->rbytes = recv_elems(c) * es;
-    if (c->in_place && t == TACL__COLL_REDUCE_SCATTER) {
-        b->salloc = malloc(b->sbytes + 1);
-        b->send = b->salloc;
-        b->recv = b->send + (size_t)r * b->rbytes;
-        b->region = b->send;
-        b->out_off = (size_t)r * b->rbytes;
-    } else if (c->in_place) {
-        b->ralloc = malloc(b->rbytes + 1);
-        b->recv = b->ralloc;
-        b->send = b->recv + (t == TACL__COLL_ALLGATHER
-                                 ? (size_t)r * b->sbytes : 0);
-        b->region = b->recv;
-    } else {
-        if (!root_only_send)
-            b->salloc = malloc(b->sbytes + 1);
-        if (!root_only_recv)
-            b->ralloc = malloc(b->rbytes + 1);
-        b->send = b->salloc;
-        b->recv = b->ralloc;
-        b->region = b->recv;
-    }
-    b->out_bytes = root_only_recv ? 0 : b->rbytes;
-    if (b->recv != NULL)
-        memset(b->recv, 0xee, b->rbytes);
+    simrun_bufs_alloc(b, t, r, c->in_place, send_elems(c) * es,
+                      recv_elems(c) * es,
+                      !(t == TACL__COLL_BROADCAST && r != c->root),
+                      !(t == TACL__COLL_REDUCE && r != c->root));
     for (i = 0; b->send != NULL && i < send_elems(c); i++)
         put(c->dtype, b->send, i, gen(c, r, i));
 }
 
 static void declare(simrun_t *sr, const cfg_t *c, int r, const rbufs_t *b)
 {
-    tacl__coll_type_t t = c->algo->coll;
-
-    if (c->in_place && t == TACL__COLL_REDUCE_SCATTER)
-        simrun_region(sr, r, b->send, b->sbytes, 0, b->sbytes);
-    else if (c->in_place && t == TACL__COLL_ALLGATHER)
-        simrun_region(sr, r, b->recv, b->rbytes, (size_t)r * b->sbytes,
-                      b->sbytes);
-    else if (c->in_place)
-        simrun_region(sr, r, b->recv, b->rbytes, 0, b->rbytes);
-    else {
-        if (b->send != NULL)
-            simrun_region(sr, r, b->send, b->sbytes, 0, b->sbytes);
-        if (b->recv != NULL)
-            simrun_region(sr, r, b->recv, b->rbytes, 0, 0);
-    }
+    simrun_bufs_declare(sr, r, b, c->algo->coll, c->in_place);
 }
 
 /* Expected output of rank r into exp (b->out_bytes bytes). */
@@ -372,8 +327,7 @@ static void run_cfg(const cfg_t *c)
                      "%s seed %u: %s", name, seeds[si], err);
         for (r = 0; r < c->n; r++) {
             check_rank(c, sr, &b[r], r, exp, name);
-            free(b[r].salloc);
-            free(b[r].ralloc);
+            simrun_bufs_free(&b[r]);
         }
         simrun_free(sr);
     }

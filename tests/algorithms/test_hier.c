@@ -48,12 +48,7 @@ typedef struct {
     uint64_t chunk;
 } cfg_t;
 
-typedef struct {
-    char *send, *recv, *salloc, *ralloc;
-    size_t sbytes, rbytes;
-    char *region;
-    size_t out_off, out_bytes;
-} rbufs_t;
+typedef simrun_bufs_t rbufs_t;
 
 /* A view of lay for rank (10 GB/s host, 1 Gbit/s network). */
 static tacl__topo_view_t view_of(const layout_t *lay, int rank)
@@ -121,47 +116,15 @@ static void setup(const cfg_t *c, int r, rbufs_t *b)
 {
     size_t es = tacl_dtype_size(c->dtype), i;
 
-    memset(b, 0, sizeof(*b));
-    b->sbytes = send_elems(c) * es;
-    b->rbytes = recv_elems(c) * es;
-    if (c->in_place && c->coll == TACL__COLL_REDUCE_SCATTER) {
-        b->salloc = malloc(b->sbytes + 1);
-        b->send = b->salloc;
-        b->recv = b->send + (size_t)r * b->rbytes;
-        b->region = b->send;
-        b->out_off = (size_t)r * b->rbytes;
-    } else if (c->in_place) {
-        b->ralloc = malloc(b->rbytes + 1);
-        b->recv = b->ralloc;
-        b->send = b->recv + (c->coll == TACL__COLL_ALLGATHER
-                                 ? (size_t)r * b->sbytes : 0);
-        b->region = b->recv;
-    } else {
-        b->salloc = malloc(b->sbytes + 1);
-        b->ralloc = malloc(b->rbytes + 1);
-        b->send = b->salloc;
-        b->recv = b->ralloc;
-        b->region = b->recv;
-    }
-    b->out_bytes = b->rbytes;
-    memset(b->recv, 0xee, b->rbytes);
+    simrun_bufs_alloc(b, c->coll, r, c->in_place, send_elems(c) * es,
+                      recv_elems(c) * es, 1, 1);
     for (i = 0; i < send_elems(c); i++)
         put(c->dtype, b->send, i, gen(r, i));
 }
 
 static void declare(simrun_t *sr, const cfg_t *c, int r, const rbufs_t *b)
 {
-    if (c->in_place && c->coll == TACL__COLL_REDUCE_SCATTER)
-        simrun_region(sr, r, b->send, b->sbytes, 0, b->sbytes);
-    else if (c->in_place && c->coll == TACL__COLL_ALLGATHER)
-        simrun_region(sr, r, b->recv, b->rbytes, (size_t)r * b->sbytes,
-                      b->sbytes);
-    else if (c->in_place)
-        simrun_region(sr, r, b->recv, b->rbytes, 0, b->rbytes);
-    else {
-        simrun_region(sr, r, b->send, b->sbytes, 0, b->sbytes);
-        simrun_region(sr, r, b->recv, b->rbytes, 0, 0);
-    }
+    simrun_bufs_declare(sr, r, b, c->coll, c->in_place);
 }
 
 static void expected(const cfg_t *c, int r, char *exp)
@@ -292,8 +255,7 @@ static void run_cfg(const cfg_t *c, unsigned seed)
                  name, seed, err);
     for (r = 0; r < n; r++) {
         check_rank(c, sr, &b[r], r, exp, name);
-        free(b[r].salloc);
-        free(b[r].ralloc);
+        simrun_bufs_free(&b[r]);
     }
     simrun_free(sr);
     free(b);

@@ -55,12 +55,7 @@ typedef struct {
     const char *spec;
 } cfg_t;
 
-typedef struct {
-    char *send, *recv, *salloc, *ralloc;
-    size_t sbytes, rbytes;
-    char *region;
-    size_t out_off;
-} rbufs_t;
+typedef simrun_bufs_t rbufs_t;
 
 static tacl__topo_view_t view_of(const layout_t *lay, int rank)
 {
@@ -156,43 +151,15 @@ static void setup(const cfg_t *c, int r, rbufs_t *b)
 {
     size_t es = tacl_dtype_size(c->dtype), i;
 
-    memset(b, 0, sizeof(*b));
-    b->sbytes = send_elems(c) * es;
-    b->rbytes = recv_elems(c) * es;
-    if (c->in_place && c->coll == TACL__COLL_REDUCE_SCATTER) {
-        b->salloc = malloc(b->sbytes + 1);
-        b->send = b->salloc;
-        b->recv = b->send + (size_t)r * b->rbytes;
-        b->region = b->send;
-        b->out_off = (size_t)r * b->rbytes;
-    } else if (c->in_place) {
-        b->ralloc = malloc(b->rbytes + 1);
-        b->recv = b->ralloc;
-        b->send = b->recv + (size_t)r * b->sbytes;
-        b->region = b->recv;
-    } else {
-        b->salloc = malloc(b->sbytes + 1);
-        b->ralloc = malloc(b->rbytes + 1);
-        b->send = b->salloc;
-        b->recv = b->ralloc;
-        b->region = b->recv;
-        memset(b->recv, 0xee, b->rbytes);
-    }
+    simrun_bufs_alloc(b, c->coll, r, c->in_place, send_elems(c) * es,
+                      recv_elems(c) * es, 1, 1);
     for (i = 0; i < send_elems(c); i++)
         put(c->dtype, b->send, i, gen(c->dtype, r, i));
 }
 
 static void declare(simrun_t *sr, const cfg_t *c, int r, const rbufs_t *b)
 {
-    if (c->in_place && c->coll == TACL__COLL_REDUCE_SCATTER)
-        simrun_region(sr, r, b->send, b->sbytes, 0, b->sbytes);
-    else if (c->in_place)
-        simrun_region(sr, r, b->recv, b->rbytes, (size_t)r * b->sbytes,
-                      b->sbytes);
-    else {
-        simrun_region(sr, r, b->send, b->sbytes, 0, b->sbytes);
-        simrun_region(sr, r, b->recv, b->rbytes, 0, 0);
-    }
+    simrun_bufs_declare(sr, r, b, c->coll, c->in_place);
 }
 
 static tacl__coll_args_t args_of(const cfg_t *c, const rbufs_t *b)
@@ -438,8 +405,7 @@ static void run_cfg(const cfg_t *c, unsigned seed)
         else
             check_qgz(c, &b[r], r, tacl__qgz_two_hop(&v0), name);
         check_writes(c, sr, &b[r], r, name);
-        free(b[r].salloc);
-        free(b[r].ralloc);
+        simrun_bufs_free(&b[r]);
     }
     simrun_free(sr);
     free(b);
