@@ -124,6 +124,23 @@ static uint64_t direct_at(const direct_t *d, int b, uint32_t c)
 }
 
 /*
+ * Fold the n dependencies in ids into at most TACL__MAX_DEPS, joining the
+ * excess through NOP steps; ids[0 .. returned count) are then the list.
+ */
+static int direct_join(tacl__sched_t *s, int32_t *ids, int n)
+{
+    int k = TACL__MAX_DEPS - 1;
+
+    while (n > TACL__MAX_DEPS) {
+        /* The NOP takes the place of the last id it joins. */
+        ids[n - TACL__MAX_DEPS] =
+            tacl__sched_nop(s, ids + n - TACL__MAX_DEPS, TACL__MAX_DEPS);
+        n -= k;
+    }
+    return n;
+}
+
+/*
  * Reduce-scatter of the n-block vector at io.in into dst (block r's place
  * in the output); d->fin gets the last step of each chunk.
  */
@@ -161,36 +178,38 @@ static void direct_rs(direct_t *d, tacl__bref_t dst)
     for (c = 0; c < C; c++) {
         size_t len = tacl__chunk_len(cnt_r, d->cs, c);
         tacl__bref_t out = tacl__bref_add(dst, (uint64_t)c * slot_bytes);
-        tacl__bref_t acc = tacl__bref_add(d->io.in, direct_at(d, r, c));
-        int32_t last = -1;
-        int acc_slot = -1;
+        tacl__bref_t in = tacl__bref_add(d->io.in, direct_at(d, r, c));
+        /* The chunk's n - 1 slots are consecutive: npool is a multiple
+         * of n - 1. */
+        int first = (int)(seq % (uint64_t)npool);
+        tacl__bref_t slots = tacl__bref(pool, (uint64_t)first * slot_bytes);
+        int32_t *got = d->fin + C + npool; /* this chunk's receives */
+        int avg = args->op == TACL_AVG, ndeps;
+        int32_t last;
 
         d->fin[c] = -1;
         if (len == 0)
             continue;
-        /* Partial sums stay in the slots; the last combine (for AVG, the
-         * division) writes the output, so every output byte is written
-         * once.  The order is fixed: the same bits on every run. */
         for (int i = 1; i < n; i++, seq++) {
-            int from = (r - i + n) % n, p = (int)(seq % (uint64_t)npool);
-            int final = i == n - 1, avg = final && args->op == TACL_AVG;
-            tacl__bref_t slot = tacl__bref(pool, (uint64_t)p * slot_bytes);
-            int32_t got = tacl__sched_recv(s, from, slot, len * d->es,
-                                           tacl__algo_tag(args, c),
-                                           TACL__DEPS(reader[p]));
+            int from = (r - i + n) % n, p = first + i - 1;
 
-            last = tacl__sched_reduce(s, final && !avg ? out : slot, acc,
-                                      slot, len, args->dtype, op,
-                                      TACL__DEPS(got, last));
-            if (acc_slot >= 0)
-                reader[acc_slot] = last;
-            if (avg)
-                last = tacl__sched_div(s, out, slot, len, args->dtype,
-                                       (uint32_t)n, TACL__DEPS(last));
-            reader[p] = last;
-            acc = slot;
-            acc_slot = p;
+            got[i - 1] = tacl__sched_recv(
+                s, from, tacl__bref(pool, (uint64_t)p * slot_bytes),
+                len * d->es, tacl__algo_tag(args, c), TACL__DEPS(reader[p]));
         }
+        /* One pass folds every copy into the output, in a fixed order
+         * (the same bits on every run); for AVG the sum stays in the first
+         * slot and the division writes the output, so every output byte
+         * is written once. */
+        ndeps = direct_join(s, got, n - 1);
+        last = tacl__sched_reduce_n(s, avg ? slots : out, in, slots, n - 1,
+                                    slot_bytes, len, args->dtype, op, got,
+                                    ndeps);
+        if (avg)
+            last = tacl__sched_div(s, out, slots, len, args->dtype,
+                                   (uint32_t)n, TACL__DEPS(last));
+        for (int i = 0; i < n - 1; i++)
+            reader[first + i] = last;
         d->fin[c] = last;
     }
 }
@@ -257,9 +276,10 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
                                        DIRECT_MAX_CHUNKS);
     d.cs = TACL_MAX(TACL_DIV_UP(maxblk, (size_t)d.nchunks), (size_t)1);
     d.nchunks = (uint32_t)TACL_MAX(TACL_DIV_UP(maxblk, d.cs), (size_t)1);
-    /* rs_send (n per chunk), fin (one per chunk), pool readers. */
+    /* rs_send (n per chunk), fin (one per chunk), pool readers, the
+     * receives of one chunk. */
     d.rs_send = malloc(((size_t)d.nchunks * (size_t)(d.n + 1) +
-                        DIRECT_POOL_PER_PEER * (size_t)d.n) *
+                        (DIRECT_POOL_PER_PEER + 1) * (size_t)d.n) *
                        sizeof(*d.rs_send));
     if (d.rs_send == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,

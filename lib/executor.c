@@ -199,6 +199,37 @@ static tacl_status_t run_quant_step(tacl__exec_t *e, const tacl__step_t *st)
     return status;
 }
 
+/* Bytes of output a reduction of several sources finishes at a time. */
+#define EXEC_REDUCE_BLOCK 8192
+
+/*
+ * A reduction step.  With several second sources the output is walked in
+ * blocks small enough to stay in the first-level cache while every
+ * source is folded into it, so the output is written to memory once.
+ */
+static tacl_status_t run_reduce_step(tacl__exec_t *e, const tacl__step_t *st)
+{
+    size_t esize = tacl_dtype_size(st->dtype), count = st->bytes / esize;
+    size_t block = EXEC_REDUCE_BLOCK / esize;
+    uint8_t *dst = bref_ptr(e, st->dst), *src = bref_ptr(e, st->src);
+    uint8_t *src2 = bref_ptr(e, st->src2);
+    tacl_status_t s = TACL_OK;
+
+    if (st->nsrc <= 1)
+        return tacl__reduce_cpu(dst, src, src2, count, st->dtype, st->op);
+    for (size_t at = 0; at < count && s == TACL_OK; at += block) {
+        size_t n = TACL_MIN(block, count - at), off = at * esize;
+
+        s = tacl__reduce_cpu(dst + off, src + off, src2 + off, n, st->dtype,
+                             st->op);
+        for (uint32_t i = 1; i < st->nsrc && s == TACL_OK; i++)
+            s = tacl__reduce_cpu(dst + off, dst + off,
+                                 src2 + i * st->stride + off, n, st->dtype,
+                                 st->op);
+    }
+    return s;
+}
+
 static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
 {
     const tacl__step_t *st = &e->sched.steps[id];
@@ -213,11 +244,7 @@ static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
             memcpy(bref_ptr(e, st->dst), bref_ptr(e, st->src), st->bytes);
         break;
     case TACL__STEP_REDUCE: {
-        tacl_status_t s;
-        esize = tacl_dtype_size(st->dtype);
-        s = tacl__reduce_cpu(bref_ptr(e, st->dst), bref_ptr(e, st->src),
-                             bref_ptr(e, st->src2), st->bytes / esize,
-                             st->dtype, st->op);
+        tacl_status_t s = run_reduce_step(e, st);
         if (s != TACL_OK)
             return s;
         break;

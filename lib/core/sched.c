@@ -279,19 +279,46 @@ static int sched_elems(tacl__sched_t *s, size_t count, tacl_dtype_t dtype,
     return 0;
 }
 
-int32_t tacl__sched_reduce(tacl__sched_t *s, tacl__bref_t dst,
-                           tacl__bref_t src, tacl__bref_t src2, size_t count,
-                           tacl_dtype_t dtype, tacl_op_t op,
-                           const int32_t *deps, int ndeps)
+/* A run of nsrc inputs of each bytes, stride apart, must not overlap. */
+static int sched_check_sources(tacl__sched_t *s, const char *what, int nsrc,
+                               uint64_t stride, uint64_t each)
+{
+    if (nsrc >= 1 && nsrc <= UINT16_MAX && (nsrc == 1 || stride >= each))
+        return 0;
+    sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                              "step %u: %d %s %llu bytes apart", s->nsteps,
+                              nsrc, what, (unsigned long long)stride));
+    return -1;
+}
+
+int32_t tacl__sched_reduce_n(tacl__sched_t *s, tacl__bref_t dst,
+                             tacl__bref_t src, tacl__bref_t src2, int nsrc,
+                             uint64_t stride, size_t count,
+                             tacl_dtype_t dtype, tacl_op_t op,
+                             const int32_t *deps, int ndeps)
 {
     tacl__step_t st = {0};
     uint64_t bytes;
 
     if (sched_elems(s, count, dtype, &bytes) != 0 ||
         sched_check_ref(s, "reduce destination", dst, bytes) != 0 ||
-        sched_check_ref(s, "reduce source", src, bytes) != 0 ||
-        sched_check_ref(s, "reduce second source", src2, bytes) != 0)
+        sched_check_ref(s, "reduce source", src, bytes) != 0)
         return -1;
+    if (sched_check_sources(s, "second sources", nsrc, stride, bytes) != 0)
+        return -1;
+    if (sched_check_ref(s, "reduce second sources", src2,
+                        (uint64_t)(nsrc - 1) * stride + bytes) != 0)
+        return -1;
+    /* The output is written block by block before the later sources of
+     * the same block are read: it may only be the first. */
+    if (nsrc > 1 && dst.buf == src2.buf && dst.off < src2.off +
+        (uint64_t)(nsrc - 1) * stride + bytes && src2.off + stride <
+        dst.off + bytes) {
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "step %u: reduce output overlaps a second "
+                                  "source other than the first", s->nsteps));
+        return -1;
+    }
     if (op == TACL_AVG || op < 0 || op >= TACL_NUM_OPS) {
         sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
                                   "step %u: reduce with op %d; builders "
@@ -306,7 +333,18 @@ int32_t tacl__sched_reduce(tacl__sched_t *s, tacl__bref_t dst,
     st.src = src;
     st.src2 = src2;
     st.bytes = bytes;
+    st.nsrc = (uint16_t)nsrc;
+    st.stride = nsrc > 1 ? stride : 0;
     return sched_add_step(s, &st, deps, ndeps);
+}
+
+int32_t tacl__sched_reduce(tacl__sched_t *s, tacl__bref_t dst,
+                           tacl__bref_t src, tacl__bref_t src2, size_t count,
+                           tacl_dtype_t dtype, tacl_op_t op,
+                           const int32_t *deps, int ndeps)
+{
+    return tacl__sched_reduce_n(s, dst, src, src2, 1, 0, count, dtype, op,
+                                deps, ndeps);
 }
 
 int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
@@ -367,13 +405,9 @@ static int32_t sched_quant_step(tacl__sched_t *s, uint8_t kind,
     if (sched_elems(s, count, dtype, &bytes) != 0 ||
         sched_qbytes(s, count, dtype, qblock, qbits, &qbytes) != 0)
         return -1;
-    if (nsrc < 1 || nsrc > UINT16_MAX || (nsrc > 1 && stride < qbytes)) {
-        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
-                                  "step %u: %d quantized inputs %llu bytes "
-                                  "apart", s->nsteps, nsrc,
-                                  (unsigned long long)stride));
+    if (sched_check_sources(s, "quantized inputs", nsrc, stride, qbytes) !=
+        0)
         return -1;
-    }
     in_bytes = kind == TACL__STEP_QUANT ? bytes
                                         : (uint64_t)(nsrc - 1) * stride + qbytes;
     out_bytes = kind == TACL__STEP_DEQUANT ? bytes : qbytes;
@@ -477,11 +511,12 @@ void tacl__sched_step_str(const tacl__sched_t *s, uint32_t id, char *buf,
     case TACL__STEP_REDUCE:
         n = snprintf(buf, len,
                      "step %u: reduce %s %s dst b%u+%" PRIu64
-                     " src b%u+%" PRIu64 " src2 b%u+%" PRIu64 " %" PRIu64
-                     " bytes", id, tacl_op_name((tacl_op_t)st->op),
+                     " src b%u+%" PRIu64 " src2 b%u+%" PRIu64 " x%u/%" PRIu64
+                     " %" PRIu64 " bytes", id, tacl_op_name((tacl_op_t)st->op),
                      tacl_dtype_name((tacl_dtype_t)st->dtype), st->dst.buf,
                      st->dst.off, st->src.buf, st->src.off, st->src2.buf,
-                     st->src2.off, st->bytes);
+                     st->src2.off, st->nsrc ? st->nsrc : 1u, st->stride,
+                     st->bytes);
         break;
     default:
         n = snprintf(buf, len, "step %u: %s", id,

@@ -26,8 +26,9 @@ typedef enum {
     TACL__STEP_SEND = 0, /* send bytes at src to peer, matched by tag */
     TACL__STEP_RECV,     /* receive bytes from peer into dst, by tag */
     TACL__STEP_COPY,     /* dst = src, bytes long (regions may not overlap) */
-    TACL__STEP_REDUCE,   /* dst = src op src2, count elements of dtype;
-                            dst may equal src or src2 */
+    TACL__STEP_REDUCE,   /* dst = src op src2 [op src2 + stride ...]:
+                            nsrc (1 when 0) second sources, count elements
+                            of dtype; dst may equal src or the first */
     TACL__STEP_DIV,      /* dst = src / arg, count elements (AVG finish) */
     TACL__STEP_NOP,      /* a join point: completes when its deps do */
     TACL__STEP_QUANT,    /* dst (quantized) = quantize(src), count elements
@@ -92,10 +93,12 @@ typedef struct {
     uint32_t arg;     /* DIV: the divisor; DEQUANT: 1 to accumulate */
     uint64_t count;   /* QUANT, DEQUANT, DQRQ: elements */
     uint64_t stride;  /* DEQUANT, DQRQ: bytes from one quantized input to
-                         the next */
+                         the next; REDUCE: from one second source to the
+                         next */
     uint32_t qblock;  /* QUANT, DEQUANT, DQRQ: elements per block */
     uint8_t qbits;    /* 8 or 4 */
-    uint16_t nsrc;    /* DEQUANT, DQRQ: quantized inputs */
+    uint16_t nsrc;    /* DEQUANT, DQRQ: quantized inputs; REDUCE: second
+                         sources (0 means 1) */
     uint32_t dep_start; /* first dependency in tacl__sched_t.deps */
     uint32_t ndeps;
 } tacl__step_t;
@@ -168,6 +171,17 @@ int32_t tacl__sched_reduce(tacl__sched_t *s, tacl__bref_t dst,
                            tacl__bref_t src, tacl__bref_t src2, size_t count,
                            tacl_dtype_t dtype, tacl_op_t op,
                            const int32_t *deps, int ndeps);
+/**
+ * dst = src op src2 op (src2 + stride) ... over nsrc second sources, in
+ * that order, count elements each: one pass over the output where a chain
+ * of two-source reductions would make nsrc.  The second sources may not
+ * overlap one another; dst may equal src or the first of them.
+ */
+int32_t tacl__sched_reduce_n(tacl__sched_t *s, tacl__bref_t dst,
+                             tacl__bref_t src, tacl__bref_t src2, int nsrc,
+                             uint64_t stride, size_t count,
+                             tacl_dtype_t dtype, tacl_op_t op,
+                             const int32_t *deps, int ndeps);
 int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
                         size_t count, tacl_dtype_t dtype, uint32_t divisor,
                         const int32_t *deps, int ndeps);

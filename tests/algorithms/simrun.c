@@ -437,8 +437,13 @@ static int check_races(simrun_t *sr, int r)
     char l1[256], l2[256];
     int rc = 0;
 
-    for (j = 0; j < n; j++)
-        nacc += quant_naccess(&rk->s.steps[j]);
+    for (j = 0; j < n; j++) {
+        const tacl__step_t *st = &rk->s.steps[j];
+
+        nacc += quant_naccess(st);
+        if (st->kind == TACL__STEP_REDUCE && st->nsrc > 1)
+            nacc += st->nsrc - 1u;
+    }
     acc = malloc((nacc + 1) * sizeof(*acc));
     act = malloc((nacc + 1) * sizeof(*act));
     for (j = 0; j < n; j++) {
@@ -461,7 +466,11 @@ static int check_races(simrun_t *sr, int r)
             add_access(rk, acc, &na, j, st->dst, st->bytes, 1);
             break;
         case TACL__STEP_REDUCE:
-            add_access(rk, acc, &na, j, st->src2, st->bytes, 0);
+            for (i = 0; i < (st->nsrc ? st->nsrc : 1u); i++)
+                add_access(rk, acc, &na, j,
+                           tacl__bref(st->src2.buf,
+                                      st->src2.off + i * st->stride),
+                           st->bytes, 0);
             /* fall through */
         case TACL__STEP_COPY:
         case TACL__STEP_DIV:
@@ -766,15 +775,30 @@ static int execute(simrun_t *sr, pool_t *p, item_t it)
             return -1;
         memcpy(at(rk, st->dst), at(rk, st->src), st->bytes);
         break;
-    case TACL__STEP_REDUCE:
-        if (read_ok(sr, it.rank, it.step, st->src, st->bytes) != 0 ||
-            read_ok(sr, it.rank, it.step, st->src2, st->bytes) != 0)
+    case TACL__STEP_REDUCE: {
+        uint32_t k, nsrc = st->nsrc ? st->nsrc : 1u;
+
+        if (read_ok(sr, it.rank, it.step, st->src, st->bytes) != 0)
             return -1;
+        for (k = 0; k < nsrc; k++)
+            if (read_ok(sr, it.rank, it.step,
+                        tacl__bref(st->src2.buf,
+                                   st->src2.off + k * st->stride),
+                        st->bytes) != 0)
+                return -1;
+        /* Source by source over the whole length: the same order, so the
+         * same bits, as the executor's blocks. */
         status = tacl__reduce_cpu(at(rk, st->dst), at(rk, st->src),
                                   at(rk, st->src2), st->bytes / es,
                                   (tacl_dtype_t)st->dtype,
                                   (tacl_op_t)st->op);
+        for (k = 1; k < nsrc && status == TACL_OK; k++)
+            status = tacl__reduce_cpu(
+                at(rk, st->dst), at(rk, st->dst),
+                at(rk, st->src2) + k * st->stride, st->bytes / es,
+                (tacl_dtype_t)st->dtype, (tacl_op_t)st->op);
         break;
+    }
     case TACL__STEP_DIV:
         if (read_ok(sr, it.rank, it.step, st->src, st->bytes) != 0)
             return -1;

@@ -415,3 +415,24 @@ Test(algorithms, direct_allreduce)
 {
     run_algo(TACL__COLL_ALLREDUCE, "direct");
 }
+
+Test(algorithms, direct_more_peers_than_dependencies)
+{
+    /* 69 copies of a chunk reduced in one step: more receives than a step
+     * may depend on, joined through NOPs. */
+    static const tacl__coll_type_t colls[] = {TACL__COLL_REDUCE_SCATTER,
+                                              TACL__COLL_ALLREDUCE};
+    size_t i;
+
+    cr_assert_gt(70, TACL__MAX_DEPS + 1);
+    for (i = 0; i < sizeof(colls) / sizeof(colls[0]); i++) {
+        cfg_t c = {70, tacl__algo_find(colls[i], "direct"), 141, 0,
+                   TACL_INT32, TACL_SUM, 0, 40};
+
+        run_cfg(&c);
+        c.in_place = 1;
+        c.op = TACL_AVG;
+        c.dtype = TACL_FLOAT32;
+        run_cfg(&c);
+    }
+}

@@ -512,5 +512,36 @@ Test(sched, builder_errors_are_sticky)
     cr_expect_eq(tacl__sched_reduce(&s, tacl__bref(b, 0), tacl__bref(b, 0),
                                     tacl__bref(b, 16), 4, TACL_FLOAT32,
                                     TACL_AVG, TACL__NO_DEPS), -1);
+    /* Several second sources: overlapping ones, one past the end, and an
+     * output on a later one are refused; the output on the first is not. */
+    tacl__sched_reset(&s);
+    b = tacl__sched_buf(&s, buf, sizeof(buf), TACL__BUF_OUTPUT,
+                        TACL_MEM_HOST);
+    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 0), tacl__bref(b, 0),
+                                      tacl__bref(b, 16), 3, 16, 4,
+                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
+                 0);
+    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 16), tacl__bref(b, 0),
+                                      tacl__bref(b, 16), 3, 16, 4,
+                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
+                 1);
+    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 32), tacl__bref(b, 0),
+                                      tacl__bref(b, 16), 3, 16, 4,
+                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
+                 -1, "output on the second source");
+    tacl__sched_reset(&s);
+    b = tacl__sched_buf(&s, buf, sizeof(buf), TACL__BUF_OUTPUT,
+                        TACL_MEM_HOST);
+    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 0), tacl__bref(b, 0),
+                                      tacl__bref(b, 16), 2, 8, 4,
+                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
+                 -1, "sources 8 bytes apart");
+    tacl__sched_reset(&s);
+    b = tacl__sched_buf(&s, buf, sizeof(buf), TACL__BUF_OUTPUT,
+                        TACL_MEM_HOST);
+    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 0), tacl__bref(b, 0),
+                                      tacl__bref(b, 16), 4, 16, 4,
+                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
+                 -1, "last source past the buffer");
     tacl__sched_fini(&s);
 }
