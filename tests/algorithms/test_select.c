@@ -468,6 +468,22 @@ Test(ring, schedule_stays_compact)
     }
 }
 
+/*
+ * In a fresh schedule over the 64 bytes at buf: reduce 4 floats at 0 and
+ * nsrc runs of 4 floats from byte 16, stride apart, into byte dst.
+ */
+static int32_t reduce_n_in(tacl__sched_t *s, char *buf, uint64_t dst,
+                           int nsrc, uint64_t stride)
+{
+    int32_t b;
+
+    tacl__sched_reset(s);
+    b = tacl__sched_buf(s, buf, 64, TACL__BUF_OUTPUT, TACL_MEM_HOST);
+    return tacl__sched_reduce_n(s, tacl__bref(b, dst), tacl__bref(b, 0),
+                                tacl__bref(b, 16), nsrc, stride, 4,
+                                TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS);
+}
+
 /* Builder mistakes become the schedule's sticky error, never a crash. */
 Test(sched, builder_errors_are_sticky)
 {
@@ -515,33 +531,12 @@ Test(sched, builder_errors_are_sticky)
     /* Several second sources: overlapping ones, one past the end, and an
      * output on a later one are refused; the output on the first is not. */
     tacl__sched_reset(&s);
-    b = tacl__sched_buf(&s, buf, sizeof(buf), TACL__BUF_OUTPUT,
-                        TACL_MEM_HOST);
-    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 0), tacl__bref(b, 0),
-                                      tacl__bref(b, 16), 3, 16, 4,
-                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
-                 0);
-    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 16), tacl__bref(b, 0),
-                                      tacl__bref(b, 16), 3, 16, 4,
-                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
-                 1);
-    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 32), tacl__bref(b, 0),
-                                      tacl__bref(b, 16), 3, 16, 4,
-                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
-                 -1, "output on the second source");
-    tacl__sched_reset(&s);
-    b = tacl__sched_buf(&s, buf, sizeof(buf), TACL__BUF_OUTPUT,
-                        TACL_MEM_HOST);
-    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 0), tacl__bref(b, 0),
-                                      tacl__bref(b, 16), 2, 8, 4,
-                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
-                 -1, "sources 8 bytes apart");
-    tacl__sched_reset(&s);
-    b = tacl__sched_buf(&s, buf, sizeof(buf), TACL__BUF_OUTPUT,
-                        TACL_MEM_HOST);
-    cr_expect_eq(tacl__sched_reduce_n(&s, tacl__bref(b, 0), tacl__bref(b, 0),
-                                      tacl__bref(b, 16), 4, 16, 4,
-                                      TACL_FLOAT32, TACL_SUM, TACL__NO_DEPS),
-                 -1, "last source past the buffer");
+    cr_expect_eq(reduce_n_in(&s, buf, 0, 3, 16), 0);
+    cr_expect_eq(reduce_n_in(&s, buf, 16, 3, 16), 0);
+    cr_expect_eq(reduce_n_in(&s, buf, 32, 3, 16), -1,
+                 "output on the second source");
+    cr_expect_eq(reduce_n_in(&s, buf, 0, 2, 8), -1, "sources 8 bytes apart");
+    cr_expect_eq(reduce_n_in(&s, buf, 0, 4, 16), -1,
+                 "last source past the buffer");
     tacl__sched_fini(&s);
 }
