@@ -474,10 +474,12 @@ static int poll_in(tacl__shm_t *shm, tacl__shm_peer_t *peer)
 
 /*
  * Pull up to TACL_SHM_CMA_CHUNK bytes for the receives in cma transfer
- * from the peer, oldest first, and send the FIN of each one finished at
- * once.  The budget keeps one progress call short, so a rank forwards
- * what it has (the next step of a ring) and answers its other peers while
- * a long message is still coming.
+ * from the peer, oldest first, stopping after the first receive that
+ * completes, whose FIN goes at once.  The budget keeps one progress call
+ * short, so a rank forwards what it has (the next step of a ring) and
+ * answers its other peers while a long message is still coming; stopping
+ * at a completed receive lets what waits for it run while the data is in
+ * cache.
  */
 static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
 {
