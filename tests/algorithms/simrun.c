@@ -980,3 +980,17 @@ void simrun_bufs_free(simrun_bufs_t *b)
     free(b->ralloc);
     b->salloc = b->ralloc = NULL;
 }
+
+size_t simrun_send_elems(tacl__coll_type_t coll, size_t count, int nranks)
+{
+    return coll == TACL__COLL_REDUCE_SCATTER || coll == TACL__COLL_ALLTOALL
+               ? count * (size_t)nranks
+               : count;
+}
+
+size_t simrun_recv_elems(tacl__coll_type_t coll, size_t count, int nranks)
+{
+    return coll == TACL__COLL_ALLGATHER || coll == TACL__COLL_ALLTOALL
+               ? count * (size_t)nranks
+               : count;
+}

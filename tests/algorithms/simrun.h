@@ -97,4 +97,12 @@ void simrun_bufs_declare(simrun_t *sr, int rank, const simrun_bufs_t *b,
                          tacl__coll_type_t coll, int in_place);
 void simrun_bufs_free(simrun_bufs_t *b);
 
+/**
+ * Elements of one rank's input (send) or output (recv) for coll with
+ * NCCL's count on nranks ranks: per rank for all-gather and
+ * reduce-scatter, per block for all-to-all, the whole buffer otherwise.
+ */
+size_t simrun_send_elems(tacl__coll_type_t coll, size_t count, int nranks);
+size_t simrun_recv_elems(tacl__coll_type_t coll, size_t count, int nranks);
+
 #endif /* TACL_TESTS_SIMRUN_H */

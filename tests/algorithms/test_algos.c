@@ -95,26 +95,12 @@ static void reference(const cfg_t *c, size_t i, void *dst, size_t j)
 
 static size_t send_elems(const cfg_t *c)
 {
-    switch (c->algo->coll) {
-    case TACL__COLL_ALLGATHER:
-        return c->count;
-    case TACL__COLL_REDUCE_SCATTER:
-    case TACL__COLL_ALLTOALL:
-        return c->count * (size_t)c->n;
-    default:
-        return c->count;
-    }
+    return simrun_send_elems(c->algo->coll, c->count, c->n);
 }
 
 static size_t recv_elems(const cfg_t *c)
 {
-    switch (c->algo->coll) {
-    case TACL__COLL_ALLGATHER:
-    case TACL__COLL_ALLTOALL:
-        return c->count * (size_t)c->n;
-    default:
-        return c->count;
-    }
+    return simrun_recv_elems(c->algo->coll, c->count, c->n);
 }
 
 /* Allocates and fills rank r's buffers. */

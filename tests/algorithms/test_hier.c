@@ -102,14 +102,12 @@ static void reference(const cfg_t *c, size_t i, void *dst, size_t j)
 
 static size_t send_elems(const cfg_t *c)
 {
-    return c->coll == TACL__COLL_REDUCE_SCATTER ? c->count * c->lay->n
-                                                : c->count;
+    return simrun_send_elems(c->coll, c->count, c->lay->n);
 }
 
 static size_t recv_elems(const cfg_t *c)
 {
-    return c->coll == TACL__COLL_ALLGATHER ? c->count * c->lay->n
-                                           : c->count;
+    return simrun_recv_elems(c->coll, c->count, c->lay->n);
 }
 
 static void setup(const cfg_t *c, int r, rbufs_t *b)
