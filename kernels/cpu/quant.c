@@ -391,23 +391,37 @@ static tacl_status_t check_srcs(const char *what, const void *const *srcs_q,
     return TACL_OK;
 }
 
-tacl_status_t tacl__dequant_reduce(const void *const *srcs_q, int nsrc,
-                                   size_t n, uint32_t block, int bits,
-                                   tacl_dtype_t dtype, void *dst,
-                                   int accumulate)
+/*
+ * The checks of the kernels that sum nsrc quantized inputs: parameters,
+ * then (when there are elements) the inputs and the output.
+ */
+static tacl_status_t check_sum_args(const char *what,
+                                    const void *const *srcs_q, int nsrc,
+                                    size_t n, uint32_t block, int bits,
+                                    tacl_dtype_t dtype, const void *dst)
 {
-    const char *what = "dequant_reduce";
     tacl_status_t st = check_params(what, n, block, bits, dtype);
-    if (st != TACL_OK)
+
+    if (st != TACL_OK || n == 0)
         return st;
-    if (n == 0)
-        return TACL_OK;
     st = check_srcs(what, srcs_q, nsrc);
     if (st != TACL_OK)
         return st;
     if (dst == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: NULL output for %zu elements", what, n);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__dequant_reduce(const void *const *srcs_q, int nsrc,
+                                   size_t n, uint32_t block, int bits,
+                                   tacl_dtype_t dtype, void *dst,
+                                   int accumulate)
+{
+    tacl_status_t st = check_sum_args("dequant_reduce", srcs_q, nsrc, n,
+                                      block, bits, dtype, dst);
+    if (st != TACL_OK || n == 0)
+        return st;
 
     float acc[QUANT_CHUNK];
     quant_sum_t sum = {srcs_q, nsrc, n, block, bits};
@@ -439,18 +453,10 @@ tacl_status_t tacl__dequant_reduce_quant(const void *const *srcs_q,
                                          int nsrc, size_t n, uint32_t block,
                                          int bits, void *dst_q)
 {
-    const char *what = "dequant_reduce_quant";
-    tacl_status_t st = check_params(what, n, block, bits, TACL_NUM_DTYPES);
-    if (st != TACL_OK)
+    tacl_status_t st = check_sum_args("dequant_reduce_quant", srcs_q, nsrc,
+                                      n, block, bits, TACL_NUM_DTYPES, dst_q);
+    if (st != TACL_OK || n == 0)
         return st;
-    if (n == 0)
-        return TACL_OK;
-    st = check_srcs(what, srcs_q, nsrc);
-    if (st != TACL_OK)
-        return st;
-    if (dst_q == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: NULL output for %zu elements", what, n);
     quant_sum_t sum = {srcs_q, nsrc, n, block, bits};
     quantize_stream(load_sum, &sum, n, block, bits, dst_q);
     return TACL_OK;
