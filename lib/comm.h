@@ -101,6 +101,8 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status);
 /** Scratch memory from the communicator's pool. */
 void *tacl__comm_scratch_get(tacl_comm_t comm, uint64_t size);
 void tacl__comm_scratch_put(tacl_comm_t comm, void *ptr);
+/** Whether scratch of size bytes is backed by huge pages (cheap to pin). */
+int tacl__comm_scratch_pinnable(uint64_t size);
 
 /** The memory type of a caller buffer (HOST unless a CUDA pointer). */
 tacl_memtype_t tacl__memtype_detect(const void *ptr);

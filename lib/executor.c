@@ -149,6 +149,7 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
     op->memtype = e->sched.bufs[st->kind == TACL__STEP_SEND ? st->src.buf
                                                              : st->dst.buf]
                       .memtype;
+    op->hints = 0;
     op->cb = op_done;
     op->arg = e;
     if (st->kind == TACL__STEP_SEND) {
@@ -162,7 +163,12 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
             comm->counters.links[cls].messages++;
         }
     } else {
+        const tacl__sched_buf_t *buf = &e->sched.bufs[st->dst.buf];
+
         op->buf = bref_ptr(e, st->dst);
+        if (buf->role == TACL__BUF_SCRATCH &&
+            tacl__comm_scratch_pinnable(buf->size))
+            op->hints = TACL__TL_HINT_PINNABLE;
         status = tacl__tl_recv(ctx->tls[tl], op);
     }
     if (status == TACL_OK)

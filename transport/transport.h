@@ -37,12 +37,25 @@ struct tacl__tl_op {
     void *buf;                 /* send: source; recv: destination */
     uint64_t len;
     uint8_t memtype;           /* tacl_memtype_t, never AUTO */
+    uint8_t hints;             /* TACL__TL_HINT_*; 0 when nothing is known */
     tacl__tl_cb_t cb;
     void *arg;                 /* for the caller's use */
     /* The transport's own state; the caller leaves it alone. */
     tacl__tl_op_t *tl_next;
     uint64_t tl_priv[6];
 };
+
+/*
+ * Hints about an operation's buffer.  A transport may ignore them.
+ *
+ * PINNABLE, on a receive: the buffer is the library's own memory, backed
+ * by huge pages where the system has them, so another process pins it
+ * for a cross-memory copy far more cheaply than a caller's buffer of
+ * small pages (one page-table entry per 2 MB instead of per 4 KB); shm
+ * then has the sender write the message into it instead of pulling it
+ * from the sender's buffer.
+ */
+#define TACL__TL_HINT_PINNABLE (1u << 0)
 
 /**
  * What a transport's init gets.  exchange() is collective over the

@@ -1,11 +1,13 @@
 /*
  * Tests of the shm transport with real processes: the harness forks the
- * ranks (tl_harness.h).  Every data-moving case runs in both ways of
- * moving large messages, cma and copy.
+ * ranks (tl_harness.h).  Every data-moving case runs in each way of
+ * moving large messages: cma (the receiver pulls), push (cma, with half
+ * the receives hinted PINNABLE so their senders write them) and copy.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +25,7 @@ static void check_mode(tacl__tl_t *tl, const char *mode)
     CHECK(strcmp(tacl__tl_name(tl), "shm") == 0);
     if (mode && !strcmp(mode, "copy"))
         CHECK(!shm->use_cma);
-    if (mode && !strcmp(mode, "cma"))
+    if (mode && (!strcmp(mode, "cma") || !strcmp(mode, "push")))
         CHECK(shm->use_cma);
     CHECK(shm->eager_limit == EAGER);
 }
@@ -67,10 +69,10 @@ static void dump_state(tacl__tl_t *tl)
         for (tacl__shm_ux_t *ux = p->ux_head; ux; ux = ux->next)
             ++nux;
         fprintf(stderr, "rank %d peer %d: sends %d rts_wait %d recvs %d "
-                "pulls %d ux %d in_kind %d fins %zu out_space %u "
+                "pulls %d ux %d in_kind %d ctls %zu out_space %u "
                 "in_pending %d\n", shm->rank, p->rank, opq_len(&p->sends),
                 opq_len(&p->rts_wait), opq_len(&p->recvs),
-                opq_len(&p->pulls), nux, p->in_kind, p->nfins,
+                opq_len(&p->pulls), nux, p->in_kind, p->nctls,
                 tacl__shm_out_space(p), tacl__shm_in_pending(p));
         for (tacl__tl_op_t *op = p->recvs.head; op; op = op->tl_next)
             fprintf(stderr, "  recv tag %llu len %llu\n",
@@ -118,8 +120,11 @@ static int sizes_rank(int rank, int nranks, void *arg)
         CHECK(out[i] && in[i]);
         tlh_fill(out[i], sizes[i], 100 * (uint64_t)rank + i);
         memset(in[i], 0xee, sizes[i]);
-        CHECK(tacl__tl_recv(tl, tlh_op(&r[i], peer, i, in[i], sizes[i],
-                                       &pending)) == TACL_OK);
+        tlh_op(&r[i], peer, i, in[i], sizes[i], &pending);
+        /* Push mode: pulls and pushes in the same stream. */
+        if (i % 2)
+            r[i].op.hints = 0;
+        CHECK(tacl__tl_recv(tl, &r[i].op) == TACL_OK);
         CHECK(tacl__tl_send(tl, tlh_op(&s[i], peer, i, out[i], sizes[i],
                                        &pending)) == TACL_OK);
     }
@@ -165,6 +170,11 @@ static int sizes_rank(int rank, int nranks, void *arg)
 Test(transport_shm, sizes_cma, .timeout = 120)
 {
     cr_assert_eq(tlh_run(2, "cma", sizes_rank, "cma", -1), 0);
+}
+
+Test(transport_shm, sizes_push, .timeout = 120)
+{
+    cr_assert_eq(tlh_run(2, "push", sizes_rank, "push", -1), 0);
 }
 
 Test(transport_shm, sizes_copy, .timeout = 120)
@@ -250,6 +260,11 @@ Test(transport_shm, many_tagged_cma, .timeout = 120)
     cr_assert_eq(tlh_run(3, "cma", many_rank, NULL, -1), 0);
 }
 
+Test(transport_shm, many_tagged_push, .timeout = 120)
+{
+    cr_assert_eq(tlh_run(3, "push", many_rank, NULL, -1), 0);
+}
+
 Test(transport_shm, many_tagged_copy, .timeout = 120)
 {
     cr_assert_eq(tlh_run(3, "copy", many_rank, NULL, -1), 0);
@@ -300,6 +315,11 @@ static int fifo_rank(int rank, int nranks, void *arg)
 Test(transport_shm, fifo_cma, .timeout = 60)
 {
     cr_assert_eq(tlh_run(2, "cma", fifo_rank, NULL, -1), 0);
+}
+
+Test(transport_shm, fifo_push, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "push", fifo_rank, NULL, -1), 0);
 }
 
 Test(transport_shm, fifo_copy, .timeout = 60)
@@ -369,6 +389,11 @@ Test(transport_shm, unexpected_cma, .timeout = 60)
     cr_assert_eq(tlh_run(2, "cma", unexpected_rank, NULL, -1), 0);
 }
 
+Test(transport_shm, unexpected_push, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "push", unexpected_rank, NULL, -1), 0);
+}
+
 Test(transport_shm, unexpected_copy, .timeout = 60)
 {
     cr_assert_eq(tlh_run(2, "copy", unexpected_rank, NULL, -1), 0);
@@ -427,6 +452,11 @@ static int alltoall_rank(int rank, int nranks, void *arg)
 Test(transport_shm, alltoall8_cma, .timeout = 120)
 {
     cr_assert_eq(tlh_run(8, "cma", alltoall_rank, NULL, -1), 0);
+}
+
+Test(transport_shm, alltoall8_push, .timeout = 120)
+{
+    cr_assert_eq(tlh_run(8, "push", alltoall_rank, NULL, -1), 0);
 }
 
 Test(transport_shm, alltoall8_copy, .timeout = 120)
@@ -546,6 +576,11 @@ Test(transport_shm, receiver_stops_cma, .timeout = 60)
     cr_assert_eq(tlh_run(2, "cma", stall_rank, NULL, -1), 0);
 }
 
+Test(transport_shm, receiver_stops_push, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "push", stall_rank, NULL, -1), 0);
+}
+
 Test(transport_shm, receiver_stops_copy, .timeout = 60)
 {
     cr_assert_eq(tlh_run(2, "copy", stall_rank, NULL, -1), 0);
@@ -592,6 +627,79 @@ static int killed_rank(int rank, int nranks, void *arg)
 Test(transport_shm, peer_killed_cma, .timeout = 60)
 {
     cr_assert_eq(tlh_run(2, "cma", killed_rank, NULL, 0), 0);
+}
+
+Test(transport_shm, peer_killed_push, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "push", killed_rank, NULL, 0), 0);
+}
+
+/*
+ * A peer killed in the middle of a pushed message: the receiver waits for
+ * the sender's FIN, the sender writes into the receiver.  arg: the rank
+ * that dies (0 the sender, 1 the receiver).  The survivor's operation
+ * ends within the liveness interval, once: with TACL_ERR_REMOTE when the
+ * sender died; a sender whose receiver died may have finished writing
+ * first, so OK is correct there too.
+ */
+static int push_killed_rank(int rank, int nranks, void *arg)
+{
+    tacl__tl_t *tl = tlh_init(&tacl__tl_shm_ops, rank, nranks, NULL);
+    tacl__shm_peer_t *peer = &((tacl__shm_t *)tl)->peers[!rank];
+    int victim = (int)(intptr_t)arg, pending = 0, rc;
+    size_t len = 256u << 20;
+    uint8_t *buf = malloc(len);
+    uint64_t elapsed_ns, give_up = tacl__now_ns() + 10ull * 1000000000;
+    tlh_op_t op;
+
+    CHECK(buf);
+    memset(buf, rank, len);
+    tlh_barrier();
+    if (rank == 0)
+        CHECK(tacl__tl_send(tl, tlh_op(&op, 1, 4, buf, len, &pending)) ==
+              TACL_OK);
+    else
+        CHECK(tacl__tl_recv(tl, tlh_op(&op, 0, 4, buf, len, &pending)) ==
+              TACL_OK);
+    /* Until the push is under way: the CTS is out (receiver) or the first
+     * chunk written (sender). */
+    while (rank == 0 ? TACL_SHM_OP_OFFSET(&op.op) == 0 ||
+                           peer->pushes.head != &op.op
+                     : peer->push_wait.head != &op.op) {
+        CHECK(tacl__tl_progress(tl) >= 0);
+        CHECK(tacl__now_ns() < give_up);
+    }
+    atomic_store(&tlh_shared->flags[1 + rank], 1);
+    if (rank == victim) {
+        /* Both sides under way (no progress here meanwhile): die. */
+        while (!atomic_load(&tlh_shared->flags[1 + !rank]))
+            CHECK(tacl__now_ns() < give_up);
+        atomic_store(&tlh_shared->flags[0], 1);
+        for (;;)
+            pause();
+    }
+    rc = tlh_drive(tl, &pending, 5, 10);
+    elapsed_ns = tacl__now_ns() - atomic_load(&tlh_shared->stamp);
+    CHECK(pending == 0 && op.calls == 1);
+    if (rank == 1) {
+        CHECK(rc == -1 && op.status == TACL_ERR_REMOTE);
+        CHECK(elapsed_ns < 2000000000ull);
+    } else {
+        CHECK(op.status == TACL_ERR_REMOTE || op.status == TACL_OK);
+    }
+    free(buf);
+    tacl__tl_close(tl);
+    return 0;
+}
+
+Test(transport_shm, push_sender_killed, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "push", push_killed_rank, (void *)0, 0), 0);
+}
+
+Test(transport_shm, push_receiver_killed, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "push", push_killed_rank, (void *)1, 1), 0);
 }
 
 Test(transport_shm, peer_killed_copy, .timeout = 60)

@@ -14,6 +14,7 @@
 
 tlh_shared_t *tlh_shared;
 int tlh_rank = -1;
+uint8_t tlh_hints;
 
 tacl_status_t tlh_exchange(void *ctx, void *all, size_t size)
 {
@@ -74,6 +75,7 @@ tacl__tl_op_t *tlh_op(tlh_op_t *t, int peer, uint64_t tag, void *buf,
     t->op.buf = buf;
     t->op.len = len;
     t->op.memtype = TACL_MEM_HOST;
+    t->op.hints = tlh_hints;
     t->op.cb = op_done;
     t->op.arg = pending;
     t->status = TACL_IN_PROGRESS;
@@ -156,7 +158,11 @@ int tlh_run(int nranks, const char *mode, tlh_rank_fn_t fn, void *arg,
         if (pid == 0) {
             tlh_rank = r;
             alarm(60);
-            if (mode)
+            tlh_hints = mode && !strcmp(mode, "push")
+                            ? TACL__TL_HINT_PINNABLE : 0;
+            if (tlh_hints)
+                setenv("TACL_SHM_MODE", "cma", 1);
+            else if (mode)
                 setenv("TACL_SHM_MODE", mode, 1);
             else
                 unsetenv("TACL_SHM_MODE");

@@ -34,6 +34,8 @@ typedef int (*tlh_rank_fn_t)(int rank, int nranks, void *arg);
 
 extern tlh_shared_t *tlh_shared;
 extern int tlh_rank;
+/** Hints tlh_op() gives every operation (see tlh_run). */
+extern uint8_t tlh_hints;
 
 #define CHECK(cond)                                                          \
     do {                                                                     \
@@ -46,7 +48,9 @@ extern int tlh_rank;
 
 /**
  * Fork nranks ranks running fn with TACL_SHM_MODE=mode (NULL: unset) and
- * wait for them; returns how many failed.  With kill_rank >= 0 the parent
+ * wait for them; returns how many failed.  Mode "push" is cma with every
+ * receive hinted PINNABLE (tlh_hints): the senders write large messages
+ * instead of the receivers pulling them.  With kill_rank >= 0 the parent
  * SIGKILLs that rank once flags[0] is set, notes the time in stamp and
  * reaps it only after the others finish (so it stays a zombie meanwhile).
  */

@@ -9,10 +9,13 @@
  * tail are counters on their own cache lines, published with C11
  * release stores and read with acquire loads.
  *
- * Three message kinds travel through the slots: DATA (a fragment of a
+ * Four message kinds travel through the slots: DATA (a fragment of a
  * message copied inline: every eager message and, in copy mode, every
- * large one), RTS (a request to pull a large message with
- * process_vm_readv, cma mode) and FIN (the receiver's answer to an RTS).
+ * large one), RTS (a request to send a large message by cross-memory
+ * copy, cma mode), CTS (a receiver's answer to an RTS asking the sender
+ * to write the message itself, process_vm_writev, into a receive buffer
+ * that is cheap to pin) and FIN (the side that copied tells the other
+ * its operation is finished).
  */
 #ifndef TACL_TRANSPORT_SHM_SHM_H
 #define TACL_TRANSPORT_SHM_SHM_H
@@ -37,6 +40,7 @@
 enum {
     TACL_SHM_MSG_DATA = 1,
     TACL_SHM_MSG_RTS,
+    TACL_SHM_MSG_CTS,
     TACL_SHM_MSG_FIN
 };
 
@@ -47,10 +51,12 @@ typedef struct {
     uint64_t tag;              /* DATA, RTS */
     uint64_t msg_len;          /* DATA, RTS: length of the whole message */
     uint64_t offset;           /* DATA: where this fragment goes */
-    uint64_t addr;             /* RTS: the sender's buffer */
-    uint64_t op_id;            /* RTS, FIN: the sender's operation */
-    int64_t status;            /* FIN: how the pull ended */
-    uint64_t pad;
+    uint64_t addr;             /* RTS: the sender's buffer; CTS: the
+                                  receiver's */
+    uint64_t op_id;            /* RTS, CTS: the sender's operation; FIN:
+                                  the operation of the rank it goes to */
+    int64_t status;            /* FIN: how the copy ended */
+    uint64_t peer_op;          /* CTS: the receiver's operation */
 } tacl__shm_slot_t;
 
 /** The control part of one queue, at the start of its area. */
@@ -117,16 +123,19 @@ enum {
 };
 
 /**
- * A FIN waiting for a free slot, and the receive it finishes: a receive
- * completes only once its FIN is in the sender's queue, so a receiver
- * that stops calling progress() after its last receive never strands a
- * sender.
+ * A CTS or FIN waiting for a free slot, and the operation a FIN finishes
+ * here: the side that copied completes only once its FIN is in the
+ * other's queue, so a rank that stops calling progress() after its last
+ * operation never strands its peer.
  */
 typedef struct {
+    uint32_t kind;             /* TACL_SHM_MSG_CTS or TACL_SHM_MSG_FIN */
     uint64_t op_id;
-    int64_t status;
-    tacl__tl_op_t *recv;
-} tacl__shm_fin_t;
+    int64_t status;            /* FIN */
+    uint64_t addr;             /* CTS */
+    uint64_t peer_op;          /* CTS */
+    tacl__tl_op_t *op;         /* FIN: completes when the FIN is written */
+} tacl__shm_ctl_t;
 
 /** What a rank knows about another rank of its node. */
 typedef struct {
@@ -143,6 +152,8 @@ typedef struct {
     tacl__shm_opq_t rts_wait;  /* sends whose RTS is out, awaiting FIN */
     tacl__shm_opq_t recvs;     /* posted receives not matched yet */
     tacl__shm_opq_t pulls;     /* receives pulling data by CMA */
+    tacl__shm_opq_t pushes;    /* sends writing data by CMA (after CTS) */
+    tacl__shm_opq_t push_wait; /* receives whose CTS is out, awaiting FIN */
     tacl__shm_ux_t *ux_head;   /* unexpected messages, oldest first */
     tacl__shm_ux_t *ux_tail;
     int in_kind;               /* TACL_SHM_IN_* */
@@ -150,9 +161,9 @@ typedef struct {
     tacl__shm_ux_t *in_ux;
     uint64_t in_len;
     uint64_t in_got;
-    tacl__shm_fin_t *fins;     /* FINs waiting for a free slot */
-    size_t nfins;
-    size_t fins_cap;
+    tacl__shm_ctl_t *ctls;     /* CTSs and FINs waiting for a free slot */
+    size_t nctls;
+    size_t ctls_cap;
 } tacl__shm_peer_t;
 
 typedef struct {
@@ -178,9 +189,11 @@ typedef struct {
 /* Private fields of an operation. */
 #define TACL_SHM_OP_STATUS(op) ((op)->tl_priv[0])  /* when done */
 #define TACL_SHM_OP_OFFSET(op) ((op)->tl_priv[1])  /* bytes moved */
-#define TACL_SHM_OP_ID(op) ((op)->tl_priv[2])      /* send: RTS id */
-#define TACL_SHM_OP_ADDR(op) ((op)->tl_priv[2])    /* pull: remote buf */
-#define TACL_SHM_OP_RID(op) ((op)->tl_priv[3])     /* pull: remote op */
+#define TACL_SHM_OP_ID(op) ((op)->tl_priv[2])      /* send: RTS id; recv
+                                                      awaiting FIN: CTS id */
+#define TACL_SHM_OP_ADDR(op) ((op)->tl_priv[2])    /* pull, push: remote
+                                                      buffer */
+#define TACL_SHM_OP_RID(op) ((op)->tl_priv[3])     /* pull, push: remote op */
 #define TACL_SHM_OP_FLAGS(op) ((op)->tl_priv[4])
 #define TACL_SHM_OP_F_RTS 1u       /* send: goes by rendezvous */
 #define TACL_SHM_OP_F_STARTED 2u   /* send: its first fragment is out */

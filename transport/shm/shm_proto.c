@@ -8,6 +8,11 @@
  * TACL_SHM_CMA_CHUNK pieces and answers with a FIN that completes the send
  * (the receive itself completes only once that FIN is in a slot, so a
  * receiver that stops progressing after its last receive strands no one).
+ * A receive hinted PINNABLE (the library's huge-page scratch) answers the
+ * RTS with a CTS instead: the sender writes the bytes with
+ * process_vm_writev(), pinning the receiver's few huge pages rather than
+ * having its own small ones pinned, and its FIN completes the receive.
+ * Pinning is most of the cost of a cross-memory copy besides the copy.
  * Because a peer's messages arrive in the order they were sent, matching a
  * message against the oldest posted receive of its tag (and a receive
  * against the oldest unexpected message of its tag) keeps (source, tag)
@@ -42,26 +47,33 @@ static void complete(tacl__shm_t *shm, tacl__tl_op_t *op,
     tacl__shm_opq_push(&shm->done, op);
 }
 
-/* Queue a FIN for the peer's send op_id; recv completes when it leaves. */
-static tacl_status_t queue_fin(tacl__shm_peer_t *peer, uint64_t op_id,
-                               tacl_status_t status, tacl__tl_op_t *recv)
+/* Queue a CTS or FIN for the peer; a FIN's op completes when it leaves. */
+static tacl_status_t queue_ctl(tacl__shm_peer_t *peer,
+                               const tacl__shm_ctl_t *ctl)
 {
-    if (peer->nfins == peer->fins_cap) {
-        size_t cap = peer->fins_cap ? 2 * peer->fins_cap : 16;
-        tacl__shm_fin_t *fins = realloc(peer->fins, cap * sizeof(*fins));
+    if (peer->nctls == peer->ctls_cap) {
+        size_t cap = peer->ctls_cap ? 2 * peer->ctls_cap : 16;
+        tacl__shm_ctl_t *ctls = realloc(peer->ctls, cap * sizeof(*ctls));
 
-        if (!fins)
+        if (!ctls)
             return tacl__error(TACL_ERR_NO_MEMORY, SHM,
                                "cannot queue an acknowledgement to rank %d",
                                peer->rank);
-        peer->fins = fins;
-        peer->fins_cap = cap;
+        peer->ctls = ctls;
+        peer->ctls_cap = cap;
     }
-    peer->fins[peer->nfins].op_id = op_id;
-    peer->fins[peer->nfins].status = status;
-    peer->fins[peer->nfins].recv = recv;
-    ++peer->nfins;
+    peer->ctls[peer->nctls++] = *ctl;
     return TACL_OK;
+}
+
+/* Queue a FIN for the peer's operation op_id; op completes when it leaves. */
+static tacl_status_t queue_fin(tacl__shm_peer_t *peer, uint64_t op_id,
+                               tacl_status_t status, tacl__tl_op_t *op)
+{
+    tacl__shm_ctl_t fin = {.kind = TACL_SHM_MSG_FIN, .op_id = op_id,
+                           .status = status, .op = op};
+
+    return queue_ctl(peer, &fin);
 }
 
 /* Complete every pending operation with status. */
@@ -70,7 +82,8 @@ static void fail_all(tacl__shm_t *shm, tacl_status_t status)
     for (int i = 0; i < shm->nlocal; ++i) {
         tacl__shm_peer_t *peer = &shm->peers[i];
         tacl__shm_opq_t *queues[] = {&peer->sends, &peer->rts_wait,
-                                     &peer->recvs, &peer->pulls};
+                                     &peer->recvs, &peer->pulls,
+                                     &peer->pushes, &peer->push_wait};
         tacl__tl_op_t *op;
 
         for (size_t q = 0; q < TACL_ARRAY_SIZE(queues); ++q)
@@ -87,10 +100,10 @@ static void fail_all(tacl__shm_t *shm, tacl_status_t status)
             peer->in_kind = TACL_SHM_IN_DISCARD;
         }
         /* The FINs themselves still go if progress goes on. */
-        for (size_t f = 0; f < peer->nfins; ++f) {
-            if (peer->fins[f].recv) {
-                complete(shm, peer->fins[f].recv, status);
-                peer->fins[f].recv = NULL;
+        for (size_t f = 0; f < peer->nctls; ++f) {
+            if (peer->ctls[f].op) {
+                complete(shm, peer->ctls[f].op, status);
+                peer->ctls[f].op = NULL;
             }
         }
     }
@@ -144,10 +157,13 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
     return TACL_OK;
 }
 
-/* Start pulling an RTS's message into recv, or fail a length mismatch. */
-static tacl_status_t start_pull(tacl__shm_t *shm, tacl__shm_peer_t *peer,
-                                tacl__tl_op_t *recv, uint64_t len,
-                                uint64_t addr, uint64_t op_id)
+/*
+ * Start moving an RTS's message into recv: pull it, or ask the sender to
+ * write it (CTS) when recv is cheap to pin; or fail a length mismatch.
+ */
+static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                                    tacl__tl_op_t *recv, uint64_t len,
+                                    uint64_t addr, uint64_t op_id)
 {
     tacl_status_t status;
 
@@ -162,6 +178,19 @@ static tacl_status_t start_pull(tacl__shm_t *shm, tacl__shm_peer_t *peer,
             complete(shm, recv, status);
             return TACL_ERR_NO_MEMORY;
         }
+        return TACL_OK;
+    }
+    if (recv->hints & TACL__TL_HINT_PINNABLE) {
+        tacl__shm_ctl_t cts = {.kind = TACL_SHM_MSG_CTS, .op_id = op_id,
+                               .addr = (uint64_t)(uintptr_t)recv->buf,
+                               .peer_op = ++shm->next_op_id};
+
+        status = queue_ctl(peer, &cts);
+        if (status != TACL_OK)
+            return status;
+        TACL_SHM_OP_ID(recv) = cts.peer_op;
+        tacl__shm_opq_push(&peer->push_wait, recv);
+        flush_out(shm, peer);
         return TACL_OK;
     }
     TACL_SHM_OP_OFFSET(recv) = 0;
@@ -228,7 +257,8 @@ tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     }
     if (ux->kind == TACL_SHM_MSG_RTS) {
         ux_unlink(peer, ux);
-        status = start_pull(shm, peer, op, ux->len, ux->addr, ux->op_id);
+        status = start_transfer(shm, peer, op, ux->len, ux->addr,
+                                ux->op_id);
         free(ux);
         if (status != TACL_OK)
             fail_instance(shm, status);
@@ -246,7 +276,7 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
     unsigned space;
     int written = 0;
 
-    if (!peer->nfins && !peer->sends.head)
+    if (!peer->nctls && !peer->sends.head)
         return 0;   /* leave the consumer's cache line alone */
     space = tacl__shm_out_space(peer);
 
@@ -255,19 +285,22 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
         tacl__shm_slot_t *slot;
         uint8_t *payload;
 
-        if (!peer->nfins && !op)
+        if (!peer->nctls && !op)
             break;
         slot = tacl__shm_out_slot(peer, &payload);
-        if (peer->nfins) {
-            --peer->nfins;
-            slot->kind = TACL_SHM_MSG_FIN;
-            slot->op_id = peer->fins[0].op_id;
-            slot->status = peer->fins[0].status;
-            if (peer->fins[0].recv)
-                complete(shm, peer->fins[0].recv,
-                         (tacl_status_t)peer->fins[0].status);
-            memmove(peer->fins, peer->fins + 1,
-                    peer->nfins * sizeof(peer->fins[0]));
+        if (peer->nctls) {
+            const tacl__shm_ctl_t *ctl = &peer->ctls[0];
+
+            slot->kind = ctl->kind;
+            slot->op_id = ctl->op_id;
+            slot->status = ctl->status;
+            slot->addr = ctl->addr;
+            slot->peer_op = ctl->peer_op;
+            if (ctl->op)
+                complete(shm, ctl->op, (tacl_status_t)ctl->status);
+            --peer->nctls;
+            memmove(peer->ctls, peer->ctls + 1,
+                    peer->nctls * sizeof(peer->ctls[0]));
         } else if (TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_RTS) {
             slot->kind = TACL_SHM_MSG_RTS;
             slot->tag = op->tag;
@@ -400,8 +433,8 @@ static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     tacl__shm_ux_t *ux;
 
     if (recv)
-        return start_pull(shm, peer, recv, slot->msg_len, slot->addr,
-                          slot->op_id);
+        return start_transfer(shm, peer, recv, slot->msg_len, slot->addr,
+                              slot->op_id);
     ux = calloc(1, sizeof(*ux));
     if (!ux)
         return tacl__error(TACL_ERR_NO_MEMORY, SHM,
@@ -420,20 +453,50 @@ static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     return TACL_OK;
 }
 
-static void on_fin(tacl__shm_t *shm, tacl__shm_peer_t *peer,
-                   const tacl__shm_slot_t *slot)
+/* Unlink and return the operation of q whose RTS or CTS id is id. */
+static tacl__tl_op_t *take_by_id(tacl__shm_opq_t *q, uint64_t id)
 {
     tacl__tl_op_t *prev = NULL, *op;
 
-    for (op = peer->rts_wait.head; op; prev = op, op = op->tl_next)
-        if (TACL_SHM_OP_ID(op) == slot->op_id)
-            break;
+    for (op = q->head; op; prev = op, op = op->tl_next) {
+        if (TACL_SHM_OP_ID(op) == id) {
+            tacl__shm_opq_unlink(q, prev, op);
+            return op;
+        }
+    }
+    return NULL;
+}
+
+/* The receiver asks us to write a message whose RTS it matched. */
+static void on_cts(tacl__shm_peer_t *peer, const tacl__shm_slot_t *slot)
+{
+    tacl__tl_op_t *op = take_by_id(&peer->rts_wait, slot->op_id);
+
     if (!op) {
-        TACL_WARN(SHM, "rank %d acknowledged unknown send %llu; ignored",
+        TACL_WARN(SHM, "rank %d asked for unknown send %llu; ignored",
                   peer->rank, (unsigned long long)slot->op_id);
         return;
     }
-    tacl__shm_opq_unlink(&peer->rts_wait, prev, op);
+    TACL_SHM_OP_OFFSET(op) = 0;
+    TACL_SHM_OP_ADDR(op) = slot->addr;
+    TACL_SHM_OP_RID(op) = slot->peer_op;
+    tacl__shm_opq_push(&peer->pushes, op);
+}
+
+/* The peer finished copying for our send (it pulled) or receive (it
+ * wrote). */
+static void on_fin(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                   const tacl__shm_slot_t *slot)
+{
+    tacl__tl_op_t *op = take_by_id(&peer->rts_wait, slot->op_id);
+
+    if (!op)
+        op = take_by_id(&peer->push_wait, slot->op_id);
+    if (!op) {
+        TACL_WARN(SHM, "rank %d acknowledged unknown operation %llu; "
+                  "ignored", peer->rank, (unsigned long long)slot->op_id);
+        return;
+    }
     complete(shm, op, (tacl_status_t)slot->status);
 }
 
@@ -454,6 +517,9 @@ static int poll_in(tacl__shm_t *shm, tacl__shm_peer_t *peer)
         case TACL_SHM_MSG_RTS:
             status = on_rts(shm, peer, slot);
             break;
+        case TACL_SHM_MSG_CTS:
+            on_cts(peer, slot);
+            break;
         case TACL_SHM_MSG_FIN:
             on_fin(shm, peer, slot);
             break;
@@ -473,21 +539,23 @@ static int poll_in(tacl__shm_t *shm, tacl__shm_peer_t *peer)
 }
 
 /*
- * Pull up to TACL_SHM_CMA_CHUNK bytes for the receives in cma transfer
- * from the peer, oldest first, stopping after the first receive that
- * completes, whose FIN goes at once.  The budget keeps one progress call
- * short, so a rank forwards what it has (the next step of a ring) and
- * answers its other peers while a long message is still coming; stopping
- * at a completed receive lets what waits for it run while the data is in
- * cache.
+ * Copy up to TACL_SHM_CMA_CHUNK bytes for the operations of q (pulls:
+ * receives reading the peer; pushes: sends writing it), oldest first,
+ * stopping after the first that completes, whose FIN goes at once.  The
+ * budget keeps one progress call short, so a rank forwards what it has
+ * (the next step of a ring) and answers its other peers while a long
+ * message is still moving; stopping at a completed receive lets what
+ * waits for it run while the data is in cache.
  */
-static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
+static int advance_copies(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                          tacl__shm_opq_t *q)
 {
+    int write = q == &peer->pushes;
     uint64_t budget = TACL_SHM_CMA_CHUNK;
     tacl__tl_op_t *op;
     int events = 0;
 
-    while ((op = peer->pulls.head) && budget > 0) {
+    while ((op = q->head) && budget > 0) {
         uint64_t off = TACL_SHM_OP_OFFSET(op);
         uint64_t chunk = TACL_MIN(op->len - off, budget);
         struct iovec local = {(uint8_t *)op->buf + off, chunk};
@@ -496,10 +564,11 @@ static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
         tacl_status_t status = TACL_OK;
         ssize_t got;
 
-        got = process_vm_readv(peer->pid, &local, 1, &remote, 1, 0);
+        got = write ? process_vm_writev(peer->pid, &local, 1, &remote, 1, 0)
+                    : process_vm_readv(peer->pid, &local, 1, &remote, 1, 0);
         if (got < 0 && (errno == EINTR || errno == EAGAIN))
             break;
-        /* EFAULT: the sender's buffer left its address space, which
+        /* EFAULT: the peer's buffer left its address space, which
          * happens while a killed process is being torn down (before it
          * is gone from the process table) or if it freed the buffer
          * mid-transfer: a failure of that peer either way. */
@@ -510,8 +579,11 @@ static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
                                peer->rank, (int)peer->pid);
         if (got < 0) {
             status = tacl__error(TACL_ERR_SYSTEM, SHM,
-                                 "process_vm_readv from rank %d failed: %m; "
-                                 "set TACL_SHM_MODE=copy", peer->rank);
+                                 "%s rank %d failed: %m; set "
+                                 "TACL_SHM_MODE=copy",
+                                 write ? "process_vm_writev to"
+                                       : "process_vm_readv from",
+                                 peer->rank);
         } else {
             TACL_SHM_OP_OFFSET(op) = off + (uint64_t)got;
             budget -= TACL_MIN(budget, (uint64_t)got);
@@ -519,9 +591,9 @@ static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
         ++events;
         if (status == TACL_OK && TACL_SHM_OP_OFFSET(op) < op->len)
             continue;
-        tacl__shm_opq_unlink(&peer->pulls, NULL, op);
+        tacl__shm_opq_unlink(q, NULL, op);
         if (queue_fin(peer, TACL_SHM_OP_RID(op), status, op) != TACL_OK) {
-            /* Without its FIN the sender would wait forever: fail. */
+            /* Without its FIN the peer would wait forever: fail. */
             complete(shm, op, TACL_ERR_NO_MEMORY);
             return TACL_ERR_NO_MEMORY;
         }
@@ -536,7 +608,8 @@ static int advance_pulls(tacl__shm_t *shm, tacl__shm_peer_t *peer)
 static int peer_busy(const tacl__shm_peer_t *peer)
 {
     if (peer->sends.head || peer->rts_wait.head || peer->recvs.head ||
-        peer->pulls.head || peer->nfins || peer->in_kind == TACL_SHM_IN_OP)
+        peer->pulls.head || peer->pushes.head || peer->push_wait.head ||
+        peer->nctls || peer->in_kind == TACL_SHM_IN_OP)
         return 1;
     for (const tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next)
         if (ux->recv)
@@ -620,8 +693,10 @@ int tacl__shm_progress(tacl__tl_t *tl)
             /* Requests to send and FINs first: the peer's work starts
              * before this rank's pulls. */
             int m = flush_out(shm, peer);
-            int p = advance_pulls(shm, peer);
-            n = p < 0 ? p : n + m + p;
+            int p = advance_copies(shm, peer, &peer->pulls);
+            int w = p < 0 ? 0 : advance_copies(shm, peer, &peer->pushes);
+
+            n = p < 0 ? p : w < 0 ? w : n + m + p + w;
         }
         if (n < 0) {
             fail_instance(shm, n);
@@ -649,9 +724,10 @@ static int has_work(tacl__shm_t *shm, int *busy_p)
 
         if (i == shm->my_local)
             continue;
-        if (tacl__shm_in_pending(peer) || peer->pulls.head)
+        if (tacl__shm_in_pending(peer) || peer->pulls.head ||
+            peer->pushes.head)
             return 1;
-        if ((peer->sends.head || peer->nfins) && tacl__shm_out_arm(peer))
+        if ((peer->sends.head || peer->nctls) && tacl__shm_out_arm(peer))
             return 1;
         busy |= peer_busy(peer);
     }
@@ -703,7 +779,7 @@ void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)
         free(ux);
     }
     peer->ux_tail = NULL;
-    free(peer->fins);
-    peer->fins = NULL;
-    peer->nfins = peer->fins_cap = 0;
+    free(peer->ctls);
+    peer->ctls = NULL;
+    peer->nctls = peer->ctls_cap = 0;
 }
