@@ -146,22 +146,24 @@ static void expect_survivors(const coll_result_t *res, int victim,
     coll_expect_pass(&copy);
 }
 
-static coll_result_t *run(int nranks, coll_init_mode_t init, coll_body_t body,
-                          void *arg, const char *const *env)
+/* Run body on nranks ranks with a 5 s timeout and judge them as
+ * expect_survivors() does. */
+static void run_case(int nranks, coll_init_mode_t init, coll_body_t body,
+                     int victim, int victim_signal, const char *label)
 {
     coll_opts_t opts = {
         .nranks = nranks,
         .deadline_s = 40,
         .init = init,
-        .env = env,
+        .env = timeout_env,
         .destroy_may_fail = 1,
-        .arg = arg,
     };
     coll_result_t *res = malloc(sizeof(*res));
 
     cr_assert_not_null(res);
     coll_run(&opts, body, res);
-    return res;
+    expect_survivors(res, victim, victim_signal, label);
+    free(res);
 }
 
 /*
@@ -223,22 +225,16 @@ static int body_kill_mid(coll_ctx_t *ctx)
 
 Test(failure, kill_mid_collective, .timeout = 90)
 {
-    coll_result_t *res = run(3, COLL_INIT_AUTO, body_kill_mid, NULL,
-                             timeout_env);
-
-    expect_survivors(res, 2, SIGKILL, "kill mid allreduce");
-    free(res);
+    run_case(3, COLL_INIT_AUTO, body_kill_mid, 2, SIGKILL,
+             "kill mid allreduce");
 }
 
 /* On 8 ranks most survivors are not neighbours of the dead rank: they
  * must learn of the failure too, not wait on a stalled neighbour. */
 Test(failure, kill_mid_collective_ranks8, .timeout = 90)
 {
-    coll_result_t *res = run(8, COLL_INIT_AUTO, body_kill_mid, NULL,
-                             timeout_env);
-
-    expect_survivors(res, 7, SIGKILL, "kill mid allreduce, 8 ranks");
-    free(res);
+    run_case(8, COLL_INIT_AUTO, body_kill_mid, 7, SIGKILL,
+             "kill mid allreduce, 8 ranks");
 }
 
 /* A thread of the victim kills the process while its main thread is
@@ -285,11 +281,8 @@ static int body_kill_blocking(coll_ctx_t *ctx)
 
 Test(failure, kill_during_blocking_call, .timeout = 90)
 {
-    coll_result_t *res = run(4, COLL_INIT_AUTO, body_kill_blocking, NULL,
-                             timeout_env);
-
-    expect_survivors(res, 1, SIGKILL, "kill during blocking allreduce");
-    free(res);
+    run_case(4, COLL_INIT_AUTO, body_kill_blocking, 1, SIGKILL,
+             "kill during blocking allreduce");
 }
 
 /* Rank 1 dies right after init; the others then enter an allreduce. */
@@ -315,20 +308,14 @@ static int body_kill_before(coll_ctx_t *ctx)
 
 Test(failure, kill_before_collective, .timeout = 90)
 {
-    coll_result_t *res = run(3, COLL_INIT_AUTO, body_kill_before, NULL,
-                             timeout_env);
-
-    expect_survivors(res, 1, SIGKILL, "peer dead before allreduce");
-    free(res);
+    run_case(3, COLL_INIT_AUTO, body_kill_before, 1, SIGKILL,
+             "peer dead before allreduce");
 }
 
 Test(failure, kill_before_collective_ranks8, .timeout = 90)
 {
-    coll_result_t *res = run(8, COLL_INIT_AUTO, body_kill_before, NULL,
-                             timeout_env);
-
-    expect_survivors(res, 1, SIGKILL, "peer dead before allreduce, 8 ranks");
-    free(res);
+    run_case(8, COLL_INIT_AUTO, body_kill_before, 1, SIGKILL,
+             "peer dead before allreduce, 8 ranks");
 }
 
 /* Rank 2 never calls init: the others' init times out. */
@@ -371,11 +358,8 @@ static int body_init_never(coll_ctx_t *ctx)
 
 Test(failure, init_missing_rank, .timeout = 90)
 {
-    coll_result_t *res = run(3, COLL_INIT_MANUAL, body_init_never, NULL,
-                             timeout_env);
-
-    expect_survivors(res, 2, 0, "init with a rank missing");
-    free(res);
+    run_case(3, COLL_INIT_MANUAL, body_init_never, 2, 0,
+             "init with a rank missing");
 }
 
 /* Rank 1 aborts while the others wait for it in an allreduce. */
@@ -403,11 +387,8 @@ static int body_abort(coll_ctx_t *ctx)
 
 Test(failure, abort, .timeout = 90)
 {
-    coll_result_t *res = run(3, COLL_INIT_AUTO, body_abort, NULL,
-                             timeout_env);
-
-    expect_survivors(res, 1, 0, "peer aborted");
-    free(res);
+    run_case(3, COLL_INIT_AUTO, body_abort, 1, 0,
+             "peer aborted");
 }
 
 /* init_env: which variables to set, on which port. */
