@@ -112,6 +112,13 @@ static inline int tacl__pow2_floor(int n)
 }
 
 /**
+ * Whether the local copies of an operation in which every rank writes
+ * bytes should stream past the cache: what the ranks of this node write
+ * together reaches the view's stream_bytes (TACL_STREAM_MIN).
+ */
+int tacl__algo_stream(const tacl__topo_view_t *view, uint64_t bytes);
+
+/**
  * Copy (or, for AVG, divide by nranks) count elements from src to dst:
  * the whole operation when there is one rank.
  */

@@ -101,7 +101,8 @@ typedef struct {
     size_t cs;       /* chunk grid, elements */
     uint32_t nchunks;
     int32_t *rs_send; /* reduce-scatter send of chunk c of block j */
-    int32_t *fin;     /* step that finished chunk c of block r */
+    int32_t *fin;     /* step that finished chunk c of block r; for an
+                         all-gather, the receive of chunk c from r - 1 */
 } direct_t;
 
 static size_t direct_blk(const direct_t *d, int b, size_t *off_p)
@@ -242,19 +243,55 @@ static void direct_ag(direct_t *d, tacl__bref_t src, int after_rs)
                     ls * d->es, tag, TACL__DEPS(after_rs ? d->fin[c] : -1));
             /* In place, block from was sent from this buffer by the
              * reduce-scatter: overwrite it once that send is done. */
-            if (lr > 0)
-                tacl__sched_recv(
-                    s, from, tacl__bref_add(d->io.out, direct_at(d, from, c)),
-                    lr * d->es, tag,
-                    TACL__DEPS(after_rs && d->io.in_place
-                                   ? d->rs_send[(size_t)from * C + c]
-                                   : -1));
+            int32_t got =
+                lr == 0 ? -1
+                        : tacl__sched_recv(
+                              s, from,
+                              tacl__bref_add(d->io.out,
+                                             direct_at(d, from, c)),
+                              lr * d->es, tag,
+                              TACL__DEPS(after_rs && d->io.in_place
+                                             ? d->rs_send[(size_t)from * C + c]
+                                             : -1));
+
+            if (!after_rs && i == 1)
+                d->fin[c] = got;
         }
     }
 }
 
+/*
+ * An out-of-place all-gather's own block, copied from the input chunk by
+ * chunk, each after the previous chunk from rank r - 1 has arrived.  The
+ * peers read the same input chunks while they receive at the same pace,
+ * so the copy and their reads of a chunk find it in cache and memory
+ * serves it once; past the cache (TACL_STREAM_MIN) the copy writes with
+ * non-temporal stores, which neither read the output first nor evict what
+ * the peers are about to read.  Measured on two ranks and 128 MB against
+ * one cached copy of the whole block before the receives: busbw 2.7 ->
+ * 4.6 GB/s (2.7 with the chunks but without streaming stores).
+ */
+static void direct_ag_own(direct_t *d, const tacl__topo_view_t *view)
+{
+    size_t cnt = direct_blk(d, d->r, NULL);
+    tacl__bref_t own = tacl__bref_add(d->io.out, direct_at(d, d->r, 0));
+    int stream = tacl__algo_stream(view, (uint64_t)d->total * d->es);
+
+    for (uint32_t c = 0; c < d->nchunks; c++) {
+        size_t len = tacl__chunk_len(cnt, d->cs, c);
+        uint64_t at = (uint64_t)c * d->cs * d->es;
+
+        if (len > 0)
+            tacl__sched_copy_stream(d->s, tacl__bref_add(own, at),
+                                    tacl__bref_add(d->io.in, at),
+                                    len * d->es, stream,
+                                    TACL__DEPS(c > 0 ? d->fin[c - 1] : -1));
+    }
+}
+
 static tacl_status_t direct_blocks(tacl__sched_t *s,
-                                   const tacl__coll_args_t *args)
+                                   const tacl__coll_args_t *args,
+                                   const tacl__topo_view_t *view)
 {
     direct_t d = {0};
     int ag = args->type == TACL__COLL_ALLGATHER;
@@ -287,13 +324,12 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
                            d.nchunks);
     d.fin = d.rs_send + (size_t)d.nchunks * (size_t)d.n;
     if (ag) {
-        tacl__bref_t own = tacl__bref_add(d.io.out, direct_at(&d, d.r, 0));
-
-        /* Peers read the input itself; the copy overlaps their reads. */
-        if (!d.io.in_place)
-            tacl__sched_copy(s, own, d.io.in, args->count * d.es,
-                             TACL__NO_DEPS);
+        /* Peers read the input itself. */
+        for (uint32_t c = 0; c < d.nchunks; c++)
+            d.fin[c] = -1;
         direct_ag(&d, d.io.in, 0);
+        if (!d.io.in_place)
+            direct_ag_own(&d, view);
     } else if (ar) {
         tacl__bref_t own = tacl__bref_add(d.io.out, direct_at(&d, d.r, 0));
 
@@ -367,5 +403,5 @@ tacl_status_t tacl__direct_build(tacl__sched_t *s,
         return TACL_OK;
     if (args->type == TACL__COLL_ALLTOALL)
         return direct_alltoall(s, args);
-    return direct_blocks(s, args);
+    return direct_blocks(s, args, view);
 }

@@ -449,6 +449,14 @@ uint32_t tacl__algo_nchunks(const tacl__coll_args_t *args, size_t max_elems,
                                   ALGO_MAX_CHUNKS);
 }
 
+int tacl__algo_stream(const tacl__topo_view_t *view, uint64_t bytes)
+{
+    uint64_t local = view->local_size > 0 ? (uint64_t)view->local_size : 1;
+
+    return view->stream_bytes > 0 &&
+           bytes >= TACL_DIV_UP(view->stream_bytes, local);
+}
+
 int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
                           tacl__bref_t dst, tacl__bref_t src, size_t count,
                           const int32_t *deps, int ndeps)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <sys/mman.h>
 
@@ -195,6 +196,9 @@ static tacl_status_t ctx_topology(tacl__ctx_t *ctx)
         for (int n = 0; n < topo->n_nodes && n < file.n_nodes; n++) {
             tacl__node_desc_t d = file.nodes[n];
             memcpy(d.name, topo->nodes[n].name, sizeof(d.name));
+            /* Files describe links and counts, not caches. */
+            if (d.llc_bytes == 0)
+                d.llc_bytes = topo->nodes[n].llc_bytes;
             topo->nodes[n] = d;
         }
         tacl__topo_fini(&file);
@@ -272,6 +276,30 @@ err_free:
     return status;
 }
 
+/* The threshold when the node's cache size is unknown: half of 32 MB. */
+#define COMM_STREAM_DEFAULT (16ull << 20)
+
+/*
+ * TACL_STREAM_MIN for a rank on node: the bytes a collective's ranks on
+ * the node write together from which its local copies stream past the
+ * cache (the view's stream_bytes; 0 never).  Copying more than the cache
+ * holds, ordinary stores gain nothing from it and evict what peers read.
+ */
+static uint64_t comm_stream_bytes(const tacl__node_desc_t *node)
+{
+    const char *v = tacl__config_str(TACL_CFG_STREAM_MIN);
+
+    if (strcasecmp(v, "never") == 0)
+        return 0;
+    if (v[0] >= '0' && v[0] <= '9')
+        return (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_STREAM_MIN),
+                                  1ll);
+    if (strcasecmp(v, "auto") != 0)
+        TACL_WARN(INIT, "TACL_STREAM_MIN=%s is not a size, auto or never; "
+                  "using auto", v);
+    return node->llc_bytes ? node->llc_bytes / 2 : COMM_STREAM_DEFAULT;
+}
+
 /* Fill the communicator's topology view from its ranks' nodes. */
 static tacl_status_t comm_topology(tacl_comm_t comm)
 {
@@ -311,6 +339,8 @@ static tacl_status_t comm_topology(tacl_comm_t comm)
             comm->view.local_rank++;
         comm->view.local_size++;
     }
+    comm->view.stream_bytes = comm_stream_bytes(
+        &ctx->topo.nodes[ctx->node_of[comm->world[comm->rank]]]);
     return TACL_OK;
 }
 

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "executor.h"
 #include "log.h"
+#include "copy.h"
 #include "quant.h"
 #include "reduce.h"
 
@@ -246,7 +247,10 @@ static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
     case TACL__STEP_RECV:
         return post_message(e, id);
     case TACL__STEP_COPY:
-        if (st->bytes > 0)
+        if (st->arg & TACL__COPY_STREAM)
+            tacl__copy_stream(bref_ptr(e, st->dst), bref_ptr(e, st->src),
+                              st->bytes);
+        else if (st->bytes > 0)
             memcpy(bref_ptr(e, st->dst), bref_ptr(e, st->src), st->bytes);
         break;
     case TACL__STEP_REDUCE: {

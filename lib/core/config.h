@@ -46,6 +46,10 @@
       "polls without progress before a rank sleeps instead of spinning")     \
     X(CHUNK_SIZE, "1048576",                                                 \
       "pipeline chunk, in bytes, of ring algorithms")                        \
+    X(STREAM_MIN, "auto",                                                    \
+      "bytes the ranks of one node write in one collective from which its "  \
+      "large local copies bypass the cache (non-temporal stores): auto "     \
+      "(half the last-level cache), a size such as 16M, or never")           \
     X(ALGO, "",                                                              \
       "force algorithms per collective, e.g. allgather=ring,allreduce=rd")   \
     X(TOPO_FILE, "",                                                         \

@@ -249,6 +249,13 @@ int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
 int32_t tacl__sched_copy(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
                          uint64_t bytes, const int32_t *deps, int ndeps)
 {
+    return tacl__sched_copy_stream(s, dst, src, bytes, 0, deps, ndeps);
+}
+
+int32_t tacl__sched_copy_stream(tacl__sched_t *s, tacl__bref_t dst,
+                                tacl__bref_t src, uint64_t bytes, int stream,
+                                const int32_t *deps, int ndeps)
+{
     tacl__step_t st = {0};
 
     if (sched_check_ref(s, "copy destination", dst, bytes) != 0 ||
@@ -258,6 +265,7 @@ int32_t tacl__sched_copy(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
     st.dst = dst;
     st.src = src;
     st.bytes = bytes;
+    st.arg = stream ? TACL__COPY_STREAM : 0;
     return sched_add_step(s, &st, deps, ndeps);
 }
 

@@ -25,7 +25,8 @@
 typedef enum {
     TACL__STEP_SEND = 0, /* send bytes at src to peer, matched by tag */
     TACL__STEP_RECV,     /* receive bytes from peer into dst, by tag */
-    TACL__STEP_COPY,     /* dst = src, bytes long (regions may not overlap) */
+    TACL__STEP_COPY,     /* dst = src, bytes long (regions may not overlap);
+                            arg TACL__COPY_STREAM writes around the cache */
     TACL__STEP_REDUCE,   /* dst = src op src2 [op src2 + stride ...]:
                             nsrc (1 when 0) second sources, count elements
                             of dtype; dst may equal src or the first */
@@ -90,7 +91,8 @@ typedef struct {
     tacl__bref_t src2;/* REDUCE */
     uint64_t bytes;   /* SEND, RECV, COPY: bytes; REDUCE, DIV: bytes of
                          dst (count * dtype size) */
-    uint32_t arg;     /* DIV: the divisor; DEQUANT: 1 to accumulate */
+    uint32_t arg;     /* DIV: the divisor; DEQUANT: 1 to accumulate;
+                         COPY: flags */
     uint64_t count;   /* QUANT, DEQUANT, DQRQ: elements */
     uint64_t stride;  /* DEQUANT, DQRQ: bytes from one quantized input to
                          the next; REDUCE: from one second source to the
@@ -167,6 +169,12 @@ int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
                          int ndeps);
 int32_t tacl__sched_copy(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
                          uint64_t bytes, const int32_t *deps, int ndeps);
+/** COPY flag: nothing in the schedule reads dst soon; stream past cache. */
+#define TACL__COPY_STREAM 1u
+/** A copy with TACL__COPY_STREAM when stream is nonzero. */
+int32_t tacl__sched_copy_stream(tacl__sched_t *s, tacl__bref_t dst,
+                                tacl__bref_t src, uint64_t bytes, int stream,
+                                const int32_t *deps, int ndeps);
 int32_t tacl__sched_reduce(tacl__sched_t *s, tacl__bref_t dst,
                            tacl__bref_t src, tacl__bref_t src2, size_t count,
                            tacl_dtype_t dtype, tacl_op_t op,

@@ -55,6 +55,8 @@ typedef struct {
     int gpu_peer;          /* 1 when every GPU pair has peer access */
     int nics;
     double nic_gbps;       /* speed of one NIC in Gbit/s, 0 if unknown */
+    uint64_t llc_bytes;    /* last-level cache of one package, 0 if
+                              unknown */
 } tacl__node_desc_t;
 
 typedef struct tacl__topo {

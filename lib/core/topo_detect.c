@@ -46,6 +46,25 @@ static void count_pci(hwloc_topology_t t, tacl__node_desc_t *node)
 }
 
 /*
+ * The size of one cache of the outermost level (one L3 of one package or
+ * core complex on today's CPUs), 0 if hwloc reports no cache.
+ */
+static uint64_t last_level_cache(hwloc_topology_t t)
+{
+    static const hwloc_obj_type_t levels[] = {
+        HWLOC_OBJ_L5CACHE, HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L3CACHE,
+        HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L1CACHE};
+
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+        hwloc_obj_t obj = hwloc_get_obj_by_type(t, levels[i], 0);
+
+        if (obj != NULL && obj->attr != NULL && obj->attr->cache.size > 0)
+            return obj->attr->cache.size;
+    }
+    return 0;
+}
+
+/*
  * Peer access between the GPUs, asked of the CUDA runtime, opened at run
  * time so that nodes without it (or without a driver: every call fails
  * cleanly) simply report none.  Returns the device count CUDA sees.
@@ -104,6 +123,7 @@ tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
     node->numa_nodes = count_type(t, HWLOC_OBJ_NUMANODE);
     node->cores = count_type(t, HWLOC_OBJ_CORE);
     node->pus = count_type(t, HWLOC_OBJ_PU);
+    node->llc_bytes = last_level_cache(t);
     count_pci(t, node);
     {
         int peer = 0, cuda = cuda_peer_access(&peer);
@@ -113,9 +133,10 @@ tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
     }
     hwloc_topology_destroy(t);
     TACL_INFO(TOPO, "detected %s: %d packages, %d NUMA nodes, %d cores, "
-              "%d threads, %d GPUs, %d NICs", node->name, node->packages,
-              node->numa_nodes, node->cores, node->pus, node->gpus,
-              node->nics);
+              "%d threads, %d GPUs, %d NICs, last-level cache %llu KB",
+              node->name, node->packages, node->numa_nodes, node->cores,
+              node->pus, node->gpus, node->nics,
+              (unsigned long long)(node->llc_bytes >> 10));
     return TACL_OK;
 }
 

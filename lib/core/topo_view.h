@@ -6,6 +6,8 @@
 #ifndef TACL_CORE_TOPO_VIEW_H
 #define TACL_CORE_TOPO_VIEW_H
 
+#include <stdint.h>
+
 typedef struct {
     int rank;            /* the caller's rank */
     int nranks;
@@ -17,6 +19,9 @@ typedef struct {
     int local_size;      /* ranks on this node */
     double link_bw[4];   /* GB/s per link class: self, host, gpu, net */
     double link_lat[4];  /* microseconds per link class */
+    uint64_t stream_bytes; /* a collective whose ranks on this node write
+                              this many bytes together or more streams its
+                              large local copies past the cache; 0: never */
 } tacl__topo_view_t;
 
 #endif /* TACL_CORE_TOPO_VIEW_H */

@@ -422,3 +422,94 @@ Test(algorithms, direct_more_peers_than_dependencies)
         run_cfg(&c);
     }
 }
+
+/*
+ * The direct all-gather copies its own block chunk by chunk, each chunk
+ * after the previous one from rank r - 1 has arrived, and streams the
+ * copies past the cache exactly when the node's ranks write at least the
+ * view's stream_bytes together (0: never).
+ */
+static void check_direct_own_copy(int n, int r, size_t count, int in_place,
+                                  uint64_t stream_bytes)
+{
+    const tacl__algo_t *algo = tacl__algo_find(TACL__COLL_ALLGATHER,
+                                               "direct");
+    uint64_t total = (uint64_t)count * 4 * (uint64_t)n, copied = 0;
+    int want_stream = stream_bytes > 0 && total * (uint64_t)n >= stream_bytes;
+    float *recv = calloc((size_t)n * count, sizeof(float));
+    float *send = in_place ? recv + (size_t)r * count
+                           : calloc(count, sizeof(float));
+    tacl__coll_args_t a = {0};
+    tacl__topo_view_t v = {0};
+    tacl__sched_t s;
+    int copies = 0;
+
+    a.type = TACL__COLL_ALLGATHER;
+    a.sendbuf = send;
+    a.recvbuf = recv;
+    a.count = count;
+    a.dtype = TACL_FLOAT32;
+    a.op = TACL_SUM;
+    a.memtype = TACL_MEM_HOST;
+    a.chunk_bytes = 400;
+    v.rank = r;
+    v.nranks = n;
+    v.n_nodes = 1;
+    v.local_rank = r;
+    v.local_size = n;
+    v.stream_bytes = stream_bytes;
+    tacl__sched_init(&s, r, n);
+    cr_assert_eq(algo->build(&s, &a, &v), TACL_OK, "%s",
+                 tacl__last_error());
+    for (uint32_t i = 0; i < s.nsteps; i++) {
+        const tacl__step_t *st = &s.steps[i];
+
+        if (st->kind != TACL__STEP_COPY)
+            continue;
+        cr_assert_eq(!!(st->arg & TACL__COPY_STREAM), want_stream,
+                     "n=%d count=%zu stream_bytes=%llu: copy %d streams %d",
+                     n, count, (unsigned long long)stream_bytes, copies,
+                     !!(st->arg & TACL__COPY_STREAM));
+        if (copies > 0) {
+            const tacl__step_t *dep;
+
+            cr_assert_eq(st->ndeps, 1, "copy %d has %u dependencies",
+                         copies, st->ndeps);
+            dep = &s.steps[s.deps[st->dep_start]];
+            cr_assert(dep->kind == TACL__STEP_RECV &&
+                          dep->peer == (r + n - 1) % n,
+                      "n=%d rank %d: copy %d waits for step kind %d from "
+                      "%d, not a receive from rank %d", n, r, copies,
+                      dep->kind, dep->peer, (r + n - 1) % n);
+        }
+        copied += st->bytes;
+        copies++;
+    }
+    cr_assert_eq(copied, in_place ? 0 : (uint64_t)count * 4,
+                 "n=%d rank %d count=%zu: copied %llu bytes", n, r, count,
+                 (unsigned long long)copied);
+    cr_assert(in_place || count * 4 <= 400 || copies > 1,
+              "count=%zu: one copy of the whole block", count);
+    tacl__sched_fini(&s);
+    if (!in_place)
+        free(send);
+    free(recv);
+}
+
+Test(algorithms, direct_allgather_own_block_copy)
+{
+    static const int ns[] = {2, 3, 5};
+    static const size_t counts[] = {1, 99, 1000};
+
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+        for (int r = 0; r < ns[i]; r++)
+            for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+                uint64_t node = (uint64_t)counts[c] * 4 * ns[i] * ns[i];
+
+                check_direct_own_copy(ns[i], r, counts[c], 0, 0);
+                check_direct_own_copy(ns[i], r, counts[c], 0, node);
+                check_direct_own_copy(ns[i], r, counts[c], 0, node + 1);
+                check_direct_own_copy(ns[i], r, counts[c], 0, 1);
+                check_direct_own_copy(ns[i], r, counts[c], 1, 1);
+            }
+}

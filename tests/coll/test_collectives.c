@@ -419,24 +419,30 @@ Test(big, allreduce_ranks8, .timeout = 240)
 /*
  * Every algorithm of the registry, forced through TACL_ALGO, on a power
  * of two and on an odd rank count (an algorithm that cannot run an
- * operation falls back to another, so the results must be right anyway).
+ * operation falls back to another, so the results must be right anyway);
+ * the last arguments are the environment.
  */
-#define FORCED_TESTS(suite, kind, spec)                                      \
+#define FORCED_TESTS(suite, kind, ...)                                       \
     Test(suite, ranks3, .timeout = 120)                                      \
     {                                                                        \
-        static const char *const env[] = {"TACL_ALGO=" spec, NULL};         \
+        static const char *const env[] = {__VA_ARGS__, NULL};                \
         run_case_env(kind, 3, 0, env);                                       \
     }                                                                        \
     Test(suite, ranks4, .timeout = 120)                                      \
     {                                                                        \
-        static const char *const env[] = {"TACL_ALGO=" spec, NULL};         \
+        static const char *const env[] = {__VA_ARGS__, NULL};                \
         run_case_env(kind, 4, 0, env);                                       \
     }
 
-FORCED_TESTS(allgather_ring, K_ALLGATHER, "allgather=ring")
-FORCED_TESTS(allgather_bruck, K_ALLGATHER, "allgather=bruck")
-FORCED_TESTS(allgather_rd, K_ALLGATHER, "allgather=rd")
-FORCED_TESTS(reduce_scatter_ring, K_REDUCE_SCATTER, "reducescatter=ring")
-FORCED_TESTS(reduce_scatter_rd, K_REDUCE_SCATTER, "reducescatter=rd")
-FORCED_TESTS(allreduce_ring, K_ALLREDUCE, "allreduce=ring")
-FORCED_TESTS(allreduce_rd, K_ALLREDUCE, "allreduce=rd")
+FORCED_TESTS(allgather_ring, K_ALLGATHER, "TACL_ALGO=allgather=ring")
+FORCED_TESTS(allgather_bruck, K_ALLGATHER, "TACL_ALGO=allgather=bruck")
+FORCED_TESTS(allgather_rd, K_ALLGATHER, "TACL_ALGO=allgather=rd")
+/* Every local copy streamed past the cache, whatever its size. */
+FORCED_TESTS(allgather_direct_streamed, K_ALLGATHER,
+             "TACL_ALGO=allgather=direct", "TACL_STREAM_MIN=1")
+FORCED_TESTS(reduce_scatter_ring, K_REDUCE_SCATTER,
+             "TACL_ALGO=reducescatter=ring")
+FORCED_TESTS(reduce_scatter_rd, K_REDUCE_SCATTER,
+             "TACL_ALGO=reducescatter=rd")
+FORCED_TESTS(allreduce_ring, K_ALLREDUCE, "TACL_ALGO=allreduce=ring")
+FORCED_TESTS(allreduce_rd, K_ALLREDUCE, "TACL_ALGO=allreduce=rd")
