@@ -6,15 +6,18 @@
 #
 # The "bound" column is the busbw a collective would reach if the bytes
 # each rank must move went at the memcpy rate measured here with every
-# core copying at once, ranks sharing the cores: a single-copy transfer
-# reads and writes each byte once, so a rank's work is, in copies,
-# (bytes read + bytes written) / 2 of the S-byte buffer: all-gather S (its
-# block and n - 1 peer blocks read, S written), reduce-scatter
-# (S + S/n) / 2, all-reduce (3n - 1) S / 2n (reduce-scatter, then n - 1
-# blocks read and S written).  It bounds a collective whose bytes all
-# stream through memory; where some stay in the last-level cache (the memcpy
-# rate is measured on buffers larger than it), as reduce-scatter's
-# received chunks do at 16 MB, a run can pass it.
+# core copying at once, ranks sharing the cores.  Every byte written must
+# be written once and every byte that feeds it read from memory at least
+# once per node (ranks reading the same block at the same time share one
+# read through the last-level cache), so a rank's work is, in copies,
+# (bytes read + bytes written) / 2 of the S-byte buffer: all-gather
+# (S/n + S) / 2 (its block read, S written), reduce-scatter (S + S/n) / 2,
+# all-reduce (2n + 1) S / 2n (the reduce-scatter, then its reduced block
+# read for the peers and the n - 1 others written).  It bounds a
+# collective whose bytes all stream through memory; where more stays in
+# the last-level cache (the memcpy rate is measured on buffers larger
+# than it), as reduce-scatter's received chunks do at 16 MB, a run can
+# pass it.
 #
 # Usage: perf/compare.sh BUILD_DIR [CSV_FILE]
 # Environment: ITERS (default 20), WARMUP (5), REPEAT (3: launches per
@@ -96,10 +99,10 @@ bound_of() {
         !/^#/ && NF >= 4 && $1 <= s { rate = $4 * 1e9 }
         END {
             if (rate == 0 || n < 2) { print "-"; exit }
-            if (coll == "all_gather") { e = s; f = (n - 1) / n }
+            if (coll == "all_gather") { e = (s / n + s) / 2; f = (n - 1) / n }
             else if (coll == "reduce_scatter") {
                 e = (s + s / n) / 2; f = (n - 1) / n }
-            else { e = (3 * n - 1) * s / (2 * n); f = 2 * (n - 1) / n }
+            else { e = (2 * n + 1) * s / (2 * n); f = 2 * (n - 1) / n }
             share = n > cores ? n / cores : 1
             printf "%.2f", s / (e * share / rate) * f / 1e9
         }' "$TMP/memcpy"
