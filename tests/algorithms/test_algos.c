@@ -427,7 +427,8 @@ Test(algorithms, direct_more_peers_than_dependencies)
  * The direct all-gather copies its own block chunk by chunk, each chunk
  * after the previous one from rank r - 1 has arrived, and streams the
  * copies past the cache exactly when the node's ranks write at least the
- * view's stream_bytes together (0: never).
+ * view's stream_bytes together (0: never).  Its receives of chunk c wait,
+ * from the third chunk on, for every peer to have taken chunk c - 2.
  */
 static void check_direct_own_copy(int n, int r, size_t count, int in_place,
                                   uint64_t stream_bytes)
@@ -441,6 +442,7 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
                            : calloc(count, sizeof(float));
     tacl__coll_args_t a = {0};
     tacl__topo_view_t v = {0};
+    uint32_t chunks = (uint32_t)((count * 4 + 399) / 400), paced = 0;
     tacl__sched_t s;
     int copies = 0;
 
@@ -464,6 +466,19 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
     for (uint32_t i = 0; i < s.nsteps; i++) {
         const tacl__step_t *st = &s.steps[i];
 
+        if (st->kind == TACL__STEP_RECV && st->ndeps > 0) {
+            const tacl__step_t *nop = &s.steps[s.deps[st->dep_start]];
+
+            cr_assert(st->ndeps == 1 && nop->kind == TACL__STEP_NOP &&
+                          nop->ndeps == (uint32_t)n - 1,
+                      "n=%d: a receive waits for something other than the "
+                      "join of one chunk's sends", n);
+            for (uint32_t k = 0; k < nop->ndeps; k++)
+                cr_assert_eq(s.steps[s.deps[nop->dep_start + k]].kind,
+                             TACL__STEP_SEND, "n=%d: the join holds a "
+                             "step that is not a send", n);
+            paced++;
+        }
         if (st->kind != TACL__STEP_COPY)
             continue;
         cr_assert_eq(!!(st->arg & TACL__COPY_STREAM), want_stream,
@@ -490,13 +505,16 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
                  (unsigned long long)copied);
     cr_assert(in_place || count * 4 <= 400 || copies > 1,
               "count=%zu: one copy of the whole block", count);
+    cr_assert_eq(paced, (chunks > 2 ? chunks - 2 : 0) * (uint32_t)(n - 1),
+                 "n=%d count=%zu: %u receives wait for peers to take an "
+                 "earlier chunk", n, count, paced);
     tacl__sched_fini(&s);
     if (!in_place)
         free(send);
     free(recv);
 }
 
-Test(algorithms, direct_allgather_own_block_copy)
+Test(algorithms, direct_allgather_own_copy_and_pace)
 {
     static const int ns[] = {2, 3, 5};
     static const size_t counts[] = {1, 99, 1000};
