@@ -22,11 +22,17 @@
  * chunk-sized scratch slots that the reduction reads at once: over shared
  * memory the incoming bytes are reduced while they are still in cache
  * instead of passing through memory as a ring's partial sums do.  A
- * receive waits only for the local reduction that last read its slot, so
- * no rank ever waits for another rank's progress to post a receive, and
- * the exchange cannot deadlock.  Across nodes every rank would send to
- * every remote rank through its node's uplink, so the tuner keeps these
- * to one node.
+ * reduce-scatter receive waits only for the local reduction that last
+ * read its slot, so no rank waits for another rank's progress to post
+ * one.  An all-gather keeps its ranks within two chunks of one another
+ * (a receive of chunk c waits until every peer has taken chunk c - 2 of
+ * this rank's block, which their own receives of chunk c - 2 allow, and
+ * so on down to the first two chunks, which wait for nothing) and copies
+ * its own block in step, so that each chunk of a block comes from memory
+ * once and every other read finds it in the last-level cache.  Neither
+ * exchange can deadlock.  Across nodes every rank would send to every
+ * remote rank through its node's uplink, so the tuner keeps these to one
+ * node.
  */
 #include "algo_util.h"
 #include "hier.h"

@@ -39,7 +39,7 @@ LIMIT=300
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none
     --mca btl self,vader --mca btl_vader_single_copy_mechanism cma"
 
-for exe in tacl-run memcpy_bw all_gather_perf reduce_scatter_perf \
+for exe in tacl-run memcpy_bw core_rtt all_gather_perf reduce_scatter_perf \
     all_reduce_perf; do
     if [ ! -x "$PERF/$exe" ]; then
         echo "compare.sh: $PERF/$exe is missing; build it first" >&2
@@ -110,9 +110,9 @@ bound_of() {
 
 echo "coll,ranks,size_bytes,tacl_busbw,ompi_busbw,ratio,tacl_time_us," \
 "ompi_time_us,tacl_inplace_busbw,ompi_inplace_busbw,tacl_wrong," \
-"ompi_wrong,bound_busbw" | tr -d ' ' > "$CSV"
-printf '%-15s %5s %10s %11s %11s %7s %7s\n' coll ranks size "tacl busbw" \
-    "ompi busbw" ratio bound
+"ompi_wrong,bound_busbw,rtt_min_ns,rtt_max_ns" | tr -d ' ' > "$CSV"
+printf '%-15s %5s %10s %11s %11s %7s %7s %9s\n' coll ranks size "tacl busbw" \
+    "ompi busbw" ratio bound "rtt ns"
 for coll in $COLLS; do
     mpi_coll=$(echo "$coll" | tr -d _)
     [ "$coll" = reduce_scatter ] && mpi_coll=reduce_scatter
@@ -123,7 +123,9 @@ for coll in $COLLS; do
             # median run: the spread between launches (where the pages of
             # the buffers land in the cache) is larger than within one.
             rep=1
+            rtts=$TMP/rtt.$coll.$n.$size
             while [ $rep -le "$REPEAT" ]; do
+                "$PERF/core_rtt" >> "$rtts"
                 out=$TMP/tacl.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
                 if ! "$PERF/tacl-run" --timeout $LIMIT -n "$n" \
@@ -132,6 +134,7 @@ for coll in $COLLS; do
                     tail -5 "$out" >&2
                     status=1
                 fi
+                "$PERF/core_rtt" >> "$rtts"
                 out=$TMP/ompi.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
                 if [ $have_mpi = 1 ] && ! timeout $LIMIT $MPIRUN -n "$n" \
@@ -157,15 +160,24 @@ for coll in $COLLS; do
                 if (t == "-" || o == "-" || o + 0 == 0) print "-";
                 else printf "%.2f", t / o }')
             bound=$(bound_of "$coll" "$n" "$bytes")
-            printf '%-15s %5s %10s %11s %11s %7s %7s\n' "$coll" "$n" \
-                "$bytes" "$t_bw" "$o_bw" "$ratio" "$bound"
+            set -- $(awk '$2 ~ /^[0-9]/ {
+                    if (n++ == 0 || $2 < lo) lo = $2
+                    if ($2 > hi) hi = $2 }
+                END { if (n) print lo, hi; else print "- -" }' "$rtts")
+            rtt_lo=$1 rtt_hi=$2
+            printf '%-15s %5s %10s %11s %11s %7s %7s %9s\n' "$coll" "$n" \
+                "$bytes" "$t_bw" "$o_bw" "$ratio" "$bound" "$rtt_lo-$rtt_hi"
             echo "$coll,$n,$bytes,$t_bw,$o_bw,$ratio,$t_time,$o_time," \
-"$t_ip,$o_ip,$t_wrong,$o_wrong,$bound" | tr -d ' ' >> "$CSV"
+"$t_ip,$o_ip,$t_wrong,$o_wrong,$bound,$rtt_lo,$rtt_hi" | tr -d ' ' >> "$CSV"
         done
     done
 done
 echo
 echo "busbw in GB/s, out of place; ratio = tacl / ompi; bound = the"
 echo "memory bound (memcpy rate, all cores copying, ranks sharing cores);"
+echo "rtt = the fewest-most nanoseconds a cache line took between two cores"
+echo "(core_rtt) before the cell's launches: tens when they share a cache,"
+echo "hundreds when a virtual machine's host has put them apart, which"
+echo "slows every hand-off of data from core to core through the cache;"
 echo "CSV: $CSV"
 exit $status
