@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 #include <sys/mman.h>
 
@@ -276,30 +275,6 @@ err_free:
     return status;
 }
 
-/* The threshold when the node's cache size is unknown: half of 32 MB. */
-#define COMM_STREAM_DEFAULT (16ull << 20)
-
-/*
- * TACL_STREAM_MIN for a rank on node: the bytes a collective's ranks on
- * the node write together from which its local copies stream past the
- * cache (the view's stream_bytes; 0 never).  Copying more than the cache
- * holds, ordinary stores gain nothing from it and evict what peers read.
- */
-static uint64_t comm_stream_bytes(const tacl__node_desc_t *node)
-{
-    const char *v = tacl__config_str(TACL_CFG_STREAM_MIN);
-
-    if (strcasecmp(v, "never") == 0)
-        return 0;
-    if (v[0] >= '0' && v[0] <= '9')
-        return (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_STREAM_MIN),
-                                  1ll);
-    if (strcasecmp(v, "auto") != 0)
-        TACL_WARN(INIT, "TACL_STREAM_MIN=%s is not a size, auto or never; "
-                  "using auto", v);
-    return node->llc_bytes ? node->llc_bytes / 2 : COMM_STREAM_DEFAULT;
-}
-
 /* Fill the communicator's topology view from its ranks' nodes. */
 static tacl_status_t comm_topology(tacl_comm_t comm)
 {
@@ -339,7 +314,7 @@ static tacl_status_t comm_topology(tacl_comm_t comm)
             comm->view.local_rank++;
         comm->view.local_size++;
     }
-    comm->view.stream_bytes = comm_stream_bytes(
+    comm->view.stream_bytes = tacl__topo_stream_bytes(
         &ctx->topo.nodes[ctx->node_of[comm->world[comm->rank]]]);
     return TACL_OK;
 }

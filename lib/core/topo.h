@@ -68,6 +68,16 @@ typedef struct tacl__topo {
     int *node_of;          /* node index per rank */
 } tacl__topo_t;
 
+/**
+ * TACL_STREAM_MIN for a rank on node: the bytes a collective's ranks on
+ * the node write together from which its local copies stream past the
+ * cache (a topology view's stream_bytes; 0 never).  "auto" (the default,
+ * also when empty, and what an unparsable value falls back to, with a
+ * warning) is half the node's last-level cache, or 16 MiB when it is
+ * unknown; "never" is 0; a size (K, M, G suffixes) is itself, 0 as 1.
+ */
+uint64_t tacl__topo_stream_bytes(const tacl__node_desc_t *node);
+
 /** Detect this node with hwloc (and CUDA when built with it). */
 tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node);
 

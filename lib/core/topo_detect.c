@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "config.h"
 #include "log.h"
 #include "tacl_build_config.h"
@@ -138,6 +140,28 @@ tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
               node->pus, node->gpus, node->nics,
               (unsigned long long)(node->llc_bytes >> 10));
     return TACL_OK;
+}
+
+/* The threshold when the node's cache size is unknown: half of 32 MB. */
+#define TOPO_STREAM_DEFAULT (16ull << 20)
+
+/*
+ * Copying more than the cache holds, ordinary stores gain nothing from it
+ * and evict what peers are about to read: see kernels/cpu/copy.h.
+ */
+uint64_t tacl__topo_stream_bytes(const tacl__node_desc_t *node)
+{
+    const char *v = tacl__config_str(TACL_CFG_STREAM_MIN);
+
+    if (strcasecmp(v, "never") == 0)
+        return 0;
+    if (v[0] >= '0' && v[0] <= '9')
+        return (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_STREAM_MIN),
+                                  1ll);
+    if (v[0] != '\0' && strcasecmp(v, "auto") != 0)
+        TACL_WARN(TOPO, "TACL_STREAM_MIN=%s is not a size, auto or never; "
+                  "using auto", v);
+    return node->llc_bytes ? node->llc_bytes / 2 : TOPO_STREAM_DEFAULT;
 }
 
 static tacl_status_t parse_link_override(const char *spec, const char *var,
