@@ -224,6 +224,25 @@ static uint64_t bytes_formula(const cfg_t *c, int r)
 }
 
 /* Builds the schedules of every rank of c into a fresh runner. */
+/* The operation of c on buffers send and recv. */
+static tacl__coll_args_t args_of(const cfg_t *c, void *send, void *recv,
+                                 uint64_t seq)
+{
+    tacl__coll_args_t a = {0};
+
+    a.type = c->algo->coll;
+    a.sendbuf = send;
+    a.recvbuf = recv;
+    a.count = c->count;
+    a.dtype = c->dtype;
+    a.op = c->op;
+    a.root = c->root;
+    a.memtype = TACL_MEM_HOST;
+    a.seq = seq;
+    a.chunk_bytes = c->chunk;
+    return a;
+}
+
 static simrun_t *build_all(const cfg_t *c, rbufs_t *b, uint64_t seq,
                            const char *name)
 {
@@ -231,22 +250,13 @@ static simrun_t *build_all(const cfg_t *c, rbufs_t *b, uint64_t seq,
     int r;
 
     for (r = 0; r < c->n; r++) {
-        tacl__coll_args_t a = {0};
         tacl__topo_view_t v = {0};
+        tacl__coll_args_t a;
         tacl_status_t st;
 
         setup(c, r, &b[r]);
         declare(sr, c, r, &b[r]);
-        a.type = c->algo->coll;
-        a.sendbuf = b[r].send;
-        a.recvbuf = b[r].recv;
-        a.count = c->count;
-        a.dtype = c->dtype;
-        a.op = c->op;
-        a.root = c->root;
-        a.memtype = TACL_MEM_HOST;
-        a.seq = seq;
-        a.chunk_bytes = c->chunk;
+        a = args_of(c, b[r].send, b[r].recv, seq);
         v.rank = r;
         v.nranks = c->n;
         v.n_nodes = 1;
@@ -433,32 +443,22 @@ Test(algorithms, direct_more_peers_than_dependencies)
 static void check_direct_own_copy(int n, int r, size_t count, int in_place,
                                   uint64_t stream_bytes)
 {
-    const tacl__algo_t *algo = tacl__algo_find(TACL__COLL_ALLGATHER,
-                                               "direct");
+    cfg_t c = {n, tacl__algo_find(TACL__COLL_ALLGATHER, "direct"), count,
+               in_place, TACL_FLOAT32, TACL_SUM, 0, 400};
+    const tacl__algo_t *algo = c.algo;
     uint64_t total = (uint64_t)count * 4 * (uint64_t)n, copied = 0;
     int want_stream = stream_bytes > 0 && total * (uint64_t)n >= stream_bytes;
     float *recv = calloc((size_t)n * count, sizeof(float));
     float *send = in_place ? recv + (size_t)r * count
                            : calloc(count, sizeof(float));
-    tacl__coll_args_t a = {0};
-    tacl__topo_view_t v = {0};
+    static const int one_node[8] = {0};
+    tacl__coll_args_t a = args_of(&c, send, recv, 0);
+    tacl__topo_view_t v = simrun_view(one_node, n, 1, r);
     uint32_t chunks = (uint32_t)((count * 4 + 399) / 400), paced = 0;
     tacl__sched_t s;
     int copies = 0;
 
-    a.type = TACL__COLL_ALLGATHER;
-    a.sendbuf = send;
-    a.recvbuf = recv;
-    a.count = count;
-    a.dtype = TACL_FLOAT32;
-    a.op = TACL_SUM;
-    a.memtype = TACL_MEM_HOST;
-    a.chunk_bytes = 400;
-    v.rank = r;
-    v.nranks = n;
-    v.n_nodes = 1;
-    v.local_rank = r;
-    v.local_size = n;
+    cr_assert_leq(n, 8);
     v.stream_bytes = stream_bytes;
     tacl__sched_init(&s, r, n);
     cr_assert_eq(algo->build(&s, &a, &v), TACL_OK, "%s",
