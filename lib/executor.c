@@ -170,6 +170,8 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
         if (buf->role == TACL__BUF_SCRATCH &&
             tacl__comm_scratch_pinnable(buf->size))
             op->hints = TACL__TL_HINT_PINNABLE;
+        if (st->arg & TACL__COPY_STREAM)
+            op->hints |= TACL__TL_HINT_STREAM;
         status = tacl__tl_recv(ctx->tls[tl], op);
     }
     if (status == TACL_OK)

@@ -236,6 +236,9 @@ static void usage(FILE *f, const char *prog)
         "  -a, --average 0..3      time reported: 0 rank 0, 1 mean,\n"
         "                          2 min, 3 max over ranks (default 1)\n"
         "  -J, --output_file FILE  also write the results as JSON\n"
+        "  -R, --local_register 0|1 1: buffers from tacl_mem_alloc (tacl)\n"
+        "                          or MPI_Alloc_mem (mpi), as nccl-tests'\n"
+        "                          ncclMemAlloc (default 0: malloc)\n"
         "  -A, --algo SPEC         force an algorithm (TACL_ALGO syntax,\n"
         "                          or just a name for this collective)\n"
         "  -Q, --quant BITS[:BLOCK] quantized all-gather (qwZ) or\n"
@@ -373,6 +376,7 @@ static const struct option long_opts[] = {
     {"blocking", required_argument, NULL, 'z'},
     {"average", required_argument, NULL, 'a'},
     {"output_file", required_argument, NULL, 'J'},
+    {"local_register", required_argument, NULL, 'R'},
     {"algo", required_argument, NULL, 'A'},
     {"quant", required_argument, NULL, 'Q'},
     {"help", no_argument, NULL, 'h'},
@@ -400,7 +404,7 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
     o.agg = 1;
     optind = 1;
     while (!bad && (c = getopt_long(argc, argv,
-                                    "b:e:i:f:n:w:m:c:o:d:r:z:a:J:A:Q:h",
+                                    "b:e:i:f:n:w:m:c:o:d:r:z:a:J:R:A:Q:h",
                                     long_opts, NULL)) != -1) {
         switch (c) {
         case 'b':
@@ -445,6 +449,9 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
             break;
         case 'J':
             o.json_path = optarg;
+            break;
+        case 'R':
+            bad = parse_int(optarg, 0, 1, &o.reg);
             break;
         case 'A':
             o.algo = optarg;
@@ -525,8 +532,8 @@ void tacl__perf_print_header(FILE *f, const char *prog, const char *library,
         fprintf(f, "%zu(bytes)", opts->step_bytes);
     }
     fprintf(f, " warmup iters: %d iters: %d agg iters: %d validation: %d "
-            "blocking: %d\n", opts->warmup, opts->iters, opts->agg,
-            opts->check, opts->blocking);
+            "blocking: %d registered: %d\n", opts->warmup, opts->iters,
+            opts->agg, opts->check, opts->blocking, opts->reg);
     fprintf(f, "# collective: %s  algorithm: %s  time: %s over ranks\n",
             tacl__perf_kind_name(kind), opts->algo ? opts->algo : "auto",
             opts->average == 0 ? "rank 0" : opts->average == 1 ? "mean" :

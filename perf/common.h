@@ -50,6 +50,7 @@ typedef struct {
     int agg;                /* -m: operations per group */
     const char *json_path;  /* -J, NULL for none */
     const char *algo;       /* -A, NULL for auto */
+    int reg;                /* -R: 1 buffers from the library's allocator */
     int inject_error;       /* --inject-error (tests only) */
     int qbits;              /* -Q bits[:block]: 0 exact, 8 or 4 */
     uint32_t qblock;        /* values per quantization scale */

@@ -227,8 +227,16 @@ int main(int argc, char **argv)
     MPI_Comm_rank(c.comm, &c.rank);
     MPI_Comm_size(c.comm, &c.nranks);
     tacl__perf_max_buffers(c.kind, &o, c.nranks, &send_bytes, &recv_bytes);
-    sendbuf = malloc(send_bytes ? send_bytes : 1);
-    recvbuf = malloc(recv_bytes ? recv_bytes : 1);
+    if (o.reg) {
+        if (MPI_Alloc_mem((MPI_Aint)(send_bytes ? send_bytes : 1),
+                          MPI_INFO_NULL, &sendbuf) != MPI_SUCCESS ||
+            MPI_Alloc_mem((MPI_Aint)(recv_bytes ? recv_bytes : 1),
+                          MPI_INFO_NULL, &recvbuf) != MPI_SUCCESS)
+            sendbuf = recvbuf = NULL;
+    } else {
+        sendbuf = malloc(send_bytes ? send_bytes : 1);
+        recvbuf = malloc(recv_bytes ? recv_bytes : 1);
+    }
     if (sendbuf == NULL || recvbuf == NULL) {
         fprintf(stderr, "mpi_coll_perf: cannot allocate %zu + %zu bytes\n",
                 send_bytes, recv_bytes);
@@ -273,8 +281,13 @@ int main(int argc, char **argv)
         }
     }
     MPI_Bcast(&wrong, 1, MPI_LONG_LONG, 0, c.comm);
-    free(sendbuf);
-    free(recvbuf);
+    if (o.reg) {
+        MPI_Free_mem(sendbuf);
+        MPI_Free_mem(recvbuf);
+    } else {
+        free(sendbuf);
+        free(recvbuf);
+    }
     MPI_Finalize();
     return wrong != 0 ? 1 : 0;
 }

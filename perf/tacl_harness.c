@@ -366,11 +366,20 @@ static tacl_status_t init_comm(tacl_comm_t *comm_p)
     return tacl_comm_init_env(comm_p);
 }
 
-static void *alloc_buffer(size_t bytes)
+/* A buffer from posix_memalign, or from tacl_mem_alloc when reg (-R 1). */
+static void *alloc_buffer(size_t bytes, int reg)
 {
     void *p = NULL;
 
-    if (posix_memalign(&p, PERF_ALIGN, bytes ? bytes : 1) != 0) {
+    if (reg) {
+        tacl_status_t st = tacl_mem_alloc(&p, bytes ? bytes : 1,
+                                          TACL_MEM_HOST);
+
+        if (st != TACL_OK) {
+            fprintf(stderr, "tacl_mem_alloc: %s\n", tacl_last_error());
+            return NULL;
+        }
+    } else if (posix_memalign(&p, PERF_ALIGN, bytes ? bytes : 1) != 0) {
         return NULL;
     }
     /* Touch every page so page faults stay out of the first timing. */
@@ -419,8 +428,8 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
     }
     tacl__perf_max_buffers(coll->kind, &o, run.nranks, &send_bytes,
                            &recv_bytes);
-    run.sendbuf = alloc_buffer(send_bytes);
-    run.recvbuf = alloc_buffer(recv_bytes);
+    run.sendbuf = alloc_buffer(send_bytes, o.reg);
+    run.recvbuf = alloc_buffer(recv_bytes, o.reg);
     if (run.sendbuf == NULL || run.recvbuf == NULL) {
         fprintf(stderr, "rank %d: cannot allocate %zu + %zu bytes\n",
                 run.rank, send_bytes, recv_bytes);
@@ -478,8 +487,13 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
         }
     }
     st = tacl_comm_destroy(run.comm);
-    free(run.sendbuf);
-    free(run.recvbuf);
+    if (o.reg) {
+        tacl_mem_free(run.sendbuf);
+        tacl_mem_free(run.recvbuf);
+    } else {
+        free(run.sendbuf);
+        free(run.recvbuf);
+    }
     if (st != TACL_OK) {
         fprintf(stderr, "rank %d: tacl_comm_destroy failed: %s\n", run.rank,
                 tacl_status_string(st));

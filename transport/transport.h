@@ -56,6 +56,12 @@ struct tacl__tl_op {
  * from the sender's buffer.
  */
 #define TACL__TL_HINT_PINNABLE (1u << 0)
+/*
+ * STREAM, on a receive: nothing reads the buffer soon, so a transport
+ * that copies with the CPU may write it with non-temporal stores, which
+ * neither read the destination first nor evict what others will read.
+ */
+#define TACL__TL_HINT_STREAM (1u << 1)
 
 /**
  * What a transport's init gets.  exchange() is collective over the

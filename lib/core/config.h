@@ -40,6 +40,9 @@
     X(SHM_MODE, "auto",                                                      \
       "how shm moves large messages: cma (single copy through cross-memory " \
       "attach), copy (through shared staging buffers) or auto")              \
+    X(SHM_MAP, "1",                                                          \
+      "1: a receiver maps the sender's tacl_mem_alloc segments and copies "  \
+      "from them itself; 0: such buffers go by cross-memory attach too")     \
     X(SHM_EAGER_LIMIT, "16384",                                              \
       "messages up to this many bytes go inline through the shm queue")      \
     X(SHM_SPIN, "2000",                                                      \

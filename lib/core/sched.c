@@ -233,6 +233,13 @@ int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
                          uint64_t bytes, uint64_t tag, const int32_t *deps,
                          int ndeps)
 {
+    return tacl__sched_recv_stream(s, peer, dst, bytes, tag, 0, deps, ndeps);
+}
+
+int32_t tacl__sched_recv_stream(tacl__sched_t *s, int peer, tacl__bref_t dst,
+                                uint64_t bytes, uint64_t tag, int stream,
+                                const int32_t *deps, int ndeps)
+{
     tacl__step_t st = {0};
 
     if (sched_check_ref(s, "receive destination", dst, bytes) != 0 ||
@@ -243,6 +250,7 @@ int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
     st.tag = tag;
     st.dst = dst;
     st.bytes = bytes;
+    st.arg = stream ? TACL__COPY_STREAM : 0;
     return sched_add_step(s, &st, deps, ndeps);
 }
 

@@ -24,7 +24,8 @@
 
 typedef enum {
     TACL__STEP_SEND = 0, /* send bytes at src to peer, matched by tag */
-    TACL__STEP_RECV,     /* receive bytes from peer into dst, by tag */
+    TACL__STEP_RECV,     /* receive bytes from peer into dst, by tag;
+                            arg TACL__COPY_STREAM as for COPY */
     TACL__STEP_COPY,     /* dst = src, bytes long (regions may not overlap);
                             arg TACL__COPY_STREAM writes around the cache */
     TACL__STEP_REDUCE,   /* dst = src op src2 [op src2 + stride ...]:
@@ -167,6 +168,10 @@ int32_t tacl__sched_send(tacl__sched_t *s, int peer, tacl__bref_t src,
 int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
                          uint64_t bytes, uint64_t tag, const int32_t *deps,
                          int ndeps);
+/** A receive with TACL__COPY_STREAM when stream is nonzero. */
+int32_t tacl__sched_recv_stream(tacl__sched_t *s, int peer, tacl__bref_t dst,
+                                uint64_t bytes, uint64_t tag, int stream,
+                                const int32_t *deps, int ndeps);
 int32_t tacl__sched_copy(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
                          uint64_t bytes, const int32_t *deps, int ndeps);
 /** COPY flag: nothing in the schedule reads dst soon; stream past cache. */

@@ -11,10 +11,12 @@
  * skipped write shows, and buffers the API says are ignored must come
  * back untouched.
  */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -146,6 +148,27 @@ static tacl_status_t ring_nb(coll_ctx_t *ctx, const void *sb, void *rb,
 }
 
 /*
+ * The buffers of an operation: from malloc, or from tacl_mem_alloc when
+ * the environment says TEST_MEM_ALLOC (the shm transport then maps them).
+ */
+static void *buf_alloc(size_t bytes)
+{
+    void *p = NULL;
+
+    if (getenv("TEST_MEM_ALLOC") == NULL)
+        return malloc(bytes);
+    return tacl_mem_alloc(&p, bytes, TACL_MEM_HOST) == TACL_OK ? p : NULL;
+}
+
+static void buf_free(void *p)
+{
+    if (getenv("TEST_MEM_ALLOC") == NULL)
+        free(p);
+    else
+        tacl_mem_free(p);
+}
+
+/*
  * Run one operation: fill the inputs, call, compare.  Buffer layout:
  * send holds the input, recv the output, expect the reference output.
  */
@@ -162,8 +185,8 @@ static int run_op(coll_ctx_t *ctx, const op_t *o)
         recv_elems = (size_t)n * c;
     if (o->kind == K_REDUCE_SCATTER || o->kind == K_ALLTOALL)
         send_elems = (size_t)n * c;
-    send = malloc(send_elems * es + 1);
-    recv = malloc(recv_elems * es + 1);
+    send = buf_alloc(send_elems * es + 1);
+    recv = buf_alloc(recv_elems * es + 1);
     expect = malloc(recv_elems * es + 1);
     if (!send || !recv || !expect) {
         rc = op_fail(ctx, o, "out of memory");
@@ -262,8 +285,8 @@ static int run_op(coll_ctx_t *ctx, const op_t *o)
 
 out_free:
     free(expect);
-    free(recv);
-    free(send);
+    buf_free(recv);
+    buf_free(send);
     return rc;
 }
 
@@ -446,3 +469,91 @@ FORCED_TESTS(reduce_scatter_rd, K_REDUCE_SCATTER,
              "TACL_ALGO=reducescatter=rd")
 FORCED_TESTS(allreduce_ring, K_ALLREDUCE, "TACL_ALGO=allreduce=ring")
 FORCED_TESTS(allreduce_rd, K_ALLREDUCE, "TACL_ALGO=allreduce=rd")
+
+/*
+ * Buffers from tacl_mem_alloc: every message above the eager limit goes
+ * from a segment the receiver maps (a new pair of segments per operation,
+ * so mappings come, are evicted and are dropped once freed).  The
+ * results must be right, and the ranks' ALLOC logs must show that
+ * segments were mapped, or, with TACL_SHM_MAP=0, that none was.
+ */
+/* Lines saying a segment was mapped in dir's logs, which go; and how
+ * many logs there were. */
+static int count_mapped(const char *dir, int *nlogs_p)
+{
+    char path[512], line[512];
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int found = 0;
+
+    *nlogs_p = 0;
+    if (d == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL) {
+        FILE *file;
+
+        if (strncmp(de->d_name, "log.", 4) != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        file = fopen(path, "r");
+        if (file == NULL)
+            continue;
+        ++*nlogs_p;
+        while (fgets(line, sizeof(line), file))
+            found += strstr(line, "mapped segment") != NULL;
+        fclose(file);
+        remove(path);
+    }
+    closedir(d);
+    return found;
+}
+
+static int run_mapped(kind_t kind, int nranks, int map, const char *env1,
+                      const char *env2)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[256], file_env[320];
+    const char *env[8];
+    case_t cs = {kind, 0};
+    int k = 0, nlogs, found;
+
+    snprintf(dir, sizeof(dir), "%s/tacl-mapped-XXXXXX", tmp ? tmp : "/tmp");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(file_env, sizeof(file_env), "TACL_DEBUG_FILE=%s/log.%%p", dir);
+    env[k++] = "TEST_MEM_ALLOC=1";
+    env[k++] = "TACL_DEBUG=INFO";
+    env[k++] = "TACL_DEBUG_SUBSYS=ALLOC";
+    env[k++] = file_env;
+    env[k++] = map ? "TACL_SHM_MAP=1" : "TACL_SHM_MAP=0";
+    if (env1)
+        env[k++] = env1;
+    if (env2)
+        env[k++] = env2;
+    env[k] = NULL;
+    coll_run_expect_pass(nranks, body_matrix, &cs, env);
+    found = count_mapped(dir, &nlogs);
+    rmdir(dir);
+    cr_assert_eq(nlogs, nranks, "%d logs for %d ranks", nlogs, nranks);
+    return found;
+}
+
+#define MAPPED_TEST(name, kind, nranks, env1, env2)                          \
+    Test(mapped, name, .timeout = 180)                                       \
+    {                                                                        \
+        int found = run_mapped(kind, nranks, 1, env1, env2);                 \
+        cr_assert_gt(found, 0, "no rank mapped a peer's segment");          \
+    }
+
+MAPPED_TEST(allgather_direct_streamed_ranks3, K_ALLGATHER, 3,
+            "TACL_ALGO=allgather=direct", "TACL_STREAM_MIN=1")
+MAPPED_TEST(allgather_ranks4, K_ALLGATHER, 4, NULL, NULL)
+MAPPED_TEST(reduce_scatter_ranks3, K_REDUCE_SCATTER, 3, NULL, NULL)
+MAPPED_TEST(allreduce_ranks4, K_ALLREDUCE, 4, NULL, NULL)
+MAPPED_TEST(broadcast_ranks3, K_BROADCAST, 3, NULL, NULL)
+MAPPED_TEST(alltoall_ranks4, K_ALLTOALL, 4, NULL, NULL)
+MAPPED_TEST(sendrecv_ranks2, K_SENDRECV, 2, NULL, NULL)
+
+Test(mapped, off_maps_nothing, .timeout = 180)
+{
+    cr_assert_eq(run_mapped(K_ALLGATHER, 3, 0, NULL, NULL), 0);
+}

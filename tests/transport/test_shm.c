@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "config.h"
 #include "shm/shm.h"
 #include "tl_harness.h"
 
@@ -747,4 +748,139 @@ static int reach_rank(int rank, int nranks, void *arg)
 Test(transport_shm, reachable_by_node_id, .timeout = 60)
 {
     cr_assert_eq(tlh_run(3, NULL, reach_rank, NULL, -1), 0);
+}
+
+/* ---- Sends from tacl_mem_alloc segments: the receiver maps them. ---- */
+
+#define NSEGS 20     /* TACL_SHM_MAPS + 4 */
+
+static size_t seg_len(int i)
+{
+    return 3 * EAGER + (size_t)i * 4096 + 17;
+}
+
+/* The entries of rank 1's maps of rank 0's segments that are taken. */
+static int maps_taken(tacl__tl_t *tl, int *freed_p)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+    tacl__shm_peer_t *peer = &shm->peers[shm->local_of[0]];
+    int taken = 0;
+
+    *freed_p = 0;
+    for (int i = 0; i < TACL_SHM_MAPS; i++) {
+        if (peer->maps[i].id == 0)
+            continue;
+        ++taken;
+        *freed_p += tacl__memseg_freed(peer->maps[i].base,
+                                       peer->maps[i].size);
+    }
+    return taken;
+}
+
+/*
+ * Rank 0 sends one message from inside each of NSEGS segments (more than
+ * rank 1 keeps mapped), then frees half of them and sends from a new
+ * one.  Rank 1 posts half its receives before the messages come and half
+ * after (so those requests wait unexpected), hints some PINNABLE (a
+ * mapped sender is still pulled from) and some STREAM (non-temporal
+ * copies), and checks every byte, that it kept at most TACL_SHM_MAPS
+ * segments mapped and, after the second round, none its peer had freed.
+ * arg "off" runs it with TACL_SHM_MAP=0: nothing may be mapped.
+ */
+_Static_assert(NSEGS == TACL_SHM_MAPS + 4, "the counts below assume it");
+
+static int mapped_rank(int rank, int nranks, void *arg)
+{
+    int map = arg == NULL;
+    tacl__tl_t *tl;
+    uint8_t *seg[NSEGS + 1] = {0}, *in[NSEGS + 1] = {0};
+    tlh_op_t ops[NSEGS + 1];
+    int pending = 0, taken, freed;
+
+    setenv("TACL_SHM_MAP", map ? "1" : "0", 1);
+    tacl__config_reload();
+    tl = tlh_init(&tacl__tl_shm_ops, rank, nranks, NULL);
+    CHECK(((tacl__shm_t *)tl)->use_map == map);
+    for (int i = 0; i <= NSEGS; i++) {
+        size_t len = seg_len(i);
+
+        if (rank == 0) {
+            CHECK(tacl_mem_alloc((void **)&seg[i], len + 200,
+                                 TACL_MEM_HOST) == TACL_OK);
+            tlh_fill(seg[i] + 100, len, (uint64_t)i + 1);
+        } else {
+            in[i] = malloc(len);
+            CHECK(in[i] != NULL);
+            memset(in[i], 0xee, len);
+        }
+    }
+    for (int i = 0; i < NSEGS; i++) {
+        tlh_op_t *t = &ops[i];
+
+        if (rank == 0) {
+            CHECK(tacl__tl_send(tl, tlh_op(t, 1, (uint64_t)i, seg[i] + 100,
+                                           seg_len(i), &pending)) ==
+                  TACL_OK);
+            continue;
+        }
+        if (i == NSEGS / 2)
+            CHECK(drive(tl, &pending, 100, 30) == 0);
+        tlh_op(t, 0, (uint64_t)i, in[i], seg_len(i), &pending);
+        t->op.hints = i % 3 == 1   ? TACL__TL_HINT_PINNABLE
+                      : i % 3 == 2 ? TACL__TL_HINT_STREAM
+                                   : 0;
+        CHECK(tacl__tl_recv(tl, &t->op) == TACL_OK);
+    }
+    CHECK(drive(tl, &pending, 100, 30) == 0);
+    if (rank == 1) {
+        for (int i = 0; i < NSEGS; i++) {
+            CHECK(ops[i].status == TACL_OK);
+            CHECK(tlh_check(in[i], seg_len(i), (uint64_t)i + 1));
+        }
+        taken = maps_taken(tl, &freed);
+        CHECK(taken == (map ? TACL_SHM_MAPS : 0));
+        CHECK(freed == 0);
+    }
+    tlh_barrier();
+    /* Round two: half the segments freed, a new one sent from. */
+    if (rank == 0) {
+        for (int i = 0; i < NSEGS; i += 2)
+            CHECK(tacl_mem_free(seg[i]) == TACL_OK);
+        CHECK(tacl__tl_send(tl, tlh_op(&ops[NSEGS], 1, NSEGS,
+                                       seg[NSEGS] + 100, seg_len(NSEGS),
+                                       &pending)) == TACL_OK);
+    } else {
+        CHECK(tacl__tl_recv(tl, tlh_op(&ops[NSEGS], 0, NSEGS, in[NSEGS],
+                                       seg_len(NSEGS), &pending)) ==
+              TACL_OK);
+    }
+    CHECK(drive(tl, &pending, 100, 30) == 0);
+    if (rank == 1) {
+        CHECK(tlh_check(in[NSEGS], seg_len(NSEGS), NSEGS + 1));
+        taken = maps_taken(tl, &freed);
+        CHECK(freed == 0);
+        /* Segments 0-3 were evicted in round one (least recently
+         * used); of 4-19, the 8 even ones were freed and are unmapped
+         * now; the new one is mapped. */
+        CHECK(taken == (map ? TACL_SHM_MAPS - 8 + 1 : 0));
+    }
+    tlh_barrier();
+    for (int i = 0; i <= NSEGS; i++) {
+        if (rank == 0 && (i % 2 || i == NSEGS))
+            CHECK(tacl_mem_free(seg[i]) == TACL_OK);
+        if (rank == 1)
+            free(in[i]);
+    }
+    tacl__tl_close(tl);
+    return 0;
+}
+
+Test(transport_shm, mapped_segments, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "cma", mapped_rank, NULL, -1), 0);
+}
+
+Test(transport_shm, mapped_segments_off, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "cma", mapped_rank, "off", -1), 0);
 }

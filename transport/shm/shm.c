@@ -239,6 +239,7 @@ static void choose_mode(tacl__shm_t *shm, const shm_record_t *all)
     const char *mode = tacl__config_str(TACL_CFG_SHM_MODE);
     int cma_ok = 1;
 
+    shm->use_map = tacl__config_int(TACL_CFG_SHM_MAP) != 0;
     for (int i = 0; i < shm->nlocal; ++i)
         cma_ok &= all[shm->peers[i].rank].probe_ok;
     if (!strcasecmp(mode, "copy")) {

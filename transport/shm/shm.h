@@ -12,7 +12,9 @@
  * Four message kinds travel through the slots: DATA (a fragment of a
  * message copied inline: every eager message and, in copy mode, every
  * large one), RTS (a request to send a large message by cross-memory
- * copy, cma mode), CTS (a receiver's answer to an RTS asking the sender
+ * copy, cma mode; when the sender's buffer lies in a tacl_mem_alloc
+ * segment it names the segment, and the receiver maps it and copies with
+ * its own loads and stores instead), CTS (a receiver's answer to an RTS asking the sender
  * to write the message itself, process_vm_writev, into a receive buffer
  * that is cheap to pin) and FIN (the side that copied tells the other
  * its operation is finished).
@@ -24,17 +26,20 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "memseg.h"
 #include "transport.h"
 
 #define TACL_SHM_NSLOTS 16
 #define TACL_SHM_SLOT_SIZE (64u * 1024)
 /* Bytes one progress call pulls for one receive in cma mode. */
 #define TACL_SHM_CMA_CHUNK (4u << 20)
+/* Segments of one peer (tacl_mem_alloc memory) kept mapped at once. */
+#define TACL_SHM_MAPS 16
 /* How often, at most, peers with pending operations are checked alive. */
 #define TACL_SHM_LIVENESS_NS (5ull * 1000 * 1000)
 /* Slots one progress call consumes from one queue at most. */
 #define TACL_SHM_POLL_BUDGET (2 * TACL_SHM_NSLOTS)
-#define TACL_SHM_MAGIC 0x7461636c73686d31ull /* "taclshm1" */
+#define TACL_SHM_MAGIC 0x7461636c73686d32ull /* "taclshm2" */
 #define TACL_SHM_PAGE 4096u
 
 enum {
@@ -57,6 +62,8 @@ typedef struct {
                                   the operation of the rank it goes to */
     int64_t status;            /* FIN: how the copy ended */
     uint64_t peer_op;          /* CTS: the receiver's operation */
+    tacl__memseg_ref_t seg;    /* RTS: the segment holding addr (id 0:
+                                  none); the receiver may map it */
 } tacl__shm_slot_t;
 
 /** The control part of one queue, at the start of its area. */
@@ -110,6 +117,7 @@ typedef struct tacl__shm_ux {
     void *buf;                 /* DATA: heap copy */
     uint64_t addr;             /* RTS */
     uint64_t op_id;            /* RTS */
+    tacl__memseg_ref_t seg;    /* RTS */
     tacl__tl_op_t *recv;       /* DATA: receive waiting for the rest */
     tacl_status_t status;      /* DATA: TACL_ERR_NO_MEMORY, else OK */
 } tacl__shm_ux_t;
@@ -136,6 +144,14 @@ typedef struct {
     uint64_t peer_op;          /* CTS */
     tacl__tl_op_t *op;         /* FIN: completes when the FIN is written */
 } tacl__shm_ctl_t;
+
+/** A peer's tacl_mem_alloc segment mapped here. */
+typedef struct {
+    uint64_t id;               /* 0: the entry is free */
+    uint64_t size;
+    uint8_t *base;
+    uint64_t used;             /* when last used, for eviction */
+} tacl__shm_map_t;
 
 /** What a rank knows about another rank of its node. */
 typedef struct {
@@ -164,6 +180,8 @@ typedef struct {
     tacl__shm_ctl_t *ctls;     /* CTSs and FINs waiting for a free slot */
     size_t nctls;
     size_t ctls_cap;
+    tacl__shm_map_t maps[TACL_SHM_MAPS];
+    int map_failed;            /* mapping its segments failed: stop trying */
 } tacl__shm_peer_t;
 
 typedef struct {
@@ -178,6 +196,8 @@ typedef struct {
     size_t seg_size;
     tacl__shm_seg_hdr_t *hdr;
     int use_cma;
+    int use_map;               /* map peers' segments (TACL_SHM_MAP) */
+    uint64_t map_clock;        /* orders the uses of mapped segments */
     uint64_t eager_limit;
     double timeout_s;
     tacl__shm_opq_t done;      /* completed; callbacks not yet called */
@@ -195,8 +215,11 @@ typedef struct {
                                                       buffer */
 #define TACL_SHM_OP_RID(op) ((op)->tl_priv[3])     /* pull, push: remote op */
 #define TACL_SHM_OP_FLAGS(op) ((op)->tl_priv[4])
+#define TACL_SHM_OP_MAP(op) ((op)->tl_priv[5])     /* mapped pull: entry of
+                                                      peer->maps */
 #define TACL_SHM_OP_F_RTS 1u       /* send: goes by rendezvous */
 #define TACL_SHM_OP_F_STARTED 2u   /* send: its first fragment is out */
+#define TACL_SHM_OP_F_MAPPED 4u    /* pull: OP_ADDR is a mapping here */
 
 static inline void tacl__shm_opq_push(tacl__shm_opq_t *q, tacl__tl_op_t *op)
 {

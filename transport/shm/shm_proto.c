@@ -13,6 +13,11 @@
  * process_vm_writev(), pinning the receiver's few huge pages rather than
  * having its own small ones pinned, and its FIN completes the receive.
  * Pinning is most of the cost of a cross-memory copy besides the copy.
+ * When the sender's buffer lies in a tacl_mem_alloc segment, its RTS
+ * names the segment; the receiver maps it (once; up to TACL_SHM_MAPS
+ * segments per peer stay mapped) and copies with memcpy, or with
+ * non-temporal stores when the receive is hinted STREAM: no system call,
+ * no pinning.
  * Because a peer's messages arrive in the order they were sent, matching a
  * message against the oldest posted receive of its tag (and a receive
  * against the oldest unexpected message of its tag) keeps (source, tag)
@@ -34,6 +39,7 @@
 #include <sys/uio.h>
 
 #include "common.h"
+#include "copy.h"
 #include "log.h"
 #include "shm.h"
 
@@ -157,15 +163,85 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
     return TACL_OK;
 }
 
+/* Whether a pull still queued reads from the peer's mapping map. */
+static int map_in_use(const tacl__shm_peer_t *peer, int map)
+{
+    for (const tacl__tl_op_t *op = peer->pulls.head; op; op = op->tl_next)
+        if ((TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_MAPPED) &&
+            TACL_SHM_OP_MAP(op) == (uint64_t)map)
+            return 1;
+    return 0;
+}
+
+static void unmap_entry(tacl__shm_map_t *m)
+{
+    tacl__memseg_detach(m->base, m->size);
+    memset(m, 0, sizeof(*m));
+}
+
+/*
+ * The entry of peer->maps holding the peer's segment seg, mapping it if
+ * needed; -1 when it cannot be mapped (the pull then goes by cross-memory
+ * attach).  Segments the peer has freed are unmapped on the way; when
+ * every entry is taken, the least recently used one no pull reads goes.
+ */
+static int map_segment(tacl__shm_t *shm, tacl__shm_peer_t *peer,
+                       const tacl__memseg_ref_t *seg)
+{
+    int hit = -1, spare = -1;
+    void *base;
+
+    if (!shm->use_map || peer->map_failed)
+        return -1;
+    for (int i = 0; i < TACL_SHM_MAPS; i++) {
+        tacl__shm_map_t *m = &peer->maps[i];
+
+        if (m->id == seg->id && m->size == seg->size) {
+            hit = i;
+            continue;
+        }
+        if (m->id && !map_in_use(peer, i) &&
+            tacl__memseg_freed(m->base, m->size))
+            unmap_entry(m);
+        if (m->id == 0) {
+            if (spare < 0 || peer->maps[spare].id != 0)
+                spare = i;      /* a free entry before any eviction */
+        } else if (!map_in_use(peer, i) &&
+                   (spare < 0 || (peer->maps[spare].id != 0 &&
+                                  m->used < peer->maps[spare].used))) {
+            spare = i;
+        }
+    }
+    if (hit < 0) {
+        if (spare < 0)
+            return -1;
+        base = tacl__memseg_attach(peer->pid, seg);
+        if (base == NULL) {
+            peer->map_failed = 1;
+            return -1;
+        }
+        if (peer->maps[spare].id)
+            unmap_entry(&peer->maps[spare]);
+        peer->maps[spare].id = seg->id;
+        peer->maps[spare].size = seg->size;
+        peer->maps[spare].base = base;
+        hit = spare;
+    }
+    peer->maps[hit].used = ++shm->map_clock;
+    return hit;
+}
+
 /*
  * Start moving an RTS's message into recv: pull it, or ask the sender to
  * write it (CTS) when recv is cheap to pin; or fail a length mismatch.
  */
 static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                                     tacl__tl_op_t *recv, uint64_t len,
-                                    uint64_t addr, uint64_t op_id)
+                                    uint64_t addr, uint64_t op_id,
+                                    const tacl__memseg_ref_t *seg)
 {
     tacl_status_t status;
+    int map = -1;
 
     if (len != recv->len) {
         status = tacl__error(TACL_ERR_INTERNAL, SHM,
@@ -180,7 +256,10 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         }
         return TACL_OK;
     }
-    if (recv->hints & TACL__TL_HINT_PINNABLE) {
+    /* A mapped segment needs no pinning either way: pull from it. */
+    if (seg->id)
+        map = map_segment(shm, peer, seg);
+    if (map < 0 && (recv->hints & TACL__TL_HINT_PINNABLE)) {
         tacl__shm_ctl_t cts = {.kind = TACL_SHM_MSG_CTS, .op_id = op_id,
                                .addr = (uint64_t)(uintptr_t)recv->buf,
                                .peer_op = ++shm->next_op_id};
@@ -196,6 +275,13 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     TACL_SHM_OP_OFFSET(recv) = 0;
     TACL_SHM_OP_ADDR(recv) = addr;
     TACL_SHM_OP_RID(recv) = op_id;
+    TACL_SHM_OP_FLAGS(recv) = 0;
+    if (map >= 0) {
+        TACL_SHM_OP_ADDR(recv) =
+            (uint64_t)(uintptr_t)(peer->maps[map].base + seg->offset);
+        TACL_SHM_OP_FLAGS(recv) = TACL_SHM_OP_F_MAPPED;
+        TACL_SHM_OP_MAP(recv) = (uint64_t)map;
+    }
     tacl__shm_opq_push(&peer->pulls, recv);
     return TACL_OK;
 }
@@ -258,7 +344,7 @@ tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     if (ux->kind == TACL_SHM_MSG_RTS) {
         ux_unlink(peer, ux);
         status = start_transfer(shm, peer, op, ux->len, ux->addr,
-                                ux->op_id);
+                                ux->op_id, &ux->seg);
         free(ux);
         if (status != TACL_OK)
             fail_instance(shm, status);
@@ -307,6 +393,9 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
             slot->msg_len = op->len;
             slot->addr = (uint64_t)(uintptr_t)op->buf;
             slot->op_id = TACL_SHM_OP_ID(op);
+            slot->seg.id = 0;
+            if (shm->use_map)
+                tacl__memseg_find(op->buf, op->len, &slot->seg);
             tacl__shm_opq_unlink(&peer->sends, NULL, op);
             tacl__shm_opq_push(&peer->rts_wait, op);
         } else {
@@ -434,7 +523,7 @@ static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 
     if (recv)
         return start_transfer(shm, peer, recv, slot->msg_len, slot->addr,
-                              slot->op_id);
+                              slot->op_id, &slot->seg);
     ux = calloc(1, sizeof(*ux));
     if (!ux)
         return tacl__error(TACL_ERR_NO_MEMORY, SHM,
@@ -445,6 +534,7 @@ static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     ux->len = slot->msg_len;
     ux->addr = slot->addr;
     ux->op_id = slot->op_id;
+    ux->seg = slot->seg;
     if (peer->ux_tail)
         peer->ux_tail->next = ux;
     else
@@ -564,8 +654,17 @@ static int advance_copies(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         tacl_status_t status = TACL_OK;
         ssize_t got;
 
-        got = write ? process_vm_writev(peer->pid, &local, 1, &remote, 1, 0)
-                    : process_vm_readv(peer->pid, &local, 1, &remote, 1, 0);
+        if (!write && (TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_MAPPED)) {
+            if (op->hints & TACL__TL_HINT_STREAM)
+                tacl__copy_stream(local.iov_base, remote.iov_base, chunk);
+            else
+                memcpy(local.iov_base, remote.iov_base, chunk);
+            got = (ssize_t)chunk;
+        } else if (write) {
+            got = process_vm_writev(peer->pid, &local, 1, &remote, 1, 0);
+        } else {
+            got = process_vm_readv(peer->pid, &local, 1, &remote, 1, 0);
+        }
         if (got < 0 && (errno == EINTR || errno == EAGAIN))
             break;
         /* EFAULT: the peer's buffer left its address space, which
@@ -779,6 +878,9 @@ void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)
         free(ux);
     }
     peer->ux_tail = NULL;
+    for (int i = 0; i < TACL_SHM_MAPS; i++)
+        if (peer->maps[i].id)
+            unmap_entry(&peer->maps[i]);
     free(peer->ctls);
     peer->ctls = NULL;
     peer->nctls = peer->ctls_cap = 0;
