@@ -598,6 +598,8 @@ out:
 
 static void bury_derived(tacl_comm_t comm);
 
+static void scratch_free(void *ptr, int shared);
+
 static void comm_bury(tacl_comm_t comm)
 {
     tacl__ctx_t *ctx = comm->ctx;
@@ -609,7 +611,7 @@ static void comm_bury(tacl_comm_t comm)
      * is not freed yet; that free returns it (as an unpooled buffer). */
     for (int i = 0; i < TACL__SCRATCH_SLOTS; i++)
         if (!comm->scratch[i].in_use)
-            free(comm->scratch[i].ptr);
+            scratch_free(comm->scratch[i].ptr, comm->scratch[i].shared);
     free(comm->world);
     free(comm->node_of);
     free(comm->link_of);
@@ -880,6 +882,14 @@ static void *scratch_alloc(uint64_t size)
     return ptr;
 }
 
+static void scratch_free(void *ptr, int shared)
+{
+    if (shared)
+        tacl_mem_free(ptr);
+    else
+        free(ptr);
+}
+
 int tacl__comm_scratch_pinnable(uint64_t size)
 {
 #ifdef MADV_HUGEPAGE
@@ -890,7 +900,17 @@ int tacl__comm_scratch_pinnable(uint64_t size)
 #endif
 }
 
-void *tacl__comm_scratch_get(tacl_comm_t comm, uint64_t size)
+/* Scratch peers can map, or ordinary scratch. */
+static void *scratch_new(uint64_t size, int shared)
+{
+    void *ptr = NULL;
+
+    if (!shared)
+        return scratch_alloc(size);
+    return tacl_mem_alloc(&ptr, size, TACL_MEM_HOST) == TACL_OK ? ptr : NULL;
+}
+
+void *tacl__comm_scratch_get(tacl_comm_t comm, uint64_t size, int shared)
 {
     tacl__scratch_t *best = NULL, *spare = NULL;
     void *ptr;
@@ -901,19 +921,21 @@ void *tacl__comm_scratch_get(tacl_comm_t comm, uint64_t size)
         tacl__scratch_t *s = &comm->scratch[i];
         if (s->in_use)
             continue;
-        if (s->size >= size && (best == NULL || s->size < best->size))
+        if (s->shared == shared && s->size >= size &&
+            (best == NULL || s->size < best->size))
             best = s;
         else if (spare == NULL || s->size < spare->size)
             spare = s;
     }
     if (best == NULL && spare != NULL) {
-        free(spare->ptr);
+        scratch_free(spare->ptr, spare->shared);
         spare->ptr = NULL;
         spare->size = 0;
-        if ((ptr = scratch_alloc(size)) == NULL)
+        if ((ptr = scratch_new(size, shared)) == NULL)
             return NULL;
         spare->ptr = ptr;
         spare->size = size;
+        spare->shared = shared;
         best = spare;
     }
     if (best != NULL) {
@@ -921,10 +943,10 @@ void *tacl__comm_scratch_get(tacl_comm_t comm, uint64_t size)
         return best->ptr;
     }
     /* Every slot busy: an unpooled buffer, freed on put. */
-    return scratch_alloc(size);
+    return scratch_new(size, shared);
 }
 
-void tacl__comm_scratch_put(tacl_comm_t comm, void *ptr)
+void tacl__comm_scratch_put(tacl_comm_t comm, void *ptr, int shared)
 {
     for (int i = 0; i < TACL__SCRATCH_SLOTS; i++) {
         if (comm->scratch[i].ptr == ptr && comm->scratch[i].in_use) {
@@ -932,5 +954,5 @@ void tacl__comm_scratch_put(tacl_comm_t comm, void *ptr)
             return;
         }
     }
-    free(ptr);
+    scratch_free(ptr, shared);
 }

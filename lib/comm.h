@@ -57,6 +57,7 @@ typedef struct {
     void *ptr;
     uint64_t size;
     int in_use;
+    int shared;        /* from tacl_mem_alloc: peers can map it */
 } tacl__scratch_t;
 
 #define TACL__SCRATCH_SLOTS 8
@@ -99,8 +100,10 @@ tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status);
 void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status);
 
 /** Scratch memory from the communicator's pool. */
-void *tacl__comm_scratch_get(tacl_comm_t comm, uint64_t size);
-void tacl__comm_scratch_put(tacl_comm_t comm, void *ptr);
+/** Scratch of size bytes; shared: memory peers can map (tacl_mem_alloc). */
+void *tacl__comm_scratch_get(tacl_comm_t comm, uint64_t size, int shared);
+/** Give back what tacl__comm_scratch_get(comm, size, shared) returned. */
+void tacl__comm_scratch_put(tacl_comm_t comm, void *ptr, int shared);
 /** Whether scratch of size bytes is backed by huge pages (cheap to pin). */
 int tacl__comm_scratch_pinnable(uint64_t size);
 

@@ -351,7 +351,8 @@ tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
     for (uint32_t b = 0; b < sched->nbufs; b++) {
         tacl__sched_buf_t *buf = &sched->bufs[b];
         if (buf->role == TACL__BUF_SCRATCH) {
-            e->bufptr[b] = tacl__comm_scratch_get(comm, buf->size);
+            e->bufptr[b] = tacl__comm_scratch_get(comm, buf->size,
+                                                  buf->shared);
             if (e->bufptr[b] == NULL && buf->size > 0) {
                 status = tacl__error(TACL_ERR_NO_MEMORY, ALLOC,
                                      "cannot allocate %llu bytes of scratch",
@@ -406,7 +407,8 @@ tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
 err_scratch:
     for (uint32_t b = 0; b < sched->nbufs; b++)
         if (sched->bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
-            tacl__comm_scratch_put(comm, e->bufptr[b]);
+            tacl__comm_scratch_put(comm, e->bufptr[b],
+                                   sched->bufs[b].shared);
 err_free:
     free(e->waiting);
     free(e->out_start);
@@ -446,7 +448,8 @@ void tacl__exec_free(tacl__exec_t *e)
     exec_unlink(e);
     for (uint32_t b = 0; b < e->sched.nbufs; b++)
         if (e->sched.bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
-            tacl__comm_scratch_put(e->comm, e->bufptr[b]);
+            tacl__comm_scratch_put(e->comm, e->bufptr[b],
+                                   e->sched.bufs[b].shared);
     if (ctx != NULL)
         pthread_mutex_unlock(&ctx->lock);
     tacl__sched_fini(&e->sched);

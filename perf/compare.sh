@@ -19,6 +19,11 @@
 # than it), as reduce-scatter's received chunks do at 16 MB, a run can
 # pass it.
 #
+# The "tacl -R" column is tacl again with its buffers from tacl_mem_alloc
+# (all_gather_perf -R 1, as nccl-tests' -R with ncclMemAlloc): peers map
+# them and copy without cross-memory system calls.  It is launched in
+# turn with the other two, so all three see the same machine.
+#
 # Usage: perf/compare.sh BUILD_DIR [CSV_FILE]
 # Environment: ITERS (default 20), WARMUP (5), REPEAT (3: launches per
 # side, the median is kept), RANKS ("2 4"),
@@ -108,11 +113,20 @@ bound_of() {
         }' "$TMP/memcpy"
 }
 
+# a / b to two places, or "-" when either is missing.
+ratio_of() {
+    awk -v t="$1" -v o="$2" 'BEGIN {
+        if (t == "-" || o == "-" || o + 0 == 0) print "-";
+        else printf "%.2f", t / o }'
+}
+
 echo "coll,ranks,size_bytes,tacl_busbw,ompi_busbw,ratio,tacl_time_us," \
 "ompi_time_us,tacl_inplace_busbw,ompi_inplace_busbw,tacl_wrong," \
-"ompi_wrong,bound_busbw,rtt_min_ns,rtt_max_ns" | tr -d ' ' > "$CSV"
-printf '%-15s %5s %10s %11s %11s %7s %7s %9s\n' coll ranks size "tacl busbw" \
-    "ompi busbw" ratio bound "rtt ns"
+"ompi_wrong,bound_busbw,rtt_min_ns,rtt_max_ns,tacl_reg_busbw," \
+"ratio_reg,tacl_reg_time_us,tacl_reg_inplace_busbw,tacl_reg_wrong" |
+    tr -d ' ' > "$CSV"
+printf '%-15s %5s %10s %11s %11s %7s %11s %7s %7s %9s\n' coll ranks size \
+    "tacl busbw" "ompi busbw" ratio "tacl -R" "ratio" bound "rtt ns"
 for coll in $COLLS; do
     mpi_coll=$(echo "$coll" | tr -d _)
     [ "$coll" = reduce_scatter ] && mpi_coll=reduce_scatter
@@ -135,6 +149,15 @@ for coll in $COLLS; do
                     status=1
                 fi
                 "$PERF/core_rtt" >> "$rtts"
+                out=$TMP/reg.$coll.$n.$size.$rep
+                # shellcheck disable=SC2086
+                if ! "$PERF/tacl-run" --timeout $LIMIT -n "$n" \
+                    "$PERF/${coll}_perf" $args -R 1 > "$out" 2>&1; then
+                    echo "compare.sh: tacl -R 1 $coll -n $n $size failed:" >&2
+                    tail -5 "$out" >&2
+                    status=1
+                fi
+                "$PERF/core_rtt" >> "$rtts"
                 out=$TMP/ompi.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
                 if [ $have_mpi = 1 ] && ! timeout $LIMIT $MPIRUN -n "$n" \
@@ -148,6 +171,8 @@ for coll in $COLLS; do
             done
             set -- $(median_row "$TMP/tacl.$coll.$n.$size")
             t_bw=$1 t_time=$2 t_ip=$3 t_wrong=$5
+            set -- $(median_row "$TMP/reg.$coll.$n.$size")
+            r_bw=$1 r_time=$2 r_ip=$3 r_wrong=$5
             o_bw=- o_time=- o_ip=- o_wrong=-
             if [ $have_mpi = 1 ]; then
                 set -- $(median_row "$TMP/ompi.$coll.$n.$size")
@@ -156,24 +181,26 @@ for coll in $COLLS; do
             bytes=$(awk '!/^#/ && NF >= 13 { print $1; exit }' \
                 "$TMP/tacl.$coll.$n.$size.1")
             [ -n "$bytes" ] || bytes=$size
-            ratio=$(awk -v t="$t_bw" -v o="$o_bw" 'BEGIN {
-                if (t == "-" || o == "-" || o + 0 == 0) print "-";
-                else printf "%.2f", t / o }')
+            ratio=$(ratio_of "$t_bw" "$o_bw")
+            ratio_reg=$(ratio_of "$r_bw" "$o_bw")
             bound=$(bound_of "$coll" "$n" "$bytes")
             set -- $(awk '$2 ~ /^[0-9]/ {
                     if (n++ == 0 || $2 < lo) lo = $2
                     if ($2 > hi) hi = $2 }
                 END { if (n) print lo, hi; else print "- -" }' "$rtts")
             rtt_lo=$1 rtt_hi=$2
-            printf '%-15s %5s %10s %11s %11s %7s %7s %9s\n' "$coll" "$n" \
-                "$bytes" "$t_bw" "$o_bw" "$ratio" "$bound" "$rtt_lo-$rtt_hi"
+            printf '%-15s %5s %10s %11s %11s %7s %11s %7s %7s %9s\n' \
+                "$coll" "$n" "$bytes" "$t_bw" "$o_bw" "$ratio" "$r_bw" \
+                "$ratio_reg" "$bound" "$rtt_lo-$rtt_hi"
             echo "$coll,$n,$bytes,$t_bw,$o_bw,$ratio,$t_time,$o_time," \
-"$t_ip,$o_ip,$t_wrong,$o_wrong,$bound,$rtt_lo,$rtt_hi" | tr -d ' ' >> "$CSV"
+"$t_ip,$o_ip,$t_wrong,$o_wrong,$bound,$rtt_lo,$rtt_hi,$r_bw,$ratio_reg," \
+"$r_time,$r_ip,$r_wrong" | tr -d ' ' >> "$CSV"
         done
     done
 done
 echo
-echo "busbw in GB/s, out of place; ratio = tacl / ompi; bound = the"
+echo "busbw in GB/s, out of place; ratio = tacl / ompi; tacl -R = tacl"
+echo "with buffers from tacl_mem_alloc, and its ratio to ompi; bound = the"
 echo "memory bound (memcpy rate, all cores copying, ranks sharing cores);"
 echo "rtt = the fewest-most nanoseconds a cache line took between two cores"
 echo "(core_rtt) before the cell's launches: tens when they share a cache,"

@@ -100,6 +100,7 @@ static int32_t sched_add_buf(tacl__sched_t *s, const void *ptr, uint64_t size,
     b->size = size;
     b->role = (uint8_t)role;
     b->memtype = (uint8_t)memtype;
+    b->shared = 0;
     return (int32_t)s->nbufs++;
 }
 
@@ -119,6 +120,16 @@ int32_t tacl__sched_scratch(tacl__sched_t *s, uint64_t size,
                             tacl_memtype_t memtype)
 {
     return sched_add_buf(s, NULL, size, TACL__BUF_SCRATCH, memtype);
+}
+
+int32_t tacl__sched_scratch_shared(tacl__sched_t *s, uint64_t size)
+{
+    int32_t b = sched_add_buf(s, NULL, size, TACL__BUF_SCRATCH,
+                              TACL_MEM_HOST);
+
+    if (b >= 0)
+        s->bufs[b].shared = 1;
+    return b;
 }
 
 /* Whether [ref.off, ref.off + bytes) lies inside a registered buffer. */

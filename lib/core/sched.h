@@ -55,6 +55,7 @@ typedef struct {
     uint64_t size;    /* bytes */
     uint8_t role;     /* tacl__buf_role_t */
     uint8_t memtype;  /* tacl_memtype_t, never AUTO */
+    uint8_t shared;   /* scratch the node's other processes can map */
 } tacl__sched_buf_t;
 
 /** A place in a schedule buffer. */
@@ -151,6 +152,12 @@ int32_t tacl__sched_buf(tacl__sched_t *s, const void *ptr, uint64_t size,
 /** Register a scratch buffer of size bytes, allocated by the runner. */
 int32_t tacl__sched_scratch(tacl__sched_t *s, uint64_t size,
                             tacl_memtype_t memtype);
+/**
+ * Scratch host memory that the other processes of the node can map
+ * (tacl_mem_alloc): messages sent from it reach them without
+ * cross-memory system calls.
+ */
+int32_t tacl__sched_scratch_shared(tacl__sched_t *s, uint64_t size);
 
 static inline tacl__bref_t tacl__bref(int32_t buf, uint64_t off)
 {

@@ -436,28 +436,45 @@ Test(algorithms, direct_more_peers_than_dependencies)
 /*
  * The direct all-gather copies its own block chunk by chunk, each chunk
  * after the previous one from rank r - 1 has arrived, and streams the
- * copies past the cache exactly when the node's ranks write at least the
- * view's stream_bytes together (0: never).  Its receives of chunk c wait,
- * from the third chunk on, for every peer to have taken chunk c - 2.
+ * copies (and flags its receives to stream) exactly when the node's
+ * ranks write at least the view's stream_bytes together (0: never).
+ * Its receives of chunk c wait, from the third chunk on, for every peer
+ * to have taken chunk c - 2.  When it streams and its input is not
+ * memory peers can map (tacl_mem_alloc), it stages its block in shared
+ * scratch, chunk by chunk at the same pace, and sends from there.
  */
 static void check_direct_own_copy(int n, int r, size_t count, int in_place,
-                                  uint64_t stream_bytes)
+                                  uint64_t stream_bytes, int mapped)
 {
     cfg_t c = {n, tacl__algo_find(TACL__COLL_ALLGATHER, "direct"), count,
                in_place, TACL_FLOAT32, TACL_SUM, 0, 400};
     const tacl__algo_t *algo = c.algo;
     uint64_t total = (uint64_t)count * 4 * (uint64_t)n, copied = 0;
+    uint64_t staged = 0;
     int want_stream = stream_bytes > 0 && total * (uint64_t)n >= stream_bytes;
-    float *recv = calloc((size_t)n * count, sizeof(float));
-    float *send = in_place ? recv + (size_t)r * count
-                           : calloc(count, sizeof(float));
+    int want_stage = want_stream && !mapped;
+    void *seg = NULL, *seg2 = NULL;
+    float *recv, *send;
     static const int one_node[8] = {0};
-    tacl__coll_args_t a = args_of(&c, send, recv, 0);
     tacl__topo_view_t v = simrun_view(one_node, n, 1, r);
     uint32_t chunks = (uint32_t)((count * 4 + 399) / 400), paced = 0;
+    tacl__coll_args_t a;
     tacl__sched_t s;
-    int copies = 0;
+    int copies = 0, stage_copies = 0;
 
+    if (mapped) {
+        cr_assert_eq(tacl_mem_alloc(&seg, (size_t)n * count * 4,
+                                    TACL_MEM_HOST), TACL_OK);
+        cr_assert_eq(tacl_mem_alloc(&seg2, count * 4, TACL_MEM_HOST),
+                     TACL_OK);
+        recv = seg;
+        send = in_place ? recv + (size_t)r * count : seg2;
+    } else {
+        recv = calloc((size_t)n * count, sizeof(float));
+        send = in_place ? recv + (size_t)r * count
+                        : calloc(count, sizeof(float));
+    }
+    a = args_of(&c, send, recv, 0);
     cr_assert_leq(n, 8);
     v.stream_bytes = stream_bytes;
     tacl__sched_init(&s, r, n);
@@ -465,7 +482,30 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
                  tacl__last_error());
     for (uint32_t i = 0; i < s.nsteps; i++) {
         const tacl__step_t *st = &s.steps[i];
+        int to_stage;
 
+        if (st->kind == TACL__STEP_SEND) {
+            const tacl__sched_buf_t *from = &s.bufs[st->src.buf];
+
+            cr_assert_eq(from->role == TACL__BUF_SCRATCH && from->shared,
+                         want_stage, "n=%d: a send reads %s", n,
+                         want_stage ? "the input" : "scratch");
+            if (want_stage) {
+                const tacl__step_t *cp = &s.steps[s.deps[st->dep_start]];
+
+                cr_assert(st->ndeps == 1 && cp->kind == TACL__STEP_COPY &&
+                              cp->dst.buf == st->src.buf &&
+                              cp->dst.off == st->src.off &&
+                              cp->bytes == st->bytes,
+                          "n=%d: a send does not wait for its chunk's "
+                          "staging", n);
+            }
+        }
+        if (st->kind == TACL__STEP_RECV) {
+            cr_assert_eq(!!(st->arg & TACL__COPY_STREAM), want_stream,
+                         "n=%d: a receive streams %d",
+                         n, !!(st->arg & TACL__COPY_STREAM));
+        }
         if (st->kind == TACL__STEP_RECV && st->ndeps > 0) {
             const tacl__step_t *nop = &s.steps[s.deps[st->dep_start]];
 
@@ -481,11 +521,17 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
         }
         if (st->kind != TACL__STEP_COPY)
             continue;
-        cr_assert_eq(!!(st->arg & TACL__COPY_STREAM), want_stream,
+        to_stage = s.bufs[st->dst.buf].role == TACL__BUF_SCRATCH;
+        cr_assert(!to_stage || s.bufs[st->dst.buf].shared,
+                  "staged into scratch peers cannot map");
+        /* Own copies stream as told; staging stays in cache for the
+         * peers about to read it. */
+        cr_assert_eq(!!(st->arg & TACL__COPY_STREAM),
+                     want_stream && !to_stage,
                      "n=%d count=%zu stream_bytes=%llu: copy %d streams %d",
                      n, count, (unsigned long long)stream_bytes, copies,
                      !!(st->arg & TACL__COPY_STREAM));
-        if (copies > 0) {
+        if (to_stage ? stage_copies > 0 : copies > 0) {
             const tacl__step_t *dep;
 
             cr_assert_eq(st->ndeps, 1, "copy %d has %u dependencies",
@@ -497,18 +543,31 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
                       "%d, not a receive from rank %d", n, r, copies,
                       dep->kind, dep->peer, (r + n - 1) % n);
         }
-        copied += st->bytes;
-        copies++;
+        if (to_stage) {
+            staged += st->bytes;
+            stage_copies++;
+        } else {
+            copied += st->bytes;
+            copies++;
+        }
     }
     cr_assert_eq(copied, in_place ? 0 : (uint64_t)count * 4,
                  "n=%d rank %d count=%zu: copied %llu bytes", n, r, count,
                  (unsigned long long)copied);
+    cr_assert_eq(staged, want_stage ? (uint64_t)count * 4 : 0,
+                 "n=%d rank %d count=%zu: staged %llu bytes", n, r, count,
+                 (unsigned long long)staged);
     cr_assert(in_place || count * 4 <= 400 || copies > 1,
               "count=%zu: one copy of the whole block", count);
     cr_assert_eq(paced, (chunks > 2 ? chunks - 2 : 0) * (uint32_t)(n - 1),
                  "n=%d count=%zu: %u receives wait for peers to take an "
                  "earlier chunk", n, count, paced);
     tacl__sched_fini(&s);
+    if (mapped) {
+        tacl_mem_free(seg);
+        tacl_mem_free(seg2);
+        return;
+    }
     if (!in_place)
         free(send);
     free(recv);
@@ -524,10 +583,15 @@ Test(algorithms, direct_allgather_own_copy_and_pace)
             for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
                 uint64_t node = (uint64_t)counts[c] * 4 * ns[i] * ns[i];
 
-                check_direct_own_copy(ns[i], r, counts[c], 0, 0);
-                check_direct_own_copy(ns[i], r, counts[c], 0, node);
-                check_direct_own_copy(ns[i], r, counts[c], 0, node + 1);
-                check_direct_own_copy(ns[i], r, counts[c], 0, 1);
-                check_direct_own_copy(ns[i], r, counts[c], 1, 1);
+                for (int mapped = 0; mapped < 2; mapped++) {
+                    check_direct_own_copy(ns[i], r, counts[c], 0, 0,
+                                          mapped);
+                    check_direct_own_copy(ns[i], r, counts[c], 0, node,
+                                          mapped);
+                    check_direct_own_copy(ns[i], r, counts[c], 0, node + 1,
+                                          mapped);
+                    check_direct_own_copy(ns[i], r, counts[c], 0, 1, mapped);
+                    check_direct_own_copy(ns[i], r, counts[c], 1, 1, mapped);
+                }
             }
 }

@@ -508,8 +508,8 @@ static int count_mapped(const char *dir, int *nlogs_p)
     return found;
 }
 
-static int run_mapped(kind_t kind, int nranks, int map, const char *env1,
-                      const char *env2)
+static int run_mapped(kind_t kind, int nranks, int map, int mem,
+                      const char *env1, const char *env2)
 {
     const char *tmp = getenv("TMPDIR");
     char dir[256], file_env[320];
@@ -520,7 +520,8 @@ static int run_mapped(kind_t kind, int nranks, int map, const char *env1,
     snprintf(dir, sizeof(dir), "%s/tacl-mapped-XXXXXX", tmp ? tmp : "/tmp");
     cr_assert_not_null(mkdtemp(dir));
     snprintf(file_env, sizeof(file_env), "TACL_DEBUG_FILE=%s/log.%%p", dir);
-    env[k++] = "TEST_MEM_ALLOC=1";
+    if (mem)
+        env[k++] = "TEST_MEM_ALLOC=1";
     env[k++] = "TACL_DEBUG=INFO";
     env[k++] = "TACL_DEBUG_SUBSYS=ALLOC";
     env[k++] = file_env;
@@ -540,7 +541,7 @@ static int run_mapped(kind_t kind, int nranks, int map, const char *env1,
 #define MAPPED_TEST(name, kind, nranks, env1, env2)                          \
     Test(mapped, name, .timeout = 180)                                       \
     {                                                                        \
-        int found = run_mapped(kind, nranks, 1, env1, env2);                 \
+        int found = run_mapped(kind, nranks, 1, 1, env1, env2);              \
         cr_assert_gt(found, 0, "no rank mapped a peer's segment");          \
     }
 
@@ -555,5 +556,18 @@ MAPPED_TEST(sendrecv_ranks2, K_SENDRECV, 2, NULL, NULL)
 
 Test(mapped, off_maps_nothing, .timeout = 180)
 {
-    cr_assert_eq(run_mapped(K_ALLGATHER, 3, 0, NULL, NULL), 0);
+    cr_assert_eq(run_mapped(K_ALLGATHER, 3, 0, 1, NULL, NULL), 0);
+}
+
+/* Buffers from malloc: a streamed direct all-gather stages each block in
+ * shared scratch, which the peers map; with TACL_SHM_MAP=0 it does not. */
+Test(mapped, staged_allgather_ranks4, .timeout = 180)
+{
+    cr_assert_gt(run_mapped(K_ALLGATHER, 4, 1, 0,
+                            "TACL_ALGO=allgather=direct",
+                            "TACL_STREAM_MIN=1"), 0,
+                 "no rank mapped a peer's staged block");
+    cr_assert_eq(run_mapped(K_ALLGATHER, 4, 0, 0,
+                            "TACL_ALGO=allgather=direct",
+                            "TACL_STREAM_MIN=1"), 0);
 }
