@@ -330,19 +330,22 @@ static void direct_ag_own(direct_t *d)
 }
 
 /*
- * Whether an all-gather's peers on this node should read its block from
- * shared scratch instead of the input: when the input is host memory
- * they cannot map (not from tacl_mem_alloc) and the all-gather is large
- * (streamed), one extra copy of the block into memory they map saves
- * each of them a cross-memory copy, which pins pages and runs through
- * the kernel.  Medians of five alternating launches against not staging
- * (TACL_SHM_MAP=0): 4 ranks 16 MB 1.91 -> 3.63 GB/s busbw, 128 MB 2.71
- * -> 5.14; 2 ranks 2.84 -> 2.87 and 3.53 -> 3.72 (one rank per core
- * already keeps pace with its peer's pulls).
+ * Whether the peers on this node should read this rank's block (at from:
+ * an all-gather's input, an all-reduce's reduced block) from shared
+ * scratch: when it is host memory they cannot map (not from
+ * tacl_mem_alloc) and the operation is large (streamed), one extra copy
+ * of the block into memory they map saves each of them a cross-memory
+ * copy, which pins pages and runs through the kernel.  Medians of five
+ * alternating launches against not staging (TACL_SHM_MAP=0), busbw GB/s:
+ * all-gather 4 ranks 16 MB 1.91 -> 3.63, 128 MB 2.71 -> 5.14, 2 ranks
+ * 2.84 -> 2.87 and 3.53 -> 3.72 (one rank per core already keeps pace
+ * with its peer's pulls); all-reduce 4 ranks 2.22 -> 2.63 and 2.74 ->
+ * 2.93, 2 ranks 6.42 -> 6.87 and 4.94 -> 5.79.
  */
-static void direct_stage(direct_t *d, const tacl__topo_view_t *view)
+static void direct_stage(direct_t *d, const tacl__topo_view_t *view,
+                         tacl__bref_t from)
 {
-    const tacl__sched_buf_t *in = &d->s->bufs[d->io.in.buf];
+    const tacl__sched_buf_t *in = &d->s->bufs[from.buf];
     uint64_t bytes = (uint64_t)direct_blk(d, d->r, NULL) * d->es;
     tacl__memseg_ref_t ref;
     int32_t b;
@@ -351,7 +354,7 @@ static void direct_stage(direct_t *d, const tacl__topo_view_t *view)
         d->args->memtype != TACL_MEM_HOST ||
         tacl__config_int(TACL_CFG_SHM_MAP) == 0 ||
         (in->ptr != NULL &&
-         tacl__memseg_find((const uint8_t *)in->ptr + d->io.in.off, bytes,
+         tacl__memseg_find((const uint8_t *)in->ptr + from.off, bytes,
                            &ref)))
         return;
     b = tacl__sched_scratch_shared(d->s, bytes);
@@ -359,6 +362,24 @@ static void direct_stage(direct_t *d, const tacl__topo_view_t *view)
         return;
     d->staged = 1;
     d->stage = tacl__bref(b, 0);
+}
+
+/* A staged all-reduce's own block: each chunk copied from the stage to
+ * the output once reduced. */
+static void direct_ar_own(direct_t *d, tacl__bref_t own)
+{
+    size_t cnt = direct_blk(d, d->r, NULL);
+
+    for (uint32_t c = 0; c < d->nchunks; c++) {
+        size_t len = tacl__chunk_len(cnt, d->cs, c);
+        uint64_t at = (uint64_t)c * d->cs * d->es;
+
+        if (len > 0)
+            tacl__sched_copy_stream(d->s, tacl__bref_add(own, at),
+                                    tacl__bref_add(d->stage, at),
+                                    len * d->es, d->stream,
+                                    TACL__DEPS(d->fin[c]));
+    }
 }
 
 static tacl_status_t direct_blocks(tacl__sched_t *s,
@@ -399,7 +420,7 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
     d.sends = d.taken + d.nchunks;
     if (ag) {
         d.stream = tacl__algo_stream(view, (uint64_t)d.total * d.es);
-        direct_stage(&d, view);
+        direct_stage(&d, view, d.io.in);
         /* Peers read the input itself. */
         for (uint32_t c = 0; c < d.nchunks; c++)
             d.fin[c] = -1;
@@ -409,8 +430,14 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
     } else if (ar) {
         tacl__bref_t own = tacl__bref_add(d.io.out, direct_at(&d, d.r, 0));
 
-        direct_rs(&d, own);
-        direct_ag(&d, own, 1);
+        /* Staged, the reduced block goes to shared scratch, the peers
+         * read it there and this rank copies it to its output. */
+        d.stream = tacl__algo_stream(view, (uint64_t)d.total * d.es);
+        direct_stage(&d, view, own);
+        direct_rs(&d, d.staged ? d.stage : own);
+        direct_ag(&d, d.staged ? d.stage : own, 1);
+        if (d.staged)
+            direct_ar_own(&d, own);
     } else {
         direct_rs(&d, d.io.out);
     }

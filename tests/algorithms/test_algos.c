@@ -434,6 +434,47 @@ Test(algorithms, direct_more_peers_than_dependencies)
 }
 
 /*
+ * A collective's buffers, from calloc or (mapped) from tacl_mem_alloc,
+ * which decides whether the direct algorithms stage; in place, send
+ * points into recv at send_off bytes.
+ */
+typedef struct {
+    void *recv, *send, *own_send;
+    int mapped;
+} test_bufs_t;
+
+static void bufs_get(test_bufs_t *b, int mapped, int in_place,
+                     size_t recv_bytes, size_t send_bytes, size_t send_off)
+{
+    b->mapped = mapped;
+    b->own_send = NULL;
+    if (mapped) {
+        cr_assert_eq(tacl_mem_alloc(&b->recv, recv_bytes, TACL_MEM_HOST),
+                     TACL_OK);
+        if (!in_place)
+            cr_assert_eq(tacl_mem_alloc(&b->own_send, send_bytes,
+                                        TACL_MEM_HOST), TACL_OK);
+    } else {
+        b->recv = calloc(1, recv_bytes);
+        if (!in_place)
+            b->own_send = calloc(1, send_bytes);
+        cr_assert(b->recv != NULL && (in_place || b->own_send != NULL));
+    }
+    b->send = in_place ? (char *)b->recv + send_off : b->own_send;
+}
+
+static void bufs_put(test_bufs_t *b)
+{
+    if (b->mapped) {
+        tacl_mem_free(b->recv);
+        tacl_mem_free(b->own_send);
+    } else {
+        free(b->recv);
+        free(b->own_send);
+    }
+}
+
+/*
  * The direct all-gather copies its own block chunk by chunk, each chunk
  * after the previous one from rank r - 1 has arrived, and streams the
  * copies (and flags its receives to stream) exactly when the node's
@@ -453,28 +494,17 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
     uint64_t staged = 0;
     int want_stream = stream_bytes > 0 && total * (uint64_t)n >= stream_bytes;
     int want_stage = want_stream && !mapped;
-    void *seg = NULL, *seg2 = NULL;
-    float *recv, *send;
     static const int one_node[8] = {0};
     tacl__topo_view_t v = simrun_view(one_node, n, 1, r);
     uint32_t chunks = (uint32_t)((count * 4 + 399) / 400), paced = 0;
     tacl__coll_args_t a;
     tacl__sched_t s;
+    test_bufs_t b;
     int copies = 0, stage_copies = 0;
 
-    if (mapped) {
-        cr_assert_eq(tacl_mem_alloc(&seg, (size_t)n * count * 4,
-                                    TACL_MEM_HOST), TACL_OK);
-        cr_assert_eq(tacl_mem_alloc(&seg2, count * 4, TACL_MEM_HOST),
-                     TACL_OK);
-        recv = seg;
-        send = in_place ? recv + (size_t)r * count : seg2;
-    } else {
-        recv = calloc((size_t)n * count, sizeof(float));
-        send = in_place ? recv + (size_t)r * count
-                        : calloc(count, sizeof(float));
-    }
-    a = args_of(&c, send, recv, 0);
+    bufs_get(&b, mapped, in_place, (size_t)n * count * 4, count * 4,
+             (size_t)r * count * 4);
+    a = args_of(&c, b.send, b.recv, 0);
     cr_assert_leq(n, 8);
     v.stream_bytes = stream_bytes;
     tacl__sched_init(&s, r, n);
@@ -563,14 +593,80 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
                  "n=%d count=%zu: %u receives wait for peers to take an "
                  "earlier chunk", n, count, paced);
     tacl__sched_fini(&s);
-    if (mapped) {
-        tacl_mem_free(seg);
-        tacl_mem_free(seg2);
-        return;
+    bufs_put(&b);
+}
+
+/*
+ * A streamed direct all-reduce whose output peers cannot map reduces
+ * into shared scratch, sends its block from there in the all-gather
+ * phase, and copies each reduced chunk to its output once reduced; with
+ * an output from tacl_mem_alloc it stages nothing.
+ */
+static void check_direct_ar_stage(int n, int r, size_t count, int in_place,
+                                  int mapped)
+{
+    cfg_t c = {n, tacl__algo_find(TACL__COLL_ALLREDUCE, "direct"), count,
+               in_place, TACL_FLOAT32, TACL_SUM, 0, 400};
+    static const int one_node[8] = {0};
+    tacl__topo_view_t v = simrun_view(one_node, n, 1, r);
+    uint64_t blk = 0, sent = 0, copied = 0;
+    tacl__coll_args_t a;
+    tacl__sched_t s;
+    test_bufs_t b;
+    size_t off;
+    int shared = 0;
+
+    tacl__block_range(count, n, r, &off, &count);
+    blk = (uint64_t)count * 4;
+    count = c.count;
+    bufs_get(&b, mapped, in_place, count * 4, count * 4, 0);
+    a = args_of(&c, b.send, b.recv, 0);
+    v.stream_bytes = 1;
+    tacl__sched_init(&s, r, n);
+    cr_assert_eq(c.algo->build(&s, &a, &v), TACL_OK, "%s",
+                 tacl__last_error());
+    for (uint32_t k = 0; k < s.nbufs; k++)
+        shared += s.bufs[k].shared;
+    for (uint32_t i = 0; i < s.nsteps; i++) {
+        const tacl__step_t *st = &s.steps[i], *dep;
+
+        if (st->kind == TACL__STEP_SEND && s.bufs[st->src.buf].shared)
+            sent += st->bytes;
+        if (st->kind != TACL__STEP_COPY || !s.bufs[st->src.buf].shared)
+            continue;
+        cr_assert_eq(s.bufs[st->dst.buf].role, TACL__BUF_OUTPUT);
+        cr_assert_eq(st->dst.off, off * 4 + st->src.off,
+                     "a chunk lands elsewhere in the output");
+        cr_assert_eq(st->ndeps, 1);
+        dep = &s.steps[s.deps[st->dep_start]];
+        cr_assert(dep->kind == TACL__STEP_REDUCE &&
+                      dep->dst.buf == st->src.buf &&
+                      dep->dst.off == st->src.off,
+                  "n=%d rank %d: a chunk is copied out before it is "
+                  "reduced into the stage", n, r);
+        copied += st->bytes;
     }
-    if (!in_place)
-        free(send);
-    free(recv);
+    cr_assert_eq(shared, !mapped && blk > 0, "n=%d r=%d: %d shared buffers",
+                 n, r, shared);
+    cr_assert_eq(sent, mapped ? 0 : blk * (uint64_t)(n - 1),
+                 "n=%d r=%d: %llu bytes sent from the stage", n, r,
+                 (unsigned long long)sent);
+    cr_assert_eq(copied, mapped ? 0 : blk);
+    tacl__sched_fini(&s);
+    bufs_put(&b);
+}
+
+Test(algorithms, direct_allreduce_stages_unmappable_output)
+{
+    static const int ns[] = {2, 3, 5};
+
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+        for (int r = 0; r < ns[i]; r++)
+            for (int mapped = 0; mapped < 2; mapped++) {
+                check_direct_ar_stage(ns[i], r, 1001, 0, mapped);
+                check_direct_ar_stage(ns[i], r, 1001, 1, mapped);
+                check_direct_ar_stage(ns[i], r, 37, 0, mapped);
+            }
 }
 
 Test(algorithms, direct_allgather_own_copy_and_pace)

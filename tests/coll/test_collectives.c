@@ -469,6 +469,9 @@ FORCED_TESTS(reduce_scatter_rd, K_REDUCE_SCATTER,
              "TACL_ALGO=reducescatter=rd")
 FORCED_TESTS(allreduce_ring, K_ALLREDUCE, "TACL_ALGO=allreduce=ring")
 FORCED_TESTS(allreduce_rd, K_ALLREDUCE, "TACL_ALGO=allreduce=rd")
+/* Staged through shared scratch, every copy streamed. */
+FORCED_TESTS(allreduce_direct_streamed, K_ALLREDUCE,
+             "TACL_ALGO=allreduce=direct", "TACL_STREAM_MIN=1")
 
 /*
  * Buffers from tacl_mem_alloc: every message above the eager limit goes
@@ -570,4 +573,12 @@ Test(mapped, staged_allgather_ranks4, .timeout = 180)
     cr_assert_eq(run_mapped(K_ALLGATHER, 4, 0, 0,
                             "TACL_ALGO=allgather=direct",
                             "TACL_STREAM_MIN=1"), 0);
+}
+
+Test(mapped, staged_allreduce_ranks3, .timeout = 180)
+{
+    cr_assert_gt(run_mapped(K_ALLREDUCE, 3, 1, 0,
+                            "TACL_ALGO=allreduce=direct",
+                            "TACL_STREAM_MIN=1"), 0,
+                 "no rank mapped a peer's staged block");
 }
