@@ -333,14 +333,16 @@ static void direct_ag_own(direct_t *d)
  * Whether the peers on this node should read this rank's block (at from:
  * an all-gather's input, an all-reduce's reduced block) from shared
  * scratch: when it is host memory they cannot map (not from
- * tacl_mem_alloc) and the operation is large (streamed), one extra copy
- * of the block into memory they map saves each of them a cross-memory
- * copy, which pins pages and runs through the kernel.  Medians of five
- * alternating launches against not staging (TACL_SHM_MAP=0), busbw GB/s:
- * all-gather 4 ranks 16 MB 1.91 -> 3.63, 128 MB 2.71 -> 5.14, 2 ranks
- * 2.84 -> 2.87 and 3.53 -> 3.72 (one rank per core already keeps pace
- * with its peer's pulls); all-reduce 4 ranks 2.22 -> 2.63 and 2.74 ->
- * 2.93, 2 ranks 6.42 -> 6.87 and 4.94 -> 5.79.
+ * tacl_mem_alloc), the operation is large (streamed) and it has at least
+ * two peers on the node, one extra copy of the block into memory they
+ * map saves each of them a cross-memory copy, which pins pages and runs
+ * through the kernel; with one peer it saves one copy for one.  Medians
+ * of five alternating launches against not staging (TACL_SHM_MAP=0),
+ * busbw GB/s: all-gather 4 ranks 16 MB 1.91 -> 3.63, 128 MB 2.71 ->
+ * 5.14; all-reduce 4 ranks 2.22 -> 2.63 and 2.74 -> 2.93.  On 2 ranks
+ * two series gave all-gather 2.84 -> 2.87 and 3.90 -> 2.87 at 16 MB
+ * (3.53 -> 3.72, 4.57 -> 4.51 at 128 MB), all-reduce 6.42 -> 6.87 and
+ * 2.66 -> 2.60 (4.94 -> 5.79, 5.84 -> 5.92): not staged.
  */
 static void direct_stage(direct_t *d, const tacl__topo_view_t *view,
                          tacl__bref_t from)
@@ -350,7 +352,7 @@ static void direct_stage(direct_t *d, const tacl__topo_view_t *view,
     tacl__memseg_ref_t ref;
     int32_t b;
 
-    if (!d->stream || view->local_size < 2 || bytes == 0 ||
+    if (!d->stream || view->local_size < 3 || bytes == 0 ||
         d->args->memtype != TACL_MEM_HOST ||
         tacl__config_int(TACL_CFG_SHM_MAP) == 0 ||
         (in->ptr != NULL &&
