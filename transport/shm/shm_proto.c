@@ -256,8 +256,10 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         }
         return TACL_OK;
     }
-    /* A mapped segment needs no pinning either way: pull from it. */
-    if (seg->id)
+    /* A mapped segment needs no pinning either way: pull from it.  A
+     * range the segment does not hold goes by cross-memory attach, which
+     * fails cleanly where a mapped copy would fault. */
+    if (seg->id && seg->offset <= seg->size && len <= seg->size - seg->offset)
         map = map_segment(shm, peer, seg);
     if (map < 0 && (recv->hints & TACL__TL_HINT_PINNABLE)) {
         tacl__shm_ctl_t cts = {.kind = TACL_SHM_MSG_CTS, .op_id = op_id,
