@@ -302,17 +302,23 @@ static void direct_ag(direct_t *d, tacl__bref_t src, int after_rs)
 }
 
 /*
- * An out-of-place all-gather's own block, copied from the input chunk by
- * chunk, each after the previous chunk from rank r - 1 has arrived.  The
- * peers read the same input chunks while they receive at the same pace,
- * so the copy and their reads of a chunk find it in cache and memory
- * serves it once; past the cache (TACL_STREAM_MIN) the copy writes with
- * non-temporal stores, which neither read the output first nor evict what
- * the peers are about to read.  Measured on two ranks and 128 MB against
- * one cached copy of the whole block before the receives: busbw 2.7 ->
- * 4.6 GB/s (2.7 with the chunks but without streaming stores).
+ * This rank's block copied from src into its place in the output, chunk
+ * by chunk, chunk c after d->fin[c - lag] (from chunk lag on), streamed
+ * past the cache when d->stream.
+ *
+ * An out-of-place all-gather copies from the input with lag 1, each
+ * chunk after the previous one from rank r - 1 has arrived.  The peers
+ * read the same input chunks while they receive at the same pace, so the
+ * copy and their reads of a chunk find it in cache and memory serves it
+ * once; past the cache (TACL_STREAM_MIN) the copy writes with
+ * non-temporal stores, which neither read the output first nor evict
+ * what the peers are about to read.  Measured on two ranks and 128 MB
+ * against one cached copy of the whole block before the receives: busbw
+ * 2.7 -> 4.6 GB/s (2.7 with the chunks but without streaming stores).
+ * A staged all-reduce copies from the stage with lag 0, each chunk once
+ * reduced.
  */
-static void direct_ag_own(direct_t *d)
+static void direct_copy_own(direct_t *d, tacl__bref_t src, uint32_t lag)
 {
     size_t cnt = direct_blk(d, d->r, NULL);
     tacl__bref_t own = tacl__bref_add(d->io.out, direct_at(d, d->r, 0));
@@ -323,9 +329,10 @@ static void direct_ag_own(direct_t *d)
 
         if (len > 0)
             tacl__sched_copy_stream(d->s, tacl__bref_add(own, at),
-                                    tacl__bref_add(d->io.in, at),
-                                    len * d->es, d->stream,
-                                    TACL__DEPS(c > 0 ? d->fin[c - 1] : -1));
+                                    tacl__bref_add(src, at), len * d->es,
+                                    d->stream,
+                                    TACL__DEPS(c >= lag ? d->fin[c - lag]
+                                                        : -1));
     }
 }
 
@@ -364,24 +371,6 @@ static void direct_stage(direct_t *d, const tacl__topo_view_t *view,
         return;
     d->staged = 1;
     d->stage = tacl__bref(b, 0);
-}
-
-/* A staged all-reduce's own block: each chunk copied from the stage to
- * the output once reduced. */
-static void direct_ar_own(direct_t *d, tacl__bref_t own)
-{
-    size_t cnt = direct_blk(d, d->r, NULL);
-
-    for (uint32_t c = 0; c < d->nchunks; c++) {
-        size_t len = tacl__chunk_len(cnt, d->cs, c);
-        uint64_t at = (uint64_t)c * d->cs * d->es;
-
-        if (len > 0)
-            tacl__sched_copy_stream(d->s, tacl__bref_add(own, at),
-                                    tacl__bref_add(d->stage, at),
-                                    len * d->es, d->stream,
-                                    TACL__DEPS(d->fin[c]));
-    }
 }
 
 static tacl_status_t direct_blocks(tacl__sched_t *s,
@@ -428,7 +417,7 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
             d.fin[c] = -1;
         direct_ag(&d, d.io.in, 0);
         if (!d.io.in_place)
-            direct_ag_own(&d);
+            direct_copy_own(&d, d.io.in, 1);
     } else if (ar) {
         tacl__bref_t own = tacl__bref_add(d.io.out, direct_at(&d, d.r, 0));
 
@@ -439,7 +428,7 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
         direct_rs(&d, d.staged ? d.stage : own);
         direct_ag(&d, d.staged ? d.stage : own, 1);
         if (d.staged)
-            direct_ar_own(&d, own);
+            direct_copy_own(&d, d.stage, 0);
     } else {
         direct_rs(&d, d.io.out);
     }

@@ -195,20 +195,21 @@ static int map_segment(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         return -1;
     for (int i = 0; i < TACL_SHM_MAPS; i++) {
         tacl__shm_map_t *m = &peer->maps[i];
+        int busy;
 
         if (m->id == seg->id && m->size == seg->size) {
             hit = i;
             continue;
         }
-        if (m->id && !map_in_use(peer, i) &&
-            tacl__memseg_freed(m->base, m->size))
+        busy = m->id && map_in_use(peer, i);
+        if (m->id && !busy && tacl__memseg_freed(m->base, m->size))
             unmap_entry(m);
         if (m->id == 0) {
             if (spare < 0 || peer->maps[spare].id != 0)
                 spare = i;      /* a free entry before any eviction */
-        } else if (!map_in_use(peer, i) &&
-                   (spare < 0 || (peer->maps[spare].id != 0 &&
-                                  m->used < peer->maps[spare].used))) {
+        } else if (!busy && (spare < 0 || (peer->maps[spare].id != 0 &&
+                                           m->used <
+                                               peer->maps[spare].used))) {
             spare = i;
         }
     }
