@@ -55,7 +55,7 @@ done
 out=${out:-$build/bench_hier}
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-CLUSTER=$HERE/tacl-cluster
+CLUSTER=$HERE/../tools/tacl-cluster
 PY=/usr/bin/python3
 INTER_RATE=${INTER_RATE:-1gbit}
 ITERS=${ITERS:-2}

@@ -16,7 +16,7 @@ OUT=${2:-$BUILD/bench}
 QUICK=0
 [ "${3:-}" = "--quick" ] && QUICK=1
 HERE=$(cd "$(dirname "$0")" && pwd)
-TOOL=$HERE/tacl-cluster
+TOOL=$HERE/../tools/tacl-cluster
 LAYOUT=${LAYOUT:-2,2}
 RATE=${RATE:-1gbit}
 if [ "$QUICK" -eq 1 ]; then SIZES="16M 64M"; else SIZES="16M 64M 256M"; fi

@@ -40,14 +40,17 @@ RANKS=${RANKS:-"2 4"}
 SIZES=${SIZES:-"1M 16M 128M"}
 COLLS=${COLLS:-"all_gather reduce_scatter all_reduce"}
 PERF=$BUILD/perf
+TOOLS=$BUILD/tools
+MICRO=$PERF/micro
 LIMIT=300
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none
     --mca btl self,vader --mca btl_vader_single_copy_mechanism cma"
 
-for exe in tacl-run memcpy_bw core_rtt all_gather_perf reduce_scatter_perf \
-    all_reduce_perf; do
-    if [ ! -x "$PERF/$exe" ]; then
-        echo "compare.sh: $PERF/$exe is missing; build it first" >&2
+for exe in "$TOOLS/tacl-run" "$MICRO/memcpy_bw" "$MICRO/core_rtt" \
+    "$PERF/all_gather_perf" "$PERF/reduce_scatter_perf" \
+    "$PERF/all_reduce_perf"; do
+    if [ ! -x "$exe" ]; then
+        echo "compare.sh: $exe is missing; build it first" >&2
         exit 2
     fi
 done
@@ -93,7 +96,7 @@ median_row() {
 }
 
 echo "# memcpy bandwidth (the ceiling for copy-based shared memory)"
-"$PERF/memcpy_bw" -t 0.2 | tee "$TMP/memcpy"
+"$MICRO/memcpy_bw" -t 0.2 | tee "$TMP/memcpy"
 echo
 
 NCORES=$(nproc 2> /dev/null || echo 1)
@@ -139,25 +142,25 @@ for coll in $COLLS; do
             rep=1
             rtts=$TMP/rtt.$coll.$n.$size
             while [ $rep -le "$REPEAT" ]; do
-                "$PERF/core_rtt" >> "$rtts"
+                "$MICRO/core_rtt" >> "$rtts"
                 out=$TMP/tacl.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
-                if ! "$PERF/tacl-run" --timeout $LIMIT -n "$n" \
+                if ! "$TOOLS/tacl-run" --timeout $LIMIT -n "$n" \
                     "$PERF/${coll}_perf" $args > "$out" 2>&1; then
                     echo "compare.sh: tacl $coll -n $n $size failed:" >&2
                     tail -5 "$out" >&2
                     status=1
                 fi
-                "$PERF/core_rtt" >> "$rtts"
+                "$MICRO/core_rtt" >> "$rtts"
                 out=$TMP/reg.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
-                if ! "$PERF/tacl-run" --timeout $LIMIT -n "$n" \
+                if ! "$TOOLS/tacl-run" --timeout $LIMIT -n "$n" \
                     "$PERF/${coll}_perf" $args -R 1 > "$out" 2>&1; then
                     echo "compare.sh: tacl -R 1 $coll -n $n $size failed:" >&2
                     tail -5 "$out" >&2
                     status=1
                 fi
-                "$PERF/core_rtt" >> "$rtts"
+                "$MICRO/core_rtt" >> "$rtts"
                 out=$TMP/ompi.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
                 if [ $have_mpi = 1 ] && ! timeout $LIMIT $MPIRUN -n "$n" \

@@ -102,10 +102,12 @@ case $PERF in
 /*) ;;
 *) PERF=$(pwd)/$PERF ;;
 esac
-for exe in tacl-run memcpy_bw all_gather_perf reduce_scatter_perf \
-    all_reduce_perf; do
-    if [ ! -x "$PERF/$exe" ]; then
-        echo "report.sh: $PERF/$exe is missing; build it first" >&2
+TOOLS=$PERF/../tools
+MICRO=$PERF/micro
+for exe in "$TOOLS/tacl-run" "$MICRO/memcpy_bw" "$PERF/all_gather_perf" \
+    "$PERF/reduce_scatter_perf" "$PERF/all_reduce_perf"; do
+    if [ ! -x "$exe" ]; then
+        echo "report.sh: $exe is missing; build it first" >&2
         exit 2
     fi
 done
@@ -188,7 +190,7 @@ gloo_store() {
 
 echo "# memcpy bandwidth (the ceiling for copy-based shared memory)" \
     > "$OUT/raw/memcpy.txt"
-"$PERF/memcpy_bw" -t 0.2 -p 2 >> "$OUT/raw/memcpy.txt" 2>&1
+"$MICRO/memcpy_bw" -t 0.2 -p 2 >> "$OUT/raw/memcpy.txt" 2>&1
 
 for setting in $SETTINGS; do
     [ "$setting" = shm ] || continue
@@ -201,7 +203,7 @@ for setting in $SETTINGS; do
                     -z 1"
                 tag=shm.$n.$coll.$i
                 # shellcheck disable=SC2086
-                run_case "$tag.tacl.auto" "$PERF/tacl-run" --timeout \
+                run_case "$tag.tacl.auto" "$TOOLS/tacl-run" --timeout \
                     "$LIMIT" -n "$n" "$PERF/${coll}_perf" $args \
                     -J "$OUT/raw/$tag.tacl.auto.json"
                 if [ $have_mpi = 1 ]; then
@@ -224,7 +226,7 @@ for setting in $SETTINGS; do
                         [ "$algo" = default ] || a="-A $algo"
                         # shellcheck disable=SC2086
                         TACL_GLOO_STORE=$(gloo_store) run_case \
-                            "$tag.gloo.$algo" "$PERF/tacl-run" --timeout \
+                            "$tag.gloo.$algo" "$TOOLS/tacl-run" --timeout \
                             "$LIMIT" -n "$n" "$PERF/gloo_coll_perf" \
                             "$(mpi_name "$coll")" $args $a \
                             -J "$OUT/raw/$tag.gloo.$algo.json"
@@ -235,13 +237,13 @@ for setting in $SETTINGS; do
     done
 done
 
-CLUSTER="$HERE/tacl-cluster --nodes $NODES --ranks-per-node $RANKS_PER_NODE
+CLUSTER="$HERE/../tools/tacl-cluster --nodes $NODES --ranks-per-node $RANKS_PER_NODE
     --inter-rate $RATE --timeout $LIMIT --no-prefix"
 cname=cluster-${NODES}x$RANKS_PER_NODE-$RATE
 n=$((NODES * RANKS_PER_NODE))
 for setting in $SETTINGS; do
     [ "$setting" = cluster ] || continue
-    if ! "$HERE/tacl-cluster" --check > /dev/null 2>&1; then
+    if ! "$HERE/../tools/tacl-cluster" --check > /dev/null 2>&1; then
         echo "cluster: tacl-cluster --check failed: no emulated nodes" \
             >> "$FAIL"
         continue
@@ -279,7 +281,7 @@ for setting in $SETTINGS; do
                     # One rank per node: node 0 runs mpirun, which starts
                     # RANKS_PER_NODE ranks on every node.
                     # shellcheck disable=SC2086
-                    run_case "$tag.ompi.$algo" "$HERE/tacl-cluster" \
+                    run_case "$tag.ompi.$algo" "$HERE/../tools/tacl-cluster" \
                         --nodes "$NODES" --ranks-per-node 1 \
                         --inter-rate "$RATE" --timeout "$LIMIT" \
                         --no-prefix -- "$HERE/report.sh" --mpi-node-job \

@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 [ -d build ] || meson setup build --buildtype=release
 ninja -C build
-exec build/perf/tacl-run -n "${NRANKS:-4}" -- \
+exec build/tools/tacl-run -n "${NRANKS:-4}" -- \
     build/perf/all_gather_perf -b 1M -e 128M -f 4 -n 10 -w 3

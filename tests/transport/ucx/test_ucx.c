@@ -12,7 +12,7 @@
 
 #include <criterion/criterion.h>
 
-#include "ucx/harness.h"
+#include "harness.h"
 
 /* ---------------------------------------------------------------- */
 

@@ -10,7 +10,8 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.environ.get("TACL_PERF_DIR",
+                                  os.path.join(HERE, "..", "..", "perf")))
 import report  # noqa: E402
 
 DATA = os.path.join(HERE, "testdata")
