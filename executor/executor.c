@@ -36,7 +36,7 @@
 
 struct tacl__exec {
     tacl__sched_t sched;
-    tacl_comm_t comm;
+    tacl__xcomm_t *xc;
     uint32_t *waiting;        /* unmet dependencies per step */
     uint32_t *out_start;      /* dependents of step i: out[out_start[i] ..
                                  out_start[i + 1]) */
@@ -57,7 +57,7 @@ struct tacl__exec {
 
 static void exec_unlink(tacl__exec_t *e)
 {
-    tacl__ctx_t *ctx = e->comm->ctx;
+    tacl__ctx_t *ctx = e->xc->ctx;
 
     if (!e->linked)
         return;
@@ -77,7 +77,7 @@ static void exec_check_finished(tacl__exec_t *e)
     if ((e->status != TACL_OK && e->inflight == 0) ||
         (e->status == TACL_OK && e->ncomplete == e->sched.nsteps)) {
         e->finished = 1;
-        e->comm->inflight--;
+        e->xc->inflight--;
         exec_unlink(e);
     }
 }
@@ -117,7 +117,7 @@ static void op_done(tacl__tl_op_t *op, tacl_status_t status)
         exec_fail(e, status);
         /* A failed message leaves the peers' schedules out of step with
          * ours: the communicator cannot be used any more. */
-        tacl__ctx_set_fatal(e->comm->ctx, status);
+        tacl__ctx_set_fatal(e->xc->ctx, status);
     } else {
         step_complete(e, (uint32_t)(op - e->ops));
     }
@@ -132,20 +132,21 @@ static inline void *bref_ptr(const tacl__exec_t *e, tacl__bref_t r)
 static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
 {
     const tacl__step_t *st = &e->sched.steps[id];
-    tacl_comm_t comm = e->comm;
-    tacl__ctx_t *ctx = comm->ctx;
+    tacl__xcomm_t *xc = e->xc;
+    tacl__ctx_t *ctx = xc->ctx;
     tacl__tl_op_t *op = &e->ops[id];
-    int world = comm->world[st->peer];
+    int world = xc->world[st->peer];
     int tl = ctx->tl_of[world];
     tacl_status_t status;
 
     if (tl < 0)
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "no transport reaches rank %d (node %s) from "
-                           "rank %d; inter-node transports are not built in",
-                           st->peer, ctx->node_ids[world], comm->rank);
+                           "no transport reaches world rank %d (node %s) "
+                           "from world rank %d; inter-node transports are "
+                           "not built in", world, ctx->node_ids[world],
+                           ctx->rank);
     op->peer = world;
-    op->tag = ((uint64_t)comm->id << TACL__TAG_COMM_SHIFT) | st->tag;
+    op->tag = ((uint64_t)xc->id << TACL__TAG_COMM_SHIFT) | st->tag;
     op->len = st->bytes;
     op->memtype = e->sched.bufs[st->kind == TACL__STEP_SEND ? st->src.buf
                                                              : st->dst.buf]
@@ -157,18 +158,18 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
         op->buf = bref_ptr(e, st->src);
         status = tacl__tl_send(ctx->tls[tl], op);
         if (status == TACL_OK) {
-            int cls = comm->link_of[st->peer];
-            comm->counters.transports[tl].bytes += st->bytes;
-            comm->counters.transports[tl].messages++;
-            comm->counters.links[cls].bytes += st->bytes;
-            comm->counters.links[cls].messages++;
+            int cls = xc->link_of[st->peer];
+            xc->counters.transports[tl].bytes += st->bytes;
+            xc->counters.transports[tl].messages++;
+            xc->counters.links[cls].bytes += st->bytes;
+            xc->counters.links[cls].messages++;
         }
     } else {
         const tacl__sched_buf_t *buf = &e->sched.bufs[st->dst.buf];
 
         op->buf = bref_ptr(e, st->dst);
         if (buf->role == TACL__BUF_SCRATCH &&
-            tacl__comm_scratch_pinnable(buf->size))
+            tacl__scratch_pinnable(buf->size))
             op->hints = TACL__TL_HINT_PINNABLE;
         if (st->arg & TACL__COPY_STREAM)
             op->hints |= TACL__TL_HINT_STREAM;
@@ -312,7 +313,7 @@ static int exec_drain(tacl__exec_t *e)
         n++;
         if (status != TACL_OK) {
             exec_fail(e, status);
-            tacl__ctx_set_fatal(e->comm->ctx, status);
+            tacl__ctx_set_fatal(e->xc->ctx, status);
             break;
         }
     }
@@ -320,7 +321,7 @@ static int exec_drain(tacl__exec_t *e)
     return n;
 }
 
-tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
+tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                tacl__exec_t **exec_p)
 {
     uint32_t n = sched->nsteps;
@@ -334,7 +335,7 @@ tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
     if (e == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     e->sched = *sched;
-    e->comm = comm;
+    e->xc = xc;
     e->waiting = calloc(n + 1, sizeof(uint32_t));
     e->out_start = calloc(n + 2, sizeof(uint32_t));
     e->out = calloc(sched->ndeps + 1, sizeof(uint32_t));
@@ -351,7 +352,7 @@ tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
     for (uint32_t b = 0; b < sched->nbufs; b++) {
         tacl__sched_buf_t *buf = &sched->bufs[b];
         if (buf->role == TACL__BUF_SCRATCH) {
-            e->bufptr[b] = tacl__comm_scratch_get(comm, buf->size,
+            e->bufptr[b] = tacl__scratch_get(&xc->scratch, buf->size,
                                                   buf->shared);
             if (e->bufptr[b] == NULL && buf->size > 0) {
                 status = tacl__error(TACL_ERR_NO_MEMORY, ALLOC,
@@ -389,14 +390,14 @@ tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
         if (e->waiting[i] == 0)
             make_ready(e, i);
 
-    comm->inflight++;
-    e->next = comm->ctx->active;
+    xc->inflight++;
+    e->next = xc->ctx->active;
     if (e->next != NULL)
         e->next->prev = e;
-    comm->ctx->active = e;
+    xc->ctx->active = e;
     e->linked = 1;
-    if (comm->ctx->fatal != TACL_OK)
-        exec_fail(e, comm->ctx->fatal);
+    if (xc->ctx->fatal != TACL_OK)
+        exec_fail(e, xc->ctx->fatal);
     exec_drain(e);
     sched->steps = NULL; /* ownership moved */
     sched->deps = NULL;
@@ -407,7 +408,7 @@ tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
 err_scratch:
     for (uint32_t b = 0; b < sched->nbufs; b++)
         if (sched->bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
-            tacl__comm_scratch_put(comm, e->bufptr[b],
+            tacl__scratch_put(&xc->scratch, e->bufptr[b],
                                    sched->bufs[b].shared);
 err_free:
     free(e->waiting);
@@ -429,9 +430,9 @@ int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p)
     return 1;
 }
 
-tacl_comm_t tacl__exec_comm(const tacl__exec_t *exec)
+tacl__xcomm_t *tacl__exec_xcomm(const tacl__exec_t *exec)
 {
-    return exec->comm;
+    return exec->xc;
 }
 
 void tacl__exec_free(tacl__exec_t *e)
@@ -442,13 +443,13 @@ void tacl__exec_free(tacl__exec_t *e)
         return;
     /* A communicator destroyed after its operations finished has no
      * context any more; its handle is a tombstone. */
-    ctx = e->comm->ctx;
+    ctx = e->xc->ctx;
     if (ctx != NULL)
         pthread_mutex_lock(&ctx->lock);
     exec_unlink(e);
     for (uint32_t b = 0; b < e->sched.nbufs; b++)
         if (e->sched.bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
-            tacl__comm_scratch_put(e->comm, e->bufptr[b],
+            tacl__scratch_put(&e->xc->scratch, e->bufptr[b],
                                    e->sched.bufs[b].shared);
     if (ctx != NULL)
         pthread_mutex_unlock(&ctx->lock);
@@ -578,7 +579,7 @@ static int distinct_ctxs(tacl__exec_t **execs, int nexec, tacl__ctx_t **ctxs)
     int n = 0;
 
     for (int i = 0; i < nexec; i++) {
-        tacl__ctx_t *c = execs[i]->comm->ctx;
+        tacl__ctx_t *c = execs[i]->xc->ctx;
         int seen = 0;
         for (int k = 0; k < n; k++)
             seen |= ctxs[k] == c;

@@ -4,24 +4,39 @@
  * independent steps overlap; progress never blocks and picks up where it
  * stopped.  Waiting spins briefly, then sleeps in the transports, and is
  * bounded by the context's timeout.
+ *
+ * The executor sees a communicator only through tacl__xcomm_t, the part
+ * of it that running a schedule needs; the API layer embeds one in each
+ * communicator.
  */
-#ifndef TACL_LIB_EXECUTOR_H
-#define TACL_LIB_EXECUTOR_H
+#ifndef TACL_EXECUTOR_EXECUTOR_H
+#define TACL_EXECUTOR_EXECUTOR_H
 
-#include "comm.h"
+#include "tacl.h"
+#include "context.h"
+#include "sched.h"
+#include "scratch.h"
+
+/** What the executor needs of a communicator. */
+typedef struct tacl__xcomm {
+    tacl__ctx_t *ctx;
+    int *world;                /* comm rank -> world rank */
+    uint32_t id;               /* on the wire above every tag */
+    uint8_t *link_of;          /* link class to each comm rank */
+    tacl_counters_t counters;  /* bytes and messages sent */
+    tacl__scratch_pool_t scratch;
+    int inflight;              /* executions not yet completed */
+} tacl__xcomm_t;
 
 /**
- * Take ownership of a built schedule and start it on comm.  The caller
+ * Take ownership of a built schedule and start it on xc.  The caller
  * must hold the context lock.
  */
-tacl_status_t tacl__exec_start(tacl_comm_t comm, tacl__sched_t *sched,
+tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                tacl__exec_t **exec_p);
 
 /** Whether exec finished; *status_p gets its result when it did. */
 int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p);
-
-/** Progress every execution of a context once (takes the lock). */
-int tacl__ctx_progress(tacl__ctx_t *ctx);
 
 /**
  * Wait until every execution in execs is done, or the timeout passes
@@ -29,10 +44,10 @@ int tacl__ctx_progress(tacl__ctx_t *ctx);
  */
 tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec);
 
-/** The communicator an execution runs on. */
-tacl_comm_t tacl__exec_comm(const tacl__exec_t *exec);
+/** The communicator part an execution runs on. */
+tacl__xcomm_t *tacl__exec_xcomm(const tacl__exec_t *exec);
 
 /** Free a finished execution. */
 void tacl__exec_free(tacl__exec_t *exec);
 
-#endif /* TACL_LIB_EXECUTOR_H */
+#endif /* TACL_EXECUTOR_EXECUTOR_H */

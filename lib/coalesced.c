@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "common.h"
-#include "executor.h"
+#include "comm.h"
 #include "log.h"
 
 typedef tacl_status_t (*single_nb_fn)(const void *, void *, size_t,

@@ -12,7 +12,7 @@
 
 #include "common.h"
 #include "config.h"
-#include "executor.h"
+#include "comm.h"
 #include "log.h"
 
 /* No single buffer may exceed this many bytes (far beyond any machine). */
@@ -168,11 +168,11 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
     int is_root = root_used && a->root == comm->rank;
     tacl_status_t status;
 
-    if (comm->ctx->fatal != TACL_OK)
-        return tacl__error(comm->ctx->fatal, COLL,
+    if (comm->x.ctx->fatal != TACL_OK)
+        return tacl__error(comm->x.ctx->fatal, COLL,
                            "%s: the communicator failed earlier (%s); "
                            "destroy or abort it", name,
-                           comm->ctx->fatal_msg);
+                           comm->x.ctx->fatal_msg);
     if (a->type == TACL__COLL_BARRIER) {
         a->memtype = TACL_MEM_HOST;
         return TACL_OK;
@@ -314,7 +314,7 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
     if (status == TACL_OK && nops > 1)
         status = stage_aliased_recvs(&sched);
     if (status == TACL_OK)
-        status = tacl__exec_start(comm, &sched, exec_p);
+        status = tacl__exec_start(&comm->x, &sched, exec_p);
     tacl__sched_fini(&sched);
     return status;
 }
@@ -345,7 +345,7 @@ static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
                                "complete; post it with its receive inside a "
                                "group"));
     a->chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE);
-    pthread_mutex_lock(&comm->ctx->lock);
+    pthread_mutex_lock(&comm->x.ctx->lock);
     if (a->type == TACL__COLL_SEND)
         a->seq = SEQ_HALF | (comm->p2p_send[a->root]++ % SEQ_HALF);
     else if (a->type == TACL__COLL_RECV)
@@ -355,13 +355,13 @@ static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
     op.comm = comm;
     op.args = *a;
     if (tacl__group_active()) {
-        pthread_mutex_unlock(&comm->ctx->lock);
+        pthread_mutex_unlock(&comm->x.ctx->lock);
         if (req_p != NULL)
             *req_p = NULL;
         return tacl__comm_fail(comm, tacl__group_add(&op));
     }
     status = tacl__ops_start(comm, &op, 1, &exec);
-    pthread_mutex_unlock(&comm->ctx->lock);
+    pthread_mutex_unlock(&comm->x.ctx->lock);
     if (status != TACL_OK)
         return tacl__comm_fail(comm, status);
     if (!blocking) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "common.h"
-#include "executor.h"
+#include "comm.h"
 #include "log.h"
 
 typedef struct {
@@ -81,9 +81,9 @@ static tacl_status_t group_launch(tacl__exec_t **execs, int *nexec_p)
         status = tacl__comm_check(comm);
         if (status != TACL_OK)
             break;
-        pthread_mutex_lock(&comm->ctx->lock);
+        pthread_mutex_lock(&comm->x.ctx->lock);
         status = tacl__ops_start(comm, batch, n, &execs[nexec]);
-        pthread_mutex_unlock(&comm->ctx->lock);
+        pthread_mutex_unlock(&comm->x.ctx->lock);
         if (status == TACL_OK)
             nexec++;
         else

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "common.h"
-#include "executor.h"
+#include "comm.h"
 #include "log.h"
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
@@ -55,7 +55,7 @@ TACL_EXPORT tacl_status_t tacl_request_test(tacl_request_t req, int *done_p)
         for (int i = 0; i < req->nexec; i++) {
             tacl_status_t s;
             if (!tacl__exec_done(req->execs[i], &s))
-                tacl__ctx_progress(tacl__exec_comm(req->execs[i])->ctx);
+                tacl__ctx_progress(tacl__exec_xcomm(req->execs[i])->ctx);
         }
         request_poll(req);
     }
@@ -76,7 +76,7 @@ TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
     if (request_poll(req))
         status = req->status;
     if (req->nexec > 0)
-        tacl__comm_fail(tacl__exec_comm(req->execs[0]), status);
+        tacl__comm_fail(tacl__comm_of(tacl__exec_xcomm(req->execs[0])), status);
     return status;
 }
 
@@ -86,7 +86,7 @@ TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
     if (req == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
     if (!req->done && !request_poll(req))
-        return tacl__comm_fail(tacl__exec_comm(req->execs[0]),
+        return tacl__comm_fail(tacl__comm_of(tacl__exec_xcomm(req->execs[0])),
                                tacl__error(TACL_ERR_INVALID_USAGE, COLL,
                                "the request is still in progress; wait for "
                                "it before freeing it"));
