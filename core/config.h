@@ -66,10 +66,7 @@
     X(LINK_GPU, "",                                                          \
       "override the intra-node GPU peer link: \"bw=<GB/s>,lat=<us>\"")        \
     X(LINK_NET, "",                                                          \
-      "override the inter-node network link: \"bw=<GB/s>,lat=<us>\"")        \
-    X(SMALL_MSG_LIMIT, "65536",                                              \
-      "per-rank message size below which latency-optimal algorithms are "    \
-      "chosen")
+      "override the inter-node network link: \"bw=<GB/s>,lat=<us>\"")
 
 typedef enum {
 #define TACL_CONFIG_ENUM_(name, def, doc) TACL_CFG_##name,
