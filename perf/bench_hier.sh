@@ -1,7 +1,7 @@
 #!/bin/sh
 # Benchmark the hierarchical collectives on the emulated cluster.
 #
-# Design.  One run of this script measures, under perf/tacl-cluster with
+# Design.  One run of this script measures, under tools/tacl-cluster with
 # every node uplink shaped to INTER_RATE (1gbit), all-gather and
 # reduce-scatter with each algorithm forced (ring, mics, hring, horing)
 # and left to the tuner (auto), and all-reduce with ring, hier and auto,
