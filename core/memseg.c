@@ -86,6 +86,99 @@ static void *map_aligned(int fd, uint64_t size)
 }
 
 /* A memfd of size bytes with its pages allocated; -1 with errno if not. */
+/* One value from a file of "NAME: VALUE kB" lines, in bytes; 0 if absent. */
+static uint64_t meminfo_bytes(const char *text, const char *name)
+{
+    const char *at = strstr(text, name);
+    unsigned long long kb;
+
+    if (at == NULL || sscanf(at + strlen(name), ": %llu", &kb) != 1)
+        return 0;
+    return (uint64_t)kb << 10;
+}
+
+/* A cgroup file's number, UINT64_MAX when it says "max" or is absent. */
+static uint64_t cgroup_value(const char *dir, const char *name)
+{
+    char path[512], buf[64] = "";
+    FILE *f;
+    unsigned long long v;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if ((f = fopen(path, "r")) == NULL)
+        return UINT64_MAX;
+    if (fgets(buf, sizeof(buf), f) == NULL || sscanf(buf, "%llu", &v) != 1)
+        v = UINT64_MAX;
+    fclose(f);
+    return (uint64_t)v;
+}
+
+/*
+ * What the memory cgroup of this process still allows, UINT64_MAX if it
+ * has no limit or none can be read: cgroup v2 (memory.max) or v1
+ * (memory.limit_in_bytes), in the process's own cgroup.
+ */
+static uint64_t cgroup_headroom(void)
+{
+    char line[512], dir[600] = "";
+    const char *limit_file = NULL, *usage_file = NULL;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    uint64_t limit, used;
+
+    if (f == NULL)
+        return UINT64_MAX;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *path;
+        line[strcspn(line, "\n")] = '\0';
+        if ((path = strstr(line, ":memory:")) != NULL) {
+            snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory%s", path + 8);
+            limit_file = "memory.limit_in_bytes";
+            usage_file = "memory.usage_in_bytes";
+            break;
+        }
+        if (strncmp(line, "0::", 3) == 0) {
+            snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s", line + 3);
+            limit_file = "memory.max";
+            usage_file = "memory.current";
+        }
+    }
+    fclose(f);
+    if (limit_file == NULL)
+        return UINT64_MAX;
+    limit = cgroup_value(dir, limit_file);
+    used = cgroup_value(dir, usage_file);
+    if (limit == UINT64_MAX || used == UINT64_MAX)
+        return UINT64_MAX;
+    return limit > used ? limit - used : 0;
+}
+
+/*
+ * Bytes this process could still reserve without the kernel's
+ * out-of-memory killer stepping in: what /proc/meminfo calls available
+ * plus free swap, and no more than the memory cgroup leaves.  UINT64_MAX
+ * when nothing can be read.  A memfd's pages are reserved up front
+ * (fallocate) and no tmpfs size limit applies to it, so without this
+ * check a request larger than the machine is granted page by page until
+ * the OOM killer ends some process.
+ */
+static uint64_t memory_available(void)
+{
+    char text[4096];
+    FILE *f = fopen("/proc/meminfo", "r");
+    size_t n;
+    uint64_t avail = UINT64_MAX;
+
+    if (f != NULL) {
+        n = fread(text, 1, sizeof(text) - 1, f);
+        fclose(f);
+        text[n] = '\0';
+        if (strstr(text, "MemAvailable") != NULL)
+            avail = meminfo_bytes(text, "MemAvailable") +
+                    meminfo_bytes(text, "SwapFree");
+    }
+    return TACL_MIN(avail, cgroup_headroom());
+}
+
 static int make_memfd(uint64_t id, uint64_t size)
 {
     char name[48];
@@ -113,7 +206,7 @@ static int make_memfd(uint64_t id, uint64_t size)
 TACL_EXPORT tacl_status_t tacl_mem_alloc(void **ptr_p, size_t size,
                                          tacl_memtype_t memtype)
 {
-    uint64_t page = page_size(), data, total;
+    uint64_t page = page_size(), data, total, avail;
     memseg_t *seg;
     tacl_status_t status = TACL_OK;
 
@@ -137,6 +230,13 @@ TACL_EXPORT tacl_status_t tacl_mem_alloc(void **ptr_p, size_t size,
                            "tacl_mem_alloc: size %zu is too large", size);
     data = TACL_DIV_UP((uint64_t)size, page) * page;
     total = data + page;
+    avail = memory_available();
+    if (total > avail)
+        return tacl__error(TACL_ERR_NO_MEMORY, ALLOC,
+                           "tacl_mem_alloc: %zu bytes asked for, %llu "
+                           "available (memory the kernel can still give, "
+                           "swap and cgroup limit counted)",
+                           size, (unsigned long long)avail);
     seg = calloc(1, sizeof(*seg));
     if (seg == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, ALLOC,

@@ -42,6 +42,23 @@ Test(memseg, alloc_rejects_bad_arguments)
                  TACL_ERR_INVALID_ARG, "memory type");
 }
 
+/* More than the machine has is refused up front, not granted page by page
+ * until the kernel's out-of-memory killer ends a process. */
+Test(memseg, alloc_beyond_the_machine_is_no_memory, .timeout = 30)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    size_t machine = (size_t)pages * (size_t)psize;
+    void *p = (void *)1;
+
+    cr_assert_gt(pages, 0);
+    expect_error(tacl_mem_alloc(&p, 2 * machine, TACL_MEM_HOST),
+                 TACL_ERR_NO_MEMORY, "available");
+    cr_assert_null(p);
+    /* A modest request still succeeds. */
+    cr_assert_eq(tacl_mem_alloc(&p, 1 << 20, TACL_MEM_HOST), TACL_OK);
+    cr_assert_eq(tacl_mem_free(p), TACL_OK);
+}
+
 Test(memseg, free_rejects_foreign_pointers)
 {
     void *p, *m = malloc(64);
