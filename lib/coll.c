@@ -586,7 +586,8 @@ static tacl_status_t quant_args(const tacl_quant_t *q, tacl__coll_args_t *a)
                            "block size", tacl__coll_name(a->type));
     a->qbits = q->bits;
     a->qblock = q->block != 0 ? q->block : 256;
-    return TACL_OK;
+    /* Later checks take qbits == 0 for an exact call: refuse it here. */
+    return a->qbits == 0 ? check_quant(a) : TACL_OK;
 }
 
 static tacl_status_t post_quant(tacl_comm_t comm, tacl__coll_args_t *a,

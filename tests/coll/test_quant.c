@@ -233,7 +233,7 @@ static int body_rejects(coll_ctx_t *ctx)
 {
     float sf[64 * 4] = {0}, rf[64 * 4];
     int32_t si[64 * 4] = {0}, ri[64 * 4];
-    tacl_quant_t bits3 = {3, 64}, ok = {8, 64};
+    tacl_quant_t bits3 = {3, 64}, bits0 = {0, 64}, ok = {8, 64};
     qcase_t good = {64, TACL_FLOAT32, 8, 64, TACL_SUM, 0, 0};
 
     EXPECT_INVALID(ctx, tacl_allgather_quantized(sf, rf, 64, TACL_FLOAT32,
@@ -243,6 +243,14 @@ static int body_rejects(coll_ctx_t *ctx)
                             sf, rf, 64, TACL_FLOAT32, TACL_SUM, &bits3,
                             ctx->comm, NULL),
                    "reduce-scatter with 3 bits");
+    /* 0 bits is no quantization at all, not a quietly exact call. */
+    EXPECT_INVALID(ctx, tacl_allgather_quantized(sf, rf, 64, TACL_FLOAT32,
+                                                 &bits0, ctx->comm, NULL),
+                   "allgather with 0 bits");
+    EXPECT_INVALID(ctx, tacl_reduce_scatter_quantized(
+                            sf, rf, 64, TACL_FLOAT32, TACL_SUM, &bits0,
+                            ctx->comm, NULL),
+                   "reduce-scatter with 0 bits");
     EXPECT_INVALID(ctx, tacl_allgather_quantized(si, ri, 64, TACL_INT32,
                                                  &ok, ctx->comm, NULL),
                    "allgather of int32");
