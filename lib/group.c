@@ -129,8 +129,14 @@ static tacl_status_t group_end(tacl_request_t *req_p)
     wait_status = tacl__exec_wait(execs, nexec);
     if (status == TACL_OK)
         status = wait_status;
-    for (int i = 0; i < nexec; i++)
+    for (int i = 0; i < nexec; i++) {
+        /* Each communicator of the group keeps the message, as its own
+         * calls do (the launch already recorded a failure to start). */
+        if (wait_status != TACL_OK)
+            tacl__comm_fail(tacl__comm_of(tacl__exec_xcomm(execs[i])),
+                            wait_status);
         tacl__exec_free(execs[i]);
+    }
     free(execs);
     return status;
 }

@@ -285,8 +285,25 @@ Test(failure, kill_during_blocking_call, .timeout = 90)
              "kill during blocking allreduce");
 }
 
-/* Rank 1 dies right after init; the others then enter an allreduce. */
-static int body_kill_before(coll_ctx_t *ctx)
+/* An allreduce inside a group of its own. */
+static tacl_status_t group_allreduce(float *s, float *r, size_t n,
+                                     tacl_comm_t comm)
+{
+    tacl_status_t st = tacl_group_start();
+
+    if (st != TACL_OK)
+        return st;
+    st = tacl_allreduce(s, r, n, TACL_FLOAT32, TACL_SUM, comm, NULL);
+    if (st != TACL_OK) {
+        tacl_group_end();
+        return st;
+    }
+    return tacl_group_end();
+}
+
+/* Rank 1 dies right after init; the others then enter an allreduce,
+ * alone or (in_group) inside a group. */
+static int kill_before(coll_ctx_t *ctx, int in_group)
 {
     float s[1024], r[1024];
     double t0;
@@ -302,14 +319,34 @@ static int body_kill_before(coll_ctx_t *ctx)
     memset(s, 0, sizeof(s));
     coll_sleep_ms(200);
     t0 = coll_now();
-    st = tacl_allreduce(s, r, 1024, TACL_FLOAT32, TACL_SUM, ctx->comm, NULL);
-    return expect_failure(ctx, "allreduce with a dead peer", st, t0, 0);
+    st = in_group ? group_allreduce(s, r, 1024, ctx->comm)
+                  : tacl_allreduce(s, r, 1024, TACL_FLOAT32, TACL_SUM,
+                                   ctx->comm, NULL);
+    return expect_failure(ctx, in_group ? "group end with a dead peer" :
+                          "allreduce with a dead peer", st, t0, 0);
+}
+
+static int body_kill_before(coll_ctx_t *ctx)
+{
+    return kill_before(ctx, 0);
+}
+
+/* The failed group end leaves its message on the communicator too. */
+static int body_kill_before_group(coll_ctx_t *ctx)
+{
+    return kill_before(ctx, 1);
 }
 
 Test(failure, kill_before_collective, .timeout = 90)
 {
     run_case(3, COLL_INIT_AUTO, body_kill_before, 1, SIGKILL,
              "peer dead before allreduce");
+}
+
+Test(failure, kill_before_group, .timeout = 90)
+{
+    run_case(3, COLL_INIT_AUTO, body_kill_before_group, 1, SIGKILL,
+             "peer dead before a group");
 }
 
 Test(failure, kill_before_collective_ranks8, .timeout = 90)
