@@ -173,10 +173,8 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                            "%s: the communicator failed earlier (%s); "
                            "destroy or abort it", name,
                            comm->x.ctx->fatal_msg);
-    if (a->type == TACL__COLL_BARRIER) {
-        a->memtype = TACL_MEM_HOST;
-        return TACL_OK;
-    }
+    if (a->type == TACL__COLL_BARRIER)
+        return check_memory(a, 0, 0, stream);
     if ((unsigned)a->dtype >= TACL_NUM_DTYPES)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: dtype %d is not a tacl_dtype_t", name,

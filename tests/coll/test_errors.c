@@ -328,13 +328,14 @@ Test(errors, overlap_not_in_place)
 Test(errors, stream_with_host_buffers)
 {
     tacl_stream_t stream = (tacl_stream_t)(uintptr_t)0x1000;
-    tacl_status_t st[3];
+    tacl_status_t st[4];
 
     st[0] = tacl_allreduce(sbuf, rbuf, 8, TACL_FLOAT32, TACL_SUM, comm,
                            stream);
     st[1] = tacl_allgather(sbuf, rbuf, 8, TACL_FLOAT32, comm, stream);
     st[2] = tacl_send(sbuf, 8, TACL_FLOAT32, 0, comm, stream);
-    for (int i = 0; i < 3; i++)
+    st[3] = tacl_barrier(comm, stream);
+    for (int i = 0; i < 4; i++)
         cr_assert(st[i] == TACL_ERR_INVALID_ARG ||
                   st[i] == TACL_ERR_UNSUPPORTED,
                   "call %d with a stream and host buffers gave %s", i,
