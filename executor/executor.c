@@ -37,6 +37,8 @@
 struct tacl__exec {
     tacl__sched_t sched;
     tacl__xcomm_t *xc;
+    tacl__ctx_t *ctx;         /* xc's context, referenced until freed: a
+                                 request may outlive its communicator */
     uint32_t *waiting;        /* unmet dependencies per step */
     uint32_t *out_start;      /* dependents of step i: out[out_start[i] ..
                                  out_start[i + 1]) */
@@ -57,7 +59,7 @@ struct tacl__exec {
 
 static void exec_unlink(tacl__exec_t *e)
 {
-    tacl__ctx_t *ctx = e->xc->ctx;
+    tacl__ctx_t *ctx = e->ctx;
 
     if (!e->linked)
         return;
@@ -117,7 +119,7 @@ static void op_done(tacl__tl_op_t *op, tacl_status_t status)
         exec_fail(e, status);
         /* A failed message leaves the peers' schedules out of step with
          * ours: the communicator cannot be used any more. */
-        tacl__ctx_set_fatal(e->xc->ctx, status);
+        tacl__ctx_set_fatal(e->ctx, status);
     } else {
         step_complete(e, (uint32_t)(op - e->ops));
     }
@@ -133,7 +135,7 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
 {
     const tacl__step_t *st = &e->sched.steps[id];
     tacl__xcomm_t *xc = e->xc;
-    tacl__ctx_t *ctx = xc->ctx;
+    tacl__ctx_t *ctx = e->ctx;
     tacl__tl_op_t *op = &e->ops[id];
     int world = xc->world[st->peer];
     int tl = ctx->tl_of[world];
@@ -313,7 +315,7 @@ static int exec_drain(tacl__exec_t *e)
         n++;
         if (status != TACL_OK) {
             exec_fail(e, status);
-            tacl__ctx_set_fatal(e->xc->ctx, status);
+            tacl__ctx_set_fatal(e->ctx, status);
             break;
         }
     }
@@ -336,6 +338,7 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     e->sched = *sched;
     e->xc = xc;
+    e->ctx = xc->ctx;
     e->waiting = calloc(n + 1, sizeof(uint32_t));
     e->out_start = calloc(n + 2, sizeof(uint32_t));
     e->out = calloc(sched->ndeps + 1, sizeof(uint32_t));
@@ -391,13 +394,14 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
             make_ready(e, i);
 
     xc->inflight++;
-    e->next = xc->ctx->active;
+    e->ctx->refcount++; /* the caller holds the lock */
+    e->next = e->ctx->active;
     if (e->next != NULL)
         e->next->prev = e;
-    xc->ctx->active = e;
+    e->ctx->active = e;
     e->linked = 1;
-    if (xc->ctx->fatal != TACL_OK)
-        exec_fail(e, xc->ctx->fatal);
+    if (e->ctx->fatal != TACL_OK)
+        exec_fail(e, e->ctx->fatal);
     exec_drain(e);
     sched->steps = NULL; /* ownership moved */
     sched->deps = NULL;
@@ -435,24 +439,27 @@ tacl__xcomm_t *tacl__exec_xcomm(const tacl__exec_t *exec)
     return exec->xc;
 }
 
+int tacl__exec_progress(tacl__exec_t *exec)
+{
+    return tacl__ctx_progress(exec->ctx);
+}
+
 void tacl__exec_free(tacl__exec_t *e)
 {
-    tacl__ctx_t *ctx;
-
     if (e == NULL)
         return;
-    /* A communicator destroyed after its operations finished has no
-     * context any more; its handle is a tombstone. */
-    ctx = e->xc->ctx;
-    if (ctx != NULL)
-        pthread_mutex_lock(&ctx->lock);
+    /* The execution's own reference keeps the context alive even when
+     * its communicator was destroyed or aborted meanwhile (its handle is
+     * then a tombstone whose scratch pool is empty, so the buffers are
+     * freed rather than pooled). */
+    pthread_mutex_lock(&e->ctx->lock);
     exec_unlink(e);
     for (uint32_t b = 0; b < e->sched.nbufs; b++)
         if (e->sched.bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
             tacl__scratch_put(&e->xc->scratch, e->bufptr[b],
-                                   e->sched.bufs[b].shared);
-    if (ctx != NULL)
-        pthread_mutex_unlock(&ctx->lock);
+                              e->sched.bufs[b].shared);
+    pthread_mutex_unlock(&e->ctx->lock);
+    tacl__ctx_release(e->ctx);
     tacl__sched_fini(&e->sched);
     free(e->waiting);
     free(e->out_start);
@@ -579,7 +586,7 @@ static int distinct_ctxs(tacl__exec_t **execs, int nexec, tacl__ctx_t **ctxs)
     int n = 0;
 
     for (int i = 0; i < nexec; i++) {
-        tacl__ctx_t *c = execs[i]->xc->ctx;
+        tacl__ctx_t *c = execs[i]->ctx;
         int seen = 0;
         for (int k = 0; k < n; k++)
             seen |= ctxs[k] == c;

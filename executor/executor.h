@@ -44,6 +44,13 @@ int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p);
  */
 tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec);
 
+/**
+ * Progress exec's context once (takes the lock).  An execution keeps its
+ * context alive until it is freed, so this is safe after its
+ * communicator was destroyed or aborted.
+ */
+int tacl__exec_progress(tacl__exec_t *exec);
+
 /** The communicator part an execution runs on. */
 tacl__xcomm_t *tacl__exec_xcomm(const tacl__exec_t *exec);
 

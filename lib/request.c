@@ -55,7 +55,7 @@ TACL_EXPORT tacl_status_t tacl_request_test(tacl_request_t req, int *done_p)
         for (int i = 0; i < req->nexec; i++) {
             tacl_status_t s;
             if (!tacl__exec_done(req->execs[i], &s))
-                tacl__ctx_progress(tacl__exec_xcomm(req->execs[i])->ctx);
+                tacl__exec_progress(req->execs[i]);
         }
         request_poll(req);
     }

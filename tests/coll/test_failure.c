@@ -428,6 +428,61 @@ Test(failure, abort, .timeout = 90)
              "peer aborted");
 }
 
+/*
+ * The header promises that a request the caller still holds keeps its
+ * execution: a rank aborts with its own all-reduce pending, then waits for
+ * and frees that request.  Both see an error, neither crashes.
+ */
+static int body_abort_pending(coll_ctx_t *ctx)
+{
+    const size_t c = 4 * 1024 * 1024;
+    float *s = calloc(c, 4), *r = malloc(c * 4);
+    tacl_request_t req = NULL;
+    tacl_status_t st;
+
+    if (!s || !r)
+        return coll_fail(ctx, "out of memory");
+    joined(ctx);
+    wait_all_joined(ctx);
+    st = tacl_allreduce_nb(s, r, c, TACL_FLOAT32, TACL_SUM, ctx->comm, NULL,
+                           &req);
+    COLL_CHECK(ctx, st == TACL_OK, "allreduce_nb returned %s",
+               tacl_status_string(st));
+    if (ctx->rank == 1) {
+        mark_event(ctx);
+        st = tacl_comm_abort(ctx->comm);
+        ctx->comm = NULL;
+        COLL_CHECK(ctx, st == TACL_OK, "tacl_comm_abort returned %s: %s",
+                   tacl_status_string(st), tacl_last_error());
+        st = tacl_request_wait(req);
+        COLL_CHECK(ctx, st != TACL_OK, "the aborted request succeeded");
+        st = tacl_request_free(req);
+        COLL_CHECK(ctx, st == TACL_OK, "freeing the aborted request gave "
+                   "%s: %s", tacl_status_string(st), tacl_last_error());
+        free(s);
+        free(r);
+        return 0;
+    }
+    st = tacl_request_wait(req);
+    tacl_request_free(req);
+    free(s);
+    free(r);
+    if (st == TACL_OK)
+        return 0; /* finished before the abort reached it */
+    return expect_failure(ctx, "allreduce_nb with an aborted peer", st,
+                          event_time(ctx), 1);
+}
+
+Test(failure, abort_with_request_pending, .timeout = 90)
+{
+    coll_opts_t o = {.nranks = 2, .deadline_s = 60, .init = COLL_INIT_AUTO,
+                     .destroy_may_fail = 1};
+    coll_result_t res;
+
+    coll_run(&o, body_abort_pending, &res);
+    coll_expect_pass(&res);
+}
+
 /* init_env: which variables to set, on which port. */
 typedef struct {
     int torch;     /* MASTER_* instead of TACL_* */
