@@ -33,4 +33,16 @@ void tt_skip_without_device(void);
  */
 int tt_cuda_test_main(int argc, char *argv[]);
 
+/*
+ * The main of a CUDA test program: tt_cuda_test_main, exported.  Criterion
+ * finds main by its symbol in the test workers it spawns; a main hidden by
+ * -fvisibility=hidden would leave them libcriterion's own, which refuses
+ * to run inside a worker.
+ */
+#define TT_CUDA_TEST_MAIN()                                                  \
+    __attribute__((visibility("default"))) int main(int argc, char *argv[]) \
+    {                                                                        \
+        return tt_cuda_test_main(argc, argv);                                \
+    }
+
 #endif /* TACL_TESTS_COMMON_CUDA_DEVICE_H */

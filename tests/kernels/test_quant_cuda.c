@@ -8,7 +8,8 @@
  * exactly too, a NaN matching any NaN (the two processors write different
  * NaN payloads).  The CPU kernels are checked against independent
  * references in test_quant.c, so equality here carries those bounds over.
- * Bad arguments are checked with or without a device.  One more test
+ * Bad arguments are checked with or without a device; without one the
+ * program then exits 77, which meson reports as skipped.  One more test
  * times the kernels on 256 MB and prints GB/s.
  */
 #include <criterion/criterion.h>
@@ -336,3 +337,5 @@ Test(quant_cuda, throughput)
             cudaFree(dq2);
         }
 }
+
+TT_CUDA_TEST_MAIN()
