@@ -106,6 +106,23 @@ static tacl_status_t get_id(ctx_t *c, int creator, tacl_unique_id_t *id)
     return TACL_OK;
 }
 
+/*
+ * The start of most processes: get the id (rank 0 makes it) and join the
+ * bootstrap with a 10 s timeout.
+ */
+static tacl__bootstrap_t *join(ctx_t *c)
+{
+    tacl__bootstrap_t *bs;
+    tacl_unique_id_t id;
+    tacl_status_t st;
+
+    st = get_id(c, c->rank == 0, &id);
+    CHECK(st == TACL_OK, "get_id: status %d", (int)st);
+    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
+    CHECK(st == TACL_OK, "init: status %d", (int)st);
+    return bs;
+}
+
 /* What the processes of one run share, but for their index. */
 typedef struct {
     shared_t *sh;
@@ -170,14 +187,10 @@ static int proc_allgather(ctx_t *c)
 {
     size_t size = *(const size_t *)c->arg;
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint8_t *all;
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    bs = join(c);
     CHECK(tacl__bootstrap_rank(bs) == c->rank);
     CHECK(tacl__bootstrap_nranks(bs) == c->nranks);
     all = malloc(size * (size_t)c->nranks);
@@ -227,13 +240,9 @@ Test(bootstrap, allgather_16_large)
 static int proc_barrier(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    bs = join(c);
     for (int late = c->nranks - 1; late >= 0; late -= 2) {
         if (c->rank == late) {
             sleep_ms(200);
@@ -350,15 +359,11 @@ static int proc_victim(ctx_t *c)
 {
     const victim_t *v = c->arg;
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint64_t t0;
     char buf[8];
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    bs = join(c);
     st = tacl__bootstrap_barrier(bs);
     CHECK(st == TACL_OK, "status %d", (int)st);
     /* The victim strikes only once every rank has left the barrier. */
@@ -418,15 +423,11 @@ Test(bootstrap, abort_reaches_every_rank)
 static int proc_goodbye(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint64_t t0;
     char buf[8];
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    bs = join(c);
     st = tacl__bootstrap_barrier(bs);
     CHECK(st == TACL_OK, "status %d", (int)st);
     if (c->rank == 2) {
@@ -462,15 +463,11 @@ Test(bootstrap, fini_is_not_a_failure)
 static int proc_check_early_data(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint64_t t0;
     int all[4];
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    bs = join(c);
     for (int round = 0; round < 2; round++) {
         if (c->rank == 1) {
             t0 = tacl__now_ns();
@@ -500,15 +497,11 @@ Test(bootstrap, check_leaves_data_for_the_allgather)
 static int proc_size_mismatch(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint64_t t0;
     char all[4 * 8];
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    bs = join(c);
     t0 = tacl__now_ns();
     st = tacl__bootstrap_allgather(bs, all, c->rank == 0 ? 4 : 8);
     CHECK(st == TACL_ERR_INVALID_USAGE || st == TACL_ERR_REMOTE, "status %d",
