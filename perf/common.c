@@ -33,6 +33,23 @@ const char *tacl__perf_algo_key(tacl__perf_kind_t kind)
     return kind < TACL__PERF_NUM_KINDS ? algo_keys[kind] : "invalid";
 }
 
+int tacl__perf_compared_kind(const char *name, tacl__perf_kind_t *kind_p)
+{
+    static const tacl__perf_kind_t compared[] = {
+        TACL__PERF_ALLGATHER, TACL__PERF_REDUCE_SCATTER, TACL__PERF_ALLREDUCE,
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(compared) / sizeof(compared[0]); i++) {
+        if (strcmp(name, kind_names[compared[i]]) == 0 ||
+            strcmp(name, algo_keys[compared[i]]) == 0) {
+            *kind_p = compared[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int tacl__perf_has_op(tacl__perf_kind_t kind)
 {
     return kind == TACL__PERF_REDUCE_SCATTER ||

@@ -77,6 +77,13 @@ typedef struct {
 const char *tacl__perf_kind_name(tacl__perf_kind_t kind);
 /** The collective's key in TACL_ALGO ("allgather", ...). */
 const char *tacl__perf_algo_key(tacl__perf_kind_t kind);
+/**
+ * The collective a comparison program (MPI, Gloo) is asked for by name:
+ * all-gather, reduce-scatter or all-reduce, by their output name
+ * ("all_gather") or their TACL_ALGO key ("allgather").  Returns 0, or -1
+ * for any other name.
+ */
+int tacl__perf_compared_kind(const char *name, tacl__perf_kind_t *kind_p);
 /** Whether the collective takes a reduction op / a root. */
 int tacl__perf_has_op(tacl__perf_kind_t kind);
 int tacl__perf_has_root(tacl__perf_kind_t kind);

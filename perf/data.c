@@ -7,88 +7,14 @@
  * integer, products are powers of two, averages are sums of n equal
  * values plus +1/-1 pairs).  The check then compares each output element
  * with the expected value exactly, so an error of one unit is caught.
+ * Half and bfloat16 elements convert with the kernels' own functions
+ * (float_bits.h), which round to nearest even.
  */
 #include <math.h>
 #include <string.h>
 
 #include "common.h"
-
-/*
- * Element conversion.  Only small integers are ever stored, but the
- * half and bfloat16 conversions round to nearest even like the kernels.
- */
-static double half_to_double(uint16_t h)
-{
-    int exp = (h >> 10) & 0x1f;
-    int mant = h & 0x3ff;
-    double v;
-
-    if (exp == 0) {
-        v = ldexp(mant, -24);
-    } else if (exp == 31) {
-        v = mant ? NAN : INFINITY;
-    } else {
-        v = ldexp(mant + 1024, exp - 25);
-    }
-    return (h & 0x8000) ? -v : v;
-}
-
-static uint16_t float_to_half(float f)
-{
-    uint32_t x, mant, rem, halfway;
-    uint16_t sign, h;
-    int exp, shift;
-
-    memcpy(&x, &f, sizeof(x));
-    sign = (uint16_t)((x >> 16) & 0x8000);
-    mant = x & 0x7fffff;
-    if (((x >> 23) & 0xff) == 0xff) {
-        return sign | 0x7c00 | (mant ? 0x200 : 0);
-    }
-    exp = (int)((x >> 23) & 0xff) - 127 + 15;
-    if (exp >= 31) {
-        return sign | 0x7c00;
-    }
-    if (exp <= 0) {
-        if (exp < -10) {
-            return sign;
-        }
-        mant |= 0x800000;
-        shift = 14 - exp;
-        h = (uint16_t)(mant >> shift);
-        rem = mant & ((1u << shift) - 1);
-        halfway = 1u << (shift - 1);
-    } else {
-        h = (uint16_t)((exp << 10) | (mant >> 13));
-        rem = mant & 0x1fff;
-        halfway = 0x1000;
-    }
-    if (rem > halfway || (rem == halfway && (h & 1))) {
-        h++;
-    }
-    return sign | h;
-}
-
-static double bf16_to_double(uint16_t b)
-{
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-
-    memcpy(&f, &x, sizeof(f));
-    return f;
-}
-
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t x;
-
-    memcpy(&x, &f, sizeof(x));
-    if ((x & 0x7fffffff) > 0x7f800000) {
-        return (uint16_t)((x >> 16) | 0x40);
-    }
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
+#include "float_bits.h"
 
 static double load(tacl_dtype_t dtype, const void *buf, size_t i)
 {
@@ -106,9 +32,9 @@ static double load(tacl_dtype_t dtype, const void *buf, size_t i)
     case TACL_UINT64:
         return (double)((const uint64_t *)buf)[i];
     case TACL_FLOAT16:
-        return half_to_double(((const uint16_t *)buf)[i]);
+        return tacl__half_to_float_inl(((const uint16_t *)buf)[i]);
     case TACL_BFLOAT16:
-        return bf16_to_double(((const uint16_t *)buf)[i]);
+        return tacl__bf16_to_float_inl(((const uint16_t *)buf)[i]);
     case TACL_FLOAT32:
         return ((const float *)buf)[i];
     case TACL_FLOAT64:
@@ -141,10 +67,10 @@ static void store(tacl_dtype_t dtype, void *buf, size_t i, double v)
         ((uint64_t *)buf)[i] = (uint64_t)v;
         break;
     case TACL_FLOAT16:
-        ((uint16_t *)buf)[i] = float_to_half((float)v);
+        ((uint16_t *)buf)[i] = tacl__float_to_half_inl((float)v);
         break;
     case TACL_BFLOAT16:
-        ((uint16_t *)buf)[i] = float_to_bf16((float)v);
+        ((uint16_t *)buf)[i] = tacl__float_to_bf16_inl((float)v);
         break;
     case TACL_FLOAT32:
         ((float *)buf)[i] = (float)v;

@@ -71,18 +71,6 @@ struct gloo_ctx_t {
 const struct {
     const char *name;
     tacl__perf_kind_t kind;
-} coll_names[] = {
-    {"allgather", TACL__PERF_ALLGATHER},
-    {"all_gather", TACL__PERF_ALLGATHER},
-    {"reduce_scatter", TACL__PERF_REDUCE_SCATTER},
-    {"reducescatter", TACL__PERF_REDUCE_SCATTER},
-    {"allreduce", TACL__PERF_ALLREDUCE},
-    {"all_reduce", TACL__PERF_ALLREDUCE},
-};
-
-const struct {
-    const char *name;
-    tacl__perf_kind_t kind;
     gloo_algo_t algo;
 } algo_names[] = {
     {"ring", TACL__PERF_ALLGATHER, ALGO_RING},
@@ -304,17 +292,6 @@ void run_one(const gloo_ctx_t *c, const tacl__perf_opts_t *o,
     res->wrong = reduce_value<long long>(c, wrong, TACL_SUM);
 }
 
-int find_coll(const char *name, tacl__perf_kind_t *kind_p)
-{
-    for (const auto &cn : coll_names) {
-        if (strcmp(name, cn.name) == 0) {
-            *kind_p = cn.kind;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 int env_int(const char *name, int lo, int hi, int *v_p)
 {
     const char *s = getenv(name);
@@ -434,7 +411,7 @@ int main(int argc, char **argv)
     std::string path;
     bool own_dir;
 
-    if (argc < 2 || find_coll(argv[1], &c.kind) != 0) {
+    if (argc < 2 || tacl__perf_compared_kind(argv[1], &c.kind) != 0) {
         fprintf(stderr, "usage: gloo_coll_perf allgather|reduce_scatter|"
                 "allreduce [perf options, -h for the list]\n");
         return 2;

@@ -25,18 +25,6 @@ typedef struct {
     int rank, nranks;
 } mpi_ctx_t;
 
-static const struct {
-    const char *name;
-    tacl__perf_kind_t kind;
-} coll_names[] = {
-    {"allgather", TACL__PERF_ALLGATHER},
-    {"all_gather", TACL__PERF_ALLGATHER},
-    {"reduce_scatter", TACL__PERF_REDUCE_SCATTER},
-    {"reducescatter", TACL__PERF_REDUCE_SCATTER},
-    {"allreduce", TACL__PERF_ALLREDUCE},
-    {"all_reduce", TACL__PERF_ALLREDUCE},
-};
-
 static int mpi_type(tacl_dtype_t dtype, MPI_Datatype *type_p)
 {
     switch (dtype) {
@@ -180,19 +168,6 @@ static int run_one(const mpi_ctx_t *c, const tacl__perf_opts_t *o,
     return MPI_SUCCESS;
 }
 
-static int find_coll(const char *name, tacl__perf_kind_t *kind_p)
-{
-    size_t i;
-
-    for (i = 0; i < sizeof(coll_names) / sizeof(coll_names[0]); i++) {
-        if (strcmp(name, coll_names[i].name) == 0) {
-            *kind_p = coll_names[i].kind;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 int main(int argc, char **argv)
 {
     tacl__perf_opts_t o;
@@ -205,7 +180,7 @@ int main(int argc, char **argv)
     long long wrong = 0;
     FILE *json = NULL;
 
-    if (argc < 2 || find_coll(argv[1], &c.kind) != 0) {
+    if (argc < 2 || tacl__perf_compared_kind(argv[1], &c.kind) != 0) {
         fprintf(stderr, "usage: mpi_coll_perf allgather|reduce_scatter|"
                 "allreduce [perf options, -h for the list]\n");
         return 2;

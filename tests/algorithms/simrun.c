@@ -13,6 +13,7 @@
 #include "common.h"
 #include "quant.h"
 #include "reduce.h"
+#include "rng.h"
 #include "simrun.h"
 
 typedef struct {
@@ -609,16 +610,8 @@ typedef struct {
 typedef struct {
     item_t *items;
     size_t n;
-    uint64_t rng;
+    tt_rng_t rng;
 } pool_t;
-
-static uint64_t pool_rand(pool_t *p)
-{
-    p->rng ^= p->rng << 13;
-    p->rng ^= p->rng >> 7;
-    p->rng ^= p->rng << 17;
-    return p->rng;
-}
 
 /* A step's dependencies are done: queue it (a message once both ends are). */
 static void make_ready(simrun_t *sr, pool_t *p, int r, uint32_t j)
@@ -851,7 +844,7 @@ static void reset_run(simrun_t *sr)
 
 int simrun_run(simrun_t *sr, unsigned seed, char *err, size_t errlen)
 {
-    pool_t p = {NULL, 0, 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed << 17)};
+    pool_t p = {NULL, 0, {0x9e3779b97f4a7c15ull ^ ((uint64_t)seed << 17)}};
     uint64_t done = 0, total = simrun_steps(sr);
     char line[256];
     int r, rc = 0;
@@ -869,7 +862,7 @@ int simrun_run(simrun_t *sr, unsigned seed, char *err, size_t errlen)
             if (sr->ranks[r].pending[j] == 0)
                 make_ready(sr, &p, r, j);
     while (p.n > 0) {
-        size_t k = pool_rand(&p) % p.n;
+        size_t k = tt_rng_next(&p.rng) % p.n;
         item_t it = p.items[k];
         int kind = sr->ranks[it.rank].s.steps[it.step].kind;
 

@@ -14,32 +14,12 @@ NET="$HERE/cluster_net.py"
 PY=/usr/bin/python3
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-checks=0
+. "$HERE/../common/checks.sh"
 
 if ! "$TOOL" --check; then
     echo "SKIP: tacl-cluster --check failed: needs root and namespaces"
     exit 77
 fi
-
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-
-ok() {
-    echo "ok: $*"
-}
-
-# expect_rc NAME WANTED GOT
-expect_rc() {
-    checks=$((checks + 1))
-    if [ "$2" -ne "$3" ]; then
-        fail "$1: exit code $3, wanted $2"
-    else
-        ok "$1 (exit $3)"
-    fi
-}
 
 # expect_same NAME WANTED_FILE GOT_FILE
 expect_same() {
@@ -335,5 +315,4 @@ else
 fi
 no_leftovers "rate" "$pid"
 
-echo "$checks checks, $failures failures"
-[ "$failures" -eq 0 ]
+finish

@@ -6,7 +6,7 @@
  * per rank and a scratch area for the bodies.  Every wait (id publication,
  * the parent's wait for its children) has a deadline; children also ask
  * the kernel to kill them when the parent dies, so no test leaves
- * processes behind.
+ * processes behind.  Forking and reaping are tests/common's (fork.h).
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -27,6 +26,8 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+
+#include "fork.h"
 
 /* Id publication states. */
 #define ID_PENDING 0
@@ -188,97 +189,70 @@ static void child_main(const coll_opts_t *opts, coll_body_t body,
     _exit(code == 0 ? 0 : (code & 0x7f) ? (code & 0x7f) : 1);
 }
 
-/* Wait for every child until the deadline; kill the rest. */
-static void reap(pid_t *pids, int n, coll_result_t *res, double deadline)
+/* What every child of a run is handed, but for its rank. */
+typedef struct {
+    const coll_opts_t *opts;
+    coll_body_t body;
+    coll_shared_t *sh;
+    double deadline;
+} coll_run_t;
+
+static int child_run(int rank, void *arg)
 {
-    int left = n;
+    const coll_run_t *run = arg;
 
-    while (left > 0) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-
-        if (pid > 0) {
-            for (int r = 0; r < n; r++) {
-                if (pids[r] != pid)
-                    continue;
-                if (WIFEXITED(status)) {
-                    res->rank[r].exited = 1;
-                    res->rank[r].exit_code = WEXITSTATUS(status);
-                } else if (WIFSIGNALED(status)) {
-                    res->rank[r].signal = WTERMSIG(status);
-                }
-                pids[r] = 0;
-                left--;
-            }
-            continue;
-        }
-        if (pid < 0 && errno != EINTR)
-            break;
-        if (coll_now() > deadline) {
-            for (int r = 0; r < n; r++) {
-                if (pids[r] <= 0)
-                    continue;
-                kill(pids[r], SIGKILL);
-                waitpid(pids[r], NULL, 0);
-                res->rank[r].killed = 1;
-                res->rank[r].signal = SIGKILL;
-                pids[r] = 0;
-            }
-            break;
-        }
-        coll_sleep_ms(2);
-    }
+    child_main(run->opts, run->body, run->sh, rank, run->deadline);
+    return 0;
 }
 
 int coll_run(const coll_opts_t *opts, coll_body_t body, coll_result_t *res)
 {
-    pid_t pids[COLL_MAX_RANKS] = {0};
-    coll_shared_t *sh;
-    double deadline;
-    int n = opts->nranks, ok = 1;
+    tt_proc_t procs[COLL_MAX_RANKS];
+    coll_run_t run = {.opts = opts, .body = body};
+    int n = opts->nranks, ok = 1, forked;
 
     memset(res, 0, sizeof(*res));
     res->nranks = n;
     if (n < 1 || n > COLL_MAX_RANKS)
         return -1;
-    sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED)
+    run.sh = tt_shared_map(sizeof(*run.sh));
+    if (run.sh == NULL)
         return -1;
-    memset(sh, 0, sizeof(*sh));
-    deadline = coll_now() + (opts->deadline_s > 0 ? opts->deadline_s : 60);
-
-    fflush(stdout);
-    fflush(stderr);
-    for (int r = 0; r < n; r++) {
-        pid_t pid = fork();
-
-        if (pid == 0)
-            child_main(opts, body, sh, r, deadline);
-        if (pid < 0) {
-            snprintf(res->rank[r].msg, COLL_MSG_LEN, "fork failed: %s",
-                     strerror(errno));
-            ok = 0;
-            break;
-        }
-        pids[r] = pid;
+    run.deadline = coll_now() + (opts->deadline_s > 0 ? opts->deadline_s
+                                                     : 60);
+    forked = tt_fork(procs, n, child_run, &run);
+    if (forked < n) {
+        snprintf(res->rank[forked].msg, COLL_MSG_LEN, "fork failed: %s",
+                 strerror(errno));
+        ok = 0;
     }
-    reap(pids, n, res, deadline + 2);
+    /* Stragglers get two seconds more than the bodies' own deadline. */
+    tt_wait(procs, forked, run.deadline + 2 - coll_now(), 0);
 
     for (int r = 0; r < n; r++) {
         coll_rank_result_t *out = &res->rank[r];
+        const tt_proc_t *p = &procs[r];
 
-        out->body_done = sh->rank[r].body_done;
-        out->body_code = sh->rank[r].body_code;
-        out->elapsed_s = sh->rank[r].elapsed_s;
+        if (r < forked && p->timed_out) {
+            out->killed = 1;
+            out->signal = SIGKILL;
+        } else if (r < forked && WIFEXITED(p->status)) {
+            out->exited = 1;
+            out->exit_code = WEXITSTATUS(p->status);
+        } else if (r < forked && WIFSIGNALED(p->status)) {
+            out->signal = WTERMSIG(p->status);
+        }
+        out->body_done = run.sh->rank[r].body_done;
+        out->body_code = run.sh->rank[r].body_code;
+        out->elapsed_s = run.sh->rank[r].elapsed_s;
         if (out->msg[0] == '\0')
-            memcpy(out->msg, sh->rank[r].msg, COLL_MSG_LEN);
+            memcpy(out->msg, run.sh->rank[r].msg, COLL_MSG_LEN);
         out->msg[COLL_MSG_LEN - 1] = '\0';
         if (!out->exited || out->exit_code != 0)
             ok = 0;
     }
-    memcpy(res->scratch, sh->scratch, COLL_SCRATCH_BYTES);
-    munmap(sh, sizeof(*sh));
+    memcpy(res->scratch, run.sh->scratch, COLL_SCRATCH_BYTES);
+    tt_shared_unmap(run.sh, sizeof(*run.sh));
     return ok ? 0 : -1;
 }
 

@@ -5,57 +5,24 @@
  * (at most three factors of 2), averages use inputs that are multiples of
  * the rank count, so int8 never overflows and bfloat16 (8 significant
  * bits) is exact.  Movement inputs stay within [-125, 250] for 8-bit and
- * 16-bit float types and spread wider for the others.
+ * 16-bit float types and spread wider for the others.  The 16-bit float
+ * conversions are the kernels' own (float_bits.h), so the references
+ * round exactly as the library does.
  */
 #include "values.h"
 
 #include <string.h>
 
+#include "float_bits.h"
+
 uint16_t val_half_from_int(int v)
 {
-    unsigned mag = (unsigned)(v < 0 ? -v : v);
-    uint16_t sign = v < 0 ? 0x8000 : 0;
-    int e = 0;
-
-    if (mag == 0)
-        return sign;
-    while ((mag >> (e + 1)) != 0)
-        e++;
-    /* mag = 1.m * 2^e: the 10 mantissa bits are mag's bits below e. */
-    return (uint16_t)(sign | (uint16_t)((e + 15) << 10) |
-                      (uint16_t)(((mag << (10 - e)) & 0x3ff)));
+    return tacl__float_to_half_inl((float)v);
 }
 
 uint16_t val_bf16_from_int(int v)
 {
-    float f = (float)v;
-    uint32_t bits;
-
-    memcpy(&bits, &f, sizeof(bits));
-    return (uint16_t)(bits >> 16);
-}
-
-static double half_to_double(uint16_t h)
-{
-    int sign = (h >> 15) & 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v;
-
-    if (e == 0)
-        v = (double)m / 1024.0 / 16384.0;
-    else if (e == 31)
-        v = m ? 0.0 / 0.0 : 1.0 / 0.0;
-    else
-        v = (1.0 + (double)m / 1024.0) * (double)(1u << e) / 32768.0;
-    return sign ? -v : v;
-}
-
-static double bf16_to_double(uint16_t b)
-{
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-
-    memcpy(&f, &bits, sizeof(f));
-    return f;
+    return tacl__float_to_bf16_inl((float)v);
 }
 
 void val_store(tacl_dtype_t dt, void *buf, size_t idx, long v)
@@ -88,8 +55,10 @@ double val_load(tacl_dtype_t dt, const void *buf, size_t idx)
     case TACL_UINT32: return ((const uint32_t *)buf)[idx];
     case TACL_INT64: return (double)((const int64_t *)buf)[idx];
     case TACL_UINT64: return (double)((const uint64_t *)buf)[idx];
-    case TACL_FLOAT16: return half_to_double(((const uint16_t *)buf)[idx]);
-    case TACL_BFLOAT16: return bf16_to_double(((const uint16_t *)buf)[idx]);
+    case TACL_FLOAT16:
+        return tacl__half_to_float_inl(((const uint16_t *)buf)[idx]);
+    case TACL_BFLOAT16:
+        return tacl__bf16_to_float_inl(((const uint16_t *)buf)[idx]);
     case TACL_FLOAT32: return ((const float *)buf)[idx];
     case TACL_FLOAT64: return ((const double *)buf)[idx];
     default: return 0.0;

@@ -15,9 +15,9 @@
 
 #include "tacl.h"
 
-/** float16 bits of a small integer (|v| < 2048). */
+/** float16 bits of a small integer (exact for |v| < 2048). */
 uint16_t val_half_from_int(int v);
-/** bfloat16 bits of a small integer (|v| <= 256). */
+/** bfloat16 bits of a small integer (exact for |v| <= 256). */
 uint16_t val_bf16_from_int(int v);
 
 /** Store integer value v as element idx of a buffer of dtype dt. */

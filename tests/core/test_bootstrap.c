@@ -1,29 +1,29 @@
 /*
- * Tests of the TCP bootstrap.  A fork-based harness runs one process per
- * rank: the rank that creates the unique id publishes it in a shared
- * anonymous mapping, every process records the line of its first failed
- * check and the status it saw there, and exits 0 only when all its checks
- * passed.  The parent waits with a deadline, kills stragglers and asserts
- * on each process's result.
+ * Tests of the TCP bootstrap.  A fork-based harness (tests/common) runs
+ * one process per rank: the rank that creates the unique id publishes it
+ * in a shared anonymous mapping, a process's first failed CHECK prints
+ * the line and the status it saw there and ends the process, which
+ * exits 0 only when all its checks passed.  The parent waits with a
+ * deadline, kills stragglers and asserts on each process's result.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "check.h"
 #include "common.h"
 #include "config.h"
+#include "fork.h"
 #include "log.h"
 
 #define MAX_PROCS 32
@@ -33,8 +33,6 @@
 typedef struct {
     tacl_unique_id_t id;
     int id_ready;             /* 1 published, -1 creation failed */
-    int line[MAX_PROCS];      /* line of the first failed check */
-    int status[MAX_PROCS];    /* status seen there */
     uint64_t stamp[MAX_PROCS];
     int arrived;              /* a counter for syncing outside tacl */
 } shared_t;
@@ -50,17 +48,6 @@ typedef struct {
 } ctx_t;
 
 typedef int (*proc_fn_t)(ctx_t *c);
-
-/* Inside a child: record the line and status of a failed check. */
-#define CHECK_ST(cond, st)                                                   \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            c->sh->line[c->proc] = __LINE__;                                 \
-            c->sh->status[c->proc] = (int)(st);                              \
-            return 1;                                                        \
-        }                                                                    \
-    } while (0)
-#define CHECK(cond) CHECK_ST(cond, 0)
 
 static double seconds_since(uint64_t t0)
 {
@@ -119,57 +106,70 @@ static tacl_status_t get_id(ctx_t *c, int creator, tacl_unique_id_t *id)
     return TACL_OK;
 }
 
+/*
+ * The start of most processes: get the id (rank 0 makes it) and join the
+ * bootstrap with a 10 s timeout.
+ */
+static tacl__bootstrap_t *join(ctx_t *c)
+{
+    tacl__bootstrap_t *bs;
+    tacl_unique_id_t id;
+    tacl_status_t st;
+
+    st = get_id(c, c->rank == 0, &id);
+    CHECK(st == TACL_OK, "get_id: status %d", (int)st);
+    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
+    CHECK(st == TACL_OK, "init: status %d", (int)st);
+    return bs;
+}
+
+/* What the processes of one run share, but for their index. */
+typedef struct {
+    shared_t *sh;
+    const int *ranks;
+    int nranks;
+    int port;
+    proc_fn_t fn;
+    const void *arg;
+} run_t;
+
+static int proc_main(int i, void *arg)
+{
+    const run_t *run = arg;
+    ctx_t c = {.sh = run->sh, .proc = i,
+               .rank = run->ranks ? run->ranks[i] : i,
+               .nranks = run->nranks, .port = run->port, .arg = run->arg};
+
+    return run->fn(&c);
+}
+
 /* Fork one process per entry of ranks[] (its rank), run fn in each. */
 static void run_procs(int nprocs, const int *ranks, int nranks, int port,
                       proc_fn_t fn, const void *arg)
 {
-    shared_t *sh;
-    pid_t pids[MAX_PROCS];
-    int codes[MAX_PROCS], left = nprocs, wstatus;
-    uint64_t t0 = tacl__now_ns();
+    run_t run = {.ranks = ranks, .nranks = nranks, .port = port, .fn = fn,
+                 .arg = arg};
+    tt_proc_t procs[MAX_PROCS];
 
     cr_assert(nprocs <= MAX_PROCS);
-    sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert(sh != MAP_FAILED);
-    memset(sh, 0, sizeof(*sh));
-    fflush(NULL);
+    run.sh = tt_shared_map(sizeof(*run.sh));
+    cr_assert(run.sh != NULL);
+    cr_assert(tt_fork(procs, nprocs, proc_main, &run) == nprocs,
+              "fork failed");
+    tt_wait(procs, nprocs, HARNESS_LIMIT_S, 0);
     for (int i = 0; i < nprocs; i++) {
-        pids[i] = fork();
-        cr_assert(pids[i] >= 0, "fork failed");
-        if (pids[i] == 0) {
-            ctx_t c = {.sh = sh, .proc = i, .rank = ranks ? ranks[i] : i,
-                       .nranks = nranks, .port = port, .arg = arg};
+        int st = procs[i].status;
+        int code = procs[i].timed_out ? -1
+                   : WIFEXITED(st)    ? WEXITSTATUS(st)
+                                      : 128 + WTERMSIG(st);
 
-            _exit(fn(&c));
-        }
-        codes[i] = -1;
-    }
-    while (left > 0 && seconds_since(t0) < HARNESS_LIMIT_S) {
-        for (int i = 0; i < nprocs; i++) {
-            if (codes[i] != -1 || waitpid(pids[i], &wstatus, WNOHANG) <= 0)
-                continue;
-            codes[i] = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus)
-                                          : 128 + WTERMSIG(wstatus);
-            left--;
-        }
-        sleep_ms(2);
-    }
-    for (int i = 0; i < nprocs; i++) {
-        if (codes[i] != -1)
-            continue;
-        kill(pids[i], SIGKILL);
-        waitpid(pids[i], &wstatus, 0);
-    }
-    for (int i = 0; i < nprocs; i++) {
-        cr_expect_neq(codes[i], -1, "process %d (rank %d) was stuck", i,
+        cr_expect_neq(code, -1, "process %d (rank %d) was stuck", i,
                       ranks ? ranks[i] : i);
-        cr_expect_eq(codes[i], 0,
-                     "process %d (rank %d) failed at line %d with status "
-                     "%d (exit %d)", i, ranks ? ranks[i] : i, sh->line[i],
-                     sh->status[i], codes[i]);
+        cr_expect_eq(code, 0,
+                     "process %d (rank %d) failed (exit %d); its CHECK "
+                     "said where", i, ranks ? ranks[i] : i, code);
     }
-    munmap(sh, sizeof(*sh));
+    tt_shared_unmap(run.sh, sizeof(*run.sh));
 }
 
 static void run_ranks(int nranks, proc_fn_t fn, const void *arg)
@@ -187,14 +187,10 @@ static int proc_allgather(ctx_t *c)
 {
     size_t size = *(const size_t *)c->arg;
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint8_t *all;
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK_ST(st == TACL_OK, st);
+    bs = join(c);
     CHECK(tacl__bootstrap_rank(bs) == c->rank);
     CHECK(tacl__bootstrap_nranks(bs) == c->nranks);
     all = malloc(size * (size_t)c->nranks);
@@ -204,14 +200,14 @@ static int proc_allgather(ctx_t *c)
         for (size_t i = 0; i < size; i++)
             all[(size_t)c->rank * size + i] = pattern(round, c->rank, i);
         st = tacl__bootstrap_allgather(bs, all, size);
-        CHECK_ST(st == TACL_OK, st);
+        CHECK(st == TACL_OK, "status %d", (int)st);
         for (int r = 0; r < c->nranks; r++)
             for (size_t i = 0; i < size; i++)
                 CHECK(all[(size_t)r * size + i] == pattern(round, r, i));
         st = tacl__bootstrap_barrier(bs);
-        CHECK_ST(st == TACL_OK, st);
+        CHECK(st == TACL_OK, "status %d", (int)st);
         st = tacl__bootstrap_check(bs);
-        CHECK_ST(st == TACL_OK, st);
+        CHECK(st == TACL_OK, "status %d", (int)st);
     }
     free(all);
     tacl__bootstrap_fini(bs);
@@ -244,13 +240,9 @@ Test(bootstrap, allgather_16_large)
 static int proc_barrier(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK_ST(st == TACL_OK, st);
+    bs = join(c);
     for (int late = c->nranks - 1; late >= 0; late -= 2) {
         if (c->rank == late) {
             sleep_ms(200);
@@ -258,7 +250,7 @@ static int proc_barrier(ctx_t *c)
                              __ATOMIC_RELEASE);
         }
         st = tacl__bootstrap_barrier(bs);
-        CHECK_ST(st == TACL_OK, st);
+        CHECK(st == TACL_OK, "status %d", (int)st);
         uint64_t entered = __atomic_load_n(&c->sh->stamp[late],
                                            __ATOMIC_ACQUIRE);
         CHECK(entered != 0 && tacl__now_ns() >= entered);
@@ -281,14 +273,14 @@ static int proc_from_addr(ctx_t *c)
     int64_t all[MAX_PROCS];
 
     st = get_id(c, 0, &id);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     if (c->rank == 0)
         sleep_ms(300);
     st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     all[c->rank] = 1000 + c->rank;
     st = tacl__bootstrap_allgather(bs, all, sizeof(all[0]));
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     for (int r = 0; r < c->nranks; r++)
         CHECK(all[r] == 1000 + r);
     tacl__bootstrap_fini(bs);
@@ -330,13 +322,13 @@ static int proc_absent(ctx_t *c)
     if (c->rank == absent)
         return 0;
     st = get_id(c, c->rank == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     t0 = tacl__now_ns();
     st = tacl__bootstrap_init(&id, c->rank, c->nranks, 2.0, &bs);
     dt = seconds_since(t0);
-    CHECK_ST(st == TACL_ERR_TIMEOUT, st);
+    CHECK(st == TACL_ERR_TIMEOUT, "status %d", (int)st);
     CHECK(bs == NULL);
-    CHECK_ST(dt > 1.5 && dt < 3.0, (int)(dt * 1000));
+    CHECK(dt > 1.5 && dt < 3.0, "it took %d ms", (int)(dt * 1000));
     return 0;
 }
 
@@ -367,17 +359,13 @@ static int proc_victim(ctx_t *c)
 {
     const victim_t *v = c->arg;
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint64_t t0;
     char buf[8];
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK_ST(st == TACL_OK, st);
+    bs = join(c);
     st = tacl__bootstrap_barrier(bs);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     /* The victim strikes only once every rank has left the barrier. */
     __atomic_add_fetch(&c->sh->arrived, 1, __ATOMIC_ACQ_REL);
     if (c->rank == v->victim) {
@@ -389,7 +377,7 @@ static int proc_victim(ctx_t *c)
             _exit(0); /* Dies holding its sockets: no goodbye. */
         tacl__bootstrap_abort(bs);
         st = tacl__bootstrap_check(bs);
-        CHECK_ST(st == TACL_ERR_REMOTE, st);
+        CHECK(st == TACL_ERR_REMOTE, "status %d", (int)st);
         sleep_ms(500);
         tacl__bootstrap_fini(bs);
         return 0;
@@ -400,12 +388,12 @@ static int proc_victim(ctx_t *c)
         if (st == TACL_OK)
             sleep_ms(1);
     } while (st == TACL_OK && seconds_since(t0) < 2.0);
-    CHECK_ST(st == TACL_ERR_REMOTE, st);
+    CHECK(st == TACL_ERR_REMOTE, "status %d", (int)st);
     CHECK(strstr(tacl__last_error(), "rank") != NULL);
     /* Once failed, always failed. */
     CHECK(tacl__bootstrap_check(bs) == TACL_ERR_REMOTE);
     st = tacl__bootstrap_allgather(bs, buf, 1);
-    CHECK_ST(st == TACL_ERR_REMOTE, st);
+    CHECK(st == TACL_ERR_REMOTE, "status %d", (int)st);
     tacl__bootstrap_fini(bs);
     return 0;
 }
@@ -435,17 +423,13 @@ Test(bootstrap, abort_reaches_every_rank)
 static int proc_goodbye(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint64_t t0;
     char buf[8];
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK_ST(st == TACL_OK, st);
+    bs = join(c);
     st = tacl__bootstrap_barrier(bs);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     if (c->rank == 2) {
         tacl__bootstrap_fini(bs);
         return 0;
@@ -453,15 +437,15 @@ static int proc_goodbye(ctx_t *c)
     t0 = tacl__now_ns();
     while (seconds_since(t0) < 0.5) {
         st = tacl__bootstrap_check(bs);
-        CHECK_ST(st == TACL_OK, st);
+        CHECK(st == TACL_OK, "status %d", (int)st);
         sleep_ms(2);
     }
     /* Rank 2's neighbors can tell that it left. */
     if (c->rank == 1 || c->rank == 3) {
         st = tacl__bootstrap_allgather(bs, buf, 1);
-        CHECK_ST(st == TACL_ERR_INVALID_USAGE, st);
+        CHECK(st == TACL_ERR_INVALID_USAGE, "status %d", (int)st);
         st = tacl__bootstrap_check(bs);
-        CHECK_ST(st == TACL_OK, st);
+        CHECK(st == TACL_OK, "status %d", (int)st);
     }
     tacl__bootstrap_fini(bs);
     return 0;
@@ -479,27 +463,23 @@ Test(bootstrap, fini_is_not_a_failure)
 static int proc_check_early_data(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint64_t t0;
     int all[4];
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK_ST(st == TACL_OK, st);
+    bs = join(c);
     for (int round = 0; round < 2; round++) {
         if (c->rank == 1) {
             t0 = tacl__now_ns();
             while (seconds_since(t0) < 0.3) {
                 st = tacl__bootstrap_check(bs);
-                CHECK_ST(st == TACL_OK, st);
+                CHECK(st == TACL_OK, "status %d", (int)st);
                 sleep_ms(1);
             }
         }
         all[c->rank] = 100 * round + c->rank;
         st = tacl__bootstrap_allgather(bs, all, sizeof(all[0]));
-        CHECK_ST(st == TACL_OK, st);
+        CHECK(st == TACL_OK, "status %d", (int)st);
         for (int r = 0; r < c->nranks; r++)
             CHECK(all[r] == 100 * round + r);
     }
@@ -517,18 +497,15 @@ Test(bootstrap, check_leaves_data_for_the_allgather)
 static int proc_size_mismatch(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_unique_id_t id;
     tacl_status_t st;
     uint64_t t0;
     char all[4 * 8];
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK_ST(st == TACL_OK, st);
+    bs = join(c);
     t0 = tacl__now_ns();
     st = tacl__bootstrap_allgather(bs, all, c->rank == 0 ? 4 : 8);
-    CHECK_ST(st == TACL_ERR_INVALID_USAGE || st == TACL_ERR_REMOTE, st);
+    CHECK(st == TACL_ERR_INVALID_USAGE || st == TACL_ERR_REMOTE, "status %d",
+          (int)st);
     CHECK(seconds_since(t0) < 2.0);
     CHECK(tacl__bootstrap_check(bs) == TACL_ERR_REMOTE);
     tacl__bootstrap_fini(bs);
@@ -552,18 +529,18 @@ static int proc_duplicate(ctx_t *c)
     int all[3];
 
     st = get_id(c, c->proc == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     sleep_ms(c->proc == 2 ? 300 : c->proc == 3 ? 700 : 0);
     st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
     if (c->proc == 2) {
-        CHECK_ST(st == TACL_ERR_INVALID_USAGE, st);
+        CHECK(st == TACL_ERR_INVALID_USAGE, "status %d", (int)st);
         CHECK(strstr(tacl__last_error(), "same rank") != NULL);
         return 0;
     }
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     all[c->rank] = 7 * c->rank + 1;
     st = tacl__bootstrap_allgather(bs, all, sizeof(all[0]));
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     for (int r = 0; r < 3; r++)
         CHECK(all[r] == 7 * r + 1);
     tacl__bootstrap_fini(bs);
@@ -588,25 +565,25 @@ static int proc_impostor(ctx_t *c)
     tacl_status_t st;
 
     st = get_id(c, c->proc == 0, &id);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     if (c->proc == 1) {
         st = tacl__bootstrap_init(&id, 1, 4, 10.0, &bs);
-        CHECK_ST(st == TACL_ERR_INVALID_ARG, st);
+        CHECK(st == TACL_ERR_INVALID_ARG, "status %d", (int)st);
         return 0;
     }
     if (c->proc == 2) {
         /* The nonce sits after magic, version, flags, address, port. */
         id.internal[16] ^= 0x5a;
         st = tacl__bootstrap_init(&id, 1, 3, 10.0, &bs);
-        CHECK_ST(st == TACL_ERR_INVALID_ARG, st);
+        CHECK(st == TACL_ERR_INVALID_ARG, "status %d", (int)st);
         return 0;
     }
     if (c->proc != 0)
         sleep_ms(400);
     st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     st = tacl__bootstrap_barrier(bs);
-    CHECK_ST(st == TACL_OK, st);
+    CHECK(st == TACL_OK, "status %d", (int)st);
     tacl__bootstrap_fini(bs);
     return 0;
 }

@@ -31,23 +31,14 @@
 #include <string.h>
 
 #include "quant.h"
+#include "rng.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rng_next(void)
-{
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rng_state = x;
-    return x;
-}
+static tt_rng_t rng = {0x9e3779b97f4a7c15ull};
 
 /* Uniform in [-1, 1). */
 static double rng_unit(void)
 {
-    return (double)(int64_t)rng_next() * 0x1p-63;
+    return (double)(int64_t)tt_rng_next(&rng) * 0x1p-63;
 }
 
 static const tacl_dtype_t dtypes[] = {TACL_FLOAT32, TACL_FLOAT16,
@@ -132,9 +123,9 @@ static void fill(void *buf, size_t n, tacl_dtype_t t, uint32_t block,
     double mag = 1.0;
     for (size_t i = 0; i < n; i++) {
         if (i % block == 0)
-            mag = ldexp(1.0, (int)(rng_next() % 13) - 8);
+            mag = ldexp(1.0, (int)(tt_rng_next(&rng) % 13) - 8);
         double v = rng_unit() * mag;
-        if (pat == PAT_OUTLIERS && rng_next() % 37 == 0)
+        if (pat == PAT_OUTLIERS && tt_rng_next(&rng) % 37 == 0)
             v *= 1000.0;
         if (pat == PAT_ZEROS && (i / block) % 3 != 1)
             v = (i & 1) ? -0.0 : 0.0;
@@ -522,7 +513,7 @@ static void check_reorder(int nslices, size_t nps, uint32_t block, int bits,
     for (int i = 0; i < nslices; i++)
         order[i] = i;
     for (int i = nslices - 1; i > 0 && !identity; i--) {
-        int j = (int)(rng_next() % (uint64_t)(i + 1));
+        int j = (int)(tt_rng_next(&rng) % (uint64_t)(i + 1));
         int tmp = order[i];
         order[i] = order[j];
         order[j] = tmp;

@@ -8,7 +8,8 @@
  * exactly too, a NaN matching any NaN (the two processors write different
  * NaN payloads).  The CPU kernels are checked against independent
  * references in test_quant.c, so equality here carries those bounds over.
- * Bad arguments are checked with or without a device.  One more test
+ * Bad arguments are checked with or without a device; without one the
+ * program then exits 77, which meson reports as skipped.  One more test
  * times the kernels on 256 MB and prints GB/s.
  */
 #include <criterion/criterion.h>
@@ -19,28 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_device.h"
 #include "quant.h"
 #include "quant_cuda.h"
 #include "reduce.h"
 #include "reduce_cuda.h"
+#include "rng.h"
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static uint64_t rng_next(void)
-{
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rng_state = x;
-    return x;
-}
-
-static void skip_without_device(void)
-{
-    if (tacl__cuda_device_count() == 0)
-        cr_skip_test("no CUDA device: these tests need a GPU and driver");
-}
+static tt_rng_t rng = {0x2545f4914f6cdd1dull};
 
 static const tacl_dtype_t dtypes[] = {TACL_FLOAT32, TACL_FLOAT16,
                                       TACL_BFLOAT16};
@@ -52,14 +39,14 @@ static void fill(void *buf, size_t n, tacl_dtype_t t, uint32_t block,
     float mag = 1.0f;
     for (size_t i = 0; i < n; i++) {
         if (i % block == 0)
-            mag = ldexpf(1.0f, (int)(rng_next() % 13) - 8);
-        float v = (float)(int64_t)rng_next() * 0x1p-63f * mag;
-        if (rng_next() % 41 == 0)
+            mag = ldexpf(1.0f, (int)(tt_rng_next(&rng) % 13) - 8);
+        float v = (float)(int64_t)tt_rng_next(&rng) * 0x1p-63f * mag;
+        if (tt_rng_next(&rng) % 41 == 0)
             v *= 1000.0f;
         if ((i / block) % 5 == 3)
             v = 0.0f;
-        if (with_inf && rng_next() % 997 == 0)
-            v = (rng_next() & 1) ? INFINITY : NAN;
+        if (with_inf && tt_rng_next(&rng) % 997 == 0)
+            v = (tt_rng_next(&rng) & 1) ? INFINITY : NAN;
         if (t == TACL_FLOAT32)
             ((float *)buf)[i] = v;
         else if (t == TACL_FLOAT16)
@@ -191,7 +178,7 @@ Test(quant_cuda, matches_cpu)
 {
     static const uint32_t blocks[] = {1, 7, 64, 256, 4096, 5000};
     static const size_t counts[] = {1, 2, 7, 64, 65, 1001, 12001, 100003};
-    skip_without_device();
+    tt_skip_without_device();
     for (size_t d = 0; d < 3; d++)
         for (int bits = 4; bits <= 8; bits += 4)
             for (size_t b = 0; b < sizeof(blocks) / sizeof(*blocks); b++)
@@ -203,7 +190,7 @@ Test(quant_cuda, reorder_matches_cpu)
 {
     static const int nsl[] = {1, 3, 8, 70};
     static const size_t nps[] = {1, 7, 130, 1001};
-    skip_without_device();
+    tt_skip_without_device();
     for (size_t a = 0; a < 4; a++)
         for (size_t c = 0; c < 4; c++)
             for (int bits = 4; bits <= 8; bits += 4)
@@ -221,7 +208,7 @@ Test(quant_cuda, reorder_matches_cpu)
         for (int i = 0; i < ns; i++)
             order[i] = i;
         for (int i = ns - 1; i > 0; i--) {
-            int j = (int)(rng_next() % (uint64_t)(i + 1));
+            int j = (int)(tt_rng_next(&rng) % (uint64_t)(i + 1));
             int tmp = order[i];
             order[i] = order[j];
             order[j] = tmp;
@@ -320,7 +307,7 @@ Test(quant_cuda, throughput)
 {
     static const char *names[] = {"quantize", "dequantize",
                                   "dequant_reduce_quant/2"};
-    skip_without_device();
+    tt_skip_without_device();
     size_t bytes = (size_t)256 << 20;
     for (size_t d = 0; d < 2; d++)
         for (int bits = 8; bits >= 4; bits -= 4) {
@@ -350,3 +337,5 @@ Test(quant_cuda, throughput)
             cudaFree(dq2);
         }
 }
+
+TT_CUDA_TEST_MAIN()

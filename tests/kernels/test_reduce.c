@@ -17,18 +17,9 @@
 
 #include "reduce.h"
 #include "reduce_isa.h"
+#include "rng.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rng_next(void)
-{
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rng_state = x;
-    return x;
-}
+static tt_rng_t rng = {0x9e3779b97f4a7c15ull};
 
 static uint32_t f32_bits(float f)
 {
@@ -153,7 +144,7 @@ Test(conversion, half_rounding_near_every_midpoint)
 Test(conversion, half_random_floats)
 {
     for (int i = 0; i < 1000000; i++) {
-        uint32_t u = (uint32_t)rng_next();
+        uint32_t u = (uint32_t)tt_rng_next(&rng);
         /* Keep most samples in or near the half range. */
         if (i & 1)
             u = (u & 0x87ffffffu) | 0x30000000u;
@@ -215,7 +206,7 @@ Test(conversion, bf16_rounding_cases)
                      cases[i].in, got, cases[i].out);
     }
     for (int i = 0; i < 1000000; i++) {
-        uint32_t u = (uint32_t)rng_next();
+        uint32_t u = (uint32_t)tt_rng_next(&rng);
         float f = f32_from_bits(u);
         if (isnan(f))
             continue;
@@ -322,7 +313,7 @@ static void fill_random(void *p, size_t count, tacl_dtype_t t)
 {
     size_t size = tacl_dtype_size(t);
     for (size_t i = 0; i < count; i++) {
-        uint64_t v = rng_next();
+        uint64_t v = tt_rng_next(&rng);
         if (t == TACL_FLOAT32 && (i % 4) != 0) {
             /* Mostly ordinary values, sometimes any bit pattern. */
             float f = (float)((double)(int64_t)v / 9.2e16);

@@ -40,17 +40,7 @@ fi
 # Every node sees the host's /tmp, so per-run files go there.
 TMP=$(mktemp -d /tmp/tacl-multinode.XXXXXX) || exit 1
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-checks=0
-
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-
-ok() {
-    echo "ok: $*"
-}
+. "$(dirname "$0")/../common/checks.sh"
 
 # cluster NAME LOG TOOL_ARGS... -- CMD...: run a job, show its output,
 # count a check that passes when the job exits 0.
@@ -184,5 +174,4 @@ if cluster "all_gather_perf 64M over 1 Gbit/s" "$TMP/perf.log" \
     fi
 fi
 
-echo "$checks checks, $failures failures"
-[ "$failures" -eq 0 ]
+finish

@@ -8,23 +8,7 @@
 RUN=${1:?usage: test_tacl_run.sh PATH_TO_TACL_RUN}
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-checks=0
-
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-
-# expect_rc NAME WANTED GOT
-expect_rc() {
-    checks=$((checks + 1))
-    if [ "$2" -ne "$3" ]; then
-        fail "$1: exit code $3, wanted $2"
-    else
-        echo "ok: $1 (exit $3)"
-    fi
-}
+. "$(dirname "$0")/../common/checks.sh"
 
 now() {
     date +%s
@@ -158,5 +142,4 @@ for args in "" "-n" "-n 0 true" "-n x true" "-n 2" "--bogus -n 2 true" \
     fi
 done
 
-echo "$checks checks, $failures failures"
-[ "$failures" -eq 0 ]
+finish

@@ -18,6 +18,25 @@
 
 #define EAGER 16384u
 
+/*
+ * One case over every way of moving large messages: tests name_cma,
+ * name_push and name_copy each run fn on nranks ranks in that mode, with
+ * the mode's name as fn's argument (kill_rank as tlh_run takes it).
+ */
+#define TEST_EACH_MODE(name, nranks, fn, kill_rank, timeout_s)               \
+    Test(transport_shm, name##_cma, .timeout = timeout_s)                    \
+    {                                                                        \
+        cr_assert_eq(tlh_run(nranks, "cma", fn, "cma", kill_rank), 0);       \
+    }                                                                        \
+    Test(transport_shm, name##_push, .timeout = timeout_s)                   \
+    {                                                                        \
+        cr_assert_eq(tlh_run(nranks, "push", fn, "push", kill_rank), 0);     \
+    }                                                                        \
+    Test(transport_shm, name##_copy, .timeout = timeout_s)                   \
+    {                                                                        \
+        cr_assert_eq(tlh_run(nranks, "copy", fn, "copy", kill_rank), 0);     \
+    }
+
 /* The mode a rank was started with, as the transport must have chosen. */
 static void check_mode(tacl__tl_t *tl, const char *mode)
 {
@@ -168,20 +187,7 @@ static int sizes_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_shm, sizes_cma, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(2, "cma", sizes_rank, "cma", -1), 0);
-}
-
-Test(transport_shm, sizes_push, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(2, "push", sizes_rank, "push", -1), 0);
-}
-
-Test(transport_shm, sizes_copy, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(2, "copy", sizes_rank, "copy", -1), 0);
-}
+TEST_EACH_MODE(sizes, 2, sizes_rank, -1, 120)
 
 /* ---- Many tagged messages, everything posted in random order. ---- */
 
@@ -256,20 +262,7 @@ static int many_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_shm, many_tagged_cma, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(3, "cma", many_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, many_tagged_push, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(3, "push", many_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, many_tagged_copy, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(3, "copy", many_rank, NULL, -1), 0);
-}
+TEST_EACH_MODE(many_tagged, 3, many_rank, -1, 120)
 
 /* ---- Same source and tag: receives match in sending order. ---- */
 
@@ -313,20 +306,7 @@ static int fifo_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_shm, fifo_cma, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "cma", fifo_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, fifo_push, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "push", fifo_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, fifo_copy, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "copy", fifo_rank, NULL, -1), 0);
-}
+TEST_EACH_MODE(fifo, 2, fifo_rank, -1, 60)
 
 /* ---- Messages sent long before their receives are posted. ---- */
 
@@ -385,20 +365,7 @@ static int unexpected_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_shm, unexpected_cma, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "cma", unexpected_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, unexpected_push, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "push", unexpected_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, unexpected_copy, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "copy", unexpected_rank, NULL, -1), 0);
-}
+TEST_EACH_MODE(unexpected, 2, unexpected_rank, -1, 60)
 
 /* ---- 8 ranks all-to-all, sleeping in wait() on 2 cores. ---- */
 
@@ -450,20 +417,7 @@ static int alltoall_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_shm, alltoall8_cma, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(8, "cma", alltoall_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, alltoall8_push, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(8, "push", alltoall_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, alltoall8_copy, .timeout = 120)
-{
-    cr_assert_eq(tlh_run(8, "copy", alltoall_rank, NULL, -1), 0);
-}
+TEST_EACH_MODE(alltoall8, 8, alltoall_rank, -1, 120)
 
 /* ---- wait() sleeps until a delivery rings, and not when work waits. ---- */
 
@@ -572,20 +526,7 @@ static int stall_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_shm, receiver_stops_cma, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "cma", stall_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, receiver_stops_push, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "push", stall_rank, NULL, -1), 0);
-}
-
-Test(transport_shm, receiver_stops_copy, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "copy", stall_rank, NULL, -1), 0);
-}
+TEST_EACH_MODE(receiver_stops, 2, stall_rank, -1, 60)
 
 /* ---- A peer killed while another waits for it. ---- */
 
@@ -625,15 +566,7 @@ static int killed_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_shm, peer_killed_cma, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "cma", killed_rank, NULL, 0), 0);
-}
-
-Test(transport_shm, peer_killed_push, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "push", killed_rank, NULL, 0), 0);
-}
+TEST_EACH_MODE(peer_killed, 2, killed_rank, 0, 60)
 
 /*
  * A peer killed in the middle of a pushed message: the receiver waits for
@@ -701,11 +634,6 @@ Test(transport_shm, push_sender_killed, .timeout = 60)
 Test(transport_shm, push_receiver_killed, .timeout = 60)
 {
     cr_assert_eq(tlh_run(2, "push", push_killed_rank, (void *)1, 1), 0);
-}
-
-Test(transport_shm, peer_killed_copy, .timeout = 60)
-{
-    cr_assert_eq(tlh_run(2, "copy", killed_rank, NULL, 0), 0);
 }
 
 /* ---- Reachability follows the node ids. ---- */

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "common.h"
@@ -13,7 +12,6 @@
 #include "tl_harness.h"
 
 tlh_shared_t *tlh_shared;
-int tlh_rank = -1;
 uint8_t tlh_hints;
 
 tacl_status_t tlh_exchange(void *ctx, void *all, size_t size)
@@ -22,8 +20,8 @@ tacl_status_t tlh_exchange(void *ctx, void *all, size_t size)
 
     if (size > TLH_MAX_REC)
         return TACL_ERR_INTERNAL;
-    memcpy(tlh_shared->recs + (size_t)tlh_rank * size,
-           (char *)all + (size_t)tlh_rank * size, size);
+    memcpy(tlh_shared->recs + (size_t)tt_rank * size,
+           (char *)all + (size_t)tt_rank * size, size);
     pthread_barrier_wait(&tlh_shared->barrier);
     memcpy(all, tlh_shared->recs, (size_t)n * size);
     pthread_barrier_wait(&tlh_shared->barrier);
@@ -136,44 +134,48 @@ int tlh_check(const void *buf, size_t len, uint64_t seed)
     return 1;
 }
 
+/* What a forked rank runs: the run's mode, then the test's function. */
+typedef struct {
+    const char *mode;
+    tlh_rank_fn_t fn;
+    void *arg;
+    int nranks;
+} rank_main_t;
+
+static int rank_main(int r, void *arg)
+{
+    const rank_main_t *m = arg;
+
+    alarm(60);
+    tlh_hints = m->mode && !strcmp(m->mode, "push")
+                    ? TACL__TL_HINT_PINNABLE : 0;
+    if (tlh_hints)
+        setenv("TACL_SHM_MODE", "cma", 1);
+    else if (m->mode)
+        setenv("TACL_SHM_MODE", m->mode, 1);
+    else
+        unsetenv("TACL_SHM_MODE");
+    tacl__config_reload();
+    return m->fn(r, m->nranks, m->arg);
+}
+
 int tlh_run(int nranks, const char *mode, tlh_rank_fn_t fn, void *arg,
             int kill_rank)
 {
+    rank_main_t m = {.mode = mode, .fn = fn, .arg = arg, .nranks = nranks};
+    tt_proc_t procs[TLH_MAX_RANKS];
     pthread_barrierattr_t attr;
-    int failed = 0;
+    int failed, forked;
 
-    tlh_shared = mmap(NULL, sizeof(*tlh_shared), PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (tlh_shared == MAP_FAILED)
+    tlh_shared = tt_shared_map(sizeof(*tlh_shared));
+    if (tlh_shared == NULL)
         return nranks;
-    memset(tlh_shared, 0, sizeof(*tlh_shared));
     tlh_shared->nranks = nranks;
     pthread_barrierattr_init(&attr);
     pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     pthread_barrier_init(&tlh_shared->barrier, &attr, (unsigned)nranks);
-    fflush(NULL);
-    for (int r = 0; r < nranks; ++r) {
-        pid_t pid = fork();
-
-        if (pid == 0) {
-            tlh_rank = r;
-            alarm(60);
-            tlh_hints = mode && !strcmp(mode, "push")
-                            ? TACL__TL_HINT_PINNABLE : 0;
-            if (tlh_hints)
-                setenv("TACL_SHM_MODE", "cma", 1);
-            else if (mode)
-                setenv("TACL_SHM_MODE", mode, 1);
-            else
-                unsetenv("TACL_SHM_MODE");
-            tacl__config_reload();
-            _exit(fn(r, nranks, arg));
-        }
-        tlh_shared->pids[r] = pid;
-        if (pid < 0)
-            ++failed;
-    }
-    if (kill_rank >= 0) {
+    forked = tt_fork(procs, nranks, rank_main, &m);
+    if (kill_rank >= 0 && kill_rank < forked) {
         uint64_t give_up = tacl__now_ns() + 30ull * 1000000000;
 
         while (!atomic_load(&tlh_shared->flags[0]) && tacl__now_ns() < give_up)
@@ -181,40 +183,24 @@ int tlh_run(int nranks, const char *mode, tlh_rank_fn_t fn, void *arg,
         /* Stamp first: a survivor may see the death before kill()
          * returns here. */
         atomic_store(&tlh_shared->stamp, tacl__now_ns());
-        kill(tlh_shared->pids[kill_rank], SIGKILL);
+        kill(procs[kill_rank].pid, SIGKILL);
+        procs[kill_rank].keep = 1;
     }
     /*
      * The first rank to fail takes the others down, so none waits alone.
      * The killed rank is reaped last: until then it is a zombie, which the
      * transport must still see as dead.
      */
-    for (int left = nranks - (kill_rank >= 0); left > 0;) {
-        int progressed = 0;
-
-        for (int r = 0; r < nranks; ++r) {
-            int st = 0;
-
-            if (r == kill_rank || tlh_shared->pids[r] <= 0 ||
-                waitpid(tlh_shared->pids[r], &st, WNOHANG) <= 0)
-                continue;
-            tlh_shared->pids[r] = 0;
-            --left;
-            progressed = 1;
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-                continue;
-            fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
-            ++failed;
-            for (int o = 0; o < nranks; ++o)
-                if (o != kill_rank && tlh_shared->pids[o] > 0)
-                    kill(tlh_shared->pids[o], SIGKILL);
-        }
-        if (!progressed)
-            usleep(1000);
-    }
-    if (kill_rank >= 0)
-        waitpid(tlh_shared->pids[kill_rank], NULL, 0);
+    failed = nranks - forked +
+             tt_wait(procs, forked, 0, TT_WAIT_FAIL_FAST);
+    for (int r = 0; r < forked; ++r)
+        if (!procs[r].keep && !tt_proc_passed(&procs[r]))
+            fprintf(stderr, "rank %d failed (status 0x%x)\n", r,
+                    procs[r].status);
+    if (kill_rank >= 0 && kill_rank < forked)
+        waitpid(procs[kill_rank].pid, NULL, 0);
     /* No destroy: it would wait for a killed rank to leave the barrier. */
-    munmap(tlh_shared, sizeof(*tlh_shared));
+    tt_shared_unmap(tlh_shared, sizeof(*tlh_shared));
     tlh_shared = NULL;
     return failed;
 }

@@ -4,6 +4,8 @@
  * exchange is an allgather through that mapping, fenced by a
  * process-shared barrier.  A rank reports failure through its exit code
  * (CHECK prints the failed condition), and an alarm bounds every rank.
+ * The forking and reaping are tests/common's (fork.h); a rank's index is
+ * tt_rank there.
  */
 #ifndef TACL_TESTS_TRANSPORT_TL_HARNESS_H
 #define TACL_TESTS_TRANSPORT_TL_HARNESS_H
@@ -15,6 +17,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "check.h"
+#include "fork.h"
 #include "transport.h"
 
 #define TLH_MAX_RANKS 16
@@ -23,7 +27,6 @@
 typedef struct {
     pthread_barrier_t barrier;
     int nranks;
-    pid_t pids[TLH_MAX_RANKS];
     _Atomic int flags[8];      /* free for a test's own signalling */
     _Atomic uint64_t stamp;    /* free for a test's own timing */
     unsigned char recs[TLH_MAX_RANKS * TLH_MAX_REC];
@@ -33,18 +36,8 @@ typedef struct {
 typedef int (*tlh_rank_fn_t)(int rank, int nranks, void *arg);
 
 extern tlh_shared_t *tlh_shared;
-extern int tlh_rank;
 /** Hints tlh_op() gives every operation (see tlh_run). */
 extern uint8_t tlh_hints;
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", tlh_rank,  \
-                    __FILE__, __LINE__, #cond);                              \
-            _exit(10);                                                       \
-        }                                                                    \
-    } while (0)
 
 /**
  * Fork nranks ranks running fn with TACL_SHM_MODE=mode (NULL: unset) and

@@ -10,25 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "fork.h"
 #include "harness.h"
-
-static shared_t *sh_map(int nranks)
-{
-    shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-    cr_assert_neq(sh, MAP_FAILED, "mmap failed");
-    memset(sh, 0, sizeof(*sh));
-    sh->nranks = nranks;
-    return sh;
-}
 
 /* A sense-counting barrier; fails after 20 s instead of hanging. */
 int barrier(shared_t *sh)
@@ -161,59 +150,49 @@ int verify(const uint8_t *buf, uint64_t len, int src, uint64_t tag)
 }
 
 
+/* What a forked rank runs: the case's function, then a clean exit. */
+typedef struct {
+    shared_t *sh;
+    rank_fn_t fn;
+} rank_main_t;
+
+static int rank_main(int r, void *arg)
+{
+    const rank_main_t *m = arg;
+
+    m->fn(m->sh, r);
+    return 0;
+}
+
 /* Fork nranks children running fn; expect_kill[r] means r dies by kill. */
 void run_ranks(int nranks, rank_fn_t fn, const int *expect_kill,
-                      shared_t **sh_p)
+               shared_t **sh_p)
 {
-    shared_t *sh = sh_map(nranks);
-    pid_t pids[MAX_RANKS];
-    int status[MAX_RANKS], left = nranks;
-    uint64_t deadline = tacl__now_ns() + CHILD_DEADLINE_S * 1000000000ull;
+    rank_main_t m = {.sh = tt_shared_map(sizeof(shared_t)), .fn = fn};
+    tt_proc_t procs[MAX_RANKS];
 
-    fflush(NULL);
+    cr_assert_not_null(m.sh, "mmap failed");
+    m.sh->nranks = nranks;
+    cr_assert_eq(tt_fork(procs, nranks, rank_main, &m), nranks,
+                 "fork failed");
+    tt_wait(procs, nranks, CHILD_DEADLINE_S, 0);
     for (int r = 0; r < nranks; ++r) {
-        pids[r] = fork();
-        cr_assert_geq(pids[r], 0, "fork failed");
-        if (pids[r] == 0) {
-            fn(sh, r);
-            _exit(0);
-        }
-    }
-    for (int r = 0; r < nranks; ++r)
-        status[r] = -1;
-    while (left > 0 && tacl__now_ns() < deadline) {
-        for (int r = 0; r < nranks; ++r) {
-            if (status[r] != -1)
-                continue;
-            if (waitpid(pids[r], &status[r], WNOHANG) == pids[r])
-                --left;
-            else
-                status[r] = -1;
-        }
-        usleep(2000);
-    }
-    for (int r = 0; r < nranks; ++r) {
-        if (status[r] == -1) {
-            kill(pids[r], SIGKILL);
-            waitpid(pids[r], NULL, 0);
-        }
-    }
-    for (int r = 0; r < nranks; ++r) {
-        cr_assert_neq(status[r], -1, "rank %d did not finish in %d s", r,
-                      CHILD_DEADLINE_S);
+        int status = procs[r].status;
+
+        cr_assert(!procs[r].timed_out, "rank %d did not finish in %d s", r,
+                  CHILD_DEADLINE_S);
         if (expect_kill && expect_kill[r]) {
-            cr_assert(WIFSIGNALED(status[r]) &&
-                      WTERMSIG(status[r]) == SIGKILL,
+            cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
                       "rank %d should have been killed", r);
             continue;
         }
-        cr_assert(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
-                  "rank %d failed (status 0x%x)", r, status[r]);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "rank %d failed (status 0x%x)", r, status);
     }
     if (sh_p)
-        *sh_p = sh;
+        *sh_p = m.sh;
     else
-        munmap(sh, sizeof(*sh));
+        tt_shared_unmap(m.sh, sizeof(*m.sh));
 }
 
 void ucx_env(const char *tls)

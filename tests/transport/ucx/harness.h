@@ -1,8 +1,8 @@
 /*
  * The fork-based harness of the ucx tests (see harness.c).  A case runs
- * one function in 2 to 4 forked rank processes; a rank reports a failed
- * CHECK on stderr and exits non-zero, and the parent asserts on every
- * rank's exit status.
+ * one function in 2 to 4 forked rank processes (tests/common's fork.h); a
+ * rank reports a failed CHECK (check.h) on stderr and exits non-zero, and
+ * the parent asserts on every rank's exit status.
  */
 #ifndef TACL_TESTS_TRANSPORT_UCX_HARNESS_H
 #define TACL_TESTS_TRANSPORT_UCX_HARNESS_H
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "common.h"
 #include "sched.h"
 #include "ucx/ucx.h"
@@ -35,17 +36,6 @@ typedef struct {
     shared_t *sh;
     int rank;
 } xctx_t;
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "rank check failed at line %d: %s: ", __LINE__,  \
-                    #cond);                                                  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            _exit(1);                                                        \
-        }                                                                    \
-    } while (0)
 
 /** What each rank process of a case runs. */
 typedef void (*rank_fn_t)(shared_t *sh, int rank);
