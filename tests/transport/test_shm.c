@@ -47,7 +47,7 @@ static void check_unlinked(tacl__tl_t *tl)
     closedir(dir);
 }
 
-static int opq_len(const tacl__shm_opq_t *q)
+static int opq_len(const tacl__tl_opq_t *q)
 {
     int n = 0;
 

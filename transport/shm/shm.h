@@ -27,7 +27,7 @@
 #include <sys/types.h>
 
 #include "memseg.h"
-#include "transport.h"
+#include "op_fifo.h"
 
 #define TACL_SHM_NSLOTS 16
 #define TACL_SHM_SLOT_SIZE (64u * 1024)
@@ -101,12 +101,6 @@ typedef struct {
     uint8_t *data;
 } tacl__shm_queue_t;
 
-/** A FIFO of operations linked through tl_next. */
-typedef struct {
-    tacl__tl_op_t *head;
-    tacl__tl_op_t *tail;
-} tacl__shm_opq_t;
-
 /** A message that arrived before its receive was posted. */
 typedef struct tacl__shm_ux {
     struct tacl__shm_ux *next;
@@ -164,12 +158,12 @@ typedef struct {
     tacl__shm_queue_t in;      /* from the peer, in our segment */
     uint64_t out_head;         /* our copy of out.ctl->head */
     uint64_t in_tail;          /* our copy of in.ctl->tail */
-    tacl__shm_opq_t sends;     /* posted sends, oldest first */
-    tacl__shm_opq_t rts_wait;  /* sends whose RTS is out, awaiting FIN */
-    tacl__shm_opq_t recvs;     /* posted receives not matched yet */
-    tacl__shm_opq_t pulls;     /* receives pulling data by CMA */
-    tacl__shm_opq_t pushes;    /* sends writing data by CMA (after CTS) */
-    tacl__shm_opq_t push_wait; /* receives whose CTS is out, awaiting FIN */
+    tacl__tl_opq_t sends;      /* posted sends, oldest first */
+    tacl__tl_opq_t rts_wait;   /* sends whose RTS is out, awaiting FIN */
+    tacl__tl_opq_t recvs;      /* posted receives not matched yet */
+    tacl__tl_opq_t pulls;      /* receives pulling data by CMA */
+    tacl__tl_opq_t pushes;     /* sends writing data by CMA (after CTS) */
+    tacl__tl_opq_t push_wait;  /* receives whose CTS is out, awaiting FIN */
     tacl__shm_ux_t *ux_head;   /* unexpected messages, oldest first */
     tacl__shm_ux_t *ux_tail;
     int in_kind;               /* TACL_SHM_IN_* */
@@ -200,14 +194,14 @@ typedef struct {
     uint64_t map_clock;        /* orders the uses of mapped segments */
     uint64_t eager_limit;
     double timeout_s;
-    tacl__shm_opq_t done;      /* completed; callbacks not yet called */
+    tacl__tl_opq_t done;       /* completed; callbacks not yet called */
     tacl_status_t failed;      /* TACL_OK until the instance fails */
     uint64_t next_op_id;
     uint64_t next_liveness_ns;
 } tacl__shm_t;
 
 /* Private fields of an operation. */
-#define TACL_SHM_OP_STATUS(op) ((op)->tl_priv[0])  /* when done */
+/* tl_priv[0]: the status, on the done queue (TACL__TL_OP_STATUS). */
 #define TACL_SHM_OP_OFFSET(op) ((op)->tl_priv[1])  /* bytes moved */
 #define TACL_SHM_OP_ID(op) ((op)->tl_priv[2])      /* send: RTS id; recv
                                                       awaiting FIN: CTS id */
@@ -220,45 +214,6 @@ typedef struct {
 #define TACL_SHM_OP_F_RTS 1u       /* send: goes by rendezvous */
 #define TACL_SHM_OP_F_STARTED 2u   /* send: its first fragment is out */
 #define TACL_SHM_OP_F_MAPPED 4u    /* pull: OP_ADDR is a mapping here */
-
-static inline void tacl__shm_opq_push(tacl__shm_opq_t *q, tacl__tl_op_t *op)
-{
-    op->tl_next = NULL;
-    if (q->tail)
-        q->tail->tl_next = op;
-    else
-        q->head = op;
-    q->tail = op;
-}
-
-/** Unlink op, whose predecessor is prev (NULL when op is the head). */
-static inline void tacl__shm_opq_unlink(tacl__shm_opq_t *q,
-                                        tacl__tl_op_t *prev,
-                                        tacl__tl_op_t *op)
-{
-    if (prev)
-        prev->tl_next = op->tl_next;
-    else
-        q->head = op->tl_next;
-    if (q->tail == op)
-        q->tail = prev;
-    op->tl_next = NULL;
-}
-
-/** Remove and return the oldest op with this tag (any tag if !by_tag). */
-static inline tacl__tl_op_t *tacl__shm_opq_take(tacl__shm_opq_t *q,
-                                                uint64_t key, int by_tag)
-{
-    tacl__tl_op_t *prev = NULL, *op;
-
-    for (op = q->head; op; prev = op, op = op->tl_next) {
-        if (!by_tag || op->tag == key) {
-            tacl__shm_opq_unlink(q, prev, op);
-            return op;
-        }
-    }
-    return NULL;
-}
 
 static inline tacl__shm_queue_t tacl__shm_queue_at(void *seg, int index)
 {

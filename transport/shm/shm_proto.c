@@ -49,8 +49,7 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer);
 static void complete(tacl__shm_t *shm, tacl__tl_op_t *op,
                      tacl_status_t status)
 {
-    TACL_SHM_OP_STATUS(op) = (uint64_t)(int64_t)status;
-    tacl__shm_opq_push(&shm->done, op);
+    tacl__tl_opq_complete(&shm->done, op, status);
 }
 
 /* Queue a CTS or FIN for the peer; a FIN's op completes when it leaves. */
@@ -87,13 +86,13 @@ static void fail_all(tacl__shm_t *shm, tacl_status_t status)
 {
     for (int i = 0; i < shm->nlocal; ++i) {
         tacl__shm_peer_t *peer = &shm->peers[i];
-        tacl__shm_opq_t *queues[] = {&peer->sends, &peer->rts_wait,
+        tacl__tl_opq_t *queues[] = {&peer->sends, &peer->rts_wait,
                                      &peer->recvs, &peer->pulls,
                                      &peer->pushes, &peer->push_wait};
         tacl__tl_op_t *op;
 
         for (size_t q = 0; q < TACL_ARRAY_SIZE(queues); ++q)
-            while ((op = tacl__shm_opq_take(queues[q], 0, 0)))
+            while ((op = tacl__tl_opq_pop(queues[q])))
                 complete(shm, op, status);
         for (tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next) {
             if (ux->recv) {
@@ -155,7 +154,7 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
         TACL_SHM_OP_ID(op) = ++shm->next_op_id;
     }
     peer = &shm->peers[shm->local_of[op->peer]];
-    tacl__shm_opq_push(&peer->sends, op);
+    tacl__tl_opq_push(&peer->sends, op);
     /* A request to send goes out now, not at the next progress call: the
      * receiver can then pull while this rank computes or copies. */
     if (TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_RTS)
@@ -271,7 +270,7 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         if (status != TACL_OK)
             return status;
         TACL_SHM_OP_ID(recv) = cts.peer_op;
-        tacl__shm_opq_push(&peer->push_wait, recv);
+        tacl__tl_opq_push(&peer->push_wait, recv);
         flush_out(shm, peer);
         return TACL_OK;
     }
@@ -285,7 +284,7 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         TACL_SHM_OP_FLAGS(recv) = TACL_SHM_OP_F_MAPPED;
         TACL_SHM_OP_MAP(recv) = (uint64_t)map;
     }
-    tacl__shm_opq_push(&peer->pulls, recv);
+    tacl__tl_opq_push(&peer->pulls, recv);
     return TACL_OK;
 }
 
@@ -341,7 +340,7 @@ tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
         if (ux->tag == op->tag && !(ux->kind == TACL_SHM_MSG_DATA && ux->recv))
             break;
     if (!ux) {
-        tacl__shm_opq_push(&peer->recvs, op);
+        tacl__tl_opq_push(&peer->recvs, op);
         return TACL_OK;
     }
     if (ux->kind == TACL_SHM_MSG_RTS) {
@@ -399,8 +398,8 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
             slot->seg.id = 0;
             if (shm->use_map)
                 tacl__memseg_find(op->buf, op->len, &slot->seg);
-            tacl__shm_opq_unlink(&peer->sends, NULL, op);
-            tacl__shm_opq_push(&peer->rts_wait, op);
+            tacl__tl_opq_unlink(&peer->sends, NULL, op);
+            tacl__tl_opq_push(&peer->rts_wait, op);
         } else {
             uint64_t off = TACL_SHM_OP_OFFSET(op);
             uint64_t frag = TACL_MIN(op->len - off,
@@ -415,7 +414,7 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
                 memcpy(payload, (const uint8_t *)op->buf + off, frag);
             TACL_SHM_OP_OFFSET(op) = off + frag;
             if (off + frag == op->len) {
-                tacl__shm_opq_unlink(&peer->sends, NULL, op);
+                tacl__tl_opq_unlink(&peer->sends, NULL, op);
                 complete(shm, op, TACL_OK);
             }
         }
@@ -432,7 +431,7 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
 static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                                 const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__shm_opq_take(&peer->recvs, slot->tag, 1);
+    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, slot->tag);
     tacl__shm_ux_t *ux;
 
     peer->in_len = slot->msg_len;
@@ -521,7 +520,7 @@ static tacl_status_t on_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                             const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__shm_opq_take(&peer->recvs, slot->tag, 1);
+    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, slot->tag);
     tacl__shm_ux_t *ux;
 
     if (recv)
@@ -547,13 +546,13 @@ static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 }
 
 /* Unlink and return the operation of q whose RTS or CTS id is id. */
-static tacl__tl_op_t *take_by_id(tacl__shm_opq_t *q, uint64_t id)
+static tacl__tl_op_t *take_by_id(tacl__tl_opq_t *q, uint64_t id)
 {
     tacl__tl_op_t *prev = NULL, *op;
 
     for (op = q->head; op; prev = op, op = op->tl_next) {
         if (TACL_SHM_OP_ID(op) == id) {
-            tacl__shm_opq_unlink(q, prev, op);
+            tacl__tl_opq_unlink(q, prev, op);
             return op;
         }
     }
@@ -573,7 +572,7 @@ static void on_cts(tacl__shm_peer_t *peer, const tacl__shm_slot_t *slot)
     TACL_SHM_OP_OFFSET(op) = 0;
     TACL_SHM_OP_ADDR(op) = slot->addr;
     TACL_SHM_OP_RID(op) = slot->peer_op;
-    tacl__shm_opq_push(&peer->pushes, op);
+    tacl__tl_opq_push(&peer->pushes, op);
 }
 
 /* The peer finished copying for our send (it pulled) or receive (it
@@ -641,7 +640,7 @@ static int poll_in(tacl__shm_t *shm, tacl__shm_peer_t *peer)
  * waits for it run while the data is in cache.
  */
 static int advance_copies(tacl__shm_t *shm, tacl__shm_peer_t *peer,
-                          tacl__shm_opq_t *q)
+                          tacl__tl_opq_t *q)
 {
     int write = q == &peer->pushes;
     uint64_t budget = TACL_SHM_CMA_CHUNK;
@@ -693,7 +692,7 @@ static int advance_copies(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         ++events;
         if (status == TACL_OK && TACL_SHM_OP_OFFSET(op) < op->len)
             continue;
-        tacl__shm_opq_unlink(q, NULL, op);
+        tacl__tl_opq_unlink(q, NULL, op);
         if (queue_fin(peer, TACL_SHM_OP_RID(op), status, op) != TACL_OK) {
             /* Without its FIN the peer would wait forever: fail. */
             complete(shm, op, TACL_ERR_NO_MEMORY);
@@ -768,18 +767,6 @@ static int check_liveness(tacl__shm_t *shm)
     return 0;
 }
 
-static int run_callbacks(tacl__shm_t *shm)
-{
-    int events = 0;
-    tacl__tl_op_t *op;
-
-    while ((op = tacl__shm_opq_take(&shm->done, 0, 0))) {
-        op->cb(op, (tacl_status_t)(int64_t)TACL_SHM_OP_STATUS(op));
-        ++events;
-    }
-    return events;
-}
-
 int tacl__shm_progress(tacl__tl_t *tl)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
@@ -810,7 +797,7 @@ int tacl__shm_progress(tacl__tl_t *tl)
         check_liveness(shm);
     if (shm->failed != TACL_OK)
         fail_all(shm, shm->failed);
-    events += run_callbacks(shm);
+    events += tacl__tl_opq_run(&shm->done);
     return shm->failed != TACL_OK ? shm->failed : events;
 }
 
@@ -868,7 +855,7 @@ void tacl__shm_cancel_all(tacl__tl_t *tl, tacl_status_t status)
     tacl__shm_t *shm = (tacl__shm_t *)tl;
 
     fail_all(shm, status);
-    run_callbacks(shm);
+    tacl__tl_opq_run(&shm->done);
 }
 
 void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)

@@ -28,35 +28,12 @@
 /* Worker progress calls one progress() makes at most. */
 #define TACL_UCX_PROGRESS_BUDGET 64
 
-static void opq_push(tacl__ucx_opq_t *q, tacl__tl_op_t *op)
-{
-    op->tl_next = NULL;
-    if (q->tail)
-        q->tail->tl_next = op;
-    else
-        q->head = op;
-    q->tail = op;
-}
-
-static tacl__tl_op_t *opq_take(tacl__ucx_opq_t *q)
-{
-    tacl__tl_op_t *op = q->head;
-
-    if (op) {
-        q->head = op->tl_next;
-        if (!q->head)
-            q->tail = NULL;
-        op->tl_next = NULL;
-    }
-    return op;
-}
-
 static void pending_add(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
 {
     TACL_UCX_OP_REQ(op) = (uint64_t)(uintptr_t)req;
     TACL_UCX_OP_FLAGS(op) |= TACL_UCX_OP_F_PENDING;
     TACL_UCX_OP_PREV(op) = (uint64_t)(uintptr_t)ucx->pending.tail;
-    opq_push(&ucx->pending, op);
+    tacl__tl_opq_push(&ucx->pending, op);
     ++ucx->npending;
 }
 
@@ -82,8 +59,7 @@ static void pending_remove(tacl__ucx_t *ucx, tacl__tl_op_t *op)
 static void complete(tacl__ucx_t *ucx, tacl__tl_op_t *op,
                      tacl_status_t status)
 {
-    TACL_UCX_OP_STATUS(op) = (uint64_t)(int64_t)status;
-    opq_push(&ucx->done, op);
+    tacl__tl_opq_complete(&ucx->done, op, status);
 }
 
 /* The tacl status of a finished UCX operation; decides errors once. */
@@ -297,18 +273,6 @@ void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status)
     }
 }
 
-static int run_callbacks(tacl__ucx_t *ucx)
-{
-    int events = 0;
-    tacl__tl_op_t *op;
-
-    while ((op = opq_take(&ucx->done))) {
-        op->cb(op, (tacl_status_t)(int64_t)TACL_UCX_OP_STATUS(op));
-        ++events;
-    }
-    return events;
-}
-
 int tacl__ucx_progress(tacl__tl_t *tl)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
@@ -323,7 +287,7 @@ int tacl__ucx_progress(tacl__tl_t *tl)
     }
     if (ucx->failed != TACL_OK)
         tacl__ucx_fail(ucx, ucx->failed);
-    events += run_callbacks(ucx);
+    events += tacl__tl_opq_run(&ucx->done);
     return ucx->failed != TACL_OK ? ucx->failed : events;
 }
 
@@ -363,5 +327,5 @@ void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status)
     if (ucx->pending.head && ucx->failed == TACL_OK)
         ucx->failed = status;
     tacl__ucx_fail(ucx, status);
-    run_callbacks(ucx);
+    tacl__tl_opq_run(&ucx->done);
 }
