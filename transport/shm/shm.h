@@ -13,11 +13,11 @@
  * message copied inline: every eager message and, in copy mode, every
  * large one), RTS (a request to send a large message by cross-memory
  * copy, cma mode; when the sender's buffer lies in a tacl_mem_alloc
- * segment it names the segment, and the receiver maps it and copies with
- * its own loads and stores instead), CTS (a receiver's answer to an RTS asking the sender
- * to write the message itself, process_vm_writev, into a receive buffer
- * that is cheap to pin) and FIN (the side that copied tells the other
- * its operation is finished).
+ * segment it names the segment, and the receiver maps it (shm_map.h)
+ * and copies with its own loads and stores instead), CTS (a receiver's
+ * answer to an RTS asking the sender to write the message itself,
+ * process_vm_writev, into a receive buffer that is cheap to pin) and FIN
+ * (the side that copied tells the other its operation is finished).
  */
 #ifndef TACL_TRANSPORT_SHM_SHM_H
 #define TACL_TRANSPORT_SHM_SHM_H
@@ -28,13 +28,12 @@
 
 #include "memseg.h"
 #include "op_fifo.h"
+#include "shm_map.h"
 
 #define TACL_SHM_NSLOTS 16
 #define TACL_SHM_SLOT_SIZE (64u * 1024)
 /* Bytes one progress call pulls for one receive in cma mode. */
 #define TACL_SHM_CMA_CHUNK (4u << 20)
-/* Segments of one peer (tacl_mem_alloc memory) kept mapped at once. */
-#define TACL_SHM_MAPS 16
 /* How often, at most, peers with pending operations are checked alive. */
 #define TACL_SHM_LIVENESS_NS (5ull * 1000 * 1000)
 /* Slots one progress call consumes from one queue at most. */
@@ -139,14 +138,6 @@ typedef struct {
     tacl__tl_op_t *op;         /* FIN: completes when the FIN is written */
 } tacl__shm_ctl_t;
 
-/** A peer's tacl_mem_alloc segment mapped here. */
-typedef struct {
-    uint64_t id;               /* 0: the entry is free */
-    uint64_t size;
-    uint8_t *base;
-    uint64_t used;             /* when last used, for eviction */
-} tacl__shm_map_t;
-
 /** What a rank knows about another rank of its node. */
 typedef struct {
     int rank;                  /* world rank */
@@ -174,8 +165,7 @@ typedef struct {
     tacl__shm_ctl_t *ctls;     /* CTSs and FINs waiting for a free slot */
     size_t nctls;
     size_t ctls_cap;
-    tacl__shm_map_t maps[TACL_SHM_MAPS];
-    int map_failed;            /* mapping its segments failed: stop trying */
+    tacl__shm_maps_t maps;     /* its tacl_mem_alloc segments mapped here */
 } tacl__shm_peer_t;
 
 typedef struct {
@@ -191,7 +181,6 @@ typedef struct {
     tacl__shm_seg_hdr_t *hdr;
     int use_cma;
     int use_map;               /* map peers' segments (TACL_SHM_MAP) */
-    uint64_t map_clock;        /* orders the uses of mapped segments */
     uint64_t eager_limit;
     double timeout_s;
     tacl__tl_opq_t done;       /* completed; callbacks not yet called */

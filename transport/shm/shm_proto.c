@@ -162,73 +162,22 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
     return TACL_OK;
 }
 
-/* Whether a pull still queued reads from the peer's mapping map. */
-static int map_in_use(const tacl__shm_peer_t *peer, int map)
-{
-    for (const tacl__tl_op_t *op = peer->pulls.head; op; op = op->tl_next)
-        if ((TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_MAPPED) &&
-            TACL_SHM_OP_MAP(op) == (uint64_t)map)
-            return 1;
-    return 0;
-}
-
-static void unmap_entry(tacl__shm_map_t *m)
-{
-    tacl__memseg_detach(m->base, m->size);
-    memset(m, 0, sizeof(*m));
-}
-
 /*
- * The entry of peer->maps holding the peer's segment seg, mapping it if
+ * The entry of the peer's mapped segments holding seg, mapping it if
  * needed; -1 when it cannot be mapped (the pull then goes by cross-memory
- * attach).  Segments the peer has freed are unmapped on the way; when
- * every entry is taken, the least recently used one no pull reads goes.
+ * attach).  The entries that queued pulls read stay mapped.
  */
 static int map_segment(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                        const tacl__memseg_ref_t *seg)
 {
-    int hit = -1, spare = -1;
-    void *base;
+    uint32_t busy = 0;
 
-    if (!shm->use_map || peer->map_failed)
+    if (!shm->use_map)
         return -1;
-    for (int i = 0; i < TACL_SHM_MAPS; i++) {
-        tacl__shm_map_t *m = &peer->maps[i];
-        int busy;
-
-        if (m->id == seg->id && m->size == seg->size) {
-            hit = i;
-            continue;
-        }
-        busy = m->id && map_in_use(peer, i);
-        if (m->id && !busy && tacl__memseg_freed(m->base, m->size))
-            unmap_entry(m);
-        if (m->id == 0) {
-            if (spare < 0 || peer->maps[spare].id != 0)
-                spare = i;      /* a free entry before any eviction */
-        } else if (!busy && (spare < 0 || (peer->maps[spare].id != 0 &&
-                                           m->used <
-                                               peer->maps[spare].used))) {
-            spare = i;
-        }
-    }
-    if (hit < 0) {
-        if (spare < 0)
-            return -1;
-        base = tacl__memseg_attach(peer->pid, seg);
-        if (base == NULL) {
-            peer->map_failed = 1;
-            return -1;
-        }
-        if (peer->maps[spare].id)
-            unmap_entry(&peer->maps[spare]);
-        peer->maps[spare].id = seg->id;
-        peer->maps[spare].size = seg->size;
-        peer->maps[spare].base = base;
-        hit = spare;
-    }
-    peer->maps[hit].used = ++shm->map_clock;
-    return hit;
+    for (const tacl__tl_op_t *op = peer->pulls.head; op; op = op->tl_next)
+        if (TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_MAPPED)
+            busy |= 1u << TACL_SHM_OP_MAP(op);
+    return tacl__shm_maps_get(&peer->maps, peer->pid, seg, busy);
 }
 
 /*
@@ -280,7 +229,8 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     TACL_SHM_OP_FLAGS(recv) = 0;
     if (map >= 0) {
         TACL_SHM_OP_ADDR(recv) =
-            (uint64_t)(uintptr_t)(peer->maps[map].base + seg->offset);
+            (uint64_t)(uintptr_t)(peer->maps.entries[map].base +
+                                  seg->offset);
         TACL_SHM_OP_FLAGS(recv) = TACL_SHM_OP_F_MAPPED;
         TACL_SHM_OP_MAP(recv) = (uint64_t)map;
     }
@@ -868,9 +818,7 @@ void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)
         free(ux);
     }
     peer->ux_tail = NULL;
-    for (int i = 0; i < TACL_SHM_MAPS; i++)
-        if (peer->maps[i].id)
-            unmap_entry(&peer->maps[i]);
+    tacl__shm_maps_clear(&peer->maps);
     free(peer->ctls);
     peer->ctls = NULL;
     peer->nctls = peer->ctls_cap = 0;
