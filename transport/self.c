@@ -150,8 +150,6 @@ const tacl__transport_ops_t tacl__tl_self_ops = {
     .recv = self_recv,
     .progress = self_progress,
     .wait = self_wait,
-    .mem_register = tacl__tl_register_unsupported,
-    .mem_deregister = tacl__tl_deregister_unsupported,
     .cancel_all = self_cancel_all,
     .close = self_close,
 };

@@ -27,14 +27,3 @@ tacl_status_t tacl__tl_wait_yield(tacl__tl_t *tl, int64_t timeout_us)
     sched_yield();
     return TACL_OK;
 }
-
-tacl_status_t tacl__tl_register_unsupported(tacl__tl_t *tl, void *buf,
-                                            size_t len, void **handle_p)
-{
-    return TACL_ERR_UNSUPPORTED;
-}
-
-tacl_status_t tacl__tl_deregister_unsupported(tacl__tl_t *tl, void *handle)
-{
-    return TACL_ERR_UNSUPPORTED;
-}

@@ -104,10 +104,6 @@ typedef struct tacl__transport_ops {
      * at once if there may be work.  Lets 8 ranks share 2 cores.
      */
     tacl_status_t (*wait)(tacl__tl_t *tl, int64_t timeout_us);
-    /** Register memory for faster transfers (optional). */
-    tacl_status_t (*mem_register)(tacl__tl_t *tl, void *buf, size_t len,
-                                  void **handle_p);
-    tacl_status_t (*mem_deregister)(tacl__tl_t *tl, void *handle);
     /**
      * Complete every pending op with status (used on abort and on fatal
      * errors found elsewhere, such as a dead peer seen by the bootstrap).
@@ -126,9 +122,6 @@ struct tacl__tl {
 int tacl__tl_reachable_none(tacl__tl_t *tl, int peer);
 tacl_status_t tacl__tl_post_unsupported(tacl__tl_t *tl, tacl__tl_op_t *op);
 tacl_status_t tacl__tl_wait_yield(tacl__tl_t *tl, int64_t timeout_us);
-tacl_status_t tacl__tl_register_unsupported(tacl__tl_t *tl, void *buf,
-                                            size_t len, void **handle_p);
-tacl_status_t tacl__tl_deregister_unsupported(tacl__tl_t *tl, void *handle);
 
 /* The transports built into this library. */
 extern const tacl__transport_ops_t tacl__tl_self_ops;

@@ -115,15 +115,9 @@ Test(transport_self, unsupported_stubs)
 {
     tacl__tl_t *tl = self_init();
     tacl__tl_op_t op = {.peer = 0};
-    void *handle = NULL;
 
     cr_assert_eq(tacl__tl_post_unsupported(tl, &op), TACL_ERR_UNSUPPORTED);
     cr_assert_eq(tacl__tl_reachable_none(tl, 0), 0);
-    cr_assert_eq(tacl__tl_register_unsupported(tl, &op, 8, &handle),
-                 TACL_ERR_UNSUPPORTED);
-    cr_assert_null(handle);
-    cr_assert_eq(tacl__tl_deregister_unsupported(tl, handle),
-                 TACL_ERR_UNSUPPORTED);
     cr_assert_eq(tacl__tl_wait_yield(tl, 10), TACL_OK);
     tacl__tl_close(tl);
 }

@@ -384,8 +384,6 @@ const tacl__transport_ops_t tacl__tl_shm_ops = {
     .recv = tacl__shm_recv,
     .progress = tacl__shm_progress,
     .wait = tacl__shm_wait,
-    .mem_register = tacl__tl_register_unsupported,
-    .mem_deregister = tacl__tl_deregister_unsupported,
     .cancel_all = tacl__shm_cancel_all,
     .close = shm_close,
 };

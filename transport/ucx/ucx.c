@@ -430,8 +430,6 @@ const tacl__transport_ops_t tacl__tl_ucx_ops = {
     .recv = tacl__ucx_recv,
     .progress = tacl__ucx_progress,
     .wait = tacl__ucx_wait,
-    .mem_register = tacl__tl_register_unsupported,
-    .mem_deregister = tacl__tl_deregister_unsupported,
     .cancel_all = tacl__ucx_cancel_all,
     .close = ucx_close,
 };
