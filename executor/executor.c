@@ -136,20 +136,30 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
     tacl__ctx_t *ctx = comm->ctx;
     tacl__tl_op_t *op = &e->ops[id];
     int world = comm->world[st->peer];
+    uint8_t memtype = e->sched.bufs[st->kind == TACL__STEP_SEND ? st->src.buf
+                                                                 : st->dst.buf]
+                          .memtype;
     int tl = ctx->tl_of[world];
+    tacl__tl_why_t why;
     tacl_status_t status;
 
-    if (tl < 0)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "no transport reaches rank %d (node %s) from "
-                           "rank %d; inter-node transports are not built in",
-                           st->peer, ctx->node_ids[world], comm->rank);
+    /* tl_of holds the choice for host memory; other memory chooses here. */
+    if (tl < 0 || memtype != TACL_MEM_HOST) {
+        tl = tacl__tl_select(ctx->tls, ctx->ntl,
+                             tacl__tl_where(world, ctx->rank,
+                                            ctx->node_of[world] ==
+                                                ctx->node_of[ctx->rank]),
+                             (tacl_memtype_t)memtype, &why);
+        if (tl < 0)
+            return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                               "rank %d cannot reach rank %d (node %s): %s",
+                               comm->rank, st->peer, ctx->node_ids[world],
+                               why.text);
+    }
     op->peer = world;
     op->tag = ((uint64_t)comm->id << TACL__TAG_COMM_SHIFT) | st->tag;
     op->len = st->bytes;
-    op->memtype = e->sched.bufs[st->kind == TACL__STEP_SEND ? st->src.buf
-                                                             : st->dst.buf]
-                      .memtype;
+    op->memtype = memtype;
     op->hints = 0;
     op->cb = op_done;
     op->arg = e;

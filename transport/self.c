@@ -144,6 +144,7 @@ const tacl__transport_ops_t tacl__tl_self_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "self",
     .caps = TACL__TL_CAP_HOST,
+    .reach = TACL__TL_PEER_SELF,
     .init = self_init,
     .reachable = self_reachable,
     .send = self_send,

@@ -1,14 +1,102 @@
 /*
- * Shared stubs for the slots a transport does not fill.  Every ops table
- * points its missing slots here, so callers never test a slot for NULL:
- * an operation a transport cannot do fails with TACL_ERR_UNSUPPORTED, a
- * transport that reaches nobody says so, and a transport with no way to
- * sleep yields the processor instead.
+ * What the transports share: the choice of a transport for a message,
+ * and the stubs for the slots a transport does not fill.
+ *
+ * DESIGN.md, "Transports": the executor picks a transport by where the
+ * peer is and by the memory types a transport's capabilities list (shm
+ * for host memory inside a node, cuda_ipc for device memory there, a
+ * network transport between nodes); tacl__tl_select() is that choice.
+ *
+ * Every ops table points its missing slots at the stubs, so callers never
+ * test a slot for NULL: an operation a transport cannot do fails with
+ * TACL_ERR_UNSUPPORTED, a transport that reaches nobody says so, and a
+ * transport with no way to sleep yields the processor instead.
  */
 #include <sched.h>
+#include <stdio.h>
 
 #include "log.h"
 #include "transport.h"
+
+/* The capability bit of a memory type; 0 for one no transport can list. */
+static unsigned memtype_cap(tacl_memtype_t memtype)
+{
+    switch (memtype) {
+    case TACL_MEM_HOST:
+        return TACL__TL_CAP_HOST;
+    case TACL_MEM_CUDA:
+        return TACL__TL_CAP_CUDA;
+    default:
+        return 0;
+    }
+}
+
+static const char *memtype_name(tacl_memtype_t memtype)
+{
+    return memtype == TACL_MEM_HOST ? "host"
+           : memtype == TACL_MEM_CUDA ? "CUDA" : "unresolved (AUTO)";
+}
+
+/* The memory types a transport's capabilities list, in words. */
+static const char *caps_memory(unsigned caps)
+{
+    switch (caps & (TACL__TL_CAP_HOST | TACL__TL_CAP_CUDA)) {
+    case TACL__TL_CAP_HOST:
+        return "host";
+    case TACL__TL_CAP_CUDA:
+        return "CUDA";
+    case TACL__TL_CAP_HOST | TACL__TL_CAP_CUDA:
+        return "host and CUDA";
+    default:
+        return "no";
+    }
+}
+
+static const char *where_name(tacl__tl_where_t where)
+{
+    return where == TACL__TL_PEER_SELF ? "this rank itself"
+           : where == TACL__TL_PEER_NODE ? "other ranks of this node"
+                                         : "ranks of other nodes";
+}
+
+int tacl__tl_select(tacl__tl_t *const *tls, int ntl, tacl__tl_where_t where,
+                    tacl_memtype_t memtype, tacl__tl_why_t *why_p)
+{
+    unsigned cap = memtype_cap(memtype);
+    size_t len;
+    int reach = 0;
+
+    for (int t = 0; t < ntl; ++t) {
+        const tacl__transport_ops_t *ops = tls[t]->ops;
+
+        if (!(ops->reach & where))
+            continue;
+        if (cap && (ops->caps & cap))
+            return t;
+        ++reach;
+    }
+    if (!reach) {
+        snprintf(why_p->text, sizeof(why_p->text), "no transport here "
+                 "reaches %s%s", where_name(where),
+                 where == TACL__TL_PEER_NET
+                     ? "; is a network transport built in, and TACL_NET "
+                       "not none?" : "");
+        return -1;
+    }
+    len = (size_t)snprintf(why_p->text, sizeof(why_p->text), "no transport "
+                           "here moves %s memory to %s:",
+                           memtype_name(memtype), where_name(where));
+    for (int t = 0; t < ntl && len < sizeof(why_p->text); ++t) {
+        const tacl__transport_ops_t *ops = tls[t]->ops;
+
+        if (!(ops->reach & where))
+            continue;
+        len += (size_t)snprintf(why_p->text + len, sizeof(why_p->text) - len,
+                                " %s moves %s memory only%s", ops->name,
+                                caps_memory(ops->caps), --reach ? "," : "");
+    }
+    return -1;
+}
 
 int tacl__tl_reachable_none(tacl__tl_t *tl, int peer)
 {

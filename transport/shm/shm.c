@@ -378,6 +378,7 @@ const tacl__transport_ops_t tacl__tl_shm_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "shm",
     .caps = TACL__TL_CAP_HOST,
+    .reach = TACL__TL_PEER_NODE,
     .init = shm_init,
     .reachable = shm_reachable,
     .send = tacl__shm_send,

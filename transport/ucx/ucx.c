@@ -424,6 +424,7 @@ const tacl__transport_ops_t tacl__tl_ucx_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "ucx",
     .caps = TACL__TL_CAP_HOST,
+    .reach = TACL__TL_PEER_NET,
     .init = ucx_init,
     .reachable = ucx_reachable,
     .send = tacl__ucx_send,
