@@ -42,42 +42,26 @@ static int self_reachable(tacl__tl_t *tl, int peer)
     return peer == ((self_tl_t *)tl)->rank;
 }
 
-static tacl_status_t check_op(self_tl_t *self, const tacl__tl_op_t *op)
+/* Queue a checked send or receive; progress() matches the pairs. */
+static tacl_status_t self_post(tacl__tl_t *tl, tacl__tl_opq_t *q,
+                               tacl__tl_op_t *op)
 {
-    if (op->peer != self->rank)
-        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                           "self transport asked to reach rank %d from "
-                           "rank %d", op->peer, self->rank);
-    if (op->memtype != TACL_MEM_HOST)
-        return tacl__error(TACL_ERR_UNSUPPORTED, INIT,
-                           "self transport moves host memory only");
-    if (op->len && !op->buf)
-        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                           "NULL buffer for a %llu-byte message",
-                           (unsigned long long)op->len);
-    return TACL_OK;
+    tacl_status_t status = tacl__tl_check_op(tl, op, ((self_tl_t *)tl)->rank,
+                                             TACL_SUBSYS_INIT);
+
+    if (status == TACL_OK)
+        tacl__tl_opq_push(q, op);
+    return status;
 }
 
 static tacl_status_t self_send(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
-    self_tl_t *self = (self_tl_t *)tl;
-    tacl_status_t status = check_op(self, op);
-
-    if (status != TACL_OK)
-        return status;
-    tacl__tl_opq_push(&self->sends, op);
-    return TACL_OK;
+    return self_post(tl, &((self_tl_t *)tl)->sends, op);
 }
 
 static tacl_status_t self_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
-    self_tl_t *self = (self_tl_t *)tl;
-    tacl_status_t status = check_op(self, op);
-
-    if (status != TACL_OK)
-        return status;
-    tacl__tl_opq_push(&self->recvs, op);
-    return TACL_OK;
+    return self_post(tl, &((self_tl_t *)tl)->recvs, op);
 }
 
 /* Copy a matched pair and queue both for completion. */

@@ -52,11 +52,19 @@ static const char *caps_memory(unsigned caps)
     }
 }
 
-static const char *where_name(tacl__tl_where_t where)
+/* The peers of a reach, in words. */
+static const char *where_name(unsigned where)
 {
-    return where == TACL__TL_PEER_SELF ? "this rank itself"
-           : where == TACL__TL_PEER_NODE ? "other ranks of this node"
-                                         : "ranks of other nodes";
+    switch (where) {
+    case TACL__TL_PEER_SELF:
+        return "this rank itself";
+    case TACL__TL_PEER_NODE:
+        return "other ranks of this node";
+    case TACL__TL_PEER_NET:
+        return "ranks of other nodes";
+    default:
+        return "the peers it was set up for";
+    }
 }
 
 int tacl__tl_select(tacl__tl_t *const *tls, int ntl, tacl__tl_where_t where,
@@ -96,6 +104,27 @@ int tacl__tl_select(tacl__tl_t *const *tls, int ntl, tacl__tl_where_t where,
                                 caps_memory(ops->caps), --reach ? "," : "");
     }
     return -1;
+}
+
+tacl_status_t tacl__tl_check_op(tacl__tl_t *tl, const tacl__tl_op_t *op,
+                                int rank, tacl__subsys_t subsys)
+{
+    const tacl__transport_ops_t *ops = tl->ops;
+
+    if (!tacl__tl_reachable(tl, op->peer))
+        return tacl__error_record(TACL_ERR_INVALID_ARG, subsys, __FILE__,
+                                  __LINE__, "%s cannot reach rank %d from "
+                                  "rank %d; it serves %s", ops->name,
+                                  op->peer, rank, where_name(ops->reach));
+    if (!(ops->caps & memtype_cap((tacl_memtype_t)op->memtype)))
+        return tacl__error_record(TACL_ERR_UNSUPPORTED, subsys, __FILE__,
+                                  __LINE__, "%s moves %s memory only",
+                                  ops->name, caps_memory(ops->caps));
+    if (op->len && !op->buf)
+        return tacl__error_record(TACL_ERR_INVALID_ARG, subsys, __FILE__,
+                                  __LINE__, "NULL buffer for a %llu-byte "
+                                  "message", (unsigned long long)op->len);
+    return TACL_OK;
 }
 
 int tacl__tl_reachable_none(tacl__tl_t *tl, int peer)

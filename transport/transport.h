@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log.h"
 #include "tacl.h"
 
 typedef struct tacl__tl tacl__tl_t;
@@ -152,6 +153,16 @@ typedef struct {
  */
 int tacl__tl_select(tacl__tl_t *const *tls, int ntl, tacl__tl_where_t where,
                     tacl_memtype_t memtype, tacl__tl_why_t *why_p);
+
+/**
+ * The checks every transport makes of an operation posted to it, with
+ * its own reachable() and capabilities: the instance reaches op->peer,
+ * it moves op->memtype, and a message of some bytes has a buffer.  rank
+ * is this rank, for the message; an error is decided and logged here,
+ * under subsys.
+ */
+tacl_status_t tacl__tl_check_op(tacl__tl_t *tl, const tacl__tl_op_t *op,
+                                int rank, tacl__subsys_t subsys);
 
 /** Where world rank peer is for world rank rank; same_node: same node. */
 static inline tacl__tl_where_t tacl__tl_where(int peer, int rank,

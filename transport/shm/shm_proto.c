@@ -123,20 +123,10 @@ static void fail_instance(tacl__shm_t *shm, tacl_status_t status)
 
 static tacl_status_t check_op(tacl__shm_t *shm, const tacl__tl_op_t *op)
 {
-    if (op->peer < 0 || op->peer >= shm->nranks ||
-        shm->local_of[op->peer] < 0 || op->peer == shm->rank)
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
-                           "rank %d is not another rank of this node; shm "
-                           "cannot reach it from rank %d",
-                           op->peer, shm->rank);
-    if (op->memtype != TACL_MEM_HOST)
-        return tacl__error(TACL_ERR_UNSUPPORTED, SHM,
-                           "shm moves host memory only");
-    if (op->len && !op->buf)
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
-                           "NULL buffer for a %llu-byte message",
-                           (unsigned long long)op->len);
-    return shm->failed;
+    tacl_status_t status = tacl__tl_check_op(&shm->super, op, shm->rank,
+                                             TACL_SUBSYS_SHM);
+
+    return status != TACL_OK ? status : shm->failed;
 }
 
 tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)

@@ -130,17 +130,11 @@ static void recv_cb(void *req, ucs_status_t st,
 
 static tacl_status_t check_op(tacl__ucx_t *ucx, tacl__tl_op_t *op)
 {
-    if (op->peer < 0 || op->peer >= ucx->nranks || !ucx->remote[op->peer] ||
-        !ucx->worker)
-        return tacl__error(TACL_ERR_INVALID_ARG, NET, "rank %d is not on "
-                           "another node; ucx cannot reach it from rank %d",
-                           op->peer, ucx->rank);
-    if (op->memtype != TACL_MEM_HOST)
-        return tacl__error(TACL_ERR_UNSUPPORTED, NET,
-                           "ucx moves host memory only");
-    if (op->len && !op->buf)
-        return tacl__error(TACL_ERR_INVALID_ARG, NET, "NULL buffer for a "
-                           "%llu-byte message", (unsigned long long)op->len);
+    tacl_status_t status = tacl__tl_check_op(&ucx->super, op, ucx->rank,
+                                             TACL_SUBSYS_NET);
+
+    if (status != TACL_OK)
+        return status;
     TACL_UCX_OP_FLAGS(op) = 0;
     TACL_UCX_OP_REQ(op) = 0;
     TACL_UCX_OP_STATUS(op) = 0;
