@@ -175,61 +175,47 @@ static tacl_status_t posted(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
     return TACL_OK;
 }
 
-tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
+/*
+ * Post a send, or a receive if recv.  A send needs the endpoint; a
+ * receive does not, but creating it is what tells us that the sender
+ * died.  A receive asks for no immediate completion: UCX 1.13 can
+ * complete a receive at once without filling in its length, and the
+ * length must be checked; the callback always has it.
+ */
+static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
     ucp_request_param_t param = {0};
+    void *buf = op->len ? op->buf : empty_buf;
     tacl_status_t status;
-    ucp_ep_h ep;
+    ucp_ep_h ep = NULL;
     void *req;
 
     status = check_op(ucx, op);
     if (status != TACL_OK)
         return status;
     status = tacl__ucx_get_ep(ucx, op->peer, &ep);
-    if (status != TACL_OK)
+    if (status != TACL_OK && !recv)
         return status;
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                         UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = send_cb;
-    param.user_data = op;
-    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_POSTING;
-    req = ucp_tag_send_nbx(ep, op->len ? op->buf : empty_buf,
-                           (size_t)op->len, tacl__ucx_tag(ucx->rank, op->tag),
-                           &param);
-    return posted(ucx, op, req);
-}
-
-tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
-{
-    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
-    ucp_request_param_t param = {0};
-    tacl_status_t status;
-    ucp_ep_h ep;
-    void *req;
-
-    status = check_op(ucx, op);
     if (status != TACL_OK)
-        return status;
-    /* The endpoint is not needed to receive, but it is what tells us
-     * that the sender died. */
-    if (tacl__ucx_get_ep(ucx, op->peer, &ep) != TACL_OK)
         TACL_INFO(NET, "rank %d: receiving from rank %d without a "
                   "connection; only a message already here can match",
                   ucx->rank, op->peer);
-    /*
-     * No immediate completion: UCX 1.13 can complete a receive at once
-     * without filling in its length, and the length must be checked; the
-     * callback always has it.
-     */
-    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_RECV | TACL_UCX_OP_F_POSTING;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                         UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    param.cb.recv = recv_cb;
+                         UCP_OP_ATTR_FIELD_USER_DATA;
     param.user_data = op;
-    req = ucp_tag_recv_nbx(ucx->worker, op->len ? op->buf : empty_buf,
-                           (size_t)op->len, tacl__ucx_tag(op->peer, op->tag),
+    if (!recv) {
+        param.cb.send = send_cb;
+        TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_POSTING;
+        req = ucp_tag_send_nbx(ep, buf, (size_t)op->len,
+                               tacl__ucx_tag(ucx->rank, op->tag), &param);
+        return posted(ucx, op, req);
+    }
+    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_RECV | TACL_UCX_OP_F_POSTING;
+    param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = recv_cb;
+    req = ucp_tag_recv_nbx(ucx->worker, buf, (size_t)op->len,
+                           tacl__ucx_tag(op->peer, op->tag),
                            TACL_UCX_TAG_MASK, &param);
     status = posted(ucx, op, req);
     if (status == TACL_OK &&
@@ -242,6 +228,16 @@ tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
         ucp_request_cancel(ucx->worker, req);
     }
     return status;
+}
+
+tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    return post_op(tl, op, 0);
+}
+
+tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    return post_op(tl, op, 1);
 }
 
 void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status)
