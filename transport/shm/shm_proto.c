@@ -228,6 +228,28 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     return TACL_OK;
 }
 
+/*
+ * A new unexpected entry for the message slot starts (DATA or RTS), at
+ * the end of the peer's list; NULL when out of memory.
+ */
+static tacl__shm_ux_t *ux_append(tacl__shm_peer_t *peer,
+                                 const tacl__shm_slot_t *slot)
+{
+    tacl__shm_ux_t *ux = calloc(1, sizeof(*ux));
+
+    if (!ux)
+        return NULL;
+    ux->kind = slot->kind;
+    ux->tag = slot->tag;
+    ux->len = slot->msg_len;
+    if (peer->ux_tail)
+        peer->ux_tail->next = ux;
+    else
+        peer->ux_head = ux;
+    peer->ux_tail = ux;
+    return ux;
+}
+
 static void ux_unlink(tacl__shm_peer_t *peer, tacl__shm_ux_t *ux)
 {
     tacl__shm_ux_t *prev = NULL, *cur;
@@ -392,25 +414,17 @@ static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         peer->in_op = recv;
         return TACL_OK;
     }
-    ux = calloc(1, sizeof(*ux));
+    ux = ux_append(peer, slot);
     if (!ux)
         return tacl__error(TACL_ERR_NO_MEMORY, SHM,
                            "cannot keep an unexpected message from rank %d",
                            peer->rank);
-    ux->kind = TACL_SHM_MSG_DATA;
-    ux->tag = slot->tag;
-    ux->len = slot->msg_len;
     ux->buf = malloc(ux->len ? ux->len : 1);
     if (!ux->buf)
         ux->status = tacl__error(TACL_ERR_NO_MEMORY, SHM,
                                  "cannot keep an unexpected %llu-byte "
                                  "message from rank %d",
                                  (unsigned long long)ux->len, peer->rank);
-    if (peer->ux_tail)
-        peer->ux_tail->next = ux;
-    else
-        peer->ux_head = ux;
-    peer->ux_tail = ux;
     peer->in_kind = TACL_SHM_IN_UX;
     peer->in_ux = ux;
     return TACL_OK;
@@ -466,22 +480,14 @@ static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     if (recv)
         return start_transfer(shm, peer, recv, slot->msg_len, slot->addr,
                               slot->op_id, &slot->seg);
-    ux = calloc(1, sizeof(*ux));
+    ux = ux_append(peer, slot);
     if (!ux)
         return tacl__error(TACL_ERR_NO_MEMORY, SHM,
                            "cannot keep a request to send from rank %d",
                            peer->rank);
-    ux->kind = TACL_SHM_MSG_RTS;
-    ux->tag = slot->tag;
-    ux->len = slot->msg_len;
     ux->addr = slot->addr;
     ux->op_id = slot->op_id;
     ux->seg = slot->seg;
-    if (peer->ux_tail)
-        peer->ux_tail->next = ux;
-    else
-        peer->ux_head = ux;
-    peer->ux_tail = ux;
     return TACL_OK;
 }
 
