@@ -2,10 +2,11 @@
  * What the transports share: the choice of a transport for a message,
  * and the stubs for the slots a transport does not fill.
  *
- * DESIGN.md, "Transports": the executor picks a transport by where the
- * peer is and by the memory types a transport's capabilities list (shm
- * for host memory inside a node, cuda_ipc for device memory there, a
- * network transport between nodes); tacl__tl_select() is that choice.
+ * DESIGN.md, "Transports": each transport lists the memory types it can
+ * read and write, and serves a class of peers (shm host memory inside a
+ * node, cuda_ipc device memory there, ucx and verbs other nodes).
+ * tacl__tl_select() turns that into the choice for one message, by where
+ * its peer is and by its memory type.
  *
  * Every ops table points its missing slots at the stubs, so callers never
  * test a slot for NULL: an operation a transport cannot do fails with
