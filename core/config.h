@@ -37,6 +37,10 @@
       "host name and boot id)")                                              \
     X(NET, "ucx",                                                            \
       "network transport between nodes: ucx, or none (single node only)")   \
+    X(UCX_RNDV_THRESH, "auto",                                               \
+      "message size from which ucx uses UCX's rendezvous protocol: auto "    \
+      "(inf, always eager, where no RDMA device exists and UCX_RNDV_THRESH " \
+      "is not set; else UCX's own) or a value UCX accepts, such as 64K")     \
     X(SHM_MODE, "auto",                                                      \
       "how shm moves large messages: cma (single copy through cross-memory " \
       "attach), copy (through shared staging buffers) or auto")              \

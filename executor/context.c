@@ -101,15 +101,14 @@ static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
     free(ids);
     if (status != TACL_OK)
         return status;
-    /* The first transport that reaches a peer serves it. */
+    /* The transport of each peer for host memory; -1: none reaches it. */
     for (int r = 0; r < ctx->nranks; r++) {
-        ctx->tl_of[r] = -1;
-        for (int t = 0; t < ctx->ntl; t++) {
-            if (tacl__tl_reachable(ctx->tls[t], r)) {
-                ctx->tl_of[r] = (int8_t)t;
-                break;
-            }
-        }
+        tacl__tl_why_t why;
+        int same = ctx->node_of[r] == ctx->node_of[ctx->rank];
+
+        ctx->tl_of[r] = (int8_t)tacl__tl_select(
+            ctx->tls, ctx->ntl, tacl__tl_where(r, ctx->rank, same),
+            TACL_MEM_HOST, &why);
     }
     return TACL_OK;
 }

@@ -138,21 +138,30 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
     tacl__ctx_t *ctx = e->ctx;
     tacl__tl_op_t *op = &e->ops[id];
     int world = xc->world[st->peer];
+    uint8_t memtype = e->sched.bufs[st->kind == TACL__STEP_SEND ? st->src.buf
+                                                                 : st->dst.buf]
+                          .memtype;
     int tl = ctx->tl_of[world];
+    tacl__tl_why_t why;
     tacl_status_t status;
 
-    if (tl < 0)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "no transport reaches world rank %d (node %s) "
-                           "from world rank %d; inter-node transports are "
-                           "not built in", world, ctx->node_ids[world],
-                           ctx->rank);
+    /* tl_of holds the choice for host memory; other memory chooses here. */
+    if (tl < 0 || memtype != TACL_MEM_HOST) {
+        tl = tacl__tl_select(ctx->tls, ctx->ntl,
+                             tacl__tl_where(world, ctx->rank,
+                                            ctx->node_of[world] ==
+                                                ctx->node_of[ctx->rank]),
+                             (tacl_memtype_t)memtype, &why);
+        if (tl < 0)
+            return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                               "world rank %d cannot reach world rank %d "
+                               "(node %s): %s", ctx->rank, world,
+                               ctx->node_ids[world], why.text);
+    }
     op->peer = world;
     op->tag = ((uint64_t)xc->id << TACL__TAG_COMM_SHIFT) | st->tag;
     op->len = st->bytes;
-    op->memtype = e->sched.bufs[st->kind == TACL__STEP_SEND ? st->src.buf
-                                                             : st->dst.buf]
-                      .memtype;
+    op->memtype = memtype;
     op->hints = 0;
     op->cb = op_done;
     op->arg = e;

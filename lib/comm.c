@@ -45,12 +45,6 @@ tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status)
     return status;
 }
 
-
-
-
-
-
-
 /* Fill the communicator's topology view from its ranks' nodes. */
 static tacl_status_t comm_topology(tacl_comm_t comm)
 {

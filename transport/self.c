@@ -13,53 +13,15 @@
 #include <string.h>
 
 #include "log.h"
-#include "transport.h"
-
-typedef struct {
-    tacl__tl_op_t *head;
-    tacl__tl_op_t *tail;
-} self_queue_t;
+#include "op_fifo.h"
 
 typedef struct {
     tacl__tl_t super;
     int rank;
-    self_queue_t sends;        /* posted sends not yet matched */
-    self_queue_t recvs;        /* posted receives not yet matched */
-    self_queue_t done;         /* completed; callbacks not yet called */
+    tacl__tl_opq_t sends;      /* posted sends not yet matched */
+    tacl__tl_opq_t recvs;      /* posted receives not yet matched */
+    tacl__tl_opq_t done;       /* completed; callbacks not yet called */
 } self_tl_t;
-
-/* The status a completed op will be reported with. */
-#define SELF_STATUS(op) ((op)->tl_priv[0])
-
-static void queue_push(self_queue_t *q, tacl__tl_op_t *op)
-{
-    op->tl_next = NULL;
-    if (q->tail)
-        q->tail->tl_next = op;
-    else
-        q->head = op;
-    q->tail = op;
-}
-
-/* Unlink op, whose predecessor in q is prev (NULL for the head). */
-static void queue_unlink(self_queue_t *q, tacl__tl_op_t *prev,
-                         tacl__tl_op_t *op)
-{
-    if (prev)
-        prev->tl_next = op->tl_next;
-    else
-        q->head = op->tl_next;
-    if (q->tail == op)
-        q->tail = prev;
-    op->tl_next = NULL;
-}
-
-static void complete(self_tl_t *self, tacl__tl_op_t *op,
-                     tacl_status_t status)
-{
-    SELF_STATUS(op) = (uint64_t)(int64_t)status;
-    queue_push(&self->done, op);
-}
 
 static tacl_status_t self_init(const tacl__tl_params_t *params,
                                tacl__tl_t **tl_p)
@@ -80,56 +42,26 @@ static int self_reachable(tacl__tl_t *tl, int peer)
     return peer == ((self_tl_t *)tl)->rank;
 }
 
-static tacl_status_t check_op(self_tl_t *self, const tacl__tl_op_t *op)
+/* Queue a checked send or receive; progress() matches the pairs. */
+static tacl_status_t self_post(tacl__tl_t *tl, tacl__tl_opq_t *q,
+                               tacl__tl_op_t *op)
 {
-    if (op->peer != self->rank)
-        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                           "self transport asked to reach rank %d from "
-                           "rank %d", op->peer, self->rank);
-    if (op->memtype != TACL_MEM_HOST)
-        return tacl__error(TACL_ERR_UNSUPPORTED, INIT,
-                           "self transport moves host memory only");
-    if (op->len && !op->buf)
-        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                           "NULL buffer for a %llu-byte message",
-                           (unsigned long long)op->len);
-    return TACL_OK;
+    tacl_status_t status = tacl__tl_check_op(tl, op, ((self_tl_t *)tl)->rank,
+                                             TACL_SUBSYS_INIT);
+
+    if (status == TACL_OK)
+        tacl__tl_opq_push(q, op);
+    return status;
 }
 
 static tacl_status_t self_send(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
-    self_tl_t *self = (self_tl_t *)tl;
-    tacl_status_t status = check_op(self, op);
-
-    if (status != TACL_OK)
-        return status;
-    queue_push(&self->sends, op);
-    return TACL_OK;
+    return self_post(tl, &((self_tl_t *)tl)->sends, op);
 }
 
 static tacl_status_t self_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
-    self_tl_t *self = (self_tl_t *)tl;
-    tacl_status_t status = check_op(self, op);
-
-    if (status != TACL_OK)
-        return status;
-    queue_push(&self->recvs, op);
-    return TACL_OK;
-}
-
-/* Take the oldest send of the receive's tag out of the send queue. */
-static tacl__tl_op_t *take_send(self_tl_t *self, uint64_t tag)
-{
-    tacl__tl_op_t *prev = NULL, *send;
-
-    for (send = self->sends.head; send; prev = send, send = send->tl_next) {
-        if (send->tag == tag) {
-            queue_unlink(&self->sends, prev, send);
-            return send;
-        }
-    }
-    return NULL;
+    return self_post(tl, &((self_tl_t *)tl)->recvs, op);
 }
 
 /* Copy a matched pair and queue both for completion. */
@@ -147,38 +79,26 @@ static void finish_pair(self_tl_t *self, tacl__tl_op_t *send,
                              (unsigned long long)recv->len);
     else if (recv->len && recv->buf != send->buf)
         memcpy(recv->buf, send->buf, recv->len);
-    complete(self, send, TACL_OK);
-    complete(self, recv, status);
+    tacl__tl_opq_complete(&self->done, send, TACL_OK);
+    tacl__tl_opq_complete(&self->done, recv, status);
 }
 
 static int self_progress(tacl__tl_t *tl)
 {
     self_tl_t *self = (self_tl_t *)tl;
     tacl__tl_op_t *prev = NULL, *recv, *next, *send;
-    int events = 0;
 
     for (recv = self->recvs.head; recv; recv = next) {
         next = recv->tl_next;
-        send = take_send(self, recv->tag);
+        send = tacl__tl_opq_take_tag(&self->sends, recv->tag);
         if (!send) {
             prev = recv;
             continue;
         }
-        queue_unlink(&self->recvs, prev, recv);
+        tacl__tl_opq_unlink(&self->recvs, prev, recv);
         finish_pair(self, send, recv);
     }
-    /* Callbacks may post new ops; those wait for the next call. */
-    while (self->done.head) {
-        tacl__tl_op_t *op = self->done.head;
-
-        self->done.head = op->tl_next;
-        if (!self->done.head)
-            self->done.tail = NULL;
-        op->tl_next = NULL;
-        op->cb(op, (tacl_status_t)(int64_t)SELF_STATUS(op));
-        ++events;
-    }
-    return events;
+    return tacl__tl_opq_run(&self->done);
 }
 
 static tacl_status_t self_wait(tacl__tl_t *tl, int64_t timeout_us)
@@ -190,16 +110,12 @@ static tacl_status_t self_wait(tacl__tl_t *tl, int64_t timeout_us)
 static void self_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 {
     self_tl_t *self = (self_tl_t *)tl;
-    self_queue_t *queues[] = {&self->sends, &self->recvs};
+    tacl__tl_opq_t *queues[] = {&self->sends, &self->recvs};
+    tacl__tl_op_t *op;
 
-    for (size_t i = 0; i < sizeof(queues) / sizeof(queues[0]); ++i) {
-        while (queues[i]->head) {
-            tacl__tl_op_t *op = queues[i]->head;
-
-            queue_unlink(queues[i], NULL, op);
-            complete(self, op, status);
-        }
-    }
+    for (size_t i = 0; i < sizeof(queues) / sizeof(queues[0]); ++i)
+        while ((op = tacl__tl_opq_pop(queues[i])))
+            tacl__tl_opq_complete(&self->done, op, status);
     self_progress(tl);
 }
 
@@ -212,14 +128,13 @@ const tacl__transport_ops_t tacl__tl_self_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "self",
     .caps = TACL__TL_CAP_HOST,
+    .reach = TACL__TL_PEER_SELF,
     .init = self_init,
     .reachable = self_reachable,
     .send = self_send,
     .recv = self_recv,
     .progress = self_progress,
     .wait = self_wait,
-    .mem_register = tacl__tl_register_unsupported,
-    .mem_deregister = tacl__tl_deregister_unsupported,
     .cancel_all = self_cancel_all,
     .close = self_close,
 };

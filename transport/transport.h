@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log.h"
 #include "tacl.h"
 
 typedef struct tacl__tl tacl__tl_t;
@@ -78,15 +79,30 @@ typedef struct {
     void *exchange_ctx;
 } tacl__tl_params_t;
 
-/* Capability bits. */
+/*
+ * Capability bits: the memory types a transport reads and writes, and
+ * whether it writes one-sided.  tacl__tl_select() chooses by them.
+ */
 #define TACL__TL_CAP_HOST (1u << 0)     /* reads/writes host memory */
 #define TACL__TL_CAP_CUDA (1u << 1)     /* reads/writes CUDA memory */
 #define TACL__TL_CAP_ONE_SIDED (1u << 2)
 
+/** Where a peer is, seen from this rank; also the bits of a reach. */
+typedef enum {
+    TACL__TL_PEER_SELF = 1u << 0,      /* this rank itself */
+    TACL__TL_PEER_NODE = 1u << 1,      /* another rank of this node */
+    TACL__TL_PEER_NET = 1u << 2        /* a rank of another node */
+} tacl__tl_where_t;
+
 typedef struct tacl__transport_ops {
     size_t size;               /* sizeof(tacl__transport_ops_t) */
     const char *name;
-    unsigned caps;
+    unsigned caps;             /* TACL__TL_CAP_* */
+    /**
+     * The peers it serves, TACL__TL_PEER_*.  reachable() answers for one
+     * rank of an instance and agrees with it.
+     */
+    unsigned reach;
     /** Collective over the context; creates the instance. */
     tacl_status_t (*init)(const tacl__tl_params_t *params, tacl__tl_t **tl_p);
     /** Whether this instance can reach world rank peer. */
@@ -104,10 +120,6 @@ typedef struct tacl__transport_ops {
      * at once if there may be work.  Lets 8 ranks share 2 cores.
      */
     tacl_status_t (*wait)(tacl__tl_t *tl, int64_t timeout_us);
-    /** Register memory for faster transfers (optional). */
-    tacl_status_t (*mem_register)(tacl__tl_t *tl, void *buf, size_t len,
-                                  void **handle_p);
-    tacl_status_t (*mem_deregister)(tacl__tl_t *tl, void *handle);
     /**
      * Complete every pending op with status (used on abort and on fatal
      * errors found elsewhere, such as a dead peer seen by the bootstrap).
@@ -126,9 +138,39 @@ struct tacl__tl {
 int tacl__tl_reachable_none(tacl__tl_t *tl, int peer);
 tacl_status_t tacl__tl_post_unsupported(tacl__tl_t *tl, tacl__tl_op_t *op);
 tacl_status_t tacl__tl_wait_yield(tacl__tl_t *tl, int64_t timeout_us);
-tacl_status_t tacl__tl_register_unsupported(tacl__tl_t *tl, void *buf,
-                                            size_t len, void **handle_p);
-tacl_status_t tacl__tl_deregister_unsupported(tacl__tl_t *tl, void *handle);
+
+/** Why tacl__tl_select() found no transport, in a sentence. */
+typedef struct {
+    char text[200];
+} tacl__tl_why_t;
+
+/**
+ * Choose the transport for a message: the first of tls[0..ntl), listed in
+ * order of preference, whose reach covers where and whose capabilities
+ * list memtype (TACL_MEM_HOST or TACL_MEM_CUDA).  Returns its index, or -1
+ * when none fits; then *why_p says what is missing (it is left alone on
+ * success).  Reads only the ops tables, never the instances' state.
+ */
+int tacl__tl_select(tacl__tl_t *const *tls, int ntl, tacl__tl_where_t where,
+                    tacl_memtype_t memtype, tacl__tl_why_t *why_p);
+
+/**
+ * The checks every transport makes of an operation posted to it, with
+ * its own reachable() and capabilities: the instance reaches op->peer,
+ * it moves op->memtype, and a message of some bytes has a buffer.  rank
+ * is this rank, for the message; an error is decided and logged here,
+ * under subsys.
+ */
+tacl_status_t tacl__tl_check_op(tacl__tl_t *tl, const tacl__tl_op_t *op,
+                                int rank, tacl__subsys_t subsys);
+
+/** Where world rank peer is for world rank rank; same_node: same node. */
+static inline tacl__tl_where_t tacl__tl_where(int peer, int rank,
+                                              int same_node)
+{
+    return peer == rank ? TACL__TL_PEER_SELF
+           : same_node ? TACL__TL_PEER_NODE : TACL__TL_PEER_NET;
+}
 
 /* The transports built into this library. */
 extern const tacl__transport_ops_t tacl__tl_self_ops;

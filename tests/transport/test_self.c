@@ -115,15 +115,30 @@ Test(transport_self, unsupported_stubs)
 {
     tacl__tl_t *tl = self_init();
     tacl__tl_op_t op = {.peer = 0};
-    void *handle = NULL;
 
     cr_assert_eq(tacl__tl_post_unsupported(tl, &op), TACL_ERR_UNSUPPORTED);
     cr_assert_eq(tacl__tl_reachable_none(tl, 0), 0);
-    cr_assert_eq(tacl__tl_register_unsupported(tl, &op, 8, &handle),
-                 TACL_ERR_UNSUPPORTED);
-    cr_assert_null(handle);
-    cr_assert_eq(tacl__tl_deregister_unsupported(tl, handle),
-                 TACL_ERR_UNSUPPORTED);
     cr_assert_eq(tacl__tl_wait_yield(tl, 10), TACL_OK);
+    tacl__tl_close(tl);
+}
+
+/* What its caps do not list, and a missing buffer, are refused at once. */
+Test(transport_self, refuses_what_caps_do_not_list)
+{
+    tacl__tl_t *tl = self_init();
+    uint8_t buf[8];
+    tlh_op_t s;
+    int pending = 0;
+    tacl__tl_op_t *op = tlh_op(&s, 0, 1, buf, sizeof(buf), &pending);
+
+    cr_assert_eq(tacl__tl_self_ops.caps & TACL__TL_CAP_CUDA, 0);
+    op->memtype = TACL_MEM_CUDA;
+    cr_assert_eq(tacl__tl_send(tl, op), TACL_ERR_UNSUPPORTED);
+    op->memtype = TACL_MEM_HOST;
+    op->buf = NULL;
+    cr_assert_eq(tacl__tl_recv(tl, op), TACL_ERR_INVALID_ARG);
+    /* Neither was queued: no callback runs. */
+    cr_assert_eq(tacl__tl_progress(tl), 0);
+    cr_assert_eq(pending, 1);
     tacl__tl_close(tl);
 }

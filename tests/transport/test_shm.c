@@ -66,7 +66,7 @@ static void check_unlinked(tacl__tl_t *tl)
     closedir(dir);
 }
 
-static int opq_len(const tacl__shm_opq_t *q)
+static int opq_len(const tacl__tl_opq_t *q)
 {
     int n = 0;
 
@@ -696,11 +696,11 @@ static int maps_taken(tacl__tl_t *tl, int *freed_p)
 
     *freed_p = 0;
     for (int i = 0; i < TACL_SHM_MAPS; i++) {
-        if (peer->maps[i].id == 0)
+        if (peer->maps.entries[i].id == 0)
             continue;
         ++taken;
-        *freed_p += tacl__memseg_freed(peer->maps[i].base,
-                                       peer->maps[i].size);
+        *freed_p += tacl__memseg_freed(peer->maps.entries[i].base,
+                                       peer->maps.entries[i].size);
     }
     return taken;
 }

@@ -85,33 +85,70 @@ static tacl_status_t exchange(shm_setup_t *setup, const shm_record_t *mine,
     return TACL_OK;
 }
 
-static tacl_status_t create_segment(tacl__shm_t *shm, uint64_t nonce)
+/*
+ * Map rank's segment, called name: our own (rank == shm->rank), which is
+ * created and sized here and unlinked again if mapping it fails, or a
+ * neighbour's, which must already have our size.
+ */
+static tacl_status_t map_named(tacl__shm_t *shm, const char *name, int rank,
+                               void **seg_p)
 {
-    char name[64];
+    int own = rank == shm->rank;
     tacl_status_t status;
+    struct stat st;
     void *seg;
     int fd;
 
-    shm->seg_size = tacl__shm_seg_size(shm->nlocal);
-    seg_name(name, sizeof(name), nonce, shm->rank);
-    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0)
+    fd = own ? shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600)
+             : shm_open(name, O_RDWR, 0);
+    if (fd < 0 && own)
         return tacl__error(TACL_ERR_SYSTEM, SHM,
                            "shm_open(%s) failed: %m; check /dev/shm", name);
-    if (ftruncate(fd, (off_t)shm->seg_size) != 0) {
+    if (fd < 0)
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "cannot open rank %d's segment %s: %m; do the "
+                           "ranks share /dev/shm?", rank, name);
+    if (own && ftruncate(fd, (off_t)shm->seg_size) != 0) {
         status = tacl__error(TACL_ERR_SYSTEM, SHM,
                              "cannot size %s to %zu bytes: %m; check free "
                              "space in /dev/shm", name, shm->seg_size);
-        goto err_unlink;
+        goto err_close;
+    }
+    if (!own && (fstat(fd, &st) != 0 || (size_t)st.st_size != shm->seg_size)) {
+        status = tacl__error(TACL_ERR_INTERNAL, SHM,
+                             "rank %d's segment %s has the wrong size; do "
+                             "all ranks agree on the node ids?", rank, name);
+        goto err_close;
     }
     seg = mmap(NULL, shm->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                0);
     if (seg == MAP_FAILED) {
         status = tacl__error(TACL_ERR_SYSTEM, SHM, "mmap of %s failed: %m",
                              name);
-        goto err_unlink;
+        goto err_close;
     }
     close(fd);
+    *seg_p = seg;
+    return TACL_OK;
+
+err_close:
+    if (own)
+        shm_unlink(name);
+    close(fd);
+    return status;
+}
+
+static tacl_status_t create_segment(tacl__shm_t *shm, uint64_t nonce)
+{
+    char name[64];
+    tacl_status_t status;
+    void *seg;
+
+    shm->seg_size = tacl__shm_seg_size(shm->nlocal);
+    seg_name(name, sizeof(name), nonce, shm->rank);
+    status = map_named(shm, name, shm->rank, &seg);
+    if (status != TACL_OK)
+        return status;
     shm->seg = seg;
     shm->hdr = seg;
     shm->hdr->magic = TACL_SHM_MAGIC;
@@ -121,43 +158,19 @@ static tacl_status_t create_segment(tacl__shm_t *shm, uint64_t nonce)
     shm->hdr->nqueues = (uint32_t)shm->nlocal;
     shm->hdr->probe = probe_value(nonce, shm->rank);
     return TACL_OK;
-
-err_unlink:
-    shm_unlink(name);
-    close(fd);
-    return status;
 }
 
 static tacl_status_t map_peer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                               uint64_t nonce)
 {
     char name[64];
-    struct stat st;
     tacl_status_t status;
     void *seg;
-    int fd;
 
     seg_name(name, sizeof(name), nonce, peer->rank);
-    fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0)
-        return tacl__error(TACL_ERR_SYSTEM, SHM,
-                           "cannot open rank %d's segment %s: %m; do the "
-                           "ranks share /dev/shm?", peer->rank, name);
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size != shm->seg_size) {
-        status = tacl__error(TACL_ERR_INTERNAL, SHM,
-                             "rank %d's segment %s has the wrong size; do "
-                             "all ranks agree on the node ids?",
-                             peer->rank, name);
-        goto err_close;
-    }
-    seg = mmap(NULL, shm->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-               0);
-    if (seg == MAP_FAILED) {
-        status = tacl__error(TACL_ERR_SYSTEM, SHM, "mmap of %s failed: %m",
-                             name);
-        goto err_close;
-    }
-    close(fd);
+    status = map_named(shm, name, peer->rank, &seg);
+    if (status != TACL_OK)
+        return status;
     peer->seg = seg;
     peer->hdr = seg;
     if (peer->hdr->magic != TACL_SHM_MAGIC || peer->hdr->nonce != nonce ||
@@ -172,10 +185,6 @@ static tacl_status_t map_peer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     peer->out = tacl__shm_queue_at(seg, shm->my_local);
     peer->in = tacl__shm_queue_at(shm->seg, shm->local_of[peer->rank]);
     return TACL_OK;
-
-err_close:
-    close(fd);
-    return status;
 }
 
 /*
@@ -378,14 +387,13 @@ const tacl__transport_ops_t tacl__tl_shm_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "shm",
     .caps = TACL__TL_CAP_HOST,
+    .reach = TACL__TL_PEER_NODE,
     .init = shm_init,
     .reachable = shm_reachable,
     .send = tacl__shm_send,
     .recv = tacl__shm_recv,
     .progress = tacl__shm_progress,
     .wait = tacl__shm_wait,
-    .mem_register = tacl__tl_register_unsupported,
-    .mem_deregister = tacl__tl_deregister_unsupported,
     .cancel_all = tacl__shm_cancel_all,
     .close = shm_close,
 };

@@ -13,11 +13,11 @@
  * message copied inline: every eager message and, in copy mode, every
  * large one), RTS (a request to send a large message by cross-memory
  * copy, cma mode; when the sender's buffer lies in a tacl_mem_alloc
- * segment it names the segment, and the receiver maps it and copies with
- * its own loads and stores instead), CTS (a receiver's answer to an RTS asking the sender
- * to write the message itself, process_vm_writev, into a receive buffer
- * that is cheap to pin) and FIN (the side that copied tells the other
- * its operation is finished).
+ * segment it names the segment, and the receiver maps it (shm_map.h)
+ * and copies with its own loads and stores instead), CTS (a receiver's
+ * answer to an RTS asking the sender to write the message itself,
+ * process_vm_writev, into a receive buffer that is cheap to pin) and FIN
+ * (the side that copied tells the other its operation is finished).
  */
 #ifndef TACL_TRANSPORT_SHM_SHM_H
 #define TACL_TRANSPORT_SHM_SHM_H
@@ -27,14 +27,13 @@
 #include <sys/types.h>
 
 #include "memseg.h"
-#include "transport.h"
+#include "op_fifo.h"
+#include "shm_map.h"
 
 #define TACL_SHM_NSLOTS 16
 #define TACL_SHM_SLOT_SIZE (64u * 1024)
 /* Bytes one progress call pulls for one receive in cma mode. */
 #define TACL_SHM_CMA_CHUNK (4u << 20)
-/* Segments of one peer (tacl_mem_alloc memory) kept mapped at once. */
-#define TACL_SHM_MAPS 16
 /* How often, at most, peers with pending operations are checked alive. */
 #define TACL_SHM_LIVENESS_NS (5ull * 1000 * 1000)
 /* Slots one progress call consumes from one queue at most. */
@@ -101,12 +100,6 @@ typedef struct {
     uint8_t *data;
 } tacl__shm_queue_t;
 
-/** A FIFO of operations linked through tl_next. */
-typedef struct {
-    tacl__tl_op_t *head;
-    tacl__tl_op_t *tail;
-} tacl__shm_opq_t;
-
 /** A message that arrived before its receive was posted. */
 typedef struct tacl__shm_ux {
     struct tacl__shm_ux *next;
@@ -145,14 +138,6 @@ typedef struct {
     tacl__tl_op_t *op;         /* FIN: completes when the FIN is written */
 } tacl__shm_ctl_t;
 
-/** A peer's tacl_mem_alloc segment mapped here. */
-typedef struct {
-    uint64_t id;               /* 0: the entry is free */
-    uint64_t size;
-    uint8_t *base;
-    uint64_t used;             /* when last used, for eviction */
-} tacl__shm_map_t;
-
 /** What a rank knows about another rank of its node. */
 typedef struct {
     int rank;                  /* world rank */
@@ -164,12 +149,12 @@ typedef struct {
     tacl__shm_queue_t in;      /* from the peer, in our segment */
     uint64_t out_head;         /* our copy of out.ctl->head */
     uint64_t in_tail;          /* our copy of in.ctl->tail */
-    tacl__shm_opq_t sends;     /* posted sends, oldest first */
-    tacl__shm_opq_t rts_wait;  /* sends whose RTS is out, awaiting FIN */
-    tacl__shm_opq_t recvs;     /* posted receives not matched yet */
-    tacl__shm_opq_t pulls;     /* receives pulling data by CMA */
-    tacl__shm_opq_t pushes;    /* sends writing data by CMA (after CTS) */
-    tacl__shm_opq_t push_wait; /* receives whose CTS is out, awaiting FIN */
+    tacl__tl_opq_t sends;      /* posted sends, oldest first */
+    tacl__tl_opq_t rts_wait;   /* sends whose RTS is out, awaiting FIN */
+    tacl__tl_opq_t recvs;      /* posted receives not matched yet */
+    tacl__tl_opq_t pulls;      /* receives pulling data by CMA */
+    tacl__tl_opq_t pushes;     /* sends writing data by CMA (after CTS) */
+    tacl__tl_opq_t push_wait;  /* receives whose CTS is out, awaiting FIN */
     tacl__shm_ux_t *ux_head;   /* unexpected messages, oldest first */
     tacl__shm_ux_t *ux_tail;
     int in_kind;               /* TACL_SHM_IN_* */
@@ -180,8 +165,7 @@ typedef struct {
     tacl__shm_ctl_t *ctls;     /* CTSs and FINs waiting for a free slot */
     size_t nctls;
     size_t ctls_cap;
-    tacl__shm_map_t maps[TACL_SHM_MAPS];
-    int map_failed;            /* mapping its segments failed: stop trying */
+    tacl__shm_maps_t maps;     /* its tacl_mem_alloc segments mapped here */
 } tacl__shm_peer_t;
 
 typedef struct {
@@ -197,17 +181,16 @@ typedef struct {
     tacl__shm_seg_hdr_t *hdr;
     int use_cma;
     int use_map;               /* map peers' segments (TACL_SHM_MAP) */
-    uint64_t map_clock;        /* orders the uses of mapped segments */
     uint64_t eager_limit;
     double timeout_s;
-    tacl__shm_opq_t done;      /* completed; callbacks not yet called */
+    tacl__tl_opq_t done;       /* completed; callbacks not yet called */
     tacl_status_t failed;      /* TACL_OK until the instance fails */
     uint64_t next_op_id;
     uint64_t next_liveness_ns;
 } tacl__shm_t;
 
 /* Private fields of an operation. */
-#define TACL_SHM_OP_STATUS(op) ((op)->tl_priv[0])  /* when done */
+/* tl_priv[0]: the status, on the done queue (TACL__TL_OP_STATUS). */
 #define TACL_SHM_OP_OFFSET(op) ((op)->tl_priv[1])  /* bytes moved */
 #define TACL_SHM_OP_ID(op) ((op)->tl_priv[2])      /* send: RTS id; recv
                                                       awaiting FIN: CTS id */
@@ -220,45 +203,6 @@ typedef struct {
 #define TACL_SHM_OP_F_RTS 1u       /* send: goes by rendezvous */
 #define TACL_SHM_OP_F_STARTED 2u   /* send: its first fragment is out */
 #define TACL_SHM_OP_F_MAPPED 4u    /* pull: OP_ADDR is a mapping here */
-
-static inline void tacl__shm_opq_push(tacl__shm_opq_t *q, tacl__tl_op_t *op)
-{
-    op->tl_next = NULL;
-    if (q->tail)
-        q->tail->tl_next = op;
-    else
-        q->head = op;
-    q->tail = op;
-}
-
-/** Unlink op, whose predecessor is prev (NULL when op is the head). */
-static inline void tacl__shm_opq_unlink(tacl__shm_opq_t *q,
-                                        tacl__tl_op_t *prev,
-                                        tacl__tl_op_t *op)
-{
-    if (prev)
-        prev->tl_next = op->tl_next;
-    else
-        q->head = op->tl_next;
-    if (q->tail == op)
-        q->tail = prev;
-    op->tl_next = NULL;
-}
-
-/** Remove and return the oldest op with this tag (any tag if !by_tag). */
-static inline tacl__tl_op_t *tacl__shm_opq_take(tacl__shm_opq_t *q,
-                                                uint64_t key, int by_tag)
-{
-    tacl__tl_op_t *prev = NULL, *op;
-
-    for (op = q->head; op; prev = op, op = op->tl_next) {
-        if (!by_tag || op->tag == key) {
-            tacl__shm_opq_unlink(q, prev, op);
-            return op;
-        }
-    }
-    return NULL;
-}
 
 static inline tacl__shm_queue_t tacl__shm_queue_at(void *seg, int index)
 {

@@ -49,8 +49,7 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer);
 static void complete(tacl__shm_t *shm, tacl__tl_op_t *op,
                      tacl_status_t status)
 {
-    TACL_SHM_OP_STATUS(op) = (uint64_t)(int64_t)status;
-    tacl__shm_opq_push(&shm->done, op);
+    tacl__tl_opq_complete(&shm->done, op, status);
 }
 
 /* Queue a CTS or FIN for the peer; a FIN's op completes when it leaves. */
@@ -87,13 +86,13 @@ static void fail_all(tacl__shm_t *shm, tacl_status_t status)
 {
     for (int i = 0; i < shm->nlocal; ++i) {
         tacl__shm_peer_t *peer = &shm->peers[i];
-        tacl__shm_opq_t *queues[] = {&peer->sends, &peer->rts_wait,
+        tacl__tl_opq_t *queues[] = {&peer->sends, &peer->rts_wait,
                                      &peer->recvs, &peer->pulls,
                                      &peer->pushes, &peer->push_wait};
         tacl__tl_op_t *op;
 
         for (size_t q = 0; q < TACL_ARRAY_SIZE(queues); ++q)
-            while ((op = tacl__shm_opq_take(queues[q], 0, 0)))
+            while ((op = tacl__tl_opq_pop(queues[q])))
                 complete(shm, op, status);
         for (tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next) {
             if (ux->recv) {
@@ -124,20 +123,10 @@ static void fail_instance(tacl__shm_t *shm, tacl_status_t status)
 
 static tacl_status_t check_op(tacl__shm_t *shm, const tacl__tl_op_t *op)
 {
-    if (op->peer < 0 || op->peer >= shm->nranks ||
-        shm->local_of[op->peer] < 0 || op->peer == shm->rank)
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
-                           "rank %d is not another rank of this node; shm "
-                           "cannot reach it from rank %d",
-                           op->peer, shm->rank);
-    if (op->memtype != TACL_MEM_HOST)
-        return tacl__error(TACL_ERR_UNSUPPORTED, SHM,
-                           "shm moves host memory only");
-    if (op->len && !op->buf)
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
-                           "NULL buffer for a %llu-byte message",
-                           (unsigned long long)op->len);
-    return shm->failed;
+    tacl_status_t status = tacl__tl_check_op(&shm->super, op, shm->rank,
+                                             TACL_SUBSYS_SHM);
+
+    return status != TACL_OK ? status : shm->failed;
 }
 
 tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
@@ -155,7 +144,7 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
         TACL_SHM_OP_ID(op) = ++shm->next_op_id;
     }
     peer = &shm->peers[shm->local_of[op->peer]];
-    tacl__shm_opq_push(&peer->sends, op);
+    tacl__tl_opq_push(&peer->sends, op);
     /* A request to send goes out now, not at the next progress call: the
      * receiver can then pull while this rank computes or copies. */
     if (TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_RTS)
@@ -163,73 +152,22 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
     return TACL_OK;
 }
 
-/* Whether a pull still queued reads from the peer's mapping map. */
-static int map_in_use(const tacl__shm_peer_t *peer, int map)
-{
-    for (const tacl__tl_op_t *op = peer->pulls.head; op; op = op->tl_next)
-        if ((TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_MAPPED) &&
-            TACL_SHM_OP_MAP(op) == (uint64_t)map)
-            return 1;
-    return 0;
-}
-
-static void unmap_entry(tacl__shm_map_t *m)
-{
-    tacl__memseg_detach(m->base, m->size);
-    memset(m, 0, sizeof(*m));
-}
-
 /*
- * The entry of peer->maps holding the peer's segment seg, mapping it if
+ * The entry of the peer's mapped segments holding seg, mapping it if
  * needed; -1 when it cannot be mapped (the pull then goes by cross-memory
- * attach).  Segments the peer has freed are unmapped on the way; when
- * every entry is taken, the least recently used one no pull reads goes.
+ * attach).  The entries that queued pulls read stay mapped.
  */
 static int map_segment(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                        const tacl__memseg_ref_t *seg)
 {
-    int hit = -1, spare = -1;
-    void *base;
+    uint32_t busy = 0;
 
-    if (!shm->use_map || peer->map_failed)
+    if (!shm->use_map)
         return -1;
-    for (int i = 0; i < TACL_SHM_MAPS; i++) {
-        tacl__shm_map_t *m = &peer->maps[i];
-        int busy;
-
-        if (m->id == seg->id && m->size == seg->size) {
-            hit = i;
-            continue;
-        }
-        busy = m->id && map_in_use(peer, i);
-        if (m->id && !busy && tacl__memseg_freed(m->base, m->size))
-            unmap_entry(m);
-        if (m->id == 0) {
-            if (spare < 0 || peer->maps[spare].id != 0)
-                spare = i;      /* a free entry before any eviction */
-        } else if (!busy && (spare < 0 || (peer->maps[spare].id != 0 &&
-                                           m->used <
-                                               peer->maps[spare].used))) {
-            spare = i;
-        }
-    }
-    if (hit < 0) {
-        if (spare < 0)
-            return -1;
-        base = tacl__memseg_attach(peer->pid, seg);
-        if (base == NULL) {
-            peer->map_failed = 1;
-            return -1;
-        }
-        if (peer->maps[spare].id)
-            unmap_entry(&peer->maps[spare]);
-        peer->maps[spare].id = seg->id;
-        peer->maps[spare].size = seg->size;
-        peer->maps[spare].base = base;
-        hit = spare;
-    }
-    peer->maps[hit].used = ++shm->map_clock;
-    return hit;
+    for (const tacl__tl_op_t *op = peer->pulls.head; op; op = op->tl_next)
+        if (TACL_SHM_OP_FLAGS(op) & TACL_SHM_OP_F_MAPPED)
+            busy |= 1u << TACL_SHM_OP_MAP(op);
+    return tacl__shm_maps_get(&peer->maps, peer->pid, seg, busy);
 }
 
 /*
@@ -271,7 +209,7 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         if (status != TACL_OK)
             return status;
         TACL_SHM_OP_ID(recv) = cts.peer_op;
-        tacl__shm_opq_push(&peer->push_wait, recv);
+        tacl__tl_opq_push(&peer->push_wait, recv);
         flush_out(shm, peer);
         return TACL_OK;
     }
@@ -281,12 +219,35 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     TACL_SHM_OP_FLAGS(recv) = 0;
     if (map >= 0) {
         TACL_SHM_OP_ADDR(recv) =
-            (uint64_t)(uintptr_t)(peer->maps[map].base + seg->offset);
+            (uint64_t)(uintptr_t)(peer->maps.entries[map].base +
+                                  seg->offset);
         TACL_SHM_OP_FLAGS(recv) = TACL_SHM_OP_F_MAPPED;
         TACL_SHM_OP_MAP(recv) = (uint64_t)map;
     }
-    tacl__shm_opq_push(&peer->pulls, recv);
+    tacl__tl_opq_push(&peer->pulls, recv);
     return TACL_OK;
+}
+
+/*
+ * A new unexpected entry for the message slot starts (DATA or RTS), at
+ * the end of the peer's list; NULL when out of memory.
+ */
+static tacl__shm_ux_t *ux_append(tacl__shm_peer_t *peer,
+                                 const tacl__shm_slot_t *slot)
+{
+    tacl__shm_ux_t *ux = calloc(1, sizeof(*ux));
+
+    if (!ux)
+        return NULL;
+    ux->kind = slot->kind;
+    ux->tag = slot->tag;
+    ux->len = slot->msg_len;
+    if (peer->ux_tail)
+        peer->ux_tail->next = ux;
+    else
+        peer->ux_head = ux;
+    peer->ux_tail = ux;
+    return ux;
 }
 
 static void ux_unlink(tacl__shm_peer_t *peer, tacl__shm_ux_t *ux)
@@ -341,7 +302,7 @@ tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
         if (ux->tag == op->tag && !(ux->kind == TACL_SHM_MSG_DATA && ux->recv))
             break;
     if (!ux) {
-        tacl__shm_opq_push(&peer->recvs, op);
+        tacl__tl_opq_push(&peer->recvs, op);
         return TACL_OK;
     }
     if (ux->kind == TACL_SHM_MSG_RTS) {
@@ -399,8 +360,8 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
             slot->seg.id = 0;
             if (shm->use_map)
                 tacl__memseg_find(op->buf, op->len, &slot->seg);
-            tacl__shm_opq_unlink(&peer->sends, NULL, op);
-            tacl__shm_opq_push(&peer->rts_wait, op);
+            tacl__tl_opq_unlink(&peer->sends, NULL, op);
+            tacl__tl_opq_push(&peer->rts_wait, op);
         } else {
             uint64_t off = TACL_SHM_OP_OFFSET(op);
             uint64_t frag = TACL_MIN(op->len - off,
@@ -415,7 +376,7 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
                 memcpy(payload, (const uint8_t *)op->buf + off, frag);
             TACL_SHM_OP_OFFSET(op) = off + frag;
             if (off + frag == op->len) {
-                tacl__shm_opq_unlink(&peer->sends, NULL, op);
+                tacl__tl_opq_unlink(&peer->sends, NULL, op);
                 complete(shm, op, TACL_OK);
             }
         }
@@ -432,7 +393,7 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
 static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                                 const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__shm_opq_take(&peer->recvs, slot->tag, 1);
+    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, slot->tag);
     tacl__shm_ux_t *ux;
 
     peer->in_len = slot->msg_len;
@@ -453,25 +414,17 @@ static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         peer->in_op = recv;
         return TACL_OK;
     }
-    ux = calloc(1, sizeof(*ux));
+    ux = ux_append(peer, slot);
     if (!ux)
         return tacl__error(TACL_ERR_NO_MEMORY, SHM,
                            "cannot keep an unexpected message from rank %d",
                            peer->rank);
-    ux->kind = TACL_SHM_MSG_DATA;
-    ux->tag = slot->tag;
-    ux->len = slot->msg_len;
     ux->buf = malloc(ux->len ? ux->len : 1);
     if (!ux->buf)
         ux->status = tacl__error(TACL_ERR_NO_MEMORY, SHM,
                                  "cannot keep an unexpected %llu-byte "
                                  "message from rank %d",
                                  (unsigned long long)ux->len, peer->rank);
-    if (peer->ux_tail)
-        peer->ux_tail->next = ux;
-    else
-        peer->ux_head = ux;
-    peer->ux_tail = ux;
     peer->in_kind = TACL_SHM_IN_UX;
     peer->in_ux = ux;
     return TACL_OK;
@@ -521,39 +474,31 @@ static tacl_status_t on_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                             const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__shm_opq_take(&peer->recvs, slot->tag, 1);
+    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, slot->tag);
     tacl__shm_ux_t *ux;
 
     if (recv)
         return start_transfer(shm, peer, recv, slot->msg_len, slot->addr,
                               slot->op_id, &slot->seg);
-    ux = calloc(1, sizeof(*ux));
+    ux = ux_append(peer, slot);
     if (!ux)
         return tacl__error(TACL_ERR_NO_MEMORY, SHM,
                            "cannot keep a request to send from rank %d",
                            peer->rank);
-    ux->kind = TACL_SHM_MSG_RTS;
-    ux->tag = slot->tag;
-    ux->len = slot->msg_len;
     ux->addr = slot->addr;
     ux->op_id = slot->op_id;
     ux->seg = slot->seg;
-    if (peer->ux_tail)
-        peer->ux_tail->next = ux;
-    else
-        peer->ux_head = ux;
-    peer->ux_tail = ux;
     return TACL_OK;
 }
 
 /* Unlink and return the operation of q whose RTS or CTS id is id. */
-static tacl__tl_op_t *take_by_id(tacl__shm_opq_t *q, uint64_t id)
+static tacl__tl_op_t *take_by_id(tacl__tl_opq_t *q, uint64_t id)
 {
     tacl__tl_op_t *prev = NULL, *op;
 
     for (op = q->head; op; prev = op, op = op->tl_next) {
         if (TACL_SHM_OP_ID(op) == id) {
-            tacl__shm_opq_unlink(q, prev, op);
+            tacl__tl_opq_unlink(q, prev, op);
             return op;
         }
     }
@@ -573,7 +518,7 @@ static void on_cts(tacl__shm_peer_t *peer, const tacl__shm_slot_t *slot)
     TACL_SHM_OP_OFFSET(op) = 0;
     TACL_SHM_OP_ADDR(op) = slot->addr;
     TACL_SHM_OP_RID(op) = slot->peer_op;
-    tacl__shm_opq_push(&peer->pushes, op);
+    tacl__tl_opq_push(&peer->pushes, op);
 }
 
 /* The peer finished copying for our send (it pulled) or receive (it
@@ -641,7 +586,7 @@ static int poll_in(tacl__shm_t *shm, tacl__shm_peer_t *peer)
  * waits for it run while the data is in cache.
  */
 static int advance_copies(tacl__shm_t *shm, tacl__shm_peer_t *peer,
-                          tacl__shm_opq_t *q)
+                          tacl__tl_opq_t *q)
 {
     int write = q == &peer->pushes;
     uint64_t budget = TACL_SHM_CMA_CHUNK;
@@ -693,7 +638,7 @@ static int advance_copies(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         ++events;
         if (status == TACL_OK && TACL_SHM_OP_OFFSET(op) < op->len)
             continue;
-        tacl__shm_opq_unlink(q, NULL, op);
+        tacl__tl_opq_unlink(q, NULL, op);
         if (queue_fin(peer, TACL_SHM_OP_RID(op), status, op) != TACL_OK) {
             /* Without its FIN the peer would wait forever: fail. */
             complete(shm, op, TACL_ERR_NO_MEMORY);
@@ -768,18 +713,6 @@ static int check_liveness(tacl__shm_t *shm)
     return 0;
 }
 
-static int run_callbacks(tacl__shm_t *shm)
-{
-    int events = 0;
-    tacl__tl_op_t *op;
-
-    while ((op = tacl__shm_opq_take(&shm->done, 0, 0))) {
-        op->cb(op, (tacl_status_t)(int64_t)TACL_SHM_OP_STATUS(op));
-        ++events;
-    }
-    return events;
-}
-
 int tacl__shm_progress(tacl__tl_t *tl)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
@@ -810,7 +743,7 @@ int tacl__shm_progress(tacl__tl_t *tl)
         check_liveness(shm);
     if (shm->failed != TACL_OK)
         fail_all(shm, shm->failed);
-    events += run_callbacks(shm);
+    events += tacl__tl_opq_run(&shm->done);
     return shm->failed != TACL_OK ? shm->failed : events;
 }
 
@@ -868,7 +801,7 @@ void tacl__shm_cancel_all(tacl__tl_t *tl, tacl_status_t status)
     tacl__shm_t *shm = (tacl__shm_t *)tl;
 
     fail_all(shm, status);
-    run_callbacks(shm);
+    tacl__tl_opq_run(&shm->done);
 }
 
 void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)
@@ -881,9 +814,7 @@ void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)
         free(ux);
     }
     peer->ux_tail = NULL;
-    for (int i = 0; i < TACL_SHM_MAPS; i++)
-        if (peer->maps[i].id)
-            unmap_entry(&peer->maps[i]);
+    tacl__shm_maps_clear(&peer->maps);
     free(peer->ctls);
     peer->ctls = NULL;
     peer->nctls = peer->ctls_cap = 0;

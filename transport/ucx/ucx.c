@@ -16,14 +16,16 @@
  * and closed) only marks that peer, so a later operation naming it fails.
  * UCX's own environment (UCX_TLS, UCX_NET_DEVICES, ...) is read as is,
  * with one default changed where no RDMA device exists (see
- * tcp_defaults).
+ * rndv_thresh).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common.h"
+#include "config.h"
 #include "log.h"
 #include "ucx.h"
 
@@ -76,22 +78,36 @@ static int rdma_present(void)
  * (where rendezvous means zero-copy RDMA and is worth its handshake) tacl
  * raises the rendezvous threshold unless UCX_RNDV_THRESH says otherwise.
  * tacl's schedules post their receives ahead, so eager data rarely waits
- * unexpected.
+ * unexpected.  TACL_UCX_RNDV_THRESH replaces tacl's choice with a value.
+ *
+ * UCX reads UCX_RNDV_THRESH itself, in ucp_config_read(), and offers no
+ * way to ask whether a setting came from the environment or is its
+ * default; so tacl asks the configuration module whether the variable is
+ * set, and changes only UCX's default.
  */
-static void tcp_defaults(ucp_config_t *config)
+static void rndv_thresh(ucp_config_t *config)
 {
+    const char *value = tacl__config_str(TACL_CFG_UCX_RNDV_THRESH);
+    int auto_value = strcasecmp(value, "auto") == 0;
     ucs_status_t st;
 
-    if (getenv("UCX_RNDV_THRESH") != NULL || rdma_present())
-        return;
-    st = ucp_config_modify(config, "RNDV_THRESH", "inf");
+    if (auto_value) {
+        if (tacl__config_env("UCX_RNDV_THRESH") != NULL || rdma_present())
+            return;
+        value = "inf";
+    }
+    st = ucp_config_modify(config, "RNDV_THRESH", value);
     if (st != UCS_OK)
-        TACL_WARN(NET, "cannot set UCX's rendezvous threshold: %s; large "
-                  "messages may take turns on TCP links",
-                  ucs_status_string(st));
-    else
+        TACL_WARN(NET, "cannot set UCX's rendezvous threshold to %s: %s; %s",
+                  value, ucs_status_string(st),
+                  auto_value ? "large messages may take turns on TCP links"
+                             : "check TACL_UCX_RNDV_THRESH");
+    else if (auto_value)
         TACL_INFO(NET, "no RDMA device: UCX_RNDV_THRESH=inf (eager "
                   "protocol over TCP)");
+    else
+        TACL_INFO(NET, "UCX_RNDV_THRESH=%s from TACL_UCX_RNDV_THRESH",
+                  value);
 }
 
 /* Create the context and worker; leaves what it made for close. */
@@ -109,7 +125,7 @@ static tacl_status_t setup_worker(tacl__ucx_t *ucx, void **addr_p,
         return tacl__error(ucs_to_tacl(st), NET, "cannot read the UCX "
                            "configuration: %s; check the UCX_* variables",
                            ucs_status_string(st));
-    tcp_defaults(config);
+    rndv_thresh(config);
     params.field_mask = UCP_PARAM_FIELD_FEATURES |
                         UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
@@ -424,14 +440,13 @@ const tacl__transport_ops_t tacl__tl_ucx_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "ucx",
     .caps = TACL__TL_CAP_HOST,
+    .reach = TACL__TL_PEER_NET,
     .init = ucx_init,
     .reachable = ucx_reachable,
     .send = tacl__ucx_send,
     .recv = tacl__ucx_recv,
     .progress = tacl__ucx_progress,
     .wait = tacl__ucx_wait,
-    .mem_register = tacl__tl_register_unsupported,
-    .mem_deregister = tacl__tl_deregister_unsupported,
     .cancel_all = tacl__ucx_cancel_all,
     .close = ucx_close,
 };

@@ -23,7 +23,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include "transport.h"
+#include "op_fifo.h"
 
 /** The ucx transport's ops table. */
 extern const tacl__transport_ops_t tacl__tl_ucx_ops;
@@ -66,21 +66,17 @@ enum {
 };
 
 /* Our use of tacl__tl_op_t.tl_priv. */
-#define TACL_UCX_OP_PREV(op) ((op)->tl_priv[0])   /* pending list */
+#define TACL_UCX_OP_STATUS(op) TACL__TL_OP_STATUS(op) /* result, or the
+                                                          status it is
+                                                          cancelled with */
 #define TACL_UCX_OP_REQ(op) ((op)->tl_priv[1])    /* ucp request or 0 */
-#define TACL_UCX_OP_STATUS(op) ((op)->tl_priv[2]) /* result, when done */
+#define TACL_UCX_OP_PREV(op) ((op)->tl_priv[2])   /* pending list */
 #define TACL_UCX_OP_FLAGS(op) ((op)->tl_priv[3])
 #define TACL_UCX_OP_TL(op) ((op)->tl_priv[4])     /* the instance */
 #define TACL_UCX_OP_F_RECV 1u      /* a receive (else a send) */
 #define TACL_UCX_OP_F_PENDING 2u   /* on the pending list */
 #define TACL_UCX_OP_F_POSTING 4u   /* inside the post call */
 #define TACL_UCX_OP_F_EARLY 8u     /* UCX called back inside the post */
-
-/** A list of operations linked through tl_next (and PREV when pending). */
-typedef struct {
-    tacl__tl_op_t *head;
-    tacl__tl_op_t *tail;
-} tacl__ucx_opq_t;
 
 typedef struct {
     tacl__tl_t super;
@@ -98,8 +94,9 @@ typedef struct {
     uint8_t *addrs;            /* every rank's worker address, padded */
     size_t addr_stride;
     uint32_t *addr_lens;
-    tacl__ucx_opq_t pending;   /* posted, not completed by UCX yet */
-    tacl__ucx_opq_t done;      /* completed, callback not run yet */
+    tacl__tl_opq_t pending;    /* posted, not completed by UCX yet; also
+                                  linked backwards through OP_PREV */
+    tacl__tl_opq_t done;       /* completed, callback not run yet */
     uint64_t npending;
 } tacl__ucx_t;
 

@@ -28,35 +28,12 @@
 /* Worker progress calls one progress() makes at most. */
 #define TACL_UCX_PROGRESS_BUDGET 64
 
-static void opq_push(tacl__ucx_opq_t *q, tacl__tl_op_t *op)
-{
-    op->tl_next = NULL;
-    if (q->tail)
-        q->tail->tl_next = op;
-    else
-        q->head = op;
-    q->tail = op;
-}
-
-static tacl__tl_op_t *opq_take(tacl__ucx_opq_t *q)
-{
-    tacl__tl_op_t *op = q->head;
-
-    if (op) {
-        q->head = op->tl_next;
-        if (!q->head)
-            q->tail = NULL;
-        op->tl_next = NULL;
-    }
-    return op;
-}
-
 static void pending_add(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
 {
     TACL_UCX_OP_REQ(op) = (uint64_t)(uintptr_t)req;
     TACL_UCX_OP_FLAGS(op) |= TACL_UCX_OP_F_PENDING;
     TACL_UCX_OP_PREV(op) = (uint64_t)(uintptr_t)ucx->pending.tail;
-    opq_push(&ucx->pending, op);
+    tacl__tl_opq_push(&ucx->pending, op);
     ++ucx->npending;
 }
 
@@ -82,8 +59,7 @@ static void pending_remove(tacl__ucx_t *ucx, tacl__tl_op_t *op)
 static void complete(tacl__ucx_t *ucx, tacl__tl_op_t *op,
                      tacl_status_t status)
 {
-    TACL_UCX_OP_STATUS(op) = (uint64_t)(int64_t)status;
-    opq_push(&ucx->done, op);
+    tacl__tl_opq_complete(&ucx->done, op, status);
 }
 
 /* The tacl status of a finished UCX operation; decides errors once. */
@@ -154,17 +130,11 @@ static void recv_cb(void *req, ucs_status_t st,
 
 static tacl_status_t check_op(tacl__ucx_t *ucx, tacl__tl_op_t *op)
 {
-    if (op->peer < 0 || op->peer >= ucx->nranks || !ucx->remote[op->peer] ||
-        !ucx->worker)
-        return tacl__error(TACL_ERR_INVALID_ARG, NET, "rank %d is not on "
-                           "another node; ucx cannot reach it from rank %d",
-                           op->peer, ucx->rank);
-    if (op->memtype != TACL_MEM_HOST)
-        return tacl__error(TACL_ERR_UNSUPPORTED, NET,
-                           "ucx moves host memory only");
-    if (op->len && !op->buf)
-        return tacl__error(TACL_ERR_INVALID_ARG, NET, "NULL buffer for a "
-                           "%llu-byte message", (unsigned long long)op->len);
+    tacl_status_t status = tacl__tl_check_op(&ucx->super, op, ucx->rank,
+                                             TACL_SUBSYS_NET);
+
+    if (status != TACL_OK)
+        return status;
     TACL_UCX_OP_FLAGS(op) = 0;
     TACL_UCX_OP_REQ(op) = 0;
     TACL_UCX_OP_STATUS(op) = 0;
@@ -205,61 +175,47 @@ static tacl_status_t posted(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
     return TACL_OK;
 }
 
-tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
+/*
+ * Post a send, or a receive if recv.  A send needs the endpoint; a
+ * receive does not, but creating it is what tells us that the sender
+ * died.  A receive asks for no immediate completion: UCX 1.13 can
+ * complete a receive at once without filling in its length, and the
+ * length must be checked; the callback always has it.
+ */
+static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
     ucp_request_param_t param = {0};
+    void *buf = op->len ? op->buf : empty_buf;
     tacl_status_t status;
-    ucp_ep_h ep;
+    ucp_ep_h ep = NULL;
     void *req;
 
     status = check_op(ucx, op);
     if (status != TACL_OK)
         return status;
     status = tacl__ucx_get_ep(ucx, op->peer, &ep);
-    if (status != TACL_OK)
+    if (status != TACL_OK && !recv)
         return status;
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                         UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = send_cb;
-    param.user_data = op;
-    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_POSTING;
-    req = ucp_tag_send_nbx(ep, op->len ? op->buf : empty_buf,
-                           (size_t)op->len, tacl__ucx_tag(ucx->rank, op->tag),
-                           &param);
-    return posted(ucx, op, req);
-}
-
-tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
-{
-    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
-    ucp_request_param_t param = {0};
-    tacl_status_t status;
-    ucp_ep_h ep;
-    void *req;
-
-    status = check_op(ucx, op);
     if (status != TACL_OK)
-        return status;
-    /* The endpoint is not needed to receive, but it is what tells us
-     * that the sender died. */
-    if (tacl__ucx_get_ep(ucx, op->peer, &ep) != TACL_OK)
         TACL_INFO(NET, "rank %d: receiving from rank %d without a "
                   "connection; only a message already here can match",
                   ucx->rank, op->peer);
-    /*
-     * No immediate completion: UCX 1.13 can complete a receive at once
-     * without filling in its length, and the length must be checked; the
-     * callback always has it.
-     */
-    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_RECV | TACL_UCX_OP_F_POSTING;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                         UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    param.cb.recv = recv_cb;
+                         UCP_OP_ATTR_FIELD_USER_DATA;
     param.user_data = op;
-    req = ucp_tag_recv_nbx(ucx->worker, op->len ? op->buf : empty_buf,
-                           (size_t)op->len, tacl__ucx_tag(op->peer, op->tag),
+    if (!recv) {
+        param.cb.send = send_cb;
+        TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_POSTING;
+        req = ucp_tag_send_nbx(ep, buf, (size_t)op->len,
+                               tacl__ucx_tag(ucx->rank, op->tag), &param);
+        return posted(ucx, op, req);
+    }
+    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_RECV | TACL_UCX_OP_F_POSTING;
+    param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = recv_cb;
+    req = ucp_tag_recv_nbx(ucx->worker, buf, (size_t)op->len,
+                           tacl__ucx_tag(op->peer, op->tag),
                            TACL_UCX_TAG_MASK, &param);
     status = posted(ucx, op, req);
     if (status == TACL_OK &&
@@ -272,6 +228,16 @@ tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
         ucp_request_cancel(ucx->worker, req);
     }
     return status;
+}
+
+tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    return post_op(tl, op, 0);
+}
+
+tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    return post_op(tl, op, 1);
 }
 
 void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status)
@@ -297,18 +263,6 @@ void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status)
     }
 }
 
-static int run_callbacks(tacl__ucx_t *ucx)
-{
-    int events = 0;
-    tacl__tl_op_t *op;
-
-    while ((op = opq_take(&ucx->done))) {
-        op->cb(op, (tacl_status_t)(int64_t)TACL_UCX_OP_STATUS(op));
-        ++events;
-    }
-    return events;
-}
-
 int tacl__ucx_progress(tacl__tl_t *tl)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
@@ -323,7 +277,7 @@ int tacl__ucx_progress(tacl__tl_t *tl)
     }
     if (ucx->failed != TACL_OK)
         tacl__ucx_fail(ucx, ucx->failed);
-    events += run_callbacks(ucx);
+    events += tacl__tl_opq_run(&ucx->done);
     return ucx->failed != TACL_OK ? ucx->failed : events;
 }
 
@@ -363,5 +317,5 @@ void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status)
     if (ucx->pending.head && ucx->failed == TACL_OK)
         ucx->failed = status;
     tacl__ucx_fail(ucx, status);
-    run_callbacks(ucx);
+    tacl__tl_opq_run(&ucx->done);
 }
