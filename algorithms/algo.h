@@ -55,6 +55,12 @@ typedef struct {
     uint64_t chunk_bytes;   /* pipeline chunk for ring algorithms */
     int qbits;              /* 0: exact; 8 or 4: quantized (qwZ, qgZ) */
     uint32_t qblock;        /* values per quantization scale */
+    int shm_map;            /* the node's processes map one another's
+                               tacl_mem_alloc memory and shared scratch
+                               (TACL_SHM_MAP) */
+    int send_mapped;        /* what the node's peers read from this rank
+                               (all-gather: sendbuf, all-reduce: recvbuf)
+                               is tacl_mem_alloc memory they map */
 } tacl__coll_args_t;
 
 typedef enum {

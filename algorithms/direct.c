@@ -35,10 +35,8 @@
  * node.
  */
 #include "algo_util.h"
-#include "config.h"
 #include "hier.h"
 #include "log.h"
-#include "memseg.h"
 
 #include <stdlib.h>
 
@@ -337,10 +335,10 @@ static void direct_copy_own(direct_t *d, tacl__bref_t src, uint32_t lag)
 }
 
 /*
- * Whether the peers on this node should read this rank's block (at from:
- * an all-gather's input, an all-reduce's reduced block) from shared
+ * Whether the peers on this node should read this rank's block (an
+ * all-gather's input, an all-reduce's reduced block) from shared
  * scratch: when it is host memory they cannot map (not from
- * tacl_mem_alloc), the operation is large (streamed) and it has at least
+ * tacl_mem_alloc: args->send_mapped), the operation is large (streamed) and it has at least
  * two peers on the node, one extra copy of the block into memory they
  * map saves each of them a cross-memory copy, which pins pages and runs
  * through the kernel; with one peer it saves one copy for one.  Medians
@@ -351,20 +349,14 @@ static void direct_copy_own(direct_t *d, tacl__bref_t src, uint32_t lag)
  * (3.53 -> 3.72, 4.57 -> 4.51 at 128 MB), all-reduce 6.42 -> 6.87 and
  * 2.66 -> 2.60 (4.94 -> 5.79, 5.84 -> 5.92): not staged.
  */
-static void direct_stage(direct_t *d, const tacl__topo_view_t *view,
-                         tacl__bref_t from)
+static void direct_stage(direct_t *d, const tacl__topo_view_t *view)
 {
-    const tacl__sched_buf_t *in = &d->s->bufs[from.buf];
     uint64_t bytes = (uint64_t)direct_blk(d, d->r, NULL) * d->es;
-    tacl__memseg_ref_t ref;
     int32_t b;
 
     if (!d->stream || view->local_size < 3 || bytes == 0 ||
-        d->args->memtype != TACL_MEM_HOST ||
-        tacl__config_int(TACL_CFG_SHM_MAP) == 0 ||
-        (in->ptr != NULL &&
-         tacl__memseg_find((const uint8_t *)in->ptr + from.off, bytes,
-                           &ref)))
+        d->args->memtype != TACL_MEM_HOST || !d->args->shm_map ||
+        d->args->send_mapped)
         return;
     b = tacl__sched_scratch_shared(d->s, bytes);
     if (b < 0)
@@ -411,7 +403,7 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
     d.sends = d.taken + d.nchunks;
     if (ag) {
         d.stream = tacl__algo_stream(view, (uint64_t)d.total * d.es);
-        direct_stage(&d, view, d.io.in);
+        direct_stage(&d, view);
         /* Peers read the input itself. */
         for (uint32_t c = 0; c < d.nchunks; c++)
             d.fin[c] = -1;
@@ -424,7 +416,7 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
         /* Staged, the reduced block goes to shared scratch, the peers
          * read it there and this rank copies it to its output. */
         d.stream = tacl__algo_stream(view, (uint64_t)d.total * d.es);
-        direct_stage(&d, view, own);
+        direct_stage(&d, view);
         direct_rs(&d, d.staged ? d.stage : own);
         direct_ag(&d, d.staged ? d.stage : own, 1);
         if (d.staged)

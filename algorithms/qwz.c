@@ -193,6 +193,7 @@ static tacl_status_t qwz_inner(tacl__sched_t *t, const tacl__coll_args_t *args,
     ia.dtype = TACL_UINT8;
     ia.op = TACL_SUM;
     ia.qbits = 0;
+    ia.send_mapped = 0;  /* the payload lives in private scratch */
     ia.qblock = 0;
     algo = tacl__algo_select(&ia, view, spec);
     if (algo == NULL)

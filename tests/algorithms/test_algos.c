@@ -435,8 +435,9 @@ Test(algorithms, direct_more_peers_than_dependencies)
 
 /*
  * A collective's buffers, from calloc or (mapped) from tacl_mem_alloc,
- * which decides whether the direct algorithms stage; in place, send
- * points into recv at send_off bytes.
+ * which the caller of a builder marks in args->send_mapped and which
+ * decides whether the direct algorithms stage; in place, send points into
+ * recv at send_off bytes.
  */
 typedef struct {
     void *recv, *send, *own_send;
@@ -506,6 +507,8 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
     bufs_get(&b, mapped, in_place, (size_t)n * count * 4, count * 4,
              (size_t)r * count * 4);
     a = args_of(&c, b.send, b.recv, 0);
+    a.shm_map = 1;
+    a.send_mapped = b.mapped;
     cr_assert_leq(n, 8);
     v.stream_bytes = stream_bytes;
     tacl__sched_init(&s, r, n);
@@ -622,6 +625,8 @@ static void check_direct_ar_stage(int n, int r, size_t count, int in_place,
     count = c.count;
     bufs_get(&b, mapped, in_place, count * 4, count * 4, 0);
     a = args_of(&c, b.send, b.recv, 0);
+    a.shm_map = 1;
+    a.send_mapped = b.mapped;
     v.stream_bytes = 1;
     tacl__sched_init(&s, r, n);
     cr_assert_eq(c.algo->build(&s, &a, &v), TACL_OK, "%s",
