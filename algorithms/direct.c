@@ -146,23 +146,6 @@ static uint64_t direct_at(const direct_t *d, int b, uint32_t c)
 }
 
 /*
- * Fold the n dependencies in ids into at most TACL__MAX_DEPS, joining the
- * excess through NOP steps; ids[0 .. returned count) are then the list.
- */
-static int direct_join(tacl__sched_t *s, int32_t *ids, int n)
-{
-    int k = TACL__MAX_DEPS - 1;
-
-    while (n > TACL__MAX_DEPS) {
-        /* The NOP takes the place of the last id it joins. */
-        ids[n - TACL__MAX_DEPS] =
-            tacl__sched_nop(s, ids + n - TACL__MAX_DEPS, TACL__MAX_DEPS);
-        n -= k;
-    }
-    return n;
-}
-
-/*
  * Reduce-scatter of the n-block vector at io.in into dst (block r's place
  * in the output); d->fin gets the last step of each chunk.
  */
@@ -223,7 +206,7 @@ static void direct_rs(direct_t *d, tacl__bref_t dst)
          * (the same bits on every run); for AVG the sum stays in the first
          * slot and the division writes the output, so every output byte
          * is written once. */
-        ndeps = direct_join(s, got, n - 1);
+        ndeps = tacl__sched_fold(s, got, n - 1);
         last = tacl__sched_reduce_n(s, avg ? slots : out, in, slots, n - 1,
                                     slot_bytes, len, args->dtype, op, got,
                                     ndeps);
@@ -292,7 +275,7 @@ static void direct_ag(direct_t *d, tacl__bref_t src, int after_rs)
                 d->fin[c] = got;
         }
         if (!after_rs) {
-            nsent = direct_join(s, d->sends, nsent);
+            nsent = tacl__sched_fold(s, d->sends, nsent);
             d->taken[c] = nsent > 0 ? tacl__sched_nop(s, d->sends, nsent)
                                     : -1;
         }

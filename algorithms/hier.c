@@ -260,20 +260,10 @@ static void hier_collect(tacl__hier_ctx_t *x, int32_t id)
 
 int32_t tacl__hier_join(tacl__hier_ctx_t *x)
 {
-    size_t n = x->njoined, i, out;
-    int32_t id = -1;
+    int n = tacl__sched_fold(x->s, x->joined, (int)x->njoined);
+    int32_t id = n > 1 ? tacl__sched_nop(x->s, x->joined, n)
+                       : n == 1 ? x->joined[0] : -1;
 
-    /* Fold the list into NOPs of at most TACL__MAX_DEPS dependencies. */
-    while (n > 1) {
-        for (i = 0, out = 0; i < n; i += TACL__MAX_DEPS) {
-            int cnt = (int)TACL_MIN((size_t)TACL__MAX_DEPS, n - i);
-
-            x->joined[out++] = tacl__sched_nop(x->s, x->joined + i, cnt);
-        }
-        n = out;
-    }
-    if (n == 1)
-        id = x->joined[0];
     x->njoined = 0;
     x->collect = 0;
     return id;

@@ -56,22 +56,4 @@ static inline int tacl__qgz_slot(int dm, int dl, int l, int g)
     return (dl < l ? dl : dl - 1) * g + dm;
 }
 
-/**
- * Fold a dependency list longer than a step may carry into NOP join
- * steps, in place: afterwards ids[0..n) (n returned) stand for all of
- * them and n <= TACL__MAX_DEPS.
- */
-static inline int tacl__qc_join(tacl__sched_t *s, int32_t *ids, int n)
-{
-    while (n > TACL__MAX_DEPS) {
-        int out = 0, i;
-
-        for (i = 0; i < n; i += TACL__MAX_DEPS)
-            ids[out++] = tacl__sched_nop(s, ids + i,
-                                         TACL_MIN(n - i, TACL__MAX_DEPS));
-        n = out;
-    }
-    return n;
-}
-
 #endif /* TACL_ALGORITHMS_QUANT_ALGOS_H */

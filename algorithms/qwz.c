@@ -101,7 +101,7 @@ static tacl_status_t qwz_merge_step(qwz_merge_t *x, uint32_t j)
     /* Whatever reads the quantized block waits for its quantization. */
     if (qwz_reads_input(x->t, st))
         deps[n++] = x->quant;
-    n = tacl__qc_join(s, deps, n);
+    n = tacl__sched_fold(s, deps, n);
     switch (st->kind) {
     case TACL__STEP_SEND:
         x->ids[j] = tacl__sched_send(s, st->peer, src, st->bytes, st->tag,
@@ -171,7 +171,7 @@ static void qwz_dequant(qwz_merge_t *x, const tacl__coll_args_t *args,
         if (x->ids[i] >= 0 && qwz_writes(x->s, x->ids[i], x->qall, lo, hi))
             deps[n++] = x->ids[i];
     }
-    n = tacl__qc_join(x->s, deps, n);
+    n = tacl__sched_fold(x->s, deps, n);
     tacl__sched_dequant(x->s,
                         tacl__bref_add(out, (uint64_t)j * args->count * es),
                         tacl__bref(x->qall, lo), 1, 0, args->count,

@@ -495,6 +495,19 @@ int32_t tacl__sched_nop(tacl__sched_t *s, const int32_t *deps, int ndeps)
     return sched_add_step(s, &st, deps, ndeps);
 }
 
+int tacl__sched_fold(tacl__sched_t *s, int32_t *ids, int n)
+{
+    while (n > TACL__MAX_DEPS) {
+        int out = 0, i;
+
+        for (i = 0; i < n; i += TACL__MAX_DEPS)
+            ids[out++] = tacl__sched_nop(s, ids + i,
+                                         TACL_MIN(n - i, TACL__MAX_DEPS));
+        n = out;
+    }
+    return n;
+}
+
 static const char *const step_kind_names[TACL__STEP_NUM_KINDS] = {
     "send", "recv", "copy", "reduce", "div", "nop",
 };

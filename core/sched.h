@@ -206,6 +206,13 @@ int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
                         size_t count, tacl_dtype_t dtype, uint32_t divisor,
                         const int32_t *deps, int ndeps);
 int32_t tacl__sched_nop(tacl__sched_t *s, const int32_t *deps, int ndeps);
+/**
+ * Fold a dependency list longer than a step may carry into NOP steps, in
+ * place: groups of TACL__MAX_DEPS ids become one NOP each, round after
+ * round, until at most TACL__MAX_DEPS remain.  Afterwards ids[0..n) (n
+ * returned) stand for all of them; a shorter list is left as it is.
+ */
+int tacl__sched_fold(tacl__sched_t *s, int32_t *ids, int n);
 
 /*
  * Quantization steps (ZeRO++ qwZ/qgZ).  Quantized buffers follow
