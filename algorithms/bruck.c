@@ -14,7 +14,7 @@
  * Barrier round k: a zero-byte message to r + d and one from r - d; the
  * next round's message waits for this round's.
  */
-#include "algo_util.h"
+#include "toolbox.h"
 #include "hier.h"
 #include "log.h"
 

@@ -34,7 +34,7 @@
  * remote rank through its node's uplink, so the tuner keeps these to one
  * node.
  */
-#include "algo_util.h"
+#include "toolbox.h"
 #include "hier.h"
 #include "log.h"
 

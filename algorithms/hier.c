@@ -3,8 +3,9 @@
  * layout of ranks over nodes (member lists, local indices, rails), the
  * build context, and the ring phases over a rail or over a node that
  * MiCS (mics.c), H-Ring (hring.c), HO-Ring (horing.c) and the
- * hierarchical all-reduce (hier_allreduce.c) combine, plus the cost
- * model they share.
+ * hierarchical all-reduce (hier_allreduce.c) combine, the staged
+ * all-gather and reduce-scatter made of them, plus the cost model they
+ * share.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "hier.h"
 #include "log.h"
 
+/* Nodes counted on the stack; larger communicators count node by node. */
 #define HIER_STACK_NODES 256
 
 int tacl__hier_layout_ok(const tacl__topo_view_t *view)
@@ -506,6 +508,120 @@ void tacl__hier_rs_partials(tacl__hier_ctx_t *x, const tacl__hier_ring_t *r,
                                     (uint64_t)node * x->maxpiece * x->es);
     }
     tacl__hier_rs(x, &r->ph, x->dsts, 0);
+}
+
+void tacl__hier_copy_own(tacl__hier_ctx_t *x)
+{
+    if (x->args->type != TACL__COLL_ALLGATHER || x->io.in_place)
+        return;
+    tacl__sched_copy(x->s,
+                     tacl__bref_add(x->io.out, (uint64_t)x->s->rank *
+                                                   x->args->count * x->es),
+                     x->io.in, x->args->count * x->es, TACL__NO_DEPS);
+}
+
+/*
+ * The staged all-gather and reduce-scatter: this rank's rail ring and the
+ * ring of its node over every node's pieces.
+ */
+static tacl_status_t hier_rings(tacl__hier_ctx_t *x, tacl__hier_ring_t *rail,
+                                tacl__hier_ring_t *node)
+{
+    tacl_status_t status = tacl__hier_rail_ring(x, rail);
+
+    if (status != TACL_OK)
+        return status;
+    status = tacl__hier_node_ring(x, TACL__HIER_NODES_ALL, node);
+    if (status != TACL_OK)
+        tacl__hier_ring_free(rail);
+    return status;
+}
+
+tacl_status_t tacl__hier_allgather(tacl__hier_ctx_t *x, int joined)
+{
+    /* In place, an all-reduce's receives wait for the reduce-scatter's
+     * last reads of the bytes they overwrite; an all-gather has none. */
+    const int32_t *war = x->io.in_place ? x->inread : NULL;
+    tacl__hier_ring_t rail, node;
+    tacl_status_t status = hier_rings(x, &rail, &node);
+
+    if (status != TACL_OK)
+        return status;
+    tacl__hier_copy_own(x);
+    x->collect = joined;
+    tacl__hier_ag(x, &rail.ph, war);
+    if (joined)
+        node.ph.gate = tacl__hier_join(x);
+    tacl__hier_ag(x, &node.ph, war);
+    tacl__hier_ring_free(&node);
+    tacl__hier_ring_free(&rail);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__hier_reduce_scatter(tacl__hier_ctx_t *x, int joined)
+{
+    tacl__hier_ring_t rail, node;
+    tacl__bref_t np;
+    uint32_t div = x->args->op == TACL_AVG ? (uint32_t)x->s->nranks : 0;
+    tacl_status_t status = hier_rings(x, &rail, &node);
+
+    if (status != TACL_OK)
+        return status;
+    np = tacl__hier_scratch(x, x->g);
+    x->collect = joined;
+    tacl__hier_rs_partials(x, &node, np);
+    if (joined)
+        rail.ph.gate = tacl__hier_join(x);
+    x->dsts[0] = tacl__bref_add(x->io.out,
+                                x->args->type == TACL__COLL_ALLREDUCE
+                                    ? x->poff[tacl__hier_piece(x, x->m, x->l)]
+                                          * x->es
+                                    : 0);
+    tacl__hier_rs(x, &rail.ph, x->dsts, div);
+    tacl__hier_ring_free(&node);
+    tacl__hier_ring_free(&rail);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__hier_run(tacl__sched_t *s, const tacl__coll_args_t *args,
+                             const tacl__topo_view_t *view,
+                             tacl__hier_body_t body, int arg)
+{
+    tacl__hier_ctx_t x;
+    tacl_status_t status;
+
+    if (args->count == 0)
+        return TACL_OK;
+    if (!tacl__hier_layout_ok(view))
+        return tacl__ring_build(s, args, view);
+    status = tacl__hier_begin(&x, s, args, view);
+    if (status != TACL_OK)
+        return status;
+    status = body(&x, arg);
+    tacl__hier_ctx_fini(&x);
+    if (status != TACL_OK)
+        return status;
+    return tacl__sched_status(s);
+}
+
+/*
+ * MiCS and H-Ring share their data flow; joined holds the second stage
+ * until the first has completed everywhere on this rank (H-Ring's strict
+ * phases) instead of pipelining it behind the first (MiCS).
+ */
+static tacl_status_t hier_staged(tacl__hier_ctx_t *x, int joined)
+{
+    return x->args->type == TACL__COLL_ALLGATHER
+               ? tacl__hier_allgather(x, joined)
+               : tacl__hier_reduce_scatter(x, joined);
+}
+
+tacl_status_t tacl__hier_staged_build(tacl__sched_t *s,
+                                      const tacl__coll_args_t *args,
+                                      const tacl__topo_view_t *view,
+                                      int joined)
+{
+    return tacl__hier_run(s, args, view, hier_staged, joined);
 }
 
 void tacl__hier_model(const tacl__coll_args_t *args,

@@ -22,7 +22,7 @@
 #ifndef TACL_ALGORITHMS_HIER_H
 #define TACL_ALGORITHMS_HIER_H
 
-#include "algo_util.h"
+#include "toolbox.h"
 
 /** Who is where: member lists per node, local index and node per rank. */
 typedef struct {
@@ -128,6 +128,17 @@ tacl_status_t tacl__hier_ctx_init(tacl__hier_ctx_t *x, tacl__sched_t *s,
 tacl_status_t tacl__hier_begin(tacl__hier_ctx_t *x, tacl__sched_t *s,
                                const tacl__coll_args_t *args,
                                const tacl__topo_view_t *view);
+/** The phases of a hierarchical build on a context set up for it. */
+typedef tacl_status_t (*tacl__hier_body_t)(tacl__hier_ctx_t *x, int arg);
+
+/**
+ * Build args with body(x, arg) on a context from tacl__hier_begin: nothing
+ * when count is 0, the flat ring on a layout the hierarchical algorithms
+ * do not serve.
+ */
+tacl_status_t tacl__hier_run(tacl__sched_t *s, const tacl__coll_args_t *args,
+                             const tacl__topo_view_t *view,
+                             tacl__hier_body_t body, int arg);
 /** The build shared by MiCS (joined 0) and H-Ring (joined 1). */
 tacl_status_t tacl__hier_staged_build(tacl__sched_t *s,
                                       const tacl__coll_args_t *args,
@@ -196,9 +207,16 @@ void tacl__hier_rs_partials(tacl__hier_ctx_t *x, const tacl__hier_ring_t *r,
                             tacl__bref_t np);
 
 /**
- * All-gather of rank-ordered blocks: the rail ring, then the node ring of
- * every node's pieces; the node ring forwards each piece as it arrives,
- * or with joined starts only once the rail ring is done (H-Ring).
+ * An all-gather's own block copied from its input to its place in the
+ * output, when the operation is an out-of-place all-gather.
+ */
+void tacl__hier_copy_own(tacl__hier_ctx_t *x);
+
+/**
+ * All-gather of the pieces: the rail ring, then the node ring of every
+ * node's pieces; the node ring forwards each piece as it arrives, or with
+ * joined starts only once the rail ring is done (H-Ring).  In place, each
+ * receive waits for the last read of the input bytes it overwrites.
  */
 tacl_status_t tacl__hier_allgather(tacl__hier_ctx_t *x, int joined);
 

@@ -6,7 +6,7 @@
 #ifndef TACL_ALGORITHMS_QUANT_ALGOS_H
 #define TACL_ALGORITHMS_QUANT_ALGOS_H
 
-#include "algo_util.h"
+#include "toolbox.h"
 #include "quant_layout.h"
 
 /**

@@ -14,7 +14,7 @@
  * Partial results live in scratch (an accumulator and two receive slots)
  * and the output is written once, by the last combine or the division.
  */
-#include "algo_util.h"
+#include "toolbox.h"
 #include "hier.h"
 #include "log.h"
 

@@ -22,7 +22,7 @@
  */
 #include <stdlib.h>
 
-#include "algo_util.h"
+#include "toolbox.h"
 #include "hier.h"
 #include "log.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo_util.h"
+#include "toolbox.h"
 #include "log.h"
 #include "simrun.h"
 

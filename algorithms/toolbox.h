@@ -1,10 +1,11 @@
 /*
- * Helpers the algorithm files share: registering an operation's buffers
- * (with NCCL's in-place conventions), chunking a pipeline, and the entry
- * points each algorithm file gives the registry.  Internal to algorithms/.
+ * The builders' toolbox (toolbox.c): registering an operation's buffers
+ * (with NCCL's in-place conventions), chunking a pipeline, block ranges,
+ * and the entry points each algorithm file gives the registry.  Internal
+ * to algorithms/ (and its tests); it calls nothing of the registry.
  */
-#ifndef TACL_ALGORITHMS_ALGO_UTIL_H
-#define TACL_ALGORITHMS_ALGO_UTIL_H
+#ifndef TACL_ALGORITHMS_TOOLBOX_H
+#define TACL_ALGORITHMS_TOOLBOX_H
 
 #include "algo.h"
 #include "common.h"
@@ -170,4 +171,4 @@ TACL__ALGO_DECLARE_(direct)
 TACL__ALGO_DECLARE_(tree)
 TACL__ALGO_DECLARE_(p2p)
 
-#endif /* TACL_ALGORITHMS_ALGO_UTIL_H */
+#endif /* TACL_ALGORITHMS_TOOLBOX_H */
