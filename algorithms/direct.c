@@ -35,7 +35,7 @@
  * node.
  */
 #include "toolbox.h"
-#include "hier.h"
+#include "cost.h"
 #include "log.h"
 
 #include <stdlib.h>
@@ -445,19 +445,18 @@ double tacl__direct_cost(const tacl__coll_args_t *args,
     blk = args->type == TACL__COLL_ALLREDUCE ? m / p : m;
     if (view->n_nodes > 1) {
         double local = view->local_size > 0 ? view->local_size : 1;
-        double an = tacl__link_alpha(view, TACL__LINKC_NET, alpha);
-        double bn = tacl__link_beta(view, TACL__LINKC_NET, beta);
-        double bh = tacl__link_beta(view, TACL__LINKC_HOST,
-                                    TACL__HIER_BETA_HOST);
+        double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
+        double bn = tacl__link_beta(view, TACL_LINK_NET, beta);
+        double bh = tacl__cost_host_beta(view);
 
         return phases * (peers * an +
                          TACL_MAX(local * (p - local) * blk * bn,
                                   (local - 1) * blk * bh));
     }
-    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
-    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
+    alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
+    beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
     return phases * peers * (alpha + blk * beta) +
-           tacl__algo_reduced(args, peers * blk) * TACL__ALGO_GAMMA_HOST;
+           tacl__cost_reduced(args, peers * blk) * TACL__COST_GAMMA_HOST;
 }
 
 tacl_status_t tacl__direct_build(tacl__sched_t *s,

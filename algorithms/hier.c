@@ -101,23 +101,6 @@ void tacl__hier_rail(const tacl__hier_t *h, int l, int *rail_p)
         rail_p[m] = tacl__hier_rank(h, m, l);
 }
 
-int tacl__hier_ring_share(const tacl__topo_view_t *view)
-{
-    int p = view->nranks, r, m, best = 1;
-
-    if (view->node_of == NULL || view->n_nodes < 2)
-        return 1;
-    for (m = 0; m < view->n_nodes; m++) {
-        int out = 0;
-
-        for (r = 0; r < p; r++)
-            out += view->node_of[r] == m &&
-                   view->node_of[tacl__ring_next(r, p)] != m;
-        best = TACL_MAX(best, out);
-    }
-    return best;
-}
-
 /*
  * Contexts.
  */
@@ -641,43 +624,13 @@ void tacl__hier_model(const tacl__coll_args_t *args,
     d.chunks = 1;
     if (args->chunk_bytes > 0)
         d.chunks = TACL_MAX(1.0, d.b / (double)args->chunk_bytes);
-    d.a_net = tacl__link_alpha(view, TACL__LINKC_NET, alpha);
-    d.b_net = tacl__link_beta(view, TACL__LINKC_NET, beta);
-    d.a_host = tacl__link_alpha(view, TACL__LINKC_HOST,
-                                TACL__HIER_ALPHA_HOST);
-    d.b_host = tacl__link_beta(view, TACL__LINKC_HOST, TACL__HIER_BETA_HOST);
+    d.a_net = tacl__link_alpha(view, TACL_LINK_NET, alpha);
+    d.b_net = tacl__link_beta(view, TACL_LINK_NET, beta);
+    d.a_host = tacl__cost_host_alpha(view);
+    d.b_host = tacl__cost_host_beta(view);
     /* The k rails of a node send at once and share its uplink. */
     d.inter = (d.g - 1) * (d.a_net + d.k * d.b * d.b_net);
     d.intra = (d.k - 1) * (d.a_host + d.g * d.b * d.b_host);
     d.tail = (d.k - 1) * (d.a_host + d.b / d.chunks * d.b_host);
     *mod_p = d;
-}
-
-
-double tacl__hier_step_time(const tacl__topo_view_t *view, int n,
-                            int (*peer)(int r, int n, int d), int d,
-                            double bytes, double alpha, double beta)
-{
-    int r, m, share = 0;
-
-    for (m = 0; view->node_of != NULL && m < view->n_nodes; m++) {
-        int out = 0;
-
-        for (r = 0; r < n; r++) {
-            int q = peer(r, n, d);
-
-            out += q >= 0 && q < n && view->node_of[r] == m &&
-                   view->node_of[q] != m;
-        }
-        share = TACL_MAX(share, out);
-    }
-    if (view->node_of == NULL)
-        share = 1;
-    if (share == 0)
-        return tacl__link_alpha(view, TACL__LINKC_HOST,
-                                TACL__HIER_ALPHA_HOST) +
-               bytes * tacl__link_beta(view, TACL__LINKC_HOST,
-                                       TACL__HIER_BETA_HOST);
-    return tacl__link_alpha(view, TACL__LINKC_NET, alpha) +
-           share * bytes * tacl__link_beta(view, TACL__LINKC_NET, beta);
 }

@@ -9,16 +9,17 @@
  * Otherwise it picks the supported row of lowest cost under an alpha-beta
  * model (Hockney: a message of m bytes costs alpha + m * beta) whose
  * alpha and beta are per link class (the view's host and network
- * figures): latency-bound algorithms (recursive doubling, Bruck, trees)
- * win for small messages, the bandwidth-optimal pipelined ring for large
- * ones on one node, and the hierarchical algorithms (MiCS, HO-Ring, the
- * hierarchical all-reduce) for large ones across nodes, where they keep
- * traffic off the shared uplinks.  Every choice is logged at INFO (TUNE).
+ * figures, else cost.h's): latency-bound algorithms (recursive
+ * doubling, Bruck, trees) win for small messages, the bandwidth-optimal
+ * pipelined ring for large ones on one node, and the hierarchical
+ * algorithms (MiCS, HO-Ring, the hierarchical all-reduce) for large ones
+ * across nodes, where they keep traffic off the shared uplinks.  Every choice is logged at INFO (TUNE).
  */
 #include <string.h>
 #include <strings.h>
 
 #include "toolbox.h"
+#include "cost.h"
 #include "hier.h"
 #include "log.h"
 
@@ -193,15 +194,6 @@ static const tacl__algo_t *spec_forced(const char *spec,
     return found;
 }
 
-/*
- * Model parameters: shared memory inside a node, a network between
- * nodes.  Only their ratio matters for the choice.
- */
-#define ALPHA_INTRA 2e-6
-#define BETA_INTRA (1.0 / 10e9)
-#define ALPHA_INTER 10e-6
-#define BETA_INTER (1.0 / 1.25e9)
-
 /* Whether a is one of the hierarchical algorithms (hier.h). */
 static int algo_is_hier(const tacl__algo_t *a)
 {
@@ -227,9 +219,10 @@ static const char *algo_layout_why(const tacl__topo_view_t *view)
 static double algo_cost(const tacl__algo_t *a, const tacl__coll_args_t *args,
                         const tacl__topo_view_t *view)
 {
-    if (view->n_nodes > 1)
-        return a->cost(args, view, ALPHA_INTER, BETA_INTER);
-    return a->cost(args, view, ALPHA_INTRA, BETA_INTRA);
+    const tacl__cost_link_t *l =
+        &tacl__cost_links[view->n_nodes > 1 ? TACL_LINK_NET : TACL_LINK_HOST];
+
+    return a->cost(args, view, l->alpha, l->beta);
 }
 
 /* The supported row of lowest modelled cost; *cost_p its cost. */

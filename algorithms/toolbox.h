@@ -127,29 +127,6 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
                           tacl__bref_t dst, tacl__bref_t src, size_t count,
                           const int32_t *deps, int ndeps);
 
-/** Bandwidth penalty of algorithms that talk to distant peers. */
-#define TACL__ALGO_SPREAD_PENALTY 1.5
-
-/**
- * Seconds per byte a CPU reduction costs (the gamma of Thakur et al.):
- * reading two operands and writing one runs at about half the speed of a
- * copy.  On one node, where moving a byte costs about as much as reducing
- * it, this is what separates an algorithm that reduces the whole vector
- * at every step (recursive doubling) from one that reduces each block
- * once.
- */
-#define TACL__ALGO_GAMMA_HOST (1.0 / 5e9)
-
-/** Bytes of the vector a reduction collective reduces: 0 otherwise. */
-static inline double tacl__algo_reduced(const tacl__coll_args_t *args,
-                                        double bytes)
-{
-    return args->type == TACL__COLL_ALLREDUCE ||
-                   args->type == TACL__COLL_REDUCE_SCATTER
-               ? bytes
-               : 0;
-}
-
 /*
  * The entry points of each algorithm file.  supports/cost/build dispatch
  * on args->type; the registry lists one entry per collective.  Other

@@ -542,8 +542,8 @@ Test(hier_tune, ring_cost_sees_shared_uplinks)
                TACL_FLOAT32, TACL_SUM, 1 << 20};
     tacl__coll_args_t a = args_of(&c, NULL, 1);
 
-    cr_expect_eq(tacl__hier_ring_share(&contig), 1);
-    cr_expect_eq(tacl__hier_ring_share(&alt), 2);
+    cr_expect_eq(tacl__cost_ring_share(&contig), 1);
+    cr_expect_eq(tacl__cost_ring_share(&alt), 2);
     /* Alternating nodes: every ring edge crosses, two per uplink. */
     cr_expect_gt(tacl__ring_cost(&a, &alt, 10e-6, 1 / 1.25e9),
                  1.9 * tacl__ring_cost(&a, &contig, 10e-6, 1 / 1.25e9));

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost.h"
 #include "toolbox.h"
+#include "topo.h"
 #include "log.h"
 #include "simrun.h"
 
@@ -539,4 +541,30 @@ Test(sched, builder_errors_are_sticky)
     cr_expect_eq(reduce_n_in(&s, buf, 0, 4, 16), -1,
                  "last source past the buffer");
     tacl__sched_fini(&s);
+}
+
+/*
+ * The cost model's table names every link class, with figures for the
+ * host and the network the tuner falls back to.
+ */
+Test(select, cost_table_prints_every_link_class)
+{
+    char *text = NULL, line[64];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    cr_assert_not_null(f);
+    tacl__cost_print(f);
+    cr_assert_eq(fclose(f), 0);
+    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++) {
+        const char *name = tacl__link_class_name((tacl_link_class_t)c);
+
+        snprintf(line, sizeof(line), "\n%-6s ", name);
+        cr_assert_not_null(strstr(text, line), "no row for link class %s "
+                           "in:\n%s", name, text);
+    }
+    snprintf(line, sizeof(line), "\n%-6s %12.3g %12.3g\n", "net", 10.0, 1.25);
+    cr_assert_not_null(strstr(text, line), "network row missing in:\n%s",
+                       text);
+    free(text);
 }
