@@ -9,23 +9,26 @@
 #include "toolbox.h"
 #include "quant_layout.h"
 
+/*
+ * The registry rows (flagged TACL__ALGO_FLAG_EXPLICIT): qwZ's row moves
+ * its payload with the all-gather the tuner picks; qgZ's reduce-scatter
+ * (SUM or AVG) is the 2-hop quantized all-to-all on a regular layout of
+ * at least two nodes of at least two ranks, the 1-hop one elsewhere.
+ */
+TACL__ALGO_DECLARE_(qwz)
+TACL__ALGO_DECLARE_(qgz)
+
 /**
  * qwZ all-gather: quantize this rank's block, all-gather the quantized
  * bytes with the all-gather algorithm spec or the tuner picks for that
  * payload, dequantize every other block into recvbuf.  *inner_p, if not
  * NULL, receives the algorithm that moved the payload.
  */
-tacl_status_t tacl__qwz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
-                              const tacl__topo_view_t *view,
-                              const char *spec, const tacl__algo_t **inner_p);
-
-/**
- * qgZ reduce-scatter (SUM or AVG): the 2-hop quantized all-to-all on a
- * regular layout of at least two nodes of at least two ranks, the 1-hop
- * one elsewhere.
- */
-tacl_status_t tacl__qgz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
-                              const tacl__topo_view_t *view);
+tacl_status_t tacl__qwz_build_over(tacl__sched_t *s,
+                                   const tacl__coll_args_t *args,
+                                   const tacl__topo_view_t *view,
+                                   const char *spec,
+                                   const tacl__algo_t **inner_p);
 
 /** Whether qgZ runs its 2-hop form on view. */
 int tacl__qgz_two_hop(const tacl__topo_view_t *view);

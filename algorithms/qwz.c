@@ -209,9 +209,11 @@ static tacl_status_t qwz_inner(tacl__sched_t *t, const tacl__coll_args_t *args,
     return TACL_OK;
 }
 
-tacl_status_t tacl__qwz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
-                              const tacl__topo_view_t *view,
-                              const char *spec, const tacl__algo_t **inner_p)
+tacl_status_t tacl__qwz_build_over(tacl__sched_t *s,
+                                   const tacl__coll_args_t *args,
+                                   const tacl__topo_view_t *view,
+                                   const char *spec,
+                                   const tacl__algo_t **inner_p)
 {
     size_t es = tacl_dtype_size(args->dtype), n = args->count;
     int p = s->nranks, r = s->rank, j;

@@ -13,7 +13,9 @@
  * doubling, Bruck, trees) win for small messages, the bandwidth-optimal
  * pipelined ring for large ones on one node, and the hierarchical
  * algorithms (MiCS, HO-Ring, the hierarchical all-reduce) for large ones
- * across nodes, where they keep traffic off the shared uplinks.  Every choice is logged at INFO (TUNE).
+ * across nodes, where they keep traffic off the shared uplinks.  Every
+ * choice is logged at INFO (TUNE).  Rows carry their properties as flags:
+ * hierarchical, or reached only explicitly (the quantized qwZ and qgZ).
  */
 #include <string.h>
 #include <strings.h>
@@ -22,6 +24,7 @@
 #include "cost.h"
 #include "hier.h"
 #include "log.h"
+#include "quant_algos.h"
 
 static const char *const coll_names[TACL__COLL_COUNT] = {
 #define TACL__COLL_NAME_(name, str) str,
@@ -36,35 +39,55 @@ const char *tacl__coll_name(tacl__coll_type_t type)
     return coll_names[type];
 }
 
-#define ALGO_ROW_(id, name, coll, prefix)                                    \
-    {TACL__ALGO_##id, name, TACL__COLL_##coll, tacl__##prefix##_supports,    \
-     tacl__##prefix##_cost, tacl__##prefix##_build}
+/*
+ * The names of TACL__ALGO_ID_LIST as the members of one constant struct,
+ * so that a row can point at its name in a static initializer and every
+ * name is written once, in the list.
+ */
+static const struct {
+#define ALGO_NAME_FIELD_(id, str) char id[sizeof(str)];
+    TACL__ALGO_ID_LIST(ALGO_NAME_FIELD_)
+#undef ALGO_NAME_FIELD_
+} algo_names = {
+#define ALGO_NAME_INIT_(id, str) str,
+    TACL__ALGO_ID_LIST(ALGO_NAME_INIT_)
+#undef ALGO_NAME_INIT_
+};
+
+#define ALGO_ROW_(id, coll, prefix, flags)                                   \
+    {TACL__ALGO_##id, algo_names.id, TACL__COLL_##coll, flags,              \
+     tacl__##prefix##_supports, tacl__##prefix##_cost,                      \
+     tacl__##prefix##_build}
+#define HIER_ TACL__ALGO_FLAG_HIER
+#define EXPLICIT_ TACL__ALGO_FLAG_EXPLICIT
 
 const tacl__algo_t tacl__algos[] = {
-    ALGO_ROW_(RING, "ring", ALLGATHER, ring),
-    ALGO_ROW_(BRUCK, "bruck", ALLGATHER, bruck),
-    ALGO_ROW_(RD, "rd", ALLGATHER, rd),
-    ALGO_ROW_(MICS, "mics", ALLGATHER, mics),
-    ALGO_ROW_(HORING, "horing", ALLGATHER, horing),
-    ALGO_ROW_(HRING, "hring", ALLGATHER, hring),
-    ALGO_ROW_(DIRECT, "direct", ALLGATHER, direct),
-    ALGO_ROW_(RING, "ring", REDUCE_SCATTER, ring),
-    ALGO_ROW_(RD, "rd", REDUCE_SCATTER, rd),
-    ALGO_ROW_(MICS, "mics", REDUCE_SCATTER, mics),
-    ALGO_ROW_(HORING, "horing", REDUCE_SCATTER, horing),
-    ALGO_ROW_(HRING, "hring", REDUCE_SCATTER, hring),
-    ALGO_ROW_(DIRECT, "direct", REDUCE_SCATTER, direct),
-    ALGO_ROW_(RING, "ring", ALLREDUCE, ring),
-    ALGO_ROW_(RD, "rd", ALLREDUCE, rd),
-    ALGO_ROW_(HIER, "hier", ALLREDUCE, hier),
-    ALGO_ROW_(DIRECT, "direct", ALLREDUCE, direct),
-    ALGO_ROW_(TREE, "tree", BROADCAST, tree),
-    ALGO_ROW_(TREE, "tree", REDUCE, tree),
-    ALGO_ROW_(DIRECT, "direct", ALLTOALL, direct),
-    ALGO_ROW_(P2P, "p2p", SEND, p2p),
-    ALGO_ROW_(P2P, "p2p", RECV, p2p),
-    ALGO_ROW_(BRUCK, "bruck", BARRIER, bruck),
-    {TACL__ALGO_COUNT, NULL, TACL__COLL_COUNT, NULL, NULL, NULL},
+    ALGO_ROW_(RING, ALLGATHER, ring, 0),
+    ALGO_ROW_(BRUCK, ALLGATHER, bruck, 0),
+    ALGO_ROW_(RD, ALLGATHER, rd, 0),
+    ALGO_ROW_(MICS, ALLGATHER, mics, HIER_),
+    ALGO_ROW_(HORING, ALLGATHER, horing, HIER_),
+    ALGO_ROW_(HRING, ALLGATHER, hring, HIER_),
+    ALGO_ROW_(DIRECT, ALLGATHER, direct, 0),
+    ALGO_ROW_(QWZ, ALLGATHER, qwz, EXPLICIT_),
+    ALGO_ROW_(RING, REDUCE_SCATTER, ring, 0),
+    ALGO_ROW_(RD, REDUCE_SCATTER, rd, 0),
+    ALGO_ROW_(MICS, REDUCE_SCATTER, mics, HIER_),
+    ALGO_ROW_(HORING, REDUCE_SCATTER, horing, HIER_),
+    ALGO_ROW_(HRING, REDUCE_SCATTER, hring, HIER_),
+    ALGO_ROW_(DIRECT, REDUCE_SCATTER, direct, 0),
+    ALGO_ROW_(QGZ, REDUCE_SCATTER, qgz, EXPLICIT_),
+    ALGO_ROW_(RING, ALLREDUCE, ring, 0),
+    ALGO_ROW_(RD, ALLREDUCE, rd, 0),
+    ALGO_ROW_(HIER, ALLREDUCE, hier, HIER_),
+    ALGO_ROW_(DIRECT, ALLREDUCE, direct, 0),
+    ALGO_ROW_(TREE, BROADCAST, tree, 0),
+    ALGO_ROW_(TREE, REDUCE, tree, 0),
+    ALGO_ROW_(DIRECT, ALLTOALL, direct, 0),
+    ALGO_ROW_(P2P, SEND, p2p, 0),
+    ALGO_ROW_(P2P, RECV, p2p, 0),
+    ALGO_ROW_(BRUCK, BARRIER, bruck, 0),
+    {TACL__ALGO_COUNT, NULL, TACL__COLL_COUNT, 0, NULL, NULL, NULL},
 };
 
 const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name)
@@ -74,7 +97,18 @@ const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name)
     if (name == NULL)
         return NULL;
     for (a = tacl__algos; a->name != NULL; a++)
-        if (a->coll == coll && strcasecmp(a->name, name) == 0)
+        if (a->coll == coll && !(a->flags & TACL__ALGO_FLAG_EXPLICIT) &&
+            strcasecmp(a->name, name) == 0)
+            return a;
+    return NULL;
+}
+
+const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl__coll_type_t coll)
+{
+    const tacl__algo_t *a;
+
+    for (a = tacl__algos; a->name != NULL; a++)
+        if (a->id == id && a->coll == coll)
             return a;
     return NULL;
 }
@@ -197,8 +231,7 @@ static const tacl__algo_t *spec_forced(const char *spec,
 /* Whether a is one of the hierarchical algorithms (hier.h). */
 static int algo_is_hier(const tacl__algo_t *a)
 {
-    return a->id == TACL__ALGO_MICS || a->id == TACL__ALGO_HRING ||
-           a->id == TACL__ALGO_HORING || a->id == TACL__ALGO_HIER;
+    return (a->flags & TACL__ALGO_FLAG_HIER) != 0;
 }
 
 /* Why a hierarchical algorithm cannot serve view, for the log. */
@@ -234,7 +267,8 @@ static const tacl__algo_t *algo_cheapest(const tacl__coll_args_t *args,
     double best_cost = 0, c;
 
     for (a = tacl__algos; a->name != NULL; a++) {
-        if (a->coll != args->type || !a->supports(args, view))
+        if (a->coll != args->type ||
+            (a->flags & TACL__ALGO_FLAG_EXPLICIT) || !a->supports(args, view))
             continue;
         c = algo_cost(a, args, view);
         if (best == NULL || c < best_cost) {
