@@ -23,7 +23,9 @@ typedef struct {
 /**
  * Whether args is in place on this rank: sendbuf == recvbuf, or for
  * all-gather sendbuf == recvbuf + rank * count, for reduce-scatter
- * recvbuf == sendbuf + rank * count.
+ * recvbuf == sendbuf + rank * count.  Never with a NULL buffer: an
+ * operation built as a sub-schedule for tacl__sched_append passes NULL
+ * buffers, so its input and output are two buffers the map can place.
  */
 int tacl__algo_in_place(const tacl__coll_args_t *args, int rank);
 
