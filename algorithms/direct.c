@@ -102,8 +102,7 @@ static tacl_status_t direct_alltoall(tacl__sched_t *s,
  * bound ranks that share cores drift apart by whole time slices and each
  * reads every block from memory; kept within two chunks, the ranks read a
  * chunk of a block while another's read has left it in the last-level
- * cache.  Measured on 4 ranks sharing 2 cores at 128 MB: busbw 2.19 ->
- * 2.79 GB/s (1 and 4 chunks did no better); 2 ranks unchanged.
+ * cache.  Measurements: docs/bench/README.md, "Direct algorithms".
  */
 #define DIRECT_AG_LEAD 2
 
@@ -293,11 +292,9 @@ static void direct_ag(direct_t *d, tacl__bref_t src, int after_rs)
  * copy and their reads of a chunk find it in cache and memory serves it
  * once; past the cache (TACL_STREAM_MIN) the copy writes with
  * non-temporal stores, which neither read the output first nor evict
- * what the peers are about to read.  Measured on two ranks and 128 MB
- * against one cached copy of the whole block before the receives: busbw
- * 2.7 -> 4.6 GB/s (2.7 with the chunks but without streaming stores).
- * A staged all-reduce copies from the stage with lag 0, each chunk once
- * reduced.
+ * what the peers are about to read (measurements: docs/bench/README.md,
+ * "Direct algorithms").  A staged all-reduce copies from the stage with
+ * lag 0, each chunk once reduced.
  */
 static void direct_copy_own(direct_t *d, tacl__bref_t src, uint32_t lag)
 {
@@ -321,16 +318,14 @@ static void direct_copy_own(direct_t *d, tacl__bref_t src, uint32_t lag)
  * Whether the peers on this node should read this rank's block (an
  * all-gather's input, an all-reduce's reduced block) from shared
  * scratch: when it is host memory they cannot map (not from
- * tacl_mem_alloc: args->send_mapped), the operation is large (streamed) and it has at least
- * two peers on the node, one extra copy of the block into memory they
- * map saves each of them a cross-memory copy, which pins pages and runs
- * through the kernel; with one peer it saves one copy for one.  Medians
- * of five alternating launches against not staging (TACL_SHM_MAP=0),
- * busbw GB/s: all-gather 4 ranks 16 MB 1.91 -> 3.63, 128 MB 2.71 ->
- * 5.14; all-reduce 4 ranks 2.22 -> 2.63 and 2.74 -> 2.93.  On 2 ranks
- * two series gave all-gather 2.84 -> 2.87 and 3.90 -> 2.87 at 16 MB
- * (3.53 -> 3.72, 4.57 -> 4.51 at 128 MB), all-reduce 6.42 -> 6.87 and
- * 2.66 -> 2.60 (4.94 -> 5.79, 5.84 -> 5.92): not staged.
+ * tacl_mem_alloc: args->send_mapped), the operation is large (streamed)
+ * and it has at least two peers on the node, one extra copy of the block
+ * into memory they map saves each of them a cross-memory copy, which
+ * pins pages and runs through the kernel; with one peer it saves one
+ * copy for one, which measured no clear gain (docs/bench/README.md,
+ * "Direct algorithms").
+ * Staging needs the node's processes to map shared scratch at all
+ * (args->shm_map).
  */
 static void direct_stage(direct_t *d, const tacl__topo_view_t *view)
 {
