@@ -1,9 +1,9 @@
 /*
  * Algorithms: each one turns one collective operation and a topology view
  * into schedule steps for one rank, and does no I/O.  The registry lists
- * them with {id, name, supports, cost, build}; the tuner picks the one of
- * lowest cost that supports the operation, and TACL_ALGO can force one
- * ("allgather=ring,allreduce=rd").
+ * them with {id, name, coll, flags, supports, cost, build}; the tuner
+ * picks the one of lowest cost that supports the operation, and TACL_ALGO
+ * can force one ("allgather=ring,allreduce=rd").
  */
 #ifndef TACL_ALGORITHMS_ALGO_H
 #define TACL_ALGORITHMS_ALGO_H

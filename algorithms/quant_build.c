@@ -83,10 +83,11 @@ tacl_status_t tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
         return status;
     if (inner != NULL)
         TACL_INFO(TUNE, "allgather of %zu elements quantized to %d bits: "
-                  "qwz over %s", args->count, args->qbits, inner->name);
+                  "%s over %s", args->count, args->qbits, row->name,
+                  inner->name);
     else if (args->type == TACL__COLL_REDUCE_SCATTER)
         TACL_INFO(TUNE, "reducescatter of %zu elements quantized to %d "
-                  "bits: qgz, %s", args->count, args->qbits,
+                  "bits: %s, %s", args->count, args->qbits, row->name,
                   tacl__qgz_two_hop(view) ? "2-hop" : "1-hop");
     if (algo_p != NULL)
         *algo_p = row;

@@ -297,7 +297,7 @@ const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
     /* A hierarchical algorithm that cannot serve the layout stands in
      * for its flat equivalent, the ring, when the ring can run it. */
     if (forced != NULL && algo_is_hier(forced) &&
-        (best = tacl__algo_find(args->type, "ring")) != NULL &&
+        (best = tacl__algo_row(TACL__ALGO_RING, args->type)) != NULL &&
         best->supports(args, view))
         best_cost = algo_cost(best, args, view);
     else
