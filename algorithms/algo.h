@@ -1,9 +1,9 @@
 /*
  * Algorithms: each one turns one collective operation and a topology view
  * into schedule steps for one rank, and does no I/O.  The registry lists
- * them with {id, name, supports, cost, build}; the tuner picks the one of
- * lowest cost that supports the operation, and TACL_ALGO can force one
- * ("allgather=ring,allreduce=rd").
+ * them with {id, name, coll, flags, supports, cost, build}; the tuner
+ * picks the one of lowest cost that supports the operation, and TACL_ALGO
+ * can force one ("allgather=ring,allreduce=rd").
  */
 #ifndef TACL_ALGORITHMS_ALGO_H
 #define TACL_ALGORITHMS_ALGO_H
@@ -55,6 +55,12 @@ typedef struct {
     uint64_t chunk_bytes;   /* pipeline chunk for ring algorithms */
     int qbits;              /* 0: exact; 8 or 4: quantized (qwZ, qgZ) */
     uint32_t qblock;        /* values per quantization scale */
+    int shm_map;            /* the node's processes map one another's
+                               tacl_mem_alloc memory and shared scratch
+                               (TACL_SHM_MAP) */
+    int send_mapped;        /* what the node's peers read from this rank
+                               (all-gather: sendbuf, all-reduce: recvbuf)
+                               is tacl_mem_alloc memory they map */
 } tacl__coll_args_t;
 
 typedef enum {
@@ -77,10 +83,21 @@ typedef enum {
     TACL__ALGO_COUNT
 } tacl__algo_id_t;
 
+/** Properties of a registry row. */
+enum {
+    /* Hierarchical: serves only a regular layout of several nodes (at
+     * least two ranks each); forced elsewhere, it gives way to the ring. */
+    TACL__ALGO_FLAG_HIER = 1u << 0,
+    /* Never chosen by the tuner nor named in a spec: only the quantized
+     * calls (qbits != 0) reach it, since quantization is lossy. */
+    TACL__ALGO_FLAG_EXPLICIT = 1u << 1
+};
+
 typedef struct {
     tacl__algo_id_t id;
-    const char *name;
+    const char *name;       /* as TACL__ALGO_ID_LIST spells it */
     tacl__coll_type_t coll;
+    unsigned flags;         /* TACL__ALGO_FLAG_HIER, _EXPLICIT */
     /** Whether this algorithm can run the operation on this topology. */
     int (*supports)(const tacl__coll_args_t *args,
                     const tacl__topo_view_t *view);
@@ -98,8 +115,14 @@ typedef struct {
 /** Every algorithm of every collective, terminated by a NULL name. */
 extern const tacl__algo_t tacl__algos[];
 
-/** Find an algorithm by collective and name, NULL if none. */
+/**
+ * Find an algorithm by collective and name, NULL if none; rows flagged
+ * TACL__ALGO_FLAG_EXPLICIT cannot be found by name.
+ */
 const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name);
+
+/** The row of algorithm id for coll, NULL if none. */
+const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl__coll_type_t coll);
 
 /**
  * Choose the algorithm for an operation: the one forced by the spec string
@@ -125,7 +148,8 @@ tacl_status_t tacl__algo_build(tacl__sched_t *s, const tacl__coll_args_t *args,
 /**
  * Build a quantized operation (args->qbits != 0): qwZ for ALLGATHER (its
  * quantized payload moved by the all-gather algorithm spec or the tuner
- * picks), qgZ for REDUCE_SCATTER.  *algo_p receives the qwZ/qgZ row.
+ * picks), qgZ for REDUCE_SCATTER.  *algo_p receives the qwZ/qgZ row of
+ * tacl__algos.
  */
 tacl_status_t tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
                                 const tacl__topo_view_t *view,

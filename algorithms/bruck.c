@@ -14,8 +14,8 @@
  * Barrier round k: a zero-byte message to r + d and one from r - d; the
  * next round's message waits for this round's.
  */
-#include "algo_util.h"
-#include "hier.h"
+#include "toolbox.h"
+#include "cost.h"
 #include "log.h"
 
 /*
@@ -134,19 +134,19 @@ double tacl__bruck_cost(const tacl__coll_args_t *args,
         /* Round by round on the link it crosses: at distance d each
          * rank sends min(d, n - d) blocks (nothing for the barrier). */
         for (d = 1; d < n; d <<= 1)
-            t += tacl__hier_step_time(
+            t += tacl__cost_step_time(
                 view, n, bruck_cost_peer, d,
                 args->type == TACL__COLL_BARRIER ? 0
                                                  : TACL_MIN(d, n - d) * m,
                 alpha, beta);
         return t;
     }
-    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
-    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
+    alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
+    beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
     if (args->type == TACL__COLL_BARRIER)
         return rounds * alpha;
     return rounds * alpha +
-           (double)(n - 1) * m * beta * TACL__ALGO_SPREAD_PENALTY;
+           (double)(n - 1) * m * beta * TACL__COST_SPREAD_PENALTY;
 }
 
 tacl_status_t tacl__bruck_build(tacl__sched_t *s,

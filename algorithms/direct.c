@@ -34,11 +34,9 @@
  * remote rank through its node's uplink, so the tuner keeps these to one
  * node.
  */
-#include "algo_util.h"
-#include "config.h"
-#include "hier.h"
+#include "toolbox.h"
+#include "cost.h"
 #include "log.h"
-#include "memseg.h"
 
 #include <stdlib.h>
 
@@ -104,8 +102,7 @@ static tacl_status_t direct_alltoall(tacl__sched_t *s,
  * bound ranks that share cores drift apart by whole time slices and each
  * reads every block from memory; kept within two chunks, the ranks read a
  * chunk of a block while another's read has left it in the last-level
- * cache.  Measured on 4 ranks sharing 2 cores at 128 MB: busbw 2.19 ->
- * 2.79 GB/s (1 and 4 chunks did no better); 2 ranks unchanged.
+ * cache.  Measurements: docs/bench/README.md, "Direct algorithms".
  */
 #define DIRECT_AG_LEAD 2
 
@@ -145,23 +142,6 @@ static uint64_t direct_at(const direct_t *d, int b, uint32_t c)
 
     direct_blk(d, b, &off);
     return (uint64_t)(off + (size_t)c * d->cs) * d->es;
-}
-
-/*
- * Fold the n dependencies in ids into at most TACL__MAX_DEPS, joining the
- * excess through NOP steps; ids[0 .. returned count) are then the list.
- */
-static int direct_join(tacl__sched_t *s, int32_t *ids, int n)
-{
-    int k = TACL__MAX_DEPS - 1;
-
-    while (n > TACL__MAX_DEPS) {
-        /* The NOP takes the place of the last id it joins. */
-        ids[n - TACL__MAX_DEPS] =
-            tacl__sched_nop(s, ids + n - TACL__MAX_DEPS, TACL__MAX_DEPS);
-        n -= k;
-    }
-    return n;
 }
 
 /*
@@ -225,7 +205,7 @@ static void direct_rs(direct_t *d, tacl__bref_t dst)
          * (the same bits on every run); for AVG the sum stays in the first
          * slot and the division writes the output, so every output byte
          * is written once. */
-        ndeps = direct_join(s, got, n - 1);
+        ndeps = tacl__sched_fold(s, got, n - 1);
         last = tacl__sched_reduce_n(s, avg ? slots : out, in, slots, n - 1,
                                     slot_bytes, len, args->dtype, op, got,
                                     ndeps);
@@ -294,7 +274,7 @@ static void direct_ag(direct_t *d, tacl__bref_t src, int after_rs)
                 d->fin[c] = got;
         }
         if (!after_rs) {
-            nsent = direct_join(s, d->sends, nsent);
+            nsent = tacl__sched_fold(s, d->sends, nsent);
             d->taken[c] = nsent > 0 ? tacl__sched_nop(s, d->sends, nsent)
                                     : -1;
         }
@@ -312,11 +292,9 @@ static void direct_ag(direct_t *d, tacl__bref_t src, int after_rs)
  * copy and their reads of a chunk find it in cache and memory serves it
  * once; past the cache (TACL_STREAM_MIN) the copy writes with
  * non-temporal stores, which neither read the output first nor evict
- * what the peers are about to read.  Measured on two ranks and 128 MB
- * against one cached copy of the whole block before the receives: busbw
- * 2.7 -> 4.6 GB/s (2.7 with the chunks but without streaming stores).
- * A staged all-reduce copies from the stage with lag 0, each chunk once
- * reduced.
+ * what the peers are about to read (measurements: docs/bench/README.md,
+ * "Direct algorithms").  A staged all-reduce copies from the stage with
+ * lag 0, each chunk once reduced.
  */
 static void direct_copy_own(direct_t *d, tacl__bref_t src, uint32_t lag)
 {
@@ -337,34 +315,26 @@ static void direct_copy_own(direct_t *d, tacl__bref_t src, uint32_t lag)
 }
 
 /*
- * Whether the peers on this node should read this rank's block (at from:
- * an all-gather's input, an all-reduce's reduced block) from shared
+ * Whether the peers on this node should read this rank's block (an
+ * all-gather's input, an all-reduce's reduced block) from shared
  * scratch: when it is host memory they cannot map (not from
- * tacl_mem_alloc), the operation is large (streamed) and it has at least
- * two peers on the node, one extra copy of the block into memory they
- * map saves each of them a cross-memory copy, which pins pages and runs
- * through the kernel; with one peer it saves one copy for one.  Medians
- * of five alternating launches against not staging (TACL_SHM_MAP=0),
- * busbw GB/s: all-gather 4 ranks 16 MB 1.91 -> 3.63, 128 MB 2.71 ->
- * 5.14; all-reduce 4 ranks 2.22 -> 2.63 and 2.74 -> 2.93.  On 2 ranks
- * two series gave all-gather 2.84 -> 2.87 and 3.90 -> 2.87 at 16 MB
- * (3.53 -> 3.72, 4.57 -> 4.51 at 128 MB), all-reduce 6.42 -> 6.87 and
- * 2.66 -> 2.60 (4.94 -> 5.79, 5.84 -> 5.92): not staged.
+ * tacl_mem_alloc: args->send_mapped), the operation is large (streamed)
+ * and it has at least two peers on the node, one extra copy of the block
+ * into memory they map saves each of them a cross-memory copy, which
+ * pins pages and runs through the kernel; with one peer it saves one
+ * copy for one, which measured no clear gain (docs/bench/README.md,
+ * "Direct algorithms").
+ * Staging needs the node's processes to map shared scratch at all
+ * (args->shm_map).
  */
-static void direct_stage(direct_t *d, const tacl__topo_view_t *view,
-                         tacl__bref_t from)
+static void direct_stage(direct_t *d, const tacl__topo_view_t *view)
 {
-    const tacl__sched_buf_t *in = &d->s->bufs[from.buf];
     uint64_t bytes = (uint64_t)direct_blk(d, d->r, NULL) * d->es;
-    tacl__memseg_ref_t ref;
     int32_t b;
 
     if (!d->stream || view->local_size < 3 || bytes == 0 ||
-        d->args->memtype != TACL_MEM_HOST ||
-        tacl__config_int(TACL_CFG_SHM_MAP) == 0 ||
-        (in->ptr != NULL &&
-         tacl__memseg_find((const uint8_t *)in->ptr + from.off, bytes,
-                           &ref)))
+        d->args->memtype != TACL_MEM_HOST || !d->args->shm_map ||
+        d->args->send_mapped)
         return;
     b = tacl__sched_scratch_shared(d->s, bytes);
     if (b < 0)
@@ -411,7 +381,7 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
     d.sends = d.taken + d.nchunks;
     if (ag) {
         d.stream = tacl__algo_stream(view, (uint64_t)d.total * d.es);
-        direct_stage(&d, view, d.io.in);
+        direct_stage(&d, view);
         /* Peers read the input itself. */
         for (uint32_t c = 0; c < d.nchunks; c++)
             d.fin[c] = -1;
@@ -424,7 +394,7 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
         /* Staged, the reduced block goes to shared scratch, the peers
          * read it there and this rank copies it to its output. */
         d.stream = tacl__algo_stream(view, (uint64_t)d.total * d.es);
-        direct_stage(&d, view, own);
+        direct_stage(&d, view);
         direct_rs(&d, d.staged ? d.stage : own);
         direct_ag(&d, d.staged ? d.stage : own, 1);
         if (d.staged)
@@ -470,19 +440,18 @@ double tacl__direct_cost(const tacl__coll_args_t *args,
     blk = args->type == TACL__COLL_ALLREDUCE ? m / p : m;
     if (view->n_nodes > 1) {
         double local = view->local_size > 0 ? view->local_size : 1;
-        double an = tacl__link_alpha(view, TACL__LINKC_NET, alpha);
-        double bn = tacl__link_beta(view, TACL__LINKC_NET, beta);
-        double bh = tacl__link_beta(view, TACL__LINKC_HOST,
-                                    TACL__HIER_BETA_HOST);
+        double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
+        double bn = tacl__link_beta(view, TACL_LINK_NET, beta);
+        double bh = tacl__cost_host_beta(view);
 
         return phases * (peers * an +
                          TACL_MAX(local * (p - local) * blk * bn,
                                   (local - 1) * blk * bh));
     }
-    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
-    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
+    alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
+    beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
     return phases * peers * (alpha + blk * beta) +
-           tacl__algo_reduced(args, peers * blk) * TACL__ALGO_GAMMA_HOST;
+           tacl__cost_reduced(args, peers * blk) * TACL__COST_GAMMA_HOST;
 }
 
 tacl_status_t tacl__direct_build(tacl__sched_t *s,

@@ -3,8 +3,9 @@
  * layout of ranks over nodes (member lists, local indices, rails), the
  * build context, and the ring phases over a rail or over a node that
  * MiCS (mics.c), H-Ring (hring.c), HO-Ring (horing.c) and the
- * hierarchical all-reduce (hier_allreduce.c) combine, plus the cost
- * model they share.
+ * hierarchical all-reduce (hier_allreduce.c) combine, the staged
+ * all-gather and reduce-scatter made of them, plus the cost model they
+ * share.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "hier.h"
 #include "log.h"
 
+/* Nodes counted on the stack; larger communicators count node by node. */
 #define HIER_STACK_NODES 256
 
 int tacl__hier_layout_ok(const tacl__topo_view_t *view)
@@ -97,23 +99,6 @@ void tacl__hier_rail(const tacl__hier_t *h, int l, int *rail_p)
 
     for (m = 0; m < h->n_nodes; m++)
         rail_p[m] = tacl__hier_rank(h, m, l);
-}
-
-int tacl__hier_ring_share(const tacl__topo_view_t *view)
-{
-    int p = view->nranks, r, m, best = 1;
-
-    if (view->node_of == NULL || view->n_nodes < 2)
-        return 1;
-    for (m = 0; m < view->n_nodes; m++) {
-        int out = 0;
-
-        for (r = 0; r < p; r++)
-            out += view->node_of[r] == m &&
-                   view->node_of[tacl__ring_next(r, p)] != m;
-        best = TACL_MAX(best, out);
-    }
-    return best;
 }
 
 /*
@@ -260,20 +245,10 @@ static void hier_collect(tacl__hier_ctx_t *x, int32_t id)
 
 int32_t tacl__hier_join(tacl__hier_ctx_t *x)
 {
-    size_t n = x->njoined, i, out;
-    int32_t id = -1;
+    int n = tacl__sched_fold(x->s, x->joined, (int)x->njoined);
+    int32_t id = n > 1 ? tacl__sched_nop(x->s, x->joined, n)
+                       : n == 1 ? x->joined[0] : -1;
 
-    /* Fold the list into NOPs of at most TACL__MAX_DEPS dependencies. */
-    while (n > 1) {
-        for (i = 0, out = 0; i < n; i += TACL__MAX_DEPS) {
-            int cnt = (int)TACL_MIN((size_t)TACL__MAX_DEPS, n - i);
-
-            x->joined[out++] = tacl__sched_nop(x->s, x->joined + i, cnt);
-        }
-        n = out;
-    }
-    if (n == 1)
-        id = x->joined[0];
     x->njoined = 0;
     x->collect = 0;
     return id;
@@ -518,6 +493,120 @@ void tacl__hier_rs_partials(tacl__hier_ctx_t *x, const tacl__hier_ring_t *r,
     tacl__hier_rs(x, &r->ph, x->dsts, 0);
 }
 
+void tacl__hier_copy_own(tacl__hier_ctx_t *x)
+{
+    if (x->args->type != TACL__COLL_ALLGATHER || x->io.in_place)
+        return;
+    tacl__sched_copy(x->s,
+                     tacl__bref_add(x->io.out, (uint64_t)x->s->rank *
+                                                   x->args->count * x->es),
+                     x->io.in, x->args->count * x->es, TACL__NO_DEPS);
+}
+
+/*
+ * The staged all-gather and reduce-scatter: this rank's rail ring and the
+ * ring of its node over every node's pieces.
+ */
+static tacl_status_t hier_rings(tacl__hier_ctx_t *x, tacl__hier_ring_t *rail,
+                                tacl__hier_ring_t *node)
+{
+    tacl_status_t status = tacl__hier_rail_ring(x, rail);
+
+    if (status != TACL_OK)
+        return status;
+    status = tacl__hier_node_ring(x, TACL__HIER_NODES_ALL, node);
+    if (status != TACL_OK)
+        tacl__hier_ring_free(rail);
+    return status;
+}
+
+tacl_status_t tacl__hier_allgather(tacl__hier_ctx_t *x, int joined)
+{
+    /* In place, an all-reduce's receives wait for the reduce-scatter's
+     * last reads of the bytes they overwrite; an all-gather has none. */
+    const int32_t *war = x->io.in_place ? x->inread : NULL;
+    tacl__hier_ring_t rail, node;
+    tacl_status_t status = hier_rings(x, &rail, &node);
+
+    if (status != TACL_OK)
+        return status;
+    tacl__hier_copy_own(x);
+    x->collect = joined;
+    tacl__hier_ag(x, &rail.ph, war);
+    if (joined)
+        node.ph.gate = tacl__hier_join(x);
+    tacl__hier_ag(x, &node.ph, war);
+    tacl__hier_ring_free(&node);
+    tacl__hier_ring_free(&rail);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__hier_reduce_scatter(tacl__hier_ctx_t *x, int joined)
+{
+    tacl__hier_ring_t rail, node;
+    tacl__bref_t np;
+    uint32_t div = x->args->op == TACL_AVG ? (uint32_t)x->s->nranks : 0;
+    tacl_status_t status = hier_rings(x, &rail, &node);
+
+    if (status != TACL_OK)
+        return status;
+    np = tacl__hier_scratch(x, x->g);
+    x->collect = joined;
+    tacl__hier_rs_partials(x, &node, np);
+    if (joined)
+        rail.ph.gate = tacl__hier_join(x);
+    x->dsts[0] = tacl__bref_add(x->io.out,
+                                x->args->type == TACL__COLL_ALLREDUCE
+                                    ? x->poff[tacl__hier_piece(x, x->m, x->l)]
+                                          * x->es
+                                    : 0);
+    tacl__hier_rs(x, &rail.ph, x->dsts, div);
+    tacl__hier_ring_free(&node);
+    tacl__hier_ring_free(&rail);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__hier_run(tacl__sched_t *s, const tacl__coll_args_t *args,
+                             const tacl__topo_view_t *view,
+                             tacl__hier_body_t body, int arg)
+{
+    tacl__hier_ctx_t x;
+    tacl_status_t status;
+
+    if (args->count == 0)
+        return TACL_OK;
+    if (!tacl__hier_layout_ok(view))
+        return tacl__ring_build(s, args, view);
+    status = tacl__hier_begin(&x, s, args, view);
+    if (status != TACL_OK)
+        return status;
+    status = body(&x, arg);
+    tacl__hier_ctx_fini(&x);
+    if (status != TACL_OK)
+        return status;
+    return tacl__sched_status(s);
+}
+
+/*
+ * MiCS and H-Ring share their data flow; joined holds the second stage
+ * until the first has completed everywhere on this rank (H-Ring's strict
+ * phases) instead of pipelining it behind the first (MiCS).
+ */
+static tacl_status_t hier_staged(tacl__hier_ctx_t *x, int joined)
+{
+    return x->args->type == TACL__COLL_ALLGATHER
+               ? tacl__hier_allgather(x, joined)
+               : tacl__hier_reduce_scatter(x, joined);
+}
+
+tacl_status_t tacl__hier_staged_build(tacl__sched_t *s,
+                                      const tacl__coll_args_t *args,
+                                      const tacl__topo_view_t *view,
+                                      int joined)
+{
+    return tacl__hier_run(s, args, view, hier_staged, joined);
+}
+
 void tacl__hier_model(const tacl__coll_args_t *args,
                       const tacl__topo_view_t *view, double alpha,
                       double beta, tacl__hier_model_t *mod_p)
@@ -535,43 +624,13 @@ void tacl__hier_model(const tacl__coll_args_t *args,
     d.chunks = 1;
     if (args->chunk_bytes > 0)
         d.chunks = TACL_MAX(1.0, d.b / (double)args->chunk_bytes);
-    d.a_net = tacl__link_alpha(view, TACL__LINKC_NET, alpha);
-    d.b_net = tacl__link_beta(view, TACL__LINKC_NET, beta);
-    d.a_host = tacl__link_alpha(view, TACL__LINKC_HOST,
-                                TACL__HIER_ALPHA_HOST);
-    d.b_host = tacl__link_beta(view, TACL__LINKC_HOST, TACL__HIER_BETA_HOST);
+    d.a_net = tacl__link_alpha(view, TACL_LINK_NET, alpha);
+    d.b_net = tacl__link_beta(view, TACL_LINK_NET, beta);
+    d.a_host = tacl__cost_host_alpha(view);
+    d.b_host = tacl__cost_host_beta(view);
     /* The k rails of a node send at once and share its uplink. */
     d.inter = (d.g - 1) * (d.a_net + d.k * d.b * d.b_net);
     d.intra = (d.k - 1) * (d.a_host + d.g * d.b * d.b_host);
     d.tail = (d.k - 1) * (d.a_host + d.b / d.chunks * d.b_host);
     *mod_p = d;
-}
-
-
-double tacl__hier_step_time(const tacl__topo_view_t *view, int n,
-                            int (*peer)(int r, int n, int d), int d,
-                            double bytes, double alpha, double beta)
-{
-    int r, m, share = 0;
-
-    for (m = 0; view->node_of != NULL && m < view->n_nodes; m++) {
-        int out = 0;
-
-        for (r = 0; r < n; r++) {
-            int q = peer(r, n, d);
-
-            out += q >= 0 && q < n && view->node_of[r] == m &&
-                   view->node_of[q] != m;
-        }
-        share = TACL_MAX(share, out);
-    }
-    if (view->node_of == NULL)
-        share = 1;
-    if (share == 0)
-        return tacl__link_alpha(view, TACL__LINKC_HOST,
-                                TACL__HIER_ALPHA_HOST) +
-               bytes * tacl__link_beta(view, TACL__LINKC_HOST,
-                                       TACL__HIER_BETA_HOST);
-    return tacl__link_alpha(view, TACL__LINKC_NET, alpha) +
-           share * bytes * tacl__link_beta(view, TACL__LINKC_NET, beta);
 }

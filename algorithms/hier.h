@@ -22,7 +22,8 @@
 #ifndef TACL_ALGORITHMS_HIER_H
 #define TACL_ALGORITHMS_HIER_H
 
-#include "algo_util.h"
+#include "cost.h"
+#include "toolbox.h"
 
 /** Who is where: member lists per node, local index and node per rank. */
 typedef struct {
@@ -128,6 +129,17 @@ tacl_status_t tacl__hier_ctx_init(tacl__hier_ctx_t *x, tacl__sched_t *s,
 tacl_status_t tacl__hier_begin(tacl__hier_ctx_t *x, tacl__sched_t *s,
                                const tacl__coll_args_t *args,
                                const tacl__topo_view_t *view);
+/** The phases of a hierarchical build on a context set up for it. */
+typedef tacl_status_t (*tacl__hier_body_t)(tacl__hier_ctx_t *x, int arg);
+
+/**
+ * Build args with body(x, arg) on a context from tacl__hier_begin: nothing
+ * when count is 0, the flat ring on a layout the hierarchical algorithms
+ * do not serve.
+ */
+tacl_status_t tacl__hier_run(tacl__sched_t *s, const tacl__coll_args_t *args,
+                             const tacl__topo_view_t *view,
+                             tacl__hier_body_t body, int arg);
 /** The build shared by MiCS (joined 0) and H-Ring (joined 1). */
 tacl_status_t tacl__hier_staged_build(tacl__sched_t *s,
                                       const tacl__coll_args_t *args,
@@ -196,9 +208,16 @@ void tacl__hier_rs_partials(tacl__hier_ctx_t *x, const tacl__hier_ring_t *r,
                             tacl__bref_t np);
 
 /**
- * All-gather of rank-ordered blocks: the rail ring, then the node ring of
- * every node's pieces; the node ring forwards each piece as it arrives,
- * or with joined starts only once the rail ring is done (H-Ring).
+ * An all-gather's own block copied from its input to its place in the
+ * output, when the operation is an out-of-place all-gather.
+ */
+void tacl__hier_copy_own(tacl__hier_ctx_t *x);
+
+/**
+ * All-gather of the pieces: the rail ring, then the node ring of every
+ * node's pieces; the node ring forwards each piece as it arrives, or with
+ * joined starts only once the rail ring is done (H-Ring).  In place, each
+ * receive waits for the last read of the input bytes it overwrites.
  */
 tacl_status_t tacl__hier_allgather(tacl__hier_ctx_t *x, int joined);
 
@@ -237,48 +256,6 @@ int32_t tacl__hier_join(tacl__hier_ctx_t *x);
 
 /** Scratch for n pieces: slot i at the returned bref + i * maxpiece. */
 tacl__bref_t tacl__hier_scratch(tacl__hier_ctx_t *x, int n);
-
-/*
- * Link costs for the tuner: alpha (s) and beta (s/byte) of a link class
- * from the view, or the given fallback when the view does not say.
- */
-static inline double tacl__link_alpha(const tacl__topo_view_t *v, int cls,
-                                      double fallback)
-{
-    return v->link_bw[cls] > 0 ? v->link_lat[cls] * 1e-6 : fallback;
-}
-
-static inline double tacl__link_beta(const tacl__topo_view_t *v, int cls,
-                                     double fallback)
-{
-    return v->link_bw[cls] > 0 ? 1.0 / (v->link_bw[cls] * 1e9) : fallback;
-}
-
-/** Link classes of tacl__topo_view_t.link_bw. */
-enum { TACL__LINKC_SELF = 0, TACL__LINKC_HOST, TACL__LINKC_GPU,
-       TACL__LINKC_NET };
-
-/** Fallback host link when the view and the tuner say nothing of it. */
-#define TACL__HIER_ALPHA_HOST 2e-6
-#define TACL__HIER_BETA_HOST (1.0 / 10e9)
-
-/**
- * The most ring edges (rank r to rank r + 1) that leave one node: how
- * many of a node's ranks share its uplink at each step of a flat ring.
- * 1 when the view has no node map.
- */
-int tacl__hier_ring_share(const tacl__topo_view_t *view);
-
-/**
- * Modelled time of one step of a flat algorithm on several nodes in which
- * each rank r < n sends bytes to peer(r, n, d) (negative: to no one): the
- * network, shared by the ranks of a node whose peers are elsewhere, when
- * any peer is on another node; the host link otherwise.  alpha and beta
- * are the network fallback, as for cost().
- */
-double tacl__hier_step_time(const tacl__topo_view_t *view, int n,
-                            int (*peer)(int r, int n, int d), int d,
-                            double bytes, double alpha, double beta);
 
 /** The entry points of the hierarchical algorithm files. */
 TACL__ALGO_DECLARE_(mics)

@@ -36,26 +36,6 @@ double tacl__hier_cost(const tacl__coll_args_t *args,
            (d.chunks - 1) * d.a_net;
 }
 
-static tacl_status_t hier_allgather(tacl__hier_ctx_t *x)
-{
-    const int32_t *war = x->io.in_place ? x->inread : NULL;
-    tacl__hier_ring_t rail, node;
-    tacl_status_t status;
-
-    status = tacl__hier_rail_ring(x, &rail);
-    if (status != TACL_OK)
-        return status;
-    status = tacl__hier_node_ring(x, TACL__HIER_NODES_ALL, &node);
-    if (status != TACL_OK)
-        goto err_free_rail;
-    tacl__hier_ag(x, &rail.ph, war);
-    tacl__hier_ag(x, &node.ph, war);
-    tacl__hier_ring_free(&node);
-err_free_rail:
-    tacl__hier_ring_free(&rail);
-    return status;
-}
-
 tacl_status_t tacl__hier_build(tacl__sched_t *s, const tacl__coll_args_t *args,
                                const tacl__topo_view_t *view)
 {
@@ -74,7 +54,7 @@ tacl_status_t tacl__hier_build(tacl__sched_t *s, const tacl__coll_args_t *args,
         return status;
     status = tacl__hier_reduce_scatter(&x, 0);
     if (status == TACL_OK)
-        status = hier_allgather(&x);
+        status = tacl__hier_allgather(&x, 0);
     tacl__hier_ctx_fini(&x);
     if (status != TACL_OK)
         return status;

@@ -68,12 +68,7 @@ err_free_rail:
 static void horing_allgather(tacl__hier_ctx_t *x, tacl__hier_ring_t *rail,
                              tacl__hier_ring_t *own, tacl__hier_ring_t *rest)
 {
-    if (!x->io.in_place)
-        tacl__sched_copy(x->s,
-                         tacl__bref_add(x->io.out,
-                                        (uint64_t)x->s->rank *
-                                            x->args->count * x->es),
-                         x->io.in, x->args->count * x->es, TACL__NO_DEPS);
+    tacl__hier_copy_own(x);
     /* Steps 1 and 2: both rings start at once from the own block. */
     tacl__hier_ag(x, &rail->ph, NULL);
     tacl__hier_ag(x, &own->ph, NULL);
@@ -100,36 +95,28 @@ static void horing_reduce_scatter(tacl__hier_ctx_t *x,
     tacl__hier_rs(x, &rail->ph, x->dsts, div);
 }
 
+/* The three rings, then the data flow of the collective. */
+static tacl_status_t horing_body(tacl__hier_ctx_t *x, int unused)
+{
+    tacl__hier_ring_t rail, own, rest;
+    tacl_status_t status = horing_rings(x, &rail, &own, &rest);
+
+    (void)unused;
+    if (status != TACL_OK)
+        return status;
+    if (x->args->type == TACL__COLL_ALLGATHER)
+        horing_allgather(x, &rail, &own, &rest);
+    else
+        horing_reduce_scatter(x, &rail, &own, &rest);
+    tacl__hier_ring_free(&rest);
+    tacl__hier_ring_free(&own);
+    tacl__hier_ring_free(&rail);
+    return TACL_OK;
+}
+
 tacl_status_t tacl__horing_build(tacl__sched_t *s,
                                  const tacl__coll_args_t *args,
                                  const tacl__topo_view_t *view)
 {
-    tacl__hier_ring_t rail, own, rest;
-    tacl__hier_ctx_t x;
-    tacl_status_t status;
-    int ag = args->type == TACL__COLL_ALLGATHER;
-
-    if (args->count == 0)
-        return TACL_OK;
-    if (!tacl__hier_layout_ok(view))
-        return tacl__ring_build(s, args, view);
-    status = tacl__hier_begin(&x, s, args, view);
-    if (status != TACL_OK)
-        return status;
-    status = horing_rings(&x, &rail, &own, &rest);
-    if (status != TACL_OK)
-        goto err_fini;
-    if (ag)
-        horing_allgather(&x, &rail, &own, &rest);
-    else
-        horing_reduce_scatter(&x, &rail, &own, &rest);
-    tacl__hier_ring_free(&rest);
-    tacl__hier_ring_free(&own);
-    tacl__hier_ring_free(&rail);
-    tacl__hier_ctx_fini(&x);
-    return tacl__sched_status(s);
-
-err_fini:
-    tacl__hier_ctx_fini(&x);
-    return status;
+    return tacl__hier_run(s, args, view, horing_body, 0);
 }

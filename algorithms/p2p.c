@@ -4,7 +4,7 @@
  * with equal tags are matched in the order they were posted, which gives
  * the "n-th send matches the n-th receive" rule of the public API.
  */
-#include "algo_util.h"
+#include "toolbox.h"
 #include "log.h"
 
 int tacl__p2p_supports(const tacl__coll_args_t *args,

@@ -104,7 +104,7 @@ static void qgz_finish(qgz_t *x, uint32_t c, size_t len, tacl__bref_t src,
     int avg = a->op == TACL_AVG;
     int32_t id;
 
-    nids = tacl__qc_join(x->s, x->ids, nids);
+    nids = tacl__sched_fold(x->s, x->ids, nids);
     id = tacl__sched_dequant(x->s, avg ? tmp : out, src, nsrc, stride, len,
                              a->dtype, a->qblock, a->qbits, 0, x->ids, nids);
     if (avg)
@@ -166,7 +166,7 @@ static void qgz_two_hop_chunk(qgz_t *x, uint32_t c)
             continue;
         for (n = 0; n < g; n++)
             x->ids[n] = quant[dl * g + n];
-        n = tacl__qc_join(s, x->ids, g);
+        n = tacl__sched_fold(s, x->ids, g);
         tacl__sched_send(s, tacl__hier_rank(&x->h, m, dl),
                          qgz_at(x, x->qin, g * (k - 1), c, qs,
                                 tacl__qgz_slot(0, dl, l, g)),
@@ -182,7 +182,7 @@ static void qgz_two_hop_chunk(qgz_t *x, uint32_t c)
 
     /* 3: the k contributions for (dm, l), reduced and requantized. */
     if (n >= TACL__MAX_DEPS) {
-        n = tacl__qc_join(s, x->ids, n);
+        n = tacl__sched_fold(s, x->ids, n);
         x->ids[0] = tacl__sched_nop(s, x->ids, n);
         n = 1;
     }

@@ -6,8 +6,17 @@
 #ifndef TACL_ALGORITHMS_QUANT_ALGOS_H
 #define TACL_ALGORITHMS_QUANT_ALGOS_H
 
-#include "algo_util.h"
+#include "toolbox.h"
 #include "quant_layout.h"
+
+/*
+ * The registry rows (flagged TACL__ALGO_FLAG_EXPLICIT): qwZ's row moves
+ * its payload with the all-gather the tuner picks; qgZ's reduce-scatter
+ * (SUM or AVG) is the 2-hop quantized all-to-all on a regular layout of
+ * at least two nodes of at least two ranks, the 1-hop one elsewhere.
+ */
+TACL__ALGO_DECLARE_(qwz)
+TACL__ALGO_DECLARE_(qgz)
 
 /**
  * qwZ all-gather: quantize this rank's block, all-gather the quantized
@@ -15,17 +24,11 @@
  * payload, dequantize every other block into recvbuf.  *inner_p, if not
  * NULL, receives the algorithm that moved the payload.
  */
-tacl_status_t tacl__qwz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
-                              const tacl__topo_view_t *view,
-                              const char *spec, const tacl__algo_t **inner_p);
-
-/**
- * qgZ reduce-scatter (SUM or AVG): the 2-hop quantized all-to-all on a
- * regular layout of at least two nodes of at least two ranks, the 1-hop
- * one elsewhere.
- */
-tacl_status_t tacl__qgz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
-                              const tacl__topo_view_t *view);
+tacl_status_t tacl__qwz_build_over(tacl__sched_t *s,
+                                   const tacl__coll_args_t *args,
+                                   const tacl__topo_view_t *view,
+                                   const char *spec,
+                                   const tacl__algo_t **inner_p);
 
 /** Whether qgZ runs its 2-hop form on view. */
 int tacl__qgz_two_hop(const tacl__topo_view_t *view);
@@ -54,24 +57,6 @@ static inline int tacl__qgz_slot(int dm, int dl, int l, int g)
     if (dl == l)
         return -1;
     return (dl < l ? dl : dl - 1) * g + dm;
-}
-
-/**
- * Fold a dependency list longer than a step may carry into NOP join
- * steps, in place: afterwards ids[0..n) (n returned) stand for all of
- * them and n <= TACL__MAX_DEPS.
- */
-static inline int tacl__qc_join(tacl__sched_t *s, int32_t *ids, int n)
-{
-    while (n > TACL__MAX_DEPS) {
-        int out = 0, i;
-
-        for (i = 0; i < n; i += TACL__MAX_DEPS)
-            ids[out++] = tacl__sched_nop(s, ids + i,
-                                         TACL_MIN(n - i, TACL__MAX_DEPS));
-        n = out;
-    }
-    return n;
 }
 
 #endif /* TACL_ALGORITHMS_QUANT_ALGOS_H */

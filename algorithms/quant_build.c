@@ -2,15 +2,15 @@
  * The entry point of the quantized collectives of ZeRO++: an all-gather
  * with qbits set is qwZ (section 3.1), a reduce-scatter qgZ (section
  * 3.3).  Quantization is lossy, so the tuner never picks these rows on
- * its own: they are not in the registry, and only the quantized API
- * reaches them.  The rows below exist so the caller can log which
- * algorithm ran; their cost is the flat model of the payload they move.
+ * its own: they are registry rows flagged TACL__ALGO_FLAG_EXPLICIT,
+ * which only the quantized API reaches.  Their cost is the flat model of
+ * the payload they move.
  */
 #include "log.h"
 #include "quant_algos.h"
 
-static int quant_supports(const tacl__coll_args_t *args,
-                          const tacl__topo_view_t *view)
+int tacl__qwz_supports(const tacl__coll_args_t *args,
+                       const tacl__topo_view_t *view)
 {
     (void)view;
     return args->qbits == 8 || args->qbits == 4;
@@ -21,9 +21,9 @@ static int quant_supports(const tacl__coll_args_t *args,
  * per block, moved once by an all-to-all or an all-gather: one latency
  * per peer and the payload's bytes.
  */
-static double quant_cost(const tacl__coll_args_t *args,
-                         const tacl__topo_view_t *view, double alpha,
-                         double beta)
+double tacl__qwz_cost(const tacl__coll_args_t *args,
+                      const tacl__topo_view_t *view, double alpha,
+                      double beta)
 {
     double p = view->nranks;
     double qb = (double)tacl__quant_bytes(args->count, args->qblock,
@@ -32,19 +32,25 @@ static double quant_cost(const tacl__coll_args_t *args,
     return (p - 1) * alpha + (p - 1) * qb * beta;
 }
 
-static tacl_status_t qwz_row_build(tacl__sched_t *s,
-                                   const tacl__coll_args_t *args,
-                                   const tacl__topo_view_t *view)
+tacl_status_t tacl__qwz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
+                              const tacl__topo_view_t *view)
 {
-    return tacl__qwz_build(s, args, view, NULL, NULL);
+    return tacl__qwz_build_over(s, args, view, NULL, NULL);
 }
 
-static const tacl__algo_t quant_rows[] = {
-    {TACL__ALGO_QWZ, "qwz", TACL__COLL_ALLGATHER, quant_supports,
-     quant_cost, qwz_row_build},
-    {TACL__ALGO_QGZ, "qgz", TACL__COLL_REDUCE_SCATTER, quant_supports,
-     quant_cost, tacl__qgz_build},
-};
+/* qgZ moves the same payload, by an all-to-all. */
+int tacl__qgz_supports(const tacl__coll_args_t *args,
+                       const tacl__topo_view_t *view)
+{
+    return tacl__qwz_supports(args, view);
+}
+
+double tacl__qgz_cost(const tacl__coll_args_t *args,
+                      const tacl__topo_view_t *view, double alpha,
+                      double beta)
+{
+    return tacl__qwz_cost(args, view, alpha, beta);
+}
 
 tacl_status_t tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
                                 const tacl__topo_view_t *view,
@@ -59,11 +65,11 @@ tacl_status_t tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
                            args->qbits);
     switch (args->type) {
     case TACL__COLL_ALLGATHER:
-        row = &quant_rows[0];
-        status = tacl__qwz_build(s, args, view, spec, &inner);
+        row = tacl__algo_row(TACL__ALGO_QWZ, args->type);
+        status = tacl__qwz_build_over(s, args, view, spec, &inner);
         break;
     case TACL__COLL_REDUCE_SCATTER:
-        row = &quant_rows[1];
+        row = tacl__algo_row(TACL__ALGO_QGZ, args->type);
         status = tacl__qgz_build(s, args, view);
         break;
     default:
@@ -77,10 +83,11 @@ tacl_status_t tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
         return status;
     if (inner != NULL)
         TACL_INFO(TUNE, "allgather of %zu elements quantized to %d bits: "
-                  "qwz over %s", args->count, args->qbits, inner->name);
+                  "%s over %s", args->count, args->qbits, row->name,
+                  inner->name);
     else if (args->type == TACL__COLL_REDUCE_SCATTER)
         TACL_INFO(TUNE, "reducescatter of %zu elements quantized to %d "
-                  "bits: qgz, %s", args->count, args->qbits,
+                  "bits: %s, %s", args->count, args->qbits, row->name,
                   tacl__qgz_two_hop(view) ? "2-hop" : "1-hop");
     if (algo_p != NULL)
         *algo_p = row;

@@ -14,8 +14,8 @@
  * Partial results live in scratch (an accumulator and two receive slots)
  * and the output is written once, by the last combine or the division.
  */
-#include "algo_util.h"
-#include "hier.h"
+#include "toolbox.h"
+#include "cost.h"
 #include "log.h"
 
 static int rd_is_pow2(int n)
@@ -243,28 +243,28 @@ double tacl__rd_cost(const tacl__coll_args_t *args,
          * d moves the whole vector for all-reduce, d blocks otherwise;
          * folding a non-power of two costs two steps at distance 1. */
         for (d = 1; d < p2; d <<= 1)
-            t += tacl__hier_step_time(view, n, rd_cost_peer, d,
+            t += tacl__cost_step_time(view, n, rd_cost_peer, d,
                                       args->type == TACL__COLL_ALLREDUCE
                                           ? m : d * m, alpha, beta);
         if (n != p2)
-            t += 2 * tacl__hier_step_time(view, n, rd_fold_peer, 0, m,
+            t += 2 * tacl__cost_step_time(view, n, rd_fold_peer, 0, m,
                                           alpha, beta);
         return t;
     }
-    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
-    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
+    alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
+    beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
     if (args->type == TACL__COLL_ALLREDUCE) {
         /* Every step moves and reduces the whole vector. */
         if (n != p2)
             steps += 2;
-        return steps * (alpha + m * (beta + TACL__ALGO_GAMMA_HOST));
+        return steps * (alpha + m * (beta + TACL__COST_GAMMA_HOST));
     }
     /* All-gather and reduce-scatter move (n - 1) blocks in log n steps,
      * to distant peers. */
     return steps * alpha +
-           (double)(n - 1) * m * beta * TACL__ALGO_SPREAD_PENALTY +
-           tacl__algo_reduced(args, (double)(n - 1) * m) *
-               TACL__ALGO_GAMMA_HOST;
+           (double)(n - 1) * m * beta * TACL__COST_SPREAD_PENALTY +
+           tacl__cost_reduced(args, (double)(n - 1) * m) *
+               TACL__COST_GAMMA_HOST;
 }
 
 tacl_status_t tacl__rd_build(tacl__sched_t *s, const tacl__coll_args_t *args,

@@ -9,21 +9,22 @@
  * Otherwise it picks the supported row of lowest cost under an alpha-beta
  * model (Hockney: a message of m bytes costs alpha + m * beta) whose
  * alpha and beta are per link class (the view's host and network
- * figures): latency-bound algorithms (recursive doubling, Bruck, trees)
- * win for small messages, the bandwidth-optimal pipelined ring for large
- * ones on one node, and the hierarchical algorithms (MiCS, HO-Ring, the
- * hierarchical all-reduce) for large ones across nodes, where they keep
- * traffic off the shared uplinks.  Every choice is logged at INFO (TUNE).
- *
- * This file also holds the helpers every builder shares: block ranges,
- * in-place detection and buffer registration.
+ * figures, else cost.h's): latency-bound algorithms (recursive
+ * doubling, Bruck, trees) win for small messages, the bandwidth-optimal
+ * pipelined ring for large ones on one node, and the hierarchical
+ * algorithms (MiCS, HO-Ring, the hierarchical all-reduce) for large ones
+ * across nodes, where they keep traffic off the shared uplinks.  Every
+ * choice is logged at INFO (TUNE).  Rows carry their properties as flags:
+ * hierarchical, or reached only explicitly (the quantized qwZ and qgZ).
  */
 #include <string.h>
 #include <strings.h>
 
-#include "algo_util.h"
+#include "toolbox.h"
+#include "cost.h"
 #include "hier.h"
 #include "log.h"
+#include "quant_algos.h"
 
 static const char *const coll_names[TACL__COLL_COUNT] = {
 #define TACL__COLL_NAME_(name, str) str,
@@ -38,35 +39,55 @@ const char *tacl__coll_name(tacl__coll_type_t type)
     return coll_names[type];
 }
 
-#define ALGO_ROW_(id, name, coll, prefix)                                    \
-    {TACL__ALGO_##id, name, TACL__COLL_##coll, tacl__##prefix##_supports,    \
-     tacl__##prefix##_cost, tacl__##prefix##_build}
+/*
+ * The names of TACL__ALGO_ID_LIST as the members of one constant struct,
+ * so that a row can point at its name in a static initializer and every
+ * name is written once, in the list.
+ */
+static const struct {
+#define ALGO_NAME_FIELD_(id, str) char id[sizeof(str)];
+    TACL__ALGO_ID_LIST(ALGO_NAME_FIELD_)
+#undef ALGO_NAME_FIELD_
+} algo_names = {
+#define ALGO_NAME_INIT_(id, str) str,
+    TACL__ALGO_ID_LIST(ALGO_NAME_INIT_)
+#undef ALGO_NAME_INIT_
+};
+
+#define ALGO_ROW_(id, coll, prefix, flags)                                   \
+    {TACL__ALGO_##id, algo_names.id, TACL__COLL_##coll, flags,              \
+     tacl__##prefix##_supports, tacl__##prefix##_cost,                      \
+     tacl__##prefix##_build}
+#define HIER_ TACL__ALGO_FLAG_HIER
+#define EXPLICIT_ TACL__ALGO_FLAG_EXPLICIT
 
 const tacl__algo_t tacl__algos[] = {
-    ALGO_ROW_(RING, "ring", ALLGATHER, ring),
-    ALGO_ROW_(BRUCK, "bruck", ALLGATHER, bruck),
-    ALGO_ROW_(RD, "rd", ALLGATHER, rd),
-    ALGO_ROW_(MICS, "mics", ALLGATHER, mics),
-    ALGO_ROW_(HORING, "horing", ALLGATHER, horing),
-    ALGO_ROW_(HRING, "hring", ALLGATHER, hring),
-    ALGO_ROW_(DIRECT, "direct", ALLGATHER, direct),
-    ALGO_ROW_(RING, "ring", REDUCE_SCATTER, ring),
-    ALGO_ROW_(RD, "rd", REDUCE_SCATTER, rd),
-    ALGO_ROW_(MICS, "mics", REDUCE_SCATTER, mics),
-    ALGO_ROW_(HORING, "horing", REDUCE_SCATTER, horing),
-    ALGO_ROW_(HRING, "hring", REDUCE_SCATTER, hring),
-    ALGO_ROW_(DIRECT, "direct", REDUCE_SCATTER, direct),
-    ALGO_ROW_(RING, "ring", ALLREDUCE, ring),
-    ALGO_ROW_(RD, "rd", ALLREDUCE, rd),
-    ALGO_ROW_(HIER, "hier", ALLREDUCE, hier),
-    ALGO_ROW_(DIRECT, "direct", ALLREDUCE, direct),
-    ALGO_ROW_(TREE, "tree", BROADCAST, tree),
-    ALGO_ROW_(TREE, "tree", REDUCE, tree),
-    ALGO_ROW_(DIRECT, "direct", ALLTOALL, direct),
-    ALGO_ROW_(P2P, "p2p", SEND, p2p),
-    ALGO_ROW_(P2P, "p2p", RECV, p2p),
-    ALGO_ROW_(BRUCK, "bruck", BARRIER, bruck),
-    {TACL__ALGO_COUNT, NULL, TACL__COLL_COUNT, NULL, NULL, NULL},
+    ALGO_ROW_(RING, ALLGATHER, ring, 0),
+    ALGO_ROW_(BRUCK, ALLGATHER, bruck, 0),
+    ALGO_ROW_(RD, ALLGATHER, rd, 0),
+    ALGO_ROW_(MICS, ALLGATHER, mics, HIER_),
+    ALGO_ROW_(HORING, ALLGATHER, horing, HIER_),
+    ALGO_ROW_(HRING, ALLGATHER, hring, HIER_),
+    ALGO_ROW_(DIRECT, ALLGATHER, direct, 0),
+    ALGO_ROW_(QWZ, ALLGATHER, qwz, EXPLICIT_),
+    ALGO_ROW_(RING, REDUCE_SCATTER, ring, 0),
+    ALGO_ROW_(RD, REDUCE_SCATTER, rd, 0),
+    ALGO_ROW_(MICS, REDUCE_SCATTER, mics, HIER_),
+    ALGO_ROW_(HORING, REDUCE_SCATTER, horing, HIER_),
+    ALGO_ROW_(HRING, REDUCE_SCATTER, hring, HIER_),
+    ALGO_ROW_(DIRECT, REDUCE_SCATTER, direct, 0),
+    ALGO_ROW_(QGZ, REDUCE_SCATTER, qgz, EXPLICIT_),
+    ALGO_ROW_(RING, ALLREDUCE, ring, 0),
+    ALGO_ROW_(RD, ALLREDUCE, rd, 0),
+    ALGO_ROW_(HIER, ALLREDUCE, hier, HIER_),
+    ALGO_ROW_(DIRECT, ALLREDUCE, direct, 0),
+    ALGO_ROW_(TREE, BROADCAST, tree, 0),
+    ALGO_ROW_(TREE, REDUCE, tree, 0),
+    ALGO_ROW_(DIRECT, ALLTOALL, direct, 0),
+    ALGO_ROW_(P2P, SEND, p2p, 0),
+    ALGO_ROW_(P2P, RECV, p2p, 0),
+    ALGO_ROW_(BRUCK, BARRIER, bruck, 0),
+    {TACL__ALGO_COUNT, NULL, TACL__COLL_COUNT, 0, NULL, NULL, NULL},
 };
 
 const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name)
@@ -76,7 +97,18 @@ const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name)
     if (name == NULL)
         return NULL;
     for (a = tacl__algos; a->name != NULL; a++)
-        if (a->coll == coll && strcasecmp(a->name, name) == 0)
+        if (a->coll == coll && !(a->flags & TACL__ALGO_FLAG_EXPLICIT) &&
+            strcasecmp(a->name, name) == 0)
+            return a;
+    return NULL;
+}
+
+const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl__coll_type_t coll)
+{
+    const tacl__algo_t *a;
+
+    for (a = tacl__algos; a->name != NULL; a++)
+        if (a->id == id && a->coll == coll)
             return a;
     return NULL;
 }
@@ -196,20 +228,10 @@ static const tacl__algo_t *spec_forced(const char *spec,
     return found;
 }
 
-/*
- * Model parameters: shared memory inside a node, a network between
- * nodes.  Only their ratio matters for the choice.
- */
-#define ALPHA_INTRA 2e-6
-#define BETA_INTRA (1.0 / 10e9)
-#define ALPHA_INTER 10e-6
-#define BETA_INTER (1.0 / 1.25e9)
-
 /* Whether a is one of the hierarchical algorithms (hier.h). */
 static int algo_is_hier(const tacl__algo_t *a)
 {
-    return a->id == TACL__ALGO_MICS || a->id == TACL__ALGO_HRING ||
-           a->id == TACL__ALGO_HORING || a->id == TACL__ALGO_HIER;
+    return (a->flags & TACL__ALGO_FLAG_HIER) != 0;
 }
 
 /* Why a hierarchical algorithm cannot serve view, for the log. */
@@ -230,9 +252,10 @@ static const char *algo_layout_why(const tacl__topo_view_t *view)
 static double algo_cost(const tacl__algo_t *a, const tacl__coll_args_t *args,
                         const tacl__topo_view_t *view)
 {
-    if (view->n_nodes > 1)
-        return a->cost(args, view, ALPHA_INTER, BETA_INTER);
-    return a->cost(args, view, ALPHA_INTRA, BETA_INTRA);
+    const tacl__cost_link_t *l =
+        &tacl__cost_links[view->n_nodes > 1 ? TACL_LINK_NET : TACL_LINK_HOST];
+
+    return a->cost(args, view, l->alpha, l->beta);
 }
 
 /* The supported row of lowest modelled cost; *cost_p its cost. */
@@ -244,7 +267,8 @@ static const tacl__algo_t *algo_cheapest(const tacl__coll_args_t *args,
     double best_cost = 0, c;
 
     for (a = tacl__algos; a->name != NULL; a++) {
-        if (a->coll != args->type || !a->supports(args, view))
+        if (a->coll != args->type ||
+            (a->flags & TACL__ALGO_FLAG_EXPLICIT) || !a->supports(args, view))
             continue;
         c = algo_cost(a, args, view);
         if (best == NULL || c < best_cost) {
@@ -273,7 +297,7 @@ const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
     /* A hierarchical algorithm that cannot serve the layout stands in
      * for its flat equivalent, the ring, when the ring can run it. */
     if (forced != NULL && algo_is_hier(forced) &&
-        (best = tacl__algo_find(args->type, "ring")) != NULL &&
+        (best = tacl__algo_row(TACL__ALGO_RING, args->type)) != NULL &&
         best->supports(args, view))
         best_cost = algo_cost(best, args, view);
     else
@@ -324,149 +348,4 @@ tacl_status_t tacl__algo_build(tacl__sched_t *s, const tacl__coll_args_t *args,
     if (algo_p != NULL)
         *algo_p = a;
     return TACL_OK;
-}
-
-void tacl__block_range(size_t count, int nblocks, int block, size_t *off_p,
-                       size_t *count_p)
-{
-    size_t base = count / (size_t)nblocks, rem = count % (size_t)nblocks;
-    size_t b = (size_t)block;
-
-    *off_p = b * base + TACL_MIN(b, rem);
-    *count_p = base + (b < rem ? 1 : 0);
-}
-
-int tacl__algo_in_place(const tacl__coll_args_t *args, int rank)
-{
-    size_t es = tacl_dtype_size(args->dtype);
-    size_t shift = (size_t)rank * args->count * es;
-
-    if (args->sendbuf == NULL || args->recvbuf == NULL)
-        return 0;
-    switch (args->type) {
-    case TACL__COLL_ALLGATHER:
-        return (const char *)args->sendbuf ==
-               (const char *)args->recvbuf + shift;
-    case TACL__COLL_REDUCE_SCATTER:
-        return (const char *)args->recvbuf ==
-               (const char *)args->sendbuf + shift;
-    default:
-        return args->sendbuf == args->recvbuf;
-    }
-}
-
-tacl_status_t tacl__algo_io(tacl__sched_t *s, const tacl__coll_args_t *args,
-                            uint64_t in_bytes, uint64_t out_bytes,
-                            tacl__algo_io_t *io_p)
-{
-    tacl__algo_io_t io = {{0, 0}, {0, 0}, 0, 0, 0, 0};
-    int rank = s->rank;
-    size_t shift;
-    int32_t b;
-
-    io.esize = tacl_dtype_size(args->dtype);
-    shift = (size_t)rank * args->count * io.esize;
-    io.in_place = in_bytes && out_bytes && tacl__algo_in_place(args, rank);
-    if (io.in_place && args->type == TACL__COLL_REDUCE_SCATTER) {
-        /* One buffer: the whole sendbuf, the output a block of it. */
-        b = tacl__sched_buf(s, args->sendbuf, in_bytes, TACL__BUF_OUTPUT,
-                            args->memtype);
-        io.in = tacl__bref(b, 0);
-        io.out = tacl__bref(b, shift);
-    } else if (io.in_place) {
-        b = tacl__sched_buf(s, args->recvbuf, out_bytes, TACL__BUF_OUTPUT,
-                            args->memtype);
-        io.out = tacl__bref(b, 0);
-        io.in = tacl__bref(b, args->type == TACL__COLL_ALLGATHER ? shift
-                                                                 : 0);
-    } else {
-        if (in_bytes) {
-            b = tacl__sched_buf(s, args->sendbuf, in_bytes, TACL__BUF_INPUT,
-                                args->memtype);
-            io.in = tacl__bref(b, 0);
-        }
-        if (out_bytes) {
-            b = tacl__sched_buf(s, args->recvbuf, out_bytes,
-                                TACL__BUF_OUTPUT, args->memtype);
-            io.out = tacl__bref(b, 0);
-        }
-    }
-    io.has_in = in_bytes != 0;
-    io.has_out = out_bytes != 0;
-    if (tacl__sched_status(s) != TACL_OK)
-        return tacl__sched_status(s);
-    *io_p = io;
-    return TACL_OK;
-}
-
-tacl_status_t tacl__algo_blocks_io(tacl__sched_t *s,
-                                   const tacl__coll_args_t *args,
-                                   tacl__algo_io_t *io_p, size_t *total_p,
-                                   int *done_p)
-{
-    int ag = args->type == TACL__COLL_ALLGATHER;
-    int ar = args->type == TACL__COLL_ALLREDUCE;
-    size_t es = tacl_dtype_size(args->dtype);
-    size_t total = ar ? args->count : args->count * (size_t)s->nranks;
-    tacl_status_t status;
-
-    *total_p = total;
-    *done_p = 0;
-    status = tacl__algo_io(s, args, (uint64_t)(ag ? args->count : total) * es,
-                           (uint64_t)(ag || ar ? total : args->count) * es,
-                           io_p);
-    if (status != TACL_OK || s->nranks > 1)
-        return status;
-    /* Nothing to exchange: the output is the input (AVG: over 1). */
-    if (!io_p->in_place)
-        tacl__algo_finish(s, args, io_p->out, io_p->in, args->count,
-                          TACL__NO_DEPS);
-    *done_p = 1;
-    return tacl__sched_status(s);
-}
-
-#define ALGO_MAX_CHUNKS 16
-
-uint32_t tacl__algo_nchunks_max(const tacl__coll_args_t *args,
-                                size_t max_elems, size_t esize,
-                                uint64_t msgs_per_chunk, uint32_t max_chunks)
-{
-    uint64_t bytes = (uint64_t)max_elems * esize, c = 1, cap;
-
-    if (args->chunk_bytes > 0)
-        c = TACL_DIV_UP(bytes, args->chunk_bytes);
-    cap = (1ull << TACL__TAG_STEP_BITS) / (msgs_per_chunk ? msgs_per_chunk
-                                                          : 1);
-    c = TACL_MIN(c, TACL_MIN(cap, (uint64_t)max_chunks));
-    c = TACL_MIN(c, (uint64_t)max_elems);
-    return c ? (uint32_t)c : 1;
-}
-
-uint32_t tacl__algo_nchunks(const tacl__coll_args_t *args, size_t max_elems,
-                            size_t esize, uint64_t msgs_per_chunk)
-{
-    return tacl__algo_nchunks_max(args, max_elems, esize, msgs_per_chunk,
-                                  ALGO_MAX_CHUNKS);
-}
-
-int tacl__algo_stream(const tacl__topo_view_t *view, uint64_t bytes)
-{
-    uint64_t local = view->local_size > 0 ? (uint64_t)view->local_size : 1;
-
-    return view->stream_bytes > 0 &&
-           bytes >= TACL_DIV_UP(view->stream_bytes, local);
-}
-
-int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
-                          tacl__bref_t dst, tacl__bref_t src, size_t count,
-                          const int32_t *deps, int ndeps)
-{
-    if (args->op == TACL_AVG && args->type != TACL__COLL_ALLGATHER &&
-        args->type != TACL__COLL_BROADCAST &&
-        args->type != TACL__COLL_ALLTOALL)
-        return tacl__sched_div(s, dst, src, count, args->dtype,
-                               (uint32_t)s->nranks, deps, ndeps);
-    return tacl__sched_copy(s, dst, src,
-                            (uint64_t)count * tacl_dtype_size(args->dtype),
-                            deps, ndeps);
 }

@@ -22,8 +22,8 @@
  */
 #include <stdlib.h>
 
-#include "algo_util.h"
-#include "hier.h"
+#include "toolbox.h"
+#include "cost.h"
 #include "log.h"
 
 typedef struct {
@@ -256,21 +256,20 @@ double tacl__ring_cost(const tacl__coll_args_t *args,
         steps *= 2;
     blk = p > 0 ? m / p : 0;
     if (view->n_nodes > 1) {
-        double an = tacl__link_alpha(view, TACL__LINKC_NET, alpha);
-        double bn = tacl__link_beta(view, TACL__LINKC_NET, beta);
-        double bh = tacl__link_beta(view, TACL__LINKC_HOST,
-                                    TACL__HIER_BETA_HOST);
-        double share = tacl__hier_ring_share(view);
+        double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
+        double bn = tacl__link_beta(view, TACL_LINK_NET, beta);
+        double bh = tacl__cost_host_beta(view);
+        double share = tacl__cost_ring_share(view);
 
         return (steps + chunks - 1) * an +
                steps * TACL_MAX(share * blk * bn, blk * bh);
     }
-    alpha = tacl__link_alpha(view, TACL__LINKC_HOST, alpha);
-    beta = tacl__link_beta(view, TACL__LINKC_HOST, beta);
+    alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
+    beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
     /* Pipelining adds one latency per extra chunk, not per step; each
      * rank reduces n - 1 blocks. */
     return (steps + chunks - 1) * alpha + steps * blk * beta +
-           tacl__algo_reduced(args, (p - 1) * blk) * TACL__ALGO_GAMMA_HOST;
+           tacl__cost_reduced(args, (p - 1) * blk) * TACL__COST_GAMMA_HOST;
 }
 
 tacl_status_t tacl__ring_build(tacl__sched_t *s, const tacl__coll_args_t *args,

@@ -16,7 +16,7 @@
  * message.  Reduction ops are commutative, so the combine order is
  * free; it follows the children from the smallest subtree up.
  */
-#include "algo_util.h"
+#include "toolbox.h"
 #include "log.h"
 
 typedef struct {

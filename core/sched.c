@@ -495,6 +495,161 @@ int32_t tacl__sched_nop(tacl__sched_t *s, const int32_t *deps, int ndeps)
     return sched_add_step(s, &st, deps, ndeps);
 }
 
+int tacl__sched_fold(tacl__sched_t *s, int32_t *ids, int n)
+{
+    while (n > TACL__MAX_DEPS) {
+        int out = 0, i;
+
+        for (i = 0; i < n; i += TACL__MAX_DEPS)
+            ids[out++] = tacl__sched_nop(s, ids + i,
+                                         TACL_MIN(n - i, TACL__MAX_DEPS));
+        n = out;
+    }
+    return n;
+}
+
+/* A reference of a sub-schedule moved to where base[] puts its buffer. */
+static tacl__bref_t sched_moved(const tacl__bref_t *base, tacl__bref_t r)
+{
+    return tacl__bref((int32_t)base[r.buf].buf, base[r.buf].off + r.off);
+}
+
+/* Adds to deps the readiness of each buffer step st of sub reads. */
+static int sched_read_deps(const tacl__step_t *st,
+                           const tacl__sched_map_t *map, int32_t *deps,
+                           int n)
+{
+    switch (st->kind) {
+    case TACL__STEP_SEND:
+    case TACL__STEP_COPY:
+    case TACL__STEP_DIV:
+    case TACL__STEP_QUANT:
+    case TACL__STEP_DQRQ:
+        deps[n++] = map[st->src.buf].ready;
+        break;
+    case TACL__STEP_REDUCE:
+        deps[n++] = map[st->src.buf].ready;
+        deps[n++] = map[st->src2.buf].ready;
+        break;
+    case TACL__STEP_DEQUANT:
+        deps[n++] = map[st->src.buf].ready;
+        if (st->arg)
+            deps[n++] = map[st->dst.buf].ready;
+        break;
+    default:
+        break;
+    }
+    return n;
+}
+
+/* Appends step st of a sub-schedule, its references moved by base. */
+static int32_t sched_append_step(tacl__sched_t *s, const tacl__step_t *st,
+                                 const tacl__bref_t *base,
+                                 const int32_t *deps, int n)
+{
+    tacl__bref_t dst = sched_moved(base, st->dst);
+    tacl__bref_t src = sched_moved(base, st->src);
+    tacl_dtype_t dt = (tacl_dtype_t)st->dtype;
+    size_t es = tacl_dtype_size(dt), count = es ? st->bytes / es : 0;
+    int stream = (st->arg & TACL__COPY_STREAM) != 0;
+
+    switch (st->kind) {
+    case TACL__STEP_SEND:
+        return tacl__sched_send(s, st->peer, src, st->bytes, st->tag, deps,
+                                n);
+    case TACL__STEP_RECV:
+        return tacl__sched_recv_stream(s, st->peer, dst, st->bytes, st->tag,
+                                       stream, deps, n);
+    case TACL__STEP_COPY:
+        if (dst.buf == src.buf && dst.off == src.off)
+            return tacl__sched_nop(s, deps, n);
+        return tacl__sched_copy_stream(s, dst, src, st->bytes, stream, deps,
+                                       n);
+    case TACL__STEP_REDUCE:
+        return tacl__sched_reduce_n(s, dst, src, sched_moved(base, st->src2),
+                                    st->nsrc ? st->nsrc : 1, st->stride,
+                                    count, dt, (tacl_op_t)st->op, deps, n);
+    case TACL__STEP_DIV:
+        return tacl__sched_div(s, dst, src, count, dt, st->arg, deps, n);
+    case TACL__STEP_NOP:
+        return tacl__sched_nop(s, deps, n);
+    case TACL__STEP_QUANT:
+        return tacl__sched_quant(s, dst, src, st->count, dt, st->qblock,
+                                 st->qbits, deps, n);
+    case TACL__STEP_DEQUANT:
+        return tacl__sched_dequant(s, dst, src, st->nsrc, st->stride,
+                                   st->count, dt, st->qblock, st->qbits,
+                                   (int)st->arg, deps, n);
+    case TACL__STEP_DQRQ:
+        return tacl__sched_dqrq(s, dst, src, st->nsrc, st->stride, st->count,
+                                st->qblock, st->qbits, deps, n);
+    default:
+        sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                  "appended step of kind %d", (int)st->kind));
+        return -1;
+    }
+}
+
+tacl_status_t tacl__sched_append(tacl__sched_t *s, const tacl__sched_t *sub,
+                                 const tacl__sched_map_t *map,
+                                 int32_t *ids_p)
+{
+    int32_t deps[TACL__MAX_DEPS + 3], *ids = ids_p;
+    tacl__bref_t *base;
+    uint32_t i, d;
+
+    if (s->status != TACL_OK)
+        return s->status;
+    if (sub->status != TACL_OK || sub->rank != s->rank ||
+        sub->nranks != s->nranks) {
+        sched_fail(s, sub->status != TACL_OK
+                          ? sub->status
+                          : tacl__error(TACL_ERR_INTERNAL, SCHED,
+                                        "appended a schedule of rank %d/%d "
+                                        "to one of rank %d/%d", sub->rank,
+                                        sub->nranks, s->rank, s->nranks));
+        return s->status;
+    }
+    base = malloc((sub->nbufs + 1) * sizeof(*base));
+    if (ids == NULL)
+        ids = malloc((sub->nsteps + 1) * sizeof(*ids));
+    if (base == NULL || ids == NULL) {
+        sched_fail(s, tacl__error(TACL_ERR_NO_MEMORY, SCHED,
+                                  "cannot append a schedule of %u steps",
+                                  sub->nsteps));
+        goto out;
+    }
+    for (i = 0; i < sub->nbufs; i++) {
+        const tacl__sched_buf_t *b = &sub->bufs[i];
+        int32_t id;
+
+        base[i] = map[i].at;
+        if (map[i].at.buf != TACL__SCHED_NEW)
+            continue;
+        id = sched_add_buf(s, b->ptr, b->size, (tacl__buf_role_t)b->role,
+                           (tacl_memtype_t)b->memtype);
+        if (id < 0)
+            goto out;
+        s->bufs[id].shared = b->shared;
+        base[i] = tacl__bref(id, 0);
+    }
+    for (i = 0; i < sub->nsteps && s->status == TACL_OK; i++) {
+        const tacl__step_t *st = &sub->steps[i];
+        int n = 0;
+
+        for (d = 0; d < st->ndeps; d++)
+            deps[n++] = ids[tacl__sched_deps(sub, i)[d]];
+        n = sched_read_deps(st, map, deps, n);
+        n = tacl__sched_fold(s, deps, n);
+        ids[i] = sched_append_step(s, st, base, deps, n);
+    }
+out:
+    if (ids != ids_p)
+        free(ids);
+    free(base);
+    return s->status;
+}
+
 static const char *const step_kind_names[TACL__STEP_NUM_KINDS] = {
     "send", "recv", "copy", "reduce", "div", "nop",
 };

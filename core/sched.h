@@ -206,6 +206,13 @@ int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
                         size_t count, tacl_dtype_t dtype, uint32_t divisor,
                         const int32_t *deps, int ndeps);
 int32_t tacl__sched_nop(tacl__sched_t *s, const int32_t *deps, int ndeps);
+/**
+ * Fold a dependency list longer than a step may carry into NOP steps, in
+ * place: groups of TACL__MAX_DEPS ids become one NOP each, round after
+ * round, until at most TACL__MAX_DEPS remain.  Afterwards ids[0..n) (n
+ * returned) stand for all of them; a shorter list is left as it is.
+ */
+int tacl__sched_fold(tacl__sched_t *s, int32_t *ids, int n);
 
 /*
  * Quantization steps (ZeRO++ qwZ/qgZ).  Quantized buffers follow
@@ -225,6 +232,35 @@ int32_t tacl__sched_dqrq(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
                          int nsrc, uint64_t stride, size_t count,
                          uint32_t qblock, int qbits, const int32_t *deps,
                          int ndeps);
+
+/*
+ * Composition: a whole sub-schedule (another operation built on its own,
+ * as qwZ builds the all-gather that moves its quantized payload) appended
+ * to a schedule, its buffers mapped onto places in that schedule.
+ */
+/** A map entry that makes the sub-schedule's buffer a new one of s. */
+#define TACL__SCHED_NEW UINT32_MAX
+
+/** Where buffer i of a sub-schedule lives in the schedule it joins. */
+typedef struct {
+    tacl__bref_t at;  /* its byte 0 in s; at.buf TACL__SCHED_NEW: a new
+                         buffer of s with the same size, role and kind */
+    int32_t ready;    /* step of s that fills it: every appended step that
+                         reads the buffer waits for it; -1 for none */
+} tacl__sched_map_t;
+
+/**
+ * Append every step of sub to s, in order: references to buffer i of sub
+ * become references into map[i].at, dependencies on sub's steps become
+ * dependencies on their copies, and a copy the map turns onto itself
+ * becomes a NOP.  sub must be for the same rank and communicator size.
+ * ids_p, if not NULL, receives for each step of sub (sub->nsteps
+ * entries) the id of its copy in s.  Returns s's status; a reference the
+ * map places outside a buffer of s is an error like any other.
+ */
+tacl_status_t tacl__sched_append(tacl__sched_t *s, const tacl__sched_t *sub,
+                                 const tacl__sched_map_t *map,
+                                 int32_t *ids_p);
 
 /** The dependencies of step id. */
 static inline const uint32_t *tacl__sched_deps(const tacl__sched_t *s,

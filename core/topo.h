@@ -26,16 +26,10 @@
 
 #include "tacl.h"
 
-typedef enum {
-    TACL__LINK_SELF = 0,   /* a rank to itself */
-    TACL__LINK_HOST,       /* host memory inside a node */
-    TACL__LINK_GPU,        /* GPU peer copy inside a node (NVLink, PCIe) */
-    TACL__LINK_NET,        /* the network between nodes */
-    TACL__LINK_COUNT
-} tacl__link_class_t;
+/* Link classes are tacl.h's tacl_link_class_t. */
 
 /** Name of a link class as the topology file spells it. */
-const char *tacl__link_class_name(tacl__link_class_t cls);
+const char *tacl__link_class_name(tacl_link_class_t cls);
 
 typedef struct {
     double bw;             /* GB/s (1e9 bytes per second) */
@@ -61,7 +55,7 @@ typedef struct {
 
 typedef struct tacl__topo {
     char machine[TACL__TOPO_NAME_LEN];
-    tacl__link_t link[TACL__LINK_COUNT];
+    tacl__link_t link[TACL_NUM_LINK_CLASSES];
     int n_nodes;
     tacl__node_desc_t *nodes;
     int nranks;            /* 0 when the file places no ranks */
@@ -91,8 +85,8 @@ tacl_status_t tacl__topo_set_links(tacl__topo_t *topo);
  * Link class between two ranks of a topology with ranks placed, for
  * buffers in device memory (device_memory != 0) or host memory.
  */
-tacl__link_class_t tacl__topo_link_class(const tacl__topo_t *topo, int a,
-                                         int b, int device_memory);
+tacl_link_class_t tacl__topo_link_class(const tacl__topo_t *topo, int a,
+                                        int b, int device_memory);
 
 /**
  * Read a topology file.  A malformed line gives TACL_ERR_INVALID_ARG with

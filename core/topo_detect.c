@@ -199,11 +199,11 @@ err_bad:
 
 tacl_status_t tacl__topo_set_links(tacl__topo_t *topo)
 {
-    static const tacl__cfg_t cfg[TACL__LINK_COUNT] = {
-        [TACL__LINK_SELF] = TACL_CFG_LINK_SELF,
-        [TACL__LINK_HOST] = TACL_CFG_LINK_HOST,
-        [TACL__LINK_GPU] = TACL_CFG_LINK_GPU,
-        [TACL__LINK_NET] = TACL_CFG_LINK_NET,
+    static const tacl__cfg_t cfg[TACL_NUM_LINK_CLASSES] = {
+        [TACL_LINK_SELF] = TACL_CFG_LINK_SELF,
+        [TACL_LINK_HOST] = TACL_CFG_LINK_HOST,
+        [TACL_LINK_GPU] = TACL_CFG_LINK_GPU,
+        [TACL_LINK_NET] = TACL_CFG_LINK_NET,
     };
     double nic = 0;
     int nics = 0;
@@ -216,24 +216,24 @@ tacl_status_t tacl__topo_set_links(tacl__topo_t *topo)
     }
     /* Defaults: a memcpy-class host link, NVLink-class GPU peers, and the
      * NICs' line rate (10 Gbit/s when unknown) for the network. */
-    if (topo->link[TACL__LINK_SELF].bw == 0)
-        topo->link[TACL__LINK_SELF] = (tacl__link_t){20.0, 0.2};
-    if (topo->link[TACL__LINK_HOST].bw == 0)
-        topo->link[TACL__LINK_HOST] = (tacl__link_t){10.0, 1.0};
-    if (topo->link[TACL__LINK_GPU].bw == 0)
-        topo->link[TACL__LINK_GPU] = (tacl__link_t){200.0, 3.0};
-    if (topo->link[TACL__LINK_NET].bw == 0)
-        topo->link[TACL__LINK_NET] = (tacl__link_t){
+    if (topo->link[TACL_LINK_SELF].bw == 0)
+        topo->link[TACL_LINK_SELF] = (tacl__link_t){20.0, 0.2};
+    if (topo->link[TACL_LINK_HOST].bw == 0)
+        topo->link[TACL_LINK_HOST] = (tacl__link_t){10.0, 1.0};
+    if (topo->link[TACL_LINK_GPU].bw == 0)
+        topo->link[TACL_LINK_GPU] = (tacl__link_t){200.0, 3.0};
+    if (topo->link[TACL_LINK_NET].bw == 0)
+        topo->link[TACL_LINK_NET] = (tacl__link_t){
             nic > 0 ? nic * (nics > 0 ? nics : 1) / 8.0 : 1.25, 15.0};
-    for (int c = 0; c < TACL__LINK_COUNT; c++) {
+    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++) {
         char var[32];
         tacl_status_t status;
 
         if (!tacl__config_is_set(cfg[c]))
             continue;
         snprintf(var, sizeof(var), "TACL_LINK_%s",
-                 c == TACL__LINK_SELF ? "SELF" : c == TACL__LINK_HOST ? "HOST"
-                 : c == TACL__LINK_GPU ? "GPU" : "NET");
+                 c == TACL_LINK_SELF ? "SELF" : c == TACL_LINK_HOST ? "HOST"
+                 : c == TACL_LINK_GPU ? "GPU" : "NET");
         status = parse_link_override(tacl__config_str(cfg[c]), var,
                                      &topo->link[c]);
         if (status != TACL_OK)

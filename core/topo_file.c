@@ -14,16 +14,16 @@
 #include "log.h"
 #include "topo.h"
 
-static const char *const link_names[TACL__LINK_COUNT] = {
-    [TACL__LINK_SELF] = "self",
-    [TACL__LINK_HOST] = "host",
-    [TACL__LINK_GPU] = "gpu",
-    [TACL__LINK_NET] = "net",
+static const char *const link_names[TACL_NUM_LINK_CLASSES] = {
+    [TACL_LINK_SELF] = "self",
+    [TACL_LINK_HOST] = "host",
+    [TACL_LINK_GPU] = "gpu",
+    [TACL_LINK_NET] = "net",
 };
 
-const char *tacl__link_class_name(tacl__link_class_t cls)
+const char *tacl__link_class_name(tacl_link_class_t cls)
 {
-    return (unsigned)cls < TACL__LINK_COUNT ? link_names[cls] : "invalid";
+    return (unsigned)cls < TACL_NUM_LINK_CLASSES ? link_names[cls] : "invalid";
 }
 
 void tacl__topo_fini(tacl__topo_t *topo)
@@ -33,21 +33,21 @@ void tacl__topo_fini(tacl__topo_t *topo)
     memset(topo, 0, sizeof(*topo));
 }
 
-tacl__link_class_t tacl__topo_link_class(const tacl__topo_t *topo, int a,
-                                         int b, int device_memory)
+tacl_link_class_t tacl__topo_link_class(const tacl__topo_t *topo, int a,
+                                        int b, int device_memory)
 {
     const tacl__node_desc_t *node;
 
     if (a == b)
-        return TACL__LINK_SELF;
+        return TACL_LINK_SELF;
     if (topo->node_of[a] != topo->node_of[b])
-        return TACL__LINK_NET;
+        return TACL_LINK_NET;
     /* Host memory inside a node moves through host memory whatever GPUs
      * the node has; only device buffers use the GPUs' peer links. */
     node = &topo->nodes[topo->node_of[a]];
     return device_memory && node->gpus > 0 && node->gpu_peer
-               ? TACL__LINK_GPU
-               : TACL__LINK_HOST;
+               ? TACL_LINK_GPU
+               : TACL_LINK_HOST;
 }
 
 typedef struct {
@@ -122,10 +122,10 @@ static tacl_status_t parse_link(const where_t *w, char **save,
 
     if (cls == NULL)
         return PARSE_ERROR(w, "link needs a class (self, host, gpu, net)");
-    for (c = 0; c < TACL__LINK_COUNT; c++)
+    for (c = 0; c < TACL_NUM_LINK_CLASSES; c++)
         if (strcmp(cls, link_names[c]) == 0)
             break;
-    if (c == TACL__LINK_COUNT)
+    if (c == TACL_NUM_LINK_CLASSES)
         return PARSE_ERROR(w, "unknown link class \"%s\" (self, host, gpu, "
                            "net)", cls);
     while ((tok = strtok_r(NULL, " \t", save)) != NULL) {
@@ -353,7 +353,7 @@ tacl_status_t tacl__topo_write(const tacl__topo_t *topo, FILE *f)
     if (topo->machine[0] != '\0')
         fprintf(f, "machine %s\n", topo->machine);
     fprintf(f, "# bandwidth in GB/s, latency in microseconds\n");
-    for (int c = 0; c < TACL__LINK_COUNT; c++)
+    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++)
         fprintf(f, "link %s bw=%g lat=%g\n", link_names[c], topo->link[c].bw,
                 topo->link[c].lat);
     for (int n = 0; n < topo->n_nodes; n++) {
@@ -405,7 +405,7 @@ void tacl__topo_log(const tacl__topo_t *topo, int rank)
     TACL_INFO(TOPO, "rank %d: %d ranks on %d nodes%s%s", rank, topo->nranks,
               topo->n_nodes, topo->machine[0] ? ", machine " : "",
               topo->machine);
-    for (int c = 0; c < TACL__LINK_COUNT; c++)
+    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++)
         TACL_INFO(TOPO, "  link %-4s %8.2f GB/s %7.2f us", link_names[c],
                   topo->link[c].bw, topo->link[c].lat);
     for (int n = 0; n < topo->n_nodes; n++) {

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "tacl.h"
+
 typedef struct {
     int rank;            /* the caller's rank */
     int nranks;
@@ -17,8 +19,8 @@ typedef struct {
     int node;            /* node_of[rank] */
     int local_rank;      /* rank among the ranks of this node */
     int local_size;      /* ranks on this node */
-    double link_bw[4];   /* GB/s per link class: self, host, gpu, net */
-    double link_lat[4];  /* microseconds per link class */
+    double link_bw[TACL_NUM_LINK_CLASSES];  /* GB/s per tacl_link_class_t */
+    double link_lat[TACL_NUM_LINK_CLASSES]; /* microseconds per class */
     uint64_t stream_bytes; /* a collective whose ranks on this node write
                               this many bytes together or more streams its
                               large local copies past the cache; 0: never */

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "comm.h"
 #include "log.h"
+#include "memseg.h"
 
 /* No single buffer may exceed this many bytes (far beyond any machine). */
 #define MAX_BUFFER_BYTES (1ull << 56)
@@ -317,6 +318,24 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
     return status;
 }
 
+/*
+ * What the builders may assume about the node's memory: whether its
+ * processes map one another's shared memory at all, and whether the buffer
+ * peers read from this rank is memory they map.  Decided here so that a
+ * builder's schedule depends on its arguments and topology only.
+ */
+static void mark_mappable(tacl__coll_args_t *a)
+{
+    size_t bytes = a->count * tacl_dtype_size(a->dtype);
+    const void *read = a->type == TACL__COLL_ALLREDUCE ? a->recvbuf
+                                                       : a->sendbuf;
+    tacl__memseg_ref_t ref;
+
+    a->shm_map = tacl__config_int(TACL_CFG_SHM_MAP) != 0;
+    a->send_mapped = read != NULL && bytes > 0 &&
+                     tacl__memseg_find(read, bytes, &ref);
+}
+
 /* Run one operation now, or record it in the group. */
 static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
                           tacl_stream_t stream, int blocking,
@@ -343,6 +362,7 @@ static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
                                "complete; post it with its receive inside a "
                                "group"));
     a->chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE);
+    mark_mappable(a);
     pthread_mutex_lock(&comm->x.ctx->lock);
     if (a->type == TACL__COLL_SEND)
         a->seq = SEQ_HALF | (comm->p2p_send[a->root]++ % SEQ_HALF);

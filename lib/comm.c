@@ -66,7 +66,7 @@ static tacl_status_t comm_topology(tacl_comm_t comm)
     for (int r = 0; r < comm->size; r++)
         comm->x.link_of[r] = (uint8_t)tacl__topo_link_class(
             &ctx->topo, comm->x.world[comm->rank], comm->x.world[r], 0);
-    for (int c = 0; c < TACL__LINK_COUNT; c++) {
+    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++) {
         comm->view.link_bw[c] = ctx->topo.link[c].bw;
         comm->view.link_lat[c] = ctx->topo.link[c].lat;
     }
@@ -124,7 +124,7 @@ static tacl_status_t comm_create(tacl__ctx_t *ctx, int rank, int size,
     for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++)
         snprintf(comm->x.counters.links[c].name,
                  sizeof(comm->x.counters.links[c].name), "%s",
-                 tacl__link_class_name((tacl__link_class_t)c));
+                 tacl__link_class_name((tacl_link_class_t)c));
     comm->magic = TACL__COMM_ALIVE;
     *comm_p = comm;
     return TACL_OK;

@@ -14,7 +14,7 @@
 
 #include "algo.h"
 #include "log.h"
-#include "simrun.h"
+#include "suite.h"
 
 static const int nranks_list[] = {1, 2, 3, 5, 8, 11, 16};
 static const unsigned seeds[] = {1, 2, 3};
@@ -31,6 +31,15 @@ typedef struct {
 } cfg_t;
 
 typedef simrun_bufs_t rbufs_t;
+
+/* What every rank of c runs. */
+static suite_op_t op_of(const cfg_t *c)
+{
+    suite_op_t op = {c->algo->coll, c->n, c->count, c->dtype, c->op,
+                     c->root, c->in_place, c->chunk, 0, 0};
+
+    return op;
+}
 
 static void cfg_str(const cfg_t *c, char *buf, size_t len)
 {
@@ -93,33 +102,12 @@ static void reference(const cfg_t *c, size_t i, void *dst, size_t j)
     put(c->dtype, dst, j, acc);
 }
 
-static size_t send_elems(const cfg_t *c)
+static void fill(const void *ctx, int r, void *send, size_t n)
 {
-    return simrun_send_elems(c->algo->coll, c->count, c->n);
-}
+    const cfg_t *c = ctx;
 
-static size_t recv_elems(const cfg_t *c)
-{
-    return simrun_recv_elems(c->algo->coll, c->count, c->n);
-}
-
-/* Allocates and fills rank r's buffers. */
-static void setup(const cfg_t *c, int r, rbufs_t *b)
-{
-    size_t es = tacl_dtype_size(c->dtype), i;
-    tacl__coll_type_t t = c->algo->coll;
-
-    simrun_bufs_alloc(b, t, r, c->in_place, send_elems(c) * es,
-                      recv_elems(c) * es,
-                      !(t == TACL__COLL_BROADCAST && r != c->root),
-                      !(t == TACL__COLL_REDUCE && r != c->root));
-    for (i = 0; b->send != NULL && i < send_elems(c); i++)
-        put(c->dtype, b->send, i, gen(c, r, i));
-}
-
-static void declare(simrun_t *sr, const cfg_t *c, int r, const rbufs_t *b)
-{
-    simrun_bufs_declare(sr, r, b, c->algo->coll, c->in_place);
+    for (size_t i = 0; i < n; i++)
+        put(c->dtype, send, i, gen(c, r, i));
 }
 
 /* Expected output of rank r into exp (b->out_bytes bytes). */
@@ -158,8 +146,9 @@ static void expected(const cfg_t *c, int r, char *exp)
 }
 
 /* Whether output byte k of rank r is already right before the operation. */
-static int already_right(const cfg_t *c, int r, size_t k)
+static int already_right(const void *cfg, int r, size_t k)
 {
+    const cfg_t *c = cfg;
     size_t es = tacl_dtype_size(c->dtype), blk = c->count * es;
 
     if (!c->in_place)
@@ -223,112 +212,69 @@ static uint64_t bytes_formula(const cfg_t *c, int r)
     }
 }
 
-/* Builds the schedules of every rank of c into a fresh runner. */
 /* The operation of c on buffers send and recv. */
 static tacl__coll_args_t args_of(const cfg_t *c, void *send, void *recv,
                                  uint64_t seq)
 {
-    tacl__coll_args_t a = {0};
+    suite_op_t op = op_of(c);
+    tacl__coll_args_t a = suite_args(&op, NULL, seq);
 
-    a.type = c->algo->coll;
     a.sendbuf = send;
     a.recvbuf = recv;
-    a.count = c->count;
-    a.dtype = c->dtype;
-    a.op = c->op;
-    a.root = c->root;
-    a.memtype = TACL_MEM_HOST;
-    a.seq = seq;
-    a.chunk_bytes = c->chunk;
     return a;
 }
 
-static simrun_t *build_all(const cfg_t *c, rbufs_t *b, uint64_t seq,
-                           const char *name)
+/* Rank r's buffers and schedule, on a view of one node. */
+static void build_rank(const void *cfg, simrun_t *sr, int r, rbufs_t *b,
+                       uint64_t seq, const char *name)
 {
-    simrun_t *sr = simrun_new(c->n);
-    int r;
+    const cfg_t *c = cfg;
+    suite_op_t op = op_of(c);
+    tacl__topo_view_t v = {0};
+    tacl__coll_args_t a;
+    tacl_status_t st;
 
-    for (r = 0; r < c->n; r++) {
-        tacl__topo_view_t v = {0};
-        tacl__coll_args_t a;
-        tacl_status_t st;
-
-        setup(c, r, &b[r]);
-        declare(sr, c, r, &b[r]);
-        a = args_of(c, b[r].send, b[r].recv, seq);
-        v.rank = r;
-        v.nranks = c->n;
-        v.n_nodes = 1;
-        cr_assert(c->algo->supports(&a, &v), "%s: not supported", name);
-        st = c->algo->build(simrun_sched(sr, r), &a, &v);
-        cr_assert_eq(st, TACL_OK, "%s: rank %d build failed: %s", name, r,
-                     tacl__last_error());
-    }
-    return sr;
+    suite_bufs(sr, &op, r, b, fill, c);
+    a = suite_args(&op, b, seq);
+    v.rank = r;
+    v.nranks = c->n;
+    v.n_nodes = 1;
+    cr_assert(c->algo->supports(&a, &v), "%s: not supported", name);
+    st = c->algo->build(simrun_sched(sr, r), &a, &v);
+    cr_assert_eq(st, TACL_OK, "%s: rank %d build failed: %s", name, r,
+                 tacl__last_error());
 }
 
 /* Checks rank r's result, write counts and bytes sent after a run. */
-static void check_rank(const cfg_t *c, simrun_t *sr, const rbufs_t *b, int r,
-                       char *exp, const char *name)
+static void check_rank(const void *cfg, simrun_t *sr, int r,
+                       const rbufs_t *b, const char *name)
 {
-    const uint8_t *w = simrun_writes(sr, r, b->region);
-    size_t k, rsize;
+    const cfg_t *c = cfg;
+    suite_op_t op = op_of(c);
+    char *exp = malloc(c->count * (size_t)c->n * 4 + 1);
 
+    cr_assert_not_null(exp);
     if (b->out_bytes > 0) {
         expected(c, r, exp);
-        for (k = 0; k < b->out_bytes; k++)
-            cr_assert_eq((unsigned char)b->region[b->out_off + k],
-                         (unsigned char)exp[k],
-                         "%s: rank %d output byte %zu is 0x%02x, expected "
-                         "0x%02x", name, r, k,
-                         (unsigned char)b->region[b->out_off + k],
-                         (unsigned char)exp[k]);
+        suite_check_output(b, r, exp, name);
     }
-    if (w != NULL) {
-        rsize = b->region == b->recv ? b->rbytes : b->sbytes;
-        for (k = 0; k < rsize; k++) {
-            int in_out = k >= b->out_off && k < b->out_off + b->out_bytes;
-            int want = in_out && !already_right(c, r, k - b->out_off);
-
-            cr_assert_eq(w[k], want, "%s: rank %d byte %zu written %d "
-                         "times, expected %d", name, r, k, w[k], want);
-        }
-    }
-    if (!c->in_place && b->send != NULL) {
-        const uint8_t *ws = simrun_writes(sr, r, b->send);
-
-        for (k = 0; k < b->sbytes; k++)
-            cr_assert_eq(ws[k], 0, "%s: rank %d wrote its input", name, r);
-    }
+    suite_check_writes(sr, &op, r, b, already_right, c, name);
     cr_assert_eq(simrun_bytes_sent(sr, r), bytes_formula(c, r),
                  "%s: rank %d sent %llu bytes, formula says %llu", name, r,
                  (unsigned long long)simrun_bytes_sent(sr, r),
                  (unsigned long long)bytes_formula(c, r));
+    free(exp);
 }
+
+static const suite_t algos_suite = {build_rank, check_rank};
 
 static void run_cfg(const cfg_t *c)
 {
-    rbufs_t *b = calloc((size_t)c->n, sizeof(*b));
-    char *exp = malloc(c->count * (size_t)c->n * 4 + 1);
-    char name[200], err[512];
-    simrun_t *sr;
-    size_t si;
-    int r;
+    char name[200];
 
     cfg_str(c, name, sizeof(name));
-    for (si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
-        sr = build_all(c, b, 1000 + si, name);
-        cr_assert_eq(simrun_run(sr, seeds[si], err, sizeof(err)), 0,
-                     "%s seed %u: %s", name, seeds[si], err);
-        for (r = 0; r < c->n; r++) {
-            check_rank(c, sr, &b[r], r, exp, name);
-            simrun_bufs_free(&b[r]);
-        }
-        simrun_free(sr);
-    }
-    free(b);
-    free(exp);
+    for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++)
+        suite_run(&algos_suite, c, c->n, 1000 + si, seeds[si], name);
 }
 
 static int is_reduction(tacl__coll_type_t t)
@@ -435,8 +381,9 @@ Test(algorithms, direct_more_peers_than_dependencies)
 
 /*
  * A collective's buffers, from calloc or (mapped) from tacl_mem_alloc,
- * which decides whether the direct algorithms stage; in place, send
- * points into recv at send_off bytes.
+ * which the caller of a builder marks in args->send_mapped and which
+ * decides whether the direct algorithms stage; in place, send points into
+ * recv at send_off bytes.
  */
 typedef struct {
     void *recv, *send, *own_send;
@@ -506,6 +453,8 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
     bufs_get(&b, mapped, in_place, (size_t)n * count * 4, count * 4,
              (size_t)r * count * 4);
     a = args_of(&c, b.send, b.recv, 0);
+    a.shm_map = 1;
+    a.send_mapped = b.mapped;
     cr_assert_leq(n, 8);
     v.stream_bytes = stream_bytes;
     tacl__sched_init(&s, r, n);
@@ -622,6 +571,8 @@ static void check_direct_ar_stage(int n, int r, size_t count, int in_place,
     count = c.count;
     bufs_get(&b, mapped, in_place, count * 4, count * 4, 0);
     a = args_of(&c, b.send, b.recv, 0);
+    a.shm_map = 1;
+    a.send_mapped = b.mapped;
     v.stream_bytes = 1;
     tacl__sched_init(&s, r, n);
     cr_assert_eq(c.algo->build(&s, &a, &v), TACL_OK, "%s",

@@ -17,15 +17,9 @@
 
 #include "hier.h"
 #include "log.h"
-#include "simrun.h"
+#include "suite.h"
 
-typedef struct {
-    const char *name;
-    int n;
-    int n_nodes;
-    int node_of[9];
-    int regular;
-} layout_t;
+typedef suite_layout_t layout_t;
 
 static const layout_t layouts[] = {
     {"2x2", 4, 2, {0, 0, 1, 1}, 1},
@@ -50,10 +44,13 @@ typedef struct {
 
 typedef simrun_bufs_t rbufs_t;
 
-/* A view of lay for rank (10 GB/s host, 1 Gbit/s network). */
-static tacl__topo_view_t view_of(const layout_t *lay, int rank)
+/* What every rank of c runs. */
+static suite_op_t op_of(const cfg_t *c)
 {
-    return simrun_view(lay->node_of, lay->n, lay->n_nodes, rank);
+    suite_op_t op = {c->coll, c->lay->n, c->count, c->dtype, c->op, 0,
+                     c->in_place, c->chunk, 0, 0};
+
+    return op;
 }
 
 static void cfg_str(const cfg_t *c, char *buf, size_t len)
@@ -100,29 +97,12 @@ static void reference(const cfg_t *c, size_t i, void *dst, size_t j)
     put(c->dtype, dst, j, acc);
 }
 
-static size_t send_elems(const cfg_t *c)
+static void fill(const void *ctx, int r, void *send, size_t n)
 {
-    return simrun_send_elems(c->coll, c->count, c->lay->n);
-}
+    const cfg_t *c = ctx;
 
-static size_t recv_elems(const cfg_t *c)
-{
-    return simrun_recv_elems(c->coll, c->count, c->lay->n);
-}
-
-static void setup(const cfg_t *c, int r, rbufs_t *b)
-{
-    size_t es = tacl_dtype_size(c->dtype), i;
-
-    simrun_bufs_alloc(b, c->coll, r, c->in_place, send_elems(c) * es,
-                      recv_elems(c) * es, 1, 1);
-    for (i = 0; i < send_elems(c); i++)
-        put(c->dtype, b->send, i, gen(r, i));
-}
-
-static void declare(simrun_t *sr, const cfg_t *c, int r, const rbufs_t *b)
-{
-    simrun_bufs_declare(sr, r, b, c->coll, c->in_place);
+    for (size_t i = 0; i < n; i++)
+        put(c->dtype, send, i, gen(r, i));
 }
 
 static void expected(const cfg_t *c, int r, char *exp)
@@ -145,25 +125,16 @@ static void expected(const cfg_t *c, int r, char *exp)
 static tacl__coll_args_t args_of(const cfg_t *c, const rbufs_t *b,
                                  uint64_t seq)
 {
-    tacl__coll_args_t a = {0};
+    suite_op_t op = op_of(c);
 
-    a.type = c->coll;
-    a.sendbuf = b != NULL ? b->send : NULL;
-    a.recvbuf = b != NULL ? b->recv : NULL;
-    a.count = c->count;
-    a.dtype = c->dtype;
-    a.op = c->op;
-    a.memtype = TACL_MEM_HOST;
-    a.seq = seq;
-    a.chunk_bytes = c->chunk;
-    return a;
+    return suite_args(&op, b, seq);
 }
 
 /* The algorithm the tuner runs for c with c->algo forced. */
 static const tacl__algo_t *forced_pick(const cfg_t *c, int r,
                                        const tacl__coll_args_t *a)
 {
-    tacl__topo_view_t v = view_of(c->lay, r);
+    tacl__topo_view_t v = suite_view(c->lay, r);
     char spec[64];
 
     snprintf(spec, sizeof(spec), "%s=%s", tacl__coll_name(c->coll),
@@ -171,93 +142,70 @@ static const tacl__algo_t *forced_pick(const cfg_t *c, int r,
     return tacl__algo_select(a, &v, spec);
 }
 
-static simrun_t *build_all(const cfg_t *c, rbufs_t *b, uint64_t seq,
-                           const char *name)
+/*
+ * Rank r's buffers and its schedule, built by the algorithm the tuner
+ * runs with c->algo forced: c->algo itself on a regular layout, another
+ * on an unequal one (where, built directly, c->algo falls back by itself).
+ */
+static void build_rank(const void *cfg, simrun_t *sr, int r, rbufs_t *b,
+                       uint64_t seq, const char *name)
 {
-    simrun_t *sr = simrun_new(c->lay->n);
-    int r;
+    const cfg_t *c = cfg;
+    suite_op_t op = op_of(c);
+    tacl__topo_view_t v = suite_view(c->lay, r);
+    const tacl__algo_t *algo;
+    tacl__coll_args_t a;
+    tacl_status_t st;
 
-    for (r = 0; r < c->lay->n; r++) {
-        tacl__coll_args_t a;
-        tacl__topo_view_t v = view_of(c->lay, r);
-        const tacl__algo_t *algo;
-        tacl_status_t st;
-
-        setup(c, r, &b[r]);
-        declare(sr, c, r, &b[r]);
-        a = args_of(c, &b[r], seq);
-        algo = forced_pick(c, r, &a);
-        cr_assert_not_null(algo, "%s: no algorithm", name);
-        if (!c->lay->regular && c->in_place) {
-            /* Built directly, the algorithm falls back by itself. */
-            algo = tacl__algo_find(c->coll, c->algo);
-            cr_assert_not(algo->supports(&a, &v), "%s: supported", name);
-        } else if (c->lay->regular)
-            cr_assert_str_eq(algo->name, c->algo, "%s: tuner chose %s",
-                             name, algo->name);
-        else
-            cr_assert_str_neq(algo->name, c->algo,
-                              "%s: unequal layout not refused", name);
-        st = algo->build(simrun_sched(sr, r), &a, &v);
-        cr_assert_eq(st, TACL_OK, "%s: rank %d build failed: %s", name, r,
-                     tacl__last_error());
-    }
-    return sr;
+    suite_bufs(sr, &op, r, b, fill, c);
+    a = suite_args(&op, b, seq);
+    algo = forced_pick(c, r, &a);
+    cr_assert_not_null(algo, "%s: no algorithm", name);
+    if (!c->lay->regular && c->in_place) {
+        algo = tacl__algo_find(c->coll, c->algo);
+        cr_assert_not(algo->supports(&a, &v), "%s: supported", name);
+    } else if (c->lay->regular)
+        cr_assert_str_eq(algo->name, c->algo, "%s: tuner chose %s", name,
+                         algo->name);
+    else
+        cr_assert_str_neq(algo->name, c->algo,
+                          "%s: unequal layout not refused", name);
+    st = algo->build(simrun_sched(sr, r), &a, &v);
+    cr_assert_eq(st, TACL_OK, "%s: rank %d build failed: %s", name, r,
+                 tacl__last_error());
 }
 
-static void check_rank(const cfg_t *c, simrun_t *sr, const rbufs_t *b, int r,
-                       char *exp, const char *name)
+/* In place, an all-gather's own block is right before it starts. */
+static int own_block(const void *cfg, int r, size_t k)
 {
-    const uint8_t *w = simrun_writes(sr, r, b->region);
-    size_t k, rsize, es = tacl_dtype_size(c->dtype);
-    size_t blk = c->count * es;
+    const cfg_t *c = cfg;
 
+    return c->in_place && c->coll == TACL__COLL_ALLGATHER &&
+           k / (c->count * tacl_dtype_size(c->dtype)) == (size_t)r;
+}
+
+static void check_rank(const void *cfg, simrun_t *sr, int r,
+                       const rbufs_t *b, const char *name)
+{
+    const cfg_t *c = cfg;
+    suite_op_t op = op_of(c);
+    char *exp = malloc(b->out_bytes + 1);
+
+    cr_assert_not_null(exp);
     expected(c, r, exp);
-    for (k = 0; k < b->out_bytes; k++)
-        cr_assert_eq((unsigned char)b->region[b->out_off + k],
-                     (unsigned char)exp[k],
-                     "%s: rank %d output byte %zu is 0x%02x, expected "
-                     "0x%02x", name, r, k,
-                     (unsigned char)b->region[b->out_off + k],
-                     (unsigned char)exp[k]);
-    cr_assert_not_null(w, "%s: no write counts", name);
-    rsize = b->region == b->recv ? b->rbytes : b->sbytes;
-    for (k = 0; k < rsize; k++) {
-        int in_out = k >= b->out_off && k < b->out_off + b->out_bytes;
-        int right = c->in_place && c->coll == TACL__COLL_ALLGATHER &&
-                    (k - b->out_off) / blk == (size_t)r;
-        int want = in_out && !right;
-
-        cr_assert_eq(w[k], want, "%s: rank %d byte %zu written %d times, "
-                     "expected %d", name, r, k, w[k], want);
-    }
-    if (!c->in_place) {
-        const uint8_t *ws = simrun_writes(sr, r, b->send);
-
-        for (k = 0; k < b->sbytes; k++)
-            cr_assert_eq(ws[k], 0, "%s: rank %d wrote its input", name, r);
-    }
+    suite_check_output(b, r, exp, name);
+    suite_check_writes(sr, &op, r, b, own_block, c, name);
+    free(exp);
 }
+
+static const suite_t hier_suite = {build_rank, check_rank};
 
 static void run_cfg(const cfg_t *c, unsigned seed)
 {
-    int n = c->lay->n, r;
-    rbufs_t *b = calloc((size_t)n, sizeof(*b));
-    char *exp = malloc(c->count * (size_t)n * 4 + 1);
-    char name[200], err[512];
-    simrun_t *sr;
+    char name[200];
 
     cfg_str(c, name, sizeof(name));
-    sr = build_all(c, b, 100 + seed, name);
-    cr_assert_eq(simrun_run(sr, seed, err, sizeof(err)), 0, "%s seed %u: %s",
-                 name, seed, err);
-    for (r = 0; r < n; r++) {
-        check_rank(c, sr, &b[r], r, exp, name);
-        simrun_bufs_free(&b[r]);
-    }
-    simrun_free(sr);
-    free(b);
-    free(exp);
+    suite_run(&hier_suite, c, c->lay->n, 100 + seed, seed, name);
 }
 
 /* The matrix of one algorithm of one collective over every layout. */
@@ -315,37 +263,32 @@ Test(hier, hier_allreduce) { run_matrix(TACL__COLL_ALLREDUCE, "hier"); }
 static void uplink_bytes(const layout_t *lay, const cfg_t *c,
                          const char *algo_name, uint64_t *per_node)
 {
+    suite_op_t op = op_of(c);
     int r, m;
-    uint32_t j;
 
     for (m = 0; m < lay->n_nodes; m++)
         per_node[m] = 0;
     for (r = 0; r < lay->n; r++) {
-        tacl__topo_view_t v = view_of(lay, r);
-        tacl__coll_args_t a = args_of(c, NULL, 1);
+        tacl__topo_view_t v = suite_view(lay, r);
         const tacl__algo_t *algo = tacl__algo_find(c->coll, algo_name);
-        size_t es = tacl_dtype_size(c->dtype);
-        char *send = calloc(send_elems(c) * es + 1, 1);
-        char *recv = calloc(recv_elems(c) * es + 1, 1);
+        rbufs_t b;
+        tacl__coll_args_t a;
         tacl__sched_t s;
 
+        simrun_bufs_alloc(&b, c->coll, r, 0,
+                          simrun_send_elems(c->coll, c->count, lay->n) *
+                              tacl_dtype_size(c->dtype),
+                          simrun_recv_elems(c->coll, c->count, lay->n) *
+                              tacl_dtype_size(c->dtype), 1, 1);
+        a = suite_args(&op, &b, 1);
         cr_assert_not_null(algo);
         cr_assert(algo->supports(&a, &v), "%s does not support %s",
                   algo_name, lay->name);
-        a.sendbuf = send;
-        a.recvbuf = recv;
         tacl__sched_init(&s, r, lay->n);
         cr_assert_eq(algo->build(&s, &a, &v), TACL_OK);
-        for (j = 0; j < s.nsteps; j++) {
-            const tacl__step_t *st = &s.steps[j];
-
-            if (st->kind == TACL__STEP_SEND &&
-                lay->node_of[st->peer] != lay->node_of[r])
-                per_node[lay->node_of[r]] += st->bytes;
-        }
+        per_node[lay->node_of[r]] += suite_inter_bytes(&s, lay->node_of);
         tacl__sched_fini(&s);
-        free(send);
-        free(recv);
+        simrun_bufs_free(&b);
     }
 }
 
@@ -450,7 +393,7 @@ static const char *tuned(const layout_t *lay, tacl__coll_type_t coll,
                          size_t bytes, const char *spec)
 {
     cfg_t c = {lay, coll, "", 0, 0, TACL_FLOAT32, TACL_SUM, 1 << 20};
-    tacl__topo_view_t v = view_of(lay, 0);
+    tacl__topo_view_t v = suite_view(lay, 0);
     tacl__coll_args_t a;
     const tacl__algo_t *algo;
 
@@ -512,7 +455,7 @@ Test(hier_tune, spec_is_honoured)
 Test(hier_tune, unequal_layout_falls_back_to_ring)
 {
     const layout_t *lay = &layouts[3];
-    tacl__topo_view_t v = view_of(lay, 0);
+    tacl__topo_view_t v = suite_view(lay, 0);
     tacl__coll_args_t a = {0};
     const char *name;
 
@@ -527,7 +470,7 @@ Test(hier_tune, unequal_layout_falls_back_to_ring)
     /* And nothing hierarchical supports it, nor one node, nor k = 1. */
     a.type = TACL__COLL_ALLGATHER;
     cr_expect_not(tacl__mics_supports(&a, &v));
-    v = view_of(&layouts[0], 0);
+    v = suite_view(&layouts[0], 0);
     v.n_nodes = 1;
     cr_expect_not(tacl__mics_supports(&a, &v));
     v.node_of = NULL;
@@ -536,14 +479,14 @@ Test(hier_tune, unequal_layout_falls_back_to_ring)
 
 Test(hier_tune, ring_cost_sees_shared_uplinks)
 {
-    tacl__topo_view_t contig = view_of(&layouts[0], 0);
-    tacl__topo_view_t alt = view_of(&layouts[4], 0);
+    tacl__topo_view_t contig = suite_view(&layouts[0], 0);
+    tacl__topo_view_t alt = suite_view(&layouts[4], 0);
     cfg_t c = {&layouts[0], TACL__COLL_ALLGATHER, "", 1 << 20, 0,
                TACL_FLOAT32, TACL_SUM, 1 << 20};
     tacl__coll_args_t a = args_of(&c, NULL, 1);
 
-    cr_expect_eq(tacl__hier_ring_share(&contig), 1);
-    cr_expect_eq(tacl__hier_ring_share(&alt), 2);
+    cr_expect_eq(tacl__cost_ring_share(&contig), 1);
+    cr_expect_eq(tacl__cost_ring_share(&alt), 2);
     /* Alternating nodes: every ring edge crosses, two per uplink. */
     cr_expect_gt(tacl__ring_cost(&a, &alt, 10e-6, 1 / 1.25e9),
                  1.9 * tacl__ring_cost(&a, &contig, 10e-6, 1 / 1.25e9));
@@ -552,7 +495,7 @@ Test(hier_tune, ring_cost_sees_shared_uplinks)
 Test(hier_helpers, member_lists_and_rails)
 {
     const layout_t *lay = &layouts[5]; /* node_of = {0,1,2,0,1,2} */
-    tacl__topo_view_t v = view_of(lay, 4);
+    tacl__topo_view_t v = suite_view(lay, 4);
     tacl__hier_t h;
     int rail[3];
 
@@ -567,7 +510,7 @@ Test(hier_helpers, member_lists_and_rails)
     cr_expect_eq(rail[1], 4);
     cr_expect_eq(rail[2], 5);
     tacl__hier_fini(&h);
-    v = view_of(&layouts[3], 0);
+    v = suite_view(&layouts[3], 0);
     cr_assert_eq(tacl__hier_init(&h, &v), TACL_OK);
     cr_expect_not(h.regular);
     cr_expect_eq(tacl__hier_node_size(&h, 1), 1);

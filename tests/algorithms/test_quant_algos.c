@@ -23,22 +23,17 @@
 #include "log.h"
 #include "quant.h"
 #include "quant_algos.h"
-#include "simrun.h"
+#include "suite.h"
 
-typedef struct {
-    const char *name;
-    int n;
-    int n_nodes;
-    int node_of[9];
-} layout_t;
+typedef suite_layout_t layout_t;
 
 static const layout_t layouts[] = {
-    {"1x4", 4, 1, {0, 0, 0, 0}},
-    {"2x2", 4, 2, {0, 0, 1, 1}},
-    {"4x2", 8, 4, {0, 0, 1, 1, 2, 2, 3, 3}},
-    {"3x3", 9, 3, {0, 0, 0, 1, 1, 1, 2, 2, 2}},
-    {"scattered 2x3", 6, 2, {0, 1, 1, 0, 0, 1}},
-    {"unequal 2+1", 3, 2, {0, 0, 1}},
+    {"1x4", 4, 1, {0, 0, 0, 0}, 0},
+    {"2x2", 4, 2, {0, 0, 1, 1}, 1},
+    {"4x2", 8, 4, {0, 0, 1, 1, 2, 2, 3, 3}, 1},
+    {"3x3", 9, 3, {0, 0, 0, 1, 1, 1, 2, 2, 2}, 1},
+    {"scattered 2x3", 6, 2, {0, 1, 1, 0, 0, 1}, 1},
+    {"unequal 2+1", 3, 2, {0, 0, 1}, 0},
 };
 #define NLAYOUTS ((int)(sizeof(layouts) / sizeof(layouts[0])))
 
@@ -57,9 +52,13 @@ typedef struct {
 
 typedef simrun_bufs_t rbufs_t;
 
-static tacl__topo_view_t view_of(const layout_t *lay, int rank)
+/* What every rank of c runs. */
+static suite_op_t op_of(const cfg_t *c)
 {
-    return simrun_view(lay->node_of, lay->n, lay->n_nodes, rank);
+    suite_op_t op = {c->coll, c->lay->n, c->count, c->dtype, c->op, 0,
+                     c->in_place, c->chunk, c->qbits, c->qblock};
+
+    return op;
 }
 
 static void cfg_str(const cfg_t *c, char *buf, size_t len)
@@ -145,37 +144,19 @@ static size_t recv_elems(const cfg_t *c)
     return simrun_recv_elems(c->coll, c->count, c->lay->n);
 }
 
-static void setup(const cfg_t *c, int r, rbufs_t *b)
+static void fill(const void *ctx, int r, void *send, size_t n)
 {
-    size_t es = tacl_dtype_size(c->dtype), i;
+    const cfg_t *c = ctx;
 
-    simrun_bufs_alloc(b, c->coll, r, c->in_place, send_elems(c) * es,
-                      recv_elems(c) * es, 1, 1);
-    for (i = 0; i < send_elems(c); i++)
-        put(c->dtype, b->send, i, gen(c->dtype, r, i));
-}
-
-static void declare(simrun_t *sr, const cfg_t *c, int r, const rbufs_t *b)
-{
-    simrun_bufs_declare(sr, r, b, c->coll, c->in_place);
+    for (size_t i = 0; i < n; i++)
+        put(c->dtype, send, i, gen(c->dtype, r, i));
 }
 
 static tacl__coll_args_t args_of(const cfg_t *c, const rbufs_t *b)
 {
-    tacl__coll_args_t a = {0};
+    suite_op_t op = op_of(c);
 
-    a.type = c->coll;
-    a.sendbuf = b != NULL ? b->send : NULL;
-    a.recvbuf = b != NULL ? b->recv : NULL;
-    a.count = c->count;
-    a.dtype = c->dtype;
-    a.op = c->op;
-    a.memtype = TACL_MEM_HOST;
-    a.seq = 7;
-    a.chunk_bytes = c->chunk;
-    a.qbits = c->qbits;
-    a.qblock = c->qblock;
-    return a;
+    return suite_args(&op, b, 7);
 }
 
 /* The float32 scale the kernels give a block of largest magnitude amax. */
@@ -282,55 +263,34 @@ static double qgz_bound(const cfg_t *c, double err, double ref)
     return bound;
 }
 
-static simrun_t *build_all(const cfg_t *c, rbufs_t *b, const char *name)
+static void build_rank(const void *cfg, simrun_t *sr, int r, rbufs_t *b,
+                       uint64_t seq, const char *name)
 {
-    simrun_t *sr = simrun_new(c->lay->n);
-    int r;
+    const cfg_t *c = cfg;
+    suite_op_t op = op_of(c);
+    tacl__topo_view_t v = suite_view(c->lay, r);
+    const tacl__algo_t *algo = NULL;
+    tacl__coll_args_t a;
+    tacl_status_t st;
 
-    for (r = 0; r < c->lay->n; r++) {
-        tacl__coll_args_t a;
-        tacl__topo_view_t v = view_of(c->lay, r);
-        const tacl__algo_t *algo = NULL;
-        tacl_status_t st;
-
-        setup(c, r, &b[r]);
-        declare(sr, c, r, &b[r]);
-        a = args_of(c, &b[r]);
-        st = tacl__quant_build(simrun_sched(sr, r), &a, &v, c->spec, &algo);
-        cr_assert_eq(st, TACL_OK, "%s: rank %d build failed: %s", name, r,
-                     tacl__last_error());
-        cr_assert_not_null(algo, "%s: no algorithm", name);
-        cr_assert_str_eq(algo->name,
-                         c->coll == TACL__COLL_ALLGATHER ? "qwz" : "qgz",
-                         "%s: built with %s", name, algo->name);
-    }
-    return sr;
+    suite_bufs(sr, &op, r, b, fill, c);
+    a = suite_args(&op, b, seq);
+    st = tacl__quant_build(simrun_sched(sr, r), &a, &v, c->spec, &algo);
+    cr_assert_eq(st, TACL_OK, "%s: rank %d build failed: %s", name, r,
+                 tacl__last_error());
+    cr_assert_not_null(algo, "%s: no algorithm", name);
+    cr_assert_str_eq(algo->name,
+                     c->coll == TACL__COLL_ALLGATHER ? "qwz" : "qgz",
+                     "%s: built with %s", name, algo->name);
 }
 
-/* Each output byte written once (in place, the own block never). */
-static void check_writes(const cfg_t *c, simrun_t *sr, const rbufs_t *b,
-                         int r, const char *name)
+/* In place, an all-gather's own block is right before it starts. */
+static int own_block(const void *cfg, int r, size_t k)
 {
-    const uint8_t *w = simrun_writes(sr, r, b->region);
-    size_t k, rsize = b->region == b->recv ? b->rbytes : b->sbytes;
-    size_t blk = c->count * tacl_dtype_size(c->dtype);
+    const cfg_t *c = cfg;
 
-    cr_assert_not_null(w, "%s: no write counts", name);
-    for (k = 0; k < rsize; k++) {
-        int in_out = k >= b->out_off && k < b->out_off + b->rbytes;
-        int own = c->in_place && c->coll == TACL__COLL_ALLGATHER &&
-                  k / blk == (size_t)r;
-        int want = in_out && !own;
-
-        cr_assert_eq(w[k], want, "%s: rank %d byte %zu written %d times, "
-                     "expected %d", name, r, k, w[k], want);
-    }
-    if (!c->in_place) {
-        const uint8_t *ws = simrun_writes(sr, r, b->send);
-
-        for (k = 0; k < b->sbytes; k++)
-            cr_assert_eq(ws[k], 0, "%s: rank %d wrote its input", name, r);
-    }
+    return c->in_place && c->coll == TACL__COLL_ALLGATHER &&
+           k / (c->count * tacl_dtype_size(c->dtype)) == (size_t)r;
 }
 
 static void check_qwz(const cfg_t *c, const rbufs_t *b, int r,
@@ -385,28 +345,28 @@ static void check_qgz(const cfg_t *c, const rbufs_t *b, int r, int two_hop,
     }
 }
 
+static void check_rank(const void *cfg, simrun_t *sr, int r,
+                       const rbufs_t *b, const char *name)
+{
+    const cfg_t *c = cfg;
+    suite_op_t op = op_of(c);
+    tacl__topo_view_t v0 = suite_view(c->lay, 0);
+
+    if (c->coll == TACL__COLL_ALLGATHER)
+        check_qwz(c, b, r, name);
+    else
+        check_qgz(c, b, r, tacl__qgz_two_hop(&v0), name);
+    suite_check_writes(sr, &op, r, b, own_block, c, name);
+}
+
+static const suite_t quant_suite = {build_rank, check_rank};
+
 static void run_cfg(const cfg_t *c, unsigned seed)
 {
-    int n = c->lay->n, r;
-    rbufs_t *b = calloc((size_t)n, sizeof(*b));
-    tacl__topo_view_t v0 = view_of(c->lay, 0);
-    char name[256], err[512];
-    simrun_t *sr;
+    char name[256];
 
     cfg_str(c, name, sizeof(name));
-    sr = build_all(c, b, name);
-    cr_assert_eq(simrun_run(sr, seed, err, sizeof(err)), 0, "%s seed %u: %s",
-                 name, seed, err);
-    for (r = 0; r < n; r++) {
-        if (c->coll == TACL__COLL_ALLGATHER)
-            check_qwz(c, &b[r], r, name);
-        else
-            check_qgz(c, &b[r], r, tacl__qgz_two_hop(&v0), name);
-        check_writes(c, sr, &b[r], r, name);
-        simrun_bufs_free(&b[r]);
-    }
-    simrun_free(sr);
-    free(b);
+    suite_run(&quant_suite, c, c->lay->n, 7, seed, name);
 }
 
 /*
@@ -475,10 +435,9 @@ static uint64_t inter_bytes(const layout_t *lay, const cfg_t *c,
 {
     uint64_t total = 0;
     int r;
-    uint32_t j;
 
     for (r = 0; r < lay->n; r++) {
-        tacl__topo_view_t v = view_of(lay, r);
+        tacl__topo_view_t v = suite_view(lay, r);
         tacl__coll_args_t a = args_of(c, NULL);
         size_t es = tacl_dtype_size(c->dtype);
         char *send = calloc(send_elems(c) * es + 1, 1);
@@ -496,13 +455,7 @@ static uint64_t inter_bytes(const layout_t *lay, const cfg_t *c,
             st = tacl__quant_build(&s, &a, &v, c->spec, NULL);
         }
         cr_assert_eq(st, TACL_OK, "build failed: %s", tacl__last_error());
-        for (j = 0; j < s.nsteps; j++) {
-            const tacl__step_t *t = &s.steps[j];
-
-            if (t->kind == TACL__STEP_SEND &&
-                lay->node_of[t->peer] != lay->node_of[r])
-                total += t->bytes;
-        }
+        total += suite_inter_bytes(&s, lay->node_of);
         tacl__sched_fini(&s);
         free(send);
         free(recv);
@@ -621,7 +574,7 @@ Test(quant_pipeline, qgz_chunks_overlap)
         int r;
 
         for (r = 0; r < lay->n; r++) {
-            tacl__topo_view_t v = view_of(lay, r);
+            tacl__topo_view_t v = suite_view(lay, r);
             tacl__coll_args_t a = args_of(&c, NULL);
             char *send = calloc(send_elems(&c) * 4, 1);
             char *recv = calloc(recv_elems(&c) * 4, 1);
@@ -711,7 +664,7 @@ Test(quant_pipeline, slice_reordering)
 Test(quant_algos, rejects_what_it_cannot_build)
 {
     const layout_t *lay = &layouts[1];
-    tacl__topo_view_t v = view_of(lay, 0);
+    tacl__topo_view_t v = suite_view(lay, 0);
     cfg_t c = {lay, TACL__COLL_ALLGATHER, 16, TACL_FLOAT32, 3, 64, TACL_SUM,
                0, 0, NULL};
     tacl__coll_args_t a = args_of(&c, NULL);

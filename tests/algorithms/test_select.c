@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo_util.h"
+#include "cost.h"
+#include "toolbox.h"
+#include "topo.h"
 #include "log.h"
 #include "simrun.h"
 
@@ -539,4 +541,171 @@ Test(sched, builder_errors_are_sticky)
     cr_expect_eq(reduce_n_in(&s, buf, 0, 4, 16), -1,
                  "last source past the buffer");
     tacl__sched_fini(&s);
+}
+
+/*
+ * A small sub-schedule for the composition tests: an input of 32 bytes,
+ * an output of 64 and 16 bytes of shared scratch; the input copied to
+ * the output's start, sent from there, a receive into scratch reduced
+ * into the output's second half, and a NOP joining the send and the
+ * reduction.
+ */
+static void sub_schedule(tacl__sched_t *t)
+{
+    int32_t in, out, scr, cp, snd, rcv, red;
+
+    tacl__sched_init(t, 0, 2);
+    in = tacl__sched_buf(t, NULL, 32, TACL__BUF_INPUT, TACL_MEM_HOST);
+    out = tacl__sched_buf(t, NULL, 64, TACL__BUF_OUTPUT, TACL_MEM_HOST);
+    scr = tacl__sched_scratch_shared(t, 16);
+    cp = tacl__sched_copy(t, tacl__bref(out, 0), tacl__bref(in, 0), 32,
+                          TACL__NO_DEPS);
+    snd = tacl__sched_send(t, 1, tacl__bref(out, 0), 32, 7, TACL__DEPS(cp));
+    rcv = tacl__sched_recv(t, 1, tacl__bref(scr, 0), 16, 8, TACL__NO_DEPS);
+    red = tacl__sched_reduce(t, tacl__bref(out, 32), tacl__bref(out, 32),
+                             tacl__bref(scr, 0), 4, TACL_FLOAT32, TACL_SUM,
+                             TACL__DEPS(rcv));
+    tacl__sched_nop(t, TACL__DEPS(snd, red));
+    cr_assert_eq(tacl__sched_status(t), TACL_OK);
+}
+
+static int has_dep(const tacl__sched_t *s, int32_t id, int32_t dep)
+{
+    for (uint32_t k = 0; k < s->steps[id].ndeps; k++)
+        if (tacl__sched_deps(s, (uint32_t)id)[k] == (uint32_t)dep)
+            return 1;
+    return 0;
+}
+
+static void assert_ref(tacl__bref_t r, int32_t buf, uint64_t off,
+                       const char *what)
+{
+    cr_assert(r.buf == (uint32_t)buf && r.off == off,
+              "%s at b%u+%llu, expected b%d+%llu", what, r.buf,
+              (unsigned long long)r.off, buf, (unsigned long long)off);
+}
+
+/*
+ * Appending a sub-schedule moves every reference to where the map puts
+ * its buffer, plus the buffer's offset; keeps its dependencies between
+ * the copies of its steps; makes the steps that read a buffer wait for
+ * the step that fills it, and no others; and gives its scratch a buffer
+ * of its own.
+ */
+Test(sched, append_maps_buffers_and_dependencies)
+{
+    char mem[256];
+    tacl__sched_t s, t;
+    tacl__sched_map_t map[3];
+    int32_t big, ids[5], fill, first;
+
+    sub_schedule(&t);
+    tacl__sched_init(&s, 0, 2);
+    big = tacl__sched_buf(&s, mem, sizeof(mem), TACL__BUF_OUTPUT,
+                          TACL_MEM_HOST);
+    first = tacl__sched_nop(&s, TACL__NO_DEPS);
+    fill = tacl__sched_nop(&s, TACL__NO_DEPS);
+    map[0] = (tacl__sched_map_t){tacl__bref(big, 100), fill};
+    map[1] = (tacl__sched_map_t){tacl__bref(big, 128), -1};
+    map[2] = (tacl__sched_map_t){tacl__bref(TACL__SCHED_NEW, 0), -1};
+    cr_assert_eq(tacl__sched_append(&s, &t, map, ids), TACL_OK, "%s",
+                 tacl__last_error());
+    cr_assert_eq(s.nsteps, 2 + t.nsteps);
+    cr_assert_eq(s.nbufs, 2, "the scratch did not get a buffer of its own");
+    cr_expect(s.bufs[1].role == TACL__BUF_SCRATCH && s.bufs[1].size == 16 &&
+                  s.bufs[1].shared,
+              "the scratch changed kind: role %d, %llu bytes, shared %d",
+              s.bufs[1].role, (unsigned long long)s.bufs[1].size,
+              s.bufs[1].shared);
+    for (int i = 0; i < 5; i++)
+        cr_expect_eq(s.steps[ids[i]].kind, t.steps[i].kind, "step %d", i);
+    assert_ref(s.steps[ids[0]].dst, big, 128, "the copy's output");
+    assert_ref(s.steps[ids[0]].src, big, 100, "the copy's input");
+    assert_ref(s.steps[ids[1]].src, big, 128, "the send's source");
+    assert_ref(s.steps[ids[2]].dst, 1, 0, "the receive's destination");
+    assert_ref(s.steps[ids[3]].dst, big, 160, "the reduction's output");
+    assert_ref(s.steps[ids[3]].src2, 1, 0, "the reduction's scratch");
+    cr_expect(s.steps[ids[0]].ndeps == 1 && has_dep(&s, ids[0], fill),
+              "the copy of the input does not wait for it to be filled");
+    cr_expect(s.steps[ids[1]].ndeps == 1 && has_dep(&s, ids[1], ids[0]),
+              "the send lost its dependency on the copy");
+    cr_expect_eq(s.steps[ids[2]].ndeps, 0, "the receive reads nothing and "
+                 "waits for something");
+    cr_expect(s.steps[ids[3]].ndeps == 1 && has_dep(&s, ids[3], ids[2]));
+    cr_expect(s.steps[ids[4]].ndeps == 2 && has_dep(&s, ids[4], ids[1]) &&
+                  has_dep(&s, ids[4], ids[3]));
+    cr_expect(!has_dep(&s, ids[0], first));
+    tacl__sched_fini(&t);
+    tacl__sched_fini(&s);
+}
+
+/*
+ * A copy the map turns onto itself becomes a NOP with the copy's
+ * dependencies; a map that places a buffer where it does not fit, or a
+ * sub-schedule of another rank, is the schedule's error.
+ */
+Test(sched, append_folds_self_copies_and_rejects_bad_maps)
+{
+    char mem[256];
+    tacl__sched_t s, t;
+    tacl__sched_map_t map[3];
+    int32_t big, ids[5], fill;
+
+    sub_schedule(&t);
+    tacl__sched_init(&s, 0, 2);
+    big = tacl__sched_buf(&s, mem, sizeof(mem), TACL__BUF_OUTPUT,
+                          TACL_MEM_HOST);
+    fill = tacl__sched_nop(&s, TACL__NO_DEPS);
+    map[0] = (tacl__sched_map_t){tacl__bref(big, 64), fill};
+    map[1] = (tacl__sched_map_t){tacl__bref(big, 64), -1};
+    map[2] = (tacl__sched_map_t){tacl__bref(big, 0), -1};
+    cr_assert_eq(tacl__sched_append(&s, &t, map, ids), TACL_OK);
+    cr_expect_eq(s.steps[ids[0]].kind, TACL__STEP_NOP);
+    cr_expect(has_dep(&s, ids[0], fill));
+    assert_ref(s.steps[ids[2]].dst, big, 0, "the mapped scratch");
+    cr_expect_eq(s.nbufs, 1);
+
+    tacl__sched_reset(&s);
+    big = tacl__sched_buf(&s, mem, sizeof(mem), TACL__BUF_OUTPUT,
+                          TACL_MEM_HOST);
+    map[0] = (tacl__sched_map_t){tacl__bref(big, 0), -1};
+    map[1] = (tacl__sched_map_t){tacl__bref(big, 224), -1};
+    cr_expect_eq(tacl__sched_append(&s, &t, map, NULL), TACL_ERR_INTERNAL,
+                 "an output mapped past the end of its buffer");
+
+    tacl__sched_fini(&s);
+    tacl__sched_init(&s, 1, 2);
+    big = tacl__sched_buf(&s, mem, sizeof(mem), TACL__BUF_OUTPUT,
+                          TACL_MEM_HOST);
+    map[1] = (tacl__sched_map_t){tacl__bref(big, 64), -1};
+    cr_expect_eq(tacl__sched_append(&s, &t, map, NULL), TACL_ERR_INTERNAL,
+                 "a sub-schedule of rank 0 appended for rank 1");
+    tacl__sched_fini(&t);
+    tacl__sched_fini(&s);
+}
+
+/*
+ * The cost model's table names every link class, with figures for the
+ * host and the network the tuner falls back to.
+ */
+Test(select, cost_table_prints_every_link_class)
+{
+    char *text = NULL, line[64];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    cr_assert_not_null(f);
+    tacl__cost_print(f);
+    cr_assert_eq(fclose(f), 0);
+    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++) {
+        const char *name = tacl__link_class_name((tacl_link_class_t)c);
+
+        snprintf(line, sizeof(line), "\n%-6s ", name);
+        cr_assert_not_null(strstr(text, line), "no row for link class %s "
+                           "in:\n%s", name, text);
+    }
+    snprintf(line, sizeof(line), "\n%-6s %12.3g %12.3g\n", "net", 10.0, 1.25);
+    cr_assert_not_null(strstr(text, line), "network row missing in:\n%s",
+                       text);
+    free(text);
 }

@@ -1,10 +1,11 @@
 /*
- * Helpers the algorithm files share: registering an operation's buffers
- * (with NCCL's in-place conventions), chunking a pipeline, and the entry
- * points each algorithm file gives the registry.  Internal to algorithms/.
+ * The builders' toolbox (toolbox.c): registering an operation's buffers
+ * (with NCCL's in-place conventions), chunking a pipeline, block ranges,
+ * and the entry points each algorithm file gives the registry.  Internal
+ * to algorithms/ (and its tests); it calls nothing of the registry.
  */
-#ifndef TACL_ALGORITHMS_ALGO_UTIL_H
-#define TACL_ALGORITHMS_ALGO_UTIL_H
+#ifndef TACL_ALGORITHMS_TOOLBOX_H
+#define TACL_ALGORITHMS_TOOLBOX_H
 
 #include "algo.h"
 #include "common.h"
@@ -22,7 +23,9 @@ typedef struct {
 /**
  * Whether args is in place on this rank: sendbuf == recvbuf, or for
  * all-gather sendbuf == recvbuf + rank * count, for reduce-scatter
- * recvbuf == sendbuf + rank * count.
+ * recvbuf == sendbuf + rank * count.  Never with a NULL buffer: an
+ * operation built as a sub-schedule for tacl__sched_append passes NULL
+ * buffers, so its input and output are two buffers the map can place.
  */
 int tacl__algo_in_place(const tacl__coll_args_t *args, int rank);
 
@@ -126,29 +129,6 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
                           tacl__bref_t dst, tacl__bref_t src, size_t count,
                           const int32_t *deps, int ndeps);
 
-/** Bandwidth penalty of algorithms that talk to distant peers. */
-#define TACL__ALGO_SPREAD_PENALTY 1.5
-
-/**
- * Seconds per byte a CPU reduction costs (the gamma of Thakur et al.):
- * reading two operands and writing one runs at about half the speed of a
- * copy.  On one node, where moving a byte costs about as much as reducing
- * it, this is what separates an algorithm that reduces the whole vector
- * at every step (recursive doubling) from one that reduces each block
- * once.
- */
-#define TACL__ALGO_GAMMA_HOST (1.0 / 5e9)
-
-/** Bytes of the vector a reduction collective reduces: 0 otherwise. */
-static inline double tacl__algo_reduced(const tacl__coll_args_t *args,
-                                        double bytes)
-{
-    return args->type == TACL__COLL_ALLREDUCE ||
-                   args->type == TACL__COLL_REDUCE_SCATTER
-               ? bytes
-               : 0;
-}
-
 /*
  * The entry points of each algorithm file.  supports/cost/build dispatch
  * on args->type; the registry lists one entry per collective.  Other
@@ -170,4 +150,4 @@ TACL__ALGO_DECLARE_(direct)
 TACL__ALGO_DECLARE_(tree)
 TACL__ALGO_DECLARE_(p2p)
 
-#endif /* TACL_ALGORITHMS_ALGO_UTIL_H */
+#endif /* TACL_ALGORITHMS_TOOLBOX_H */
