@@ -332,6 +332,28 @@ static int exec_drain(tacl__exec_t *e)
     return n;
 }
 
+/* Give the execution's scratch buffers back to the pool. */
+static void exec_put_scratch(tacl__exec_t *e)
+{
+    for (uint32_t b = 0; b < e->sched.nbufs; b++)
+        if (e->sched.bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
+            tacl__scratch_put(&e->xc->scratch, e->bufptr[b],
+                              e->sched.bufs[b].shared);
+}
+
+/* Free the execution's own arrays and itself (not the schedule). */
+static void exec_dealloc(tacl__exec_t *e)
+{
+    free(e->waiting);
+    free(e->out_start);
+    free(e->out);
+    free(e->ready);
+    free(e->ready_msg);
+    free(e->ops);
+    free(e->bufptr);
+    free(e);
+}
+
 tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                tacl__exec_t **exec_p)
 {
@@ -419,19 +441,9 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
     return TACL_OK;
 
 err_scratch:
-    for (uint32_t b = 0; b < sched->nbufs; b++)
-        if (sched->bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
-            tacl__scratch_put(&xc->scratch, e->bufptr[b],
-                                   sched->bufs[b].shared);
+    exec_put_scratch(e);
 err_free:
-    free(e->waiting);
-    free(e->out_start);
-    free(e->out);
-    free(e->ready);
-    free(e->ready_msg);
-    free(e->ops);
-    free(e->bufptr);
-    free(e);
+    exec_dealloc(e);
     return status;
 }
 
@@ -463,21 +475,11 @@ void tacl__exec_free(tacl__exec_t *e)
      * freed rather than pooled). */
     pthread_mutex_lock(&e->ctx->lock);
     exec_unlink(e);
-    for (uint32_t b = 0; b < e->sched.nbufs; b++)
-        if (e->sched.bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
-            tacl__scratch_put(&e->xc->scratch, e->bufptr[b],
-                              e->sched.bufs[b].shared);
+    exec_put_scratch(e);
     pthread_mutex_unlock(&e->ctx->lock);
     tacl__ctx_release(e->ctx);
     tacl__sched_fini(&e->sched);
-    free(e->waiting);
-    free(e->out_start);
-    free(e->out);
-    free(e->ready);
-    free(e->ready_msg);
-    free(e->ops);
-    free(e->bufptr);
-    free(e);
+    exec_dealloc(e);
 }
 
 /* Check the bootstrap for dead peers at most once a millisecond. */
