@@ -64,36 +64,7 @@ TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 status=0
 
-# Out-of-place and in-place busbw and time of the one row of a run's
-# output: "oop_busbw oop_time ip_busbw ip_time wrong" or "- - - - -".
-row_of() {
-    awk '!/^#/ && NF >= 13 {
-            print $8, $6, $12, $10, $9 + $13; found = 1; exit }
-         END { if (!found) print "- - - - -" }' "$1"
-}
-
-# The row of the median run (by out-of-place busbw) of PREFIX.1 ..
-# PREFIX.REPEAT; runs that printed no row are left out, and the wrong
-# counts of all runs are summed so that no wrong result hides.
-median_row() {
-    rep=1
-    while [ $rep -le "$REPEAT" ]; do
-        row_of "$1.$rep"
-        rep=$((rep + 1))
-    done | awk '
-        $5 != "-" { wrong += $5 }
-        $1 != "-" {
-            for (i = n; i > 0 && bw[i] > $1 + 0; i--) {
-                bw[i + 1] = bw[i]; row[i + 1] = row[i]
-            }
-            bw[i + 1] = $1 + 0; row[i + 1] = $0; n++
-        }
-        END {
-            if (n == 0) { print "- - - - -"; exit }
-            split(row[int((n + 1) / 2)], f, " ")
-            print f[1], f[2], f[3], f[4], wrong + 0
-        }'
-}
+. "$(dirname "$0")/runs.sh"
 
 echo "# memcpy bandwidth (the ceiling for copy-based shared memory)"
 "$MICRO/memcpy_bw" -t 0.2 | tee "$TMP/memcpy"
