@@ -486,7 +486,14 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
             tacl__perf_json_close(json);
         }
     }
-    st = tacl_comm_destroy(run.comm);
+    /* A rank that saw wrong values exits 1, and launchers stop the other
+     * ranks when one fails: let no rank go before rank 0 has written the
+     * summary. */
+    st = tacl_barrier(run.comm, NULL);
+    if (st == TACL_OK)
+        st = tacl_comm_destroy(run.comm);
+    else
+        tacl_comm_abort(run.comm);
     if (o.reg) {
         tacl_mem_free(run.sendbuf);
         tacl_mem_free(run.recvbuf);
@@ -495,8 +502,8 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
         free(run.recvbuf);
     }
     if (st != TACL_OK) {
-        fprintf(stderr, "rank %d: tacl_comm_destroy failed: %s\n", run.rank,
-                tacl_status_string(st));
+        fprintf(stderr, "rank %d: the closing barrier or destroy failed: "
+                "%s\n", run.rank, tacl_status_string(st));
         return 1;
     }
     return wrong != 0 ? 1 : 0;
