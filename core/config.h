@@ -57,6 +57,11 @@
       "bytes the ranks of one node write in one collective from which its "  \
       "large local copies bypass the cache (non-temporal stores): auto "     \
       "(half the last-level cache), a size such as 16M, or never")           \
+    X(CHECK, "0",                                                            \
+      "1: every collective first exchanges a small signature (collective, " \
+      "count, dtype, op, root, operations) with its peers and fails on "    \
+      "every rank, naming the rank and field, when they differ; each "      \
+      "call then waits for its peers to reach it")                          \
     X(ALGO, "",                                                              \
       "force algorithms per collective, e.g. allgather=ring,allreduce=rd")   \
     X(TOPO_FILE, "",                                                         \

@@ -210,6 +210,20 @@ tacl_status_t tacl_comm_get_rail(tacl_comm_t comm, tacl_comm_t *rail_p);
  */
 const char *tacl_comm_last_algorithm(tacl_comm_t comm);
 
+/**
+ * Turn cross-rank call checking on (on != 0) or off for comm.  When on,
+ * every collective call on comm (a group: once per communicator) first
+ * exchanges a small signature with its peers (collective, count, dtype,
+ * op, root, quantization, number of collectives in the call) and, when
+ * any rank differs, fails on every rank with TACL_ERR_INVALID_USAGE and a
+ * message naming the rank, the field and both values; the communicator
+ * stays usable.  Each call then waits for its peers to reach it, _nb ones
+ * included.  Point-to-point calls are not checked.  The initial setting
+ * comes from TACL_CHECK; split inherits the parent's.  Every rank must
+ * use the same setting, changed between calls, never inside a group.
+ */
+tacl_status_t tacl_comm_set_check(tacl_comm_t comm, int on);
+
 /*
  * Collectives.  Counts are in elements.  Each call has a blocking form and
  * an "_nb" form that returns a request in *req_p.

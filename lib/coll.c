@@ -19,9 +19,7 @@
 /* No single buffer may exceed this many bytes (far beyond any machine). */
 #define MAX_BUFFER_BYTES (1ull << 56)
 
-/* Collective sequence numbers and p2p ones live in disjoint halves of the
- * tag's sequence field. */
-#define SEQ_HALF (1ull << (TACL__TAG_SEQ_BITS - 1))
+#define SEQ_HALF TACL__SEQ_HALF
 
 static int is_reduction(tacl__coll_type_t t)
 {
@@ -341,7 +339,7 @@ static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
                           tacl_stream_t stream, int blocking,
                           tacl_request_t *req_p)
 {
-    tacl__op_t op;
+    tacl__op_t op = {.comm = comm};
     tacl__exec_t *exec;
     tacl_status_t status;
 
@@ -364,19 +362,37 @@ static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
     a->chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE);
     mark_mappable(a);
     pthread_mutex_lock(&comm->x.ctx->lock);
+    /* A checked call reserves its signature exchange's sequence numbers
+     * first (a group once per communicator, at its first collective), so
+     * that the exchange's tags agree whatever the ranks go on to run. */
+    if (comm->check && a->type != TACL__COLL_SEND &&
+        a->type != TACL__COLL_RECV &&
+        !(tacl__group_active() && tacl__group_checked(comm))) {
+        op.checked = 1;
+        op.check_seq = comm->seq;
+        comm->seq += TACL__CHECK_SEQS;
+    }
     if (a->type == TACL__COLL_SEND)
         a->seq = SEQ_HALF | (comm->p2p_send[a->root]++ % SEQ_HALF);
     else if (a->type == TACL__COLL_RECV)
         a->seq = SEQ_HALF | (comm->p2p_recv[a->root]++ % SEQ_HALF);
     else
         a->seq = comm->seq++ % SEQ_HALF;
-    op.comm = comm;
     op.args = *a;
     if (tacl__group_active()) {
         pthread_mutex_unlock(&comm->x.ctx->lock);
         if (req_p != NULL)
             *req_p = NULL;
         return tacl__comm_fail(comm, tacl__group_add(&op));
+    }
+    if (op.checked) {
+        uint64_t seq_next = comm->seq;
+
+        pthread_mutex_unlock(&comm->x.ctx->lock);
+        status = tacl__check_call(comm, &op, 1, op.check_seq, seq_next);
+        if (status != TACL_OK)
+            return tacl__comm_fail(comm, status);
+        pthread_mutex_lock(&comm->x.ctx->lock);
     }
     status = tacl__ops_start(comm, &op, 1, &exec);
     pthread_mutex_unlock(&comm->x.ctx->lock);

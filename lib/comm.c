@@ -181,6 +181,7 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank(int nranks,
         tacl__ctx_release(ctx);
         goto out;
     }
+    comm->check = tacl__config_int(TACL_CFG_CHECK) != 0;
     *comm_p = comm;
 out:
     free(world);
@@ -257,8 +258,9 @@ TACL_EXPORT tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p)
 }
 
 /* Small allgather over a communicator through the executor. */
-static tacl_status_t comm_allgather_small(tacl_comm_t comm, const void *mine,
-                                          void *all, size_t bytes)
+tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
+                                         const void *mine, void *all,
+                                         size_t bytes)
 {
     tacl__op_t op = {
         .comm = comm,
@@ -269,7 +271,7 @@ static tacl_status_t comm_allgather_small(tacl_comm_t comm, const void *mine,
             .count = bytes,
             .dtype = TACL_UINT8,
             .memtype = TACL_MEM_HOST,
-            .seq = comm->seq++,
+            .seq = seq,
             .chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE),
         },
     };
@@ -316,7 +318,8 @@ TACL_EXPORT tacl_status_t tacl_comm_split(tacl_comm_t comm, int color,
         goto out;
     }
     split = comm->splits++;
-    status = comm_allgather_small(comm, mine, all, sizeof(mine));
+    status = tacl__comm_allgather_small(comm, comm->seq++, mine, all,
+                                        sizeof(mine));
     if (status != TACL_OK)
         goto out;
     if (color == TACL_SPLIT_NOCOLOR) {
@@ -353,6 +356,8 @@ TACL_EXPORT tacl_status_t tacl_comm_split(tacl_comm_t comm, int color,
                              newcomm_p);
         if (status != TACL_OK)
             tacl__ctx_release(comm->x.ctx);
+        else
+            (*newcomm_p)->check = comm->check;
     }
 out:
     free(all);

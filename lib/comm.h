@@ -31,6 +31,7 @@ struct tacl_comm {
     uint64_t *p2p_send;        /* sends posted to each peer */
     uint64_t *p2p_recv;        /* receives posted from each peer */
     uint64_t splits;           /* splits so far */
+    int check;                 /* exchange call signatures (TACL_CHECK) */
     int *node_of;              /* node index per comm rank */
     tacl__topo_view_t view;
     struct tacl_comm *local;   /* cached tacl_comm_get_local() */
@@ -77,7 +78,36 @@ tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
 typedef struct {
     tacl_comm_t comm;
     tacl__coll_args_t args;
+    int checked;         /* this op reserved its call's check sequence */
+    uint64_t check_seq;  /* the first of the two it reserved */
 } tacl__op_t;
+
+/* Collective sequence numbers and p2p ones live in disjoint halves of the
+ * tag's sequence field. */
+#define TACL__SEQ_HALF (1ull << (TACL__TAG_SEQ_BITS - 1))
+
+/** Small blocking all-gather of bytes per rank, with tag sequence seq. */
+tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
+                                         const void *mine, void *all,
+                                         size_t bytes);
+
+/*
+ * TACL_CHECK (check.c).
+ */
+/** Sequence numbers a checked call reserves before its operations'. */
+#define TACL__CHECK_SEQS 2
+/**
+ * Gather the signatures of ops' collectives (nops of them, p2p ones
+ * skipped) from every rank of comm and compare them: TACL_OK when every
+ * rank called the same, else TACL_ERR_INVALID_USAGE on every rank naming
+ * the rank, the field and both values.  check_seq is what the call
+ * reserved; seq_next is comm->seq after the call's operations.
+ */
+tacl_status_t tacl__check_call(tacl_comm_t comm, const tacl__op_t *ops,
+                               int nops, uint64_t check_seq,
+                               uint64_t seq_next);
+/** Whether the thread's open group holds a checked op of comm already. */
+int tacl__group_checked(tacl_comm_t comm);
 
 /** Whether the calling thread is inside a group. */
 int tacl__group_active(void);

@@ -40,6 +40,14 @@ tacl_status_t tacl__group_add(const tacl__op_t *op)
     return TACL_OK;
 }
 
+int tacl__group_checked(tacl_comm_t comm)
+{
+    for (int i = 0; i < group.nops; i++)
+        if (group.ops[i].comm == comm && group.ops[i].checked)
+            return 1;
+    return 0;
+}
+
 TACL_EXPORT tacl_status_t tacl_group_start(void)
 {
     tacl__last_error_clear();
@@ -52,6 +60,24 @@ static void group_clear(void)
     free(group.ops);
     group.ops = NULL;
     group.nops = group.cap = 0;
+}
+
+/* TACL_CHECK: one signature exchange for comm's part of the group. */
+static tacl_status_t check_batch(tacl_comm_t comm, const tacl__op_t *batch,
+                                 int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (batch[i].checked) {
+            uint64_t seq_next;
+
+            pthread_mutex_lock(&comm->x.ctx->lock);
+            seq_next = comm->seq;
+            pthread_mutex_unlock(&comm->x.ctx->lock);
+            return tacl__check_call(comm, batch, n, batch[i].check_seq,
+                                    seq_next);
+        }
+    }
+    return TACL_OK;
 }
 
 /* Start one schedule per communicator; execs gets one entry each. */
@@ -81,6 +107,11 @@ static tacl_status_t group_launch(tacl__exec_t **execs, int *nexec_p)
         status = tacl__comm_check(comm);
         if (status != TACL_OK)
             break;
+        status = check_batch(comm, batch, n);
+        if (status != TACL_OK) {
+            tacl__comm_fail(comm, status);
+            break;
+        }
         pthread_mutex_lock(&comm->x.ctx->lock);
         status = tacl__ops_start(comm, batch, n, &execs[nexec]);
         pthread_mutex_unlock(&comm->x.ctx->lock);

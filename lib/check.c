@@ -1,0 +1,267 @@
+/*
+ * TACL_CHECK: do all ranks make the same call?
+ *
+ * A collective whose ranks disagree (a dtype of the same size, another op
+ * or root, a different number of coalesced buffers, calls in a different
+ * order) may otherwise return OK with results that differ between ranks,
+ * or hang.  With checking on, every collective call (a group: once per
+ * communicator) first gathers from each rank a header: the call's check
+ * sequence number, how many collectives it holds and the first one's
+ * signature (collective, count, dtype, op, root, quantization).  When the
+ * headers agree and the call holds more than one collective, a second
+ * gather brings every signature.  Each rank compares every rank's against
+ * rank 0's, so all of them reach the same verdict and name the same rank,
+ * field and values.  Point-to-point calls are not checked: they involve
+ * two ranks, not the communicator.
+ *
+ * The exchange is an ordinary small all-gather (the one split uses) on
+ * two sequence numbers the call reserved before its operations', so its
+ * tags agree even when the ranks go on to run different operations.
+ * After a mismatch every rank moves the communicator's sequence number to
+ * the highest any rank reached, so the next call starts in step again.
+ * The exchange blocks: even an _nb call returns only once its peers have
+ * reached it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "comm.h"
+#include "log.h"
+
+/* What one collective looks like to its peers. */
+typedef struct {
+    uint64_t count;
+    int32_t type, dtype, op, root, qbits, qblock;
+} op_sig_t;
+
+/* The first gather: enough to compare a call of one collective. */
+typedef struct {
+    uint64_t seq;       /* the check sequence number */
+    uint64_t seq_next;  /* comm->seq after the call */
+    int32_t nops;       /* collectives in the call */
+    int32_t pad;
+    op_sig_t first;
+} head_t;
+
+typedef enum {
+    F_COLL = 0, F_COUNT, F_DTYPE, F_OP, F_ROOT, F_QBITS, F_QBLOCK, F_NONE
+} field_t;
+
+static const char *const field_names[] = {
+    "collective", "count", "dtype", "op", "root", "quantization bits",
+    "quantization block",
+};
+
+static int is_p2p(tacl__coll_type_t t)
+{
+    return t == TACL__COLL_SEND || t == TACL__COLL_RECV;
+}
+
+/* Only the fields the collective uses, so unused ones never differ. */
+static op_sig_t sig_of(const tacl__coll_args_t *a)
+{
+    int reduces = a->type == TACL__COLL_ALLREDUCE ||
+                  a->type == TACL__COLL_REDUCE_SCATTER ||
+                  a->type == TACL__COLL_REDUCE;
+    int rooted = a->type == TACL__COLL_BROADCAST ||
+                 a->type == TACL__COLL_REDUCE;
+    op_sig_t s = {.type = (int32_t)a->type, .op = -1, .root = -1};
+
+    if (a->type != TACL__COLL_BARRIER) {
+        s.count = a->count;
+        s.dtype = (int32_t)a->dtype;
+    }
+    if (reduces)
+        s.op = (int32_t)a->op;
+    if (rooted)
+        s.root = a->root;
+    s.qbits = a->qbits;
+    s.qblock = a->qbits != 0 ? (int32_t)a->qblock : 0;
+    return s;
+}
+
+static field_t sig_diff(const op_sig_t *a, const op_sig_t *b)
+{
+    if (a->type != b->type)
+        return F_COLL;
+    if (a->count != b->count)
+        return F_COUNT;
+    if (a->dtype != b->dtype)
+        return F_DTYPE;
+    if (a->op != b->op)
+        return F_OP;
+    if (a->root != b->root)
+        return F_ROOT;
+    if (a->qbits != b->qbits)
+        return F_QBITS;
+    if (a->qblock != b->qblock)
+        return F_QBLOCK;
+    return F_NONE;
+}
+
+static const char *field_value(field_t f, const op_sig_t *s, char *buf,
+                               size_t len)
+{
+    switch (f) {
+    case F_COLL:
+        return tacl__coll_name((tacl__coll_type_t)s->type);
+    case F_DTYPE:
+        return tacl_dtype_name((tacl_dtype_t)s->dtype);
+    case F_OP:
+        return tacl_op_name((tacl_op_t)s->op);
+    case F_COUNT:
+        snprintf(buf, len, "%llu", (unsigned long long)s->count);
+        return buf;
+    case F_ROOT:
+        snprintf(buf, len, "%d", s->root);
+        return buf;
+    case F_QBITS:
+        snprintf(buf, len, "%d", s->qbits);
+        return buf;
+    default:
+        snprintf(buf, len, "%d", s->qblock);
+        return buf;
+    }
+}
+
+/* The error every rank returns for rank r's disagreement with rank 0. */
+static tacl_status_t mismatch(const char *name, int r, int index,
+                              const char *field, const char *theirs,
+                              const char *ref)
+{
+    char where[48] = "";
+
+    if (index >= 0)
+        snprintf(where, sizeof(where), " in collective %d of the call",
+                 index);
+    return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                       "%s: the ranks made different calls (TACL_CHECK): "
+                       "rank %d has %s %s where rank 0 has %s%s; every rank "
+                       "must make the same collective calls in the same "
+                       "order", name, r, field, theirs, ref, where);
+}
+
+static tacl_status_t sig_mismatch(const char *name, int r, int index,
+                                  const op_sig_t *theirs, const op_sig_t *ref)
+{
+    char a[32], b[32];
+    field_t f = sig_diff(theirs, ref);
+
+    if (f == F_NONE)
+        return TACL_OK;
+    return mismatch(name, r, index, field_names[f],
+                    field_value(f, theirs, a, sizeof(a)),
+                    field_value(f, ref, b, sizeof(b)));
+}
+
+static tacl_status_t compare_heads(const char *name, const head_t *all,
+                                   int size)
+{
+    for (int r = 1; r < size; r++) {
+        char a[32], b[32];
+        tacl_status_t status;
+
+        if (all[r].seq != all[0].seq) {
+            snprintf(a, sizeof(a), "%llu", (unsigned long long)all[r].seq);
+            snprintf(b, sizeof(b), "%llu", (unsigned long long)all[0].seq);
+            return mismatch(name, r, -1, "sequence number", a, b);
+        }
+        if (all[r].nops != all[0].nops) {
+            snprintf(a, sizeof(a), "%d", all[r].nops);
+            snprintf(b, sizeof(b), "%d", all[0].nops);
+            return mismatch(name, r, -1, "operation count (collectives in "
+                            "the group, buffers of a coalesced call)", a, b);
+        }
+        status = sig_mismatch(name, r, all[0].nops > 1 ? 0 : -1,
+                              &all[r].first, &all[0].first);
+        if (status != TACL_OK)
+            return status;
+    }
+    return TACL_OK;
+}
+
+/* The second gather: every collective of a call of several. */
+static tacl_status_t compare_all(tacl_comm_t comm, const char *name,
+                                 const op_sig_t *mine, int n, uint64_t seq)
+{
+    op_sig_t *all = malloc((size_t)comm->size * (size_t)n * sizeof(*all));
+    tacl_status_t status;
+
+    if (all == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    status = tacl__comm_allgather_small(comm, seq % TACL__SEQ_HALF, mine, all,
+                                        (size_t)n * sizeof(*all));
+    for (int r = 1; r < comm->size && status == TACL_OK; r++)
+        for (int i = 0; i < n && status == TACL_OK; i++)
+            status = sig_mismatch(name, r, i, &all[r * n + i], &all[i]);
+    free(all);
+    return status;
+}
+
+/* After a mismatch: the highest sequence number any rank reached. */
+static void resync(tacl_comm_t comm, const head_t *all)
+{
+    uint64_t next = 0;
+
+    for (int r = 0; r < comm->size; r++)
+        if (all[r].seq_next > next)
+            next = all[r].seq_next;
+    pthread_mutex_lock(&comm->x.ctx->lock);
+    if (comm->seq < next)
+        comm->seq = next;
+    pthread_mutex_unlock(&comm->x.ctx->lock);
+}
+
+tacl_status_t tacl__check_call(tacl_comm_t comm, const tacl__op_t *ops,
+                               int nops, uint64_t check_seq,
+                               uint64_t seq_next)
+{
+    op_sig_t *sigs = malloc(((size_t)nops + 1) * sizeof(*sigs));
+    head_t mine = {.seq = check_seq, .seq_next = seq_next}, *all;
+    const char *name = "call";
+    tacl_status_t status;
+    int n = 0;
+
+    all = malloc((size_t)comm->size * sizeof(*all));
+    if (sigs == NULL || all == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nops; i++)
+        if (!is_p2p(ops[i].args.type))
+            sigs[n++] = sig_of(&ops[i].args);
+    if (n > 0) {
+        mine.first = sigs[0];
+        name = tacl__coll_name((tacl__coll_type_t)sigs[0].type);
+    }
+    mine.nops = n;
+    status = tacl__comm_allgather_small(comm, check_seq % TACL__SEQ_HALF,
+                                        &mine, all, sizeof(mine));
+    if (status != TACL_OK)
+        goto out;
+    status = compare_heads(name, all, comm->size);
+    if (status == TACL_OK && n > 1)
+        status = compare_all(comm, name, sigs, n, check_seq + 1);
+    if (status == TACL_ERR_INVALID_USAGE)
+        resync(comm, all);
+out:
+    free(sigs);
+    free(all);
+    return status;
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_set_check(tacl_comm_t comm, int on)
+{
+    tacl_status_t status;
+
+    tacl__last_error_clear();
+    status = tacl__comm_check(comm);
+    if (status != TACL_OK)
+        return status;
+    pthread_mutex_lock(&comm->x.ctx->lock);
+    comm->check = on != 0;
+    pthread_mutex_unlock(&comm->x.ctx->lock);
+    return TACL_OK;
+}
