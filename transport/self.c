@@ -71,12 +71,8 @@ static void finish_pair(self_tl_t *self, tacl__tl_op_t *send,
     tacl_status_t status = TACL_OK;
 
     if (send->len != recv->len)
-        status = tacl__error(TACL_ERR_INTERNAL, INIT,
-                             "self message of tag %llu has %llu bytes, the "
-                             "receive expects %llu",
-                             (unsigned long long)recv->tag,
-                             (unsigned long long)send->len,
-                             (unsigned long long)recv->len);
+        status = tacl__tl_length_error(recv->peer, recv->tag, send->len, 0,
+                                       recv->len, TACL_SUBSYS_INIT);
     else if (recv->len && recv->buf != send->buf)
         memcpy(recv->buf, send->buf, recv->len);
     tacl__tl_opq_complete(&self->done, send, TACL_OK);

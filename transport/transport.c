@@ -128,6 +128,21 @@ tacl_status_t tacl__tl_check_op(tacl__tl_t *tl, const tacl__tl_op_t *op,
     return TACL_OK;
 }
 
+tacl_status_t tacl__tl_length_error(int peer, uint64_t tag, uint64_t got,
+                                    int more, uint64_t want,
+                                    tacl__subsys_t subsys)
+{
+    return tacl__error_record(TACL_ERR_INVALID_USAGE, subsys, __FILE__,
+                              __LINE__, "rank %d's message of tag 0x%llx has "
+                              "%s%llu bytes where this rank's receive "
+                              "expects %llu: the ranks called the operation "
+                              "with different counts or dtypes (TACL_CHECK=1 "
+                              "names the difference)", peer,
+                              (unsigned long long)tag, more ? "more than " : "",
+                              (unsigned long long)got,
+                              (unsigned long long)want);
+}
+
 int tacl__tl_reachable_none(tacl__tl_t *tl, int peer)
 {
     return 0;

@@ -14,7 +14,8 @@
  * send from op->peer with the same tag; two messages with the same source
  * and tag are matched in the order they were sent.  Messages may be of any
  * length including zero; a receive whose length differs from the send's
- * completes with TACL_ERR_INTERNAL.
+ * completes with TACL_ERR_INVALID_USAGE (tacl__tl_length_error): the
+ * ranks called one operation with different counts or types.
  */
 #ifndef TACL_TRANSPORT_TRANSPORT_H
 #define TACL_TRANSPORT_TRANSPORT_H
@@ -163,6 +164,16 @@ int tacl__tl_select(tacl__tl_t *const *tls, int ntl, tacl__tl_where_t where,
  */
 tacl_status_t tacl__tl_check_op(tacl__tl_t *tl, const tacl__tl_op_t *op,
                                 int rank, tacl__subsys_t subsys);
+
+/**
+ * The error of a receive (expecting want bytes) matched by a message of
+ * got bytes (more than got when more is set) from peer: the caller's, as
+ * the ranks called one operation with different counts or types.
+ * Decided and logged here, under subsys.
+ */
+tacl_status_t tacl__tl_length_error(int peer, uint64_t tag, uint64_t got,
+                                    int more, uint64_t want,
+                                    tacl__subsys_t subsys);
 
 /** Where world rank peer is for world rank rank; same_node: same node. */
 static inline tacl__tl_where_t tacl__tl_where(int peer, int rank,

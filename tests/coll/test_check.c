@@ -267,3 +267,37 @@ Test(check, unchecked_runs_as_before)
 {
     coll_run_expect_pass(2, body_unchecked, NULL, NULL);
 }
+
+/*
+ * Without checking, a count mismatch is caught where a message arrives
+ * with another length than its receive expects: the caller's error, not
+ * tacl's, on the rank that sees it (its peer may instead see that rank
+ * fail, or time out).  Each rank records in the scratch area whether it
+ * got that error.
+ */
+static int body_unchecked_count(coll_ctx_t *ctx)
+{
+    volatile int *status = ctx->scratch;
+    tacl_status_t st = run_mismatch(ctx, M_COUNT);
+    const char *msg = tacl_comm_last_error(ctx->comm);
+
+    status[ctx->rank] = st == TACL_ERR_INVALID_USAGE &&
+                        strstr(msg, "called the operation with different "
+                               "counts") != NULL;
+    COLL_CHECK(ctx, st != TACL_OK, "a count mismatch returned OK");
+    return 0;
+}
+
+Test(check, unchecked_count_is_the_callers_error)
+{
+    static const char *const env[] = {"TACL_TIMEOUT=5", NULL};
+    coll_opts_t opts = {.nranks = 2, .deadline_s = 30, .env = env,
+                        .destroy_may_fail = 1};
+    coll_result_t res;
+    const int *status = (const int *)res.scratch;
+
+    coll_run(&opts, body_unchecked_count, &res);
+    coll_expect_pass(&res);
+    cr_assert(status[0] || status[1],
+              "no rank got a usage error saying the counts differ");
+}

@@ -95,7 +95,7 @@ Test(transport_self, length_mismatch_and_cancel)
     cr_assert_eq(tacl__tl_recv(tl, tlh_op(&r, 0, 1, b, 4, &pending)),
                  TACL_OK);
     cr_assert_eq(tlh_drive(tl, &pending, 10, 10), 0);
-    cr_assert_eq(r.status, TACL_ERR_INTERNAL);
+    cr_assert_eq(r.status, TACL_ERR_INVALID_USAGE);
     /* A receive nobody sends to completes only when cancelled. */
     cr_assert_eq(tacl__tl_recv(tl, tlh_op(&lone, 0, 2, b, 4, &pending)),
                  TACL_OK);

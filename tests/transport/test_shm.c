@@ -170,8 +170,8 @@ static int sizes_rank(int rank, int nranks, void *arg)
     }
     CHECK(drive(tl, &pending, 100, 30) == 0);
     if (rank == 1) {
-        CHECK(bad_r[0].status == TACL_ERR_INTERNAL);
-        CHECK(bad_r[1].status == TACL_ERR_INTERNAL);
+        CHECK(bad_r[0].status == TACL_ERR_INVALID_USAGE);
+        CHECK(bad_r[1].status == TACL_ERR_INVALID_USAGE);
     }
     tlh_fill(small, sizeof(small), 7);
     if (rank == 0)

@@ -183,12 +183,8 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     int map = -1;
 
     if (len != recv->len) {
-        status = tacl__error(TACL_ERR_INTERNAL, SHM,
-                             "message of tag %llu from rank %d has %llu "
-                             "bytes, the receive expects %llu",
-                             (unsigned long long)recv->tag, peer->rank,
-                             (unsigned long long)len,
-                             (unsigned long long)recv->len);
+        status = tacl__tl_length_error(peer->rank, recv->tag, len, 0,
+                                       recv->len, TACL_SUBSYS_SHM);
         if (queue_fin(peer, op_id, status, recv) != TACL_OK) {
             complete(shm, recv, status);
             return TACL_ERR_NO_MEMORY;
@@ -274,12 +270,8 @@ static void ux_deliver(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     tacl_status_t status = ux->status;
 
     if (status == TACL_OK && ux->len != recv->len)
-        status = tacl__error(TACL_ERR_INTERNAL, SHM,
-                             "message of tag %llu from rank %d has %llu "
-                             "bytes, the receive expects %llu",
-                             (unsigned long long)recv->tag, peer->rank,
-                             (unsigned long long)ux->len,
-                             (unsigned long long)recv->len);
+        status = tacl__tl_length_error(peer->rank, recv->tag, ux->len, 0,
+                                       recv->len, TACL_SUBSYS_SHM);
     else if (status == TACL_OK && ux->len)
         memcpy(recv->buf, ux->buf, ux->len);
     complete(shm, recv, status);
@@ -400,12 +392,9 @@ static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     peer->in_got = 0;
     if (recv && recv->len != slot->msg_len) {
         complete(shm, recv,
-                 tacl__error(TACL_ERR_INTERNAL, SHM,
-                             "message of tag %llu from rank %d has %llu "
-                             "bytes, the receive expects %llu",
-                             (unsigned long long)slot->tag, peer->rank,
-                             (unsigned long long)slot->msg_len,
-                             (unsigned long long)recv->len));
+                 tacl__tl_length_error(peer->rank, slot->tag,
+                                       slot->msg_len, 0, recv->len,
+                                       TACL_SUBSYS_SHM));
         peer->in_kind = TACL_SHM_IN_DISCARD;
         return TACL_OK;
     }

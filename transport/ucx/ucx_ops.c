@@ -75,15 +75,10 @@ static tacl_status_t op_status(tacl__ucx_t *ucx, tacl__tl_op_t *op,
     if (TACL_UCX_OP_STATUS(op) != 0)
         return (tacl_status_t)(int64_t)TACL_UCX_OP_STATUS(op);
     if (st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED)
-        return tacl__error(TACL_ERR_INTERNAL, NET, "rank %d: message from "
-                           "rank %d with tag 0x%llx has %s%llu bytes, not "
-                           "the %llu its receive expects; do both ranks run "
-                           "the same operation?", ucx->rank, op->peer,
-                           (unsigned long long)op->tag,
-                           st == UCS_OK ? "" : "more than ",
-                           (unsigned long long)(st == UCS_OK ? rlen
-                                                             : op->len),
-                           (unsigned long long)op->len);
+        return tacl__tl_length_error(op->peer, op->tag,
+                                     st == UCS_OK ? rlen : op->len,
+                                     st != UCS_OK, op->len,
+                                     TACL_SUBSYS_NET);
     if (st == UCS_ERR_NO_MEMORY)
         return tacl__error(TACL_ERR_NO_MEMORY, NET, "rank %d: UCX ran out "
                            "of memory %s rank %d", ucx->rank,
