@@ -4,11 +4,13 @@
  * of the other's timeout.  Their automatic dumps (TACL_FLIGHT_DUMP_FILE)
  * must show that all-reduce pending with the messages it waits for, one
  * of them from rank 2; a dump through tacl_comm_dump_flight afterwards
- * shows it failed, and rank 2's shows it never started.  With
+ * shows it failed, and rank 2's shows it never started.  Also: with
+ * TACL_FLIGHT_SIGNAL set, a signal makes the next call dump.  With
  * FLIGHT_TEST_KEEP set the dumps stay in the printed folder (that is how
  * tests/tools/testdata was made).
  */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,4 +176,40 @@ Test(flight, rank_behind_is_recorded, .timeout = 90)
         cr_expect_eq(system(cmd), 0);
     }
     free(res);
+}
+
+/* Raise the signal between two all-reduces: the second one dumps. */
+static int signal_body(coll_ctx_t *ctx)
+{
+    const char *dir = ctx->arg;
+    float buf[16] = {0};
+    char path[512], *text;
+
+    COLL_CHECK_OK(ctx, tacl_allreduce(buf, buf, 16, TACL_FLOAT32, TACL_SUM,
+                                      ctx->comm, NULL));
+    raise(SIGUSR1);
+    COLL_CHECK_OK(ctx, tacl_allreduce(buf, buf, 16, TACL_FLOAT32, TACL_SUM,
+                                      ctx->comm, NULL));
+    snprintf(path, sizeof(path), "%s/signal.%d", dir, ctx->rank);
+    text = slurp(path);
+    COLL_CHECK(ctx, text != NULL, "no dump in %s after the signal", path);
+    COLL_CHECK(ctx, line_with(text, "dump=signal", "records=") != NULL &&
+               line_with(text, "seq=0 coll=allreduce", "state=done") != NULL,
+               "the signal's dump lacks the first all-reduce:\n%s", text);
+    free(text);
+    return 0;
+}
+
+Test(flight, dump_on_signal, .timeout = 60)
+{
+    char dir[256], dumpenv[400], cmd[600];
+    const char *env[] = {"TACL_FLIGHT_SIGNAL=SIGUSR1", dumpenv, NULL};
+
+    snprintf(dir, sizeof(dir), "%s/tacl-flight-XXXXXX", P_tmpdir);
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(dumpenv, sizeof(dumpenv),
+             "TACL_FLIGHT_DUMP_FILE=%s/signal.%%r", dir);
+    coll_run_expect_pass(2, signal_body, dir, env);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }
