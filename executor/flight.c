@@ -2,7 +2,8 @@
  * The flight recorder (see flight.h).
  *
  * A record is written once when its operation starts and once when it
- * ends, under the context lock that the operation holds anyway; the
+ * ends, under the context lock that the operation holds anyway, with one
+ * clock read (its start; a dump gives its age, not its duration); the
  * pending details (steps done, messages outstanding, peers) are computed
  * from the execution only when a dump asks.  A record knows its ordinal,
  * so an execution that outlives its slot (more than TACL_FLIGHT_RECORDS
@@ -137,11 +138,13 @@ void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op)
         return;
     r = &f->recs[f->n % f->cap];
     r->op = *op;
-    snprintf(r->algo, sizeof(r->algo), "%s", op->algo ? op->algo : "");
+    /* A plain copy: snprintf would be most of the recorder's cost. */
+    r->algo[0] = '\0';
+    if (op->algo != NULL)
+        strncat(r->algo, op->algo, sizeof(r->algo) - 1);
     r->op.algo = NULL;
     r->ord = f->n++;
     r->start_ns = tacl__now_ns();
-    r->end_ns = 0;
     r->exec = NULL;
     r->status = TACL_OK;
     r->state = TACL__FLIGHT_PENDING;
@@ -169,7 +172,6 @@ void tacl__flight_end(tacl__flight_t *f, uint64_t ord, tacl_status_t status)
         return;
     r->exec = NULL;
     r->status = status;
-    r->end_ns = tacl__now_ns();
     r->state = status == TACL_OK ? TACL__FLIGHT_DONE : TACL__FLIGHT_FAILED;
 }
 
@@ -213,19 +215,17 @@ void tacl__flight_dump(tacl__xcomm_t *xc, const char *reason, FILE *file,
     emit(file, to_log, line);
     for (uint64_t o = first; o < f->n; o++) {
         const tacl__flight_rec_t *r = &f->recs[o % f->cap];
-        uint64_t end = r->state == TACL__FLIGHT_PENDING ? now : r->end_ns;
         int len;
 
         len = snprintf(line, sizeof(line), "%s op=%llu seq=%llu coll=%s "
                        "count=%llu dtype=%s root=%d algo=%s nops=%d "
-                       "state=%s status=%s age_ms=%.3f time_ms=%.3f", head,
+                       "state=%s status=%s age_ms=%.3f", head,
                        (unsigned long long)r->ord,
                        (unsigned long long)r->op.seq, r->op.coll,
                        (unsigned long long)r->op.count, r->op.dtype,
                        r->op.root, r->algo[0] ? r->algo : "-", r->op.nops,
                        state_names[r->state], status_word(r->status),
-                       (now - r->start_ns) / 1e6,
-                       (end - r->start_ns) / 1e6);
+                       (now - r->start_ns) / 1e6);
         if (r->exec != NULL && len > 0 && (size_t)len < sizeof(line))
             tacl__exec_describe(r->exec, line + len, sizeof(line) - len);
         emit(file, to_log, line);

@@ -48,7 +48,7 @@ typedef struct {
     tacl__flight_op_t op;
     char algo[16];
     uint64_t ord;          /* operations begun on this recorder before it */
-    uint64_t start_ns, end_ns;
+    uint64_t start_ns;
     tacl__exec_t *exec;    /* the execution while it is pending */
     tacl_status_t status;
     uint8_t state;
