@@ -58,6 +58,8 @@ expect_line "mismatch at seq 1" "$TMP/out.mixed" \
 "$TOOL" "$DATA/flight.0" "$DATA/flight.1" > "$TMP/out.two" 2>&1
 expect_rc "two ranks" 0 $?
 expect_line "missing rank" "$TMP/out.two" "no dump from rank 2"
+expect_line "end of the chain" "$TMP/out.two" \
+    "waited on and waiting on nobody: rank 2"
 echo "nothing here" > "$TMP/empty"
 "$TOOL" "$TMP/empty" > "$TMP/out.empty" 2>&1
 expect_rc "no dumps" 2 $?
