@@ -5,7 +5,8 @@
  * must show that all-reduce pending with the messages it waits for, one
  * of them from rank 2; a dump through tacl_comm_dump_flight afterwards
  * shows it failed, and rank 2's shows it never started.  Also: with
- * TACL_FLIGHT_SIGNAL set, a signal makes the next call dump.  With
+ * TACL_FLIGHT_SIGNAL set, a signal makes the next call dump; the ring
+ * keeps the last TACL_FLIGHT_RECORDS operations, and 0 keeps none.  With
  * FLIGHT_TEST_KEEP set the dumps stay in the printed folder (that is how
  * tests/tools/testdata was made).
  */
@@ -212,4 +213,45 @@ Test(flight, dump_on_signal, .timeout = 60)
     coll_run_expect_pass(2, signal_body, dir, env);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
+}
+
+/* Ten all-reduces through a ring of four records (or none). */
+static int ring_body(coll_ctx_t *ctx)
+{
+    int cap = *(const int *)ctx->arg;
+    float buf[4] = {0};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    for (int i = 0; i < 10; i++)
+        COLL_CHECK_OK(ctx, tacl_allreduce(buf, buf, 4, TACL_FLOAT32,
+                                          TACL_SUM, ctx->comm, NULL));
+    f = open_memstream(&text, &len);
+    COLL_CHECK(ctx, f != NULL, "open_memstream failed");
+    COLL_CHECK_OK(ctx, tacl_comm_dump_flight(ctx->comm, f));
+    fclose(f);
+    if (cap == 4)
+        COLL_CHECK(ctx, line_with(text, "records=10", "kept=4") &&
+                   !line_with(text, "op=5 ", "") &&
+                   line_with(text, "op=6 seq=6", "state=done") &&
+                   line_with(text, "op=9 seq=9", "state=done"),
+                   "a ring of 4 after 10 operations should keep 6..9:\n%s",
+                   text);
+    else
+        COLL_CHECK(ctx, line_with(text, "kept=0", "capacity=0") &&
+                   !line_with(text, "op=", ""),
+                   "TACL_FLIGHT_RECORDS=0 should keep nothing:\n%s", text);
+    free(text);
+    return 0;
+}
+
+Test(flight, ring_keeps_the_last_records, .timeout = 60)
+{
+    static const char *const env4[] = {"TACL_FLIGHT_RECORDS=4", NULL};
+    static const char *const env0[] = {"TACL_FLIGHT_RECORDS=0", NULL};
+    int cap4 = 4, cap0 = 0;
+
+    coll_run_expect_pass(2, ring_body, &cap4, env4);
+    coll_run_expect_pass(2, ring_body, &cap0, env0);
 }

@@ -30,8 +30,9 @@ expect_line() {
 "$TOOL" "$DATA/flight.0" "$DATA/flight.1" "$DATA/flight.2" > "$TMP/out" 2>&1
 expect_rc "dump files" 0 $?
 expect_line "rank 2 behind" "$TMP/out" "behind: rank 2 (last started seq 1"
+ar="allreduce count=1024 dtype=float32"
 expect_line "diverging seq" "$TMP/out" \
-    "diverge at seq 2: allreduce count=1024 dtype=float32 on ranks 0,1; never started on rank 2"
+    "diverge at seq 2: $ar on ranks 0,1; never started on rank 2"
 expect_line "rank 0 waits on 2" "$TMP/out" "waits: rank 0 -> rank 2 (recv"
 expect_line "rank 1 waits on 0" "$TMP/out" "waits: rank 1 -> rank 0 (recv"
 
@@ -51,8 +52,8 @@ sed 's/seq=1 coll=allreduce count=1024/seq=1 coll=allreduce count=2048/' \
 "$TOOL" "$DATA/flight.0" "$TMP/mixed.1" "$DATA/flight.2" \
     > "$TMP/out.mixed" 2>&1
 expect_rc "mismatch" 0 $?
-expect_line "mismatch at seq 1" "$TMP/out.mixed" \
-    "diverge at seq 1: allreduce count=1024 dtype=float32 on ranks 0,2; allreduce count=2048 dtype=float32 on rank 1"
+expect_line "mismatch at seq 1" "$TMP/out.mixed" "diverge at seq 1: $ar on \
+ranks 0,2; allreduce count=2048 dtype=float32 on rank 1"
 
 # 4. A rank without a dump is named; no dumps at all is an error.
 "$TOOL" "$DATA/flight.0" "$DATA/flight.1" > "$TMP/out.two" 2>&1
