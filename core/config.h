@@ -75,7 +75,15 @@
     X(LINK_GPU, "",                                                          \
       "override the intra-node GPU peer link: \"bw=<GB/s>,lat=<us>\"")        \
     X(LINK_NET, "",                                                          \
-      "override the inter-node network link: \"bw=<GB/s>,lat=<us>\"")
+      "override the inter-node network link: \"bw=<GB/s>,lat=<us>\"")     \
+    X(FLIGHT_RECORDS, "64",                                                  \
+      "operations each communicator's flight recorder keeps (0: off)")       \
+    X(FLIGHT_DUMP_FILE, "",                                                  \
+      "also append flight dumps (on failure or signal) to this file; %h "   \
+      "is the host, %p the pid, %r the world rank")                          \
+    X(FLIGHT_SIGNAL, "",                                                     \
+      "signal (SIGUSR1, SIGUSR2 or a number) on which every communicator "  \
+      "dumps its flight records at its next progress call")
 
 typedef enum {
 #define TACL_CONFIG_ENUM_(name, def, doc) TACL_CFG_##name,

@@ -46,6 +46,7 @@ typedef struct tacl__ctx {
     tacl_status_t fatal;       /* sticky failure of the whole context */
     char fatal_msg[256];
     uint64_t last_check_ns;    /* last bootstrap liveness check */
+    unsigned flight_gen;       /* last TACL_FLIGHT_SIGNAL dumped for */
 } tacl__ctx_t;
 
 /**

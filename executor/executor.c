@@ -54,6 +54,7 @@ struct tacl__exec {
     tacl_status_t status;
     int finished;
     int linked;
+    uint64_t flight;          /* its flight record's ordinal, or ~0 */
     tacl__exec_t *next, *prev;
 };
 
@@ -80,6 +81,7 @@ static void exec_check_finished(tacl__exec_t *e)
         (e->status == TACL_OK && e->ncomplete == e->sched.nsteps)) {
         e->finished = 1;
         e->xc->inflight--;
+        tacl__flight_end(&e->xc->flight, e->flight, e->status);
         exec_unlink(e);
     }
 }
@@ -100,9 +102,13 @@ static void make_ready(tacl__exec_t *e, uint32_t id)
         e->ready[e->rtail++] = id;
 }
 
+/* waiting[] of a finished step: no dependent decrements it any more. */
+#define STEP_DONE UINT32_MAX
+
 static void step_complete(tacl__exec_t *e, uint32_t id)
 {
     e->ncomplete++;
+    e->waiting[id] = STEP_DONE;
     for (uint32_t k = e->out_start[id]; k < e->out_start[id + 1]; k++) {
         uint32_t d = e->out[k];
         if (--e->waiting[d] == 0)
@@ -370,6 +376,7 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
     e->sched = *sched;
     e->xc = xc;
     e->ctx = xc->ctx;
+    e->flight = UINT64_MAX;
     e->waiting = calloc(n + 1, sizeof(uint32_t));
     e->out_start = calloc(n + 2, sizeof(uint32_t));
     e->out = calloc(sched->ndeps + 1, sizeof(uint32_t));
@@ -425,6 +432,7 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
             make_ready(e, i);
 
     xc->inflight++;
+    e->flight = tacl__flight_claim(&xc->flight, e);
     e->ctx->refcount++; /* the caller holds the lock */
     e->next = e->ctx->active;
     if (e->next != NULL)
@@ -443,8 +451,45 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
 err_scratch:
     exec_put_scratch(e);
 err_free:
+    tacl__flight_end(&xc->flight, tacl__flight_claim(&xc->flight, NULL),
+                     status);
     exec_dealloc(e);
     return status;
+}
+
+void tacl__exec_describe(const tacl__exec_t *e, char *buf, size_t len)
+{
+    uint64_t left = 0;
+    size_t o;
+    int nwait = 0;
+
+    for (uint32_t i = 0; i < e->sched.nsteps; i++) {
+        int kind = e->sched.steps[i].kind;
+        if (e->waiting[i] != STEP_DONE &&
+            (kind == TACL__STEP_SEND || kind == TACL__STEP_RECV))
+            left += e->sched.steps[i].bytes;
+    }
+    o = (size_t)snprintf(buf, len, " steps=%u/%u bytes_left=%llu",
+                         e->ncomplete, e->sched.nsteps,
+                         (unsigned long long)left);
+    /* Posted messages: ready (no unmet dependency), given to a transport
+     * (its callback is set) and not complete. */
+    for (uint32_t i = 0; i < e->sched.nsteps && o < len; i++) {
+        const tacl__step_t *st = &e->sched.steps[i];
+
+        if (e->waiting[i] != 0 || e->ops[i].cb == NULL)
+            continue;
+        if (nwait == 0)
+            o += (size_t)snprintf(buf + o, len - o, " step=%u peer=%d wait=",
+                                  i, st->peer);
+        if (o < len)
+            o += (size_t)snprintf(buf + o, len - o, "%s%s:%d:%llu",
+                                  nwait ? "," : "",
+                                  st->kind == TACL__STEP_SEND ? "send"
+                                                              : "recv",
+                                  st->peer, (unsigned long long)st->bytes);
+        nwait++;
+    }
 }
 
 int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p)
@@ -516,6 +561,10 @@ static int ctx_progress_locked(tacl__ctx_t *ctx)
         events += exec_drain(e);
     }
     check_liveness(ctx, tacl__now_ns());
+    if (tacl_unlikely(tacl__flight_signal_gen() != ctx->flight_gen)) {
+        ctx->flight_gen = tacl__flight_signal_gen();
+        tacl__flight_dump_signalled(ctx, ctx->flight_gen);
+    }
     return events;
 }
 
@@ -527,6 +576,23 @@ int tacl__ctx_progress(tacl__ctx_t *ctx)
     events = ctx_progress_locked(ctx);
     pthread_mutex_unlock(&ctx->lock);
     return events;
+}
+
+/*
+ * Dump the flight records of every communicator with an operation in
+ * flight, once each, before the failure cancels what they wait for.
+ */
+static void flight_dump_active(tacl__ctx_t *ctx, tacl_status_t status)
+{
+    const char *why = status == TACL_ERR_TIMEOUT ? "timeout" : "failure";
+
+    for (tacl__exec_t *e = ctx->active; e != NULL; e = e->next) {
+        int seen = 0;
+        for (tacl__exec_t *p = ctx->active; p != e && !seen; p = p->next)
+            seen = p->xc == e->xc;
+        if (!seen)
+            tacl__flight_dump_auto(e->xc, why);
+    }
 }
 
 void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
@@ -559,6 +625,7 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
     /* Tell the others unless they told us. */
     if (status != TACL_ERR_REMOTE && ctx->bs != NULL)
         tacl__bootstrap_abort(ctx->bs);
+    flight_dump_active(ctx, status);
     for (tacl__exec_t *e = ctx->active; e != NULL; e = e->next)
         exec_fail(e, status);
     for (int t = 0; t < ctx->ntl; t++)

@@ -14,6 +14,7 @@
 
 #include "tacl.h"
 #include "context.h"
+#include "flight.h"
 #include "sched.h"
 #include "scratch.h"
 
@@ -26,6 +27,7 @@ typedef struct tacl__xcomm {
     tacl_counters_t counters;  /* bytes and messages sent */
     tacl__scratch_pool_t scratch;
     int inflight;              /* executions not yet completed */
+    tacl__flight_t flight;     /* the last operations, for dumps */
 } tacl__xcomm_t;
 
 /**
@@ -53,6 +55,14 @@ int tacl__exec_progress(tacl__exec_t *exec);
 
 /** The communicator part an execution runs on. */
 tacl__xcomm_t *tacl__exec_xcomm(const tacl__exec_t *exec);
+
+/**
+ * Append " steps=<done>/<total> bytes_left=<n>" to buf for a running
+ * execution, and for the messages it has posted and not seen complete
+ * " step=<id> peer=<comm rank> wait=<kind>:<peer>:<bytes>,...": what a
+ * flight dump shows of a pending operation.
+ */
+void tacl__exec_describe(const tacl__exec_t *exec, char *buf, size_t len);
 
 /** Free a finished execution. */
 void tacl__exec_free(tacl__exec_t *exec);

@@ -224,6 +224,19 @@ const char *tacl_comm_last_algorithm(tacl_comm_t comm);
  */
 tacl_status_t tacl_comm_set_check(tacl_comm_t comm, int on);
 
+/**
+ * Write comm's flight records, oldest first: the last TACL_FLIGHT_RECORDS
+ * operations with their sequence number, collective, count, type, root,
+ * algorithm and state, and for one still pending the steps done, the
+ * bytes outstanding and the messages it waits for (kind, peer, bytes).
+ * One "TACL_FLIGHT key=value ..." line each, after a header line, to
+ * file (a FILE *), or to tacl's log at WARN when file is NULL.  Works on
+ * a communicator that failed; tools/tacl-flight reads the dumps of all
+ * ranks and names the ranks that are behind.
+ */
+tacl_status_t tacl_comm_dump_flight(tacl_comm_t comm,
+                                   void *file /* FILE * */);
+
 /*
  * Collectives.  Counts are in elements.  Each call has a blocking form and
  * an "_nb" form that returns a request in *req_p.

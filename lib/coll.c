@@ -310,8 +310,10 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
         status = tacl__sched_status(&sched);
     if (status == TACL_OK && nops > 1)
         status = stage_aliased_recvs(&sched);
-    if (status == TACL_OK)
+    if (status == TACL_OK) {
+        tacl__flight_note(comm, ops, nops);
         status = tacl__exec_start(&comm->x, &sched, exec_p);
+    }
     tacl__sched_fini(&sched);
     return status;
 }

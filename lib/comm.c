@@ -114,6 +114,8 @@ static tacl_status_t comm_create(tacl__ctx_t *ctx, int rank, int size,
     }
     memcpy(comm->x.world, world, (size_t)size * sizeof(int));
     status = comm_topology(comm);
+    if (status == TACL_OK)
+        status = tacl__flight_init(&comm->x.flight, rank, size);
     if (status != TACL_OK)
         goto err_free;
     comm->x.counters.n_transports = ctx->ntl;
@@ -374,6 +376,7 @@ static void comm_bury(tacl_comm_t comm)
 
     bury_derived(comm);
     tacl__scratch_fini(&comm->x.scratch);
+    tacl__flight_fini(&comm->x.flight);
     free(comm->x.world);
     free(comm->node_of);
     free(comm->x.link_of);

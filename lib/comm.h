@@ -125,4 +125,11 @@ tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
 tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
                               int nops, tacl__exec_t **exec_p);
 
+/**
+ * Begin the flight record of ops (about to start as one execution on
+ * comm): the first operation's sequence number, collective, count, type,
+ * root and algorithm, and how many were fused.
+ */
+void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops);
+
 #endif /* TACL_LIB_COMM_H */

@@ -1,0 +1,48 @@
+/*
+ * The API side of the flight recorder (executor/flight.h): what an
+ * operation is, recorded when it starts, and dumps on request.
+ */
+#include <stdio.h>
+
+#include "common.h"
+#include "comm.h"
+#include "log.h"
+
+static int has_root(tacl__coll_type_t t)
+{
+    return t == TACL__COLL_BROADCAST || t == TACL__COLL_REDUCE ||
+           t == TACL__COLL_SEND || t == TACL__COLL_RECV;
+}
+
+void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops)
+{
+    const tacl__coll_args_t *a = &ops[0].args;
+    /* Collective and p2p numbers live in the two halves of the tag's
+     * sequence field (coll.c); the record keeps the number within. */
+    uint64_t half = 1ull << (TACL__TAG_SEQ_BITS - 1);
+    tacl__flight_op_t rec = {
+        .seq = a->seq % half,
+        .count = a->count,
+        .coll = tacl__coll_name(a->type),
+        .dtype = tacl_dtype_name(a->dtype),
+        .algo = comm->last_algo,
+        .root = has_root(a->type) ? a->root : -1,
+        .nops = nops,
+    };
+
+    tacl__flight_begin(&comm->x.flight, &rec);
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_dump_flight(tacl_comm_t comm, void *file)
+{
+    tacl_status_t status;
+
+    tacl__last_error_clear();
+    status = tacl__comm_check(comm);
+    if (status != TACL_OK)
+        return status;
+    pthread_mutex_lock(&comm->x.ctx->lock);
+    tacl__flight_dump(&comm->x, "request", (FILE *)file, file == NULL);
+    pthread_mutex_unlock(&comm->x.ctx->lock);
+    return TACL_OK;
+}
