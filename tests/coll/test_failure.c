@@ -483,6 +483,94 @@ Test(failure, abort_with_request_pending, .timeout = 90)
     coll_expect_pass(&res);
 }
 
+/*
+ * A watchdog thread aborts the communicator while the main thread is
+ * blocked inside a collective its peer never joins (as a watchdog
+ * unblocks a hung call with ncclCommAbort).  The blocked call returns an
+ * error, nothing crashes; ten rounds, each on a new communicator.
+ */
+static void *watchdog(void *arg)
+{
+    coll_sleep_ms(100);
+    tacl_comm_abort((tacl_comm_t)arg);
+    return NULL;
+}
+
+/* Shared scratch of that test: an id per round and a round counter. */
+#define WATCHDOG_ROUNDS 10
+typedef struct {
+    int arrived;
+    int id_ready;
+    tacl_unique_id_t id;
+} watchdog_scratch_t;
+
+/* Both ranks reach the end of round (bounded wait). */
+static void round_barrier(coll_ctx_t *ctx, int round)
+{
+    watchdog_scratch_t *w = (watchdog_scratch_t *)ctx->scratch;
+    double deadline = coll_now() + 30;
+
+    __atomic_add_fetch(&w->arrived, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&w->arrived, __ATOMIC_SEQ_CST) <
+           2 * (round + 1) && coll_now() < deadline)
+        coll_sleep_ms(1);
+}
+
+static int body_abort_from_thread(coll_ctx_t *ctx)
+{
+    watchdog_scratch_t *w = (watchdog_scratch_t *)ctx->scratch;
+    float s[4096] = {0}, r[4096];
+
+    /* Each rank its own node, so the all-reduce runs over UCX (on the
+     * loopback), whose progress and close once raced in the abort. */
+    setenv("TACL_NODE_ID", ctx->rank == 0 ? "watchdog-a" : "watchdog-b", 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    for (int round = 0; round < WATCHDOG_ROUNDS; round++) {
+        tacl_comm_t comm;
+        tacl_status_t st;
+        pthread_t tid;
+        double deadline = coll_now() + 30;
+
+        /* Rank 0 publishes a fresh id each round. */
+        if (ctx->rank == 0) {
+            COLL_CHECK_OK(ctx, tacl_get_unique_id(&w->id));
+            __atomic_store_n(&w->id_ready, round + 1, __ATOMIC_SEQ_CST);
+        }
+        while (__atomic_load_n(&w->id_ready, __ATOMIC_SEQ_CST) < round + 1 &&
+               coll_now() < deadline)
+            coll_sleep_ms(1);
+        COLL_CHECK_OK(ctx, tacl_comm_init_rank(2, &w->id, ctx->rank, &comm));
+        if (ctx->rank == 1) {
+            /* Never joins the all-reduce; waits for the abort to reach
+             * it, then lets go of the communicator. */
+            st = tacl_barrier(comm, NULL);
+            COLL_CHECK(ctx, st != TACL_OK, "round %d: a barrier with an "
+                       "aborted peer succeeded", round);
+            tacl_comm_abort(comm);
+        } else {
+            COLL_CHECK(ctx, pthread_create(&tid, NULL, watchdog, comm) == 0,
+                       "pthread_create failed");
+            st = tacl_allreduce(s, r, 4096, TACL_FLOAT32, TACL_SUM, comm,
+                                NULL);
+            pthread_join(tid, NULL);
+            COLL_CHECK(ctx, st != TACL_OK, "round %d: the aborted all-reduce "
+                       "succeeded", round);
+        }
+        round_barrier(ctx, round);
+    }
+    return 0;
+}
+
+Test(failure, abort_from_another_thread, .timeout = 120)
+{
+    coll_opts_t o = {.nranks = 2, .deadline_s = 100,
+                     .init = COLL_INIT_NONE, .destroy_may_fail = 1};
+    coll_result_t res;
+
+    coll_run(&o, body_abort_from_thread, &res);
+    coll_expect_pass(&res);
+}
+
 /* init_env: which variables to set, on which port. */
 typedef struct {
     int torch;     /* MASTER_* instead of TACL_* */
