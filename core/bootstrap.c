@@ -119,11 +119,7 @@ typedef struct {
     int32_t reserved;
 } boot_reply_t;
 
-typedef struct {
-    uint32_t addr; /* network byte order */
-    uint16_t port; /* network byte order */
-    uint16_t reserved;
-} boot_addr_t;
+typedef tacl__boot_addr_t boot_addr_t;
 
 /*
  * Listener registry: listeners opened by tacl__bootstrap_unique_id() wait
@@ -676,6 +672,7 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     bs->timeout_s = timeout_s;
     bs->nonce = bid.nonce;
     bs->failed_rank = -1;
+    bs->listen_fd = -1;
     bs->link[TACL_BOOT_PRED].fd = bs->link[TACL_BOOT_SUCC].fd = -1;
     if (rank == 0) {
         status = boot_root_listener(&bid, &listen_fd);
@@ -701,10 +698,10 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     status = boot_ring(bs, listen_fd, table, deadline);
     if (status != TACL_OK)
         goto err_free_table;
-    free(table);
 out_done:
-    if (listen_fd >= 0)
-        close(listen_fd);
+    /* A shrink meets the survivors at these listeners. */
+    bs->listen_fd = listen_fd;
+    bs->table = table;
     boot_id_addr(&bid, &root);
     TACL_INFO(BOOT, "rank %d of %d joined the bootstrap at %s in %.3f s",
               rank, nranks, tacl__sock_addr_str(&root, str),
