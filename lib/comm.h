@@ -31,6 +31,7 @@ struct tacl_comm {
     uint64_t *p2p_send;        /* sends posted to each peer */
     uint64_t *p2p_recv;        /* receives posted from each peer */
     uint64_t splits;           /* splits so far */
+    uint64_t shrinks;          /* shrinks so far */
     int *node_of;              /* node index per comm rank */
     tacl__topo_view_t view;
     struct tacl_comm *local;   /* cached tacl_comm_get_local() */
