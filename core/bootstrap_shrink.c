@@ -121,9 +121,10 @@ static probe_t shrink_probe(const tacl__bootstrap_t *bs, int brank,
 }
 
 /*
- * A refusal is death only when it repeats: a refusal now and then from a
- * live listener has been seen on a busy host (while other jobs reshaped
- * the network), and a wrong verdict would split the survivors.
+ * A refusal is death only when it repeats, SHRINK_REFUSALS times over
+ * about 75 ms: a wrong verdict would split the survivors into two
+ * communicators, and the repeat costs a live rank nothing (its listener
+ * accepts at once), only a dead one.
  */
 static probe_t shrink_probe_sure(const tacl__bootstrap_t *bs, int brank,
                                  uint64_t deadline, int *fd_p)
