@@ -11,8 +11,10 @@
  * refuses a hello with a wrong magic or nonce, a different rank count or
  * a rank already taken (that process gets a reply saying why; rank 0 keeps
  * waiting for a proper one), and once every rank has joined sends each of
- * them the table of listening addresses.  Rank 0's own ring address is the
- * root address itself.
+ * them the table of listening addresses.  Rank 0 lists a listener of its
+ * own there and closes the root listener after the gather, so the root
+ * port is free again.  Every rank keeps its listener until fini: a shrink
+ * (bootstrap_shrink.c) meets the survivors there.
  *
  * Ring.  Each rank connects to its successor, sends a ring hello, accepts
  * its predecessor and answers it; the acceptor checks the nonce and that
@@ -119,11 +121,7 @@ typedef struct {
     int32_t reserved;
 } boot_reply_t;
 
-typedef struct {
-    uint32_t addr; /* network byte order */
-    uint16_t port; /* network byte order */
-    uint16_t reserved;
-} boot_addr_t;
+typedef tacl__boot_addr_t boot_addr_t;
 
 /*
  * Listener registry: listeners opened by tacl__bootstrap_unique_id() wait
@@ -635,6 +633,26 @@ static tacl_status_t boot_root_listener(const boot_id_t *id, int *fd_p)
     return tacl__sock_listen(&sa, 1, fd_p, &bound);
 }
 
+/*
+ * Rank 0 gathers at the root listener but puts a listener of its own in
+ * the table: the ring and a later shrink meet rank 0 there, and the root
+ * address (a torchrun MASTER_PORT) is free again once init returns.
+ */
+static tacl_status_t boot_own_listener(const boot_id_t *id,
+                                       boot_addr_t *mine, int *fd_p)
+{
+    struct sockaddr_in sa, bound;
+    tacl_status_t status;
+
+    boot_id_addr(id, &sa);
+    sa.sin_port = 0;
+    status = tacl__sock_listen(&sa, 0, fd_p, &bound);
+    if (status == TACL_OK)
+        *mine = (boot_addr_t){.addr = bound.sin_addr.s_addr,
+                              .port = bound.sin_port};
+    return status;
+}
+
 tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
                                    int nranks, double timeout_s,
                                    tacl__bootstrap_t **bs_p)
@@ -676,14 +694,19 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     bs->timeout_s = timeout_s;
     bs->nonce = bid.nonce;
     bs->failed_rank = -1;
+    bs->listen_fd = -1;
     bs->link[TACL_BOOT_PRED].fd = bs->link[TACL_BOOT_SUCC].fd = -1;
     if (rank == 0) {
         status = boot_root_listener(&bid, &listen_fd);
         if (status != TACL_OK)
             goto err_free_bs;
     }
-    if (nranks == 1)
+    if (nranks == 1) {
+        /* Nobody to meet, now or in a shrink. */
+        close(listen_fd);
+        listen_fd = -1;
         goto out_done;
+    }
     table = calloc((size_t)nranks, sizeof(*table));
     if (table == NULL) {
         status = tacl__error(TACL_ERR_NO_MEMORY, BOOT,
@@ -691,8 +714,13 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
         goto err_close_listen;
     }
     if (rank == 0) {
-        table[0] = (boot_addr_t){.addr = bid.addr, .port = bid.port};
-        status = boot_root_gather(bs, listen_fd, table, deadline);
+        int own_fd = -1;
+
+        status = boot_own_listener(&bid, &table[0], &own_fd);
+        if (status == TACL_OK)
+            status = boot_root_gather(bs, listen_fd, table, deadline);
+        close(listen_fd);
+        listen_fd = own_fd;
     } else {
         status = boot_join(bs, &bid, &listen_fd, table, deadline);
     }
@@ -701,10 +729,10 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     status = boot_ring(bs, listen_fd, table, deadline);
     if (status != TACL_OK)
         goto err_free_table;
-    free(table);
 out_done:
-    if (listen_fd >= 0)
-        close(listen_fd);
+    /* A shrink meets the survivors at these listeners. */
+    bs->listen_fd = listen_fd;
+    bs->table = table;
     boot_id_addr(&bid, &root);
     TACL_INFO(BOOT, "rank %d of %d joined the bootstrap at %s in %.3f s",
               rank, nranks, tacl__sock_addr_str(&root, str),

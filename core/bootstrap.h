@@ -13,6 +13,7 @@
 #define TACL_CORE_BOOTSTRAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tacl.h"
 
@@ -62,6 +63,29 @@ tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs);
  * TACL_ERR_REMOTE from tacl__bootstrap_check().
  */
 void tacl__bootstrap_abort(tacl__bootstrap_t *bs);
+
+/**
+ * Revoke (recovery from a failure): fail this bootstrap like an abort,
+ * but tell the others, around the ring, that rank revoked it; their
+ * tacl__bootstrap_check() returns TACL_ERR_REMOTE saying so.  This rank
+ * stays alive and can still take part in tacl__bootstrap_shrink().
+ */
+void tacl__bootstrap_revoke(tacl__bootstrap_t *bs);
+
+/**
+ * Shrink rendezvous (bootstrap_shrink.c): every survivor of a failure
+ * calls it.  members lists the bootstrap ranks of a communicator in its
+ * rank order, me is this rank's index there, and key names the
+ * communicator and the attempt (the same on every survivor).  A member
+ * whose process is gone (its listener refuses or resets connections)
+ * is left out; the lowest survivor makes a fresh unique id and hands it
+ * to the others with their new ranks (survivors keep their order).
+ * Works after the ring broke; bounded by the timeout given at init.
+ */
+tacl_status_t tacl__bootstrap_shrink(tacl__bootstrap_t *bs,
+                                     const int *members, int n, int me,
+                                     uint64_t key, tacl_unique_id_t *id_p,
+                                     int *new_rank_p, int *new_size_p);
 
 /** Say goodbye to the neighbors and close; not collective. */
 void tacl__bootstrap_fini(tacl__bootstrap_t *bs);

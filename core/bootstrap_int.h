@@ -20,14 +20,16 @@
 enum {
     TACL_BOOT_FRAME_DATA = 1,
     TACL_BOOT_FRAME_ABORT = 2,
-    TACL_BOOT_FRAME_GOODBYE = 3
+    TACL_BOOT_FRAME_GOODBYE = 3,
+    TACL_BOOT_FRAME_REVOKE = 4
 };
 
 /* The header of every frame on a ring socket; 16 bytes, host order. */
 typedef struct {
     uint16_t magic;
     uint16_t type;
-    int32_t arg;  /* DATA: the step; ABORT: the failed rank */
+    int32_t arg;  /* DATA: the step; ABORT: the failed rank; REVOKE: the
+                     rank that revoked */
     uint64_t len; /* payload bytes, 0 for control frames */
 } tacl__boot_frame_t;
 
@@ -43,6 +45,13 @@ typedef struct {
     tacl__boot_frame_t hdr;
 } tacl__boot_link_t;
 
+/* A rank's listening address, in network byte order. */
+typedef struct {
+    uint32_t addr;
+    uint16_t port;
+    uint16_t reserved;
+} tacl__boot_addr_t;
+
 struct tacl__bootstrap {
     int rank;
     int nranks;
@@ -51,6 +60,8 @@ struct tacl__bootstrap {
     tacl__boot_link_t link[2];
     int failed;      /* set once, never cleared */
     int failed_rank; /* the rank that failed first, as far as we know */
+    int listen_fd;   /* kept open: a shrink probes and meets ranks here */
+    tacl__boot_addr_t *table; /* every rank's listener; NULL for one rank */
 };
 
 #endif /* TACL_CORE_BOOTSTRAP_INT_H */

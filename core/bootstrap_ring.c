@@ -11,6 +11,10 @@
  * step and size the reader expects, and anything else malformed counts as
  * a failure of the peer that sent it.
  *
+ * Revoke.  REVOKE(rank) travels like ABORT and fails the bootstrap the
+ * same way, but says that a live rank revoked the communicator (to
+ * recover from a failure) rather than that it died.
+ *
  * Liveness.  End of file or a reset on a ring socket before the peer said
  * GOODBYE, an ABORT, or a malformed frame marks the bootstrap failed; the
  * rank then sends ABORT(failed rank) once to its other neighbor, so the
@@ -62,9 +66,10 @@ static void boot_send_ctrl(tacl__boot_link_t *l, uint16_t type, int arg)
     shutdown(l->fd, SHUT_RDWR);
 }
 
-/* Mark the bootstrap failed and tell the neighbors other than `from`. */
-static void boot_mark_failed(tacl__bootstrap_t *bs, int failed_rank,
-                             int from)
+/* Mark the bootstrap failed and pass `type` (ABORT or REVOKE) on to the
+ * neighbors other than `from`. */
+static void boot_mark_failed_as(tacl__bootstrap_t *bs, int failed_rank,
+                                int from, uint16_t type)
 {
     if (bs->failed)
         return;
@@ -72,7 +77,13 @@ static void boot_mark_failed(tacl__bootstrap_t *bs, int failed_rank,
     bs->failed_rank = failed_rank;
     for (int i = 0; i < 2; i++)
         if (i != from)
-            boot_send_ctrl(&bs->link[i], TACL_BOOT_FRAME_ABORT, failed_rank);
+            boot_send_ctrl(&bs->link[i], type, failed_rank);
+}
+
+static void boot_mark_failed(tacl__bootstrap_t *bs, int failed_rank,
+                             int from)
+{
+    boot_mark_failed_as(bs, failed_rank, from, TACL_BOOT_FRAME_ABORT);
 }
 
 /* A neighbor (link `from`) broke or reported a failure: record it once. */
@@ -132,6 +143,18 @@ static tacl_status_t boot_frame(tacl__bootstrap_t *bs, int which)
         TACL_INFO(BOOT, "rank %d: ring %s rank %d said goodbye", bs->rank,
                   boot_link_names[which], l->peer);
         return TACL_OK;
+    case TACL_BOOT_FRAME_REVOKE:
+        failed_rank = h->arg;
+        l->hdr_got = 0;
+        if (bs->failed)
+            return TACL_ERR_REMOTE;
+        if (failed_rank < 0 || failed_rank >= bs->nranks)
+            failed_rank = l->peer;
+        boot_mark_failed_as(bs, failed_rank, which, TACL_BOOT_FRAME_REVOKE);
+        return tacl__error(TACL_ERR_REMOTE, BOOT,
+                           "rank %d revoked the communicator: every "
+                           "operation on it fails; shrink it "
+                           "(tacl_comm_shrink) to go on", failed_rank);
     case TACL_BOOT_FRAME_ABORT:
         failed_rank = h->arg;
         l->hdr_got = 0;
@@ -224,6 +247,14 @@ void tacl__bootstrap_abort(tacl__bootstrap_t *bs)
     boot_mark_failed(bs, bs->rank, -1);
 }
 
+void tacl__bootstrap_revoke(tacl__bootstrap_t *bs)
+{
+    if (bs == NULL || bs->failed)
+        return;
+    TACL_INFO(BOOT, "rank %d revokes the bootstrap", bs->rank);
+    boot_mark_failed_as(bs, bs->rank, -1, TACL_BOOT_FRAME_REVOKE);
+}
+
 void tacl__bootstrap_fini(tacl__bootstrap_t *bs)
 {
     if (bs == NULL)
@@ -234,6 +265,9 @@ void tacl__bootstrap_fini(tacl__bootstrap_t *bs)
             boot_send_ctrl(&bs->link[i], TACL_BOOT_FRAME_GOODBYE, bs->rank);
         boot_link_close(&bs->link[i]);
     }
+    if (bs->listen_fd >= 0)
+        close(bs->listen_fd);
+    free(bs->table);
     free(bs);
 }
 

@@ -161,6 +161,38 @@ tacl_status_t tacl_comm_destroy(tacl_comm_t comm);
  */
 tacl_status_t tacl_comm_abort(tacl_comm_t comm);
 
+/**
+ * Revoke a communicator (like MPI ULFM's MPI_Comm_revoke); not
+ * collective.  Every operation pending or posted later on it fails with
+ * TACL_ERR_REMOTE: on this rank at once, on the others as soon as the
+ * notice reaches them round the bootstrap ring (milliseconds), with a
+ * message naming the rank that revoked it.  Use it when one rank learns
+ * of a failure the others may not see yet, then call tacl_comm_shrink on
+ * every survivor.  The unit is the connection set: communicators made by
+ * tacl_comm_split (and tacl_comm_get_local/rail) share their parent's,
+ * so revoking one revokes the parent and all of them.  The handle stays
+ * valid for tacl_comm_shrink and tacl_comm_destroy.
+ */
+tacl_status_t tacl_comm_revoke(tacl_comm_t comm);
+
+/**
+ * Shrink: the survivors of a failure make a new communicator without the
+ * ranks that died (like MPI ULFM's MPI_Comm_shrink; NCCL's ncclCommShrink
+ * takes the ranks to drop, here they are found).  Every surviving rank of
+ * comm calls it; a rank counts as dead when its process is gone.  The new
+ * communicator has the survivors in their old order, renumbered from 0,
+ * and its own connections, so comm (which a death left failed) can be
+ * destroyed afterwards; destroying it may report the failure.  It
+ * revokes comm first (tacl_comm_revoke), so survivors still blocked in an
+ * operation on comm are released and come to the shrink.  Works
+ * whichever ranks died, rank 0 included, and when none did (the new
+ * communicator then has every rank).  Bounded by TACL_TIMEOUT: a rank
+ * that is alive but never calls it, or a machine that went down, makes it
+ * fail with TACL_ERR_TIMEOUT.  Not for communicators from
+ * tacl_comm_get_local/rail.
+ */
+tacl_status_t tacl_comm_shrink(tacl_comm_t comm, tacl_comm_t *newcomm_p);
+
 /** The first asynchronous error a communicator hit, TACL_OK if none. */
 tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,
                                         tacl_status_t *error_p);

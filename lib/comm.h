@@ -32,6 +32,7 @@ struct tacl_comm {
     uint64_t *p2p_recv;        /* receives posted from each peer */
     uint64_t splits;           /* splits so far */
     int check;                 /* exchange call signatures (TACL_CHECK) */
+    uint64_t shrinks;          /* shrinks so far */
     int *node_of;              /* node index per comm rank */
     tacl__topo_view_t view;
     struct tacl_comm *local;   /* cached tacl_comm_get_local() */

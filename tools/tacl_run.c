@@ -11,6 +11,9 @@
  * One event loop waits on a signalfd (SIGCHLD, SIGINT, SIGTERM) and, with
  * --tag, on the ranks' output pipes.  The first rank that fails decides
  * the exit code; the others then get SIGTERM and, 3 s later, SIGKILL.
+ * With --keep-going a failed rank stops nobody (a job that survives the
+ * loss of a rank, see tacl_comm_shrink): the others run to their end and
+ * tacl-run then exits with the first failure's code.
  * --timeout bounds the whole run and makes it exit with 124.
  */
 #define _GNU_SOURCE
@@ -55,6 +58,7 @@ typedef struct {
     int nranks;
     double timeout_s;   /* 0: no timeout */
     int tag;
+    int keep_going;     /* a failed rank does not stop the others */
     char **cmd;
     run_rank_t *ranks;
     int alive;          /* ranks not reaped yet */
@@ -87,11 +91,14 @@ static void usage(FILE *f)
         "  -n, --nranks N   number of ranks (1 to %d)\n"
         "  -t, --timeout S  stop every rank after S seconds, exit 124\n"
         "  --tag            prefix each output line with [rank]\n"
+        "  -k, --keep-going a rank that fails does not stop the others;\n"
+        "                   the exit code is still the first failure's\n"
         "  -h, --help       print this help\n"
         "\n"
         "If a rank exits non-zero or dies by a signal, the others get\n"
         "SIGTERM, then SIGKILL after 3 s, and tacl-run exits with that\n"
-        "rank's code (128 + signal for a signal).\n",
+        "rank's code (128 + signal for a signal); with --keep-going the\n"
+        "others run on and tacl-run exits with that code at the end.\n",
         RUN_MAX_RANKS);
 }
 
@@ -146,6 +153,10 @@ static int parse_args(run_t *run, int argc, char **argv)
         }
         if (strcmp(a, "--tag") == 0) {
             run->tag = 1;
+            continue;
+        }
+        if (strcmp(a, "-k") == 0 || strcmp(a, "--keep-going") == 0) {
+            run->keep_going = 1;
             continue;
         }
         if (strncmp(a, "--nranks=", 9) == 0) {
@@ -409,6 +420,14 @@ static void reap_ranks(run_t *run)
         }
         run->exit_code = code;
         run->failed_rank = r;
+        if (run->keep_going && !run->timed_out && !run->interrupted) {
+            fprintf(stderr, "tacl-run: rank %d (pid %d) %s %d; the others "
+                    "keep going (--keep-going)\n", r, (int)pid,
+                    WIFSIGNALED(status) ? "was killed by signal"
+                                        : "exited with status",
+                    WIFSIGNALED(status) ? WTERMSIG(status) : code);
+            continue;
+        }
         if (!run->timed_out && !run->interrupted) {
             if (WIFSIGNALED(status)) {
                 fprintf(stderr, "tacl-run: rank %d (pid %d) was killed by "

@@ -25,6 +25,7 @@
 #include "config.h"
 #include "fork.h"
 #include "log.h"
+#include "socket.h"
 
 #define MAX_PROCS 32
 /* How long the parent lets one multi-process test run. */
@@ -283,6 +284,20 @@ static int proc_from_addr(ctx_t *c)
     CHECK(st == TACL_OK, "status %d", (int)st);
     for (int r = 0; r < c->nranks; r++)
         CHECK(all[r] == 1000 + r);
+    if (c->rank == 0) {
+        /* Rank 0 keeps a listener of its own (for a shrink), not the
+         * root port: another job may bind that one again. */
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)c->port)};
+        struct sockaddr_in bound;
+        int fd;
+
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        st = tacl__sock_listen(&sa, 1, &fd, &bound);
+        CHECK(st == TACL_OK, "the root port is still bound after init: %s",
+              tacl__last_error());
+        close(fd);
+    }
     tacl__bootstrap_fini(bs);
     return 0;
 }

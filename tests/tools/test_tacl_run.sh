@@ -1,6 +1,7 @@
 #!/bin/sh
 # Tests of the tacl-run launcher: the environment each rank sees, exit-code
-# propagation, stopping the other ranks when one fails, --timeout, signal
+# propagation, stopping the other ranks when one fails (or not, with
+# --keep-going), --timeout, signal
 # forwarding, --tag and bad command lines.
 #
 # Usage: test_tacl_run.sh PATH_TO_TACL_RUN
@@ -71,6 +72,18 @@ if [ $((t1 - t0)) -gt 10 ]; then
     fail "the other ranks were not stopped ($((t1 - t0)) s)"
 else
     echo "ok: the other ranks stopped in $((t1 - t0)) s"
+fi
+
+# 4b. --keep-going: a killed rank stops nobody; the survivors finish and
+# tacl-run still exits with the first failure's code.
+"$RUN" -n 3 --keep-going sh -c '[ "$TACL_RANK" = 0 ] && kill -KILL $$
+    sleep 1; echo "$TACL_RANK" >>"'"$TMP"'/kept"' 2>/dev/null
+expect_rc "keep going after a SIGKILL" 137 $?
+checks=$((checks + 1))
+if [ "$(sort "$TMP/kept" 2>/dev/null | tr '\n' ' ')" != "1 2 " ]; then
+    fail "--keep-going: survivors wrote '$(cat "$TMP/kept" 2>/dev/null)'"
+else
+    echo "ok: --keep-going let ranks 1 and 2 finish"
 fi
 
 # 5. A rank that ignores SIGTERM gets SIGKILL after the grace period.
