@@ -60,19 +60,24 @@ long long tacl__config_int(tacl__cfg_t id)
     const config_entry_t *e = config_get(id);
     const char *s = e->value != NULL ? e->value : e->def;
     char *end;
-    long long v;
+    long long v, scale = 1;
 
     errno = 0;
     v = strtoll(s, &end, 0);
     if (errno != 0 || end == s)
         return strtoll(e->def, NULL, 0);
-    /* Accept K, M and G suffixes for sizes. */
+    /* Accept K, M and G suffixes for sizes.  A product out of range is
+     * treated like a number strtoll could not hold (the default), and
+     * multiplied rather than shifted, since shifting a negative or large
+     * value is undefined. */
     switch (*end) {
-    case 'k': case 'K': v <<= 10; break;
-    case 'm': case 'M': v <<= 20; break;
-    case 'g': case 'G': v <<= 30; break;
+    case 'k': case 'K': scale = 1ll << 10; break;
+    case 'm': case 'M': scale = 1ll << 20; break;
+    case 'g': case 'G': scale = 1ll << 30; break;
     default: break;
     }
+    if (__builtin_mul_overflow(v, scale, &v))
+        return strtoll(e->def, NULL, 0);
     return v;
 }
 

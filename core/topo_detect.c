@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <hwloc.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,12 +178,12 @@ static tacl_status_t parse_link_override(const char *spec, const char *var,
 
         if (strncmp(tok, "bw=", 3) == 0) {
             v = strtod(tok + 3, &end);
-            if (end == tok + 3 || v <= 0)
+            if (end == tok + 3 || *end != '\0' || !isfinite(v) || v <= 0)
                 goto err_bad;
             link->bw = v;
         } else if (strncmp(tok, "lat=", 4) == 0) {
             v = strtod(tok + 4, &end);
-            if (end == tok + 4 || v < 0)
+            if (end == tok + 4 || *end != '\0' || !isfinite(v) || v < 0)
                 goto err_bad;
             link->lat = v;
         } else {

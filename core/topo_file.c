@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,9 +82,11 @@ static tacl_status_t parse_double(const where_t *w, const char *key,
 
     errno = 0;
     v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || v < 0)
-        return PARSE_ERROR(w, "%s=\"%s\" is not a non-negative number", key,
-                           s);
+    /* isfinite: strtod reads "nan" and "inf", which would poison every
+     * cost the tuner computes from this link. */
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0)
+        return PARSE_ERROR(w, "%s=\"%s\" is not a finite non-negative "
+                           "number", key, s);
     *v_p = v;
     return TACL_OK;
 }
@@ -100,6 +103,19 @@ static tacl_status_t parse_int(const where_t *w, const char *key,
         return PARSE_ERROR(w, "%s=\"%s\" is not a count", key, s);
     *v_p = (int)v;
     return TACL_OK;
+}
+
+/*
+ * Names are stored in TACL__TOPO_NAME_LEN bytes.  A longer one is refused
+ * rather than cut: two long names sharing a prefix would become one node,
+ * and the dumped file would no longer load.
+ */
+static tacl_status_t name_too_long(const where_t *w, const char *what,
+                                   const char *name)
+{
+    return PARSE_ERROR(w, "%s name \"%.16s...\" has %zu characters; at "
+                       "most %d are allowed", what, name, strlen(name),
+                       TACL__TOPO_NAME_LEN - 1);
 }
 
 /* Split "key=value"; the value points into tok. */
@@ -136,6 +152,7 @@ static tacl_status_t parse_link(const where_t *w, char **save,
             return st;
         if (strcmp(tok, "bw") == 0)
             st = parse_double(w, tok, value, &topo->link[c].bw);
+        /* A latency may be 0 (an ideal link); a bandwidth must not. */
         else if (strcmp(tok, "lat") == 0)
             st = parse_double(w, tok, value, &topo->link[c].lat);
         else
@@ -156,6 +173,8 @@ static tacl_status_t parse_node(const where_t *w, char **save,
 
     if (name == NULL)
         return PARSE_ERROR(w, "node needs a name");
+    if (strlen(name) >= TACL__TOPO_NAME_LEN)
+        return name_too_long(w, "node", name);
     for (int n = 0; n < topo->n_nodes; n++)
         if (strcmp(topo->nodes[n].name, name) == 0)
             return PARSE_ERROR(w, "node \"%s\" is described twice", name);
@@ -267,6 +286,8 @@ static tacl_status_t parse_line(const where_t *w, char *line,
         char *name = strtok_r(NULL, " \t\r", &save);
         if (name == NULL)
             return PARSE_ERROR(w, "machine needs a name");
+        if (strlen(name) >= TACL__TOPO_NAME_LEN)
+            return name_too_long(w, "machine", name);
         snprintf(topo->machine, sizeof(topo->machine), "%s", name);
         return TACL_OK;
     }
@@ -353,9 +374,12 @@ tacl_status_t tacl__topo_write(const tacl__topo_t *topo, FILE *f)
     if (topo->machine[0] != '\0')
         fprintf(f, "machine %s\n", topo->machine);
     fprintf(f, "# bandwidth in GB/s, latency in microseconds\n");
+    /* A class with no bandwidth is unset (the defaults will fill it), and
+     * the parser refuses bw=0: leave it out so the file loads again. */
     for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++)
-        fprintf(f, "link %s bw=%g lat=%g\n", link_names[c], topo->link[c].bw,
-                topo->link[c].lat);
+        if (topo->link[c].bw > 0)
+            fprintf(f, "link %s bw=%.15g lat=%.15g\n", link_names[c],
+                    topo->link[c].bw, topo->link[c].lat);
     for (int n = 0; n < topo->n_nodes; n++) {
         const tacl__node_desc_t *d = &topo->nodes[n];
         fprintf(f, "node %s packages=%d numa=%d cores=%d threads=%d gpus=%d "

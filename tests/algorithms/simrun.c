@@ -848,7 +848,7 @@ int simrun_run(simrun_t *sr, unsigned seed, char *err, size_t errlen)
     uint64_t done = 0, total = simrun_steps(sr);
     char line[256];
     int r, rc = 0;
-    uint32_t j;
+    uint32_t j = 0; /* gcc -fsanitize=address cannot prove it set */
 
     sr->err = err;
     sr->errlen = errlen;

@@ -256,7 +256,10 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "badtopo") == 0) {
         if (argc != 4)
             usage();
-        return run_badtopo(&mn, argv[3]);
+        rc = run_badtopo(&mn, argv[3]);
+        free(mn.rpn);
+        free(mn.node_of);
+        return rc;
     }
     if (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "ring") != 0)
         usage();

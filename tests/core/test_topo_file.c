@@ -1,0 +1,145 @@
+/*
+ * Tests of the topology file parser and of the TACL_LINK_<CLASS>
+ * overrides: values that are not finite, or not positive where a
+ * bandwidth is needed, are refused; a name too long to store is refused
+ * rather than cut; and what tacl__topo_write writes loads back the same.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "topo.h"
+
+#define HEADER "tacl-topology 1\n"
+
+static tacl_status_t parse(const char *text, tacl__topo_t *topo)
+{
+    memset(topo, 0, sizeof(*topo));
+    return tacl__topo_parse(text, "test.topo", topo);
+}
+
+static void expect_refused(const char *text)
+{
+    tacl__topo_t topo;
+    tacl_status_t st = parse(text, &topo);
+
+    cr_expect_eq(st, TACL_ERR_INVALID_ARG, "accepted:\n%s(status %d)", text,
+                 st);
+    if (st == TACL_OK)
+        tacl__topo_fini(&topo);
+}
+
+Test(topo_file, refuses_non_finite_link_values)
+{
+    expect_refused(HEADER "link host bw=nan lat=1\n");
+    expect_refused(HEADER "link host bw=inf lat=1\n");
+    expect_refused(HEADER "link host bw=-inf lat=1\n");
+    expect_refused(HEADER "link host bw=10 lat=nan\n");
+    expect_refused(HEADER "link host bw=10 lat=inf\n");
+    expect_refused(HEADER "link net bw=1e999 lat=1\n");
+    expect_refused(HEADER "node a nic_gbps=nan\n");
+    expect_refused(HEADER "node a nic_gbps=infinity\n");
+}
+
+Test(topo_file, refuses_non_positive_bandwidth)
+{
+    expect_refused(HEADER "link host bw=0 lat=1\n");
+    expect_refused(HEADER "link host bw=-1 lat=1\n");
+    expect_refused(HEADER "link host lat=1\n");
+    expect_refused(HEADER "link host bw=10 lat=-1\n");
+}
+
+Test(topo_file, accepts_zero_latency)
+{
+    tacl__topo_t topo;
+
+    cr_assert_eq(parse(HEADER "link host bw=10 lat=0\n", &topo), TACL_OK);
+    cr_expect_eq(topo.link[TACL_LINK_HOST].bw, 10.0);
+    cr_expect_eq(topo.link[TACL_LINK_HOST].lat, 0.0);
+    tacl__topo_fini(&topo);
+}
+
+/* A name of n characters, 'x' then digits of tag. */
+static void make_name(char *buf, size_t n, char tag)
+{
+    memset(buf, 'x', n);
+    buf[n - 1] = tag;
+    buf[n] = '\0';
+}
+
+Test(topo_file, refuses_names_too_long_to_store)
+{
+    char name[TACL__TOPO_NAME_LEN + 8], text[512];
+
+    make_name(name, TACL__TOPO_NAME_LEN, 'a');
+    snprintf(text, sizeof(text), HEADER "node %s\n", name);
+    expect_refused(text);
+    snprintf(text, sizeof(text), HEADER "machine %s\n", name);
+    expect_refused(text);
+}
+
+Test(topo_file, longest_names_round_trip)
+{
+    char a[TACL__TOPO_NAME_LEN], b[TACL__TOPO_NAME_LEN], text[512];
+    tacl__topo_t topo, again;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    make_name(a, TACL__TOPO_NAME_LEN - 1, 'a');
+    make_name(b, TACL__TOPO_NAME_LEN - 1, 'b');
+    snprintf(text, sizeof(text), HEADER "machine %s\nlink host bw=12.5 "
+             "lat=0.5\nnode %s cores=4\nnode %s cores=8\nranks %s 0-1\n"
+             "ranks %s 2\n", a, a, b, a, b);
+    cr_assert_eq(parse(text, &topo), TACL_OK);
+    cr_assert_eq(topo.n_nodes, 2);
+
+    f = open_memstream(&out, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(tacl__topo_write(&topo, f), TACL_OK);
+    fclose(f);
+    cr_assert_eq(parse(out, &again), TACL_OK, "the dump did not load:\n%s",
+                 out);
+    cr_expect_str_eq(again.machine, a);
+    cr_expect_eq(again.n_nodes, 2);
+    cr_expect_str_eq(again.nodes[0].name, a);
+    cr_expect_str_eq(again.nodes[1].name, b);
+    cr_expect_eq(again.nodes[1].cores, 8);
+    cr_expect_eq(again.nranks, 3);
+    cr_expect_eq(again.node_of[2], 1);
+    cr_expect_eq(again.link[TACL_LINK_HOST].bw, 12.5);
+    free(out);
+    tacl__topo_fini(&topo);
+    tacl__topo_fini(&again);
+}
+
+/* Set TACL_LINK_HOST, then fill a topology's links from it. */
+static tacl_status_t override_host(const char *value)
+{
+    tacl__topo_t topo;
+    tacl_status_t st;
+
+    memset(&topo, 0, sizeof(topo));
+    setenv("TACL_LINK_HOST", value, 1);
+    tacl__config_reload();
+    st = tacl__topo_set_links(&topo);
+    unsetenv("TACL_LINK_HOST");
+    tacl__config_reload();
+    return st;
+}
+
+Test(topo_file, link_override_refuses_bad_values)
+{
+    static const char *const bad[] = {
+        "bw=nan", "bw=inf", "bw=0", "bw=-2", "lat=nan", "lat=inf",
+        "lat=-1", "bw=10x", "bw=", "speed=3",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect_eq(override_host(bad[i]), TACL_ERR_INVALID_ARG,
+                     "TACL_LINK_HOST=%s was accepted", bad[i]);
+    cr_expect_eq(override_host("bw=5,lat=0"), TACL_OK);
+}
