@@ -23,10 +23,13 @@
       "log to this file instead of stderr; %h is the host, %p the pid")      \
     X(ROOT_ADDR, "",                                                         \
       "host:port of rank 0's bootstrap listener, for tacl_comm_init_env "    \
-      "(default: MASTER_ADDR:MASTER_PORT)")                                  \
-    X(RANK, "", "this process's rank, for tacl_comm_init_env (default: RANK)")\
+      "(default: MASTER_ADDR:MASTER_PORT, + 1 under torchrun; the first "   \
+      "node of a Slurm step; loopback when an MPI job has one node)")      \
+    X(RANK, "", "this process's rank, for tacl_comm_init_env (default: "    \
+      "the launcher's: RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)") \
     X(NRANKS, "",                                                            \
-      "number of ranks, for tacl_comm_init_env (default: WORLD_SIZE)")       \
+      "number of ranks, for tacl_comm_init_env (default: the launcher's: "  \
+      "WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)")           \
     X(LOCAL_RANK, "", "rank on this node as the launcher numbered it "       \
       "(default: LOCAL_RANK); informational")                                \
     X(SOCKET_IFNAME, "",                                                     \

@@ -133,10 +133,15 @@ tacl_status_t tacl_comm_init_rank(int nranks, const tacl_unique_id_t *id,
                                   int rank, tacl_comm_t *comm_p);
 
 /**
- * Create a communicator from the environment: torchrun's MASTER_ADDR,
- * MASTER_PORT, RANK and WORLD_SIZE (and LOCAL_RANK), or TACL_ROOT_ADDR
- * ("host:port"), TACL_RANK and TACL_NRANKS, which take precedence.  Rank 0
- * listens on the given port.
+ * Create a communicator from the environment a launcher left: tacl-run's
+ * TACL_RANK, TACL_NRANKS; torchrun's RANK, WORLD_SIZE (rank 0 listens on
+ * MASTER_ADDR and MASTER_PORT + 1, since torchrun's store holds
+ * MASTER_PORT); Open MPI's OMPI_COMM_WORLD_*; Hydra's PMI_RANK and
+ * PMI_SIZE; Slurm's SLURM_PROCID and SLURM_NTASKS (rank 0 on the first
+ * node of the step).  MPI jobs on one node meet on the loopback address;
+ * across nodes they need MASTER_ADDR.  TACL_ROOT_ADDR ("host:port") takes
+ * precedence over every launcher's address.  An error names the launcher
+ * guessed and the variable that is missing or wrong.
  */
 tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p);
 

@@ -17,6 +17,7 @@
 #include "common.h"
 #include "config.h"
 #include "comm.h"
+#include "launch.h"
 #include "log.h"
 
 static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -190,73 +191,22 @@ out:
     return status;
 }
 
-static tacl_status_t env_int(tacl__cfg_t cfg, const char *fallback,
-                             int *value_p)
-{
-    const char *s = tacl__config_is_set(cfg) ? tacl__config_str(cfg)
-                                             : tacl__config_env(fallback);
-    char *end;
-    long v;
-
-    if (s == NULL || s[0] == '\0')
-        return tacl__error(TACL_ERR_INVALID_USAGE, INIT,
-                           "neither TACL_%s nor %s is set; start the ranks "
-                           "with tacl-run, torchrun or set them",
-                           cfg == TACL_CFG_RANK ? "RANK" : "NRANKS", fallback);
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0 || v > (1 << 24))
-        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                           "%s=\"%s\" is not a valid number", fallback, s);
-    *value_p = (int)v;
-    return TACL_OK;
-}
-
 TACL_EXPORT tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p)
 {
-    char host[256];
-    const char *addr, *port_s;
+    tacl__launch_t launch;
     tacl_unique_id_t id;
     tacl_status_t status;
-    int rank, nranks;
-    long port;
 
     tacl__last_error_clear();
     if (comm_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, INIT, "comm_p is NULL");
-    status = env_int(TACL_CFG_RANK, "RANK", &rank);
-    if (status == TACL_OK)
-        status = env_int(TACL_CFG_NRANKS, "WORLD_SIZE", &nranks);
+    status = tacl__launch_detect(&launch);
     if (status != TACL_OK)
         return status;
-    addr = tacl__config_str(TACL_CFG_ROOT_ADDR);
-    if (addr[0] != '\0') {
-        const char *colon = strrchr(addr, ':');
-        if (colon == NULL || colon == addr ||
-            (size_t)(colon - addr) >= sizeof(host))
-            return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                               "TACL_ROOT_ADDR=\"%s\" is not host:port",
-                               addr);
-        memcpy(host, addr, (size_t)(colon - addr));
-        host[colon - addr] = '\0';
-        port_s = colon + 1;
-    } else {
-        const char *a = tacl__config_env("MASTER_ADDR");
-        port_s = tacl__config_env("MASTER_PORT");
-        if (a == NULL || port_s == NULL)
-            return tacl__error(TACL_ERR_INVALID_USAGE, INIT,
-                               "no root address: set TACL_ROOT_ADDR=host:port "
-                               "or MASTER_ADDR and MASTER_PORT");
-        snprintf(host, sizeof(host), "%s", a);
-    }
-    port = strtol(port_s, NULL, 10);
-    if (port <= 0 || port > 65535)
-        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                           "root port \"%s\" is not a valid port", port_s);
-    status = tacl__bootstrap_id_from_addr(host, (int)port, &id);
+    status = tacl__bootstrap_id_from_addr(launch.host, launch.port, &id);
     if (status != TACL_OK)
         return status;
-    return tacl_comm_init_rank(nranks, &id, rank, comm_p);
+    return tacl_comm_init_rank(launch.nranks, &id, launch.rank, comm_p);
 }
 
 /* Small allgather over a communicator through the executor. */
