@@ -122,6 +122,12 @@ if [ "$rows" -eq 6 ]; then
 else
     fail "-N 2: $rows rows, wanted 6"
 fi
+"$PERF/all_gather_perf" -b 1K -e 1K -n 1 -w 0 -c 5 > "$TMP/out" 2>&1
+expect_rc "nccl-tests' -c 5 (a count of checks)" 0 $?
+expect_grep "-c 5 checks once, noted" "^# note: .*-c 5 \(one exact check" \
+    "$TMP/out"
+expect_grep "-c 5 still checks" "^ +1024 +256 +float +none +-1 .* 0$" \
+    "$TMP/out"
 "$PERF/all_gather_perf" -b 1K -e 1K -g 2 > "$TMP/out" 2>&1
 expect_rc "-g 2 refused" 2 $?
 expect_grep "-g 2 says why" "one rank per process" "$TMP/out"
