@@ -34,8 +34,8 @@ static int log_level = TACL_LOG_WARN;
 static unsigned log_mask = ~0u;
 static FILE *log_file;
 static char log_host[64];
-/* Whether the configuration's warnings were logged (tacl__config_report),
- * which happens on the first check of whether to log anything. */
+/* Whether the banner and the configuration's report (its warnings) were
+ * logged, which happens on the first check of whether to log anything. */
 static int config_warned;
 
 static __thread char last_error[512];
@@ -116,8 +116,10 @@ int tacl__log_enabled(tacl__log_level_t level, tacl__subsys_t subsys)
 {
     pthread_once(&log_once, log_setup);
     if (!__atomic_load_n(&config_warned, __ATOMIC_RELAXED) &&
-        !__atomic_exchange_n(&config_warned, 1, __ATOMIC_ACQ_REL))
+        !__atomic_exchange_n(&config_warned, 1, __ATOMIC_ACQ_REL)) {
+        tacl__log_banner();
         tacl__config_report();
+    }
     /* Warnings pass whatever the subsystem mask says. */
     return (int)level <= log_level &&
            (level == TACL_LOG_WARN || (log_mask & (1u << subsys)) != 0);
@@ -204,10 +206,11 @@ void tacl__log_banner(void)
 {
     static int done;
     char desc[256];
+    /* The first check runs the first-log hook, which calls this again
+     * and prints the banner before the configuration's report. */
+    int enabled = tacl__log_enabled(TACL_LOG_INFO, TACL_SUBSYS_INIT);
 
-    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
-        return;
-    if (!tacl__log_enabled(TACL_LOG_INFO, TACL_SUBSYS_INIT))
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || !enabled)
         return;
     tacl__build_describe(desc, sizeof(desc));
     tacl__log(TACL_LOG_INFO, TACL_SUBSYS_INIT, __FILE__, __LINE__, "%s",

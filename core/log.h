@@ -95,7 +95,11 @@ void tacl__log_reload(void);
  */
 void tacl__build_describe(char *buf, size_t len);
 
-/** Log the version banner at INFO (INIT), once per process. */
+/**
+ * Log the version banner at INFO (INIT), once per process: on the first
+ * check of whether to log anything, or at the first init, whichever
+ * comes first.
+ */
 void tacl__log_banner(void);
 
 #endif /* TACL_CORE_LOG_H */
