@@ -710,7 +710,8 @@ static const char *forced_name(tacl__perf_kind_t kind, const char *spec)
     const char *key = tacl__perf_algo_key(kind), *p, *found = NULL;
     size_t kl = strlen(key), n;
 
-    for (p = spec; p != NULL && *p != '\0'; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+    for (p = spec; p != NULL && *p != '\0'; p = strchr(p, ',')) {
+        p += *p == ',';
         if (strncasecmp(p, key, kl) == 0 && p[kl] == '=') {
             found = p + kl + 1;
         }

@@ -40,8 +40,8 @@ for ns in $(ip netns list 2> /dev/null | awk '{print $1}'); do
         name=${name%"${name##*[!0-9]}"}${ns##*-n}
         # shellcheck disable=SC2016
         exec ip netns exec "$ns" unshare --uts --ipc --mount \
-            --propagation private sh -c \
-            'hostname "$1" && mount -t tmpfs tmpfs /dev/shm && exec sh -c "$2"' \
+            --propagation private sh -c 'hostname "$1" &&
+                mount -t tmpfs tmpfs /dev/shm && exec sh -c "$2"' \
             netns_agent "$name" "$*"
     fi
 done

@@ -145,8 +145,8 @@ for t in int8 uint8 int32 uint32 int64 uint64 half float double bfloat16; do
         expect_grep "row $t $o" "^ +1024 +[0-9]+ +$t +$o " "$TMP/out"
     done
 done
-expect_grep "JSON rows carry their dtype" '"datatype": "bfloat16", "op": "avg"' \
-    "$TMP/all.json"
+expect_grep "JSON rows carry their dtype" \
+    '"datatype": "bfloat16", "op": "avg"' "$TMP/all.json"
 expect_grep "JSON numbers at full precision" \
     '"time_us": [0-9]+\.[0-9]{6,}' "$TMP/all.json"
 
