@@ -133,6 +133,12 @@ const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
                                       const tacl__topo_view_t *view,
                                       const char *spec);
 
+/**
+ * The names a spec may give for coll ("ring, bruck, ..."), comma
+ * separated, into buf.
+ */
+void tacl__algo_names(tacl__coll_type_t coll, char *buf, size_t len);
+
 /** Parse a TACL_ALGO spec; TACL_ERR_INVALID_ARG with a message if bad. */
 tacl_status_t tacl__algo_spec_check(const char *spec);
 

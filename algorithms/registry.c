@@ -17,6 +17,7 @@
  * choice is logged at INFO (TUNE).  Rows carry their properties as flags:
  * hierarchical, or reached only explicitly (the quantized qwZ and qgZ).
  */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -113,6 +114,18 @@ const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl__coll_type_t coll)
     return NULL;
 }
 
+void tacl__algo_names(tacl__coll_type_t coll, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (const tacl__algo_t *a = tacl__algos; a->name != NULL; a++)
+        if (a->coll == coll && !(a->flags & TACL__ALGO_FLAG_EXPLICIT) &&
+            o < len)
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "",
+                                  a->name);
+}
+
 /*
  * Spec parsing.  A spec is a comma-separated list of coll=algo pairs;
  * blanks around names are ignored, as are empty items.
@@ -200,10 +213,15 @@ tacl_status_t tacl__algo_spec_check(const char *spec)
                                "use allgather, reducescatter, allreduce, "
                                "broadcast, reduce, alltoall, send, recv or "
                                "barrier", item.coll);
-        if (tacl__algo_find((tacl__coll_type_t)coll, item.algo) == NULL)
+        if (tacl__algo_find((tacl__coll_type_t)coll, item.algo) == NULL) {
+            char names[256];
+
+            tacl__algo_names((tacl__coll_type_t)coll, names, sizeof(names));
             return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
                                "unknown algorithm '%s' for %s in algorithm "
-                               "spec", item.algo, item.coll);
+                               "spec; %s has: %s", item.algo, item.coll,
+                               item.coll, names);
+        }
     }
     return TACL_OK;
 }
@@ -280,6 +298,16 @@ static const tacl__algo_t *algo_cheapest(const tacl__coll_args_t *args,
     return best;
 }
 
+/* Whether this is the first fallback from forced in this process. */
+static int fallback_first(const tacl__algo_t *forced)
+{
+    static unsigned warned[TACL__COLL_COUNT];
+    unsigned bit = 1u << forced->id;
+
+    return !(__atomic_fetch_or(&warned[forced->coll], bit, __ATOMIC_RELAXED) &
+             bit);
+}
+
 const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
                                       const tacl__topo_view_t *view,
                                       const char *spec)
@@ -302,14 +330,16 @@ const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
         best_cost = algo_cost(best, args, view);
     else
         best = algo_cheapest(args, view, &best_cost);
-    if (forced != NULL && algo_is_hier(forced))
-        TACL_INFO(TUNE, "%s: forced algorithm %s cannot serve this layout "
+    /* A forced algorithm that gives way is worth a warning (once per
+     * collective and algorithm, not per call): the user asked for it. */
+    if (forced != NULL && algo_is_hier(forced) && fallback_first(forced))
+        TACL_WARN(TUNE, "%s: forced algorithm %s cannot serve this layout "
                   "(%d ranks on %d nodes: %s); using %s instead",
                   tacl__coll_name(args->type), forced->name, view->nranks,
                   view->n_nodes, algo_layout_why(view),
                   best != NULL ? best->name : "none");
-    else if (forced != NULL)
-        TACL_INFO(TUNE, "%s: forced algorithm %s does not support this "
+    else if (forced != NULL && fallback_first(forced))
+        TACL_WARN(TUNE, "%s: forced algorithm %s does not support this "
                   "operation; using %s instead",
                   tacl__coll_name(args->type), forced->name,
                   best != NULL ? best->name : "none");

@@ -1,30 +1,190 @@
 /*
  * Configuration table.  Each entry of TACL_CONFIG_LIST becomes one slot,
- * filled from TACL_<NAME> on first use (or on tacl__config_reload()).
+ * filled from TACL_<NAME> on first use (or on tacl__config_reload()) and
+ * validated then against the entry's type (config_types below): every
+ * reader of a typed entry sees either the environment's valid value or
+ * the default, and tacl__config_report() says which values were refused.
  * This is the only file that calls getenv().
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "common.h"
 #include "config.h"
+#include "log.h"
+
+extern char **environ;
 
 typedef struct {
     const char *name;     /* without the TACL_ prefix */
     const char *def;
     const char *doc;
     const char *value;    /* the environment's, or NULL */
+    tacl__cfg_src_t src;
 } config_entry_t;
 
 static config_entry_t config_table[TACL_CFG_COUNT] = {
-#define TACL_CONFIG_ENTRY_(name, def, doc) {#name, def, doc, NULL},
+#define TACL_CONFIG_ENTRY_(name, def, doc) {#name, def, doc, NULL, 0},
     TACL_CONFIG_LIST(TACL_CONFIG_ENTRY_)
 #undef TACL_CONFIG_ENTRY_
 };
 
+/*
+ * Types.  An entry not listed here is a string its reader interprets
+ * (addresses, file names, link overrides, the algorithm spec) and reports
+ * itself.  words: '|'-separated; for CFG_WORD the only values allowed,
+ * for CFG_SIZE words allowed besides a size, for CFG_LIST the items of a
+ * comma list (each may start with ^).
+ */
+typedef enum {
+    CFG_STR = 0,
+    CFG_INT,
+    CFG_DOUBLE,
+    CFG_SIZE,
+    CFG_BOOL,
+    CFG_WORD,
+    CFG_LIST
+} cfg_kind_t;
+
+typedef struct {
+    cfg_kind_t kind;
+    double min;           /* lowest number allowed (INT, DOUBLE, SIZE) */
+    const char *words;
+} cfg_type_t;
+
+#define SUBSYS_WORD_(name) #name "|"
+static const cfg_type_t config_types[TACL_CFG_COUNT] = {
+    [TACL_CFG_TIMEOUT] = {CFG_DOUBLE, 1e-3, NULL},
+    [TACL_CFG_DEBUG] = {CFG_WORD, 0, "NONE|WARN|INFO|TRACE"},
+    [TACL_CFG_DEBUG_SUBSYS] = {CFG_LIST, 0,
+                               "ALL|" TACL_SUBSYS_LIST(SUBSYS_WORD_)},
+    [TACL_CFG_NET] = {CFG_WORD, 0, "ucx|none"},
+    [TACL_CFG_SHM_MODE] = {CFG_WORD, 0, "auto|cma|copy"},
+    [TACL_CFG_SHM_MAP] = {CFG_BOOL, 0, NULL},
+    [TACL_CFG_SHM_EAGER_LIMIT] = {CFG_SIZE, 0, NULL},
+    [TACL_CFG_SHM_SPIN] = {CFG_INT, 0, NULL},
+    [TACL_CFG_CHUNK_SIZE] = {CFG_SIZE, 1, NULL},
+    [TACL_CFG_STREAM_MIN] = {CFG_SIZE, 0, "auto|never"},
+    [TACL_CFG_CHECK] = {CFG_BOOL, 0, NULL},
+    [TACL_CFG_FLIGHT_RECORDS] = {CFG_INT, 0, NULL},
+};
+#undef SUBSYS_WORD_
+
+/* Names of the environment's TACL_ variables that are no entry. */
+#define CONFIG_MAX_UNKNOWN 16
+static char config_unknown[CONFIG_MAX_UNKNOWN][64];
+static int config_n_unknown;
+
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tacl__config_parse_int(const char *s, long long *v_p)
+{
+    char *end;
+    long long v, scale = 1;
+
+    errno = 0;
+    v = strtoll(s, &end, 0);
+    if (errno != 0 || end == s)
+        return -1;
+    /* Multiplied rather than shifted: shifting a negative or large value
+     * is undefined; a product out of range is no number. */
+    switch (*end) {
+    case 'k': case 'K': scale = 1ll << 10; end++; break;
+    case 'm': case 'M': scale = 1ll << 20; end++; break;
+    case 'g': case 'G': scale = 1ll << 30; end++; break;
+    default: break;
+    }
+    if (scale > 1 && (*end == 'i' || *end == 'I'))
+        end++;
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end != '\0' || __builtin_mul_overflow(v, scale, &v))
+        return -1;
+    *v_p = v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *v_p)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
+        return -1;
+    *v_p = v;
+    return 0;
+}
+
+/* Index of word (length len) in a '|' list, case ignored; -1 if none. */
+static int word_index(const char *words, const char *word, size_t len)
+{
+    int i = 0;
+
+    for (const char *w = words; w != NULL && *w != '\0'; i++) {
+        const char *bar = strchr(w, '|');
+        size_t wl = bar != NULL ? (size_t)(bar - w) : strlen(w);
+
+        if (wl == len && strncasecmp(w, word, len) == 0)
+            return i;
+        w = bar != NULL ? bar + 1 : NULL;
+    }
+    return -1;
+}
+
+static const char *const bool_words = "0|1|false|true|no|yes|off|on";
+
+/* Whether s is a valid value of an entry of type t. */
+static int value_valid(const cfg_type_t *t, const char *s)
+{
+    long long ll;
+    double d;
+
+    switch (t->kind) {
+    case CFG_INT:
+    case CFG_SIZE:
+        if (t->words != NULL && word_index(t->words, s, strlen(s)) >= 0)
+            return 1;
+        return tacl__config_parse_int(s, &ll) == 0 && (double)ll >= t->min;
+    case CFG_DOUBLE:
+        return parse_double(s, &d) == 0 && d >= t->min;
+    case CFG_BOOL:
+        return word_index(bool_words, s, strlen(s)) >= 0;
+    case CFG_WORD:
+        return word_index(t->words, s, strlen(s)) >= 0;
+    case CFG_LIST:
+        for (const char *p = s; *p != '\0';) {
+            size_t len = strcspn(p, ",");
+            const char *item = p[0] == '^' ? p + 1 : p;
+            size_t il = p[0] == '^' ? len - 1 : len;
+
+            if (il == 0 || word_index(t->words, item, il) < 0)
+                return 0;
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+        return s[0] != '\0';
+    case CFG_STR:
+    default:
+        return 1;
+    }
+}
+
+static int entry_index(const char *name, size_t len)
+{
+    for (int i = 0; i < TACL_CFG_COUNT; i++)
+        if (strlen(config_table[i].name) == len &&
+            strncmp(config_table[i].name, name, len) == 0)
+            return i;
+    return -1;
+}
 
 static void config_read(void)
 {
@@ -32,8 +192,29 @@ static void config_read(void)
 
     pthread_mutex_lock(&config_lock);
     for (int i = 0; i < TACL_CFG_COUNT; i++) {
-        snprintf(var, sizeof(var), "TACL_%s", config_table[i].name);
-        config_table[i].value = getenv(var);
+        config_entry_t *e = &config_table[i];
+
+        snprintf(var, sizeof(var), "TACL_%s", e->name);
+        e->value = getenv(var);
+        /* An empty value of a typed entry means unset, as in a shell. */
+        e->src = e->value == NULL || (e->value[0] == '\0' &&
+                                      config_types[i].kind != CFG_STR)
+                 ? TACL_CFG_SRC_DEFAULT
+                 : value_valid(&config_types[i], e->value)
+                     ? TACL_CFG_SRC_ENV
+                     : TACL_CFG_SRC_INVALID;
+    }
+    config_n_unknown = 0;
+    for (char **env = environ; env != NULL && *env != NULL; env++) {
+        const char *eq = strchr(*env, '=');
+        size_t len = eq != NULL ? (size_t)(eq - *env) : strlen(*env);
+
+        if (len <= 5 || strncmp(*env, "TACL_", 5) != 0 ||
+            entry_index(*env + 5, len - 5) >= 0 ||
+            config_n_unknown == CONFIG_MAX_UNKNOWN)
+            continue;
+        snprintf(config_unknown[config_n_unknown++], sizeof(config_unknown[0]),
+                 "%.*s", (int)len, *env);
     }
     pthread_mutex_unlock(&config_lock);
 }
@@ -44,10 +225,15 @@ static const config_entry_t *config_get(tacl__cfg_t id)
     return &config_table[id];
 }
 
+/* The value readers use: the environment's if valid, else the default. */
+static const char *entry_value(const config_entry_t *e)
+{
+    return e->src == TACL_CFG_SRC_ENV ? e->value : e->def;
+}
+
 const char *tacl__config_str(tacl__cfg_t id)
 {
-    const config_entry_t *e = config_get(id);
-    return e->value != NULL ? e->value : e->def;
+    return entry_value(config_get(id));
 }
 
 int tacl__config_is_set(tacl__cfg_t id)
@@ -57,42 +243,76 @@ int tacl__config_is_set(tacl__cfg_t id)
 
 long long tacl__config_int(tacl__cfg_t id)
 {
-    const config_entry_t *e = config_get(id);
-    const char *s = e->value != NULL ? e->value : e->def;
-    char *end;
-    long long v, scale = 1;
+    long long v = 0;
 
-    errno = 0;
-    v = strtoll(s, &end, 0);
-    if (errno != 0 || end == s)
-        return strtoll(e->def, NULL, 0);
-    /* Accept K, M and G suffixes for sizes.  A product out of range is
-     * treated like a number strtoll could not hold (the default), and
-     * multiplied rather than shifted, since shifting a negative or large
-     * value is undefined. */
-    switch (*end) {
-    case 'k': case 'K': scale = 1ll << 10; break;
-    case 'm': case 'M': scale = 1ll << 20; break;
-    case 'g': case 'G': scale = 1ll << 30; break;
-    default: break;
-    }
-    if (__builtin_mul_overflow(v, scale, &v))
-        return strtoll(e->def, NULL, 0);
+    if (tacl__config_parse_int(tacl__config_str(id), &v) != 0)
+        (void)tacl__config_parse_int(config_get(id)->def, &v);
     return v;
+}
+
+unsigned long long tacl__config_size(tacl__cfg_t id)
+{
+    long long v = tacl__config_int(id);
+
+    return v > 0 ? (unsigned long long)v : 0;
 }
 
 double tacl__config_double(tacl__cfg_t id)
 {
-    const config_entry_t *e = config_get(id);
-    const char *s = e->value != NULL ? e->value : e->def;
-    char *end;
-    double v;
+    double v = 0;
 
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s)
-        return strtod(e->def, NULL);
+    if (parse_double(tacl__config_str(id), &v) != 0)
+        (void)parse_double(config_get(id)->def, &v);
     return v;
+}
+
+int tacl__config_bool(tacl__cfg_t id)
+{
+    const char *s = tacl__config_str(id);
+    int i = word_index(bool_words, s, strlen(s));
+
+    return i >= 0 ? i % 2 : tacl__config_int(id) != 0;
+}
+
+int tacl__config_word(tacl__cfg_t id)
+{
+    const char *s = tacl__config_str(id);
+
+    if (config_types[id].words == NULL)
+        return -1;
+    return word_index(config_types[id].words, s, strlen(s));
+}
+
+tacl__cfg_src_t tacl__config_source(tacl__cfg_t id)
+{
+    return config_get(id)->src;
+}
+
+const char *tacl__config_source_name(tacl__cfg_src_t src)
+{
+    static const char *const names[] = {"default", "environment", "invalid"};
+
+    return (unsigned)src < 3 ? names[src] : "?";
+}
+
+const char *tacl__config_name(tacl__cfg_t id)
+{
+    return (unsigned)id < TACL_CFG_COUNT ? config_get(id)->name : NULL;
+}
+
+const char *tacl__config_default(tacl__cfg_t id)
+{
+    return (unsigned)id < TACL_CFG_COUNT ? config_get(id)->def : NULL;
+}
+
+const char *tacl__config_doc(tacl__cfg_t id)
+{
+    return (unsigned)id < TACL_CFG_COUNT ? config_get(id)->doc : NULL;
+}
+
+const char *tacl__config_raw(tacl__cfg_t id)
+{
+    return (unsigned)id < TACL_CFG_COUNT ? config_get(id)->value : NULL;
 }
 
 const char *tacl__config_env(const char *name)
@@ -106,12 +326,115 @@ void tacl__config_reload(void)
     config_read();
 }
 
+/* What an entry of type t takes, for a warning. */
+static void describe_type(const cfg_type_t *t, char *buf, size_t len)
+{
+    switch (t->kind) {
+    case CFG_INT:
+        snprintf(buf, len, "an integer >= %.0f", t->min);
+        break;
+    case CFG_DOUBLE:
+        snprintf(buf, len, "a number >= %g", t->min);
+        break;
+    case CFG_SIZE:
+        snprintf(buf, len, "a size >= %.0f (K, M, G suffixes)%s%s", t->min,
+                 t->words != NULL ? " or one of " : "",
+                 t->words != NULL ? t->words : "");
+        break;
+    case CFG_BOOL:
+        snprintf(buf, len, "a boolean (%s)", bool_words);
+        break;
+    case CFG_WORD:
+        snprintf(buf, len, "one of %s", t->words);
+        break;
+    case CFG_LIST:
+        snprintf(buf, len, "a comma list of %s", t->words);
+        break;
+    default:
+        snprintf(buf, len, "a string");
+        break;
+    }
+}
+
+/* Edit distance of a and b (up to 63 characters each). */
+static int edit_distance(const char *a, const char *b)
+{
+    int prev[64], cur[64];
+    size_t la = strlen(a), lb = strlen(b);
+
+    if (la > 63 || lb > 63)
+        return 64;
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del
+                                                                      : ins);
+        }
+        memcpy(prev, cur, sizeof(prev));
+    }
+    return prev[lb];
+}
+
+int tacl__config_report(void)
+{
+    char what[256];
+    int n = 0;
+
+    pthread_once(&config_once, config_read);
+    for (int i = 0; i < TACL_CFG_COUNT; i++) {
+        const config_entry_t *e = &config_table[i];
+
+        if (e->src == TACL_CFG_SRC_ENV)
+            TACL_INFO(ENV, "TACL_%s set by environment to %s", e->name,
+                      e->value);
+        if (e->src != TACL_CFG_SRC_INVALID)
+            continue;
+        describe_type(&config_types[i], what, sizeof(what));
+        TACL_WARN(ENV, "TACL_%s=\"%s\" is invalid (expected %s); using the "
+                  "default \"%s\"", e->name, e->value, what, e->def);
+        n++;
+    }
+    for (int u = 0; u < config_n_unknown; u++) {
+        const char *name = config_unknown[u] + 5;
+        /* A suggestion only for a near miss: at most two edits, and
+         * fewer than half the name's letters. */
+        int best = -1, best_d = TACL_MIN(3, (int)(strlen(name) + 1) / 2);
+
+        for (int i = 0; i < TACL_CFG_COUNT; i++) {
+            int d = edit_distance(name, config_table[i].name);
+
+            if (d < best_d) {
+                best_d = d;
+                best = i;
+            }
+        }
+        if (best >= 0)
+            TACL_WARN(ENV, "unknown variable %s is ignored; did you mean "
+                      "TACL_%s?", config_unknown[u], config_table[best].name);
+        else
+            TACL_WARN(ENV, "unknown variable %s is ignored (tacl-info lists "
+                      "the known ones)", config_unknown[u]);
+        n++;
+    }
+    return n;
+}
+
 void tacl__config_print(FILE *file)
 {
     for (int i = 0; i < TACL_CFG_COUNT; i++) {
         const config_entry_t *e = config_get((tacl__cfg_t)i);
-        fprintf(file, "TACL_%s\n    default: \"%s\"%s%s%s\n    %s\n", e->name,
-                e->def, e->value ? "  value: \"" : "",
-                e->value ? e->value : "", e->value ? "\"" : "", e->doc);
+
+        fprintf(file, "TACL_%s = \"%s\" (%s", e->name, entry_value(e),
+                tacl__config_source_name(e->src));
+        if (e->src == TACL_CFG_SRC_INVALID)
+            fprintf(file, ": \"%s\" refused, default used", e->value);
+        else if (e->src == TACL_CFG_SRC_ENV)
+            fprintf(file, "; default \"%s\"", e->def);
+        fprintf(file, ")\n    %s\n", e->doc);
     }
 }

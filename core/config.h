@@ -3,6 +3,12 @@
  * a default and a line of documentation.  Values come from the environment
  * variable TACL_<NAME>, read once on first use; this module is the only
  * place that calls getenv().
+ *
+ * Entries with a type (config.c's type table: integer, number, size,
+ * boolean, one of a list of words) are validated once, when read: a value
+ * that does not parse counts as unset, and tacl__config_report() reports it
+ * (naming the variable, the value and the default used instead), like a
+ * TACL_ variable of the environment that is no entry of the table.
  */
 #ifndef TACL_CORE_CONFIG_H
 #define TACL_CORE_CONFIG_H
@@ -16,9 +22,10 @@
       "seconds any wait (bootstrap, collective, request) may last before "   \
       "it fails with a timeout")                                             \
     X(DEBUG, "WARN", "log level: NONE, WARN, INFO or TRACE")                 \
-    X(DEBUG_SUBSYS, "ALL",                                                   \
-      "subsystems to log: ALL or a comma list of INIT,BOOT,TOPO,SHM,NET,"    \
-      "COLL,SCHED,TUNE,ALLOC; ^NAME excludes one")                           \
+    X(DEBUG_SUBSYS, "INIT,ENV",                                              \
+      "subsystems logged at INFO and TRACE (warnings always are): ALL or a " \
+      "comma list of INIT,ENV,BOOT,TOPO,SHM,NET,COLL,SCHED,TUNE,ALLOC; "     \
+      "^NAME excludes one")                                                  \
     X(DEBUG_FILE, "",                                                        \
       "log to this file instead of stderr; %h is the host, %p the pid")      \
     X(ROOT_ADDR, "",                                                         \
@@ -32,6 +39,10 @@
       "WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)")           \
     X(LOCAL_RANK, "", "rank on this node as the launcher numbered it "       \
       "(default: LOCAL_RANK); informational")                                \
+    X(LOCAL_SIZE, "", "ranks on this node as the launcher counted them; "    \
+      "informational")                                                       \
+    X(CLUSTER_NNODES, "", "nodes of the cluster tacl-cluster emulates, "     \
+      "which it sets for its ranks; informational")                          \
     X(SOCKET_IFNAME, "",                                                     \
       "network interface the bootstrap listens on (default: the first up "   \
       "non-loopback interface, else loopback)")                              \
@@ -95,14 +106,59 @@ typedef enum {
     TACL_CFG_COUNT
 } tacl__cfg_t;
 
-/** The value of TACL_<NAME>, or its default; never NULL. */
+/** The value of TACL_<NAME> if valid, else its default; never NULL. */
 const char *tacl__config_str(tacl__cfg_t id);
-/** The value as an integer; the default if the variable does not parse. */
+/**
+ * The value as an integer (K, M and G suffixes allowed, powers of 1024);
+ * the default if the variable is invalid.
+ */
 long long tacl__config_int(tacl__cfg_t id);
 /** The value as a floating-point number, likewise. */
 double tacl__config_double(tacl__cfg_t id);
+/** A size in bytes (K, M, G suffixes), likewise. */
+unsigned long long tacl__config_size(tacl__cfg_t id);
+/** A boolean (1/0, true/false, yes/no, on/off), likewise. */
+int tacl__config_bool(tacl__cfg_t id);
+/**
+ * For an entry typed with a list of words: the index in that list of the
+ * value (case ignored), or -1 when it is none of them (a size, say, for
+ * an entry that takes a size or a word).
+ */
+int tacl__config_word(tacl__cfg_t id);
+/**
+ * Parse a whole string as an integer with an optional K, M or G suffix
+ * (powers of 1024, then an optional B), as typed entries are: 0, or -1
+ * when it is no such number or overflows.
+ */
+int tacl__config_parse_int(const char *s, long long *v_p);
+
 /** Whether the user set TACL_<NAME> (as opposed to the default). */
 int tacl__config_is_set(tacl__cfg_t id);
+
+/** Where an entry's value comes from. */
+typedef enum {
+    TACL_CFG_SRC_DEFAULT = 0, /* unset: the default */
+    TACL_CFG_SRC_ENV,         /* the environment's value */
+    TACL_CFG_SRC_INVALID      /* set but invalid: the default is used */
+} tacl__cfg_src_t;
+
+tacl__cfg_src_t tacl__config_source(tacl__cfg_t id);
+/** "default", "environment" or "invalid". */
+const char *tacl__config_source_name(tacl__cfg_src_t src);
+/** Name without the TACL_ prefix, default, documentation; NULL if bad id. */
+const char *tacl__config_name(tacl__cfg_t id);
+const char *tacl__config_default(tacl__cfg_t id);
+const char *tacl__config_doc(tacl__cfg_t id);
+/** The environment's raw value of TACL_<NAME> (even invalid), or NULL. */
+const char *tacl__config_raw(tacl__cfg_t id);
+
+/**
+ * Log, subsystem ENV, each value set by the environment (INFO), each
+ * invalid value and each TACL_ variable of the environment that is no
+ * configuration entry, suggesting the closest entry's name (WARN).
+ * Returns the number of warnings.
+ */
+int tacl__config_report(void);
 
 /**
  * An environment variable outside tacl's namespace (MASTER_ADDR, RANK, ...,
@@ -113,7 +169,10 @@ const char *tacl__config_env(const char *name);
 /** Re-read every variable from the environment (for tests). */
 void tacl__config_reload(void);
 
-/** Print every variable with its default, value and documentation. */
+/**
+ * Print every variable with its value, where it came from (default,
+ * environment or invalid), its default and documentation.
+ */
 void tacl__config_print(FILE *file);
 
 #endif /* TACL_CORE_CONFIG_H */

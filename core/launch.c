@@ -39,7 +39,7 @@ typedef struct {
 } launcher_t;
 
 static const launcher_t launchers[] = {
-    {"tacl", "TACL_RANK", "TACL_NRANKS", "TACL_LOCAL_RANK", NULL,
+    {"tacl", "TACL_RANK", "TACL_NRANKS", "TACL_LOCAL_RANK", "TACL_LOCAL_SIZE",
      {NULL}, {NULL}},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
      {NULL}, {NULL}},
@@ -66,6 +66,7 @@ static const char *launch_env(const char *name)
         {"TACL_RANK", TACL_CFG_RANK},
         {"TACL_NRANKS", TACL_CFG_NRANKS},
         {"TACL_LOCAL_RANK", TACL_CFG_LOCAL_RANK},
+        {"TACL_LOCAL_SIZE", TACL_CFG_LOCAL_SIZE},
         {"TACL_ROOT_ADDR", TACL_CFG_ROOT_ADDR},
     };
     const char *v;

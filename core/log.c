@@ -18,6 +18,7 @@
 #include "common.h"
 #include "config.h"
 #include "log.h"
+#include "tacl_build_config.h"
 
 static const char *const subsys_names[TACL_SUBSYS_COUNT] = {
 #define TACL_SUBSYS_NAME_(name) #name,
@@ -33,6 +34,9 @@ static int log_level = TACL_LOG_WARN;
 static unsigned log_mask = ~0u;
 static FILE *log_file;
 static char log_host[64];
+/* Whether the banner and the configuration's report (its warnings) were
+ * logged, which happens on the first check of whether to log anything. */
+static int config_warned;
 
 static __thread char last_error[512];
 
@@ -88,14 +92,10 @@ static FILE *open_log_file(const char *pattern)
 
 static void log_setup(void)
 {
-    const char *level = tacl__config_str(TACL_CFG_DEBUG);
     const char *file = tacl__config_str(TACL_CFG_DEBUG_FILE);
 
     gethostname(log_host, sizeof(log_host) - 1);
-    log_level = TACL_LOG_WARN;
-    for (int i = 0; i < (int)TACL_ARRAY_SIZE(level_names); i++)
-        if (strcasecmp(level, level_names[i]) == 0)
-            log_level = i;
+    log_level = TACL_MAX(tacl__config_word(TACL_CFG_DEBUG), 0);
     log_mask = parse_subsys(tacl__config_str(TACL_CFG_DEBUG_SUBSYS));
     if (log_file != NULL && log_file != stderr)
         fclose(log_file);
@@ -115,7 +115,14 @@ static void log_setup(void)
 int tacl__log_enabled(tacl__log_level_t level, tacl__subsys_t subsys)
 {
     pthread_once(&log_once, log_setup);
-    return (int)level <= log_level && (log_mask & (1u << subsys)) != 0;
+    if (!__atomic_load_n(&config_warned, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&config_warned, 1, __ATOMIC_ACQ_REL)) {
+        tacl__log_banner();
+        tacl__config_report();
+    }
+    /* Warnings pass whatever the subsystem mask says. */
+    return (int)level <= log_level &&
+           (level == TACL_LOG_WARN || (log_mask & (1u << subsys)) != 0);
 }
 
 static void log_vprint(tacl__log_level_t level, tacl__subsys_t subsys,
@@ -183,4 +190,29 @@ void tacl__log_reload(void)
     pthread_mutex_lock(&log_lock);
     log_setup();
     pthread_mutex_unlock(&log_lock);
+    __atomic_store_n(&config_warned, 0, __ATOMIC_RELEASE);
+}
+
+void tacl__build_describe(char *buf, size_t len)
+{
+    snprintf(buf, len, "tacl %s (CUDA %s, UCX %s%s, hwloc %s, fuzz "
+             "harnesses %s, %s build, %s)", TACL_VERSION_STRING,
+             TACL_HAVE_CUDA ? "yes" : "no", TACL_BUILD_UCX ? "yes " : "no",
+             TACL_BUILD_UCX_VERSION, TACL_BUILD_HWLOC_VERSION,
+             TACL_BUILD_FUZZ ? "yes" : "no", TACL_BUILD_TYPE, TACL_BUILD_CC);
+}
+
+void tacl__log_banner(void)
+{
+    static int done;
+    char desc[256];
+    /* The first check runs the first-log hook, which calls this again
+     * and prints the banner before the configuration's report. */
+    int enabled = tacl__log_enabled(TACL_LOG_INFO, TACL_SUBSYS_INIT);
+
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || !enabled)
+        return;
+    tacl__build_describe(desc, sizeof(desc));
+    tacl__log(TACL_LOG_INFO, TACL_SUBSYS_INIT, __FILE__, __LINE__, "%s",
+              desc);
 }

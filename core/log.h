@@ -2,7 +2,9 @@
  * Logging and error recording.
  *
  * TACL_DEBUG selects the level (NONE, WARN, INFO, TRACE), TACL_DEBUG_SUBSYS
- * a comma-separated list of subsystems (or ALL, or ^NAME to exclude one),
+ * a comma-separated list of subsystems whose INFO and TRACE lines are
+ * printed (or ALL, or ^NAME to exclude one; INIT and ENV by default, as
+ * NCCL does; warnings are printed whatever the list),
  * TACL_DEBUG_FILE a file name in which %h expands to the host name and %p
  * to the process id.  Messages are lowercase and say what happened and
  * what to do.
@@ -21,6 +23,7 @@
 
 #define TACL_SUBSYS_LIST(X)                                                  \
     X(INIT)                                                                  \
+    X(ENV)                                                                   \
     X(BOOT)                                                                  \
     X(TOPO)                                                                  \
     X(SHM)                                                                   \
@@ -85,5 +88,18 @@ void tacl__last_error_clear(void);
 
 /** Re-read the logging configuration (tests change it between cases). */
 void tacl__log_reload(void);
+
+/**
+ * The build in one line: version and options (CUDA, UCX, hwloc, fuzz
+ * harnesses, build type, compiler), from tacl_build_config.h.
+ */
+void tacl__build_describe(char *buf, size_t len);
+
+/**
+ * Log the version banner at INFO (INIT), once per process: on the first
+ * check of whether to log anything, or at the first init, whichever
+ * comes first.
+ */
+void tacl__log_banner(void);
 
 #endif /* TACL_CORE_LOG_H */

@@ -152,16 +152,13 @@ tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
  */
 uint64_t tacl__topo_stream_bytes(const tacl__node_desc_t *node)
 {
-    const char *v = tacl__config_str(TACL_CFG_STREAM_MIN);
+    /* TACL_STREAM_MIN's words: 0 auto, 1 never; -1: a size. */
+    int word = tacl__config_word(TACL_CFG_STREAM_MIN);
 
-    if (strcasecmp(v, "never") == 0)
+    if (word == 1)
         return 0;
-    if (v[0] >= '0' && v[0] <= '9')
-        return (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_STREAM_MIN),
-                                  1ll);
-    if (v[0] != '\0' && strcasecmp(v, "auto") != 0)
-        TACL_WARN(TOPO, "TACL_STREAM_MIN=%s is not a size, auto or never; "
-                  "using auto", v);
+    if (word < 0)
+        return TACL_MAX(tacl__config_size(TACL_CFG_STREAM_MIN), 1ull);
     return node->llc_bytes ? node->llc_bytes / 2 : TOPO_STREAM_DEFAULT;
 }
 

@@ -65,7 +65,8 @@ static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
         &tacl__tl_ucx_ops,
 #endif
     };
-    const char *net = tacl__config_str(TACL_CFG_NET);
+    /* TACL_NET's words: 0 ucx, 1 none (an invalid value is the default). */
+    int use_net = tacl__config_word(TACL_CFG_NET) == 0;
     const char **ids;
     tacl__tl_params_t params;
     tacl_status_t status = TACL_OK;
@@ -84,14 +85,8 @@ static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
         .exchange = exchange_cb,
         .exchange_ctx = ctx->bs,
     };
-    if (strcmp(net, "none") != 0 && strcmp(net, "ucx") != 0) {
-        free(ids);
-        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                           "TACL_NET=\"%s\": the network transports built "
-                           "in are: ucx, none", net);
-    }
     for (size_t i = 0; i < TACL_ARRAY_SIZE(builtin); i++) {
-        if (strcmp(builtin[i]->name, "ucx") == 0 && strcmp(net, "ucx") != 0)
+        if (strcmp(builtin[i]->name, "ucx") == 0 && !use_net)
             continue;
         status = builtin[i]->init(&params, &ctx->tls[ctx->ntl]);
         if (status != TACL_OK)
@@ -151,8 +146,14 @@ static tacl_status_t ctx_topology(tacl__ctx_t *ctx)
     if (tacl__config_str(TACL_CFG_TOPO_FILE)[0] != '\0') {
         tacl__topo_t file;
         status = tacl__topo_load(tacl__config_str(TACL_CFG_TOPO_FILE), &file);
-        if (status != TACL_OK)
+        if (status != TACL_OK) {
+            /* The parser's reason is an argument error, logged at INFO
+             * only: a file the user named deserves a warning. */
+            TACL_WARN(TOPO, "TACL_TOPO_FILE \"%s\" cannot be used: %s",
+                      tacl__config_str(TACL_CFG_TOPO_FILE),
+                      tacl__last_error());
             return status;
+        }
         memcpy(topo->machine, file.machine, sizeof(topo->machine));
         memcpy(topo->link, file.link, sizeof(topo->link));
         for (int n = 0; n < topo->n_nodes && n < file.n_nodes; n++) {

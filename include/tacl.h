@@ -512,8 +512,10 @@ tacl_status_t tacl_comm_get_counters(tacl_comm_t comm,
 tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm);
 
 /**
- * Print every configuration variable (TACL_<NAME>) with its default, its
- * current value and its documentation.
+ * Print every configuration variable (TACL_<NAME>) with the value in
+ * force, where it came from (default, environment, or invalid: the
+ * environment's value was refused and the default is used), its default
+ * and its documentation.
  */
 void tacl_config_print(void *file /* FILE * */);
 

@@ -331,7 +331,7 @@ static void mark_mappable(tacl__coll_args_t *a)
                                                        : a->sendbuf;
     tacl__memseg_ref_t ref;
 
-    a->shm_map = tacl__config_int(TACL_CFG_SHM_MAP) != 0;
+    a->shm_map = tacl__config_bool(TACL_CFG_SHM_MAP);
     a->send_mapped = read != NULL && bytes > 0 &&
                      tacl__memseg_find(read, bytes, &ref);
 }
@@ -361,7 +361,7 @@ static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
                                COLL, "a blocking send to oneself can never "
                                "complete; post it with its receive inside a "
                                "group"));
-    a->chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE);
+    a->chunk_bytes = tacl__config_size(TACL_CFG_CHUNK_SIZE);
     mark_mappable(a);
     pthread_mutex_lock(&comm->x.ctx->lock);
     /* A checked call reserves its signature exchange's sequence numbers

@@ -160,6 +160,7 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank(int nranks,
     int *world;
 
     tacl__last_error_clear();
+    tacl__log_banner();
     if (id == NULL || comm_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, INIT,
                            "%s is NULL", id == NULL ? "id" : "comm_p");
@@ -184,7 +185,7 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank(int nranks,
         tacl__ctx_release(ctx);
         goto out;
     }
-    comm->check = tacl__config_int(TACL_CFG_CHECK) != 0;
+    comm->check = tacl__config_bool(TACL_CFG_CHECK);
     *comm_p = comm;
 out:
     free(world);
@@ -224,7 +225,7 @@ tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
             .dtype = TACL_UINT8,
             .memtype = TACL_MEM_HOST,
             .seq = seq,
-            .chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE),
+            .chunk_bytes = tacl__config_size(TACL_CFG_CHUNK_SIZE),
         },
     };
     tacl__exec_t *exec;

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,6 +82,63 @@ static const struct {
 static const char *const op_names[TACL_NUM_OPS] = {
     "sum", "prod", "max", "min", "avg",
 };
+
+/* The dtypes -d all steps through, in nccl-tests' order. */
+static const tacl_dtype_t all_dtypes[] = {
+    TACL_INT8, TACL_UINT8, TACL_INT32, TACL_UINT32, TACL_INT64,
+    TACL_UINT64, TACL_FLOAT16, TACL_FLOAT32, TACL_FLOAT64, TACL_BFLOAT16,
+};
+
+int tacl__perf_dtypes(const tacl__perf_opts_t *opts, tacl_dtype_t *out)
+{
+    size_t i;
+
+    if (!opts->dtype_all) {
+        out[0] = opts->dtype;
+        return 1;
+    }
+    for (i = 0; i < sizeof(all_dtypes) / sizeof(all_dtypes[0]); i++) {
+        out[i] = all_dtypes[i];
+    }
+    return (int)i;
+}
+
+static int dtype_is_float(tacl_dtype_t dtype)
+{
+    return dtype == TACL_FLOAT16 || dtype == TACL_BFLOAT16 ||
+           dtype == TACL_FLOAT32 || dtype == TACL_FLOAT64;
+}
+
+int tacl__perf_ops(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
+                   tacl_dtype_t dtype, tacl_op_t *out)
+{
+    int i, n = 0;
+
+    if (!opts->op_all || !tacl__perf_has_op(kind)) {
+        out[0] = opts->op;
+        return 1;
+    }
+    /* The arithmetic ops apply to every dtype, any other (bitwise) op to
+     * the integer ones; an op the harness cannot name is left out. */
+    for (i = 0; i < TACL_NUM_OPS; i++) {
+        if (op_names[i] == NULL ||
+            (i > TACL_AVG && dtype_is_float(dtype))) {
+            continue;
+        }
+        out[n++] = (tacl_op_t)i;
+    }
+    return n;
+}
+
+int tacl__perf_refuse_all(const char *prog, const tacl__perf_opts_t *opts)
+{
+    if (opts->dtype_all || opts->op_all) {
+        fprintf(stderr, "%s: -d all and -o all are for tacl's perf "
+                "binaries; name one dtype and op here\n", prog);
+        return -1;
+    }
+    return 0;
+}
 
 const char *tacl__perf_dtype_name(tacl_dtype_t dtype)
 {
@@ -184,21 +242,25 @@ void tacl__perf_max_buffers(tacl__perf_kind_t kind,
                             const tacl__perf_opts_t *opts, int nranks,
                             size_t *send_bytes_p, size_t *recv_bytes_p)
 {
-    size_t ts = tacl__perf_dtype_size(opts->dtype), bytes, send = 0;
-    size_t recv = 0;
+    tacl_dtype_t dtypes[TACL_NUM_DTYPES];
+    size_t ts, bytes, send = 0, recv = 0;
     tacl__perf_sizes_t s;
+    int d, nd = tacl__perf_dtypes(opts, dtypes);
 
-    for (bytes = opts->min_bytes; bytes <= opts->max_bytes;
-         bytes = tacl__perf_next_size(opts, bytes)) {
-        tacl__perf_get_sizes(kind, bytes, nranks, opts->dtype, &s);
-        if (s.send_count * ts > send) {
-            send = s.send_count * ts;
-        }
-        if (s.recv_count * ts > recv) {
-            recv = s.recv_count * ts;
-        }
-        if (bytes == SIZE_MAX) {
-            break;
+    for (d = 0; d < nd; d++) {
+        ts = tacl__perf_dtype_size(dtypes[d]);
+        for (bytes = opts->min_bytes; bytes <= opts->max_bytes;
+             bytes = tacl__perf_next_size(opts, bytes)) {
+            tacl__perf_get_sizes(kind, bytes, nranks, dtypes[d], &s);
+            if (s.send_count * ts > send) {
+                send = s.send_count * ts;
+            }
+            if (s.recv_count * ts > recv) {
+                recv = s.recv_count * ts;
+            }
+            if (bytes == SIZE_MAX) {
+                break;
+            }
         }
     }
     *send_bytes_p = send;
@@ -244,10 +306,13 @@ static void usage(FILE *f, const char *prog)
         "  -n, --iters N           timed iterations (default 20)\n"
         "  -w, --warmup_iters N    warmup iterations (default 5)\n"
         "  -m, --agg_iters N       operations per group (default 1)\n"
-        "  -c, --check 0|1         check results exactly (default 1)\n"
-        "  -o, --op OP             sum, prod, min, max, avg (default sum)\n"
+        "  -c, --check N           check results exactly (default 1;\n"
+        "                          0: no check; above 1 checks once)\n"
+        "  -o, --op OP             sum, prod, min, max, avg, or all\n"
+        "                          (default sum)\n"
         "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64\n"
-        "                          half bfloat16 float double (float)\n"
+        "                          half bfloat16 float double, or all\n"
+        "                          (default float)\n"
         "  -r, --root N            root of broadcast and reduce (0)\n"
         "  -z, --blocking 0|1      0: _nb calls and wait, 1: blocking\n"
         "  -a, --average 0..3      time reported: 0 rank 0, 1 mean,\n"
@@ -262,7 +327,17 @@ static void usage(FILE *f, const char *prog)
         "                          reduce-scatter (qgZ): 8 or 4 bits, BLOCK\n"
         "                          values per scale (default 256); results\n"
         "                          are checked against the error bound\n"
+        "  -N, --run_cycles N      run the whole sweep N times (default\n"
+        "                          1; 0: until interrupted)\n"
+        "  -T, --timeout S         seconds an operation may wait: sets\n"
+        "                          TACL_TIMEOUT unless already set\n"
+        "  -t -g -p -G -C -y -M -u -I N   nccl-tests' flags, accepted so\n"
+        "                          its command lines run; each given is\n"
+        "                          noted in the header with why it has no\n"
+        "                          effect (-t and -g allow only 1: tacl\n"
+        "                          runs one rank per process)\n"
         "  -h, --help              print this help\n"
+        "      --version           print tacl's version\n"
         "SIZE takes a K, M or G suffix (powers of 1024).\n"
         "Ranks come from tacl-run, torchrun's variables, or mpirun with\n"
         "TACL_ROOT_ADDR=host:port set.\n", prog);
@@ -368,7 +443,7 @@ static int parse_op(const char *s, tacl_op_t *v_p)
     int i;
 
     for (i = 0; i < TACL_NUM_OPS; i++) {
-        if (strcmp(s, op_names[i]) == 0) {
+        if (op_names[i] != NULL && strcmp(s, op_names[i]) == 0) {
             *v_p = (tacl_op_t)i;
             return 0;
         }
@@ -376,7 +451,49 @@ static int parse_op(const char *s, tacl_op_t *v_p)
     return -1;
 }
 
-enum { OPT_INJECT_ERROR = 1000 };
+enum { OPT_INJECT_ERROR = 1000, OPT_VERSION };
+
+/*
+ * nccl-tests' flags that have no effect here, and why: each one given is
+ * added to the header's note.  -t and -g take only 1.
+ */
+static const struct {
+    char flag;
+    const char *why;
+} noop_flags[] = {
+    {'t', "one rank per process, no threads"},
+    {'g', "one rank per process"},
+    {'p', "one communicator per process: no parallel init"},
+    {'G', "no CUDA graphs: host buffers"},
+    {'C', "times are CPU wall-clock times already"},
+    {'y', "no streams: host buffers"},
+    {'M', "no device memory to report"},
+    {'u', "buffers are page aligned"},
+    {'I', "no such setting in tacl"},
+    {'c', "one exact check says as much as several"},
+};
+
+/* Record a no-op flag in o->notes; -1 for a -t or -g other than 1. */
+static int note_noop(tacl__perf_opts_t *o, int c, const char *arg)
+{
+    size_t i, len = strlen(o->notes);
+    int v;
+
+    if ((c == 't' || c == 'g') &&
+        (parse_int(arg, 1, 1, &v) != 0)) {
+        fprintf(stderr, "-%c %s: tacl runs one rank per process; start "
+                "one process per rank (tacl-run -n N) and give -%c 1\n",
+                c, arg, c);
+        return -1;
+    }
+    for (i = 0; i < sizeof(noop_flags) / sizeof(noop_flags[0]); i++) {
+        if (noop_flags[i].flag == c && len < sizeof(o->notes)) {
+            snprintf(o->notes + len, sizeof(o->notes) - len, "%s-%c %s (%s)",
+                     len ? ", " : "", c, arg, noop_flags[i].why);
+        }
+    }
+    return 0;
+}
 
 static const struct option long_opts[] = {
     {"minbytes", required_argument, NULL, 'b'},
@@ -396,7 +513,17 @@ static const struct option long_opts[] = {
     {"local_register", required_argument, NULL, 'R'},
     {"algo", required_argument, NULL, 'A'},
     {"quant", required_argument, NULL, 'Q'},
+    {"run_cycles", required_argument, NULL, 'N'},
+    {"timeout", required_argument, NULL, 'T'},
+    {"nthreads", required_argument, NULL, 't'},
+    {"ngpus", required_argument, NULL, 'g'},
+    {"parallel_init", required_argument, NULL, 'p'},
+    {"cudagraph", required_argument, NULL, 'G'},
+    {"report_cputime", required_argument, NULL, 'C'},
+    {"stream_null", required_argument, NULL, 'y'},
+    {"memory_report", required_argument, NULL, 'M'},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
     {"inject-error", no_argument, NULL, OPT_INJECT_ERROR},
     {NULL, 0, NULL, 0},
 };
@@ -406,7 +533,7 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
 {
     tacl__perf_opts_t o;
     const char *prog = argv[0];
-    int c, bad = 0, factor = 1;
+    int c, bad = 0, factor = 1, timeout = 0;
 
     memset(&o, 0, sizeof(o));
     o.min_bytes = o.max_bytes = 32u << 20;
@@ -419,9 +546,11 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
     o.dtype = TACL_FLOAT32;
     o.average = 1;
     o.agg = 1;
+    o.cycles = 1;
     optind = 1;
     while (!bad && (c = getopt_long(argc, argv,
-                                    "b:e:i:f:n:w:m:c:o:d:r:z:a:J:R:A:Q:h",
+                                    "b:e:i:f:n:w:m:c:o:d:r:z:a:J:R:A:Q:hN:T:"
+                                    "t:g:p:G:C:y:M:u:I:",
                                     long_opts, NULL)) != -1) {
         switch (c) {
         case 'b':
@@ -447,14 +576,47 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
             bad = parse_int(optarg, 1, 1 << 20, &o.agg);
             break;
         case 'c':
-            bad = parse_int(optarg, 0, 1, &o.check);
+            /* nccl-tests' -c is a count of checked iterations; one
+             * exact check says as much here. */
+            bad = parse_int(optarg, 0, 1 << 30, &o.check);
+            if (!bad && o.check > 1) {
+                note_noop(&o, 'c', optarg);
+                o.check = 1;
+            }
             break;
         case 'o':
-            bad = parse_op(optarg, &o.op);
+            o.op_all = strcmp(optarg, "all") == 0;
+            bad = o.op_all ? 0 : parse_op(optarg, &o.op);
             break;
         case 'd':
-            bad = parse_dtype(optarg, &o.dtype);
+            o.dtype_all = strcmp(optarg, "all") == 0;
+            bad = o.dtype_all ? 0 : parse_dtype(optarg, &o.dtype);
             break;
+        case 'N':
+            bad = parse_int(optarg, 0, 1 << 30, &o.cycles);
+            break;
+        case 'T':
+            bad = parse_int(optarg, 1, 1 << 30, &timeout);
+            o.timeout_s = timeout;
+            break;
+        case 't':
+        case 'g':
+        case 'p':
+        case 'G':
+        case 'C':
+        case 'y':
+        case 'M':
+        case 'u':
+        case 'I':
+            bad = note_noop(&o, c, optarg);
+            break;
+        case OPT_VERSION:
+            printf("%s (tacl perf harness) tacl %d.%d.%d\n",
+                   strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog,
+                   TACL_VERSION_MAJOR, TACL_VERSION_MINOR,
+                   TACL_VERSION_PATCH);
+            *exit_p = 0;
+            return 1;
         case 'r':
             bad = parse_int(optarg, 0, 1 << 30, &o.root);
             break;
@@ -508,6 +670,11 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
         fprintf(stderr, "%s: -i 0 needs -f > 1 to reach -e\n", prog);
         bad = 1;
     }
+    if (!bad && o.qbits != 0 && o.dtype_all) {
+        fprintf(stderr, "%s: -Q quantizes one float type; give -d float, "
+                "half or bfloat16, not all\n", prog);
+        bad = 1;
+    }
     if (!bad && o.op != TACL_SUM && !tacl__perf_has_op(kind)) {
         fprintf(stderr, "%s: %s takes no reduction op (-o)\n", prog,
                 tacl__perf_kind_name(kind));
@@ -532,6 +699,43 @@ static struct {
     int checked;
 } totals;
 
+/* The dtype and op of the row printed last, which a JSON row repeats
+ * (-d all and -o all vary them within one file). */
+static const char *row_dtype = "float", *row_op = "none";
+
+/* The algorithm spec names for this collective ("a=b" items), or NULL. */
+static const char *forced_name(tacl__perf_kind_t kind, const char *spec)
+{
+    static char name[64];
+    const char *key = tacl__perf_algo_key(kind), *p, *found = NULL;
+    size_t kl = strlen(key), n;
+
+    for (p = spec; p != NULL && *p != '\0'; p = strchr(p, ',')) {
+        p += *p == ',';
+        if (strncasecmp(p, key, kl) == 0 && p[kl] == '=') {
+            found = p + kl + 1;
+        }
+    }
+    if (found == NULL) {
+        return NULL;
+    }
+    n = strcspn(found, ",");
+    snprintf(name, sizeof(name), "%.*s", (int)n, found);
+    return name;
+}
+
+/* The last size the steps reach. */
+static size_t last_size(const tacl__perf_opts_t *opts)
+{
+    size_t bytes = opts->min_bytes, next;
+
+    while ((next = tacl__perf_next_size(opts, bytes)) <= opts->max_bytes &&
+           next != bytes && bytes != SIZE_MAX) {
+        bytes = next;
+    }
+    return bytes;
+}
+
 void tacl__perf_print_header(FILE *f, const char *prog, const char *library,
                              tacl__perf_kind_t kind,
                              const tacl__perf_opts_t *opts, int nranks)
@@ -551,10 +755,27 @@ void tacl__perf_print_header(FILE *f, const char *prog, const char *library,
     fprintf(f, " warmup iters: %d iters: %d agg iters: %d validation: %d "
             "blocking: %d registered: %d\n", opts->warmup, opts->iters,
             opts->agg, opts->check, opts->blocking, opts->reg);
-    fprintf(f, "# collective: %s  algorithm: %s  time: %s over ranks\n",
-            tacl__perf_kind_name(kind), opts->algo ? opts->algo : "auto",
+    fprintf(f, "# collective: %s  algorithm: %s", tacl__perf_kind_name(kind),
+            opts->algo ? opts->algo : "auto");
+    if (opts->algo_run != NULL) {
+        const char *forced = forced_name(kind, opts->algo);
+
+        fprintf(f, " (ran: %s%s)", opts->algo_run,
+                forced != NULL && strcasecmp(forced, opts->algo_run) != 0
+                    ? ", the forced algorithm gave way"
+                    : forced == NULL ? " at the first size" : "");
+    }
+    fprintf(f, "  time: %s over ranks\n",
             opts->average == 0 ? "rank 0" : opts->average == 1 ? "mean" :
             opts->average == 2 ? "min" : "max");
+    if (opts->notes[0] != '\0') {
+        fprintf(f, "# note: nccl-tests flags without effect here: %s\n",
+                opts->notes);
+    }
+    if (last_size(opts) != opts->max_bytes) {
+        fprintf(f, "# note: the steps do not reach -e %zu: the last size is "
+                "%zu\n", opts->max_bytes, last_size(opts));
+    }
     fprintf(f, "#\n# Using %d ranks, rank 0 pid %d on %s\n#\n", nranks,
             (int)getpid(), host);
     fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place"
@@ -580,10 +801,10 @@ void tacl__perf_print_row(FILE *f, tacl__perf_kind_t kind,
     char time_str[32];
     int p;
 
+    row_dtype = tacl__perf_dtype_name(opts->dtype);
+    row_op = tacl__perf_has_op(kind) ? op_names[opts->op] : "none";
     fprintf(f, "%12zu  %12zu  %8s  %6s  %6d", sizes->bytes, sizes->count,
-            tacl__perf_dtype_name(opts->dtype),
-            tacl__perf_has_op(kind) ? op_names[opts->op] : "none",
-            tacl__perf_has_root(kind) ? opts->root : -1);
+            row_dtype, row_op, tacl__perf_has_root(kind) ? opts->root : -1);
     for (p = 0; p < 2; p++) {
         double t = res[p].time_us;
 
@@ -656,11 +877,16 @@ FILE *tacl__perf_json_open(const char *path, const char *library,
             "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"agg_iters\": %d,"
             "\n  \"blocking\": %d,\n  \"algorithm\": ",
             tacl__perf_kind_name(kind), nranks,
-            tacl__perf_dtype_name(opts->dtype),
-            tacl__perf_has_op(kind) ? op_names[opts->op] : "none",
+            opts->dtype_all ? "all" : tacl__perf_dtype_name(opts->dtype),
+            !tacl__perf_has_op(kind) ? "none" : opts->op_all ? "all" :
+            op_names[opts->op],
             tacl__perf_has_root(kind) ? opts->root : -1, opts->iters,
             opts->warmup, opts->agg, opts->blocking);
     json_string(f, opts->algo ? opts->algo : "auto");
+    if (opts->algo_run != NULL) {
+        fprintf(f, ",\n  \"algorithm_run\": ");
+        json_string(f, opts->algo_run);
+    }
     fprintf(f, ",\n  \"results\": [");
     return f;
 }
@@ -674,11 +900,13 @@ void tacl__perf_json_row(FILE *f, const tacl__perf_sizes_t *sizes,
     static const char *const place[2] = {"out_of_place", "in_place"};
     int p;
 
-    fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu", json_rows++ ?
-            "," : "", sizes->bytes, sizes->count);
+    fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"datatype\": "
+            "\"%s\", \"op\": \"%s\"", json_rows++ ? "," : "", sizes->bytes,
+            sizes->count, row_dtype, row_op);
     for (p = 0; p < 2; p++) {
-        fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw\": %.4f, "
-                "\"busbw\": %.4f, \"wrong\": %lld}", place[p],
+        /* Full precision (%.17g keeps every bit of a double). */
+        fprintf(f, ", \"%s\": {\"time_us\": %.17g, \"algbw\": %.17g, "
+                "\"busbw\": %.17g, \"wrong\": %lld}", place[p],
                 res[p].time_us, res[p].algbw, res[p].busbw, res[p].wrong);
     }
     if (extra != NULL) {
@@ -692,7 +920,7 @@ void tacl__perf_json_close(FILE *f)
     double avg = totals.busbw_count ?
                  totals.busbw_sum / totals.busbw_count : 0;
 
-    fprintf(f, "\n  ],\n  \"wrong\": %lld,\n  \"avg_busbw\": %.4f\n}\n",
+    fprintf(f, "\n  ],\n  \"wrong\": %lld,\n  \"avg_busbw\": %.17g\n}\n",
             totals.wrong, avg);
     fclose(f);
     json_rows = 0;

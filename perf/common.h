@@ -54,6 +54,13 @@ typedef struct {
     int inject_error;       /* --inject-error (tests only) */
     int qbits;              /* -Q bits[:block]: 0 exact, 8 or 4 */
     uint32_t qblock;        /* values per quantization scale */
+    int dtype_all;          /* -d all: every dtype in turn */
+    int op_all;             /* -o all: every op that applies, in turn */
+    int cycles;             /* -N: sweeps to run, 0 without end (1) */
+    double timeout_s;       /* -T: TACL_TIMEOUT for the run, 0 unset */
+    char notes[512];        /* nccl-tests flags taken without effect */
+    const char *algo_run;   /* set by the runner: what the first size
+                               ran, for the header */
 } tacl__perf_opts_t;
 
 /** Buffer layout of one size of one collective, in elements. */
@@ -94,9 +101,27 @@ const char *tacl__perf_dtype_name(tacl_dtype_t dtype);
 size_t tacl__perf_dtype_size(tacl_dtype_t dtype);
 
 /**
+ * The dtypes a run steps through (-d all: every one, else -d's), into
+ * out (TACL_NUM_DTYPES entries); returns how many.
+ */
+int tacl__perf_dtypes(const tacl__perf_opts_t *opts, tacl_dtype_t *out);
+/**
+ * The ops a run steps through for one dtype (-o all: every op that
+ * applies to it; a collective without op: just -o's), into out
+ * (TACL_NUM_OPS entries); returns how many.
+ */
+int tacl__perf_ops(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
+                   tacl_dtype_t dtype, tacl_op_t *out);
+/**
+ * For a comparison program that runs one dtype and op: 0, or -1 after
+ * printing that -d all / -o all are for the tacl binaries.
+ */
+int tacl__perf_refuse_all(const char *prog, const tacl__perf_opts_t *opts);
+
+/**
  * Parse argv into *opts_p.  Returns 0 when the program should run; else
- * 1 with *exit_p set to the exit code (0 after --help, 2 after a bad
- * command line, with the reason and the usage printed).
+ * 1 with *exit_p set to the exit code (0 after --help or --version, 2
+ * after a bad command line, with the reason and the usage printed).
  */
 int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
                      tacl__perf_opts_t *opts_p, int *exit_p);

@@ -411,6 +411,11 @@ int main(int argc, char **argv)
     std::string path;
     bool own_dir;
 
+    /* --version comes alone, without a collective. */
+    if (argc == 2 && strcmp(argv[1], "--version") == 0 &&
+        tacl__perf_parse(argc, argv, TACL__PERF_ALLREDUCE, &o, &code) != 0) {
+        return code;
+    }
     if (argc < 2 || tacl__perf_compared_kind(argv[1], &c.kind) != 0) {
         fprintf(stderr, "usage: gloo_coll_perf allgather|reduce_scatter|"
                 "allreduce [perf options, -h for the list]\n");
@@ -419,6 +424,9 @@ int main(int argc, char **argv)
     argv[1] = argv[0];
     if (tacl__perf_parse(argc - 1, argv + 1, c.kind, &o, &code) != 0) {
         return code;
+    }
+    if (tacl__perf_refuse_all(argv[0], &o) != 0) {
+        return 2;
     }
     if (find_algo(c.kind, o.algo, &c.algo) != 0) {
         fprintf(stderr, "gloo_coll_perf: gloo has no %s algorithm '%s'\n",

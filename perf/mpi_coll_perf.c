@@ -180,6 +180,11 @@ int main(int argc, char **argv)
     long long wrong = 0;
     FILE *json = NULL;
 
+    /* --version comes alone, without a collective. */
+    if (argc == 2 && strcmp(argv[1], "--version") == 0 &&
+        tacl__perf_parse(argc, argv, TACL__PERF_ALLREDUCE, &o, &code) != 0) {
+        return code;
+    }
     if (argc < 2 || tacl__perf_compared_kind(argv[1], &c.kind) != 0) {
         fprintf(stderr, "usage: mpi_coll_perf allgather|reduce_scatter|"
                 "allreduce [perf options, -h for the list]\n");
@@ -188,6 +193,9 @@ int main(int argc, char **argv)
     argv[1] = argv[0];
     if (tacl__perf_parse(argc - 1, argv + 1, c.kind, &o, &code) != 0) {
         return code;
+    }
+    if (tacl__perf_refuse_all(argv[0], &o) != 0) {
+        return 2;
     }
     if (mpi_type(o.dtype, &c.type) != 0 ||
         (tacl__perf_has_op(c.kind) && mpi_op(o.op, &c.op) != 0)) {

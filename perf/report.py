@@ -7,14 +7,6 @@ report.py RAW_DIR OUT_DIR
     memcpy.txt) and writes OUT_DIR/report.csv, OUT_DIR/report.md and one
     PNG per collective and setting (busbw against size).
 
-report.py rsh-serve DIR / report.py rsh-agent DIR HOST CMD...
-    The rsh stand-in that lets mpirun on one emulated node start its
-    daemons on the others (ssh does not enter network namespaces).  A
-    server listens on its node's TACL_SOCKET_IFNAME address and runs each
-    command it is sent with sh -c, its output going back on the socket;
-    it only takes commands that start with the token in DIR/token and
-    stops once DIR/done exists.  The agent is what mpirun calls.
-
 The parser reads both the JSON (-J) and the text table the perf binaries
 print (nccl-tests' layout, with or without tacl-cluster's line prefix);
 busbw is recomputed from size and time with nccl-tests' factors.
@@ -24,11 +16,7 @@ import json
 import math
 import os
 import re
-import socket
-import subprocess
 import sys
-import threading
-import time
 
 # nccl-tests' bus bandwidth factors (busbw = algbw * factor).
 def bus_factor(collective, nranks):
@@ -330,7 +318,8 @@ def write_md(g, rows, raw_dir, out_dir, plots):
                  "default or `han` = coll_han_priority 100; Gloo: TCP on "
                  "the loopback). `cluster-NxR-RATE` = tacl-cluster's "
                  "emulated nodes, uplinks shaped to RATE (Open MPI: mpirun "
-                 "on node 0 with an rsh stand-in, btl self,vader,tcp).")
+                 "on node 0, its daemons started with ip netns exec, btl "
+                 "self,vader,tcp).")
     lines.append("")
     wrong = [r for r in rows if r["wrong"] > 0]
     if wrong:
@@ -412,82 +401,7 @@ def generate(raw_dir, out_dir):
     return 0
 
 
-# The rsh stand-in (see the module comment).
-def _iface_addr():
-    ifname = os.environ.get("TACL_SOCKET_IFNAME", "eth0")
-    out = subprocess.check_output(["ip", "-4", "-o", "addr", "show", "dev",
-                                   ifname]).decode()
-    return out.split()[3].split("/")[0]
-
-
-def rsh_serve(d, limit_s=900):
-    with open(os.path.join(d, "token")) as f:
-        token = f.read().strip()
-    ip = _iface_addr()
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind((ip, 0))
-    srv.listen(16)
-    srv.settimeout(0.5)
-    with open(os.path.join(d, "addr-" + ip + ".tmp"), "w") as f:
-        f.write("%d\n" % srv.getsockname()[1])
-    os.rename(os.path.join(d, "addr-" + ip + ".tmp"),
-              os.path.join(d, "addr-" + ip))
-    rank = os.environ.get("TACL_RANK", "0")
-    with open(os.path.join(d, "node%s.tmp" % rank), "w") as f:
-        f.write(ip + "\n")
-    os.rename(os.path.join(d, "node%s.tmp" % rank),
-              os.path.join(d, "node" + rank))
-    procs = []
-
-    def handle(conn):
-        line = conn.makefile("rb").readline().decode()
-        if not line.startswith(token + " "):
-            conn.close()
-            return
-        p = subprocess.Popen(["sh", "-c", line[len(token) + 1:]],
-                             stdin=subprocess.DEVNULL, stdout=conn.fileno(),
-                             stderr=conn.fileno())
-        procs.append(p)
-        p.wait()
-        conn.close()
-
-    end = time.monotonic() + limit_s
-    while not os.path.exists(os.path.join(d, "done")) and \
-            time.monotonic() < end:
-        try:
-            conn, _ = srv.accept()
-        except socket.timeout:
-            continue
-        threading.Thread(target=handle, args=(conn,), daemon=True).start()
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    return 0
-
-
-def rsh_agent(d, host, argv):
-    with open(os.path.join(d, "token")) as f:
-        token = f.read().strip()
-    with open(os.path.join(d, "addr-" + host)) as f:
-        port = int(f.read())
-    conn = socket.create_connection((host, port), timeout=60)
-    conn.settimeout(None)
-    conn.sendall((token + " " + " ".join(argv) + "\n").encode())
-    while True:
-        b = conn.recv(65536)
-        if not b:
-            break
-        sys.stdout.buffer.write(b)
-        sys.stdout.flush()
-    return 0
-
-
 def main(argv):
-    if len(argv) >= 2 and argv[0] == "rsh-serve":
-        return rsh_serve(argv[1])
-    if len(argv) >= 3 and argv[0] == "rsh-agent":
-        return rsh_agent(argv[1], argv[2], argv[3:])
     if len(argv) == 2:
         return generate(argv[0], argv[1])
     print(__doc__, file=sys.stderr)

@@ -10,9 +10,9 @@
 #            Gloo through tacl-run's environment (TCP on the loopback);
 #   cluster: emulated nodes (tacl-cluster, 2 nodes x 2 ranks, uplinks
 #            shaped to 1gbit): tacl and Gloo as ranks of tacl-cluster;
-#            Open MPI through mpirun started on node 0, which reaches the
-#            other nodes through a small rsh stand-in (report.py rsh-serve
-#            and rsh-agent), since ssh does not enter network namespaces.
+#            Open MPI through mpirun started on node 0, whose launch agent
+#            (netns_agent.sh) starts its daemons on the other nodes with
+#            `ip netns exec`, since ssh does not enter network namespaces.
 # Every library runs its blocking calls (-z 1): Open MPI's non-blocking
 # ones would bypass its tuned and HAN components.
 # Then memcpy_bw (the copy ceiling of shared memory), and report.py turns
@@ -31,16 +31,22 @@
 
 set -u
 
-# Inside tacl-cluster, for the Open MPI run: node 0 starts mpirun, the
-# other nodes serve its rsh stand-in until node 0 is done.
+# Inside tacl-cluster, for the Open MPI run: every node says its address,
+# node 0 starts mpirun (whose agent enters the other nodes' namespaces),
+# the other nodes stay up until node 0 is done.
 if [ "${1:-}" = --mpi-node-job ]; then
-    dir=$2 report_py=$3 per_node=$4
-    shift 5     # --mpi-node-job DIR REPORT_PY PER_NODE --
-    if [ "$TACL_RANK" != 0 ]; then
-        exec /usr/bin/python3 "$report_py" rsh-serve "$dir"
-    fi
+    dir=$2 agent=$3 per_node=$4
+    shift 5     # --mpi-node-job DIR AGENT PER_NODE --
     ip=$(ip -4 -o addr show dev "$TACL_SOCKET_IFNAME" |
          awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+    if [ "$TACL_RANK" != 0 ]; then
+        echo "$ip" > "$dir/node$TACL_RANK.tmp" &&
+            mv "$dir/node$TACL_RANK.tmp" "$dir/node$TACL_RANK"
+        while [ ! -e "$dir/done" ]; do
+            sleep 0.2
+        done
+        exit 0
+    fi
     printf '%s slots=%s\n' "$ip" "$per_node" > "$dir/hosts"
     waited=0
     for r in $(seq 1 $((TACL_NRANKS - 1))); do
@@ -49,19 +55,16 @@ if [ "${1:-}" = --mpi-node-job ]; then
             waited=$((waited + 1))
         done
         if [ ! -s "$dir/node$r" ]; then
-            echo "report.sh: node $r did not start its rsh stand-in" >&2
+            echo "report.sh: node $r did not say its address" >&2
             touch "$dir/done"
             exit 1
         fi
         printf '%s slots=%s\n' "$(cat "$dir/node$r")" "$per_node" \
             >> "$dir/hosts"
     done
-    printf '#!/bin/sh\nexec /usr/bin/python3 %s rsh-agent %s "$@"\n' \
-        "$report_py" "$dir" > "$dir/agent"
-    chmod +x "$dir/agent"
     mpirun --allow-run-as-root --oversubscribe --bind-to none \
         --hostfile "$dir/hosts" -n $((TACL_NRANKS * per_node)) \
-        --mca plm_rsh_agent "$dir/agent" \
+        --mca plm_rsh_agent "$agent" \
         --mca oob_tcp_if_include "$TACL_SOCKET_IFNAME" \
         --mca btl self,vader,tcp \
         --mca btl_tcp_if_include "$TACL_SOCKET_IFNAME" \
@@ -130,7 +133,7 @@ fi
 
 mkdir -p "$OUT/raw" || exit 1
 rm -f "$OUT"/raw/*.json "$OUT"/raw/*.log "$OUT"/raw/*.txt
-# The Gloo store and the rsh stand-in's files must be seen by every
+# The Gloo store and the MPI job's files must be seen by every
 # emulated node: tacl-cluster shares /tmp, not $TMPDIR.
 TMP=$(mktemp -d /tmp/tacl-report.XXXXXX) || exit 1
 trap 'rm -rf "$TMP"' EXIT
@@ -274,8 +277,6 @@ for setting in $SETTINGS; do
                         continue
                     fi
                     d=$(mktemp -d "$TMP/mpi.XXXXXX") || continue
-                    od -An -N16 -tx1 /dev/urandom | tr -d ' \n' \
-                        > "$d/token"
                     han=""
                     [ $algo = han ] && han="--mca coll_han_priority 100"
                     # One rank per node: node 0 runs mpirun, which starts
@@ -285,7 +286,7 @@ for setting in $SETTINGS; do
                         --nodes "$NODES" --ranks-per-node 1 \
                         --inter-rate "$RATE" --timeout "$LIMIT" \
                         --no-prefix -- "$HERE/report.sh" --mpi-node-job \
-                        "$d" "$HERE/report.py" "$RANKS_PER_NODE" -- $han \
+                        "$d" "$HERE/netns_agent.sh" "$RANKS_PER_NODE" -- $han \
                         "$PERF/mpi_coll_perf" "$(mpi_name "$coll")" $args \
                         -A $algo -J "$OUT/raw/$tag.ompi.$algo.json"
                 done

@@ -209,6 +209,7 @@ static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
     tacl__perf_bandwidth(run->coll->kind, s, run->nranks, res->time_us,
                          &res->algbw, &res->busbw);
     res->wrong = -1;
+    res->max_error = 0;
     if (!o->check) {
         return;
     }
@@ -293,6 +294,11 @@ static int prepare_env(const char *prog, tacl__perf_opts_t *o,
         }
         setenv("TACL_ALGO", spec ? spec : o->algo, 1);
         free(spec);
+    }
+    /* -T: nccl-tests' timeout is tacl's, unless the user set that. */
+    if (o->timeout_s > 0 && getenv("TACL_TIMEOUT") == NULL) {
+        snprintf(buf, sizeof(buf), "%g", o->timeout_s);
+        setenv("TACL_TIMEOUT", buf, 1);
     }
     /* The header shows the spec in force, whoever set it. */
     o->algo = getenv("TACL_ALGO");
@@ -387,19 +393,84 @@ static void *alloc_buffer(size_t bytes, int reg)
     return p;
 }
 
-int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
+/*
+ * One sweep of sizes with o's dtype and op.  Rank 0 prints the header
+ * (and opens the JSON file) after the first size, so that the header
+ * names the algorithm that size ran.  Returns the wrong elements seen.
+ */
+static long long run_sweep(perf_run_t *run, tacl__perf_opts_t *o,
+                           const char *prog, FILE **json_p)
 {
-    tacl__perf_opts_t o;
+    static int header_done;
+    const tacl__perf_coll_t *coll = run->coll;
     tacl__perf_sizes_t s;
     tacl__perf_result_t res[2];
     perf_counters_t cnt[2];
-    perf_run_t run;
-    size_t bytes, send_bytes, recv_bytes;
     char json_extra[2 * PERF_COUNTERS_TEXT + 128];
+    long long wrong = 0;
+    size_t bytes;
+    int p;
+
+    for (bytes = o->min_bytes; bytes <= o->max_bytes;
+         bytes = tacl__perf_next_size(o, bytes)) {
+        tacl__perf_get_sizes(coll->kind, bytes, run->nranks, o->dtype, &s);
+        for (p = 0; p < 2; p++) {
+            run_one(run, &s, p, &res[p], &cnt[p]);
+            wrong += res[p].wrong > 0 ? res[p].wrong : 0;
+        }
+        if (run->rank == 0 && !header_done) {
+            header_done = 1;
+            o->algo_run = cnt[0].algo[0] ? cnt[0].algo : "none";
+            tacl__perf_print_header(stdout, prog, "tacl", coll->kind, o,
+                                    run->nranks);
+            if (o->json_path != NULL) {
+                *json_p = tacl__perf_json_open(o->json_path, "tacl",
+                                               coll->kind, o, run->nranks);
+            }
+        }
+        if (run->rank == 0) {
+            tacl__perf_print_row(stdout, coll->kind, o, &s, res);
+            printf("#   bytes/op sent by rank 0: out-of-place %s | "
+                   "in-place %s\n", cnt[0].text, cnt[1].text);
+            printf("#   by link class: out-of-place %s | in-place %s; "
+                   "algorithm %s\n", cnt[0].links, cnt[1].links,
+                   cnt[0].algo[0] ? cnt[0].algo : "none");
+            if (o->qbits != 0 && o->check) {
+                printf("#   int%d block %u: max abs error out-of-place %.4g "
+                       "in-place %.4g (allowed %.4g + |x|/256)\n",
+                       o->qbits, o->qblock, res[0].max_error,
+                       res[1].max_error,
+                       tacl__perf_quant_bound(coll->kind, o, run->nranks,
+                                              0.0));
+            }
+            fflush(stdout);
+            if (*json_p != NULL) {
+                snprintf(json_extra, sizeof(json_extra),
+                         "{\"out_of_place\": %s, \"in_place\": %s, "
+                         "\"max_error\": [%.17g, %.17g]}",
+                         cnt[0].json, cnt[1].json, res[0].max_error,
+                         res[1].max_error);
+                tacl__perf_json_row(*json_p, &s, res, json_extra);
+            }
+        }
+        if (bytes == SIZE_MAX) {
+            break;
+        }
+    }
+    return wrong;
+}
+
+int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
+{
+    tacl__perf_opts_t o;
+    perf_run_t run;
+    size_t send_bytes, recv_bytes;
+    tacl_dtype_t dtypes[TACL_NUM_DTYPES];
+    tacl_op_t ops[TACL_NUM_OPS];
     long long wrong = 0;
     FILE *json = NULL;
     tacl_status_t st;
-    int code, p;
+    int code, cycle, d, nd, op, nops;
 
     if (tacl__perf_parse(argc, argv, coll->kind, &o, &code) != 0) {
         return code;
@@ -436,48 +507,15 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
         tacl_comm_abort(run.comm);
         return 1;
     }
-    if (run.rank == 0) {
-        tacl__perf_print_header(stdout, argv[0], "tacl", coll->kind, &o,
-                                run.nranks);
-        if (o.json_path != NULL) {
-            json = tacl__perf_json_open(o.json_path, "tacl", coll->kind, &o,
-                                        run.nranks);
-        }
-    }
-    for (bytes = o.min_bytes; bytes <= o.max_bytes;
-         bytes = tacl__perf_next_size(&o, bytes)) {
-        tacl__perf_get_sizes(coll->kind, bytes, run.nranks, o.dtype, &s);
-        for (p = 0; p < 2; p++) {
-            run_one(&run, &s, p, &res[p], &cnt[p]);
-            wrong += res[p].wrong > 0 ? res[p].wrong : 0;
-        }
-        if (run.rank == 0) {
-            tacl__perf_print_row(stdout, coll->kind, &o, &s, res);
-            printf("#   bytes/op sent by rank 0: out-of-place %s | "
-                   "in-place %s\n", cnt[0].text, cnt[1].text);
-            printf("#   by link class: out-of-place %s | in-place %s; "
-                   "algorithm %s\n", cnt[0].links, cnt[1].links,
-                   cnt[0].algo[0] ? cnt[0].algo : "none");
-            if (o.qbits != 0 && o.check) {
-                printf("#   int%d block %u: max abs error out-of-place %.4g "
-                       "in-place %.4g (allowed %.4g + |x|/256)\n",
-                       o.qbits, o.qblock, res[0].max_error,
-                       res[1].max_error,
-                       tacl__perf_quant_bound(coll->kind, &o, run.nranks,
-                                              0.0));
+    nd = tacl__perf_dtypes(&o, dtypes);
+    for (cycle = 0; o.cycles == 0 || cycle < o.cycles; cycle++) {
+        for (d = 0; d < nd; d++) {
+            o.dtype = dtypes[d];
+            nops = tacl__perf_ops(coll->kind, &o, o.dtype, ops);
+            for (op = 0; op < nops; op++) {
+                o.op = ops[op];
+                wrong += run_sweep(&run, &o, argv[0], &json);
             }
-            fflush(stdout);
-            if (json != NULL) {
-                snprintf(json_extra, sizeof(json_extra),
-                         "{\"out_of_place\": %s, \"in_place\": %s, "
-                         "\"max_error\": [%.6g, %.6g]}",
-                         cnt[0].json, cnt[1].json, res[0].max_error,
-                         res[1].max_error);
-                tacl__perf_json_row(json, &s, res, json_extra);
-            }
-        }
-        if (bytes == SIZE_MAX) {
-            break;
         }
     }
     if (run.rank == 0) {

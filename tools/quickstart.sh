@@ -8,4 +8,4 @@ bash tools/install-deps.sh
 [ -d build ] || meson setup build --buildtype=release
 ninja -C build
 exec build/tools/tacl-run -n "${NRANKS:-4}" -- \
-    build/perf/all_gather_perf -b 1M -e 128M -f 4 -n 10 -w 3
+    build/perf/all_gather_perf -b 2M -e 128M -f 4 -n 10 -w 3

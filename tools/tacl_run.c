@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tacl.h"
+
 #define RUN_MAX_RANKS 4096
 #define RUN_KILL_GRACE_MS 3000
 #define RUN_LINE_MAX 65536
@@ -94,6 +96,7 @@ static void usage(FILE *f)
         "  -k, --keep-going a rank that fails does not stop the others;\n"
         "                   the exit code is still the first failure's\n"
         "  -h, --help       print this help\n"
+        "  --version        print tacl's version\n"
         "\n"
         "If a rank exits non-zero or dies by a signal, the others get\n"
         "SIGTERM, then SIGKILL after 3 s, and tacl-run exits with that\n"
@@ -149,6 +152,11 @@ static int parse_args(run_t *run, int argc, char **argv)
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
+            exit(0);
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("tacl-run (tacl) %d.%d.%d\n", TACL_VERSION_MAJOR,
+                   TACL_VERSION_MINOR, TACL_VERSION_PATCH);
             exit(0);
         }
         if (strcmp(a, "--tag") == 0) {

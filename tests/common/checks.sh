@@ -24,6 +24,40 @@ expect_rc() {
     fi
 }
 
+# expect_match NAME FLAG PATTERN FILE: one check, that FILE has a line
+# grep FLAG (-E: extended regular expression, -F: fixed text) finds;
+# else FILE's start is shown.
+expect_match() {
+    checks=$((checks + 1))
+    if grep "$2" -q -- "$3" "$4"; then
+        ok "$1"
+    else
+        fail "$1: no line matches '$3' in:"
+        sed 's/^/    /' "$4" | head -40
+    fi
+}
+
+# expect_grep NAME PATTERN FILE: FILE has a line matching PATTERN (-E).
+expect_grep() {
+    expect_match "$1" -E "$2" "$3"
+}
+
+# expect_line NAME FILE TEXT: FILE has a line containing TEXT.
+expect_line() {
+    expect_match "$1" -F "$3" "$2"
+}
+
+# expect_no_grep NAME PATTERN FILE: one check, that no line of FILE does.
+expect_no_grep() {
+    checks=$((checks + 1))
+    if grep -Eq -- "$2" "$3"; then
+        fail "$1: a line matches '$2':"
+        grep -E -- "$2" "$3" | head -5
+    else
+        ok "$1"
+    fi
+}
+
 # finish: print the counts; succeeds only when no check failed.
 finish() {
     echo "$checks checks, $failures failures"

@@ -1,9 +1,10 @@
 /*
  * libFuzzer harness: configuration values.  The first byte picks an
- * entry of the configuration table, the rest is its value; every reader
- * (integer with size suffixes, double, string) and the readers built on
- * them (link overrides, the streaming threshold) must take any value
- * without undefined behaviour.
+ * entry of the configuration table, the rest is its value; the
+ * validation, every reader (integer with size suffixes, double, size,
+ * boolean, word, string), the report of refused values and the readers
+ * built on them (link overrides, the streaming threshold) must take any
+ * value without undefined behaviour.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -40,6 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)tacl__config_str((tacl__cfg_t)id);
     (void)tacl__config_int((tacl__cfg_t)id);
     (void)tacl__config_double((tacl__cfg_t)id);
+    (void)tacl__config_size((tacl__cfg_t)id);
+    (void)tacl__config_bool((tacl__cfg_t)id);
+    (void)tacl__config_word((tacl__cfg_t)id);
+    (void)tacl__config_report();
     memset(&topo, 0, sizeof(topo));
     (void)tacl__topo_set_links(&topo);
     memset(&node, 0, sizeof(node));

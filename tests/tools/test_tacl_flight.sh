@@ -14,17 +14,6 @@ TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 . "$HERE/../common/checks.sh"
 
-# expect_line NAME FILE TEXT: one check, that FILE has a line with TEXT.
-expect_line() {
-    checks=$((checks + 1))
-    if grep -qF -- "$3" "$2"; then
-        ok "$1"
-    else
-        fail "$1: no line with '$3' in:"
-        cat "$2"
-    fi
-}
-
 # 1. The dump files: rank 2 is behind, seq 2 is where they part, and the
 #    survivors' wait lists show who waits on whom.
 "$TOOL" "$DATA/flight.0" "$DATA/flight.1" "$DATA/flight.2" > "$TMP/out" 2>&1

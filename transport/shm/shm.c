@@ -245,23 +245,22 @@ static tacl_status_t find_local_ranks(tacl__shm_t *shm,
 
 static void choose_mode(tacl__shm_t *shm, const shm_record_t *all)
 {
-    const char *mode = tacl__config_str(TACL_CFG_SHM_MODE);
+    /* TACL_SHM_MODE's words: 0 auto, 1 cma, 2 copy. */
+    int mode = tacl__config_word(TACL_CFG_SHM_MODE);
     int cma_ok = 1;
 
-    shm->use_map = tacl__config_int(TACL_CFG_SHM_MAP) != 0;
+    shm->use_map = tacl__config_bool(TACL_CFG_SHM_MAP);
     for (int i = 0; i < shm->nlocal; ++i)
         cma_ok &= all[shm->peers[i].rank].probe_ok;
-    if (!strcasecmp(mode, "copy")) {
+    if (mode == 2) {
         shm->use_cma = 0;
-    } else if (!strcasecmp(mode, "cma")) {
+    } else if (mode == 1) {
         shm->use_cma = cma_ok;
         if (!cma_ok)
             TACL_WARN(SHM, "TACL_SHM_MODE=cma but process_vm_readv does not "
                       "work between these processes (ptrace restrictions?); "
                       "using copy");
     } else {
-        if (strcasecmp(mode, "auto"))
-            TACL_WARN(SHM, "unknown TACL_SHM_MODE=%s; using auto", mode);
         shm->use_cma = cma_ok;
         if (!cma_ok)
             TACL_INFO(SHM, "process_vm_readv does not work between these "
@@ -346,7 +345,7 @@ static tacl_status_t shm_init(const tacl__tl_params_t *params,
                               tacl__tl_t **tl_p)
 {
     tacl__shm_t *shm = calloc(1, sizeof(*shm));
-    long long eager = tacl__config_int(TACL_CFG_SHM_EAGER_LIMIT);
+    unsigned long long eager = tacl__config_size(TACL_CFG_SHM_EAGER_LIMIT);
     tacl_status_t status;
 
     if (!shm)
