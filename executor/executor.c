@@ -446,6 +446,8 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
         e->next->prev = e;
     e->ctx->active = e;
     e->linked = 1;
+    if (e->ctx->progress_users > 0)
+        pthread_cond_signal(&e->ctx->progress_cv);
     if (e->ctx->fatal != TACL_OK)
         exec_fail(e, e->ctx->fatal);
     exec_drain(e);
@@ -562,9 +564,10 @@ static void check_liveness(tacl__ctx_t *ctx, uint64_t now)
         tacl__ctx_set_fatal(ctx, status);
 }
 
-static int ctx_progress_locked(tacl__ctx_t *ctx)
+int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
 {
     int events = 0;
+    uint64_t now;
 
     for (tacl__exec_t *e = ctx->active, *next; e != NULL; e = next) {
         next = e->next;
@@ -581,7 +584,10 @@ static int ctx_progress_locked(tacl__ctx_t *ctx)
         next = e->next;
         events += exec_drain(e);
     }
-    check_liveness(ctx, tacl__now_ns());
+    now = tacl__now_ns();
+    if (events > 0)
+        ctx->last_event_ns = now;
+    check_liveness(ctx, now);
     if (tacl_unlikely(tacl__flight_signal_gen() != ctx->flight_gen)) {
         ctx->flight_gen = tacl__flight_signal_gen();
         tacl__flight_dump_signalled(ctx, ctx->flight_gen);
@@ -594,7 +600,7 @@ int tacl__ctx_progress(tacl__ctx_t *ctx)
     int events;
 
     pthread_mutex_lock(&ctx->lock);
-    events = ctx_progress_locked(ctx);
+    events = tacl__ctx_progress_locked(ctx);
     pthread_mutex_unlock(&ctx->lock);
     return events;
 }
@@ -637,9 +643,11 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
         else
             tacl__error(status, COLL, "%s", local);
     }
-    ctx->fatal = status;
+    /* The message first: fatal is read without the lock, and whoever
+     * sees it set reads the message next. */
     snprintf(ctx->fatal_msg, sizeof(ctx->fatal_msg), "%s",
              tacl__last_error());
+    ctx->fatal = status;
     TACL_WARN(COLL, "rank %d: communicator failed: %s (%s); pending "
               "operations end with this error", ctx->rank, ctx->fatal_msg,
               tacl_status_string(status));
@@ -671,7 +679,7 @@ static int all_done(tacl__exec_t **execs, int nexec, tacl_status_t *st_p)
     return 1;
 }
 
-static void idle_wait(tacl__ctx_t *ctx)
+void tacl__ctx_idle_wait(tacl__ctx_t *ctx)
 {
     /* Sleep in the transports (shm sleeps on a futex that senders ring);
      * a millisecond at most so liveness is still checked often. */
@@ -723,15 +731,25 @@ static const tacl__exec_t *shortest_timeout(tacl__exec_t **execs, int nexec)
     return best;
 }
 
-/*
- * Fail ctx with TACL_ERR_TIMEOUT when nothing moved for longer than the
- * timeout of exec's communicator since last_event; lock held.
- */
-static void check_timeout(tacl__ctx_t *ctx, const tacl__exec_t *exec,
-                          uint64_t last_event)
+const tacl__exec_t *tacl__ctx_shortest_timeout(const tacl__ctx_t *ctx)
+{
+    const tacl__exec_t *best = ctx->active;
+
+    for (const tacl__exec_t *e = ctx->active; e != NULL; e = e->next)
+        if (e->xc->timeout_s < best->xc->timeout_s)
+            best = e;
+    return best;
+}
+
+void tacl__ctx_check_timeout(tacl__ctx_t *ctx, const tacl__exec_t *exec,
+                             uint64_t last_event)
 {
     const tacl__xcomm_t *xc = exec->xc;
 
+    /* Progress made by another thread of the context counts too (the
+     * progress thread and a waiting thread share the events). */
+    if (ctx->last_event_ns > last_event)
+        last_event = ctx->last_event_ns;
     if (ctx->fatal != TACL_OK ||
         tacl__now_ns() - last_event <= (uint64_t)(xc->timeout_s * 1e9))
         return;
@@ -772,9 +790,9 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
         for (int c = 0; c < nctx; c++) {
             tacl__ctx_t *ctx = ctxs[c];
             pthread_mutex_lock(&ctx->lock);
-            events += ctx_progress_locked(ctx);
+            events += tacl__ctx_progress_locked(ctx);
             if (events == 0 && !all_done(execs, nexec, &status))
-                check_timeout(ctx, bound, last_event);
+                tacl__ctx_check_timeout(ctx, bound, last_event);
             pthread_mutex_unlock(&ctx->lock);
         }
         done = all_done(execs, nexec, &status);
@@ -789,7 +807,7 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
             continue;
         } else {
             for (int c = 0; c < nctx; c++)
-                idle_wait(ctxs[c]);
+                tacl__ctx_idle_wait(ctxs[c]);
         }
     }
     if (status != TACL_OK) {

@@ -249,12 +249,33 @@ static tacl_status_t conf_resolve(const tacl_config_t *cfg,
     return TACL_OK;
 }
 
-/* Give comm its configuration (the progress thread is started apart). */
-static void conf_apply(tacl_comm_t comm, const comm_conf_t *conf)
+/*
+ * comm_create() with a configuration: the settings, and a hold on the
+ * context's progress thread when it asks for one.  The caller keeps its
+ * own reference to ctx either way.
+ */
+static tacl_status_t comm_create_on(tacl_comm_t comm, tacl__ctx_t *ctx,
+                                    int rank, int size, const int *world,
+                                    uint32_t id, const comm_conf_t *conf)
 {
+    tacl_status_t status;
+
+    if (conf->progress_thread) {
+        status = tacl__ctx_progress_hold(ctx);
+        if (status != TACL_OK)
+            return status;
+    }
+    status = comm_create(comm, ctx, rank, size, world, id);
+    if (status != TACL_OK) {
+        if (conf->progress_thread)
+            tacl__ctx_progress_drop(ctx);
+        return status;
+    }
+    comm->progress_thread = conf->progress_thread;
     comm->x.timeout_s = conf->timeout_s;
     memcpy(comm->x.name, conf->name, sizeof(comm->x.name));
     comm->check = conf->check;
+    return TACL_OK;
 }
 
 static void conf_log(tacl_comm_t comm, const comm_conf_t *conf,
@@ -291,14 +312,13 @@ static tacl_status_t comm_init(tacl_comm_t comm, int nranks,
         world[r] = r;
     status = tacl__ctx_create(id, rank, nranks, conf->timeout_s, &ctx);
     if (status == TACL_OK) {
-        status = comm_create(comm, ctx, rank, nranks, world, 1);
+        status = comm_create_on(comm, ctx, rank, nranks, world, 1, conf);
         if (status != TACL_OK)
             tacl__ctx_release(ctx);
     }
     free(world);
     if (status != TACL_OK)
         return status;
-    conf_apply(comm, conf);
     conf_log(comm, conf, "init");
     return TACL_OK;
 }
@@ -583,14 +603,13 @@ TACL_EXPORT tacl_status_t tacl_comm_split_config(tacl_comm_t comm, int color,
             goto out;
         }
         tacl__ctx_retain(comm->x.ctx);
-        status = comm_create(made, comm->x.ctx, my_index, n, world,
-                             id | 2u);
+        status = comm_create_on(made, comm->x.ctx, my_index, n, world,
+                                id | 2u, &conf);
         if (status != TACL_OK) {
             tacl__ctx_release(comm->x.ctx);
             free(made);
             goto out;
         }
-        conf_apply(made, &conf);
         made->magic = TACL__COMM_ALIVE;
         conf_log(made, &conf, "split");
         *newcomm_p = made;
@@ -658,6 +677,8 @@ static void comm_bury(tacl_comm_t comm)
     free(comm->x.link_of);
     free(comm->p2p_send);
     free(comm->p2p_recv);
+    if (comm->progress_thread)
+        tacl__ctx_progress_drop(ctx);
     tacl__ctx_release(ctx);
     comm_tombstone(comm);
 }
@@ -725,10 +746,14 @@ TACL_EXPORT tacl_status_t tacl_comm_abort(tacl_comm_t comm)
     pthread_mutex_unlock(&ctx->lock);
     /* Requests the caller still holds keep their executions; the context
      * is freed with its last communicator. */
-    if (inflight == 0)
+    if (inflight == 0) {
         comm_bury(comm);
-    else
+    } else {
+        if (comm->progress_thread)
+            tacl__ctx_progress_drop(ctx);
+        comm->progress_thread = 0;
         comm->magic = TACL__COMM_DEAD;
+    }
     return TACL_OK;
 }
 

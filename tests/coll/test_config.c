@@ -268,14 +268,20 @@ static int body_nonblocking(coll_ctx_t *ctx)
     return 0;
 }
 
-Test(config, nonblocking_init_polled, .timeout = 60)
+/* Two ranks that make their communicator themselves, from ctx->id. */
+static void run_manual(coll_body_t body)
 {
     coll_opts_t o = {.nranks = 2, .deadline_s = 40,
                      .init = COLL_INIT_MANUAL};
     coll_result_t res;
 
-    coll_run(&o, body_nonblocking, &res);
+    coll_run(&o, body, &res);
     coll_expect_pass(&res);
+}
+
+Test(config, nonblocking_init_polled, .timeout = 60)
+{
+    run_manual(body_nonblocking);
 }
 
 /*
@@ -376,10 +382,14 @@ static int body_cb_abort(coll_ctx_t *ctx)
     COLL_CHECK_OK(ctx, tacl_allreduce_nb(&x, &y, 1, TACL_FLOAT32, TACL_SUM,
                                          ctx->comm, NULL, &req));
     COLL_CHECK_OK(ctx, tacl_request_set_callback(req, record_cb, &rec));
+    /* ctx->arg: how long to let a progress thread poll meanwhile. */
+    if (ctx->arg != NULL)
+        coll_sleep_ms(*(const int *)ctx->arg);
     COLL_CHECK(ctx, atomic_load(&rec.calls) == 0, "called while pending");
     COLL_CHECK_OK(ctx, tacl_comm_abort(ctx->comm));
     ctx->comm = NULL;
     atomic_store(&sh->aborted, 1);
+    /* The callback ran in this thread, inside the abort. */
     COLL_CHECK(ctx, atomic_load(&rec.calls) == 1, "%d calls after abort",
                atomic_load(&rec.calls));
     COLL_CHECK(ctx, atomic_load(&rec.status) < 0, "callback status %d",
@@ -399,6 +409,83 @@ Test(callback, error_after_abort, .timeout = 60)
     coll_result_t res;
 
     cr_assert(sizeof(abort_scratch_t) <= COLL_SCRATCH_BYTES);
+    coll_run(&o, body_cb_abort, &res);
+    coll_expect_pass(&res);
+}
+
+/*
+ * The progress thread: _nb all-reduces complete, and their callbacks
+ * run, while this thread only sleeps.  Rank 1 is late, so the operation
+ * is pending when the callback is set.
+ */
+static int body_progress(coll_ctx_t *ctx)
+{
+    tacl_config_t cfg = TACL_CONFIG_INIT;
+    cb_record_t rec[3] = {{0}};
+    tacl_request_t req[3];
+    uint32_t x[3][64], y[3][64];
+    int done = 0;
+    double t0;
+
+    cfg.progress_thread = 1;
+    cfg.name = "progressed";
+    COLL_CHECK_OK(ctx, tacl_comm_init_rank_config(2, ctx->id, ctx->rank,
+                                                  &cfg, &ctx->comm));
+    if (ctx->rank == 1)
+        coll_sleep_ms(200);
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < 64; i++)
+            x[k][i] = (uint32_t)(i * 7 + k) << (ctx->rank * 8);
+        COLL_CHECK_OK(ctx, tacl_allreduce_nb(x[k], y[k], 64, TACL_UINT32,
+                                             TACL_BXOR, ctx->comm, NULL,
+                                             &req[k]));
+        COLL_CHECK_OK(ctx, tacl_request_set_callback(req[k], record_cb,
+                                                     &rec[k]));
+    }
+    for (t0 = coll_now(); done < 3; coll_sleep_ms(1)) {
+        done = 0;
+        for (int k = 0; k < 3; k++)
+            done += atomic_load(&rec[k].calls);
+        COLL_CHECK(ctx, coll_now() - t0 < 20,
+                   "%d of 3 callbacks after 20 s without test or wait",
+                   done);
+    }
+    for (int k = 0; k < 3; k++) {
+        int fin = 0;
+
+        COLL_CHECK(ctx, atomic_load(&rec[k].calls) == 1 &&
+                        atomic_load(&rec[k].status) == TACL_OK,
+                   "op %d: %d calls, status %d", k,
+                   atomic_load(&rec[k].calls), atomic_load(&rec[k].status));
+        for (int i = 0; i < 64; i++) {
+            uint32_t v = (uint32_t)(i * 7 + k);
+
+            COLL_CHECK(ctx, y[k][i] == (v ^ (v << 8)),
+                       "op %d [%d]: %#x", k, i, y[k][i]);
+        }
+        COLL_CHECK_OK(ctx, tacl_request_test(req[k], &fin));
+        COLL_CHECK(ctx, fin == 1, "test says op %d is not done", k);
+        COLL_CHECK_OK(ctx, tacl_request_free(req[k]));
+    }
+    return 0;
+}
+
+Test(progress, completes_without_wait, .timeout = 60)
+{
+    run_manual(body_progress);
+}
+
+/* TACL_PROGRESS_THREAD=1, and a request left pending across an abort:
+ * the progress thread polls it meanwhile without completing it, abort
+ * joins the thread, and the callback reports the error once. */
+Test(progress, abort_with_pending_request, .timeout = 60)
+{
+    static const char *const env[] = {"TACL_PROGRESS_THREAD=1", NULL};
+    static int linger_ms = 50;
+    coll_opts_t o = {.nranks = 2, .deadline_s = 40, .destroy_may_fail = 1,
+                     .env = env, .arg = &linger_ms};
+    coll_result_t res;
+
     coll_run(&o, body_cb_abort, &res);
     coll_expect_pass(&res);
 }
