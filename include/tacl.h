@@ -261,7 +261,8 @@ tacl_status_t tacl_comm_revoke(tacl_comm_t comm);
  * communicator then has every rank).  Bounded by TACL_TIMEOUT: a rank
  * that is alive but never calls it, or a machine that went down, makes it
  * fail with TACL_ERR_TIMEOUT.  Not for communicators from
- * tacl_comm_get_local/rail.
+ * tacl_comm_get_local/rail.  The new communicator keeps comm's
+ * configuration (tacl_config_t) and is complete when this returns.
  */
 tacl_status_t tacl_comm_shrink(tacl_comm_t comm, tacl_comm_t *newcomm_p);
 

@@ -323,6 +323,27 @@ static tacl_status_t comm_init(tacl_comm_t comm, int nranks,
     return TACL_OK;
 }
 
+/* A new world communicator, complete on return. */
+static tacl_status_t comm_init_blocking(int nranks,
+                                        const tacl_unique_id_t *id, int rank,
+                                        const comm_conf_t *conf,
+                                        tacl_comm_t *comm_p)
+{
+    tacl_comm_t comm = calloc(1, sizeof(*comm));
+    tacl_status_t status;
+
+    if (comm == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
+    status = comm_init(comm, nranks, id, rank, conf);
+    if (status != TACL_OK) {
+        free(comm);
+        return status;
+    }
+    comm->magic = TACL__COMM_ALIVE;
+    *comm_p = comm;
+    return TACL_OK;
+}
+
 /* What a non-blocking init's thread needs. */
 typedef struct {
     tacl_comm_t comm;
@@ -358,6 +379,7 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank_config(
     comm_conf_t conf;
     tacl_status_t status;
     init_job_t *job;
+    int err;
 
     tacl__last_error_clear();
     if (id == NULL || comm_p == NULL)
@@ -374,36 +396,39 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank_config(
     status = tacl__algo_spec_check(tacl__config_str(TACL_CFG_ALGO));
     if (status != TACL_OK)
         return status;
+    if (conf.blocking)
+        return comm_init_blocking(nranks, id, rank, &conf, comm_p);
     comm = calloc(1, sizeof(*comm));
-    if (comm == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
-    if (conf.blocking) {
-        status = comm_init(comm, nranks, id, rank, &conf);
-        if (status != TACL_OK) {
-            free(comm);
-            return status;
-        }
-        comm->magic = TACL__COMM_ALIVE;
-        *comm_p = comm;
-        return TACL_OK;
-    }
     job = calloc(1, sizeof(*job));
-    if (job == NULL) {
+    if (comm == NULL || job == NULL) {
         free(comm);
+        free(job);
         return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
     }
     *job = (init_job_t){comm, nranks, rank, *id, conf};
     comm->magic = TACL__COMM_ALIVE;
     atomic_init(&comm->initializing, 1);
     atomic_init(&comm->init_joinable, 1);
-    if (pthread_create(&comm->init_thread, NULL, init_thread_main, job) != 0) {
+    err = pthread_create(&comm->init_thread, NULL, init_thread_main, job);
+    if (err != 0) {
         free(job);
         free(comm);
         return tacl__error(TACL_ERR_SYSTEM, INIT,
-                           "cannot start the initialisation thread: %m");
+                           "cannot start the initialisation thread: %s",
+                           strerror(err));
     }
     *comm_p = comm;
     return TACL_IN_PROGRESS;
+}
+
+tacl_status_t tacl__comm_init_as(tacl_comm_t like, int nranks,
+                                 const tacl_unique_id_t *id, int rank,
+                                 tacl_comm_t *comm_p)
+{
+    comm_conf_t conf;
+
+    conf_resolve(NULL, like, &conf); /* inherits: cannot fail */
+    return comm_init_blocking(nranks, id, rank, &conf, comm_p);
 }
 
 TACL_EXPORT tacl_status_t tacl_comm_init_rank(int nranks,
@@ -670,6 +695,9 @@ static void comm_bury(tacl_comm_t comm)
     tacl__ctx_t *ctx = comm->x.ctx;
 
     bury_derived(comm);
+    /* The progress thread first: nothing runs on what goes next. */
+    if (comm->progress_thread)
+        tacl__ctx_progress_drop(ctx);
     tacl__scratch_fini(&comm->x.scratch);
     tacl__flight_fini(&comm->x.flight);
     free(comm->x.world);
@@ -677,8 +705,6 @@ static void comm_bury(tacl_comm_t comm)
     free(comm->x.link_of);
     free(comm->p2p_send);
     free(comm->p2p_recv);
-    if (comm->progress_thread)
-        tacl__ctx_progress_drop(ctx);
     tacl__ctx_release(ctx);
     comm_tombstone(comm);
 }

@@ -64,6 +64,14 @@ static inline tacl_comm_t tacl__comm_of(tacl__xcomm_t *xc)
 tacl_status_t tacl__comm_check(tacl_comm_t comm);
 
 /**
+ * A blocking tacl_comm_init_rank() whose communicator takes like's
+ * configuration (timeout, name, check, progress thread): shrink's.
+ */
+tacl_status_t tacl__comm_init_as(tacl_comm_t like, int nranks,
+                                 const tacl_unique_id_t *id, int rank,
+                                 tacl_comm_t *comm_p);
+
+/**
  * Copy the thread's last error into comm (if usable), prefixed with the
  * communicator's name when it has one, and return status.
  */
