@@ -101,6 +101,23 @@ Test(config, defaults_and_split, .timeout = 60)
                                 NULL), TACL_ERR_INVALID_ARG);
     cr_assert(strstr(tacl_comm_last_error(sub), "sub_group") != NULL,
               "name missing: %s", tacl_comm_last_error(sub));
+    /* ... and so do its flight dump's lines. */
+    {
+        char text[4096] = "";
+        FILE *f = tmpfile();
+        size_t n;
+
+        cr_assert_not_null(f);
+        cr_assert_eq(tacl_comm_dump_flight(sub, f), TACL_OK);
+        rewind(f);
+        n = fread(text, 1, sizeof(text) - 1, f);
+        text[n] = '\0';
+        fclose(f);
+        /* The header line, and each record's (op=...). */
+        cr_assert(strstr(text, "name=sub_group world=") != NULL &&
+                  strstr(text, "name=sub_group op=0 ") != NULL,
+                  "dump: %s", text);
+    }
     cfg.blocking = 7;
     cr_assert_eq(tacl_comm_split_config(comm, 0, 0, &cfg, &sub),
                  TACL_ERR_INVALID_ARG);
