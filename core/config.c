@@ -70,6 +70,8 @@ static const cfg_type_t config_types[TACL_CFG_COUNT] = {
     [TACL_CFG_CHUNK_SIZE] = {CFG_SIZE, 1, NULL},
     [TACL_CFG_STREAM_MIN] = {CFG_SIZE, 0, "auto|never"},
     [TACL_CFG_CHECK] = {CFG_BOOL, 0, NULL},
+    [TACL_CFG_BLOCKING] = {CFG_BOOL, 0, NULL},
+    [TACL_CFG_PROGRESS_THREAD] = {CFG_BOOL, 0, NULL},
     [TACL_CFG_FLIGHT_RECORDS] = {CFG_INT, 0, NULL},
 };
 #undef SUBSYS_WORD_

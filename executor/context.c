@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -46,6 +47,7 @@ static void ctx_free(tacl__ctx_t *ctx)
         tacl__tl_close(ctx->tls[t]);
     if (ctx->bs != NULL)
         tacl__bootstrap_fini(ctx->bs);
+    pthread_cond_destroy(&ctx->progress_cv);
     pthread_mutex_destroy(&ctx->lock);
     tacl__topo_fini(&ctx->topo);
     free(ctx->node_ids);
@@ -84,6 +86,7 @@ static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
         .timeout_s = ctx->timeout_s,
         .exchange = exchange_cb,
         .exchange_ctx = ctx->bs,
+        .lock = &ctx->lock,
     };
     for (size_t i = 0; i < TACL_ARRAY_SIZE(builtin); i++) {
         if (strcmp(builtin[i]->name, "ucx") == 0 && !use_net)
@@ -180,7 +183,8 @@ static tacl_status_t ctx_topology(tacl__ctx_t *ctx)
 }
 
 tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
-                               int nranks, tacl__ctx_t **ctx_p)
+                               int nranks, double timeout_s,
+                               tacl__ctx_t **ctx_p)
 {
     tacl__ctx_t *ctx;
     tacl_status_t status;
@@ -191,10 +195,21 @@ tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
     ctx->refcount = 1;
     ctx->rank = rank;
     ctx->nranks = nranks;
-    ctx->timeout_s = tacl__config_double(TACL_CFG_TIMEOUT);
-    if (ctx->timeout_s <= 0)
+    ctx->timeout_s = timeout_s > 0 ? timeout_s
+                                   : tacl__config_double(TACL_CFG_TIMEOUT);
+    if (!(ctx->timeout_s > 0))
         ctx->timeout_s = 60;
     pthread_mutex_init(&ctx->lock, NULL);
+    {
+        /* Timed waits of the progress thread count on the monotonic
+         * clock, as every other deadline here. */
+        pthread_condattr_t ca;
+
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&ctx->progress_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     ctx->node_ids = calloc((size_t)nranks, TACL__NODE_ID_LEN);
     ctx->node_of = calloc((size_t)nranks, sizeof(int));
     ctx->tl_of = calloc((size_t)nranks, sizeof(int8_t));

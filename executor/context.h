@@ -16,6 +16,7 @@
 #define TACL_EXECUTOR_CONTEXT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "tacl.h"
@@ -43,19 +44,30 @@ typedef struct tacl__ctx {
     int8_t *tl_of;             /* transport index per world rank, -1 none */
     pthread_mutex_t lock;
     tacl__exec_t *active;      /* schedules in flight */
-    tacl_status_t fatal;       /* sticky failure of the whole context */
+    _Atomic tacl_status_t fatal; /* sticky failure of the whole context;
+                                  set once under the lock, after
+                                  fatal_msg, and read without it */
     char fatal_msg[256];
     uint64_t last_check_ns;    /* last bootstrap liveness check */
+    uint64_t last_event_ns;    /* last progress round that moved */
     unsigned flight_gen;       /* last TACL_FLIGHT_SIGNAL dumped for */
+    /* The progress thread (progress.c), under the lock. */
+    int progress_users;        /* communicators that asked for it */
+    unsigned progress_gen;     /* bumped to stop the running thread */
+    int progress_running;      /* started and not yet joined */
+    pthread_t progress_tid;
+    pthread_cond_t progress_cv; /* an execution started, or stop */
 } tacl__ctx_t;
 
 /**
  * Create the context of world rank rank of nranks meeting at id (the
  * bootstrap, the topology and the transports), with a reference count of
- * one.  Collective over the nranks processes.
+ * one.  Collective over the nranks processes.  timeout_s bounds every
+ * wait of the bootstrap and the transports (0: TACL_TIMEOUT).
  */
 tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
-                               int nranks, tacl__ctx_t **ctx_p);
+                               int nranks, double timeout_s,
+                               tacl__ctx_t **ctx_p);
 
 /** Take one more reference to ctx (a new communicator shares it). */
 void tacl__ctx_retain(tacl__ctx_t *ctx);
@@ -68,5 +80,39 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status);
 
 /** Progress every execution of a context once (takes the lock). */
 int tacl__ctx_progress(tacl__ctx_t *ctx);
+
+/** tacl__ctx_progress with the lock held. */
+int tacl__ctx_progress_locked(tacl__ctx_t *ctx);
+
+/** Sleep in the transports until a message arrives, 1 ms at most. */
+void tacl__ctx_idle_wait(tacl__ctx_t *ctx);
+
+/** Of ctx's executions in flight, the one with the shortest timeout. */
+const tacl__exec_t *tacl__ctx_shortest_timeout(const tacl__ctx_t *ctx);
+
+/**
+ * Fail ctx with TACL_ERR_TIMEOUT, naming exec's communicator, when
+ * nothing moved for longer than that communicator's timeout since
+ * last_event (tacl__now_ns() time) or the context's last progress,
+ * whichever is later; lock held.
+ */
+void tacl__ctx_check_timeout(tacl__ctx_t *ctx, const tacl__exec_t *exec,
+                             uint64_t last_event);
+
+/*
+ * The progress thread (progress.c).  While at least one communicator
+ * holds it, one thread per context progresses the context's executions
+ * so that non-blocking operations complete (and their completion hooks
+ * run) without anyone waiting: under the lock, like any waiting thread,
+ * sleeping in the transports between rounds while something is in
+ * flight and on a condition variable (woken by tacl__exec_start, and
+ * every second regardless) while nothing is.  It also applies the
+ * communicators' timeouts to what it progresses.
+ */
+/** Take a hold on ctx's progress thread, starting it for the first. */
+tacl_status_t tacl__ctx_progress_hold(tacl__ctx_t *ctx);
+/** Drop a hold; the last one stops and joins the thread.  Call it
+ * without the lock, never from the thread itself. */
+void tacl__ctx_progress_drop(tacl__ctx_t *ctx);
 
 #endif /* TACL_EXECUTOR_CONTEXT_H */

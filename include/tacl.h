@@ -79,13 +79,20 @@ typedef enum {
     TACL_NUM_DTYPES
 } tacl_dtype_t;
 
-/** Reduction operations.  AVG is the sum divided by the rank count. */
+/**
+ * Reduction operations.  AVG is the sum divided by the rank count.  The
+ * bitwise BAND, BOR and BXOR take the integer types only; any other
+ * dtype with them is TACL_ERR_INVALID_ARG.
+ */
 typedef enum {
     TACL_SUM = 0,
     TACL_PROD,
     TACL_MAX,
     TACL_MIN,
     TACL_AVG,
+    TACL_BAND,
+    TACL_BOR,
+    TACL_BXOR,
     TACL_NUM_OPS
 } tacl_op_t;
 
@@ -146,6 +153,63 @@ tacl_status_t tacl_comm_init_rank(int nranks, const tacl_unique_id_t *id,
 tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p);
 
 /**
+ * Per-communicator configuration, as NCCL's ncclConfig_t.  Start from
+ * TACL_CONFIG_INIT and set the fields you want; a field left at its
+ * initial value takes the environment's setting, so one process can hold
+ * communicators with different timeouts.  A bad configuration (size or
+ * version not from TACL_CONFIG_INIT, a negative timeout, a flag other
+ * than -1, 0 or 1, a name over 127 characters) is TACL_ERR_INVALID_ARG.
+ *
+ * The timeout bounds every wait on the communicator: its initialisation,
+ * its operations, request waits, barriers.  A communicator made by split
+ * shares its parent's connections, whose own internal waits keep the
+ * parent's timeout.
+ *
+ * While a non-blocking initialisation runs, every call on the handle
+ * returns TACL_IN_PROGRESS at once (as NCCL's ncclInProgress), except
+ * tacl_comm_get_async_error() (see there) and tacl_comm_destroy() /
+ * tacl_comm_abort(), which wait for it to end (within the timeout).  A
+ * failed one leaves a handle whose calls return its error; destroy it.
+ * Split always completes before it returns, whatever blocking says.
+ *
+ * The name (blanks and '=' become '_') prefixes the communicator's
+ * tacl_comm_last_error() messages and appears in its timeout messages,
+ * INFO lines and flight dumps (name=...).
+ */
+typedef struct {
+    size_t size;          /**< sizeof(tacl_config_t): set by TACL_CONFIG_INIT */
+    unsigned version;     /**< TACL_VERSION_CODE: set by TACL_CONFIG_INIT */
+    double timeout;       /**< seconds any wait on the communicator may
+                               last; 0: TACL_TIMEOUT */
+    int blocking;         /**< 1: init and split return when done; 0: they
+                               may return TACL_IN_PROGRESS with the handle
+                               set, and finish in the background; poll
+                               tacl_comm_get_async_error() until it is not
+                               TACL_IN_PROGRESS.  -1: TACL_BLOCKING */
+    int check;            /**< 0 or 1 as tacl_comm_set_check(); -1: TACL_CHECK */
+    int progress_thread;  /**< 1: a thread of the library progresses the
+                               communicator's _nb operations, so they
+                               complete (and their callbacks run) without
+                               tacl_request_test/wait; 0: no thread;
+                               -1: TACL_PROGRESS_THREAD */
+    const char *name;     /**< shown in logs, errors and flight dumps;
+                               copied; NULL: none */
+} tacl_config_t;
+
+#define TACL_CONFIG_INIT                                                     \
+    { sizeof(tacl_config_t), TACL_VERSION_CODE, 0.0, -1, -1, -1, NULL }
+
+/** tacl_comm_init_rank() with a configuration (NULL: the defaults). */
+tacl_status_t tacl_comm_init_rank_config(int nranks,
+                                         const tacl_unique_id_t *id, int rank,
+                                         const tacl_config_t *config,
+                                         tacl_comm_t *comm_p);
+
+/** tacl_comm_init_env() with a configuration (NULL: the defaults). */
+tacl_status_t tacl_comm_init_env_config(const tacl_config_t *config,
+                                        tacl_comm_t *comm_p);
+
+/**
  * Split a communicator.  Ranks that pass the same color end up in one new
  * communicator, ordered by key and then by their rank in comm.  A rank
  * that passes TACL_SPLIT_NOCOLOR gets NULL in *newcomm_p.  Collective over
@@ -153,6 +217,14 @@ tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p);
  */
 tacl_status_t tacl_comm_split(tacl_comm_t comm, int color, int key,
                               tacl_comm_t *newcomm_p);
+
+/**
+ * tacl_comm_split() with a configuration for the new communicator; NULL
+ * (or tacl_comm_split) inherits the parent's.
+ */
+tacl_status_t tacl_comm_split_config(tacl_comm_t comm, int color, int key,
+                                     const tacl_config_t *config,
+                                     tacl_comm_t *newcomm_p);
 
 /**
  * Destroy a communicator once its operations are complete.  The handle
@@ -194,11 +266,18 @@ tacl_status_t tacl_comm_revoke(tacl_comm_t comm);
  * communicator then has every rank).  Bounded by TACL_TIMEOUT: a rank
  * that is alive but never calls it, or a machine that went down, makes it
  * fail with TACL_ERR_TIMEOUT.  Not for communicators from
- * tacl_comm_get_local/rail.
+ * tacl_comm_get_local/rail.  The new communicator keeps comm's
+ * configuration (tacl_config_t) and is complete when this returns.
  */
 tacl_status_t tacl_comm_shrink(tacl_comm_t comm, tacl_comm_t *newcomm_p);
 
-/** The first asynchronous error a communicator hit, TACL_OK if none. */
+/**
+ * The first asynchronous error a communicator hit, TACL_OK if none, in
+ * *error_p.  For a communicator whose non-blocking initialisation is
+ * still running *error_p is TACL_IN_PROGRESS, and once it ended TACL_OK
+ * or the error it failed with (as NCCL's ncclCommGetAsyncError); the call
+ * itself returns TACL_OK in each case.
+ */
 tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,
                                         tacl_status_t *error_p);
 
@@ -454,6 +533,26 @@ tacl_status_t tacl_request_test(tacl_request_t req, int *done_p);
 tacl_status_t tacl_request_wait(tacl_request_t req);
 /** Frees a completed request.  Freeing a pending request is an error. */
 tacl_status_t tacl_request_free(tacl_request_t req);
+
+/** Called once when a request completes, with its final status. */
+typedef void (*tacl_request_callback_t)(tacl_request_t req,
+                                        tacl_status_t status, void *arg);
+
+/**
+ * Have fn(req, status, arg) called once req completes: from the thread
+ * that completes it (the communicator's progress thread, or a thread
+ * inside tacl_request_test/wait or another call that drives progress), or
+ * from this call when req is already complete.  fn must return quickly
+ * and must not call tacl (it runs with the communicator's lock held); it
+ * must not free req (free it afterwards, from any thread, as usual).  A
+ * request that fails (a timeout, a dead peer, tacl_comm_abort or revoke)
+ * completes with the error as status, and fn runs then too: for an abort,
+ * in the aborting thread before tacl_comm_abort returns.  One callback
+ * per request; setting a second one is TACL_ERR_INVALID_USAGE.
+ */
+tacl_status_t tacl_request_set_callback(tacl_request_t req,
+                                        tacl_request_callback_t fn,
+                                        void *arg);
 
 /*
  * Memory for communication buffers, as ncclMemAlloc.  Host memory from

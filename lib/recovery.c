@@ -88,7 +88,7 @@ TACL_EXPORT tacl_status_t tacl_comm_shrink(tacl_comm_t comm,
         return tacl__comm_fail(comm, status);
     TACL_INFO(INIT, "shrink: rank %d of %d is rank %d of %d survivors",
               comm->rank, comm->size, new_rank, new_size);
-    status = tacl_comm_init_rank(new_size, &id, new_rank, newcomm_p);
+    status = tacl__comm_init_as(comm, new_size, &id, new_rank, newcomm_p);
     if (status != TACL_OK)
         return tacl__comm_fail(comm, status);
     TACL_INFO(INIT, "shrink: rank %d rebuilt in %.3f s", new_rank,

@@ -80,7 +80,7 @@ static const struct {
 };
 
 static const char *const op_names[TACL_NUM_OPS] = {
-    "sum", "prod", "max", "min", "avg",
+    "sum", "prod", "max", "min", "avg", "band", "bor", "bxor",
 };
 
 /* The dtypes -d all steps through, in nccl-tests' order. */
@@ -115,6 +115,10 @@ int tacl__perf_ops(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
     int i, n = 0;
 
     if (!opts->op_all || !tacl__perf_has_op(kind)) {
+        /* -o band -d all: the bitwise op on the integer types only. */
+        if (opts->op > TACL_AVG && tacl__perf_has_op(kind) &&
+            dtype_is_float(dtype))
+            return 0;
         out[0] = opts->op;
         return 1;
     }
@@ -308,8 +312,11 @@ static void usage(FILE *f, const char *prog)
         "  -m, --agg_iters N       operations per group (default 1)\n"
         "  -c, --check N           check results exactly (default 1;\n"
         "                          0: no check; above 1 checks once)\n"
-        "  -o, --op OP             sum, prod, min, max, avg, or all\n"
-        "                          (default sum)\n"
+        "  -o, --op OP             sum, prod, min, max, avg, band, bor, "
+        "bxor,\n"
+        "                          or all (default sum; the bitwise ones "
+        "take\n"
+        "                          integer types)\n"
         "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64\n"
         "                          half bfloat16 float double, or all\n"
         "                          (default float)\n"
@@ -673,6 +680,12 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
     if (!bad && o.qbits != 0 && o.dtype_all) {
         fprintf(stderr, "%s: -Q quantizes one float type; give -d float, "
                 "half or bfloat16, not all\n", prog);
+        bad = 1;
+    }
+    if (!bad && o.op > TACL_AVG && !o.op_all && !o.dtype_all &&
+        dtype_is_float(o.dtype)) {
+        fprintf(stderr, "%s: -o %s takes an integer type, not -d %s\n",
+                prog, op_names[o.op], tacl__perf_dtype_name(o.dtype));
         bad = 1;
     }
     if (!bad && o.op != TACL_SUM && !tacl__perf_has_op(kind)) {

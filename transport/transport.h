@@ -20,6 +20,7 @@
 #ifndef TACL_TRANSPORT_TRANSPORT_H
 #define TACL_TRANSPORT_TRANSPORT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,7 +79,27 @@ typedef struct {
     double timeout_s;          /* bound on any wait */
     tacl_status_t (*exchange)(void *ctx, void *all, size_t size);
     void *exchange_ctx;
+    /*
+     * The lock its callers hold around every op but wait(), which is
+     * called without it (several threads may wait, and one progress
+     * meanwhile): wait() takes it around everything but the sleep
+     * itself.  NULL: a single-threaded user, nothing to take.
+     */
+    pthread_mutex_t *lock;
 } tacl__tl_params_t;
+
+/** Take and release a transport's lock (tacl__tl_params_t), if any. */
+static inline void tacl__tl_lock(pthread_mutex_t *lock)
+{
+    if (lock != NULL)
+        pthread_mutex_lock(lock);
+}
+
+static inline void tacl__tl_unlock(pthread_mutex_t *lock)
+{
+    if (lock != NULL)
+        pthread_mutex_unlock(lock);
+}
 
 /*
  * Capability bits: the memory types a transport reads and writes, and
@@ -118,7 +139,8 @@ typedef struct tacl__transport_ops {
     int (*progress)(tacl__tl_t *tl);
     /**
      * Sleep until something may have arrived or timeout_us passed; returns
-     * at once if there may be work.  Lets 8 ranks share 2 cores.
+     * at once if there may be work.  Lets 8 ranks share 2 cores.  Called
+     * without the instance's lock (see tacl__tl_params_t).
      */
     tacl_status_t (*wait)(tacl__tl_t *tl, int64_t timeout_us);
     /**

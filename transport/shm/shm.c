@@ -355,6 +355,7 @@ static tacl_status_t shm_init(const tacl__tl_params_t *params,
     shm->rank = params->rank;
     shm->nranks = params->nranks;
     shm->timeout_s = params->timeout_s > 0 ? params->timeout_s : 60.0;
+    shm->lock = params->lock;
     shm->eager_limit = eager > 0 ? (uint64_t)eager : 0;
     status = find_local_ranks(shm, params);
     if (status != TACL_OK)

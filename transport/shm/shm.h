@@ -22,6 +22,7 @@
 #ifndef TACL_TRANSPORT_SHM_SHM_H
 #define TACL_TRANSPORT_SHM_SHM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -183,6 +184,7 @@ typedef struct {
     int use_map;               /* map peers' segments (TACL_SHM_MAP) */
     uint64_t eager_limit;
     double timeout_s;
+    pthread_mutex_t *lock;     /* tacl__tl_params_t's, for wait() */
     tacl__tl_opq_t done;       /* completed; callbacks not yet called */
     tacl_status_t failed;      /* TACL_OK until the instance fails */
     uint64_t next_op_id;

@@ -763,18 +763,25 @@ tacl_status_t tacl__shm_wait(tacl__tl_t *tl, int64_t timeout_us)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
     uint32_t seq;
-    int busy = 0;
+    int busy = 0, idle;
 
     if (!shm->hdr)
         return TACL_OK;
     if (timeout_us < 0)
         timeout_us = (int64_t)(shm->timeout_s * 1e6);
-    if (shm->failed == TACL_OK && check_liveness(shm))
+    /* The instance's state is read under its lock; only the sleep is
+     * outside it, so another thread may progress meanwhile. */
+    tacl__tl_lock(shm->lock);
+    if (shm->failed == TACL_OK && check_liveness(shm)) {
+        tacl__tl_unlock(shm->lock);
         return TACL_OK;
+    }
     seq = atomic_load(&shm->hdr->doorbell);
     atomic_store(&shm->hdr->sleeping, 1);
     atomic_thread_fence(memory_order_seq_cst);
-    if (!has_work(shm, &busy)) {
+    idle = !has_work(shm, &busy);
+    tacl__tl_unlock(shm->lock);
+    if (idle) {
         /* Wake up in time to check the peers we wait for. */
         if (busy)
             timeout_us = TACL_MIN(timeout_us,

@@ -402,6 +402,7 @@ static tacl_status_t ucx_init(const tacl__tl_params_t *params,
     ucx->rank = params->rank;
     ucx->nranks = params->nranks;
     ucx->timeout_s = params->timeout_s > 0 ? params->timeout_s : 60.0;
+    ucx->lock = params->lock;
     ucx->efd = -1;
     status = alloc_tables(ucx, params);
     if (status != TACL_OK)

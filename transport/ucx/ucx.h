@@ -19,6 +19,7 @@
 #ifndef TACL_TRANSPORT_UCX_UCX_H
 #define TACL_TRANSPORT_UCX_UCX_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include <ucp/api/ucp.h>
@@ -83,6 +84,7 @@ typedef struct {
     int rank;
     int nranks;
     double timeout_s;
+    pthread_mutex_t *lock;     /* tacl__tl_params_t's, for wait() */
     tacl_status_t failed;      /* sticky once the instance failed */
     ucp_context_h context;     /* NULL when no rank has a remote peer */
     ucp_worker_h worker;

@@ -283,11 +283,19 @@ tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
     struct timespec ts;
     ucs_status_t st;
 
-    if (!ucx->worker || ucx->done.head || ucx->failed != TACL_OK)
+    if (!ucx->worker)
         return TACL_OK;
     if (timeout_us < 0)
         timeout_us = (int64_t)(ucx->timeout_s * 1e6);
+    /* The worker is armed under the instance's lock (another thread may
+     * progress it); only the poll is outside. */
+    tacl__tl_lock(ucx->lock);
+    if (ucx->done.head || ucx->failed != TACL_OK) {
+        tacl__tl_unlock(ucx->lock);
+        return TACL_OK;
+    }
     st = ucp_worker_arm(ucx->worker);
+    tacl__tl_unlock(ucx->lock);
     if (st == UCS_ERR_BUSY)
         return TACL_OK;
     if (st != UCS_OK)
