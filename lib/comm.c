@@ -18,6 +18,7 @@
 #include "config.h"
 #include "comm.h"
 #include "log.h"
+#include "plan.h"
 
 static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tacl_comm *graveyard;
@@ -377,6 +378,7 @@ static void comm_bury(tacl_comm_t comm)
     bury_derived(comm);
     tacl__scratch_fini(&comm->x.scratch);
     tacl__flight_fini(&comm->x.flight);
+    tacl__plan_cache_free(comm->plans);
     free(comm->x.world);
     free(comm->node_of);
     free(comm->x.link_of);
