@@ -714,26 +714,50 @@ static int oversubscribed(const tacl__ctx_t *ctx)
     return ncpu > 0 && local > ncpu;
 }
 
+/*
+ * How a waiting rank spends the time until its peers' messages arrive:
+ * first it polls (TACL_SHM_SPIN polls; a peer that is running answers
+ * within that window and nobody pays a system call); then it polls and
+ * yields its core between polls for up to TACL_SHM_YIELD_US, which stays
+ * runnable (a peer sharing this core runs at once, and no futex wake-up
+ * is needed, which would also tend to pull both ranks onto one core);
+ * only then does it sleep in the transports.  An oversubscribed node
+ * skips the pure polls: the rank it waits for may need this core.
+ */
+static int wait_idle(long long idle, long long spin, uint64_t yield_until_ns)
+{
+    if (idle <= spin)
+        return 0;
+    if (tacl__now_ns() < yield_until_ns) {
+        sched_yield();
+        return 0;
+    }
+    return 1;
+}
+
 tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
 {
     long long spin = tacl__config_int(TACL_CFG_SHM_SPIN);
+    uint64_t yield_ns = (uint64_t)TACL_MAX(
+        tacl__config_int(TACL_CFG_SHM_YIELD_US), 0) * 1000u;
     int yield = 0;
-    uint64_t last_event = tacl__now_ns();
+    uint64_t last_event = tacl__now_ns(), yield_until = 0;
     tacl_status_t status = TACL_OK;
-    tacl__ctx_t **ctxs;
+    tacl__ctx_t *ctx_local[8], **ctxs = ctx_local;
     long long idle = 0;
     int nctx;
 
     if (nexec == 0)
         return TACL_OK;
-    ctxs = malloc((size_t)nexec * sizeof(*ctxs));
+    if ((size_t)nexec > TACL_ARRAY_SIZE(ctx_local))
+        ctxs = malloc((size_t)nexec * sizeof(*ctxs));
     if (ctxs == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     nctx = distinct_ctxs(execs, nexec, ctxs);
     for (int c = 0; c < nctx; c++)
         yield |= oversubscribed(ctxs[c]);
     if (yield)
-        spin = TACL_MIN(spin, 64);
+        spin = 0;
     for (;;) {
         int events = 0, done;
 
@@ -758,11 +782,10 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
         if (events > 0) {
             last_event = tacl__now_ns();
             idle = 0;
-        } else if (yield && ++idle <= spin) {
-            sched_yield();
-        } else if (!yield && ++idle <= spin) {
-            continue;
-        } else {
+        } else if (++idle == spin + 1) {
+            yield_until = tacl__now_ns() + yield_ns;
+            wait_idle(idle, spin, yield_until);
+        } else if (wait_idle(idle, spin, yield_until)) {
             for (int c = 0; c < nctx; c++)
                 idle_wait(ctxs[c]);
         }
@@ -775,6 +798,7 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
             }
         }
     }
-    free(ctxs);
+    if (ctxs != ctx_local)
+        free(ctxs);
     return status;
 }
