@@ -28,6 +28,7 @@ trap 'rm -rf "$TMP"' EXIT
 # The perf harness runs each size out of place and in place: two calls
 # per iteration (warm-up 10 each, the same in both runs).
 run() {
+    # shellcheck disable=SC2016
     "$BUILD/tools/tacl-run" --timeout 600 -n 2 sh -c '
         if [ "$TACL_RANK" = 0 ]; then
             exec valgrind --tool=callgrind --callgrind-out-file="$0" \
