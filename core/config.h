@@ -49,10 +49,10 @@
       "from them itself; 0: such buffers go by cross-memory attach too")     \
     X(SHM_EAGER_LIMIT, "16384",                                              \
       "messages up to this many bytes go inline through the shm queue")      \
-    X(SHM_SPIN, "20000",                                                     \
+    X(SHM_SPIN, "2000",                                                      \
       "polls without progress before a waiting rank starts yielding its "   \
       "core between polls")                                                  \
-    X(SHM_YIELD_US, "1000",                                                  \
+    X(SHM_YIELD_US, "50",                                                    \
       "microseconds a waiting rank then polls and yields its core before "  \
       "it sleeps until a peer wakes it")                                     \
     X(CHUNK_SIZE, "1048576",                                                 \
