@@ -58,7 +58,7 @@ printf '# instructions per %s-byte all-reduce call on 2 ranks (rank 0)\n' \
     "$BYTES"
 printf '%-26s %10s\n' phase "instr/call"
 for f in tacl_allreduce coll.c:post validate tacl__ops_start tacl__algo_build \
-    tacl__plan_get tacl__exec_start tacl__exec_wait ctx_progress_locked \
+    tacl__plan_build tacl__exec_start tacl__exec_wait ctx_progress_locked \
     tacl__shm_progress tacl__shm_wait tacl__exec_free malloc calloc free \
     pthread_mutex_lock clock_gettime; do
     a=$(incl "$N1" "$f")
