@@ -36,6 +36,8 @@ void tacl__cost_print(FILE *f)
     }
     fprintf(f, "reduction gamma %.3g GB/s, spread penalty %.3g\n",
             1.0 / TACL__COST_GAMMA_HOST / 1e9, TACL__COST_SPREAD_PENALTY);
+    fprintf(f, "host: each further message of a step adds %.3g alpha\n",
+            TACL__COST_MSG_SHARE);
 }
 
 int tacl__cost_ring_share(const tacl__topo_view_t *view)

@@ -42,6 +42,17 @@ extern const tacl__cost_link_t tacl__cost_links[TACL_NUM_LINK_CLASSES];
 #define TACL__COST_GAMMA_HOST (1.0 / 5e9)
 
 /**
+ * What each further message of one step adds to the step's time on the
+ * host link, as a share of that link's alpha: posting, matching and
+ * completing a small message, without the hand-off between cores that
+ * makes up most of alpha.  Measured with perf/micro/shm_bench -m (msg_us
+ * over step_us; docs/bench/shm-message-cost.md).  The direct algorithms,
+ * which post a message to every peer in one step, pay it for every
+ * message but the first.
+ */
+#define TACL__COST_MSG_SHARE 0.3
+
+/**
  * alpha (s) and beta (s/byte) of link class cls: the view's figures when
  * it has them, else fallback.
  */
@@ -68,6 +79,12 @@ static inline double tacl__cost_host_beta(const tacl__topo_view_t *v)
 {
     return tacl__link_beta(v, TACL_LINK_HOST,
                            tacl__cost_links[TACL_LINK_HOST].beta);
+}
+
+/** Seconds each further message of a step adds on the host link. */
+static inline double tacl__cost_host_msg(const tacl__topo_view_t *v)
+{
+    return TACL__COST_MSG_SHARE * tacl__cost_host_alpha(v);
 }
 
 /** Bytes of the vector a reduction collective reduces: 0 otherwise. */

@@ -423,9 +423,11 @@ int tacl__direct_supports(const tacl__coll_args_t *args,
 /*
  * All-to-all: n - 1 messages of one block.  The block algorithms run one
  * phase (all-gather, reduce-scatter) or two (all-reduce) in which each
- * rank moves n - 1 blocks; all are posted at once, so a phase costs n - 1
- * latencies and no pipeline fill.  On several nodes all ranks of a node
- * send to every remote rank at once through the node's uplink.
+ * rank moves n - 1 blocks; all are posted at once, so on one node a phase
+ * costs one latency, plus the per-message cost of the n - 2 further
+ * messages (cost.h), and no pipeline fill.  On several nodes all ranks of
+ * a node send to every remote rank at once through the node's uplink,
+ * each message a network latency.
  */
 double tacl__direct_cost(const tacl__coll_args_t *args,
                          const tacl__topo_view_t *view, double alpha,
@@ -434,7 +436,7 @@ double tacl__direct_cost(const tacl__coll_args_t *args,
     double p = view->nranks, m, blk, phases, peers = p - 1;
 
     m = (double)args->count * (double)tacl_dtype_size(args->dtype);
-    if (args->type == TACL__COLL_ALLTOALL)
+    if (args->type == TACL__COLL_ALLTOALL && view->n_nodes > 1)
         return peers * (alpha + m * beta);
     phases = args->type == TACL__COLL_ALLREDUCE ? 2 : 1;
     blk = args->type == TACL__COLL_ALLREDUCE ? m / p : m;
@@ -450,7 +452,12 @@ double tacl__direct_cost(const tacl__coll_args_t *args,
     }
     alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
     beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
-    return phases * peers * (alpha + blk * beta) +
+    if (args->type == TACL__COLL_ALLTOALL) {
+        phases = 1;
+        blk = m;
+    }
+    return phases * (alpha + (peers - 1) * tacl__cost_host_msg(view) +
+                     peers * blk * beta) +
            tacl__cost_reduced(args, peers * blk) * TACL__COST_GAMMA_HOST;
 }
 

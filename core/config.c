@@ -67,6 +67,7 @@ static const cfg_type_t config_types[TACL_CFG_COUNT] = {
     [TACL_CFG_SHM_MAP] = {CFG_BOOL, 0, NULL},
     [TACL_CFG_SHM_EAGER_LIMIT] = {CFG_SIZE, 0, NULL},
     [TACL_CFG_SHM_SPIN] = {CFG_INT, 0, NULL},
+    [TACL_CFG_SHM_YIELD_US] = {CFG_INT, 0, NULL},
     [TACL_CFG_CHUNK_SIZE] = {CFG_SIZE, 1, NULL},
     [TACL_CFG_STREAM_MIN] = {CFG_SIZE, 0, "auto|never"},
     [TACL_CFG_CHECK] = {CFG_BOOL, 0, NULL},

@@ -73,7 +73,11 @@
     X(SHM_EAGER_LIMIT, "16384",                                              \
       "messages up to this many bytes go inline through the shm queue")      \
     X(SHM_SPIN, "2000",                                                      \
-      "polls without progress before a rank sleeps instead of spinning")     \
+      "polls without progress before a waiting rank starts yielding its "   \
+      "core between polls")                                                  \
+    X(SHM_YIELD_US, "50",                                                    \
+      "microseconds a waiting rank then polls and yields its core before "  \
+      "it sleeps until a peer wakes it")                                     \
     X(CHUNK_SIZE, "1048576",                                                 \
       "pipeline chunk, in bytes, of ring algorithms")                        \
     X(STREAM_MIN, "auto",                                                    \

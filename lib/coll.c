@@ -16,6 +16,7 @@
 #include "dtype.h"
 #include "log.h"
 #include "memseg.h"
+#include "plan.h"
 
 /* No single buffer may exceed this many bytes (far beyond any machine). */
 #define MAX_BUFFER_BYTES (1ull << 56)
@@ -298,13 +299,17 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
     tacl__sched_init(&sched, comm->rank, comm->size);
     for (int i = 0; i < nops && status == TACL_OK; i++) {
         const tacl__algo_t *algo = NULL;
-        if (ops[i].args.qbits != 0)
+        if (nops == 1)
+            status = tacl__plan_build(comm, &ops[i].args, spec, &sched,
+                                      &algo);
+        else if (ops[i].args.qbits != 0)
             status = tacl__quant_build(&sched, &ops[i].args, &comm->view,
                                        spec, &algo);
         else
             status = tacl__algo_build(&sched, &ops[i].args, &comm->view,
                                       spec, &algo);
-        if (status == TACL_OK && algo != NULL)
+        if (status == TACL_OK && algo != NULL &&
+            strcmp(comm->last_algo, algo->name) != 0)
             snprintf(comm->last_algo, sizeof(comm->last_algo), "%s",
                      algo->name);
         if (status == TACL_OK && algo != NULL)

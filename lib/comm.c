@@ -19,6 +19,7 @@
 #include "comm.h"
 #include "launch.h"
 #include "log.h"
+#include "plan.h"
 
 static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tacl_comm *graveyard;
@@ -652,6 +653,7 @@ static void comm_bury(tacl_comm_t comm)
         tacl__ctx_progress_drop(ctx);
     tacl__scratch_fini(&comm->x.scratch);
     tacl__flight_fini(&comm->x.flight);
+    tacl__plan_cache_free(comm->plans);
     free(comm->x.world);
     free(comm->node_of);
     free(comm->x.link_of);

@@ -42,6 +42,8 @@ struct tacl_comm {
     int is_derived;            /* owned by its parent: not for the user to
                                   destroy */
     char last_algo[16];        /* algorithm of the latest operation */
+    struct tacl__plan_cache *plans; /* built schedules by signature
+                                       (plan.c), NULL until the first */
     tacl_status_t async_error;
     char last_error[512];
     struct tacl_comm *grave_next; /* destroyed handles stay recognisable */

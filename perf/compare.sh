@@ -54,17 +54,12 @@ for exe in "$TOOLS/tacl-run" "$MICRO/memcpy_bw" "$MICRO/core_rtt" \
         exit 2
     fi
 done
-have_mpi=1
-if [ ! -x "$PERF/mpi_coll_perf" ] || ! command -v mpirun > /dev/null; then
-    echo "compare.sh: no mpi_coll_perf or mpirun: tacl figures only" >&2
-    have_mpi=0
-fi
+. "$(dirname "$0")/runs.sh"
+have_mpi=$(have_mpi_of compare.sh "$PERF/mpi_coll_perf")
 
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 status=0
-
-. "$(dirname "$0")/runs.sh"
 
 echo "# memcpy bandwidth (the ceiling for copy-based shared memory)"
 "$MICRO/memcpy_bw" -t 0.2 | tee "$TMP/memcpy"

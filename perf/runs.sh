@@ -1,5 +1,6 @@
-# Shell functions the comparison scripts share (sourced, not run): reading
-# the one row of an nccl-tests-style run and the median of several runs.
+# Shell functions the comparison scripts share (sourced, not run): whether
+# the MPI side can run, reading the one row of an nccl-tests-style run and
+# the median of several runs.
 # median_row reads REPEAT from the caller.
 
 # Out-of-place and in-place busbw and time of the one row of a run's
@@ -31,4 +32,15 @@ median_row() {
             split(row[int((n + 1) / 2)], f, " ")
             print f[1], f[2], f[3], f[4], wrong + 0
         }'
+}
+
+# have_mpi_of SCRIPT EXE: 1 when EXE (the MPI side) and mpirun exist, else 0
+# with a note on stderr that SCRIPT prints tacl figures only.
+have_mpi_of() {
+    if [ -x "$2" ] && command -v mpirun > /dev/null; then
+        echo 1
+    else
+        echo "$1: no $(basename "$2") or mpirun: tacl figures only" >&2
+        echo 0
+    fi
 }

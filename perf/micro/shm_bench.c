@@ -10,6 +10,16 @@
  * receives them into one buffer and answers with an empty message; the
  * time on rank 0 from the first send to that answer gives the bandwidth.
  * Usage: shm_bench [max_mb]   (default 128)
+ *
+ * shm_bench -m measures instead the two small-message figures of the
+ * tuner's shm model (algorithms/cost.h): step_us, one 8-byte message each
+ * way between the two ranks, posted and completed (the alpha of one step
+ * of a latency-bound algorithm, transport only); and msg_us, what each
+ * further message in the same step adds (an exchange of K messages each
+ * way takes step_us + (K - 1) * msg_us; a direct algorithm's step, which
+ * talks to every peer at once, is such a batch).  Each is the fastest of
+ * 20 blocks, averaged over the two ranks: the cost when neither rank was
+ * descheduled.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -29,6 +39,7 @@
 typedef struct {
     pthread_barrier_t barrier;
     double gbps[2][8];         /* per mode, per size */
+    double msg_s[2][2];        /* -m: per rank, seconds per batch of 1, K */
     unsigned char recs[2 * BENCH_MAX_REC];
 } bench_shared_t;
 
@@ -121,10 +132,52 @@ static double run_size(tacl__tl_t *tl, int rank, uint8_t *buf, size_t size,
     return (double)size * iters / (double)(tacl__now_ns() - t0);
 }
 
+/* Messages per batch of the -m measurement's second figure. */
+#define MSG_K 16
+#define MSG_BLOCKS 20
+#define MSG_ITERS 500
+
+/* Seconds per batch of k 8-byte messages each way, fastest block. */
+static double msg_batch(tacl__tl_t *tl, int rank, int k)
+{
+    tacl__tl_op_t ops[2 * MSG_K];
+    uint64_t sendv[MSG_K], recvv[MSG_K], tag = 0;
+    double best = 1e30;
+    int pending = 0;
+
+    for (int b = -1; b < MSG_BLOCKS; b++) {  /* block -1 warms up */
+        uint64_t t0 = tacl__now_ns();
+
+        for (int it = 0; it < MSG_ITERS; it++, tag++) {
+            memset(ops, 0, sizeof(ops));
+            for (int i = 0; i < 2 * k; i++) {
+                tacl__tl_op_t *op = &ops[i];
+
+                op->peer = !rank;
+                op->tag = (tag % (1u << 16)) * MSG_K + (uint64_t)(i % k);
+                op->buf = i < k ? (void *)&sendv[i] : (void *)&recvv[i - k];
+                op->len = sizeof(uint64_t);
+                op->memtype = TACL_MEM_HOST;
+                op->cb = on_done;
+                op->arg = &pending;
+                ++pending;
+                if ((i < k ? tacl__tl_send : tacl__tl_recv)(tl, op))
+                    exit(2);
+            }
+            drive(tl, &pending);
+        }
+        if (b >= 0)
+            best = TACL_MIN(best,
+                            (double)(tacl__now_ns() - t0) * 1e-9 / MSG_ITERS);
+    }
+    return best;
+}
+
 static const size_t sizes[] = {64u << 10, 256u << 10, 1u << 20, 16u << 20,
                                128u << 20};
 static const int iters[] = {64, 64, 64, 16, 4};
 
+/* mode 2: the -m measurement. */
 static void child(bench_shared_t *sh, int rank, int mode, size_t max)
 {
     const char *ids[2] = {"n0", "n0"};
@@ -135,10 +188,15 @@ static void child(bench_shared_t *sh, int rank, int mode, size_t max)
     tacl__tl_t *tl;
     uint8_t *buf = malloc(max);
 
-    setenv("TACL_SHM_MODE", mode ? "copy" : "cma", 1);
+    setenv("TACL_SHM_MODE", mode == 1 ? "copy" : "cma", 1);
     tacl__config_reload();
     if (!buf || tacl__tl_shm_ops.init(&params, &tl) != TACL_OK)
         exit(2);
+    if (mode == 2) {
+        sh->msg_s[rank][0] = msg_batch(tl, rank, 1);
+        sh->msg_s[rank][1] = msg_batch(tl, rank, MSG_K);
+        max = 0;
+    }
     memset(buf, rank + 1, max);
     for (size_t s = 0; s < TACL_ARRAY_SIZE(sizes) && sizes[s] <= max; ++s) {
         double gbps = run_size(tl, rank, buf, sizes[s], iters[s]);
@@ -176,7 +234,8 @@ static double memcpy_gbps(size_t size)
 
 int main(int argc, char **argv)
 {
-    size_t max = (size_t)(argc > 1 ? atoi(argv[1]) : 128) << 20;
+    int msg = argc > 1 && strcmp(argv[1], "-m") == 0;
+    size_t max = (size_t)(argc > 1 && !msg ? atoi(argv[1]) : 128) << 20;
     pthread_barrierattr_t attr;
     bench_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -186,7 +245,7 @@ int main(int argc, char **argv)
     pthread_barrierattr_init(&attr);
     pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     pthread_barrier_init(&sh->barrier, &attr, 2);
-    for (int mode = 0; mode < 2; ++mode) {
+    for (int mode = msg ? 2 : 0; mode < (msg ? 3 : 2); ++mode) {
         pid_t pids[2];
         int ok = 1, st;
 
@@ -200,9 +259,17 @@ int main(int argc, char **argv)
                   WEXITSTATUS(st) == 0;
         if (!ok) {
             fprintf(stderr, "shm_bench: a rank failed in mode %s\n",
-                    mode ? "copy" : "cma");
+                    mode == 2 ? "-m" : mode ? "copy" : "cma");
             return 1;
         }
+    }
+    if (msg) {
+        double one = (sh->msg_s[0][0] + sh->msg_s[1][0]) / 2;
+        double many = (sh->msg_s[0][1] + sh->msg_s[1][1]) / 2;
+
+        printf("step_us %.3f\n", one * 1e6);
+        printf("msg_us %.3f\n", (many - one) / (MSG_K - 1) * 1e6);
+        return 0;
     }
     printf("%10s %12s %12s %12s\n", "size", "cma GB/s", "copy GB/s",
            "memcpy GB/s");

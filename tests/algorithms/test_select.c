@@ -55,20 +55,36 @@ static const char *pick(tacl__coll_type_t type, size_t count, int n,
     return algo->name;
 }
 
+/*
+ * On one node a step costs one latency and each further message of a
+ * step TACL__COST_MSG_SHARE of one (cost.h): direct, one step with a
+ * message to every peer, wins a small all-gather or reduce-scatter while
+ * its n - 2 further messages cost less than the log2(n) - 1 steps it
+ * saves; past that the log-step algorithms win.  A small all-reduce on a
+ * power of two takes recursive doubling: log2(n) steps against direct's
+ * two phases of n - 1 messages.
+ */
 Test(select, small_messages_pick_latency_algorithms)
 {
     int i;
 
     for (i = 1; i < NN; i++) {
-        int n = nranks_list[i];
+        int n = nranks_list[i], steps = tacl__log2_ceil(n);
+        int direct_wins = 1 + (n - 2) * TACL__COST_MSG_SHARE < steps;
         const char *ag = pick(TACL__COLL_ALLGATHER, 1, n, NULL);
         const char *rs = pick(TACL__COLL_REDUCE_SCATTER, 1, n, NULL);
 
-        cr_expect_str_eq(pick(TACL__COLL_ALLREDUCE, 1, n, NULL), "rd",
-                         "allreduce of 4 bytes on %d ranks", n);
+        if ((n & (n - 1)) == 0)
+            cr_expect_str_eq(pick(TACL__COLL_ALLREDUCE, 1, n, NULL), "rd",
+                             "allreduce of 4 bytes on %d ranks", n);
         /* Up to 3 ranks the ring takes as few steps as anything. */
-        if (tacl__log2_ceil(n) == n - 1)
+        if (steps == n - 1)
             continue;
+        if (direct_wins) {
+            cr_expect_str_eq(ag, "direct", "allgather on %d ranks", n);
+            cr_expect_str_eq(rs, "direct", "reducescatter on %d ranks", n);
+            continue;
+        }
         cr_expect(strcmp(ag, "bruck") == 0 || strcmp(ag, "rd") == 0,
                   "allgather of 4 bytes on %d ranks chose %s", n, ag);
         if ((n & (n - 1)) == 0)
@@ -76,6 +92,8 @@ Test(select, small_messages_pick_latency_algorithms)
         else
             cr_expect_str_eq(rs, "ring", "reducescatter on %d ranks", n);
     }
+    /* Many ranks: the log-step algorithms again. */
+    cr_expect_str_eq(pick(TACL__COLL_ALLGATHER, 1, 64, NULL), "bruck");
 }
 
 Test(select, large_messages_on_one_node_pick_direct)
@@ -135,7 +153,10 @@ Test(select, forced_spec_is_honoured)
                           "allgather=bruck"), "direct");
     /* rd reduce-scatter needs a power of two: the tuner takes over. */
     cr_expect_str_eq(pick(TACL__COLL_REDUCE_SCATTER, 1, 5,
-                          "reducescatter=rd"), "ring");
+                          "reducescatter=rd"), "direct");
+    cr_expect_str_eq(pick(TACL__COLL_REDUCE_SCATTER, 1 << 20, 6,
+                          "reducescatter=rd"),
+                     pick(TACL__COLL_REDUCE_SCATTER, 1 << 20, 6, NULL));
 }
 
 Test(select, bad_specs_are_rejected)

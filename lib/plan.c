@@ -1,0 +1,166 @@
+/*
+ * The plan cache (plan.h).
+ *
+ * Each communicator has a few entries, replaced least recently used
+ * first.  An entry is the operation's arguments with the sequence number
+ * cleared, the forced-algorithm spec it was tuned under, the algorithm
+ * chosen and the schedule built.  A hit copies the schedule (the executor
+ * owns and frees what it runs) and rewrites the sequence-number field of
+ * every message tag: builders make every tag with TACL__TAG(args->seq,
+ * step) (toolbox.h), so the step part is the same for every call of one
+ * signature.  Whatever else a builder reads is in the key: the arguments
+ * and the communicator's topology view, which does not change.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+#include "plan.h"
+
+/* Distinct operations a communicator remembers. */
+#define PLAN_SLOTS 8
+/* A spec longer than this is not cached (it is built every time). */
+#define PLAN_SPEC_MAX 96
+
+typedef struct {
+    int used;
+    uint64_t last_use;
+    tacl__coll_args_t key;   /* seq 0 */
+    char spec[PLAN_SPEC_MAX];
+    const tacl__algo_t *algo;
+    tacl__sched_t sched;
+} plan_entry_t;
+
+struct tacl__plan_cache {
+    plan_entry_t entries[PLAN_SLOTS];
+    uint64_t clock;
+    uint64_t hits, misses;
+};
+
+/*
+ * Every field of the arguments is part of the signature but seq.  A new
+ * field changes the size and stops the build here: add it to plan_key_eq.
+ */
+_Static_assert(sizeof(tacl__coll_args_t) == 80,
+               "tacl__coll_args_t changed: update plan_key_eq");
+
+static int plan_key_eq(const tacl__coll_args_t *a, const tacl__coll_args_t *b)
+{
+    return a->type == b->type && a->sendbuf == b->sendbuf &&
+           a->recvbuf == b->recvbuf && a->count == b->count &&
+           a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
+           a->memtype == b->memtype && a->chunk_bytes == b->chunk_bytes &&
+           a->qbits == b->qbits && a->qblock == b->qblock &&
+           a->shm_map == b->shm_map && a->send_mapped == b->send_mapped;
+}
+
+/* A copy of src into dst (empty) with its tags stamped with seq. */
+static tacl_status_t plan_copy(tacl__sched_t *dst, const tacl__sched_t *src,
+                               uint64_t seq)
+{
+    size_t steps = (size_t)src->nsteps * sizeof(*src->steps);
+    size_t deps = (size_t)src->ndeps * sizeof(*src->deps);
+    size_t bufs = (size_t)src->nbufs * sizeof(*src->bufs);
+
+    dst->steps = malloc(steps ? steps : 1);
+    dst->deps = malloc(deps ? deps : 1);
+    dst->bufs = malloc(bufs ? bufs : 1);
+    if (dst->steps == NULL || dst->deps == NULL || dst->bufs == NULL) {
+        tacl__sched_fini(dst);
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "out of memory for a schedule of %u steps",
+                           src->nsteps);
+    }
+    memcpy(dst->steps, src->steps, steps);
+    memcpy(dst->deps, src->deps, deps);
+    memcpy(dst->bufs, src->bufs, bufs);
+    dst->nsteps = dst->steps_cap = src->nsteps;
+    dst->ndeps = dst->deps_cap = src->ndeps;
+    dst->nbufs = dst->bufs_cap = src->nbufs;
+    for (uint32_t i = 0; i < dst->nsteps; i++) {
+        tacl__step_t *st = &dst->steps[i];
+
+        if (st->kind == TACL__STEP_SEND || st->kind == TACL__STEP_RECV)
+            st->tag = TACL__TAG(seq, st->tag & ((1ull << TACL__TAG_STEP_BITS)
+                                                - 1));
+    }
+    return TACL_OK;
+}
+
+static tacl_status_t plan_build_new(tacl_comm_t comm,
+                                    const tacl__coll_args_t *args,
+                                    const char *spec, tacl__sched_t *s,
+                                    const tacl__algo_t **algo_p)
+{
+    if (args->qbits != 0)
+        return tacl__quant_build(s, args, &comm->view, spec, algo_p);
+    return tacl__algo_build(s, args, &comm->view, spec, algo_p);
+}
+
+tacl_status_t tacl__plan_build(tacl_comm_t comm, const tacl__coll_args_t *args,
+                               const char *spec, tacl__sched_t *s,
+                               const tacl__algo_t **algo_p)
+{
+    tacl__plan_cache_t *c = comm->plans;
+    plan_entry_t *e, *victim;
+    tacl__coll_args_t key = *args;
+    size_t spec_len = spec != NULL ? strlen(spec) : 0;
+    tacl_status_t status;
+
+    key.seq = 0;
+    if (c == NULL && spec_len < PLAN_SPEC_MAX) {
+        c = comm->plans = calloc(1, sizeof(*c));
+        /* Without memory for a cache, operations are built each time. */
+    }
+    if (c == NULL || spec_len >= PLAN_SPEC_MAX)
+        return plan_build_new(comm, args, spec, s, algo_p);
+    victim = &c->entries[0];
+    for (e = c->entries; e < c->entries + PLAN_SLOTS; e++) {
+        if (e->used && plan_key_eq(&e->key, &key) &&
+            memcmp(e->spec, spec_len ? spec : "", spec_len + 1) == 0) {
+            e->last_use = ++c->clock;
+            c->hits++;
+            *algo_p = e->algo;
+            return plan_copy(s, &e->sched, args->seq);
+        }
+        if (!e->used || (victim->used && e->last_use < victim->last_use))
+            victim = e;
+    }
+    c->misses++;
+    status = plan_build_new(comm, args, spec, s, algo_p);
+    if (status != TACL_OK)
+        return status;
+    /* Remember it; a copy that cannot be made only costs the next call
+     * a build. */
+    if (victim->used)
+        tacl__sched_fini(&victim->sched);
+    victim->used = 0;
+    tacl__sched_init(&victim->sched, s->rank, s->nranks);
+    if (plan_copy(&victim->sched, s, 0) != TACL_OK) {
+        tacl__last_error_clear();
+        return TACL_OK;
+    }
+    victim->used = 1;
+    victim->last_use = ++c->clock;
+    victim->key = key;
+    memcpy(victim->spec, spec_len ? spec : "", spec_len + 1);
+    victim->algo = *algo_p;
+    return TACL_OK;
+}
+
+void tacl__plan_cache_free(tacl__plan_cache_t *c)
+{
+    if (c == NULL)
+        return;
+    for (int i = 0; i < PLAN_SLOTS; i++)
+        if (c->entries[i].used)
+            tacl__sched_fini(&c->entries[i].sched);
+    free(c);
+}
+
+void tacl__plan_stats(tacl_comm_t comm, uint64_t *hits_p, uint64_t *misses_p)
+{
+    *hits_p = comm->plans != NULL ? comm->plans->hits : 0;
+    *misses_p = comm->plans != NULL ? comm->plans->misses : 0;
+}

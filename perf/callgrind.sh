@@ -1,0 +1,70 @@
+#!/bin/sh
+# Instructions per small all-reduce call, by phase, from callgrind: a
+# count that does not depend on how busy the machine is.
+#
+# Rank 0 of a 2-rank all_reduce_perf runs under valgrind's callgrind,
+# rank 1 natively (so rank 1 is nearly always ahead and rank 0's waits
+# are short).  Two runs with different iteration counts are subtracted,
+# which removes start-up, warm-up and the first call's one-time work; the
+# difference is divided by the difference in calls.  Each phase is the
+# inclusive cost of the functions named below (callgrind_annotate), so a
+# phase the compiler inlined into its caller shows up in "other".
+#
+# Usage: perf/callgrind.sh BUILD_DIR
+# A phase the build does not have (or inlined) prints 0.
+# Environment: BYTES (default 8), N1 (2000), N2 (6000) iterations.
+
+set -u
+BUILD=${1:?usage: callgrind.sh BUILD_DIR}
+BYTES=${BYTES:-8}
+N1=${N1:-2000}
+N2=${N2:-6000}
+for t in valgrind callgrind_annotate; do
+    command -v $t > /dev/null || { echo "callgrind.sh: no $t" >&2; exit 2; }
+done
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+# The perf harness runs each size out of place and in place: two calls
+# per iteration (warm-up 10 each, the same in both runs).
+run() {
+    # shellcheck disable=SC2016
+    "$BUILD/tools/tacl-run" --timeout 600 -n 2 sh -c '
+        if [ "$TACL_RANK" = 0 ]; then
+            exec valgrind --tool=callgrind --callgrind-out-file="$0" \
+                "$@" 2> /dev/null
+        fi
+        exec "$@"' "$TMP/cg.$1" "$BUILD/perf/all_reduce_perf" \
+        -b "$BYTES" -e "$BYTES" -n "$1" -w 10 -c 0 -z 1 \
+        > "$TMP/out.$1" 2>&1 ||
+        { echo "callgrind.sh: run of $1 iterations failed" >&2
+          cat "$TMP/out.$1" >&2; exit 1; }
+    callgrind_annotate --inclusive=yes --threshold=100 "$TMP/cg.$1" \
+        > "$TMP/ann.$1" 2> /dev/null
+}
+run "$N1"
+run "$N2"
+
+# Inclusive instructions of function $2, FILE:NAME where the name alone
+# is ambiguous (its lines that name an object; recursive entries, "f'2",
+# are inside the first and left out).
+incl() {
+    awk -v f="$2" '
+        index($0, (f ~ /:/ ? "/" : ":") f " [") { gsub(/,/, "", $1); n += $1 }
+        END { print n + 0 }' "$TMP/ann.$1"
+}
+calls=$(( 2 * (N2 - N1) ))
+printf '# instructions per %s-byte all-reduce call on 2 ranks (rank 0)\n' \
+    "$BYTES"
+printf '%-26s %10s\n' phase "instr/call"
+for f in tacl_allreduce coll.c:post validate tacl__ops_start tacl__algo_build \
+    tacl__plan_build tacl__exec_start tacl__exec_wait ctx_progress_locked \
+    tacl__shm_progress tacl__shm_wait tacl__exec_free malloc calloc free \
+    pthread_mutex_lock clock_gettime; do
+    a=$(incl "$N1" "$f")
+    b=$(incl "$N2" "$f")
+    printf '%-26s %10.0f\n' "${f#*:}" "$(echo "($b - $a) / $calls" | bc -l)"
+done
+a=$(awk '/PROGRAM TOTALS/ { gsub(/,/, "", $1); print $1 }' "$TMP/ann.$N1")
+b=$(awk '/PROGRAM TOTALS/ { gsub(/,/, "", $1); print $1 }' "$TMP/ann.$N2")
+printf '%-26s %10.0f\n' "whole program" "$(echo "($b - $a) / $calls" | bc -l)"

@@ -1,0 +1,214 @@
+/*
+ * latency: the time of one small blocking collective, for tacl or for the
+ * MPI library (the same source built twice: lat_tacl, and lat_mpi with
+ * LAT_MPI defined), so the two are measured the same way.
+ *
+ * For each collective (allreduce, allgather, reducescatter, broadcast,
+ * barrier) and each size from 8 bytes to 8 KB (times 4), every rank runs
+ * warm-up calls, a barrier, then ITERS timed calls back to back, in 20
+ * blocks; the figures are the loop time per call and the time per call
+ * of the fastest block (the cost when no rank was descheduled meanwhile,
+ * which on a shared machine the mean hides), each averaged over the
+ * ranks.  Size is the
+ * larger buffer, as nccl-tests counts it (all-gather: what each rank
+ * receives; reduce-scatter: what each rank sends), in float32 (sum).
+ * After the timing one call's result is checked exactly; a wrong value
+ * makes the run fail.
+ *
+ * Output, from rank 0, one line per cell: "coll bytes mean_us best_us".
+ * Usage: lat_tacl|lat_mpi [ITERS [MAXBYTES]]   (default 2000, 8192);
+ * lat_tacl starts under tacl-run, lat_mpi under mpirun.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef LAT_MPI
+#include <mpi.h>
+#else
+#include "tacl.h"
+#endif
+
+enum { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, BARRIER, NCOLLS };
+static const char *const names[NCOLLS] = {"allreduce", "allgather",
+                                          "reducescatter", "broadcast",
+                                          "barrier"};
+
+/* Timed calls go in this many blocks; the fastest block is also kept. */
+#define BLOCKS 20
+
+static int rank, nranks;
+#ifdef LAT_MPI
+#define LIB_OK MPI_SUCCESS
+#else
+#define LIB_OK TACL_OK
+static tacl_comm_t comm;
+#endif
+
+/* One call of coll with count elements per block. */
+static int run(int coll, float *send, float *recv, int count)
+{
+#ifdef LAT_MPI
+    switch (coll) {
+    case ALLREDUCE:
+        return MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM,
+                             MPI_COMM_WORLD);
+    case ALLGATHER:
+        return MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT,
+                             MPI_COMM_WORLD);
+    case REDUCESCATTER:
+        return MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT,
+                                        MPI_SUM, MPI_COMM_WORLD);
+    case BROADCAST:
+        return MPI_Bcast(recv, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    default:
+        return MPI_Barrier(MPI_COMM_WORLD);
+    }
+#else
+    switch (coll) {
+    case ALLREDUCE:
+        return tacl_allreduce(send, recv, (size_t)count, TACL_FLOAT32,
+                              TACL_SUM, comm, NULL);
+    case ALLGATHER:
+        return tacl_allgather(send, recv, (size_t)count, TACL_FLOAT32, comm,
+                              NULL);
+    case REDUCESCATTER:
+        return tacl_reduce_scatter(send, recv, (size_t)count, TACL_FLOAT32,
+                                   TACL_SUM, comm, NULL);
+    case BROADCAST:
+        return tacl_broadcast(recv, recv, (size_t)count, TACL_FLOAT32, 0,
+                              comm, NULL);
+    default:
+        return tacl_barrier(comm, NULL);
+    }
+#endif
+}
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Sum of one double over the ranks. */
+static double sum_over_ranks(double v)
+{
+    double all = v;
+#ifdef LAT_MPI
+    MPI_Allreduce(&v, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#else
+    double in[1] = {v};
+    tacl_allreduce(in, &all, 1, TACL_FLOAT64, TACL_SUM, comm, NULL);
+#endif
+    return all;
+}
+
+/* Small integers, exact in float32 sums. */
+static float value(int r, int i)
+{
+    return (float)((r * 7 + i) % 64);
+}
+
+/* Whether one call of coll gives the exact result; 1 when wrong. */
+static int check(int coll, float *send, float *recv, int count)
+{
+    int n = coll == ALLGATHER ? count * nranks : count, wrong = 0;
+    int blocks = coll == REDUCESCATTER ? nranks : 1;
+
+    for (int i = 0; i < count * blocks; i++)
+        send[i] = value(rank, i);
+    for (int i = 0; i < n; i++)
+        recv[i] = rank == 0 && coll == BROADCAST ? value(0, i) : -1;
+    if (run(coll, send, recv, count) != LIB_OK)
+        return 1;
+    for (int i = 0; i < n && coll != BARRIER; i++) {
+        float want = 0;
+        if (coll == ALLREDUCE || coll == REDUCESCATTER) {
+            int at = coll == REDUCESCATTER ? rank * count + i : i;
+            for (int r = 0; r < nranks; r++)
+                want += value(r, at);
+        } else if (coll == ALLGATHER) {
+            want = value(i / count, i % count);
+        } else {
+            want = value(0, i);
+        }
+        wrong += recv[i] != want;
+    }
+    return wrong != 0;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = argc > 1 ? atoi(argv[1]) : 2000;
+    size_t max_bytes = argc > 2 ? (size_t)atol(argv[2]) : 8192;
+    float *send, *recv;
+    int failed = 0;
+
+#ifdef LAT_MPI
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+#else
+    if (tacl_comm_init_env(&comm) != TACL_OK ||
+        tacl_comm_rank(comm, &rank) != TACL_OK ||
+        tacl_comm_size(comm, &nranks) != TACL_OK) {
+        fprintf(stderr, "lat_tacl: init failed: %s\n", tacl_last_error());
+        return 1;
+    }
+#endif
+    if (iters < BLOCKS || max_bytes < 8) {
+        fprintf(stderr, "usage: %s [ITERS [MAXBYTES]]\n", argv[0]);
+        return 2;
+    }
+    send = malloc(max_bytes * (size_t)nranks);
+    recv = malloc(max_bytes * (size_t)nranks);
+    if (send == NULL || recv == NULL)
+        return 1;
+    memset(send, 0, max_bytes * (size_t)nranks);
+    memset(recv, 0, max_bytes * (size_t)nranks);
+    for (int coll = 0; coll < NCOLLS; coll++) {
+        for (size_t bytes = 8; bytes <= max_bytes; bytes *= 4) {
+            /* Elements per block: the size is the larger buffer. */
+            int count = (int)(bytes / sizeof(float));
+            double t0, t, best;
+
+            if (coll == ALLGATHER || coll == REDUCESCATTER)
+                count /= nranks;
+            if (count < 1 || (coll == BARRIER && bytes > 8))
+                continue;
+            for (int i = 0; i < iters / 10 + 10; i++)
+                failed |= run(coll, send, recv, count) != LIB_OK;
+            run(BARRIER, send, recv, 0);
+            t0 = now();
+            best = 1e30;
+            for (int b = 0; b < BLOCKS; b++) {
+                double tb = now();
+                for (int i = 0; i < iters / BLOCKS; i++)
+                    failed |= run(coll, send, recv, count) != LIB_OK;
+                tb = (now() - tb) / (iters / BLOCKS);
+                best = tb < best ? tb : best;
+            }
+            t = (now() - t0) / (iters / BLOCKS * BLOCKS) * 1e6;
+            t = sum_over_ranks(t) / nranks;
+            best = sum_over_ranks(best * 1e6) / nranks;
+            failed |= check(coll, send, recv, count);
+            if (rank == 0)
+                printf("%s %zu %.3f %.3f\n", names[coll],
+                       coll == BARRIER ? (size_t)0 : bytes, t, best);
+        }
+    }
+    if (failed)
+        fprintf(stderr, "rank %d: a call failed or a result was wrong\n",
+                rank);
+#ifdef LAT_MPI
+    MPI_Finalize();
+#else
+    tacl_comm_destroy(comm);
+#endif
+    free(send);
+    free(recv);
+    return failed;
+}

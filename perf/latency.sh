@@ -1,0 +1,102 @@
+#!/bin/sh
+# Small-collective latency, tacl against Open MPI (btl self,vader) on this
+# node: all-reduce, all-gather, reduce-scatter, broadcast and barrier from
+# 8 B to 8 KB (perf/latency.c), launched in turn (tacl, Open MPI, tacl,
+# ...) REPEAT times per rank count; the median launch of each cell is
+# kept.  Two figures per side: the mean time per call over the whole loop,
+# and that of the fastest of 20 blocks of the loop (a shared machine
+# deschedules ranks now and then, which the mean carries and the best
+# block mostly does not).  ratio = ompi / tacl: above 1, tacl is faster.
+#
+# Usage: perf/latency.sh BUILD_DIR [BASE_BUILD_DIR]
+# With a second build (one with perf/latency.c built into it), its tacl is
+# launched in turn too, and its columns are printed as "base".
+# Environment: RANKS ("2 4 8"), REPEAT (5), ITERS (2000).
+
+set -u
+BUILD=${1:?usage: latency.sh BUILD_DIR [BASE_BUILD_DIR]}
+BASE=${2:-}
+RANKS=${RANKS:-"2 4 8"}
+REPEAT=${REPEAT:-5}
+ITERS=${ITERS:-2000}
+LIMIT=300
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none
+    --mca btl self,vader"
+
+if [ ! -x "$BUILD/perf/lat_tacl" ] || [ ! -x "$BUILD/tools/tacl-run" ]; then
+    echo "latency.sh: $BUILD/perf/lat_tacl or tacl-run is missing" >&2
+    exit 2
+fi
+. "$(dirname "$0")/runs.sh"
+have_mpi=$(have_mpi_of latency.sh "$BUILD/perf/lat_mpi")
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+status=0
+
+for n in $RANKS; do
+    rep=1
+    while [ $rep -le "$REPEAT" ]; do
+        if ! "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
+            "$BUILD/perf/lat_tacl" "$ITERS" > "$TMP/tacl.$n.$rep" 2>&1; then
+            echo "latency.sh: tacl on $n ranks failed:" >&2
+            tail -5 "$TMP/tacl.$n.$rep" >&2
+            status=1
+        fi
+        if [ -n "$BASE" ] && ! "$BASE/tools/tacl-run" --timeout $LIMIT \
+            -n "$n" "$BASE/perf/lat_tacl" "$ITERS" > "$TMP/base.$n.$rep" \
+            2>&1; then
+            echo "latency.sh: base tacl on $n ranks failed:" >&2
+            tail -5 "$TMP/base.$n.$rep" >&2
+            status=1
+        fi
+        # shellcheck disable=SC2086
+        if [ $have_mpi = 1 ] && ! timeout $LIMIT $MPIRUN -n "$n" \
+            "$BUILD/perf/lat_mpi" "$ITERS" > "$TMP/ompi.$n.$rep" 2>&1; then
+            echo "latency.sh: Open MPI on $n ranks failed:" >&2
+            tail -5 "$TMP/ompi.$n.$rep" >&2
+            status=1
+        fi
+        rep=$((rep + 1))
+    done
+done
+
+# Median per (side, ranks, coll, bytes) of the mean and best columns.
+for f in "$TMP"/tacl.* "$TMP"/ompi.* "$TMP"/base.*; do
+    [ -f "$f" ] || continue
+    side=$(basename "$f" | cut -d. -f1)
+    n=$(basename "$f" | cut -d. -f2)
+    awk -v side="$side" -v n="$n" 'NF == 4 && $3 ~ /^[0-9.]+$/ {
+        print side, n, $1, $2, $3, $4 }' "$f"
+done | awk '
+    function median(list,    v, k, i, j, t) {
+        k = split(list, v, " ")
+        for (i = 2; i <= k; i++)
+            for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) {
+                t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+        return k ? v[int((k + 1) / 2)] : "-"
+    }
+    {
+        key = $2 " " $3 " " $4
+        if (!(key in seen)) { seen[key] = 1; order[++nk] = key }
+        mean[$1, key] = mean[$1, key] " " $5
+        best[$1, key] = best[$1, key] " " $6
+    }
+    END {
+        printf "%5s %-14s %6s %10s %10s %6s %10s %10s %6s %10s %10s\n",
+            "ranks", "coll", "bytes", "tacl_mean", "ompi_mean", "ratio",
+            "tacl_best", "ompi_best", "ratio", "base_mean", "base_best"
+        for (i = 1; i <= nk; i++) {
+            split(order[i], k, " ")
+            tm = median(mean["tacl", order[i]])
+            om = median(mean["ompi", order[i]])
+            tb = median(best["tacl", order[i]])
+            ob = median(best["ompi", order[i]])
+            rm = (tm != "-" && om != "-" && tm > 0) ? sprintf("%.2f", om / tm) : "-"
+            rb = (tb != "-" && ob != "-" && tb > 0) ? sprintf("%.2f", ob / tb) : "-"
+            printf "%5s %-14s %6s %10s %10s %6s %10s %10s %6s %10s %10s\n",
+                k[1], k[2], k[3], tm, om, rm, tb, ob, rb,
+                median(mean["base", order[i]]), median(best["base", order[i]])
+        }
+    }'
+echo "# times in us per call, median of $REPEAT launches; ratio = ompi / tacl"
+exit $status
