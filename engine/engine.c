@@ -804,6 +804,11 @@ uint64_t engine_step_index(const engine_t *e)
     return e->step;
 }
 
+const model_t *engine_model(const engine_t *e)
+{
+    return &e->model;
+}
+
 /* ---- Checkpoints ----
  * One file: a header, then per layer its real parameters, Adam m and v
  * (count floats each), in the model's own layout, whatever the strategy.

@@ -67,6 +67,8 @@ void engine_state_bytes(const engine_t *e, uint64_t *p, uint64_t *g,
 /* Psi (padded parameter count), world size N, group size M. */
 void engine_shape(const engine_t *e, size_t *psi, int *n, int *m);
 uint64_t engine_step_index(const engine_t *e);
+/* The model: layer sizes (count, padded) for reports. */
+const model_t *engine_model(const engine_t *e);
 
 /* Checkpoint of the sharded state, readable by any strategy; collective. */
 tacl_status_t engine_save(engine_t *e, const char *path);

@@ -242,6 +242,14 @@ int main(int argc, char **argv)
                "micro-steps %d%s%s%s\n", a.strategy, n, m, psi, a.eo.batch,
                a.eo.micro_steps, a.eo.hpz ? " hpZ" : "",
                a.eo.qwz ? " qwZ" : "", a.eo.qgz ? " qgZ" : "");
+    if (rank == 0) {
+        const model_t *md = engine_model(e);
+
+        printf("layers %d", md->n_layers);
+        for (int l = 0; l < md->n_layers; l++)
+            printf(" %zu", md->padded[l]);
+        printf("\n");
+    }
     printf("state rank %d p %llu g %llu os %llu\n", rank,
            (unsigned long long)bp, (unsigned long long)bg,
            (unsigned long long)bos);
