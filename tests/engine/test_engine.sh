@@ -13,7 +13,8 @@
 #      bytes against ZeRO++ Table 1, the scales' bytes stated;
 #   3. a checkpoint saved by ZeRO-3 loads into PaRO-NIG (4 ranks) and into
 #      a single process and continues with the same losses;
-#   4. --group-size 2 (groups not tied to nodes) and bad input.
+#   4. --group-size 2 (groups not tied to nodes), two ranks started by
+#      torchrun's variables alone, and bad input.
 #
 # Usage: test_engine.sh TACL_RUN TRAIN
 
@@ -188,6 +189,25 @@ expect_ok "IIG --group-size 2" $? "$TMP/gs.log" && {
     losses_of "$TMP/gs.log" > "$TMP/gs.loss"
     expect_close "IIG --group-size 2 (tuner's algorithms)" "$TMP/ref.loss" \
         "$TMP/gs.loss" 1e-5
+}
+
+echo "=== torchrun's variables (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)"
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket();
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for r in 0 1; do
+    env -u TACL_RANK -u TACL_NRANKS -u TACL_ROOT_ADDR MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT="$port" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
+        timeout 120 "$TRAIN" "${MODEL[@]}" --strategy IIG --group-size 1 \
+        --steps 5 > "$TMP/torchrun.$r" 2>&1 &
+done
+wait %1
+rc0=$?
+wait %2
+expect_rc "two ranks from torchrun's variables" 0 $((rc0 | $?)) && {
+    head -n 5 "$TMP/ref.loss" > "$TMP/ref.head"
+    losses_of "$TMP/torchrun.0" > "$TMP/torchrun.loss"
+    expect_close "IIG on 2 torchrun-style ranks" "$TMP/ref.head" \
+        "$TMP/torchrun.loss" 1e-5
 }
 
 echo "=== bad input"
