@@ -23,8 +23,9 @@
  * One micro-step: for each layer, gather its parameters (unless P is N)
  * while the next layer's gather runs non-blocking; forward; then backward
  * from the last layer, gathering again, each layer's gradient reduced to
- * the gradient level right away (within the group for I: MiCS's first
- * hop) and accumulated.  After s micro-steps: the remaining gradient
+ * the gradient level (within the group for I: MiCS's first hop) by a
+ * non-blocking call that runs while the layer below computes, then
+ * accumulated.  After s micro-steps: the remaining gradient
  * reduction to the state level (across groups once per step: the second
  * hop), Adam on the held state shard, and parameters spread back to the
  * parameter level, every layer in one coalesced call.
@@ -60,7 +61,7 @@ struct engine {
     /* Per layer: the held shards. */
     float **p_hold, **g_hold, **m_hold, **v_hold, **secondary;
     /* Work buffers: two gathered layers, a full gradient, a shard. */
-    float *wfull[2], *gfull, *gtmp, *acts_mem;
+    float *wfull[2], *gfull[2], *gtmp[2], *acts_mem;
     uint8_t *tok;
     void **allocs;
     int n_allocs, max_allocs;
@@ -189,7 +190,8 @@ static tacl_comm_t hop_comm(const engine_t *e, hop_t hop)
 
 /* One hop of reduce-scatter or all-gather in place over layers. */
 static tacl_status_t hop_run(engine_t *e, int reduce, hop_t hop,
-                             float *const *bufs, int first, int last)
+                             float *const *bufs, int first, int last,
+                             tacl_request_t *req_p)
 {
     tacl_comm_t comm = hop_comm(e, hop);
     int nb = last - first + 1, idx = hop == HOP_GROUP ? e->li
@@ -199,6 +201,8 @@ static tacl_status_t hop_run(engine_t *e, int reduce, hop_t hop,
     void *recvs[nb];
     size_t counts[nb];
 
+    if (req_p != NULL)
+        *req_p = NULL;
     if (size == 1)
         return TACL_OK;
     for (int i = 0; i < nb; i++) {
@@ -217,7 +221,14 @@ static tacl_status_t hop_run(engine_t *e, int reduce, hop_t hop,
             recvs[i] = bufs[i];
         }
     }
-    if (reduce)
+    if (reduce && req_p != NULL)
+        CHECK_COMM(e, comm,
+                   tacl_reduce_scatter_coalesced_nb(sends, recvs, counts,
+                                                    nb, TACL_FLOAT32,
+                                                    TACL_SUM, comm, NULL,
+                                                    req_p),
+                   "reduce-scatter");
+    else if (reduce)
         CHECK_COMM(e, comm,
                    tacl_reduce_scatter_coalesced(sends, recvs, counts, nb,
                                                  TACL_FLOAT32, TACL_SUM,
@@ -247,15 +258,15 @@ static tacl_status_t reduce_levels(engine_t *e, engine_level_t from,
     if (from == to)
         return TACL_OK;
     if (from == LVL_N && to == LVL_G && !e->nested)
-        return hop_run(e, 1, HOP_WORLD, bufs, first, last);
+        return hop_run(e, 1, HOP_WORLD, bufs, first, last, NULL);
     if (from == LVL_N) {
-        st = hop_run(e, 1, HOP_GROUP, bufs, first, last);
+        st = hop_run(e, 1, HOP_GROUP, bufs, first, last, NULL);
         if (st != TACL_OK || to == LVL_I)
             return st;
         for (int i = 0; i < nb; i++)
             bufs[i] += shard_off(e, first + i, LVL_I);
     }
-    return hop_run(e, 1, HOP_INTER, bufs, first, last);
+    return hop_run(e, 1, HOP_INTER, bufs, first, last, NULL);
 }
 
 /* Expand from level `from` to `to` in place; bufs[i] at the `to` shard. */
@@ -270,16 +281,16 @@ static tacl_status_t expand_levels(engine_t *e, engine_level_t from,
     if (from == to)
         return TACL_OK;
     if (from == LVL_G && to == LVL_N && !e->nested)
-        return hop_run(e, 0, HOP_WORLD, bufs, first, last);
+        return hop_run(e, 0, HOP_WORLD, bufs, first, last, NULL);
     if (from == LVL_G) {
         for (int i = 0; i < nb; i++)
             inner[i] = bufs[i] + (to == LVL_N ? shard_off(e, first + i,
                                                           LVL_I) : 0);
-        st = hop_run(e, 0, HOP_INTER, inner, first, last);
+        st = hop_run(e, 0, HOP_INTER, inner, first, last, NULL);
         if (st != TACL_OK || to == LVL_I)
             return st;
     }
-    return hop_run(e, 0, HOP_GROUP, bufs, first, last);
+    return hop_run(e, 0, HOP_GROUP, bufs, first, last, NULL);
 }
 
 /* All-reduce one region per layer across the given hop (group call). */
@@ -359,8 +370,10 @@ static int alloc_buffers(engine_t *e)
     if (e->o.p != LVL_N && (!(e->wfull[0] = ealloc(e, maxn * 4, NULL)) ||
                             !(e->wfull[1] = ealloc(e, maxn * 4, NULL))))
         return -1;
-    if (!(e->gfull = ealloc(e, maxn * 4, NULL)) ||
-        !(e->gtmp = ealloc(e, maxn * 4, NULL)) ||
+    if (!(e->gfull[0] = ealloc(e, maxn * 4, NULL)) ||
+        !(e->gfull[1] = ealloc(e, maxn * 4, NULL)) ||
+        !(e->gtmp[0] = ealloc(e, maxn / e->n * 4, NULL)) ||
+        !(e->gtmp[1] = ealloc(e, maxn / e->n * 4, NULL)) ||
         !(e->acts_mem = ealloc(e, model_acts_floats(md, e->b) * 4, NULL)) ||
         !(e->tok = ealloc(e, (size_t)e->b * (md->ctx + 1), NULL)))
         return -1;
@@ -591,7 +604,7 @@ static tacl_status_t gather_wait(engine_t *e, gather_t *g,
     if (e->o.p == LVL_G && e->nested && !(g->backward && e->o.hpz)) {
         float *buf = g->dst;
 
-        st = hop_run(e, 0, HOP_GROUP, &buf, l, l);
+        st = hop_run(e, 0, HOP_GROUP, &buf, l, l, NULL);
         if (st != TACL_OK)
             return st;
     }
@@ -619,27 +632,73 @@ static void load_batch(engine_t *e, int micro)
     }
 }
 
-/* The held gradient shard gets this layer's micro-step gradient. */
-static tacl_status_t reduce_grad(engine_t *e, int l)
+/*
+ * A layer's micro-step gradient on its way to the held gradient shard.
+ * The first hop starts non-blocking as soon as the backward has written
+ * the gradient, and runs while the layer below computes; finishing it
+ * runs the second hop (nested global shards) and accumulates.
+ */
+typedef struct {
+    tacl_request_t req;
+    int layer;           /* -1: nothing pending */
+    int slot;            /* which gfull / gtmp buffer */
+} greduce_t;
+
+static tacl_status_t reduce_start(engine_t *e, int l, int slot,
+                                  greduce_t *r)
 {
-    float *buf = e->gfull, *src;
-    size_t len = shard_len(e, l, e->o.g);
+    float *buf = e->gfull[slot];
+    engine_level_t lg = e->o.g;
     tacl_status_t st;
 
+    r->layer = l;
+    r->slot = slot;
+    r->req = NULL;
     if (e->o.qgz) {
-        st = tacl_reduce_scatter_quantized(e->gfull, e->gtmp, len,
-                                           TACL_FLOAT32, TACL_SUM, &e->qg,
-                                           e->world, NULL);
+        st = tacl_reduce_scatter_quantized_nb(buf, e->gtmp[slot],
+                                              shard_len(e, l, lg),
+                                              TACL_FLOAT32, TACL_SUM,
+                                              &e->qg, e->world, NULL,
+                                              &r->req);
         if (st != TACL_OK)
             return comm_fail(e, e->world, st, "quantized reduce-scatter");
-        src = e->gtmp;
-    } else {
-        st = reduce_levels(e, LVL_N, e->o.g, &buf, l, l);
-        if (st != TACL_OK)
-            return st;
-        src = e->gfull + shard_off(e, l, e->o.g);
+        return TACL_OK;
     }
-    cblas_saxpy((int)len, 1.0f, src, 1, e->g_hold[l], 1);
+    if (lg == LVL_N)
+        return TACL_OK;
+    return hop_run(e, 1, lg == LVL_G && !e->nested ? HOP_WORLD : HOP_GROUP,
+                   &buf, l, l, &r->req);
+}
+
+static tacl_status_t reduce_finish(engine_t *e, greduce_t *r)
+{
+    int l = r->layer;
+    engine_level_t lg = e->o.g;
+    float *src, *inner;
+    tacl_status_t st;
+
+    if (l < 0)
+        return TACL_OK;
+    r->layer = -1;
+    if (r->req != NULL) {
+        st = tacl_request_wait(r->req);
+        tacl_request_free(r->req);
+        r->req = NULL;
+        if (st != TACL_OK)
+            return comm_fail(e, e->world, st, "reduce-scatter of gradients");
+    }
+    if (e->o.qgz) {
+        src = e->gtmp[r->slot];
+    } else {
+        if (lg == LVL_G && e->nested) {
+            inner = e->gfull[r->slot] + shard_off(e, l, LVL_I);
+            st = hop_run(e, 1, HOP_INTER, &inner, l, l, NULL);
+            if (st != TACL_OK)
+                return st;
+        }
+        src = e->gfull[r->slot] + shard_off(e, l, lg);
+    }
+    cblas_saxpy((int)shard_len(e, l, lg), 1.0f, src, 1, e->g_hold[l], 1);
     return TACL_OK;
 }
 
@@ -649,6 +708,7 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
     int L = md->n_layers;
     model_acts_t acts;
     gather_t g[2];
+    greduce_t red[2] = {{NULL, -1, 0}, {NULL, -1, 0}};
     const float *w;
     tacl_status_t st;
     float scale = 1.0f / (float)e->o.batch;
@@ -677,11 +737,16 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
                               &g[(l - 1) % 2]);
         if (st == TACL_OK)
             st = gather_wait(e, &g[l % 2], &w);
+        /* The buffer's previous layer (l + 2) must be reduced first. */
+        if (st == TACL_OK)
+            st = reduce_finish(e, &red[l % 2]);
         if (st == TACL_OK) {
-            model_backward(md, l, w, e->gfull, &acts, scale);
-            st = reduce_grad(e, l);
+            model_backward(md, l, w, e->gfull[l % 2], &acts, scale);
+            st = reduce_start(e, l, l % 2, &red[l % 2]);
         }
     }
+    for (int i = 0; i < 2 && st == TACL_OK; i++)
+        st = reduce_finish(e, &red[(L + i) % 2]);
     return st;
 }
 
