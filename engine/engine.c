@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #define ENGINE_MAGIC "TACLENG1"
@@ -483,35 +482,34 @@ tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
     tacl_comm_size(comm, &e->n);
     openblas_set_num_threads(1);
     if (check_opts(e) != 0)
-        goto err_free;
+        goto err;
     if (model_init(&e->model, opts->ctx, opts->emb, opts->hidden,
                    opts->blocks, (size_t)e->n) != 0) {
         set_err(e, "bad model shape (ctx %d, emb %d, hidden %d, blocks %d)",
                 opts->ctx, opts->emb, opts->hidden, opts->blocks);
-        goto err_free;
+        goto err;
     }
     if (len < (size_t)opts->ctx + 2) {
         set_err(e, "the text has %zu bytes, fewer than the context + 2",
                 len);
-        goto err_model;
+        goto err;
     }
     e->b = opts->batch / (e->n * opts->micro_steps);
     st = make_groups(e);
     if (st != TACL_OK)
-        goto err_model;
+        goto err;
     e->nested = e->o.p == LVL_I || e->o.g == LVL_I || e->o.os == LVL_I;
     e->qw.bits = opts->qwz_bits;
     e->qg.bits = opts->qgz_bits;
     st = TACL_ERR_NO_MEMORY;
     if (alloc_buffers(e) != 0)
-        goto err_model;
+        goto err;
     init_params(e);
     *engine_p = e;
     return TACL_OK;
 
-err_model:
-    /* fall through: engine_destroy frees what was made */
-err_free:
+err:
+    /* engine_destroy frees whatever was made. */
     snprintf(err, errlen, "%s", e->err);
     engine_destroy(e);
     return st;
