@@ -49,7 +49,7 @@ static uint8_t *read_file(const char *path, size_t *len_p)
 {
     FILE *f = fopen(path, "rb");
     uint8_t *buf = NULL;
-    long len;
+    long len = 0;
 
     if (f == NULL) {
         fprintf(stderr, "train: cannot open %s: %s\n", path,
@@ -62,6 +62,7 @@ static uint8_t *read_file(const char *path, size_t *len_p)
         fprintf(stderr, "train: cannot read %s\n", path);
         free(buf);
         buf = NULL;
+        len = 0;
     }
     *len_p = (size_t)len;
     fclose(f);
