@@ -9,6 +9,7 @@ packages=(
     libhwloc-dev libucx-dev libibverbs-dev
     libopenmpi-dev openmpi-bin
     iproute2
+    libopenblas-dev         # the training engine (engine/)
     clang libclang-rt-dev   # .ci/run's libFuzzer harnesses (libFuzzer)
 )
 missing=()

@@ -1,0 +1,1025 @@
+/*
+ * The sharded-training engine (see engine.h).
+ *
+ * Ranks form g partition groups of M ranks (the node, or --group-size);
+ * gi is the group index, li the rank inside the group.  Three
+ * communicators: the world, the group, and the "inter" communicator of
+ * the ranks with the same li in every group (MiCS's cross-group replicas).
+ *
+ * Every layer buffer (n elements, n a multiple of N) is cut into shards:
+ *   N  the whole buffer,
+ *   I  n/M elements at li * n/M (the group shard, the same in every group),
+ *   G  n/N elements.  When the strategy has an I level anywhere, a global
+ *      shard must lie inside the rank's group shard, so global operations
+ *      run in two hops (the group, then the inter communicator) and the
+ *      shard is at (li * g + gi) * n/N ("nested").  Otherwise they run on
+ *      the world communicator and the shard is at rank * n/N ("flat"),
+ *      which is what ZeRO does.
+ * Each rank holds its P, G and optimizer-state shards of every layer, at
+ * the level the strategy says.  By PaRO's principle 1 the state shard lies
+ * inside the parameter and gradient shards, so Adam updates the held
+ * parameters in place.
+ *
+ * One micro-step: for each layer, gather its parameters (unless P is N)
+ * while the next layer's gather runs non-blocking; forward; then backward
+ * from the last layer, gathering again, each layer's gradient reduced to
+ * the gradient level (within the group for I: MiCS's first hop) by a
+ * non-blocking call that runs while the layer below computes, then
+ * accumulated.  After s micro-steps: the remaining gradient
+ * reduction to the state level (across groups once per step: the second
+ * hop), Adam on the held state shard, and parameters spread back to the
+ * parameter level, every layer in one coalesced call.
+ */
+#define _GNU_SOURCE
+#include "engine.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define ENGINE_MAGIC "TACLENG1"
+
+struct engine {
+    engine_opts_t o;
+    model_t model;
+    tacl_comm_t world, grp, inter;
+    int n, m, ng;        /* world size, group size, number of groups */
+    int rank, li, gi;
+    int nested;          /* global shards go through the group */
+    tacl_quant_t qw, qg;
+    const uint8_t *text;
+    size_t text_len;
+    uint64_t step;       /* optimizer steps done */
+    /* Per layer: the held shards. */
+    float **p_hold, **g_hold, **m_hold, **v_hold, **secondary;
+    /* Work buffers: two gathered layers, a full gradient, a shard. */
+    float *wfull[2], *gfull[2], *gtmp[2], *acts_mem;
+    uint8_t *tok;
+    void **allocs;
+    int n_allocs, max_allocs;
+    uint64_t bytes_p, bytes_g, bytes_os;
+    int b;               /* samples per micro-batch per rank */
+    char err[512];
+};
+
+static const char *const level_names = "NIG";
+
+void engine_opts_default(engine_opts_t *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->p = opts->g = opts->os = LVL_G;
+    opts->qwz_bits = 8;
+    opts->qgz_bits = 4;
+    opts->micro_steps = 1;
+    opts->batch = 64;
+    opts->ctx = 8;
+    opts->emb = 16;
+    opts->hidden = 256;
+    opts->blocks = 4;
+    opts->lr = 3e-3f;
+    opts->seed = 1;
+}
+
+static int level_of(char c, engine_level_t *lvl)
+{
+    const char *at = strchr(level_names, c);
+
+    if (c == '\0' || at == NULL)
+        return -1;
+    *lvl = (engine_level_t)(at - level_names);
+    return 0;
+}
+
+int engine_parse_strategy(const char *name, engine_opts_t *opts)
+{
+    static const struct { const char *alias, *levels; } aliases[] = {
+        {"DDP", "NNN"}, {"ZeRO-1", "NNG"}, {"ZeRO-2", "NGG"},
+        {"ZeRO-3", "GGG"}, {"MiCS", "III"},
+    };
+    const char *levels = name;
+    engine_level_t lv[3];
+
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (strcasecmp(name, aliases[i].alias) == 0)
+            levels = aliases[i].levels;
+    if (strlen(levels) != 3)
+        return -1;
+    for (int i = 0; i < 3; i++)
+        if (level_of(levels[i], &lv[i]) != 0)
+            return -1;
+    if (lv[2] < lv[0] || lv[2] < lv[1])
+        return -1;
+    opts->p = lv[0];
+    opts->g = lv[1];
+    opts->os = lv[2];
+    return 0;
+}
+
+static void set_err(engine_t *e, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof(e->err), fmt, ap);
+    va_end(ap);
+}
+
+const char *engine_error(const engine_t *e)
+{
+    return e->err;
+}
+
+/* Offset and length of this rank's shard of layer l at a level. */
+static size_t shard_len(const engine_t *e, int l, engine_level_t lvl)
+{
+    size_t n = e->model.padded[l];
+
+    return lvl == LVL_N ? n : lvl == LVL_I ? n / e->m : n / e->n;
+}
+
+static size_t shard_off(const engine_t *e, int l, engine_level_t lvl)
+{
+    size_t chunk = e->model.padded[l] / e->n;
+
+    if (lvl == LVL_N)
+        return 0;
+    if (lvl == LVL_I)
+        return (size_t)e->li * shard_len(e, l, LVL_I);
+    return e->nested ? ((size_t)e->li * e->ng + e->gi) * chunk
+                     : (size_t)e->rank * chunk;
+}
+
+static tacl_status_t comm_fail(engine_t *e, tacl_comm_t comm,
+                               tacl_status_t st, const char *what)
+{
+    set_err(e, "%s failed: %s (%s)", what, tacl_status_string(st),
+            tacl_comm_last_error(comm));
+    return st;
+}
+
+#define CHECK_COMM(e, comm, call, what)                                      \
+    do {                                                                     \
+        tacl_status_t st_ = (call);                                          \
+        if (st_ != TACL_OK)                                                  \
+            return comm_fail((e), (comm), st_, (what));                      \
+    } while (0)
+
+/*
+ * In-place reductions and expansions of one region over all layers (or
+ * one layer: first..last).  A region buffer bufs[l] covers the layer's
+ * shard at level `from` (reduce) or `to` (expand); the call leaves the
+ * reduced values in the shard at level `to` (reduce), or fills the whole
+ * region from the shards at level `from` (expand).  Each hop is one
+ * coalesced call over the layers.
+ */
+typedef enum { HOP_GROUP, HOP_INTER, HOP_WORLD } hop_t;
+
+static tacl_comm_t hop_comm(const engine_t *e, hop_t hop)
+{
+    return hop == HOP_GROUP ? e->grp : hop == HOP_INTER ? e->inter
+                                                        : e->world;
+}
+
+/* One hop of reduce-scatter or all-gather in place over layers. */
+static tacl_status_t hop_run(engine_t *e, int reduce, hop_t hop,
+                             float *const *bufs, int first, int last,
+                             tacl_request_t *req_p)
+{
+    tacl_comm_t comm = hop_comm(e, hop);
+    int nb = last - first + 1, idx = hop == HOP_GROUP ? e->li
+                                   : hop == HOP_INTER ? e->gi : e->rank;
+    int size = hop == HOP_GROUP ? e->m : hop == HOP_INTER ? e->ng : e->n;
+    const void *sends[nb];
+    void *recvs[nb];
+    size_t counts[nb];
+
+    if (req_p != NULL)
+        *req_p = NULL;
+    if (size == 1)
+        return TACL_OK;
+    for (int i = 0; i < nb; i++) {
+        int l = first + i;
+        /* The region the hop works on: the whole layer for the world and
+         * the group, the group shard for the inter hop. */
+        size_t region = hop == HOP_INTER ? shard_len(e, l, LVL_I)
+                                         : e->model.padded[l];
+
+        counts[i] = region / (size_t)size;
+        if (reduce) {
+            sends[i] = bufs[i];
+            recvs[i] = bufs[i] + (size_t)idx * counts[i];
+        } else {
+            sends[i] = bufs[i] + (size_t)idx * counts[i];
+            recvs[i] = bufs[i];
+        }
+    }
+    if (reduce && req_p != NULL)
+        CHECK_COMM(e, comm,
+                   tacl_reduce_scatter_coalesced_nb(sends, recvs, counts,
+                                                    nb, TACL_FLOAT32,
+                                                    TACL_SUM, comm, NULL,
+                                                    req_p),
+                   "reduce-scatter");
+    else if (reduce)
+        CHECK_COMM(e, comm,
+                   tacl_reduce_scatter_coalesced(sends, recvs, counts, nb,
+                                                 TACL_FLOAT32, TACL_SUM,
+                                                 comm, NULL),
+                   "reduce-scatter");
+    else
+        CHECK_COMM(e, comm,
+                   tacl_allgather_coalesced(sends, recvs, counts, nb,
+                                            TACL_FLOAT32, comm, NULL),
+                   "all-gather");
+    return TACL_OK;
+}
+
+/*
+ * Reduce from level `from` to `to` in place.  bufs[i] points at the
+ * start of the `from` shard of layer first + i.  The hops: N->I the
+ * group; I->G the inter communicator; N->G the world when flat, else
+ * N->I then I->G.
+ */
+static tacl_status_t reduce_levels(engine_t *e, engine_level_t from,
+                                   engine_level_t to, float **bufs,
+                                   int first, int last)
+{
+    tacl_status_t st;
+    int nb = last - first + 1;
+
+    if (from == to)
+        return TACL_OK;
+    if (from == LVL_N && to == LVL_G && !e->nested)
+        return hop_run(e, 1, HOP_WORLD, bufs, first, last, NULL);
+    if (from == LVL_N) {
+        st = hop_run(e, 1, HOP_GROUP, bufs, first, last, NULL);
+        if (st != TACL_OK || to == LVL_I)
+            return st;
+        for (int i = 0; i < nb; i++)
+            bufs[i] += shard_off(e, first + i, LVL_I);
+    }
+    return hop_run(e, 1, HOP_INTER, bufs, first, last, NULL);
+}
+
+/* Expand from level `from` to `to` in place; bufs[i] at the `to` shard. */
+static tacl_status_t expand_levels(engine_t *e, engine_level_t from,
+                                   engine_level_t to, float **bufs,
+                                   int first, int last)
+{
+    tacl_status_t st;
+    int nb = last - first + 1;
+    float *inner[nb > 0 ? nb : 1];
+
+    if (from == to)
+        return TACL_OK;
+    if (from == LVL_G && to == LVL_N && !e->nested)
+        return hop_run(e, 0, HOP_WORLD, bufs, first, last, NULL);
+    if (from == LVL_G) {
+        for (int i = 0; i < nb; i++)
+            inner[i] = bufs[i] + (to == LVL_N ? shard_off(e, first + i,
+                                                          LVL_I) : 0);
+        st = hop_run(e, 0, HOP_INTER, inner, first, last, NULL);
+        if (st != TACL_OK || to == LVL_I)
+            return st;
+    }
+    return hop_run(e, 0, HOP_GROUP, bufs, first, last, NULL);
+}
+
+/* All-reduce one region per layer across the given hop (group call). */
+static tacl_status_t allreduce_layers(engine_t *e, hop_t hop, float **bufs,
+                                      engine_level_t lvl)
+{
+    tacl_comm_t comm = hop_comm(e, hop);
+    tacl_status_t st = TACL_OK, st2;
+
+    if ((hop == HOP_INTER ? e->ng : e->n) == 1)
+        return TACL_OK;
+    tacl_group_start();
+    for (int l = 0; l < e->model.n_layers && st == TACL_OK; l++)
+        st = tacl_allreduce(bufs[l], bufs[l], shard_len(e, l, lvl),
+                            TACL_FLOAT32, TACL_SUM, comm, NULL);
+    st2 = tacl_group_end();
+    if (st == TACL_OK)
+        st = st2;
+    if (st != TACL_OK)
+        return comm_fail(e, comm, st, "all-reduce");
+    return TACL_OK;
+}
+
+/* ---- Allocation: every buffer once, from tacl_mem_alloc. ---- */
+
+static void *ealloc(engine_t *e, size_t bytes, uint64_t *count_p)
+{
+    void *p = NULL;
+
+    if (bytes == 0)
+        bytes = sizeof(float);
+    if (e->n_allocs == e->max_allocs ||
+        tacl_mem_alloc(&p, bytes, TACL_MEM_HOST) != TACL_OK) {
+        set_err(e, "cannot allocate %zu bytes: %s", bytes,
+                tacl_last_error());
+        return NULL;
+    }
+    e->allocs[e->n_allocs++] = p;
+    if (count_p != NULL)
+        *count_p += bytes;
+    return p;
+}
+
+static int alloc_buffers(engine_t *e)
+{
+    const model_t *md = &e->model;
+    int L = md->n_layers;
+    size_t maxn = 0;
+
+    e->max_allocs = 5 * L + 8;
+    e->allocs = calloc((size_t)e->max_allocs, sizeof(void *));
+    e->p_hold = calloc((size_t)L, sizeof(float *));
+    e->g_hold = calloc((size_t)L, sizeof(float *));
+    e->m_hold = calloc((size_t)L, sizeof(float *));
+    e->v_hold = calloc((size_t)L, sizeof(float *));
+    e->secondary = calloc((size_t)L, sizeof(float *));
+    if (!e->allocs || !e->p_hold || !e->g_hold || !e->m_hold ||
+        !e->v_hold || !e->secondary) {
+        set_err(e, "out of memory");
+        return -1;
+    }
+    for (int l = 0; l < L; l++) {
+        size_t lp = shard_len(e, l, e->o.p), lg = shard_len(e, l, e->o.g);
+        size_t lo = shard_len(e, l, e->o.os);
+
+        maxn = md->padded[l] > maxn ? md->padded[l] : maxn;
+        if (!(e->p_hold[l] = ealloc(e, lp * 4, &e->bytes_p)) ||
+            !(e->g_hold[l] = ealloc(e, lg * 4, &e->bytes_g)) ||
+            !(e->m_hold[l] = ealloc(e, lo * 4, &e->bytes_os)) ||
+            !(e->v_hold[l] = ealloc(e, lo * 4, &e->bytes_os)))
+            return -1;
+        if (e->o.hpz &&
+            !(e->secondary[l] = ealloc(e, shard_len(e, l, LVL_I) * 4,
+                                       &e->bytes_p)))
+            return -1;
+    }
+    if (e->o.p != LVL_N && (!(e->wfull[0] = ealloc(e, maxn * 4, NULL)) ||
+                            !(e->wfull[1] = ealloc(e, maxn * 4, NULL))))
+        return -1;
+    if (!(e->gfull[0] = ealloc(e, maxn * 4, NULL)) ||
+        !(e->gfull[1] = ealloc(e, maxn * 4, NULL)) ||
+        !(e->gtmp[0] = ealloc(e, maxn / e->n * 4, NULL)) ||
+        !(e->gtmp[1] = ealloc(e, maxn / e->n * 4, NULL)) ||
+        !(e->acts_mem = ealloc(e, model_acts_floats(md, e->b) * 4, NULL)) ||
+        !(e->tok = ealloc(e, (size_t)e->b * (md->ctx + 1), NULL)))
+        return -1;
+    return 0;
+}
+
+static void init_params(engine_t *e)
+{
+    for (int l = 0; l < e->model.n_layers; l++) {
+        size_t off = shard_off(e, l, e->o.p), len = shard_len(e, l, e->o.p);
+
+        for (size_t i = 0; i < len; i++)
+            e->p_hold[l][i] = model_init_value(&e->model, l, off + i,
+                                               e->o.seed);
+    }
+}
+
+/* ---- Creation ---- */
+
+static tacl_status_t make_groups(engine_t *e)
+{
+    int local_size, node, n_nodes, lrank;
+    int mm[2];
+    tacl_status_t st;
+
+    if (e->o.group_size > 0) {
+        if (e->n % e->o.group_size != 0) {
+            set_err(e, "--group-size %d does not divide the world size %d",
+                    e->o.group_size, e->n);
+            return TACL_ERR_INVALID_ARG;
+        }
+        e->m = e->o.group_size;
+        e->gi = e->rank / e->m;
+        e->li = e->rank % e->m;
+    } else {
+        tacl_comm_local_size(e->world, &local_size);
+        tacl_comm_node(e->world, &node);
+        tacl_comm_n_nodes(e->world, &n_nodes);
+        tacl_comm_local_rank(e->world, &lrank);
+        mm[0] = local_size;
+        mm[1] = -local_size;
+        st = tacl_allreduce(mm, mm, 2, TACL_INT32, TACL_MAX, e->world, NULL);
+        if (st != TACL_OK)
+            return comm_fail(e, e->world, st, "all-reduce");
+        if (mm[0] != -mm[1]) {
+            set_err(e, "nodes have different rank counts (%d to %d): give "
+                    "--group-size", -mm[1], mm[0]);
+            return TACL_ERR_INVALID_USAGE;
+        }
+        e->m = local_size;
+        e->gi = node;
+        e->li = lrank;
+    }
+    e->ng = e->n / e->m;
+    st = tacl_comm_split(e->world, e->gi, e->li, &e->grp);
+    if (st != TACL_OK)
+        return comm_fail(e, e->world, st, "split into groups");
+    st = tacl_comm_split(e->world, e->li, e->gi, &e->inter);
+    if (st != TACL_OK)
+        return comm_fail(e, e->world, st, "split across groups");
+    return TACL_OK;
+}
+
+static int check_opts(engine_t *e)
+{
+    const engine_opts_t *o = &e->o;
+    long per = (long)e->n * o->micro_steps;
+
+    if ((o->hpz || o->qwz || o->qgz) &&
+        !(o->p == LVL_G && o->g == LVL_G && o->os == LVL_G)) {
+        set_err(e, "hpZ, qwZ and qgZ apply to ZeRO-3 (GGG) only");
+        return -1;
+    }
+    if ((o->qwz && o->qwz_bits != 8 && o->qwz_bits != 4) ||
+        (o->qgz && o->qgz_bits != 8 && o->qgz_bits != 4)) {
+        set_err(e, "quantization takes 8 or 4 bits");
+        return -1;
+    }
+    if (o->micro_steps < 1 || o->batch < 1 || o->batch % per != 0) {
+        set_err(e, "the batch (%d) must be a positive multiple of world "
+                "size x micro-steps (%ld)", o->batch, per);
+        return -1;
+    }
+    if (!(o->lr > 0.0f)) {
+        set_err(e, "the learning rate must be positive");
+        return -1;
+    }
+    return 0;
+}
+
+tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
+                            const uint8_t *text, size_t len,
+                            engine_t **engine_p, char *err, size_t errlen)
+{
+    engine_t *e = calloc(1, sizeof(*e));
+    tacl_status_t st = TACL_ERR_INVALID_ARG;
+
+    if (e == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return TACL_ERR_NO_MEMORY;
+    }
+    e->o = *opts;
+    e->world = comm;
+    e->text = text;
+    e->text_len = len;
+    tacl_comm_rank(comm, &e->rank);
+    tacl_comm_size(comm, &e->n);
+    openblas_set_num_threads(1);
+    if (check_opts(e) != 0)
+        goto err;
+    if (model_init(&e->model, opts->ctx, opts->emb, opts->hidden,
+                   opts->blocks, (size_t)e->n) != 0) {
+        set_err(e, "bad model shape (ctx %d, emb %d, hidden %d, blocks %d)",
+                opts->ctx, opts->emb, opts->hidden, opts->blocks);
+        goto err;
+    }
+    if (len < (size_t)opts->ctx + 2) {
+        set_err(e, "the text has %zu bytes, fewer than the context + 2",
+                len);
+        goto err;
+    }
+    e->b = opts->batch / (e->n * opts->micro_steps);
+    st = make_groups(e);
+    if (st != TACL_OK)
+        goto err;
+    e->nested = e->o.p == LVL_I || e->o.g == LVL_I || e->o.os == LVL_I;
+    e->qw.bits = opts->qwz_bits;
+    e->qg.bits = opts->qgz_bits;
+    st = TACL_ERR_NO_MEMORY;
+    if (alloc_buffers(e) != 0)
+        goto err;
+    init_params(e);
+    *engine_p = e;
+    return TACL_OK;
+
+err:
+    /* engine_destroy frees whatever was made. */
+    snprintf(err, errlen, "%s", e->err);
+    engine_destroy(e);
+    return st;
+}
+
+void engine_destroy(engine_t *e)
+{
+    if (e == NULL)
+        return;
+    for (int i = 0; i < e->n_allocs; i++)
+        tacl_mem_free(e->allocs[i]);
+    free(e->allocs);
+    free(e->p_hold);
+    free(e->g_hold);
+    free(e->m_hold);
+    free(e->v_hold);
+    free(e->secondary);
+    if (e->grp != NULL)
+        tacl_comm_destroy(e->grp);
+    if (e->inter != NULL)
+        tacl_comm_destroy(e->inter);
+    model_fini(&e->model);
+    free(e);
+}
+
+/* ---- Gathering parameters, with a non-blocking first hop ---- */
+
+typedef struct {
+    tacl_request_t req;
+    int layer, backward;
+    float *dst;
+} gather_t;
+
+/* The buffer a layer's full parameters are read from during compute. */
+static tacl_status_t gather_start(engine_t *e, int l, int backward,
+                                  float *dst, gather_t *g)
+{
+    tacl_status_t st = TACL_OK;
+    size_t n = e->model.padded[l];
+    tacl_comm_t comm;
+
+    g->req = NULL;
+    g->layer = l;
+    g->backward = backward;
+    g->dst = dst;
+    if (e->o.p == LVL_N)
+        return TACL_OK;
+    if (e->o.p == LVL_I || (backward && e->o.hpz)) {
+        comm = e->grp;
+        st = tacl_allgather_nb(e->o.p == LVL_I ? e->p_hold[l]
+                                               : e->secondary[l],
+                               dst, n / e->m, TACL_FLOAT32, comm, NULL,
+                               &g->req);
+    } else if (e->nested) {
+        comm = e->inter;
+        st = tacl_allgather_nb(e->p_hold[l], dst + shard_off(e, l, LVL_I),
+                               n / e->n, TACL_FLOAT32, comm, NULL, &g->req);
+    } else if (e->o.qwz) {
+        comm = e->world;
+        st = tacl_allgather_quantized_nb(e->p_hold[l], dst, n / e->n,
+                                         TACL_FLOAT32, &e->qw, comm, NULL,
+                                         &g->req);
+    } else {
+        comm = e->world;
+        st = tacl_allgather_nb(e->p_hold[l], dst, n / e->n, TACL_FLOAT32,
+                               comm, NULL, &g->req);
+    }
+    if (st != TACL_OK)
+        return comm_fail(e, comm, st, "all-gather of parameters");
+    return TACL_OK;
+}
+
+static tacl_status_t gather_wait(engine_t *e, gather_t *g,
+                                 const float **w_p)
+{
+    int l = g->layer;
+    tacl_status_t st;
+
+    if (e->o.p == LVL_N) {
+        *w_p = e->p_hold[l];
+        return TACL_OK;
+    }
+    if (g->req != NULL) {
+        st = tacl_request_wait(g->req);
+        tacl_request_free(g->req);
+        g->req = NULL;
+        if (st != TACL_OK)
+            return comm_fail(e, e->world, st, "all-gather of parameters");
+    }
+    if (e->o.p == LVL_G && e->nested && !(g->backward && e->o.hpz)) {
+        float *buf = g->dst;
+
+        st = hop_run(e, 0, HOP_GROUP, &buf, l, l, NULL);
+        if (st != TACL_OK)
+            return st;
+    }
+    if (e->o.hpz && !g->backward)
+        memcpy(e->secondary[l], g->dst + shard_off(e, l, LVL_I),
+               shard_len(e, l, LVL_I) * sizeof(float));
+    *w_p = g->dst;
+    return TACL_OK;
+}
+
+/* ---- One micro-step ---- */
+
+/* Samples k of the global batch of step t: the same on any world. */
+static void load_batch(engine_t *e, int micro)
+{
+    int c1 = e->model.ctx + 1;
+    size_t span = e->text_len - (size_t)c1 + 1;
+
+    for (int i = 0; i < e->b; i++) {
+        uint64_t k = ((uint64_t)micro * e->n + e->rank) * e->b + i;
+        uint64_t pos = model_hash64(e->o.seed * 0x100000001b3ULL ^
+                                   model_hash64(e->step) ^ k) % span;
+
+        memcpy(e->tok + (size_t)i * c1, e->text + pos, (size_t)c1);
+    }
+}
+
+/*
+ * A layer's micro-step gradient on its way to the held gradient shard.
+ * The first hop starts non-blocking as soon as the backward has written
+ * the gradient, and runs while the layer below computes; finishing it
+ * runs the second hop (nested global shards) and accumulates.
+ */
+typedef struct {
+    tacl_request_t req;
+    int layer;           /* -1: nothing pending */
+    int slot;            /* which gfull / gtmp buffer */
+} greduce_t;
+
+static tacl_status_t reduce_start(engine_t *e, int l, int slot,
+                                  greduce_t *r)
+{
+    float *buf = e->gfull[slot];
+    engine_level_t lg = e->o.g;
+    tacl_status_t st;
+
+    r->layer = l;
+    r->slot = slot;
+    r->req = NULL;
+    if (e->o.qgz) {
+        st = tacl_reduce_scatter_quantized_nb(buf, e->gtmp[slot],
+                                              shard_len(e, l, lg),
+                                              TACL_FLOAT32, TACL_SUM,
+                                              &e->qg, e->world, NULL,
+                                              &r->req);
+        if (st != TACL_OK)
+            return comm_fail(e, e->world, st, "quantized reduce-scatter");
+        return TACL_OK;
+    }
+    if (lg == LVL_N)
+        return TACL_OK;
+    return hop_run(e, 1, lg == LVL_G && !e->nested ? HOP_WORLD : HOP_GROUP,
+                   &buf, l, l, &r->req);
+}
+
+static tacl_status_t reduce_finish(engine_t *e, greduce_t *r)
+{
+    int l = r->layer;
+    engine_level_t lg = e->o.g;
+    float *src, *inner;
+    tacl_status_t st;
+
+    if (l < 0)
+        return TACL_OK;
+    r->layer = -1;
+    if (r->req != NULL) {
+        st = tacl_request_wait(r->req);
+        tacl_request_free(r->req);
+        r->req = NULL;
+        if (st != TACL_OK)
+            return comm_fail(e, e->world, st, "reduce-scatter of gradients");
+    }
+    if (e->o.qgz) {
+        src = e->gtmp[r->slot];
+    } else {
+        if (lg == LVL_G && e->nested) {
+            inner = e->gfull[r->slot] + shard_off(e, l, LVL_I);
+            st = hop_run(e, 1, HOP_INTER, &inner, l, l, NULL);
+            if (st != TACL_OK)
+                return st;
+        }
+        src = e->gfull[r->slot] + shard_off(e, l, lg);
+    }
+    cblas_saxpy((int)shard_len(e, l, lg), 1.0f, src, 1, e->g_hold[l], 1);
+    return TACL_OK;
+}
+
+static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
+{
+    const model_t *md = &e->model;
+    int L = md->n_layers;
+    model_acts_t acts;
+    gather_t g[2];
+    greduce_t red[2] = {{NULL, -1, 0}, {NULL, -1, 0}};
+    const float *w;
+    tacl_status_t st;
+    float scale = 1.0f / (float)e->o.batch;
+
+    load_batch(e, micro);
+    model_acts_bind(md, &acts, e->acts_mem, e->b, e->tok);
+    st = gather_start(e, 0, 0, e->wfull[0], &g[0]);
+    for (int l = 0; l < L && st == TACL_OK; l++) {
+        if (l + 1 < L)
+            st = gather_start(e, l + 1, 0, e->wfull[(l + 1) % 2],
+                              &g[(l + 1) % 2]);
+        if (st == TACL_OK)
+            st = gather_wait(e, &g[l % 2], &w);
+        if (st == TACL_OK)
+            model_forward(md, l, w, &acts);
+    }
+    if (st != TACL_OK)
+        return st;
+    *loss_p += model_loss_sum(md, &acts);
+    /* The output layer's parameters are gathered again like any other:
+     * Table 3 counts a backward all-gather of every layer. */
+    st = gather_start(e, L - 1, 1, e->wfull[(L - 1) % 2], &g[(L - 1) % 2]);
+    for (int l = L - 1; l >= 0 && st == TACL_OK; l--) {
+        if (l > 0)
+            st = gather_start(e, l - 1, 1, e->wfull[(l - 1) % 2],
+                              &g[(l - 1) % 2]);
+        if (st == TACL_OK)
+            st = gather_wait(e, &g[l % 2], &w);
+        /* The buffer's previous layer (l + 2) must be reduced first. */
+        if (st == TACL_OK)
+            st = reduce_finish(e, &red[l % 2]);
+        if (st == TACL_OK) {
+            model_backward(md, l, w, e->gfull[l % 2], &acts, scale);
+            st = reduce_start(e, l, l % 2, &red[l % 2]);
+        }
+    }
+    for (int i = 0; i < 2 && st == TACL_OK; i++)
+        st = reduce_finish(e, &red[(L + i) % 2]);
+    return st;
+}
+
+/* ---- The optimizer step ---- */
+
+static void adam(engine_t *e, float *p, const float *grad, float *m,
+                 float *v, size_t len)
+{
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    float t = (float)(e->step + 1);
+    float c1 = 1.0f - powf(b1, t), c2 = 1.0f - powf(b2, t);
+
+    for (size_t i = 0; i < len; i++) {
+        m[i] = b1 * m[i] + (1.0f - b1) * grad[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * grad[i] * grad[i];
+        p[i] -= e->o.lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
+    }
+}
+
+static tacl_status_t update(engine_t *e)
+{
+    int L = e->model.n_layers;
+    float *bufs[L];
+    engine_level_t lp = e->o.p, lg = e->o.g, lo = e->o.os;
+    tacl_status_t st;
+
+    /* Gradients to the state level: the once-per-step hop. */
+    for (int l = 0; l < L; l++)
+        bufs[l] = e->g_hold[l];
+    if (lo == LVL_N) {
+        st = allreduce_layers(e, HOP_WORLD, bufs, LVL_N);
+    } else if (lo == LVL_I) {
+        st = reduce_levels(e, lg, LVL_I, bufs, 0, L - 1);
+        for (int l = 0; l < L && st == TACL_OK; l++)
+            bufs[l] = e->g_hold[l] + shard_off(e, l, LVL_I) -
+                      shard_off(e, l, lg);
+        if (st == TACL_OK)
+            st = allreduce_layers(e, HOP_INTER, bufs, LVL_I);
+    } else {
+        st = reduce_levels(e, lg, LVL_G, bufs, 0, L - 1);
+    }
+    if (st != TACL_OK)
+        return st;
+    for (int l = 0; l < L; l++) {
+        size_t off = shard_off(e, l, lo);
+
+        adam(e, e->p_hold[l] + off - shard_off(e, l, lp),
+             e->g_hold[l] + off - shard_off(e, l, lg), e->m_hold[l],
+             e->v_hold[l], shard_len(e, l, lo));
+        memset(e->g_hold[l], 0, shard_len(e, l, lg) * sizeof(float));
+        bufs[l] = e->p_hold[l];
+    }
+    /* Updated parameters back to the parameter level. */
+    return expand_levels(e, lo, lp, bufs, 0, L - 1);
+}
+
+static void link_bytes(engine_t *e, uint64_t *intra, uint64_t *inter)
+{
+    tacl_comm_t comms[3] = {e->world, e->grp, e->inter};
+    tacl_counters_t c;
+
+    *intra = *inter = 0;
+    for (int i = 0; i < 3; i++) {
+        if (tacl_comm_get_counters(comms[i], &c) != TACL_OK)
+            continue;
+        *intra += c.links[TACL_LINK_HOST].bytes +
+                  c.links[TACL_LINK_GPU].bytes;
+        *inter += c.links[TACL_LINK_NET].bytes;
+    }
+}
+
+tacl_status_t engine_step(engine_t *e, engine_step_t *out)
+{
+    double loss = 0.0, sums[3];
+    tacl_status_t st;
+
+    tacl_comm_reset_counters(e->world);
+    tacl_comm_reset_counters(e->grp);
+    tacl_comm_reset_counters(e->inter);
+    for (int micro = 0; micro < e->o.micro_steps; micro++) {
+        st = micro_step(e, micro, &loss);
+        if (st != TACL_OK)
+            return st;
+    }
+    st = update(e);
+    if (st != TACL_OK)
+        return st;
+    e->step++;
+    link_bytes(e, &out->my_intra, &out->my_inter);
+    sums[0] = loss;
+    sums[1] = (double)out->my_intra;
+    sums[2] = (double)out->my_inter;
+    CHECK_COMM(e, e->world,
+               tacl_allreduce(sums, sums, 3, TACL_FLOAT64, TACL_SUM,
+                              e->world, NULL),
+               "all-reduce of the step's statistics");
+    out->loss = sums[0] / e->o.batch;
+    out->intra_bytes = sums[1];
+    out->inter_bytes = sums[2];
+    return TACL_OK;
+}
+
+void engine_state_bytes(const engine_t *e, uint64_t *p, uint64_t *g,
+                        uint64_t *os)
+{
+    *p = e->bytes_p;
+    *g = e->bytes_g;
+    *os = e->bytes_os;
+}
+
+void engine_shape(const engine_t *e, size_t *psi, int *n, int *m)
+{
+    *psi = model_total_padded(&e->model);
+    *n = e->n;
+    *m = e->m;
+}
+
+uint64_t engine_step_index(const engine_t *e)
+{
+    return e->step;
+}
+
+const model_t *engine_model(const engine_t *e)
+{
+    return &e->model;
+}
+
+/* ---- Checkpoints ----
+ * One file: a header, then per layer its real parameters, Adam m and v
+ * (count floats each), in the model's own layout, whatever the strategy.
+ * The ranks that own an optimizer-state shard write their part of all
+ * three (one copy: group 0 when states are per group, rank 0 when not);
+ * on load every rank reads what its strategy holds. */
+
+typedef struct {
+    char magic[8];
+    int32_t ctx, emb, hidden, blocks;
+    uint64_t step, seed;
+} ckpt_header_t;
+
+static off_t layer_base(const engine_t *e, int l)
+{
+    off_t off = (off_t)sizeof(ckpt_header_t);
+
+    for (int j = 0; j < l; j++)
+        off += (off_t)(3 * e->model.count[j] * sizeof(float));
+    return off;
+}
+
+/* Move [off, off + len) of one array of layer l, clipped to its count. */
+static int ckpt_io(engine_t *e, int fd, int write, int l, int which,
+                   float *buf, size_t off, size_t len)
+{
+    size_t count = e->model.count[l];
+    off_t pos;
+    ssize_t done;
+
+    if (!write)
+        memset(buf, 0, len * sizeof(float));
+    if (off >= count)
+        return 0;
+    if (off + len > count)
+        len = count - off;
+    pos = layer_base(e, l) + (off_t)((which * count + off) * sizeof(float));
+    done = write ? pwrite(fd, buf, len * sizeof(float), pos)
+                 : pread(fd, buf, len * sizeof(float), pos);
+    if (done != (ssize_t)(len * sizeof(float))) {
+        set_err(e, "checkpoint %s failed: %s", write ? "write" : "read",
+                done < 0 ? strerror(errno) : "short file");
+        return -1;
+    }
+    return 0;
+}
+
+static tacl_status_t ckpt_agree(engine_t *e, int ok)
+{
+    int all = ok ? 0 : 1;
+    tacl_status_t st = tacl_allreduce(&all, &all, 1, TACL_INT32, TACL_MAX,
+                                      e->world, NULL);
+
+    if (st != TACL_OK)
+        return comm_fail(e, e->world, st, "all-reduce");
+    if (all != 0) {
+        if (ok)
+            set_err(e, "checkpoint failed on another rank");
+        return TACL_ERR_SYSTEM;
+    }
+    return TACL_OK;
+}
+
+tacl_status_t engine_save(engine_t *e, const char *path)
+{
+    ckpt_header_t h;
+    engine_level_t lo = e->o.os, lp = e->o.p;
+    int writer, fd = -1, ok = 1;
+    tacl_status_t st;
+
+    memset(&h, 0, sizeof(h));
+    memcpy(h.magic, ENGINE_MAGIC, 8);
+    h.ctx = e->model.ctx;
+    h.emb = e->model.emb;
+    h.hidden = e->model.hidden;
+    h.blocks = e->model.blocks;
+    h.step = e->step;
+    h.seed = e->o.seed;
+    if (e->rank == 0) {
+        fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+            ftruncate(fd, layer_base(e, e->model.n_layers)) != 0) {
+            set_err(e, "cannot write checkpoint %s: %s", path,
+                    strerror(errno));
+            ok = 0;
+        }
+    }
+    st = ckpt_agree(e, ok);
+    if (st != TACL_OK)
+        goto out;
+    writer = lo == LVL_G || (lo == LVL_I && e->gi == 0) || e->rank == 0;
+    if (writer && fd < 0 && (fd = open(path, O_RDWR)) < 0) {
+        set_err(e, "cannot open checkpoint %s: %s", path, strerror(errno));
+        ok = 0;
+    }
+    for (int l = 0; writer && ok && l < e->model.n_layers; l++) {
+        size_t off = shard_off(e, l, lo), len = shard_len(e, l, lo);
+
+        if (ckpt_io(e, fd, 1, l, 0, e->p_hold[l] + off - shard_off(e, l, lp),
+                    off, len) != 0 ||
+            ckpt_io(e, fd, 1, l, 1, e->m_hold[l], off, len) != 0 ||
+            ckpt_io(e, fd, 1, l, 2, e->v_hold[l], off, len) != 0)
+            ok = 0;
+    }
+    if (fd >= 0 && fsync(fd) != 0 && ok) {
+        set_err(e, "cannot sync checkpoint %s: %s", path, strerror(errno));
+        ok = 0;
+    }
+    st = ckpt_agree(e, ok);
+out:
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
+tacl_status_t engine_load(engine_t *e, const char *path)
+{
+    ckpt_header_t h;
+    int ok = 1, fd = open(path, O_RDONLY);
+
+    if (fd < 0) {
+        set_err(e, "cannot open checkpoint %s: %s", path, strerror(errno));
+        ok = 0;
+    } else if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+               memcmp(h.magic, ENGINE_MAGIC, 8) != 0) {
+        set_err(e, "%s is not an engine checkpoint", path);
+        ok = 0;
+    } else if (h.ctx != e->model.ctx || h.emb != e->model.emb ||
+               h.hidden != e->model.hidden || h.blocks != e->model.blocks) {
+        set_err(e, "checkpoint %s is of another model (ctx %d, emb %d, "
+                "hidden %d, blocks %d)", path, h.ctx, h.emb, h.hidden,
+                h.blocks);
+        ok = 0;
+    }
+    for (int l = 0; ok && l < e->model.n_layers; l++) {
+        engine_level_t lo = e->o.os;
+
+        if (ckpt_io(e, fd, 0, l, 0, e->p_hold[l], shard_off(e, l, e->o.p),
+                    shard_len(e, l, e->o.p)) != 0 ||
+            ckpt_io(e, fd, 0, l, 1, e->m_hold[l], shard_off(e, l, lo),
+                    shard_len(e, l, lo)) != 0 ||
+            ckpt_io(e, fd, 0, l, 2, e->v_hold[l], shard_off(e, l, lo),
+                    shard_len(e, l, lo)) != 0)
+            ok = 0;
+    }
+    if (ok)
+        e->step = h.step;
+    if (fd >= 0)
+        close(fd);
+    return ckpt_agree(e, ok);
+}

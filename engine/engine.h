@@ -1,0 +1,78 @@
+/*
+ * The sharded-training engine: trains the model of model.h data-parallel
+ * with one of PaRO's 14 sharding strategies (parameters, gradients and
+ * optimizer states each not sharded (N), sharded within the partition
+ * group (I) or sharded globally (G)), plus ZeRO++'s hpZ, qwZ and qgZ on
+ * ZeRO-3.  It uses only tacl's public API (include/tacl.h).
+ */
+#ifndef ENGINE_ENGINE_H
+#define ENGINE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tacl.h>
+
+#include "model.h"
+
+typedef enum { LVL_N = 0, LVL_I = 1, LVL_G = 2 } engine_level_t;
+
+typedef struct {
+    engine_level_t p, g, os;  /* sharding of parameters, grads, states */
+    int group_size;           /* ranks per partition group, 0: the node */
+    int hpz, qwz, qgz;        /* ZeRO++ options, on GGG only */
+    int qwz_bits, qgz_bits;   /* 8 and 4 by default */
+    int micro_steps;          /* s: gradient accumulation steps */
+    int batch;                /* global batch (samples per step) */
+    int ctx, emb, hidden, blocks;
+    float lr;
+    uint64_t seed;
+} engine_opts_t;
+
+typedef struct engine engine_t;
+
+typedef struct {
+    double loss;          /* mean cross-entropy of the global batch */
+    double intra_bytes;   /* bytes sent inside groups, all ranks summed */
+    double inter_bytes;   /* bytes sent between groups, all ranks summed */
+    uint64_t my_intra, my_inter;  /* this rank's share */
+} engine_step_t;
+
+/*
+ * Parse a strategy name: three letters of N/I/G ("IIG") or an alias
+ * (DDP, ZeRO-1, ZeRO-2, ZeRO-3, MiCS, case-insensitive).  0 or -1 when
+ * the name is unknown or breaks PaRO's principle 1 (optimizer states
+ * sharded at least as finely as parameters and gradients).
+ */
+int engine_parse_strategy(const char *name, engine_opts_t *opts);
+void engine_opts_default(engine_opts_t *opts);
+
+/*
+ * Build the engine on comm (collective): partition groups, shards and
+ * every buffer, parameters initialised from the seed.  text/len is the
+ * training text (at least ctx + 1 bytes).  On error returns a tacl status
+ * and writes a message into err.
+ */
+tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
+                            const uint8_t *text, size_t len,
+                            engine_t **engine_p, char *err, size_t errlen);
+void engine_destroy(engine_t *e);
+
+/* One optimizer step (s micro-steps); collective. */
+tacl_status_t engine_step(engine_t *e, engine_step_t *out);
+
+/* Bytes this rank holds for parameters, gradients, optimizer states. */
+void engine_state_bytes(const engine_t *e, uint64_t *p, uint64_t *g,
+                        uint64_t *os);
+/* Psi (padded parameter count), world size N, group size M. */
+void engine_shape(const engine_t *e, size_t *psi, int *n, int *m);
+uint64_t engine_step_index(const engine_t *e);
+/* The model: layer sizes (count, padded) for reports. */
+const model_t *engine_model(const engine_t *e);
+
+/* Checkpoint of the sharded state, readable by any strategy; collective. */
+tacl_status_t engine_save(engine_t *e, const char *path);
+tacl_status_t engine_load(engine_t *e, const char *path);
+const char *engine_error(const engine_t *e);
+
+#endif /* ENGINE_ENGINE_H */

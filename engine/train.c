@@ -1,0 +1,301 @@
+/*
+ * train: train the engine's character-level language model with one of
+ * the sharding strategies, as every rank of a job started by tacl-run,
+ * tacl-cluster or torchrun-style variables (alone, it is one rank).
+ *
+ *   tacl-run -n 4 -- train --strategy IIG --group-size 2 --steps 200 \
+ *       --data FILE
+ *
+ * Rank 0 prints one line per step: the loss of the global batch, tokens
+ * per second, the model-state bytes it holds, and the bytes all ranks
+ * sent inside partition groups and between them during the step.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <tacl.h>
+
+#include "engine.h"
+
+#define DEFAULT_DATA "/usr/share/common-licenses/GPL-3"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: train [options]\n"
+        "  --strategy S     NNN NNI NNG NII NIG NGG INI ING III IIG IGG GNG\n"
+        "                   GIG GGG, or DDP ZeRO-1 ZeRO-2 ZeRO-3 MiCS (GGG)\n"
+        "  --group-size P   ranks per partition group (default: the node)\n"
+        "  --hpz --qwz --qgz  ZeRO++ options (ZeRO-3 only)\n"
+        "  --qwz-bits B --qgz-bits B  8 or 4 (defaults 8 and 4)\n"
+        "  --steps K        optimizer steps (default 20)\n"
+        "  --micro-steps S  gradient accumulation steps (default 1)\n"
+        "  --batch B        global batch in samples (default 64)\n"
+        "  --ctx C --emb E --hidden H --blocks L  model shape (8 16 256 4)\n"
+        "  --lr X --seed N  Adam learning rate (3e-3), seed (1)\n"
+        "  --data FILE      training text (default %s)\n"
+        "  --save FILE --load FILE  checkpoint after the last step / "
+        "before the first\n"
+        "  --quiet          print only the summary\n", DEFAULT_DATA);
+}
+
+static uint8_t *read_file(const char *path, size_t *len_p)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = NULL;
+    long len = 0;
+
+    if (f == NULL) {
+        fprintf(stderr, "train: cannot open %s: %s\n", path,
+                strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 ||
+        fseek(f, 0, SEEK_SET) != 0 || (buf = malloc((size_t)len + 1)) ==
+        NULL || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        fprintf(stderr, "train: cannot read %s\n", path);
+        free(buf);
+        buf = NULL;
+        len = 0;
+    }
+    *len_p = (size_t)len;
+    fclose(f);
+    return buf;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static tacl_status_t init_comm(tacl_comm_t *comm_p)
+{
+    tacl_unique_id_t id;
+    tacl_status_t st;
+
+    if (getenv("TACL_RANK") != NULL || getenv("RANK") != NULL)
+        return tacl_comm_init_env(comm_p);
+    st = tacl_get_unique_id(&id);
+    if (st != TACL_OK)
+        return st;
+    return tacl_comm_init_rank(1, &id, 0, comm_p);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+enum {
+    OPT_STRATEGY = 256, OPT_GROUP, OPT_HPZ, OPT_QWZ, OPT_QGZ, OPT_QWZ_BITS,
+    OPT_QGZ_BITS, OPT_STEPS, OPT_MICRO, OPT_BATCH, OPT_CTX, OPT_EMB,
+    OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
+    OPT_QUIET, OPT_HELP
+};
+
+static const struct option long_opts[] = {
+    {"strategy", required_argument, NULL, OPT_STRATEGY},
+    {"group-size", required_argument, NULL, OPT_GROUP},
+    {"hpz", no_argument, NULL, OPT_HPZ},
+    {"qwz", no_argument, NULL, OPT_QWZ},
+    {"qgz", no_argument, NULL, OPT_QGZ},
+    {"qwz-bits", required_argument, NULL, OPT_QWZ_BITS},
+    {"qgz-bits", required_argument, NULL, OPT_QGZ_BITS},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"micro-steps", required_argument, NULL, OPT_MICRO},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"ctx", required_argument, NULL, OPT_CTX},
+    {"emb", required_argument, NULL, OPT_EMB},
+    {"hidden", required_argument, NULL, OPT_HIDDEN},
+    {"blocks", required_argument, NULL, OPT_BLOCKS},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"save", required_argument, NULL, OPT_SAVE},
+    {"load", required_argument, NULL, OPT_LOAD},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct {
+    engine_opts_t eo;
+    const char *strategy, *data, *save, *load;
+    int steps, quiet;
+} args_t;
+
+static int parse_args(int argc, char **argv, args_t *a)
+{
+    int c, bad = 0, *ip;
+    char *end;
+
+    engine_opts_default(&a->eo);
+    a->strategy = "GGG";
+    a->data = DEFAULT_DATA;
+    a->steps = 20;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        ip = NULL;
+        switch (c) {
+        case OPT_STRATEGY: a->strategy = optarg; break;
+        case OPT_GROUP: ip = &a->eo.group_size; break;
+        case OPT_HPZ: a->eo.hpz = 1; break;
+        case OPT_QWZ: a->eo.qwz = 1; break;
+        case OPT_QGZ: a->eo.qgz = 1; break;
+        case OPT_QWZ_BITS: ip = &a->eo.qwz_bits; break;
+        case OPT_QGZ_BITS: ip = &a->eo.qgz_bits; break;
+        case OPT_STEPS: ip = &a->steps; break;
+        case OPT_MICRO: ip = &a->eo.micro_steps; break;
+        case OPT_BATCH: ip = &a->eo.batch; break;
+        case OPT_CTX: ip = &a->eo.ctx; break;
+        case OPT_EMB: ip = &a->eo.emb; break;
+        case OPT_HIDDEN: ip = &a->eo.hidden; break;
+        case OPT_BLOCKS: ip = &a->eo.blocks; break;
+        case OPT_LR:
+            a->eo.lr = strtof(optarg, &end);
+            bad |= *end != '\0';
+            break;
+        case OPT_SEED:
+            a->eo.seed = strtoull(optarg, &end, 10);
+            bad |= *end != '\0';
+            break;
+        case OPT_DATA: a->data = optarg; break;
+        case OPT_SAVE: a->save = optarg; break;
+        case OPT_LOAD: a->load = optarg; break;
+        case OPT_QUIET: a->quiet = 1; break;
+        case OPT_HELP: usage(stdout); exit(0);
+        default: bad = 1; break;
+        }
+        if (ip != NULL && parse_int(optarg, 0, 1 << 24, ip) != 0) {
+            fprintf(stderr, "train: bad number '%s'\n", optarg);
+            bad = 1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "train: unexpected argument '%s'\n", argv[optind]);
+        bad = 1;
+    }
+    if (!bad && engine_parse_strategy(a->strategy, &a->eo) != 0) {
+        fprintf(stderr, "train: unknown or invalid strategy '%s' (three of "
+                "N/I/G with optimizer states sharded at least as finely as "
+                "parameters and gradients, or an alias)\n", a->strategy);
+        bad = 1;
+    }
+    if (bad)
+        usage(stderr);
+    return bad ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    args_t a;
+    tacl_comm_t comm;
+    engine_t *e = NULL;
+    engine_step_t s;
+    uint8_t *text;
+    size_t len, psi;
+    uint64_t bp, bg, bos;
+    int rank, n, m, rc = 1;
+    char err[512];
+    double t0, t1, total_t = 0.0;
+    struct rusage ru;
+    tacl_status_t st;
+
+    memset(&a, 0, sizeof(a));
+    if (parse_args(argc, argv, &a) != 0)
+        return 2;
+    text = read_file(a.data, &len);
+    if (text == NULL)
+        return 1;
+    st = init_comm(&comm);
+    if (st != TACL_OK) {
+        fprintf(stderr, "train: cannot make the communicator: %s (%s)\n",
+                tacl_status_string(st), tacl_last_error());
+        free(text);
+        return 1;
+    }
+    tacl_comm_rank(comm, &rank);
+    st = engine_create(comm, &a.eo, text, len, &e, err, sizeof(err));
+    if (st != TACL_OK) {
+        fprintf(stderr, "train: rank %d: %s\n", rank, err);
+        goto out_comm;
+    }
+    engine_shape(e, &psi, &n, &m);
+    engine_state_bytes(e, &bp, &bg, &bos);
+    if (rank == 0)
+        printf("train: strategy %s ranks %d group %d psi %zu batch %d "
+               "micro-steps %d%s%s%s\n", a.strategy, n, m, psi, a.eo.batch,
+               a.eo.micro_steps, a.eo.hpz ? " hpZ" : "",
+               a.eo.qwz ? " qwZ" : "", a.eo.qgz ? " qgZ" : "");
+    if (rank == 0) {
+        const model_t *md = engine_model(e);
+
+        printf("layers %d", md->n_layers);
+        for (int l = 0; l < md->n_layers; l++)
+            printf(" %zu", md->padded[l]);
+        printf("\n");
+    }
+    printf("state rank %d p %llu g %llu os %llu\n", rank,
+           (unsigned long long)bp, (unsigned long long)bg,
+           (unsigned long long)bos);
+    fflush(stdout);
+    if (a.load != NULL && engine_load(e, a.load) != TACL_OK) {
+        fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
+        goto out_engine;
+    }
+    for (int i = 0; i < a.steps; i++) {
+        t0 = now_s();
+        st = engine_step(e, &s);
+        t1 = now_s();
+        if (st != TACL_OK) {
+            fprintf(stderr, "train: rank %d: step %d: %s\n", rank, i + 1,
+                    engine_error(e));
+            goto out_engine;
+        }
+        total_t += t1 - t0;
+        if (rank == 0 && !a.quiet)
+            printf("step %llu loss %.9g tokens/s %.0f state_bytes %llu "
+                   "intra_bytes %.0f inter_bytes %.0f\n",
+                   (unsigned long long)engine_step_index(e), s.loss,
+                   a.eo.batch / (t1 - t0),
+                   (unsigned long long)(bp + bg + bos), s.intra_bytes,
+                   s.inter_bytes);
+        fflush(stdout);
+    }
+    if (a.save != NULL && engine_save(e, a.save) != TACL_OK) {
+        fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
+        goto out_engine;
+    }
+    getrusage(RUSAGE_SELF, &ru);
+    if (rank == 0)
+        printf("summary strategy %s steps %d tokens/s %.0f peak_rss_kb %ld\n",
+               a.strategy, a.steps,
+               total_t > 0 ? a.steps * (double)a.eo.batch / total_t : 0.0,
+               ru.ru_maxrss);
+    rc = 0;
+out_engine:
+    engine_destroy(e);
+out_comm:
+    if (rc != 0)
+        tacl_comm_abort(comm);
+    else
+        tacl_comm_destroy(comm);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,119 @@
+# PaRO's formulas for the engine's tests; the test scripts source this.
+#
+# Table 2 (memory per rank) in float32: parameters 4 bytes per element,
+# gradients 4, Adam's two moments 8 (K = 8; float32 training keeps no
+# separate master copy), each divided by 1, M or N for the levels N, I, G;
+# ZeRO++'s hpZ adds its secondary partition, 4 Psi / M, to the parameters.
+#
+# Table 3 (bytes per step, all ranks summed) for ring algorithms (the
+# tests force them with TACL_ALGO): a ring all-gather or reduce-scatter on
+# k ranks sends (k - 1) / k of the region from every rank, an all-reduce
+# twice that.  On the world ring of g node-contiguous groups, g of the N
+# ring links cross groups.  The strategy's collectives (see
+# docs/ARCHITECTURE.md, "The training engine"):
+#   parameters  I: group all-gather before forward and before backward,
+#               s times; G: the world all-gather (two hops, inter then
+#               group, when the strategy has an I level elsewhere).
+#   gradients   I: group reduce-scatter s times; G: world reduce-scatter
+#               (or the two hops) s times.
+#   update      gradients from their level to the states' level once
+#               (to N: world all-reduce; to I: group reduce-scatter when
+#               unsharded, then an all-reduce across groups, MiCS's second
+#               hop), and parameters back from the states' level.
+# They are Table 3's entries for ZeRO-2, ZeRO-3, PaRO-IIG, PaRO-NIG and
+# ZeRO++; the others differ from Table 3 where the table is inconsistent
+# with its own text: ZeRO-1 reduce-scatters instead of all-reducing (only
+# the owned shard is used), and MiCS's and IGG's cross-group terms are
+# (g - 1) / g of the group shard per rank, not (g - 1) times it.
+
+# paro_memory STRATEGY N M PSI HPZ: prints "P G OS" bytes of one rank.
+paro_memory() {
+    awk -v s="$1" -v n="$2" -v m="$3" -v psi="$4" -v hpz="$5" 'BEGIN {
+        split(s, c, "");
+        for (i = 1; i <= 3; i++)
+            d[i] = c[i] == "N" ? 1 : c[i] == "I" ? m : n;
+        p = 4 * psi / d[1] + (hpz ? 4 * psi / m : 0);
+        printf "%d %d %d\n", p, 4 * psi / d[2], 8 * psi / d[3];
+    }'
+}
+
+# paro_bytes STRATEGY N M S PSI HPZ: prints "INTRA INTER" bytes of a step.
+paro_bytes() {
+    awk -v st="$1" -v n="$2" -v m="$3" -v s="$4" -v psi="$5" -v hpz="$6" '
+    function world(times) {
+        if (g > 1) {
+            inter += times * g * (n - 1) * b / n;
+            intra += times * (n - g) * (n - 1) * b / n;
+        } else {
+            intra += times * (n - 1) * b;
+        }
+    }
+    function group(times) { intra += times * n * (m - 1) * b / m; }
+    function across(times) { inter += times * (g - 1) * b; }
+    # One move between levels (from < to: reduce; any order: same bytes).
+    function move(lo, hi, times) {
+        if (lo == hi) return;
+        if (lo == 0 && hi == 2 && !nested) { world(times); return; }
+        if (lo == 0) group(times);
+        if (hi == 2) across(times);
+    }
+    BEGIN {
+        g = n / m; b = 4 * psi; intra = 0; inter = 0;
+        split(st, c, "");
+        for (i = 1; i <= 3; i++) lv[i] = c[i] == "N" ? 0 : c[i] == "I" ? 1 : 2;
+        nested = lv[1] == 1 || lv[2] == 1 || lv[3] == 1;
+        if (hpz) { world(s); group(s); }
+        else move(0, lv[1], 2 * s);
+        move(0, lv[2], s);
+        if (lv[3] == 0) world(2);
+        else if (lv[3] == 1) { move(lv[2], 1, 1); across(2); }
+        else move(lv[2], 2, 1);
+        move(lv[1], lv[3], 1);
+        printf "%.0f %.0f\n", intra, inter;
+    }'
+}
+
+ALL_STRATEGIES="NNN NNI NNG NII NIG NGG INI ING III IIG IGG GNG GIG GGG"
+RING_ALGO=allgather=ring,reducescatter=ring,allreduce=ring
+
+# losses_of LOG: the loss of every step, one per line.
+losses_of() {
+    awk '$1 == "step" { print $4 }' "$1"
+}
+
+# close_losses WANT GOT REL: succeeds when both lists have the same
+# length and every pair agrees within REL (relative); prints the worst.
+close_losses() {
+    paste "$1" "$2" | awk -v rel="$3" '
+        NF != 2 { bad = 1 }
+        NF == 2 { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1);
+                  if (r > worst) worst = r; n++ }
+        END { printf "worst relative difference %.3g over %d steps\n", worst, n;
+              exit (bad || n == 0 || worst > rel) }'
+}
+
+# check_run NAME LOG STRATEGY N M S HPZ: the state bytes of every rank and
+# the bytes of every step against the formulas.
+check_run() {
+    local name=$1 log=$2 st=$3 n=$4 m=$5 s=$6 hpz=$7 psi want got
+    psi=$(awk '$1 == "train:" { for (i = 1; i < NF; i++)
+        if ($i == "psi") print $(i + 1) }' "$log" | head -1)
+    checks=$((checks + 1))
+    want=$(paro_memory "$st" "$n" "$m" "$psi" "$hpz")
+    got=$(awk '$1 == "state" { print $5, $7, $9 }' "$log" | sort -u)
+    if [ -z "$psi" ] || [ "$(awk '$1 == "state"' "$log" | wc -l)" -ne "$n" ] ||
+        [ "$got" != "$want" ]; then
+        fail "$name: state bytes per rank '$got', Table 2 says '$want'" \
+            "(psi $psi)"
+    else
+        ok "$name: state bytes $want (P G OS) on every rank, as Table 2"
+    fi
+    checks=$((checks + 1))
+    want=$(paro_bytes "$st" "$n" "$m" "$s" "$psi" "$hpz")
+    got=$(awk '$1 == "step" { print $10, $12 }' "$log" | sort -u)
+    if [ "$got" != "$want" ]; then
+        fail "$name: intra/inter bytes per step '$got', formula '$want'"
+    else
+        ok "$name: intra/inter-group bytes per step $want, as the formula"
+    fi
+}
