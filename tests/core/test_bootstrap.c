@@ -533,40 +533,36 @@ Test(bootstrap, record_size_mismatch_fails_everywhere)
 }
 
 /*
- * Rank 0 must refuse a second process claiming rank 1 (it arrives after
- * the first) and keep waiting for rank 2, which arrives last.
+ * Two processes claim rank 1 of 4 and none claims rank 2: the duplicate,
+ * rank 0 and every rank already joined fail at once with "rank 1 joined
+ * twice" rather than waiting out the timeout for rank 2.
  */
 static int proc_duplicate(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
     tacl_unique_id_t id;
     tacl_status_t st;
-    int all[3];
+    uint64_t t0;
 
     st = get_id(c, c->proc == 0, &id);
     CHECK(st == TACL_OK, "status %d", (int)st);
-    sleep_ms(c->proc == 2 ? 300 : c->proc == 3 ? 700 : 0);
+    sleep_ms(c->proc == 2 ? 300 : 0);
+    t0 = tacl__now_ns();
     st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    if (c->proc == 2) {
-        CHECK(st == TACL_ERR_INVALID_USAGE, "status %d", (int)st);
-        CHECK(strstr(tacl__last_error(), "same rank") != NULL);
-        return 0;
-    }
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    all[c->rank] = 7 * c->rank + 1;
-    st = tacl__bootstrap_allgather(bs, all, sizeof(all[0]));
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    for (int r = 0; r < 3; r++)
-        CHECK(all[r] == 7 * r + 1);
-    tacl__bootstrap_fini(bs);
+    CHECK(st == TACL_ERR_INVALID_USAGE, "process %d: status %d: %s",
+          c->proc, (int)st, tacl__last_error());
+    CHECK(strstr(tacl__last_error(), "rank 1 joined twice") != NULL,
+          "process %d: %s", c->proc, tacl__last_error());
+    CHECK(seconds_since(t0) < 3.0, "process %d failed after %.2f s",
+          c->proc, seconds_since(t0));
     return 0;
 }
 
-Test(bootstrap, root_refuses_duplicate_rank)
+Test(bootstrap, duplicate_rank_fails_at_once)
 {
-    static const int ranks[] = {0, 1, 1, 2};
+    static const int ranks[] = {0, 1, 1, 3};
 
-    run_procs(4, ranks, 3, 0, proc_duplicate, NULL);
+    run_procs(4, ranks, 4, 0, proc_duplicate, NULL);
 }
 
 /*
