@@ -65,6 +65,14 @@ tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs);
 void tacl__bootstrap_abort(tacl__bootstrap_t *bs);
 
 /**
+ * Fail the bootstrap because rank failed (this rank learned it some other
+ * way, such as a transport seeing that peer die) and pass ABORT(rank)
+ * around the ring, so every rank reports that rank rather than whichever
+ * rank later exits because of it.  Out of range names this rank.
+ */
+void tacl__bootstrap_fail(tacl__bootstrap_t *bs, int rank);
+
+/**
  * Revoke (recovery from a failure): fail this bootstrap like an abort,
  * but tell the others, around the ring, that rank revoked it; their
  * tacl__bootstrap_check() returns TACL_ERR_REMOTE saying so.  This rank

@@ -241,10 +241,22 @@ tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs)
 
 void tacl__bootstrap_abort(tacl__bootstrap_t *bs)
 {
+    if (bs != NULL)
+        tacl__bootstrap_fail(bs, bs->rank);
+}
+
+void tacl__bootstrap_fail(tacl__bootstrap_t *bs, int rank)
+{
     if (bs == NULL || bs->failed)
         return;
-    TACL_INFO(BOOT, "rank %d aborts the bootstrap", bs->rank);
-    boot_mark_failed(bs, bs->rank, -1);
+    if (rank < 0 || rank >= bs->nranks)
+        rank = bs->rank;
+    if (rank == bs->rank)
+        TACL_INFO(BOOT, "rank %d aborts the bootstrap", bs->rank);
+    else
+        TACL_INFO(BOOT, "rank %d tells the others that rank %d failed",
+                  bs->rank, rank);
+    boot_mark_failed(bs, rank, -1);
 }
 
 void tacl__bootstrap_revoke(tacl__bootstrap_t *bs)

@@ -355,6 +355,65 @@ Test(failure, kill_before_collective_ranks8, .timeout = 90)
              "peer dead before allreduce, 8 ranks");
 }
 
+/*
+ * Survivors that give up exit, and their exits must not be mistaken for
+ * the failure.  Rank 1 dies while rank 2 waits to receive from it; rank 2
+ * learns of it (from shm or from the ring) and exits at once; rank 3
+ * waits to receive from rank 2, so it sees rank 2 vanish; rank 0 sleeps
+ * through all this (it passes no news on) and then calls a barrier.
+ * Every survivor's error must name rank 1, the first to die: rank 2 must
+ * pass the news on before it exits, and rank 3 must prefer the news to
+ * the death it saw itself.
+ */
+static int body_first_death_named(coll_ctx_t *ctx)
+{
+    float x[16] = {0};
+    double t0;
+    tacl_status_t st;
+    const char *msg;
+
+    joined(ctx);
+    wait_all_joined(ctx);
+    coll_sleep_ms(100);
+    t0 = coll_now();
+    switch (ctx->rank) {
+    case 1:
+        coll_sleep_ms(300);
+        mark_event(ctx);
+        raise(SIGKILL);
+        return coll_fail(ctx, "still alive after SIGKILL");
+    case 2:
+        st = tacl_recv(x, 16, TACL_FLOAT32, 1, ctx->comm, NULL);
+        break;
+    case 3:
+        st = tacl_recv(x, 16, TACL_FLOAT32, 2, ctx->comm, NULL);
+        break;
+    default:
+        coll_sleep_ms(1500);
+        t0 = event_time(ctx);
+        st = tacl_barrier(ctx->comm, NULL);
+        break;
+    }
+    msg = tacl_comm_last_error(ctx->comm);
+    scratch(ctx)->seen_after[ctx->rank] = coll_now() - t0;
+    scratch(ctx)->seen_status[ctx->rank] = st;
+    if (st != TACL_ERR_REMOTE)
+        return coll_fail(ctx, "got %s, expected TACL_ERR_REMOTE: %s",
+                         tacl_status_string(st), msg);
+    if (strstr(msg, "rank 1") == NULL)
+        return coll_fail(ctx, "the error does not name rank 1, which died "
+                         "first: %s", msg);
+    /* Rank 2 gives up at once, as a job that exits on an error does. */
+    return 0;
+}
+
+Test(failure, first_death_is_named, .timeout = 90)
+{
+    for (int trial = 0; trial < 3; trial++)
+        run_case(4, COLL_INIT_AUTO, body_first_death_named, 1, SIGKILL,
+                 "survivors exit after the first death");
+}
+
 /* Rank 2 never calls init: the others' init times out. */
 static int body_init_never(coll_ctx_t *ctx)
 {
