@@ -414,6 +414,110 @@ Test(failure, first_death_is_named, .timeout = 90)
                  "survivors exit after the first death");
 }
 
+/*
+ * Abort from another thread at any moment: one thread keeps calling into
+ * a one-rank communicator (collectives blocking and _nb, a coalesced call,
+ * a group, queries) while the main thread aborts it after a random short
+ * delay, so the abort lands anywhere in a call, including between the
+ * handle check and the communicator's lock.  Every call returns (OK
+ * before the abort, an error after it), nothing crashes; 300 rounds.
+ */
+typedef struct {
+    tacl_comm_t comm;
+    int stop;
+    long calls;
+    int bad; /* a status that is neither OK nor an error of the abort */
+    int bad_line;
+    tacl_status_t bad_status;
+} abort_race_t;
+
+static int abort_race_ok(tacl_status_t st)
+{
+    return st == TACL_OK || st == TACL_ERR_REMOTE ||
+           st == TACL_ERR_INVALID_USAGE;
+}
+
+/* Note the first call that returned a status of neither kind. */
+#define RACE_NOTE(a, cond, st)                                               \
+    do {                                                                     \
+        if (!(cond) && !(a)->bad) {                                          \
+            (a)->bad = 1;                                                    \
+            (a)->bad_line = __LINE__;                                        \
+            (a)->bad_status = (st);                                          \
+        }                                                                    \
+    } while (0)
+
+static void *abort_race_caller(void *arg)
+{
+    abort_race_t *a = arg;
+    float x[64] = {0}, y[64];
+    const void *sb[1] = {x};
+    void *rb[1] = {y};
+    size_t counts[1] = {64};
+    tacl_counters_t cnt;
+    tacl_status_t st, async;
+    tacl_request_t req;
+
+    while (!__atomic_load_n(&a->stop, __ATOMIC_SEQ_CST)) {
+        st = tacl_allreduce(x, y, 64, TACL_FLOAT32, TACL_SUM, a->comm, NULL);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        req = NULL;
+        st = tacl_allgather_nb(x, y, 64, TACL_FLOAT32, a->comm, NULL, &req);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        if (st == TACL_OK && req != NULL) {
+            st = tacl_request_wait(req);
+            RACE_NOTE(a, abort_race_ok(st), st);
+            st = tacl_request_free(req);
+            RACE_NOTE(a, st == TACL_OK, st);
+        }
+        st = tacl_allgather_coalesced(sb, rb, counts, 1, TACL_FLOAT32,
+                                      a->comm, NULL);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        if (tacl_group_start() == TACL_OK) {
+            (void)tacl_broadcast(x, y, 64, TACL_FLOAT32, 0, a->comm, NULL);
+            st = tacl_group_end();
+            RACE_NOTE(a, abort_race_ok(st), st);
+        }
+        st = tacl_comm_get_counters(a->comm, &cnt);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        st = tacl_comm_get_async_error(a->comm, &async);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        st = tacl_comm_set_check(a->comm, 0);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        a->calls++;
+    }
+    return NULL;
+}
+
+Test(failure, abort_races_calls_of_another_thread, .timeout = 120)
+{
+    unsigned seed = 12345;
+
+    for (int round = 0; round < 300; round++) {
+        abort_race_t a = {0};
+        tacl_unique_id_t id;
+        pthread_t th;
+        tacl_status_t st;
+
+        cr_assert_eq(tacl_get_unique_id(&id), TACL_OK);
+        st = tacl_comm_init_rank(1, &id, 0, &a.comm);
+        cr_assert_eq(st, TACL_OK, "init: %s", tacl_last_error());
+        cr_assert_eq(pthread_create(&th, NULL, abort_race_caller, &a), 0);
+        seed = seed * 1103515245u + 12345u;
+        coll_sleep_ms(0);
+        for (unsigned spin = (seed >> 8) % 20000; spin > 0; spin--)
+            __asm__ volatile("" ::: "memory");
+        st = tacl_comm_abort(a.comm);
+        cr_assert_eq(st, TACL_OK, "round %d: abort: %s", round,
+                     tacl_last_error());
+        coll_sleep_ms(1);
+        __atomic_store_n(&a.stop, 1, __ATOMIC_SEQ_CST);
+        cr_assert_eq(pthread_join(th, NULL), 0);
+        cr_assert(!a.bad, "round %d: the call at line %d returned %s",
+                  round, a.bad_line, tacl_status_string(a.bad_status));
+    }
+}
+
 /* Rank 2 never calls init: the others' init times out. */
 static int body_init_never(coll_ctx_t *ctx)
 {
