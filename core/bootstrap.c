@@ -725,6 +725,12 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     bs->nonce = bid.nonce;
     bs->failed_rank = -1;
     bs->listen_fd = -1;
+    bs->timed_out = calloc((size_t)nranks, 1);
+    if (bs->timed_out == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, BOOT,
+                             "out of memory for a bootstrap");
+        goto err_free_bs;
+    }
     bs->link[TACL_BOOT_PRED].fd = bs->link[TACL_BOOT_SUCC].fd = -1;
     if (rank == 0) {
         status = boot_root_listener(&bid, &listen_fd);
@@ -776,6 +782,7 @@ err_close_listen:
     if (listen_fd >= 0)
         close(listen_fd);
 err_free_bs:
+    free(bs->timed_out);
     free(bs);
     return status;
 }

@@ -603,6 +603,29 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
 
     if (ctx->fatal != TACL_OK || status == TACL_OK)
         return;
+    /* A timeout: ask the ring which rank hangs (the ranks stuck behind it
+     * time out too and say so; it cannot), and name it. */
+    if (status == TACL_ERR_TIMEOUT && ctx->bs != NULL &&
+        tacl__bootstrap_check(ctx->bs) == TACL_OK) {
+        char local[256];
+        tacl_status_t st;
+        int hung;
+
+        snprintf(local, sizeof(local), "%s", tacl__last_error());
+        st = tacl__bootstrap_timeout(ctx->bs, 0.5, &hung);
+        if (st == TACL_ERR_REMOTE) {
+            status = TACL_ERR_REMOTE;
+            told = 1;
+        } else if (hung >= 0) {
+            char why[256];
+
+            snprintf(why, sizeof(why), "%s", tacl__last_error());
+            tacl__error(status, COLL, "%s; %s", why, local);
+            told = 1;
+        } else {
+            tacl__error(status, COLL, "%s", local);
+        }
+    }
     /* A local error is often the echo of a dead peer (a read from its
      * memory faults, a socket resets), and a peer a transport saw die may
      * only have exited after an earlier failure elsewhere: give the
@@ -610,7 +633,7 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
      * around the ring, a moment to say so, and report the cause.  (A
      * failed bootstrap has said so already, or was failed by the caller:
      * an abort or a revoke.) */
-    if (ctx->bs != NULL && tacl__bootstrap_check(ctx->bs) == TACL_OK) {
+    if (!told && ctx->bs != NULL && tacl__bootstrap_check(ctx->bs) == TACL_OK) {
         char local[256];
         uint64_t until = tacl__now_ns() + 200000000ull;
         snprintf(local, sizeof(local), "%s", tacl__last_error());

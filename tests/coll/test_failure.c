@@ -518,6 +518,66 @@ Test(failure, abort_races_calls_of_another_thread, .timeout = 120)
     }
 }
 
+/*
+ * A hung rank (SIGSTOP) is named: the survivors time out in their
+ * all-reduce, find on the ring that every rank but rank 3 timed out too,
+ * and each reports rank 3.  Rank 0 then kills the stopped rank.
+ */
+typedef struct {
+    pid_t pid[COLL_MAX_RANKS];
+} stop_pids_t;
+
+static int body_stop_named(coll_ctx_t *ctx)
+{
+    float x[1024] = {0}, y[1024];
+    pid_t *pids = ((stop_pids_t *)((fail_scratch_t *)ctx->scratch + 1))->pid;
+    double t0;
+    tacl_status_t st = TACL_OK;
+    const char *msg;
+
+    pids[ctx->rank] = getpid();
+    joined(ctx);
+    wait_all_joined(ctx);
+    t0 = coll_now();
+    for (int k = 0; k < 1000000 && st == TACL_OK; k++) {
+        if (ctx->rank == 3 && k == 20) {
+            mark_event(ctx);
+            raise(SIGSTOP);
+        }
+        st = tacl_allreduce(x, y, 1024, TACL_FLOAT32, TACL_SUM, ctx->comm,
+                            NULL);
+        if (coll_now() - t0 > 30)
+            return coll_fail(ctx, "no error 30 s after the start");
+    }
+    msg = tacl_comm_last_error(ctx->comm);
+    if (ctx->rank == 0) {
+        coll_sleep_ms(1500); /* the others time out meanwhile */
+        kill(pids[3], SIGKILL);
+    }
+    if (st != TACL_ERR_TIMEOUT && st != TACL_ERR_REMOTE)
+        return coll_fail(ctx, "got %s: %s", tacl_status_string(st), msg);
+    if (strstr(msg, "rank 3") == NULL)
+        return coll_fail(ctx, "the error does not name rank 3, the stopped "
+                         "one: %s", msg);
+    return 0;
+}
+
+Test(failure, stopped_rank_is_named, .timeout = 90)
+{
+    static const char *const env[] = {"TACL_TIMEOUT=2", NULL};
+    coll_opts_t opts = {.nranks = 4, .deadline_s = 40,
+                        .init = COLL_INIT_AUTO, .env = env,
+                        .destroy_may_fail = 1};
+    coll_result_t *res = malloc(sizeof(*res));
+
+    cr_assert_not_null(res);
+    cr_assert(sizeof(fail_scratch_t) + sizeof(stop_pids_t) <=
+              COLL_SCRATCH_BYTES);
+    coll_run(&opts, body_stop_named, res);
+    expect_survivors(res, 3, SIGKILL, "stopped rank");
+    free(res);
+}
+
 /* Rank 2 never calls init: the others' init times out. */
 static int body_init_never(coll_ctx_t *ctx)
 {
