@@ -15,9 +15,14 @@
  * two processes one rank, so the rank it left out will never come: rank 0
  * then stops at once and tells the duplicate and every rank already
  * joined that rank R joined twice.  Rank 0 lists a listener of its
- * own there and closes the root listener after the gather, so the root
- * port is free again.  Every rank keeps its listener until fini: a shrink
- * (bootstrap_shrink.c) meets the survivors there.
+ * own there.  After the gather it closes the root listener of an id made
+ * from an address, so that port (a torchrun MASTER_PORT) is free again;
+ * the listener of an id it made itself is nobody else's port and stays
+ * open until fini, so that a duplicate arriving after every rank joined
+ * is told "rank R joined twice" (tacl__bootstrap_check answers it)
+ * instead of being refused connections until its timeout.  Every rank
+ * keeps its listener until fini: a shrink (bootstrap_shrink.c) meets the
+ * survivors there.
  *
  * Ring.  Each rank connects to its successor, sends a ring hello, accepts
  * its predecessor and answers it; the acceptor checks the nonce and that
@@ -725,6 +730,7 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     bs->nonce = bid.nonce;
     bs->failed_rank = -1;
     bs->listen_fd = -1;
+    bs->root_fd = -1;
     bs->timed_out = calloc((size_t)nranks, 1);
     if (bs->timed_out == NULL) {
         status = tacl__error(TACL_ERR_NO_MEMORY, BOOT,
@@ -755,7 +761,12 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
         status = boot_own_listener(&bid, &table[0], &own_fd);
         if (status == TACL_OK)
             status = boot_root_gather(bs, listen_fd, table, deadline);
-        close(listen_fd);
+        /* An id's own listener is nobody else's port: keep it to tell a
+         * late duplicate what it is; a root address is freed again. */
+        if (status == TACL_OK && !(bid.flags & BOOT_ID_FROM_ADDR))
+            bs->root_fd = listen_fd;
+        else
+            close(listen_fd);
         listen_fd = own_fd;
     } else {
         status = boot_join(bs, &bid, &listen_fd, table, deadline);
@@ -763,8 +774,11 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     if (status != TACL_OK)
         goto err_free_table;
     status = boot_ring(bs, listen_fd, table, deadline);
-    if (status != TACL_OK)
+    if (status != TACL_OK) {
+        if (bs->root_fd >= 0)
+            close(bs->root_fd);
         goto err_free_table;
+    }
 out_done:
     /* A shrink meets the survivors at these listeners. */
     bs->listen_fd = listen_fd;
@@ -785,6 +799,35 @@ err_free_bs:
     free(bs->timed_out);
     free(bs);
     return status;
+}
+
+void tacl__boot_refuse_late(tacl__bootstrap_t *bs)
+{
+    boot_hello_t h;
+    boot_reason_t reason;
+    uint64_t deadline = tacl__now_ns() + TACL_BOOT_SHORT_NS;
+    int fd;
+
+    if (bs->root_fd < 0 || tacl__sock_accept(bs->root_fd, &fd) != TACL_OK ||
+        fd < 0)
+        return;
+    if (tacl__sock_recv_all(fd, &h, sizeof(h), deadline) == TACL_OK) {
+        if (h.magic != BOOT_MAGIC)
+            reason = BOOT_R_MAGIC;
+        else if (h.nonce != bs->nonce)
+            reason = BOOT_R_NONCE;
+        else if (h.nranks != bs->nranks)
+            reason = BOOT_R_NRANKS;
+        else if (h.rank <= 0 || h.rank >= bs->nranks)
+            reason = BOOT_R_RANK;
+        else
+            reason = BOOT_R_DUP; /* every rank joined: it has one already */
+        TACL_WARN(BOOT, "rank 0 refused a process that claims rank %d of "
+                  "%d after every rank joined: %s", h.rank, h.nranks,
+                  boot_reasons[reason].msg);
+        boot_reply(fd, reason, bs->nranks, h.rank, deadline);
+    }
+    close(fd);
 }
 
 int tacl__bootstrap_rank(const tacl__bootstrap_t *bs)

@@ -63,7 +63,16 @@ struct tacl__bootstrap {
     int failed_rank; /* the rank that failed first, as far as we know */
     int listen_fd;   /* kept open: a shrink probes and meets ranks here */
     unsigned char *timed_out; /* per rank: said it timed out (TIMEOUT) */
+    int root_fd;     /* rank 0: the root listener of an id from
+                        tacl__bootstrap_unique_id, kept to refuse late
+                        joiners; -1 otherwise */
     tacl__boot_addr_t *table; /* every rank's listener; NULL for one rank */
 };
+
+/*
+ * Rank 0: answer one connection waiting on root_fd (a process that joins
+ * after every rank did) with a refusal that says why, and close it.
+ */
+void tacl__boot_refuse_late(tacl__bootstrap_t *bs);
 
 #endif /* TACL_CORE_BOOTSTRAP_INT_H */

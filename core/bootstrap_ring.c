@@ -221,7 +221,7 @@ static int boot_data_waiting(const tacl__boot_link_t *l)
 
 tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs)
 {
-    struct pollfd pfds[2];
+    struct pollfd pfds[3];
     tacl_status_t status;
     int rc;
 
@@ -238,8 +238,9 @@ tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs)
         pfds[i].events = POLLIN;
         pfds[i].revents = 0;
     }
+    pfds[2] = (struct pollfd){.fd = bs->root_fd, .events = POLLIN};
     do {
-        rc = poll(pfds, 2, 0);
+        rc = poll(pfds, 3, 0);
     } while (rc < 0 && errno == EINTR);
     if (rc < 0)
         return tacl__error(TACL_ERR_SYSTEM, BOOT, "poll() failed: %m");
@@ -250,6 +251,8 @@ tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs)
         if (status != TACL_OK)
             return status;
     }
+    if (rc > 0 && pfds[2].revents != 0)
+        tacl__boot_refuse_late(bs);
     return TACL_OK;
 }
 
@@ -338,6 +341,8 @@ void tacl__bootstrap_fini(tacl__bootstrap_t *bs)
     }
     if (bs->listen_fd >= 0)
         close(bs->listen_fd);
+    if (bs->root_fd >= 0)
+        close(bs->root_fd);
     free(bs->table);
     free(bs->timed_out);
     free(bs);

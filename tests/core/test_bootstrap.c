@@ -566,6 +566,54 @@ Test(bootstrap, duplicate_rank_fails_at_once)
 }
 
 /*
+ * A duplicate that arrives after every rank joined: rank 0 keeps the
+ * listener of an id it made and answers it, while the ranks check the
+ * ring, with "rank 1 joined twice" (it used to be refused connections
+ * until its timeout).
+ */
+static int proc_late_duplicate(ctx_t *c)
+{
+    tacl__bootstrap_t *bs;
+    tacl_unique_id_t id;
+    tacl_status_t st;
+    uint64_t t0;
+
+    st = get_id(c, c->proc == 0, &id);
+    CHECK(st == TACL_OK, "status %d", (int)st);
+    if (c->proc == 3) {
+        sleep_ms(500);
+        t0 = tacl__now_ns();
+        st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
+        CHECK(st == TACL_ERR_INVALID_USAGE, "status %d: %s", (int)st,
+              tacl__last_error());
+        CHECK(strstr(tacl__last_error(), "rank 1 joined twice") != NULL,
+              "%s", tacl__last_error());
+        CHECK(seconds_since(t0) < 3.0, "refused after %.2f s",
+              seconds_since(t0));
+        return 0;
+    }
+    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
+    CHECK(st == TACL_OK, "status %d", (int)st);
+    t0 = tacl__now_ns();
+    while (seconds_since(t0) < 2.0) {
+        st = tacl__bootstrap_check(bs);
+        CHECK(st == TACL_OK, "check: status %d", (int)st);
+        sleep_ms(1);
+    }
+    st = tacl__bootstrap_barrier(bs);
+    CHECK(st == TACL_OK, "status %d", (int)st);
+    tacl__bootstrap_fini(bs);
+    return 0;
+}
+
+Test(bootstrap, late_duplicate_rank_is_told)
+{
+    static const int ranks[] = {0, 1, 2, 1};
+
+    run_procs(4, ranks, 3, 0, proc_late_duplicate, NULL);
+}
+
+/*
  * Impostors come first: a process with another rank count and one whose
  * id carries another nonce.  Both are refused; the real ranks then join.
  */

@@ -75,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bs->timeout_s = 0.002;
     bs->failed_rank = -1;
     bs->listen_fd = -1;
+    bs->root_fd = -1;
     bs->timed_out = calloc(NRANKS, 1);
     bs->link[TACL_BOOT_PRED] = (tacl__boot_link_t){.fd = pred[0], .peer = 0};
     bs->link[TACL_BOOT_SUCC] = (tacl__boot_link_t){.fd = succ[0], .peer = 2};
