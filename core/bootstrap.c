@@ -8,13 +8,21 @@
  * an id made from an address).  Every other rank opens its own listener,
  * connects to rank 0 and sends a hello {magic, type, nonce, rank, nranks,
  * listening address}.  Rank 0 multiplexes the connections with poll(),
- * refuses a hello with a wrong magic or nonce, a different rank count or
- * a rank already taken (that process gets a reply saying why; rank 0 keeps
- * waiting for a proper one), and once every rank has joined sends each of
- * them the table of listening addresses.  Rank 0 lists a listener of its
- * own there and closes the root listener after the gather, so the root
- * port is free again.  Every rank keeps its listener until fini: a shrink
- * (bootstrap_shrink.c) meets the survivors there.
+ * refuses a hello with a wrong magic or nonce or a different rank count
+ * (that process gets a reply saying why; rank 0 keeps waiting for a proper
+ * one), and once every rank has joined sends each of them the table of
+ * listening addresses.  A rank that joins twice means the launcher gave
+ * two processes one rank, so the rank it left out will never come: rank 0
+ * then stops at once and tells the duplicate and every rank already
+ * joined that rank R joined twice.  Rank 0 lists a listener of its
+ * own there.  After the gather it closes the root listener of an id made
+ * from an address, so that port (a torchrun MASTER_PORT) is free again;
+ * the listener of an id it made itself is nobody else's port and stays
+ * open until fini, so that a duplicate arriving after every rank joined
+ * is told "rank R joined twice" (tacl__bootstrap_check answers it)
+ * instead of being refused connections until its timeout.  Every rank
+ * keeps its listener until fini: a shrink (bootstrap_shrink.c) meets the
+ * survivors there.
  *
  * Ring.  Each rank connects to its successor, sends a ring hello, accepts
  * its predecessor and answers it; the acceptor checks the nonce and that
@@ -93,6 +101,8 @@ typedef struct {
     X(RANK, TACL_ERR_INVALID_ARG, "its rank is out of range")               \
     X(DUP, TACL_ERR_INVALID_USAGE,                                           \
       "another process already joined with the same rank")                  \
+    X(TWICE, TACL_ERR_INVALID_USAGE,                                         \
+      "a rank joined twice, so rank 0 stopped the init")                    \
     X(LATE, TACL_ERR_INVALID_USAGE, "every rank had already joined")        \
     X(PEER, TACL_ERR_INTERNAL, "it is not the expected ring neighbor")      \
     X(TIMEOUT, TACL_ERR_TIMEOUT,                                             \
@@ -118,7 +128,7 @@ typedef struct {
     uint32_t magic;
     int32_t reason;
     int32_t nranks;
-    int32_t reserved;
+    int32_t rank; /* DUP and TWICE: the rank that joined twice */
 } boot_reply_t;
 
 typedef tacl__boot_addr_t boot_addr_t;
@@ -275,14 +285,15 @@ typedef struct {
     int *fds;           /* ROOT: accepted socket per rank; RING: fds[0] */
     boot_addr_t *table; /* ROOT: listening address per rank */
     int want;           /* hellos still to accept */
+    int twice;          /* ROOT: a rank that joined twice, or -1 */
     uint64_t deadline;
 } boot_gather_t;
 
-static void boot_reply(int fd, boot_reason_t reason, int nranks,
+static void boot_reply(int fd, boot_reason_t reason, int nranks, int rank,
                        uint64_t deadline)
 {
     boot_reply_t reply = {.magic = BOOT_MAGIC, .reason = (int32_t)reason,
-                          .nranks = nranks};
+                          .nranks = nranks, .rank = rank};
 
     /* Best effort: a peer that does not read its refusal learns by the
      * close that follows. */
@@ -322,13 +333,15 @@ static void boot_decide(boot_gather_t *g, int fd, const boot_hello_t *h)
         TACL_WARN(BOOT, "rank %d refused a connection that claims rank %d "
                   "of %d: %s", g->bs->rank, h->rank, h->nranks,
                   boot_reasons[reason].msg);
-        boot_reply(fd, reason, g->bs->nranks, short_deadline);
+        boot_reply(fd, reason, g->bs->nranks, h->rank, short_deadline);
         close(fd);
+        if (reason == BOOT_R_DUP)
+            g->twice = h->rank;
         return;
     }
     if (g->type == BOOT_HELLO_RING) {
         g->fds[0] = fd;
-        boot_reply(fd, BOOT_R_NONE, g->bs->nranks, g->deadline);
+        boot_reply(fd, BOOT_R_NONE, g->bs->nranks, -1, g->deadline);
     } else {
         g->fds[h->rank] = fd;
         g->table[h->rank].addr = h->addr;
@@ -354,7 +367,7 @@ static void boot_read_pending(boot_gather_t *g, boot_pending_t *pend,
         p->got += status == TACL_OK ? n : 0;
         if (status == TACL_OK && p->got < sizeof(p->hello))
             continue;
-        if (status == TACL_OK && g->want > 0)
+        if (status == TACL_OK && g->want > 0 && g->twice < 0)
             boot_decide(g, p->fd, &p->hello);
         else
             close(p->fd);
@@ -373,7 +386,7 @@ static tacl_status_t boot_gather(int listen_fd, boot_gather_t *g)
     tacl_status_t status = TACL_OK;
     int npend = 0, lidx, fd, rc;
 
-    while (g->want > 0) {
+    while (g->want > 0 && g->twice < 0) {
         for (int i = 0; i < npend; i++)
             pfds[i] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
         /* A full table stops accepting until a slot frees. */
@@ -394,7 +407,7 @@ static tacl_status_t boot_gather(int listen_fd, boot_gather_t *g)
             continue;
         }
         boot_read_pending(g, pend, &npend, pfds);
-        if (pfds[lidx].revents == 0 || g->want == 0)
+        if (pfds[lidx].revents == 0 || g->want == 0 || g->twice >= 0)
             continue;
         while (npend < BOOT_MAX_PENDING) {
             status = tacl__sock_accept(listen_fd, &fd);
@@ -426,7 +439,8 @@ static tacl_status_t boot_root_gather(tacl__bootstrap_t *bs, int listen_fd,
     boot_reply_t reply = {.magic = BOOT_MAGIC, .reason = BOOT_R_NONE,
                           .nranks = bs->nranks};
     boot_gather_t g = {.bs = bs, .type = BOOT_HELLO_ROOT, .table = table,
-                       .want = bs->nranks - 1, .deadline = deadline};
+                       .want = bs->nranks - 1, .twice = -1,
+                       .deadline = deadline};
     tacl_status_t status;
     int missing = -1;
 
@@ -438,12 +452,24 @@ static tacl_status_t boot_root_gather(tacl__bootstrap_t *bs, int listen_fd,
     for (int r = 0; r < bs->nranks; r++)
         g.fds[r] = -1;
     status = boot_gather(listen_fd, &g);
+    if (status == TACL_OK && g.twice >= 0) {
+        for (int r = 1; r < bs->nranks; r++)
+            if (g.fds[r] >= 0)
+                boot_reply(g.fds[r], BOOT_R_TWICE, bs->nranks, g.twice,
+                           tacl__now_ns() + TACL_BOOT_SHORT_NS);
+        status = tacl__error(TACL_ERR_INVALID_USAGE, BOOT,
+                             "rank %d joined twice: two processes claim "
+                             "rank %d of %d, so rank 0 stops the init (give "
+                             "every process its own rank)", g.twice,
+                             g.twice, bs->nranks);
+        goto out_close;
+    }
     if (status == TACL_ERR_TIMEOUT) {
         for (int r = 1; r < bs->nranks && missing < 0; r++)
             missing = g.fds[r] < 0 ? r : -1;
         for (int r = 1; r < bs->nranks; r++)
             if (g.fds[r] >= 0)
-                boot_reply(g.fds[r], BOOT_R_TIMEOUT, bs->nranks,
+                boot_reply(g.fds[r], BOOT_R_TIMEOUT, bs->nranks, -1,
                            tacl__now_ns() + TACL_BOOT_SHORT_NS);
         status = tacl__error(TACL_ERR_TIMEOUT, BOOT,
                              "rank 0 timed out after %.1f s with %d of %d "
@@ -499,6 +525,15 @@ static tacl_status_t boot_read_reply(tacl__bootstrap_t *bs, int fd,
         return tacl__error(TACL_ERR_REMOTE, BOOT,
                            "rank %d answered rank %d with a malformed "
                            "reply", peer, bs->rank);
+    if ((reply.reason == BOOT_R_DUP || reply.reason == BOOT_R_TWICE) &&
+        reply.rank >= 0 && reply.rank < bs->nranks)
+        return tacl__error(boot_reasons[reply.reason].status, BOOT,
+                           "rank %d joined twice: rank 0 %s rank %d of %d "
+                           "(give every process its own rank)", reply.rank,
+                           reply.reason == BOOT_R_DUP
+                               ? "already has a process with"
+                               : "saw two processes claim",
+                           reply.rank, bs->nranks);
     if (reply.reason != BOOT_R_NONE)
         return tacl__error(boot_reasons[reply.reason].status, BOOT,
                            "rank %d refused rank %d of %d (it has %d "
@@ -582,7 +617,7 @@ static tacl_status_t boot_ring(tacl__bootstrap_t *bs, int listen_fd,
                           .nranks = bs->nranks};
     int succ_fd, pred_fd = -1;
     boot_gather_t g = {.bs = bs, .type = BOOT_HELLO_RING, .fds = &pred_fd,
-                       .want = 1, .deadline = deadline};
+                       .want = 1, .twice = -1, .deadline = deadline};
     tacl_status_t status;
 
     status = tacl__sock_connect(&sa, 0, deadline, &succ_fd);
@@ -695,6 +730,13 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     bs->nonce = bid.nonce;
     bs->failed_rank = -1;
     bs->listen_fd = -1;
+    bs->root_fd = -1;
+    bs->timed_out = calloc((size_t)nranks, 1);
+    if (bs->timed_out == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, BOOT,
+                             "out of memory for a bootstrap");
+        goto err_free_bs;
+    }
     bs->link[TACL_BOOT_PRED].fd = bs->link[TACL_BOOT_SUCC].fd = -1;
     if (rank == 0) {
         status = boot_root_listener(&bid, &listen_fd);
@@ -719,7 +761,12 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
         status = boot_own_listener(&bid, &table[0], &own_fd);
         if (status == TACL_OK)
             status = boot_root_gather(bs, listen_fd, table, deadline);
-        close(listen_fd);
+        /* An id's own listener is nobody else's port: keep it to tell a
+         * late duplicate what it is; a root address is freed again. */
+        if (status == TACL_OK && !(bid.flags & BOOT_ID_FROM_ADDR))
+            bs->root_fd = listen_fd;
+        else
+            close(listen_fd);
         listen_fd = own_fd;
     } else {
         status = boot_join(bs, &bid, &listen_fd, table, deadline);
@@ -727,8 +774,11 @@ tacl_status_t tacl__bootstrap_init(const tacl_unique_id_t *id, int rank,
     if (status != TACL_OK)
         goto err_free_table;
     status = boot_ring(bs, listen_fd, table, deadline);
-    if (status != TACL_OK)
+    if (status != TACL_OK) {
+        if (bs->root_fd >= 0)
+            close(bs->root_fd);
         goto err_free_table;
+    }
 out_done:
     /* A shrink meets the survivors at these listeners. */
     bs->listen_fd = listen_fd;
@@ -746,8 +796,38 @@ err_close_listen:
     if (listen_fd >= 0)
         close(listen_fd);
 err_free_bs:
+    free(bs->timed_out);
     free(bs);
     return status;
+}
+
+void tacl__boot_refuse_late(tacl__bootstrap_t *bs)
+{
+    boot_hello_t h;
+    boot_reason_t reason;
+    uint64_t deadline = tacl__now_ns() + TACL_BOOT_SHORT_NS;
+    int fd;
+
+    if (bs->root_fd < 0 || tacl__sock_accept(bs->root_fd, &fd) != TACL_OK ||
+        fd < 0)
+        return;
+    if (tacl__sock_recv_all(fd, &h, sizeof(h), deadline) == TACL_OK) {
+        if (h.magic != BOOT_MAGIC)
+            reason = BOOT_R_MAGIC;
+        else if (h.nonce != bs->nonce)
+            reason = BOOT_R_NONCE;
+        else if (h.nranks != bs->nranks)
+            reason = BOOT_R_NRANKS;
+        else if (h.rank <= 0 || h.rank >= bs->nranks)
+            reason = BOOT_R_RANK;
+        else
+            reason = BOOT_R_DUP; /* every rank joined: it has one already */
+        TACL_WARN(BOOT, "rank 0 refused a process that claims rank %d of "
+                  "%d after every rank joined: %s", h.rank, h.nranks,
+                  boot_reasons[reason].msg);
+        boot_reply(fd, reason, bs->nranks, h.rank, deadline);
+    }
+    close(fd);
 }
 
 int tacl__bootstrap_rank(const tacl__bootstrap_t *bs)

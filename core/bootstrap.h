@@ -65,6 +65,27 @@ tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs);
 void tacl__bootstrap_abort(tacl__bootstrap_t *bs);
 
 /**
+ * Fail the bootstrap because rank failed (this rank learned it some other
+ * way, such as a transport seeing that peer die) and pass ABORT(rank)
+ * around the ring, so every rank reports that rank rather than whichever
+ * rank later exits because of it.  Out of range names this rank.
+ */
+void tacl__bootstrap_fail(tacl__bootstrap_t *bs, int rank);
+
+/**
+ * This rank timed out in an operation: find the rank that hangs.  Sends
+ * TIMEOUT(this rank) round the ring both ways and listens for wait_s for
+ * the others' (every rank passes each on once): live ranks stuck behind
+ * a hung or cut-off one time out too and say so, the hung one cannot.
+ * The first rank never heard from is declared failed (ABORT round the
+ * ring, *hung_p set, the error recorded naming it) and TACL_ERR_TIMEOUT
+ * returned; TACL_ERR_REMOTE when a failure is reported meanwhile (that
+ * error recorded); TACL_OK with *hung_p = -1 when every rank timed out.
+ */
+tacl_status_t tacl__bootstrap_timeout(tacl__bootstrap_t *bs, double wait_s,
+                                      int *hung_p);
+
+/**
  * Revoke (recovery from a failure): fail this bootstrap like an abort,
  * but tell the others, around the ring, that rank revoked it; their
  * tacl__bootstrap_check() returns TACL_ERR_REMOTE saying so.  This rank

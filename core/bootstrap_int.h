@@ -21,7 +21,8 @@ enum {
     TACL_BOOT_FRAME_DATA = 1,
     TACL_BOOT_FRAME_ABORT = 2,
     TACL_BOOT_FRAME_GOODBYE = 3,
-    TACL_BOOT_FRAME_REVOKE = 4
+    TACL_BOOT_FRAME_REVOKE = 4,
+    TACL_BOOT_FRAME_TIMEOUT = 5
 };
 
 /* The header of every frame on a ring socket; 16 bytes, host order. */
@@ -29,7 +30,7 @@ typedef struct {
     uint16_t magic;
     uint16_t type;
     int32_t arg;  /* DATA: the step; ABORT: the failed rank; REVOKE: the
-                     rank that revoked */
+                     rank that revoked; TIMEOUT: the rank that timed out */
     uint64_t len; /* payload bytes, 0 for control frames */
 } tacl__boot_frame_t;
 
@@ -61,7 +62,17 @@ struct tacl__bootstrap {
     int failed;      /* set once, never cleared */
     int failed_rank; /* the rank that failed first, as far as we know */
     int listen_fd;   /* kept open: a shrink probes and meets ranks here */
+    unsigned char *timed_out; /* per rank: said it timed out (TIMEOUT) */
+    int root_fd;     /* rank 0: the root listener of an id from
+                        tacl__bootstrap_unique_id, kept to refuse late
+                        joiners; -1 otherwise */
     tacl__boot_addr_t *table; /* every rank's listener; NULL for one rank */
 };
+
+/*
+ * Rank 0: answer one connection waiting on root_fd (a process that joins
+ * after every rank did) with a refusal that says why, and close it.
+ */
+void tacl__boot_refuse_late(tacl__bootstrap_t *bs);
 
 #endif /* TACL_CORE_BOOTSTRAP_INT_H */

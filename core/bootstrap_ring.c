@@ -11,6 +11,11 @@
  * step and size the reader expects, and anything else malformed counts as
  * a failure of the peer that sent it.
  *
+ * Timeouts.  A rank that times out sends TIMEOUT(rank) both ways; every
+ * rank notes it and passes it on once, and it fails nothing: the rank
+ * that timed out then names the rank it did not hear from (see
+ * tacl__bootstrap_timeout in bootstrap.h).
+ *
  * Revoke.  REVOKE(rank) travels like ABORT and fails the bootstrap the
  * same way, but says that a live rank revoked the communicator (to
  * recover from a failure) rather than that it died.
@@ -155,6 +160,15 @@ static tacl_status_t boot_frame(tacl__bootstrap_t *bs, int which)
                            "rank %d revoked the communicator: every "
                            "operation on it fails; shrink it "
                            "(tacl_comm_shrink) to go on", failed_rank);
+    case TACL_BOOT_FRAME_TIMEOUT:
+        l->hdr_got = 0;
+        if (h->arg >= 0 && h->arg < bs->nranks && bs->timed_out != NULL &&
+            !bs->timed_out[h->arg]) {
+            bs->timed_out[h->arg] = 1;
+            boot_send_ctrl(&bs->link[1 - which], TACL_BOOT_FRAME_TIMEOUT,
+                           h->arg);
+        }
+        return TACL_OK;
     case TACL_BOOT_FRAME_ABORT:
         failed_rank = h->arg;
         l->hdr_got = 0;
@@ -207,7 +221,7 @@ static int boot_data_waiting(const tacl__boot_link_t *l)
 
 tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs)
 {
-    struct pollfd pfds[2];
+    struct pollfd pfds[3];
     tacl_status_t status;
     int rc;
 
@@ -224,8 +238,9 @@ tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs)
         pfds[i].events = POLLIN;
         pfds[i].revents = 0;
     }
+    pfds[2] = (struct pollfd){.fd = bs->root_fd, .events = POLLIN};
     do {
-        rc = poll(pfds, 2, 0);
+        rc = poll(pfds, 3, 0);
     } while (rc < 0 && errno == EINTR);
     if (rc < 0)
         return tacl__error(TACL_ERR_SYSTEM, BOOT, "poll() failed: %m");
@@ -236,15 +251,74 @@ tacl_status_t tacl__bootstrap_check(tacl__bootstrap_t *bs)
         if (status != TACL_OK)
             return status;
     }
+    if (rc > 0 && pfds[2].revents != 0)
+        tacl__boot_refuse_late(bs);
     return TACL_OK;
 }
 
 void tacl__bootstrap_abort(tacl__bootstrap_t *bs)
 {
+    if (bs != NULL)
+        tacl__bootstrap_fail(bs, bs->rank);
+}
+
+void tacl__bootstrap_fail(tacl__bootstrap_t *bs, int rank)
+{
     if (bs == NULL || bs->failed)
         return;
-    TACL_INFO(BOOT, "rank %d aborts the bootstrap", bs->rank);
-    boot_mark_failed(bs, bs->rank, -1);
+    if (rank < 0 || rank >= bs->nranks)
+        rank = bs->rank;
+    if (rank == bs->rank)
+        TACL_INFO(BOOT, "rank %d aborts the bootstrap", bs->rank);
+    else
+        TACL_INFO(BOOT, "rank %d tells the others that rank %d failed",
+                  bs->rank, rank);
+    boot_mark_failed(bs, rank, -1);
+}
+
+tacl_status_t tacl__bootstrap_timeout(tacl__bootstrap_t *bs, double wait_s,
+                                      int *hung_p)
+{
+    uint64_t until = tacl__now_ns() + (uint64_t)(wait_s * 1e9);
+    tacl_status_t status = TACL_OK;
+    int hung = -1, heard;
+
+    *hung_p = -1;
+    if (bs == NULL || bs->nranks == 1 || bs->timed_out == NULL)
+        return TACL_OK;
+    if (bs->failed)
+        return TACL_ERR_REMOTE;
+    bs->timed_out[bs->rank] = 1;
+    for (int i = 0; i < 2; i++)
+        boot_send_ctrl(&bs->link[i], TACL_BOOT_FRAME_TIMEOUT, bs->rank);
+    for (;;) {
+        status = tacl__bootstrap_check(bs);
+        if (status != TACL_OK)
+            return status;
+        heard = 0;
+        for (int r = 0; r < bs->nranks; r++)
+            heard += bs->timed_out[r];
+        if (heard == bs->nranks || tacl__now_ns() >= until)
+            break;
+        struct pollfd pfds[2] = {{.fd = bs->link[0].fd, .events = POLLIN},
+                                 {.fd = bs->link[1].fd, .events = POLLIN}};
+        (void)poll(pfds, 2, 10);
+    }
+    /* Look from our successor on: the first rank that kept quiet. */
+    for (int k = 1; k < bs->nranks && hung < 0; k++) {
+        int r = (bs->rank + k) % bs->nranks;
+
+        if (!bs->timed_out[r])
+            hung = r;
+    }
+    if (hung < 0)
+        return TACL_OK;
+    *hung_p = hung;
+    boot_mark_failed(bs, hung, -1);
+    return tacl__error(TACL_ERR_TIMEOUT, BOOT,
+                       "rank %d is hung or cut off: rank %d and %d other "
+                       "rank(s) timed out, and rank %d did not say so within "
+                       "%.1f s", hung, bs->rank, heard - 1, hung, wait_s);
 }
 
 void tacl__bootstrap_revoke(tacl__bootstrap_t *bs)
@@ -267,7 +341,10 @@ void tacl__bootstrap_fini(tacl__bootstrap_t *bs)
     }
     if (bs->listen_fd >= 0)
         close(bs->listen_fd);
+    if (bs->root_fd >= 0)
+        close(bs->root_fd);
     free(bs->table);
+    free(bs->timed_out);
     free(bs);
 }
 

@@ -39,6 +39,8 @@ static char log_host[64];
 static int config_warned;
 
 static __thread char last_error[512];
+/* The peer whose failure tacl__error_peer() last recorded, or -1. */
+static __thread int failed_rank = -1;
 
 static unsigned parse_subsys(const char *spec)
 {
@@ -154,16 +156,13 @@ void tacl__log(tacl__log_level_t level, tacl__subsys_t subsys,
     va_end(ap);
 }
 
-tacl_status_t tacl__error_record(tacl_status_t status, tacl__subsys_t subsys,
-                                 const char *file, int line,
-                                 const char *fmt, ...)
+static tacl_status_t error_vrecord(tacl_status_t status,
+                                   tacl__subsys_t subsys, const char *file,
+                                   int line, const char *fmt, va_list ap)
 {
     tacl__log_level_t level;
-    va_list ap;
 
-    va_start(ap, fmt);
     vsnprintf(last_error, sizeof(last_error), fmt, ap);
-    va_end(ap);
     level = (status == TACL_ERR_INVALID_ARG || status == TACL_ERR_INVALID_USAGE)
                 ? TACL_LOG_INFO
                 : TACL_LOG_WARN;
@@ -171,6 +170,40 @@ tacl_status_t tacl__error_record(tacl_status_t status, tacl__subsys_t subsys,
         tacl__log(level, subsys, file, line, "%s (%s)", last_error,
                   tacl_status_string(status));
     return status;
+}
+
+tacl_status_t tacl__error_record(tacl_status_t status, tacl__subsys_t subsys,
+                                 const char *file, int line,
+                                 const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    status = error_vrecord(status, subsys, file, line, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+tacl_status_t tacl__error_peer_record(int rank, tacl__subsys_t subsys,
+                                      const char *file, int line,
+                                      const char *fmt, ...)
+{
+    tacl_status_t status;
+    va_list ap;
+
+    va_start(ap, fmt);
+    status = error_vrecord(TACL_ERR_REMOTE, subsys, file, line, fmt, ap);
+    va_end(ap);
+    failed_rank = rank;
+    return status;
+}
+
+int tacl__error_take_failed_rank(void)
+{
+    int rank = failed_rank;
+
+    failed_rank = -1;
+    return rank;
 }
 
 const char *tacl__last_error(void)
@@ -181,6 +214,7 @@ const char *tacl__last_error(void)
 void tacl__last_error_clear(void)
 {
     last_error[0] = '\0';
+    failed_rank = -1;
 }
 
 void tacl__log_reload(void)

@@ -81,6 +81,26 @@ tacl_status_t tacl__error_record(tacl_status_t status, tacl__subsys_t subsys,
                                  const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/**
+ * tacl__error(TACL_ERR_REMOTE, ...) for the failure of one peer, `rank`
+ * of the context (it died, or its link broke): also notes the rank, so
+ * that the executor can name it to the other ranks.
+ */
+#define tacl__error_peer(rank, subsys, ...)                                  \
+    tacl__error_peer_record((rank), TACL_SUBSYS_##subsys, __FILE__,         \
+                            __LINE__, __VA_ARGS__)
+
+tacl_status_t tacl__error_peer_record(int rank, tacl__subsys_t subsys,
+                                      const char *file, int line,
+                                      const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/**
+ * The rank the calling thread's last tacl__error_peer() named, or -1;
+ * reading it (or tacl__last_error_clear) forgets it.
+ */
+int tacl__error_take_failed_rank(void);
+
 /** The calling thread's last error message ("" if none). */
 const char *tacl__last_error(void);
 /** Clear the calling thread's last error message. */

@@ -647,12 +647,43 @@ static void flight_dump_active(tacl__ctx_t *ctx, tacl_status_t status)
 
 void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
 {
+    /* The peer a transport saw fail, if that is what status reports. */
+    int victim = tacl__error_take_failed_rank();
+    int told = 0;
+
     if (ctx->fatal != TACL_OK || status == TACL_OK)
         return;
+    /* A timeout: ask the ring which rank hangs (the ranks stuck behind it
+     * time out too and say so; it cannot), and name it. */
+    if (status == TACL_ERR_TIMEOUT && ctx->bs != NULL &&
+        tacl__bootstrap_check(ctx->bs) == TACL_OK) {
+        char local[256];
+        tacl_status_t st;
+        int hung;
+
+        snprintf(local, sizeof(local), "%s", tacl__last_error());
+        st = tacl__bootstrap_timeout(ctx->bs, 0.5, &hung);
+        if (st == TACL_ERR_REMOTE) {
+            status = TACL_ERR_REMOTE;
+            told = 1;
+        } else if (hung >= 0) {
+            char why[256];
+
+            snprintf(why, sizeof(why), "%s", tacl__last_error());
+            tacl__error(status, COLL, "%s; %s", why, local);
+            told = 1;
+        } else {
+            tacl__error(status, COLL, "%s", local);
+        }
+    }
     /* A local error is often the echo of a dead peer (a read from its
-     * memory faults, a socket resets): give the bootstrap, which sees
-     * deaths directly, a moment to say so, and report the cause. */
-    if (status != TACL_ERR_REMOTE && ctx->bs != NULL) {
+     * memory faults, a socket resets), and a peer a transport saw die may
+     * only have exited after an earlier failure elsewhere: give the
+     * bootstrap, which sees deaths directly and hears of the first one
+     * around the ring, a moment to say so, and report the cause.  (A
+     * failed bootstrap has said so already, or was failed by the caller:
+     * an abort or a revoke.) */
+    if (!told && ctx->bs != NULL && tacl__bootstrap_check(ctx->bs) == TACL_OK) {
         char local[256];
         uint64_t until = tacl__now_ns() + 200000000ull;
         snprintf(local, sizeof(local), "%s", tacl__last_error());
@@ -661,10 +692,12 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
             struct timespec ts = {0, 5000000};
             nanosleep(&ts, NULL);
         }
-        if (tacl__bootstrap_check(ctx->bs) == TACL_ERR_REMOTE)
+        if (tacl__bootstrap_check(ctx->bs) == TACL_ERR_REMOTE) {
             status = TACL_ERR_REMOTE;
-        else
+            told = 1;
+        } else {
             tacl__error(status, COLL, "%s", local);
+        }
     }
     /* The message first: fatal is read without the lock, and whoever
      * sees it set reads the message next. */
@@ -674,8 +707,11 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
     TACL_WARN(COLL, "rank %d: communicator failed: %s (%s); pending "
               "operations end with this error", ctx->rank, ctx->fatal_msg,
               tacl_status_string(status));
-    /* Tell the others unless they told us. */
-    if (status != TACL_ERR_REMOTE && ctx->bs != NULL)
+    /* Tell the others unless they told us: that the peer a transport saw
+     * fail failed, else that this rank gives up. */
+    if (!told && ctx->bs != NULL && status == TACL_ERR_REMOTE && victim >= 0)
+        tacl__bootstrap_fail(ctx->bs, victim);
+    else if (status != TACL_ERR_REMOTE && ctx->bs != NULL)
         tacl__bootstrap_abort(ctx->bs);
     flight_dump_active(ctx, status);
     for (tacl__exec_t *e = ctx->active; e != NULL; e = e->next)

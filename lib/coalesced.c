@@ -62,21 +62,18 @@ static tacl_status_t reduce_scatter_one(const void *s, void *r, size_t n,
     return tacl_reduce_scatter_nb(s, r, n, dt, op, comm, stream, req_p);
 }
 
-static tacl_status_t coalesced(const char *name, tacl__coll_type_t type,
-                               single_nb_fn one,
-                               const void *const *sendbufs,
-                               void *const *recvbufs, const size_t *counts,
-                               int nbufs, tacl_dtype_t dtype, tacl_op_t op,
-                               tacl_comm_t comm, tacl_stream_t stream,
-                               tacl_request_t *req_p)
+static tacl_status_t coalesced_held(const char *name, tacl__coll_type_t type,
+                                    single_nb_fn one,
+                                    const void *const *sendbufs,
+                                    void *const *recvbufs,
+                                    const size_t *counts, int nbufs,
+                                    tacl_dtype_t dtype, tacl_op_t op,
+                                    tacl_comm_t comm, tacl_stream_t stream,
+                                    tacl_request_t *req_p)
 {
     tacl_status_t status, end_status;
     tacl_request_t unused;
 
-    tacl__last_error_clear();
-    status = tacl__comm_check(comm);
-    if (status != TACL_OK)
-        return status;
     if (nbufs < 0 || (nbufs > 0 && (sendbufs == NULL || recvbufs == NULL ||
                                     counts == NULL)))
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, COLL,
@@ -94,6 +91,19 @@ static tacl_status_t coalesced(const char *name, tacl__coll_type_t type,
      * still runs, and the error is returned. */
     end_status = req_p != NULL ? tacl_group_end_nb(req_p) : tacl_group_end();
     return tacl__comm_fail(comm, status != TACL_OK ? status : end_status);
+}
+
+static tacl_status_t coalesced(const char *name, tacl__coll_type_t type,
+                               single_nb_fn one,
+                               const void *const *sendbufs,
+                               void *const *recvbufs, const size_t *counts,
+                               int nbufs, tacl_dtype_t dtype, tacl_op_t op,
+                               tacl_comm_t comm, tacl_stream_t stream,
+                               tacl_request_t *req_p)
+{
+    TACL__COMM_HELD(comm, coalesced_held(name, type, one, sendbufs, recvbufs,
+                                         counts, nbufs, dtype, op, comm,
+                                         stream, req_p));
 }
 
 TACL_EXPORT tacl_status_t tacl_allgather_coalesced_nb(

@@ -348,19 +348,15 @@ static void mark_mappable(tacl__coll_args_t *a)
                      tacl__memseg_find(read, bytes, &ref);
 }
 
-/* Run one operation now, or record it in the group. */
-static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
-                          tacl_stream_t stream, int blocking,
-                          tacl_request_t *req_p)
+/* post() on a held communicator. */
+static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
+                               tacl_stream_t stream, int blocking,
+                               tacl_request_t *req_p)
 {
     tacl__op_t op = {.comm = comm};
     tacl__exec_t *exec;
     tacl_status_t status;
 
-    tacl__last_error_clear();
-    status = tacl__comm_check(comm);
-    if (status != TACL_OK)
-        return status;
     if (!blocking && req_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, COLL,
                                "%s: req_p is NULL", tacl__coll_name(a->type)));
@@ -423,6 +419,14 @@ static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
     status = tacl__exec_wait(&exec, 1);
     tacl__exec_free(exec);
     return tacl__comm_fail(comm, status);
+}
+
+/* Run one operation now, or record it in the group. */
+static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
+                          tacl_stream_t stream, int blocking,
+                          tacl_request_t *req_p)
+{
+    TACL__COMM_HELD(comm, post_held(comm, a, stream, blocking, req_p));
 }
 
 #define ARGS(...) (tacl__coll_args_t){__VA_ARGS__}

@@ -9,6 +9,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,87 @@ tacl_status_t tacl__comm_check(tacl_comm_t comm)
                            "the communicator's initialisation failed (%s); "
                            "destroy it", comm->last_error);
     return TACL_OK;
+}
+
+tacl_status_t tacl__comm_enter(tacl_comm_t comm)
+{
+    tacl_status_t status = tacl__comm_check(comm);
+
+    if (status != TACL_OK)
+        return status;
+    /* Pairs with comm_close(): it sets closing, then reads calls; we add
+     * to calls, then read closing (and the magic, which a burial clears):
+     * one of the two sees the other. */
+    __atomic_add_fetch(&comm->calls, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&comm->closing, __ATOMIC_SEQ_CST) ||
+        __atomic_load_n(&comm->magic, __ATOMIC_SEQ_CST) != TACL__COMM_ALIVE) {
+        __atomic_sub_fetch(&comm->calls, 1, __ATOMIC_SEQ_CST);
+        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                           "the communicator is being aborted or destroyed "
+                           "(by another thread); it cannot be used any "
+                           "more");
+    }
+    return TACL_OK;
+}
+
+void tacl__comm_leave(tacl_comm_t comm)
+{
+    __atomic_sub_fetch(&comm->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Close comm (and its derived communicators) to new calls, first: an
+ * abort or destroy that finds it closed already leaves it to the thread
+ * that closed it (which may free it).
+ */
+static tacl_status_t comm_close(tacl_comm_t comm)
+{
+    if (__atomic_exchange_n(&comm->closing, 1, __ATOMIC_SEQ_CST))
+        return tacl__error(TACL_ERR_INVALID_USAGE, INIT,
+                           "another thread is already aborting or "
+                           "destroying this communicator");
+    if (comm->local != NULL)
+        __atomic_store_n(&comm->local->closing, 1, __ATOMIC_SEQ_CST);
+    if (comm->rail != NULL)
+        __atomic_store_n(&comm->rail->closing, 1, __ATOMIC_SEQ_CST);
+    return TACL_OK;
+}
+
+/*
+ * Wait for the calls other threads are in on a closed comm to leave, at
+ * most timeout_s (an abort has failed their operations, so they return
+ * promptly): TACL_OK, or TACL_ERR_TIMEOUT with a call still inside.
+ */
+static tacl_status_t comm_wait_calls(tacl_comm_t comm, double timeout_s)
+{
+    tacl_comm_t all[3] = {comm, comm->local, comm->rail};
+    uint64_t until = tacl__now_ns() + (uint64_t)(timeout_s * 1e9);
+    int busy;
+
+    for (;;) {
+        busy = 0;
+        for (int i = 0; i < 3; i++)
+            busy |= all[i] != NULL &&
+                    __atomic_load_n(&all[i]->calls, __ATOMIC_SEQ_CST) > 0;
+        if (!busy || tacl__now_ns() >= until)
+            break;
+        sched_yield();
+    }
+    if (busy)
+        return tacl__error(TACL_ERR_TIMEOUT, INIT,
+                           "a call of another thread on this communicator "
+                           "did not return within %.1f s", timeout_s);
+    return TACL_OK;
+}
+
+/* Undo comm_close() for a destroy that refuses. */
+static void comm_reopen(tacl_comm_t comm)
+{
+    tacl_comm_t all[3] = {comm, comm->local, comm->rail};
+
+    for (int i = 0; i < 3; i++)
+        if (all[i] != NULL)
+            __atomic_store_n(&all[i]->closing, 0, __ATOMIC_SEQ_CST);
 }
 
 tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status)
@@ -497,16 +580,9 @@ tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
     return status;
 }
 
-TACL_EXPORT tacl_status_t tacl_comm_split(tacl_comm_t comm, int color,
-                                          int key, tacl_comm_t *newcomm_p)
-{
-    return tacl_comm_split_config(comm, color, key, NULL, newcomm_p);
-}
-
-TACL_EXPORT tacl_status_t tacl_comm_split_config(tacl_comm_t comm, int color,
-                                                 int key,
-                                                 const tacl_config_t *config,
-                                                 tacl_comm_t *newcomm_p)
+static tacl_status_t split_held(tacl_comm_t comm, int color, int key,
+                                const tacl_config_t *config,
+                                tacl_comm_t *newcomm_p)
 {
     int mine[3], *all = NULL, *world = NULL, *order = NULL;
     int n = 0, my_index = -1;
@@ -514,10 +590,6 @@ TACL_EXPORT tacl_status_t tacl_comm_split_config(tacl_comm_t comm, int color,
     comm_conf_t conf;
     uint64_t split;
 
-    tacl__last_error_clear();
-    status = tacl__comm_check(comm);
-    if (status != TACL_OK)
-        return status;
     if (newcomm_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
                                                  "newcomm_p is NULL"));
@@ -599,13 +671,31 @@ out:
     return tacl__comm_fail(comm, status);
 }
 
+TACL_EXPORT tacl_status_t tacl_comm_split_config(tacl_comm_t comm, int color,
+                                                 int key,
+                                                 const tacl_config_t *config,
+                                                 tacl_comm_t *newcomm_p)
+{
+    TACL__COMM_HELD(comm, split_held(comm, color, key, config, newcomm_p));
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_split(tacl_comm_t comm, int color,
+                                          int key, tacl_comm_t *newcomm_p)
+{
+    return tacl_comm_split_config(comm, color, key, NULL, newcomm_p);
+}
+
 static void bury_derived(tacl_comm_t comm);
 
 /* Keep the (zeroed) handle so that later calls see a destroyed comm. */
 static void comm_tombstone(tacl_comm_t comm)
 {
-    memset(comm, 0, sizeof(*comm));
-    comm->magic = TACL__COMM_DEAD;
+    /* Keep the handle itself so later calls see a destroyed comm (and a
+     * late tacl__comm_enter() or comm_close() a closed one). */
+    __atomic_store_n(&comm->magic, TACL__COMM_DEAD, __ATOMIC_SEQ_CST);
+    memset((char *)comm + offsetof(struct tacl_comm, rank), 0,
+           sizeof(*comm) - offsetof(struct tacl_comm, rank));
+    comm->closing = 1;
     pthread_mutex_lock(&grave_lock);
     comm->grave_next = graveyard;
     graveyard = comm;
@@ -689,16 +779,30 @@ TACL_EXPORT tacl_status_t tacl_comm_destroy(tacl_comm_t comm)
                                INIT, "this communicator came from "
                                "tacl_comm_get_local/rail and is destroyed "
                                "with its parent"));
-    if (comm_inflight(comm->local) > 0 || comm_inflight(comm->rail) > 0)
-        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
-                               INIT, "operations of a derived communicator "
-                               "are still in flight; wait for them first"));
+    /* A thread still inside a call makes the destroy fail, as in-flight
+     * operations do: waiting for it is bounded by the timeout. */
+    status = comm_close(comm);
+    if (status != TACL_OK)
+        return status;
+    status = comm_wait_calls(comm, comm->x.timeout_s);
+    if (status != TACL_OK) {
+        comm_reopen(comm);
+        return tacl__comm_fail(comm, status);
+    }
     inflight = comm_inflight(comm);
-    if (inflight > 0)
-        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
-                               INIT, "%d operations of this communicator are "
-                               "still in flight; wait for their requests "
-                               "first (or call tacl_comm_abort)", inflight));
+    if (comm_inflight(comm->local) > 0 || comm_inflight(comm->rail) > 0)
+        status = tacl__error(TACL_ERR_INVALID_USAGE, INIT, "operations of "
+                             "a derived communicator are still in flight; "
+                             "wait for them first");
+    else if (inflight > 0)
+        status = tacl__error(TACL_ERR_INVALID_USAGE, INIT, "%d operations "
+                             "of this communicator are still in flight; "
+                             "wait for their requests first (or call "
+                             "tacl_comm_abort)", inflight);
+    if (status != TACL_OK) {
+        comm_reopen(comm);
+        return tacl__comm_fail(comm, status);
+    }
     comm_bury(comm);
     return TACL_OK;
 }
@@ -707,12 +811,15 @@ TACL_EXPORT tacl_status_t tacl_comm_abort(tacl_comm_t comm)
 {
     tacl_status_t status;
     tacl__ctx_t *ctx;
-    int inflight;
 
     tacl__last_error_clear();
     if (comm_settle_init(comm))
         return TACL_OK;
     status = tacl__comm_check(comm);
+    if (status != TACL_OK)
+        return status;
+    /* New calls fail from here on. */
+    status = comm_close(comm);
     if (status != TACL_OK)
         return status;
     ctx = comm->x.ctx;
@@ -722,32 +829,31 @@ TACL_EXPORT tacl_status_t tacl_comm_abort(tacl_comm_t comm)
     if (ctx->bs != NULL)
         tacl__bootstrap_abort(ctx->bs);
     tacl__ctx_set_fatal(ctx, TACL_ERR_REMOTE);
-    inflight = comm->x.inflight;
     pthread_mutex_unlock(&ctx->lock);
+    /* The calls other threads are in fail promptly now: wait for them to
+     * leave before freeing what they use.  One that does not keeps the
+     * communicator's memory (it is only marked dead). */
+    status = comm_wait_calls(comm, comm->x.timeout_s);
     /* Requests the caller still holds keep their executions; the context
      * is freed with its last communicator. */
-    if (inflight == 0) {
+    if (status == TACL_OK && comm_inflight(comm) == 0) {
         comm_bury(comm);
     } else {
         if (comm->progress_thread)
             tacl__ctx_progress_drop(ctx);
         comm->progress_thread = 0;
-        comm->magic = TACL__COMM_DEAD;
+        __atomic_store_n(&comm->magic, TACL__COMM_DEAD, __ATOMIC_SEQ_CST);
     }
     return TACL_OK;
 }
 
 /* Make (once) and return a cached derived communicator. */
-static tacl_status_t comm_derived(tacl_comm_t comm, int rail,
-                                  tacl_comm_t *out_p)
+static tacl_status_t comm_derived_held(tacl_comm_t comm, int rail,
+                                       tacl_comm_t *out_p)
 {
     tacl_comm_t *slot;
     tacl_status_t status;
 
-    tacl__last_error_clear();
-    status = tacl__comm_check(comm);
-    if (status != TACL_OK)
-        return status;
     if (out_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
                                                  "output pointer is NULL"));
@@ -768,6 +874,12 @@ static tacl_status_t comm_derived(tacl_comm_t comm, int rail,
     }
     *out_p = *slot;
     return TACL_OK;
+}
+
+static tacl_status_t comm_derived(tacl_comm_t comm, int rail,
+                                  tacl_comm_t *out_p)
+{
+    TACL__COMM_HELD(comm, comm_derived_held(comm, rail, out_p));
 }
 
 TACL_EXPORT tacl_status_t tacl_comm_get_local(tacl_comm_t comm,
@@ -809,9 +921,13 @@ TACL_EXPORT tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,
     if (error_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
                                                  "error_p is NULL"));
+    status = tacl__comm_enter(comm);
+    if (status != TACL_OK)
+        return status;
     tacl__ctx_progress(comm->x.ctx);
     *error_p = comm->x.ctx->fatal != TACL_OK ? comm->x.ctx->fatal
                                            : comm->async_error;
+    tacl__comm_leave(comm);
     return TACL_OK;
 }
 
@@ -859,15 +975,19 @@ TACL_EXPORT tacl_status_t tacl_comm_get_counters(tacl_comm_t comm,
     if (counters_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
                                                  "counters_p is NULL"));
+    status = tacl__comm_enter(comm);
+    if (status != TACL_OK)
+        return status;
     pthread_mutex_lock(&comm->x.ctx->lock);
     *counters_p = comm->x.counters;
     pthread_mutex_unlock(&comm->x.ctx->lock);
+    tacl__comm_leave(comm);
     return TACL_OK;
 }
 
 TACL_EXPORT tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm)
 {
-    tacl_status_t status = tacl__comm_check(comm);
+    tacl_status_t status = tacl__comm_enter(comm);
 
     if (status != TACL_OK)
         return status;
@@ -881,6 +1001,7 @@ TACL_EXPORT tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm)
         comm->x.counters.links[c].messages = 0;
     }
     pthread_mutex_unlock(&comm->x.ctx->lock);
+    tacl__comm_leave(comm);
     return TACL_OK;
 }
 

@@ -54,6 +54,8 @@ struct tacl_comm {
     _Atomic int init_joinable; /* the init thread is still to be joined */
     pthread_t init_thread;
     tacl_status_t init_status; /* how the init ended */
+    int calls;                 /* threads inside a call on it (atomic) */
+    int closing;               /* an abort or destroy has begun (atomic) */
 };
 
 /** The communicator that embeds xc. */
@@ -64,6 +66,29 @@ static inline tacl_comm_t tacl__comm_of(tacl__xcomm_t *xc)
 
 /** Check a handle: TACL_OK, or an error recorded with a message. */
 tacl_status_t tacl__comm_check(tacl_comm_t comm);
+
+/**
+ * Begin a call on comm: check the handle and hold it until
+ * tacl__comm_leave().  An abort or destroy from another thread closes the
+ * handle to new calls and waits (bounded by the timeout) for the held ones
+ * to leave before it frees what they use; a call that arrives once it has
+ * begun fails with TACL_ERR_INVALID_USAGE.  Holds nest.
+ */
+tacl_status_t tacl__comm_enter(tacl_comm_t comm);
+void tacl__comm_leave(tacl_comm_t comm);
+
+/** An entry point's body: return `call` (a status) run holding comm. */
+#define TACL__COMM_HELD(comm, call)                                          \
+    do {                                                                     \
+        tacl_status_t held_st_;                                              \
+        tacl__last_error_clear();                                            \
+        held_st_ = tacl__comm_enter(comm);                                   \
+        if (held_st_ != TACL_OK)                                             \
+            return held_st_;                                                 \
+        held_st_ = (call);                                                   \
+        tacl__comm_leave(comm);                                              \
+        return held_st_;                                                     \
+    } while (0)
 
 /**
  * A blocking tacl_comm_init_rank() whose communicator takes like's

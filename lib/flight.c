@@ -38,11 +38,12 @@ TACL_EXPORT tacl_status_t tacl_comm_dump_flight(tacl_comm_t comm, void *file)
     tacl_status_t status;
 
     tacl__last_error_clear();
-    status = tacl__comm_check(comm);
+    status = tacl__comm_enter(comm);
     if (status != TACL_OK)
         return status;
     pthread_mutex_lock(&comm->x.ctx->lock);
     tacl__flight_dump(&comm->x, "request", (FILE *)file, file == NULL);
     pthread_mutex_unlock(&comm->x.ctx->lock);
+    tacl__comm_leave(comm);
     return TACL_OK;
 }

@@ -104,21 +104,20 @@ static tacl_status_t group_launch(tacl__exec_t **execs, int *nexec_p)
                 taken[j] = 1;
             }
         }
-        status = tacl__comm_check(comm);
+        status = tacl__comm_enter(comm);
         if (status != TACL_OK)
             break;
         status = check_batch(comm, batch, n);
-        if (status != TACL_OK) {
-            tacl__comm_fail(comm, status);
-            break;
+        if (status == TACL_OK) {
+            pthread_mutex_lock(&comm->x.ctx->lock);
+            status = tacl__ops_start(comm, batch, n, &execs[nexec]);
+            pthread_mutex_unlock(&comm->x.ctx->lock);
         }
-        pthread_mutex_lock(&comm->x.ctx->lock);
-        status = tacl__ops_start(comm, batch, n, &execs[nexec]);
-        pthread_mutex_unlock(&comm->x.ctx->lock);
         if (status == TACL_OK)
             nexec++;
         else
             tacl__comm_fail(comm, status);
+        tacl__comm_leave(comm);
     }
 out:
     free(taken);

@@ -51,25 +51,21 @@ TACL_EXPORT tacl_status_t tacl_comm_revoke(tacl_comm_t comm)
     tacl_status_t status;
 
     tacl__last_error_clear();
-    status = tacl__comm_check(comm);
+    status = tacl__comm_enter(comm);
     if (status != TACL_OK)
         return status;
     comm_revoke(comm);
+    tacl__comm_leave(comm);
     return TACL_OK;
 }
 
-TACL_EXPORT tacl_status_t tacl_comm_shrink(tacl_comm_t comm,
-                                           tacl_comm_t *newcomm_p)
+static tacl_status_t shrink_held(tacl_comm_t comm, tacl_comm_t *newcomm_p)
 {
     tacl_unique_id_t id;
     tacl_status_t status;
     uint64_t key, start = tacl__now_ns();
     int new_rank, new_size;
 
-    tacl__last_error_clear();
-    status = tacl__comm_check(comm);
-    if (status != TACL_OK)
-        return status;
     if (newcomm_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
                                                  "newcomm_p is NULL"));
@@ -94,4 +90,10 @@ TACL_EXPORT tacl_status_t tacl_comm_shrink(tacl_comm_t comm,
     TACL_INFO(INIT, "shrink: rank %d rebuilt in %.3f s", new_rank,
               (double)(tacl__now_ns() - start) / 1e9);
     return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_shrink(tacl_comm_t comm,
+                                           tacl_comm_t *newcomm_p)
+{
+    TACL__COMM_HELD(comm, shrink_held(comm, newcomm_p));
 }

@@ -355,6 +355,229 @@ Test(failure, kill_before_collective_ranks8, .timeout = 90)
              "peer dead before allreduce, 8 ranks");
 }
 
+/*
+ * Survivors that give up exit, and their exits must not be mistaken for
+ * the failure.  Rank 1 dies while rank 2 waits to receive from it; rank 2
+ * learns of it (from shm or from the ring) and exits at once; rank 3
+ * waits to receive from rank 2, so it sees rank 2 vanish; rank 0 sleeps
+ * through all this (it passes no news on) and then calls a barrier.
+ * Every survivor's error must name rank 1, the first to die: rank 2 must
+ * pass the news on before it exits, and rank 3 must prefer the news to
+ * the death it saw itself.
+ */
+static int body_first_death_named(coll_ctx_t *ctx)
+{
+    float x[16] = {0};
+    double t0;
+    tacl_status_t st;
+    const char *msg;
+
+    joined(ctx);
+    wait_all_joined(ctx);
+    coll_sleep_ms(100);
+    t0 = coll_now();
+    switch (ctx->rank) {
+    case 1:
+        coll_sleep_ms(300);
+        mark_event(ctx);
+        raise(SIGKILL);
+        return coll_fail(ctx, "still alive after SIGKILL");
+    case 2:
+        st = tacl_recv(x, 16, TACL_FLOAT32, 1, ctx->comm, NULL);
+        break;
+    case 3:
+        st = tacl_recv(x, 16, TACL_FLOAT32, 2, ctx->comm, NULL);
+        break;
+    default:
+        coll_sleep_ms(1500);
+        t0 = event_time(ctx);
+        st = tacl_barrier(ctx->comm, NULL);
+        break;
+    }
+    msg = tacl_comm_last_error(ctx->comm);
+    scratch(ctx)->seen_after[ctx->rank] = coll_now() - t0;
+    scratch(ctx)->seen_status[ctx->rank] = st;
+    if (st != TACL_ERR_REMOTE)
+        return coll_fail(ctx, "got %s, expected TACL_ERR_REMOTE: %s",
+                         tacl_status_string(st), msg);
+    if (strstr(msg, "rank 1") == NULL)
+        return coll_fail(ctx, "the error does not name rank 1, which died "
+                         "first: %s", msg);
+    /* Rank 2 gives up at once, as a job that exits on an error does. */
+    return 0;
+}
+
+Test(failure, first_death_is_named, .timeout = 90)
+{
+    for (int trial = 0; trial < 3; trial++)
+        run_case(4, COLL_INIT_AUTO, body_first_death_named, 1, SIGKILL,
+                 "survivors exit after the first death");
+}
+
+/*
+ * Abort from another thread at any moment: one thread keeps calling into
+ * a one-rank communicator (collectives blocking and _nb, a coalesced call,
+ * a group, queries) while the main thread aborts it after a random short
+ * delay, so the abort lands anywhere in a call, including between the
+ * handle check and the communicator's lock.  Every call returns (OK
+ * before the abort, an error after it), nothing crashes; 300 rounds.
+ */
+typedef struct {
+    tacl_comm_t comm;
+    int stop;
+    long calls;
+    int bad; /* a status that is neither OK nor an error of the abort */
+    int bad_line;
+    tacl_status_t bad_status;
+} abort_race_t;
+
+static int abort_race_ok(tacl_status_t st)
+{
+    return st == TACL_OK || st == TACL_ERR_REMOTE ||
+           st == TACL_ERR_INVALID_USAGE;
+}
+
+/* Note the first call that returned a status of neither kind. */
+#define RACE_NOTE(a, cond, st)                                               \
+    do {                                                                     \
+        if (!(cond) && !(a)->bad) {                                          \
+            (a)->bad = 1;                                                    \
+            (a)->bad_line = __LINE__;                                        \
+            (a)->bad_status = (st);                                          \
+        }                                                                    \
+    } while (0)
+
+static void *abort_race_caller(void *arg)
+{
+    abort_race_t *a = arg;
+    float x[64] = {0}, y[64];
+    const void *sb[1] = {x};
+    void *rb[1] = {y};
+    size_t counts[1] = {64};
+    tacl_counters_t cnt;
+    tacl_status_t st, async;
+    tacl_request_t req;
+
+    while (!__atomic_load_n(&a->stop, __ATOMIC_SEQ_CST)) {
+        st = tacl_allreduce(x, y, 64, TACL_FLOAT32, TACL_SUM, a->comm, NULL);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        req = NULL;
+        st = tacl_allgather_nb(x, y, 64, TACL_FLOAT32, a->comm, NULL, &req);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        if (st == TACL_OK && req != NULL) {
+            st = tacl_request_wait(req);
+            RACE_NOTE(a, abort_race_ok(st), st);
+            st = tacl_request_free(req);
+            RACE_NOTE(a, st == TACL_OK, st);
+        }
+        st = tacl_allgather_coalesced(sb, rb, counts, 1, TACL_FLOAT32,
+                                      a->comm, NULL);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        if (tacl_group_start() == TACL_OK) {
+            (void)tacl_broadcast(x, y, 64, TACL_FLOAT32, 0, a->comm, NULL);
+            st = tacl_group_end();
+            RACE_NOTE(a, abort_race_ok(st), st);
+        }
+        st = tacl_comm_get_counters(a->comm, &cnt);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        st = tacl_comm_get_async_error(a->comm, &async);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        st = tacl_comm_set_check(a->comm, 0);
+        RACE_NOTE(a, abort_race_ok(st), st);
+        a->calls++;
+    }
+    return NULL;
+}
+
+Test(failure, abort_races_calls_of_another_thread, .timeout = 120)
+{
+    unsigned seed = 12345;
+
+    for (int round = 0; round < 300; round++) {
+        abort_race_t a = {0};
+        tacl_unique_id_t id;
+        pthread_t th;
+        tacl_status_t st;
+
+        cr_assert_eq(tacl_get_unique_id(&id), TACL_OK);
+        st = tacl_comm_init_rank(1, &id, 0, &a.comm);
+        cr_assert_eq(st, TACL_OK, "init: %s", tacl_last_error());
+        cr_assert_eq(pthread_create(&th, NULL, abort_race_caller, &a), 0);
+        seed = seed * 1103515245u + 12345u;
+        coll_sleep_ms(0);
+        for (unsigned spin = (seed >> 8) % 20000; spin > 0; spin--)
+            __asm__ volatile("" ::: "memory");
+        st = tacl_comm_abort(a.comm);
+        cr_assert_eq(st, TACL_OK, "round %d: abort: %s", round,
+                     tacl_last_error());
+        coll_sleep_ms(1);
+        __atomic_store_n(&a.stop, 1, __ATOMIC_SEQ_CST);
+        cr_assert_eq(pthread_join(th, NULL), 0);
+        cr_assert(!a.bad, "round %d: the call at line %d returned %s",
+                  round, a.bad_line, tacl_status_string(a.bad_status));
+    }
+}
+
+/*
+ * A hung rank (SIGSTOP) is named: the survivors time out in their
+ * all-reduce, find on the ring that every rank but rank 3 timed out too,
+ * and each reports rank 3.  Rank 0 then kills the stopped rank.
+ */
+typedef struct {
+    pid_t pid[COLL_MAX_RANKS];
+} stop_pids_t;
+
+static int body_stop_named(coll_ctx_t *ctx)
+{
+    float x[1024] = {0}, y[1024];
+    pid_t *pids = ((stop_pids_t *)((fail_scratch_t *)ctx->scratch + 1))->pid;
+    double t0;
+    tacl_status_t st = TACL_OK;
+    const char *msg;
+
+    pids[ctx->rank] = getpid();
+    joined(ctx);
+    wait_all_joined(ctx);
+    t0 = coll_now();
+    for (int k = 0; k < 1000000 && st == TACL_OK; k++) {
+        if (ctx->rank == 3 && k == 20) {
+            mark_event(ctx);
+            raise(SIGSTOP);
+        }
+        st = tacl_allreduce(x, y, 1024, TACL_FLOAT32, TACL_SUM, ctx->comm,
+                            NULL);
+        if (coll_now() - t0 > 30)
+            return coll_fail(ctx, "no error 30 s after the start");
+    }
+    msg = tacl_comm_last_error(ctx->comm);
+    if (ctx->rank == 0) {
+        coll_sleep_ms(1500); /* the others time out meanwhile */
+        kill(pids[3], SIGKILL);
+    }
+    if (st != TACL_ERR_TIMEOUT && st != TACL_ERR_REMOTE)
+        return coll_fail(ctx, "got %s: %s", tacl_status_string(st), msg);
+    if (strstr(msg, "rank 3") == NULL)
+        return coll_fail(ctx, "the error does not name rank 3, the stopped "
+                         "one: %s", msg);
+    return 0;
+}
+
+Test(failure, stopped_rank_is_named, .timeout = 90)
+{
+    static const char *const env[] = {"TACL_TIMEOUT=2", NULL};
+    coll_opts_t opts = {.nranks = 4, .deadline_s = 40,
+                        .init = COLL_INIT_AUTO, .env = env,
+                        .destroy_may_fail = 1};
+    coll_result_t *res = malloc(sizeof(*res));
+
+    cr_assert_not_null(res);
+    cr_assert(sizeof(fail_scratch_t) + sizeof(stop_pids_t) <=
+              COLL_SCRATCH_BYTES);
+    coll_run(&opts, body_stop_named, res);
+    expect_survivors(res, 3, SIGKILL, "stopped rank");
+    free(res);
+}
+
 /* Rank 2 never calls init: the others' init times out. */
 static int body_init_never(coll_ctx_t *ctx)
 {

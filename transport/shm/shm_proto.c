@@ -609,7 +609,7 @@ static int advance_copies(tacl__shm_t *shm, tacl__shm_peer_t *peer,
          * is gone from the process table) or if it freed the buffer
          * mid-transfer: a failure of that peer either way. */
         if (got < 0 && (errno == ESRCH || errno == EFAULT))
-            return tacl__error(TACL_ERR_REMOTE, SHM,
+            return tacl__error_peer(peer->rank, SHM,
                                "rank %d (pid %d) died during a transfer; "
                                "check that process's output",
                                peer->rank, (int)peer->pid);
@@ -692,7 +692,7 @@ static int check_liveness(tacl__shm_t *shm)
             ;
         if (!peer_busy(peer))
             continue;
-        fail_instance(shm, tacl__error(TACL_ERR_REMOTE, SHM,
+        fail_instance(shm, tacl__error_peer(peer->rank, SHM,
                                        "rank %d (pid %d) died with "
                                        "operations pending; check that "
                                        "process's output",

@@ -232,7 +232,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
         return;
     }
     if (ucx->failed == TACL_OK)
-        ucx->failed = tacl__error(TACL_ERR_REMOTE, NET, "rank %d lost rank "
+        ucx->failed = tacl__error_peer(peer, NET, "rank %d lost rank "
                                   "%d with operations pending (%s); check "
                                   "that process's output", ucx->rank, peer,
                                   ucs_status_string(st));
@@ -250,7 +250,7 @@ tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p)
     case TACL_UCX_EP_NONE:
         break;
     default:
-        return tacl__error(TACL_ERR_REMOTE, NET, "rank %d: the connection "
+        return tacl__error_peer(peer, NET, "rank %d: the connection "
                            "to rank %d was lost earlier", ucx->rank, peer);
     }
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |

@@ -83,7 +83,7 @@ static tacl_status_t op_status(tacl__ucx_t *ucx, tacl__tl_op_t *op,
         return tacl__error(TACL_ERR_NO_MEMORY, NET, "rank %d: UCX ran out "
                            "of memory %s rank %d", ucx->rank,
                            recv ? "receiving from" : "sending to", op->peer);
-    status = tacl__error(TACL_ERR_REMOTE, NET, "rank %d: %s rank %d "
+    status = tacl__error_peer(op->peer, NET, "rank %d: %s rank %d "
                          "failed: %s; check that process's output",
                          ucx->rank, recv ? "receive from" : "send to",
                          op->peer, ucs_status_string(st));
@@ -217,8 +217,8 @@ static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
         (TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_PENDING) &&
         ucx->ep_state[op->peer] != TACL_UCX_EP_OPEN) {
         /* Nothing is here yet and nothing more can come. */
-        TACL_UCX_OP_STATUS(op) = (uint64_t)(int64_t)tacl__error(
-            TACL_ERR_REMOTE, NET, "rank %d: receive from rank %d, whose "
+        TACL_UCX_OP_STATUS(op) = (uint64_t)(int64_t)tacl__error_peer(
+            op->peer, NET, "rank %d: receive from rank %d, whose "
             "connection was lost", ucx->rank, op->peer);
         ucp_request_cancel(ucx->worker, req);
     }
