@@ -683,6 +683,10 @@ static void make_ready(sim_t *s, uint32_t gid)
     cls = msg_class(s, (int)s->rank_of[sgid], st->peer);
     s->res->bytes[cls] += st->bytes;
     s->res->msgs[cls]++;
+    if (s->rank_of[sgid] == (uint32_t)s->c->watch) {
+        s->res->watch_bytes[cls] += st->bytes;
+        s->res->watch_msgs[cls]++;
+    }
     delay = (s->c->link_lat[cls] + (cls == TACL_LINK_SELF ? 0
                                                           : s->c->overhead)) *
             1e-6;

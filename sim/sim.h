@@ -57,6 +57,8 @@ typedef struct {
     double oversub;        /* fabric oversubscription, 1: none */
     double overhead;       /* us per message */
     double kernel_bw[TACL__TOPO_KERNELS];   /* GB/s, 0: free */
+    int watch;             /* the rank whose own sends a result also
+                              counts (0 unless the caller sets it) */
 } tacl__sim_cluster_t;
 
 /**
@@ -84,6 +86,9 @@ typedef struct {
     double seconds;        /* predicted time of the operation */
     uint64_t bytes[TACL_NUM_LINK_CLASSES]; /* sent, all ranks, per class */
     uint64_t msgs[TACL_NUM_LINK_CLASSES];
+    uint64_t watch_bytes[TACL_NUM_LINK_CLASSES]; /* the cluster's watch
+                                                    rank's alone */
+    uint64_t watch_msgs[TACL_NUM_LINK_CLASSES];
     uint64_t steps;        /* schedule steps of all ranks */
     uint64_t events;       /* events the simulation processed */
     const tacl__algo_t *algo; /* the algorithm rank 0 ran */
