@@ -194,13 +194,15 @@ typedef struct {
 
 /*
  * A bundle: the flows with one path (one sender and receiver, or one
- * rank's engine).  They always share one rate, so a rate change is one
- * update per bundle, not per flow: the bundle keeps its progress (what
- * each of its flows has moved since the bundle's start) and its flows
- * in a heap by the progress at which each is done.
+ * rank's engine), served in the order they started, as a connection
+ * sends its messages: the bundle is one flow on its links, and its
+ * progress (what it has moved since it last started) reaches each
+ * flow's end in turn.  A rate change is one update per bundle, however
+ * many flows wait in it.
  */
 typedef struct {
     double prog;      /* bytes (messages) or seconds of work (kernels) */
+    double tail;      /* the end of the last flow queued */
     double rate;      /* per flow, per second; 0 while empty */
     double last;      /* when prog was last brought up to date */
     double cap;       /* the most one flow moves per second alone */
@@ -216,7 +218,7 @@ typedef struct {
 
 typedef struct {
     double cap;       /* per second */
-    uint32_t flows;   /* flows on the link, over all its bundles */
+    uint32_t flows;   /* bundles with flows on the link */
     uint32_t n, alloc;
     uint32_t *bl;     /* bundles with flows on the link */
 } link_t;
@@ -483,6 +485,7 @@ static void flow_add(sim_t *s, uint64_t key, uint32_t gid, int kernel,
     if (b->n == 0) {
         /* A new start: on its links, progress from zero. */
         b->prog = 0;
+        b->tail = 0;
         b->rate = 0;
         b->last = s->now;
         b->cap = cap;
@@ -505,15 +508,17 @@ static void flow_add(sim_t *s, uint64_t key, uint32_t gid, int kernel,
         b->prog += b->rate * (s->now - b->last);
         b->last = s->now;
     }
-    it.end = b->prog + amount;
+    it.end = TACL_MAX(b->tail, b->prog) + amount;
+    b->tail = it.end;
     it.seq = s->seq++;
     it.gid = gid;
     first = b->n == 0 || item_less(&it, &b->items[0]);
     n = b->n;
     HEAP_PUSH(item_t, item_less, b->items, n, it);
     b->n = (uint32_t)n;
-    for (int k = 0; k < b->nl; k++)
-        s->links[b->link[k]].flows++;
+    if (n == 1)
+        for (int k = 0; k < b->nl; k++)
+            s->links[b->link[k]].flows++;
     bundles_refresh(s, id);
     if (first)
         bundle_update(s, id, 1);
@@ -531,14 +536,14 @@ static void flow_done(sim_t *s, uint32_t id)
     b->prog += b->rate * (s->now - b->last);
     b->last = s->now;
     b->prog = TACL_MAX(b->prog, top.end);
-    for (int k = 0; k < b->nl; k++)
-        s->links[b->link[k]].flows--;
     complete(s, top.gid);
     if (!b->kernel)
         complete(s, s->partner[top.gid]);
     if (b->n == 0) {
         for (int k = 0; k < b->nl; k++) {
             link_t *l = &s->links[b->link[k]];
+
+            l->flows--;
             uint32_t slot = b->slot[k], moved = l->bl[--l->n];
 
             l->bl[slot] = moved;

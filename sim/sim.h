@@ -12,10 +12,12 @@
  * link of its path while it moves, after a start-up delay of its link
  * class's latency plus the fabric's per-message overhead.
  *
- * Sharing is equal share with a per-link bottleneck: a message moves at
- * the smallest, over the links of its path, of the link's bandwidth
- * divided by the messages on it, and never faster than its link class's
- * bandwidth.  (Max-min fairness would hand a message's unused share on a
+ * Sharing is equal share with a per-link bottleneck: messages between
+ * one pair of ranks queue on their connection, one at a time in the
+ * order they started (as a transport sends them), and a busy connection
+ * moves at the smallest, over the links of its path, of the link's
+ * bandwidth divided by the busy connections on it, never faster than
+ * its link class's bandwidth.  (Max-min fairness would hand a message's unused share on a
  * link to the others; the equal share is simpler, never faster, and
  * exact for the symmetric patterns collectives make, where the messages
  * sharing a link share the same bottleneck.)  Rates change only when a
@@ -24,8 +26,8 @@
  * delay ending and a message or kernel finishing.
  *
  * A compute step (copy, reduce, divide, quantize) runs on its rank's
- * engine at the kernel rate of the topology's kernel line (0: free);
- * several runnable at once share the engine equally.  A message starts
+ * engine at the kernel rate of the topology's kernel line (0: free),
+ * one at a time in the order they became runnable.  A message starts
  * when both its send and its receive are runnable (rendezvous, as
  * simrun checks schedules) and completes both.
  *
