@@ -288,3 +288,22 @@ Test(sim, paro_horing_ratios)
     tacl__sim_cluster_fini(&c);
     tacl__topo_fini(&t);
 }
+
+/*
+ * Scale: 1024 ranks (128 p4d nodes of 8), a 1 GB ring all-gather, every
+ * rank's schedule built and simulated (over two million steps).  Its
+ * time is the NIC bound: each of the 1023 steps moves one 1 MiB block
+ * over a 100 Gbit/s NIC, the other links being faster.  How long the
+ * simulation takes is a benchmark figure (docs/sim/README.md), not
+ * asserted here.
+ */
+Test(sim, ring_at_1024_ranks, .timeout = 100)
+{
+    tacl__sim_result_t r = run_on(TOPO_DIR "/p4d.24xlarge.topo", 128,
+                                  TACL__COLL_ALLGATHER, 1u << 30,
+                                  TACL_FLOAT32, 0, "allgather=ring");
+    double bound = 1023.0 * (1 << 20) / 12.5e9;
+
+    cr_assert(r.steps > 2000000, "%llu steps", (unsigned long long)r.steps);
+    assert_close(r.seconds, bound, 0.01, "1024-rank ring");
+}
