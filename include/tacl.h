@@ -537,7 +537,10 @@ typedef struct {
 /**
  * Estimate coll of count elements of dtype (op for reductions, root for
  * broadcast and reduce) on comm into *info_p.  TACL_ERR_INVALID_ARG for
- * a bad argument, as the collective itself would report it.
+ * a bad argument, as the collective itself would report it;
+ * TACL_ERR_UNSUPPORTED when the simulation would run past its bound (an
+ * algorithm with very many concurrent messages on a large communicator):
+ * an estimate takes at most about a second.
  */
 tacl_status_t tacl_comm_estimate(tacl_comm_t comm, tacl_coll_t coll,
                                  size_t count, tacl_dtype_t dtype,

@@ -21,6 +21,7 @@
 #include "sim.h"
 
 #define EST_BUCKETS 64
+#define EST_BUDGET (50ull * 1000 * 1000)
 
 struct tacl__est {
     tacl__sim_cluster_t cluster;
@@ -66,6 +67,9 @@ static tacl_status_t est_get(tacl_comm_t comm, struct tacl__est **est_p)
         return status;
     }
     est->cluster.watch = comm->rank;
+    /* A tuner's or estimate's simulation stays short (about a second
+     * here): one past this is given up, and the tuner passes it over. */
+    est->cluster.budget = EST_BUDGET;
     comm->est = est;
     *est_p = est;
     return TACL_OK;

@@ -245,6 +245,7 @@ typedef struct {
     link_t *links;
     uint32_t nlinks, *nic_base, fabric_base;
     uint32_t stamp;
+    uint64_t updates;         /* bundle_update calls, against budget */
     int device;               /* device memory: gpu class inside nodes */
     double now;
     int oom;
@@ -378,6 +379,7 @@ static void bundle_update(sim_t *s, uint32_t id, int first_changed)
     bundle_t *b = &s->bundles[id];
     double rate = b->cap;
 
+    s->updates++;
     for (int k = 0; k < b->nl; k++) {
         const link_t *l = &s->links[b->link[k]];
 
@@ -878,6 +880,11 @@ static tacl_status_t simulate(sim_t *s)
     while (s->nheap > 0 && !s->oom) {
         ev_t e = heap_pop(s);
 
+        if (s->c->budget != 0 && s->updates > s->c->budget)
+            return tacl__error(TACL_ERR_UNSUPPORTED, TUNE,
+                               "simulator: more than %llu rate updates; "
+                               "given up", (unsigned long long)
+                                               s->c->budget);
         if (e.kind == EV_BUNDLE && e.ver != s->bundles[e.id].ver)
             continue;
         s->res->events++;
@@ -1016,6 +1023,8 @@ tacl_status_t tacl__sim_best(const tacl__sim_cluster_t *c,
         snprintf(spec, sizeof(spec), "%s=%s", tacl__coll_name(a->coll),
                  a->name);
         status = tacl__sim_run(c, args, spec, &r);
+        if (status == TACL_ERR_UNSUPPORTED && c->budget != 0)
+            continue; /* past the budget: not the fastest anyway */
         if (status != TACL_OK)
             return status;
         if (*best_p == NULL || r.seconds < res->seconds) {

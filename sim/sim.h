@@ -61,6 +61,9 @@ typedef struct {
     double kernel_bw[TACL__TOPO_KERNELS];   /* GB/s, 0: free */
     int watch;             /* the rank whose own sends a result also
                               counts (0 unless the caller sets it) */
+    uint64_t budget;       /* most rate updates one simulation may make
+                              before it gives up (TACL_ERR_UNSUPPORTED);
+                              0: no limit */
 } tacl__sim_cluster_t;
 
 /**
@@ -110,7 +113,8 @@ tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
 /**
  * Simulate every algorithm the tuner may choose for args (supported,
  * not explicit-only) and return the fastest in *best_p with its result;
- * ties go to the earlier registry row.  *best_p is NULL (and TACL_OK
+ * ties go to the earlier registry row.  A candidate that runs past the
+ * cluster's budget is passed over.  *best_p is NULL (and TACL_OK
  * returned) when none supports the operation.
  */
 tacl_status_t tacl__sim_best(const tacl__sim_cluster_t *c,

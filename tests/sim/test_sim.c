@@ -139,6 +139,11 @@ Test(sim, deterministic_and_refuses_bad_clusters)
     cr_assert_eq(tacl__sim_run(&c, &a, NULL, &r2), TACL_OK);
     cr_assert(r1.seconds > 0 && r1.seconds == r2.seconds);
     cr_assert_eq(r1.events, r2.events);
+    /* A budget stops a long simulation; the best skips such a run. */
+    c.budget = 100;
+    cr_assert_eq(tacl__sim_run(&c, &a, "allreduce=ring", &r2),
+                 TACL_ERR_UNSUPPORTED);
+    c.budget = 0;
     tacl__sim_cluster_fini(&c);
     cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, 0, 8),
                  TACL_ERR_INVALID_ARG);
