@@ -118,9 +118,11 @@ const char *tacl__tuner_spec(tacl_comm_t comm, const tacl__coll_args_t *a,
                   tacl__coll_name(a->type), a->count, slot,
                   res.seconds * 1e6);
     }
-    /* The last item for a collective wins: the user's, if any. */
-    snprintf(buf, len, "%s=%s,%s", tacl__coll_name(a->type), slot,
-             spec != NULL ? spec : "");
+    /* The last item for a collective wins: the user's, if any.  A spec
+     * too long to prefix is left as the user wrote it. */
+    if ((size_t)snprintf(buf, len, "%s=%s,%s", tacl__coll_name(a->type),
+                         slot, spec != NULL ? spec : "") >= len)
+        return spec;
     return buf;
 }
 
