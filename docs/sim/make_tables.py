@@ -2,6 +2,7 @@
 """Writes docs/sim/README.md's tables by running tacl-sim.
 
 usage: docs/sim/make_tables.py BUILD_DIR [NODES...] > tables.md
+       (TOPOS="p5.48xlarge" for one description only)
 
 For each of the p4d and p5 descriptions and each node count, the
 predicted busbw (GB/s, out of place) of the all-gathers (ring, MiCS,
@@ -41,7 +42,8 @@ def main():
     nodes_list = [int(n) for n in sys.argv[2:]] or [2, 8, 32]
     tool = os.path.join(build, "tools", "tacl-sim")
     root = os.path.join(os.path.dirname(__file__), "..", "..")
-    for name in ["p4d.24xlarge", "p5.48xlarge"]:
+    names = os.environ.get("TOPOS", "p4d.24xlarge p5.48xlarge").split()
+    for name in names:
         topo = os.path.join(root, "topologies", name + ".topo")
         for nodes in nodes_list:
             print(f"\n### {name}, {nodes} nodes ({nodes * 8} ranks)\n")
