@@ -302,7 +302,7 @@ Test(sim, paro_horing_ratios)
  * simulation takes is a benchmark figure (docs/sim/README.md), not
  * asserted here.
  */
-Test(sim, ring_at_1024_ranks, .timeout = 100)
+Test(sim, ring_at_1024_ranks)
 {
     tacl__sim_result_t r = run_on(TOPO_DIR "/p4d.24xlarge.topo", 128,
                                   TACL__COLL_ALLGATHER, 1u << 30,
