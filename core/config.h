@@ -91,6 +91,10 @@
       "call then waits for its peers to reach it")                          \
     X(ALGO, "",                                                              \
       "force algorithms per collective, e.g. allgather=ring,allreduce=rd")   \
+    X(TUNER, "model",                                                        \
+      "how the tuner ranks algorithms: model (the closed-form cost "        \
+      "model) or sim (the simulator over every rank's schedule, once per "  \
+      "collective and power-of-two size bucket per communicator)")          \
     X(TOPO_FILE, "",                                                         \
       "read link bandwidths, latencies and node descriptions from this "     \
       "topology file instead of detecting them")                             \

@@ -18,6 +18,20 @@
  *   link net bw=50 lat=12
  *   node n0 packages=2 numa=2 cores=48 gpus=8 nics=4 nic_gbps=100
  *   ranks n0 0-7                   # optional: ranks on node n0
+ *   fabric oversub=2 overhead=1.5  # optional, for the simulator: the
+ *                                  #   switch fabric's oversubscription
+ *                                  #   (1: full bisection) and a
+ *                                  #   per-message overhead (us)
+ *   kernel copy=300 reduce=150 quant=100   # optional: kernel rates in
+ *                                  #   GB/s of output (0: free)
+ *
+ * The simulator (sim/sim.h) reads more of a node line than the tuner:
+ * each rank reaches other nodes through the NIC of its rail (rank g of a
+ * node with G ranks and K NICs uses NIC g * K / G; with K >= G a rank
+ * owns K / G of them), each NIC at nic_gbps; inside a node each rank has
+ * one port of the gpu class's bandwidth (device memory on a node with
+ * gpu_peer=1) or the host class's.  Files without the optional lines
+ * load as before; tacl__topo_write writes them only when set.
  */
 #ifndef TACL_CORE_TOPO_H
 #define TACL_CORE_TOPO_H
@@ -37,6 +51,14 @@ typedef struct {
 } tacl__link_t;
 
 #define TACL__TOPO_NAME_LEN 64
+
+/** Kernels whose rate a topology file may give ("kernel" line). */
+typedef enum {
+    TACL__TOPO_KERNEL_COPY = 0,
+    TACL__TOPO_KERNEL_REDUCE,
+    TACL__TOPO_KERNEL_QUANT,
+    TACL__TOPO_KERNELS
+} tacl__topo_kernel_t;
 
 /** One node, as detected or described.  Fixed size so it can be sent. */
 typedef struct {
@@ -60,6 +82,11 @@ typedef struct tacl__topo {
     tacl__node_desc_t *nodes;
     int nranks;            /* 0 when the file places no ranks */
     int *node_of;          /* node index per rank */
+    /* The optional fabric and kernel lines (0: not given). */
+    double fabric_oversub; /* >= 1 when given */
+    double msg_overhead;   /* microseconds per message */
+    double kernel_bw[TACL__TOPO_KERNELS]; /* GB/s: copy, reduce, quant */
+    int has_fabric, has_kernel;
 } tacl__topo_t;
 
 /**

@@ -217,6 +217,68 @@ static tacl_status_t parse_node(const where_t *w, char **save,
     return TACL_OK;
 }
 
+static const char *const kernel_names[TACL__TOPO_KERNELS] = {
+    [TACL__TOPO_KERNEL_COPY] = "copy",
+    [TACL__TOPO_KERNEL_REDUCE] = "reduce",
+    [TACL__TOPO_KERNEL_QUANT] = "quant",
+};
+
+/* "fabric oversub=2 overhead=1.5": the network between nodes. */
+static tacl_status_t parse_fabric(const where_t *w, char **save,
+                                  tacl__topo_t *topo)
+{
+    char *tok;
+
+    topo->has_fabric = 1;
+    if (topo->fabric_oversub == 0)
+        topo->fabric_oversub = 1;
+    while ((tok = strtok_r(NULL, " \t\r", save)) != NULL) {
+        char *value = NULL;
+        tacl_status_t st = split_kv(w, tok, &value);
+
+        if (st == TACL_OK && strcmp(tok, "oversub") == 0) {
+            st = parse_double(w, tok, value, &topo->fabric_oversub);
+            if (st == TACL_OK && topo->fabric_oversub < 1)
+                st = PARSE_ERROR(w, "oversub=%s: a fabric's "
+                                 "oversubscription is 1 or more", value);
+        } else if (st == TACL_OK && strcmp(tok, "overhead") == 0)
+            st = parse_double(w, tok, value, &topo->msg_overhead);
+        else if (st == TACL_OK)
+            st = PARSE_ERROR(w, "unknown fabric key \"%s\" (oversub, "
+                             "overhead)", tok);
+        if (st != TACL_OK)
+            return st;
+    }
+    return TACL_OK;
+}
+
+/* "kernel copy=300 reduce=150 quant=100": kernel rates in GB/s. */
+static tacl_status_t parse_kernel(const where_t *w, char **save,
+                                  tacl__topo_t *topo)
+{
+    char *tok;
+
+    topo->has_kernel = 1;
+    while ((tok = strtok_r(NULL, " \t\r", save)) != NULL) {
+        char *value = NULL;
+        tacl_status_t st = split_kv(w, tok, &value);
+        int k;
+
+        if (st != TACL_OK)
+            return st;
+        for (k = 0; k < TACL__TOPO_KERNELS; k++)
+            if (strcmp(tok, kernel_names[k]) == 0)
+                break;
+        if (k == TACL__TOPO_KERNELS)
+            return PARSE_ERROR(w, "unknown kernel \"%s\" (copy, reduce, "
+                               "quant)", tok);
+        st = parse_double(w, tok, value, &topo->kernel_bw[k]);
+        if (st != TACL_OK)
+            return st;
+    }
+    return TACL_OK;
+}
+
 /* "ranks <node> 0-7 9 12-13": place ranks on a described node. */
 static tacl_status_t parse_ranks(const where_t *w, char **save,
                                  tacl__topo_t *topo)
@@ -297,8 +359,12 @@ static tacl_status_t parse_line(const where_t *w, char *line,
         return parse_node(w, &save, topo);
     if (strcmp(word, "ranks") == 0)
         return parse_ranks(w, &save, topo);
+    if (strcmp(word, "fabric") == 0)
+        return parse_fabric(w, &save, topo);
+    if (strcmp(word, "kernel") == 0)
+        return parse_kernel(w, &save, topo);
     return PARSE_ERROR(w, "unknown statement \"%s\" (machine, link, node, "
-                       "ranks)", word);
+                       "ranks, fabric, kernel)", word);
 }
 
 tacl_status_t tacl__topo_parse(const char *text, const char *name,
@@ -380,6 +446,15 @@ tacl_status_t tacl__topo_write(const tacl__topo_t *topo, FILE *f)
         if (topo->link[c].bw > 0)
             fprintf(f, "link %s bw=%.15g lat=%.15g\n", link_names[c],
                     topo->link[c].bw, topo->link[c].lat);
+    if (topo->has_fabric)
+        fprintf(f, "fabric oversub=%.15g overhead=%.15g\n",
+                topo->fabric_oversub, topo->msg_overhead);
+    if (topo->has_kernel) {
+        fprintf(f, "kernel");
+        for (int k = 0; k < TACL__TOPO_KERNELS; k++)
+            fprintf(f, " %s=%.15g", kernel_names[k], topo->kernel_bw[k]);
+        fprintf(f, "\n");
+    }
     for (int n = 0; n < topo->n_nodes; n++) {
         const tacl__node_desc_t *d = &topo->nodes[n];
         fprintf(f, "node %s packages=%d numa=%d cores=%d threads=%d gpus=%d "

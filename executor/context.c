@@ -159,6 +159,12 @@ static tacl_status_t ctx_topology(tacl__ctx_t *ctx)
         }
         memcpy(topo->machine, file.machine, sizeof(topo->machine));
         memcpy(topo->link, file.link, sizeof(topo->link));
+        /* The simulator's figures (fabric and kernel lines). */
+        topo->fabric_oversub = file.fabric_oversub;
+        topo->msg_overhead = file.msg_overhead;
+        memcpy(topo->kernel_bw, file.kernel_bw, sizeof(topo->kernel_bw));
+        topo->has_fabric = file.has_fabric;
+        topo->has_kernel = file.has_kernel;
         for (int n = 0; n < topo->n_nodes && n < file.n_nodes; n++) {
             tacl__node_desc_t d = file.nodes[n];
             memcpy(d.name, topo->nodes[n].name, sizeof(d.name));

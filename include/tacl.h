@@ -610,6 +610,47 @@ tacl_status_t tacl_comm_get_counters(tacl_comm_t comm,
                                      tacl_counters_t *counters_p);
 tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm);
 
+/*
+ * Estimates (like NCCL's ncclGroupSimulateEnd): what an operation would
+ * cost on this communicator, without running it.  The simulator builds
+ * every rank's schedule with the algorithm a real call would use
+ * (TACL_ALGO, TACL_TUNER) and runs them on the communicator's topology
+ * (detected, or TACL_TOPO_FILE with its optional fabric and kernel
+ * lines): links shared by concurrent messages share their bandwidth,
+ * every message pays its link's latency, kernels run at the topology's
+ * rates.  Purely local: no message is sent, every rank gets the same
+ * time.  The buffers are assumed out of place, in host memory.
+ */
+typedef enum {
+    TACL_COLL_ALLGATHER = 0,  /**< count elements per rank */
+    TACL_COLL_REDUCE_SCATTER, /**< count elements per rank (its output) */
+    TACL_COLL_ALLREDUCE,
+    TACL_COLL_BROADCAST,
+    TACL_COLL_REDUCE,
+    TACL_COLL_ALLTOALL        /**< count elements per block */
+} tacl_coll_t;
+
+typedef struct {
+    double seconds;          /**< predicted time of the operation */
+    char algorithm[16];      /**< the algorithm a real call would use */
+    /** What this rank would send, by link class (as tacl_counters_t). */
+    uint64_t bytes[TACL_NUM_LINK_CLASSES];
+    uint64_t messages[TACL_NUM_LINK_CLASSES];
+} tacl_sim_info_t;
+
+/**
+ * Estimate coll of count elements of dtype (op for reductions, root for
+ * broadcast and reduce) on comm into *info_p.  TACL_ERR_INVALID_ARG for
+ * a bad argument, as the collective itself would report it;
+ * TACL_ERR_UNSUPPORTED when the simulation would run past its bound (an
+ * algorithm with very many concurrent messages on a large communicator):
+ * an estimate takes at most about a second.
+ */
+tacl_status_t tacl_comm_estimate(tacl_comm_t comm, tacl_coll_t coll,
+                                 size_t count, tacl_dtype_t dtype,
+                                 tacl_op_t op, int root,
+                                 tacl_sim_info_t *info_p);
+
 /**
  * Print every configuration variable (TACL_<NAME>) with the value in
  * force, where it came from (default, environment, or invalid: the

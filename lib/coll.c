@@ -292,13 +292,16 @@ static tacl_status_t stage_aliased_recvs(tacl__sched_t *s)
 tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
                               int nops, tacl__exec_t **exec_p)
 {
-    const char *spec = tacl__config_str(TACL_CFG_ALGO);
+    const char *user_spec = tacl__config_str(TACL_CFG_ALGO);
     tacl__sched_t sched;
     tacl_status_t status = TACL_OK;
 
     tacl__sched_init(&sched, comm->rank, comm->size);
     for (int i = 0; i < nops && status == TACL_OK; i++) {
         const tacl__algo_t *algo = NULL;
+        char tuned[256];
+        const char *spec = tacl__tuner_spec(comm, &ops[i].args, user_spec,
+                                            tuned, sizeof(tuned));
         if (nops == 1)
             status = tacl__plan_build(comm, &ops[i].args, spec, &sched,
                                       &algo);

@@ -749,6 +749,7 @@ static void comm_bury(tacl_comm_t comm)
     free(comm->x.link_of);
     free(comm->p2p_send);
     free(comm->p2p_recv);
+    tacl__est_free(comm);
     tacl__ctx_release(ctx);
     comm_tombstone(comm);
 }

@@ -44,6 +44,8 @@ struct tacl_comm {
     char last_algo[16];        /* algorithm of the latest operation */
     struct tacl__plan_cache *plans; /* built schedules by signature
                                        (plan.c), NULL until the first */
+    struct tacl__est *est;     /* the simulator's cluster and the sim
+                                  tuner's choices (lib/estimate.c) */
     tacl_status_t async_error;
     char last_error[512];
     struct tacl_comm *grave_next; /* destroyed handles stay recognisable */
@@ -103,6 +105,18 @@ tacl_status_t tacl__comm_init_as(tacl_comm_t like, int nranks,
  * communicator's name when it has one, and return status.
  */
 tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status);
+
+/** Free what lib/estimate.c keeps on comm. */
+void tacl__est_free(tacl_comm_t comm);
+
+/**
+ * The algorithm spec an operation is built with: spec (TACL_ALGO) as it
+ * is, or with TACL_TUNER=sim the simulator's choice for the operation's
+ * collective and size bucket put before it (so spec's own item for the
+ * collective still wins), written into buf.
+ */
+const char *tacl__tuner_spec(tacl_comm_t comm, const tacl__coll_args_t *a,
+                             const char *spec, char *buf, size_t len);
 
 /** The memory type of a caller buffer (HOST unless a CUDA pointer). */
 tacl_memtype_t tacl__memtype_detect(const void *ptr);

@@ -143,3 +143,47 @@ Test(topo_file, link_override_refuses_bad_values)
                      "TACL_LINK_HOST=%s was accepted", bad[i]);
     cr_expect_eq(override_host("bw=5,lat=0"), TACL_OK);
 }
+
+/* The simulator's optional lines: parsed, checked, written back. */
+Test(topo_file, fabric_and_kernel_lines)
+{
+    tacl__topo_t topo, again;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    cr_assert_eq(parse(HEADER "link host bw=10 lat=1\n"
+                       "fabric oversub=2.5 overhead=1.5\n"
+                       "kernel copy=300 reduce=150\n", &topo), TACL_OK);
+    cr_expect(topo.has_fabric && topo.has_kernel);
+    cr_expect_eq(topo.fabric_oversub, 2.5);
+    cr_expect_eq(topo.msg_overhead, 1.5);
+    cr_expect_eq(topo.kernel_bw[TACL__TOPO_KERNEL_COPY], 300);
+    cr_expect_eq(topo.kernel_bw[TACL__TOPO_KERNEL_REDUCE], 150);
+    cr_expect_eq(topo.kernel_bw[TACL__TOPO_KERNEL_QUANT], 0);
+    f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(tacl__topo_write(&topo, f), TACL_OK);
+    fclose(f);
+    cr_assert_eq(parse(text, &again), TACL_OK, "%s", text);
+    cr_expect_eq(again.fabric_oversub, 2.5);
+    cr_expect_eq(again.kernel_bw[TACL__TOPO_KERNEL_REDUCE], 150);
+    tacl__topo_fini(&again);
+    tacl__topo_fini(&topo);
+    free(text);
+    /* A file without them writes none: old readers still load it. */
+    cr_assert_eq(parse(HEADER "link host bw=10 lat=1\n", &topo), TACL_OK);
+    f = open_memstream(&text, &len);
+    cr_assert_eq(tacl__topo_write(&topo, f), TACL_OK);
+    fclose(f);
+    cr_expect(strstr(text, "fabric") == NULL && strstr(text, "kernel") ==
+              NULL, "%s", text);
+    tacl__topo_fini(&topo);
+    free(text);
+    expect_refused(HEADER "fabric oversub=0.5\n");
+    expect_refused(HEADER "fabric oversub=nan\n");
+    expect_refused(HEADER "fabric speed=2\n");
+    expect_refused(HEADER "kernel gemm=100\n");
+    expect_refused(HEADER "kernel copy=-1\n");
+    expect_refused(HEADER "kernel copy\n");
+}

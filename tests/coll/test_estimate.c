@@ -1,0 +1,130 @@
+/*
+ * tacl_comm_estimate against a real run: on 4 ranks in two emulated
+ * nodes (TACL_NODE_ID), the bytes per link class the estimate predicts
+ * for this rank equal what the executor's counters count when the same
+ * all-gather and reduce-scatter run, for each algorithm; the algorithm
+ * named is the one that ran; bad arguments get errors; and TACL_TUNER=sim
+ * runs the simulator's choice.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "harness.h"
+
+#define COUNT 65536
+
+static int same_bytes(coll_ctx_t *ctx, tacl_comm_t comm, const char *what,
+                      const tacl_sim_info_t *info)
+{
+    tacl_counters_t c;
+
+    COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &c));
+    for (int k = 0; k < TACL_NUM_LINK_CLASSES; k++)
+        COLL_CHECK(ctx, c.links[k].bytes == info->bytes[k] &&
+                            c.links[k].messages == info->messages[k],
+                   "%s: %s link: ran %llu bytes in %llu messages, "
+                   "estimated %llu in %llu", what, c.links[k].name,
+                   (unsigned long long)c.links[k].bytes,
+                   (unsigned long long)c.links[k].messages,
+                   (unsigned long long)info->bytes[k],
+                   (unsigned long long)info->messages[k]);
+    COLL_CHECK(ctx, strcmp(tacl_comm_last_algorithm(comm),
+                           info->algorithm) == 0,
+               "%s: ran %s, estimated %s", what,
+               tacl_comm_last_algorithm(comm), info->algorithm);
+    /* A rank of a ring may send on one class only: both count. */
+    COLL_CHECK(ctx, info->seconds > 0 && info->bytes[TACL_LINK_NET] +
+                                             info->bytes[TACL_LINK_HOST] > 0,
+               "%s: estimated %g s, %llu bytes over the network, %llu "
+               "inside the node", what, info->seconds,
+               (unsigned long long)info->bytes[TACL_LINK_NET],
+               (unsigned long long)info->bytes[TACL_LINK_HOST]);
+    return 0;
+}
+
+static int body_estimate(coll_ctx_t *ctx)
+{
+    static const char *const algos[] = {"ring", "mics", "hring", "horing",
+                                        "direct", "rd"};
+    float *send = calloc((size_t)COUNT * 4, sizeof(float));
+    float *recv = calloc((size_t)COUNT * 4, sizeof(float));
+    char node[32], spec[64];
+    tacl_comm_t comm;
+    tacl_sim_info_t info;
+
+    snprintf(node, sizeof(node), "est-node-%d", ctx->rank / 2);
+    setenv("TACL_NODE_ID", node, 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    tacl__config_reload();
+    COLL_CHECK(ctx, send != NULL && recv != NULL, "out of memory");
+    COLL_CHECK_OK(ctx, tacl_comm_init_rank(ctx->nranks, ctx->id, ctx->rank,
+                                           &comm));
+    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+        snprintf(spec, sizeof(spec), "allgather=%s,reducescatter=%s",
+                 algos[i], algos[i]);
+        setenv("TACL_ALGO", spec, 1);
+        tacl__config_reload();
+        COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
+        COLL_CHECK_OK(ctx, tacl_allgather(send, recv, COUNT, TACL_FLOAT32,
+                                          comm, NULL));
+        COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLGATHER,
+                                              COUNT, TACL_FLOAT32, TACL_SUM,
+                                              0, &info));
+        if (same_bytes(ctx, comm, spec, &info) != 0)
+            return 1;
+        if (strcmp(algos[i], "horing") == 0)
+            continue; /* no reduce-scatter of its own here */
+        COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
+        COLL_CHECK_OK(ctx, tacl_reduce_scatter(send, recv, COUNT,
+                                               TACL_FLOAT32, TACL_SUM, comm,
+                                               NULL));
+        COLL_CHECK_OK(ctx, tacl_comm_estimate(
+                               comm, TACL_COLL_REDUCE_SCATTER, COUNT,
+                               TACL_FLOAT32, TACL_SUM, 0, &info));
+        if (same_bytes(ctx, comm, spec, &info) != 0)
+            return 1;
+    }
+    /* The simulation tuner: the estimate and the run agree on its pick. */
+    unsetenv("TACL_ALGO");
+    setenv("TACL_TUNER", "sim", 1);
+    tacl__config_reload();
+    COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
+    COLL_CHECK_OK(ctx, tacl_allgather(send, recv, COUNT, TACL_FLOAT32, comm,
+                                      NULL));
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLGATHER, COUNT,
+                                          TACL_FLOAT32, TACL_SUM, 0, &info));
+    if (same_bytes(ctx, comm, "TACL_TUNER=sim", &info) != 0)
+        return 1;
+    /* Bad arguments. */
+    COLL_CHECK(ctx, tacl_comm_estimate(comm, (tacl_coll_t)99, COUNT,
+                                       TACL_FLOAT32, TACL_SUM, 0, &info) ==
+                        TACL_ERR_INVALID_ARG,
+               "a bad collective was accepted");
+    COLL_CHECK(ctx, tacl_comm_estimate(comm, TACL_COLL_BROADCAST, COUNT,
+                                       TACL_FLOAT32, TACL_SUM, 7, &info) ==
+                        TACL_ERR_INVALID_ARG,
+               "a bad root was accepted");
+    COLL_CHECK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLGATHER, COUNT,
+                                       TACL_FLOAT32, TACL_SUM, 0, NULL) ==
+                        TACL_ERR_INVALID_ARG,
+               "a NULL info_p was accepted");
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    free(send);
+    free(recv);
+    return 0;
+}
+
+Test(estimate, matches_the_executors_counters)
+{
+    coll_opts_t opts = {.nranks = 4, .deadline_s = 120,
+                        .init = COLL_INIT_MANUAL};
+    coll_result_t *res = malloc(sizeof(*res));
+
+    cr_assert_not_null(res);
+    coll_run(&opts, body_estimate, res);
+    coll_expect_pass(res);
+    free(res);
+}

@@ -1,0 +1,349 @@
+/*
+ * tacl-sim: predicted times of collectives on a modelled cluster, from
+ * the schedules the real builders make for every rank (sim/sim.h), in
+ * the perf binaries' nccl-tests table (perf/common.c prints it).
+ *
+ *   tacl-sim --topo topologies/p4d.24xlarge.topo --nodes 32 \
+ *            -b 1M -e 1G -f 4 -A ring,mics,hring,horing --tuner
+ *
+ * Its own options come first out of argv; the rest (-b -e -i -f -d -o
+ * -A -Q -J) are the perf binaries' and mean the same.  -A takes a list
+ * of algorithm names for the collective ("auto" is the closed-form
+ * tuner's choice); each gets a table.  --tuner adds, per size, the
+ * closed-form tuner's choice, the fastest algorithm by simulation and
+ * how much slower the former is.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../perf/common.h" /* core has a common.h too */
+#include "config.h"
+#include "log.h"
+#include "sim.h"
+
+typedef struct {
+    const char *topo;
+    int nodes, rpn, device, tuner;
+    const char *coll;
+    tacl__perf_kind_t kind;
+} sim_opts_t;
+
+static const tacl__coll_type_t coll_of_kind[TACL__PERF_NUM_KINDS] = {
+    TACL__COLL_ALLGATHER, TACL__COLL_REDUCE_SCATTER, TACL__COLL_ALLREDUCE,
+    TACL__COLL_BROADCAST, TACL__COLL_REDUCE, TACL__COLL_ALLTOALL,
+    TACL__COLL_SEND,
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: tacl-sim --topo FILE [--nodes N] [--ranks-per-node G]\n"
+        "                [--coll NAME] [--mem host|device] [--tuner]\n"
+        "                [perf options: -b -e -i -f -d -o -A -Q -J]\n"
+        "  --topo FILE           topology file (topologies/*.topo, or a\n"
+        "                        TACL_TOPO_DUMP_FILE dump); its first node\n"
+        "                        line describes every node\n"
+        "  --nodes N             nodes (default: the file's node count)\n"
+        "  --ranks-per-node G    ranks per node (default: the node's GPUs,\n"
+        "                        else its cores)\n"
+        "  --coll NAME           all_gather (default), reduce_scatter,\n"
+        "                        all_reduce, broadcast, reduce, alltoall\n"
+        "  --mem host|device     buffers' memory (default: device when the\n"
+        "                        nodes have GPUs)\n"
+        "  --tuner               per size: the closed-form tuner's choice,\n"
+        "                        the simulated best, and their gap\n"
+        "  -A a,b,...            algorithms to compare (names for the\n"
+        "                        collective; auto: the tuner's choice)\n"
+        "Times are predictions of the model in sim/sim.h, not measurements.\n");
+}
+
+static int parse_count(const char *s, int *v_p)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < 1 || v > (1 << 20))
+        return -1;
+    *v_p = (int)v;
+    return 0;
+}
+
+static int kind_by_name(const char *name, tacl__perf_kind_t *kind_p)
+{
+    for (int k = 0; k < TACL__PERF_SENDRECV; k++)
+        if (strcmp(name, tacl__perf_kind_name((tacl__perf_kind_t)k)) == 0 ||
+            strcmp(name, tacl__perf_algo_key((tacl__perf_kind_t)k)) == 0) {
+            *kind_p = (tacl__perf_kind_t)k;
+            return 0;
+        }
+    return -1;
+}
+
+/*
+ * Takes tacl-sim's own options out of argv (compacting it); returns 0,
+ * or 2 after printing why the command line is bad, 1 after --help.
+ */
+static int own_options(int *argc, char **argv, sim_opts_t *o)
+{
+    int out = 1;
+
+    o->device = -1;
+    o->coll = "all_gather";
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i], *v = i + 1 < *argc ? argv[i + 1] : NULL;
+        int bad = 0;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--tuner") == 0) {
+            o->tuner = 1;
+            continue;
+        }
+        if (strcmp(a, "--topo") != 0 && strcmp(a, "--nodes") != 0 &&
+            strcmp(a, "--ranks-per-node") != 0 &&
+            strcmp(a, "--coll") != 0 && strcmp(a, "--mem") != 0) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (v == NULL) {
+            fprintf(stderr, "tacl-sim: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "--topo") == 0)
+            o->topo = v;
+        else if (strcmp(a, "--nodes") == 0)
+            bad = parse_count(v, &o->nodes);
+        else if (strcmp(a, "--ranks-per-node") == 0)
+            bad = parse_count(v, &o->rpn);
+        else if (strcmp(a, "--coll") == 0)
+            o->coll = v;
+        else if (strcmp(v, "host") == 0 || strcmp(v, "device") == 0)
+            o->device = strcmp(v, "device") == 0;
+        else
+            bad = 1;
+        if (bad) {
+            fprintf(stderr, "tacl-sim: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+    }
+    *argc = out;
+    argv[out] = NULL;
+    if (o->topo == NULL) {
+        fprintf(stderr, "tacl-sim: --topo FILE is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (kind_by_name(o->coll, &o->kind) != 0) {
+        fprintf(stderr, "tacl-sim: unknown collective '%s'\n", o->coll);
+        return 2;
+    }
+    return 0;
+}
+
+/* The operation of one size as a caller would post it. */
+static tacl__coll_args_t op_args(const sim_opts_t *so,
+                                 const tacl__perf_opts_t *po,
+                                 const tacl__perf_sizes_t *sz, int in_place)
+{
+    static char buf;
+    tacl__coll_args_t a;
+
+    memset(&a, 0, sizeof(a));
+    a.type = coll_of_kind[so->kind];
+    a.count = sz->count;
+    a.dtype = po->dtype;
+    a.op = po->op;
+    a.root = po->root;
+    a.memtype = so->device ? TACL_MEM_CUDA : TACL_MEM_HOST;
+    a.chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE);
+    a.qbits = po->qbits;
+    a.qblock = po->qblock ? po->qblock : 256;
+    a.shm_map = tacl__config_int(TACL_CFG_SHM_MAP) != 0;
+    a.sendbuf = in_place ? &buf : NULL;
+    a.recvbuf = in_place ? &buf : NULL;
+    return a;
+}
+
+static void fail_msg(const char *what)
+{
+    fprintf(stderr, "tacl-sim: %s: %s\n", what, tacl__last_error());
+}
+
+/* "ring" or "auto" into a spec for the collective ("" for auto). */
+static void algo_spec(const sim_opts_t *so, const char *name, char *spec,
+                      size_t len)
+{
+    if (strcmp(name, "auto") == 0)
+        spec[0] = '\0';
+    else
+        snprintf(spec, len, "%s=%s", tacl__perf_algo_key(so->kind), name);
+}
+
+/* One algorithm's table over every size; 0, or 1 after an error. */
+static int run_algo(const sim_opts_t *so, tacl__perf_opts_t po,
+                    const tacl__sim_cluster_t *c, const char *name,
+                    FILE *json)
+{
+    char spec[96];
+    size_t bytes;
+    uint64_t sizes_bytes[TACL_NUM_LINK_CLASSES];
+    tacl__perf_sizes_t sz;
+
+    algo_spec(so, name, spec, sizeof(spec));
+    if (spec[0] != '\0' && tacl__algo_spec_check(spec) != TACL_OK) {
+        fail_msg(name);
+        return 1;
+    }
+    po.algo = name;
+    printf("# simulated on %d nodes of %d ranks (%s memory)\n", c->n_nodes,
+           c->nranks / c->n_nodes, so->device ? "device" : "host");
+    tacl__perf_print_header(stdout, "tacl-sim", "tacl-sim", so->kind, &po,
+                            c->nranks);
+    for (bytes = po.min_bytes; bytes <= po.max_bytes;
+         bytes = tacl__perf_next_size(&po, bytes)) {
+        tacl__perf_result_t res[2];
+        tacl__sim_result_t sr[2];
+        char extra[512];
+
+        tacl__perf_get_sizes(so->kind, bytes, c->nranks, po.dtype, &sz);
+        for (int p = 0; p < 2; p++) {
+            tacl__coll_args_t a = op_args(so, &po, &sz, p);
+
+            if (tacl__sim_run(c, &a, spec[0] ? spec : NULL, &sr[p]) !=
+                TACL_OK) {
+                fail_msg(name);
+                return 1;
+            }
+            res[p].time_us = sr[p].seconds * 1e6;
+            res[p].wrong = -1;
+            res[p].max_error = 0;
+            tacl__perf_bandwidth(so->kind, &sz, c->nranks, res[p].time_us,
+                                 &res[p].algbw, &res[p].busbw);
+        }
+        tacl__perf_print_row(stdout, so->kind, &po, &sz, res);
+        for (int k = 0; k < TACL_NUM_LINK_CLASSES; k++)
+            sizes_bytes[k] = sr[0].bytes[k];
+        printf("#   %s: bytes self %llu host %llu gpu %llu net %llu; "
+               "%llu steps, %llu events\n",
+               sr[0].algo ? sr[0].algo->name : "?",
+               (unsigned long long)sizes_bytes[0],
+               (unsigned long long)sizes_bytes[1],
+               (unsigned long long)sizes_bytes[2],
+               (unsigned long long)sizes_bytes[3],
+               (unsigned long long)sr[0].steps,
+               (unsigned long long)sr[0].events);
+        if (json != NULL) {
+            snprintf(extra, sizeof(extra),
+                     "{\"algorithm\": \"%s\", \"nodes\": %d, \"bytes\": "
+                     "{\"self\": %llu, \"host\": %llu, \"gpu\": %llu, "
+                     "\"net\": %llu}}",
+                     sr[0].algo ? sr[0].algo->name : "?", c->n_nodes,
+                     (unsigned long long)sizes_bytes[0],
+                     (unsigned long long)sizes_bytes[1],
+                     (unsigned long long)sizes_bytes[2],
+                     (unsigned long long)sizes_bytes[3]);
+            tacl__perf_json_row(json, &sz, res, extra);
+        }
+        if (bytes == SIZE_MAX)
+            break;
+    }
+    tacl__perf_print_footer(stdout);
+    return 0;
+}
+
+/* Per size: the closed-form choice, the simulated best and their gap. */
+static int run_tuner(const sim_opts_t *so, const tacl__perf_opts_t *po,
+                     const tacl__sim_cluster_t *c)
+{
+    tacl__topo_view_t v = tacl__sim_view(c, 0);
+    size_t bytes;
+
+    printf("# tuner: closed-form choice against the simulated best "
+           "(out of place)\n");
+    printf("# %10s  %-8s %10s  %-8s %10s  %6s\n", "size", "model",
+           "time(us)", "sim-best", "time(us)", "gap%");
+    for (bytes = po->min_bytes; bytes <= po->max_bytes;
+         bytes = tacl__perf_next_size(po, bytes)) {
+        tacl__perf_sizes_t sz;
+        tacl__coll_args_t a;
+        const tacl__algo_t *model, *best;
+        tacl__sim_result_t rm, rb;
+
+        tacl__perf_get_sizes(so->kind, bytes, c->nranks, po->dtype, &sz);
+        a = op_args(so, po, &sz, 0);
+        model = tacl__algo_select(&a, &v, NULL);
+        if (tacl__sim_run(c, &a, NULL, &rm) != TACL_OK ||
+            tacl__sim_best(c, &a, &best, &rb) != TACL_OK || best == NULL) {
+            fail_msg("tuner");
+            return 1;
+        }
+        printf("  %10zu  %-8s %10.1f  %-8s %10.1f  %6.1f\n", sz.bytes,
+               model ? model->name : "-", rm.seconds * 1e6, best->name,
+               rb.seconds * 1e6,
+               rb.seconds > 0 ? (rm.seconds / rb.seconds - 1) * 100 : 0.0);
+        if (bytes == SIZE_MAX)
+            break;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    sim_opts_t so;
+    tacl__perf_opts_t po;
+    tacl__topo_t topo;
+    tacl__sim_cluster_t c;
+    FILE *json = NULL;
+    int rc, ex = 0;
+    char *list, *save = NULL, *name;
+
+    memset(&so, 0, sizeof(so));
+    rc = own_options(&argc, argv, &so);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    if (tacl__perf_parse(argc, argv, so.kind, &po, &ex) != 0)
+        return ex;
+    if (tacl__topo_load(so.topo, &topo) != TACL_OK) {
+        fail_msg(so.topo);
+        return 1;
+    }
+    if (so.nodes == 0)
+        so.nodes = topo.n_nodes;
+    if (so.device < 0)
+        so.device = topo.n_nodes > 0 && topo.nodes[0].gpus > 0;
+    if (tacl__sim_cluster_replicate(&c, &topo, so.nodes, so.rpn) !=
+        TACL_OK) {
+        fail_msg("cluster");
+        tacl__topo_fini(&topo);
+        return 1;
+    }
+    tacl__topo_fini(&topo);
+    if (po.json_path != NULL) {
+        json = tacl__perf_json_open(po.json_path, "tacl-sim", so.kind, &po,
+                                    c.nranks);
+        if (json == NULL) {
+            tacl__sim_cluster_fini(&c);
+            return 1;
+        }
+    }
+    list = strdup(po.algo != NULL ? po.algo : "auto");
+    rc = list == NULL;
+    for (name = strtok_r(list, ",", &save); name != NULL && rc == 0;
+         name = strtok_r(NULL, ",", &save))
+        rc = run_algo(&so, po, &c, name, json);
+    if (rc == 0 && so.tuner)
+        rc = run_tuner(&so, &po, &c);
+    free(list);
+    if (json != NULL)
+        tacl__perf_json_close(json);
+    tacl__sim_cluster_fini(&c);
+    return rc;
+}
