@@ -10,6 +10,7 @@ packages=(
     libopenmpi-dev openmpi-bin
     iproute2
     clang libclang-rt-dev   # .ci/run's libFuzzer harnesses (libFuzzer)
+    python3-venv python3-dev g++   # the PyTorch binding (tools/torch-venv.sh)
 )
 missing=()
 for p in "${packages[@]}"; do
