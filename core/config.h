@@ -14,7 +14,16 @@
 #define TACL_CONFIG_LIST(X)                                                  \
     X(TIMEOUT, "60",                                                         \
       "seconds any wait (bootstrap, collective, request) may last before "   \
-      "it fails with a timeout")                                             \
+      "it fails with a timeout; a tacl_config_t's timeout overrides it "    \
+      "per communicator")                                                    \
+    X(BLOCKING, "1",                                                         \
+      "0: tacl_comm_init_rank/init_env return TACL_IN_PROGRESS at once and " \
+      "finish in the background (poll tacl_comm_get_async_error); a "       \
+      "tacl_config_t's blocking field overrides it")                         \
+    X(PROGRESS_THREAD, "0",                                                  \
+      "1: a thread of the library progresses each communicator's _nb "      \
+      "operations, so they complete without tacl_request_test/wait; a "     \
+      "tacl_config_t's progress_thread field overrides it")                  \
     X(DEBUG, "WARN", "log level: NONE, WARN, INFO or TRACE")                 \
     X(DEBUG_SUBSYS, "ALL",                                                   \
       "subsystems to log: ALL or a comma list of INIT,BOOT,TOPO,SHM,NET,"    \

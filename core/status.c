@@ -39,7 +39,8 @@ static const struct {
 
 static const char *const op_names[TACL_NUM_OPS] = {
     [TACL_SUM] = "sum", [TACL_PROD] = "prod", [TACL_MAX] = "max",
-    [TACL_MIN] = "min", [TACL_AVG] = "avg",
+    [TACL_MIN] = "min", [TACL_AVG] = "avg", [TACL_BAND] = "band",
+    [TACL_BOR] = "bor", [TACL_BXOR] = "bxor",
 };
 
 TACL_EXPORT size_t tacl_dtype_size(tacl_dtype_t dtype)

@@ -179,7 +179,8 @@ static tacl_status_t ctx_topology(tacl__ctx_t *ctx)
 }
 
 tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
-                               int nranks, tacl__ctx_t **ctx_p)
+                               int nranks, double timeout_s,
+                               tacl__ctx_t **ctx_p)
 {
     tacl__ctx_t *ctx;
     tacl_status_t status;
@@ -190,8 +191,9 @@ tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
     ctx->refcount = 1;
     ctx->rank = rank;
     ctx->nranks = nranks;
-    ctx->timeout_s = tacl__config_double(TACL_CFG_TIMEOUT);
-    if (ctx->timeout_s <= 0)
+    ctx->timeout_s = timeout_s > 0 ? timeout_s
+                                   : tacl__config_double(TACL_CFG_TIMEOUT);
+    if (!(ctx->timeout_s > 0))
         ctx->timeout_s = 60;
     pthread_mutex_init(&ctx->lock, NULL);
     ctx->node_ids = calloc((size_t)nranks, TACL__NODE_ID_LEN);

@@ -52,10 +52,12 @@ typedef struct tacl__ctx {
 /**
  * Create the context of world rank rank of nranks meeting at id (the
  * bootstrap, the topology and the transports), with a reference count of
- * one.  Collective over the nranks processes.
+ * one.  Collective over the nranks processes.  timeout_s bounds every
+ * wait of the bootstrap and the transports (0: TACL_TIMEOUT).
  */
 tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
-                               int nranks, tacl__ctx_t **ctx_p);
+                               int nranks, double timeout_s,
+                               tacl__ctx_t **ctx_p);
 
 /** Take one more reference to ctx (a new communicator shares it). */
 void tacl__ctx_retain(tacl__ctx_t *ctx);

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,9 +53,11 @@ struct tacl__exec {
     uint32_t ncomplete;
     uint32_t inflight;        /* posted transport operations */
     tacl_status_t status;
-    int finished;
+    _Atomic int finished;     /* set last, read without the lock */
     int linked;
     uint64_t flight;          /* its flight record's ordinal, or ~0 */
+    tacl__exec_done_fn done_fn; /* called once when it finishes */
+    void *done_arg;
     tacl__exec_t *next, *prev;
 };
 
@@ -75,14 +78,18 @@ static void exec_unlink(tacl__exec_t *e)
 
 static void exec_check_finished(tacl__exec_t *e)
 {
-    if (e->finished)
+    if (atomic_load(&e->finished))
         return;
     if ((e->status != TACL_OK && e->inflight == 0) ||
         (e->status == TACL_OK && e->ncomplete == e->sched.nsteps)) {
-        e->finished = 1;
         e->xc->inflight--;
         tacl__flight_end(&e->xc->flight, e->flight, e->status);
         exec_unlink(e);
+        /* The hook first: whoever sees finished (read without the lock)
+         * also sees what the hook did, such as a request's status. */
+        if (e->done_fn != NULL)
+            e->done_fn(e->done_arg, e->status);
+        atomic_store(&e->finished, 1);
     }
 }
 
@@ -494,10 +501,24 @@ void tacl__exec_describe(const tacl__exec_t *e, char *buf, size_t len)
 
 int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p)
 {
-    if (!exec->finished)
+    if (!atomic_load(&exec->finished))
         return 0;
     *status_p = exec->status;
     return 1;
+}
+
+int tacl__exec_on_done(tacl__exec_t *exec, tacl__exec_done_fn fn, void *arg)
+{
+    int finished;
+
+    pthread_mutex_lock(&exec->ctx->lock);
+    finished = atomic_load(&exec->finished);
+    if (!finished) {
+        exec->done_fn = fn;
+        exec->done_arg = arg;
+    }
+    pthread_mutex_unlock(&exec->ctx->lock);
+    return finished;
 }
 
 tacl__xcomm_t *tacl__exec_xcomm(const tacl__exec_t *exec)
@@ -691,6 +712,38 @@ static int oversubscribed(const tacl__ctx_t *ctx)
     return ncpu > 0 && local > ncpu;
 }
 
+/* The execution whose communicator has the shortest timeout. */
+static const tacl__exec_t *shortest_timeout(tacl__exec_t **execs, int nexec)
+{
+    const tacl__exec_t *best = execs[0];
+
+    for (int i = 1; i < nexec; i++)
+        if (execs[i]->xc->timeout_s < best->xc->timeout_s)
+            best = execs[i];
+    return best;
+}
+
+/*
+ * Fail ctx with TACL_ERR_TIMEOUT when nothing moved for longer than the
+ * timeout of exec's communicator since last_event; lock held.
+ */
+static void check_timeout(tacl__ctx_t *ctx, const tacl__exec_t *exec,
+                          uint64_t last_event)
+{
+    const tacl__xcomm_t *xc = exec->xc;
+
+    if (ctx->fatal != TACL_OK ||
+        tacl__now_ns() - last_event <= (uint64_t)(xc->timeout_s * 1e9))
+        return;
+    tacl__error(TACL_ERR_TIMEOUT, COLL,
+                "%s%s%srank %d: no progress for %.1f s (the communicator's "
+                "timeout, TACL_TIMEOUT unless its configuration set one); a "
+                "peer is hung, dead or not calling this operation",
+                xc->name[0] ? "communicator \"" : "", xc->name,
+                xc->name[0] ? "\": " : "", ctx->rank, xc->timeout_s);
+    tacl__ctx_set_fatal(ctx, TACL_ERR_TIMEOUT);
+}
+
 tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
 {
     long long spin = tacl__config_int(TACL_CFG_SHM_SPIN);
@@ -698,6 +751,7 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
     uint64_t last_event = tacl__now_ns();
     tacl_status_t status = TACL_OK;
     tacl__ctx_t **ctxs;
+    const tacl__exec_t *bound;
     long long idle = 0;
     int nctx;
 
@@ -706,6 +760,7 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
     ctxs = malloc((size_t)nexec * sizeof(*ctxs));
     if (ctxs == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    bound = shortest_timeout(execs, nexec);
     nctx = distinct_ctxs(execs, nexec, ctxs);
     for (int c = 0; c < nctx; c++)
         yield |= oversubscribed(ctxs[c]);
@@ -718,15 +773,8 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
             tacl__ctx_t *ctx = ctxs[c];
             pthread_mutex_lock(&ctx->lock);
             events += ctx_progress_locked(ctx);
-            if (events == 0 && tacl__now_ns() - last_event >
-                                   (uint64_t)(ctx->timeout_s * 1e9) &&
-                !all_done(execs, nexec, &status)) {
-                tacl__error(TACL_ERR_TIMEOUT, COLL,
-                            "rank %d: no progress for %.1f s (TACL_TIMEOUT); "
-                            "a peer is hung, dead or not calling this "
-                            "operation", ctx->rank, ctx->timeout_s);
-                tacl__ctx_set_fatal(ctx, TACL_ERR_TIMEOUT);
-            }
+            if (events == 0 && !all_done(execs, nexec, &status))
+                check_timeout(ctx, bound, last_event);
             pthread_mutex_unlock(&ctx->lock);
         }
         done = all_done(execs, nexec, &status);

@@ -18,9 +18,14 @@
 #include "sched.h"
 #include "scratch.h"
 
+/** Bytes of a communicator's name, its terminating NUL included. */
+#define TACL__COMM_NAME_LEN 128
+
 /** What the executor needs of a communicator. */
 typedef struct tacl__xcomm {
     tacl__ctx_t *ctx;
+    double timeout_s;          /* bound on any wait for its operations */
+    char name[TACL__COMM_NAME_LEN]; /* for messages and dumps; "" none */
     int *world;                /* comm rank -> world rank */
     uint32_t id;               /* on the wire above every tag */
     uint8_t *link_of;          /* link class to each comm rank */
@@ -37,12 +42,23 @@ typedef struct tacl__xcomm {
 tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                tacl__exec_t **exec_p);
 
+/** Called once, under the context lock, when an execution finishes. */
+typedef void (*tacl__exec_done_fn)(void *arg, tacl_status_t status);
+
+/**
+ * Have fn(arg, status) called when exec finishes, by whichever thread
+ * finishes it (with the context lock held: fn must not take it).
+ * Returns 0 when the hook is set, 1 when exec had finished already (fn
+ * is then not called).  Takes the lock: call it without.
+ */
+int tacl__exec_on_done(tacl__exec_t *exec, tacl__exec_done_fn fn, void *arg);
+
 /** Whether exec finished; *status_p gets its result when it did. */
 int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p);
 
 /**
- * Wait until every execution in execs is done, or the timeout passes
- * without progress; returns the first error.
+ * Wait until every execution in execs is done, or the smallest timeout of
+ * their communicators passes without progress; returns the first error.
  */
 tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec);
 

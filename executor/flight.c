@@ -204,10 +204,13 @@ void tacl__flight_dump(tacl__xcomm_t *xc, const char *reason, FILE *file,
     tacl__flight_t *f = &xc->flight;
     uint64_t now = tacl__now_ns();
     uint64_t first = f->n > f->cap ? f->n - f->cap : 0;
-    char head[128], line[1024];
+    char head[64 + TACL__COMM_NAME_LEN], line[1024];
 
-    snprintf(head, sizeof(head), "TACL_FLIGHT rank=%d nranks=%d comm=%#x",
-             f->rank, f->size, xc->id);
+    /* The name has no blanks or '=' (lib replaces them), so the
+     * key=value lines still split on blanks. */
+    snprintf(head, sizeof(head), "TACL_FLIGHT rank=%d nranks=%d comm=%#x%s%s",
+             f->rank, f->size, xc->id, xc->name[0] ? " name=" : "",
+             xc->name);
     snprintf(line, sizeof(line), "%s world=%d pid=%d dump=%s records=%llu "
              "kept=%llu capacity=%u", head, xc->ctx->rank, (int)getpid(),
              reason, (unsigned long long)f->n,

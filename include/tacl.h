@@ -151,7 +151,25 @@ tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p);
  * Per-communicator configuration, as NCCL's ncclConfig_t.  Start from
  * TACL_CONFIG_INIT and set the fields you want; a field left at its
  * initial value takes the environment's setting, so one process can hold
- * communicators with different timeouts.
+ * communicators with different timeouts.  A bad configuration (size or
+ * version not from TACL_CONFIG_INIT, a negative timeout, a flag other
+ * than -1, 0 or 1, a name over 127 characters) is TACL_ERR_INVALID_ARG.
+ *
+ * The timeout bounds every wait on the communicator: its initialisation,
+ * its operations, request waits, barriers.  A communicator made by split
+ * shares its parent's connections, whose own internal waits keep the
+ * parent's timeout.
+ *
+ * While a non-blocking initialisation runs, every call on the handle
+ * returns TACL_IN_PROGRESS at once (as NCCL's ncclInProgress), except
+ * tacl_comm_get_async_error() (see there) and tacl_comm_destroy() /
+ * tacl_comm_abort(), which wait for it to end (within the timeout).  A
+ * failed one leaves a handle whose calls return its error; destroy it.
+ * Split always completes before it returns, whatever blocking says.
+ *
+ * The name (blanks and '=' become '_') prefixes the communicator's
+ * tacl_comm_last_error() messages and appears in its timeout messages,
+ * INFO lines and flight dumps (name=...).
  */
 typedef struct {
     size_t size;          /**< sizeof(tacl_config_t): set by TACL_CONFIG_INIT */
@@ -247,7 +265,13 @@ tacl_status_t tacl_comm_revoke(tacl_comm_t comm);
  */
 tacl_status_t tacl_comm_shrink(tacl_comm_t comm, tacl_comm_t *newcomm_p);
 
-/** The first asynchronous error a communicator hit, TACL_OK if none. */
+/**
+ * The first asynchronous error a communicator hit, TACL_OK if none, in
+ * *error_p.  For a communicator whose non-blocking initialisation is
+ * still running *error_p is TACL_IN_PROGRESS, and once it ended TACL_OK
+ * or the error it failed with (as NCCL's ncclCommGetAsyncError); the call
+ * itself returns TACL_OK in each case.
+ */
 tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,
                                         tacl_status_t *error_p);
 
@@ -513,9 +537,12 @@ typedef void (*tacl_request_callback_t)(tacl_request_t req,
  * that completes it (the communicator's progress thread, or a thread
  * inside tacl_request_test/wait or another call that drives progress), or
  * from this call when req is already complete.  fn must return quickly
- * and must not call tacl; it must not free req (free it afterwards, from
- * any thread, as usual).  One callback per request; setting a second one
- * is TACL_ERR_INVALID_USAGE.
+ * and must not call tacl (it runs with the communicator's lock held); it
+ * must not free req (free it afterwards, from any thread, as usual).  A
+ * request that fails (a timeout, a dead peer, tacl_comm_abort or revoke)
+ * completes with the error as status, and fn runs then too: for an abort,
+ * in the aborting thread before tacl_comm_abort returns.  One callback
+ * per request; setting a second one is TACL_ERR_INVALID_USAGE.
  */
 tacl_status_t tacl_request_set_callback(tacl_request_t req,
                                         tacl_request_callback_t fn,

@@ -13,6 +13,7 @@
 #include "common.h"
 #include "config.h"
 #include "comm.h"
+#include "dtype.h"
 #include "log.h"
 #include "memseg.h"
 
@@ -181,6 +182,12 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
     if (is_reduction(a->type) && (unsigned)a->op >= TACL_NUM_OPS)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: op %d is not a tacl_op_t", name, (int)a->op);
+    if (is_reduction(a->type) && tacl__op_is_bitwise(a->op) &&
+        !tacl__dtype_is_integer(a->dtype))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: op %s is bitwise and takes integer dtypes "
+                           "only, not %s", name, tacl_op_name(a->op),
+                           tacl_dtype_name(a->dtype));
     if ((root_used || peer_used) && (a->root < 0 || a->root >= comm->size))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: %s %d is not a rank of this communicator "

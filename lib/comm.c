@@ -34,14 +34,31 @@ tacl_status_t tacl__comm_check(tacl_comm_t comm)
     if (comm->magic != TACL__COMM_ALIVE)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "not a communicator handle");
+    /* Non-blocking init: NCCL's rule, every call says "in progress". */
+    if (atomic_load(&comm->initializing))
+        return TACL_IN_PROGRESS;
+    if (atomic_exchange(&comm->init_joinable, 0))
+        pthread_join(comm->init_thread, NULL);
+    if (comm->init_status != TACL_OK)
+        return tacl__error(comm->init_status, INIT,
+                           "the communicator's initialisation failed (%s); "
+                           "destroy it", comm->last_error);
     return TACL_OK;
 }
 
 tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status)
 {
-    if (status < 0 && comm != NULL && comm->magic == TACL__COMM_ALIVE)
-        snprintf(comm->last_error, sizeof(comm->last_error), "%s",
-                 tacl__last_error());
+    const char *msg = tacl__last_error(), *name;
+
+    if (status >= 0 || comm == NULL || comm->magic != TACL__COMM_ALIVE ||
+        atomic_load(&comm->initializing))
+        return status;
+    name = comm->x.name;
+    if (name[0] != '\0' && strstr(msg, name) == NULL)
+        snprintf(comm->last_error, sizeof(comm->last_error),
+                 "communicator \"%s\": %s", name, msg);
+    else
+        snprintf(comm->last_error, sizeof(comm->last_error), "%s", msg);
     return status;
 }
 
@@ -89,15 +106,16 @@ static tacl_status_t comm_topology(tacl_comm_t comm)
     return TACL_OK;
 }
 
-static tacl_status_t comm_create(tacl__ctx_t *ctx, int rank, int size,
-                                 const int *world, uint32_t id,
-                                 tacl_comm_t *comm_p)
+/*
+ * Fill comm (zeroed, not yet marked alive) as rank of size on ctx; on
+ * failure what was allocated is freed again, comm itself is not.
+ */
+static tacl_status_t comm_create(tacl_comm_t comm, tacl__ctx_t *ctx,
+                                 int rank, int size, const int *world,
+                                 uint32_t id)
 {
-    tacl_comm_t comm = calloc(1, sizeof(*comm));
     tacl_status_t status;
 
-    if (comm == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
     comm->x.ctx = ctx;
     comm->rank = rank;
     comm->size = size;
@@ -127,8 +145,6 @@ static tacl_status_t comm_create(tacl__ctx_t *ctx, int rank, int size,
         snprintf(comm->x.counters.links[c].name,
                  sizeof(comm->x.counters.links[c].name), "%s",
                  tacl__link_class_name((tacl_link_class_t)c));
-    comm->magic = TACL__COMM_ALIVE;
-    *comm_p = comm;
     return TACL_OK;
 
 err_free:
@@ -137,8 +153,118 @@ err_free:
     free(comm->x.link_of);
     free(comm->p2p_send);
     free(comm->p2p_recv);
-    free(comm);
+    comm->x.world = NULL;
+    comm->node_of = NULL;
+    comm->x.link_of = NULL;
+    comm->p2p_send = comm->p2p_recv = NULL;
     return status;
+}
+
+/* A communicator's configuration with every default resolved. */
+typedef struct {
+    double timeout_s;
+    int blocking;
+    int check;
+    int progress_thread;
+    char name[TACL__COMM_NAME_LEN];
+} comm_conf_t;
+
+/* A config field that is 0 or 1, or -1 for the variable cfg. */
+static tacl_status_t conf_flag(int v, const char *field, tacl__cfg_t cfg,
+                               int *out_p)
+{
+    if (v == -1) {
+        *out_p = tacl__config_int(cfg) != 0;
+        return TACL_OK;
+    }
+    if (v != 0 && v != 1)
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                           "config: %s is %d; it takes 0, 1 or -1 (the "
+                           "environment's setting)", field, v);
+    *out_p = v;
+    return TACL_OK;
+}
+
+/*
+ * Resolve and check cfg.  NULL takes parent's settings when there is a
+ * parent (a split), else the environment's.
+ */
+static tacl_status_t conf_resolve(const tacl_config_t *cfg,
+                                  tacl_comm_t parent, comm_conf_t *out)
+{
+    const char *name;
+    tacl_status_t status;
+
+    memset(out, 0, sizeof(*out));
+    out->blocking = 1;
+    if (cfg == NULL && parent != NULL) {
+        out->timeout_s = parent->x.timeout_s;
+        out->check = parent->check;
+        out->progress_thread = parent->progress_thread;
+        memcpy(out->name, parent->x.name, sizeof(out->name));
+        return TACL_OK;
+    }
+    if (cfg == NULL) {
+        static const tacl_config_t defaults = TACL_CONFIG_INIT;
+        cfg = &defaults;
+    }
+    if (cfg->size != sizeof(tacl_config_t))
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                           "config: size is %zu, this library's "
+                           "tacl_config_t has %zu bytes; start from "
+                           "TACL_CONFIG_INIT", cfg->size,
+                           sizeof(tacl_config_t));
+    if (cfg->version == 0 || cfg->version > TACL_VERSION_CODE)
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                           "config: version %u is not one this library "
+                           "(%d) knows; start from TACL_CONFIG_INIT",
+                           cfg->version, TACL_VERSION_CODE);
+    if (!(cfg->timeout >= 0) || cfg->timeout > 365.0 * 86400.0)
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                           "config: timeout %g s is not within 0 (the "
+                           "environment's TACL_TIMEOUT) .. one year",
+                           cfg->timeout);
+    out->timeout_s = cfg->timeout > 0 ? cfg->timeout
+                                      : tacl__config_double(TACL_CFG_TIMEOUT);
+    if (!(out->timeout_s > 0))
+        out->timeout_s = 60;
+    status = conf_flag(cfg->blocking, "blocking", TACL_CFG_BLOCKING,
+                       &out->blocking);
+    if (status == TACL_OK)
+        status = conf_flag(cfg->check, "check", TACL_CFG_CHECK, &out->check);
+    if (status == TACL_OK)
+        status = conf_flag(cfg->progress_thread, "progress_thread",
+                           TACL_CFG_PROGRESS_THREAD, &out->progress_thread);
+    if (status != TACL_OK)
+        return status;
+    name = cfg->name != NULL ? cfg->name : "";
+    if (strlen(name) >= sizeof(out->name))
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                           "config: name of %zu characters; at most %zu",
+                           strlen(name), sizeof(out->name) - 1);
+    /* Blanks and '=' would break the key=value lines of flight dumps. */
+    for (size_t i = 0; name[i] != '\0'; i++)
+        out->name[i] = name[i] <= ' ' || name[i] == '=' || name[i] == 0x7f
+                       ? '_' : name[i];
+    return TACL_OK;
+}
+
+/* Give comm its configuration (the progress thread is started apart). */
+static void conf_apply(tacl_comm_t comm, const comm_conf_t *conf)
+{
+    comm->x.timeout_s = conf->timeout_s;
+    memcpy(comm->x.name, conf->name, sizeof(comm->x.name));
+    comm->check = conf->check;
+}
+
+static void conf_log(tacl_comm_t comm, const comm_conf_t *conf,
+                     const char *how)
+{
+    TACL_INFO(INIT, "communicator %s%s%s(%s): rank %d of %d, timeout %.1f s, "
+              "check %d, progress thread %d", conf->name[0] ? "\"" : "",
+              conf->name, conf->name[0] ? "\" " : "", how, comm->rank,
+              comm->size, conf->timeout_s, conf->check,
+              conf->progress_thread);
 }
 
 TACL_EXPORT tacl_status_t tacl_get_unique_id(tacl_unique_id_t *id_p)
@@ -149,14 +275,69 @@ TACL_EXPORT tacl_status_t tacl_get_unique_id(tacl_unique_id_t *id_p)
     return tacl__bootstrap_unique_id(id_p);
 }
 
-TACL_EXPORT tacl_status_t tacl_comm_init_rank(int nranks,
-                                              const tacl_unique_id_t *id,
-                                              int rank, tacl_comm_t *comm_p)
+/* Join the world communicator comm (zeroed) with a resolved config. */
+static tacl_status_t comm_init(tacl_comm_t comm, int nranks,
+                               const tacl_unique_id_t *id, int rank,
+                               const comm_conf_t *conf)
 {
     tacl__ctx_t *ctx = NULL;
-    tacl_comm_t comm = NULL;
     tacl_status_t status;
     int *world;
+
+    world = malloc((size_t)nranks * sizeof(int));
+    if (world == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
+    for (int r = 0; r < nranks; r++)
+        world[r] = r;
+    status = tacl__ctx_create(id, rank, nranks, conf->timeout_s, &ctx);
+    if (status == TACL_OK) {
+        status = comm_create(comm, ctx, rank, nranks, world, 1);
+        if (status != TACL_OK)
+            tacl__ctx_release(ctx);
+    }
+    free(world);
+    if (status != TACL_OK)
+        return status;
+    conf_apply(comm, conf);
+    conf_log(comm, conf, "init");
+    return TACL_OK;
+}
+
+/* What a non-blocking init's thread needs. */
+typedef struct {
+    tacl_comm_t comm;
+    int nranks;
+    int rank;
+    tacl_unique_id_t id;
+    comm_conf_t conf;
+} init_job_t;
+
+static void *init_thread_main(void *arg)
+{
+    init_job_t *job = arg;
+    tacl_comm_t comm = job->comm;
+    tacl_status_t status;
+
+    status = comm_init(comm, job->nranks, &job->id, job->rank, &job->conf);
+    if (status != TACL_OK)
+        snprintf(comm->last_error, sizeof(comm->last_error), "%s%s%s%s",
+                 job->conf.name[0] ? "communicator \"" : "", job->conf.name,
+                 job->conf.name[0] ? "\": " : "", tacl__last_error());
+    comm->init_status = status;
+    free(job);
+    /* Last: from here on other threads read the communicator. */
+    atomic_store(&comm->initializing, 0);
+    return NULL;
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_init_rank_config(
+    int nranks, const tacl_unique_id_t *id, int rank,
+    const tacl_config_t *config, tacl_comm_t *comm_p)
+{
+    tacl_comm_t comm;
+    comm_conf_t conf;
+    tacl_status_t status;
+    init_job_t *job;
 
     tacl__last_error_clear();
     if (id == NULL || comm_p == NULL)
@@ -166,28 +347,50 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank(int nranks,
         return tacl__error(TACL_ERR_INVALID_ARG, INIT,
                            "rank %d is not within 0..nranks-1 (nranks %d)",
                            rank, nranks);
+    status = conf_resolve(config, NULL, &conf);
+    if (status != TACL_OK)
+        return status;
     /* A misspelt TACL_ALGO would silently measure the wrong thing. */
     status = tacl__algo_spec_check(tacl__config_str(TACL_CFG_ALGO));
     if (status != TACL_OK)
         return status;
-    world = malloc((size_t)nranks * sizeof(int));
-    if (world == NULL)
+    comm = calloc(1, sizeof(*comm));
+    if (comm == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
-    for (int r = 0; r < nranks; r++)
-        world[r] = r;
-    status = tacl__ctx_create(id, rank, nranks, &ctx);
-    if (status != TACL_OK)
-        goto out;
-    status = comm_create(ctx, rank, nranks, world, 1, &comm);
-    if (status != TACL_OK) {
-        tacl__ctx_release(ctx);
-        goto out;
+    if (conf.blocking) {
+        status = comm_init(comm, nranks, id, rank, &conf);
+        if (status != TACL_OK) {
+            free(comm);
+            return status;
+        }
+        comm->magic = TACL__COMM_ALIVE;
+        *comm_p = comm;
+        return TACL_OK;
     }
-    comm->check = tacl__config_int(TACL_CFG_CHECK) != 0;
+    job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        free(comm);
+        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
+    }
+    *job = (init_job_t){comm, nranks, rank, *id, conf};
+    comm->magic = TACL__COMM_ALIVE;
+    atomic_init(&comm->initializing, 1);
+    atomic_init(&comm->init_joinable, 1);
+    if (pthread_create(&comm->init_thread, NULL, init_thread_main, job) != 0) {
+        free(job);
+        free(comm);
+        return tacl__error(TACL_ERR_SYSTEM, INIT,
+                           "cannot start the initialisation thread: %m");
+    }
     *comm_p = comm;
-out:
-    free(world);
-    return status;
+    return TACL_IN_PROGRESS;
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_init_rank(int nranks,
+                                              const tacl_unique_id_t *id,
+                                              int rank, tacl_comm_t *comm_p)
+{
+    return tacl_comm_init_rank_config(nranks, id, rank, NULL, comm_p);
 }
 
 static tacl_status_t env_int(tacl__cfg_t cfg, const char *fallback,
@@ -213,6 +416,12 @@ static tacl_status_t env_int(tacl__cfg_t cfg, const char *fallback,
 }
 
 TACL_EXPORT tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p)
+{
+    return tacl_comm_init_env_config(NULL, comm_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_init_env_config(
+    const tacl_config_t *config, tacl_comm_t *comm_p)
 {
     char host[256];
     const char *addr, *port_s;
@@ -256,7 +465,7 @@ TACL_EXPORT tacl_status_t tacl_comm_init_env(tacl_comm_t *comm_p)
     status = tacl__bootstrap_id_from_addr(host, (int)port, &id);
     if (status != TACL_OK)
         return status;
-    return tacl_comm_init_rank(nranks, &id, rank, comm_p);
+    return tacl_comm_init_rank_config(nranks, &id, rank, config, comm_p);
 }
 
 /* Small allgather over a communicator through the executor. */
@@ -293,9 +502,18 @@ tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
 TACL_EXPORT tacl_status_t tacl_comm_split(tacl_comm_t comm, int color,
                                           int key, tacl_comm_t *newcomm_p)
 {
+    return tacl_comm_split_config(comm, color, key, NULL, newcomm_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_split_config(tacl_comm_t comm, int color,
+                                                 int key,
+                                                 const tacl_config_t *config,
+                                                 tacl_comm_t *newcomm_p)
+{
     int mine[3], *all = NULL, *world = NULL, *order = NULL;
     int n = 0, my_index = -1;
     tacl_status_t status;
+    comm_conf_t conf;
     uint64_t split;
 
     tacl__last_error_clear();
@@ -305,6 +523,11 @@ TACL_EXPORT tacl_status_t tacl_comm_split(tacl_comm_t comm, int color,
     if (newcomm_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
                                                  "newcomm_p is NULL"));
+    /* Checked before anything is exchanged, so that a bad config fails
+     * alike on every rank that passes it. */
+    status = conf_resolve(config, comm, &conf);
+    if (status != TACL_OK)
+        return tacl__comm_fail(comm, status);
     if (color < 0 && color != TACL_SPLIT_NOCOLOR)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
                                "color %d is negative and not "
@@ -353,13 +576,24 @@ TACL_EXPORT tacl_status_t tacl_comm_split(tacl_comm_t comm, int color,
                       (uint32_t)color * 97u;
         id = (id ^ (id >> 15)) * 2246822519u;
         id ^= id >> 13;
+        tacl_comm_t made = calloc(1, sizeof(*made));
+
+        if (made == NULL) {
+            status = tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
+            goto out;
+        }
         tacl__ctx_retain(comm->x.ctx);
-        status = comm_create(comm->x.ctx, my_index, n, world, id | 2u,
-                             newcomm_p);
-        if (status != TACL_OK)
+        status = comm_create(made, comm->x.ctx, my_index, n, world,
+                             id | 2u);
+        if (status != TACL_OK) {
             tacl__ctx_release(comm->x.ctx);
-        else
-            (*newcomm_p)->check = comm->check;
+            free(made);
+            goto out;
+        }
+        conf_apply(made, &conf);
+        made->magic = TACL__COMM_ALIVE;
+        conf_log(made, &conf, "split");
+        *newcomm_p = made;
     }
 out:
     free(all);
@@ -369,6 +603,48 @@ out:
 }
 
 static void bury_derived(tacl_comm_t comm);
+
+/* Keep the (zeroed) handle so that later calls see a destroyed comm. */
+static void comm_tombstone(tacl_comm_t comm)
+{
+    memset(comm, 0, sizeof(*comm));
+    comm->magic = TACL__COMM_DEAD;
+    pthread_mutex_lock(&grave_lock);
+    comm->grave_next = graveyard;
+    graveyard = comm;
+    pthread_mutex_unlock(&grave_lock);
+}
+
+/*
+ * Destroy and abort accept a communicator whose non-blocking init is
+ * still running (they wait for it: it is bounded by the timeout) or
+ * failed (nothing to release).  Returns 1 when comm was such a failed
+ * one and is now a tombstone.
+ */
+static int comm_settle_init(tacl_comm_t comm)
+{
+    if (comm == NULL || comm->magic != TACL__COMM_ALIVE)
+        return 0;
+    if (atomic_exchange(&comm->init_joinable, 0))
+        pthread_join(comm->init_thread, NULL);
+    if (comm->init_status == TACL_OK)
+        return 0;
+    comm_tombstone(comm);
+    return 1;
+}
+
+/* The communicator's executions in flight (under the context lock). */
+static int comm_inflight(tacl_comm_t comm)
+{
+    int n;
+
+    if (comm == NULL)
+        return 0;
+    pthread_mutex_lock(&comm->x.ctx->lock);
+    n = comm->x.inflight;
+    pthread_mutex_unlock(&comm->x.ctx->lock);
+    return n;
+}
 
 static void comm_bury(tacl_comm_t comm)
 {
@@ -383,13 +659,7 @@ static void comm_bury(tacl_comm_t comm)
     free(comm->p2p_send);
     free(comm->p2p_recv);
     tacl__ctx_release(ctx);
-    /* Keep the handle itself so later calls see a destroyed comm. */
-    memset(comm, 0, sizeof(*comm));
-    comm->magic = TACL__COMM_DEAD;
-    pthread_mutex_lock(&grave_lock);
-    comm->grave_next = graveyard;
-    graveyard = comm;
-    pthread_mutex_unlock(&grave_lock);
+    comm_tombstone(comm);
 }
 
 /* Derived communicators go with their parent. */
@@ -405,8 +675,11 @@ static void bury_derived(tacl_comm_t comm)
 TACL_EXPORT tacl_status_t tacl_comm_destroy(tacl_comm_t comm)
 {
     tacl_status_t status;
+    int inflight;
 
     tacl__last_error_clear();
+    if (comm_settle_init(comm))
+        return TACL_OK;
     status = tacl__comm_check(comm);
     if (status != TACL_OK)
         return status;
@@ -415,17 +688,16 @@ TACL_EXPORT tacl_status_t tacl_comm_destroy(tacl_comm_t comm)
                                INIT, "this communicator came from "
                                "tacl_comm_get_local/rail and is destroyed "
                                "with its parent"));
-    if ((comm->local && comm->local->x.inflight > 0) ||
-        (comm->rail && comm->rail->x.inflight > 0))
+    if (comm_inflight(comm->local) > 0 || comm_inflight(comm->rail) > 0)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
                                INIT, "operations of a derived communicator "
                                "are still in flight; wait for them first"));
-    if (comm->x.inflight > 0)
+    inflight = comm_inflight(comm);
+    if (inflight > 0)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
                                INIT, "%d operations of this communicator are "
                                "still in flight; wait for their requests "
-                               "first (or call tacl_comm_abort)",
-                               comm->x.inflight));
+                               "first (or call tacl_comm_abort)", inflight));
     comm_bury(comm);
     return TACL_OK;
 }
@@ -434,8 +706,11 @@ TACL_EXPORT tacl_status_t tacl_comm_abort(tacl_comm_t comm)
 {
     tacl_status_t status;
     tacl__ctx_t *ctx;
+    int inflight;
 
     tacl__last_error_clear();
+    if (comm_settle_init(comm))
+        return TACL_OK;
     status = tacl__comm_check(comm);
     if (status != TACL_OK)
         return status;
@@ -446,10 +721,11 @@ TACL_EXPORT tacl_status_t tacl_comm_abort(tacl_comm_t comm)
     if (ctx->bs != NULL)
         tacl__bootstrap_abort(ctx->bs);
     tacl__ctx_set_fatal(ctx, TACL_ERR_REMOTE);
+    inflight = comm->x.inflight;
     pthread_mutex_unlock(&ctx->lock);
     /* Requests the caller still holds keep their executions; the context
      * is freed with its last communicator. */
-    if (comm->x.inflight == 0)
+    if (inflight == 0)
         comm_bury(comm);
     else
         comm->magic = TACL__COMM_DEAD;
@@ -513,6 +789,16 @@ TACL_EXPORT tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,
 {
     tacl_status_t status = tacl__comm_check(comm);
 
+    if (status == TACL_IN_PROGRESS || (status < 0 && comm != NULL &&
+                                       comm->magic == TACL__COMM_ALIVE)) {
+        /* Still initialising, or the initialisation failed: that is the
+         * answer, not an error of this call. */
+        if (error_p == NULL)
+            return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                               "error_p is NULL");
+        *error_p = status;
+        return TACL_OK;
+    }
     if (status != TACL_OK)
         return status;
     if (error_p == NULL)
@@ -528,6 +814,8 @@ TACL_EXPORT const char *tacl_comm_last_error(tacl_comm_t comm)
 {
     if (comm == NULL || comm->magic != TACL__COMM_ALIVE)
         return tacl__last_error();
+    if (atomic_load(&comm->initializing))
+        return "";
     return comm->last_error;
 }
 

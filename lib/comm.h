@@ -11,6 +11,8 @@
 #ifndef TACL_LIB_COMM_H
 #define TACL_LIB_COMM_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +45,13 @@ struct tacl_comm {
     tacl_status_t async_error;
     char last_error[512];
     struct tacl_comm *grave_next; /* destroyed handles stay recognisable */
+    int progress_thread;       /* holds its context's progress thread */
+    /* Non-blocking init: the fields above are written by the init thread
+     * and read by others only once initializing reads 0. */
+    _Atomic int initializing;  /* 1 while the init thread runs */
+    _Atomic int init_joinable; /* the init thread is still to be joined */
+    pthread_t init_thread;
+    tacl_status_t init_status; /* how the init ended */
 };
 
 /** The communicator that embeds xc. */
@@ -54,7 +63,10 @@ static inline tacl_comm_t tacl__comm_of(tacl__xcomm_t *xc)
 /** Check a handle: TACL_OK, or an error recorded with a message. */
 tacl_status_t tacl__comm_check(tacl_comm_t comm);
 
-/** Copy the thread's last error into comm (if usable) and return status. */
+/**
+ * Copy the thread's last error into comm (if usable), prefixed with the
+ * communicator's name when it has one, and return status.
+ */
 tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status);
 
 /** The memory type of a caller buffer (HOST unless a CUDA pointer). */
@@ -66,8 +78,13 @@ tacl_memtype_t tacl__memtype_detect(const void *ptr);
 struct tacl_request {
     int nexec;
     tacl__exec_t **execs;
-    tacl_status_t status;
-    int done;
+    pthread_mutex_t lock;       /* completion, callback and free */
+    _Atomic int pending;        /* executions still running, + a guard */
+    _Atomic int first_error;    /* the first failed execution's status */
+    _Atomic int done;
+    tacl_status_t status;       /* final; read once done is 1 */
+    tacl_request_callback_t cb; /* under lock */
+    void *cb_arg;
 };
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,

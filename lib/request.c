@@ -3,12 +3,44 @@
  * request drives progress once; waiting drives it until completion or the
  * timeout.  Freeing a pending request is refused, since its buffers are
  * still in use.
+ *
+ * Completion is pushed, not polled: each execution of the request calls
+ * request_exec_done() when it finishes, from whichever thread finishes it
+ * (a thread in test or wait, one posting another operation, the progress
+ * thread, or one failing the context on abort, revoke or timeout), with
+ * that context's lock held.  The last one completes the request: it sets
+ * the status and runs the callback, under the request's own lock, which
+ * is what makes "exactly once" hold against tacl_request_set_callback
+ * and keeps tacl_request_free from freeing the request under it.
  */
 #include <stdlib.h>
 
 #include "common.h"
 #include "comm.h"
 #include "log.h"
+
+/* Everything is done: publish the status and run the callback. */
+static void request_complete(tacl_request_t req)
+{
+    pthread_mutex_lock(&req->lock);
+    req->status = atomic_load(&req->first_error);
+    atomic_store(&req->done, 1);
+    if (req->cb != NULL)
+        req->cb(req, req->status, req->cb_arg);
+    pthread_mutex_unlock(&req->lock);
+}
+
+/* One execution (or the set-up guard, with TACL_OK) finished. */
+static void request_exec_done(void *arg, tacl_status_t status)
+{
+    tacl_request_t req = arg;
+    int ok = TACL_OK;
+
+    if (status != TACL_OK)
+        atomic_compare_exchange_strong(&req->first_error, &ok, status);
+    if (atomic_fetch_sub(&req->pending, 1) == 1)
+        request_complete(req);
+}
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
                                    tacl_request_t *req_p)
@@ -22,27 +54,33 @@ tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
         free(req);
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     }
+    pthread_mutex_init(&req->lock, NULL);
     for (int i = 0; i < nexec; i++)
         req->execs[i] = execs[i];
     req->nexec = nexec;
     req->status = TACL_IN_PROGRESS;
+    atomic_init(&req->first_error, TACL_OK);
+    /* One count per execution plus a guard, so that executions finishing
+     * while the hooks are set cannot complete the request early. */
+    atomic_init(&req->pending, nexec + 1);
     *req_p = req;
+    for (int i = 0; i < nexec; i++) {
+        tacl_status_t s = TACL_OK;
+
+        if (tacl__exec_on_done(execs[i], request_exec_done, req)) {
+            tacl__exec_done(execs[i], &s);
+            request_exec_done(req, s);
+        }
+    }
+    request_exec_done(req, TACL_OK);
     return TACL_OK;
 }
 
-static int request_poll(tacl_request_t req)
+/* The communicator of the request's first execution, for messages. */
+static tacl_comm_t request_comm(tacl_request_t req)
 {
-    tacl_status_t first = TACL_OK, s;
-
-    for (int i = 0; i < req->nexec; i++) {
-        if (!tacl__exec_done(req->execs[i], &s))
-            return 0;
-        if (first == TACL_OK)
-            first = s;
-    }
-    req->done = 1;
-    req->status = first;
-    return 1;
+    return req->nexec > 0 ? tacl__comm_of(tacl__exec_xcomm(req->execs[0]))
+                          : NULL;
 }
 
 TACL_EXPORT tacl_status_t tacl_request_test(tacl_request_t req, int *done_p)
@@ -51,16 +89,15 @@ TACL_EXPORT tacl_status_t tacl_request_test(tacl_request_t req, int *done_p)
     if (req == NULL || done_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "%s is NULL",
                            req == NULL ? "req" : "done_p");
-    if (!req->done) {
+    if (!atomic_load(&req->done)) {
         for (int i = 0; i < req->nexec; i++) {
             tacl_status_t s;
             if (!tacl__exec_done(req->execs[i], &s))
                 tacl__exec_progress(req->execs[i]);
         }
-        request_poll(req);
     }
-    *done_p = req->done;
-    return req->done ? req->status : TACL_OK;
+    *done_p = atomic_load(&req->done);
+    return *done_p ? req->status : TACL_OK;
 }
 
 TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
@@ -70,28 +107,65 @@ TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
     tacl__last_error_clear();
     if (req == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
-    if (req->done)
+    if (atomic_load(&req->done))
         return req->status;
     status = tacl__exec_wait(req->execs, req->nexec);
-    if (request_poll(req))
+    /* Every execution finished, so its hook ran: the request is done. */
+    if (atomic_load(&req->done))
         status = req->status;
     if (req->nexec > 0)
-        tacl__comm_fail(tacl__comm_of(tacl__exec_xcomm(req->execs[0])), status);
+        tacl__comm_fail(request_comm(req), status);
+    return status;
+}
+
+TACL_EXPORT tacl_status_t tacl_request_set_callback(tacl_request_t req,
+                                                    tacl_request_callback_t fn,
+                                                    void *arg)
+{
+    tacl_status_t status = TACL_OK;
+
+    tacl__last_error_clear();
+    if (req == NULL || fn == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL, "%s is NULL",
+                           req == NULL ? "req" : "fn");
+    pthread_mutex_lock(&req->lock);
+    if (req->cb != NULL) {
+        status = tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                             "the request has a callback already; a "
+                             "request takes one");
+    } else {
+        req->cb = fn;
+        req->cb_arg = arg;
+        /* Complete already: the callback runs now, in this thread. */
+        if (atomic_load(&req->done))
+            fn(req, req->status, arg);
+    }
+    pthread_mutex_unlock(&req->lock);
+    if (status != TACL_OK && req->nexec > 0)
+        tacl__comm_fail(request_comm(req), status);
     return status;
 }
 
 TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
 {
+    int done;
+
     tacl__last_error_clear();
     if (req == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
-    if (!req->done && !request_poll(req))
-        return tacl__comm_fail(tacl__comm_of(tacl__exec_xcomm(req->execs[0])),
+    /* Taking the lock also waits for a completion still running the
+     * callback in another thread. */
+    pthread_mutex_lock(&req->lock);
+    done = atomic_load(&req->done);
+    pthread_mutex_unlock(&req->lock);
+    if (!done)
+        return tacl__comm_fail(request_comm(req),
                                tacl__error(TACL_ERR_INVALID_USAGE, COLL,
                                "the request is still in progress; wait for "
                                "it before freeing it"));
     for (int i = 0; i < req->nexec; i++)
         tacl__exec_free(req->execs[i]);
+    pthread_mutex_destroy(&req->lock);
     free(req->execs);
     free(req);
     return TACL_OK;

@@ -79,7 +79,7 @@ static const struct {
 };
 
 static const char *const op_names[TACL_NUM_OPS] = {
-    "sum", "prod", "max", "min", "avg",
+    "sum", "prod", "max", "min", "avg", "band", "bor", "bxor",
 };
 
 const char *tacl__perf_dtype_name(tacl_dtype_t dtype)
@@ -245,7 +245,10 @@ static void usage(FILE *f, const char *prog)
         "  -w, --warmup_iters N    warmup iterations (default 5)\n"
         "  -m, --agg_iters N       operations per group (default 1)\n"
         "  -c, --check 0|1         check results exactly (default 1)\n"
-        "  -o, --op OP             sum, prod, min, max, avg (default sum)\n"
+        "  -o, --op OP             sum, prod, min, max, avg, band, bor, "
+        "bxor\n"
+        "                          (default sum; the bitwise ones take "
+        "integer types)\n"
         "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64\n"
         "                          half bfloat16 float double (float)\n"
         "  -r, --root N            root of broadcast and reduce (0)\n"
@@ -506,6 +509,14 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
     if (!bad && o.step_factor <= 1 && o.step_bytes == 0 &&
         o.min_bytes != o.max_bytes) {
         fprintf(stderr, "%s: -i 0 needs -f > 1 to reach -e\n", prog);
+        bad = 1;
+    }
+    if (!bad && (o.op == TACL_BAND || o.op == TACL_BOR ||
+                 o.op == TACL_BXOR) &&
+        (o.dtype == TACL_FLOAT16 || o.dtype == TACL_BFLOAT16 ||
+         o.dtype == TACL_FLOAT32 || o.dtype == TACL_FLOAT64)) {
+        fprintf(stderr, "%s: -o %s takes an integer type, not -d %s\n",
+                prog, op_names[o.op], tacl__perf_dtype_name(o.dtype));
         bad = 1;
     }
     if (!bad && o.op != TACL_SUM && !tacl__perf_has_op(kind)) {

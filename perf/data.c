@@ -5,7 +5,8 @@
  * op so that any order of reduction gives the same exactly representable
  * result in every dtype (sums stay below the dtype's largest exact
  * integer, products are powers of two, averages are sums of n equal
- * values plus +1/-1 pairs).  The check then compares each output element
+ * values plus +1/-1 pairs; the bitwise ops on values below 128 stay
+ * below 128).  The check then compares each output element
  * with the expected value exactly, so an error of one unit is caught.
  * Half and bfloat16 elements convert with the kernels' own functions
  * (float_bits.h), which round to nearest even.
@@ -164,6 +165,15 @@ static double gen_reduced(const gen_t *g, size_t idx)
             break;
         case TACL_MIN:
             acc = fmin(acc, v);
+            break;
+        case TACL_BAND:
+            acc = (double)((long long)acc & (long long)v);
+            break;
+        case TACL_BOR:
+            acc = (double)((long long)acc | (long long)v);
+            break;
+        case TACL_BXOR:
+            acc = (double)((long long)acc ^ (long long)v);
             break;
         default:
             acc += v;

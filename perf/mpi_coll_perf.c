@@ -72,6 +72,15 @@ static int mpi_op(tacl_op_t op, MPI_Op *op_p)
     case TACL_MIN:
         *op_p = MPI_MIN;
         return 0;
+    case TACL_BAND:
+        *op_p = MPI_BAND;
+        return 0;
+    case TACL_BOR:
+        *op_p = MPI_BOR;
+        return 0;
+    case TACL_BXOR:
+        *op_p = MPI_BXOR;
+        return 0;
     default:
         return -1;
     }
@@ -192,7 +201,7 @@ int main(int argc, char **argv)
     if (mpi_type(o.dtype, &c.type) != 0 ||
         (tacl__perf_has_op(c.kind) && mpi_op(o.op, &c.op) != 0)) {
         fprintf(stderr, "mpi_coll_perf: MPI has no %s %s; use float, "
-                "double or an integer type and sum, prod, min or max\n",
+                "double or an integer type and sum, prod, min, max or a bitwise op\n",
                 tacl__perf_dtype_name(o.dtype),
                 o.op == TACL_AVG ? "avg" : "type");
         return 2;

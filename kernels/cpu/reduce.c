@@ -81,6 +81,9 @@ uint16_t tacl__float_to_bf16(float f)
 #define OP_PROD(x, y) ((x) * (y))
 #define OP_MAX(x, y) ((x) > (y) ? (x) : (y))
 #define OP_MIN(x, y) ((x) < (y) ? (x) : (y))
+#define OP_BAND(x, y) ((x) & (y))
+#define OP_BOR(x, y) ((x) | (y))
+#define OP_BXOR(x, y) ((x) ^ (y))
 #define OP_FMAX(x, y) TACL_FMAX(x, y)
 #define OP_FMIN(x, y) TACL_FMIN(x, y)
 
@@ -105,7 +108,10 @@ uint16_t tacl__float_to_bf16(float f)
     DEFINE_LOOP(reduce_sum_##tag, T, OP_WSUM(UT, x, y))                      \
     DEFINE_LOOP(reduce_prod_##tag, T, OP_WPROD(UT, x, y))                    \
     DEFINE_LOOP(reduce_max_##tag, T, OP_MAX(x, y))                           \
-    DEFINE_LOOP(reduce_min_##tag, T, OP_MIN(x, y))
+    DEFINE_LOOP(reduce_min_##tag, T, OP_MIN(x, y))                           \
+    DEFINE_LOOP(reduce_band_##tag, T, OP_BAND(x, y))                         \
+    DEFINE_LOOP(reduce_bor_##tag, T, OP_BOR(x, y))                           \
+    DEFINE_LOOP(reduce_bxor_##tag, T, OP_BXOR(x, y))
 
 #define DEFINE_FLOAT_LOOPS(tag, T)                                           \
     DEFINE_LOOP(reduce_sum_##tag, T, OP_SUM(x, y))                           \
@@ -358,11 +364,20 @@ CONVERT_N(tacl__float_to_bf16_n, uint16_t, float, float_to_bf16_block_avx2,
 
 #define LOOP_ROW(tag) LOOP_ROW16(tag)
 
-/* Indexed by dtype, then op; AVG has no element loop. */
+/* Integer rows add the bitwise ops after AVG's empty slot. */
+#define LOOP_ROW_INT(tag)                                                    \
+    {reduce_sum_##tag,  reduce_prod_##tag, reduce_max_##tag,                 \
+     reduce_min_##tag,  NULL,              reduce_band_##tag,                \
+     reduce_bor_##tag,  reduce_bxor_##tag}
+
+/*
+ * Indexed by dtype, then op; AVG has no element loop, and the floating
+ * types have no bitwise ones (NULL: rejected below).
+ */
 static const tacl__reduce_fn_t reduce_table[TACL_NUM_DTYPES][TACL_NUM_OPS] = {
-    [TACL_INT8] = LOOP_ROW(i8),      [TACL_UINT8] = LOOP_ROW(u8),
-    [TACL_INT32] = LOOP_ROW(i32),    [TACL_UINT32] = LOOP_ROW(u32),
-    [TACL_INT64] = LOOP_ROW(i64),    [TACL_UINT64] = LOOP_ROW(u64),
+    [TACL_INT8] = LOOP_ROW_INT(i8),   [TACL_UINT8] = LOOP_ROW_INT(u8),
+    [TACL_INT32] = LOOP_ROW_INT(i32), [TACL_UINT32] = LOOP_ROW_INT(u32),
+    [TACL_INT64] = LOOP_ROW_INT(i64), [TACL_UINT64] = LOOP_ROW_INT(u64),
     [TACL_FLOAT16] = LOOP_ROW(half), [TACL_BFLOAT16] = LOOP_ROW(bf16),
     [TACL_FLOAT32] = LOOP_ROW(f32),  [TACL_FLOAT64] = LOOP_ROW(f64),
 };
@@ -381,6 +396,10 @@ tacl_status_t tacl__reduce_cpu(void *dst, const void *a, const void *b,
     if ((unsigned)op >= TACL_NUM_OPS)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "reduce: invalid op %d", (int)op);
+    if (reduce_table[dtype][op] == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "reduce: op %s takes integer dtypes only, not %s",
+                           tacl_op_name(op), tacl_dtype_name(dtype));
     if (count == 0)
         return TACL_OK;
     if (dst == NULL || a == NULL || b == NULL)

@@ -14,7 +14,10 @@
 
 #include "tacl.h"
 
-/** dst = a op b over count elements.  op must be SUM, PROD, MAX or MIN. */
+/**
+ * dst = a op b over count elements.  op is SUM, PROD, MAX, MIN or, for
+ * the integer dtypes only, BAND, BOR or BXOR.
+ */
 tacl_status_t tacl__reduce_cpu(void *dst, const void *a, const void *b,
                                size_t count, tacl_dtype_t dtype,
                                tacl_op_t op);

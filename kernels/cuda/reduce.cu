@@ -8,7 +8,8 @@
  * conversions, the NaN-propagating MAX and MIN and the round-to-odd
  * division come from kernels/cpu/float_bits.h, compiled here for the
  * device, so the GPU gives the CPU's bits.  Integer SUM and PROD wrap in
- * the unsigned type of the same width.
+ * the unsigned type of the same width; the bitwise ops exist for the
+ * integer types only.
  *
  * The host wrappers validate their arguments like tacl__reduce_cpu, launch
  * on the given stream, and turn a failing CUDA call into TACL_ERR_SYSTEM
@@ -20,6 +21,7 @@
 #include <type_traits>
 
 extern "C" {
+#include "dtype.h"
 #include "log.h"
 }
 #include "float_bits.h"
@@ -47,6 +49,12 @@ template <typename T, int OP> struct IntOp {
             return (T)(U)((U)x * (U)y);
         if (OP == TACL_MAX)
             return x > y ? x : y;
+        if (OP == TACL_BAND)
+            return (T)(x & y);
+        if (OP == TACL_BOR)
+            return (T)(x | y);
+        if (OP == TACL_BXOR)
+            return (T)(x ^ y);
         return x < y ? x : y;
     }
 };
@@ -95,30 +103,44 @@ __global__ void reduce_kernel(T *dst, const T *a, const T *b, size_t count,
         dst[i] = f(a[i], b[i]);
 }
 
-template <typename T, template <typename, int> class F>
+template <typename T, template <typename, int> class F, int OP>
+void launch_op(void *dst, const void *a, const void *b, size_t count,
+               cudaStream_t s)
+{
+    reduce_kernel<<<grid_for(count), kThreads, 0, s>>>(
+        (T *)dst, (const T *)a, (const T *)b, count, F<T, OP>());
+}
+
+/* kBitwise: the type has the bitwise ops (the integer types). */
+template <typename T, template <typename, int> class F, bool kBitwise>
 void launch_reduce(void *dst, const void *a, const void *b, size_t count,
                    tacl_op_t op, cudaStream_t s)
 {
-    T *d = (T *)dst;
-    const T *pa = (const T *)a;
-    const T *pb = (const T *)b;
-    unsigned g = grid_for(count);
     switch (op) {
     case TACL_SUM:
-        reduce_kernel<<<g, kThreads, 0, s>>>(d, pa, pb, count,
-                                             F<T, TACL_SUM>());
+        launch_op<T, F, TACL_SUM>(dst, a, b, count, s);
         break;
     case TACL_PROD:
-        reduce_kernel<<<g, kThreads, 0, s>>>(d, pa, pb, count,
-                                             F<T, TACL_PROD>());
+        launch_op<T, F, TACL_PROD>(dst, a, b, count, s);
         break;
     case TACL_MAX:
-        reduce_kernel<<<g, kThreads, 0, s>>>(d, pa, pb, count,
-                                             F<T, TACL_MAX>());
+        launch_op<T, F, TACL_MAX>(dst, a, b, count, s);
+        break;
+    case TACL_BAND:
+    case TACL_BOR:
+    case TACL_BXOR:
+        /* Validated: only the integer types get here with these. */
+        if constexpr (kBitwise) {
+            if (op == TACL_BAND)
+                launch_op<T, F, TACL_BAND>(dst, a, b, count, s);
+            else if (op == TACL_BOR)
+                launch_op<T, F, TACL_BOR>(dst, a, b, count, s);
+            else
+                launch_op<T, F, TACL_BXOR>(dst, a, b, count, s);
+        }
         break;
     default:
-        reduce_kernel<<<g, kThreads, 0, s>>>(d, pa, pb, count,
-                                             F<T, TACL_MIN>());
+        launch_op<T, F, TACL_MIN>(dst, a, b, count, s);
         break;
     }
 }
@@ -211,6 +233,11 @@ extern "C" tacl_status_t tacl__reduce_cuda(void *dst, const void *a,
     if ((unsigned)op >= TACL_NUM_OPS)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "cuda reduce: invalid op %d", (int)op);
+    if (tacl__op_is_bitwise(op) && !tacl__dtype_is_integer(dtype))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda reduce: op %s takes integer dtypes only, "
+                           "not %s", tacl_op_name(op),
+                           tacl_dtype_name(dtype));
     if (count == 0)
         return TACL_OK;
     if (dst == NULL || a == NULL || b == NULL)
@@ -220,34 +247,34 @@ extern "C" tacl_status_t tacl__reduce_cuda(void *dst, const void *a,
 
     switch (dtype) {
     case TACL_INT8:
-        launch_reduce<int8_t, IntOp>(dst, a, b, count, op, s);
+        launch_reduce<int8_t, IntOp, true>(dst, a, b, count, op, s);
         break;
     case TACL_UINT8:
-        launch_reduce<uint8_t, IntOp>(dst, a, b, count, op, s);
+        launch_reduce<uint8_t, IntOp, true>(dst, a, b, count, op, s);
         break;
     case TACL_INT32:
-        launch_reduce<int32_t, IntOp>(dst, a, b, count, op, s);
+        launch_reduce<int32_t, IntOp, true>(dst, a, b, count, op, s);
         break;
     case TACL_UINT32:
-        launch_reduce<uint32_t, IntOp>(dst, a, b, count, op, s);
+        launch_reduce<uint32_t, IntOp, true>(dst, a, b, count, op, s);
         break;
     case TACL_INT64:
-        launch_reduce<int64_t, IntOp>(dst, a, b, count, op, s);
+        launch_reduce<int64_t, IntOp, true>(dst, a, b, count, op, s);
         break;
     case TACL_UINT64:
-        launch_reduce<uint64_t, IntOp>(dst, a, b, count, op, s);
+        launch_reduce<uint64_t, IntOp, true>(dst, a, b, count, op, s);
         break;
     case TACL_FLOAT16:
-        launch_reduce<uint16_t, HalfOp>(dst, a, b, count, op, s);
+        launch_reduce<uint16_t, HalfOp, false>(dst, a, b, count, op, s);
         break;
     case TACL_BFLOAT16:
-        launch_reduce<uint16_t, Bf16Op>(dst, a, b, count, op, s);
+        launch_reduce<uint16_t, Bf16Op, false>(dst, a, b, count, op, s);
         break;
     case TACL_FLOAT32:
-        launch_reduce<float, FloatOp>(dst, a, b, count, op, s);
+        launch_reduce<float, FloatOp, false>(dst, a, b, count, op, s);
         break;
     default:
-        launch_reduce<double, FloatOp>(dst, a, b, count, op, s);
+        launch_reduce<double, FloatOp, false>(dst, a, b, count, op, s);
         break;
     }
     return finish_launch("reduce", s);

@@ -259,6 +259,46 @@ Test(errors, bad_op)
     expect_comm_works();
 }
 
+/* The bitwise ops take integers: every float dtype is refused, alone,
+ * coalesced and inside a group, and the message names op and dtype. */
+Test(errors, bitwise_op_on_float)
+{
+    const void *sp[1] = {sbuf};
+    void *rp[1] = {rbuf};
+    size_t one = 1;
+    int32_t is[4] = {6, 5, 3, 9}, ir[4] = {0};
+
+    for (int op = TACL_BAND; op <= TACL_BXOR; op++) {
+        for (int d = TACL_FLOAT16; d <= TACL_FLOAT64; d++) {
+            tacl_dtype_t dt = (tacl_dtype_t)d;
+            tacl_op_t o = (tacl_op_t)op;
+
+            EXPECT_ARG(tacl_allreduce(sbuf, rbuf, 1, dt, o, comm, NULL),
+                       comm);
+            cr_assert(strstr(tacl_comm_last_error(comm), tacl_op_name(o)) &&
+                      strstr(tacl_comm_last_error(comm), tacl_dtype_name(dt)),
+                      "message must name op and dtype: %s",
+                      tacl_comm_last_error(comm));
+            EXPECT_ARG(tacl_reduce_scatter(sbuf, rbuf, 1, dt, o, comm, NULL),
+                       comm);
+            EXPECT_ARG(tacl_reduce(sbuf, rbuf, 1, dt, o, 0, comm, NULL),
+                       comm);
+            EXPECT_ARG(tacl_reduce_scatter_coalesced(sp, rp, &one, 1, dt, o,
+                                                     comm, NULL), comm);
+        }
+    }
+    cr_assert_eq(tacl_group_start(), TACL_OK);
+    EXPECT_ARG(tacl_allreduce(sbuf, rbuf, 1, TACL_FLOAT32, TACL_BXOR, comm,
+                              NULL), comm);
+    cr_assert_eq(tacl_group_end(), TACL_OK, "%s", tacl_comm_last_error(comm));
+    /* The same ops on an integer type are fine. */
+    cr_assert_eq(tacl_allreduce(is, ir, 4, TACL_INT32, TACL_BXOR, comm, NULL),
+                 TACL_OK, "%s", tacl_comm_last_error(comm));
+    cr_assert(memcmp(is, ir, sizeof(is)) == 0,
+              "bxor on one rank must copy its input");
+    expect_comm_works();
+}
+
 Test(errors, bad_root_and_peer)
 {
     const int bad[3] = {-1, 1, 1000};

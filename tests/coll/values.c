@@ -4,7 +4,8 @@
  * Ranges: sums of 8 ranks stay within [-16, 32], products within [-8, 8]
  * (at most three factors of 2), averages use inputs that are multiples of
  * the rank count, so int8 never overflows and bfloat16 (8 significant
- * bits) is exact.  Movement inputs stay within [-125, 250] for 8-bit and
+ * bits) is exact.  The bitwise ops (integer types only) take values in
+ * [-64, 127].  Movement inputs stay within [-125, 250] for 8-bit and
  * 16-bit float types and spread wider for the others.  The 16-bit float
  * conversions are the kernels' own (float_bits.h), so the references
  * round exactly as the library does.
@@ -113,6 +114,15 @@ long val_red_input(tacl_dtype_t dt, tacl_op_t op, int rank, int nranks,
         return (long)((r * 7 + idx * 3) % 11) - (u ? 0 : 5);
     case TACL_AVG:
         return (long)nranks * (long)((r + idx) % 2);
+    case TACL_BAND:
+        /* Seven bits set but one, a different one per rank. */
+        return 0x7f & ~(1L << ((r * 3 + idx % 11) % 7));
+    case TACL_BOR:
+        return 1L << ((r * 3 + (idx % 5) * 2 + idx % 11) % 7);
+    case TACL_BXOR:
+        /* Negative for signed types, so the sign bits take part too. */
+        return (long)(((r * 13 + (idx % 11) * 5 + (idx % 5) * 3) * 29) %
+                      128) - (u ? 0 : 64);
     default:
         return 0;
     }
@@ -131,6 +141,9 @@ long val_red_result(tacl_dtype_t dt, tacl_op_t op, int nranks, size_t idx)
         case TACL_PROD: acc *= v; break;
         case TACL_MAX: acc = v > acc ? v : acc; break;
         case TACL_MIN: acc = v < acc ? v : acc; break;
+        case TACL_BAND: acc &= v; break;
+        case TACL_BOR: acc |= v; break;
+        case TACL_BXOR: acc ^= v; break;
         default: break;
         }
     }
@@ -139,7 +152,7 @@ long val_red_result(tacl_dtype_t dt, tacl_op_t op, int nranks, size_t idx)
 
 /*
  * Every input depends on the index only modulo its period (5, 3, 11 and 2
- * for the reductions, so 330; the modulus for movement), so a fill computes
+ * for the reductions, 11 and 55 for the bitwise ones, so 330; the modulus for movement), so a fill computes
  * one period and replicates it with doubling copies.
  */
 #define RED_PERIOD 330

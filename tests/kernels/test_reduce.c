@@ -304,6 +304,12 @@ static uint64_t ref_iop(uint64_t x, uint64_t y, tacl_op_t op, int sgn,
         return x * y;
     case TACL_MAX:
         return sgn ? (sx > sy ? x : y) : (x > y ? x : y);
+    case TACL_BAND:
+        return x & y;
+    case TACL_BOR:
+        return x | y;
+    case TACL_BXOR:
+        return x ^ y;
     default:
         return sgn ? (sx < sy ? x : y) : (x < y ? x : y);
     }
@@ -386,10 +392,16 @@ static void check_reduce(tacl_dtype_t t, tacl_op_t op, size_t count,
 static void check_dtype(tacl_dtype_t t)
 {
     static const size_t counts[] = {0, 1, 7, 1000, 4099};
-    for (int op = TACL_SUM; op <= TACL_MIN; op++)
+    for (int op = TACL_SUM; op < TACL_NUM_OPS; op++) {
+        /* AVG is no element op; the bitwise ones take integers only. */
+        if (op == TACL_AVG ||
+            (is_float(t) && (op == TACL_BAND || op == TACL_BOR ||
+                             op == TACL_BXOR)))
+            continue;
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
             for (int alias = 0; alias < 3; alias++)
                 check_reduce(t, (tacl_op_t)op, counts[c], alias);
+    }
 }
 
 Test(reduce, int8) { check_dtype(TACL_INT8); }
@@ -563,6 +575,13 @@ Test(reduce, invalid_arguments)
                  TACL_ERR_INVALID_ARG);
     cr_assert_eq(tacl__reduce_cpu(NULL, &a, &b, 1, TACL_FLOAT32, TACL_SUM),
                  TACL_ERR_INVALID_ARG);
+    for (int op = TACL_BAND; op <= TACL_BXOR; op++)
+        for (int t = TACL_FLOAT16; t <= TACL_FLOAT64; t++)
+            cr_assert_eq(tacl__reduce_cpu(&d, &a, &b, 1, (tacl_dtype_t)t,
+                                          (tacl_op_t)op),
+                         TACL_ERR_INVALID_ARG, "%s on %s must be refused",
+                         tacl_op_name((tacl_op_t)op),
+                         tacl_dtype_name((tacl_dtype_t)t));
     cr_assert_eq(d, 0.0f, "a failed call must not write");
     cr_assert_eq(tacl__div_cpu(&d, &a, 1, TACL_NUM_DTYPES, 2),
                  TACL_ERR_INVALID_ARG);
