@@ -46,6 +46,10 @@ def parse_args():
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--manual", action="store_true",
                    help="the ZeRO-3 loop even if FSDP2 has the hooks")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 unless the quantized run learns (last loss "
+                   "below half the first), stays within 5%% of the float32 "
+                   "loss at every step and sends under 40%% of its bytes")
     return p.parse_args()
 
 
@@ -277,8 +281,25 @@ def main():
               f"({100.0 * (plain - quant) / plain:.1f}%)")
         first, last = runs[True][0][0], runs[True][0][-1]
         print(f"quantized run: loss {first:.4f} -> {last:.4f}")
+    status = 0
+    if args.check and rank == 0:
+        worst = max(abs(a - b) / abs(a)
+                    for a, b in zip(runs[False][0], runs[True][0]))
+        if not last < first / 2:
+            print("check: the quantized run did not learn", file=sys.stderr)
+            status = 1
+        if worst > 0.05:
+            print(f"check: quantized loss {worst:.1%} away from float32",
+                  file=sys.stderr)
+            status = 1
+        if not quant < 0.4 * plain:
+            print("check: quantized collectives did not save 60% of the "
+                  "bytes", file=sys.stderr)
+            status = 1
+    flag = torch.tensor([status])
+    dist.all_reduce(flag)
     dist.destroy_process_group()
-    return 0
+    return int(flag.item() != 0)
 
 
 if __name__ == "__main__":

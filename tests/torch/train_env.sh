@@ -2,9 +2,10 @@
 # emulated cluster); they source this file after tests/common/checks.sh.
 #
 # train_setup SRC_ROOT BUILD_ROOT: find (or make) the cached virtual
-# environment with tools/torch-venv.sh and check that tacl_torch imports in
-# it; exits 77 with the reason when either is missing.  Sets PY, TORCHRUN
-# and TMP (removed on exit).
+# environment with tools/torch-venv.sh, build this build's tacl_torch
+# (tests/torch/run_torch.sh) and check that it imports; exits 77 with the
+# reason when the environment is missing, 1 when the binding fails.  Sets
+# PY, TORCHRUN, TRAIN_DIR, PYTHONPATH and TMP (removed on exit).
 #
 # compare_runs NAME RTOL GLOO_OUT TACL_OUT: one check, that the losses two
 # runs printed agree (compare_losses.py: bit for bit, or within RTOL).
@@ -24,25 +25,31 @@ train_setup() {
     PY=$venv/bin/python
     TORCHRUN=$venv/bin/torchrun
     TRAIN_DIR=$src/tests/torch
-    if ! tacl_torch_ready "$src" "$build"; then
-        echo "SKIP: tacl_torch does not import: $TACL_TORCH_WHY"
+    # run_torch.sh builds this build's binding into its site folder (once
+    # per change of its sources), then runs binding_ok.py on one rank.
+    if [ ! -x "$src/tests/torch/run_torch.sh" ]; then
+        echo "SKIP: tests/torch/run_torch.sh (which builds the binding)" \
+            "is missing"
         exit 77
     fi
+    mkdir -p "$build/tests/torch" || exit 1
+    "$src/tests/torch/run_torch.sh" "$src" "$build" 1 \
+        "$TRAIN_DIR/binding_ok.py" > "$build/tests/torch/binding_ok.log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 77 ]; then
+        echo "SKIP: tests/torch/run_torch.sh skipped"
+        exit 77
+    elif [ "$rc" -ne 0 ]; then
+        echo "FAIL: the tacl_torch binding does not build or import:"
+        tail -n 20 "$build/tests/torch/binding_ok.log"
+        exit 1
+    fi
+    export PYTHONPATH=$build/tests/torch/site${PYTHONPATH:+:$PYTHONPATH}
     TMP=$(mktemp -d) || exit 1
     trap 'rm -rf "$TMP"' EXIT
     # DeepSpeed's CPU accelerator and quiet, single-threaded ranks.
     export DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 TACL_DEBUG=WARN
     export PYTHONUNBUFFERED=1
-}
-
-# tacl_torch_ready SRC BUILD: succeed if `import tacl_torch` works in the
-# environment, else set TACL_TORCH_WHY.
-tacl_torch_ready() {
-    if TACL_TORCH_WHY=$("$PY" -c 'import tacl_torch' 2>&1); then
-        return 0
-    fi
-    TACL_TORCH_WHY=$(printf '%s\n' "$TACL_TORCH_WHY" | tail -n 1)
-    return 1
 }
 
 # run_logged NAME OUT CMD...: run CMD with its output in OUT; one check that
