@@ -138,7 +138,8 @@ static std::string tacl_message(tacl_comm_t comm, tacl_status_t s)
 
 struct Comm {
     tacl_comm_t comm = nullptr;
-    std::atomic<bool> aborted{false};
+    std::atomic<bool> aborted{false}; /* aborted or destroyed */
+    std::atomic<bool> shut{false};    /* shut down: no new operations */
     bool callbacks = false; /* the library completes requests for us */
 
     ~Comm()
@@ -171,12 +172,29 @@ class Completer {
     void poll(c10::intrusive_ptr<TaclWork> w);
     void ready(TaclWork *w);
 
+    /*
+     * At interpreter exit (atexit): the thread stops between two rounds
+     * and keeps what it holds.  Marking a future or dropping the last
+     * reference to one may take the GIL, and a thread that takes it while
+     * Python finalizes is unwound by pthread_exit, which ends the process
+     * with "terminate called without an active exception".
+     */
+    void stop()
+    {
+        std::unique_lock<std::mutex> l(mu_);
+        stop_ = true;
+        cv_.notify_all();
+        stopped_cv_.wait_for(l, std::chrono::seconds(10),
+                             [this] { return stopped_; });
+    }
+
   private:
     Completer() : thread_([this] { loop(); }) { thread_.detach(); }
     void loop();
 
     std::mutex mu_;
-    std::condition_variable cv_;
+    std::condition_variable cv_, stopped_cv_;
+    bool stop_ = false, stopped_ = false;
     std::vector<c10::intrusive_ptr<TaclWork>> polled_;
     std::deque<c10::intrusive_ptr<TaclWork>> ready_;
     std::thread thread_;
@@ -409,7 +427,14 @@ void Completer::loop()
         std::deque<c10::intrusive_ptr<TaclWork>> ready;
         {
             std::unique_lock<std::mutex> l(mu_);
-            cv_.wait(l, [this] { return !polled_.empty() || !ready_.empty(); });
+            cv_.wait(l, [this] {
+                return stop_ || !polled_.empty() || !ready_.empty();
+            });
+            if (stop_) {
+                stopped_ = true;
+                stopped_cv_.notify_all();
+                return;
+            }
             polled.swap(polled_);
             ready.swap(ready_);
         }
@@ -603,7 +628,8 @@ class TaclBackend : public c10d::Backend {
     /* Bootstrap through the store: rank 0's unique id goes to the others. */
     TaclBackend(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                 int size, Ms timeout, const std::string &name)
-        : c10d::Backend(rank, size), timeout_(timeout), name_(name)
+        : c10d::Backend(rank, size), timeout_(timeout),
+          name_(name.substr(0, 127))
     {
         tacl_unique_id_t id;
         const std::string key = "tacl_unique_id";
@@ -637,7 +663,8 @@ class TaclBackend : public c10d::Backend {
     /* A member of a split of parent (color, key as tacl_comm_split). */
     TaclBackend(TaclBackend &parent, int color, int key, int rank, int size,
                 Ms timeout, const std::string &name)
-        : c10d::Backend(rank, size), timeout_(timeout), name_(name)
+        : c10d::Backend(rank, size), timeout_(timeout),
+          name_(name.substr(0, 127))
     {
         comm_ = std::make_shared<Comm>();
         tacl_config_t cfg = config();
@@ -646,6 +673,7 @@ class TaclBackend : public c10d::Backend {
             fail("tacl_comm_split_config", parent.comm(), s);
         TORCH_CHECK(comm_->comm != nullptr,
                     "tacl backend: split returned no communicator");
+        from_split_ = true;
         int r = -1, n = -1;
         tacl_comm_rank(comm_->comm, &r);
         tacl_comm_size(comm_->comm, &n);
@@ -656,6 +684,7 @@ class TaclBackend : public c10d::Backend {
     }
 
     tacl_comm_t comm() const { return comm_->comm; }
+    bool from_split() const { return from_split_; }
 
     /* tacl_comm_split_config, or tacl_comm_split on an older library. */
     tacl_status_t split_comm(int color, int key, tacl_config_t *cfg,
@@ -670,6 +699,14 @@ class TaclBackend : public c10d::Backend {
     }
 
     const std::string getBackendName() const override { return "tacl"; }
+
+    /* What c10d clones and adjusts for split(): timeout and name. */
+    c10::intrusive_ptr<Options> getBackendOptions() override
+    {
+        auto o = c10::make_intrusive<Options>("tacl", timeout_);
+        o->group_name = name_;
+        return o;
+    }
     bool supportsSplitting() const override { return true; }
     uint64_t getSequenceNumberForGroup() override { return seq_; }
 
@@ -702,9 +739,15 @@ class TaclBackend : public c10d::Backend {
             tacl_comm_abort(comm_->comm);
     }
 
+    /*
+     * New operations are refused from now on.  The communicator goes once
+     * no work holds it (a work's request must be freed before it).
+     */
     void shutdown() override
     {
-        if (comm_->comm != nullptr && !comm_->aborted.exchange(true)) {
+        comm_->shut = true;
+        if (comm_.use_count() == 1 && comm_->comm != nullptr &&
+            !comm_->aborted.exchange(true)) {
             NoGil nogil;
             tacl_comm_destroy(comm_->comm);
         }
@@ -942,11 +985,11 @@ class TaclBackend : public c10d::Backend {
             for (int p = 0; p < n; p++) {
                 size_t sc = static_cast<size_t>(send[p]) * srow;
                 size_t rc = static_cast<size_t>(recv[p]) * rrow;
-                tacl_status_t s = tacl_send_nb(sb + so * es, sc, in.dtype, p,
-                                               comm(), nullptr, nullptr);
+                tacl_status_t s =
+                    post_send(View{in.t, in.dtype, sc}, p, sb + so * es);
                 if (s == TACL_OK)
-                    s = tacl_recv_nb(rb + ro * es, rc, out.dtype, p, comm(),
-                                     nullptr, nullptr);
+                    s = post_recv(View{out.t, out.dtype, rc}, p,
+                                  rb + ro * es);
                 if (s != TACL_OK)
                     return s;
                 so += sc;
@@ -1120,7 +1163,7 @@ class TaclBackend : public c10d::Backend {
     {
         tacl_config_t cfg = TACL_CONFIG_INIT;
         cfg.timeout = static_cast<double>(timeout_.count()) / 1000.0;
-        cfg.name = name_.c_str();
+        cfg.name = name_.c_str(); /* at most 127 characters (the ctor) */
         /* The library completes requests (and calls back) by itself. */
         cfg.progress_thread = optional().set_callback ? 1 : 0;
         return cfg;
@@ -1129,7 +1172,7 @@ class TaclBackend : public c10d::Backend {
     c10::intrusive_ptr<TaclWork> work(OpType type, const char *title,
                                       std::vector<at::Tensor> outputs)
     {
-        if (comm_->aborted.load())
+        if (comm_->aborted.load() || comm_->shut.load())
             C10_THROW_ERROR(DistBackendError,
                             std::string("tacl: ") + title +
                                 ": the communicator was aborted or shut down");
@@ -1185,16 +1228,27 @@ class TaclBackend : public c10d::Backend {
         });
     }
 
-    tacl_status_t post_send(const View &v, int peer)
+    /*
+     * Inside a group an _nb call still wants a request pointer; it gets a
+     * NULL request there (the group's request covers the call).
+     */
+    static tacl_request_t *in_group()
     {
-        return tacl_send_nb(v.ptr(), v.count, v.dtype, peer, comm(), nullptr,
-                            nullptr);
+        static thread_local tacl_request_t ignored;
+        return &ignored;
     }
 
-    tacl_status_t post_recv(const View &v, int peer)
+    /* A send or receive of v (at ptr when given) inside a group. */
+    tacl_status_t post_send(const View &v, int peer, void *ptr = nullptr)
     {
-        return tacl_recv_nb(v.ptr(), v.count, v.dtype, peer, comm(), nullptr,
-                            nullptr);
+        return tacl_send_nb(ptr ? ptr : v.ptr(), v.count, v.dtype, peer,
+                            comm(), nullptr, in_group());
+    }
+
+    tacl_status_t post_recv(const View &v, int peer, void *ptr = nullptr)
+    {
+        return tacl_recv_nb(ptr ? ptr : v.ptr(), v.count, v.dtype, peer,
+                            comm(), nullptr, in_group());
     }
 
     /*
@@ -1246,7 +1300,7 @@ class TaclBackend : public c10d::Backend {
             for (size_t i = 0; i < v.size(); i++) {
                 tacl_status_t s = tacl_allreduce_nb(
                     src[i].ptr(), v[i].ptr(), v[i].count, v[i].dtype,
-                    ops[i].op, comm(), nullptr, nullptr);
+                    ops[i].op, comm(), nullptr, in_group());
                 if (s != TACL_OK)
                     return s;
             }
@@ -1311,6 +1365,7 @@ class TaclBackend : public c10d::Backend {
     Ms timeout_;
     std::string name_;
     uint64_t seq_ = 0;
+    bool from_split_ = false;
 };
 
 } // namespace tacl_torch
@@ -1376,6 +1431,12 @@ PYBIND11_MODULE(_C, m)
             },
             py::arg("outputs"), py::arg("inputs"), py::arg("op"),
             py::call_guard<py::gil_scoped_release>())
+        .def("_from_split", &TaclBackend::from_split,
+             "True when made by tacl_comm_split, not a new bootstrap.")
+        .def_static(
+            "_stop_completer", [] { tacl_torch::Completer::get().stop(); },
+            py::call_guard<py::gil_scoped_release>(),
+            "Stop the completion thread (at interpreter exit).")
         .def("_uses_library_callbacks", [](TaclBackend &) {
             return tacl_torch::optional().set_callback != nullptr;
         });

@@ -19,6 +19,7 @@ reduce-scatter over lists of tensors of different sizes.
 """
 from __future__ import annotations
 
+import atexit
 from datetime import timedelta
 
 import torch
@@ -76,6 +77,8 @@ def _register() -> None:
 
 
 _register()
+# The completion thread must not touch Python objects while it finalizes.
+atexit.register(TaclBackend._stop_completer)
 
 
 def backend_of(group=None) -> TaclBackend:
