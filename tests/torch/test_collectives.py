@@ -423,7 +423,22 @@ def test_errors():
     raises("tacl's own message reaches Python",
            lambda: dist.all_reduce(torch.ones(4), op=R.BAND),
            ["tacl", "float32"])
-    # The communicator still works after refused calls.
+    # shutdown, and abort where the group has its own bootstrap (a split
+    # shares its parent's connections, which an abort would close): the
+    # backend refuses later calls, naming why.
+    for how in ("shutdown", "abort"):
+        h = dist.new_group(list(range(WORLD)))
+        b = h._get_backend(torch.device("cpu"))
+        t = torch.ones(2)
+        dist.all_reduce(t, group=h)
+        if how == "abort" and b._from_split():
+            continue
+        dist.barrier(group=GLOO)
+        getattr(b, how)()
+        raises(f"no calls after {how}",
+               lambda: dist.all_reduce(torch.ones(2), group=h),
+               ["aborted or shut down"])
+    # The default communicator still works after refused calls.
     t = torch.ones(3)
     dist.all_reduce(t)
     check("usable after errors", same(t, torch.full((3,), float(WORLD))))
