@@ -11,6 +11,7 @@ packages=(
     iproute2
     libopenblas-dev         # the training engine (engine/)
     clang libclang-rt-dev   # .ci/run's libFuzzer harnesses (libFuzzer)
+    python3-venv python3-dev g++   # the PyTorch binding (tools/torch-venv.sh)
 )
 missing=()
 for p in "${packages[@]}"; do

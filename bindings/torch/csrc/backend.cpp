@@ -1,0 +1,1443 @@
+/*
+ * The torch.distributed backend "tacl": a c10d::Backend whose collectives
+ * are tacl's non-blocking calls on CPU tensors.
+ *
+ * Each operation starts one tacl request (several calls become one
+ * request through tacl_group_start/end_nb) and returns a TaclWork that
+ * owns it.  A Work's future must complete without anyone calling wait
+ * (DDP chains its gradient buckets on them), so a completion thread of
+ * this module, shared by every communicator of the process, finishes
+ * requests in the background: with the library's request callbacks and
+ * progress thread when libtacl has them (tacl_request_set_callback), by
+ * testing pending requests otherwise.  Whoever finishes a request first,
+ * that thread or a caller of wait(), runs the Work's epilogue (copies into
+ * non-contiguous or list outputs) and marks its future.
+ *
+ * What tacl cannot serve (other devices, dtypes tacl lacks, tagged
+ * point-to-point, receive from any source) raises an error that names it.
+ */
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pybind11/chrono.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/python.h>
+
+extern "C" {
+#include <tacl.h>
+}
+
+namespace py = pybind11;
+
+namespace tacl_torch {
+
+using c10d::OpType;
+using c10d::ReduceOp;
+using Ms = std::chrono::milliseconds;
+
+/* ---- calls of libtacl that may be missing from an older library ---- */
+
+/*
+ * tacl_comm_init_rank_config, tacl_comm_split_config and
+ * tacl_request_set_callback came with per-communicator configuration; a
+ * library without them still serves everything, with the environment's
+ * timeout and the polling completion thread.  They are looked up in the
+ * libtacl this module was linked with.
+ */
+struct Optional {
+    decltype(&tacl_comm_init_rank_config) init_rank_config = nullptr;
+    decltype(&tacl_comm_split_config) split_config = nullptr;
+    decltype(&tacl_request_set_callback) set_callback = nullptr;
+
+    Optional()
+    {
+        Dl_info info;
+        void *lib = nullptr;
+        if (dladdr(reinterpret_cast<void *>(&tacl_get_version), &info) &&
+            info.dli_fname != nullptr)
+            lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+        if (lib == nullptr)
+            return;
+        init_rank_config = reinterpret_cast<decltype(init_rank_config)>(
+            dlsym(lib, "tacl_comm_init_rank_config"));
+        split_config = reinterpret_cast<decltype(split_config)>(
+            dlsym(lib, "tacl_comm_split_config"));
+        set_callback = reinterpret_cast<decltype(set_callback)>(
+            dlsym(lib, "tacl_request_set_callback"));
+        /* The handle stays open for the life of the process. */
+    }
+};
+
+static const Optional &optional()
+{
+    static const Optional o;
+    return o;
+}
+
+/*
+ * Drops the GIL for a blocking call when this thread holds it: the
+ * constructors run from Python (holding it) and from c10d's split (which
+ * may not).
+ */
+struct NoGil {
+    PyThreadState *saved = PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+    NoGil() = default;
+    NoGil(const NoGil &) = delete;
+    NoGil &operator=(const NoGil &) = delete;
+    ~NoGil()
+    {
+        if (saved != nullptr)
+            PyEval_RestoreThread(saved);
+    }
+};
+
+/* ---- errors ---- */
+
+/*
+ * tacl's own message for a failed call on comm: the communicator's last
+ * error, else the thread's, else the status string.
+ */
+static std::string tacl_message(tacl_comm_t comm, tacl_status_t s)
+{
+    const char *m = comm != nullptr ? tacl_comm_last_error(comm) : nullptr;
+    if (m == nullptr || *m == '\0')
+        m = tacl_last_error();
+    if (m == nullptr || *m == '\0')
+        m = tacl_status_string(s);
+    return std::string(m) + " [" + tacl_status_string(s) + "]";
+}
+
+[[noreturn]] static void fail(const std::string &what, tacl_comm_t comm,
+                              tacl_status_t s)
+{
+    C10_THROW_ERROR(DistBackendError, "tacl: " + what + ": " +
+                                          tacl_message(comm, s));
+}
+
+[[noreturn]] static void unsupported(const std::string &what)
+{
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tacl backend: ", what);
+}
+
+/* ---- the communicator, shared by a backend and its works ---- */
+
+struct Comm {
+    tacl_comm_t comm = nullptr;
+    std::atomic<bool> aborted{false}; /* aborted or destroyed */
+    std::atomic<bool> shut{false};    /* shut down: no new operations */
+    bool callbacks = false; /* the library completes requests for us */
+
+    ~Comm()
+    {
+        if (comm != nullptr && !aborted.load())
+            tacl_comm_destroy(comm);
+    }
+};
+
+/* ---- works and the completion thread ---- */
+
+class TaclWork;
+
+/*
+ * One thread per process finishes requests nobody waits for.  In callback
+ * mode the library's callback only queues the work here (a callback must
+ * not call tacl, and marking a future runs arbitrary Python); the thread
+ * then finishes it.  In polling mode the thread tests its pending works,
+ * yielding while they move and sleeping briefly when they do not.
+ */
+class Completer {
+  public:
+    static Completer &get()
+    {
+        /* Never destroyed: the thread may outlive static destructors. */
+        static Completer *c = new Completer();
+        return *c;
+    }
+
+    void poll(c10::intrusive_ptr<TaclWork> w);
+    void ready(TaclWork *w);
+
+    /*
+     * At interpreter exit (atexit): the thread stops between two rounds
+     * and keeps what it holds.  Marking a future or dropping the last
+     * reference to one may take the GIL, and a thread that takes it while
+     * Python finalizes is unwound by pthread_exit, which ends the process
+     * with "terminate called without an active exception".
+     */
+    void stop()
+    {
+        std::unique_lock<std::mutex> l(mu_);
+        stop_ = true;
+        cv_.notify_all();
+        stopped_cv_.wait_for(l, std::chrono::seconds(10),
+                             [this] { return stopped_; });
+    }
+
+  private:
+    Completer() : thread_([this] { loop(); }) { thread_.detach(); }
+    void loop();
+
+    std::mutex mu_;
+    std::condition_variable cv_, stopped_cv_;
+    bool stop_ = false, stopped_ = false;
+    std::vector<c10::intrusive_ptr<TaclWork>> polled_;
+    std::deque<c10::intrusive_ptr<TaclWork>> ready_;
+    std::thread thread_;
+};
+
+class TaclWork : public c10d::Work {
+  public:
+    TaclWork(std::shared_ptr<Comm> comm, int rank, OpType type,
+             const char *title, std::vector<at::Tensor> outputs)
+        : c10d::Work(rank, type, title), comm_(std::move(comm)),
+          outputs_(std::move(outputs)),
+          future_(c10::make_intrusive<c10::ivalue::Future>(
+              c10::ListType::create(c10::TensorType::get())))
+    {
+    }
+
+    ~TaclWork() override
+    {
+        if (req_ != nullptr && done_)
+            tacl_request_free(req_);
+    }
+
+    /* Tensors the operation reads or writes besides the outputs. */
+    void keep(const at::Tensor &t) { keep_.push_back(t); }
+    /* Run after success, before the future completes. */
+    void then(std::function<void()> f) { epilogue_.push_back(std::move(f)); }
+    /* Writes into tmp go to dst at completion (dst not contiguous). */
+    void copy_back(const at::Tensor &tmp, const at::Tensor &dst)
+    {
+        then([tmp, dst]() mutable { dst.copy_(tmp); });
+    }
+
+    /* Adopt the request just started; null: it already completed. */
+    void start(tacl_request_t req, const char *what)
+    {
+        what_ = what;
+        if (req == nullptr) {
+            finish(TACL_OK);
+            return;
+        }
+        req_ = req;
+        c10::intrusive_ptr<TaclWork> self =
+            c10::intrusive_ptr<TaclWork>::reclaim_copy(this);
+        if (comm_->callbacks) {
+            /* The callback holds a reference until it has run. */
+            TaclWork *held = c10::intrusive_ptr<TaclWork>(self).release();
+            if (optional().set_callback(req, on_done, held) != TACL_OK)
+                c10::intrusive_ptr<TaclWork>::reclaim(held);
+        }
+        /* Tested as well: a library whose progress thread is missing or
+         * slow still completes the future. */
+        Completer::get().poll(std::move(self));
+    }
+
+    bool isCompleted() override
+    {
+        std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
+        if (!l.owns_lock() || done_)
+            return done_;
+        bool fire = false;
+        int d = 0;
+        tacl_status_t s = tacl_request_test(req_, &d);
+        if (d || s < 0)
+            fire = complete_locked(s);
+        l.unlock();
+        if (fire)
+            mark_future();
+        return done_;
+    }
+
+    bool isSuccess() const override { return done_ && !error_; }
+    std::exception_ptr exception() const override { return error_; }
+    std::vector<at::Tensor> result() override { return outputs_; }
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
+    {
+        return future_;
+    }
+
+    bool wait(Ms timeout) override
+    {
+        std::unique_lock<std::mutex> l(mu_);
+        bool fire = false;
+        if (!done_) {
+            tacl_status_t s;
+            if (timeout == kNoTimeout) {
+                s = tacl_request_wait(req_);
+            } else {
+                auto end = std::chrono::steady_clock::now() + timeout;
+                int d = 0;
+                while ((s = tacl_request_test(req_, &d)) == TACL_OK && !d) {
+                    if (std::chrono::steady_clock::now() >= end)
+                        C10_THROW_ERROR(DistBackendError,
+                                        std::string("tacl: ") + what_ +
+                                            ": not complete after " +
+                                            std::to_string(timeout.count()) +
+                                            " ms");
+                    std::this_thread::yield();
+                }
+            }
+            fire = complete_locked(s);
+        }
+        l.unlock();
+        if (fire)
+            mark_future();
+        if (error_)
+            std::rethrow_exception(error_);
+        return true;
+    }
+
+    void abort() override
+    {
+        if (!comm_->aborted.exchange(true))
+            tacl_comm_abort(comm_->comm);
+    }
+
+    /* The completion thread, polling mode: true once done. */
+    bool poll_once()
+    {
+        std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
+        if (!l.owns_lock())
+            return false; /* a waiter is finishing it */
+        if (done_)
+            return true;
+        int d = 0;
+        tacl_status_t s = tacl_request_test(req_, &d);
+        if (!d && s >= 0)
+            return false;
+        bool fire = complete_locked(s);
+        l.unlock();
+        if (fire)
+            mark_future();
+        return true;
+    }
+
+    /* The completion thread, callback mode. */
+    void finish_from_callback()
+    {
+        std::unique_lock<std::mutex> l(mu_);
+        bool fire = complete_locked(cb_status_);
+        l.unlock();
+        if (fire)
+            mark_future();
+    }
+
+  private:
+    static void on_done(tacl_request_t, tacl_status_t s, void *arg)
+    {
+        TaclWork *w = static_cast<TaclWork *>(arg);
+        w->cb_status_ = s;
+        Completer::get().ready(w); /* takes over the reference */
+    }
+
+    void finish(tacl_status_t s)
+    {
+        std::unique_lock<std::mutex> l(mu_);
+        bool fire = complete_locked(s);
+        l.unlock();
+        if (fire)
+            mark_future();
+    }
+
+    /* With mu_ held: record the outcome once; true if this call did. */
+    bool complete_locked(tacl_status_t s)
+    {
+        if (done_)
+            return false;
+        if (s < 0 && !comm_->aborted.load()) {
+            try {
+                fail(what_, comm_->comm, s);
+            } catch (...) {
+                error_ = std::current_exception();
+            }
+        } else if (s < 0) {
+            error_ = std::make_exception_ptr(c10::DistBackendError(
+                {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                std::string("tacl: ") + what_ +
+                    ": the communicator was aborted"));
+        } else {
+            try {
+                for (auto &f : epilogue_)
+                    f();
+            } catch (...) {
+                error_ = std::current_exception();
+            }
+        }
+        epilogue_.clear();
+        done_ = true;
+        return true;
+    }
+
+    void mark_future()
+    {
+        if (error_)
+            future_->setError(error_);
+        else
+            future_->markCompleted(c10::IValue(outputs_));
+    }
+
+    std::shared_ptr<Comm> comm_;
+    std::vector<at::Tensor> outputs_, keep_;
+    std::vector<std::function<void()>> epilogue_;
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+    const char *what_ = "";
+    tacl_request_t req_ = nullptr;
+    std::mutex mu_;
+    std::atomic<bool> done_{false};
+    tacl_status_t cb_status_ = TACL_OK;
+    std::exception_ptr error_;
+};
+
+void Completer::poll(c10::intrusive_ptr<TaclWork> w)
+{
+    std::lock_guard<std::mutex> l(mu_);
+    polled_.push_back(std::move(w));
+    cv_.notify_one();
+}
+
+void Completer::ready(TaclWork *w)
+{
+    std::lock_guard<std::mutex> l(mu_);
+    ready_.push_back(c10::intrusive_ptr<TaclWork>::reclaim(w));
+    cv_.notify_one();
+}
+
+void Completer::loop()
+{
+    int idle = 0;
+    for (;;) {
+        std::vector<c10::intrusive_ptr<TaclWork>> polled;
+        std::deque<c10::intrusive_ptr<TaclWork>> ready;
+        {
+            std::unique_lock<std::mutex> l(mu_);
+            cv_.wait(l, [this] {
+                return stop_ || !polled_.empty() || !ready_.empty();
+            });
+            if (stop_) {
+                stopped_ = true;
+                stopped_cv_.notify_all();
+                return;
+            }
+            polled.swap(polled_);
+            ready.swap(ready_);
+        }
+        for (auto &w : ready)
+            w->finish_from_callback();
+        ready.clear(); /* may free works: outside the lock */
+        bool moved = false;
+        std::vector<c10::intrusive_ptr<TaclWork>> pending;
+        for (auto &w : polled) {
+            if (w->poll_once())
+                moved = true;
+            else
+                pending.push_back(std::move(w));
+        }
+        polled.clear();
+        if (!pending.empty()) {
+            std::lock_guard<std::mutex> l(mu_);
+            for (auto &w : pending)
+                polled_.push_back(std::move(w));
+        }
+        pending.clear();
+        /* Testing drives progress; back off when nothing moves. */
+        idle = moved ? 0 : idle + 1;
+        if (idle > 64)
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        else if (idle > 0)
+            std::this_thread::yield();
+    }
+}
+
+/* ---- tensors and types ---- */
+
+static tacl_dtype_t dtype_of(at::ScalarType t, const char *what)
+{
+    switch (t) {
+    case at::kChar: return TACL_INT8;
+    case at::kByte: return TACL_UINT8;
+    case at::kBool: return TACL_UINT8;
+    case at::kInt: return TACL_INT32;
+    case at::kUInt32: return TACL_UINT32;
+    case at::kLong: return TACL_INT64;
+    case at::kUInt64: return TACL_UINT64;
+    case at::kHalf: return TACL_FLOAT16;
+    case at::kBFloat16: return TACL_BFLOAT16;
+    case at::kFloat: return TACL_FLOAT32;
+    case at::kDouble: return TACL_FLOAT64;
+    default:
+        unsupported(std::string(what) + ": tacl has no dtype " +
+                    c10::toString(t));
+    }
+}
+
+/* A tensor as tacl sees it: complex tensors as their real pairs. */
+struct View {
+    at::Tensor t; /* contiguous, what tacl reads or writes */
+    tacl_dtype_t dtype;
+    size_t count;
+    void *ptr() const { return t.data_ptr(); }
+};
+
+static void check_device(const at::Tensor &t, const char *what)
+{
+    if (!t.device().is_cpu())
+        unsupported(std::string(what) + ": tacl serves CPU tensors only, got " +
+                    t.device().str() +
+                    " (use a backend string such as \"cpu:tacl,cuda:nccl\")");
+    if (t.is_sparse())
+        unsupported(std::string(what) + ": sparse tensors");
+}
+
+static View view_of(at::Tensor t, const char *what)
+{
+    check_device(t, what);
+    if (t.is_complex())
+        t = at::view_as_real(t);
+    return View{t, dtype_of(t.scalar_type(), what),
+                static_cast<size_t>(t.numel())};
+}
+
+/* An input: read only, a contiguous copy if it is not contiguous. */
+static View readable(const at::Tensor &t, const char *what)
+{
+    return view_of(t.contiguous(), what);
+}
+
+/* An output (or in-out): a contiguous stand-in copied back at the end. */
+static View writable(TaclWork &w, const at::Tensor &t, const char *what,
+                     bool read_too)
+{
+    if (t.is_contiguous())
+        return view_of(t, what);
+    at::Tensor tmp = read_too ? t.contiguous()
+                              : at::empty(t.sizes(), t.options());
+    w.copy_back(tmp, t);
+    return view_of(tmp, what);
+}
+
+static at::Tensor flat_like(const at::Tensor &t, int64_t n)
+{
+    return at::empty({n}, t.options());
+}
+
+static void same_type(const at::Tensor &a, const at::Tensor &b,
+                      const char *what)
+{
+    TORCH_CHECK(a.scalar_type() == b.scalar_type(), "tacl backend: ", what,
+                ": tensors of different dtypes (", a.scalar_type(), ", ",
+                b.scalar_type(), ")");
+}
+
+/* Tensors of one list entry and its peer: same dtype and size. */
+static void same_size(const at::Tensor &a, const at::Tensor &b,
+                      const char *what)
+{
+    same_type(a, b, what);
+    TORCH_CHECK(a.numel() == b.numel(), "tacl backend: ", what, ": a tensor "
+                "of ", a.numel(), " elements where ", b.numel(),
+                " are expected");
+}
+
+static void single(const std::vector<at::Tensor> &v, const char *what)
+{
+    TORCH_CHECK(v.size() == 1, "tacl backend: ", what,
+                " takes one tensor per process, got ", v.size());
+}
+
+struct Op {
+    tacl_op_t op;
+    double premul = 1.0;
+    bool scale = false;
+};
+
+/* c10d's ReduceOp on a dtype, as a tacl op (PREMUL_SUM scales, then sums). */
+static Op op_of(const ReduceOp &r, const at::Tensor &t, const char *what)
+{
+    bool boolean = t.scalar_type() == at::kBool;
+    bool cplx = t.is_complex();
+    Op o{TACL_SUM};
+    switch (r.op_) {
+    case ReduceOp::SUM: o.op = TACL_SUM; break;
+    case ReduceOp::AVG: o.op = TACL_AVG; break;
+    case ReduceOp::PRODUCT: o.op = TACL_PROD; break;
+    case ReduceOp::MIN: o.op = TACL_MIN; break;
+    case ReduceOp::MAX: o.op = TACL_MAX; break;
+    case ReduceOp::BAND: o.op = TACL_BAND; break;
+    case ReduceOp::BOR: o.op = TACL_BOR; break;
+    case ReduceOp::BXOR: o.op = TACL_BXOR; break;
+    case ReduceOp::PREMUL_SUM: {
+        o.op = TACL_SUM;
+        o.scale = true;
+        auto *s = static_cast<c10d::PreMulSumSupplement *>(
+            r.supplement_.get());
+        TORCH_CHECK(s != nullptr, "tacl backend: ", what,
+                    ": PREMUL_SUM without its factor");
+        o.premul = s->tensor_factor.defined()
+                       ? s->tensor_factor.item<double>()
+                       : s->double_factor;
+        break;
+    }
+    default:
+        unsupported(std::string(what) + ": reduce op " +
+                    std::to_string(static_cast<int>(r.op_)));
+    }
+    /* bool rides as uint8 0/1: only ops that keep values in {0, 1}. */
+    if (boolean && !(o.op == TACL_MIN || o.op == TACL_MAX ||
+                     o.op == TACL_BAND || o.op == TACL_BOR ||
+                     o.op == TACL_BXOR))
+        unsupported(std::string(what) + ": bool tensors with " +
+                    tacl_op_name(o.op) + " (use MAX, MIN, BAND, BOR or BXOR)");
+    /* complex rides as real pairs: only element-wise linear ops. */
+    if (cplx && !(o.op == TACL_SUM || o.op == TACL_AVG))
+        unsupported(std::string(what) + ": complex tensors with " +
+                    (o.scale ? "PREMUL_SUM" : tacl_op_name(o.op)));
+    return o;
+}
+
+/* The source of a reduction: a scaled copy for PREMUL_SUM. */
+static View reduce_source(TaclWork &w, const View &v, const Op &o)
+{
+    if (!o.scale)
+        return v;
+    at::Tensor s = v.t.mul(o.premul);
+    w.keep(s);
+    return View{s, v.dtype, v.count};
+}
+
+/* ---- the backend ---- */
+
+class TaclBackend : public c10d::Backend {
+  public:
+    /* Bootstrap through the store: rank 0's unique id goes to the others. */
+    TaclBackend(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+                int size, Ms timeout, const std::string &name)
+        : c10d::Backend(rank, size), timeout_(timeout),
+          name_(name.substr(0, 127))
+    {
+        tacl_unique_id_t id;
+        const std::string key = "tacl_unique_id";
+        NoGil nogil;
+        if (rank == 0) {
+            tacl_status_t s = tacl_get_unique_id(&id);
+            if (s != TACL_OK)
+                fail("tacl_get_unique_id", nullptr, s);
+            store->set(key, std::vector<uint8_t>(id.internal,
+                                                 id.internal + sizeof(id)));
+        } else {
+            std::vector<uint8_t> v = store->get(key);
+            TORCH_CHECK(v.size() == sizeof(id),
+                        "tacl backend: the unique id in the store has ",
+                        v.size(), " bytes, not ", sizeof(id));
+            std::copy(v.begin(), v.end(), id.internal);
+        }
+        comm_ = std::make_shared<Comm>();
+        tacl_config_t cfg = config();
+        tacl_status_t s =
+            optional().init_rank_config
+                ? optional().init_rank_config(size, &id, rank, &cfg,
+                                              &comm_->comm)
+                : tacl_comm_init_rank(size, &id, rank, &comm_->comm);
+        if (s != TACL_OK)
+            fail("tacl_comm_init_rank_config", comm_->comm, s);
+        comm_->callbacks =
+            optional().init_rank_config != nullptr && cfg.progress_thread == 1;
+    }
+
+    /* A member of a split of parent (color, key as tacl_comm_split). */
+    TaclBackend(TaclBackend &parent, int color, int key, int rank, int size,
+                Ms timeout, const std::string &name)
+        : c10d::Backend(rank, size), timeout_(timeout),
+          name_(name.substr(0, 127))
+    {
+        comm_ = std::make_shared<Comm>();
+        tacl_config_t cfg = config();
+        tacl_status_t s = parent.split_comm(color, key, &cfg, &comm_->comm);
+        if (s != TACL_OK)
+            fail("tacl_comm_split_config", parent.comm(), s);
+        TORCH_CHECK(comm_->comm != nullptr,
+                    "tacl backend: split returned no communicator");
+        from_split_ = true;
+        int r = -1, n = -1;
+        tacl_comm_rank(comm_->comm, &r);
+        tacl_comm_size(comm_->comm, &n);
+        TORCH_CHECK(r == rank && n == size, "tacl backend: split gave rank ",
+                    r, " of ", n, ", c10d expects ", rank, " of ", size);
+        comm_->callbacks =
+            optional().split_config != nullptr && cfg.progress_thread == 1;
+    }
+
+    tacl_comm_t comm() const { return comm_->comm; }
+    bool from_split() const { return from_split_; }
+
+    /* tacl_comm_split_config, or tacl_comm_split on an older library. */
+    tacl_status_t split_comm(int color, int key, tacl_config_t *cfg,
+                             tacl_comm_t *out)
+    {
+        NoGil nogil;
+        if (optional().split_config)
+            return optional().split_config(comm(), color, key, cfg, out);
+        if (cfg != nullptr)
+            cfg->progress_thread = 0;
+        return tacl_comm_split(comm(), color, key, out);
+    }
+
+    const std::string getBackendName() const override { return "tacl"; }
+
+    /* What c10d clones and adjusts for split(): timeout and name. */
+    c10::intrusive_ptr<Options> getBackendOptions() override
+    {
+        auto o = c10::make_intrusive<Options>("tacl", timeout_);
+        o->group_name = name_;
+        return o;
+    }
+    bool supportsSplitting() const override { return true; }
+    uint64_t getSequenceNumberForGroup() override { return seq_; }
+
+    c10::intrusive_ptr<c10d::Backend> split(
+        const c10::intrusive_ptr<c10d::Store> &,
+        const std::vector<int> &ranks,
+        const c10::intrusive_ptr<Options> &opts) override
+    {
+        auto it = std::find(ranks.begin(), ranks.end(), getRank());
+        if (it == ranks.end()) {
+            tacl_comm_t none = nullptr;
+            tacl_status_t s =
+                split_comm(TACL_SPLIT_NOCOLOR, 0, nullptr, &none);
+            if (s != TACL_OK)
+                fail("tacl_comm_split", comm(), s);
+            return nullptr;
+        }
+        /* Disjoint groups have distinct smallest ranks: a fine color. */
+        int color = *std::min_element(ranks.begin(), ranks.end());
+        int key = static_cast<int>(it - ranks.begin());
+        Ms t = opts ? opts->timeout : timeout_;
+        std::string name = opts ? opts->group_name : name_ + ":split";
+        return c10::make_intrusive<TaclBackend>(
+            *this, color, key, key, static_cast<int>(ranks.size()), t, name);
+    }
+
+    void abort() override
+    {
+        if (!comm_->aborted.exchange(true))
+            tacl_comm_abort(comm_->comm);
+    }
+
+    /*
+     * New operations are refused from now on.  The communicator goes once
+     * no work holds it (a work's request must be freed before it).
+     */
+    void shutdown() override
+    {
+        comm_->shut = true;
+        if (comm_.use_count() == 1 && comm_->comm != nullptr &&
+            !comm_->aborted.exchange(true)) {
+            NoGil nogil;
+            tacl_comm_destroy(comm_->comm);
+        }
+    }
+
+    /* ---- collectives ---- */
+
+    c10::intrusive_ptr<c10d::Work> broadcast(
+        std::vector<at::Tensor> &tensors,
+        const c10d::BroadcastOptions &opts) override
+    {
+        single(tensors, "broadcast");
+        auto w = work(OpType::BROADCAST, "tacl:broadcast", tensors);
+        View v = writable(*w, tensors[0], "broadcast", true);
+        return run(w, "tacl_broadcast_nb", [&](tacl_request_t *r) {
+            return tacl_broadcast_nb(v.ptr(), v.ptr(), v.count, v.dtype,
+                                     static_cast<int>(opts.rootRank), comm(),
+                                     nullptr, r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> allreduce(
+        std::vector<at::Tensor> &tensors,
+        const c10d::AllreduceOptions &opts) override
+    {
+        single(tensors, "allreduce");
+        return allreduce_list(tensors, opts.reduceOp, OpType::ALLREDUCE,
+                              "tacl:all_reduce");
+    }
+
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor> &tensors,
+        const c10d::AllreduceCoalescedOptions &opts) override
+    {
+        return allreduce_list(tensors, opts.reduceOp,
+                              OpType::ALLREDUCE_COALESCED,
+                              "tacl:all_reduce_coalesced");
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce(
+        std::vector<at::Tensor> &tensors,
+        const c10d::ReduceOptions &opts) override
+    {
+        single(tensors, "reduce");
+        auto w = work(OpType::REDUCE, "tacl:reduce", tensors);
+        Op o = op_of(opts.reduceOp, tensors[0], "reduce");
+        View v = writable(*w, tensors[0], "reduce", true);
+        View src = reduce_source(*w, v, o);
+        return run(w, "tacl_reduce_nb", [&](tacl_request_t *r) {
+            return tacl_reduce_nb(src.ptr(), v.ptr(), v.count, v.dtype, o.op,
+                                  static_cast<int>(opts.rootRank), comm(),
+                                  nullptr, r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> allgather(
+        std::vector<std::vector<at::Tensor>> &outputs,
+        std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &) override
+    {
+        single(inputs, "allgather");
+        one_list(outputs, "allgather", "output tensors");
+        for (auto &t : outputs[0]) {
+            same_size(t, inputs[0], "allgather");
+        }
+        auto w = work(OpType::ALLGATHER, "tacl:all_gather", outputs[0]);
+        View in = readable(inputs[0], "allgather");
+        at::Tensor flat = flat_like(in.t, in.t.numel() * getSize());
+        View out = view_of(flat, "allgather");
+        std::vector<at::Tensor> outs = outputs[0];
+        int64_t n = in.t.numel();
+        w->then([flat, outs, n]() mutable {
+            for (size_t i = 0; i < outs.size(); i++)
+                outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n)
+                                  .view(outs[i].sizes()));
+        });
+        w->keep(in.t);
+        return run(w, "tacl_allgather_nb", [&](tacl_request_t *r) {
+            return tacl_allgather_nb(in.ptr(), out.ptr(), in.count, in.dtype,
+                                     comm(), nullptr, r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> _allgather_base(
+        at::Tensor &output, at::Tensor &input,
+        const c10d::AllgatherOptions &) override
+    {
+        check_gather_sizes(output, input, "all_gather_into_tensor");
+        std::vector<at::Tensor> outs{output};
+        auto w = work(OpType::_ALLGATHER_BASE, "tacl:all_gather_base", outs);
+        View in = input_view(*w, input);
+        View out = writable(*w, output, "all_gather_into_tensor", false);
+        return run(w, "tacl_allgather_nb", [&](tacl_request_t *r) {
+            return tacl_allgather_nb(in.ptr(), out.ptr(), in.count, in.dtype,
+                                     comm(), nullptr, r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &) override
+    {
+        return coalesced(outputs, inputs, nullptr,
+                         OpType::ALLGATHER_INTO_TENSOR_COALESCED);
+    }
+
+    c10::intrusive_ptr<c10d::Work> gather(
+        std::vector<std::vector<at::Tensor>> &outputs,
+        std::vector<at::Tensor> &inputs,
+        const c10d::GatherOptions &opts) override
+    {
+        single(inputs, "gather");
+        int root = static_cast<int>(opts.rootRank);
+        bool is_root = getRank() == root;
+        if (is_root)
+            one_list(outputs, "gather", "output tensors on the root");
+        std::vector<at::Tensor> outs =
+            is_root ? outputs[0] : std::vector<at::Tensor>{};
+        auto w = work(OpType::GATHER, "tacl:gather", outs);
+        View in = input_view(*w, inputs[0]);
+        std::vector<View> dst;
+        for (auto &t : outs) {
+            same_size(t, inputs[0], "gather");
+            dst.push_back(writable(*w, t, "gather", false));
+        }
+        if (is_root)
+            dst[root].t.copy_(in.t.view(dst[root].t.sizes()));
+        return star(w, "gather", root, in, dst, true);
+    }
+
+    c10::intrusive_ptr<c10d::Work> scatter(
+        std::vector<at::Tensor> &outputs,
+        std::vector<std::vector<at::Tensor>> &inputs,
+        const c10d::ScatterOptions &opts) override
+    {
+        single(outputs, "scatter");
+        int root = static_cast<int>(opts.rootRank);
+        bool is_root = getRank() == root;
+        if (is_root)
+            one_list(inputs, "scatter", "input tensors on the root");
+        auto w = work(OpType::SCATTER, "tacl:scatter", outputs);
+        View out = writable(*w, outputs[0], "scatter", false);
+        std::vector<View> src;
+        if (is_root)
+            for (auto &t : inputs[0]) {
+                same_size(t, outputs[0], "scatter");
+                src.push_back(input_view(*w, t));
+            }
+        if (is_root)
+            out.t.copy_(src[root].t.view(out.t.sizes()));
+        return star(w, "scatter", root, out, src, false);
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(
+        std::vector<at::Tensor> &outputs,
+        std::vector<std::vector<at::Tensor>> &inputs,
+        const c10d::ReduceScatterOptions &opts) override
+    {
+        single(outputs, "reduce_scatter");
+        one_list(inputs, "reduce_scatter", "input tensors");
+        auto w = work(OpType::REDUCE_SCATTER, "tacl:reduce_scatter", outputs);
+        Op o = op_of(opts.reduceOp, outputs[0], "reduce_scatter");
+        std::vector<at::Tensor> parts;
+        for (auto &t : inputs[0]) {
+            same_size(t, outputs[0], "reduce_scatter");
+            parts.push_back(t.reshape({-1}));
+        }
+        View in = reduce_source(*w, view_of(at::cat(parts), "reduce_scatter"),
+                                o);
+        w->keep(in.t);
+        View out = writable(*w, outputs[0], "reduce_scatter", false);
+        return run(w, "tacl_reduce_scatter_nb", [&](tacl_request_t *r) {
+            return tacl_reduce_scatter_nb(in.ptr(), out.ptr(), out.count,
+                                          out.dtype, o.op, comm(), nullptr, r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+        at::Tensor &output, at::Tensor &input,
+        const c10d::ReduceScatterOptions &opts) override
+    {
+        check_gather_sizes(input, output, "reduce_scatter_tensor");
+        std::vector<at::Tensor> outs{output};
+        auto w = work(OpType::_REDUCE_SCATTER_BASE,
+                      "tacl:reduce_scatter_base", outs);
+        Op o = op_of(opts.reduceOp, output, "reduce_scatter_tensor");
+        View in = reduce_source(*w, input_view(*w, input), o);
+        View out = writable(*w, output, "reduce_scatter_tensor", false);
+        return run(w, "tacl_reduce_scatter_nb", [&](tacl_request_t *r) {
+            return tacl_reduce_scatter_nb(in.ptr(), out.ptr(), out.count,
+                                          out.dtype, o.op, comm(), nullptr, r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::ReduceScatterOptions &opts) override
+    {
+        return coalesced(outputs, inputs, &opts.reduceOp,
+                         OpType::REDUCE_SCATTER_TENSOR_COALESCED);
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall_base(
+        at::Tensor &output, at::Tensor &input,
+        std::vector<int64_t> &out_splits, std::vector<int64_t> &in_splits,
+        const c10d::AllToAllOptions &) override
+    {
+        same_type(output, input, "all_to_all_single");
+        std::vector<at::Tensor> outs{output};
+        auto w = work(OpType::ALLTOALL_BASE, "tacl:all_to_all", outs);
+        View in = input_view(*w, input);
+        View out = writable(*w, output, "all_to_all_single", false);
+        int n = getSize();
+        if (out_splits.empty() && in_splits.empty()) {
+            TORCH_CHECK(in.count == out.count && in.count % n == 0,
+                        "tacl backend: all_to_all_single: input and output "
+                        "need the same size, divisible by ", n);
+            return run(w, "tacl_alltoall_nb", [&](tacl_request_t *r) {
+                return tacl_alltoall_nb(in.ptr(), out.ptr(), in.count / n,
+                                        in.dtype, comm(), nullptr, r);
+            });
+        }
+        /* Uneven splits: rows of dimension 0, one send and receive each. */
+        std::vector<int64_t> send = splits(in_splits, input, "input");
+        std::vector<int64_t> recv = splits(out_splits, output, "output");
+        size_t srow = input.dim() ? in.count / std::max<int64_t>(input.size(0), 1) : 1;
+        size_t rrow = output.dim() ? out.count / std::max<int64_t>(output.size(0), 1) : 1;
+        size_t es = c10::elementSize(in.t.scalar_type());
+        TORCH_CHECK(srow == rrow, "tacl backend: all_to_all_single: input "
+                                  "and output rows differ in size");
+        return run_group(w, "all_to_all_single", [&]() -> tacl_status_t {
+            size_t so = 0, ro = 0;
+            char *sb = static_cast<char *>(in.ptr());
+            char *rb = static_cast<char *>(out.ptr());
+            for (int p = 0; p < n; p++) {
+                size_t sc = static_cast<size_t>(send[p]) * srow;
+                size_t rc = static_cast<size_t>(recv[p]) * rrow;
+                tacl_status_t s =
+                    post_send(View{in.t, in.dtype, sc}, p, sb + so * es);
+                if (s == TACL_OK)
+                    s = post_recv(View{out.t, out.dtype, rc}, p,
+                                  rb + ro * es);
+                if (s != TACL_OK)
+                    return s;
+                so += sc;
+                ro += rc;
+            }
+            return TACL_OK;
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall(
+        std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllToAllOptions &) override
+    {
+        int n = getSize();
+        TORCH_CHECK(outputs.size() == static_cast<size_t>(n) &&
+                        inputs.size() == static_cast<size_t>(n),
+                    "tacl backend: all_to_all needs ", n,
+                    " input and output tensors");
+        auto w = work(OpType::ALLTOALL, "tacl:all_to_all", outputs);
+        std::vector<View> in, out;
+        for (int p = 0; p < n; p++) {
+            same_type(outputs[p], inputs[p], "all_to_all");
+            in.push_back(input_view(*w, inputs[p]));
+            out.push_back(writable(*w, outputs[p], "all_to_all", false));
+        }
+        return run_group(w, "all_to_all", [&]() -> tacl_status_t {
+            for (int p = 0; p < n; p++) {
+                tacl_status_t s = post_send(in[p], p);
+                if (s == TACL_OK)
+                    s = post_recv(out[p], p);
+                if (s != TACL_OK)
+                    return s;
+            }
+            return TACL_OK;
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors,
+                                        int dst, int tag) override
+    {
+        single(tensors, "send");
+        check_tag(tag, "send");
+        auto w = work(OpType::SEND, "tacl:send", {});
+        View v = input_view(*w, tensors[0]);
+        return run(w, "tacl_send_nb", [&](tacl_request_t *r) {
+            return tacl_send_nb(v.ptr(), v.count, v.dtype, dst, comm(),
+                                nullptr, r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors,
+                                        int src, int tag) override
+    {
+        single(tensors, "recv");
+        check_tag(tag, "recv");
+        auto w = work(OpType::RECV, "tacl:recv", tensors);
+        View v = writable(*w, tensors[0], "recv", false);
+        return run(w, "tacl_recv_nb", [&](tacl_request_t *r) {
+            return tacl_recv_nb(v.ptr(), v.count, v.dtype, src, comm(),
+                                nullptr, r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &,
+                                                 int) override
+    {
+        unsupported("recv from any source (tacl matches a receive to one "
+                    "named peer)");
+    }
+
+    c10::intrusive_ptr<c10d::Work> barrier(
+        const c10d::BarrierOptions &) override
+    {
+        auto w = work(OpType::BARRIER, "tacl:barrier", {});
+        return run(w, "tacl_barrier_nb", [&](tacl_request_t *r) {
+            return tacl_barrier_nb(comm(), nullptr, r);
+        });
+    }
+
+    /* ---- what only tacl offers ---- */
+
+    c10::intrusive_ptr<c10d::Work> allgather_quantized(at::Tensor &output,
+                                                       at::Tensor &input,
+                                                       int bits, int block)
+    {
+        check_gather_sizes(output, input, "all_gather_quantized");
+        std::vector<at::Tensor> outs{output};
+        auto w = work(OpType::_ALLGATHER_BASE, "tacl:all_gather_quantized",
+                      outs);
+        View in = input_view(*w, input);
+        View out = writable(*w, output, "all_gather_quantized", false);
+        tacl_quant_t q{bits, static_cast<uint32_t>(block)};
+        return run(w, "tacl_allgather_quantized_nb", [&](tacl_request_t *r) {
+            return tacl_allgather_quantized_nb(in.ptr(), out.ptr(), in.count,
+                                               in.dtype, &q, comm(), nullptr,
+                                               r);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce_scatter_quantized(
+        at::Tensor &output, at::Tensor &input, const ReduceOp &op, int bits,
+        int block)
+    {
+        check_gather_sizes(input, output, "reduce_scatter_quantized");
+        std::vector<at::Tensor> outs{output};
+        auto w = work(OpType::_REDUCE_SCATTER_BASE,
+                      "tacl:reduce_scatter_quantized", outs);
+        Op o = op_of(op, output, "reduce_scatter_quantized");
+        View in = reduce_source(*w, input_view(*w, input), o);
+        View out = writable(*w, output, "reduce_scatter_quantized", false);
+        tacl_quant_t q{bits, static_cast<uint32_t>(block)};
+        return run(w, "tacl_reduce_scatter_quantized_nb",
+                   [&](tacl_request_t *r) {
+                       return tacl_reduce_scatter_quantized_nb(
+                           in.ptr(), out.ptr(), out.count, out.dtype, o.op,
+                           &q, comm(), nullptr, r);
+                   });
+    }
+
+    c10::intrusive_ptr<c10d::Work> coalesced(std::vector<at::Tensor> &outputs,
+                                             std::vector<at::Tensor> &inputs,
+                                             const ReduceOp *rop, OpType type)
+    {
+        const char *what = rop ? "reduce_scatter_tensor_coalesced"
+                               : "all_gather_into_tensor_coalesced";
+        TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(),
+                    "tacl backend: ", what,
+                    " needs as many outputs as inputs (and at least one)");
+        auto w = work(type, rop ? "tacl:reduce_scatter_coalesced"
+                                : "tacl:all_gather_coalesced",
+                      outputs);
+        Op o{TACL_SUM};
+        if (rop)
+            o = op_of(*rop, outputs[0], what);
+        std::vector<const void *> sb;
+        std::vector<void *> rb;
+        std::vector<size_t> counts;
+        tacl_dtype_t dt = TACL_FLOAT32;
+        for (size_t i = 0; i < inputs.size(); i++) {
+            same_type(inputs[i], inputs[0], what);
+            if (rop)
+                check_gather_sizes(inputs[i], outputs[i], what);
+            else
+                check_gather_sizes(outputs[i], inputs[i], what);
+            View in = input_view(*w, inputs[i]);
+            if (rop)
+                in = reduce_source(*w, in, o);
+            View out = writable(*w, outputs[i], what, false);
+            sb.push_back(in.ptr());
+            rb.push_back(out.ptr());
+            counts.push_back(rop ? out.count : in.count);
+            dt = in.dtype;
+        }
+        int nb = static_cast<int>(sb.size());
+        if (rop)
+            return run(w, "tacl_reduce_scatter_coalesced_nb",
+                       [&](tacl_request_t *r) {
+                           return tacl_reduce_scatter_coalesced_nb(
+                               sb.data(), rb.data(), counts.data(), nb, dt,
+                               o.op, comm(), nullptr, r);
+                       });
+        return run(w, "tacl_allgather_coalesced_nb", [&](tacl_request_t *r) {
+            return tacl_allgather_coalesced_nb(sb.data(), rb.data(),
+                                               counts.data(), nb, dt, comm(),
+                                               nullptr, r);
+        });
+    }
+
+  private:
+    tacl_config_t config() const
+    {
+        tacl_config_t cfg = TACL_CONFIG_INIT;
+        cfg.timeout = static_cast<double>(timeout_.count()) / 1000.0;
+        cfg.name = name_.c_str(); /* at most 127 characters (the ctor) */
+        /* The library completes requests (and calls back) by itself. */
+        cfg.progress_thread = optional().set_callback ? 1 : 0;
+        return cfg;
+    }
+
+    c10::intrusive_ptr<TaclWork> work(OpType type, const char *title,
+                                      std::vector<at::Tensor> outputs)
+    {
+        if (comm_->aborted.load() || comm_->shut.load())
+            C10_THROW_ERROR(DistBackendError,
+                            std::string("tacl: ") + title +
+                                ": the communicator was aborted or shut down");
+        seq_++;
+        return c10::make_intrusive<TaclWork>(comm_, getRank(), type, title,
+                                             std::move(outputs));
+    }
+
+    View input_view(TaclWork &w, const at::Tensor &t)
+    {
+        View v = readable(t, "input");
+        w.keep(v.t);
+        return v;
+    }
+
+    /* Start one request; a failure raises with tacl's message. */
+    c10::intrusive_ptr<c10d::Work> run(
+        const c10::intrusive_ptr<TaclWork> &w, const char *what,
+        const std::function<tacl_status_t(tacl_request_t *)> &start)
+    {
+        tacl_request_t req = nullptr;
+        tacl_status_t s = start(&req);
+        if (s != TACL_OK)
+            fail(what, comm(), s);
+        w->start(req, what);
+        return w;
+    }
+
+    /* Several calls as one group and one request. */
+    c10::intrusive_ptr<c10d::Work> run_group(
+        const c10::intrusive_ptr<TaclWork> &w, const char *what,
+        const std::function<tacl_status_t()> &calls)
+    {
+        return run(w, what, [&](tacl_request_t *r) {
+            tacl_status_t s = tacl_group_start();
+            if (s != TACL_OK)
+                return s;
+            tacl_status_t first = calls();
+            std::string msg = first != TACL_OK ? tacl_message(comm(), first)
+                                               : std::string();
+            s = tacl_group_end_nb(r);
+            if (first != TACL_OK) {
+                /* The group ran what was recorded; let it finish. */
+                if (*r != nullptr) {
+                    tacl_request_wait(*r);
+                    tacl_request_free(*r);
+                    *r = nullptr;
+                }
+                C10_THROW_ERROR(DistBackendError,
+                                std::string("tacl: ") + what + ": " + msg);
+            }
+            return s;
+        });
+    }
+
+    /*
+     * Inside a group an _nb call still wants a request pointer; it gets a
+     * NULL request there (the group's request covers the call).
+     */
+    static tacl_request_t *in_group()
+    {
+        static thread_local tacl_request_t ignored;
+        return &ignored;
+    }
+
+    /* A send or receive of v (at ptr when given) inside a group. */
+    tacl_status_t post_send(const View &v, int peer, void *ptr = nullptr)
+    {
+        return tacl_send_nb(ptr ? ptr : v.ptr(), v.count, v.dtype, peer,
+                            comm(), nullptr, in_group());
+    }
+
+    tacl_status_t post_recv(const View &v, int peer, void *ptr = nullptr)
+    {
+        return tacl_recv_nb(ptr ? ptr : v.ptr(), v.count, v.dtype, peer,
+                            comm(), nullptr, in_group());
+    }
+
+    /*
+     * gather (to_root) and scatter: the root exchanges theirs[p] with each
+     * other rank p, every other rank exchanges mine with the root.
+     */
+    c10::intrusive_ptr<c10d::Work> star(const c10::intrusive_ptr<TaclWork> &w,
+                                        const char *what, int root,
+                                        const View &mine,
+                                        const std::vector<View> &theirs,
+                                        bool to_root)
+    {
+        return run_group(w, what, [&]() -> tacl_status_t {
+            if (getRank() != root)
+                return to_root ? post_send(mine, root) : post_recv(mine, root);
+            for (int p = 0; p < getSize(); p++) {
+                if (p == root)
+                    continue;
+                tacl_status_t s = to_root ? post_recv(theirs[p], p)
+                                          : post_send(theirs[p], p);
+                if (s != TACL_OK)
+                    return s;
+            }
+            return TACL_OK;
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> allreduce_list(
+        std::vector<at::Tensor> &tensors, const ReduceOp &rop, OpType type,
+        const char *title)
+    {
+        TORCH_CHECK(!tensors.empty(), "tacl backend: ", title,
+                    ": no tensors");
+        auto w = work(type, title, tensors);
+        std::vector<View> v, src;
+        std::vector<Op> ops;
+        for (auto &t : tensors) {
+            ops.push_back(op_of(rop, t, "allreduce"));
+            v.push_back(writable(*w, t, "allreduce", true));
+            src.push_back(reduce_source(*w, v.back(), ops.back()));
+        }
+        if (v.size() == 1)
+            return run(w, "tacl_allreduce_nb", [&](tacl_request_t *r) {
+                return tacl_allreduce_nb(src[0].ptr(), v[0].ptr(), v[0].count,
+                                         v[0].dtype, ops[0].op, comm(),
+                                         nullptr, r);
+            });
+        return run_group(w, "allreduce_coalesced", [&]() -> tacl_status_t {
+            for (size_t i = 0; i < v.size(); i++) {
+                tacl_status_t s = tacl_allreduce_nb(
+                    src[i].ptr(), v[i].ptr(), v[i].count, v[i].dtype,
+                    ops[i].op, comm(), nullptr, in_group());
+                if (s != TACL_OK)
+                    return s;
+            }
+            return TACL_OK;
+        });
+    }
+
+    void one_list(const std::vector<std::vector<at::Tensor>> &v,
+                  const char *what, const char *which) const
+    {
+        TORCH_CHECK(v.size() == 1 &&
+                        v[0].size() == static_cast<size_t>(getSize()),
+                    "tacl backend: ", what, " needs one list of ", getSize(),
+                    " ", which);
+    }
+
+    /* big holds getSize() times small's elements, same dtype. */
+    void check_gather_sizes(const at::Tensor &big, const at::Tensor &small,
+                            const char *what)
+    {
+        same_type(big, small, what);
+        TORCH_CHECK(big.numel() == small.numel() * getSize(),
+                    "tacl backend: ", what, ": the larger tensor has ",
+                    big.numel(), " elements, not ", getSize(), " x ",
+                    small.numel());
+    }
+
+    std::vector<int64_t> splits(const std::vector<int64_t> &given,
+                                const at::Tensor &t, const char *which)
+    {
+        int n = getSize();
+        int64_t rows = t.dim() ? t.size(0) : 1;
+        if (given.empty()) {
+            TORCH_CHECK(rows % n == 0, "tacl backend: all_to_all_single: ",
+                        which, " rows (", rows, ") not divisible by ", n);
+            return std::vector<int64_t>(n, rows / n);
+        }
+        TORCH_CHECK(given.size() == static_cast<size_t>(n),
+                    "tacl backend: all_to_all_single: ", which, " splits ",
+                    "need ", n, " entries");
+        int64_t sum = 0;
+        for (int64_t s : given) {
+            TORCH_CHECK(s >= 0, "tacl backend: negative split size");
+            sum += s;
+        }
+        TORCH_CHECK(sum == rows, "tacl backend: all_to_all_single: ", which,
+                    " splits add up to ", sum, ", the tensor has ", rows,
+                    " rows");
+        return given;
+    }
+
+    static void check_tag(int tag, const char *what)
+    {
+        if (tag != 0)
+            unsupported(std::string(what) + " with tag " +
+                        std::to_string(tag) +
+                        ": tacl matches the n-th send to a peer with the "
+                        "n-th receive from it, so only tag 0 is served");
+    }
+
+    std::shared_ptr<Comm> comm_;
+    Ms timeout_;
+    std::string name_;
+    uint64_t seq_ = 0;
+    bool from_split_ = false;
+};
+
+} // namespace tacl_torch
+
+using tacl_torch::TaclBackend;
+
+PYBIND11_MODULE(_C, m)
+{
+    py::module::import("torch.distributed");
+    m.doc() = "tacl collectives as a torch.distributed backend";
+
+    py::class_<TaclBackend, c10d::Backend, c10::intrusive_ptr<TaclBackend>>(
+        m, "TaclBackend")
+        .def(py::init<const c10::intrusive_ptr<c10d::Store> &, int, int,
+                      std::chrono::milliseconds, const std::string &>(),
+             py::arg("store"), py::arg("rank"), py::arg("size"),
+             py::arg("timeout"), py::arg("name"),
+             "Bootstrap a communicator through the c10d store.")
+        .def(py::init([](TaclBackend &parent, int color, int key, int rank,
+                         int size, std::chrono::milliseconds timeout,
+                         const std::string &name) {
+                 return c10::make_intrusive<TaclBackend>(
+                     parent, color, key, rank, size, timeout, name);
+             }),
+             py::arg("parent"), py::arg("color"), py::arg("key"),
+             py::arg("rank"), py::arg("size"), py::arg("timeout"),
+             py::arg("name"),
+             "A communicator split from parent's (tacl_comm_split).")
+        .def(
+            "perform_nocolor_split",
+            [](TaclBackend &b, py::object) {
+                tacl_comm_t none = nullptr;
+                tacl_status_t s =
+                    b.split_comm(TACL_SPLIT_NOCOLOR, 0, nullptr, &none);
+                if (s != TACL_OK)
+                    tacl_torch::fail("tacl_comm_split", b.comm(), s);
+            },
+            py::arg("device") = py::none(),
+            "Take part in a split without joining any new communicator.")
+        .def("_all_gather_quantized", &TaclBackend::allgather_quantized,
+             py::arg("output"), py::arg("input"), py::arg("bits"),
+             py::arg("block"), py::call_guard<py::gil_scoped_release>())
+        .def("_reduce_scatter_quantized",
+             &TaclBackend::reduce_scatter_quantized, py::arg("output"),
+             py::arg("input"), py::arg("op"), py::arg("bits"),
+             py::arg("block"), py::call_guard<py::gil_scoped_release>())
+        .def(
+            "_all_gather_coalesced",
+            [](TaclBackend &b, std::vector<at::Tensor> outs,
+               std::vector<at::Tensor> ins) {
+                return b.coalesced(outs, ins, nullptr,
+                                   c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED);
+            },
+            py::arg("outputs"), py::arg("inputs"),
+            py::call_guard<py::gil_scoped_release>())
+        .def(
+            "_reduce_scatter_coalesced",
+            [](TaclBackend &b, std::vector<at::Tensor> outs,
+               std::vector<at::Tensor> ins, const c10d::ReduceOp &op) {
+                return b.coalesced(
+                    outs, ins, &op,
+                    c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED);
+            },
+            py::arg("outputs"), py::arg("inputs"), py::arg("op"),
+            py::call_guard<py::gil_scoped_release>())
+        .def("_from_split", &TaclBackend::from_split,
+             "True when made by tacl_comm_split, not a new bootstrap.")
+        .def_static(
+            "_stop_completer", [] { tacl_torch::Completer::get().stop(); },
+            py::call_guard<py::gil_scoped_release>(),
+            "Stop the completion thread (at interpreter exit).")
+        .def("_uses_library_callbacks", [](TaclBackend &) {
+            return tacl_torch::optional().set_callback != nullptr;
+        });
+}

@@ -1,0 +1,135 @@
+"""torch.distributed backend "tacl".
+
+Importing this package registers the backend for CPU tensors, so
+
+    torch.distributed.init_process_group("tacl")                # CPU only
+    torch.distributed.init_process_group("cpu:tacl,cuda:nccl")  # mixed
+
+work (torch also finds the backend through the package's entry point
+without an explicit import).  Subgroups: split_group() always splits the
+parent's tacl communicator (tacl_comm_split); new_group() splits it when
+the default group is bound to a device (init_process_group(...,
+device_id=torch.device("cpu", 0))), otherwise c10d builds the group from
+its ranks alone and tacl bootstraps it through the group's store.
+
+Beyond what torch.distributed offers, the functions below run tacl's own
+collectives on a group's communicator: quantized all-gather (qwZ) and
+reduce-scatter (qgZ), and the coalesced forms of all-gather and
+reduce-scatter over lists of tensors of different sizes.
+"""
+from __future__ import annotations
+
+import atexit
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from ._C import TaclBackend
+
+__all__ = [
+    "TaclBackend",
+    "all_gather_quantized",
+    "reduce_scatter_quantized",
+    "all_gather_coalesced",
+    "reduce_scatter_coalesced",
+    "backend_of",
+]
+
+_NAME = "tacl"
+
+
+def _timeout_of(timeout) -> timedelta:
+    if isinstance(timeout, timedelta):
+        return timeout
+    return timedelta(seconds=float(timeout))
+
+
+def _create(dist_opts, backend_options=None):
+    """Creator for register_backend(extended_api=True)."""
+    rank, size = dist_opts.group_rank, dist_opts.group_size
+    timeout = _timeout_of(dist_opts.timeout)
+    name = str(dist_opts.group_id or "tacl")
+    parent = getattr(dist_opts, "split_from", None)
+    ranks = list(dist_opts.global_ranks_in_group or [])
+    if isinstance(parent, TaclBackend) and ranks:
+        # new_group() with a split source: the parent is the default
+        # group, whose ranks are the global ranks.  Non-members call
+        # perform_nocolor_split() (c10d does that for them).
+        return TaclBackend(parent, min(ranks), rank, rank, size, timeout,
+                           name)
+    return TaclBackend(dist_opts.store, rank, size, timeout, name)
+
+
+def _create_plain(store, rank, size, timeout):
+    """Creator for torch versions without the extended API."""
+    return TaclBackend(store, rank, size, _timeout_of(timeout), "tacl")
+
+
+def _register() -> None:
+    if _NAME.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    try:
+        dist.Backend.register_backend(_NAME, _create, extended_api=True,
+                                      devices=["cpu"])
+    except TypeError:
+        dist.Backend.register_backend(_NAME, _create_plain, devices=["cpu"])
+
+
+_register()
+# The completion thread must not touch Python objects while it finalizes.
+atexit.register(TaclBackend._stop_completer)
+
+
+def backend_of(group=None) -> TaclBackend:
+    """The tacl backend serving a group's CPU tensors (default: world)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    backend = pg._get_backend(torch.device("cpu"))
+    if not isinstance(backend, TaclBackend):
+        raise RuntimeError(
+            "tacl_torch: the group's CPU backend is "
+            f"{type(backend).__name__}, not tacl")
+    return backend
+
+
+def _finish(work, async_op):
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def all_gather_quantized(output, input, group=None, bits=8, block=256,
+                         async_op=False):
+    """qwZ all-gather: like all_gather_into_tensor, but every rank's block
+    travels quantized to `bits` (8 or 4) bits with one float32 scale per
+    `block` values; the caller's own block is copied exactly, the others
+    are within half a quantization step.  float32, float16, bfloat16."""
+    work = backend_of(group)._all_gather_quantized(output, input, bits, block)
+    return _finish(work, async_op)
+
+
+def reduce_scatter_quantized(output, input, op=dist.ReduceOp.SUM,
+                             group=None, bits=8, block=256, async_op=False):
+    """qgZ reduce-scatter (SUM or AVG): like reduce_scatter_tensor, with the
+    exchanged partial sums quantized to `bits` bits per value."""
+    work = backend_of(group)._reduce_scatter_quantized(output, input, op,
+                                                       bits, block)
+    return _finish(work, async_op)
+
+
+def all_gather_coalesced(outputs, inputs, group=None, async_op=False):
+    """all_gather_into_tensor over lists: outputs[i] receives every rank's
+    inputs[i]; sizes may differ between list entries.  One tacl operation
+    (tacl_allgather_coalesced)."""
+    work = backend_of(group)._all_gather_coalesced(list(outputs), list(inputs))
+    return _finish(work, async_op)
+
+
+def reduce_scatter_coalesced(outputs, inputs, op=dist.ReduceOp.SUM,
+                             group=None, async_op=False):
+    """reduce_scatter_tensor over lists, as one tacl operation
+    (tacl_reduce_scatter_coalesced)."""
+    work = backend_of(group)._reduce_scatter_coalesced(list(outputs),
+                                                       list(inputs), op)
+    return _finish(work, async_op)

@@ -1,0 +1,536 @@
+"""Every collective of the tacl backend against the same call on gloo.
+
+Run under torchrun (tests/torch/run_torch.sh does it, on 2 and 4 ranks).
+The default group is tacl; a second group over the same ranks is gloo.
+Each check runs the call on both and compares:
+
+- bit for bit wherever the result does not depend on the order of a
+  reduction: every integer type, MIN/MAX, copies, and floating-point
+  sums of small integers (exact in any order, so tacl's and gloo's
+  different reduction orders still agree to the bit);
+- with a tolerance for sums of random floats (rounding depends on the
+  order in which ranks' values are added, and tacl's algorithms add in
+  another order than gloo's), and for the DDP gradients.
+
+Where gloo lacks a dtype or op (AVG, unsigned types, ...) the expected
+result is computed locally from every rank's input, which each rank can
+regenerate from its seed.  Any mismatch is printed and fails the run.
+"""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import tacl_torch
+
+R = dist.ReduceOp
+failures = []
+
+
+def check(name, ok, detail=""):
+    if not ok:
+        failures.append(name)
+        print(f"[rank {RANK}] FAIL {name} {detail}", flush=True)
+
+
+def same(a, b):
+    """Bit-for-bit equality (NaN-free data)."""
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
+def close(a, b, rtol=1e-5, atol=1e-6):
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(),
+                                                 rtol=rtol, atol=atol)
+
+
+def data(rank, n, dtype, salt=0, low=None, high=None):
+    """Rank's deterministic input: small integers in every dtype."""
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=g).bool()
+    lo = 0 if low is None else low
+    hi = (5 if dtype.is_floating_point or dtype.is_complex else 100) \
+        if high is None else high
+    if dtype.is_complex:
+        re = torch.randint(lo, hi, (n,), generator=g).float()
+        im = torch.randint(lo, hi, (n,), generator=g).float()
+        return torch.complex(re, im).to(dtype)
+    return torch.randint(lo, hi, (n,), generator=g).to(dtype)
+
+
+DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64, torch.bool,
+          torch.complex64, torch.uint32, torch.uint64]
+INTS = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.uint32,
+        torch.uint64]
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def local_reduce(ts, op):
+    """The reference reduction of a list of tensors, in float64/int64."""
+    wide = [t.to(torch.float64) if t.dtype.is_floating_point
+            else t.to(torch.int64) for t in ts]
+    out = wide[0].clone()
+    for t in wide[1:]:
+        if op == R.SUM or op == R.AVG:
+            out = out + t
+        elif op == R.PRODUCT:
+            out = out * t
+        elif op == R.MIN:
+            out = torch.minimum(out, t)
+        elif op == R.MAX:
+            out = torch.maximum(out, t)
+        elif op == R.BAND:
+            out = out & t
+        elif op == R.BOR:
+            out = out | t
+        elif op == R.BXOR:
+            out = out ^ t
+    if op == R.AVG:
+        out = out / len(ts) if out.dtype.is_floating_point \
+            else torch.div(out, len(ts), rounding_mode="trunc")
+    return out.to(ts[0].dtype)
+
+
+def reference(fn, expected_fn):
+    """gloo's result, or the local one where gloo refuses the call."""
+    try:
+        return fn(), "gloo"
+    except (RuntimeError, ValueError, TypeError, NotImplementedError):
+        return expected_fn(), "local"
+
+
+# ---------------------------------------------------------------- checks
+
+
+def ops_for(dtype):
+    if dtype == torch.bool:
+        return [R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR]
+    if dtype.is_complex:
+        return [R.SUM, R.AVG]
+    ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX]
+    if dtype.is_floating_point:
+        ops.append(R.AVG)
+    if dtype in INTS:
+        ops += [R.BAND, R.BOR, R.BXOR]
+    return ops
+
+
+def test_allreduce():
+    n = 37
+    for dtype in DTYPES:
+        for op in ops_for(dtype):
+            high = 3 if op == R.PRODUCT else None
+            mine = data(RANK, n, dtype, 1, high=high)
+            ours = mine.clone()
+            dist.all_reduce(ours, op=op)
+            everyone = [data(r, n, dtype, 1, high=high) for r in range(WORLD)]
+
+            def on_gloo():
+                t = mine.clone()
+                dist.all_reduce(t, op=op, group=GLOO)
+                return t
+            ref, src = reference(on_gloo,
+                                 lambda: local_reduce(everyone, op))
+            check(f"all_reduce {dtype} {op} vs {src}", same(ours, ref),
+                  f"{ours[:6]} vs {ref[:6]}")
+    # PREMUL_SUM: scaled by a power of two, exact.
+    for dtype in FLOATS:
+        mine = data(RANK, n, dtype, 2)
+        ours = mine.clone()
+        dist.all_reduce(ours, op=dist._make_nccl_premul_sum(0.5))
+        ref = local_reduce([data(r, n, dtype, 2) * 0.5 for r in range(WORLD)],
+                           R.SUM)
+        check(f"all_reduce {dtype} PREMUL_SUM", same(ours, ref))
+    # Random floats: sums differ in the last bits with the order.
+    g = torch.Generator().manual_seed(RANK)
+    x = torch.randn(100_000, generator=g)
+    ours, theirs = x.clone(), x.clone()
+    dist.all_reduce(ours)
+    dist.all_reduce(theirs, group=GLOO)
+    check("all_reduce random float32 (tolerance)", close(ours, theirs))
+    # Non-contiguous tensors.
+    ours = data(RANK, 64, torch.int32, 3).view(8, 8).t()
+    theirs = ours.contiguous()
+    dist.all_reduce(ours)
+    dist.all_reduce(theirs, group=GLOO)
+    check("all_reduce non-contiguous", not ours.is_contiguous() and
+          same(ours, theirs))
+
+
+def test_allreduce_coalesced():
+    ts = [data(RANK, k, torch.float32, 10 + k) for k in (5, 1000, 33)]
+    ours = [t.clone() for t in ts]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for t in ours:
+            dist.all_reduce(t)
+    cm.wait()
+    for k, t in enumerate(ts):
+        theirs = t.clone()
+        dist.all_reduce(theirs, group=GLOO)
+        check(f"all_reduce coalesced [{k}]", same(ours[k], theirs))
+
+
+def test_broadcast_reduce():
+    for dtype in DTYPES:
+        root = WORLD - 1
+        ours = data(RANK, 19, dtype, 20)
+        dist.broadcast(ours, src=root)
+        check(f"broadcast {dtype}", same(ours, data(root, 19, dtype, 20)))
+    for dtype in [torch.int32, torch.float32, torch.bfloat16]:
+        for op in [R.SUM, R.MAX, R.MIN]:
+            root = 1 % WORLD
+            ours = data(RANK, 23, dtype, 21)
+            dist.reduce(ours, dst=root, op=op)
+            if RANK == root:
+                ref = local_reduce([data(r, 23, dtype, 21)
+                                    for r in range(WORLD)], op)
+                check(f"reduce {dtype} {op}", same(ours, ref))
+
+
+def test_allgather():
+    for dtype in DTYPES:
+        mine = data(RANK, 11, dtype, 30)
+        outs = [torch.empty_like(mine) for _ in range(WORLD)]
+        dist.all_gather(outs, mine)
+        check(f"all_gather {dtype}",
+              all(same(outs[r], data(r, 11, dtype, 30)) for r in range(WORLD)))
+        big = torch.empty(WORLD * 11, dtype=dtype)
+        dist.all_gather_into_tensor(big, mine)
+        check(f"all_gather_into_tensor {dtype}",
+              same(big, torch.cat([data(r, 11, dtype, 30)
+                                   for r in range(WORLD)])))
+    # The coalesced form, against gloo one call at a time.
+    check_coalesced("all_gather_into_tensor", dist.all_gather_into_tensor,
+                    tacl_torch.all_gather_coalesced,
+                    [data(RANK, k, torch.float32, 31 + k) for k in (3, 300)],
+                    lambda t: WORLD * t.numel())
+
+
+def check_coalesced(name, call, export, ins, out_numel):
+    """call(out, inp, group=...) on several tensors through c10d's
+    coalescing manager (one tacl_*_coalesced call), against gloo one call
+    at a time, and against tacl_torch's own coalesced export."""
+    outs = [torch.empty(out_numel(t)) for t in ins]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            call(o, i)
+    cm.wait()
+    for k, (o, i) in enumerate(zip(outs, ins)):
+        ref = torch.empty_like(o)
+        call(ref, i, group=GLOO)
+        check(f"{name} coalesced [{k}] vs gloo", same(o, ref))
+    outs2 = [torch.empty_like(o) for o in outs]
+    export(outs2, ins)
+    check(f"tacl_torch's {name} coalesced",
+          all(same(a, b) for a, b in zip(outs, outs2)))
+
+
+def test_gather_scatter():
+    root = WORLD - 1
+    for dtype in [torch.int64, torch.float16, torch.bool]:
+        mine = data(RANK, 9, dtype, 40)
+        outs = [torch.empty_like(mine) for _ in range(WORLD)] \
+            if RANK == root else None
+        dist.gather(mine, outs, dst=root)
+        if RANK == root:
+            check(f"gather {dtype}", all(same(outs[r], data(r, 9, dtype, 40))
+                                         for r in range(WORLD)))
+        ins = [data(100 + r, 9, dtype, 41) for r in range(WORLD)] \
+            if RANK == root else None
+        out = torch.empty(9, dtype=dtype)
+        dist.scatter(out, ins, src=root)
+        check(f"scatter {dtype}", same(out, data(100 + RANK, 9, dtype, 41)))
+
+
+def test_reduce_scatter():
+    for dtype in [torch.int32, torch.int8, torch.float32, torch.bfloat16,
+                  torch.float64]:
+        for op in [R.SUM, R.MAX, R.MIN]:
+            big = data(RANK, WORLD * 13, dtype, 50)
+            out = torch.empty(13, dtype=dtype)
+            dist.reduce_scatter_tensor(out, big, op=op)
+
+            def on_gloo():
+                t = torch.empty(13, dtype=dtype)
+                dist.reduce_scatter_tensor(t, big, op=op, group=GLOO)
+                return t
+            everyone = [data(r, WORLD * 13, dtype, 50) for r in range(WORLD)]
+            ref, src = reference(
+                on_gloo, lambda: local_reduce(everyone, op)
+                [RANK * 13:(RANK + 1) * 13])
+            check(f"reduce_scatter_tensor {dtype} {op} vs {src}",
+                  same(out, ref))
+            ins = list(big.chunk(WORLD))
+            out2 = torch.empty(13, dtype=dtype)
+            dist.reduce_scatter(out2, ins, op=op)
+            check(f"reduce_scatter list {dtype} {op}", same(out2, ref))
+    # AVG and PREMUL_SUM (exact: power-of-two scales of small integers).
+    big = data(RANK, WORLD * 8, torch.float32, 51)
+    everyone = [data(r, WORLD * 8, torch.float32, 51) for r in range(WORLD)]
+    out = torch.empty(8)
+    dist.reduce_scatter_tensor(out, big, op=R.AVG)
+    check("reduce_scatter_tensor AVG",
+          same(out, local_reduce(everyone, R.AVG)[RANK * 8:(RANK + 1) * 8]))
+    dist.reduce_scatter_tensor(out, big, op=dist._make_nccl_premul_sum(2.0))
+    check("reduce_scatter_tensor PREMUL_SUM",
+          same(out, 2 * local_reduce(everyone, R.SUM)[RANK * 8:(RANK + 1) * 8]))
+    check_coalesced("reduce_scatter_tensor", dist.reduce_scatter_tensor,
+                    tacl_torch.reduce_scatter_coalesced,
+                    [data(RANK, WORLD * k, torch.float32, 52 + k)
+                     for k in (4, 250)],
+                    lambda t: t.numel() // WORLD)
+
+
+def test_alltoall():
+    for dtype in [torch.int32, torch.float32, torch.bfloat16, torch.uint8]:
+        inp = data(RANK, WORLD * 6, dtype, 60).view(WORLD * 3, 2)
+        ours = torch.empty_like(inp)
+        dist.all_to_all_single(ours, inp)
+        theirs = torch.empty_like(inp)
+        dist.all_to_all_single(theirs, inp, group=GLOO)
+        check(f"all_to_all_single even {dtype}", same(ours, theirs))
+    # Uneven: rank r sends (r + p) % 3 + (p == 0) rows to rank p.
+    rows = lambda src, dst: (src + dst) % 3 + (dst == 0)  # noqa: E731
+    send = [rows(RANK, p) for p in range(WORLD)]
+    recv = [rows(p, RANK) for p in range(WORLD)]
+    inp = data(RANK, sum(send) * 3, torch.int64, 61).view(sum(send), 3)
+    ours = torch.empty(sum(recv), 3, dtype=torch.int64)
+    dist.all_to_all_single(ours, inp, recv, send)
+    theirs = torch.empty_like(ours)
+    dist.all_to_all_single(theirs, inp, recv, send, group=GLOO)
+    check("all_to_all_single uneven vs gloo", same(ours, theirs))
+    # List form, tensors of different sizes per peer.
+    ins = [data(RANK, 2 + p, torch.float64, 62 + p) for p in range(WORLD)]
+    outs = [torch.empty(2 + RANK, dtype=torch.float64) for _ in range(WORLD)]
+    dist.all_to_all(outs, ins)
+    check("all_to_all list", all(
+        same(outs[p], data(p, 2 + RANK, torch.float64, 62 + RANK))
+        for p in range(WORLD)))
+
+
+def test_p2p_barrier():
+    nxt, prv = (RANK + 1) % WORLD, (RANK - 1) % WORLD
+    for dtype in [torch.float32, torch.int8, torch.complex64]:
+        out = torch.empty(17, dtype=dtype)
+        reqs = [dist.isend(data(RANK, 17, dtype, 70), nxt),
+                dist.irecv(out, prv)]
+        for q in reqs:
+            q.wait()
+        check(f"send/recv ring {dtype}", same(out, data(prv, 17, dtype, 70)))
+    ops = [dist.P2POp(dist.isend, data(RANK, 5, torch.int32, 71), nxt),
+           dist.P2POp(dist.irecv, torch.empty(5, dtype=torch.int32), prv)]
+    for q in dist.batch_isend_irecv(ops):
+        q.wait()
+    check("batch_isend_irecv", same(ops[1].tensor, data(prv, 5, torch.int32,
+                                                         71)))
+    # The barrier holds everyone until the last rank arrives.
+    if RANK == 0:
+        time.sleep(0.3)
+    t0 = time.monotonic()
+    flag = torch.tensor([time.time()], dtype=torch.float64)
+    dist.barrier()
+    dist.all_reduce(flag, op=R.MAX)
+    check("barrier", RANK == 0 or time.monotonic() - t0 > 0.2,
+          f"left after {time.monotonic() - t0:.3f} s")
+
+
+def test_futures_without_wait():
+    t = data(RANK, 1000, torch.float32, 80)
+    ref = t.clone()
+    dist.all_reduce(ref, group=GLOO)
+    work = dist.all_reduce(t, async_op=True)
+    seen = []
+    work.get_future().then(lambda f: seen.append(f.value()[0].clone()))
+    deadline = time.monotonic() + 30
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)  # nobody calls wait() or is_completed()
+    check("future completes without wait", len(seen) == 1)
+    if seen:
+        check("future value", same(seen[0], ref))
+    # Several in flight at once, including p2p.
+    works = [dist.all_gather_into_tensor(torch.empty(WORLD * 50),
+                                         data(RANK, 50, torch.float32, 81 + k),
+                                         async_op=True) for k in range(4)]
+    done = []
+    for w in works:
+        w.get_future().then(lambda f: done.append(1))
+    deadline = time.monotonic() + 30
+    while len(done) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    check("four futures complete without wait", len(done) == 4)
+
+
+def test_subgroups():
+    # new_group of ranks 0 and 1 (every rank calls it).
+    g = dist.new_group([0, 1])
+    if RANK < 2:
+        t = data(RANK, 10, torch.int64, 90)
+        dist.all_reduce(t, group=g)
+        check("new_group([0,1]) all_reduce",
+              same(t, data(0, 10, torch.int64, 90) +
+                   data(1, 10, torch.int64, 90)))
+        b = g._get_backend(torch.device("cpu"))
+        check("new_group backend is tacl",
+              isinstance(b, tacl_torch.TaclBackend))
+        # Bound to a device, c10d hands the backend its split source.
+        check("new_group made by split when bound",
+              b._from_split() == BOUND, f"from split: {b._from_split()}")
+    # split_group: halves (or the pair and the rest), split from the
+    # parent's tacl communicator.
+    halves = [list(range(0, WORLD // 2)), list(range(WORLD // 2, WORLD))] \
+        if WORLD >= 4 else [[0, 1]]
+    s = dist.split_group(split_ranks=halves)
+    mine = next(h for h in halves if RANK in h)
+    check("split_group membership", s is not None and
+          dist.get_world_size(s) == len(mine))
+    check("split_group made by tacl_comm_split",
+          s._get_backend(torch.device("cpu"))._from_split())
+    t = data(RANK, 10, torch.int32, 91)
+    dist.all_reduce(t, group=s)
+    check("split_group all_reduce",
+          same(t, local_reduce([data(r, 10, torch.int32, 91) for r in mine],
+                               R.SUM)))
+    big = torch.empty(len(mine) * 4)
+    dist.all_gather_into_tensor(big, torch.full((4,), float(RANK)), group=s)
+    check("split_group all_gather_into_tensor",
+          same(big, torch.cat([torch.full((4,), float(r)) for r in mine])))
+
+
+def test_errors():
+    def raises(name, fn, words):
+        try:
+            fn()
+        except Exception as err:  # noqa: BLE001
+            msg = str(err)
+            check(name, all(w in msg for w in words),
+                  f"message {msg!r} lacks {words}")
+            return
+        check(name, False, "no error raised")
+    raises("int16 is refused, naming the dtype",
+           lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)),
+           ["tacl", "Short"])
+    raises("tagged send is refused",
+           lambda: dist.send(torch.ones(2), (RANK + 1) % WORLD, tag=7),
+           ["tag 7"])
+    raises("bool SUM is refused",
+           lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool)),
+           ["bool", "sum"])
+    # A tacl error carries tacl's message: BAND on float32.
+    raises("tacl's own message reaches Python",
+           lambda: dist.all_reduce(torch.ones(4), op=R.BAND),
+           ["tacl", "float32"])
+    # shutdown, and abort where the group has its own bootstrap (a split
+    # shares its parent's connections, which an abort would close): the
+    # backend refuses later calls, naming why.
+    for how in ("shutdown", "abort"):
+        h = dist.new_group(list(range(WORLD)))
+        b = h._get_backend(torch.device("cpu"))
+        t = torch.ones(2)
+        dist.all_reduce(t, group=h)
+        if how == "abort" and b._from_split():
+            continue
+        dist.barrier(group=GLOO)
+        getattr(b, how)()
+        raises(f"no calls after {how}",
+               lambda: dist.all_reduce(torch.ones(2), group=h),
+               ["aborted or shut down"])
+    # The default communicator still works after refused calls.
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check("usable after errors", same(t, torch.full((3,), float(WORLD))))
+
+
+def test_quantized():
+    x = torch.linspace(-1, 1, 512) * (RANK + 1)
+    out = torch.empty(WORLD * 512)
+    tacl_torch.all_gather_quantized(out, x, bits=8, block=128)
+    exact = torch.cat([torch.linspace(-1, 1, 512) * (r + 1)
+                       for r in range(WORLD)])
+    # Own block exact; the others within half a step of an 8-bit scale.
+    check("all_gather_quantized own block exact",
+          same(out[RANK * 512:(RANK + 1) * 512], x))
+    check("all_gather_quantized within a step",
+          close(out, exact, rtol=0, atol=WORLD / 127.0))
+    big = torch.linspace(-1, 1, WORLD * 256) * (RANK + 1)
+    rs = torch.empty(256)
+    tacl_torch.reduce_scatter_quantized(rs, big, bits=8, block=256)
+    ref = torch.empty(256)
+    dist.reduce_scatter_tensor(ref, big, group=GLOO)
+    check("reduce_scatter_quantized near gloo's sum",
+          close(rs, ref, rtol=0, atol=0.1 * WORLD))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(32, 64)
+        self.b = nn.Linear(64, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def ddp_grads(group):
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(Net(), process_group=group,
+                                                bucket_cap_mb=0.01)
+    g = torch.Generator().manual_seed(100 + RANK)
+    x, y = torch.randn(16, 32, generator=g), torch.randn(16, 8, generator=g)
+    nn.functional.mse_loss(model(x), y).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_ddp():
+    ours = ddp_grads(dist.group.WORLD)
+    theirs = ddp_grads(GLOO)
+    flat = torch.cat([g.reshape(-1) for g in ours])
+    everyone = [torch.empty_like(flat) for _ in range(WORLD)]
+    dist.all_gather(everyone, flat, group=GLOO)
+    check("DDP gradients identical on every rank",
+          all(same(everyone[0], e) for e in everyone))
+    # Summed in another order than gloo's: equal within rounding.
+    check("DDP gradients equal gloo's", all(close(a, b) for a, b in
+                                            zip(ours, theirs)))
+
+
+def main():
+    global RANK, WORLD, GLOO, BOUND
+    # --bind: the default group bound to a device, as NCCL users do; then
+    # new_group() splits the default group's communicator.
+    BOUND = "--bind" in sys.argv[1:]
+    dist.init_process_group(
+        "tacl", device_id=torch.device("cpu", 0) if BOUND else None)
+    RANK, WORLD = dist.get_rank(), dist.get_world_size()
+    GLOO = dist.new_group(backend="gloo")
+    tests = [test_allreduce, test_allreduce_coalesced, test_broadcast_reduce,
+             test_allgather, test_gather_scatter, test_reduce_scatter,
+             test_alltoall, test_p2p_barrier, test_futures_without_wait,
+             test_subgroups, test_errors, test_quantized, test_ddp]
+    only = os.environ.get("TACL_TORCH_TESTS")
+    for t in tests:
+        if only and t.__name__ not in only.split(","):
+            continue
+        t0 = time.monotonic()
+        try:
+            t()
+        except Exception as err:  # noqa: BLE001
+            check(t.__name__, False, f"raised {type(err).__name__}: {err}")
+        if RANK == 0:
+            print(f"{t.__name__}: {time.monotonic() - t0:.2f} s", flush=True)
+    # Every rank's verdict, so rank 0 reports the whole run.
+    bad = torch.tensor([len(failures)])
+    dist.all_reduce(bad, group=GLOO)
+    dist.destroy_process_group()
+    if RANK == 0:
+        print(f"{WORLD} ranks: {'FAILED' if bad.item() else 'all passed'} "
+              f"({bad.item()} failed checks)", flush=True)
+    sys.exit(1 if failures or bad.item() else 0)
+
+
+RANK = WORLD = GLOO = BOUND = None
+if __name__ == "__main__":
+    main()
