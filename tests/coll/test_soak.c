@@ -1,5 +1,5 @@
 /*
- * Randomized soak: TACL_SOAK_OPS (default 10000) random operations on 4
+ * Randomized soak: TT_SOAK_OPS (default 10000) random operations on 4
  * ranks, every result checked bit for bit.  Each operation draws its
  * collective (every one, send/receive pairs and both coalesced calls),
  * communicator (the world or a half of it from a split), count (0, 1, odd,
@@ -9,9 +9,9 @@
  * or with tacl_group_end_nb).  Inputs are the conformance suite's exact
  * values (values.h) at a random offset, so floats are exact too.
  *
- * Every rank draws the same sequence from TACL_SOAK_SEED (printed; a fresh
+ * Every rank draws the same sequence from TT_SOAK_SEED (printed; a fresh
  * one per run when unset), so a failure names the seed and the operation
- * and replays with TACL_SOAK_SEED and TACL_SOAK_OPS.  Only the order in
+ * and replays with TT_SOAK_SEED and TT_SOAK_OPS.  Only the order in
  * which a rank waits for its requests comes from a per-rank generator.
  */
 #define _GNU_SOURCE
@@ -105,6 +105,10 @@ static void draw(tt_rng_t *g, sop_t *o, long index)
     o->sub = tt_rng_next(g) % 4 == 0;
     o->dt = (tacl_dtype_t)(tt_rng_next(g) % TACL_NUM_DTYPES);
     o->op = (tacl_op_t)(tt_rng_next(g) % TACL_NUM_OPS);
+    /* The bitwise ops take integer types only: on a float type draw
+     * among the arithmetic ones. */
+    if (o->op > TACL_AVG && o->dt >= TACL_FLOAT16)
+        o->op = (tacl_op_t)(o->op % (TACL_AVG + 1));
     o->root = (int)(tt_rng_next(g) % NRANKS);
     o->shift = 1 + (int)(tt_rng_next(g) % (NRANKS - 1));
     o->inplace = (unsigned)(tt_rng_next(g) & 0xf);
@@ -324,8 +328,8 @@ static int sop_fail(coll_ctx_t *ctx, const sop_t *o, mode_t_ mode,
     return coll_fail(ctx, "seed %" PRIu64 " op %ld (%s, %s, %s comm size "
                      "%d, dtype %d, op %d, root %d, shift %d, in-place "
                      "mask %x, counts %zu/%zu/%zu/%zu of %d buffers, first "
-                     "%zu): %s; replay with TACL_SOAK_SEED=%" PRIu64
-                     " TACL_SOAK_OPS=%ld", soak_seed, o->index,
+                     "%zu): %s; replay with TT_SOAK_SEED=%" PRIu64
+                     " TT_SOAK_OPS=%ld", soak_seed, o->index,
                      kind_names[o->kind], mode_names[mode],
                      o->sub ? "half" : "world", o->n, (int)o->dt, (int)o->op,
                      o->root, o->shift, o->inplace, o->count[0], o->count[1],
@@ -468,7 +472,7 @@ static long env_long(const char *name, long dflt)
 
 Test(soak, random_operations, .timeout = 900)
 {
-    const char *s = getenv("TACL_SOAK_SEED");
+    const char *s = getenv("TT_SOAK_SEED");
     soak_arg_t arg;
     coll_opts_t opts = {.nranks = NRANKS, .deadline_s = 840,
                         .init = COLL_INIT_AUTO, .arg = &arg};
@@ -483,10 +487,10 @@ Test(soak, random_operations, .timeout = 900)
                    : (uint64_t)ts.tv_nsec * 2654435761u ^ (uint64_t)ts.tv_sec;
     if (arg.seed == 0)
         arg.seed = 1;
-    arg.nops = env_long("TACL_SOAK_OPS", 10000);
-    cr_log_info("soak: %ld operations on %d ranks, TACL_SOAK_SEED=%" PRIu64,
+    arg.nops = env_long("TT_SOAK_OPS", 10000);
+    cr_log_info("soak: %ld operations on %d ranks, TT_SOAK_SEED=%" PRIu64,
                 arg.nops, NRANKS, arg.seed);
-    fprintf(stderr, "soak: %ld operations on %d ranks, TACL_SOAK_SEED=%"
+    fprintf(stderr, "soak: %ld operations on %d ranks, TT_SOAK_SEED=%"
             PRIu64 "\n", arg.nops, NRANKS, arg.seed);
     t0 = coll_now();
     coll_run(&opts, soak_body, res);
