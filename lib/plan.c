@@ -72,9 +72,13 @@ static tacl_status_t plan_copy(tacl__sched_t *dst, const tacl__sched_t *src,
                            "out of memory for a schedule of %u steps",
                            src->nsteps);
     }
-    memcpy(dst->steps, src->steps, steps);
-    memcpy(dst->deps, src->deps, deps);
-    memcpy(dst->bufs, src->bufs, bufs);
+    /* An empty schedule (a zero count) has NULL arrays. */
+    if (steps != 0)
+        memcpy(dst->steps, src->steps, steps);
+    if (deps != 0)
+        memcpy(dst->deps, src->deps, deps);
+    if (bufs != 0)
+        memcpy(dst->bufs, src->bufs, bufs);
     dst->nsteps = dst->steps_cap = src->nsteps;
     dst->ndeps = dst->deps_cap = src->ndeps;
     dst->nbufs = dst->bufs_cap = src->nbufs;
