@@ -5,8 +5,10 @@
 # ring algorithms; the loss of every step equals single-process training
 # on the same global batch within 1e-5 relative, the state bytes of every
 # rank equal PaRO Table 2 and the intra- and inter-node bytes of every
-# step the Table 3 formulas (tests/engine/formulas.sh).  One cluster job
-# per layout runs all the strategies one after the other.
+# step the Table 3 formulas (tests/engine/formulas.sh).  ZeRO-3 with hpZ
+# must match it as closely, ZeRO-3 with hpZ+qwZ+qgZ within the bound
+# test_engine.sh states for it.  One cluster job per layout runs all the
+# strategies one after the other.
 #
 # Skips (exit 77) where `tacl-cluster --check` fails (not root, no
 # namespaces).  ENGINE_LAYOUTS ("2x2 4x2 3x3") picks layouts.
@@ -46,10 +48,15 @@ for layout in ${ENGINE_LAYOUTS:-2x2 4x2 3x3}; do
     "$TRAIN" "${model[@]}" --micro-steps 1 > "$dir/ref.log" 2>&1
     losses_of "$dir/ref.log" > "$dir/ref.loss"
     # Each rank runs every strategy, its output in DIR/STRATEGY.RANK.
+    # Then ZeRO-3 with hpZ (exact) and with hpZ+qwZ+qgZ (quantized).
     TACL_ALGO=$RING_ALGO "$TOOL" --nodes "$nodes" --ranks-per-node "$per" \
         --timeout 500 -- sh -c 'dir=$1; shift; for st in '"$ALL_STRATEGIES"'
             do "$@" --strategy $st > "$dir/$st.$TACL_RANK" 2>&1 || exit 1
-            done' sh "$dir" "$TRAIN" "${model[@]}" > "$dir/job.log" 2>&1
+            done
+            "$@" --strategy GGG --hpz > "$dir/hpZ.$TACL_RANK" 2>&1 || exit 1
+            "$@" --strategy GGG --hpz --qwz --qgz \
+                > "$dir/ZeRO++.$TACL_RANK" 2>&1' \
+        sh "$dir" "$TRAIN" "${model[@]}" > "$dir/job.log" 2>&1
     expect_rc "$layout: every strategy trains" 0 $? || tail -20 "$dir/job.log"
     for st in $ALL_STRATEGIES; do
         cat "$dir/$st".* > "$dir/$st.log" 2>/dev/null
@@ -62,6 +69,21 @@ for layout in ${ENGINE_LAYOUTS:-2x2 4x2 3x3}; do
             tail -5 "$dir/$st.log"
         fi
         check_run "$layout $st" "$dir/$st.log" "$st" $n "$per" $S 0
+    done
+    # The bounds test_engine.sh states: hpZ exact, hpZ+qwZ+qgZ (4-bit
+    # gradients) within 0.15 relative per step.
+    for v in "hpZ:1e-5" "ZeRO++:0.15"; do
+        name=${v%%:*} bound=${v#*:}
+        cat "$dir/$name".* > "$dir/$name.log" 2>/dev/null
+        losses_of "$dir/$name.log" > "$dir/$name.loss"
+        checks=$((checks + 1))
+        if out=$(close_losses "$dir/ref.loss" "$dir/$name.loss" "$bound")
+        then
+            ok "$layout $name: losses within $bound of single-process ($out)"
+        else
+            fail "$layout $name: losses differ ($out)"
+            tail -5 "$dir/$name.log"
+        fi
     done
 done
 finish
