@@ -252,17 +252,15 @@ out:
     return status;
 }
 
-TACL_EXPORT tacl_status_t tacl_comm_set_check(tacl_comm_t comm, int on)
+static tacl_status_t set_check_held(tacl_comm_t comm, int on)
 {
-    tacl_status_t status;
-
-    tacl__last_error_clear();
-    status = tacl__comm_enter(comm);
-    if (status != TACL_OK)
-        return status;
     pthread_mutex_lock(&comm->x.ctx->lock);
     comm->check = on != 0;
     pthread_mutex_unlock(&comm->x.ctx->lock);
-    tacl__comm_leave(comm);
     return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_set_check(tacl_comm_t comm, int on)
+{
+    TACL__COMM_HELD(comm, set_check_held(comm, on));
 }

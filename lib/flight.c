@@ -33,17 +33,15 @@ void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops)
     tacl__flight_begin(&comm->x.flight, &rec);
 }
 
-TACL_EXPORT tacl_status_t tacl_comm_dump_flight(tacl_comm_t comm, void *file)
+static tacl_status_t dump_flight_held(tacl_comm_t comm, void *file)
 {
-    tacl_status_t status;
-
-    tacl__last_error_clear();
-    status = tacl__comm_enter(comm);
-    if (status != TACL_OK)
-        return status;
     pthread_mutex_lock(&comm->x.ctx->lock);
     tacl__flight_dump(&comm->x, "request", (FILE *)file, file == NULL);
     pthread_mutex_unlock(&comm->x.ctx->lock);
-    tacl__comm_leave(comm);
     return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_dump_flight(tacl_comm_t comm, void *file)
+{
+    TACL__COMM_HELD(comm, dump_flight_held(comm, file));
 }
