@@ -377,6 +377,7 @@ Test(callback, runs_once_from_wait, .timeout = 60)
 /* Rank 0's all-reduce waits for rank 1, which never calls; rank 0
  * aborts: the request completes with an error and the callback says so. */
 typedef struct {
+    _Atomic int ready;
     _Atomic int aborted;
 } abort_scratch_t;
 
@@ -390,6 +391,9 @@ static int body_cb_abort(coll_ctx_t *ctx)
     double t0;
 
     if (ctx->rank == 1) {
+        /* Init is collective but does not end at once on every rank: an
+         * abort before rank 1's init returned would fail that init. */
+        atomic_store(&sh->ready, 1);
         for (t0 = coll_now(); !atomic_load(&sh->aborted);) {
             COLL_CHECK(ctx, coll_now() - t0 < 30, "rank 0 never aborted");
             coll_sleep_ms(5);
@@ -403,6 +407,8 @@ static int body_cb_abort(coll_ctx_t *ctx)
     if (ctx->arg != NULL)
         coll_sleep_ms(*(const int *)ctx->arg);
     COLL_CHECK(ctx, atomic_load(&rec.calls) == 0, "called while pending");
+    for (t0 = coll_now(); !atomic_load(&sh->ready); coll_sleep_ms(1))
+        COLL_CHECK(ctx, coll_now() - t0 < 30, "rank 1 never finished init");
     COLL_CHECK_OK(ctx, tacl_comm_abort(ctx->comm));
     ctx->comm = NULL;
     atomic_store(&sh->aborted, 1);
