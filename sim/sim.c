@@ -214,6 +214,8 @@ typedef struct {
     uint32_t slot[SIM_MAX_LINKS];
     uint8_t nl;
     uint8_t kernel;
+    uint8_t pend;     /* its first flow changed: needs a finish event */
+    uint8_t queued;   /* on the list of bundles to update */
 } bundle_t;
 
 typedef struct {
@@ -221,6 +223,7 @@ typedef struct {
     uint32_t flows;   /* bundles with flows on the link */
     uint32_t n, alloc;
     uint32_t *bl;     /* bundles with flows on the link */
+    uint8_t dirty;    /* flows changed since the last settle */
 } link_t;
 
 typedef struct {
@@ -245,6 +248,10 @@ typedef struct {
     link_t *links;
     uint32_t nlinks, *nic_base, fabric_base;
     uint32_t stamp;
+    uint32_t *dlinks;         /* links whose flows changed at now */
+    size_t ndlinks, dlinks_cap;
+    uint32_t *dbundles;       /* bundles whose first flow changed */
+    size_t ndbundles, dbundles_cap;
     uint64_t updates;         /* bundle_update calls, against budget */
     int device;               /* device memory: gpu class inside nodes */
     double now;
@@ -254,7 +261,8 @@ typedef struct {
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem, int *oom)
 {
-    size_t n = *cap ? *cap : 64;
+    /* Small first: a million connections hold one message or two. */
+    size_t n = *cap ? *cap : 4;
     void *q;
 
     if (need <= *cap)
@@ -396,25 +404,80 @@ static void bundle_update(sim_t *s, uint32_t id, int first_changed)
               EV_BUNDLE, id, b->ver);
 }
 
-/* Every bundle on the links of bundle id has a new rate. */
-static void bundles_refresh(sim_t *s, uint32_t id)
+/*
+ * Rates are settled once per instant: a flow that starts or ends marks
+ * the links whose flow counts changed (and its bundle, when its first
+ * flow changed), and before the clock moves on every bundle on a marked
+ * link gets its new rate, once, however many flows came and went at
+ * that instant.  Nothing moves in zero time, so this is the rate each
+ * bundle would have had after updating at every change; when a thousand
+ * connections on a NIC end together, it is one update per bundle instead
+ * of one per bundle and ending.
+ */
+static void *push_id(sim_t *s, uint32_t *arr, size_t *n, size_t *cap,
+                     uint32_t id)
 {
-    bundle_t b = s->bundles[id]; /* a copy: its links, as they were */
+    arr = grow(arr, cap, *n + 1, sizeof(uint32_t), &s->oom);
+    if (!s->oom)
+        arr[(*n)++] = id;
+    return arr;
+}
 
+static void links_touched(sim_t *s, const bundle_t *b)
+{
+    for (int k = 0; k < b->nl; k++) {
+        link_t *l = &s->links[b->link[k]];
+
+        if (l->dirty)
+            continue;
+        l->dirty = 1;
+        s->dlinks = push_id(s, s->dlinks, &s->ndlinks, &s->dlinks_cap,
+                            b->link[k]);
+    }
+}
+
+static void first_changed(sim_t *s, uint32_t id)
+{
+    bundle_t *b = &s->bundles[id];
+
+    b->pend = 1;
+    if (b->queued)
+        return;
+    b->queued = 1;
+    s->dbundles = push_id(s, s->dbundles, &s->ndbundles, &s->dbundles_cap,
+                          id);
+}
+
+static void settle_one(sim_t *s, uint32_t id)
+{
+    bundle_t *g = &s->bundles[id];
+
+    if (g->stamp == s->stamp)
+        return;
+    g->stamp = s->stamp;
+    if (g->n > 0)
+        bundle_update(s, id, g->pend);
+    g->pend = 0;
+}
+
+/* New rates for the bundles on the links marked at now. */
+static void settle(sim_t *s)
+{
     if (++s->stamp == 0)
         s->stamp = 1;
-    for (int k = 0; k < b.nl; k++) {
-        const link_t *l = &s->links[b.link[k]];
+    for (size_t i = 0; i < s->ndlinks; i++) {
+        link_t *l = &s->links[s->dlinks[i]];
 
-        for (uint32_t i = 0; i < l->n; i++) {
-            bundle_t *g = &s->bundles[l->bl[i]];
-
-            if (g->stamp == s->stamp)
-                continue;
-            g->stamp = s->stamp;
-            bundle_update(s, l->bl[i], 0);
-        }
+        l->dirty = 0;
+        for (uint32_t j = 0; j < l->n; j++)
+            settle_one(s, l->bl[j]);
     }
+    for (size_t i = 0; i < s->ndbundles; i++) {
+        s->bundles[s->dbundles[i]].queued = 0;
+        settle_one(s, s->dbundles[i]);
+    }
+    s->ndlinks = 0;
+    s->ndbundles = 0;
 }
 
 /* The bundle of key, made (empty, on no link) when new. */
@@ -518,12 +581,13 @@ static void flow_add(sim_t *s, uint64_t key, uint32_t gid, int kernel,
     n = b->n;
     HEAP_PUSH(item_t, item_less, b->items, n, it);
     b->n = (uint32_t)n;
-    if (n == 1)
+    if (n == 1) {
         for (int k = 0; k < b->nl; k++)
             s->links[b->link[k]].flows++;
-    bundles_refresh(s, id);
+        links_touched(s, b);
+    }
     if (first)
-        bundle_update(s, id, 1);
+        first_changed(s, id);
 }
 
 /* The first flow of bundle id is done: release it. */
@@ -559,12 +623,12 @@ static void flow_done(sim_t *s, uint32_t id)
         }
         b->ver++; /* outdate its pending finish event */
         b->rate = 0;
-        bundles_refresh(s, id);
+        b->pend = 0;
+        links_touched(s, b);
         return;
     }
-    bundles_refresh(s, id);
     /* The next flow is the first now: it needs its own finish event. */
-    bundle_update(s, id, 1);
+    first_changed(s, id);
 }
 
 /* Seconds of engine time a compute step takes, 0 for none. */
@@ -877,8 +941,17 @@ static tacl_status_t simulate(sim_t *s)
         if (s->pending[g] == 0)
             make_ready(s, g);
     drain(s);
-    while (s->nheap > 0 && !s->oom) {
-        ev_t e = heap_pop(s);
+    while (!s->oom) {
+        ev_t e;
+
+        if ((s->ndlinks > 0 || s->ndbundles > 0) &&
+            (s->nheap == 0 || s->heap[0].t > s->now)) {
+            settle(s);
+            continue;
+        }
+        if (s->nheap == 0)
+            break;
+        e = heap_pop(s);
 
         if (s->c->budget != 0 && s->updates > s->c->budget)
             return tacl__error(TACL_ERR_UNSUPPORTED, TUNE,
@@ -929,6 +1002,8 @@ static void sim_free(sim_t *s)
     free(s->table);
     free(s->links);
     free(s->nic_base);
+    free(s->dlinks);
+    free(s->dbundles);
 }
 
 /* Build every rank's schedule of args into s->sched. */
