@@ -780,72 +780,19 @@ static void drain(sim_t *s)
     }
 }
 
-typedef struct {
-    int a, b;
-    uint64_t tag;
-    uint32_t gid;
-} msg_key_t;
-
-static int key_cmp(const void *x, const void *y)
-{
-    const msg_key_t *p = x, *q = y;
-
-    if (p->a != q->a)
-        return p->a < q->a ? -1 : 1;
-    if (p->b != q->b)
-        return p->b < q->b ? -1 : 1;
-    if (p->tag != q->tag)
-        return p->tag < q->tag ? -1 : 1;
-    return p->gid < q->gid ? -1 : p->gid > q->gid;
-}
-
-/* Pairs the k-th send a -> b of a tag with the k-th receive of it. */
+/* Pairs every send with its receive (core's matcher, as simrun's). */
 static tacl_status_t match(sim_t *s)
 {
-    msg_key_t *sends = malloc((s->total + 1) * sizeof(*sends));
-    msg_key_t *recvs = malloc((s->total + 1) * sizeof(*recvs));
-    size_t ns = 0, nr = 0, i;
-    tacl_status_t status = TACL_OK;
+    const tacl__sched_t **v = malloc(((size_t)s->c->nranks + 1) *
+                                     sizeof(*v));
+    tacl_status_t status;
 
-    if (sends == NULL || recvs == NULL) {
-        free(sends);
-        free(recvs);
+    if (v == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, TUNE, "out of memory");
-    }
-    for (uint32_t g = 0; g < s->total; g++) {
-        const tacl__step_t *st = step_of(s, g);
-        msg_key_t k = {(int)s->rank_of[g], st->peer, st->tag, g};
-
-        if (st->kind == TACL__STEP_SEND) {
-            sends[ns++] = k;
-        } else if (st->kind == TACL__STEP_RECV) {
-            k.a = st->peer;
-            k.b = (int)s->rank_of[g];
-            recvs[nr++] = k;
-        }
-    }
-    qsort(sends, ns, sizeof(*sends), key_cmp);
-    qsort(recvs, nr, sizeof(*recvs), key_cmp);
-    for (i = 0; i < ns && i < nr; i++) {
-        const msg_key_t *a = &sends[i], *b = &recvs[i];
-
-        if (a->a != b->a || a->b != b->b || a->tag != b->tag ||
-            step_of(s, a->gid)->bytes != step_of(s, b->gid)->bytes)
-            break;
-        s->partner[a->gid] = b->gid;
-        s->partner[b->gid] = a->gid;
-    }
-    if (i < ns || i < nr) {
-        const msg_key_t *k = i < ns ? &sends[i] : &recvs[i];
-
-        status = tacl__error(TACL_ERR_INTERNAL, TUNE,
-                             "simulator: the schedules do not match: "
-                             "message %d -> %d (tag %llx) has no partner "
-                             "of its length", k->a, k->b,
-                             (unsigned long long)k->tag);
-    }
-    free(sends);
-    free(recvs);
+    for (int r = 0; r < s->c->nranks; r++)
+        v[r] = &s->sched[r];
+    status = tacl__sched_match(v, s->c->nranks, s->off, s->partner);
+    free(v);
     return status;
 }
 
