@@ -124,6 +124,31 @@ Test(sim, kernels_and_sharing)
     tacl__topo_fini(&t);
 }
 
+/*
+ * Many connections ending at one instant: a direct all-gather over 96
+ * nodes of one rank puts 95 connections on every NIC, each at 1/95 of
+ * it, and all 9120 messages end together; the rates are settled once per
+ * instant, and the time is still the closed form alpha + 95 m / bw.
+ */
+Test(sim, many_connections_end_together)
+{
+    tacl__topo_t t;
+    tacl__sim_cluster_t c;
+    tacl__sim_result_t r;
+    tacl__coll_args_t a = args_of(TACL__COLL_ALLGATHER, 4096, 1u << 30);
+    const double alpha = (7 + 3) * 1e-6, m = 4096 * 4.0;
+
+    topo_text(&t, uniform);
+    cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, 96, 1), TACL_OK);
+    cr_assert_eq(tacl__sim_run(&c, &a, "allgather=direct", &r), TACL_OK,
+                 "%s", tacl__last_error());
+    assert_close(r.seconds, alpha + 95 * m / 2e9, 1e-9, "direct, 96 NICs");
+    cr_assert_eq(r.bytes[TACL_LINK_NET], 96 * 95 * (uint64_t)m);
+    cr_assert_eq(r.msgs[TACL_LINK_NET], 96 * 95);
+    tacl__sim_cluster_fini(&c);
+    tacl__topo_fini(&t);
+}
+
 Test(sim, deterministic_and_refuses_bad_clusters)
 {
     tacl__topo_t t;
