@@ -6,9 +6,11 @@
  * a NOP or free kernel completes at once, a kernel becomes a flow on its
  * rank's engine, a send or receive waits for its partner and the pair
  * becomes a message flow after the start-up delay.  A flow's rate is
- * recomputed only when the number of flows on one of its links changes;
+ * recomputed only when the number of flows on one of its links changes,
+ * once per instant however many changes that instant brings (settle());
  * each rate change pushes a new finish event and outdates the old one
- * (events carry the flow's version).
+ * (events carry the flow's version).  Sends and receives are paired by
+ * core's tacl__sched_match, as the tests' schedule runner pairs them.
  */
 #include <stdio.h>
 #include <stdlib.h>
