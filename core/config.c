@@ -74,6 +74,7 @@ static const cfg_type_t config_types[TACL_CFG_COUNT] = {
     [TACL_CFG_BLOCKING] = {CFG_BOOL, 0, NULL},
     [TACL_CFG_PROGRESS_THREAD] = {CFG_BOOL, 0, NULL},
     [TACL_CFG_FLIGHT_RECORDS] = {CFG_INT, 0, NULL},
+    [TACL_CFG_TUNER] = {CFG_WORD, 0, "model|sim"},
 };
 #undef SUBSYS_WORD_
 

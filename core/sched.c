@@ -654,6 +654,109 @@ static const char *const step_kind_names[TACL__STEP_NUM_KINDS] = {
     "send", "recv", "copy", "reduce", "div", "nop",
 };
 
+/* A message as its send or its receive sees it. */
+typedef struct {
+    int a, b;          /* sender, receiver */
+    int owner;         /* the rank whose step it is */
+    uint32_t step;     /* its index there */
+    uint64_t tag;
+} sched_msg_t;
+
+/* By sender, receiver, tag, then the owner's step order. */
+static int sched_msg_cmp(const void *x, const void *y)
+{
+    const sched_msg_t *p = x, *q = y;
+
+    if (p->a != q->a)
+        return p->a < q->a ? -1 : 1;
+    if (p->b != q->b)
+        return p->b < q->b ? -1 : 1;
+    if (p->tag != q->tag)
+        return p->tag < q->tag ? -1 : 1;
+    return p->step < q->step ? -1 : p->step > q->step;
+}
+
+/* Whether message p sorts before q, steps aside. */
+static int sched_msg_before(const sched_msg_t *p, const sched_msg_t *q)
+{
+    return p->a < q->a ||
+           (p->a == q->a && (p->b < q->b || (p->b == q->b && p->tag < q->tag)));
+}
+
+static tacl_status_t sched_unmatched(const tacl__sched_t *const *s,
+                                     const sched_msg_t *m, const char *what)
+{
+    char line[256];
+
+    tacl__sched_step_str(s[m->owner], m->step, line, sizeof(line));
+    return tacl__error(TACL_ERR_INTERNAL, COLL,
+                       "schedules do not match: rank %d has an unmatched "
+                       "%s (%s)", m->owner, what, line);
+}
+
+tacl_status_t tacl__sched_match(const tacl__sched_t *const *s, int n,
+                                const uint32_t *off, uint32_t *partner)
+{
+    uint64_t total = off[n];
+    sched_msg_t *sends = malloc((total + 1) * sizeof(*sends));
+    sched_msg_t *recvs = malloc((total + 1) * sizeof(*recvs));
+    size_t ns = 0, nr = 0, i = 0, j = 0;
+    tacl_status_t status = TACL_OK;
+
+    if (sends == NULL || recvs == NULL) {
+        free(sends);
+        free(recvs);
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "cannot match the messages of %llu steps",
+                           (unsigned long long)total);
+    }
+    for (int r = 0; r < n; r++)
+        for (uint32_t k = 0; k < s[r]->nsteps; k++) {
+            const tacl__step_t *st = &s[r]->steps[k];
+            sched_msg_t m = {r, st->peer, r, k, st->tag};
+
+            if (st->kind == TACL__STEP_SEND) {
+                sends[ns++] = m;
+            } else if (st->kind == TACL__STEP_RECV) {
+                m.a = st->peer;
+                m.b = r;
+                recvs[nr++] = m;
+            }
+        }
+    qsort(sends, ns, sizeof(*sends), sched_msg_cmp);
+    qsort(recvs, nr, sizeof(*recvs), sched_msg_cmp);
+    while (status == TACL_OK && (i < ns || j < nr)) {
+        const sched_msg_t *x = &sends[i], *v = &recvs[j];
+        uint64_t sb, rb;
+
+        if (j == nr || (i < ns && sched_msg_before(x, v))) {
+            status = sched_unmatched(s, x, "send");
+            break;
+        }
+        if (i == ns || sched_msg_before(v, x)) {
+            status = sched_unmatched(s, v, "receive");
+            break;
+        }
+        sb = s[x->owner]->steps[x->step].bytes;
+        rb = s[v->owner]->steps[v->step].bytes;
+        if (sb != rb) {
+            status = tacl__error(TACL_ERR_INTERNAL, COLL,
+                                 "schedules do not match: message %d -> %d "
+                                 "tag 0x%" PRIx64 ": send of %" PRIu64
+                                 " bytes, receive of %" PRIu64, x->a, x->b,
+                                 x->tag, sb, rb);
+            break;
+        }
+        partner[off[x->owner] + x->step] = off[v->owner] + v->step;
+        partner[off[v->owner] + v->step] = off[x->owner] + x->step;
+        i++;
+        j++;
+    }
+    free(sends);
+    free(recvs);
+    return status;
+}
+
 void tacl__sched_step_str(const tacl__sched_t *s, uint32_t id, char *buf,
                           size_t len)
 {

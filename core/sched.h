@@ -269,6 +269,20 @@ static inline const uint32_t *tacl__sched_deps(const tacl__sched_t *s,
     return s->deps + s->steps[id].dep_start;
 }
 
+/**
+ * Pairs every send with its receive over the schedules s[0..n-1] of n
+ * ranks: the k-th send a -> b of a tag with the k-th receive from a on b
+ * of that tag, as transports deliver them (in order per pair and tag).
+ * Steps are numbered over all ranks: step j of rank r is off[r] + j, with
+ * off[r + 1] = off[r] + s[r]->nsteps.  partner[g] gets the number of the
+ * partner of every send and receive g; other entries are left alone.  A
+ * send or receive without a partner, or a pair whose lengths differ, is
+ * TACL_ERR_INTERNAL naming the first such message in (sender, receiver,
+ * tag) order.  The simulator and the tests' schedule runner share it.
+ */
+tacl_status_t tacl__sched_match(const tacl__sched_t *const *s, int n,
+                                const uint32_t *off, uint32_t *partner);
+
 /** A one-line human description of a step, for logs and test failures. */
 void tacl__sched_step_str(const tacl__sched_t *s, uint32_t id, char *buf,
                           size_t len);

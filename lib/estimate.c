@@ -95,7 +95,8 @@ const char *tacl__tuner_spec(tacl_comm_t comm, const tacl__coll_args_t *a,
     tacl__sim_result_t res;
     char *slot;
 
-    if (strcmp(tacl__config_str(TACL_CFG_TUNER), "sim") != 0 ||
+    /* The config table's word list "model|sim": 1 is sim, in any case. */
+    if (tacl__config_word(TACL_CFG_TUNER) != 1 ||
         a->qbits != 0 || (a->type != TACL__COLL_ALLGATHER &&
                           a->type != TACL__COLL_REDUCE_SCATTER &&
                           a->type != TACL__COLL_ALLREDUCE))

@@ -6,9 +6,11 @@
  * a NOP or free kernel completes at once, a kernel becomes a flow on its
  * rank's engine, a send or receive waits for its partner and the pair
  * becomes a message flow after the start-up delay.  A flow's rate is
- * recomputed only when the number of flows on one of its links changes;
+ * recomputed only when the number of flows on one of its links changes,
+ * once per instant however many changes that instant brings (settle());
  * each rate change pushes a new finish event and outdates the old one
- * (events carry the flow's version).
+ * (events carry the flow's version).  Sends and receives are paired by
+ * core's tacl__sched_match, as the tests' schedule runner pairs them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +216,8 @@ typedef struct {
     uint32_t slot[SIM_MAX_LINKS];
     uint8_t nl;
     uint8_t kernel;
+    uint8_t pend;     /* its first flow changed: needs a finish event */
+    uint8_t queued;   /* on the list of bundles to update */
 } bundle_t;
 
 typedef struct {
@@ -221,6 +225,7 @@ typedef struct {
     uint32_t flows;   /* bundles with flows on the link */
     uint32_t n, alloc;
     uint32_t *bl;     /* bundles with flows on the link */
+    uint8_t dirty;    /* flows changed since the last settle */
 } link_t;
 
 typedef struct {
@@ -245,6 +250,10 @@ typedef struct {
     link_t *links;
     uint32_t nlinks, *nic_base, fabric_base;
     uint32_t stamp;
+    uint32_t *dlinks;         /* links whose flows changed at now */
+    size_t ndlinks, dlinks_cap;
+    uint32_t *dbundles;       /* bundles whose first flow changed */
+    size_t ndbundles, dbundles_cap;
     uint64_t updates;         /* bundle_update calls, against budget */
     int device;               /* device memory: gpu class inside nodes */
     double now;
@@ -254,7 +263,8 @@ typedef struct {
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem, int *oom)
 {
-    size_t n = *cap ? *cap : 64;
+    /* Small first: a million connections hold one message or two. */
+    size_t n = *cap ? *cap : 4;
     void *q;
 
     if (need <= *cap)
@@ -396,25 +406,80 @@ static void bundle_update(sim_t *s, uint32_t id, int first_changed)
               EV_BUNDLE, id, b->ver);
 }
 
-/* Every bundle on the links of bundle id has a new rate. */
-static void bundles_refresh(sim_t *s, uint32_t id)
+/*
+ * Rates are settled once per instant: a flow that starts or ends marks
+ * the links whose flow counts changed (and its bundle, when its first
+ * flow changed), and before the clock moves on every bundle on a marked
+ * link gets its new rate, once, however many flows came and went at
+ * that instant.  Nothing moves in zero time, so this is the rate each
+ * bundle would have had after updating at every change; when a thousand
+ * connections on a NIC end together, it is one update per bundle instead
+ * of one per bundle and ending.
+ */
+static void *push_id(sim_t *s, uint32_t *arr, size_t *n, size_t *cap,
+                     uint32_t id)
 {
-    bundle_t b = s->bundles[id]; /* a copy: its links, as they were */
+    arr = grow(arr, cap, *n + 1, sizeof(uint32_t), &s->oom);
+    if (!s->oom)
+        arr[(*n)++] = id;
+    return arr;
+}
 
+static void links_touched(sim_t *s, const bundle_t *b)
+{
+    for (int k = 0; k < b->nl; k++) {
+        link_t *l = &s->links[b->link[k]];
+
+        if (l->dirty)
+            continue;
+        l->dirty = 1;
+        s->dlinks = push_id(s, s->dlinks, &s->ndlinks, &s->dlinks_cap,
+                            b->link[k]);
+    }
+}
+
+static void first_changed(sim_t *s, uint32_t id)
+{
+    bundle_t *b = &s->bundles[id];
+
+    b->pend = 1;
+    if (b->queued)
+        return;
+    b->queued = 1;
+    s->dbundles = push_id(s, s->dbundles, &s->ndbundles, &s->dbundles_cap,
+                          id);
+}
+
+static void settle_one(sim_t *s, uint32_t id)
+{
+    bundle_t *g = &s->bundles[id];
+
+    if (g->stamp == s->stamp)
+        return;
+    g->stamp = s->stamp;
+    if (g->n > 0)
+        bundle_update(s, id, g->pend);
+    g->pend = 0;
+}
+
+/* New rates for the bundles on the links marked at now. */
+static void settle(sim_t *s)
+{
     if (++s->stamp == 0)
         s->stamp = 1;
-    for (int k = 0; k < b.nl; k++) {
-        const link_t *l = &s->links[b.link[k]];
+    for (size_t i = 0; i < s->ndlinks; i++) {
+        link_t *l = &s->links[s->dlinks[i]];
 
-        for (uint32_t i = 0; i < l->n; i++) {
-            bundle_t *g = &s->bundles[l->bl[i]];
-
-            if (g->stamp == s->stamp)
-                continue;
-            g->stamp = s->stamp;
-            bundle_update(s, l->bl[i], 0);
-        }
+        l->dirty = 0;
+        for (uint32_t j = 0; j < l->n; j++)
+            settle_one(s, l->bl[j]);
     }
+    for (size_t i = 0; i < s->ndbundles; i++) {
+        s->bundles[s->dbundles[i]].queued = 0;
+        settle_one(s, s->dbundles[i]);
+    }
+    s->ndlinks = 0;
+    s->ndbundles = 0;
 }
 
 /* The bundle of key, made (empty, on no link) when new. */
@@ -518,12 +583,13 @@ static void flow_add(sim_t *s, uint64_t key, uint32_t gid, int kernel,
     n = b->n;
     HEAP_PUSH(item_t, item_less, b->items, n, it);
     b->n = (uint32_t)n;
-    if (n == 1)
+    if (n == 1) {
         for (int k = 0; k < b->nl; k++)
             s->links[b->link[k]].flows++;
-    bundles_refresh(s, id);
+        links_touched(s, b);
+    }
     if (first)
-        bundle_update(s, id, 1);
+        first_changed(s, id);
 }
 
 /* The first flow of bundle id is done: release it. */
@@ -559,12 +625,12 @@ static void flow_done(sim_t *s, uint32_t id)
         }
         b->ver++; /* outdate its pending finish event */
         b->rate = 0;
-        bundles_refresh(s, id);
+        b->pend = 0;
+        links_touched(s, b);
         return;
     }
-    bundles_refresh(s, id);
     /* The next flow is the first now: it needs its own finish event. */
-    bundle_update(s, id, 1);
+    first_changed(s, id);
 }
 
 /* Seconds of engine time a compute step takes, 0 for none. */
@@ -716,72 +782,19 @@ static void drain(sim_t *s)
     }
 }
 
-typedef struct {
-    int a, b;
-    uint64_t tag;
-    uint32_t gid;
-} msg_key_t;
-
-static int key_cmp(const void *x, const void *y)
-{
-    const msg_key_t *p = x, *q = y;
-
-    if (p->a != q->a)
-        return p->a < q->a ? -1 : 1;
-    if (p->b != q->b)
-        return p->b < q->b ? -1 : 1;
-    if (p->tag != q->tag)
-        return p->tag < q->tag ? -1 : 1;
-    return p->gid < q->gid ? -1 : p->gid > q->gid;
-}
-
-/* Pairs the k-th send a -> b of a tag with the k-th receive of it. */
+/* Pairs every send with its receive (core's matcher, as simrun's). */
 static tacl_status_t match(sim_t *s)
 {
-    msg_key_t *sends = malloc((s->total + 1) * sizeof(*sends));
-    msg_key_t *recvs = malloc((s->total + 1) * sizeof(*recvs));
-    size_t ns = 0, nr = 0, i;
-    tacl_status_t status = TACL_OK;
+    const tacl__sched_t **v = malloc(((size_t)s->c->nranks + 1) *
+                                     sizeof(*v));
+    tacl_status_t status;
 
-    if (sends == NULL || recvs == NULL) {
-        free(sends);
-        free(recvs);
+    if (v == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, TUNE, "out of memory");
-    }
-    for (uint32_t g = 0; g < s->total; g++) {
-        const tacl__step_t *st = step_of(s, g);
-        msg_key_t k = {(int)s->rank_of[g], st->peer, st->tag, g};
-
-        if (st->kind == TACL__STEP_SEND) {
-            sends[ns++] = k;
-        } else if (st->kind == TACL__STEP_RECV) {
-            k.a = st->peer;
-            k.b = (int)s->rank_of[g];
-            recvs[nr++] = k;
-        }
-    }
-    qsort(sends, ns, sizeof(*sends), key_cmp);
-    qsort(recvs, nr, sizeof(*recvs), key_cmp);
-    for (i = 0; i < ns && i < nr; i++) {
-        const msg_key_t *a = &sends[i], *b = &recvs[i];
-
-        if (a->a != b->a || a->b != b->b || a->tag != b->tag ||
-            step_of(s, a->gid)->bytes != step_of(s, b->gid)->bytes)
-            break;
-        s->partner[a->gid] = b->gid;
-        s->partner[b->gid] = a->gid;
-    }
-    if (i < ns || i < nr) {
-        const msg_key_t *k = i < ns ? &sends[i] : &recvs[i];
-
-        status = tacl__error(TACL_ERR_INTERNAL, TUNE,
-                             "simulator: the schedules do not match: "
-                             "message %d -> %d (tag %llx) has no partner "
-                             "of its length", k->a, k->b,
-                             (unsigned long long)k->tag);
-    }
-    free(sends);
-    free(recvs);
+    for (int r = 0; r < s->c->nranks; r++)
+        v[r] = &s->sched[r];
+    status = tacl__sched_match(v, s->c->nranks, s->off, s->partner);
+    free(v);
     return status;
 }
 
@@ -877,8 +890,17 @@ static tacl_status_t simulate(sim_t *s)
         if (s->pending[g] == 0)
             make_ready(s, g);
     drain(s);
-    while (s->nheap > 0 && !s->oom) {
-        ev_t e = heap_pop(s);
+    while (!s->oom) {
+        ev_t e;
+
+        if ((s->ndlinks > 0 || s->ndbundles > 0) &&
+            (s->nheap == 0 || s->heap[0].t > s->now)) {
+            settle(s);
+            continue;
+        }
+        if (s->nheap == 0)
+            break;
+        e = heap_pop(s);
 
         if (s->c->budget != 0 && s->updates > s->c->budget)
             return tacl__error(TACL_ERR_UNSUPPORTED, TUNE,
@@ -929,6 +951,8 @@ static void sim_free(sim_t *s)
     free(s->table);
     free(s->links);
     free(s->nic_base);
+    free(s->dlinks);
+    free(s->dbundles);
 }
 
 /* Build every rank's schedule of args into s->sched. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "log.h"
 #include "quant.h"
 #include "reduce.h"
 #include "rng.h"
@@ -215,94 +216,59 @@ static int prepare_bufs(simrun_t *sr)
     return 0;
 }
 
-typedef struct {
-    int a, b;          /* sender, receiver */
-    uint64_t tag;
-    uint32_t step;     /* on the rank that owns the entry */
-    int owner;
-} msg_t;
-
-static int msg_cmp(const void *x, const void *y)
-{
-    const msg_t *p = x, *q = y;
-
-    if (p->a != q->a)
-        return p->a < q->a ? -1 : 1;
-    if (p->b != q->b)
-        return p->b < q->b ? -1 : 1;
-    if (p->tag != q->tag)
-        return p->tag < q->tag ? -1 : 1;
-    if (p->step != q->step)
-        return p->step < q->step ? -1 : 1;
-    return 0;
-}
-
-/* Pairs the k-th send a -> b of a tag with the k-th receive of it. */
+/* Pairs every send with its receive: core's matcher, the simulator's. */
 static int prepare_match(simrun_t *sr)
 {
-    msg_t *sends = NULL, *recvs = NULL;
-    size_t ns = 0, nr = 0, i, j;
+    const tacl__sched_t **v = malloc(((size_t)sr->n + 1) * sizeof(*v));
+    uint32_t *off = malloc(((size_t)sr->n + 1) * sizeof(*off));
+    uint32_t *partner = NULL, *rank_of = NULL, g;
     uint64_t total = simrun_steps(sr);
-    char line[256];
     int r, rc = 0;
-    uint32_t k;
 
-    sends = malloc((total + 1) * sizeof(*sends));
-    recvs = malloc((total + 1) * sizeof(*recvs));
+    if (v == NULL || off == NULL || total >= UINT32_MAX) {
+        rc = fail(sr, "cannot match the messages of %" PRIu64 " steps",
+                  total);
+        goto out;
+    }
+    off[0] = 0;
+    for (r = 0; r < sr->n; r++) {
+        v[r] = &sr->ranks[r].s;
+        off[r + 1] = off[r] + sr->ranks[r].s.nsteps;
+    }
+    partner = malloc((total + 1) * sizeof(*partner));
+    rank_of = malloc((total + 1) * sizeof(*rank_of));
+    if (partner == NULL || rank_of == NULL) {
+        rc = fail(sr, "cannot match the messages of %" PRIu64 " steps",
+                  total);
+        goto out;
+    }
     for (r = 0; r < sr->n; r++) {
         rank_t *rk = &sr->ranks[r];
 
         rk->match = malloc((rk->s.nsteps + 1) * sizeof(*rk->match));
-        for (k = 0; k < rk->s.nsteps; k++) {
-            tacl__step_t *st = &rk->s.steps[k];
-            msg_t m = {r, st->peer, st->tag, k, r};
-
-            rk->match[k] = -1;
-            if (st->kind == TACL__STEP_SEND) {
-                sends[ns++] = m;
-            } else if (st->kind == TACL__STEP_RECV) {
-                m.a = st->peer;
-                m.b = r;
-                recvs[nr++] = m;
-            }
+        for (g = off[r]; g < off[r + 1]; g++) {
+            rank_of[g] = (uint32_t)r;
+            partner[g] = UINT32_MAX;
         }
     }
-    qsort(sends, ns, sizeof(*sends), msg_cmp);
-    qsort(recvs, nr, sizeof(*recvs), msg_cmp);
-    for (i = 0, j = 0; i < ns || j < nr;) {
-        int c = i == ns ? 1 : j == nr ? -1 : 0;
-        msg_t *s = &sends[i], *v = &recvs[j];
-
-        if (c == 0 && (s->a != v->a || s->b != v->b || s->tag != v->tag))
-            c = (s->a < v->a || (s->a == v->a && (s->b < v->b ||
-                 (s->b == v->b && s->tag < v->tag)))) ? -1 : 1;
-        if (c < 0) {
-            tacl__sched_step_str(&sr->ranks[s->a].s, s->step, line,
-                                 sizeof(line));
-            rc = fail(sr, "rank %d: unmatched send (%s)", s->a, line);
-            break;
-        }
-        if (c > 0) {
-            tacl__sched_step_str(&sr->ranks[v->b].s, v->step, line,
-                                 sizeof(line));
-            rc = fail(sr, "rank %d: unmatched receive (%s)", v->b, line);
-            break;
-        }
-        if (sr->ranks[s->a].s.steps[s->step].bytes !=
-            sr->ranks[v->b].s.steps[v->step].bytes) {
-            rc = fail(sr, "message %d -> %d tag 0x%" PRIx64 ": send of %"
-                      PRIu64 " bytes, receive of %" PRIu64, s->a, s->b,
-                      s->tag, sr->ranks[s->a].s.steps[s->step].bytes,
-                      sr->ranks[v->b].s.steps[v->step].bytes);
-            break;
-        }
-        sr->ranks[s->a].match[s->step] = ((int64_t)v->b << 32) | v->step;
-        sr->ranks[v->b].match[v->step] = ((int64_t)s->a << 32) | s->step;
-        i++;
-        j++;
+    if (tacl__sched_match(v, sr->n, off, partner) != TACL_OK) {
+        rc = fail(sr, "%s", tacl__last_error());
+        goto out;
     }
-    free(sends);
-    free(recvs);
+    for (r = 0; r < sr->n; r++)
+        for (g = off[r]; g < off[r + 1]; g++) {
+            uint32_t p = partner[g];
+
+            sr->ranks[r].match[g - off[r]] =
+                p == UINT32_MAX ? -1
+                                : ((int64_t)rank_of[p] << 32) |
+                                      (p - off[rank_of[p]]);
+        }
+out:
+    free(v);
+    free(off);
+    free(partner);
+    free(rank_of);
     return rc;
 }
 

@@ -643,3 +643,44 @@ Test(algorithms, direct_allgather_own_copy_and_pace)
                 }
             }
 }
+
+/*
+ * The runner's matching (core's tacl__sched_match, which the simulator
+ * shares): a send pairs with the receive of its pair and tag, and an
+ * unpaired send or receive or a pair of different lengths is refused.
+ */
+static int run_pair(uint64_t send_bytes, uint64_t recv_bytes, int extra,
+                    char *err, size_t len)
+{
+    static char src[16], dst[16];
+    simrun_t *sr = simrun_new(2);
+    tacl__sched_t *s0 = simrun_sched(sr, 0), *s1 = simrun_sched(sr, 1);
+    int rc;
+
+    simrun_region(sr, 0, src, sizeof(src), 0, sizeof(src));
+    simrun_region(sr, 1, dst, sizeof(dst), 0, 0);
+    tacl__sched_send(s0, 1, tacl__bref(tacl__sched_buf(s0, src, 16, TACL__BUF_INPUT, TACL_MEM_HOST), 0),
+                     send_bytes, 7, TACL__NO_DEPS);
+    if (extra)
+        tacl__sched_send(s0, 1,
+                         tacl__bref(tacl__sched_buf(s0, src, 16, TACL__BUF_INPUT, TACL_MEM_HOST), 0), 4,
+                         8, TACL__NO_DEPS);
+    tacl__sched_recv(s1, 0, tacl__bref(tacl__sched_buf(s1, dst, 16, TACL__BUF_OUTPUT, TACL_MEM_HOST), 0),
+                     recv_bytes, 7, TACL__NO_DEPS);
+    rc = simrun_run(sr, 1, err, len);
+    simrun_free(sr);
+    return rc;
+}
+
+Test(simrun, matches_sends_to_receives)
+{
+    char err[512];
+
+    cr_expect_eq(run_pair(8, 8, 0, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(run_pair(8, 4, 0, err, sizeof(err)), -1);
+    cr_expect(strstr(err, "send of 8 bytes, receive of 4") != NULL, "%s",
+              err);
+    cr_expect_eq(run_pair(8, 8, 1, err, sizeof(err)), -1);
+    cr_expect(strstr(err, "rank 0 has an unmatched send") != NULL, "%s",
+              err);
+}

@@ -88,6 +88,16 @@ Test(config, booleans_words_and_lists)
     cr_expect_eq(tacl__config_word(TACL_CFG_STREAM_MIN), -1);
     cr_expect_eq(tacl__config_size(TACL_CFG_STREAM_MIN), 16u << 20);
     set("TACL_STREAM_MIN", NULL);
+    /* The tuner's mode: one of two words; anything else is the model. */
+    set("TACL_TUNER", "SIM");
+    cr_expect_eq(tacl__config_word(TACL_CFG_TUNER), 1);
+    cr_expect_eq(tacl__config_source(TACL_CFG_TUNER), TACL_CFG_SRC_ENV);
+    set("TACL_TUNER", "simulate");
+    cr_expect_eq(tacl__config_source(TACL_CFG_TUNER), TACL_CFG_SRC_INVALID);
+    cr_expect_eq(tacl__config_word(TACL_CFG_TUNER), 0);
+    cr_expect_str_eq(tacl__config_str(TACL_CFG_TUNER), "model");
+    cr_expect_eq(tacl__config_report(), 1);
+    set("TACL_TUNER", NULL);
     set("TACL_DEBUG_SUBSYS", "init,^COLL,TUNE");
     cr_expect_eq(tacl__config_source(TACL_CFG_DEBUG_SUBSYS),
                  TACL_CFG_SRC_ENV);
