@@ -166,7 +166,7 @@ int main(int argc, char **argv)
     printf("%-34s %10.1f GB/s %7.1f%% of copy %9.3f ms\n",
            "cudaMemcpy device-to-device", copy_gbs, 100.0, s * 1e3);
 
-    failed |= report("copy kernel (tacl__copy_cuda)", run_copy_kernel, &b,
+    failed |= report("copy kernel", run_copy_kernel, &b,
                      reps, 2.0 * (double)bytes, copy_gbs);
 
     static const tacl_dtype_t sum_types[] = {TACL_FLOAT32, TACL_BFLOAT16,
