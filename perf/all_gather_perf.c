@@ -10,19 +10,20 @@ static tacl_status_t post(const tacl__perf_call_t *c, tacl_request_t *req_p)
 {
     if (c->quant != NULL && req_p == NULL) {
         return tacl_allgather_quantized(c->sendbuf, c->recvbuf, c->count,
-                                        c->dtype, c->quant, c->comm, NULL);
+                                        c->dtype, c->quant, c->comm,
+                                        c->stream);
     }
     if (c->quant != NULL) {
         return tacl_allgather_quantized_nb(c->sendbuf, c->recvbuf, c->count,
-                                           c->dtype, c->quant, c->comm, NULL,
-                                           req_p);
+                                           c->dtype, c->quant, c->comm,
+                                           c->stream, req_p);
     }
     if (req_p == NULL) {
         return tacl_allgather(c->sendbuf, c->recvbuf, c->count, c->dtype,
-                              c->comm, NULL);
+                              c->comm, c->stream);
     }
     return tacl_allgather_nb(c->sendbuf, c->recvbuf, c->count, c->dtype,
-                             c->comm, NULL, req_p);
+                             c->comm, c->stream, req_p);
 }
 
 int main(int argc, char **argv)

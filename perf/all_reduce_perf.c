@@ -10,10 +10,10 @@ static tacl_status_t post(const tacl__perf_call_t *c, tacl_request_t *req_p)
 {
     if (req_p == NULL) {
         return tacl_allreduce(c->sendbuf, c->recvbuf, c->count, c->dtype,
-                              c->op, c->comm, NULL);
+                              c->op, c->comm, c->stream);
     }
     return tacl_allreduce_nb(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op,
-                             c->comm, NULL, req_p);
+                             c->comm, c->stream, req_p);
 }
 
 int main(int argc, char **argv)

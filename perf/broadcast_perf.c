@@ -10,10 +10,10 @@ static tacl_status_t post(const tacl__perf_call_t *c, tacl_request_t *req_p)
 {
     if (req_p == NULL) {
         return tacl_broadcast(c->sendbuf, c->recvbuf, c->count, c->dtype,
-                              c->root, c->comm, NULL);
+                              c->root, c->comm, c->stream);
     }
     return tacl_broadcast_nb(c->sendbuf, c->recvbuf, c->count, c->dtype,
-                             c->root, c->comm, NULL, req_p);
+                             c->root, c->comm, c->stream, req_p);
 }
 
 int main(int argc, char **argv)

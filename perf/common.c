@@ -141,6 +141,11 @@ int tacl__perf_refuse_all(const char *prog, const tacl__perf_opts_t *opts)
                 "binaries; name one dtype and op here\n", prog);
         return -1;
     }
+    if (opts->mem_cuda) {
+        fprintf(stderr, "%s: --mem cuda is for tacl's perf binaries\n",
+                prog);
+        return -1;
+    }
     return 0;
 }
 
@@ -338,6 +343,13 @@ static void usage(FILE *f, const char *prog)
         "                          1; 0: until interrupted)\n"
         "  -T, --timeout S         seconds an operation may wait: sets\n"
         "                          TACL_TIMEOUT unless already set\n"
+        "      --mem host|cuda     where the buffers live (default host;\n"
+        "                          tacl binaries only): cuda allocates them\n"
+        "                          with cudaMalloc on device LOCAL_RANK\n"
+        "                          modulo the devices, fills and checks\n"
+        "                          them through cudaMemcpy, and posts on a\n"
+        "                          stream of its own (as nccl-tests);\n"
+        "                          exits 77 when no device is usable\n"
         "  -t -g -p -G -C -y -M -u -I N   nccl-tests' flags, accepted so\n"
         "                          its command lines run; each given is\n"
         "                          noted in the header with why it has no\n"
@@ -458,7 +470,7 @@ static int parse_op(const char *s, tacl_op_t *v_p)
     return -1;
 }
 
-enum { OPT_INJECT_ERROR = 1000, OPT_VERSION };
+enum { OPT_INJECT_ERROR = 1000, OPT_VERSION, OPT_MEM };
 
 /*
  * nccl-tests' flags that have no effect here, and why: each one given is
@@ -532,6 +544,7 @@ static const struct option long_opts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"inject-error", no_argument, NULL, OPT_INJECT_ERROR},
+    {"mem", required_argument, NULL, OPT_MEM},
     {NULL, 0, NULL, 0},
 };
 
@@ -652,12 +665,19 @@ int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
         case OPT_INJECT_ERROR:
             o.inject_error = 1;
             break;
+        case OPT_MEM:
+            o.mem_cuda = strcmp(optarg, "cuda") == 0;
+            bad = !o.mem_cuda && strcmp(optarg, "host") != 0;
+            break;
         default:
             usage(stderr, prog);
             *exit_p = 2;
             return 1;
         }
-        if (bad) {
+        if (bad && c == OPT_MEM) {
+            fprintf(stderr, "%s: bad value '%s' for --mem\n", prog,
+                    optarg);
+        } else if (bad) {
             fprintf(stderr, "%s: bad value '%s' for -%c\n", prog, optarg,
                     c);
         }

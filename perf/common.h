@@ -51,6 +51,7 @@ typedef struct {
     const char *json_path;  /* -J, NULL for none */
     const char *algo;       /* -A, NULL for auto */
     int reg;                /* -R: 1 buffers from the library's allocator */
+    int mem_cuda;           /* --mem cuda: device buffers (tacl only) */
     int inject_error;       /* --inject-error (tests only) */
     int qbits;              /* -Q bits[:block]: 0 exact, 8 or 4 */
     uint32_t qblock;        /* values per quantization scale */
@@ -235,6 +236,7 @@ typedef struct {
     int rank;
     int nranks;
     tacl_comm_t comm;
+    void *stream;              /* cudaStream_t with --mem cuda, else NULL */
 } tacl__perf_call_t;
 
 /**

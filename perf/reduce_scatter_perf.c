@@ -11,20 +11,20 @@ static tacl_status_t post(const tacl__perf_call_t *c, tacl_request_t *req_p)
     if (c->quant != NULL && req_p == NULL) {
         return tacl_reduce_scatter_quantized(c->sendbuf, c->recvbuf,
                                              c->count, c->dtype, c->op,
-                                             c->quant, c->comm, NULL);
+                                             c->quant, c->comm, c->stream);
     }
     if (c->quant != NULL) {
         return tacl_reduce_scatter_quantized_nb(c->sendbuf, c->recvbuf,
                                                 c->count, c->dtype, c->op,
-                                                c->quant, c->comm, NULL,
+                                                c->quant, c->comm, c->stream,
                                                 req_p);
     }
     if (req_p == NULL) {
         return tacl_reduce_scatter(c->sendbuf, c->recvbuf, c->count, c->dtype,
-                                   c->op, c->comm, NULL);
+                                   c->op, c->comm, c->stream);
     }
     return tacl_reduce_scatter_nb(c->sendbuf, c->recvbuf, c->count, c->dtype,
-                                  c->op, c->comm, NULL, req_p);
+                                  c->op, c->comm, c->stream, req_p);
 }
 
 int main(int argc, char **argv)

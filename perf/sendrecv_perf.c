@@ -16,10 +16,11 @@ static tacl_status_t post(const tacl__perf_call_t *c, tacl_request_t *req_p)
     if (st != TACL_OK) {
         return st;
     }
-    st = tacl_send(c->sendbuf, c->count, c->dtype, next, c->comm, NULL);
+    st = tacl_send(c->sendbuf, c->count, c->dtype, next, c->comm,
+                   c->stream);
     if (st == TACL_OK) {
         st = tacl_recv(c->recvbuf, c->count, c->dtype, prev, c->comm,
-                       NULL);
+                       c->stream);
     }
     st_end = req_p == NULL ? tacl_group_end() : tacl_group_end_nb(req_p);
     return st != TACL_OK ? st : st_end;

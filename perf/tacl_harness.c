@@ -11,6 +11,13 @@
  * rank 0's) over ranks.  With -z 0 each iteration posts the "_nb" form and
  * waits for its request, so operations never overlap each other and the
  * figures compare with blocking MPI calls.
+ *
+ * With --mem cuda the buffers are device memory (cudaMalloc) and every
+ * call is posted on a stream of the harness's own, as nccl-tests does;
+ * the loops end with cudaStreamSynchronize before the clock is read.
+ * Data are made and checked in host copies of the buffers, moved with
+ * cudaMemcpy outside the timed loops.  Without --mem cuda nothing of this
+ * runs: host buffers, NULL stream, as before.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -25,6 +32,9 @@
 #if TACL_PERF_MPI
 #include <mpi.h>
 #endif
+#if TACL_PERF_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #define PERF_ALIGN 4096
 #define PERF_COUNTERS_TEXT 512
@@ -37,6 +47,11 @@ typedef struct {
     int nranks;
     char *sendbuf;
     char *recvbuf;
+    char *send_host;        /* where data are made and checked: the */
+    char *recv_host;        /* buffers themselves, or host copies */
+    size_t send_bytes;
+    size_t recv_bytes;
+    void *stream;           /* cudaStream_t with --mem cuda, else NULL */
 } perf_run_t;
 
 /* Bytes per operation per transport of one placement, as text. */
@@ -151,6 +166,88 @@ static void read_counters(perf_run_t *run, double ops, perf_counters_t *c)
              tacl_comm_last_algorithm(run->comm));
 }
 
+/*
+ * Device buffers (--mem cuda).  The helpers do nothing for host buffers,
+ * so the host path is unchanged.
+ */
+#if TACL_PERF_CUDA
+static void cuda_check(perf_run_t *run, const char *what, cudaError_t err)
+{
+    if (err != cudaSuccess) {
+        fprintf(stderr, "rank %d: %s failed: %s\n", run->rank, what,
+                cudaGetErrorString(err));
+        if (run->comm != NULL) {
+            tacl_comm_abort(run->comm);
+        }
+        exit(1);
+    }
+}
+#endif
+
+/* Wait for what was posted on the run's stream. */
+static void sync_stream(perf_run_t *run)
+{
+#if TACL_PERF_CUDA
+    if (run->stream != NULL) {
+        cuda_check(run, "cudaStreamSynchronize",
+                   cudaStreamSynchronize((cudaStream_t)run->stream));
+    }
+#else
+    (void)run;
+#endif
+}
+
+#if TACL_PERF_CUDA
+/*
+ * Bytes of the send and receive buffers one size of one placement uses
+ * (in place: the one buffer, as far as either count reaches).
+ */
+static void used_bytes(const perf_run_t *run, const tacl__perf_sizes_t *s,
+                       int in_place, size_t *send_p, size_t *recv_p)
+{
+    size_t ts = tacl__perf_dtype_size(run->opts->dtype);
+    size_t big = (s->send_count > s->recv_count ? s->send_count
+                                                : s->recv_count) * ts;
+
+    *send_p = in_place ? 0 : s->send_count * ts;
+    *recv_p = in_place ? big : s->recv_count * ts;
+    if (*recv_p > run->recv_bytes) {
+        *recv_p = run->recv_bytes;
+    }
+}
+#endif
+
+/* Host copies to the device (to_dev) or back; nothing for host buffers. */
+static void move_data(perf_run_t *run, const tacl__perf_sizes_t *s,
+                      int in_place, int to_dev)
+{
+#if TACL_PERF_CUDA
+    size_t sb, rb;
+
+    if (run->stream == NULL) {
+        return;
+    }
+    used_bytes(run, s, in_place, &sb, &rb);
+    if (to_dev) {
+        cuda_check(run, "cudaMemcpy to the device",
+                   cudaMemcpy(run->sendbuf, run->send_host, sb,
+                              cudaMemcpyHostToDevice));
+        cuda_check(run, "cudaMemcpy to the device",
+                   cudaMemcpy(run->recvbuf, run->recv_host, rb,
+                              cudaMemcpyHostToDevice));
+    } else {
+        cuda_check(run, "cudaMemcpy from the device",
+                   cudaMemcpy(run->recv_host, run->recvbuf, rb,
+                              cudaMemcpyDeviceToHost));
+    }
+#else
+    (void)run;
+    (void)s;
+    (void)in_place;
+    (void)to_dev;
+#endif
+}
+
 /* Times one size in one placement, then checks it; fills res and c. */
 static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
                     int in_place, tacl__perf_result_t *res,
@@ -178,12 +275,14 @@ static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
     call.nranks = run->nranks;
     call.comm = run->comm;
     call.quant = o->qbits != 0 ? &quant : NULL;
+    call.stream = run->stream;
 
     for (i = 0; i < o->warmup; i++) {
         if ((st = run_iter(run, &call)) != TACL_OK) {
             die(run, "warmup", st);
         }
     }
+    sync_stream(run);
     if ((st = tacl_barrier(run->comm, NULL)) != TACL_OK ||
         (st = tacl_comm_reset_counters(run->comm)) != TACL_OK) {
         die(run, "tacl_barrier", st);
@@ -194,6 +293,7 @@ static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
             die(run, "timed iteration", st);
         }
     }
+    sync_stream(run);
     t = (tacl__perf_now() - t0) * 1e6 / ((double)o->iters * o->agg);
     read_counters(run, (double)o->iters * o->agg, c);
 
@@ -214,16 +314,19 @@ static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
         return;
     }
     tacl__perf_fill(run->coll->kind, o, s, run->rank, run->nranks,
-                    run->sendbuf, run->recvbuf, in_place);
+                    run->send_host, run->recv_host, in_place);
+    move_data(run, s, in_place, 1);
     if ((st = run_iter(run, &call)) != TACL_OK) {
         die(run, "checked run", st);
     }
+    sync_stream(run);
+    move_data(run, s, in_place, 0);
     if (o->inject_error && run->rank == 0) {
-        tacl__perf_corrupt(run->coll->kind, o, s, run->rank, run->recvbuf,
+        tacl__perf_corrupt(run->coll->kind, o, s, run->rank, run->recv_host,
                            in_place);
     }
     wrong = tacl__perf_check(run->coll->kind, o, s, run->rank, run->nranks,
-                             run->recvbuf, in_place);
+                             run->recv_host, in_place);
     st = tacl_allreduce(&wrong, &all_wrong, 1, TACL_INT64, TACL_SUM,
                         run->comm, NULL);
     if (st != TACL_OK) {
@@ -394,6 +497,99 @@ static void *alloc_buffer(size_t bytes, int reg)
 }
 
 /*
+ * --mem cuda: choose the device (LOCAL_RANK modulo the devices, before
+ * the communicator exists, whose device is the current one), and make
+ * the device buffers, their host copies and the stream.  Returns 0, 77
+ * (skipped: no usable device, or a build without CUDA) or 1.
+ */
+static int device_setup(const char *prog)
+{
+#if TACL_PERF_CUDA
+    const char *lr = getenv("LOCAL_RANK");
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+
+    if (err != cudaSuccess || n < 1) {
+        printf("%s: skipped: --mem cuda needs a CUDA device: %s\n", prog,
+               err != cudaSuccess ? cudaGetErrorString(err)
+                                  : "none found");
+        return 77;
+    }
+    err = cudaSetDevice((lr != NULL ? atoi(lr) : 0) % n);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "%s: cudaSetDevice: %s\n", prog,
+                cudaGetErrorString(err));
+        return 1;
+    }
+    return 0;
+#else
+    printf("%s: skipped: --mem cuda needs tacl built with CUDA\n", prog);
+    return 77;
+#endif
+}
+
+static void device_buffers(perf_run_t *run)
+{
+#if TACL_PERF_CUDA
+    cudaStream_t stream;
+    void *p;
+
+    run->send_host = alloc_buffer(run->send_bytes, 0);
+    run->recv_host = alloc_buffer(run->recv_bytes, 0);
+    if (run->send_host == NULL || run->recv_host == NULL) {
+        fprintf(stderr, "rank %d: cannot allocate host copies\n",
+                run->rank);
+        tacl_comm_abort(run->comm);
+        exit(1);
+    }
+    cuda_check(run, "cudaMalloc", cudaMalloc(&p, run->send_bytes + 1));
+    run->sendbuf = p;
+    cuda_check(run, "cudaMalloc", cudaMalloc(&p, run->recv_bytes + 1));
+    run->recvbuf = p;
+    cuda_check(run, "cudaMemset", cudaMemset(run->sendbuf, 0,
+                                             run->send_bytes + 1));
+    cuda_check(run, "cudaMemset", cudaMemset(run->recvbuf, 0,
+                                             run->recv_bytes + 1));
+    cuda_check(run, "cudaStreamCreate",
+               cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    run->stream = stream;
+    if (run->rank == 0) {
+        int dev = 0;
+        struct cudaDeviceProp prop;
+
+        cudaGetDevice(&dev);
+        if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+            printf("# --mem cuda: buffers by cudaMalloc on device %d (%s), "
+                   "calls on a stream\n", dev, prop.name);
+        }
+    }
+#else
+    (void)run;
+#endif
+}
+
+static void free_buffers(perf_run_t *run)
+{
+#if TACL_PERF_CUDA
+    if (run->stream != NULL) {
+        cudaStreamDestroy((cudaStream_t)run->stream);
+        cudaFree(run->sendbuf);
+        cudaFree(run->recvbuf);
+        free(run->send_host);
+        free(run->recv_host);
+        return;
+    }
+#endif
+    if (run->opts->reg) {
+        tacl_mem_free(run->sendbuf);
+        tacl_mem_free(run->recvbuf);
+    } else {
+        free(run->sendbuf);
+        free(run->recvbuf);
+    }
+}
+
+/*
  * One sweep of sizes with o's dtype and op.  Rank 0 prints the header
  * (and opens the JSON file) after the first size, so that the header
  * names the algorithm that size ran.  Returns the wrong elements seen.
@@ -478,6 +674,9 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
     if (prepare_env(argv[0], &o, coll->kind) != 0) {
         return 2;
     }
+    if (o.mem_cuda && (code = device_setup(argv[0])) != 0) {
+        return code;
+    }
     memset(&run, 0, sizeof(run));
     run.coll = coll;
     run.opts = &o;
@@ -499,8 +698,16 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
     }
     tacl__perf_max_buffers(coll->kind, &o, run.nranks, &send_bytes,
                            &recv_bytes);
-    run.sendbuf = alloc_buffer(send_bytes, o.reg);
-    run.recvbuf = alloc_buffer(recv_bytes, o.reg);
+    run.send_bytes = send_bytes;
+    run.recv_bytes = recv_bytes;
+    if (o.mem_cuda) {
+        device_buffers(&run);
+    } else {
+        run.sendbuf = alloc_buffer(send_bytes, o.reg);
+        run.recvbuf = alloc_buffer(recv_bytes, o.reg);
+        run.send_host = run.sendbuf;
+        run.recv_host = run.recvbuf;
+    }
     if (run.sendbuf == NULL || run.recvbuf == NULL) {
         fprintf(stderr, "rank %d: cannot allocate %zu + %zu bytes\n",
                 run.rank, send_bytes, recv_bytes);
@@ -532,13 +739,7 @@ int tacl__perf_main(int argc, char **argv, const tacl__perf_coll_t *coll)
         st = tacl_comm_destroy(run.comm);
     else
         tacl_comm_abort(run.comm);
-    if (o.reg) {
-        tacl_mem_free(run.sendbuf);
-        tacl_mem_free(run.recvbuf);
-    } else {
-        free(run.sendbuf);
-        free(run.recvbuf);
-    }
+    free_buffers(&run);
     if (st != TACL_OK) {
         fprintf(stderr, "rank %d: the closing barrier or destroy failed: "
                 "%s\n", run.rank, tacl_status_string(st));

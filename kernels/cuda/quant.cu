@@ -18,6 +18,19 @@
  * scales only, then a second kernel that builds each payload byte from its
  * two elements and their scales.
  *
+ * The common 8-bit case runs faster kernels when the layout allows 16-byte
+ * loads (float32 or 16-bit input 16-byte aligned, the element count and
+ * the block size multiples of 8, an even number of blocks so the payload
+ * stays 8-byte aligned): quantizing, one warp per quantization block, each
+ * lane taking groups of 8 elements as vectors, the block's maximum from
+ * one __reduce_max_sync (no shared memory, no barrier), and the 8 payload
+ * bytes of a group stored as one uint2; dequantizing, 8 elements per
+ * thread from one uint2 of payload and one scale, stored as vectors, with
+ * no per-element division.  They compute every element exactly as the
+ * general kernels do (the block maximum is an unsigned max, independent
+ * of order), so the bytes are the same; other layouts take the general
+ * kernels.
+ *
  * Element rules come from quant.h and float_bits.h, shared with the CPU
  * kernels; sums use __fmul_rn and __fadd_rn so that no multiply-add is
  * fused, as on the host.  The scale arrays of reordered slices need not be
@@ -298,6 +311,153 @@ __global__ void dequant_reduce_kernel(SumLoader ld, size_t n,
     }
 }
 
+/* Elements per vector group of the 8-bit fast paths. */
+const int kGroup = 8;
+
+/* Eight elements from 16-byte aligned p: two float4, or one uint4. */
+__device__ __forceinline__ void load8(const void *p, tacl_dtype_t t,
+                                     float v[kGroup])
+{
+    if (t == TACL_FLOAT32) {
+        float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+        v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        return;
+    }
+    union {
+        uint4 u;
+        uint16_t h[kGroup];
+    } x;
+    x.u = *(const uint4 *)p;
+#pragma unroll
+    for (int k = 0; k < kGroup; k++)
+        v[k] = t == TACL_FLOAT16 ? tacl__half_to_float_inl(x.h[k])
+                                 : tacl__bf16_to_float_inl(x.h[k]);
+}
+
+/*
+ * 8-bit quantization, one warp per quantization block, for the layouts
+ * fast_quant() accepts: the bytes of quant_kernel.
+ */
+__global__ void __launch_bounds__(kThreads)
+quant8_warp_kernel(TensorLoader ld, size_t n, uint32_t block, int nslices,
+                   uint8_t *dst, size_t slice_bytes)
+{
+    const int lane = threadIdx.x & 31;
+    size_t nblocks = (n + block - 1) / block;
+    size_t total = nblocks * (size_t)nslices;
+    size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
+    size_t es = ld.dtype == TACL_FLOAT32 ? 4 : 2;
+
+    for (size_t gb = (size_t)blockIdx.x * (blockDim.x >> 5) +
+                     (threadIdx.x >> 5);
+         gb < total; gb += warps) {
+        int s = (int)(gb / nblocks);
+        size_t b = gb % nblocks;
+        uint8_t *q = dst + (size_t)s * slice_bytes;
+        uint8_t *payload = q + nblocks * 4 + b * block;
+        size_t start = b * block;
+        size_t m = n - start < block ? n - start : block;
+        const uint8_t *in = (const uint8_t *)ld.src +
+                            ((size_t)ld.map[s] * n + start) * es;
+        float first[kGroup];
+        uint32_t mx = 0;
+
+        /* The first group stays in registers for the second pass. */
+        for (size_t g = lane; g * kGroup < m; g += 32) {
+            float v[kGroup];
+            load8(in + g * kGroup * es, ld.dtype, v);
+#pragma unroll
+            for (int k = 0; k < kGroup; k++) {
+                uint32_t a = tacl__f32_bits(v[k]) & 0x7fffffffu;
+                mx = a > mx ? a : mx;
+                if (g == (size_t)lane)
+                    first[k] = v[k];
+            }
+        }
+        mx = __reduce_max_sync(0xffffffffu, mx);
+        float scale = tacl__quant_scale(mx, 127);
+        if (lane == 0)
+            store_scale(q, b, scale);
+        int bad = mx >= 0x7f800000u;
+        double divisor = tacl__quant_divisor(scale);
+        for (size_t g = lane; g * kGroup < m; g += 32) {
+            float v[kGroup];
+            uint32_t lo = 0, hi = 0;
+            if (g == (size_t)lane) {
+#pragma unroll
+                for (int k = 0; k < kGroup; k++)
+                    v[k] = first[k];
+            } else {
+                load8(in + g * kGroup * es, ld.dtype, v);
+            }
+#pragma unroll
+            for (int k = 0; k < kGroup; k++) {
+                int32_t x = bad ? 0 : tacl__quant_value(v[k], divisor, 127);
+                uint32_t byte = (uint32_t)(uint8_t)x;
+                if (k < 4)
+                    lo |= byte << (8 * k);
+                else
+                    hi |= byte << (8 * (k - 4));
+            }
+            ((uint2 *)payload)[g] = make_uint2(lo, hi);
+        }
+    }
+}
+
+/*
+ * 8-bit dequantization, 8 elements per thread, for the layouts
+ * fast_dequant() accepts: the values of dequant_kernel.
+ */
+__global__ void __launch_bounds__(kThreads)
+dequant8_vec_kernel(const uint8_t *q, size_t n, uint32_t block,
+                    tacl_dtype_t dtype, void *dst)
+{
+    size_t nblocks = (n + block - 1) / block;
+    const uint2 *payload = (const uint2 *)(q + nblocks * 4);
+    size_t ngroups = n / kGroup;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+
+    for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+         g < ngroups; g += stride) {
+        uint2 p = payload[g];
+        float s = load_scale(q, g * kGroup / block);
+        float f[kGroup];
+#pragma unroll
+        for (int k = 0; k < kGroup; k++) {
+            uint32_t w = k < 4 ? p.x : p.y;
+            float v = (float)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
+            f[k] = dtype == TACL_FLOAT32 ? __fmul_rn(v, s)
+                                         : tacl__quant_mul_odd(v, s);
+        }
+        if (dtype == TACL_FLOAT32) {
+            float4 *o = (float4 *)dst + 2 * g;
+            o[0] = make_float4(f[0], f[1], f[2], f[3]);
+            o[1] = make_float4(f[4], f[5], f[6], f[7]);
+            continue;
+        }
+        union {
+            uint4 u;
+            uint16_t h[kGroup];
+        } x;
+#pragma unroll
+        for (int k = 0; k < kGroup; k++)
+            x.h[k] = dtype == TACL_FLOAT16 ? tacl__float_to_half_inl(f[k])
+                                           : tacl__float_to_bf16_inl(f[k]);
+        ((uint4 *)dst)[g] = x.u;
+    }
+}
+
+/* Whether the 8-bit layout suits the vector kernels (see the top). */
+int fast_layout(size_t n, uint32_t block, int bits, const void *data,
+                const void *q)
+{
+    size_t nblocks = (n + block - 1) / block;
+    return bits == 8 && n % kGroup == 0 && block % kGroup == 0 &&
+           nblocks % 2 == 0 && ((uintptr_t)data & 15) == 0 &&
+           ((uintptr_t)q & 7) == 0;
+}
+
 /* The launches' status, and with the default stream their completion. */
 tacl_status_t finish_launch(const char *what, cudaStream_t s)
 {
@@ -418,8 +578,16 @@ extern "C" tacl_status_t tacl__quantize_reorder_cuda(
         ld.n = n_per_slice;
         for (int i = 0; i < kSliceGroup; i++)
             ld.map[i] = i < cnt ? order[g + i] : 0;
-        launch_quant(ld, n_per_slice, block, bits, cnt,
-                     (uint8_t *)dst + (size_t)g * qbytes, qbytes, st);
+        uint8_t *out = (uint8_t *)dst + (size_t)g * qbytes;
+        if (fast_layout(n_per_slice, block, bits, src, out)) {
+            size_t nblocks = (n_per_slice + block - 1) / block;
+            quant8_warp_kernel<<<grid_for(nblocks * (size_t)cnt,
+                                          kThreads / 32),
+                                 kThreads, 0, st>>>(ld, n_per_slice, block,
+                                                    cnt, out, qbytes);
+            continue;
+        }
+        launch_quant(ld, n_per_slice, block, bits, cnt, out, qbytes, st);
     }
     return finish_launch(what, st);
 }
@@ -441,8 +609,13 @@ extern "C" tacl_status_t tacl__dequantize_cuda(const void *src_q, size_t n,
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "cuda dequantize: NULL buffer for %zu elements",
                            n);
-    dequant_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(
-        (const uint8_t *)src_q, n, block, bits, dtype, dst);
+    if (fast_layout(n, block, bits, dst, src_q))
+        dequant8_vec_kernel<<<grid_for(n / kGroup, kThreads), kThreads, 0,
+                              st>>>((const uint8_t *)src_q, n, block, dtype,
+                                    dst);
+    else
+        dequant_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(
+            (const uint8_t *)src_q, n, block, bits, dtype, dst);
     return finish_launch("dequantize", st);
 }
 

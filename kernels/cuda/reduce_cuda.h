@@ -23,7 +23,12 @@
 extern "C" {
 #endif
 
-/** dst = a op b over count elements.  op must be SUM, PROD, MAX or MIN. */
+/**
+ * dst = a op b over count elements.  op is SUM, PROD, MAX, MIN or, for
+ * the integer dtypes only, BAND, BOR or BXOR.  Buffers must be aligned to
+ * their element size (TACL_ERR_INVALID_ARG otherwise: a misaligned device
+ * access would end the process's CUDA context); dst may be a or b.
+ */
 tacl_status_t tacl__reduce_cuda(void *dst, const void *a, const void *b,
                                 size_t count, tacl_dtype_t dtype,
                                 tacl_op_t op, void *stream);
@@ -35,6 +40,17 @@ tacl_status_t tacl__reduce_cuda(void *dst, const void *a, const void *b,
 tacl_status_t tacl__div_cuda(void *dst, const void *src, size_t count,
                              tacl_dtype_t dtype, uint32_t divisor,
                              void *stream);
+
+/**
+ * Copy bytes from src to dst, device memory (or memory the device maps,
+ * such as a peer's IPC mapping or pinned host memory), by a kernel: 16-byte
+ * vectors when the two buffers sit at the same offset modulo 16.  Unlike
+ * cudaMemcpyAsync it runs on the multiprocessors, in stream order with the
+ * kernels around it.  The buffers must not overlap (TACL_ERR_INVALID_ARG;
+ * dst == src is a no-op).
+ */
+tacl_status_t tacl__copy_cuda(void *dst, const void *src, size_t bytes,
+                              void *stream);
 
 /** Number of usable CUDA devices; 0 when there is no driver or device. */
 int tacl__cuda_device_count(void);

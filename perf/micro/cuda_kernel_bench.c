@@ -1,8 +1,8 @@
 /*
  * Throughput of the CUDA kernels against cudaMemcpy device-to-device on
- * the same GPU, in the same run: sum over float32, bfloat16 and float16,
- * 8- and 4-bit block quantization and dequantization, and the fused
- * dequantize-sum-quantize of qgZ.
+ * the same GPU, in the same run: the copy kernel, sum over float32,
+ * bfloat16 and float16, 8- and 4-bit block quantization and
+ * dequantization, and the fused dequantize-sum-quantize of qgZ.
  *
  * Usage: cuda_kernel_bench [MB [repetitions]]   (default 256 MB, 20)
  *
@@ -43,6 +43,12 @@ static tacl_status_t run_copy(bench_t *b)
                            b->stream) == cudaSuccess
                ? TACL_OK
                : TACL_ERR_SYSTEM;
+}
+
+static tacl_status_t run_copy_kernel(bench_t *b)
+{
+    return tacl__copy_cuda(b->dst, b->a, b->n * tacl_dtype_size(b->dtype),
+                           b->stream);
 }
 
 static tacl_status_t run_sum(bench_t *b)
@@ -159,6 +165,9 @@ int main(int argc, char **argv)
     copy_gbs = 2.0 * (double)bytes / s * 1e-9;
     printf("%-34s %10.1f GB/s %7.1f%% of copy %9.3f ms\n",
            "cudaMemcpy device-to-device", copy_gbs, 100.0, s * 1e3);
+
+    failed |= report("copy kernel", run_copy_kernel, &b,
+                     reps, 2.0 * (double)bytes, copy_gbs);
 
     static const tacl_dtype_t sum_types[] = {TACL_FLOAT32, TACL_BFLOAT16,
                                              TACL_FLOAT16};

@@ -8,9 +8,10 @@
  * exactly too, a NaN matching any NaN (the two processors write different
  * NaN payloads).  The CPU kernels are checked against independent
  * references in test_quant.c, so equality here carries those bounds over.
- * Bad arguments are checked with or without a device; without one the
- * program then exits 77, which meson reports as skipped.  One more test
- * times the kernels on 256 MB and prints GB/s.
+ * Layouts that take the 8-bit vector kernels and ones that do not are
+ * both covered.  Bad arguments are checked with or without a device;
+ * without one the program then exits 77, which meson reports as skipped.
+ * One more test times the kernels on 256 MB and prints GB/s.
  */
 #include <criterion/criterion.h>
 #include <cuda_runtime_api.h>
@@ -99,16 +100,22 @@ static void check_values(const void *a, const void *b, size_t n,
                   "differs", what, tacl_dtype_name(t), i, n);
 }
 
-/* Quantize, dequantize and dequant_reduce on both sides; compare. */
-static void check_case(tacl_dtype_t t, int bits, uint32_t block, size_t n)
+/*
+ * Quantize, dequantize and dequant_reduce on both sides; compare.  The
+ * full-precision device tensors start off elements into their
+ * allocations.
+ */
+static void check_case_at(tacl_dtype_t t, int bits, uint32_t block,
+                          size_t n, size_t off)
 {
     enum { NSRC = 3 };
     size_t es = tacl_dtype_size(t);
     size_t qb = tacl__quant_bytes(n, block, bits);
     uint8_t *x = malloc(n * es), *q = malloc(qb), *gq = malloc(qb);
     uint8_t *y = malloc(n * es), *gy = malloc(n * es);
-    uint8_t *dx = dev_alloc(n * es), *dq = dev_alloc(qb);
-    uint8_t *dy = dev_alloc(n * es);
+    uint8_t *dx0 = dev_alloc((n + off) * es), *dq = dev_alloc(qb);
+    uint8_t *dy0 = dev_alloc((n + off) * es);
+    uint8_t *dx = dx0 + off * es, *dy = dy0 + off * es;
     uint8_t *hq[NSRC], *dsrc[NSRC];
     cr_assert(x && q && gq && y && gy);
 
@@ -169,15 +176,23 @@ static void check_case(tacl_dtype_t t, int bits, uint32_t block, size_t n)
     free(gq);
     free(y);
     free(gy);
-    cudaFree(dx);
+    cudaFree(dx0);
     cudaFree(dq);
-    cudaFree(dy);
+    cudaFree(dy0);
+}
+
+static void check_case(tacl_dtype_t t, int bits, uint32_t block, size_t n)
+{
+    check_case_at(t, bits, block, n, 0);
 }
 
 Test(quant_cuda, matches_cpu)
 {
     static const uint32_t blocks[] = {1, 7, 64, 256, 4096, 5000};
-    static const size_t counts[] = {1, 2, 7, 64, 65, 1001, 12001, 100003};
+    /* 8192 and 65536 with blocks 64, 256, 4096 and 5000 take the 8-bit
+     * vector kernels; the others the general ones. */
+    static const size_t counts[] = {1,     2,     7,    64,   65,
+                                    1001,  8192,  12001, 65536, 100003};
     tt_skip_without_device();
     for (size_t d = 0; d < 3; d++)
         for (int bits = 4; bits <= 8; bits += 4)
@@ -189,10 +204,11 @@ Test(quant_cuda, matches_cpu)
 Test(quant_cuda, reorder_matches_cpu)
 {
     static const int nsl[] = {1, 3, 8, 70};
-    static const size_t nps[] = {1, 7, 130, 1001};
+    /* 1024 elements per slice, block 64: the 8-bit vector kernel. */
+    static const size_t nps[] = {1, 7, 130, 1001, 1024};
     tt_skip_without_device();
     for (size_t a = 0; a < 4; a++)
-        for (size_t c = 0; c < 4; c++)
+        for (size_t c = 0; c < 5; c++)
             for (int bits = 4; bits <= 8; bits += 4)
                 for (size_t d = 0; d < 3; d++) {
         int ns = nsl[a];
@@ -229,6 +245,18 @@ Test(quant_cuda, reorder_matches_cpu)
         cudaFree(dx);
         cudaFree(dq);
     }
+}
+
+/*
+ * A layout the 8-bit vector kernels would take, but the tensors one
+ * element off their 16-byte alignment: the general kernels run, with the
+ * same bytes.
+ */
+Test(quant_cuda, unaligned_tensor_matches_cpu)
+{
+    tt_skip_without_device();
+    for (size_t d = 0; d < 3; d++)
+        check_case_at(dtypes[d], 8, 256, 8192, 1);
 }
 
 Test(quant_cuda, bad_args_rejected)

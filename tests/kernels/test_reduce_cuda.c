@@ -7,7 +7,10 @@
  * types and float64 share the CPU code and are held to the same).  Without
  * a device those tests skip, and the error paths are checked instead: a
  * launch must fail with TACL_ERR_SYSTEM, bad arguments with
- * TACL_ERR_INVALID_ARG, never a crash.  The program then exits 77, which
+ * TACL_ERR_INVALID_ARG, never a crash.  Buffers start at every element
+ * offset within 16 bytes, and at differing offsets, so that both the
+ * 16-byte vector path (with every head and tail length) and the element
+ * path run; the copy kernel is held to memcpy's bytes the same way.  The program then exits 77, which
  * meson reports as skipped: the GPU half was not run.
  */
 #include <criterion/criterion.h>
@@ -65,79 +68,164 @@ static void fill_finite(void *p, size_t count, tacl_dtype_t t)
     }
 }
 
-/* Device buffers for one comparison. */
-typedef struct {
-    void *a;
-    void *b;
-    void *d;
-} dev_bufs_t;
-
-static void dev_alloc(dev_bufs_t *g, size_t bytes)
-{
-    cr_assert_eq(cudaMalloc(&g->a, bytes + 1), cudaSuccess);
-    cr_assert_eq(cudaMalloc(&g->b, bytes + 1), cudaSuccess);
-    cr_assert_eq(cudaMalloc(&g->d, bytes + 1), cudaSuccess);
-}
-
-static void dev_free(dev_bufs_t *g)
-{
-    cudaFree(g->a);
-    cudaFree(g->b);
-    cudaFree(g->d);
-}
-
-/* alias 0: separate dst, 1: dst = a, 2: dst = b. */
-static void compare_reduce(tacl_dtype_t t, tacl_op_t op, size_t count,
-                           int alias)
+/*
+ * One comparison on the device: a, b and dst start off_a, off_b and off_d
+ * elements into their allocations, so that the kernels' 16-byte vector
+ * path meets every head and tail length, and buffers at different offsets
+ * modulo 16 take the element path.  alias 0: separate dst, 1: dst = a,
+ * 2: dst = b (then off_d is ignored).
+ */
+static void compare_reduce_at(tacl_dtype_t t, tacl_op_t op, size_t count,
+                              int alias, size_t off_a, size_t off_b,
+                              size_t off_d)
 {
     size_t size = tacl_dtype_size(t);
     size_t bytes = count * size;
+    size_t room = bytes + 16 * size;
     unsigned char *a = malloc(bytes + 1);
     unsigned char *b = malloc(bytes + 1);
     unsigned char *want = malloc(bytes + 1);
-    unsigned char *got = malloc(bytes + 1);
-    dev_bufs_t g;
+    unsigned char *got = malloc(room);
+    unsigned char *ga = NULL, *gb = NULL, *gd = NULL;
     cr_assert(a && b && want && got);
     fill_finite(a, count, t);
     fill_finite(b, count, t);
     cr_assert_eq(tacl__reduce_cpu(want, a, b, count, t, op), TACL_OK);
 
-    dev_alloc(&g, bytes);
-    cr_assert_eq(cudaMemcpy(g.a, a, bytes, cudaMemcpyHostToDevice),
+    cr_assert_eq(cudaMalloc((void **)&ga, room), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&gb, room), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&gd, room), cudaSuccess);
+    /* A known pattern around dst: the kernel must not write outside. */
+    cr_assert_eq(cudaMemset(gd, 0xa5, room), cudaSuccess);
+    unsigned char *pa = ga + off_a * size, *pb = gb + off_b * size;
+    unsigned char *pd = alias == 1 ? pa : alias == 2 ? pb
+                                                     : gd + off_d * size;
+    cr_assert_eq(cudaMemcpy(pa, a, bytes, cudaMemcpyHostToDevice),
                  cudaSuccess);
-    cr_assert_eq(cudaMemcpy(g.b, b, bytes, cudaMemcpyHostToDevice),
+    cr_assert_eq(cudaMemcpy(pb, b, bytes, cudaMemcpyHostToDevice),
                  cudaSuccess);
-    void *dst = alias == 1 ? g.a : alias == 2 ? g.b : g.d;
-    cr_assert_eq(tacl__reduce_cuda(dst, g.a, g.b, count, t, op, NULL),
+    cr_assert_eq(tacl__reduce_cuda(pd, pa, pb, count, t, op, NULL),
                  TACL_OK, "%s %s count %zu", tacl_dtype_name(t),
                  tacl_op_name(op), count);
-    cr_assert_eq(cudaMemcpy(got, dst, bytes, cudaMemcpyDeviceToHost),
+    cr_assert_eq(cudaMemcpy(got, pd, bytes, cudaMemcpyDeviceToHost),
                  cudaSuccess);
     for (size_t i = 0; i < count; i++)
         cr_assert_eq(memcmp(got + i * size, want + i * size, size), 0,
-                     "%s %s count %zu alias %d: element %zu differs",
-                     tacl_dtype_name(t), tacl_op_name(op), count, alias, i);
-    dev_free(&g);
+                     "%s %s count %zu alias %d offsets %zu/%zu/%zu: "
+                     "element %zu differs", tacl_dtype_name(t),
+                     tacl_op_name(op), count, alias, off_a, off_b, off_d,
+                     i);
+    if (alias == 0) {
+        cr_assert_eq(cudaMemcpy(got, gd, room, cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+        for (size_t i = 0; i < room; i++)
+            if (i < off_d * size || i >= off_d * size + bytes)
+                cr_assert_eq(got[i], 0xa5, "%s %s count %zu offset %zu: "
+                             "byte %zu outside dst was written",
+                             tacl_dtype_name(t), tacl_op_name(op), count,
+                             off_d, i);
+    }
+    cudaFree(ga);
+    cudaFree(gb);
+    cudaFree(gd);
     free(a);
     free(b);
     free(want);
     free(got);
 }
 
+static void compare_reduce(tacl_dtype_t t, tacl_op_t op, size_t count,
+                           int alias)
+{
+    compare_reduce_at(t, op, count, alias, 0, 0, 0);
+}
+
+/* Whether op is an element op of dtype t (no AVG; bitwise for integers). */
+static int op_applies(int t, int op)
+{
+    return op != TACL_AVG && !(t >= TACL_FLOAT16 && op >= TACL_BAND);
+}
+
+/*
+ * Every dtype x op: separate and aliased buffers from small to 3 M
+ * elements, then every head and tail length of the vector path and the
+ * element path: buffers offset by 0 to 16 / size - 1 elements and by
+ * differing amounts, over odd lengths.
+ */
 Test(reduce_cuda, matches_cpu_every_dtype_and_op)
 {
     static const size_t counts[] = {1, 7, 1000, 4099, 3000017};
+    static const size_t odd_counts[] = {1, 3, 17, 255, 1027, 65537};
+    static const size_t offs[][3] = {{0, 0, 0}, {1, 1, 1}, {3, 3, 3},
+                                     {7, 7, 7}, {1, 0, 0}, {0, 2, 0},
+                                     {0, 0, 5}, {3, 1, 2}};
     tt_skip_without_device();
     for (int t = 0; t < TACL_NUM_DTYPES; t++)
         for (int op = TACL_SUM; op < TACL_NUM_OPS; op++) {
-            /* No AVG element op; bitwise ops on integer types only. */
-            if (op == TACL_AVG || (t >= TACL_FLOAT16 && op >= TACL_BAND))
+            tacl_dtype_t dt = (tacl_dtype_t)t;
+            tacl_op_t o = (tacl_op_t)op;
+            if (!op_applies(t, op))
                 continue;
             for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
                 for (int alias = 0; alias < 3; alias++)
-                    compare_reduce((tacl_dtype_t)t, (tacl_op_t)op,
-                                   counts[c], alias);
+                    compare_reduce(dt, o, counts[c], alias);
+            for (size_t c = 0; c < sizeof(odd_counts) / sizeof(size_t); c++)
+                for (size_t k = 0; k < sizeof(offs) / sizeof(offs[0]);
+                     k++) {
+                    compare_reduce_at(dt, o, odd_counts[c], 0, offs[k][0],
+                                      offs[k][1], offs[k][2]);
+                    /* In place, at the same offsets. */
+                    if (k < 4)
+                        compare_reduce_at(dt, o, odd_counts[c],
+                                          1 + (int)(c & 1), offs[k][0],
+                                          offs[k][1], 0);
+                }
         }
+}
+
+/* The copy kernel: every byte offset pair and odd lengths, bytes exact. */
+Test(reduce_cuda, copy_matches_memcpy)
+{
+    static const size_t lens[] = {1, 15, 16, 17, 4096, 100003, 4194311};
+    static const size_t offs[][2] = {{0, 0}, {5, 5}, {15, 15}, {0, 4},
+                                     {4, 8}, {1, 2}, {3, 0}};
+    const size_t room = 4194311 + 64;
+    unsigned char *src = malloc(room), *got = malloc(room);
+    unsigned char *gs = NULL, *gd = NULL;
+    cudaStream_t stream;
+    tt_skip_without_device();
+    cr_assert(src && got);
+    for (size_t i = 0; i < room; i++)
+        src[i] = (unsigned char)tt_rng_next(&rng);
+    cr_assert_eq(cudaMalloc((void **)&gs, room), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&gd, room), cudaSuccess);
+    cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
+    cr_assert_eq(cudaMemcpy(gs, src, room, cudaMemcpyHostToDevice),
+                 cudaSuccess);
+    for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+        for (size_t o = 0; o < sizeof(offs) / sizeof(offs[0]); o++) {
+            size_t so = offs[o][0], dof = offs[o][1], n = lens[l];
+            cr_assert_eq(cudaMemset(gd, 0x5a, room), cudaSuccess);
+            /* Every other case on a stream of its own. */
+            cr_assert_eq(tacl__copy_cuda(gd + dof, gs + so, n,
+                                         (o & 1) ? stream : NULL),
+                         TACL_OK);
+            cr_assert_eq(cudaStreamSynchronize(stream), cudaSuccess);
+            cr_assert_eq(cudaMemcpy(got, gd, room, cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+            cr_assert_eq(memcmp(got + dof, src + so, n), 0,
+                         "copy of %zu bytes, offsets %zu -> %zu", n, so,
+                         dof);
+            for (size_t i = 0; i < room; i++)
+                if (i < dof || i >= dof + n)
+                    cr_assert_eq(got[i], 0x5a, "copy of %zu bytes at %zu "
+                                 "wrote byte %zu", n, dof, i);
+        }
+    cudaStreamDestroy(stream);
+    cudaFree(gs);
+    cudaFree(gd);
+    free(src);
+    free(got);
 }
 
 Test(reduce_cuda, div_matches_cpu)
@@ -234,7 +322,7 @@ Test(reduce_cuda, stream_ordered_launch)
 /* These need no device: arguments are checked before any CUDA call. */
 Test(reduce_cuda, invalid_arguments)
 {
-    char buf[16] = {0};
+    _Alignas(16) char buf[16] = {0};
     cr_assert_eq(tacl__reduce_cuda(buf, buf, buf, 1, TACL_FLOAT32,
                                    TACL_AVG, NULL),
                  TACL_ERR_INVALID_ARG);
@@ -254,6 +342,24 @@ Test(reduce_cuda, invalid_arguments)
                  TACL_ERR_INVALID_ARG);
     cr_assert_eq(tacl__div_cuda(buf, buf, 1, (tacl_dtype_t)-1, 2, NULL),
                  TACL_ERR_INVALID_ARG);
+    /* Elements off their alignment would fault on the device. */
+    cr_assert_eq(tacl__reduce_cuda(buf + 1, buf + 4, buf + 8, 1,
+                                   TACL_FLOAT32, TACL_SUM, NULL),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert_eq(tacl__reduce_cuda(buf, buf + 4, buf + 2, 1, TACL_INT64,
+                                   TACL_BXOR, NULL),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert_eq(tacl__div_cuda(buf + 8, buf + 1, 1, TACL_BFLOAT16, 2,
+                                NULL),
+                 TACL_ERR_INVALID_ARG);
+    /* The copy: NULL and overlapping buffers. */
+    cr_assert_eq(tacl__copy_cuda(NULL, buf, 4, NULL), TACL_ERR_INVALID_ARG);
+    cr_assert_eq(tacl__copy_cuda(buf + 2, buf, 4, NULL),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert_eq(tacl__copy_cuda(buf, buf + 3, 4, NULL),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert_eq(tacl__copy_cuda(buf, buf, 4, NULL), TACL_OK);
+    cr_assert_eq(tacl__copy_cuda(NULL, NULL, 0, NULL), TACL_OK);
     /* Nothing to do is not an error, with or without a device. */
     cr_assert_eq(tacl__reduce_cuda(NULL, NULL, NULL, 0, TACL_INT8,
                                    TACL_SUM, NULL),
@@ -263,7 +369,7 @@ Test(reduce_cuda, invalid_arguments)
 /* Without a driver the launch fails cleanly: a status, not a crash. */
 Test(reduce_cuda, launch_without_device_fails_cleanly)
 {
-    char buf[64] = {0};
+    _Alignas(16) char buf[64] = {0};
     if (tacl__cuda_device_count() > 0)
         cr_skip_test("a CUDA device is present: the no-device path is "
                      "checked only on machines without one");
@@ -271,6 +377,8 @@ Test(reduce_cuda, launch_without_device_fails_cleanly)
                                    TACL_SUM, NULL),
                  TACL_ERR_SYSTEM);
     cr_assert_eq(tacl__div_cuda(buf, buf, 4, TACL_FLOAT32, 2, NULL),
+                 TACL_ERR_SYSTEM);
+    cr_assert_eq(tacl__copy_cuda(buf, buf + 16, 16, NULL),
                  TACL_ERR_SYSTEM);
     /* Asking again still answers, and still says none. */
     cr_assert_eq(tacl__cuda_device_count(), 0);

@@ -14,6 +14,10 @@
  * connection to a peer with operations pending fails the whole instance
  * (TACL_ERR_REMOTE); one to a peer with nothing pending (say it finished
  * and closed) only marks that peer, so a later operation naming it fails.
+ * An instance moves CUDA device memory too (staged through pinned host
+ * chunks, ucx_cuda.c) when tacl is built with CUDA and a device is usable
+ * at init; its ops are then a copy of tacl__tl_ucx_ops with that
+ * capability, which tacl__tl_select reads from the instance.
  * UCX's own environment (UCX_TLS, UCX_NET_DEVICES, ...) is read as is,
  * with one default changed where no RDMA device exists (see
  * rndv_thresh).
@@ -226,6 +230,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
     for (tacl__tl_op_t *op = ucx->pending.head; op && !busy;
          op = op->tl_next)
         busy = op->peer == peer;
+    busy = busy || tacl__ucx_stage_pending(ucx, peer);
     if (!busy) {
         TACL_INFO(NET, "rank %d: connection to rank %d closed (%s) with "
                   "nothing pending", ucx->rank, peer, ucs_status_string(st));
@@ -344,7 +349,7 @@ static void ucx_close(tacl__tl_t *tl)
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
 
     if (ucx->worker) {
-        if (ucx->pending.head) {
+        if (ucx->pending.head || tacl__ucx_stage_pending(ucx, -1)) {
             TACL_WARN(NET, "rank %d: closing with %llu operations pending; "
                       "they end with TACL_ERR_INVALID_USAGE", ucx->rank,
                       (unsigned long long)ucx->npending);
@@ -353,6 +358,7 @@ static void ucx_close(tacl__tl_t *tl)
         shut_down_eps(ucx, TACL_MIN(ucx->timeout_s, TACL_UCX_CLOSE_MAX_S));
         ucp_worker_destroy(ucx->worker);
     }
+    tacl__ucx_stage_close(ucx);
     if (ucx->context)
         ucp_cleanup(ucx->context);
     free(ucx->addrs);
@@ -379,6 +385,21 @@ static tacl_status_t alloc_tables(tacl__ucx_t *ucx,
     for (int r = 0; r < ucx->nranks; ++r)
         ucx->remote[r] = strcmp(params->node_ids[r], params->node_id) != 0;
     return TACL_OK;
+}
+
+/*
+ * The ops of an instance that also moves CUDA memory (ucx_cuda.c): those
+ * of tacl__tl_ucx_ops with CUDA among the capabilities, made once.  An
+ * instance takes them when tacl is built with CUDA and a device is
+ * usable at its init.
+ */
+static tacl__transport_ops_t ucx_cuda_ops;
+static pthread_once_t ucx_cuda_ops_once = PTHREAD_ONCE_INIT;
+
+static void make_cuda_ops(void)
+{
+    ucx_cuda_ops = tacl__tl_ucx_ops;
+    ucx_cuda_ops.caps |= TACL__TL_CAP_CUDA;
 }
 
 static tacl_status_t ucx_init(const tacl__tl_params_t *params,
@@ -419,6 +440,10 @@ static tacl_status_t ucx_init(const tacl__tl_params_t *params,
         ucp_worker_release_address(ucx->worker, addr);
     if (status != TACL_OK)
         goto err_close;
+    if (tacl__ucx_stage_init(ucx)) {
+        pthread_once(&ucx_cuda_ops_once, make_cuda_ops);
+        ucx->super.ops = &ucx_cuda_ops;
+    }
     TACL_INFO(NET, "rank %d: ucx ready, %zu-byte worker address",
               ucx->rank, len);
     *tl_p = &ucx->super;

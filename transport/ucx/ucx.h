@@ -15,6 +15,10 @@
  * callback never runs inside a post call.  An operation is handed back to
  * its owner only once UCX can no longer call back for it: its request
  * completed, or it was released with ucp_request_free().
+ *
+ * CUDA device buffers (when built with CUDA and a device is usable at
+ * init) go through ucx_cuda.c, which stages them through pinned host
+ * chunks and posts the chunks as host messages of the same tag.
  */
 #ifndef TACL_TRANSPORT_UCX_UCX_H
 #define TACL_TRANSPORT_UCX_UCX_H
@@ -79,6 +83,8 @@ enum {
 #define TACL_UCX_OP_F_POSTING 4u   /* inside the post call */
 #define TACL_UCX_OP_F_EARLY 8u     /* UCX called back inside the post */
 
+typedef struct tacl__ucx_stage tacl__ucx_stage_t;
+
 typedef struct {
     tacl__tl_t super;
     int rank;
@@ -100,6 +106,7 @@ typedef struct {
                                   linked backwards through OP_PREV */
     tacl__tl_opq_t done;       /* completed, callback not run yet */
     uint64_t npending;
+    tacl__ucx_stage_t *stage;  /* CUDA staging; NULL: host memory only */
 } tacl__ucx_t;
 
 /* Posting, progress and failure (ucx_ops.c). */
@@ -108,6 +115,28 @@ tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op);
 int tacl__ucx_progress(tacl__tl_t *tl);
 tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us);
 void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status);
+
+/** Receive the probed UCX message msg into op's (host) buffer. */
+tacl_status_t tacl__ucx_msg_recv(tacl__ucx_t *ucx, tacl__tl_op_t *op,
+                                 void *msg);
+
+/*
+ * CUDA device memory staged through pinned host chunks (ucx_cuda.c).
+ * Without CUDA in the build these do nothing (and post refuses).
+ */
+/** At init: 1 when a device is usable, and then ucx->stage is set. */
+int tacl__ucx_stage_init(tacl__ucx_t *ucx);
+/** Post a send (or a receive if recv) of a non-empty device buffer. */
+tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
+                                   int recv);
+/** Poll the copies and start chunks; never blocks.  Events handled. */
+int tacl__ucx_stage_progress(tacl__ucx_t *ucx);
+/** Whether a device message with peer (any peer if -1) is staged. */
+int tacl__ucx_stage_pending(const tacl__ucx_t *ucx, int peer);
+/** End every staged message with status (waits for its copies). */
+void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status);
+/** Free the chunks, events and stream; after the worker is gone. */
+void tacl__ucx_stage_close(tacl__ucx_t *ucx);
 
 /* Endpoints (ucx.c). */
 /** The endpoint to world rank peer, created on first use. */

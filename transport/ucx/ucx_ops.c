@@ -9,6 +9,9 @@
  * worker, then runs the tacl callbacks of the done list, so no tacl
  * callback ever runs inside a post or inside a UCX callback.
  *
+ * A non-empty CUDA device buffer goes to ucx_cuda.c instead, which moves
+ * it in pinned host chunks posted through these same functions.
+ *
  * Failing (a dead peer, or cancel_all) first closes every endpoint by
  * force, so UCX stops reading send buffers, then cancels receives; a
  * request UCX still holds after that is released with ucp_request_free(),
@@ -27,6 +30,8 @@
 
 /* Worker progress calls one progress() makes at most. */
 #define TACL_UCX_PROGRESS_BUDGET 64
+/* Longest sleep of wait() while device messages are being staged. */
+#define TACL_UCX_STAGE_POLL_US 20
 
 static void pending_add(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
 {
@@ -189,6 +194,8 @@ static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
     status = check_op(ucx, op);
     if (status != TACL_OK)
         return status;
+    if (op->memtype == TACL_MEM_CUDA && op->len > 0)
+        return tacl__ucx_stage_post(ucx, op, recv);
     status = tacl__ucx_get_ep(ucx, op->peer, &ep);
     if (status != TACL_OK && !recv)
         return status;
@@ -225,6 +232,26 @@ static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
     return status;
 }
 
+tacl_status_t tacl__ucx_msg_recv(tacl__ucx_t *ucx, tacl__tl_op_t *op,
+                                 void *msg)
+{
+    ucp_request_param_t param = {0};
+    tacl_status_t status = check_op(ucx, op);
+
+    if (status != TACL_OK)
+        return status;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.user_data = op;
+    param.cb.recv = recv_cb;
+    TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_RECV | TACL_UCX_OP_F_POSTING;
+    return posted(ucx, op,
+                  ucp_tag_msg_recv_nbx(ucx->worker,
+                                       op->len ? op->buf : empty_buf,
+                                       (size_t)op->len, msg, &param));
+}
+
 tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
     return post_op(tl, op, 0);
@@ -239,6 +266,7 @@ void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status)
 {
     tacl__tl_op_t *op;
 
+    tacl__ucx_stage_fail(ucx, status);
     if (!ucx->pending.head)
         return;
     /* A cancelled request reports UCS_ERR_CANCELED; this is its status. */
@@ -272,6 +300,7 @@ int tacl__ucx_progress(tacl__tl_t *tl)
     }
     if (ucx->failed != TACL_OK)
         tacl__ucx_fail(ucx, ucx->failed);
+    events += tacl__ucx_stage_progress(ucx);
     events += tacl__tl_opq_run(&ucx->done);
     return ucx->failed != TACL_OK ? ucx->failed : events;
 }
@@ -294,6 +323,9 @@ tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
         tacl__tl_unlock(ucx->lock);
         return TACL_OK;
     }
+    /* Staging copies finish without waking the worker: poll them. */
+    if (tacl__ucx_stage_pending(ucx, -1))
+        timeout_us = TACL_MIN(timeout_us, TACL_UCX_STAGE_POLL_US);
     st = ucp_worker_arm(ucx->worker);
     tacl__tl_unlock(ucx->lock);
     if (st == UCS_ERR_BUSY)
@@ -317,7 +349,8 @@ void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
 
-    if (ucx->pending.head && ucx->failed == TACL_OK)
+    if ((ucx->pending.head || tacl__ucx_stage_pending(ucx, -1)) &&
+        ucx->failed == TACL_OK)
         ucx->failed = status;
     tacl__ucx_fail(ucx, status);
     tacl__tl_opq_run(&ucx->done);

@@ -93,11 +93,17 @@ static void op_cb(tacl__tl_op_t *op, tacl_status_t status)
 
 tacl_status_t post(tacl__tl_t *tl, tacl__tl_op_t *op, int is_send)
 {
+    return post_mem(tl, op, is_send, TACL_MEM_HOST);
+}
+
+tacl_status_t post_mem(tacl__tl_t *tl, tacl__tl_op_t *op, int is_send,
+                       tacl_memtype_t memtype)
+{
     tacl_status_t status;
 
     op->cb = op_cb;
     op->arg = NULL;
-    op->memtype = TACL_MEM_HOST;
+    op->memtype = (uint8_t)memtype;
     in_post = 1;
     status = is_send ? tacl__tl_send(tl, op) : tacl__tl_recv(tl, op);
     in_post = 0;

@@ -53,6 +53,9 @@ tacl_status_t exchange(void *arg, void *all, size_t size);
 tacl__tl_t *rank_init(shared_t *sh, int rank, xctx_t *x);
 /** Post op as a send or receive whose callback counts done_count. */
 tacl_status_t post(tacl__tl_t *tl, tacl__tl_op_t *op, int is_send);
+/** The same for a buffer of the given memory type. */
+tacl_status_t post_mem(tacl__tl_t *tl, tacl__tl_op_t *op, int is_send,
+                       tacl_memtype_t memtype);
 /** A posted op's result: TACL_IN_PROGRESS until its callback ran. */
 tacl_status_t op_result(const tacl__tl_op_t *op);
 /** Progress and wait until done_count reaches target; first error. */
