@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -461,14 +462,27 @@ static int read_msg(int sock, tacl__cipc_msg_t *msg, int *fd_p)
     return 1;
 }
 
+/* Whether an operation of ours waits for the peer. */
 static int peer_busy(const tacl__cipc_t *c, const tacl__cipc_peer_t *peer)
 {
-    if (peer->rts_wait.head || peer->recvs.head || peer->nout)
+    if (peer->rts_wait.head || peer->recvs.head)
         return 1;
     for (const tacl__tl_op_t *op = c->pulls.head; op; op = op->tl_next)
         if (op->peer == peer->rank)
             return 1;
     return 0;
+}
+
+/* The peer hung up: forget its socket and what waits to go there. */
+static void hang_up(tacl__cipc_peer_t *peer)
+{
+    if (peer->fd >= 0)
+        close(peer->fd);
+    peer->fd = -1;
+    peer->hung_up = 1;
+    for (size_t i = 0; i < peer->nout; i++)
+        close_fd(peer->out[i].fd);
+    peer->nout = 0;
 }
 
 /* Handle what the peer sent; messages handled, or a negative status. */
@@ -499,9 +513,7 @@ static int poll_in(tacl__cipc_t *c, tacl__cipc_peer_t *peer)
     }
     if (r < 0) {
         /* The peer exited or died: an error only if we wait for it. */
-        close(peer->fd);
-        peer->fd = -1;
-        peer->hung_up = 1;
+        hang_up(peer);
         if (peer_busy(c, peer))
             return tacl__error_peer(peer->rank, SHM,
                                     "rank %d closed its cuda_ipc connection "
@@ -712,6 +724,11 @@ int tacl__cipc_progress(tacl__tl_t *tl)
         if (i == c->my_local || (peer->fd < 0 && !peer->nout))
             continue;
         status = flush_out(peer);
+        if (status != TACL_OK && !peer_busy(c, peer)) {
+            /* Only news (FREED, a late FIN) was left for it. */
+            hang_up(peer);
+            status = TACL_OK;
+        }
         n = status != TACL_OK ? status : poll_in(c, peer);
         if (n < 0) {
             fail_instance(c, n);
@@ -748,7 +765,7 @@ tacl_status_t tacl__cipc_wait(tacl__tl_t *tl, int64_t timeout_us)
 {
     tacl__cipc_t *c = (tacl__cipc_t *)tl;
     struct pollfd *fds;
-    int nfds = 0, busy = 0, timeout_ms;
+    int nfds = 0, busy = 0;
 
     if (timeout_us < 0)
         timeout_us = (int64_t)(c->timeout_s * 1e6);
@@ -769,9 +786,10 @@ tacl_status_t tacl__cipc_wait(tacl__tl_t *tl, int64_t timeout_us)
     }
     tacl__tl_unlock(c->lock);
     if (!busy && nfds > 0) {
-        timeout_ms = (int)TACL_MIN((timeout_us + 999) / 1000,
-                                   (int64_t)60 * 1000);
-        poll(fds, (nfds_t)nfds, timeout_ms);
+        struct timespec ts = {(time_t)(timeout_us / 1000000),
+                              (long)(timeout_us % 1000000) * 1000};
+
+        ppoll(fds, (nfds_t)nfds, &ts, NULL);
     }
     free(fds);
     return TACL_OK;
