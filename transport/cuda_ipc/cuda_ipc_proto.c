@@ -160,20 +160,32 @@ static tacl_status_t send_fin(tacl__cipc_peer_t *peer, uint64_t op_id,
     return send_msg(peer, &fin, -1);
 }
 
+/*
+ * A pull ends early: its copies still on the stream finish on their own,
+ * so their ring entries forget it; the mapping they read is released
+ * only if none was in flight (else it stays busy until close, which
+ * waits for the streams), so no copy ever reads an unmapped range.
+ */
+static void forget_pull(tacl__cipc_t *c, tacl__tl_op_t *op)
+{
+    int inflight = 0;
+
+    for (int d = 0; d < TACL_CIPC_MAX_DEVICES; d++)
+        for (unsigned k = 0; k < TACL_CIPC_INFLIGHT; k++)
+            if (c->devs[d].ring[k].op == op) {
+                c->devs[d].ring[k].op = NULL;
+                inflight = 1;
+            }
+    if (!inflight)
+        tacl__cipc_map_release(peer_of(c, op->peer), TACL_CIPC_OP_MAP(op));
+}
+
 static void fail_all(tacl__cipc_t *c, tacl_status_t status)
 {
     tacl__tl_op_t *op;
 
     while ((op = tacl__tl_opq_pop(&c->pulls))) {
-        tacl__cipc_peer_t *peer = peer_of(c, op->peer);
-
-        /* Copies still on the stream finish on their own; their ring
-         * entries forget the operation. */
-        for (int d = 0; d < TACL_CIPC_MAX_DEVICES; d++)
-            for (unsigned k = 0; k < TACL_CIPC_INFLIGHT; k++)
-                if (c->devs[d].ring[k].op == op)
-                    c->devs[d].ring[k].op = NULL;
-        tacl__cipc_map_release(peer, TACL_CIPC_OP_MAP(op));
+        forget_pull(c, op);
         complete(c, op, status);
     }
     for (int i = 0; i < c->nlocal; i++) {
@@ -601,7 +613,7 @@ static tacl_status_t finish_pull(tacl__cipc_t *c, tacl__tl_op_t *op,
         ;
     if (cur)
         tacl__tl_opq_unlink(&c->pulls, prev, op);
-    tacl__cipc_map_release(peer, TACL_CIPC_OP_MAP(op));
+    forget_pull(c, op);
     complete(c, op, status);
     return send_fin(peer, TACL_CIPC_OP_ID(op), status);
 }
@@ -631,10 +643,6 @@ static int poll_copies(tacl__cipc_t *c, int d)
             status = tacl__error(TACL_ERR_SYSTEM, SHM,
                                  "a copy from rank %d on device %d failed: "
                                  "%s", op->peer, d, tacl__cu_str(res));
-            /* Its later chunks, if any, forget it. */
-            for (unsigned k = 0; k < TACL_CIPC_INFLIGHT; k++)
-                if (dev->ring[k].op == op)
-                    dev->ring[k].op = NULL;
         } else {
             TACL_CIPC_OP_DONE(op) = ch->end;
             if (ch->end < op->len)
@@ -692,9 +700,6 @@ static int issue_copies(tacl__cipc_t *c)
                                      "%d on device %d failed: %s",
                                      (unsigned long long)n, op->peer, d,
                                      tacl__cu_str(res));
-                for (unsigned k = 0; k < TACL_CIPC_INFLIGHT; k++)
-                    if (dev->ring[k].op == op)
-                        dev->ring[k].op = NULL;
                 status = finish_pull(c, op, status);
                 if (status != TACL_OK)
                     return status;
