@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "cuda_mem.h"
 #include "log.h"
 #include "memseg.h"
 #include "tacl.h"
@@ -214,10 +215,11 @@ TACL_EXPORT tacl_status_t tacl_mem_alloc(void **ptr_p, size_t size,
         return tacl__error(TACL_ERR_INVALID_ARG, ALLOC,
                            "tacl_mem_alloc: NULL ptr_p");
     *ptr_p = NULL;
+    if (memtype == TACL_MEM_CUDA && size == 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, ALLOC,
+                           "tacl_mem_alloc: size 0");
     if (memtype == TACL_MEM_CUDA)
-        return tacl__error(TACL_ERR_UNSUPPORTED, ALLOC,
-                           "tacl_mem_alloc: CUDA memory is not supported "
-                           "yet; allocate it with cudaMalloc");
+        return tacl__cuda_mem_alloc(size, ptr_p);
     if (memtype != TACL_MEM_AUTO && memtype != TACL_MEM_HOST)
         return tacl__error(TACL_ERR_INVALID_ARG, ALLOC,
                            "tacl_mem_alloc: invalid memory type %d",
@@ -293,9 +295,12 @@ TACL_EXPORT tacl_status_t tacl_mem_alloc(void **ptr_p, size_t size,
 TACL_EXPORT tacl_status_t tacl_mem_free(void *ptr)
 {
     memseg_t **link, *seg = NULL;
+    tacl_status_t status;
 
     if (ptr == NULL)
         return TACL_OK;
+    if (tacl__cuda_mem_free(ptr, &status))
+        return status;
     pthread_mutex_lock(&memseg_lock);
     for (link = &memseg_list; *link; link = &(*link)->next) {
         if ((*link)->base == ptr) {

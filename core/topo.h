@@ -17,6 +17,8 @@
  *   link gpu bw=240 lat=3          #   self, host, gpu, net
  *   link net bw=50 lat=12
  *   node n0 packages=2 numa=2 cores=48 gpus=8 nics=4 nic_gbps=100
+ *                                  # optional keys: gpu_peer=0|1 and
+ *                                  #   gpu_link=pcie|nvlink
  *   ranks n0 0-7                   # optional: ranks on node n0
  *   fabric oversub=2 overhead=1.5  # optional, for the simulator: the
  *                                  #   switch fabric's oversubscription
@@ -60,6 +62,19 @@ typedef enum {
     TACL__TOPO_KERNELS
 } tacl__topo_kernel_t;
 
+/*
+ * How the GPUs of a node are joined (node key gpu_link=pcie|nvlink):
+ * NVLink when NVML reports an active NVLink on every GPU, else PCIe;
+ * unknown without NVML, with fewer than two GPUs, or in a file without
+ * the key.  The gpu link class's default bandwidth follows it
+ * (tacl__topo_set_links).
+ */
+enum {
+    TACL__GPU_LINK_UNKNOWN = 0,
+    TACL__GPU_LINK_PCIE,
+    TACL__GPU_LINK_NVLINK
+};
+
 /** One node, as detected or described.  Fixed size so it can be sent. */
 typedef struct {
     char name[TACL__TOPO_NAME_LEN];
@@ -69,6 +84,7 @@ typedef struct {
     int pus;
     int gpus;
     int gpu_peer;          /* 1 when every GPU pair has peer access */
+    int gpu_link;          /* how its GPUs are joined: TACL__GPU_LINK_* */
     int nics;
     double nic_gbps;       /* speed of one NIC in Gbit/s, 0 if unknown */
     uint64_t llc_bytes;    /* last-level cache of one package, 0 if

@@ -107,6 +107,61 @@ static int cuda_peer_access(int *all_peer_p)
 #endif
 }
 
+/*
+ * How the node's GPUs are joined, asked of NVML (opened at run time; a
+ * node without it answers unknown): NVLink when every GPU has an active
+ * NVLink, PCIe when NVML answers and some GPU has none.  Fewer than two
+ * GPUs: unknown, as no link joins them.
+ */
+static int nvml_gpu_link(void)
+{
+#if TACL_HAVE_CUDA
+    /* NVML's C API: an int result (0 success), opaque device handles. */
+    typedef int (*init_fn)(void);
+    typedef int (*count_fn)(unsigned *);
+    typedef int (*handle_fn)(unsigned, void **);
+    typedef int (*link_fn)(void *, unsigned, int *);
+    enum { NVML_MAX_LINKS = 18 };   /* NVML_NVLINK_MAX_LINKS */
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    init_fn init, shutdown;
+    count_fn count;
+    handle_fn handle;
+    link_fn state;
+    unsigned n = 0, with_link = 0;
+    int link = TACL__GPU_LINK_UNKNOWN;
+
+    if (h == NULL)
+        return link;
+    init = (init_fn)dlsym(h, "nvmlInit_v2");
+    shutdown = (init_fn)dlsym(h, "nvmlShutdown");
+    count = (count_fn)dlsym(h, "nvmlDeviceGetCount_v2");
+    handle = (handle_fn)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    state = (link_fn)dlsym(h, "nvmlDeviceGetNvLinkState");
+    if (init && shutdown && count && handle && state && init() == 0) {
+        if (count(&n) == 0 && n >= 2) {
+            for (unsigned d = 0; d < n; d++) {
+                void *dev = NULL;
+                int active = 0;
+
+                if (handle(d, &dev) != 0)
+                    continue;
+                for (unsigned l = 0; l < NVML_MAX_LINKS && !active; l++)
+                    if (state(dev, l, &active) != 0)
+                        active = 0;
+                with_link += active != 0;
+            }
+            link = with_link == n ? TACL__GPU_LINK_NVLINK
+                                  : TACL__GPU_LINK_PCIE;
+        }
+        shutdown();
+    }
+    dlclose(h);
+    return link;
+#else
+    return TACL__GPU_LINK_UNKNOWN;
+#endif
+}
+
 tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
 {
     hwloc_topology_t t;
@@ -133,12 +188,17 @@ tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
         if (cuda > node->gpus)
             node->gpus = cuda;
         node->gpu_peer = peer;
+        node->gpu_link = cuda > 1 ? nvml_gpu_link() : TACL__GPU_LINK_UNKNOWN;
     }
     hwloc_topology_destroy(t);
     TACL_INFO(TOPO, "detected %s: %d packages, %d NUMA nodes, %d cores, "
-              "%d threads, %d GPUs, %d NICs, last-level cache %llu KB",
+              "%d threads, %d GPUs (%s%s), %d NICs, last-level cache %llu KB",
               node->name, node->packages, node->numa_nodes, node->cores,
-              node->pus, node->gpus, node->nics,
+              node->pus, node->gpus,
+              node->gpu_peer ? "peer access, " : "",
+              node->gpu_link == TACL__GPU_LINK_NVLINK ? "NVLink"
+              : node->gpu_link == TACL__GPU_LINK_PCIE ? "PCIe" : "link unknown",
+              node->nics,
               (unsigned long long)(node->llc_bytes >> 10));
     return TACL_OK;
 }
@@ -204,22 +264,28 @@ tacl_status_t tacl__topo_set_links(tacl__topo_t *topo)
         [TACL_LINK_NET] = TACL_CFG_LINK_NET,
     };
     double nic = 0;
-    int nics = 0;
+    int nics = 0, pcie = 0, nvlink = 0;
 
     for (int n = 0; n < topo->n_nodes; n++) {
+        pcie |= topo->nodes[n].gpu_link == TACL__GPU_LINK_PCIE;
+        nvlink |= topo->nodes[n].gpu_link == TACL__GPU_LINK_NVLINK;
         if (topo->nodes[n].nic_gbps > nic)
             nic = topo->nodes[n].nic_gbps;
         if (topo->nodes[n].nics > nics)
             nics = topo->nodes[n].nics;
     }
-    /* Defaults: a memcpy-class host link, NVLink-class GPU peers, and the
-     * NICs' line rate (10 Gbit/s when unknown) for the network. */
+    /* Defaults: a memcpy-class host link, NVLink-class GPU peers (PCIe
+     * Gen4 x16's practical rate when every node that says is joined by
+     * PCIe only), and the NICs' line rate (10 Gbit/s when unknown) for
+     * the network. */
     if (topo->link[TACL_LINK_SELF].bw == 0)
         topo->link[TACL_LINK_SELF] = (tacl__link_t){20.0, 0.2};
     if (topo->link[TACL_LINK_HOST].bw == 0)
         topo->link[TACL_LINK_HOST] = (tacl__link_t){10.0, 1.0};
     if (topo->link[TACL_LINK_GPU].bw == 0)
-        topo->link[TACL_LINK_GPU] = (tacl__link_t){200.0, 3.0};
+        topo->link[TACL_LINK_GPU] = pcie && !nvlink
+                                        ? (tacl__link_t){24.0, 5.0}
+                                        : (tacl__link_t){200.0, 3.0};
     if (topo->link[TACL_LINK_NET].bw == 0)
         topo->link[TACL_LINK_NET] = (tacl__link_t){
             nic > 0 ? nic * (nics > 0 ? nics : 1) / 8.0 : 1.25, 15.0};

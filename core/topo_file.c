@@ -203,14 +203,21 @@ static tacl_status_t parse_node(const where_t *w, char **save,
             st = parse_int(w, tok, value, &node->gpus);
         else if (strcmp(tok, "gpu_peer") == 0)
             st = parse_int(w, tok, value, &node->gpu_peer);
+        else if (strcmp(tok, "gpu_link") == 0)
+            st = strcmp(value, "pcie") == 0
+                     ? (node->gpu_link = TACL__GPU_LINK_PCIE, TACL_OK)
+                 : strcmp(value, "nvlink") == 0
+                     ? (node->gpu_link = TACL__GPU_LINK_NVLINK, TACL_OK)
+                     : PARSE_ERROR(w, "gpu_link is pcie or nvlink, not "
+                                   "\"%s\"", value);
         else if (strcmp(tok, "nics") == 0)
             st = parse_int(w, tok, value, &node->nics);
         else if (strcmp(tok, "nic_gbps") == 0)
             st = parse_double(w, tok, value, &node->nic_gbps);
         else
             st = PARSE_ERROR(w, "unknown node key \"%s\" (packages, numa, "
-                             "cores, threads, gpus, gpu_peer, nics, "
-                             "nic_gbps)", tok);
+                             "cores, threads, gpus, gpu_peer, gpu_link, "
+                             "nics, nic_gbps)", tok);
         if (st != TACL_OK)
             return st;
     }
@@ -458,8 +465,10 @@ tacl_status_t tacl__topo_write(const tacl__topo_t *topo, FILE *f)
     for (int n = 0; n < topo->n_nodes; n++) {
         const tacl__node_desc_t *d = &topo->nodes[n];
         fprintf(f, "node %s packages=%d numa=%d cores=%d threads=%d gpus=%d "
-                "gpu_peer=%d nics=%d nic_gbps=%g\n", d->name, d->packages,
+                "gpu_peer=%d%s nics=%d nic_gbps=%g\n", d->name, d->packages,
                 d->numa_nodes, d->cores, d->pus, d->gpus, d->gpu_peer,
+                d->gpu_link == TACL__GPU_LINK_NVLINK ? " gpu_link=nvlink"
+                : d->gpu_link == TACL__GPU_LINK_PCIE ? " gpu_link=pcie" : "",
                 d->nics, d->nic_gbps);
     }
     for (int n = 0; n < topo->n_nodes && topo->nranks > 0; n++) {

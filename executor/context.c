@@ -13,6 +13,7 @@
 #include "config.h"
 #include "context.h"
 #include "log.h"
+#include "tacl_build_config.h"
 
 /* Node identity: TACL_NODE_ID, else host name plus boot id. */
 static void node_identity(char *buf, size_t len)
@@ -58,10 +59,15 @@ static void ctx_free(tacl__ctx_t *ctx)
 
 static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
 {
-    /* In order of preference: the first that reaches a peer serves it,
-     * so shm keeps intra-node traffic and the network takes the rest. */
+    /* In order of preference: the first that reaches a peer and moves
+     * the message's memory type serves it, so shm keeps intra-node host
+     * traffic, cuda_ipc (CUDA memory only) intra-node device traffic, and
+     * the network takes the rest. */
     static const tacl__transport_ops_t *const builtin[] = {
         &tacl__tl_self_ops,
+#if TACL_HAVE_CUDA
+        &tacl__tl_cuda_ipc_ops,
+#endif
         &tacl__tl_shm_ops,
 #ifdef TACL_HAVE_UCX
         &tacl__tl_ucx_ops,

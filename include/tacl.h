@@ -563,10 +563,18 @@ tacl_status_t tacl_request_set_callback(tacl_request_t req,
  * all-gathers.  Any memory still works with every call; this only makes
  * it faster.  The memory is zeroed, page-aligned (2 MB-aligned from 2 MB),
  * and stays shared with children after fork() (it is not copy-on-write).
- * memtype: TACL_MEM_HOST or TACL_MEM_AUTO; TACL_MEM_CUDA is not supported
- * yet.  Freeing NULL does nothing; freeing anything else not returned by
- * tacl_mem_alloc is TACL_ERR_INVALID_ARG.  Peers may keep a freed
- * segment's memory mapped until their next transfer from this process.
+ * memtype: TACL_MEM_HOST or TACL_MEM_AUTO for host memory; TACL_MEM_CUDA
+ * for device memory on the calling thread's current CUDA device (device 0
+ * when none is current): cuMem memory, rounded up to the device's
+ * allocation granularity (2 MB on current GPUs), not zeroed, which the
+ * node's other processes map once through a shared file descriptor, as
+ * ncclMemAlloc's; device memory from cudaMalloc works too, shared by its
+ * cudaIpc handle.  Device memory needs a build with CUDA and a driver,
+ * else TACL_ERR_UNSUPPORTED says which is missing.  Freeing NULL does
+ * nothing; freeing anything else not returned by tacl_mem_alloc is
+ * TACL_ERR_INVALID_ARG.  Peers may keep a freed segment's memory mapped
+ * until their next transfer from this process (device memory: until they
+ * next progress after this process does).
  */
 tacl_status_t tacl_mem_alloc(void **ptr_p, size_t size,
                              tacl_memtype_t memtype);

@@ -187,3 +187,49 @@ Test(topo_file, fabric_and_kernel_lines)
     expect_refused(HEADER "kernel copy=-1\n");
     expect_refused(HEADER "kernel copy\n");
 }
+
+/*
+ * gpu_link: how a node's GPUs are joined, which the detector fills from
+ * NVML; it round-trips through a file, a wrong value is refused, and the
+ * gpu class's default bandwidth follows it: PCIe's when every node that
+ * says is PCIe-only, NVLink's when one says NVLink or none says.
+ */
+Test(topo_file, gpu_link_round_trip_and_default)
+{
+    static const struct {
+        const char *nodes;
+        double gpu_bw;
+    } cases[] = {
+        {"node a gpus=2 gpu_peer=1\n", 200.0},
+        {"node a gpus=2 gpu_peer=1 gpu_link=pcie\n", 24.0},
+        {"node a gpus=2 gpu_link=pcie\nnode b gpus=2\n", 24.0},
+        {"node a gpus=8 gpu_peer=1 gpu_link=nvlink\n", 200.0},
+        {"node a gpus=2 gpu_link=pcie\nnode b gpus=8 gpu_link=nvlink\n",
+         200.0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256], *out = NULL;
+        tacl__topo_t topo, again;
+        size_t len = 0;
+        FILE *f;
+
+        snprintf(text, sizeof(text), HEADER "%s", cases[i].nodes);
+        cr_assert_eq(parse(text, &topo), TACL_OK, "%s", text);
+        cr_assert_eq(tacl__topo_set_links(&topo), TACL_OK);
+        cr_expect_eq(topo.link[TACL_LINK_GPU].bw, cases[i].gpu_bw, "%s",
+                     text);
+        f = open_memstream(&out, &len);
+        cr_assert_not_null(f);
+        cr_assert_eq(tacl__topo_write(&topo, f), TACL_OK);
+        fclose(f);
+        cr_assert_eq(parse(out, &again), TACL_OK, "%s", out);
+        for (int n = 0; n < topo.n_nodes; n++)
+            cr_expect_eq(again.nodes[n].gpu_link, topo.nodes[n].gpu_link,
+                         "%s", out);
+        free(out);
+        tacl__topo_fini(&topo);
+        tacl__topo_fini(&again);
+    }
+    expect_refused(HEADER "node a gpus=2 gpu_link=infiniband\n");
+}

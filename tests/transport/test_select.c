@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "tacl_build_config.h"
 #include "transport.h"
 
 static const tacl__tl_where_t wheres[] = {
@@ -150,3 +151,30 @@ Test(transport_select, builtin_reach)
     cr_assert_eq(tacl__tl_ucx_ops.reach, TACL__TL_PEER_NET);
 #endif
 }
+
+#if TACL_HAVE_CUDA
+/*
+ * With CUDA built, the context lists cuda_ipc before shm (its table in
+ * executor/context.c): a device message within a node takes cuda_ipc,
+ * a host message still takes shm, and cuda_ipc never serves the rank
+ * itself or another node.
+ */
+Test(transport_select, cuda_ipc_for_device_memory_in_a_node)
+{
+    static tacl__tl_t cipc_tl = {&tacl__tl_cuda_ipc_ops};
+    tacl__tl_t *tls[] = {&self_tl, &cipc_tl, &shm_tl};
+    tacl__tl_why_t why = {""};
+
+    cr_assert_str_eq(tacl__tl_name(&cipc_tl), "cuda_ipc");
+    cr_assert_eq(tacl__tl_cuda_ipc_ops.caps, TACL__TL_CAP_CUDA);
+    cr_assert_eq(tacl__tl_cuda_ipc_ops.reach, TACL__TL_PEER_NODE);
+    cr_assert_eq(tacl__tl_select(tls, 3, TACL__TL_PEER_NODE, TACL_MEM_CUDA,
+                                 &why), 1);
+    cr_assert_eq(tacl__tl_select(tls, 3, TACL__TL_PEER_NODE, TACL_MEM_HOST,
+                                 &why), 2);
+    cr_assert_eq(tacl__tl_select(tls, 3, TACL__TL_PEER_NET, TACL_MEM_CUDA,
+                                 &why), -1);
+    cr_assert(strstr(why.text, "reaches ranks of other nodes"), "%s",
+              why.text);
+}
+#endif

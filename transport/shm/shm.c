@@ -222,18 +222,12 @@ static int probe_cma(tacl__shm_t *shm, const shm_record_t *all)
 static tacl_status_t find_local_ranks(tacl__shm_t *shm,
                                       const tacl__tl_params_t *params)
 {
-    shm->local_of = malloc(sizeof(int) * (size_t)params->nranks);
-    if (!shm->local_of)
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
-    for (int r = 0; r < params->nranks; ++r) {
-        shm->local_of[r] = -1;
-        if (r != params->rank &&
-            strcmp(params->node_ids[r], params->node_id) != 0)
-            continue;
-        if (r == params->rank)
-            shm->my_local = shm->nlocal;
-        shm->local_of[r] = shm->nlocal++;
-    }
+    tacl_status_t status = tacl__tl_local_ranks(params, &shm->local_of,
+                                                &shm->nlocal,
+                                                &shm->my_local);
+
+    if (status != TACL_OK)
+        return status;
     shm->peers = calloc((size_t)shm->nlocal, sizeof(*shm->peers));
     if (!shm->peers)
         return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
