@@ -12,7 +12,8 @@
  * memory (cudaMalloc, cuMem/VMM mappings, managed memory, or
  * tacl_mem_alloc(..., TACL_MEM_CUDA)) of the communicator's device, which
  * is the calling thread's current device when the communicator is made
- * (as in NCCL; a split or a non-blocking init takes the caller's too).
+ * (as in NCCL; a non-blocking init takes the calling thread's, and a
+ * split or a derived communicator shares its parent's).
  * Host and device buffers in one call, or device memory of another
  * device, are TACL_ERR_INVALID_ARG with a message naming the buffers; a
  * build without CUDA or a communicator made where no device was usable
