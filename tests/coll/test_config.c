@@ -378,6 +378,8 @@ Test(callback, runs_once_from_wait, .timeout = 60)
  * aborts: the request completes with an error and the callback says so. */
 typedef struct {
     _Atomic int aborted;
+    _Atomic int joined;  /* rank 1's init returned: an abort now cannot
+                            fail its init instead */
 } abort_scratch_t;
 
 static int body_cb_abort(coll_ctx_t *ctx)
@@ -390,11 +392,16 @@ static int body_cb_abort(coll_ctx_t *ctx)
     double t0;
 
     if (ctx->rank == 1) {
+        atomic_store(&sh->joined, 1);
         for (t0 = coll_now(); !atomic_load(&sh->aborted);) {
             COLL_CHECK(ctx, coll_now() - t0 < 30, "rank 0 never aborted");
             coll_sleep_ms(5);
         }
         return 0;
+    }
+    for (t0 = coll_now(); !atomic_load(&sh->joined);) {
+        COLL_CHECK(ctx, coll_now() - t0 < 30, "rank 1 never joined");
+        coll_sleep_ms(1);
     }
     COLL_CHECK_OK(ctx, tacl_allreduce_nb(&x, &y, 1, TACL_FLOAT32, TACL_SUM,
                                          ctx->comm, NULL, &req));
