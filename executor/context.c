@@ -46,6 +46,7 @@ static void ctx_free(tacl__ctx_t *ctx)
 {
     for (int t = ctx->ntl - 1; t >= 0; t--)
         tacl__tl_close(ctx->tls[t]);
+    tacl__dev_destroy(ctx->dev);
     if (ctx->bs != NULL)
         tacl__bootstrap_fini(ctx->bs);
     pthread_cond_destroy(&ctx->progress_cv);
@@ -206,6 +207,9 @@ tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
         return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
     ctx->refcount = 1;
     ctx->rank = rank;
+    /* The communicator's device, as NCCL's: current in this thread. */
+    ctx->cuda_device = tacl__dev_current(ctx->cuda_why,
+                                         sizeof(ctx->cuda_why));
     ctx->nranks = nranks;
     ctx->timeout_s = timeout_s > 0 ? timeout_s
                                    : tacl__config_double(TACL_CFG_TIMEOUT);

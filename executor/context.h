@@ -21,6 +21,7 @@
 
 #include "tacl.h"
 #include "bootstrap.h"
+#include "device.h"
 #include "topo.h"
 #include "transport.h"
 
@@ -57,6 +58,14 @@ typedef struct tacl__ctx {
     int progress_running;      /* started and not yet joined */
     pthread_t progress_tid;
     pthread_cond_t progress_cv; /* an execution started, or stop */
+    /* CUDA (device.h): the device current in the creating thread, or -1
+     * with the reason; its stream and events, made on first use. */
+    int cuda_device;
+    char cuda_why[160];
+    tacl__dev_t *dev;
+    _Atomic int dev_active;    /* executions with a device part running:
+                                  idle waits poll rather than sleep */
+    tacl__exec_t *reap;        /* ended detached executions, to free */
 } tacl__ctx_t;
 
 /**
@@ -83,6 +92,12 @@ int tacl__ctx_progress(tacl__ctx_t *ctx);
 
 /** tacl__ctx_progress with the lock held. */
 int tacl__ctx_progress_locked(tacl__ctx_t *ctx);
+
+/**
+ * Free the context's ended detached executions (tacl__exec_detach); call
+ * it without the lock.
+ */
+void tacl__ctx_reap(tacl__ctx_t *ctx);
 
 /** Sleep in the transports until a message arrives, 1 ms at most. */
 void tacl__ctx_idle_wait(tacl__ctx_t *ctx);

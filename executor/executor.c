@@ -59,6 +59,8 @@ struct tacl__exec {
     tacl__exec_done_fn done_fn; /* called once when it finishes */
     void *done_arg;
     tacl__exec_t *next, *prev;
+    tacl__dev_exec_t *dev;    /* device part (device.h), NULL on host */
+    int detached;             /* freed by the context when it ends */
 };
 
 static void exec_unlink(tacl__exec_t *e)
@@ -85,11 +87,19 @@ static void exec_check_finished(tacl__exec_t *e)
         e->xc->inflight--;
         tacl__flight_end(&e->xc->flight, e->flight, e->status);
         exec_unlink(e);
+        if (e->dev != NULL) {
+            tacl__dev_exec_end(e->dev); /* release the caller's streams */
+            e->ctx->dev_active--;
+        }
         /* The hook first: whoever sees finished (read without the lock)
          * also sees what the hook did, such as a request's status. */
         if (e->done_fn != NULL)
             e->done_fn(e->done_arg, e->status);
         atomic_store(&e->finished, 1);
+        if (e->detached) {
+            e->next = e->ctx->reap;
+            e->ctx->reap = e;
+        }
     }
 }
 
@@ -264,11 +274,57 @@ static tacl_status_t run_reduce_step(tacl__exec_t *e, const tacl__step_t *st)
     return s;
 }
 
+/*
+ * A local step of a schedule on device memory: enqueued on the context's
+ * stream; it completes when exec_dev_poll sees its event fire.
+ */
+static tacl_status_t run_dev_step(tacl__exec_t *e, uint32_t id)
+{
+    int queued;
+    tacl_status_t s = tacl__dev_step(e->dev, id, &e->sched.steps[id],
+                                     e->bufptr, &queued);
+
+    if (s != TACL_OK)
+        return s;
+    if (queued)
+        e->inflight++;
+    else
+        step_complete(e, id);
+    return TACL_OK;
+}
+
+/* Complete the device steps whose kernels finished. */
+static int exec_dev_poll(tacl__exec_t *e)
+{
+    uint32_t ids[32];
+    int n, total = 0;
+
+    do {
+        tacl_status_t status = TACL_OK;
+
+        n = tacl__dev_poll(e->dev, ids, (int)TACL_ARRAY_SIZE(ids), &status);
+        if (status != TACL_OK) {
+            exec_fail(e, status);
+            tacl__ctx_set_fatal(e->ctx, status);
+        }
+        for (int i = 0; i < n; i++) {
+            e->inflight--;
+            if (e->status == TACL_OK)
+                step_complete(e, ids[i]);
+        }
+        total += n;
+    } while (n == (int)TACL_ARRAY_SIZE(ids));
+    return total;
+}
+
 static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
 {
     const tacl__step_t *st = &e->sched.steps[id];
     size_t esize;
 
+    if (e->dev != NULL && st->kind != TACL__STEP_SEND &&
+        st->kind != TACL__STEP_RECV)
+        return run_dev_step(e, id);
     switch (st->kind) {
     case TACL__STEP_SEND:
     case TACL__STEP_RECV:
@@ -323,6 +379,21 @@ static int exec_drain(tacl__exec_t *e)
 {
     int n = 0;
 
+    if (e->dev != NULL) {
+        int gated;
+
+        n += exec_dev_poll(e);
+        /* Nothing starts before the caller's earlier stream work ends. */
+        gated = e->status == TACL_OK ? tacl__dev_exec_gated(e->dev) : 0;
+        if (gated < 0) {
+            exec_fail(e, (tacl_status_t)gated);
+            tacl__ctx_set_fatal(e->ctx, (tacl_status_t)gated);
+        }
+        if (gated != 0) {
+            exec_check_finished(e);
+            return n;
+        }
+    }
     while (e->status == TACL_OK) {
         tacl_status_t status;
         uint32_t id;
@@ -345,13 +416,20 @@ static int exec_drain(tacl__exec_t *e)
     return n;
 }
 
+/* The pool's kind of scratch for a schedule buffer. */
+static int scratch_kind(const tacl__sched_buf_t *buf)
+{
+    return buf->memtype == TACL_MEM_CUDA ? TACL__SCRATCH_DEVICE
+                                         : buf->shared;
+}
+
 /* Give the execution's scratch buffers back to the pool. */
 static void exec_put_scratch(tacl__exec_t *e)
 {
     for (uint32_t b = 0; b < e->sched.nbufs; b++)
         if (e->sched.bufs[b].role == TACL__BUF_SCRATCH && e->bufptr[b])
             tacl__scratch_put(&e->xc->scratch, e->bufptr[b],
-                              e->sched.bufs[b].shared);
+                              scratch_kind(&e->sched.bufs[b]));
 }
 
 /* Free the execution's own arrays and itself (not the schedule): one
@@ -405,6 +483,43 @@ static tacl__exec_t *exec_alloc(const tacl__sched_t *sched)
 tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                tacl__exec_t **exec_p)
 {
+    return tacl__exec_start_on(xc, sched, NULL, exec_p);
+}
+
+/*
+ * The device part of an execution whose schedule has a device buffer
+ * (the scratch pool learns the context's device on the way).
+ */
+static tacl_status_t exec_dev_new(tacl__exec_t *e,
+                                  const tacl__dev_streams_t *streams)
+{
+    tacl__ctx_t *ctx = e->ctx;
+    tacl_status_t status;
+
+    for (uint32_t b = 0; b < e->sched.nbufs; b++)
+        if (e->sched.bufs[b].memtype == TACL_MEM_CUDA)
+            goto device;
+    return streams != NULL && streams->n > 0
+               ? tacl__error(TACL_ERR_INVALID_ARG, COLL, "a stream was "
+                             "given for an operation on host memory")
+               : TACL_OK;
+device:
+    if (ctx->cuda_device < 0)
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL, "device memory, but "
+                           "the communicator has no CUDA device (%s)",
+                           ctx->cuda_why);
+    e->xc->scratch.device = ctx->cuda_device;
+    status = tacl__dev_get(&ctx->dev, ctx->cuda_device);
+    if (status == TACL_OK)
+        status = tacl__dev_exec_new(ctx->dev, e->sched.nsteps, streams,
+                                    &e->dev);
+    return status;
+}
+
+tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
+                                  const tacl__dev_streams_t *streams,
+                                  tacl__exec_t **exec_p)
+{
     uint32_t n = sched->nsteps;
     tacl__exec_t *e;
     tacl_status_t status;
@@ -424,11 +539,14 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
     e->xc = xc;
     e->ctx = xc->ctx;
     e->flight = UINT64_MAX;
+    status = exec_dev_new(e, streams);
+    if (status != TACL_OK)
+        goto err_scratch;
     for (uint32_t b = 0; b < sched->nbufs; b++) {
         tacl__sched_buf_t *buf = &sched->bufs[b];
         if (buf->role == TACL__BUF_SCRATCH) {
             e->bufptr[b] = tacl__scratch_get(&xc->scratch, buf->size,
-                                                  buf->shared);
+                                             scratch_kind(buf));
             if (e->bufptr[b] == NULL && buf->size > 0) {
                 status = tacl__error(TACL_ERR_NO_MEMORY, ALLOC,
                                      "cannot allocate %llu bytes of scratch",
@@ -463,6 +581,8 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
             make_ready(e, i);
 
     xc->inflight++;
+    if (e->dev != NULL)
+        e->ctx->dev_active++;
     e->flight = tacl__flight_claim(&xc->flight, e);
     e->ctx->refcount++; /* the caller holds the lock */
     e->next = e->ctx->active;
@@ -483,6 +603,7 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
 
 err_scratch:
     exec_put_scratch(e);
+    tacl__dev_exec_free(e->dev);
     tacl__flight_end(&xc->flight, tacl__flight_claim(&xc->flight, NULL),
                      status);
     exec_dealloc(e);
@@ -567,10 +688,44 @@ void tacl__exec_free(tacl__exec_t *e)
     pthread_mutex_lock(&e->ctx->lock);
     exec_unlink(e);
     exec_put_scratch(e);
+    tacl__dev_exec_free(e->dev);
     pthread_mutex_unlock(&e->ctx->lock);
     tacl__ctx_release(e->ctx);
     tacl__sched_fini(&e->sched);
     exec_dealloc(e);
+}
+
+int tacl__exec_streamed(const tacl__exec_t *e)
+{
+    return e->dev != NULL && tacl__dev_exec_streamed(e->dev);
+}
+
+void tacl__exec_detach(tacl__exec_t *e)
+{
+    int finished;
+
+    pthread_mutex_lock(&e->ctx->lock);
+    finished = atomic_load(&e->finished);
+    if (!finished)
+        e->detached = 1;
+    pthread_mutex_unlock(&e->ctx->lock);
+    if (finished)
+        tacl__exec_free(e);
+}
+
+void tacl__ctx_reap(tacl__ctx_t *ctx)
+{
+    tacl__exec_t *list;
+
+    pthread_mutex_lock(&ctx->lock);
+    list = ctx->reap;
+    ctx->reap = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    while (list != NULL) {
+        tacl__exec_t *next = list->next;
+        tacl__exec_free(list);
+        list = next;
+    }
 }
 
 /* Check the bootstrap for dead peers at most once a millisecond. */
@@ -740,6 +895,12 @@ static int all_done(tacl__exec_t **execs, int nexec, tacl_status_t *st_p)
 
 void tacl__ctx_idle_wait(tacl__ctx_t *ctx)
 {
+    /* Kernels and the caller's streams are polled: no message wakes a
+     * sleeper when they finish. */
+    if (ctx->dev_active > 0) {
+        sched_yield();
+        return;
+    }
     /* Sleep in the transports (shm sleeps on a futex that senders ring);
      * a millisecond at most so liveness is still checked often. */
     for (int t = 0; t < ctx->ntl; t++)

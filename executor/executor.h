@@ -42,6 +42,28 @@ typedef struct tacl__xcomm {
 tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                tacl__exec_t **exec_p);
 
+/**
+ * tacl__exec_start for a call naming CUDA streams (streams->n of them;
+ * NULL or none: the NULL stream).  A schedule with a device buffer runs
+ * its local steps on the device (device.h): it starts once the work
+ * enqueued on those streams before now has run, and, for non-NULL
+ * streams, the work enqueued on them after now waits for its end.  A
+ * stream with a schedule on host memory only is TACL_ERR_INVALID_ARG.
+ */
+tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
+                                  const tacl__dev_streams_t *streams,
+                                  tacl__exec_t **exec_p);
+
+/** Whether exec joined caller streams (a blocking call need not wait). */
+int tacl__exec_streamed(const tacl__exec_t *exec);
+
+/**
+ * Hand exec over to its context: it is freed once it ends (now, if it
+ * has), by tacl__ctx_reap.  Its failure reaches the caller as the
+ * context's failure.  Takes the lock: call it without.
+ */
+void tacl__exec_detach(tacl__exec_t *exec);
+
 /** Called once, under the context lock, when an execution finishes. */
 typedef void (*tacl__exec_done_fn)(void *arg, tacl_status_t status);
 

@@ -53,6 +53,13 @@ static void *progress_main(void *arg)
     while (ctx->progress_gen == a.gen) {
         int events;
 
+        if (ctx->reap != NULL) {
+            /* Detached executions that ended (operations on streams). */
+            pthread_mutex_unlock(&ctx->lock);
+            tacl__ctx_reap(ctx);
+            pthread_mutex_lock(&ctx->lock);
+            continue;
+        }
         if (ctx->active == NULL) {
             was_idle = 1;
             idle_sleep(ctx);

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "tacl.h"
+#include "device.h"
 #include "scratch.h"
 
 #define SCRATCH_HUGE (2u << 20)
@@ -49,9 +50,12 @@ static void *scratch_alloc(uint64_t size)
     return ptr;
 }
 
-static void scratch_free(void *ptr, int shared)
+static void scratch_free(const tacl__scratch_pool_t *pool, void *ptr,
+                         int shared)
 {
-    if (shared)
+    if (shared == TACL__SCRATCH_DEVICE)
+        tacl__dev_free(ptr, pool->device);
+    else if (shared)
         tacl_mem_free(ptr);
     else
         free(ptr);
@@ -67,14 +71,50 @@ int tacl__scratch_pinnable(uint64_t size)
 #endif
 }
 
-/* Scratch peers can map, or ordinary scratch. */
-static void *scratch_new(uint64_t size, int shared)
+/* Scratch peers can map, device scratch, or ordinary scratch. */
+static void *scratch_new(const tacl__scratch_pool_t *pool, uint64_t size,
+                         int shared)
 {
     void *ptr = NULL;
 
+    if (shared == TACL__SCRATCH_DEVICE)
+        return tacl__dev_malloc(size, pool->device);
     if (!shared)
         return scratch_alloc(size);
     return tacl_mem_alloc(&ptr, size, TACL_MEM_HOST) == TACL_OK ? ptr : NULL;
+}
+
+/*
+ * Device scratch is never cudaFree'd while operations run: cudaFree waits
+ * for the whole device, which may be waiting (a caller's stream) for an
+ * operation that needs this thread or the lock it holds.  A device buffer
+ * that leaves the pool is kept on a list freed by tacl__scratch_fini;
+ * device sizes are powers of two, so a slot's discarded buffers add up to
+ * less than its current one.
+ */
+static void retire(tacl__scratch_pool_t *pool, void *ptr, int shared)
+{
+    tacl__scratch_retired_t *r;
+
+    if (shared != TACL__SCRATCH_DEVICE || ptr == NULL) {
+        scratch_free(pool, ptr, shared);
+        return;
+    }
+    r = malloc(sizeof(*r));
+    if (r == NULL)
+        return; /* lost until exit rather than a device-wide wait */
+    r->ptr = ptr;
+    r->next = pool->retired;
+    pool->retired = r;
+}
+
+static uint64_t device_size(uint64_t size)
+{
+    uint64_t p = 65536;
+
+    while (p < size && p < (1ull << 62))
+        p <<= 1;
+    return p;
 }
 
 void *tacl__scratch_get(tacl__scratch_pool_t *pool, uint64_t size,
@@ -85,6 +125,8 @@ void *tacl__scratch_get(tacl__scratch_pool_t *pool, uint64_t size,
 
     if (size == 0)
         size = 64;
+    if (shared == TACL__SCRATCH_DEVICE)
+        size = device_size(size);
     for (int i = 0; i < TACL__SCRATCH_SLOTS; i++) {
         tacl__scratch_t *s = &pool->slot[i];
         if (s->in_use)
@@ -96,10 +138,10 @@ void *tacl__scratch_get(tacl__scratch_pool_t *pool, uint64_t size,
             spare = s;
     }
     if (best == NULL && spare != NULL) {
-        scratch_free(spare->ptr, spare->shared);
+        retire(pool, spare->ptr, spare->shared);
         spare->ptr = NULL;
         spare->size = 0;
-        if ((ptr = scratch_new(size, shared)) == NULL)
+        if ((ptr = scratch_new(pool, size, shared)) == NULL)
             return NULL;
         spare->ptr = ptr;
         spare->size = size;
@@ -111,7 +153,7 @@ void *tacl__scratch_get(tacl__scratch_pool_t *pool, uint64_t size,
         return best->ptr;
     }
     /* Every slot busy: an unpooled buffer, freed on put. */
-    return scratch_new(size, shared);
+    return scratch_new(pool, size, shared);
 }
 
 void tacl__scratch_put(tacl__scratch_pool_t *pool, void *ptr, int shared)
@@ -122,7 +164,7 @@ void tacl__scratch_put(tacl__scratch_pool_t *pool, void *ptr, int shared)
             return;
         }
     }
-    scratch_free(ptr, shared);
+    retire(pool, ptr, shared);
 }
 
 void tacl__scratch_fini(tacl__scratch_pool_t *pool)
@@ -131,7 +173,13 @@ void tacl__scratch_fini(tacl__scratch_pool_t *pool)
      * is not freed yet; that put returns it (as an unpooled buffer). */
     for (int i = 0; i < TACL__SCRATCH_SLOTS; i++) {
         if (!pool->slot[i].in_use)
-            scratch_free(pool->slot[i].ptr, pool->slot[i].shared);
+            scratch_free(pool, pool->slot[i].ptr, pool->slot[i].shared);
         pool->slot[i] = (tacl__scratch_t){0};
+    }
+    while (pool->retired != NULL) {
+        tacl__scratch_retired_t *r = pool->retired;
+        pool->retired = r->next;
+        tacl__dev_free(r->ptr, pool->device);
+        free(r);
     }
 }

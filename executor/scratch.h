@@ -19,19 +19,33 @@ typedef struct {
     void *ptr;
     uint64_t size;
     int in_use;
-    int shared;        /* from tacl_mem_alloc: peers can map it */
+    int shared;        /* 1: from tacl_mem_alloc: peers can map it;
+                          TACL__SCRATCH_DEVICE: CUDA device memory */
 } tacl__scratch_t;
+
+/** The shared argument for scratch in CUDA device memory (cudaMalloc). */
+#define TACL__SCRATCH_DEVICE 2
 
 #define TACL__SCRATCH_SLOTS 8
 
+/* A device buffer out of the pool, freed by tacl__scratch_fini. */
+typedef struct tacl__scratch_retired {
+    void *ptr;
+    struct tacl__scratch_retired *next;
+} tacl__scratch_retired_t;
+
 typedef struct {
     tacl__scratch_t slot[TACL__SCRATCH_SLOTS];
+    int device;        /* the CUDA device of device scratch */
+    tacl__scratch_retired_t *retired;
 } tacl__scratch_pool_t;
 
 /**
  * Scratch of size bytes from pool, NULL if out of memory.  shared: memory
- * peers can map (tacl_mem_alloc).  When every slot is busy the buffer is
- * allocated outside the pool and freed when it is put back.
+ * peers can map (tacl_mem_alloc), or TACL__SCRATCH_DEVICE for device
+ * memory of pool->device (cudaMalloc'd, kept, freed by fini).  When
+ * every slot is busy the buffer is allocated outside the pool and freed
+ * when it is put back.
  */
 void *tacl__scratch_get(tacl__scratch_pool_t *pool, uint64_t size,
                         int shared);

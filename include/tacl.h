@@ -8,11 +8,36 @@
  * tacl_comm_last_error() gives the message behind the last error of a
  * communicator.
  *
- * Streams: a NULL stream means the call completes before it returns.  A
- * non-NULL stream is a cudaStream_t and is accepted only when tacl is built
- * with CUDA and the buffers are device memory.  The "_nb" form of each call
- * returns a request instead of waiting, so an application can overlap
- * computation with communication and finish with tacl_request_wait().
+ * Memory: the buffers of one call are all host memory or all CUDA device
+ * memory (cudaMalloc, cuMem/VMM mappings, managed memory, or
+ * tacl_mem_alloc(..., TACL_MEM_CUDA)) of the communicator's device, which
+ * is the calling thread's current device when the communicator is made
+ * (as in NCCL; a non-blocking init takes the calling thread's, and a
+ * split or a derived communicator shares its parent's).
+ * Host and device buffers in one call, or device memory of another
+ * device, are TACL_ERR_INVALID_ARG with a message naming the buffers; a
+ * build without CUDA or a communicator made where no device was usable
+ * sees device pointers as host memory or refuses them with the reason.
+ *
+ * Streams, as NCCL's: a non-NULL stream is a cudaStream_t of the
+ * communicator's device and comes with device buffers only (with host
+ * buffers it is TACL_ERR_INVALID_ARG; a stream of another device too,
+ * where the CUDA runtime can tell, 12.8 and later).  The operation starts
+ * after the work enqueued on the stream before the call, and work
+ * enqueued on the stream after the call sees its results.  The call only
+ * enqueues, its blocking form included: it returns without waiting for
+ * the GPU or the peers, and the communicator's progress thread (started
+ * at its first call on a stream) finishes the operation.  A failure
+ * there makes the communicator fail, which its next call reports (and
+ * the stream is released, so work after it is not held forever).  The
+ * "_nb" form returns a request as on host memory.  Synchronize the stream
+ * (or wait for the requests) before destroying the communicator.
+ *
+ * A NULL stream means the call completes before it returns; with device
+ * buffers the operation starts after the work on the legacy default
+ * stream.  The "_nb" form of each call returns a request instead of
+ * waiting, so an application can overlap computation with communication
+ * and finish with tacl_request_wait().
  *
  * In-place conventions are NCCL's:
  *   all-gather      in place when sendbuf == recvbuf + rank * sendcount
@@ -118,7 +143,10 @@ typedef struct {
 
 typedef struct tacl_comm *tacl_comm_t;
 typedef struct tacl_request *tacl_request_t;
-/** A cudaStream_t, or NULL for "complete before returning". */
+/**
+ * A cudaStream_t (for device buffers: the call is ordered on it and only
+ * enqueues), or NULL for "complete before returning".
+ */
 typedef void *tacl_stream_t;
 
 /** Color that leaves a rank out of every communicator of a split. */

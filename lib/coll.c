@@ -110,28 +110,6 @@ static tacl_status_t check_aliasing(const tacl__coll_args_t *a, int rank,
                        tacl__coll_name(a->type));
 }
 
-static tacl_status_t check_memory(tacl__coll_args_t *a, uint64_t send,
-                                  uint64_t recv, tacl_stream_t stream)
-{
-    tacl_memtype_t ms = send > 0 ? tacl__memtype_detect(a->sendbuf)
-                                 : TACL_MEM_HOST;
-    tacl_memtype_t mr = recv > 0 ? tacl__memtype_detect(a->recvbuf)
-                                 : TACL_MEM_HOST;
-
-    if (ms == TACL_MEM_CUDA || mr == TACL_MEM_CUDA)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "%s: CUDA device buffers need the cuda_ipc "
-                           "transport, which this build does not have yet",
-                           tacl__coll_name(a->type));
-    if (stream != NULL)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "%s: a stream orders device work; for host "
-                           "buffers pass a NULL stream (or use the _nb "
-                           "form to overlap)", tacl__coll_name(a->type));
-    a->memtype = TACL_MEM_HOST;
-    return TACL_OK;
-}
-
 /* Quantized operations: the type, op and parameters they can serve. */
 static tacl_status_t check_quant(const tacl__coll_args_t *a)
 {
@@ -175,7 +153,7 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                            "destroy or abort it", name,
                            comm->x.ctx->fatal_msg);
     if (a->type == TACL__COLL_BARRIER)
-        return check_memory(a, 0, 0, stream);
+        return tacl__coll_memory(comm, a, 0, 0, stream);
     if ((unsigned)a->dtype >= TACL_NUM_DTYPES)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: dtype %d is not a tacl_dtype_t", name,
@@ -219,7 +197,7 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
         if (status != TACL_OK)
             return status;
     }
-    return check_memory(a, send, recv, stream);
+    return tacl__coll_memory(comm, a, send, recv, stream);
 }
 
 tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
@@ -294,7 +272,8 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
 {
     const char *user_spec = tacl__config_str(TACL_CFG_ALGO);
     tacl__sched_t sched;
-    tacl_status_t status = TACL_OK;
+    tacl__dev_streams_t streams;
+    tacl_status_t status = tacl__stream_collect(ops, nops, &streams);
 
     tacl__sched_init(&sched, comm->rank, comm->size);
     for (int i = 0; i < nops && status == TACL_OK; i++) {
@@ -327,7 +306,7 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
         status = stage_aliased_recvs(&sched);
     if (status == TACL_OK) {
         tacl__flight_note(comm, ops, nops);
-        status = tacl__exec_start(&comm->x, &sched, exec_p);
+        status = tacl__exec_start_on(&comm->x, &sched, &streams, exec_p);
     }
     tacl__sched_fini(&sched);
     return status;
@@ -356,7 +335,7 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
                                tacl_stream_t stream, int blocking,
                                tacl_request_t *req_p)
 {
-    tacl__op_t op = {.comm = comm};
+    tacl__op_t op = {.comm = comm, .stream = stream};
     tacl__exec_t *exec;
     tacl_status_t status;
 
@@ -372,6 +351,11 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
                                COLL, "a blocking send to oneself can never "
                                "complete; post it with its receive inside a "
                                "group"));
+    if (stream != NULL) {
+        status = tacl__stream_hold(comm);
+        if (status != TACL_OK)
+            return tacl__comm_fail(comm, status);
+    }
     a->chunk_bytes = tacl__config_size(TACL_CFG_CHUNK_SIZE);
     mark_mappable(a);
     pthread_mutex_lock(&comm->x.ctx->lock);
@@ -418,6 +402,11 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
             tacl__exec_free(exec);
         }
         return tacl__comm_fail(comm, status);
+    }
+    if (stream != NULL) {
+        /* NCCL's blocking call on a stream: enqueued, not waited for. */
+        tacl__exec_detach(exec);
+        return TACL_OK;
     }
     status = tacl__exec_wait(&exec, 1);
     tacl__exec_free(exec);

@@ -436,6 +436,7 @@ typedef struct {
     int rank;
     tacl_unique_id_t id;
     comm_conf_t conf;
+    int cuda_device;     /* the caller's current CUDA device, or -1 */
 } init_job_t;
 
 static void *init_thread_main(void *arg)
@@ -444,6 +445,8 @@ static void *init_thread_main(void *arg)
     tacl_comm_t comm = job->comm;
     tacl_status_t status;
 
+    /* The communicator's device is the caller's, not this thread's. */
+    tacl__dev_set_current(job->cuda_device);
     status = comm_init(comm, job->nranks, &job->id, job->rank, &job->conf);
     if (status != TACL_OK)
         snprintf(comm->last_error, sizeof(comm->last_error), "%s%s%s%s",
@@ -491,7 +494,11 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank_config(
         free(job);
         return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
     }
-    *job = (init_job_t){comm, nranks, rank, *id, conf};
+    {
+        char why[160];
+        *job = (init_job_t){comm, nranks, rank, *id, conf,
+                            tacl__dev_current(why, sizeof(why))};
+    }
     comm->magic = TACL__COMM_ALIVE;
     atomic_init(&comm->initializing, 1);
     atomic_init(&comm->init_joinable, 1);
@@ -741,6 +748,10 @@ static void comm_bury(tacl_comm_t comm)
     /* The progress thread first: nothing runs on what goes next. */
     if (comm->progress_thread)
         tacl__ctx_progress_drop(ctx);
+    if (comm->stream_hold)
+        tacl__ctx_progress_drop(ctx);
+    /* Ended operations on streams still waiting to be freed. */
+    tacl__ctx_reap(ctx);
     tacl__scratch_fini(&comm->x.scratch);
     tacl__flight_fini(&comm->x.flight);
     tacl__plan_cache_free(comm->plans);
@@ -842,7 +853,10 @@ TACL_EXPORT tacl_status_t tacl_comm_abort(tacl_comm_t comm)
     } else {
         if (comm->progress_thread)
             tacl__ctx_progress_drop(ctx);
-        comm->progress_thread = 0;
+        if (comm->stream_hold)
+            tacl__ctx_progress_drop(ctx);
+        comm->progress_thread = comm->stream_hold = 0;
+        tacl__ctx_reap(ctx);
         __atomic_store_n(&comm->magic, TACL__COMM_DEAD, __ATOMIC_SEQ_CST);
     }
     return TACL_OK;

@@ -50,6 +50,7 @@ struct tacl_comm {
     char last_error[512];
     struct tacl_comm *grave_next; /* destroyed handles stay recognisable */
     int progress_thread;       /* holds its context's progress thread */
+    int stream_hold;           /* holds it for operations on streams */
     /* Non-blocking init: the fields above are written by the init thread
      * and read by others only once initializing reads 0. */
     _Atomic int initializing;  /* 1 while the init thread runs */
@@ -147,6 +148,7 @@ typedef struct {
     tacl__coll_args_t args;
     int checked;         /* this op reserved its call's check sequence */
     uint64_t check_seq;  /* the first of the two it reserved */
+    tacl_stream_t stream; /* the caller's CUDA stream, NULL none */
 } tacl__op_t;
 
 /* Collective sequence numbers and p2p ones live in disjoint halves of the
@@ -180,6 +182,28 @@ int tacl__group_checked(tacl_comm_t comm);
 int tacl__group_active(void);
 /** Record an operation in the thread's group. */
 tacl_status_t tacl__group_add(const tacl__op_t *op);
+
+/*
+ * Device memory and streams (stream.c).
+ */
+/**
+ * Decide a->memtype from the buffers the operation touches (send and
+ * recv bytes of each), and check them against the communicator's CUDA
+ * device and the stream: one kind of memory per call, device memory of
+ * the communicator's device, a stream only with device memory.
+ */
+tacl_status_t tacl__coll_memory(tacl_comm_t comm, tacl__coll_args_t *a,
+                                uint64_t send, uint64_t recv,
+                                tacl_stream_t stream);
+/**
+ * Before an operation on a non-NULL stream: hold the context's progress
+ * thread (once per communicator, until destroy), since the call returns
+ * before the operation ends and nobody else may progress it.
+ */
+tacl_status_t tacl__stream_hold(tacl_comm_t comm);
+/** The distinct non-NULL streams of ops, for tacl__exec_start_on. */
+tacl_status_t tacl__stream_collect(const tacl__op_t *ops, int nops,
+                                   tacl__dev_streams_t *out);
 
 /** Validate an operation's arguments as the entry points do. */
 tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,

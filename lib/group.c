@@ -126,6 +126,21 @@ out:
     return status;
 }
 
+/* Hand the executions on caller streams to their contexts; returns how
+ * many others are left at the front of execs. */
+static int detach_streamed(tacl__exec_t **execs, int nexec)
+{
+    int kept = 0;
+
+    for (int i = 0; i < nexec; i++) {
+        if (tacl__exec_streamed(execs[i]))
+            tacl__exec_detach(execs[i]);
+        else
+            execs[kept++] = execs[i];
+    }
+    return kept;
+}
+
 static tacl_status_t group_end(tacl_request_t *req_p)
 {
     tacl__exec_t **execs;
@@ -155,7 +170,10 @@ static tacl_status_t group_end(tacl_request_t *req_p)
             return TACL_OK;
         }
     }
-    /* Blocking end, or a failure: what started must finish first. */
+    /* Blocking end, or a failure: what started must finish first, but
+     * for what runs on a caller's stream (NCCL's group on streams). */
+    if (status == TACL_OK)
+        nexec = detach_streamed(execs, nexec);
     wait_status = tacl__exec_wait(execs, nexec);
     if (status == TACL_OK)
         status = wait_status;

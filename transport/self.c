@@ -8,12 +8,25 @@
  * A receive whose length differs from its send's completes with
  * TACL_ERR_INTERNAL; the send still completes with TACL_OK, as it would on
  * shm where the sender cannot know.
+ *
+ * CUDA device memory (built with CUDA): a matched pair on device memory
+ * is copied with cudaMemcpyAsync on the transport's own stream, made on
+ * the device of the first device buffer it sees (a context has one
+ * device); the pair completes when progress sees the copy's event fire.
+ * Copies finish in the order they were enqueued, so progress looks at the
+ * oldest only.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tacl_build_config.h"
 #include "log.h"
 #include "op_fifo.h"
+
+#if TACL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 typedef struct {
     tacl__tl_t super;
@@ -21,6 +34,12 @@ typedef struct {
     tacl__tl_opq_t sends;      /* posted sends not yet matched */
     tacl__tl_opq_t recvs;      /* posted receives not yet matched */
     tacl__tl_opq_t done;       /* completed; callbacks not yet called */
+#if TACL_HAVE_CUDA
+    tacl__tl_opq_t copying;    /* device receives whose copy is enqueued:
+                                  tl_priv[0] its event, [1] its send */
+    int device;                /* of the stream, -1 before the first */
+    cudaStream_t stream;
+#endif
 } self_tl_t;
 
 static tacl_status_t self_init(const tacl__tl_params_t *params,
@@ -33,6 +52,9 @@ static tacl_status_t self_init(const tacl__tl_params_t *params,
                            "cannot allocate the self transport");
     self->super.ops = &tacl__tl_self_ops;
     self->rank = params->rank;
+#if TACL_HAVE_CUDA
+    self->device = -1;
+#endif
     *tl_p = &self->super;
     return TACL_OK;
 }
@@ -64,12 +86,114 @@ static tacl_status_t self_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     return self_post(tl, &((self_tl_t *)tl)->recvs, op);
 }
 
+#if TACL_HAVE_CUDA
+/* Set the stream's device current; returns the one to restore. */
+static int self_dev_enter(const self_tl_t *self)
+{
+    int old = -1;
+
+    if (cudaGetDevice(&old) != cudaSuccess)
+        old = -1;
+    if (old != self->device)
+        (void)cudaSetDevice(self->device);
+    return old;
+}
+
+static tacl_status_t self_cuda_fail(const char *what, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return tacl__error(TACL_ERR_SYSTEM, INIT, "self transport: %s: %s",
+                       what, cudaGetErrorString(e));
+}
+
+/* Enqueue the copy of a matched device pair; it completes in progress. */
+static tacl_status_t copy_device(self_tl_t *self, tacl__tl_op_t *send,
+                                 tacl__tl_op_t *recv)
+{
+    cudaEvent_t ev = NULL;
+    cudaError_t e = cudaSuccess;
+    int old;
+
+    if (self->device < 0) {
+        struct cudaPointerAttributes attr;
+
+        e = cudaPointerGetAttributes(&attr, recv->buf);
+        if (e != cudaSuccess)
+            return self_cuda_fail("cudaPointerGetAttributes", e);
+        self->device = attr.device >= 0 ? attr.device : 0;
+        old = self_dev_enter(self);
+        e = cudaStreamCreateWithFlags(&self->stream, cudaStreamNonBlocking);
+        if (old >= 0 && old != self->device)
+            (void)cudaSetDevice(old);
+        if (e != cudaSuccess) {
+            self->device = -1;
+            return self_cuda_fail("cudaStreamCreate", e);
+        }
+    }
+    old = self_dev_enter(self);
+    e = cudaMemcpyAsync(recv->buf, send->buf, recv->len, cudaMemcpyDefault,
+                        self->stream);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ev, self->stream);
+    if (old >= 0 && old != self->device)
+        (void)cudaSetDevice(old);
+    if (e != cudaSuccess) {
+        if (ev != NULL)
+            (void)cudaEventDestroy(ev);
+        return self_cuda_fail("cudaMemcpyAsync to self", e);
+    }
+    recv->tl_priv[0] = (uint64_t)(uintptr_t)ev;
+    recv->tl_priv[1] = (uint64_t)(uintptr_t)send;
+    tacl__tl_opq_push(&self->copying, recv);
+    return TACL_OK;
+}
+
+/* Complete the pairs whose copies finished (or every one, when wait). */
+static int copies_progress(self_tl_t *self, int wait)
+{
+    int n = 0;
+
+    while (self->copying.head != NULL) {
+        tacl__tl_op_t *recv = self->copying.head;
+        cudaEvent_t ev = (cudaEvent_t)(uintptr_t)recv->tl_priv[0];
+        tacl_status_t status = TACL_OK;
+        cudaError_t e = wait ? cudaEventSynchronize(ev) : cudaEventQuery(ev);
+
+        if (e == cudaErrorNotReady)
+            break;
+        if (e != cudaSuccess)
+            status = self_cuda_fail("a copy to self", e);
+        (void)cudaEventDestroy(ev);
+        tacl__tl_opq_pop(&self->copying);
+        tacl__tl_opq_complete(&self->done,
+                              (tacl__tl_op_t *)(uintptr_t)recv->tl_priv[1],
+                              TACL_OK);
+        tacl__tl_opq_complete(&self->done, recv, status);
+        n++;
+    }
+    return n;
+}
+#endif
+
 /* Copy a matched pair and queue both for completion. */
 static void finish_pair(self_tl_t *self, tacl__tl_op_t *send,
                         tacl__tl_op_t *recv)
 {
     tacl_status_t status = TACL_OK;
 
+#if TACL_HAVE_CUDA
+    if (send->len == recv->len && recv->len > 0 && recv->buf != send->buf &&
+        (recv->memtype == TACL_MEM_CUDA || send->memtype == TACL_MEM_CUDA)) {
+        status = copy_device(self, send, recv);
+        if (status == TACL_OK)
+            return;
+        tacl__tl_opq_complete(&self->done, send, TACL_OK);
+        tacl__tl_opq_complete(&self->done, recv, status);
+        return;
+    }
+#endif
     if (send->len != recv->len)
         status = tacl__tl_length_error(recv->peer, recv->tag, send->len, 0,
                                        recv->len, TACL_SUBSYS_INIT);
@@ -94,6 +218,9 @@ static int self_progress(tacl__tl_t *tl)
         tacl__tl_opq_unlink(&self->recvs, prev, recv);
         finish_pair(self, send, recv);
     }
+#if TACL_HAVE_CUDA
+    copies_progress(self, 0);
+#endif
     return tacl__tl_opq_run(&self->done);
 }
 
@@ -112,18 +239,33 @@ static void self_cancel_all(tacl__tl_t *tl, tacl_status_t status)
     for (size_t i = 0; i < sizeof(queues) / sizeof(queues[0]); ++i)
         while ((op = tacl__tl_opq_pop(queues[i])))
             tacl__tl_opq_complete(&self->done, op, status);
+#if TACL_HAVE_CUDA
+    /* A copy cannot be called back: let those in flight land first. */
+    copies_progress(self, 1);
+#endif
     self_progress(tl);
 }
 
 static void self_close(tacl__tl_t *tl)
 {
+#if TACL_HAVE_CUDA
+    self_tl_t *self = (self_tl_t *)tl;
+
+    copies_progress(self, 1);
+    if (self->device >= 0)
+        (void)cudaStreamDestroy(self->stream);
+#endif
     free(tl);
 }
 
 const tacl__transport_ops_t tacl__tl_self_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "self",
+#if TACL_HAVE_CUDA
+    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_CUDA,
+#else
     .caps = TACL__TL_CAP_HOST,
+#endif
     .reach = TACL__TL_PEER_SELF,
     .init = self_init,
     .reachable = self_reachable,
