@@ -13,6 +13,7 @@
 #define TACL_EXECUTOR_EXECUTOR_H
 
 #include "tacl.h"
+#include "common.h"
 #include "context.h"
 #include "flight.h"
 #include "sched.h"
@@ -36,11 +37,29 @@ typedef struct tacl__xcomm {
 } tacl__xcomm_t;
 
 /**
+ * Dump ctx's flight recorders if TACL_FLIGHT_SIGNAL arrived since the
+ * last dump: every progress round and fast-path call does it; lock held.
+ */
+static inline void tacl__ctx_flight_poll(tacl__ctx_t *ctx)
+{
+    if (tacl_unlikely(tacl__flight_signal_gen() != ctx->flight_gen)) {
+        ctx->flight_gen = tacl__flight_signal_gen();
+        tacl__flight_dump_signalled(ctx, ctx->flight_gen);
+    }
+}
+
+/**
  * Take ownership of a built schedule and start it on xc.  The caller
  * must hold the context lock.
  */
 tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                tacl__exec_t **exec_p);
+
+/**
+ * Fail ctx with TACL_ERR_TIMEOUT: nothing moved on xc for its timeout
+ * (the error recorded names xc and the timeout); lock held.
+ */
+void tacl__ctx_timed_out(tacl__ctx_t *ctx, const tacl__xcomm_t *xc);
 
 /** Called once, under the context lock, when an execution finishes. */
 typedef void (*tacl__exec_done_fn)(void *arg, tacl_status_t status);

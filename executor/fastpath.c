@@ -1,0 +1,502 @@
+/*
+ * The small-message fast path (fastpath.h): the shared area and the
+ * collectives that run in it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "config.h"
+#include "fastpath.h"
+#include "log.h"
+#include "reduce.h"
+
+#define FAST_MAGIC 0x7461636c66617374ull /* "taclfast" */
+#define FAST_LINE 64u
+/* Sleep between polls once polling and yielding have not been answered. */
+#define FAST_SLEEP_NS 50000L
+/* How often a sleeping wait asks the bootstrap whether peers live. */
+#define FAST_LIVENESS_NS 2000000ull
+
+/* The area's first page. */
+typedef struct {
+    uint64_t magic;
+    uint64_t size;             /* ranks */
+    uint64_t cap;              /* bytes of each slot */
+} fast_hdr_t;
+
+typedef struct {
+    _Alignas(FAST_LINE) _Atomic uint64_t seq; /* last call published */
+    uint64_t sig[2];           /* call n's collective, root and bytes at
+                                  n % 2, written before seq */
+} fast_flag_t;
+
+struct tacl__fast {
+    void *base;
+    size_t len;
+    int rank, size;
+    size_t cap;
+    fast_flag_t *flags;        /* size of them */
+    uint8_t *data;             /* [rank][parity][cap] */
+    uint64_t n;                /* calls run so far */
+    uint64_t all_seen;         /* every flag was seen at this or above */
+    int waits_set;             /* spin and yield_ns read */
+    long long spin;            /* TACL_SHM_SPIN, 0 when oversubscribed */
+    uint64_t yield_ns;         /* TACL_SHM_YIELD_US */
+    int owner;                 /* created it: removes the name */
+    int linked;                /* the name still exists */
+    char name[TACL__FAST_NAME_LEN];
+};
+
+static size_t round_line(size_t x)
+{
+    return (x + FAST_LINE - 1) / FAST_LINE * FAST_LINE;
+}
+
+static size_t area_len(int size, size_t cap)
+{
+    return 4096 + (size_t)size * sizeof(fast_flag_t) +
+           (size_t)size * 2 * round_line(cap);
+}
+
+static void lay_out(tacl__fast_t *f)
+{
+    f->flags = (fast_flag_t *)((char *)f->base + 4096);
+    f->data = (uint8_t *)(f->flags + f->size);
+}
+
+static uint8_t *slot(const tacl__fast_t *f, int rank, uint64_t n)
+{
+    return f->data + ((size_t)rank * 2 + (n & 1)) * round_line(f->cap);
+}
+
+static tacl_status_t map_area(tacl__fast_t *f, int fd, int create)
+{
+    if (create && ftruncate(fd, (off_t)f->len) != 0)
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "sizing the fast-path area %s (%zu bytes) failed: "
+                           "%m; check /dev/shm", f->name, f->len);
+    f->base = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (f->base == MAP_FAILED) {
+        f->base = NULL;
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "mapping the fast-path area %s failed: %m",
+                           f->name);
+    }
+    lay_out(f);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__fast_create(int rank, int size, size_t cap,
+                                char name[TACL__FAST_NAME_LEN],
+                                tacl__fast_t **fast_p)
+{
+    static _Atomic unsigned serial;
+    tacl__fast_t *f = calloc(1, sizeof(*f));
+    fast_hdr_t *hdr;
+    tacl_status_t status;
+    int fd;
+
+    *fast_p = NULL;
+    if (f == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+    f->rank = rank;
+    f->size = size;
+    f->cap = cap;
+    f->len = area_len(size, cap);
+    f->owner = 1;
+    snprintf(f->name, sizeof(f->name), "/tacl-fast-%d-%u-%llx", (int)getpid(),
+             atomic_fetch_add(&serial, 1),
+             (unsigned long long)(tacl__now_ns() & 0xffffffffull));
+    fd = shm_open(f->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                             "shm_open(%s) failed: %m; check /dev/shm",
+                             f->name);
+        free(f);
+        return status;
+    }
+    f->linked = 1;
+    status = map_area(f, fd, 1);
+    close(fd);
+    if (status != TACL_OK) {
+        tacl__fast_free(f);
+        return status;
+    }
+    hdr = f->base;
+    hdr->size = (uint64_t)size;
+    hdr->cap = cap;
+    atomic_store_explicit((_Atomic uint64_t *)&hdr->magic, FAST_MAGIC,
+                          memory_order_release);
+    memcpy(name, f->name, TACL__FAST_NAME_LEN);
+    *fast_p = f;
+    return TACL_OK;
+}
+
+tacl_status_t tacl__fast_attach(const char *name, int rank, int size,
+                                tacl__fast_t **fast_p)
+{
+    tacl__fast_t *f = calloc(1, sizeof(*f));
+    fast_hdr_t hdr;
+    tacl_status_t status;
+    int fd;
+
+    *fast_p = NULL;
+    if (f == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+    snprintf(f->name, sizeof(f->name), "%s", name);
+    fd = shm_open(f->name, O_RDWR, 0);
+    if (fd < 0) {
+        status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                             "shm_open(%s) failed: %m", f->name);
+        free(f);
+        return status;
+    }
+    if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+        hdr.magic != FAST_MAGIC || hdr.size != (uint64_t)size ||
+        hdr.cap == 0 || hdr.cap > (1u << 30)) {
+        close(fd);
+        free(f);
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "the fast-path area %s is not one of %d ranks",
+                           name, size);
+    }
+    f->rank = rank;
+    f->size = size;
+    f->cap = (size_t)hdr.cap;
+    f->len = area_len(size, f->cap);
+    status = map_area(f, fd, 0);
+    close(fd);
+    if (status != TACL_OK) {
+        free(f);
+        return status;
+    }
+    *fast_p = f;
+    return TACL_OK;
+}
+
+void tacl__fast_unlink(tacl__fast_t *fast)
+{
+    if (fast != NULL && fast->owner && fast->linked) {
+        shm_unlink(fast->name);
+        fast->linked = 0;
+    }
+}
+
+void tacl__fast_free(tacl__fast_t *fast)
+{
+    if (fast == NULL)
+        return;
+    tacl__fast_unlink(fast);
+    if (fast->base != NULL)
+        munmap(fast->base, fast->len);
+    free(fast);
+}
+
+size_t tacl__fast_cap(const tacl__fast_t *fast)
+{
+    return fast->cap;
+}
+
+static size_t elem_bytes(const tacl__fast_op_t *op)
+{
+    return op->count * op->esize;
+}
+
+size_t tacl__fast_msg_bytes(const tacl__fast_op_t *op, int size)
+{
+    switch (op->coll) {
+    case TACL__FAST_BARRIER:
+        return 0;
+    case TACL__FAST_REDUCE_SCATTER:
+        return elem_bytes(op) * (size_t)size;
+    default:
+        return elem_bytes(op);
+    }
+}
+
+size_t tacl__fast_in_bytes(const tacl__fast_op_t *op, int rank, int size)
+{
+    if (op->coll == TACL__FAST_BROADCAST && rank != op->root)
+        return 0;
+    return tacl__fast_msg_bytes(op, size);
+}
+
+void tacl__fast_count(tacl__xcomm_t *xc, int tl, const tacl__fast_op_t *op,
+                      int rank, int size)
+{
+    uint64_t bytes = tacl__fast_in_bytes(op, rank, size);
+    uint64_t readers;
+
+    if (bytes == 0)
+        return;
+    /* The peers that read this rank's slot. */
+    readers = op->coll == TACL__FAST_REDUCE ? (rank != op->root)
+                                            : (uint64_t)size - 1;
+    if (readers == 0)
+        return;
+    if (tl >= 0 && tl < TACL_MAX_TRANSPORTS) {
+        xc->counters.transports[tl].bytes += bytes * readers;
+        xc->counters.transports[tl].messages += readers;
+    }
+    xc->counters.links[TACL_LINK_HOST].bytes += bytes * readers;
+    xc->counters.links[TACL_LINK_HOST].messages += readers;
+}
+
+/* How one call waits: its polls so far and its deadlines. */
+typedef struct {
+    tacl__fast_t *f;
+    tacl__xcomm_t *xc;
+    uint64_t n;                /* the call */
+    uint64_t sig;              /* its signature on this rank */
+    long long spin;            /* polls before yielding */
+    uint64_t yield_ns;         /* then yield for this long */
+    long long polls;
+    uint64_t start_ns;         /* first poll without an answer */
+    uint64_t yield_until;
+    uint64_t next_check;       /* next liveness check */
+} fast_wait_t;
+
+static void wait_init(fast_wait_t *w, tacl__fast_t *f, tacl__xcomm_t *xc)
+{
+    /* Read once per area: parsing them would cost more than a call. */
+    if (!f->waits_set) {
+        f->spin = tacl__ctx_oversubscribed(xc->ctx)
+                      ? 0
+                      : tacl__config_int(TACL_CFG_SHM_SPIN);
+        f->yield_ns = (uint64_t)TACL_MAX(
+            tacl__config_int(TACL_CFG_SHM_YIELD_US), 0) * 1000u;
+        f->waits_set = 1;
+    }
+    w->f = f;
+    w->xc = xc;
+    w->spin = f->spin;
+    w->yield_ns = f->yield_ns;
+    w->polls = 0;
+    w->start_ns = 0;
+}
+
+/* The context failed (abort, a peer's failure): its error, recorded. */
+static tacl_status_t fatal_error(tacl__ctx_t *ctx)
+{
+    tacl_status_t status = ctx->fatal;
+
+    return tacl__error(status, COLL, "%s", ctx->fatal_msg);
+}
+
+/*
+ * Nothing to read yet: poll, yield or sleep as the window says, and every
+ * so often see whether the wait must end.
+ */
+static tacl_status_t wait_idle(fast_wait_t *w)
+{
+    tacl__ctx_t *ctx = w->xc->ctx;
+    uint64_t now;
+
+    if (ctx->fatal != TACL_OK)
+        return fatal_error(ctx);
+    if (w->polls++ < w->spin) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        return TACL_OK;
+    }
+    now = tacl__now_ns();
+    if (w->start_ns == 0) {
+        w->start_ns = now;
+        w->yield_until = now + w->yield_ns;
+        w->next_check = now + FAST_LIVENESS_NS;
+    }
+    /* Operations of the normal path in flight on the context (_nb calls
+     * of this or another communicator) move on meanwhile: a peer may
+     * need them to reach this call. */
+    if (__atomic_load_n(&ctx->active, __ATOMIC_RELAXED) != NULL &&
+        pthread_mutex_trylock(&ctx->lock) == 0) {
+        tacl__ctx_progress_locked(ctx);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (now >= w->next_check) {
+        tacl_status_t status = TACL_OK;
+
+        w->next_check = now + FAST_LIVENESS_NS;
+        pthread_mutex_lock(&ctx->lock);
+        if (ctx->fatal == TACL_OK && ctx->bs != NULL)
+            status = tacl__bootstrap_check(ctx->bs);
+        if (status != TACL_OK)
+            tacl__ctx_set_fatal(ctx, status);
+        pthread_mutex_unlock(&ctx->lock);
+        if (ctx->fatal != TACL_OK)
+            return fatal_error(ctx);
+        if (now - w->start_ns > (uint64_t)(w->xc->timeout_s * 1e9)) {
+            pthread_mutex_lock(&ctx->lock);
+            tacl__ctx_timed_out(ctx, w->xc);
+            pthread_mutex_unlock(&ctx->lock);
+            return fatal_error(ctx);
+        }
+    }
+    if (now < w->yield_until) {
+        sched_yield();
+    } else {
+        struct timespec ts = {0, FAST_SLEEP_NS};
+        nanosleep(&ts, NULL);
+    }
+    return TACL_OK;
+}
+
+static uint64_t flag_of(const tacl__fast_t *f, int rank)
+{
+    return atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
+}
+
+static uint64_t signature(const tacl__fast_op_t *op, int size)
+{
+    return (uint64_t)op->coll << 56 | (uint64_t)(op->root & 0xff) << 48 |
+           tacl__fast_msg_bytes(op, size);
+}
+
+/* A peer called something else in this call: the caller's error, as a
+ * message of the wrong length is on the normal path. */
+static tacl_status_t mismatch(fast_wait_t *w, int rank, uint64_t theirs)
+{
+    static const char *const names[] = {
+        "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
+        "barrier"};
+    tacl__ctx_t *ctx = w->xc->ctx;
+    unsigned tc = (unsigned)(theirs >> 56), mc = (unsigned)(w->sig >> 56);
+
+    tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                "rank %d called %s (root %d, %llu bytes) where this rank "
+                "called %s (root %d, %llu bytes): the ranks called the "
+                "operation with different counts or dtypes, collectives or "
+                "roots (TACL_CHECK=1 names the difference)", rank,
+                tc < 6 ? names[tc] : "?", (int)(theirs >> 48 & 0xff),
+                (unsigned long long)(theirs & 0xffffffffffffull),
+                mc < 6 ? names[mc] : "?", (int)(w->sig >> 48 & 0xff),
+                (unsigned long long)(w->sig & 0xffffffffffffull));
+    pthread_mutex_lock(&ctx->lock);
+    tacl__ctx_set_fatal(ctx, TACL_ERR_INVALID_USAGE);
+    pthread_mutex_unlock(&ctx->lock);
+    return TACL_ERR_INVALID_USAGE;
+}
+
+/* Wait until rank's flag reached n; for this call, check what it called. */
+static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n)
+{
+    uint64_t theirs;
+
+    while (flag_of(w->f, rank) < n) {
+        tacl_status_t status = wait_idle(w);
+        if (status != TACL_OK)
+            return status;
+    }
+    if (n != w->n)
+        return TACL_OK;
+    theirs = w->f->flags[rank].sig[n & 1];
+    return theirs == w->sig ? TACL_OK : mismatch(w, rank, theirs);
+}
+
+/* Wait until every rank's flag reached n. */
+static tacl_status_t wait_all(fast_wait_t *w, uint64_t n)
+{
+    tacl__fast_t *f = w->f;
+
+    if (f->all_seen >= n)
+        return TACL_OK;
+    for (int r = 0; r < f->size; r++) {
+        tacl_status_t status = wait_one(w, r, n);
+        if (status != TACL_OK)
+            return status;
+    }
+    f->all_seen = n;
+    return TACL_OK;
+}
+
+/* dst = the rank-ordered reduction of every slot's bytes at off. */
+static tacl_status_t reduce_slots(const tacl__fast_t *f, uint64_t n,
+                                  size_t off, void *dst,
+                                  const tacl__fast_op_t *op)
+{
+    tacl_op_t eop = op->op == TACL_AVG ? TACL_SUM : op->op;
+    tacl_status_t status;
+
+    status = tacl__reduce_cpu(dst, slot(f, 0, n) + off, slot(f, 1, n) + off,
+                              op->count, op->dtype, eop);
+    for (int r = 2; r < f->size && status == TACL_OK; r++)
+        status = tacl__reduce_cpu(dst, dst, slot(f, r, n) + off, op->count,
+                                  op->dtype, eop);
+    if (status == TACL_OK && op->op == TACL_AVG)
+        status = tacl__div_cpu(dst, dst, op->count, op->dtype,
+                               (uint32_t)f->size);
+    return status;
+}
+
+tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
+                             const tacl__fast_op_t *op)
+{
+    uint64_t n = ++f->n;
+    int me = f->rank;
+    size_t in = tacl__fast_in_bytes(op, me, f->size);
+    size_t block = elem_bytes(op);
+    fast_wait_t w;
+    tacl_status_t status = TACL_OK;
+
+    wait_init(&w, f, xc);
+    w.n = n;
+    w.sig = signature(op, f->size);
+    /* Slot n % 2 (and signature) was last read in call n - 2: every peer
+     * is past it once it began call n - 1. */
+    status = wait_all(&w, n - 1);
+    if (status != TACL_OK)
+        return status;
+    if (in > 0)
+        memcpy(slot(f, me, n), op->sendbuf, in);
+    f->flags[me].sig[n & 1] = w.sig;
+    atomic_store_explicit(&f->flags[me].seq, n, memory_order_release);
+    switch (op->coll) {
+    case TACL__FAST_BARRIER:
+        status = wait_all(&w, n);
+        break;
+    case TACL__FAST_ALLREDUCE:
+        status = wait_all(&w, n);
+        if (status == TACL_OK)
+            status = reduce_slots(f, n, 0, op->recvbuf, op);
+        break;
+    case TACL__FAST_REDUCE:
+        if (me != op->root)
+            break;
+        status = wait_all(&w, n);
+        if (status == TACL_OK)
+            status = reduce_slots(f, n, 0, op->recvbuf, op);
+        break;
+    case TACL__FAST_REDUCE_SCATTER:
+        status = wait_all(&w, n);
+        if (status == TACL_OK)
+            status = reduce_slots(f, n, (size_t)me * block, op->recvbuf, op);
+        break;
+    case TACL__FAST_ALLGATHER:
+        status = wait_all(&w, n);
+        for (int r = 0; r < f->size && status == TACL_OK; r++)
+            memcpy((char *)op->recvbuf + (size_t)r * block, slot(f, r, n),
+                   block);
+        break;
+    case TACL__FAST_BROADCAST:
+        if (me == op->root) {
+            if (op->recvbuf != op->sendbuf)
+                memcpy(op->recvbuf, op->sendbuf, block);
+            break;
+        }
+        status = wait_one(&w, op->root, n);
+        if (status == TACL_OK)
+            memcpy(op->recvbuf, slot(f, op->root, n), block);
+        break;
+    }
+    return status;
+}
