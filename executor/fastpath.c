@@ -33,10 +33,16 @@ typedef struct {
     uint64_t cap;              /* bytes of each slot */
 } fast_hdr_t;
 
+/* Inputs up to this many bytes travel in the flag's own cache line (as
+ * NCCL's LL protocol does), so a reader that sees the flag has the data
+ * in the same transfer. */
+#define FAST_INLINE 16
+
 typedef struct {
     _Alignas(FAST_LINE) _Atomic uint64_t seq; /* last call published */
     uint64_t sig[2];           /* call n's collective, root and bytes at
                                   n % 2, written before seq */
+    _Alignas(16) uint8_t inl[2][FAST_INLINE]; /* call n's small input */
 } fast_flag_t;
 
 struct tacl__fast {
@@ -73,8 +79,13 @@ static void lay_out(tacl__fast_t *f)
     f->data = (uint8_t *)(f->flags + f->size);
 }
 
-static uint8_t *slot(const tacl__fast_t *f, int rank, uint64_t n)
+/* Where rank's input of call n lies: the flag's line when it has at most
+ * FAST_INLINE bytes (the same size on every rank), else the slot. */
+static uint8_t *slot(const tacl__fast_t *f, int rank, uint64_t n,
+                     size_t bytes)
 {
+    if (bytes <= FAST_INLINE)
+        return f->flags[rank].inl[n & 1];
     return f->data + ((size_t)rank * 2 + (n & 1)) * round_line(f->cap);
 }
 
@@ -421,16 +432,21 @@ static tacl_status_t wait_all(fast_wait_t *w, uint64_t n)
 
 /* dst = the rank-ordered reduction of every slot's bytes at off. */
 static tacl_status_t reduce_slots(const tacl__fast_t *f, uint64_t n,
-                                  size_t off, void *dst,
+                                  size_t in, size_t off, void *dst,
                                   const tacl__fast_op_t *op)
 {
     tacl_op_t eop = op->op == TACL_AVG ? TACL_SUM : op->op;
     tacl_status_t status;
 
-    status = tacl__reduce_cpu(dst, slot(f, 0, n) + off, slot(f, 1, n) + off,
+    if (op->count == 0)
+        return TACL_OK;
+
+    status = tacl__reduce_cpu(dst, slot(f, 0, n, in) + off,
+                              slot(f, 1, n, in) + off,
                               op->count, op->dtype, eop);
     for (int r = 2; r < f->size && status == TACL_OK; r++)
-        status = tacl__reduce_cpu(dst, dst, slot(f, r, n) + off, op->count,
+        status = tacl__reduce_cpu(dst, dst, slot(f, r, n, in) + off,
+                                  op->count,
                                   op->dtype, eop);
     if (status == TACL_OK && op->op == TACL_AVG)
         status = tacl__div_cpu(dst, dst, op->count, op->dtype,
@@ -457,7 +473,7 @@ tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
     if (status != TACL_OK)
         return status;
     if (in > 0)
-        memcpy(slot(f, me, n), op->sendbuf, in);
+        memcpy(slot(f, me, n, in), op->sendbuf, in);
     f->flags[me].sig[n & 1] = w.sig;
     atomic_store_explicit(&f->flags[me].seq, n, memory_order_release);
     switch (op->coll) {
@@ -467,35 +483,36 @@ tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
     case TACL__FAST_ALLREDUCE:
         status = wait_all(&w, n);
         if (status == TACL_OK)
-            status = reduce_slots(f, n, 0, op->recvbuf, op);
+            status = reduce_slots(f, n, in, 0, op->recvbuf, op);
         break;
     case TACL__FAST_REDUCE:
         if (me != op->root)
             break;
         status = wait_all(&w, n);
         if (status == TACL_OK)
-            status = reduce_slots(f, n, 0, op->recvbuf, op);
+            status = reduce_slots(f, n, in, 0, op->recvbuf, op);
         break;
     case TACL__FAST_REDUCE_SCATTER:
         status = wait_all(&w, n);
         if (status == TACL_OK)
-            status = reduce_slots(f, n, (size_t)me * block, op->recvbuf, op);
+            status = reduce_slots(f, n, in, (size_t)me * block,
+                                  op->recvbuf, op);
         break;
     case TACL__FAST_ALLGATHER:
         status = wait_all(&w, n);
-        for (int r = 0; r < f->size && status == TACL_OK; r++)
-            memcpy((char *)op->recvbuf + (size_t)r * block, slot(f, r, n),
-                   block);
+        for (int r = 0; r < f->size && status == TACL_OK && block > 0; r++)
+            memcpy((char *)op->recvbuf + (size_t)r * block,
+                   slot(f, r, n, block), block);
         break;
     case TACL__FAST_BROADCAST:
         if (me == op->root) {
-            if (op->recvbuf != op->sendbuf)
+            if (op->recvbuf != op->sendbuf && block > 0)
                 memcpy(op->recvbuf, op->sendbuf, block);
             break;
         }
         status = wait_one(&w, op->root, n);
-        if (status == TACL_OK)
-            memcpy(op->recvbuf, slot(f, op->root, n), block);
+        if (status == TACL_OK && block > 0)
+            memcpy(op->recvbuf, slot(f, op->root, n, block), block);
         break;
     }
     return status;

@@ -5,7 +5,8 @@
  * coll/sm and NCCL's LL protocol do it).
  *
  * The area holds one flag word per rank, each on its own cache line, and
- * per rank two data slots of `cap` bytes.  Call n of the fast path
+ * per rank two data slots of `cap` bytes (inputs of 16 bytes or less go
+ * in the flag's cache line instead, so one line carries flag and data).  Call n of the fast path
  * (counted on each rank; every rank takes the fast path for the same
  * calls) uses slot n % 2: a rank copies its input into its slot and
  * publishes n in its flag with a release store; a peer that reads a flag

@@ -176,7 +176,7 @@ int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
     tacl__ctx_flight_poll(ctx);
     a->seq = comm->seq++ % TACL__SEQ_HALF;
     tacl__fast_count(&comm->x, comm->fast_tl, &op, comm->rank, comm->size);
-    if (strcmp(comm->last_algo, "fast") != 0)
+    if (memcmp(comm->last_algo, "fast", 5) != 0)
         snprintf(comm->last_algo, sizeof(comm->last_algo), "fast");
     if (comm->x.flight.cap > 0) {
         tacl__flight_note_args(comm, a, 1);

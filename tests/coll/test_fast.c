@@ -2,10 +2,11 @@
  * The small-message fast path (lib/fastpath.c, executor/fastpath.c).
  *
  * - Every collective it serves, for every dtype and op, in place and out
- *   of place, at sizes around the threshold (TACL_FAST_MAX=256 here),
- *   gives the same bytes as the normal path (a communicator split off
- *   while TACL_FAST_MAX was 0), on 2, 3, 4 and 8 ranks; the calls under
- *   the threshold report the "fast" algorithm and those over it do not.
+ *   of place, at count 0 and at sizes around the threshold
+ *   (TACL_FAST_MAX=256 here), gives the same bytes as the normal path
+ *   (a communicator split off while TACL_FAST_MAX was 0), on 2, 3, 4 and
+ *   8 ranks; the calls under the threshold report the "fast" algorithm
+ *   and those over it do not.
  * - Thousands of back-to-back calls of mixed collectives, sizes and
  *   roots, some over the threshold and some ranks pausing now and then,
  *   all exact (the slots' double buffering).
@@ -180,14 +181,14 @@ static int body_matches_normal(coll_ctx_t *ctx)
             size_t es = val_size((tacl_dtype_t)dt);
             size_t per = coll == C_REDUCE_SCATTER ? es * (size_t)n : es;
             size_t edge = CAP / per;
-            size_t counts[] = {1, edge - 1, edge, edge + 1};
+            size_t counts[] = {0, 1, edge - 1, edge, edge + 1};
             int nops = coll <= C_REDUCE_SCATTER ? TACL_NUM_OPS : 1;
 
             for (int op = 0; op < nops && rc == 0; op++) {
                 if (coll <= C_REDUCE_SCATTER &&
                     !op_ok((tacl_op_t)op, (tacl_dtype_t)dt))
                     continue;
-                for (size_t k = 0; k < 4 && rc == 0; k++) {
+                for (size_t k = 0; k < 5 && rc == 0; k++) {
                     for (int ip = 0; ip < 2 && rc == 0; ip++) {
                         fcase_t c = {.coll = coll, .dt = (tacl_dtype_t)dt,
                                      .op = (tacl_op_t)op,
