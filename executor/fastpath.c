@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,8 +24,8 @@
 
 #define FAST_MAGIC 0x7461636c66617374ull /* "taclfast" */
 #define FAST_LINE 64u
-/* Sleep between polls once polling and yielding have not been answered. */
-#define FAST_SLEEP_NS 50000L
+/* Longest sleep on a peer's flag before the wait looks around again. */
+#define FAST_SLEEP_NS 1000000L
 /* How often a sleeping wait asks the bootstrap whether peers live. */
 #define FAST_LIVENESS_NS 2000000ull
 
@@ -33,17 +36,29 @@ typedef struct {
     uint64_t cap;              /* bytes of each slot */
 } fast_hdr_t;
 
+/* Slots per rank, used in turn: a rank may run this many calls minus
+ * one ahead of a peer that does not wait for it (a broadcast's root). */
+#define FAST_DEPTH 4
 /* Inputs up to this many bytes travel in the flag's own cache line (as
  * NCCL's LL protocol does), so a reader that sees the flag has the data
  * in the same transfer. */
-#define FAST_INLINE 16
+#define FAST_INLINE 8
 
 typedef struct {
     _Alignas(FAST_LINE) _Atomic uint64_t seq; /* last call published */
-    uint64_t sig[2];           /* call n's collective, root and bytes at
-                                  n % 2, written before seq */
-    _Alignas(16) uint8_t inl[2][FAST_INLINE]; /* call n's small input */
+    uint32_t sig[FAST_DEPTH];  /* call n's collective, root and bytes at
+                                  n % FAST_DEPTH, written before seq */
+    uint8_t inl[FAST_DEPTH][FAST_INLINE]; /* call n's small input */
 } fast_flag_t;
+
+_Static_assert(sizeof(fast_flag_t) == FAST_LINE,
+               "a fast-path flag fills one cache line");
+
+/* Peers asleep on a rank's flag (apart from the flag, which only its
+ * owner writes): the owner wakes them when it publishes. */
+typedef struct {
+    _Alignas(FAST_LINE) _Atomic uint32_t sleepers;
+} fast_sleep_t;
 
 struct tacl__fast {
     void *base;
@@ -51,7 +66,8 @@ struct tacl__fast {
     int rank, size;
     size_t cap;
     fast_flag_t *flags;        /* size of them */
-    uint8_t *data;             /* [rank][parity][cap] */
+    fast_sleep_t *sleep;       /* size of them */
+    uint8_t *data;             /* [rank][FAST_DEPTH][cap] */
     uint64_t n;                /* calls run so far */
     uint64_t all_seen;         /* every flag was seen at this or above */
     int waits_set;             /* spin and yield_ns read */
@@ -69,14 +85,16 @@ static size_t round_line(size_t x)
 
 static size_t area_len(int size, size_t cap)
 {
-    return 4096 + (size_t)size * sizeof(fast_flag_t) +
-           (size_t)size * 2 * round_line(cap);
+    return 4096 + (size_t)size * (sizeof(fast_flag_t) +
+                                  sizeof(fast_sleep_t)) +
+           (size_t)size * FAST_DEPTH * round_line(cap);
 }
 
 static void lay_out(tacl__fast_t *f)
 {
     f->flags = (fast_flag_t *)((char *)f->base + 4096);
-    f->data = (uint8_t *)(f->flags + f->size);
+    f->sleep = (fast_sleep_t *)(f->flags + f->size);
+    f->data = (uint8_t *)(f->sleep + f->size);
 }
 
 /* Where rank's input of call n lies: the flag's line when it has at most
@@ -85,8 +103,9 @@ static uint8_t *slot(const tacl__fast_t *f, int rank, uint64_t n,
                      size_t bytes)
 {
     if (bytes <= FAST_INLINE)
-        return f->flags[rank].inl[n & 1];
-    return f->data + ((size_t)rank * 2 + (n & 1)) * round_line(f->cap);
+        return f->flags[rank].inl[n % FAST_DEPTH];
+    return f->data +
+           ((size_t)rank * FAST_DEPTH + n % FAST_DEPTH) * round_line(f->cap);
 }
 
 static tacl_status_t map_area(tacl__fast_t *f, int fd, int create)
@@ -267,7 +286,7 @@ typedef struct {
     tacl__fast_t *f;
     tacl__xcomm_t *xc;
     uint64_t n;                /* the call */
-    uint64_t sig;              /* its signature on this rank */
+    uint32_t sig;              /* its signature on this rank */
     long long spin;            /* polls before yielding */
     uint64_t yield_ns;         /* then yield for this long */
     long long polls;
@@ -303,11 +322,43 @@ static tacl_status_t fatal_error(tacl__ctx_t *ctx)
     return tacl__error(status, COLL, "%s", ctx->fatal_msg);
 }
 
+/* The flag's low half: what a futex waits on (little-endian). */
+static uint32_t *flag_word(const tacl__fast_t *f, int rank)
+{
+    return (uint32_t *)&f->flags[rank].seq;
+}
+
+/* Sleep until rank's flag moves from below n (or 1 ms passes). */
+static void sleep_on(const tacl__fast_t *f, int rank, uint64_t n)
+{
+    struct timespec ts = {0, FAST_SLEEP_NS};
+    uint64_t seen;
+
+    /* The seq_cst increment orders it before the flag's read, as the
+     * owner's publishing orders its flag before reading sleepers. */
+    atomic_fetch_add(&f->sleep[rank].sleepers, 1);
+    seen = atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
+    if (seen < n)
+        syscall(SYS_futex, flag_word(f, rank), FUTEX_WAIT, (uint32_t)seen,
+                &ts, NULL, 0);
+    atomic_fetch_sub(&f->sleep[rank].sleepers, 1);
+}
+
+/* Publish call n as this rank's, waking the peers asleep on it. */
+static void publish(tacl__fast_t *f, uint64_t n)
+{
+    atomic_store_explicit(&f->flags[f->rank].seq, n, memory_order_seq_cst);
+    if (atomic_load_explicit(&f->sleep[f->rank].sleepers,
+                             memory_order_relaxed) != 0)
+        syscall(SYS_futex, flag_word(f, f->rank), FUTEX_WAKE, INT_MAX, NULL,
+                NULL, 0);
+}
+
 /*
- * Nothing to read yet: poll, yield or sleep as the window says, and every
- * so often see whether the wait must end.
+ * Nothing to read yet (rank's flag is below n): poll, yield or sleep as
+ * the window says, and every so often see whether the wait must end.
  */
-static tacl_status_t wait_idle(fast_wait_t *w)
+static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n)
 {
     tacl__ctx_t *ctx = w->xc->ctx;
     uint64_t now;
@@ -353,12 +404,10 @@ static tacl_status_t wait_idle(fast_wait_t *w)
             return fatal_error(ctx);
         }
     }
-    if (now < w->yield_until) {
+    if (now < w->yield_until)
         sched_yield();
-    } else {
-        struct timespec ts = {0, FAST_SLEEP_NS};
-        nanosleep(&ts, NULL);
-    }
+    else
+        sleep_on(w->f, rank, n);
     return TACL_OK;
 }
 
@@ -367,31 +416,31 @@ static uint64_t flag_of(const tacl__fast_t *f, int rank)
     return atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
 }
 
-static uint64_t signature(const tacl__fast_op_t *op, int size)
+/* The call as its peers must see it: collective (3 bits), root (5 bits:
+ * at most 32 ranks) and bytes (24 bits: at most TACL__FAST_CAP_MAX). */
+static uint32_t signature(const tacl__fast_op_t *op, int size)
 {
-    return (uint64_t)op->coll << 56 | (uint64_t)(op->root & 0xff) << 48 |
-           tacl__fast_msg_bytes(op, size);
+    return (uint32_t)op->coll << 29 | (uint32_t)(op->root & 0x1f) << 24 |
+           (uint32_t)tacl__fast_msg_bytes(op, size);
 }
 
 /* A peer called something else in this call: the caller's error, as a
  * message of the wrong length is on the normal path. */
-static tacl_status_t mismatch(fast_wait_t *w, int rank, uint64_t theirs)
+static tacl_status_t mismatch(fast_wait_t *w, int rank, uint32_t theirs)
 {
-    static const char *const names[] = {
+    static const char *const names[8] = {
         "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
-        "barrier"};
+        "barrier", "?", "?"};
     tacl__ctx_t *ctx = w->xc->ctx;
-    unsigned tc = (unsigned)(theirs >> 56), mc = (unsigned)(w->sig >> 56);
+    uint32_t mine = w->sig;
 
     tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                "rank %d called %s (root %d, %llu bytes) where this rank "
-                "called %s (root %d, %llu bytes): the ranks called the "
+                "rank %d called %s (root %u, %u bytes) where this rank "
+                "called %s (root %u, %u bytes): the ranks called the "
                 "operation with different counts or dtypes, collectives or "
                 "roots (TACL_CHECK=1 names the difference)", rank,
-                tc < 6 ? names[tc] : "?", (int)(theirs >> 48 & 0xff),
-                (unsigned long long)(theirs & 0xffffffffffffull),
-                mc < 6 ? names[mc] : "?", (int)(w->sig >> 48 & 0xff),
-                (unsigned long long)(w->sig & 0xffffffffffffull));
+                names[theirs >> 29], theirs >> 24 & 0x1f, theirs & 0xffffff,
+                names[mine >> 29], mine >> 24 & 0x1f, mine & 0xffffff);
     pthread_mutex_lock(&ctx->lock);
     tacl__ctx_set_fatal(ctx, TACL_ERR_INVALID_USAGE);
     pthread_mutex_unlock(&ctx->lock);
@@ -401,16 +450,16 @@ static tacl_status_t mismatch(fast_wait_t *w, int rank, uint64_t theirs)
 /* Wait until rank's flag reached n; for this call, check what it called. */
 static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n)
 {
-    uint64_t theirs;
+    uint32_t theirs;
 
     while (flag_of(w->f, rank) < n) {
-        tacl_status_t status = wait_idle(w);
+        tacl_status_t status = wait_idle(w, rank, n);
         if (status != TACL_OK)
             return status;
     }
     if (n != w->n)
         return TACL_OK;
-    theirs = w->f->flags[rank].sig[n & 1];
+    theirs = w->f->flags[rank].sig[n % FAST_DEPTH];
     return theirs == w->sig ? TACL_OK : mismatch(w, rank, theirs);
 }
 
@@ -467,15 +516,15 @@ tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
     wait_init(&w, f, xc);
     w.n = n;
     w.sig = signature(op, f->size);
-    /* Slot n % 2 (and signature) was last read in call n - 2: every peer
-     * is past it once it began call n - 1. */
-    status = wait_all(&w, n - 1);
+    /* Slot n % FAST_DEPTH (and signature) was last read in call
+     * n - FAST_DEPTH: every peer is past it once it began the call after. */
+    status = n > FAST_DEPTH ? wait_all(&w, n - FAST_DEPTH + 1) : TACL_OK;
     if (status != TACL_OK)
         return status;
     if (in > 0)
         memcpy(slot(f, me, n, in), op->sendbuf, in);
-    f->flags[me].sig[n & 1] = w.sig;
-    atomic_store_explicit(&f->flags[me].seq, n, memory_order_release);
+    f->flags[me].sig[n % FAST_DEPTH] = w.sig;
+    publish(f, n);
     switch (op->coll) {
     case TACL__FAST_BARRIER:
         status = wait_all(&w, n);

@@ -5,20 +5,24 @@
  * coll/sm and NCCL's LL protocol do it).
  *
  * The area holds one flag word per rank, each on its own cache line, and
- * per rank two data slots of `cap` bytes (inputs of 16 bytes or less go
- * in the flag's cache line instead, so one line carries flag and data).  Call n of the fast path
- * (counted on each rank; every rank takes the fast path for the same
- * calls) uses slot n % 2: a rank copies its input into its slot and
- * publishes n in its flag with a release store; a peer that reads a flag
- * of n or more (acquire load) may read that slot.  Before a rank writes
- * slot n % 2 again (call n + 2) it waits until every peer's flag reached
- * n + 1: a peer that began call n + 1 has finished reading call n.
+ * per rank four data slots of `cap` bytes (inputs of 8 bytes or less go
+ * in the flag's cache line instead, so one line carries flag and data).
+ * Call n of the fast path (counted on each rank; every rank takes the
+ * fast path for the same calls) uses slot n % 4: a rank copies its input
+ * into its slot, writes the call's signature (collective, root, bytes)
+ * and publishes n in its flag with a release store; a peer that reads a
+ * flag of n or more (acquire load) checks the signature and may read that
+ * slot.  Before a rank writes slot n % 4 again (call n + 4) it waits until
+ * every peer's flag reached n + 1: a peer that began call n + 1 has
+ * finished reading call n.  So a broadcast's root runs up to three calls
+ * ahead of its slowest peer.
  * Reductions combine the ranks' slots in rank order 0, 1, ..., so every
  * rank computes the same bits.
  *
  * Waiting polls (TACL_SHM_SPIN times, none on an oversubscribed node),
- * then polls and yields the core for TACL_SHM_YIELD_US, then sleeps
- * 50 us between polls.  The context's fatal flag (an abort from another
+ * then polls and yields the core for TACL_SHM_YIELD_US, then sleeps on
+ * the peer's flag (a futex the peer wakes when it publishes, 1 ms at
+ * most before looking around again).  The context's fatal flag (an abort from another
  * thread, a failure seen elsewhere), the bootstrap's liveness check (a
  * dead peer) and the communicator's timeout end a wait with an error.
  */
@@ -30,6 +34,12 @@
 
 #include "tacl.h"
 #include "executor.h"
+
+/** The largest slot (TACL_FAST_MAX beyond it counts as this). */
+#define TACL__FAST_CAP_MAX (1u << 20)
+/** The most ranks a communicator may have for the fast path (with more,
+ * each reads too many slots per call: the normal algorithms do better). */
+#define TACL__FAST_MAX_RANKS 32
 
 /** Bytes of a fast-path area's shared-memory name, NUL included. */
 #define TACL__FAST_NAME_LEN 64

@@ -26,10 +26,6 @@
 #include "fastpath.h"
 #include "log.h"
 
-/* More ranks than this read too many slots per call: the normal path's
- * algorithms do better. */
-#define TACL__FAST_MAX_RANKS 32
-
 enum { FAST_UNKNOWN = 0, FAST_OFF = -1, FAST_NEEDS_AREA = 1, FAST_ON = 2 };
 
 /* The transport index that reaches comm's peers, or -1 when it is not shm
@@ -56,7 +52,8 @@ static int shm_index(tacl_comm_t comm)
 /* Decide once per communicator whether its calls may use the area. */
 static void decide(tacl_comm_t comm)
 {
-    comm->fast_max = tacl__config_size(TACL_CFG_FAST_MAX);
+    comm->fast_max = TACL_MIN(tacl__config_size(TACL_CFG_FAST_MAX),
+                              TACL__FAST_CAP_MAX);
     comm->fast_tl = comm->size >= 2 && comm->size <= TACL__FAST_MAX_RANKS
                         ? shm_index(comm)
                         : -1;
