@@ -380,9 +380,9 @@ static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n)
     /* Operations of the normal path in flight on the context (_nb calls
      * of this or another communicator) move on meanwhile: a peer may
      * need them to reach this call. */
-    if (__atomic_load_n(&ctx->active, __ATOMIC_RELAXED) != NULL &&
-        pthread_mutex_trylock(&ctx->lock) == 0) {
-        tacl__ctx_progress_locked(ctx);
+    if (pthread_mutex_trylock(&ctx->lock) == 0) {
+        if (ctx->active != NULL)
+            tacl__ctx_progress_locked(ctx);
         pthread_mutex_unlock(&ctx->lock);
     }
     if (now >= w->next_check) {
