@@ -25,10 +25,15 @@ typedef struct {
     const char *doc;
     const char *value;    /* the environment's, or NULL */
     tacl__cfg_src_t src;
+    int cached;           /* ival holds the value parsed (typed integer,
+                             size and boolean entries): hot paths read
+                             these per call, and parsing costs more than
+                             the rest of a small collective's setup */
+    long long ival;
 } config_entry_t;
 
 static config_entry_t config_table[TACL_CFG_COUNT] = {
-#define TACL_CONFIG_ENTRY_(name, def, doc) {#name, def, doc, NULL, 0},
+#define TACL_CONFIG_ENTRY_(name, def, doc) {#name, def, doc, NULL, 0, 0, 0},
     TACL_CONFIG_LIST(TACL_CONFIG_ENTRY_)
 #undef TACL_CONFIG_ENTRY_
 };
@@ -71,6 +76,7 @@ static const cfg_type_t config_types[TACL_CFG_COUNT] = {
     [TACL_CFG_SHM_SPIN] = {CFG_INT, 0, NULL},
     [TACL_CFG_SHM_YIELD_US] = {CFG_INT, 0, NULL},
     [TACL_CFG_CHUNK_SIZE] = {CFG_SIZE, 1, NULL},
+    [TACL_CFG_FAST_MAX] = {CFG_SIZE, 0, NULL},
     [TACL_CFG_STREAM_MIN] = {CFG_SIZE, 0, "auto|never"},
     [TACL_CFG_CHECK] = {CFG_BOOL, 0, NULL},
     [TACL_CFG_BLOCKING] = {CFG_BOOL, 0, NULL},
@@ -192,6 +198,29 @@ static int entry_index(const char *name, size_t len)
     return -1;
 }
 
+/* The value readers use: the environment's if valid, else the default. */
+static const char *entry_value(const config_entry_t *e)
+{
+    return e->src == TACL_CFG_SRC_ENV ? e->value : e->def;
+}
+
+static long long entry_int(const config_entry_t *e)
+{
+    long long v = 0;
+
+    if (tacl__config_parse_int(entry_value(e), &v) != 0)
+        (void)tacl__config_parse_int(e->def, &v);
+    return v;
+}
+
+static int entry_bool(const config_entry_t *e)
+{
+    const char *s = entry_value(e);
+    int i = word_index(bool_words, s, strlen(s));
+
+    return i >= 0 ? i % 2 : entry_int(e) != 0;
+}
+
 static void config_read(void)
 {
     char var[64];
@@ -209,6 +238,20 @@ static void config_read(void)
                  : value_valid(&config_types[i], e->value)
                      ? TACL_CFG_SRC_ENV
                      : TACL_CFG_SRC_INVALID;
+    }
+    /* Typed numbers and booleans are parsed once, here. */
+    for (int i = 0; i < TACL_CFG_COUNT; i++) {
+        config_entry_t *e = &config_table[i];
+        cfg_kind_t kind = config_types[i].kind;
+
+        e->cached = 0;
+        if (kind == CFG_INT || kind == CFG_SIZE)
+            e->ival = entry_int(e);
+        else if (kind == CFG_BOOL)
+            e->ival = entry_bool(e);
+        else
+            continue;
+        e->cached = 1;
     }
     config_n_unknown = 0;
     for (char **env = environ; env != NULL && *env != NULL; env++) {
@@ -231,11 +274,6 @@ static const config_entry_t *config_get(tacl__cfg_t id)
     return &config_table[id];
 }
 
-/* The value readers use: the environment's if valid, else the default. */
-static const char *entry_value(const config_entry_t *e)
-{
-    return e->src == TACL_CFG_SRC_ENV ? e->value : e->def;
-}
 
 const char *tacl__config_str(tacl__cfg_t id)
 {
@@ -249,11 +287,10 @@ int tacl__config_is_set(tacl__cfg_t id)
 
 long long tacl__config_int(tacl__cfg_t id)
 {
-    long long v = 0;
+    const config_entry_t *e = config_get(id);
 
-    if (tacl__config_parse_int(tacl__config_str(id), &v) != 0)
-        (void)tacl__config_parse_int(config_get(id)->def, &v);
-    return v;
+    return e->cached && config_types[id].kind != CFG_BOOL ? e->ival
+                                                          : entry_int(e);
 }
 
 unsigned long long tacl__config_size(tacl__cfg_t id)
@@ -274,10 +311,11 @@ double tacl__config_double(tacl__cfg_t id)
 
 int tacl__config_bool(tacl__cfg_t id)
 {
-    const char *s = tacl__config_str(id);
-    int i = word_index(bool_words, s, strlen(s));
+    const config_entry_t *e = config_get(id);
 
-    return i >= 0 ? i % 2 : tacl__config_int(id) != 0;
+    if (e->cached && config_types[id].kind == CFG_BOOL)
+        return (int)e->ival;
+    return entry_bool(e);
 }
 
 int tacl__config_word(tacl__cfg_t id)

@@ -85,6 +85,11 @@
     X(SHM_YIELD_US, "50",                                                    \
       "microseconds a waiting rank then polls and yields its core before "  \
       "it sleeps until a peer wakes it")                                     \
+    X(FAST_MAX, "16384",                                                     \
+      "bytes of input per rank up to which a blocking collective whose "    \
+      "ranks share one node runs in the communicator's shared-memory "      \
+      "area instead of a schedule (the fast path; at most 1M); 0: never. " \
+      "Must be the same on every rank")                                      \
     X(CHUNK_SIZE, "1048576",                                                 \
       "pipeline chunk, in bytes, of ring algorithms")                        \
     X(STREAM_MIN, "auto",                                                    \

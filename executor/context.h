@@ -102,6 +102,12 @@ void tacl__ctx_reap(tacl__ctx_t *ctx);
 /** Sleep in the transports until a message arrives, 1 ms at most. */
 void tacl__ctx_idle_wait(tacl__ctx_t *ctx);
 
+/**
+ * Whether ctx's node runs more ranks than it has cores: a waiting rank
+ * must then give its core away at once.
+ */
+int tacl__ctx_oversubscribed(const tacl__ctx_t *ctx);
+
 /** Of ctx's executions in flight, the one with the shortest timeout. */
 const tacl__exec_t *tacl__ctx_shortest_timeout(const tacl__ctx_t *ctx);
 

@@ -766,10 +766,7 @@ int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
     if (events > 0)
         ctx->last_event_ns = now;
     check_liveness(ctx, now);
-    if (tacl_unlikely(tacl__flight_signal_gen() != ctx->flight_gen)) {
-        ctx->flight_gen = tacl__flight_signal_gen();
-        tacl__flight_dump_signalled(ctx, ctx->flight_gen);
-    }
+    tacl__ctx_flight_poll(ctx);
     return events;
 }
 
@@ -928,7 +925,7 @@ static int distinct_ctxs(tacl__exec_t **execs, int nexec, tacl__ctx_t **ctxs)
  * waits must give its core away at once, since the rank it waits for may
  * be the one that needs it.
  */
-static int oversubscribed(const tacl__ctx_t *ctx)
+int tacl__ctx_oversubscribed(const tacl__ctx_t *ctx)
 {
     static long ncpu;
     int local = 0;
@@ -973,6 +970,11 @@ void tacl__ctx_check_timeout(tacl__ctx_t *ctx, const tacl__exec_t *exec,
     if (ctx->fatal != TACL_OK ||
         tacl__now_ns() - last_event <= (uint64_t)(xc->timeout_s * 1e9))
         return;
+    tacl__ctx_timed_out(ctx, xc);
+}
+
+void tacl__ctx_timed_out(tacl__ctx_t *ctx, const tacl__xcomm_t *xc)
+{
     tacl__error(TACL_ERR_TIMEOUT, COLL,
                 "%s%s%srank %d: no progress for %.1f s (the communicator's "
                 "timeout, TACL_TIMEOUT unless its configuration set one); a "
@@ -1029,7 +1031,7 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
     bound = shortest_timeout(execs, nexec);
     nctx = distinct_ctxs(execs, nexec, ctxs);
     for (int c = 0; c < nctx; c++)
-        yield |= oversubscribed(ctxs[c]);
+        yield |= tacl__ctx_oversubscribed(ctxs[c]);
     if (yield)
         spin = 0;
     for (;;) {

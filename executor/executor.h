@@ -13,6 +13,7 @@
 #define TACL_EXECUTOR_EXECUTOR_H
 
 #include "tacl.h"
+#include "common.h"
 #include "context.h"
 #include "flight.h"
 #include "sched.h"
@@ -34,6 +35,18 @@ typedef struct tacl__xcomm {
     int inflight;              /* executions not yet completed */
     tacl__flight_t flight;     /* the last operations, for dumps */
 } tacl__xcomm_t;
+
+/**
+ * Dump ctx's flight recorders if TACL_FLIGHT_SIGNAL arrived since the
+ * last dump: every progress round and fast-path call does it; lock held.
+ */
+static inline void tacl__ctx_flight_poll(tacl__ctx_t *ctx)
+{
+    if (tacl_unlikely(tacl__flight_signal_gen() != ctx->flight_gen)) {
+        ctx->flight_gen = tacl__flight_signal_gen();
+        tacl__flight_dump_signalled(ctx, ctx->flight_gen);
+    }
+}
 
 /**
  * Take ownership of a built schedule and start it on xc.  The caller
@@ -63,6 +76,10 @@ int tacl__exec_streamed(const tacl__exec_t *exec);
  * context's failure.  Takes the lock: call it without.
  */
 void tacl__exec_detach(tacl__exec_t *exec);
+ * Fail ctx with TACL_ERR_TIMEOUT: nothing moved on xc for its timeout
+ * (the error recorded names xc and the timeout); lock held.
+ */
+void tacl__ctx_timed_out(tacl__ctx_t *ctx, const tacl__xcomm_t *xc);
 
 /** Called once, under the context lock, when an execution finishes. */
 typedef void (*tacl__exec_done_fn)(void *arg, tacl_status_t status);

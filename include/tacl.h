@@ -384,6 +384,17 @@ tacl_status_t tacl_comm_dump_flight(tacl_comm_t comm,
 /*
  * Collectives.  Counts are in elements.  Each call has a blocking form and
  * an "_nb" form that returns a request in *req_p.
+ *
+ * A small blocking all-gather, reduce-scatter, all-reduce, broadcast,
+ * reduce or barrier (at most TACL_FAST_MAX bytes of input per rank, 16 KB
+ * by default) on a communicator whose ranks share one node runs in a
+ * shared-memory area of the communicator instead of through messages:
+ * same results (reductions combine the ranks in rank order, so every
+ * rank gets the same bits), a fraction of the latency.  Its first such
+ * call creates the area (collectively).  Every rank must then call the
+ * same collectives with the same counts, as always; the ranks that see a
+ * peer call something else get TACL_ERR_INVALID_USAGE.  tacl_comm_last_algorithm() says "fast"
+ * after such a call.
  */
 
 /** Every rank contributes sendcount elements; recvbuf holds size * sendcount. */
@@ -610,7 +621,9 @@ tacl_status_t tacl_mem_free(void *ptr);
 
 /*
  * Byte counters.  Every rank counts the bytes and messages it sends, per
- * transport, on each communicator.
+ * transport, on each communicator.  A call of the small-message fast path
+ * (see Collectives) counts its input once per peer that reads it, as a
+ * message on the shm transport and the host link class.
  */
 #define TACL_MAX_TRANSPORTS 8
 typedef struct {

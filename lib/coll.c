@@ -356,6 +356,8 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
         if (status != TACL_OK)
             return tacl__comm_fail(comm, status);
     }
+    if (blocking && tacl__fast_try(comm, a, &status))
+        return tacl__comm_fail(comm, status);
     a->chunk_bytes = tacl__config_size(TACL_CFG_CHUNK_SIZE);
     mark_mappable(a);
     pthread_mutex_lock(&comm->x.ctx->lock);

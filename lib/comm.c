@@ -755,6 +755,7 @@ static void comm_bury(tacl_comm_t comm)
     tacl__scratch_fini(&comm->x.scratch);
     tacl__flight_fini(&comm->x.flight);
     tacl__plan_cache_free(comm->plans);
+    tacl__fast_comm_free(comm);
     free(comm->x.world);
     free(comm->node_of);
     free(comm->x.link_of);

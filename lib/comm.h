@@ -44,6 +44,11 @@ struct tacl_comm {
     char last_algo[16];        /* algorithm of the latest operation */
     struct tacl__plan_cache *plans; /* built schedules by signature
                                        (plan.c), NULL until the first */
+    struct tacl__fast *fast;   /* the small-message area (fastpath.c),
+                                  NULL until the first call that uses it */
+    int fast_state;            /* fastpath.c: unknown, off, needs area, on */
+    int fast_tl;               /* the shm transport's index */
+    size_t fast_max;           /* TACL_FAST_MAX as read at the decision */
     struct tacl__est *est;     /* the simulator's cluster and the sim
                                   tuner's choices (lib/estimate.c) */
     tacl_status_t async_error;
@@ -204,6 +209,15 @@ tacl_status_t tacl__stream_hold(tacl_comm_t comm);
 /** The distinct non-NULL streams of ops, for tacl__exec_start_on. */
 tacl_status_t tacl__stream_collect(const tacl__op_t *ops, int nops,
                                    tacl__dev_streams_t *out);
+/**
+ * The small-message fast path (fastpath.c): run a validated blocking
+ * call a there, setting *status_p, and return 1; or return 0 when the
+ * call must take the normal path.
+ */
+int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
+                   tacl_status_t *status_p);
+/** Unmap comm's fast-path area. */
+void tacl__fast_comm_free(tacl_comm_t comm);
 
 /** Validate an operation's arguments as the entry points do. */
 tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
@@ -222,5 +236,8 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
  * root and algorithm, and how many were fused.
  */
 void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops);
+/** tacl__flight_note of operations whose first has arguments a. */
+void tacl__flight_note_args(tacl_comm_t comm, const tacl__coll_args_t *a,
+                            int nops);
 
 #endif /* TACL_LIB_COMM_H */

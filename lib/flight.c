@@ -16,7 +16,12 @@ static int has_root(tacl__coll_type_t t)
 
 void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops)
 {
-    const tacl__coll_args_t *a = &ops[0].args;
+    tacl__flight_note_args(comm, &ops[0].args, nops);
+}
+
+void tacl__flight_note_args(tacl_comm_t comm, const tacl__coll_args_t *a,
+                            int nops)
+{
     /* Collective and p2p numbers live in the two halves of the tag's
      * sequence field (coll.c); the record keeps the number within. */
     uint64_t half = 1ull << (TACL__TAG_SEQ_BITS - 1);

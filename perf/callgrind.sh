@@ -11,7 +11,9 @@
 # phase the compiler inlined into its caller shows up in "other".
 #
 # Usage: perf/callgrind.sh BUILD_DIR
-# A phase the build does not have (or inlined) prints 0.
+# A phase the build does not have (or inlined) prints 0.  An 8-byte call
+# takes the fast path (tacl__fast_try, tacl__fast_run) unless
+# TACL_FAST_MAX=0 sends it the normal way (schedule, executor, shm).
 # Environment: BYTES (default 8), N1 (2000), N2 (6000) iterations.
 
 set -u
@@ -57,7 +59,8 @@ calls=$(( 2 * (N2 - N1) ))
 printf '# instructions per %s-byte all-reduce call on 2 ranks (rank 0)\n' \
     "$BYTES"
 printf '%-26s %10s\n' phase "instr/call"
-for f in tacl_allreduce coll.c:post validate tacl__ops_start tacl__algo_build \
+for f in tacl_allreduce coll.c:post validate tacl__fast_try tacl__fast_run \
+    tacl__ops_start tacl__algo_build \
     tacl__plan_build tacl__exec_start tacl__exec_wait ctx_progress_locked \
     tacl__shm_progress tacl__shm_wait tacl__exec_free malloc calloc free \
     pthread_mutex_lock clock_gettime; do

@@ -7,7 +7,8 @@
  * out-of-place; operations run one by one, as _nb batches waited for in a
  * random order (by wait or by polling test), or as groups (ended blocking
  * or with tacl_group_end_nb).  Inputs are the conformance suite's exact
- * values (values.h) at a random offset, so floats are exact too.
+ * values (values.h) at a random offset, so floats are exact too.  The
+ * small blocking ones take the fast path (at least one must).
  *
  * Every rank draws the same sequence from TT_SOAK_SEED (printed; a fresh
  * one per run when unset), so a failure names the seed and the operation
@@ -386,7 +387,7 @@ static int soak_body(coll_ctx_t *ctx)
                                    (uint64_t)(ctx->rank + 1))};
     sop_t ops[MAX_BATCH];
     tacl_comm_t half = NULL;
-    long done = 0;
+    long done = 0, fast = 0;
     int rc = 0;
 
     soak_seed = arg->seed;
@@ -420,6 +421,10 @@ static int soak_body(coll_ctx_t *ctx)
             st = issue(&ops[i], mode == M_NB);
             if (st != TACL_OK)
                 rc = sop_fail(ctx, &ops[i], mode, tacl_status_string(st));
+            else if (mode == M_SINGLE &&
+                     strcmp(tacl_comm_last_algorithm(ops[i].comm), "fast") ==
+                         0)
+                fast++;
             for (int q = 0; q < 2 && mode == M_NB; q++)
                 if (ops[i].req[q] != NULL)
                     reqs[nreq++] = ops[i].req[q];
@@ -451,6 +456,11 @@ static int soak_body(coll_ctx_t *ctx)
         }
         done += k;
     }
+    /* Small blocking calls take the fast path (lib/fastpath.c), mixed
+     * with everything else here. */
+    if (rc == 0 && arg->nops >= 1000 && fast == 0)
+        rc = coll_fail(ctx, "none of %ld operations took the fast path",
+                       arg->nops);
     if (half != NULL && tacl_comm_destroy(half) != TACL_OK && rc == 0)
         rc = coll_fail(ctx, "destroying the split communicator failed: %s",
                        tacl_last_error());

@@ -1,0 +1,568 @@
+/*
+ * The small-message fast path (fastpath.h): the shared area and the
+ * collectives that run in it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "config.h"
+#include "fastpath.h"
+#include "log.h"
+#include "reduce.h"
+
+#define FAST_MAGIC 0x7461636c66617374ull /* "taclfast" */
+#define FAST_LINE 64u
+/* Longest sleep on a peer's flag before the wait looks around again. */
+#define FAST_SLEEP_NS 1000000L
+/* How often a sleeping wait asks the bootstrap whether peers live. */
+#define FAST_LIVENESS_NS 2000000ull
+
+/* The area's first page. */
+typedef struct {
+    uint64_t magic;
+    uint64_t size;             /* ranks */
+    uint64_t cap;              /* bytes of each slot */
+} fast_hdr_t;
+
+/* Slots per rank, used in turn: a rank may run this many calls minus
+ * one ahead of a peer that does not wait for it (a broadcast's root). */
+#define FAST_DEPTH 4
+/* Inputs up to this many bytes travel in the flag's own cache line (as
+ * NCCL's LL protocol does), so a reader that sees the flag has the data
+ * in the same transfer. */
+#define FAST_INLINE 8
+
+typedef struct {
+    _Alignas(FAST_LINE) _Atomic uint64_t seq; /* last call published */
+    uint32_t sig[FAST_DEPTH];  /* call n's collective, root and bytes at
+                                  n % FAST_DEPTH, written before seq */
+    uint8_t inl[FAST_DEPTH][FAST_INLINE]; /* call n's small input */
+} fast_flag_t;
+
+_Static_assert(sizeof(fast_flag_t) == FAST_LINE,
+               "a fast-path flag fills one cache line");
+
+/* Peers asleep on a rank's flag (apart from the flag, which only its
+ * owner writes): the owner wakes them when it publishes. */
+typedef struct {
+    _Alignas(FAST_LINE) _Atomic uint32_t sleepers;
+} fast_sleep_t;
+
+struct tacl__fast {
+    void *base;
+    size_t len;
+    int rank, size;
+    size_t cap;
+    fast_flag_t *flags;        /* size of them */
+    fast_sleep_t *sleep;       /* size of them */
+    uint8_t *data;             /* [rank][FAST_DEPTH][cap] */
+    uint64_t n;                /* calls run so far */
+    uint64_t all_seen;         /* every flag was seen at this or above */
+    int waits_set;             /* spin and yield_ns read */
+    long long spin;            /* TACL_SHM_SPIN, 0 when oversubscribed */
+    uint64_t yield_ns;         /* TACL_SHM_YIELD_US */
+    int owner;                 /* created it: removes the name */
+    int linked;                /* the name still exists */
+    char name[TACL__FAST_NAME_LEN];
+};
+
+static size_t round_line(size_t x)
+{
+    return (x + FAST_LINE - 1) / FAST_LINE * FAST_LINE;
+}
+
+static size_t area_len(int size, size_t cap)
+{
+    return 4096 + (size_t)size * (sizeof(fast_flag_t) +
+                                  sizeof(fast_sleep_t)) +
+           (size_t)size * FAST_DEPTH * round_line(cap);
+}
+
+static void lay_out(tacl__fast_t *f)
+{
+    f->flags = (fast_flag_t *)((char *)f->base + 4096);
+    f->sleep = (fast_sleep_t *)(f->flags + f->size);
+    f->data = (uint8_t *)(f->sleep + f->size);
+}
+
+/* Where rank's input of call n lies: the flag's line when it has at most
+ * FAST_INLINE bytes (the same size on every rank), else the slot. */
+static uint8_t *slot(const tacl__fast_t *f, int rank, uint64_t n,
+                     size_t bytes)
+{
+    if (bytes <= FAST_INLINE)
+        return f->flags[rank].inl[n % FAST_DEPTH];
+    return f->data +
+           ((size_t)rank * FAST_DEPTH + n % FAST_DEPTH) * round_line(f->cap);
+}
+
+static tacl_status_t map_area(tacl__fast_t *f, int fd, int create)
+{
+    if (create && ftruncate(fd, (off_t)f->len) != 0)
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "sizing the fast-path area %s (%zu bytes) failed: "
+                           "%m; check /dev/shm", f->name, f->len);
+    f->base = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (f->base == MAP_FAILED) {
+        f->base = NULL;
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "mapping the fast-path area %s failed: %m",
+                           f->name);
+    }
+    lay_out(f);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__fast_create(int rank, int size, size_t cap,
+                                char name[TACL__FAST_NAME_LEN],
+                                tacl__fast_t **fast_p)
+{
+    static _Atomic unsigned serial;
+    tacl__fast_t *f = calloc(1, sizeof(*f));
+    fast_hdr_t *hdr;
+    tacl_status_t status;
+    int fd;
+
+    *fast_p = NULL;
+    if (f == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+    f->rank = rank;
+    f->size = size;
+    f->cap = cap;
+    f->len = area_len(size, cap);
+    f->owner = 1;
+    snprintf(f->name, sizeof(f->name), "/tacl-fast-%d-%u-%llx", (int)getpid(),
+             atomic_fetch_add(&serial, 1),
+             (unsigned long long)(tacl__now_ns() & 0xffffffffull));
+    fd = shm_open(f->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                             "shm_open(%s) failed: %m; check /dev/shm",
+                             f->name);
+        free(f);
+        return status;
+    }
+    f->linked = 1;
+    status = map_area(f, fd, 1);
+    close(fd);
+    if (status != TACL_OK) {
+        tacl__fast_free(f);
+        return status;
+    }
+    hdr = f->base;
+    hdr->size = (uint64_t)size;
+    hdr->cap = cap;
+    atomic_store_explicit((_Atomic uint64_t *)&hdr->magic, FAST_MAGIC,
+                          memory_order_release);
+    memcpy(name, f->name, TACL__FAST_NAME_LEN);
+    *fast_p = f;
+    return TACL_OK;
+}
+
+tacl_status_t tacl__fast_attach(const char *name, int rank, int size,
+                                tacl__fast_t **fast_p)
+{
+    tacl__fast_t *f = calloc(1, sizeof(*f));
+    fast_hdr_t hdr;
+    tacl_status_t status;
+    int fd;
+
+    *fast_p = NULL;
+    if (f == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+    snprintf(f->name, sizeof(f->name), "%s", name);
+    fd = shm_open(f->name, O_RDWR, 0);
+    if (fd < 0) {
+        status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                             "shm_open(%s) failed: %m", f->name);
+        free(f);
+        return status;
+    }
+    if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+        hdr.magic != FAST_MAGIC || hdr.size != (uint64_t)size ||
+        hdr.cap == 0 || hdr.cap > (1u << 30)) {
+        close(fd);
+        free(f);
+        return tacl__error(TACL_ERR_SYSTEM, SHM,
+                           "the fast-path area %s is not one of %d ranks",
+                           name, size);
+    }
+    f->rank = rank;
+    f->size = size;
+    f->cap = (size_t)hdr.cap;
+    f->len = area_len(size, f->cap);
+    status = map_area(f, fd, 0);
+    close(fd);
+    if (status != TACL_OK) {
+        free(f);
+        return status;
+    }
+    *fast_p = f;
+    return TACL_OK;
+}
+
+void tacl__fast_unlink(tacl__fast_t *fast)
+{
+    if (fast != NULL && fast->owner && fast->linked) {
+        shm_unlink(fast->name);
+        fast->linked = 0;
+    }
+}
+
+void tacl__fast_free(tacl__fast_t *fast)
+{
+    if (fast == NULL)
+        return;
+    tacl__fast_unlink(fast);
+    if (fast->base != NULL)
+        munmap(fast->base, fast->len);
+    free(fast);
+}
+
+size_t tacl__fast_cap(const tacl__fast_t *fast)
+{
+    return fast->cap;
+}
+
+static size_t elem_bytes(const tacl__fast_op_t *op)
+{
+    return op->count * op->esize;
+}
+
+size_t tacl__fast_msg_bytes(const tacl__fast_op_t *op, int size)
+{
+    switch (op->coll) {
+    case TACL__FAST_BARRIER:
+        return 0;
+    case TACL__FAST_REDUCE_SCATTER:
+        return elem_bytes(op) * (size_t)size;
+    default:
+        return elem_bytes(op);
+    }
+}
+
+size_t tacl__fast_in_bytes(const tacl__fast_op_t *op, int rank, int size)
+{
+    if (op->coll == TACL__FAST_BROADCAST && rank != op->root)
+        return 0;
+    return tacl__fast_msg_bytes(op, size);
+}
+
+void tacl__fast_count(tacl__xcomm_t *xc, int tl, const tacl__fast_op_t *op,
+                      int rank, int size)
+{
+    uint64_t bytes = tacl__fast_in_bytes(op, rank, size);
+    uint64_t readers;
+
+    if (bytes == 0)
+        return;
+    /* The peers that read this rank's slot. */
+    readers = op->coll == TACL__FAST_REDUCE ? (rank != op->root)
+                                            : (uint64_t)size - 1;
+    if (readers == 0)
+        return;
+    if (tl >= 0 && tl < TACL_MAX_TRANSPORTS) {
+        xc->counters.transports[tl].bytes += bytes * readers;
+        xc->counters.transports[tl].messages += readers;
+    }
+    xc->counters.links[TACL_LINK_HOST].bytes += bytes * readers;
+    xc->counters.links[TACL_LINK_HOST].messages += readers;
+}
+
+/* How one call waits: its polls so far and its deadlines. */
+typedef struct {
+    tacl__fast_t *f;
+    tacl__xcomm_t *xc;
+    uint64_t n;                /* the call */
+    uint32_t sig;              /* its signature on this rank */
+    long long spin;            /* polls before yielding */
+    uint64_t yield_ns;         /* then yield for this long */
+    long long polls;
+    uint64_t start_ns;         /* first poll without an answer */
+    uint64_t yield_until;
+    uint64_t next_check;       /* next liveness check */
+} fast_wait_t;
+
+static void wait_init(fast_wait_t *w, tacl__fast_t *f, tacl__xcomm_t *xc)
+{
+    /* Read once per area: parsing them would cost more than a call. */
+    if (!f->waits_set) {
+        f->spin = tacl__ctx_oversubscribed(xc->ctx)
+                      ? 0
+                      : tacl__config_int(TACL_CFG_SHM_SPIN);
+        f->yield_ns = (uint64_t)TACL_MAX(
+            tacl__config_int(TACL_CFG_SHM_YIELD_US), 0) * 1000u;
+        f->waits_set = 1;
+    }
+    w->f = f;
+    w->xc = xc;
+    w->spin = f->spin;
+    w->yield_ns = f->yield_ns;
+    w->polls = 0;
+    w->start_ns = 0;
+}
+
+/* The context failed (abort, a peer's failure): its error, recorded. */
+static tacl_status_t fatal_error(tacl__ctx_t *ctx)
+{
+    tacl_status_t status = ctx->fatal;
+
+    return tacl__error(status, COLL, "%s", ctx->fatal_msg);
+}
+
+/* The flag's low half: what a futex waits on (little-endian). */
+static uint32_t *flag_word(const tacl__fast_t *f, int rank)
+{
+    return (uint32_t *)&f->flags[rank].seq;
+}
+
+/* Sleep until rank's flag moves from below n (or 1 ms passes). */
+static void sleep_on(const tacl__fast_t *f, int rank, uint64_t n)
+{
+    struct timespec ts = {0, FAST_SLEEP_NS};
+    uint64_t seen;
+
+    /* The seq_cst increment orders it before the flag's read, as the
+     * owner's publishing orders its flag before reading sleepers. */
+    atomic_fetch_add(&f->sleep[rank].sleepers, 1);
+    seen = atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
+    if (seen < n)
+        syscall(SYS_futex, flag_word(f, rank), FUTEX_WAIT, (uint32_t)seen,
+                &ts, NULL, 0);
+    atomic_fetch_sub(&f->sleep[rank].sleepers, 1);
+}
+
+/* Publish call n as this rank's, waking the peers asleep on it. */
+static void publish(tacl__fast_t *f, uint64_t n)
+{
+    atomic_store_explicit(&f->flags[f->rank].seq, n, memory_order_seq_cst);
+    if (atomic_load_explicit(&f->sleep[f->rank].sleepers,
+                             memory_order_relaxed) != 0)
+        syscall(SYS_futex, flag_word(f, f->rank), FUTEX_WAKE, INT_MAX, NULL,
+                NULL, 0);
+}
+
+/*
+ * Nothing to read yet (rank's flag is below n): poll, yield or sleep as
+ * the window says, and every so often see whether the wait must end.
+ */
+static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n)
+{
+    tacl__ctx_t *ctx = w->xc->ctx;
+    uint64_t now;
+
+    if (ctx->fatal != TACL_OK)
+        return fatal_error(ctx);
+    if (w->polls++ < w->spin) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        return TACL_OK;
+    }
+    now = tacl__now_ns();
+    if (w->start_ns == 0) {
+        w->start_ns = now;
+        w->yield_until = now + w->yield_ns;
+        w->next_check = now + FAST_LIVENESS_NS;
+    }
+    /* Operations of the normal path in flight on the context (_nb calls
+     * of this or another communicator) move on meanwhile: a peer may
+     * need them to reach this call. */
+    if (pthread_mutex_trylock(&ctx->lock) == 0) {
+        if (ctx->active != NULL)
+            tacl__ctx_progress_locked(ctx);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (now >= w->next_check) {
+        tacl_status_t status = TACL_OK;
+
+        w->next_check = now + FAST_LIVENESS_NS;
+        pthread_mutex_lock(&ctx->lock);
+        if (ctx->fatal == TACL_OK && ctx->bs != NULL)
+            status = tacl__bootstrap_check(ctx->bs);
+        if (status != TACL_OK)
+            tacl__ctx_set_fatal(ctx, status);
+        pthread_mutex_unlock(&ctx->lock);
+        if (ctx->fatal != TACL_OK)
+            return fatal_error(ctx);
+        if (now - w->start_ns > (uint64_t)(w->xc->timeout_s * 1e9)) {
+            pthread_mutex_lock(&ctx->lock);
+            tacl__ctx_timed_out(ctx, w->xc);
+            pthread_mutex_unlock(&ctx->lock);
+            return fatal_error(ctx);
+        }
+    }
+    if (now < w->yield_until)
+        sched_yield();
+    else
+        sleep_on(w->f, rank, n);
+    return TACL_OK;
+}
+
+static uint64_t flag_of(const tacl__fast_t *f, int rank)
+{
+    return atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
+}
+
+/* The call as its peers must see it: collective (3 bits), root (5 bits:
+ * at most 32 ranks) and bytes (24 bits: at most TACL__FAST_CAP_MAX). */
+static uint32_t signature(const tacl__fast_op_t *op, int size)
+{
+    return (uint32_t)op->coll << 29 | (uint32_t)(op->root & 0x1f) << 24 |
+           (uint32_t)tacl__fast_msg_bytes(op, size);
+}
+
+/* A peer called something else in this call: the caller's error, as a
+ * message of the wrong length is on the normal path. */
+static tacl_status_t mismatch(fast_wait_t *w, int rank, uint32_t theirs)
+{
+    static const char *const names[8] = {
+        "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
+        "barrier", "?", "?"};
+    tacl__ctx_t *ctx = w->xc->ctx;
+    uint32_t mine = w->sig;
+
+    tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                "rank %d called %s (root %u, %u bytes) where this rank "
+                "called %s (root %u, %u bytes): the ranks called the "
+                "operation with different counts or dtypes, collectives or "
+                "roots (TACL_CHECK=1 names the difference)", rank,
+                names[theirs >> 29], theirs >> 24 & 0x1f, theirs & 0xffffff,
+                names[mine >> 29], mine >> 24 & 0x1f, mine & 0xffffff);
+    pthread_mutex_lock(&ctx->lock);
+    tacl__ctx_set_fatal(ctx, TACL_ERR_INVALID_USAGE);
+    pthread_mutex_unlock(&ctx->lock);
+    return TACL_ERR_INVALID_USAGE;
+}
+
+/* Wait until rank's flag reached n; for this call, check what it called. */
+static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n)
+{
+    uint32_t theirs;
+
+    while (flag_of(w->f, rank) < n) {
+        tacl_status_t status = wait_idle(w, rank, n);
+        if (status != TACL_OK)
+            return status;
+    }
+    if (n != w->n)
+        return TACL_OK;
+    theirs = w->f->flags[rank].sig[n % FAST_DEPTH];
+    return theirs == w->sig ? TACL_OK : mismatch(w, rank, theirs);
+}
+
+/* Wait until every rank's flag reached n. */
+static tacl_status_t wait_all(fast_wait_t *w, uint64_t n)
+{
+    tacl__fast_t *f = w->f;
+
+    if (f->all_seen >= n)
+        return TACL_OK;
+    for (int r = 0; r < f->size; r++) {
+        tacl_status_t status = wait_one(w, r, n);
+        if (status != TACL_OK)
+            return status;
+    }
+    f->all_seen = n;
+    return TACL_OK;
+}
+
+/* dst = the rank-ordered reduction of every slot's bytes at off. */
+static tacl_status_t reduce_slots(const tacl__fast_t *f, uint64_t n,
+                                  size_t in, size_t off, void *dst,
+                                  const tacl__fast_op_t *op)
+{
+    tacl_op_t eop = op->op == TACL_AVG ? TACL_SUM : op->op;
+    tacl_status_t status;
+
+    if (op->count == 0)
+        return TACL_OK;
+
+    status = tacl__reduce_cpu(dst, slot(f, 0, n, in) + off,
+                              slot(f, 1, n, in) + off,
+                              op->count, op->dtype, eop);
+    for (int r = 2; r < f->size && status == TACL_OK; r++)
+        status = tacl__reduce_cpu(dst, dst, slot(f, r, n, in) + off,
+                                  op->count,
+                                  op->dtype, eop);
+    if (status == TACL_OK && op->op == TACL_AVG)
+        status = tacl__div_cpu(dst, dst, op->count, op->dtype,
+                               (uint32_t)f->size);
+    return status;
+}
+
+tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
+                             const tacl__fast_op_t *op)
+{
+    uint64_t n = ++f->n;
+    int me = f->rank;
+    size_t in = tacl__fast_in_bytes(op, me, f->size);
+    size_t block = elem_bytes(op);
+    fast_wait_t w;
+    tacl_status_t status = TACL_OK;
+
+    wait_init(&w, f, xc);
+    w.n = n;
+    w.sig = signature(op, f->size);
+    /* Slot n % FAST_DEPTH (and signature) was last read in call
+     * n - FAST_DEPTH: every peer is past it once it began the call after. */
+    status = n > FAST_DEPTH ? wait_all(&w, n - FAST_DEPTH + 1) : TACL_OK;
+    if (status != TACL_OK)
+        return status;
+    if (in > 0)
+        memcpy(slot(f, me, n, in), op->sendbuf, in);
+    f->flags[me].sig[n % FAST_DEPTH] = w.sig;
+    publish(f, n);
+    switch (op->coll) {
+    case TACL__FAST_BARRIER:
+        status = wait_all(&w, n);
+        break;
+    case TACL__FAST_ALLREDUCE:
+        status = wait_all(&w, n);
+        if (status == TACL_OK)
+            status = reduce_slots(f, n, in, 0, op->recvbuf, op);
+        break;
+    case TACL__FAST_REDUCE:
+        if (me != op->root)
+            break;
+        status = wait_all(&w, n);
+        if (status == TACL_OK)
+            status = reduce_slots(f, n, in, 0, op->recvbuf, op);
+        break;
+    case TACL__FAST_REDUCE_SCATTER:
+        status = wait_all(&w, n);
+        if (status == TACL_OK)
+            status = reduce_slots(f, n, in, (size_t)me * block,
+                                  op->recvbuf, op);
+        break;
+    case TACL__FAST_ALLGATHER:
+        status = wait_all(&w, n);
+        for (int r = 0; r < f->size && status == TACL_OK && block > 0; r++)
+            memcpy((char *)op->recvbuf + (size_t)r * block,
+                   slot(f, r, n, block), block);
+        break;
+    case TACL__FAST_BROADCAST:
+        if (me == op->root) {
+            if (op->recvbuf != op->sendbuf && block > 0)
+                memcpy(op->recvbuf, op->sendbuf, block);
+            break;
+        }
+        status = wait_one(&w, op->root, n);
+        if (status == TACL_OK && block > 0)
+            memcpy(op->recvbuf, slot(f, op->root, n, block), block);
+        break;
+    }
+    return status;
+}

@@ -1,0 +1,118 @@
+/*
+ * The small-message fast path: a shared-memory area per communicator in
+ * which a blocking collective of a few kilobytes runs directly, without a
+ * schedule, an execution or a transport message (the way Open MPI's
+ * coll/sm and NCCL's LL protocol do it).
+ *
+ * The area holds one flag word per rank, each on its own cache line, and
+ * per rank four data slots of `cap` bytes (inputs of 8 bytes or less go
+ * in the flag's cache line instead, so one line carries flag and data).
+ * Call n of the fast path (counted on each rank; every rank takes the
+ * fast path for the same calls) uses slot n % 4: a rank copies its input
+ * into its slot, writes the call's signature (collective, root, bytes)
+ * and publishes n in its flag with a release store; a peer that reads a
+ * flag of n or more (acquire load) checks the signature and may read that
+ * slot.  Before a rank writes slot n % 4 again (call n + 4) it waits until
+ * every peer's flag reached n + 1: a peer that began call n + 1 has
+ * finished reading call n.  So a broadcast's root runs up to three calls
+ * ahead of its slowest peer.
+ * Reductions combine the ranks' slots in rank order 0, 1, ..., so every
+ * rank computes the same bits.
+ *
+ * Waiting polls (TACL_SHM_SPIN times, none on an oversubscribed node),
+ * then polls and yields the core for TACL_SHM_YIELD_US, then sleeps on
+ * the peer's flag (a futex the peer wakes when it publishes, 1 ms at
+ * most before looking around again).  The context's fatal flag (an abort from another
+ * thread, a failure seen elsewhere), the bootstrap's liveness check (a
+ * dead peer) and the communicator's timeout end a wait with an error.
+ */
+#ifndef TACL_EXECUTOR_FASTPATH_H
+#define TACL_EXECUTOR_FASTPATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tacl.h"
+#include "executor.h"
+
+/** The largest slot (TACL_FAST_MAX beyond it counts as this). */
+#define TACL__FAST_CAP_MAX (1u << 20)
+/** The most ranks a communicator may have for the fast path (with more,
+ * each reads too many slots per call: the normal algorithms do better). */
+#define TACL__FAST_MAX_RANKS 32
+
+/** Bytes of a fast-path area's shared-memory name, NUL included. */
+#define TACL__FAST_NAME_LEN 64
+
+typedef struct tacl__fast tacl__fast_t;
+
+/** Which collective a fast-path call runs. */
+typedef enum {
+    TACL__FAST_ALLREDUCE = 0,
+    TACL__FAST_ALLGATHER,
+    TACL__FAST_REDUCE_SCATTER,
+    TACL__FAST_BROADCAST,
+    TACL__FAST_REDUCE,
+    TACL__FAST_BARRIER
+} tacl__fast_coll_t;
+
+/** One fast-path call, as validated by the API layer. */
+typedef struct {
+    tacl__fast_coll_t coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;              /* as the collective's entry point takes it */
+    size_t esize;              /* bytes of one element of dtype */
+    tacl_dtype_t dtype;
+    tacl_op_t op;
+    int root;
+} tacl__fast_op_t;
+
+/**
+ * Create an area for size ranks with slots of cap bytes, as rank rank (the
+ * creator, normally rank 0), under a fresh name written into name.
+ */
+tacl_status_t tacl__fast_create(int rank, int size, size_t cap,
+                                char name[TACL__FAST_NAME_LEN],
+                                tacl__fast_t **fast_p);
+
+/** Map the area another rank created under name, as rank rank. */
+tacl_status_t tacl__fast_attach(const char *name, int rank, int size,
+                                tacl__fast_t **fast_p);
+
+/** Remove the area's name (every rank mapped it, or gave up). */
+void tacl__fast_unlink(tacl__fast_t *fast);
+
+/** Unmap the area (and remove its name if this rank created it). */
+void tacl__fast_free(tacl__fast_t *fast);
+
+/** Bytes of one slot: the most one rank's input may have. */
+size_t tacl__fast_cap(const tacl__fast_t *fast);
+
+/**
+ * Bytes op's largest input has (the root's for a broadcast): the same on
+ * every rank, so what TACL_FAST_MAX bounds.
+ */
+size_t tacl__fast_msg_bytes(const tacl__fast_op_t *op, int size);
+
+/** Bytes op puts in this rank's slot (its input), 0 for none. */
+size_t tacl__fast_in_bytes(const tacl__fast_op_t *op, int rank, int size);
+
+/**
+ * Count op's bytes in xc's counters as messages to the peers that read
+ * them (tl: the transport index the peers are reached by); context lock
+ * held.
+ */
+void tacl__fast_count(tacl__xcomm_t *xc, int tl, const tacl__fast_op_t *op,
+                      int rank, int size);
+
+/**
+ * Run op on the area: this rank's part of the collective, to the end.
+ * Called without the context lock (it takes it only for liveness checks
+ * and to fail the context).  On a timeout or a dead peer the context is
+ * failed, as the executor's waits do.
+ */
+tacl_status_t tacl__fast_run(tacl__fast_t *fast, tacl__xcomm_t *xc,
+                             const tacl__fast_op_t *op);
+
+#endif /* TACL_EXECUTOR_FASTPATH_H */

@@ -1,0 +1,198 @@
+/*
+ * The small-message fast path's API side (executor/fastpath.h runs the
+ * collectives): which calls take it, and the area each communicator
+ * creates, collectively, at its first such call.
+ *
+ * A call takes it when it is a blocking all-reduce, all-gather,
+ * reduce-scatter, broadcast, reduce or barrier outside a group, exact
+ * (not quantized), on host memory, with TACL_CHECK off for the
+ * communicator and no TACL_ALGO spec, on a communicator of 2 to
+ * TACL__FAST_MAX_RANKS ranks all of which this rank reaches through the
+ * shm transport, and what one rank puts in (all-reduce, all-gather,
+ * reduce, broadcast: the message; reduce-scatter: the whole send buffer)
+ * is at most TACL_FAST_MAX bytes.  Every input of that decision is the
+ * same on every rank (TACL_FAST_MAX, like TACL_ALGO, must be), so the
+ * ranks take the fast path for the same calls.  Non-blocking calls,
+ * groups and coalesced calls keep the normal path.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "comm.h"
+#include "config.h"
+#include "dtype.h"
+#include "fastpath.h"
+#include "log.h"
+
+enum { FAST_UNKNOWN = 0, FAST_OFF = -1, FAST_NEEDS_AREA = 1, FAST_ON = 2 };
+
+/* The transport index that reaches comm's peers, or -1 when it is not shm
+ * for every one of them. */
+static int shm_index(tacl_comm_t comm)
+{
+    tacl__ctx_t *ctx = comm->x.ctx;
+    int tl = -1;
+
+    for (int r = 0; r < comm->size; r++) {
+        int t;
+
+        if (r == comm->rank)
+            continue;
+        t = ctx->tl_of[comm->x.world[r]];
+        if (t < 0 || ctx->tls[t]->ops != &tacl__tl_shm_ops ||
+            (tl >= 0 && t != tl))
+            return -1;
+        tl = t;
+    }
+    return tl;
+}
+
+/* Decide once per communicator whether its calls may use the area. */
+static void decide(tacl_comm_t comm)
+{
+    comm->fast_max = TACL_MIN(tacl__config_size(TACL_CFG_FAST_MAX),
+                              TACL__FAST_CAP_MAX);
+    comm->fast_tl = comm->size >= 2 && comm->size <= TACL__FAST_MAX_RANKS
+                        ? shm_index(comm)
+                        : -1;
+    comm->fast_state = comm->fast_max > 0 && comm->fast_tl >= 0
+                           ? FAST_NEEDS_AREA
+                           : FAST_OFF;
+}
+
+/*
+ * Create the area (rank 0) and map it (the others): two small all-gathers
+ * on the normal path, with the sequence numbers the caller reserved.  Any
+ * rank failing turns the fast path off on every rank (the calls go the
+ * normal way); only a failed exchange is an error.
+ */
+static tacl_status_t make_area(tacl_comm_t comm, uint64_t seq)
+{
+    char name[TACL__FAST_NAME_LEN] = "";
+    char (*names)[TACL__FAST_NAME_LEN] = NULL;
+    int ok, *oks = NULL, all_ok = 1;
+    tacl__fast_t *fast = NULL;
+    tacl_status_t status;
+
+    names = calloc((size_t)comm->size, sizeof(*names));
+    oks = calloc((size_t)comm->size, sizeof(*oks));
+    if (names == NULL || oks == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+        goto out;
+    }
+    if (comm->rank == 0 &&
+        tacl__fast_create(0, comm->size, comm->fast_max, name, &fast) !=
+            TACL_OK)
+        TACL_INFO(COLL, "rank 0: no fast-path area (%s); small collectives "
+                  "take the normal path", tacl__last_error());
+    status = tacl__comm_allgather_small(comm, seq, name, names,
+                                        sizeof(name));
+    if (status != TACL_OK)
+        goto out;
+    if (comm->rank != 0 && names[0][0] != '\0') {
+        names[0][TACL__FAST_NAME_LEN - 1] = '\0';
+        if (tacl__fast_attach(names[0], comm->rank, comm->size, &fast) !=
+            TACL_OK)
+            TACL_INFO(COLL, "rank %d: cannot map the fast-path area (%s)",
+                      comm->rank, tacl__last_error());
+    }
+    ok = fast != NULL;
+    status = tacl__comm_allgather_small(comm, seq + 1, &ok, oks, sizeof(ok));
+    if (status != TACL_OK)
+        goto out;
+    for (int r = 0; r < comm->size; r++)
+        all_ok &= oks[r];
+    /* Every rank mapped it or gave up: the name can go. */
+    tacl__fast_unlink(fast);
+    if (all_ok) {
+        comm->fast = fast;
+        fast = NULL;
+        comm->fast_state = FAST_ON;
+    } else {
+        comm->fast_state = FAST_OFF;
+    }
+out:
+    tacl__fast_free(fast);
+    free(names);
+    free(oks);
+    return status;
+}
+
+static int fast_coll(tacl__coll_type_t type, tacl__fast_coll_t *coll)
+{
+    switch (type) {
+    case TACL__COLL_ALLREDUCE: *coll = TACL__FAST_ALLREDUCE; return 1;
+    case TACL__COLL_ALLGATHER: *coll = TACL__FAST_ALLGATHER; return 1;
+    case TACL__COLL_REDUCE_SCATTER:
+        *coll = TACL__FAST_REDUCE_SCATTER;
+        return 1;
+    case TACL__COLL_BROADCAST: *coll = TACL__FAST_BROADCAST; return 1;
+    case TACL__COLL_REDUCE: *coll = TACL__FAST_REDUCE; return 1;
+    case TACL__COLL_BARRIER: *coll = TACL__FAST_BARRIER; return 1;
+    default: return 0;
+    }
+}
+
+int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
+                   tacl_status_t *status_p)
+{
+    tacl__fast_op_t op = {.sendbuf = a->sendbuf, .recvbuf = a->recvbuf,
+                          .count = a->count,
+                          .esize = tacl_dtype_size(a->dtype),
+                          .dtype = a->dtype, .op = a->op,
+                          .root = a->root};
+    tacl__ctx_t *ctx = comm->x.ctx;
+    uint64_t ord = UINT64_MAX;
+    tacl_status_t status;
+
+    if (comm->fast_state == FAST_OFF || !fast_coll(a->type, &op.coll) ||
+        a->qbits != 0 || a->memtype != TACL_MEM_HOST || comm->check ||
+        tacl__group_active() || tacl__config_str(TACL_CFG_ALGO)[0] != '\0')
+        return 0;
+    if (comm->fast_state == FAST_UNKNOWN)
+        decide(comm);
+    if (comm->fast_state == FAST_OFF ||
+        tacl__fast_msg_bytes(&op, comm->size) > comm->fast_max)
+        return 0;
+    if (comm->fast_state == FAST_NEEDS_AREA) {
+        uint64_t seq;
+
+        pthread_mutex_lock(&ctx->lock);
+        seq = comm->seq;
+        comm->seq += 2;
+        pthread_mutex_unlock(&ctx->lock);
+        *status_p = make_area(comm, seq);
+        if (*status_p != TACL_OK)
+            return 1;
+        if (comm->fast_state != FAST_ON)
+            return 0;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    tacl__ctx_flight_poll(ctx);
+    a->seq = comm->seq++ % TACL__SEQ_HALF;
+    tacl__fast_count(&comm->x, comm->fast_tl, &op, comm->rank, comm->size);
+    if (memcmp(comm->last_algo, "fast", 5) != 0)
+        snprintf(comm->last_algo, sizeof(comm->last_algo), "fast");
+    if (comm->x.flight.cap > 0) {
+        tacl__flight_note_args(comm, a, 1);
+        ord = tacl__flight_claim(&comm->x.flight, NULL);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    status = tacl__fast_run(comm->fast, &comm->x, &op);
+    if (ord != UINT64_MAX) {
+        pthread_mutex_lock(&ctx->lock);
+        tacl__flight_end(&comm->x.flight, ord, status);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    *status_p = status;
+    return 1;
+}
+
+void tacl__fast_comm_free(tacl_comm_t comm)
+{
+    tacl__fast_free(comm->fast);
+    comm->fast = NULL;
+    comm->fast_state = FAST_OFF;
+}
