@@ -11,7 +11,8 @@
  * thread of this module, shared by every communicator of the process.
  * That thread sleeps until a callback wakes it: it never polls, so it
  * takes no core from the ranks that move the data (a polling thread here
- * cost half the busbw of large collectives on an oversubscribed node).
+ * used 2-5 ms of CPU per 64 MB collective on an oversubscribed node, see
+ * docs/bench/torch.md).
  * Whoever finishes a request first, that thread or a caller of wait(),
  * runs the Work's epilogue (copies into non-contiguous or list outputs)
  * and marks its future.
