@@ -11,9 +11,11 @@ of values, the ZeRO++ recipe, instead of float32.
 
 It trains the same small model on the same data twice, first with FSDP2's
 own collectives and then with the quantized ones, prints both loss
-sequences side by side, and the bytes each rank sent during each run:
-measured by tacl's counters when tacl_torch exports them
-(tacl_torch.counters), else computed from the sizes of the collectives.
+sequences side by side, and the bytes each rank sent by the parameter and
+gradient collectives of each run, as tacl's byte counters of the groups
+they ran on measured them (tacl_torch.counters; the per-step all-gather of
+the loss shares a group with them and adds a few bytes a step), and the
+bytes saved.
 
     torchrun --nproc-per-node 4 examples/torch_quantized.py
     torchrun --nproc-per-node 4 examples/torch_quantized.py --bits 4
@@ -30,10 +32,6 @@ import torch
 import torch.distributed as dist
 
 import tacl_torch
-
-FLOAT_BYTES = 4
-SCALE_BYTES = 4
-
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -53,25 +51,22 @@ def parse_args():
     return p.parse_args()
 
 
-class WireBytes:
-    """Bytes one rank sends in ring all-gathers and reduce-scatters of
-    `count` values per rank, plain float32 or quantized."""
+class SentBytes:
+    """Bytes this rank sent on the tacl communicators of the groups the
+    training's collectives ran on, from tacl's counters: each group's
+    counters are read when it is first used and again at the end."""
 
-    def __init__(self, world, bits, block):
-        self.world, self.bits, self.block = world, bits, block
-        self.plain = 0
-        self.quant = 0
+    def __init__(self):
+        self.start = {}  # id(group) -> (group, bytes at first use)
 
-    def add(self, count, quantized):
-        # A ring all-gather or reduce-scatter sends world-1 blocks of
-        # `count` values; qwZ and qgZ send them quantized, plus the scales.
-        hops = self.world - 1
-        if quantized:
-            self.quant += hops * (math.ceil(count * self.bits / 8)
-                                  + math.ceil(count / self.block)
-                                  * SCALE_BYTES)
-        else:
-            self.plain += hops * count * FLOAT_BYTES
+    def watch(self, group):
+        key = id(group)
+        if key not in self.start:
+            self.start[key] = (group, tacl_torch.counters(group)["bytes"])
+
+    def sent(self):
+        return sum(tacl_torch.counters(g)["bytes"] - b
+                   for g, b in self.start.values())
 
 
 def has_fsdp2_hooks():
@@ -96,7 +91,7 @@ def fsdp2_comms(quantized, bits, block, wire):
 
         def __call__(self, output_tensor, input_tensor, group,
                      async_op=False):
-            wire.add(input_tensor.numel(), quantized)
+            wire.watch(group)
             if not quantized:
                 return dist.all_gather_into_tensor(
                     output_tensor, input_tensor, group=group,
@@ -111,7 +106,7 @@ def fsdp2_comms(quantized, bits, block, wire):
 
         def __call__(self, output_tensor, input_tensor, group, op,
                      async_op=False):
-            wire.add(output_tensor.numel(), quantized)
+            wire.watch(group)
             if not quantized:
                 return dist.reduce_scatter_tensor(
                     output_tensor, input_tensor, op=op, group=group,
@@ -180,13 +175,12 @@ def train_manual(args, quantized, wire):
     def gather():
         for p, s in zip(params, shards):
             full = torch.empty(s.numel() * world)
+            wire.watch(None)
             if quantized:
-                wire.add(s.numel(), True)
                 tacl_torch.all_gather_quantized(full, s.detach(),
                                                 bits=args.bits,
                                                 block=args.block)
             else:
-                wire.add(s.numel(), False)
                 dist.all_gather_into_tensor(full, s.detach())
             p.data.copy_(full[:p.numel()].view_as(p))
 
@@ -195,13 +189,12 @@ def train_manual(args, quantized, wire):
             flat = torch.zeros(s.numel() * world)
             flat[:p.numel()] = p.grad.reshape(-1)
             out = torch.empty(s.numel())
+            wire.watch(None)
             if quantized:
-                wire.add(s.numel(), True)
                 tacl_torch.reduce_scatter_quantized(
                     out, flat, op=dist.ReduceOp.AVG, bits=args.bits,
                     block=args.block)
             else:
-                wire.add(s.numel(), False)
                 dist.reduce_scatter_tensor(out, flat, op=dist.ReduceOp.AVG)
             s.grad = out
             p.grad = None
@@ -232,15 +225,6 @@ def run_steps(model, args, after_backward, own_opt=True):
     return losses
 
 
-def measured_bytes(group=None):
-    """Bytes this rank sent on the group's communicator, if tacl_torch
-    exports tacl's counters; None otherwise."""
-    counters = getattr(tacl_torch, "counters", None)
-    if counters is None:
-        return None
-    return int(counters(group)["bytes"])
-
-
 def main():
     args = parse_args()
     torch.set_num_threads(1)
@@ -251,13 +235,9 @@ def main():
 
     runs = {}
     for quantized in (False, True):
-        wire = WireBytes(world, args.bits, args.block)
-        before = measured_bytes()
+        wire = SentBytes()
         losses = train(args, quantized, wire)
-        after = measured_bytes()
-        sent = (after - before) if before is not None else None
-        computed = wire.quant if quantized else wire.plain
-        runs[quantized] = (losses, sent, computed)
+        runs[quantized] = (losses, wire.sent())
         dist.barrier()
 
     if rank == 0:
@@ -270,15 +250,13 @@ def main():
             print(f"{s:>4}  {a:>12.6f}  {b:>12.6f}  "
                   f"{abs(a - b) / abs(a):>9.2e}")
         for name, q in (("float32", False), ("quantized", True)):
-            _, sent, computed = runs[q]
-            line = f"{name:>9}: {computed / 1e6:.3f} MB sent per rank " \
-                   f"by the parameter and gradient collectives (computed)"
-            if sent is not None:
-                line += f", {sent / 1e6:.3f} MB measured by tacl"
-            print(line)
-        plain, quant = runs[False][2], runs[True][2]
+            print(f"{name:>9}: {runs[q][1] / 1e6:.3f} MB sent by rank 0 "
+                  f"in the parameter and gradient collectives (tacl's "
+                  f"counters)")
+        plain, quant = runs[False][1], runs[True][1]
         print(f"bytes saved: {(plain - quant) / 1e6:.3f} MB "
-              f"({100.0 * (plain - quant) / plain:.1f}%)")
+              f"({100.0 * (plain - quant) / plain:.1f}%), measured by "
+              f"tacl's counters")
         first, last = runs[True][0][0], runs[True][0][-1]
         print(f"quantized run: loss {first:.4f} -> {last:.4f}")
     status = 0

@@ -1,15 +1,24 @@
 """Busbw of torch.distributed collectives on tacl against gloo (see
 torch_bench.sh, which runs this).
 
-torch_bench.py --worker [--sizes 1M,...] [--iters N]
+torch_bench.py --worker [--sizes 1M,...] [--iters N] [--warmup N]
     Under torchrun: for each size and collective (all_gather_into_tensor,
     reduce_scatter_tensor, all_reduce; float32), time it on the tacl
     default group and on a gloo group over the same ranks, alternating,
     and print one line per measurement:
         TORCH <coll> <backend> <size_bytes> <time_us>
     Size as nccl-tests counts it: the gathered (all-gather) or reduced
-    (reduce-scatter) buffer, the whole buffer for all-reduce.  Time: the
-    slowest rank's mean over the timed iterations.
+    (reduce-scatter) buffer, the whole buffer for all-reduce.
+
+    Timing is the C perf binaries' (perf/tacl_harness.c, after
+    nccl-tests): the buffers are allocated and filled once per
+    measurement and reused by every call; --warmup calls (their -w), a
+    barrier, then a loop of --iters calls (their -n), each a synchronous
+    torch call that returns once the operation is complete; the time is
+    the loop's mean per call, and the slowest rank's time is reported
+    (their -a 3).  all_gather_into_tensor and reduce_scatter_tensor are
+    out of place, all_reduce in place, so the report sets them against
+    the C binaries' out-of-place and in-place columns respectively.
 
 torch_bench.py --report DIR
     Reads the worker outputs (torch.*) and the C perf binaries' outputs
@@ -61,23 +70,23 @@ def worker(args):
     def timed(coll, size, group):
         count = size // 4
         if coll == "all_gather":
-            inp, out = torch.ones(count // n), torch.empty(count)
+            inp, out = torch.ones(count // n), torch.zeros(count)
             call = lambda: dist.all_gather_into_tensor(  # noqa: E731
                 out, inp, group=group)
         elif coll == "reduce_scatter":
-            inp, out = torch.ones(count), torch.empty(count // n)
+            inp, out = torch.ones(count), torch.zeros(count // n)
             call = lambda: dist.reduce_scatter_tensor(  # noqa: E731
                 out, inp, group=group)
         else:
             buf = torch.ones(count)
             call = lambda: dist.all_reduce(buf, group=group)  # noqa: E731
-        iters = max(3, min(args.iters, (256 << 20) // size))
-        call()  # warm-up: connections, pages of the buffers
+        for _ in range(args.warmup):
+            call()
         dist.barrier(group=group)
         t0 = time.perf_counter()
-        for _ in range(iters):
+        for _ in range(args.iters):
             call()
-        t = torch.tensor([(time.perf_counter() - t0) / iters * 1e6],
+        t = torch.tensor([(time.perf_counter() - t0) / args.iters * 1e6],
                          dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
         return t.item()
@@ -103,14 +112,18 @@ def report(d):
                     torch_t.setdefault((p[1], p[2], int(p[3])), []).append(
                         float(p[4]))
             nranks = nranks or _ranks_of(path)
-    c_t = {}  # (coll, size) -> [time_us, ...] (out of place)
+    # (coll, size) -> [time_us, ...]: out of place, but in place for
+    # all_reduce, as torch's calls are.
+    c_t = {}
     for path in sorted(glob.glob(os.path.join(d, "c.*"))):
         with open(path) as f:
             run = parse_text(f.read())
         nranks = run["nranks"]
         for row in run["results"]:
+            place = "in_place" if run["collective"] == "all_reduce" \
+                else "out_of_place"
             c_t.setdefault((run["collective"], row["size"]), []).append(
-                row["out_of_place"]["time_us"])
+                row[place]["time_us"])
     if not torch_t:
         sys.exit("torch_bench: no torch measurements in " + d)
     n = nranks or 4
@@ -162,6 +175,7 @@ def main():
     ap.add_argument("--report")
     ap.add_argument("--sizes", default="1M,2M,4M,8M,16M,32M,64M,128M")
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
     if args.worker:
         worker(args)

@@ -3,23 +3,27 @@
 #
 # Usage: perf/torch_bench.sh BUILD_DIR
 # Environment: RANKS (4), RUNS (3: launches, the median is kept), ITERS
-# (20), SIZES (1M,...,128M for torch), C_MIN (16M: the smallest size of
-# the C perf binaries' runs).
+# (20: timed calls), WARMUP (3: calls before them), SIZES (1M,...,128M
+# for torch), C_MIN (16M: the smallest size of the C perf binaries'
+# runs).
 #
 # Each launch runs, in turn, the C perf binaries (all_gather_perf,
 # reduce_scatter_perf, all_reduce_perf; _nb calls and wait, the slowest
 # rank's time, no check) from C_MIN to the largest size, then
 # perf/torch_bench.py under torchrun (tests/torch/run_torch.sh prepares
 # the cached virtual environment and the binding), which times each
-# torch collective on tacl and on gloo, alternating.  Launching the two
-# sides in turn lets both see the same machine; the report keeps each
-# measurement's median over the launches.
+# torch collective on tacl and on gloo, alternating.  Both sides time
+# alike: buffers allocated once per size and reused, WARMUP calls, a
+# barrier, ITERS timed calls, the slowest rank's mean.  Launching the
+# two sides in turn lets both see the same machine; the report keeps
+# each measurement's median over the launches.
 set -eu
 BUILD=$(cd "${1:?usage: torch_bench.sh BUILD_DIR}" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 RANKS=${RANKS:-4}
 RUNS=${RUNS:-3}
 ITERS=${ITERS:-20}
+WARMUP=${WARMUP:-3}
 SIZES=${SIZES:-1M,2M,4M,8M,16M,32M,64M,128M}
 C_MIN=${C_MIN:-16M}
 C_MAX=${SIZES##*,}
@@ -31,7 +35,7 @@ while [ "$run" -le "$RUNS" ]; do
     for coll in all_gather reduce_scatter all_reduce; do
         "$BUILD/tools/tacl-run" --timeout 600 -n "$RANKS" \
             "$BUILD/perf/${coll}_perf" -b "$C_MIN" -e "$C_MAX" -f 2 \
-            -n "$ITERS" -w 3 -d float -c 0 -z 0 -a 3 \
+            -n "$ITERS" -w "$WARMUP" -d float -c 0 -z 0 -a 3 \
             > "$TMP/c.$coll.$run" 2>&1 || {
             tail -5 "$TMP/c.$coll.$run" >&2
             exit 1
@@ -39,7 +43,7 @@ while [ "$run" -le "$RUNS" ]; do
     done
     "$SRC/tests/torch/run_torch.sh" "$SRC" "$BUILD" "$RANKS" \
         "$SRC/perf/torch_bench.py" --worker --sizes "$SIZES" \
-        --iters "$ITERS" > "$TMP/torch.$RANKS.$run" 2>"$TMP/torch.err" || {
+        --iters "$ITERS" --warmup "$WARMUP" > "$TMP/torch.$RANKS.$run" 2>"$TMP/torch.err" || {
         rc=$?
         tail -20 "$TMP/torch.err" >&2
         exit $rc

@@ -14,7 +14,7 @@
 # environment and this build's binding first.
 #
 # Usage: perf/torch_bench_cluster.sh BUILD_DIR
-# Environment: RATE (1gbit), LAUNCHES (3), ITERS (3), SIZES
+# Environment: RATE (1gbit), LAUNCHES (3), ITERS (3), WARMUP (1), SIZES
 # (1M,2M,4M,8M,16M,32M,64M,128M), LIMIT (seconds per launch, 900).
 # Exit status: 0 on success, 1 when a launch failed, 77 when the torch
 # environment, the binding or the cluster (root, namespaces) is missing.
@@ -24,6 +24,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 RATE=${RATE:-1gbit}
 LAUNCHES=${LAUNCHES:-3}
 ITERS=${ITERS:-3}
+WARMUP=${WARMUP:-1}
 SIZES=${SIZES:-1M,2M,4M,8M,16M,32M,64M,128M}
 LIMIT=${LIMIT:-900}
 
@@ -39,7 +40,7 @@ for ((l = 1; l <= LAUNCHES; l++)); do
     "$CLUSTER" --nodes 2 --ranks-per-node 2 --inter-rate "$RATE" \
         --timeout "$LIMIT" --no-prefix -- \
         "$PY" "$SRC/perf/torch_bench.py" --worker --sizes "$SIZES" \
-        --iters "$ITERS" > "$TMP/torch.4.$l" 2> "$TMP/err.$l" || {
+        --iters "$ITERS" --warmup "$WARMUP" > "$TMP/torch.4.$l" 2> "$TMP/err.$l" || {
         rc=$?
         tail -20 "$TMP/err.$l" >&2
         exit "$rc"

@@ -19,6 +19,7 @@ regenerate from its seed.  Any mismatch is printed and fails the run.
 import os
 import sys
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -365,6 +366,16 @@ def test_futures_without_wait():
 
 
 def test_subgroups():
+    boots = tacl_torch.TaclBackend._bootstraps()
+    # new_group of every rank: split from the default group, bound or not.
+    w = dist.new_group(list(range(WORLD)))
+    check("new_group of every rank made by split",
+          w._get_backend(torch.device("cpu"))._from_split())
+    t = data(RANK, 10, torch.int64, 89)
+    dist.all_reduce(t, group=w)
+    check("new_group of every rank all_reduce",
+          same(t, local_reduce([data(r, 10, torch.int64, 89)
+                                for r in range(WORLD)], R.SUM)))
     # new_group of ranks 0 and 1 (every rank calls it).
     g = dist.new_group([0, 1])
     if RANK < 2:
@@ -376,9 +387,12 @@ def test_subgroups():
         b = g._get_backend(torch.device("cpu"))
         check("new_group backend is tacl",
               isinstance(b, tacl_torch.TaclBackend))
-        # Bound to a device, c10d hands the backend its split source.
-        check("new_group made by split when bound",
-              b._from_split() == BOUND, f"from split: {b._from_split()}")
+        # Bound to a device, c10d hands the backend its split source; on
+        # 2 ranks [0, 1] is every rank.  A subset on an unbound default
+        # group bootstraps (c10d asks its members only).
+        check("new_group([0,1]) made by split when it can be",
+              b._from_split() == (BOUND or WORLD == 2),
+              f"from split: {b._from_split()}")
     # split_group: halves (or the pair and the rest), split from the
     # parent's tacl communicator.
     halves = [list(range(0, WORLD // 2)), list(range(WORLD // 2, WORLD))] \
@@ -398,6 +412,43 @@ def test_subgroups():
     dist.all_gather_into_tensor(big, torch.full((4,), float(RANK)), group=s)
     check("split_group all_gather_into_tensor",
           same(big, torch.cat([torch.full((4,), float(r)) for r in mine])))
+    # Only what cannot split bootstrapped a communicator of its own.
+    made = tacl_torch.TaclBackend._bootstraps() - boots
+    expect = 0 if BOUND or WORLD == 2 else 1
+    check("subgroups did not bootstrap", made == expect,
+          f"{made} bootstraps, {expect} expected")
+
+
+def test_counters():
+    tacl_torch.reset_counters()
+    zero = tacl_torch.counters()
+    check("counters reset", zero["bytes"] == 0 and zero["messages"] == 0,
+          str(zero))
+    n = 4096
+    out = torch.empty(WORLD * n)
+    dist.all_gather_into_tensor(out, torch.ones(n))
+    c = tacl_torch.counters()
+    check("counters have the link classes",
+          {"self", "host", "net"} <= set(c["links"]), str(c["links"]))
+    check("counters have the transports", "shm" in c["transports"],
+          str(c["transports"]))
+    check("bytes are the sum of the links but self",
+          c["bytes"] == sum(v["bytes"] for k, v in c["links"].items()
+                            if k != "self"))
+    # Every rank's block reaches the WORLD - 1 others at least once.
+    every = torch.tensor([c["bytes"]], dtype=torch.int64)
+    dist.all_reduce(every, group=GLOO)
+    check("counted bytes cover the all-gather",
+          every.item() >= WORLD * (WORLD - 1) * n * 4,
+          f"{every.item()} bytes in all")
+    check("counters of the world group are the default's",
+          tacl_torch.counters(dist.group.WORLD)["bytes"] == c["bytes"])
+    try:
+        tacl_torch.counters(GLOO)
+        check("counters of a gloo group refused", False)
+    except RuntimeError as err:
+        check("counters of a gloo group refused", "not tacl" in str(err),
+              str(err))
 
 
 def test_errors():
@@ -423,21 +474,31 @@ def test_errors():
     raises("tacl's own message reaches Python",
            lambda: dist.all_reduce(torch.ones(4), op=R.BAND),
            ["tacl", "float32"])
-    # shutdown, and abort where the group has its own bootstrap (a split
-    # shares its parent's connections, which an abort would close): the
-    # backend refuses later calls, naming why.
-    for how in ("shutdown", "abort"):
-        h = dist.new_group(list(range(WORLD)))
-        b = h._get_backend(torch.device("cpu"))
-        t = torch.ones(2)
-        dist.all_reduce(t, group=h)
-        if how == "abort" and b._from_split():
-            continue
-        dist.barrier(group=GLOO)
-        getattr(b, how)()
-        raises(f"no calls after {how}",
-               lambda: dist.all_reduce(torch.ones(2), group=h),
-               ["aborted or shut down"])
+    # shutdown of a group, and abort of a communicator with its own
+    # bootstrap (a split shares its parent's connections, which an abort
+    # would close; every new_group() here is a split): the backend
+    # refuses later calls, naming why.
+    h = dist.new_group(list(range(WORLD)))
+    b = h._get_backend(torch.device("cpu"))
+    t = torch.ones(2)
+    dist.all_reduce(t, group=h)
+    dist.barrier(group=GLOO)
+    b.shutdown()
+    raises("no calls after shutdown",
+           lambda: dist.all_reduce(torch.ones(2), group=h),
+           ["aborted or shut down"])
+    store = dist.PrefixStore("abort_test/",
+                             dist.distributed_c10d._get_default_store())
+    b = tacl_torch.TaclBackend(store, RANK, WORLD, timedelta(seconds=60),
+                               "abort_test")
+    t = torch.ones(2)
+    b.allreduce([t]).wait()
+    check("a bootstrapped backend works", same(t, torch.full((2,),
+                                                             float(WORLD))))
+    dist.barrier(group=GLOO)
+    b.abort()
+    raises("no calls after abort", lambda: b.allreduce([torch.ones(2)]),
+           ["aborted or shut down"])
     # The default communicator still works after refused calls.
     t = torch.ones(3)
     dist.all_reduce(t)
@@ -509,7 +570,8 @@ def main():
     tests = [test_allreduce, test_allreduce_coalesced, test_broadcast_reduce,
              test_allgather, test_gather_scatter, test_reduce_scatter,
              test_alltoall, test_p2p_barrier, test_futures_without_wait,
-             test_subgroups, test_errors, test_quantized, test_ddp]
+             test_subgroups, test_counters, test_errors, test_quantized,
+             test_ddp]
     only = os.environ.get("TACL_TORCH_TESTS")
     for t in tests:
         if only and t.__name__ not in only.split(","):

@@ -5,19 +5,21 @@
  * Each operation starts one tacl request (several calls become one
  * request through tacl_group_start/end_nb) and returns a TaclWork that
  * owns it.  A Work's future must complete without anyone calling wait
- * (DDP chains its gradient buckets on them), so a completion thread of
- * this module, shared by every communicator of the process, finishes
- * requests in the background: with the library's request callbacks and
- * progress thread when libtacl has them (tacl_request_set_callback), by
- * testing pending requests otherwise.  Whoever finishes a request first,
- * that thread or a caller of wait(), runs the Work's epilogue (copies into
- * non-contiguous or list outputs) and marks its future.
+ * (DDP chains its gradient buckets on them), so every communicator runs
+ * with the library's progress thread, and each request's completion
+ * callback (tacl_request_set_callback) hands its work to a completion
+ * thread of this module, shared by every communicator of the process.
+ * That thread sleeps until a callback wakes it: it never polls, so it
+ * takes no core from the ranks that move the data (a polling thread here
+ * used 2-5 ms of CPU per 64 MB collective on an oversubscribed node, see
+ * docs/bench/torch.md).
+ * Whoever finishes a request first, that thread or a caller of wait(),
+ * runs the Work's epilogue (copies into non-contiguous or list outputs)
+ * and marks its future.
  *
  * What tacl cannot serve (other devices, dtypes tacl lacks, tagged
  * point-to-point, receive from any source) raises an error that names it.
  */
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -49,45 +51,6 @@ namespace tacl_torch {
 using c10d::OpType;
 using c10d::ReduceOp;
 using Ms = std::chrono::milliseconds;
-
-/* ---- calls of libtacl that may be missing from an older library ---- */
-
-/*
- * tacl_comm_init_rank_config, tacl_comm_split_config and
- * tacl_request_set_callback came with per-communicator configuration; a
- * library without them still serves everything, with the environment's
- * timeout and the polling completion thread.  They are looked up in the
- * libtacl this module was linked with.
- */
-struct Optional {
-    decltype(&tacl_comm_init_rank_config) init_rank_config = nullptr;
-    decltype(&tacl_comm_split_config) split_config = nullptr;
-    decltype(&tacl_request_set_callback) set_callback = nullptr;
-
-    Optional()
-    {
-        Dl_info info;
-        void *lib = nullptr;
-        if (dladdr(reinterpret_cast<void *>(&tacl_get_version), &info) &&
-            info.dli_fname != nullptr)
-            lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-        if (lib == nullptr)
-            return;
-        init_rank_config = reinterpret_cast<decltype(init_rank_config)>(
-            dlsym(lib, "tacl_comm_init_rank_config"));
-        split_config = reinterpret_cast<decltype(split_config)>(
-            dlsym(lib, "tacl_comm_split_config"));
-        set_callback = reinterpret_cast<decltype(set_callback)>(
-            dlsym(lib, "tacl_request_set_callback"));
-        /* The handle stays open for the life of the process. */
-    }
-};
-
-static const Optional &optional()
-{
-    static const Optional o;
-    return o;
-}
 
 /*
  * Drops the GIL for a blocking call when this thread holds it: the
@@ -140,7 +103,6 @@ struct Comm {
     tacl_comm_t comm = nullptr;
     std::atomic<bool> aborted{false}; /* aborted or destroyed */
     std::atomic<bool> shut{false};    /* shut down: no new operations */
-    bool callbacks = false; /* the library completes requests for us */
 
     ~Comm()
     {
@@ -154,11 +116,10 @@ struct Comm {
 class TaclWork;
 
 /*
- * One thread per process finishes requests nobody waits for.  In callback
- * mode the library's callback only queues the work here (a callback must
- * not call tacl, and marking a future runs arbitrary Python); the thread
- * then finishes it.  In polling mode the thread tests its pending works,
- * yielding while they move and sleeping briefly when they do not.
+ * One thread per process finishes requests nobody waits for.  The
+ * library's callback only queues the work here (a callback must not call
+ * tacl, and marking a future runs arbitrary Python); the thread, asleep
+ * on its condition variable until then, finishes it.
  */
 class Completer {
   public:
@@ -169,7 +130,6 @@ class Completer {
         return *c;
     }
 
-    void poll(c10::intrusive_ptr<TaclWork> w);
     void ready(TaclWork *w);
 
     /*
@@ -195,7 +155,6 @@ class Completer {
     std::mutex mu_;
     std::condition_variable cv_, stopped_cv_;
     bool stop_ = false, stopped_ = false;
-    std::vector<c10::intrusive_ptr<TaclWork>> polled_;
     std::deque<c10::intrusive_ptr<TaclWork>> ready_;
     std::thread thread_;
 };
@@ -236,17 +195,18 @@ class TaclWork : public c10d::Work {
             return;
         }
         req_ = req;
-        c10::intrusive_ptr<TaclWork> self =
-            c10::intrusive_ptr<TaclWork>::reclaim_copy(this);
-        if (comm_->callbacks) {
-            /* The callback holds a reference until it has run. */
-            TaclWork *held = c10::intrusive_ptr<TaclWork>(self).release();
-            if (optional().set_callback(req, on_done, held) != TACL_OK)
-                c10::intrusive_ptr<TaclWork>::reclaim(held);
+        /* The callback holds a reference until it has run. */
+        TaclWork *held =
+            c10::intrusive_ptr<TaclWork>::reclaim_copy(this).release();
+        tacl_status_t s = tacl_request_set_callback(req, on_done, held);
+        if (s != TACL_OK) {
+            /* Not expected (a fresh request takes one callback): the
+             * request still runs, so finish it here, within the timeout,
+             * and report why. */
+            c10::intrusive_ptr<TaclWork>::reclaim(held);
+            tacl_request_wait(req);
+            finish(s);
         }
-        /* Tested as well: a library whose progress thread is missing or
-         * slow still completes the future. */
-        Completer::get().poll(std::move(self));
     }
 
     bool isCompleted() override
@@ -310,26 +270,7 @@ class TaclWork : public c10d::Work {
             tacl_comm_abort(comm_->comm);
     }
 
-    /* The completion thread, polling mode: true once done. */
-    bool poll_once()
-    {
-        std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
-        if (!l.owns_lock())
-            return false; /* a waiter is finishing it */
-        if (done_)
-            return true;
-        int d = 0;
-        tacl_status_t s = tacl_request_test(req_, &d);
-        if (!d && s >= 0)
-            return false;
-        bool fire = complete_locked(s);
-        l.unlock();
-        if (fire)
-            mark_future();
-        return true;
-    }
-
-    /* The completion thread, callback mode. */
+    /* The completion thread, after the callback. */
     void finish_from_callback()
     {
         std::unique_lock<std::mutex> l(mu_);
@@ -405,13 +346,6 @@ class TaclWork : public c10d::Work {
     std::exception_ptr error_;
 };
 
-void Completer::poll(c10::intrusive_ptr<TaclWork> w)
-{
-    std::lock_guard<std::mutex> l(mu_);
-    polled_.push_back(std::move(w));
-    cv_.notify_one();
-}
-
 void Completer::ready(TaclWork *w)
 {
     std::lock_guard<std::mutex> l(mu_);
@@ -421,47 +355,21 @@ void Completer::ready(TaclWork *w)
 
 void Completer::loop()
 {
-    int idle = 0;
     for (;;) {
-        std::vector<c10::intrusive_ptr<TaclWork>> polled;
         std::deque<c10::intrusive_ptr<TaclWork>> ready;
         {
             std::unique_lock<std::mutex> l(mu_);
-            cv_.wait(l, [this] {
-                return stop_ || !polled_.empty() || !ready_.empty();
-            });
+            cv_.wait(l, [this] { return stop_ || !ready_.empty(); });
             if (stop_) {
                 stopped_ = true;
                 stopped_cv_.notify_all();
                 return;
             }
-            polled.swap(polled_);
             ready.swap(ready_);
         }
         for (auto &w : ready)
             w->finish_from_callback();
         ready.clear(); /* may free works: outside the lock */
-        bool moved = false;
-        std::vector<c10::intrusive_ptr<TaclWork>> pending;
-        for (auto &w : polled) {
-            if (w->poll_once())
-                moved = true;
-            else
-                pending.push_back(std::move(w));
-        }
-        polled.clear();
-        if (!pending.empty()) {
-            std::lock_guard<std::mutex> l(mu_);
-            for (auto &w : pending)
-                polled_.push_back(std::move(w));
-        }
-        pending.clear();
-        /* Testing drives progress; back off when nothing moves. */
-        idle = moved ? 0 : idle + 1;
-        if (idle > 64)
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-        else if (idle > 0)
-            std::this_thread::yield();
     }
 }
 
@@ -623,6 +531,9 @@ static View reduce_source(TaclWork &w, const View &v, const Op &o)
 
 /* ---- the backend ---- */
 
+/* Communicators this process bootstrapped through a store (tests). */
+static std::atomic<int> bootstraps{0};
+
 class TaclBackend : public c10d::Backend {
   public:
     /* Bootstrap through the store: rank 0's unique id goes to the others. */
@@ -650,14 +561,10 @@ class TaclBackend : public c10d::Backend {
         comm_ = std::make_shared<Comm>();
         tacl_config_t cfg = config();
         tacl_status_t s =
-            optional().init_rank_config
-                ? optional().init_rank_config(size, &id, rank, &cfg,
-                                              &comm_->comm)
-                : tacl_comm_init_rank(size, &id, rank, &comm_->comm);
+            tacl_comm_init_rank_config(size, &id, rank, &cfg, &comm_->comm);
         if (s != TACL_OK)
             fail("tacl_comm_init_rank_config", comm_->comm, s);
-        comm_->callbacks =
-            optional().init_rank_config != nullptr && cfg.progress_thread == 1;
+        bootstraps++;
     }
 
     /* A member of a split of parent (color, key as tacl_comm_split). */
@@ -679,23 +586,17 @@ class TaclBackend : public c10d::Backend {
         tacl_comm_size(comm_->comm, &n);
         TORCH_CHECK(r == rank && n == size, "tacl backend: split gave rank ",
                     r, " of ", n, ", c10d expects ", rank, " of ", size);
-        comm_->callbacks =
-            optional().split_config != nullptr && cfg.progress_thread == 1;
     }
 
     tacl_comm_t comm() const { return comm_->comm; }
     bool from_split() const { return from_split_; }
 
-    /* tacl_comm_split_config, or tacl_comm_split on an older library. */
-    tacl_status_t split_comm(int color, int key, tacl_config_t *cfg,
+    /* tacl_comm_split_config on this backend's communicator. */
+    tacl_status_t split_comm(int color, int key, const tacl_config_t *cfg,
                              tacl_comm_t *out)
     {
         NoGil nogil;
-        if (optional().split_config)
-            return optional().split_config(comm(), color, key, cfg, out);
-        if (cfg != nullptr)
-            cfg->progress_thread = 0;
-        return tacl_comm_split(comm(), color, key, out);
+        return tacl_comm_split_config(comm(), color, key, cfg, out);
     }
 
     const std::string getBackendName() const override { return "tacl"; }
@@ -1165,7 +1066,7 @@ class TaclBackend : public c10d::Backend {
         cfg.timeout = static_cast<double>(timeout_.count()) / 1000.0;
         cfg.name = name_.c_str(); /* at most 127 characters (the ctor) */
         /* The library completes requests (and calls back) by itself. */
-        cfg.progress_thread = optional().set_callback ? 1 : 0;
+        cfg.progress_thread = 1;
         return cfg;
     }
 
@@ -1368,6 +1269,39 @@ class TaclBackend : public c10d::Backend {
     bool from_split_ = false;
 };
 
+/*
+ * tacl's counters as Python sees them: {"bytes", "messages" (to other
+ * ranks: every link class but self), "links": {class: {"bytes",
+ * "messages"}}, "transports": {name: {...}}}.
+ */
+static py::dict counters_dict(const tacl_counters_t &c)
+{
+    auto entry = [](uint64_t bytes, uint64_t messages) {
+        py::dict d;
+        d["bytes"] = bytes;
+        d["messages"] = messages;
+        return d;
+    };
+    py::dict links, transports, out;
+    uint64_t bytes = 0, messages = 0;
+    for (int i = 0; i < TACL_NUM_LINK_CLASSES; i++) {
+        const tacl_link_counter_t &l = c.links[i];
+        links[py::str(l.name)] = entry(l.bytes, l.messages);
+        if (i != TACL_LINK_SELF) {
+            bytes += l.bytes;
+            messages += l.messages;
+        }
+    }
+    for (int i = 0; i < c.n_transports && i < TACL_MAX_TRANSPORTS; i++)
+        transports[py::str(c.transports[i].name)] =
+            entry(c.transports[i].bytes, c.transports[i].messages);
+    out["bytes"] = bytes;
+    out["messages"] = messages;
+    out["links"] = links;
+    out["transports"] = transports;
+    return out;
+}
+
 } // namespace tacl_torch
 
 using tacl_torch::TaclBackend;
@@ -1437,7 +1371,26 @@ PYBIND11_MODULE(_C, m)
             "_stop_completer", [] { tacl_torch::Completer::get().stop(); },
             py::call_guard<py::gil_scoped_release>(),
             "Stop the completion thread (at interpreter exit).")
-        .def("_uses_library_callbacks", [](TaclBackend &) {
-            return tacl_torch::optional().set_callback != nullptr;
-        });
+        .def_static(
+            "_bootstraps", [] { return tacl_torch::bootstraps.load(); },
+            "How many communicators this process bootstrapped through a "
+            "store (the others came from tacl_comm_split).")
+        .def(
+            "_counters",
+            [](TaclBackend &b) {
+                tacl_counters_t c;
+                tacl_status_t s = tacl_comm_get_counters(b.comm(), &c);
+                if (s != TACL_OK)
+                    tacl_torch::fail("tacl_comm_get_counters", b.comm(), s);
+                return tacl_torch::counters_dict(c);
+            },
+            "tacl_comm_get_counters as a dict (see tacl_torch.counters).")
+        .def(
+            "_reset_counters",
+            [](TaclBackend &b) {
+                tacl_status_t s = tacl_comm_reset_counters(b.comm());
+                if (s != TACL_OK)
+                    tacl_torch::fail("tacl_comm_reset_counters", b.comm(), s);
+            },
+            "tacl_comm_reset_counters.");
 }

@@ -6,16 +6,29 @@ Importing this package registers the backend for CPU tensors, so
     torch.distributed.init_process_group("cpu:tacl,cuda:nccl")  # mixed
 
 work (torch also finds the backend through the package's entry point
-without an explicit import).  Subgroups: split_group() always splits the
-parent's tacl communicator (tacl_comm_split); new_group() splits it when
-the default group is bound to a device (init_process_group(...,
-device_id=torch.device("cpu", 0))), otherwise c10d builds the group from
-its ranks alone and tacl bootstraps it through the group's store.
+without an explicit import).
+
+Subgroups split the default group's tacl communicator (tacl_comm_split:
+no new bootstrap, the parent's connections) wherever every rank of the
+default group takes part in making them:
+- split_group(), always;
+- new_group() when the default group is bound to a device
+  (init_process_group(..., device_id=torch.device("cpu", 0))): c10d then
+  hands the backend its split source and has non-members split with no
+  color;
+- new_group() of every rank of the default group, bound or not.
+A new_group() of only some ranks on an unbound default group bootstraps a
+new communicator through the group's store: c10d calls the backend on the
+members only (non-members return before any backend is asked), while
+tacl_comm_split is collective over the whole parent, so the non-members
+cannot take part.  Bind the default group to a device to have such groups
+split too.
 
 Beyond what torch.distributed offers, the functions below run tacl's own
 collectives on a group's communicator: quantized all-gather (qwZ) and
-reduce-scatter (qgZ), and the coalesced forms of all-gather and
-reduce-scatter over lists of tensors of different sizes.
+reduce-scatter (qgZ), the coalesced forms of all-gather and reduce-scatter
+over lists of tensors of different sizes, and the communicator's byte
+counters.
 """
 from __future__ import annotations
 
@@ -34,6 +47,8 @@ __all__ = [
     "all_gather_coalesced",
     "reduce_scatter_coalesced",
     "backend_of",
+    "counters",
+    "reset_counters",
 ]
 
 _NAME = "tacl"
@@ -43,6 +58,18 @@ def _timeout_of(timeout) -> timedelta:
     if isinstance(timeout, timedelta):
         return timeout
     return timedelta(seconds=float(timeout))
+
+
+def _default_tacl():
+    """The default group's tacl backend, if the default group has one."""
+    if not dist.is_initialized():
+        return None
+    try:
+        backend = dist.distributed_c10d._get_default_group()._get_backend(
+            torch.device("cpu"))
+    except RuntimeError:
+        return None
+    return backend if isinstance(backend, TaclBackend) else None
 
 
 def _create(dist_opts, backend_options=None):
@@ -58,6 +85,15 @@ def _create(dist_opts, backend_options=None):
         # perform_nocolor_split() (c10d does that for them).
         return TaclBackend(parent, min(ranks), rank, rank, size, timeout,
                            name)
+    world = _default_tacl()
+    if world is not None and ranks and \
+            sorted(ranks) == list(range(world.size())):
+        # Every rank of the default group is a member, so every one calls
+        # this creator, in the same order of new_group() calls: a split
+        # with one color is collective over the whole parent, as
+        # tacl_comm_split needs.  (A subset cannot: c10d asks the
+        # members only; see the module's docstring.)
+        return TaclBackend(world, 0, rank, rank, size, timeout, name)
     return TaclBackend(dist_opts.store, rank, size, timeout, name)
 
 
@@ -90,6 +126,22 @@ def backend_of(group=None) -> TaclBackend:
             "tacl_torch: the group's CPU backend is "
             f"{type(backend).__name__}, not tacl")
     return backend
+
+
+def counters(group=None) -> dict:
+    """tacl_comm_get_counters of the group's communicator (default:
+    world): what this rank sent since the communicator was made or its
+    counters reset, as {"bytes": B, "messages": M, "links": {class:
+    {"bytes", "messages"}}, "transports": {name: {"bytes", "messages"}}}.
+    "bytes" and "messages" count what went to other ranks: every link
+    class ("host", "gpu", "net") but "self"."""
+    return backend_of(group)._counters()
+
+
+def reset_counters(group=None) -> None:
+    """Zero the group's communicator's counters
+    (tacl_comm_reset_counters)."""
+    backend_of(group)._reset_counters()
 
 
 def _finish(work, async_op):
