@@ -5,7 +5,7 @@ docs/sim/results.csv.
 
 usage: docs/sim/make_pages.py [--build DIR] [--jobs N] [--reuse]
            [--topos NAME,...] [--nodes N,...] [--sizes MIN:MAX:FACTOR]
-           [--direct] [--out DIR] [--cache FILE]
+           [--direct] [--pages-only] [--out DIR] [--cache FILE]
 
 For each topology (topologies/NAME.topo), node count, collective and
 size it simulates, out of place in fp16, the all-gathers ring, MiCS,
@@ -20,9 +20,10 @@ they cost minutes each in this simulator.
 Without --reuse every cell of the grid is simulated again and the cache
 holds exactly the grid; with --reuse the cache's rows are kept and only
 the missing cells simulated (so an interrupted run resumes, and
-`--reuse` on a complete cache only rewrites the pages).  The cache is
-appended to as cells finish and rewritten sorted at the end, so the
-output is the same whatever the order the jobs finished in.
+`--reuse` on a complete cache only rewrites the pages); --pages-only
+simulates nothing and shows the cells missing from the cache as -.  The
+cache is appended to as cells finish and rewritten sorted at the end, so
+the output is the same whatever the order the jobs finished in.
 
 Python 3 standard library only.  Every figure is a prediction of the
 model in sim/sim.h, not a measurement.
@@ -238,6 +239,8 @@ def main():
     ap.add_argument("--nodes", default=DEFAULT_NODES)
     ap.add_argument("--sizes", default=DEFAULT_SIZES,
                     help="MIN:MAX:FACTOR, K/M/G suffixes (1M:1G:4)")
+    ap.add_argument("--pages-only", action="store_true",
+                    help="simulate nothing: pages from the cache as it is")
     ap.add_argument("--direct", action="store_true",
                     help="simulate the direct algorithms everywhere")
     ap.add_argument("--out", default=HERE, help="pages' folder")
@@ -259,12 +262,14 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     args.cache = args.cache or os.path.join(args.out, "results.csv")
     tasks = grid_tasks(args)
+    args.reuse |= args.pages_only
     rows = read_cache(args.cache) if args.reuse else {}
     if not args.reuse and os.path.exists(args.cache):
         os.remove(args.cache)
     elif args.reuse:
         write_cache(args.cache, rows)  # drops a partial run's comment
-    run_grid(args, tasks, rows)
+    if not args.pages_only:
+        run_grid(args, tasks, rows)
     if not args.reuse:
         rows = {k: r for k, r in rows.items() if k in set(tasks)}
     write_cache(args.cache, rows)

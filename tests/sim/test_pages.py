@@ -2,8 +2,9 @@
 sizes): the cache has every cell, the page's tables have a row per cell
 with the tuner's ratio recomputed from the cache, the SVGs parse with a
 series per algorithm, README's generated block is replaced, --reuse
-rewrites the same bytes without simulating, and bad options fail with a
-message rather than a traceback.
+rewrites the same bytes without simulating, --pages-only shows a cell
+missing from the cache as missing, and bad options fail with a message
+rather than a traceback.
 
 usage: test_pages.py SOURCE_ROOT BUILD_ROOT
 """
@@ -138,6 +139,22 @@ def main():
         for n, b in before.items():
             check(open(os.path.join(out, n), "rb").read() == b,
                   f"--reuse changed {n}")
+
+        # --pages-only with a cell gone from the cache: no simulation, the
+        # page says the grid is incomplete and shows the cell as -.
+        cache = os.path.join(out, "results.csv")
+        lines = open(cache).read().splitlines(True)
+        gone = [i for i, ln in enumerate(lines)
+                if ",all_gather,ring,4194304," in ln]
+        check(len(gone) == 1, "ring 4 MB row not found once in the cache")
+        del lines[gone[0]]
+        open(cache, "w").write("".join(lines))
+        p = run(gen, os.path.join(out, "no-build"), out, "--pages-only")
+        check(p.returncode == 0, f"--pages-only failed: {p.stderr[-2000:]}")
+        page = open(os.path.join(out, "p4d.md")).read()
+        row = [r for r in table(page, "all_gather") if r[1] == "4 MB"]
+        check("**Incomplete:** 1 of" in page and row and row[0][2] == "-",
+              "--pages-only does not show the missing cell")
 
         # Bad input: a message and a non-zero status, no traceback.
         for bad in (["--sizes", "4M:1M:4"], ["--topos", "nosuch"],
