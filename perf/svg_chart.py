@@ -6,8 +6,9 @@ docs/sim/make_pages.py draw with it.
                      "x label", "y label", xlog=True, ylog=True)
 
 Each series is one <g class="series"> (a polyline and a dot per point)
-with a legend entry; every second series is dashed so that lines of
-close colours stay apart.  Points with a None y are left out (a gap in
+with a legend entry; the series cycle through solid, dashed, dotted and
+dash-dot lines so that close colours, and series that coincide, stay
+apart.  Points with a None y are left out (a gap in
 the data), as are y <= 0 on a log axis.
 """
 import math
@@ -17,6 +18,9 @@ COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
           "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
           "#3182bd", "#e6550d", "#31a354", "#000000"]
+
+# Solid, dashed, dotted, dash-dot: series that coincide stay visible.
+DASHES = ["", "6 3", "2 3", "9 3 2 3"]
 
 
 def _log_ticks(lo, hi):
@@ -102,7 +106,8 @@ def line_chart(series, title, xlabel, ylabel, xlog=False, ylog=False,
              % (T + ph // 2, T + ph // 2, escape(ylabel)))
     for i, ((name, _), p) in enumerate(zip(series, pts)):
         color = COLORS[i % len(COLORS)]
-        dash = ' stroke-dasharray="5 3"' if i % 2 else ""
+        dash = DASHES[i % len(DASHES)]
+        dash = ' stroke-dasharray="%s"' % dash if dash else ""
         s.append('<g class="series" data-name="%s">' % escape(name))
         s.append('<polyline fill="none" stroke="%s" stroke-width="1.5"%s '
                  'points="%s"/>' % (color, dash, " ".join(
