@@ -34,6 +34,7 @@ import csv
 import json
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -143,21 +144,51 @@ def write_cache(path, rows):
     os.replace(tmp, path)
 
 
-def simulate(tool, topo_path, task, commit):
-    """One tacl-sim run of one cell; its cache row."""
+# The tuner's INFO line (algorithms/registry.c) naming its choice.
+CHOICE_RE = re.compile(r"elements on \d+ ranks, \d+ nodes: (\S+) "
+                       r"\(modelled")
+
+
+def tacl_sim_cmd(tool, topo_path, task, js):
     topo, nodes, coll, variant, size = task
     _, algo, qbits, _ = next(v for v in VARIANTS[coll] if v[0] == variant)
+    cmd = [tool, "--topo", topo_path, "--nodes", str(nodes), "--coll", coll,
+           "-d", "half", "-b", str(size), "-e", str(size), "-A", algo,
+           "-J", js]
+    return cmd + (["-Q", str(qbits)] if qbits else [])
+
+
+def simulate(tool, topo_path, task, commit, known=()):
+    """One tacl-sim run of one cell: its cache row; for the tuner's
+    choice ("model") that is one of `known`, the choice's name alone.
+
+    Under -A auto every rank of the simulation runs the closed-form
+    selection, which costs minutes at 1024 ranks (against a second for a
+    forced Bruck); the first rank's selection names the choice at once
+    (TACL_DEBUG=INFO, subsystem TUNE), and a simulation of that
+    algorithm in the same cell is the same schedule, so the run stops
+    there.  Without that line it runs to the end."""
+    topo, nodes, coll, variant, size = task
     with tempfile.TemporaryDirectory() as d:
         js = os.path.join(d, "out.json")
-        cmd = [tool, "--topo", topo_path, "--nodes", str(nodes), "--coll",
-               coll, "-d", "half", "-b", str(size), "-e", str(size),
-               "-A", algo, "-J", js]
-        if qbits:
-            cmd += ["-Q", str(qbits)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
+        cmd = tacl_sim_cmd(tool, topo_path, task, js)
+        env = dict(os.environ)
+        if variant == "model":
+            env.update(TACL_DEBUG="INFO", TACL_DEBUG_SUBSYS="TUNE")
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, env=env)
+        tail = []
+        for line in p.stderr:
+            m = CHOICE_RE.search(line) if variant == "model" else None
+            if m and m.group(1) in known:
+                p.kill()
+                p.wait()
+                p.stderr.close()
+                return {"choice": m.group(1)}
+            tail = (tail + [line])[-20:]
+        if p.wait() != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): "
-                               f"{p.stderr.strip()[-500:]}")
+                               f"{''.join(tail).strip()[-500:]}")
         with open(js) as f:
             data = json.load(f)
     res = data["results"][0]
@@ -172,7 +203,9 @@ def simulate(tool, topo_path, task, commit):
 
 
 def run_grid(args, tasks, rows):
-    todo = [t for t in tasks if t not in rows]
+    # The tuner's cells last: one may wait for its choice's cell.
+    todo = sorted((t for t in tasks if t not in rows),
+                  key=lambda t: t[3] == "model")
     if not todo:
         return
     tool = os.path.join(args.build, "tools", "tacl-sim")
@@ -189,10 +222,25 @@ def run_grid(args, tasks, rows):
         cache.write("# partial: rewritten sorted when the run ends\n")
         w.writeheader()
 
+    grid, failed = set(tasks), set()
+
     def one(task):
         t0 = time.time()
-        row = simulate(tool, os.path.join(ROOT, "topologies",
-                                          task[0] + ".topo"), task, commit)
+        topo_path = os.path.join(ROOT, "topologies", task[0] + ".topo")
+        known = {v for v in EXACT
+                 if v != "model" and task[:3] + (v, task[4]) in grid}
+        try:
+            row = simulate(tool, topo_path, task, commit, known)
+        except Exception:
+            failed.add(task)
+            raise
+        if "choice" in row:  # the chosen algorithm's own cell, once done
+            choice = task[:3] + (row["choice"], task[4])
+            while choice not in rows:
+                if choice in failed:
+                    raise RuntimeError(f"{choice} failed")
+                time.sleep(0.2)
+            row = dict(rows[choice], variant="model")
         with lock:
             rows[task] = row
             w.writerow(row)
