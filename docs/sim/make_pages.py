@@ -100,20 +100,24 @@ def sizes_of(spec):
     return out
 
 
+# What tacl-sim is built from: its figures change only with these.
+SIM_SOURCES = ["sim", "algorithms", "core", "include", "topologies",
+               "tools/tacl_sim.c", "perf/common.c", "perf/common.h"]
+
+
 def commit_of_tree():
-    """HEAD's short hash, with "+changes" when the simulator's inputs
-    differ from it in the working tree."""
+    """The last commit that changed the simulator's sources (short hash),
+    with "+changes" when the working tree changes them further."""
+    def git(*a):
+        return subprocess.run(["git", "-C", ROOT] + list(a), check=True,
+                              capture_output=True, text=True).stdout.strip()
     try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12",
-                               "HEAD"], check=True, capture_output=True,
-                              text=True).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", ROOT, "status", "--porcelain", "--", "sim",
-             "algorithms", "core", "topologies", "tools", "perf/common.c"],
-            check=True, capture_output=True, text=True).stdout.strip()
+        last = git("log", "-1", "--format=%h", "--abbrev=12", "--",
+                   *SIM_SOURCES)
+        dirty = git("status", "--porcelain", "--", *SIM_SOURCES)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return head + ("+changes" if dirty else "")
+    return (last or "unknown") + ("+changes" if dirty else "")
 
 
 def key_of(r):
@@ -203,9 +207,10 @@ def simulate(tool, topo_path, task, commit, known=()):
 
 
 def run_grid(args, tasks, rows):
-    # The tuner's cells last: one may wait for its choice's cell.
+    # The tuner's cells after the others of their node count: one may
+    # wait for its choice's cell, which is then already running or done.
     todo = sorted((t for t in tasks if t not in rows),
-                  key=lambda t: t[3] == "model")
+                  key=lambda t: (t[1], t[3] == "model"))
     if not todo:
         return
     tool = os.path.join(args.build, "tools", "tacl-sim")
@@ -436,8 +441,10 @@ def write_page(args, rows, topo, plots_dir):
              "schedules of the real builders for every rank, run on the "
              "described cluster), not measured.  Out of place, fp16 "
              "(qwZ 8-bit over MiCS and qgZ 4-bit count the fp16 size, "
-             "like nccl-tests); busbw in GB/s.  Simulator at commit "
-             + (", ".join(f"`{c}`" for c in commits) or "-") +
+             "like nccl-tests); busbw in GB/s.  The simulator's sources "
+             "(`sim/`, `algorithms/`, `core/`, the topology, `tacl-sim`) "
+             "as of commit " + (", ".join(f"`{c}`" for c in commits) or
+                                "-") +
              f"; `{COMMAND}` rewrites this page (`--reuse` from "
              "`results.csv` without simulating).", "",
              f"The nodes, as `topologies/{topo}.topo` describes them "
