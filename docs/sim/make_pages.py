@@ -251,7 +251,9 @@ def run_grid(args, tasks, rows):
             w.writerow(row)
             cache.flush()
             done[0] += 1
-            print(f"[{done[0]}/{len(todo)} {time.time() - start:6.0f}s] "
+            cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+            print(f"[{done[0]}/{len(todo)} {time.time() - start:6.0f}s, "
+                  f"cpu {cpu.ru_utime + cpu.ru_stime:6.0f}s] "
                   f"{task[0]} {task[1]} nodes {task[2]} {task[3]} "
                   f"{size_name(task[4])}: {time.time() - t0:.1f} s",
                   file=sys.stderr, flush=True)
