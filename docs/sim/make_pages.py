@@ -4,7 +4,8 @@ their SVG plots) by running tacl-sim over a grid, caching every figure in
 docs/sim/results.csv.
 
 usage: docs/sim/make_pages.py [--build DIR] [--jobs N] [--reuse]
-           [--topos NAME,...] [--nodes N,...] [--sizes MIN:MAX:FACTOR]
+           [--topos NAME,...] [--nodes N,...] [--colls C,...]
+           [--sizes MIN:MAX:FACTOR]
            [--direct] [--pages-only] [--out DIR] [--cache FILE]
 
 For each topology (topologies/NAME.topo), node count, collective and
@@ -274,7 +275,7 @@ def grid_tasks(args):
     tasks = []
     for nodes in args.nodes:
         for topo in args.topos:
-            for coll in COLLS:
+            for coll in args.colls:
                 for size in args.sizes:
                     for v in VARIANTS[coll]:
                         if v[0] == "direct" and not args.direct:
@@ -292,6 +293,8 @@ def main():
                     help="keep the cache's rows; simulate only the rest")
     ap.add_argument("--topos", default=DEFAULT_TOPOS)
     ap.add_argument("--nodes", default=DEFAULT_NODES)
+    ap.add_argument("--colls", default=",".join(COLLS),
+                    help="collectives to simulate (both by default)")
     ap.add_argument("--sizes", default=DEFAULT_SIZES,
                     help="MIN:MAX:FACTOR, K/M/G suffixes (1M:1G:4)")
     ap.add_argument("--pages-only", action="store_true",
@@ -305,6 +308,9 @@ def main():
     try:
         args.topos = [t for t in args.topos.split(",") if t]
         args.nodes = [int(n) for n in args.nodes.split(",") if n]
+        args.colls = [c for c in args.colls.split(",") if c]
+        if not args.colls or set(args.colls) - set(COLLS):
+            raise ValueError(f"--colls takes {','.join(COLLS)}")
         args.sizes = sizes_of(args.sizes)
     except ValueError as e:
         sys.exit(f"make_pages: {e}")
