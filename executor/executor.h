@@ -76,6 +76,8 @@ int tacl__exec_streamed(const tacl__exec_t *exec);
  * context's failure.  Takes the lock: call it without.
  */
 void tacl__exec_detach(tacl__exec_t *exec);
+
+/**
  * Fail ctx with TACL_ERR_TIMEOUT: nothing moved on xc for its timeout
  * (the error recorded names xc and the timeout); lock held.
  */
