@@ -151,7 +151,6 @@ tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status)
 static tacl_status_t comm_topology(tacl_comm_t comm)
 {
     tacl__ctx_t *ctx = comm->x.ctx;
-    const tacl__node_desc_t *node;
     int *first = calloc((size_t)ctx->n_nodes, sizeof(int));
     int n_nodes = 0;
 
@@ -187,11 +186,9 @@ static tacl_status_t comm_topology(tacl_comm_t comm)
             comm->view.local_rank++;
         comm->view.local_size++;
     }
-    node = &ctx->topo.nodes[ctx->node_of[comm->x.world[comm->rank]]];
-    comm->view.stream_bytes = tacl__topo_stream_bytes(node);
-    comm->view.nics = node->nic_gbps > 0 ? node->nics : 0;
-    comm->view.nic_bw = node->nic_gbps / 8;
-    comm->view.gpu_peer = node->gpus > 0 && node->gpu_peer;
+    tacl__topo_view_node(
+        &comm->view, &ctx->topo,
+        &ctx->topo.nodes[ctx->node_of[comm->x.world[comm->rank]]]);
     return TACL_OK;
 }
 
