@@ -135,7 +135,7 @@ double tacl__bruck_cost(const tacl__coll_args_t *args,
          * rank sends min(d, n - d) blocks (nothing for the barrier). */
         for (d = 1; d < n; d <<= 1)
             t += tacl__cost_step_time(
-                view, n, bruck_cost_peer, d,
+                args, view, n, bruck_cost_peer, d,
                 args->type == TACL__COLL_BARRIER ? 0
                                                  : TACL_MIN(d, n - d) * m,
                 alpha, beta);

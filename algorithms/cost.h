@@ -98,22 +98,91 @@ static inline double tacl__cost_reduced(const tacl__coll_args_t *args,
 }
 
 /**
- * The most ring edges (rank r to rank r + 1) that leave one node: how
- * many of a node's ranks share its uplink at each step of a flat ring.
- * 1 when the view has no node map.
+ * The link class messages between two ranks of one node of view take
+ * for args: the GPUs' peer links for device buffers on a node whose GPUs
+ * reach one another (as the simulator and the transport move them), the
+ * host link otherwise.
  */
-int tacl__cost_ring_share(const tacl__topo_view_t *view);
+static inline tacl_link_class_t tacl__cost_intra_class(
+    const tacl__coll_args_t *args, const tacl__topo_view_t *view)
+{
+    return args->memtype == TACL_MEM_CUDA && view->gpu_peer &&
+                   view->link_bw[TACL_LINK_GPU] > 0
+               ? TACL_LINK_GPU
+               : TACL_LINK_HOST;
+}
+
+/** alpha (s) of a message inside a node (tacl__cost_intra_class). */
+static inline double tacl__cost_intra_alpha(const tacl__coll_args_t *args,
+                                            const tacl__topo_view_t *view)
+{
+    return tacl__link_alpha(view, tacl__cost_intra_class(args, view),
+                            tacl__cost_links[TACL_LINK_HOST].alpha);
+}
+
+/** beta (s/byte) of a message inside a node. */
+static inline double tacl__cost_intra_beta(const tacl__coll_args_t *args,
+                                           const tacl__topo_view_t *view)
+{
+    return tacl__link_beta(view, tacl__cost_intra_class(args, view),
+                           tacl__cost_links[TACL_LINK_HOST].beta);
+}
+
+/*
+ * The network as one flow sees it.  A rank reaches other nodes through
+ * the NIC port of its rail (core/topo.h): on a node of g ranks and K
+ * NICs, K >= g gives each rank its own port of K / g NICs, K < g makes
+ * ceil(g / K) ranks share one NIC; a view without NICs has one NIC of the
+ * net class's bandwidth for the whole node.  One flow never moves faster
+ * than the net class's bandwidth, and the flows on one port share it.
+ * So a flow between nodes runs at min(net bw, port bw / flows on its
+ * port): a flat ring's one edge out of a node gets one rail, not the
+ * node's aggregate, and an algorithm whose flows crowd few ports pays
+ * for it.  beta is the network fallback, as for cost().
+ */
+/** Bytes per second of the NIC port a rank of a g-rank node uses. */
+double tacl__cost_port_bw(const tacl__topo_view_t *view, double beta, int g);
+
+/** The most ranks of a g-rank node that share one NIC port. */
+int tacl__cost_port_ranks(const tacl__topo_view_t *view, int g);
+
+/**
+ * Bytes per second of one flow out of a g-rank node when flows share
+ * its port.
+ */
+double tacl__cost_flow_bw(const tacl__topo_view_t *view, double beta, int g,
+                          int flows);
 
 /**
  * Modelled time of one step of a flat algorithm on several nodes in which
  * each rank r < n sends bytes to peer(r, n, d) (negative: to no one): the
- * network, shared by the ranks of a node whose peers are elsewhere, when
- * any peer is on another node; the host link otherwise.  alpha and beta
- * are the network fallback, as for cost().
+ * slower of its flows between nodes (a latency and the bytes at
+ * tacl__cost_flow_bw, counting the senders on each NIC port) and its
+ * flows inside nodes (on tacl__cost_intra_class); 0 when no rank sends.
+ * alpha and beta are the network fallback, as for cost().
  */
-double tacl__cost_step_time(const tacl__topo_view_t *view, int n,
+double tacl__cost_step_time(const tacl__coll_args_t *args,
+                            const tacl__topo_view_t *view, int n,
                             int (*peer)(int r, int n, int d), int d,
                             double bytes, double alpha, double beta);
+
+/** The transfer time alone of such a step: without its latency. */
+double tacl__cost_step_xfer(const tacl__coll_args_t *args,
+                            const tacl__topo_view_t *view, int n,
+                            int (*peer)(int r, int n, int d), int d,
+                            double bytes, double beta);
+
+/**
+ * The latency a block pays on its way through n - 1 hops of a chain in
+ * which rank r forwards to peer(r, n, d) (a ring): the mean latency of
+ * the edges (the network's for an edge between nodes, the intra-node
+ * class's otherwise) times n - 1.  A pipelined ring pays it once, not
+ * n - 1 times its slowest edge.
+ */
+double tacl__cost_path_alpha(const tacl__coll_args_t *args,
+                             const tacl__topo_view_t *view, int n,
+                             int (*peer)(int r, int n, int d), int d,
+                             double alpha);
 
 /** Write the model's constants as a table, one row per link class. */
 void tacl__cost_print(FILE *f);

@@ -426,8 +426,8 @@ int tacl__direct_supports(const tacl__coll_args_t *args,
  * rank moves n - 1 blocks; all are posted at once, so on one node a phase
  * costs one latency, plus the per-message cost of the n - 2 further
  * messages (cost.h), and no pipeline fill.  On several nodes all ranks of
- * a node send to every remote rank at once through the node's uplink,
- * each message a network latency.
+ * a node send to every remote rank at once through the NIC ports of
+ * their rails, each message a network latency.
  */
 double tacl__direct_cost(const tacl__coll_args_t *args,
                          const tacl__topo_view_t *view, double alpha,
@@ -441,14 +441,16 @@ double tacl__direct_cost(const tacl__coll_args_t *args,
     phases = args->type == TACL__COLL_ALLREDUCE ? 2 : 1;
     blk = args->type == TACL__COLL_ALLREDUCE ? m / p : m;
     if (view->n_nodes > 1) {
-        double local = view->local_size > 0 ? view->local_size : 1;
+        int local = view->local_size > 0 ? view->local_size : 1;
         double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
-        double bn = tacl__link_beta(view, TACL_LINK_NET, beta);
-        double bh = tacl__cost_host_beta(view);
+        double bh = tacl__cost_intra_beta(args, view);
+        /* Every rank's p - local flows out share its NIC port with the
+         * port's other ranks'. */
+        double out = (p - local) * blk *
+                     tacl__cost_port_ranks(view, local) /
+                     tacl__cost_port_bw(view, beta, local);
 
-        return phases * (peers * an +
-                         TACL_MAX(local * (p - local) * blk * bn,
-                                  (local - 1) * blk * bh));
+        return phases * (peers * an + TACL_MAX(out, (local - 1) * blk * bh));
     }
     alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
     beta = tacl__link_beta(view, TACL_LINK_HOST, beta);

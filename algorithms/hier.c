@@ -626,10 +626,15 @@ void tacl__hier_model(const tacl__coll_args_t *args,
         d.chunks = TACL_MAX(1.0, d.b / (double)args->chunk_bytes);
     d.a_net = tacl__link_alpha(view, TACL_LINK_NET, alpha);
     d.b_net = tacl__link_beta(view, TACL_LINK_NET, beta);
-    d.a_host = tacl__cost_host_alpha(view);
-    d.b_host = tacl__cost_host_beta(view);
-    /* The k rails of a node send at once and share its uplink. */
-    d.inter = (d.g - 1) * (d.a_net + d.k * d.b * d.b_net);
+    d.a_host = tacl__cost_intra_alpha(args, view);
+    d.b_host = tacl__cost_intra_beta(args, view);
+    /* The k rails of a node send at once, each on its NIC port; a
+     * piece's chunks pipeline, so their latencies overlap the transfer
+     * but for one chunk's. */
+    d.inter = (d.g - 1) *
+              (d.a_net / d.chunks + d.b / tacl__cost_flow_bw(
+                                   view, beta, (int)d.k,
+                                   tacl__cost_port_ranks(view, (int)d.k)));
     d.intra = (d.k - 1) * (d.a_host + d.g * d.b * d.b_host);
     d.tail = (d.k - 1) * (d.a_host + d.b / d.chunks * d.b_host);
     *mod_p = d;

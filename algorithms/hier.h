@@ -237,8 +237,10 @@ typedef struct {
     double p, g, k;
     double b;        /* bytes of one piece: M / p */
     double chunks;   /* pipeline chunks per piece */
-    double a_net, b_net, a_host, b_host;
-    double inter;    /* one rail ring: (g-1)(a_net + k b b_net) */
+    double a_net, b_net;
+    double a_host, b_host; /* inside a node: tacl__cost_intra_class */
+    double inter;    /* one rail ring: (g-1)(a_net / chunks + b / flow
+                        bw) */
     double intra;    /* one node ring of g pieces per block */
     double tail;     /* one chunk forwarded around a node ring */
 } tacl__hier_model_t;

@@ -35,10 +35,13 @@ double tacl__horing_cost(const tacl__coll_args_t *args,
     tacl__hier_model(args, view, alpha, beta, &d);
     own = (d.k - 1) * (d.a_host + d.b * d.b_host);
     rest = (d.k - 1) * (d.a_host + (d.g - 1) * d.b * d.b_host);
-    /* Both node rings run behind the rails; the last chunk of step 3
-     * still goes round the node after the rail. */
-    return TACL_MAX(d.inter, own + rest) + d.tail +
-           (d.chunks - 1) * d.a_net;
+    /* All-gather: both node rings run behind the rails; the last chunk
+     * still goes round the node after the rail.  Reduce-scatter: the
+     * other nodes' partial sums complete at the end of their node ring,
+     * then the rail runs beside the ring of the node's own blocks. */
+    if (args->type == TACL__COLL_ALLGATHER)
+        return TACL_MAX(d.inter + d.tail, own + rest);
+    return rest + TACL_MAX(d.inter, own);
 }
 
 static tacl_status_t horing_rings(tacl__hier_ctx_t *x, tacl__hier_ring_t *rail,

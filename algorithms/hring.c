@@ -27,7 +27,7 @@ double tacl__hring_cost(const tacl__coll_args_t *args,
 
     tacl__hier_model(args, view, alpha, beta, &d);
     /* Strictly phased: the two rings add up. */
-    return d.inter + d.intra + (d.chunks - 1) * (d.a_net + d.a_host);
+    return d.inter + d.intra + (d.chunks - 1) * d.a_host;
 }
 
 tacl_status_t tacl__hring_build(tacl__sched_t *s,

@@ -39,8 +39,13 @@ double tacl__mics_cost(const tacl__coll_args_t *args,
     tacl__hier_model_t d;
 
     tacl__hier_model(args, view, alpha, beta, &d);
-    /* The node ring runs behind the rails, one chunk behind at the end. */
-    return TACL_MAX(d.inter, d.intra) + d.tail + (d.chunks - 1) * d.a_net;
+    /* All-gather: the node ring starts on the node's own blocks at once
+     * and carries each rail block as it arrives, the last one a chunk
+     * behind the rail.  Reduce-scatter: a node's partial sums all
+     * complete at the node ring's last step, so the rail waits for it. */
+    if (args->type == TACL__COLL_ALLGATHER)
+        return TACL_MAX(d.inter + d.tail, d.intra);
+    return d.intra + d.inter;
 }
 
 tacl_status_t tacl__mics_build(tacl__sched_t *s, const tacl__coll_args_t *args,

@@ -243,11 +243,11 @@ double tacl__rd_cost(const tacl__coll_args_t *args,
          * d moves the whole vector for all-reduce, d blocks otherwise;
          * folding a non-power of two costs two steps at distance 1. */
         for (d = 1; d < p2; d <<= 1)
-            t += tacl__cost_step_time(view, n, rd_cost_peer, d,
+            t += tacl__cost_step_time(args, view, n, rd_cost_peer, d,
                                       args->type == TACL__COLL_ALLREDUCE
                                           ? m : d * m, alpha, beta);
         if (n != p2)
-            t += 2 * tacl__cost_step_time(view, n, rd_fold_peer, 0, m,
+            t += 2 * tacl__cost_step_time(args, view, n, rd_fold_peer, 0, m,
                                           alpha, beta);
         return t;
     }

@@ -233,12 +233,20 @@ int tacl__ring_supports(const tacl__coll_args_t *args,
            args->type == TACL__COLL_ALLREDUCE;
 }
 
+/* The rank r sends to at every step. */
+static int ring_cost_peer(int r, int n, int d)
+{
+    (void)d;
+    return tacl__ring_next(r, n);
+}
+
 /*
  * On one node every step crosses the host link.  On several nodes a step
- * takes as long as its slowest link: the network, shared by the ring
- * edges that leave one node at once (one per node when ranks are numbered
- * node by node, all of a node's ranks when they alternate), or the host
- * link, whichever is slower.
+ * takes as long as its slowest flow (tacl__cost_step_time): an edge out
+ * of a node on the NIC port of its rail, shared by the ring edges that
+ * leave on that port at once (one per node when ranks are numbered node
+ * by node, all of a node's ranks when they alternate), or an edge inside
+ * a node, whichever is slower.
  */
 double tacl__ring_cost(const tacl__coll_args_t *args,
                        const tacl__topo_view_t *view, double alpha,
@@ -256,13 +264,23 @@ double tacl__ring_cost(const tacl__coll_args_t *args,
         steps *= 2;
     blk = p > 0 ? m / p : 0;
     if (view->n_nodes > 1) {
+        /* The ring is pipelined: the transfers, at the slowest edge's
+         * rate, overlap a block's latencies on its way round (paid twice
+         * in a reduce-scatter, whose hop also waits for the receiver's
+         * previous reduction: so the simulator finds), and the longer of
+         * the two is the ring's time. */
+        double hops = args->type == TACL__COLL_ALLGATHER ? 1
+                      : args->type == TACL__COLL_REDUCE_SCATTER ? 2
+                                                               : 3;
         double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
-        double bn = tacl__link_beta(view, TACL_LINK_NET, beta);
-        double bh = tacl__cost_host_beta(view);
-        double share = tacl__cost_ring_share(view);
 
-        return (steps + chunks - 1) * an +
-               steps * TACL_MAX(share * blk * bn, blk * bh);
+        return TACL_MAX(hops * tacl__cost_path_alpha(args, view, (int)p,
+                                                     ring_cost_peer, 0,
+                                                     alpha),
+                        steps * tacl__cost_step_xfer(args, view, (int)p,
+                                                     ring_cost_peer, 0, blk,
+                                                     beta)) +
+               chunks * an;
     }
     alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
     beta = tacl__link_beta(view, TACL_LINK_HOST, beta);

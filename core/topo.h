@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "tacl.h"
+#include "topo_view.h"
 
 /* Link classes are tacl.h's tacl_link_class_t. */
 
@@ -114,6 +115,15 @@ typedef struct tacl__topo {
  * unknown; "never" is 0; a size (K, M, G suffixes) is itself, 0 as 1.
  */
 uint64_t tacl__topo_stream_bytes(const tacl__node_desc_t *node);
+
+/**
+ * Set the figures of view that come from the node its rank is on:
+ * stream_bytes, the NICs and their speed, and whether device buffers
+ * move on the gpu link class (the node's GPUs reach one another and
+ * topo gives the class a bandwidth), as the simulator reads them.
+ */
+void tacl__topo_view_node(tacl__topo_view_t *view, const tacl__topo_t *topo,
+                          const tacl__node_desc_t *node);
 
 /** Detect this node with hwloc (and CUDA when built with it). */
 tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node);

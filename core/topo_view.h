@@ -24,6 +24,14 @@ typedef struct {
     uint64_t stream_bytes; /* a collective whose ranks on this node write
                               this many bytes together or more streams its
                               large local copies past the cache; 0: never */
+    /* The node's network and GPU links, as the cost model prices them
+       (algorithms/cost.h) and the simulator moves messages on them: a
+       rank reaches other nodes through the NIC of its rail (topo.h). */
+    int nics;              /* NICs of this node; 0: unknown (one NIC of the
+                              net class's bandwidth, shared by the node) */
+    double nic_bw;         /* GB/s of one NIC; 0: unknown */
+    int gpu_peer;          /* 1: device buffers move between this node's
+                              ranks on the gpu link class */
 } tacl__topo_view_t;
 
 #endif /* TACL_CORE_TOPO_VIEW_H */

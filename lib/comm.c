@@ -186,7 +186,8 @@ static tacl_status_t comm_topology(tacl_comm_t comm)
             comm->view.local_rank++;
         comm->view.local_size++;
     }
-    comm->view.stream_bytes = tacl__topo_stream_bytes(
+    tacl__topo_view_node(
+        &comm->view, &ctx->topo,
         &ctx->topo.nodes[ctx->node_of[comm->x.world[comm->rank]]]);
     return TACL_OK;
 }

@@ -171,6 +171,9 @@ tacl__topo_view_t tacl__sim_view(const tacl__sim_cluster_t *c, int rank)
     memcpy(v.link_bw, c->link_bw, sizeof(v.link_bw));
     memcpy(v.link_lat, c->link_lat, sizeof(v.link_lat));
     v.stream_bytes = c->stream_bytes[v.node];
+    v.nics = c->nics[v.node];
+    v.nic_bw = c->nic_bw[v.node];
+    v.gpu_peer = c->gpu_peer[v.node];
     return v;
 }
 

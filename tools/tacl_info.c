@@ -266,7 +266,7 @@ static void print_tuner(const info_opts_t *o, const tacl__topo_t *topo)
         view.link_lat[c] = topo->link[c].lat;
     }
     if (topo->n_nodes > 0)
-        view.stream_bytes = tacl__topo_stream_bytes(&topo->nodes[0]);
+        tacl__topo_view_node(&view, topo, &topo->nodes[0]);
     printf("layout %d nodes x %d ranks, float32, links of the topology "
            "above; TACL_ALGO \"%s\"\n", o->nodes, o->ranks_per_node,
            tacl__config_str(TACL_CFG_ALGO));

@@ -485,11 +485,16 @@ Test(hier_tune, ring_cost_sees_shared_uplinks)
                TACL_FLOAT32, TACL_SUM, 1 << 20};
     tacl__coll_args_t a = args_of(&c, NULL, 1);
 
-    cr_expect_eq(tacl__cost_ring_share(&contig), 1);
-    cr_expect_eq(tacl__cost_ring_share(&alt), 2);
-    /* Alternating nodes: every ring edge crosses, two per uplink. */
+    /* Alternating nodes: every ring edge crosses, two per node's one
+     * NIC. */
     cr_expect_gt(tacl__ring_cost(&a, &alt, 10e-6, 1 / 1.25e9),
                  1.9 * tacl__ring_cost(&a, &contig, 10e-6, 1 / 1.25e9));
+    /* A NIC per rank: each edge out has a port of its own. */
+    contig.nics = alt.nics = 2;
+    contig.nic_bw = alt.nic_bw = 1.25;
+    cr_expect_float_eq(tacl__ring_cost(&a, &alt, 10e-6, 1 / 1.25e9),
+                       tacl__ring_cost(&a, &contig, 10e-6, 1 / 1.25e9),
+                       1e-9);
 }
 
 Test(hier_helpers, member_lists_and_rails)
