@@ -23,7 +23,12 @@
  *   fabric oversub=2 overhead=1.5  # optional, for the simulator: the
  *                                  #   switch fabric's oversubscription
  *                                  #   (1: full bisection) and a
- *                                  #   per-message overhead (us)
+ *                                  #   per-message overhead (us); and
+ *                                  #   host_bw=R (GB/s) when the nodes
+ *                                  #   are emulated on one machine:
+ *                                  #   its cores carry at most R across
+ *                                  #   the emulated network, all links
+ *                                  #   together (absent: real nodes)
  *   kernel copy=300 reduce=150 quant=100   # optional: kernel rates in
  *                                  #   GB/s of output (0: free)
  *
@@ -102,6 +107,7 @@ typedef struct tacl__topo {
     /* The optional fabric and kernel lines (0: not given). */
     double fabric_oversub; /* >= 1 when given */
     double msg_overhead;   /* microseconds per message */
+    double host_bw;        /* GB/s: emulated nodes' shared host (0: none) */
     double kernel_bw[TACL__TOPO_KERNELS]; /* GB/s: copy, reduce, quant */
     int has_fabric, has_kernel;
 } tacl__topo_t;

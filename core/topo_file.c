@@ -230,7 +230,9 @@ static const char *const kernel_names[TACL__TOPO_KERNELS] = {
     [TACL__TOPO_KERNEL_QUANT] = "quant",
 };
 
-/* "fabric oversub=2 overhead=1.5": the network between nodes. */
+/* "fabric oversub=2 overhead=1.5 host_bw=0.4": the network between
+ * nodes; host_bw, for nodes emulated on one machine, is what its cores
+ * carry across the emulated network, all links together. */
 static tacl_status_t parse_fabric(const where_t *w, char **save,
                                   tacl__topo_t *topo)
 {
@@ -250,9 +252,14 @@ static tacl_status_t parse_fabric(const where_t *w, char **save,
                                  "oversubscription is 1 or more", value);
         } else if (st == TACL_OK && strcmp(tok, "overhead") == 0)
             st = parse_double(w, tok, value, &topo->msg_overhead);
-        else if (st == TACL_OK)
+        else if (st == TACL_OK && strcmp(tok, "host_bw") == 0) {
+            st = parse_double(w, tok, value, &topo->host_bw);
+            if (st == TACL_OK && !(topo->host_bw > 0))
+                st = PARSE_ERROR(w, "host_bw=%s: an emulation host's "
+                                 "rate is above 0 GB/s", value);
+        } else if (st == TACL_OK)
             st = PARSE_ERROR(w, "unknown fabric key \"%s\" (oversub, "
-                             "overhead)", tok);
+                             "overhead, host_bw)", tok);
         if (st != TACL_OK)
             return st;
     }
@@ -453,9 +460,13 @@ tacl_status_t tacl__topo_write(const tacl__topo_t *topo, FILE *f)
         if (topo->link[c].bw > 0)
             fprintf(f, "link %s bw=%.15g lat=%.15g\n", link_names[c],
                     topo->link[c].bw, topo->link[c].lat);
-    if (topo->has_fabric)
-        fprintf(f, "fabric oversub=%.15g overhead=%.15g\n",
+    if (topo->has_fabric) {
+        fprintf(f, "fabric oversub=%.15g overhead=%.15g",
                 topo->fabric_oversub, topo->msg_overhead);
+        if (topo->host_bw > 0)
+            fprintf(f, " host_bw=%.15g", topo->host_bw);
+        fprintf(f, "\n");
+    }
     if (topo->has_kernel) {
         fprintf(f, "kernel");
         for (int k = 0; k < TACL__TOPO_KERNELS; k++)

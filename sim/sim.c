@@ -21,7 +21,7 @@
 #include "quant_layout.h"
 #include "sim.h"
 
-#define SIM_MAX_LINKS 4
+#define SIM_MAX_LINKS 5
 
 /* ------------------------------------------------------------------ */
 /* Clusters                                                            */
@@ -103,6 +103,7 @@ tacl_status_t tacl__sim_cluster_init(tacl__sim_cluster_t *c,
     }
     c->oversub = topo->fabric_oversub >= 1 ? topo->fabric_oversub : 1;
     c->overhead = topo->msg_overhead;
+    c->host_bw = topo->host_bw;
     for (int k = 0; k < TACL__TOPO_KERNELS; k++)
         c->kernel_bw[k] = topo->kernel_bw[k];
     return TACL_OK;
@@ -251,7 +252,7 @@ typedef struct {
     uint32_t *table;          /* open addressing: key -> bundle + 1 */
     size_t table_cap;
     link_t *links;
-    uint32_t nlinks, *nic_base, fabric_base;
+    uint32_t nlinks, *nic_base, fabric_base, host_link;
     uint32_t stamp;
     uint32_t *dlinks;         /* links whose flows changed at now */
     size_t ndlinks, dlinks_cap;
@@ -726,6 +727,8 @@ static void msg_start(sim_t *s, uint32_t sgid)
             links[nl++] =
                 s->fabric_base + 2u * (uint32_t)s->c->node_of[b] + 1;
         }
+        if (s->c->host_bw > 0)
+            links[nl++] = s->host_link;
     }
     flow_add(s, (uint64_t)a << 32 | (uint32_t)b, sgid, 0,
              (double)st->bytes, bw, links, nl);
@@ -858,6 +861,8 @@ static tacl_status_t prepare(sim_t *s)
     }
     s->fabric_base = s->nlinks;
     s->nlinks += 2u * (uint32_t)c->n_nodes;
+    /* The emulation host: one link every network message crosses. */
+    s->host_link = s->nlinks++;
     s->links = calloc(s->nlinks, sizeof(link_t));
     if (s->links == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, TUNE, "out of memory");
@@ -880,6 +885,7 @@ static tacl_status_t prepare(sim_t *s)
             s->links[s->fabric_base + 2 * m + 1].cap =
                 c->nic_bw[m] * k / c->oversub * 1e9;
     }
+    s->links[s->host_link].cap = c->host_bw * 1e9;
     return match(s);
 }
 

@@ -10,7 +10,11 @@
  * oversubscribed, one uplink and one downlink into the switch fabric of
  * nics * nic_bw / oversub.  A message between two ranks occupies every
  * link of its path while it moves, after a start-up delay of its link
- * class's latency plus the fabric's per-message overhead.
+ * class's latency plus the fabric's per-message overhead.  When the
+ * topology describes an emulation (fabric host_bw=R: every node on one
+ * machine, whose cores do the kernel's TCP, veth and shaping work for all
+ * of them), every network message also crosses one host link of R GB/s
+ * that all nodes share; real clusters have no such link.
  *
  * Sharing is equal share with a per-link bottleneck: messages between
  * one pair of ranks queue on their connection, one at a time in the
@@ -58,6 +62,9 @@ typedef struct {
     double link_lat[TACL_NUM_LINK_CLASSES]; /* us */
     double oversub;        /* fabric oversubscription, 1: none */
     double overhead;       /* us per message */
+    double host_bw;        /* GB/s: nodes emulated on one host carry at
+                              most this across the network, all messages
+                              together; 0: real nodes, no such bound */
     double kernel_bw[TACL__TOPO_KERNELS];   /* GB/s, 0: free */
     int watch;             /* the rank whose own sends a result also
                               counts (0 unless the caller sets it) */

@@ -153,11 +153,12 @@ Test(topo_file, fabric_and_kernel_lines)
     FILE *f;
 
     cr_assert_eq(parse(HEADER "link host bw=10 lat=1\n"
-                       "fabric oversub=2.5 overhead=1.5\n"
+                       "fabric oversub=2.5 overhead=1.5 host_bw=0.5\n"
                        "kernel copy=300 reduce=150\n", &topo), TACL_OK);
     cr_expect(topo.has_fabric && topo.has_kernel);
     cr_expect_eq(topo.fabric_oversub, 2.5);
     cr_expect_eq(topo.msg_overhead, 1.5);
+    cr_expect_eq(topo.host_bw, 0.5);
     cr_expect_eq(topo.kernel_bw[TACL__TOPO_KERNEL_COPY], 300);
     cr_expect_eq(topo.kernel_bw[TACL__TOPO_KERNEL_REDUCE], 150);
     cr_expect_eq(topo.kernel_bw[TACL__TOPO_KERNEL_QUANT], 0);
@@ -167,6 +168,7 @@ Test(topo_file, fabric_and_kernel_lines)
     fclose(f);
     cr_assert_eq(parse(text, &again), TACL_OK, "%s", text);
     cr_expect_eq(again.fabric_oversub, 2.5);
+    cr_expect_eq(again.host_bw, 0.5);
     cr_expect_eq(again.kernel_bw[TACL__TOPO_KERNEL_REDUCE], 150);
     tacl__topo_fini(&again);
     tacl__topo_fini(&topo);
@@ -183,6 +185,9 @@ Test(topo_file, fabric_and_kernel_lines)
     expect_refused(HEADER "fabric oversub=0.5\n");
     expect_refused(HEADER "fabric oversub=nan\n");
     expect_refused(HEADER "fabric speed=2\n");
+    expect_refused(HEADER "fabric host_bw=0\n");
+    expect_refused(HEADER "fabric host_bw=-0.5\n");
+    expect_refused(HEADER "fabric host_bw=inf\n");
     expect_refused(HEADER "kernel gemm=100\n");
     expect_refused(HEADER "kernel copy=-1\n");
     expect_refused(HEADER "kernel copy\n");
