@@ -386,6 +386,33 @@ static int body_revoked(coll_ctx_t *ctx)
     return 0;
 }
 
+/*
+ * A request outlives its communicator: after destroy a start is refused
+ * (the handle is closed) and the request still frees, its scratch with
+ * it.
+ */
+static int body_after_destroy(coll_ctx_t *ctx)
+{
+    static int32_t in[4096], out[4096 * COLL_MAX_RANKS];
+    tacl_request_t req;
+    tacl_status_t st;
+
+    COLL_CHECK_OK(ctx, tacl_allgather_init(in, out, 4096, TACL_INT32,
+                                           ctx->comm, NULL, &req));
+    for (int k = 0; k < 3; k++) {
+        COLL_CHECK_OK(ctx, tacl_start(req));
+        COLL_CHECK_OK(ctx, tacl_request_wait(req));
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(ctx->comm));
+    ctx->comm = NULL;
+    st = tacl_start(req);
+    COLL_CHECK(ctx, st == TACL_ERR_INVALID_USAGE,
+               "start after destroy gave %s", tacl_status_string(st));
+    COLL_CHECK_OK(ctx, tacl_request_wait(req));
+    COLL_CHECK_OK(ctx, tacl_request_free(req));
+    return 0;
+}
+
 typedef struct {
     tacl_comm_t comm;
     int delay_ms;
@@ -465,4 +492,5 @@ Test(persistent, repeat_checked)
 Test(persistent, interleave) { run(3, body_interleave, 0, NULL); }
 Test(persistent, errors) { run(2, body_errors, 0, NULL); }
 Test(persistent, revoked) { run(2, body_revoked, 1, NULL); }
+Test(persistent, free_after_destroy) { run(3, body_after_destroy, 0, NULL); }
 Test(persistent, abort_from_thread) { run(2, body_abort, 1, NULL); }
