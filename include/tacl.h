@@ -631,6 +631,9 @@ tacl_status_t tacl_request_set_callback(tacl_request_t req,
  * - A callback (tacl_request_set_callback) stays set and runs at the end
  *   of every start that completes after it was set (setting it on an
  *   inactive request runs nothing now).
+ * - With TACL_CHECK (tacl_comm_set_check) each start exchanges its
+ *   signature with the peers first, as the "_nb" call does, and so
+ *   waits for them to reach it.
  */
 tacl_status_t tacl_allreduce_init(const void *sendbuf, void *recvbuf,
                                   size_t count, tacl_dtype_t dtype,

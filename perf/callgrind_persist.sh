@@ -15,8 +15,9 @@
 # counted calls, not instructions.  Waits do not poll
 # (TACL_SHM_SPIN=0 TACL_SHM_YIELD_US=0 unless set): polls made while the
 # native rank is descheduled count what the machine's load is, not what
-# the call costs (docs/bench/latency.md says the same of callgrind.sh).  Each mode runs with the fast path as configured and with
-# TACL_FAST_MAX=0 (which only the blocking call would take anyway).
+# the call costs (docs/bench/latency.md says the same of callgrind.sh).
+# Each mode runs with the fast path as configured and with
+# TACL_FAST_MAX=0 (the fast path serves blocking calls only).
 #
 # Usage: perf/callgrind_persist.sh BUILD_DIR
 # Environment: SIZES ("8 65536" bytes), N1 (400), N2 (1200) iterations
@@ -84,11 +85,13 @@ for bytes in $SIZES; do
             else
                 unset TACL_FAST_MAX
             fi
-            export LAT_MODE=$mode LAT_COLL=allreduce LAT_BYTES=$bytes
+            export LAT_MODE="$mode" LAT_COLL=allreduce LAT_BYTES="$bytes"
             run a "$N1"
             run b "$N2"
+            # shellcheck disable=SC2046 # five numbers, split on purpose
             set -- $(totals "$TMP/a")
             a_i=$1 a_m=$2 a_c=$3 a_r=$4 a_f=$5
+            # shellcheck disable=SC2046
             set -- $(totals "$TMP/b")
             printf '%-10s %6s %-8s %10.0f %7.2f %7.2f %7.2f %7.2f\n' \
                 "$mode" "$bytes" "$fast" \
