@@ -78,6 +78,9 @@ typedef struct {
     ((((uint64_t)(seq) & ((1ull << TACL__TAG_SEQ_BITS) - 1))                 \
       << TACL__TAG_STEP_BITS) |                                              \
      ((uint64_t)(step) & ((1ull << TACL__TAG_STEP_BITS) - 1)))
+/** tag, made with TACL__TAG, with its sequence number replaced by seq. */
+#define TACL__TAG_RESTAMP(tag, seq)                                          \
+    TACL__TAG((seq), (tag) & ((1ull << TACL__TAG_STEP_BITS) - 1))
 /** The bits a communicator id occupies above a step tag. */
 #define TACL__TAG_COMM_SHIFT (TACL__TAG_STEP_BITS + TACL__TAG_SEQ_BITS)
 

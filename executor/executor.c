@@ -516,7 +516,48 @@ device:
     return status;
 }
 
-tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
+/*
+ * Make e ready to run from its first step: every step waits for its
+ * dependencies again and those with none are queued, e joins the
+ * context's active list and runs what it can.  Lock held.
+ */
+static void exec_arm(tacl__exec_t *e)
+{
+    tacl__xcomm_t *xc = e->xc;
+    uint32_t n = e->sched.nsteps;
+
+    e->rhead = e->rtail = e->mhead = e->mtail = 0;
+    e->ncomplete = 0;
+    e->inflight = 0;
+    e->status = TACL_OK;
+    for (uint32_t i = 0; i < n; i++) {
+        e->waiting[i] = e->sched.steps[i].ndeps;
+        if (e->waiting[i] == 0)
+            make_ready(e, i);
+    }
+    atomic_store(&e->finished, 0);
+    xc->inflight++;
+    if (e->dev != NULL)
+        e->ctx->dev_active++;
+    e->flight = tacl__flight_claim(&xc->flight, e);
+    e->next = e->ctx->active;
+    e->prev = NULL;
+    if (e->next != NULL)
+        e->next->prev = e;
+    e->ctx->active = e;
+    e->linked = 1;
+    if (e->ctx->progress_users > 0)
+        pthread_cond_signal(&e->ctx->progress_cv);
+    if (e->ctx->fatal != TACL_OK)
+        exec_fail(e, e->ctx->fatal);
+    exec_drain(e);
+}
+
+/*
+ * An execution of sched (taken over) on xc, with its scratch and its
+ * dependents lists, not started: it reads as finished until exec_arm.
+ */
+static tacl_status_t exec_prepare(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                   const tacl__dev_streams_t *streams,
                                   tacl__exec_t **exec_p)
 {
@@ -539,6 +580,7 @@ tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
     e->xc = xc;
     e->ctx = xc->ctx;
     e->flight = UINT64_MAX;
+    atomic_init(&e->finished, 1);
     status = exec_dev_new(e, streams);
     if (status != TACL_OK)
         goto err_scratch;
@@ -560,7 +602,6 @@ tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
     /* Invert the dependency lists. */
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t *d = tacl__sched_deps(sched, i);
-        e->waiting[i] = sched->steps[i].ndeps;
         for (uint32_t k = 0; k < sched->steps[i].ndeps; k++)
             e->out_start[d[k] + 1]++;
     }
@@ -576,25 +617,7 @@ tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
                 e->out[e->out_start[d[k]] + fill[d[k]]++] = i;
         }
     }
-    for (uint32_t i = 0; i < n; i++)
-        if (e->waiting[i] == 0)
-            make_ready(e, i);
-
-    xc->inflight++;
-    if (e->dev != NULL)
-        e->ctx->dev_active++;
-    e->flight = tacl__flight_claim(&xc->flight, e);
     e->ctx->refcount++; /* the caller holds the lock */
-    e->next = e->ctx->active;
-    if (e->next != NULL)
-        e->next->prev = e;
-    e->ctx->active = e;
-    e->linked = 1;
-    if (e->ctx->progress_users > 0)
-        pthread_cond_signal(&e->ctx->progress_cv);
-    if (e->ctx->fatal != TACL_OK)
-        exec_fail(e, e->ctx->fatal);
-    exec_drain(e);
     sched->steps = NULL; /* ownership moved */
     sched->deps = NULL;
     sched->bufs = NULL;
@@ -608,6 +631,44 @@ err_scratch:
                      status);
     exec_dealloc(e);
     return status;
+}
+
+tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
+                                  const tacl__dev_streams_t *streams,
+                                  tacl__exec_t **exec_p)
+{
+    tacl_status_t status = exec_prepare(xc, sched, streams, exec_p);
+
+    if (status == TACL_OK)
+        exec_arm(*exec_p);
+    return status;
+}
+
+tacl_status_t tacl__exec_prepare(tacl__xcomm_t *xc, tacl__sched_t *sched,
+                                 tacl__exec_t **exec_p)
+{
+    return exec_prepare(xc, sched, NULL, exec_p);
+}
+
+tacl_status_t tacl__exec_restart(tacl__exec_t *e, uint64_t seq,
+                                 tacl__exec_done_fn fn, void *arg)
+{
+    if (!atomic_load(&e->finished) || e->dev != NULL)
+        return tacl__error(TACL_ERR_INTERNAL, COLL, "restart of an "
+                           "execution that is %s",
+                           e->dev != NULL ? "on a device" : "running");
+    for (uint32_t i = 0; i < e->sched.nsteps; i++) {
+        tacl__step_t *st = &e->sched.steps[i];
+
+        if (st->kind == TACL__STEP_SEND || st->kind == TACL__STEP_RECV) {
+            st->tag = TACL__TAG_RESTAMP(st->tag, seq);
+            e->ops[i].cb = NULL; /* not posted (tacl__exec_describe) */
+        }
+    }
+    e->done_fn = fn;
+    e->done_arg = arg;
+    exec_arm(e);
+    return TACL_OK;
 }
 
 void tacl__exec_describe(const tacl__exec_t *e, char *buf, size_t len)

@@ -94,6 +94,25 @@ typedef void (*tacl__exec_done_fn)(void *arg, tacl_status_t status);
  */
 int tacl__exec_on_done(tacl__exec_t *exec, tacl__exec_done_fn fn, void *arg);
 
+/**
+ * A persistent execution: take ownership of a built schedule (host
+ * memory only) and make an execution of it on xc that does not run
+ * until tacl__exec_restart; until then it reads as finished.  Its
+ * scratch buffers and dependents lists stay with it until it is freed.
+ * Lock held.
+ */
+tacl_status_t tacl__exec_prepare(tacl__xcomm_t *xc, tacl__sched_t *sched,
+                                 tacl__exec_t **exec_p);
+
+/**
+ * Run a finished (or prepared) execution again from its first step, its
+ * message tags stamped with sequence number seq, calling fn(arg, status)
+ * when it finishes (as tacl__exec_on_done).  Nothing is allocated or
+ * copied.  Lock held.
+ */
+tacl_status_t tacl__exec_restart(tacl__exec_t *exec, uint64_t seq,
+                                 tacl__exec_done_fn fn, void *arg);
+
 /** Whether exec finished; *status_p gets its result when it did. */
 int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p);
 

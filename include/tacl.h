@@ -594,6 +594,87 @@ tacl_status_t tacl_request_set_callback(tacl_request_t req,
                                         void *arg);
 
 /*
+ * Persistent collectives (init once, start many times), as MPI-4's
+ * MPI_Allreduce_init and MPI_Start/MPI_Startall.  A tacl_*_init call
+ * takes the arguments of its "_nb" call, validates them, builds the
+ * operation's schedule and its execution (scratch included) and returns
+ * an inactive persistent request; nothing is sent.  tacl_start() runs
+ * the operation once on the buffers given at init (their contents may
+ * change between starts, their addresses and sizes may not) and returns
+ * without waiting; tacl_request_wait/test complete that start as for an
+ * "_nb" request, and the request is then inactive again, ready for the
+ * next start.  A start reuses the schedule and execution: it allocates
+ * and copies nothing, so a small operation costs less than its "_nb"
+ * call.  (The blocking small-message fast path is not used: it finishes
+ * the operation inside the call, where a start returns at once.)
+ *
+ * Rules, as MPI's:
+ * - Every rank makes and starts its persistent operations in the same
+ *   order as its other collectives on the communicator: a start is a
+ *   collective call, matched by its place in that order, like the "_nb"
+ *   call it stands for.  Making one (init) is local and sends nothing.
+ * - Starting an active request (started, not yet completed by wait or
+ *   test) is TACL_ERR_INVALID_USAGE; so is freeing it
+ *   (tacl_request_free); tacl_start on a request not made by an init
+ *   call too.
+ * - Waiting on or testing a request never started, or inactive, returns
+ *   at once with the status of its last start (TACL_OK if none).
+ * - A start on a communicator that failed, was revoked, aborted or
+ *   destroyed returns the error and starts nothing; an abort or failure
+ *   while a start is active completes it with the error.  Free the
+ *   request afterwards as usual (before or after destroying the
+ *   communicator).
+ * - Host memory and a NULL stream only: a non-NULL stream or device
+ *   buffers are TACL_ERR_UNSUPPORTED at init (the "_nb" call on a stream
+ *   serves device memory).  Inside a group, init is
+ *   TACL_ERR_INVALID_USAGE.
+ * - A callback (tacl_request_set_callback) stays set and runs at the end
+ *   of every start that completes after it was set (setting it on an
+ *   inactive request runs nothing now).
+ * - With TACL_CHECK (tacl_comm_set_check) each start exchanges its
+ *   signature with the peers first, as the "_nb" call does, and so
+ *   waits for them to reach it.
+ */
+tacl_status_t tacl_allreduce_init(const void *sendbuf, void *recvbuf,
+                                  size_t count, tacl_dtype_t dtype,
+                                  tacl_op_t op, tacl_comm_t comm,
+                                  tacl_stream_t stream, tacl_request_t *req_p);
+tacl_status_t tacl_allgather_init(const void *sendbuf, void *recvbuf,
+                                  size_t sendcount, tacl_dtype_t dtype,
+                                  tacl_comm_t comm, tacl_stream_t stream,
+                                  tacl_request_t *req_p);
+tacl_status_t tacl_reduce_scatter_init(const void *sendbuf, void *recvbuf,
+                                       size_t recvcount, tacl_dtype_t dtype,
+                                       tacl_op_t op, tacl_comm_t comm,
+                                       tacl_stream_t stream,
+                                       tacl_request_t *req_p);
+tacl_status_t tacl_broadcast_init(const void *sendbuf, void *recvbuf,
+                                  size_t count, tacl_dtype_t dtype, int root,
+                                  tacl_comm_t comm, tacl_stream_t stream,
+                                  tacl_request_t *req_p);
+tacl_status_t tacl_reduce_init(const void *sendbuf, void *recvbuf,
+                               size_t count, tacl_dtype_t dtype, tacl_op_t op,
+                               int root, tacl_comm_t comm,
+                               tacl_stream_t stream, tacl_request_t *req_p);
+tacl_status_t tacl_alltoall_init(const void *sendbuf, void *recvbuf,
+                                 size_t count, tacl_dtype_t dtype,
+                                 tacl_comm_t comm, tacl_stream_t stream,
+                                 tacl_request_t *req_p);
+tacl_status_t tacl_barrier_init(tacl_comm_t comm, tacl_stream_t stream,
+                                tacl_request_t *req_p);
+
+/** Start an inactive persistent request; returns without waiting. */
+tacl_status_t tacl_start(tacl_request_t req);
+
+/**
+ * Start n persistent requests in the order given (as n tacl_start
+ * calls).  Every request is checked first (none NULL, each persistent,
+ * none twice): a bad one starts none.  A start that fails stops the
+ * rest; those before it stay started.
+ */
+tacl_status_t tacl_startall(int n, tacl_request_t *reqs);
+
+/*
  * Memory for communication buffers, as ncclMemAlloc.  Host memory from
  * tacl_mem_alloc() lives in a segment the other processes of the node can
  * map, so a collective whose buffers come from it moves their bytes with

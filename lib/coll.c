@@ -267,13 +267,12 @@ static tacl_status_t stage_aliased_recvs(tacl__sched_t *s)
     return status != TACL_OK ? status : tacl__sched_status(s);
 }
 
-tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
-                              int nops, tacl__exec_t **exec_p)
+tacl_status_t tacl__ops_build(tacl_comm_t comm, const tacl__op_t *ops,
+                              int nops, tacl__sched_t *sched_p)
 {
     const char *user_spec = tacl__config_str(TACL_CFG_ALGO);
     tacl__sched_t sched;
-    tacl__dev_streams_t streams;
-    tacl_status_t status = tacl__stream_collect(ops, nops, &streams);
+    tacl_status_t status = TACL_OK;
 
     tacl__sched_init(&sched, comm->rank, comm->size);
     for (int i = 0; i < nops && status == TACL_OK; i++) {
@@ -304,10 +303,25 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
         status = tacl__sched_status(&sched);
     if (status == TACL_OK && nops > 1)
         status = stage_aliased_recvs(&sched);
-    if (status == TACL_OK) {
-        tacl__flight_note(comm, ops, nops);
-        status = tacl__exec_start_on(&comm->x, &sched, &streams, exec_p);
-    }
+    if (status != TACL_OK)
+        tacl__sched_fini(&sched);
+    *sched_p = sched;
+    return status;
+}
+
+tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
+                              int nops, tacl__exec_t **exec_p)
+{
+    tacl__sched_t sched;
+    tacl__dev_streams_t streams;
+    tacl_status_t status = tacl__stream_collect(ops, nops, &streams);
+
+    if (status == TACL_OK)
+        status = tacl__ops_build(comm, ops, nops, &sched);
+    if (status != TACL_OK)
+        return status;
+    tacl__flight_note(comm, ops, nops);
+    status = tacl__exec_start_on(&comm->x, &sched, &streams, exec_p);
     tacl__sched_fini(&sched);
     return status;
 }
@@ -318,13 +332,14 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
  * peers read from this rank is memory they map.  Decided here so that a
  * builder's schedule depends on its arguments and topology only.
  */
-static void mark_mappable(tacl__coll_args_t *a)
+void tacl__coll_mark(tacl__coll_args_t *a)
 {
     size_t bytes = a->count * tacl_dtype_size(a->dtype);
     const void *read = a->type == TACL__COLL_ALLREDUCE ? a->recvbuf
                                                        : a->sendbuf;
     tacl__memseg_ref_t ref;
 
+    a->chunk_bytes = tacl__config_size(TACL_CFG_CHUNK_SIZE);
     a->shm_map = tacl__config_bool(TACL_CFG_SHM_MAP);
     a->send_mapped = read != NULL && bytes > 0 &&
                      tacl__memseg_find(read, bytes, &ref);
@@ -358,8 +373,7 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
     }
     if (blocking && tacl__fast_try(comm, a, &status))
         return tacl__comm_fail(comm, status);
-    a->chunk_bytes = tacl__config_size(TACL_CFG_CHUNK_SIZE);
-    mark_mappable(a);
+    tacl__coll_mark(a);
     pthread_mutex_lock(&comm->x.ctx->lock);
     /* A checked call reserves its signature exchange's sequence numbers
      * first (a group once per communicator, at its first collective), so

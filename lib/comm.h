@@ -140,10 +140,26 @@ struct tacl_request {
     tacl_status_t status;       /* final; read once done is 1 */
     tacl_request_callback_t cb; /* under lock */
     void *cb_arg;
+    /* A persistent request (persist.c): its one execution runs again at
+     * each tacl_start; done is 1 while it is inactive. */
+    int persistent;
+    tacl_comm_t comm;           /* persistent: where it was made */
+    tacl__coll_args_t args;     /* persistent: the operation (seq 0) */
 };
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
                                    tacl_request_t *req_p);
+/**
+ * A persistent request of exec (prepared, not started) for the operation
+ * args on comm: complete, with TACL_OK, until its first start.
+ */
+tacl_status_t tacl__request_persistent(tacl_comm_t comm,
+                                       const tacl__coll_args_t *args,
+                                       tacl__exec_t *exec,
+                                       tacl_request_t *req_p);
+/** Start an inactive persistent request with sequence number seq; lock
+ *  of its context held. */
+tacl_status_t tacl__request_restart(tacl_request_t req, uint64_t seq);
 
 /*
  * Posting operations (coll.c, group.c).
@@ -222,6 +238,19 @@ void tacl__fast_comm_free(tacl_comm_t comm);
 /** Validate an operation's arguments as the entry points do. */
 tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
                                tacl_stream_t stream);
+
+/**
+ * Set what the builders may assume of a validated operation: the chunk
+ * size and whether the node's processes map its buffers (coll.c).
+ */
+void tacl__coll_mark(tacl__coll_args_t *a);
+
+/**
+ * Build ops (all on one communicator) into one schedule in *sched_p
+ * (through the plan cache for a single op); lock held.
+ */
+tacl_status_t tacl__ops_build(tacl_comm_t comm, const tacl__op_t *ops,
+                              int nops, tacl__sched_t *sched_p);
 
 /**
  * Run ops (all on one communicator) as one schedule: build it, start it,

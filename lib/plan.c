@@ -86,8 +86,7 @@ static tacl_status_t plan_copy(tacl__sched_t *dst, const tacl__sched_t *src,
         tacl__step_t *st = &dst->steps[i];
 
         if (st->kind == TACL__STEP_SEND || st->kind == TACL__STEP_RECV)
-            st->tag = TACL__TAG(seq, st->tag & ((1ull << TACL__TAG_STEP_BITS)
-                                                - 1));
+            st->tag = TACL__TAG_RESTAMP(st->tag, seq);
     }
     return TACL_OK;
 }

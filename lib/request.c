@@ -76,6 +76,39 @@ tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
     return TACL_OK;
 }
 
+tacl_status_t tacl__request_persistent(tacl_comm_t comm,
+                                       const tacl__coll_args_t *args,
+                                       tacl__exec_t *exec,
+                                       tacl_request_t *req_p)
+{
+    tacl_status_t status = tacl__request_create(&exec, 1, req_p);
+
+    if (status != TACL_OK)
+        return status;
+    (*req_p)->persistent = 1;
+    (*req_p)->comm = comm;
+    (*req_p)->args = *args;
+    (*req_p)->status = TACL_OK; /* never started: waits return at once */
+    return TACL_OK;
+}
+
+tacl_status_t tacl__request_restart(tacl_request_t req, uint64_t seq)
+{
+    tacl_status_t status;
+
+    req->status = TACL_IN_PROGRESS;
+    atomic_store(&req->first_error, TACL_OK);
+    atomic_store(&req->pending, 1);
+    atomic_store(&req->done, 0);
+    req->args.seq = seq;
+    status = tacl__exec_restart(req->execs[0], seq, request_exec_done, req);
+    if (status != TACL_OK) {
+        req->status = TACL_OK;
+        atomic_store(&req->done, 1);
+    }
+    return status;
+}
+
 /* The communicator of the request's first execution, for messages. */
 static tacl_comm_t request_comm(tacl_request_t req)
 {
@@ -136,8 +169,9 @@ TACL_EXPORT tacl_status_t tacl_request_set_callback(tacl_request_t req,
     } else {
         req->cb = fn;
         req->cb_arg = arg;
-        /* Complete already: the callback runs now, in this thread. */
-        if (atomic_load(&req->done))
+        /* Complete already: the callback runs now, in this thread (a
+         * persistent request's at the end of each later start). */
+        if (atomic_load(&req->done) && !req->persistent)
             fn(req, req->status, arg);
     }
     pthread_mutex_unlock(&req->lock);

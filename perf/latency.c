@@ -18,6 +18,13 @@
  * Output, from rank 0, one line per cell: "coll bytes mean_us best_us".
  * Usage: lat_tacl|lat_mpi [ITERS [MAXBYTES]]   (default 2000, 8192);
  * lat_tacl starts under tacl-run, lat_mpi under mpirun.
+ *
+ * Environment (lat_tacl): LAT_MODE=blocking (default) times the blocking
+ * call, nb the "_nb" call and its wait, persistent tacl_start and the
+ * wait on a request made once per cell by the tacl_*_init call (both
+ * MPI-4's persistent collectives, so lat_mpi ignores it: its calls are
+ * the blocking ones).  LAT_COLL=name runs that collective only, and
+ * LAT_BYTES=n that one size only (any size; perf/callgrind_persist.sh).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +51,12 @@ static int rank, nranks;
 #else
 #define LIB_OK TACL_OK
 static tacl_comm_t comm;
+
+enum { MODE_BLOCKING, MODE_NB, MODE_PERSISTENT };
+static int mode = MODE_BLOCKING;
+/* The cell's persistent request (MODE_PERSISTENT), NULL outside one. */
+static tacl_request_t preq;
+static int pcoll; /* its collective */
 #endif
 
 /* One call of coll with count elements per block. */
@@ -66,6 +79,39 @@ static int run(int coll, float *send, float *recv, int count)
         return MPI_Barrier(MPI_COMM_WORLD);
     }
 #else
+    tacl_request_t req = NULL;
+    int st;
+
+    if (preq != NULL && coll == pcoll) {
+        st = tacl_start(preq);
+        return st != TACL_OK ? st : tacl_request_wait(preq);
+    }
+    if (mode == MODE_NB && coll != BARRIER) {
+        switch (coll) {
+        case ALLREDUCE:
+            st = tacl_allreduce_nb(send, recv, (size_t)count, TACL_FLOAT32,
+                                   TACL_SUM, comm, NULL, &req);
+            break;
+        case ALLGATHER:
+            st = tacl_allgather_nb(send, recv, (size_t)count, TACL_FLOAT32,
+                                   comm, NULL, &req);
+            break;
+        case REDUCESCATTER:
+            st = tacl_reduce_scatter_nb(send, recv, (size_t)count,
+                                        TACL_FLOAT32, TACL_SUM, comm, NULL,
+                                        &req);
+            break;
+        default:
+            st = tacl_broadcast_nb(recv, recv, (size_t)count, TACL_FLOAT32,
+                                   0, comm, NULL, &req);
+            break;
+        }
+        if (st == TACL_OK)
+            st = tacl_request_wait(req);
+        if (req != NULL)
+            tacl_request_free(req);
+        return st;
+    }
     switch (coll) {
     case ALLREDUCE:
         return tacl_allreduce(send, recv, (size_t)count, TACL_FLOAT32,
@@ -84,6 +130,31 @@ static int run(int coll, float *send, float *recv, int count)
     }
 #endif
 }
+
+#ifndef LAT_MPI
+/* The cell's persistent request, made as run() would call it. */
+static int make_persistent(int coll, float *send, float *recv, int count)
+{
+    pcoll = coll;
+    switch (coll) {
+    case ALLREDUCE:
+        return tacl_allreduce_init(send, recv, (size_t)count, TACL_FLOAT32,
+                                   TACL_SUM, comm, NULL, &preq);
+    case ALLGATHER:
+        return tacl_allgather_init(send, recv, (size_t)count, TACL_FLOAT32,
+                                   comm, NULL, &preq);
+    case REDUCESCATTER:
+        return tacl_reduce_scatter_init(send, recv, (size_t)count,
+                                        TACL_FLOAT32, TACL_SUM, comm, NULL,
+                                        &preq);
+    case BROADCAST:
+        return tacl_broadcast_init(recv, recv, (size_t)count, TACL_FLOAT32,
+                                   0, comm, NULL, &preq);
+    default:
+        return tacl_barrier_init(comm, NULL, &preq);
+    }
+}
+#endif
 
 static double now(void)
 {
@@ -159,6 +230,24 @@ int main(int argc, char **argv)
         return 1;
     }
 #endif
+    const char *only_coll = getenv("LAT_COLL");
+    size_t only_bytes = getenv("LAT_BYTES") != NULL
+                            ? (size_t)atol(getenv("LAT_BYTES")) : 0;
+
+#ifndef LAT_MPI
+    if (getenv("LAT_MODE") != NULL) {
+        const char *m = getenv("LAT_MODE");
+        mode = strcmp(m, "nb") == 0           ? MODE_NB
+               : strcmp(m, "persistent") == 0 ? MODE_PERSISTENT
+                                              : MODE_BLOCKING;
+        if (mode == MODE_BLOCKING && strcmp(m, "blocking") != 0) {
+            fprintf(stderr, "LAT_MODE=%s: blocking, nb or persistent\n", m);
+            return 2;
+        }
+    }
+#endif
+    if (only_bytes > max_bytes)
+        max_bytes = only_bytes;
     if (iters < BLOCKS || max_bytes < 8) {
         fprintf(stderr, "usage: %s [ITERS [MAXBYTES]]\n", argv[0]);
         return 2;
@@ -177,8 +266,28 @@ int main(int argc, char **argv)
 
             if (coll == ALLGATHER || coll == REDUCESCATTER)
                 count /= nranks;
+            if (only_coll != NULL && strcmp(only_coll, names[coll]) != 0)
+                break;
+            if (only_bytes != 0) {
+                if (bytes > 8)
+                    break;
+                bytes = only_bytes;
+                count = (int)(bytes / sizeof(float));
+                if (coll == ALLGATHER || coll == REDUCESCATTER)
+                    count /= nranks;
+            }
             if (count < 1 || (coll == BARRIER && bytes > 8))
                 continue;
+#ifndef LAT_MPI
+            if (mode == MODE_PERSISTENT &&
+                make_persistent(coll, send, recv, count) != TACL_OK) {
+                fprintf(stderr, "rank %d: %s init: %s\n", rank, names[coll],
+                        tacl_last_error());
+                failed = 1;
+                preq = NULL;
+                continue;
+            }
+#endif
             for (int i = 0; i < iters / 10 + 10; i++)
                 failed |= run(coll, send, recv, count) != LIB_OK;
             run(BARRIER, send, recv, 0);
@@ -195,6 +304,12 @@ int main(int argc, char **argv)
             t = sum_over_ranks(t) / nranks;
             best = sum_over_ranks(best * 1e6) / nranks;
             failed |= check(coll, send, recv, count);
+#ifndef LAT_MPI
+            if (preq != NULL) {
+                failed |= tacl_request_free(preq) != TACL_OK;
+                preq = NULL;
+            }
+#endif
             if (rank == 0)
                 printf("%s %zu %.3f %.3f\n", names[coll],
                        coll == BARRIER ? (size_t)0 : bytes, t, best);

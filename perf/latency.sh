@@ -11,7 +11,10 @@
 # Usage: perf/latency.sh BUILD_DIR [BASE_BUILD_DIR]
 # With a second build (one with perf/latency.c built into it), its tacl is
 # launched in turn too, and its columns are printed as "base".
-# Environment: RANKS ("2 4 8"), REPEAT (5), ITERS (2000).
+# Environment: RANKS ("2 4 8"), REPEAT (5), ITERS (2000); PERSIST=1 also
+# launches tacl's persistent collectives (lat_tacl with
+# LAT_MODE=persistent: tacl_start + wait on a request made once per cell)
+# in turn and adds their columns (pers_mean, pers_best) at the end.
 
 set -u
 BUILD=${1:?usage: latency.sh BUILD_DIR [BASE_BUILD_DIR]}
@@ -19,6 +22,7 @@ BASE=${2:-}
 RANKS=${RANKS:-"2 4 8"}
 REPEAT=${REPEAT:-5}
 ITERS=${ITERS:-2000}
+PERSIST=${PERSIST:-0}
 LIMIT=300
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none
     --mca btl self,vader"
@@ -42,6 +46,13 @@ for n in $RANKS; do
             tail -5 "$TMP/tacl.$n.$rep" >&2
             status=1
         fi
+        if [ "$PERSIST" = 1 ] && ! LAT_MODE=persistent \
+            "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
+            "$BUILD/perf/lat_tacl" "$ITERS" > "$TMP/pers.$n.$rep" 2>&1; then
+            echo "latency.sh: persistent tacl on $n ranks failed:" >&2
+            tail -5 "$TMP/pers.$n.$rep" >&2
+            status=1
+        fi
         if [ -n "$BASE" ] && ! "$BASE/tools/tacl-run" --timeout $LIMIT \
             -n "$n" "$BASE/perf/lat_tacl" "$ITERS" > "$TMP/base.$n.$rep" \
             2>&1; then
@@ -61,13 +72,13 @@ for n in $RANKS; do
 done
 
 # Median per (side, ranks, coll, bytes) of the mean and best columns.
-for f in "$TMP"/tacl.* "$TMP"/ompi.* "$TMP"/base.*; do
+for f in "$TMP"/tacl.* "$TMP"/ompi.* "$TMP"/base.* "$TMP"/pers.*; do
     [ -f "$f" ] || continue
     side=$(basename "$f" | cut -d. -f1)
     n=$(basename "$f" | cut -d. -f2)
     awk -v side="$side" -v n="$n" 'NF == 4 && $3 ~ /^[0-9.]+$/ {
         print side, n, $1, $2, $3, $4 }' "$f"
-done | awk '
+done | awk -v pers="$PERSIST" '
     function median(list,    v, k, i, j, t) {
         k = split(list, v, " ")
         for (i = 2; i <= k; i++)
@@ -82,9 +93,12 @@ done | awk '
         best[$1, key] = best[$1, key] " " $6
     }
     END {
-        printf "%5s %-14s %6s %10s %10s %6s %10s %10s %6s %10s %10s\n",
+        printf "%5s %-14s %6s %10s %10s %6s %10s %10s %6s %10s %10s",
             "ranks", "coll", "bytes", "tacl_mean", "ompi_mean", "ratio",
             "tacl_best", "ompi_best", "ratio", "base_mean", "base_best"
+        if (pers == 1)
+            printf " %10s %10s", "pers_mean", "pers_best"
+        printf "\n"
         for (i = 1; i <= nk; i++) {
             split(order[i], k, " ")
             tm = median(mean["tacl", order[i]])
@@ -93,9 +107,13 @@ done | awk '
             ob = median(best["ompi", order[i]])
             rm = (tm != "-" && om != "-" && tm > 0) ? sprintf("%.2f", om / tm) : "-"
             rb = (tb != "-" && ob != "-" && tb > 0) ? sprintf("%.2f", ob / tb) : "-"
-            printf "%5s %-14s %6s %10s %10s %6s %10s %10s %6s %10s %10s\n",
+            printf "%5s %-14s %6s %10s %10s %6s %10s %10s %6s %10s %10s",
                 k[1], k[2], k[3], tm, om, rm, tb, ob, rb,
                 median(mean["base", order[i]]), median(best["base", order[i]])
+            if (pers == 1)
+                printf " %10s %10s", median(mean["pers", order[i]]),
+                    median(best["pers", order[i]])
+            printf "\n"
         }
     }'
 echo "# times in us per call, median of $REPEAT launches; ratio = ompi / tacl"
