@@ -5,7 +5,8 @@
 # Environment: RANKS (4), RUNS (3: launches, the median is kept), ITERS
 # (20: timed calls), WARMUP (3: calls before them), SIZES (1M,...,128M
 # for torch), C_MIN (16M: the smallest size of the C perf binaries'
-# runs).
+# runs), GLOO (1; 0: torch on tacl only, for the overhead table alone:
+# gloo's calls take most of a launch's time).
 #
 # Each launch runs, in turn, the C perf binaries (all_gather_perf,
 # reduce_scatter_perf, all_reduce_perf; _nb calls and wait, the slowest
@@ -27,6 +28,8 @@ WARMUP=${WARMUP:-3}
 SIZES=${SIZES:-1M,2M,4M,8M,16M,32M,64M,128M}
 C_MIN=${C_MIN:-16M}
 C_MAX=${SIZES##*,}
+BACKENDS=tacl,gloo
+[ "${GLOO:-1}" = 0 ] && BACKENDS=tacl
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -43,7 +46,7 @@ while [ "$run" -le "$RUNS" ]; do
     done
     "$SRC/tests/torch/run_torch.sh" "$SRC" "$BUILD" "$RANKS" \
         "$SRC/perf/torch_bench.py" --worker --sizes "$SIZES" \
-        --iters "$ITERS" --warmup "$WARMUP" > "$TMP/torch.$RANKS.$run" 2>"$TMP/torch.err" || {
+        --iters "$ITERS" --warmup "$WARMUP" --backends "$BACKENDS" > "$TMP/torch.$RANKS.$run" 2>"$TMP/torch.err" || {
         rc=$?
         tail -20 "$TMP/torch.err" >&2
         exit $rc
