@@ -2,7 +2,7 @@
 
     torchrun --standalone --nproc-per-node 4 perf/torch_probe.py \
         [--size MB] [--iters N] [--colls all_gather,reduce_scatter,all_reduce]
-        [--perf PREFIX]
+        [--perf PREFIX] [--stat PREFIX]
 
 For each collective (float32, --size MB as nccl-tests counts it, the
 buffers allocated once and reused, as perf/torch_bench.py times them):
@@ -10,9 +10,14 @@ three warm-up calls, a barrier, then --iters timed calls.  Each rank
 prints one line: the wall time per call, its process's CPU time per call
 (every thread, from /proc/self/task: the kernel counts it in clock ticks,
 so use enough iterations), the context switches per call (voluntary and
-not, every thread), and the CPU per call of its busiest threads.  With
---perf, rank 1 records the timed loop with `perf record -g` into
-PREFIX.<collective> (see `perf report --sort pid,sym`).
+not, every thread), the minor page faults per call, and the CPU per call
+of its busiest threads by name (main: the Python thread; tacl-progress:
+the library's progress thread; tacl-complete: the binding's completion
+thread).  With --perf, rank 1 records the timed loop with `perf record -g`
+into PREFIX.<collective> (see `perf report --sort pid,sym`); with --stat,
+every rank counts it with `perf stat --per-thread` (task-clock, context
+switches, page faults, and instructions and cycles where the machine
+counts them) into PREFIX.<collective>.<rank>.
 """
 import argparse
 import collections
