@@ -18,6 +18,12 @@
 # barrier, ITERS timed calls, the slowest rank's mean.  Launching the
 # two sides in turn lets both see the same machine; the report keeps
 # each measurement's median over the launches.
+#
+# Each C rank runs in a session of its own (setsid), as torchrun starts
+# each torch rank: where the kernel groups scheduling by session
+# (autogroup, /proc/sys/kernel/sched_autogroup_enabled), 4 ranks in one
+# session share one group's CPU against the machine's other work, and on
+# a loaded machine the C binary then ran 1.3-4x slower than torch.
 set -eu
 BUILD=$(cd "${1:?usage: torch_bench.sh BUILD_DIR}" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,7 +43,7 @@ run=1
 while [ "$run" -le "$RUNS" ]; do
     for coll in all_gather reduce_scatter all_reduce; do
         "$BUILD/tools/tacl-run" --timeout 600 -n "$RANKS" \
-            "$BUILD/perf/${coll}_perf" -b "$C_MIN" -e "$C_MAX" -f 2 \
+            setsid -w "$BUILD/perf/${coll}_perf" -b "$C_MIN" -e "$C_MAX" -f 2 \
             -n "$ITERS" -w "$WARMUP" -d float -c 0 -z 0 -a 3 \
             > "$TMP/c.$coll.$run" 2>&1 || {
             tail -5 "$TMP/c.$coll.$run" >&2
