@@ -57,7 +57,11 @@ typedef struct tacl__ctx {
     unsigned progress_gen;     /* bumped to stop the running thread */
     int progress_running;      /* started and not yet joined */
     pthread_t progress_tid;
-    pthread_cond_t progress_cv; /* an execution started, or stop */
+    pthread_cond_t progress_cv; /* an execution started, a waiter left,
+                                   or stop */
+    int waiters;               /* threads in tacl__exec_wait: while there
+                                  are any, they drive the rounds and the
+                                  progress thread sleeps */
     /* CUDA (device.h): the device current in the creating thread, or -1
      * with the reason; its stream and events, made on first use. */
     int cuda_device;

@@ -1070,6 +1070,26 @@ static int wait_idle(long long idle, long long spin, uint64_t yield_until_ns)
     return 1;
 }
 
+/*
+ * Count this thread in (delta 1) or out (-1) of the waiters of ctxs: the
+ * progress thread stands aside while a thread waits (progress.c), and
+ * takes over again, woken here, when the last one leaves with executions
+ * still in flight.
+ */
+static void waiters_add(tacl__ctx_t **ctxs, int nctx, int delta)
+{
+    for (int c = 0; c < nctx; c++) {
+        tacl__ctx_t *ctx = ctxs[c];
+
+        pthread_mutex_lock(&ctx->lock);
+        ctx->waiters += delta;
+        if (ctx->waiters == 0 && ctx->active != NULL &&
+            ctx->progress_users > 0)
+            pthread_cond_signal(&ctx->progress_cv);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+}
+
 tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
 {
     long long spin = tacl__config_int(TACL_CFG_SHM_SPIN);
@@ -1095,6 +1115,7 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
         yield |= tacl__ctx_oversubscribed(ctxs[c]);
     if (yield)
         spin = 0;
+    waiters_add(ctxs, nctx, 1);
     for (;;) {
         int events = 0, done;
 
@@ -1120,6 +1141,7 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
                 tacl__ctx_idle_wait(ctxs[c]);
         }
     }
+    waiters_add(ctxs, nctx, -1);
     if (status != TACL_OK) {
         for (int c = 0; c < nctx; c++) {
             if (ctxs[c]->fatal != TACL_OK) {

@@ -2,10 +2,13 @@
  * The progress thread of a context (see context.h).
  *
  * It runs the same rounds as a thread waiting in tacl__exec_wait, under
- * the same lock, so it may race with user threads testing, waiting or
- * posting, and with an abort: each round is one lock hold, and between
- * rounds it holds nothing.  What completes in a round runs its hooks
- * (request completion and callbacks) in this thread.
+ * the same lock, so it may race with user threads testing or posting,
+ * and with an abort: each round is one lock hold, and between rounds it
+ * holds nothing.  What completes in a round runs its hooks (request
+ * completion and callbacks) in this thread.  While a thread waits in
+ * tacl__exec_wait it sleeps as if idle and leaves the rounds to that
+ * thread, which is what a blocking caller without a progress thread
+ * runs; the last waiter to leave wakes it if work remains.
  *
  * Idle, it sleeps on the condition variable that tacl__exec_start
  * signals; the wait is timed (a second) so that a missed signal costs a
@@ -16,6 +19,7 @@
  * while the context's generation is the one it started in, so a hold
  * right after a drop starts a new thread without reviving the old one.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +53,9 @@ static void *progress_main(void *arg)
     int was_idle = 1;
 
     free(arg);
+    /* Named, so that per-thread profiles (top -H, perf, /proc) tell it
+     * from the application's threads. */
+    pthread_setname_np(pthread_self(), "tacl-progress");
     pthread_mutex_lock(&ctx->lock);
     while (ctx->progress_gen == a.gen) {
         int events;
@@ -60,7 +67,12 @@ static void *progress_main(void *arg)
             pthread_mutex_lock(&ctx->lock);
             continue;
         }
-        if (ctx->active == NULL) {
+        /* A thread waiting in tacl__exec_wait drives the rounds itself:
+         * a second thread taking turns with it on the lock only adds
+         * hand-offs, and on a node with more ranks than cores it takes
+         * a core from a rank that has data to move.  The last waiter to
+         * leave signals the condition variable. */
+        if (ctx->active == NULL || ctx->waiters > 0) {
             was_idle = 1;
             idle_sleep(ctx);
             continue;

@@ -2,6 +2,7 @@
 torch_bench.sh, which runs this).
 
 torch_bench.py --worker [--sizes 1M,...] [--iters N] [--warmup N]
+                [--backends tacl,gloo]
     Under torchrun: for each size and collective (all_gather_into_tensor,
     reduce_scatter_tensor, all_reduce; float32), time it on the tacl
     default group and on a gloo group over the same ranks, alternating,
@@ -9,6 +10,7 @@ torch_bench.py --worker [--sizes 1M,...] [--iters N] [--warmup N]
         TORCH <coll> <backend> <size_bytes> <time_us>
     Size as nccl-tests counts it: the gathered (all-gather) or reduced
     (reduce-scatter) buffer, the whole buffer for all-reduce.
+    --backends tacl times tacl alone (the overhead table needs no gloo).
 
     Timing is the C perf binaries' (perf/tacl_harness.c, after
     nccl-tests): the buffers are allocated and filled once per
@@ -66,6 +68,7 @@ def worker(args):
     rank, n = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
     sizes = [parse_size(s) for s in args.sizes.split(",")]
+    backends = args.backends.split(",")
 
     def timed(coll, size, group):
         count = size // 4
@@ -94,6 +97,8 @@ def worker(args):
     for size in sizes:
         for coll in COLLS:
             for backend, group in (("tacl", None), ("gloo", gloo)):
+                if backend not in backends:
+                    continue
                 t = timed(coll, size, group)
                 if rank == 0:
                     print(f"TORCH {coll} {backend} {size} {t:.1f}",
@@ -129,11 +134,12 @@ def report(d):
     n = nranks or 4
     med = lambda v: statistics.median(v)  # noqa: E731
     launches = max(len(v) for v in torch_t.values())
-    print(f"# torch.distributed on {n} ranks, float32, median of "
-          f"{launches} launches; busbw in GB/s (nccl-tests' factors)")
-    print(f"{'collective':24s} {'size':>6s} {'tacl':>8s} {'gloo':>8s} "
-          f"{'ratio':>6s}")
     sizes = sorted({k[2] for k in torch_t})
+    if any(k[1] == "gloo" for k in torch_t):
+        print(f"# torch.distributed on {n} ranks, float32, median of "
+              f"{launches} launches; busbw in GB/s (nccl-tests' factors)")
+        print(f"{'collective':24s} {'size':>6s} {'tacl':>8s} {'gloo':>8s} "
+              f"{'ratio':>6s}")
     for coll in COLLS:
         for size in sizes:
             a, b = torch_t.get((coll, "tacl", size)), torch_t.get(
@@ -176,6 +182,7 @@ def main():
     ap.add_argument("--sizes", default="1M,2M,4M,8M,16M,32M,64M,128M")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--backends", default="tacl,gloo")
     args = ap.parse_args()
     if args.worker:
         worker(args)

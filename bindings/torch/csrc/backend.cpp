@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+
 #include <pybind11/chrono.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -149,7 +151,12 @@ class Completer {
     }
 
   private:
-    Completer() : thread_([this] { loop(); }) { thread_.detach(); }
+    Completer() : thread_([this] { loop(); })
+    {
+        /* Named for per-thread profiles (perf/torch_probe.py). */
+        pthread_setname_np(thread_.native_handle(), "tacl-complete");
+        thread_.detach();
+    }
     void loop();
 
     std::mutex mu_;
