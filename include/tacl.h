@@ -259,11 +259,12 @@ tacl_status_t tacl_comm_split_config(tacl_comm_t comm, int color, int key,
  * only (like MPI_Comm_create_group): the others need not call, and may be
  * busy with anything meanwhile.  ranks lists nranks distinct ranks of
  * comm, the caller among them, in the new communicator's rank order;
- * every member passes the same list and tag.  The tag tells apart groups
- * made at the same time (a member may run ahead into its next group while
- * another group is still being made): groups whose creation may overlap
- * either have different first ranks or different tags, or are made in
- * the same order on every member they share.  Like tacl_comm_split, the
+ * every member passes the same list and tag.  Groups may be made at the
+ * same time (disjoint or overlapping, a member running ahead into its
+ * next group while another is still being made, or from several
+ * threads); the tag tells apart groups of one list made at the same
+ * time, which otherwise must be made one after another in the same order
+ * on every member.  Like tacl_comm_split, the
  * new communicator uses comm's connections (no new bootstrap) and
  * outlives comm.  config as tacl_comm_split_config (NULL inherits comm's;
  * its blocking field is ignored: the call returns when done).
