@@ -108,6 +108,24 @@ tacl_status_t tacl__bootstrap_shrink(tacl__bootstrap_t *bs,
                                      uint64_t key, tacl_unique_id_t *id_p,
                                      int *new_rank_p, int *new_size_p);
 
+/**
+ * Group rendezvous (bootstrap_shrink.c) for tacl_comm_create_group: the n
+ * members (bootstrap ranks in the group's order; me is this rank's index)
+ * meet at members[0]'s listener while the other ranks do as they please.
+ * key names the meeting (the same on every member; meetings with other
+ * keys may be pending at once), check is a hash of the caller's list.
+ * members[0] hands its *value_p to the others, which get it back in
+ * *value_p.  Every member is needed: one that is gone fails it with
+ * TACL_ERR_REMOTE, one that does not come within timeout_s with
+ * TACL_ERR_TIMEOUT (TACL_ERR_INVALID_USAGE when a member came with
+ * another check meanwhile); the leader's error reaches every member that
+ * came.
+ */
+tacl_status_t tacl__bootstrap_meet(tacl__bootstrap_t *bs, const int *members,
+                                   int n, int me, uint64_t key,
+                                   uint64_t check, double timeout_s,
+                                   uint64_t *value_p);
+
 /** Say goodbye to the neighbors and close; not collective. */
 void tacl__bootstrap_fini(tacl__bootstrap_t *bs);
 

@@ -67,6 +67,10 @@ struct tacl__bootstrap {
                         tacl__bootstrap_unique_id, kept to refuse late
                         joiners; -1 otherwise */
     tacl__boot_addr_t *table; /* every rank's listener; NULL for one rank */
+    /* Connections accepted on listen_fd whose hello waits for its
+     * meeting (bootstrap_shrink.c), under that file's lock. */
+    struct tacl__boot_pending *stash;
+    int nstash, stash_cap;
 };
 
 /*
@@ -74,5 +78,8 @@ struct tacl__bootstrap {
  * after every rank did) with a refusal that says why, and close it.
  */
 void tacl__boot_refuse_late(tacl__bootstrap_t *bs);
+
+/* Close and free the stash of waiting hellos (bootstrap_shrink.c). */
+void tacl__boot_stash_free(tacl__bootstrap_t *bs);
 
 #endif /* TACL_CORE_BOOTSTRAP_INT_H */

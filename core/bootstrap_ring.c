@@ -341,6 +341,7 @@ void tacl__bootstrap_fini(tacl__bootstrap_t *bs)
     }
     if (bs->listen_fd >= 0)
         close(bs->listen_fd);
+    tacl__boot_stash_free(bs);
     if (bs->root_fd >= 0)
         close(bs->root_fd);
     free(bs->table);

@@ -255,6 +255,39 @@ tacl_status_t tacl_comm_split_config(tacl_comm_t comm, int color, int key,
                                      tacl_comm_t *newcomm_p);
 
 /**
+ * Make a communicator of some ranks of comm, collective over those ranks
+ * only (like MPI_Comm_create_group): the others need not call, and may be
+ * busy with anything meanwhile.  ranks lists nranks distinct ranks of
+ * comm, the caller among them, in the new communicator's rank order;
+ * every member passes the same list and tag.  Groups may be made at the
+ * same time (disjoint or overlapping, a member running ahead into its
+ * next group while another is still being made, or from several
+ * threads); the tag tells apart groups of one list made at the same
+ * time, which otherwise must be made one after another in the same order
+ * on every member.  Like tacl_comm_split, the
+ * new communicator uses comm's connections (no new bootstrap) and
+ * outlives comm.  config as tacl_comm_split_config (NULL inherits comm's;
+ * its blocking field is ignored: the call returns when done).
+ *
+ * Bounded by comm's timeout: a member that is gone fails the call with
+ * TACL_ERR_REMOTE on every member that came, one that does not call in
+ * time with TACL_ERR_TIMEOUT; a member that passed another list makes
+ * every member fail with TACL_ERR_INVALID_USAGE (when the wait ends: the
+ * different list may belong to a later group).  Bad arguments (a rank
+ * out of range or repeated, the caller not listed) give
+ * TACL_ERR_INVALID_ARG.
+ */
+tacl_status_t tacl_comm_create_group(tacl_comm_t comm, int nranks,
+                                     const int *ranks, int tag,
+                                     tacl_comm_t *newcomm_p);
+
+/** tacl_comm_create_group() with a configuration for the new one. */
+tacl_status_t tacl_comm_create_group_config(tacl_comm_t comm, int nranks,
+                                            const int *ranks, int tag,
+                                            const tacl_config_t *config,
+                                            tacl_comm_t *newcomm_p);
+
+/**
  * Destroy a communicator once its operations are complete.  The handle
  * stays recognisable: any later use returns TACL_ERR_INVALID_USAGE.
  */

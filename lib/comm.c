@@ -1,6 +1,7 @@
 /*
  * Communicators: creation from a unique id or the environment, split,
- * destroy and abort, queries and counters.
+ * groups of some ranks (tacl_comm_create_group), destroy and abort,
+ * queries and counters.
  *
  * Creation makes a context (executor/context.c: bootstrap, node table,
  * topology, transports) and the communicator's view of it.  Destroyed
@@ -691,6 +692,134 @@ TACL_EXPORT tacl_status_t tacl_comm_split(tacl_comm_t comm, int color,
                                           int key, tacl_comm_t *newcomm_p)
 {
     return tacl_comm_split_config(comm, color, key, NULL, newcomm_p);
+}
+
+/* FNV-1a over bytes, continuing from h. */
+static uint64_t group_hash(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Check a member list: my index in it, or an error recorded. */
+static tacl_status_t group_check(tacl_comm_t comm, int nranks,
+                                 const int *ranks, int *me_p)
+{
+    unsigned char *seen;
+
+    if (ranks == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT, "ranks is NULL");
+    if (nranks < 1 || nranks > comm->size)
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                           "nranks %d is not within 1..%d (the "
+                           "communicator's size)", nranks, comm->size);
+    seen = calloc((size_t)comm->size, 1);
+    if (seen == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
+    *me_p = -1;
+    for (int i = 0; i < nranks; i++) {
+        int r = ranks[i];
+
+        if (r < 0 || r >= comm->size || seen[r]) {
+            free(seen);
+            return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                               "ranks[%d] = %d is %s", i, r,
+                               r < 0 || r >= comm->size
+                                   ? "not a rank of the communicator"
+                                   : "listed twice");
+        }
+        seen[r] = 1;
+        if (r == comm->rank)
+            *me_p = i;
+    }
+    free(seen);
+    if (*me_p < 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                           "rank %d calls tacl_comm_create_group but is "
+                           "not in its list of %d ranks", comm->rank,
+                           nranks);
+    return TACL_OK;
+}
+
+static tacl_status_t create_group_held(tacl_comm_t comm, int nranks,
+                                       const int *ranks, int tag,
+                                       const tacl_config_t *config,
+                                       tacl_comm_t *newcomm_p)
+{
+    uint64_t check, key, value;
+    tacl_comm_t made = NULL;
+    tacl_status_t status;
+    comm_conf_t conf;
+    int me = -1, *world;
+
+    if (newcomm_p == NULL)
+        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                                                 "newcomm_p is NULL"));
+    status = group_check(comm, nranks, ranks, &me);
+    if (status == TACL_OK)
+        status = conf_resolve(config, comm, &conf);
+    if (status == TACL_OK && comm->x.ctx->fatal != TACL_OK)
+        status = tacl__error(comm->x.ctx->fatal, INIT,
+                             "the communicator has failed (%s); shrink or "
+                             "destroy it", comm->x.ctx->fatal_msg);
+    if (status != TACL_OK)
+        return tacl__comm_fail(comm, status);
+    world = malloc((size_t)nranks * sizeof(int));
+    made = calloc(1, sizeof(*made));
+    if (world == NULL || made == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nranks; i++)
+        world[i] = comm->x.world[ranks[i]];
+    /* The list, the meeting (the parent and the tag) and, from the
+     * leader, the new communicator's id: its parent, the list, and which
+     * of the leader's groups it is. */
+    check = group_hash(0xcbf29ce484222325ull, &nranks, sizeof(nranks));
+    check = group_hash(check, ranks, (size_t)nranks * sizeof(int));
+    key = group_hash(0x6772707300000000ull ^ comm->x.id, &tag, sizeof(tag));
+    value = group_hash(check ^ key, &comm->groups, sizeof(comm->groups));
+    value = group_hash(value, &comm->rank, sizeof(comm->rank));
+    comm->groups++;
+    status = tacl__bootstrap_meet(comm->x.ctx->bs, world, nranks, me, key,
+                                  check, comm->x.timeout_s, &value);
+    if (status != TACL_OK)
+        goto out;
+    tacl__ctx_retain(comm->x.ctx);
+    status = comm_create_on(made, comm->x.ctx, me, nranks, world,
+                            (uint32_t)(value ^ (value >> 32)) | 2u, &conf);
+    if (status != TACL_OK) {
+        tacl__ctx_release(comm->x.ctx);
+        goto out;
+    }
+    made->magic = TACL__COMM_ALIVE;
+    conf_log(made, &conf, "group");
+    *newcomm_p = made;
+    made = NULL;
+out:
+    free(made);
+    free(world);
+    return tacl__comm_fail(comm, status);
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_create_group_config(
+    tacl_comm_t comm, int nranks, const int *ranks, int tag,
+    const tacl_config_t *config, tacl_comm_t *newcomm_p)
+{
+    TACL__COMM_HELD(comm, create_group_held(comm, nranks, ranks, tag, config,
+                                            newcomm_p));
+}
+
+TACL_EXPORT tacl_status_t tacl_comm_create_group(tacl_comm_t comm,
+                                                 int nranks, const int *ranks,
+                                                 int tag,
+                                                 tacl_comm_t *newcomm_p)
+{
+    return tacl_comm_create_group_config(comm, nranks, ranks, tag, NULL,
+                                         newcomm_p);
 }
 
 static void bury_derived(tacl_comm_t comm);

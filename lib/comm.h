@@ -35,6 +35,7 @@ struct tacl_comm {
     uint64_t splits;           /* splits so far */
     int check;                 /* exchange call signatures (TACL_CHECK) */
     uint64_t shrinks;          /* shrinks so far */
+    uint64_t groups;           /* tacl_comm_create_group calls so far */
     int *node_of;              /* node index per comm rank */
     tacl__topo_view_t view;
     struct tacl_comm *local;   /* cached tacl_comm_get_local() */

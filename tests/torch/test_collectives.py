@@ -389,10 +389,12 @@ def test_subgroups():
               isinstance(b, tacl_torch.TaclBackend))
         # Bound to a device, c10d hands the backend its split source; on
         # 2 ranks [0, 1] is every rank.  A subset on an unbound default
-        # group bootstraps (c10d asks its members only).
-        check("new_group([0,1]) made by split when it can be",
-              b._from_split() == (BOUND or WORLD == 2),
-              f"from split: {b._from_split()}")
+        # group is made by its members (c10d asks them only).
+        want = "split" if BOUND or WORLD == 2 else "group"
+        check("new_group([0,1]) made from the default group",
+              b._made_by() == want, f"made by {b._made_by()}, not {want}")
+    if WORLD >= 4:
+        subsets_against_gloo()
     # split_group: halves (or the pair and the rest), split from the
     # parent's tacl communicator.
     halves = [list(range(0, WORLD // 2)), list(range(WORLD // 2, WORLD))] \
@@ -412,11 +414,42 @@ def test_subgroups():
     dist.all_gather_into_tensor(big, torch.full((4,), float(RANK)), group=s)
     check("split_group all_gather_into_tensor",
           same(big, torch.cat([torch.full((4,), float(r)) for r in mine])))
-    # Only what cannot split bootstrapped a communicator of its own.
+    # Every subgroup came from the default group's communicator.
     made = tacl_torch.TaclBackend._bootstraps() - boots
-    expect = 0 if BOUND or WORLD == 2 else 1
-    check("subgroups did not bootstrap", made == expect,
-          f"{made} bootstraps, {expect} expected")
+    check("subgroups did not bootstrap", made == 0, f"{made} bootstraps")
+
+
+def subsets_against_gloo():
+    """new_group() of subsets, overlapping and made one after another (as
+    DeepSpeed's hpZ and MiCS make them): tacl's collectives on each match
+    gloo's on the same ranks, and on an unbound default group each was
+    made by its members from the default group's communicator."""
+    for k, ranks in enumerate([[1, 2, 3], [0, 3], [0, 2], [2, 3], [0, 1, 3]]):
+        g = dist.new_group(ranks)
+        ref = dist.new_group(ranks, backend="gloo")
+        if RANK not in ranks:
+            continue
+        b = g._get_backend(torch.device("cpu"))
+        want = "split" if BOUND else "group"
+        check(f"new_group({ranks}) made from the default group",
+              b._made_by() == want, f"made by {b._made_by()}, not {want}")
+        t = data(RANK, 33, torch.float32, 120 + k)
+        u = t.clone()
+        dist.all_reduce(t, group=g)
+        dist.all_reduce(u, group=ref)
+        check(f"new_group({ranks}) all_reduce equals gloo's", close(t, u))
+        t = data(RANK, 17, torch.int64, 130 + k)
+        u = t.clone()
+        dist.all_reduce(t, op=R.MAX, group=g)
+        dist.all_reduce(u, op=R.MAX, group=ref)
+        check(f"new_group({ranks}) all_reduce MAX equals gloo's", same(t, u))
+        x = data(RANK, 8, torch.float32, 140 + k)
+        out = torch.empty(len(ranks) * 8)
+        ours = [torch.empty(8) for _ in ranks]
+        dist.all_gather_into_tensor(out, x, group=g)
+        dist.all_gather(ours, x, group=ref)
+        check(f"new_group({ranks}) all_gather_into_tensor equals gloo's",
+              same(out, torch.cat(ours)))
 
 
 def test_counters():
@@ -573,6 +606,8 @@ def main():
              test_subgroups, test_counters, test_errors, test_quantized,
              test_ddp]
     only = os.environ.get("TACL_TORCH_TESTS")
+    if "--only" in sys.argv[1:]:
+        only = sys.argv[sys.argv.index("--only") + 1]
     for t in tests:
         if only and t.__name__ not in only.split(","):
             continue

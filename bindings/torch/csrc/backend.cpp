@@ -595,8 +595,37 @@ class TaclBackend : public c10d::Backend {
                     r, " of ", n, ", c10d expects ", rank, " of ", size);
     }
 
+    /* A member of a group of some of parent's ranks, made by those ranks
+     * only (tacl_comm_create_group): new_group() of a subset, which c10d
+     * builds on its members alone. */
+    TaclBackend(TaclBackend &parent, const std::vector<int> &ranks, int tag,
+                int rank, int size, Ms timeout, const std::string &name)
+        : c10d::Backend(rank, size), timeout_(timeout),
+          name_(name.substr(0, 127))
+    {
+        comm_ = std::make_shared<Comm>();
+        tacl_config_t cfg = config();
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_comm_create_group_config(
+                parent.comm(), static_cast<int>(ranks.size()), ranks.data(),
+                tag, &cfg, &comm_->comm);
+        }
+        if (s != TACL_OK)
+            fail("tacl_comm_create_group_config", parent.comm(), s);
+        made_by_ = "group";
+        int r = -1, n = -1;
+        tacl_comm_rank(comm_->comm, &r);
+        tacl_comm_size(comm_->comm, &n);
+        TORCH_CHECK(r == rank && n == size, "tacl backend: create_group ",
+                    "gave rank ", r, " of ", n, ", c10d expects ", rank,
+                    " of ", size);
+    }
+
     tacl_comm_t comm() const { return comm_->comm; }
     bool from_split() const { return from_split_; }
+    const char *made_by() const { return from_split_ ? "split" : made_by_; }
 
     /* tacl_comm_split_config on this backend's communicator. */
     tacl_status_t split_comm(int color, int key, const tacl_config_t *cfg,
@@ -1274,6 +1303,7 @@ class TaclBackend : public c10d::Backend {
     std::string name_;
     uint64_t seq_ = 0;
     bool from_split_ = false;
+    const char *made_by_ = "bootstrap"; /* or "group"; see made_by() */
 };
 
 /*
@@ -1372,8 +1402,24 @@ PYBIND11_MODULE(_C, m)
             },
             py::arg("outputs"), py::arg("inputs"), py::arg("op"),
             py::call_guard<py::gil_scoped_release>())
+        .def(py::init([](TaclBackend &parent, std::vector<int> ranks,
+                         int tag, int rank, int size,
+                         std::chrono::milliseconds timeout,
+                         const std::string &name) {
+                 return c10::make_intrusive<TaclBackend>(
+                     parent, ranks, tag, rank, size, timeout, name);
+             }),
+             py::arg("parent"), py::arg("ranks"), py::arg("tag"),
+             py::arg("rank"), py::arg("size"), py::arg("timeout"),
+             py::arg("name"),
+             "A communicator of some of parent's ranks, made by them only "
+             "(tacl_comm_create_group).")
         .def("_from_split", &TaclBackend::from_split,
              "True when made by tacl_comm_split, not a new bootstrap.")
+        .def("_made_by", &TaclBackend::made_by,
+             "How the communicator was made: \"bootstrap\" (through the "
+             "store), \"split\" (tacl_comm_split) or \"group\" "
+             "(tacl_comm_create_group).")
         .def_static(
             "_stop_completer", [] { tacl_torch::Completer::get().stop(); },
             py::call_guard<py::gil_scoped_release>(),

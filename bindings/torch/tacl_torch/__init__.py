@@ -8,21 +8,22 @@ Importing this package registers the backend for CPU tensors, so
 work (torch also finds the backend through the package's entry point
 without an explicit import).
 
-Subgroups split the default group's tacl communicator (tacl_comm_split:
-no new bootstrap, the parent's connections) wherever every rank of the
-default group takes part in making them:
-- split_group(), always;
-- new_group() when the default group is bound to a device
-  (init_process_group(..., device_id=torch.device("cpu", 0))): c10d then
-  hands the backend its split source and has non-members split with no
-  color;
-- new_group() of every rank of the default group, bound or not.
-A new_group() of only some ranks on an unbound default group bootstraps a
-new communicator through the group's store: c10d calls the backend on the
-members only (non-members return before any backend is asked), while
-tacl_comm_split is collective over the whole parent, so the non-members
-cannot take part.  Bind the default group to a device to have such groups
-split too.
+Subgroups reuse the default group's tacl communicator (no new bootstrap,
+no store traffic, the parent's connections):
+- split_group(), always, and new_group() when the default group is bound
+  to a device (init_process_group(..., device_id=torch.device("cpu", 0))):
+  c10d hands the backend its split source and has non-members split with
+  no color (tacl_comm_split);
+- new_group() of every rank of the default group, bound or not
+  (tacl_comm_split with one color);
+- new_group() of only some ranks on an unbound default group: c10d calls
+  the backend on the members only, so the members make it among
+  themselves with tacl_comm_create_group (collective over the listed ranks
+  only, like MPI_Comm_create_group); the group's name, the same on every
+  member, gives the tag that keeps groups made at once apart.  This is
+  what DeepSpeed's hpZ and MiCS groups take.
+Only a group whose default group has no tacl backend (or whose ranks are
+not the default group's) bootstraps a communicator through the store.
 
 Beyond what torch.distributed offers, the functions below run tacl's own
 collectives on a group's communicator: quantized all-gather (qwZ) and
@@ -33,6 +34,7 @@ counters.
 from __future__ import annotations
 
 import atexit
+import zlib
 from datetime import timedelta
 
 import torch
@@ -91,9 +93,18 @@ def _create(dist_opts, backend_options=None):
         # Every rank of the default group is a member, so every one calls
         # this creator, in the same order of new_group() calls: a split
         # with one color is collective over the whole parent, as
-        # tacl_comm_split needs.  (A subset cannot: c10d asks the
-        # members only; see the module's docstring.)
+        # tacl_comm_split needs.
         return TaclBackend(world, 0, rank, rank, size, timeout, name)
+    if world is not None and len(ranks) == size and \
+            len(set(ranks)) == size and \
+            all(0 <= r < world.size() for r in ranks):
+        # A subset: c10d asks its members only, in the group's rank order
+        # (global ranks, which are the default group's).  They meet among
+        # themselves; the group's name tells this group from others being
+        # made at the same time.
+        tag = zlib.crc32(name.encode()) & 0x7fffffff
+        return TaclBackend(world, [int(r) for r in ranks], tag, rank, size,
+                           timeout, name)
     return TaclBackend(dist_opts.store, rank, size, timeout, name)
 
 
