@@ -69,9 +69,13 @@ _Static_assert(sizeof(fast_rec_t) == FAST_REC,
                "a fast-path record has FAST_REC bytes");
 
 /* Peers asleep on a rank's flag (apart from the flag, which only its
- * owner writes): the owner wakes them when it publishes. */
+ * owner writes): the owner wakes them when it publishes a call at or past
+ * the least one they wait for (want), not at every call: a broadcast's
+ * root asleep until its receivers freed half its ring costs them no
+ * system call per call. */
 typedef struct {
     _Alignas(FAST_LINE) _Atomic uint32_t sleepers;
+    _Atomic uint64_t want;     /* least call a sleeper waits for */
 } fast_sleep_t;
 
 struct tacl__fast {
@@ -350,20 +354,28 @@ static uint32_t *flag_word(const tacl__fast_t *f, int rank)
     return (uint32_t *)&f->flags[rank].seq;
 }
 
-/* Sleep until rank's flag moves from below n (or 1 ms passes). */
+/* Sleep until rank's flag reaches n (or 1 ms passes, or a wake for a
+ * lower call of another sleeper: the caller looks again). */
 static void sleep_on(const tacl__fast_t *f, int rank, uint64_t n)
 {
     struct timespec ts = {0, FAST_SLEEP_NS};
-    uint64_t seen;
+    fast_sleep_t *s = &f->sleep[rank];
+    uint64_t seen, want;
 
-    /* The seq_cst increment orders it before the flag's read, as the
-     * owner's publishing orders its flag before reading sleepers. */
-    atomic_fetch_add(&f->sleep[rank].sleepers, 1);
-    seen = atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
+    /* The seq_cst increment and want's lowering order them before the
+     * flag's read, as the owner's publishing orders its flag before
+     * reading sleepers and want: one of the two sees the other.  (A wake
+     * that resets want just as a sleeper with a later call found it low
+     * enough may leave that sleeper to its 1 ms timeout.) */
+    atomic_fetch_add(&s->sleepers, 1);
+    want = atomic_load(&s->want);
+    while (want > n && !atomic_compare_exchange_weak(&s->want, &want, n))
+        ;
+    seen = atomic_load(&f->flags[rank].seq);
     if (seen < n)
         syscall(SYS_futex, flag_word(f, rank), FUTEX_WAIT, (uint32_t)seen,
                 &ts, NULL, 0);
-    atomic_fetch_sub(&f->sleep[rank].sleepers, 1);
+    atomic_fetch_sub(&s->sleepers, 1);
 }
 
 /* Publish call n (signature sig) as this rank's, its input in place:
@@ -371,21 +383,29 @@ static void sleep_on(const tacl__fast_t *f, int rank, uint64_t n)
 static void publish(tacl__fast_t *f, uint64_t n, uint32_t sig)
 {
     fast_rec_t *r = rec(f, f->rank, n);
+    fast_sleep_t *s = &f->sleep[f->rank];
+    uint64_t want;
 
     r->sig = sig;
     atomic_store_explicit(&r->stamp, n, memory_order_release);
-    atomic_store_explicit(&f->flags[f->rank].seq, n, memory_order_seq_cst);
-    if (atomic_load_explicit(&f->sleep[f->rank].sleepers,
-                             memory_order_relaxed) != 0)
-        syscall(SYS_futex, flag_word(f, f->rank), FUTEX_WAKE, INT_MAX, NULL,
-                NULL, 0);
+    atomic_store(&f->flags[f->rank].seq, n);
+    if (atomic_load(&s->sleepers) == 0)
+        return;
+    want = atomic_load(&s->want);
+    if (want > n)
+        return;
+    /* The sleepers still short of their call lower want again. */
+    atomic_compare_exchange_strong(&s->want, &want, UINT64_MAX);
+    syscall(SYS_futex, flag_word(f, f->rank), FUTEX_WAKE, INT_MAX, NULL,
+            NULL, 0);
 }
 
 /*
  * Nothing to read yet (rank's flag is below n): poll, yield or sleep as
  * the window says, and every so often see whether the wait must end.
  */
-static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n)
+static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n,
+                               uint64_t sleep_to)
 {
     tacl__ctx_t *ctx = w->xc->ctx;
     uint64_t now;
@@ -434,7 +454,7 @@ static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n)
     if (now < w->yield_until)
         sched_yield();
     else
-        sleep_on(w->f, rank, n);
+        sleep_on(w->f, rank, sleep_to);
     return TACL_OK;
 }
 
@@ -495,8 +515,13 @@ static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n,
     uint32_t theirs;
 
     if (n != w->n) {
+        /* A slot's reuse: a rank that must sleep for it sleeps until the
+         * peer is halfway from n to this call, so that it then runs many
+         * calls without waiting (and without waking) again. */
+        uint64_t sleep_to = n + (w->n - n) / 2;
+
         while ((seen = flag_of(w->f, rank)) < n) {
-            tacl_status_t status = wait_idle(w, rank, n);
+            tacl_status_t status = wait_idle(w, rank, n, sleep_to);
             if (status != TACL_OK)
                 return status;
         }
@@ -507,7 +532,7 @@ static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n,
     /* A record is not stamped again before this rank passed call n (its
      * owner waits for that), so a stamp below n is an older call's. */
     while (stamp_of(w->f, rank, n) < n) {
-        tacl_status_t status = wait_idle(w, rank, n);
+        tacl_status_t status = wait_idle(w, rank, n, n);
         if (status != TACL_OK)
             return status;
     }
@@ -528,7 +553,7 @@ static tacl_status_t wait_all(fast_wait_t *w, uint64_t n)
     if (f->all_seen >= n)
         return TACL_OK;
     for (int r = 0; r < f->size; r++) {
-        uint64_t seen = n;
+        uint64_t seen = UINT64_MAX; /* this rank: past every call */
         tacl_status_t status = r == f->rank ? TACL_OK
                                             : wait_one(w, r, n, &seen);
         if (status != TACL_OK)

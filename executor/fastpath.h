@@ -27,8 +27,12 @@
  *
  * Waiting polls (TACL_SHM_SPIN times, none on an oversubscribed node),
  * then polls and yields the core for TACL_SHM_YIELD_US, then sleeps on
- * the peer's flag (a futex the peer wakes when it publishes, 1 ms at
- * most before looking around again).  The context's fatal flag (an abort from another
+ * the peer's flag (a futex, 1 ms at most before looking around again).
+ * A sleeper says which call it waits for; the peer wakes its sleepers
+ * when it publishes that call or a later one, not at every call.  A rank
+ * that must sleep before reusing a record or slot sleeps until its peers
+ * are halfway from that to its call, so a root ahead of its receivers
+ * then runs about 32 calls without waiting or being woken.  The context's fatal flag (an abort from another
  * thread, a failure seen elsewhere), the bootstrap's liveness check (a
  * dead peer) and the communicator's timeout end a wait with an error.
  */

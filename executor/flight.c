@@ -133,15 +133,18 @@ void tacl__flight_fini(tacl__flight_t *f)
 void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op)
 {
     tacl__flight_rec_t *r;
+    size_t i;
 
     if (f->cap == 0)
         return;
     r = &f->recs[f->n % f->cap];
     r->op = *op;
-    /* A plain copy: snprintf would be most of the recorder's cost. */
-    r->algo[0] = '\0';
-    if (op->algo != NULL)
-        strncat(r->algo, op->algo, sizeof(r->algo) - 1);
+    /* A plain copy: snprintf (or strncat) would be most of the
+     * recorder's cost. */
+    for (i = 0; op->algo != NULL && i < sizeof(r->algo) - 1 && op->algo[i];
+         i++)
+        r->algo[i] = op->algo[i];
+    r->algo[i] = '\0';
     r->op.algo = NULL;
     r->ord = f->n++;
     r->start_ns = tacl__now_ns();
