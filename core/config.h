@@ -89,7 +89,8 @@
       "bytes of input per rank up to which a blocking collective whose "    \
       "ranks share one node runs in the communicator's shared-memory "      \
       "area instead of a schedule (the fast path; at most 1M); 0: never. " \
-      "Must be the same on every rank")                                      \
+      "Rank 0's value applies to every rank (the others warn if theirs "   \
+      "differs)")                                                            \
     X(CHUNK_SIZE, "1048576",                                                 \
       "pipeline chunk, in bytes, of ring algorithms")                        \
     X(STREAM_MIN, "auto",                                                    \

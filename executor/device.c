@@ -123,8 +123,22 @@ static void drv_open(void)
 
 static int cuda_usable(void)
 {
-    pthread_once(&drv_once, drv_open);
-    return cuda_devices > 0;
+    /* After the first answer one load, not pthread_once: every call's
+     * validation asks (tacl__dev_usable). */
+    static int usable = -1;
+    int u = __atomic_load_n(&usable, __ATOMIC_ACQUIRE);
+
+    if (u < 0) {
+        pthread_once(&drv_once, drv_open);
+        u = cuda_devices > 0;
+        __atomic_store_n(&usable, u, __ATOMIC_RELEASE);
+    }
+    return u;
+}
+
+int tacl__dev_usable(void)
+{
+    return cuda_usable();
 }
 
 /* A cuMem (VMM) mapping the runtime reported as unregistered memory. */
@@ -710,6 +724,11 @@ void tacl__dev_exec_free(tacl__dev_exec_t *dx)
 #else /* !TACL_HAVE_CUDA */
 
 /* Without CUDA: every pointer is host memory and nothing here runs. */
+int tacl__dev_usable(void)
+{
+    return 0;
+}
+
 static tacl_status_t no_cuda(void)
 {
     return tacl__error(TACL_ERR_UNSUPPORTED, COLL, "tacl was built without "

@@ -49,6 +49,13 @@ typedef struct {
 } tacl__dev_streams_t;
 
 /**
+ * Whether this process has a usable CUDA device (decided once per process:
+ * the runtime counts one).  Without one no pointer is device memory, so
+ * callers may skip tacl__dev_ptr_type().
+ */
+int tacl__dev_usable(void);
+
+/**
  * What ptr points to: TACL_MEM_CUDA for device memory (cudaMalloc, cuMem
  * VMM mappings, managed memory), with its device ordinal in *device_p;
  * TACL_MEM_HOST otherwise (and always without CUDA or a driver).

@@ -36,28 +36,46 @@ typedef struct {
     uint64_t cap;              /* bytes of each slot */
 } fast_hdr_t;
 
-/* Slots per rank, used in turn: a rank may run this many calls minus
- * one ahead of a peer that does not wait for it (a broadcast's root). */
+/* Large slots (cap bytes) per rank, used in turn: a call whose input does
+ * not fit a record may run this many calls minus one ahead of a peer
+ * that does not wait for it. */
 #define FAST_DEPTH 4
-/* Inputs up to this many bytes travel in the flag's own cache line (as
- * NCCL's LL protocol does), so a reader that sees the flag has the data
- * in the same transfer. */
-#define FAST_INLINE 8
+/* Records per rank, one per call in turn (n % FAST_RING): each holds the
+ * call's stamp and signature, and its input when that has at most
+ * FAST_SMALL bytes, so a small call may run FAST_RING - 1 calls ahead. */
+#define FAST_RING 64
+/* Bytes of one record (four cache lines). */
+#define FAST_REC 256u
 
 typedef struct {
     _Alignas(FAST_LINE) _Atomic uint64_t seq; /* last call published */
-    uint32_t sig[FAST_DEPTH];  /* call n's collective, root and bytes at
-                                  n % FAST_DEPTH, written before seq */
-    uint8_t inl[FAST_DEPTH][FAST_INLINE]; /* call n's small input */
 } fast_flag_t;
+
+/* Call n's record: the stamp is written (release) after the signature
+ * and the data, and before the flag, so a reader that sees the stamp at
+ * n has both -- and data of up to 48 bytes in the same cache line. */
+typedef struct {
+    _Alignas(FAST_LINE) _Atomic uint64_t stamp;
+    uint32_t sig;              /* collective, root and bytes */
+    uint32_t pad;
+    uint8_t data[FAST_REC - 16];
+} fast_rec_t;
+
+#define FAST_SMALL (FAST_REC - 16u)
 
 _Static_assert(sizeof(fast_flag_t) == FAST_LINE,
                "a fast-path flag fills one cache line");
+_Static_assert(sizeof(fast_rec_t) == FAST_REC,
+               "a fast-path record has FAST_REC bytes");
 
 /* Peers asleep on a rank's flag (apart from the flag, which only its
- * owner writes): the owner wakes them when it publishes. */
+ * owner writes): the owner wakes them when it publishes a call at or past
+ * the least one they wait for (want), not at every call: a broadcast's
+ * root asleep until its receivers freed half its ring costs them no
+ * system call per call. */
 typedef struct {
     _Alignas(FAST_LINE) _Atomic uint32_t sleepers;
+    _Atomic uint64_t want;     /* least call a sleeper waits for */
 } fast_sleep_t;
 
 struct tacl__fast {
@@ -67,6 +85,7 @@ struct tacl__fast {
     size_t cap;
     fast_flag_t *flags;        /* size of them */
     fast_sleep_t *sleep;       /* size of them */
+    fast_rec_t *recs;          /* [rank][FAST_RING] */
     uint8_t *data;             /* [rank][FAST_DEPTH][cap] */
     uint64_t n;                /* calls run so far */
     uint64_t all_seen;         /* every flag was seen at this or above */
@@ -86,7 +105,8 @@ static size_t round_line(size_t x)
 static size_t area_len(int size, size_t cap)
 {
     return 4096 + (size_t)size * (sizeof(fast_flag_t) +
-                                  sizeof(fast_sleep_t)) +
+                                  sizeof(fast_sleep_t) +
+                                  FAST_RING * sizeof(fast_rec_t)) +
            (size_t)size * FAST_DEPTH * round_line(cap);
 }
 
@@ -94,16 +114,22 @@ static void lay_out(tacl__fast_t *f)
 {
     f->flags = (fast_flag_t *)((char *)f->base + 4096);
     f->sleep = (fast_sleep_t *)(f->flags + f->size);
-    f->data = (uint8_t *)(f->sleep + f->size);
+    f->recs = (fast_rec_t *)(f->sleep + f->size);
+    f->data = (uint8_t *)(f->recs + (size_t)f->size * FAST_RING);
 }
 
-/* Where rank's input of call n lies: the flag's line when it has at most
- * FAST_INLINE bytes (the same size on every rank), else the slot. */
+static fast_rec_t *rec(const tacl__fast_t *f, int rank, uint64_t n)
+{
+    return &f->recs[(size_t)rank * FAST_RING + n % FAST_RING];
+}
+
+/* Where rank's input of call n lies: its record when it has at most
+ * FAST_SMALL bytes (the same size on every rank), else its large slot. */
 static uint8_t *slot(const tacl__fast_t *f, int rank, uint64_t n,
                      size_t bytes)
 {
-    if (bytes <= FAST_INLINE)
-        return f->flags[rank].inl[n % FAST_DEPTH];
+    if (bytes <= FAST_SMALL)
+        return rec(f, rank, n)->data;
     return f->data +
            ((size_t)rank * FAST_DEPTH + n % FAST_DEPTH) * round_line(f->cap);
 }
@@ -328,37 +354,58 @@ static uint32_t *flag_word(const tacl__fast_t *f, int rank)
     return (uint32_t *)&f->flags[rank].seq;
 }
 
-/* Sleep until rank's flag moves from below n (or 1 ms passes). */
+/* Sleep until rank's flag reaches n (or 1 ms passes, or a wake for a
+ * lower call of another sleeper: the caller looks again). */
 static void sleep_on(const tacl__fast_t *f, int rank, uint64_t n)
 {
     struct timespec ts = {0, FAST_SLEEP_NS};
-    uint64_t seen;
+    fast_sleep_t *s = &f->sleep[rank];
+    uint64_t seen, want;
 
-    /* The seq_cst increment orders it before the flag's read, as the
-     * owner's publishing orders its flag before reading sleepers. */
-    atomic_fetch_add(&f->sleep[rank].sleepers, 1);
-    seen = atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
+    /* The seq_cst increment and want's lowering order them before the
+     * flag's read, as the owner's publishing orders its flag before
+     * reading sleepers and want: one of the two sees the other.  (A wake
+     * that resets want just as a sleeper with a later call found it low
+     * enough may leave that sleeper to its 1 ms timeout.) */
+    atomic_fetch_add(&s->sleepers, 1);
+    want = atomic_load(&s->want);
+    while (want > n && !atomic_compare_exchange_weak(&s->want, &want, n))
+        ;
+    seen = atomic_load(&f->flags[rank].seq);
     if (seen < n)
         syscall(SYS_futex, flag_word(f, rank), FUTEX_WAIT, (uint32_t)seen,
                 &ts, NULL, 0);
-    atomic_fetch_sub(&f->sleep[rank].sleepers, 1);
+    atomic_fetch_sub(&s->sleepers, 1);
 }
 
-/* Publish call n as this rank's, waking the peers asleep on it. */
-static void publish(tacl__fast_t *f, uint64_t n)
+/* Publish call n (signature sig) as this rank's, its input in place:
+ * stamp its record, move the flag, wake the peers asleep on it. */
+static void publish(tacl__fast_t *f, uint64_t n, uint32_t sig)
 {
-    atomic_store_explicit(&f->flags[f->rank].seq, n, memory_order_seq_cst);
-    if (atomic_load_explicit(&f->sleep[f->rank].sleepers,
-                             memory_order_relaxed) != 0)
-        syscall(SYS_futex, flag_word(f, f->rank), FUTEX_WAKE, INT_MAX, NULL,
-                NULL, 0);
+    fast_rec_t *r = rec(f, f->rank, n);
+    fast_sleep_t *s = &f->sleep[f->rank];
+    uint64_t want;
+
+    r->sig = sig;
+    atomic_store_explicit(&r->stamp, n, memory_order_release);
+    atomic_store(&f->flags[f->rank].seq, n);
+    if (atomic_load(&s->sleepers) == 0)
+        return;
+    want = atomic_load(&s->want);
+    if (want > n)
+        return;
+    /* The sleepers still short of their call lower want again. */
+    atomic_compare_exchange_strong(&s->want, &want, UINT64_MAX);
+    syscall(SYS_futex, flag_word(f, f->rank), FUTEX_WAKE, INT_MAX, NULL,
+            NULL, 0);
 }
 
 /*
  * Nothing to read yet (rank's flag is below n): poll, yield or sleep as
  * the window says, and every so often see whether the wait must end.
  */
-static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n)
+static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n,
+                               uint64_t sleep_to)
 {
     tacl__ctx_t *ctx = w->xc->ctx;
     uint64_t now;
@@ -407,7 +454,7 @@ static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n)
     if (now < w->yield_until)
         sched_yield();
     else
-        sleep_on(w->f, rank, n);
+        sleep_on(w->f, rank, sleep_to);
     return TACL_OK;
 }
 
@@ -447,35 +494,73 @@ static tacl_status_t mismatch(fast_wait_t *w, int rank, uint32_t theirs)
     return TACL_ERR_INVALID_USAGE;
 }
 
-/* Wait until rank's flag reached n; for this call, check what it called. */
-static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n)
+static uint64_t stamp_of(const tacl__fast_t *f, int rank, uint64_t n)
 {
+    return atomic_load_explicit(&rec(f, rank, n)->stamp,
+                                memory_order_acquire);
+}
+
+/*
+ * Wait until rank's flag reached n (a slot's reuse), or for this call
+ * until rank's record of it is stamped, and check what rank called.  The
+ * stamp lies in the record's first line, with the signature and a small
+ * input: one line to bring over.  It is stamped before the flag moves,
+ * so sleeping on the flag (wait_idle) cannot miss it.  Returns the flag
+ * seen (at least n) through seen_p when not NULL.
+ */
+static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n,
+                              uint64_t *seen_p)
+{
+    uint64_t seen;
     uint32_t theirs;
 
-    while (flag_of(w->f, rank) < n) {
-        tacl_status_t status = wait_idle(w, rank, n);
+    if (n != w->n) {
+        /* A slot's reuse: a rank that must sleep for it sleeps until the
+         * peer is halfway from n to this call, so that it then runs many
+         * calls without waiting (and without waking) again. */
+        uint64_t sleep_to = n + (w->n - n) / 2;
+
+        while ((seen = flag_of(w->f, rank)) < n) {
+            tacl_status_t status = wait_idle(w, rank, n, sleep_to);
+            if (status != TACL_OK)
+                return status;
+        }
+        if (seen_p != NULL)
+            *seen_p = seen;
+        return TACL_OK;
+    }
+    /* A record is not stamped again before this rank passed call n (its
+     * owner waits for that), so a stamp below n is an older call's. */
+    while (stamp_of(w->f, rank, n) < n) {
+        tacl_status_t status = wait_idle(w, rank, n, n);
         if (status != TACL_OK)
             return status;
     }
-    if (n != w->n)
-        return TACL_OK;
-    theirs = w->f->flags[rank].sig[n % FAST_DEPTH];
+    if (seen_p != NULL)
+        *seen_p = n;
+    theirs = rec(w->f, rank, n)->sig;
     return theirs == w->sig ? TACL_OK : mismatch(w, rank, theirs);
 }
 
-/* Wait until every rank's flag reached n. */
+/* Wait until every rank's flag reached n (for this call: every record
+ * of it is stamped).  What the flags showed is kept, so that a rank far
+ * ahead (a broadcast's root) reads its peers' flags rarely. */
 static tacl_status_t wait_all(fast_wait_t *w, uint64_t n)
 {
     tacl__fast_t *f = w->f;
+    uint64_t least = UINT64_MAX;
 
     if (f->all_seen >= n)
         return TACL_OK;
     for (int r = 0; r < f->size; r++) {
-        tacl_status_t status = wait_one(w, r, n);
+        uint64_t seen = UINT64_MAX; /* this rank: past every call */
+        tacl_status_t status = r == f->rank ? TACL_OK
+                                            : wait_one(w, r, n, &seen);
         if (status != TACL_OK)
             return status;
+        least = TACL_MIN(least, seen);
     }
-    f->all_seen = n;
+    f->all_seen = TACL_MAX(least, n);
     return TACL_OK;
 }
 
@@ -510,21 +595,24 @@ tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
     int me = f->rank;
     size_t in = tacl__fast_in_bytes(op, me, f->size);
     size_t block = elem_bytes(op);
+    uint64_t depth;
     fast_wait_t w;
     tacl_status_t status = TACL_OK;
 
     wait_init(&w, f, xc);
     w.n = n;
     w.sig = signature(op, f->size);
-    /* Slot n % FAST_DEPTH (and signature) was last read in call
-     * n - FAST_DEPTH: every peer is past it once it began the call after. */
-    status = n > FAST_DEPTH ? wait_all(&w, n - FAST_DEPTH + 1) : TACL_OK;
+    /* The record (and a large slot) this call writes was last read in
+     * call n - FAST_RING (n - FAST_DEPTH): every peer is past it once it
+     * began the call after.  A large slot is reused sooner than a record,
+     * so the record is free too once it is. */
+    depth = in > FAST_SMALL ? FAST_DEPTH : FAST_RING;
+    status = n > depth ? wait_all(&w, n - depth + 1) : TACL_OK;
     if (status != TACL_OK)
         return status;
     if (in > 0)
         memcpy(slot(f, me, n, in), op->sendbuf, in);
-    f->flags[me].sig[n % FAST_DEPTH] = w.sig;
-    publish(f, n);
+    publish(f, n, w.sig);
     switch (op->coll) {
     case TACL__FAST_BARRIER:
         status = wait_all(&w, n);
@@ -559,7 +647,7 @@ tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
                 memcpy(op->recvbuf, op->sendbuf, block);
             break;
         }
-        status = wait_one(&w, op->root, n);
+        status = wait_one(&w, op->root, n, NULL);
         if (status == TACL_OK && block > 0)
             memcpy(op->recvbuf, slot(f, op->root, n, block), block);
         break;

@@ -4,25 +4,35 @@
  * schedule, an execution or a transport message (the way Open MPI's
  * coll/sm and NCCL's LL protocol do it).
  *
- * The area holds one flag word per rank, each on its own cache line, and
- * per rank four data slots of `cap` bytes (inputs of 8 bytes or less go
- * in the flag's cache line instead, so one line carries flag and data).
- * Call n of the fast path (counted on each rank; every rank takes the
- * fast path for the same calls) uses slot n % 4: a rank copies its input
- * into its slot, writes the call's signature (collective, root, bytes)
- * and publishes n in its flag with a release store; a peer that reads a
- * flag of n or more (acquire load) checks the signature and may read that
- * slot.  Before a rank writes slot n % 4 again (call n + 4) it waits until
- * every peer's flag reached n + 1: a peer that began call n + 1 has
- * finished reading call n.  So a broadcast's root runs up to three calls
- * ahead of its slowest peer.
+ * The area holds one flag word per rank, each on its own cache line, a
+ * ring of 64 records of 256 bytes per rank, and per rank four large
+ * slots of `cap` bytes.  Call n of the fast path (counted on each rank;
+ * every rank takes the fast path for the same calls) uses record n % 64:
+ * a rank copies its input into the record (up to 240 bytes) or into
+ * large slot n % 4 (more), writes the call's signature (collective,
+ * root, bytes) into the record, stamps the record with n (release
+ * store) and publishes n in its flag.  A peer waiting for call n polls
+ * the record's stamp (acquire load): the stamp, the signature and an
+ * input of up to 48 bytes share one cache line.  It checks the
+ * signature and may read the input.  Before a rank writes record n % 64
+ * again (call n + 64) it waits until every peer's flag reached n + 1 (a
+ * peer that began call n + 1 has finished reading call n); before it
+ * writes large slot n % 4 again, until every flag reached n - 3.  So a
+ * rank whose call needs nothing from its peers (a broadcast's root,
+ * reduce's non-roots) runs up to 63 small calls (3 large ones) ahead of
+ * its slowest peer, and remembers the least flag it saw, so it reads
+ * its peers' flags about once per dozens of calls.
  * Reductions combine the ranks' slots in rank order 0, 1, ..., so every
  * rank computes the same bits.
  *
  * Waiting polls (TACL_SHM_SPIN times, none on an oversubscribed node),
  * then polls and yields the core for TACL_SHM_YIELD_US, then sleeps on
- * the peer's flag (a futex the peer wakes when it publishes, 1 ms at
- * most before looking around again).  The context's fatal flag (an abort from another
+ * the peer's flag (a futex, 1 ms at most before looking around again).
+ * A sleeper says which call it waits for; the peer wakes its sleepers
+ * when it publishes that call or a later one, not at every call.  A rank
+ * that must sleep before reusing a record or slot sleeps until its peers
+ * are halfway from that to its call, so a root ahead of its receivers
+ * then runs about 32 calls without waiting or being woken.  The context's fatal flag (an abort from another
  * thread, a failure seen elsewhere), the bootstrap's liveness check (a
  * dead peer) and the communicator's timeout end a wait with an error.
  */

@@ -133,15 +133,18 @@ void tacl__flight_fini(tacl__flight_t *f)
 void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op)
 {
     tacl__flight_rec_t *r;
+    size_t i;
 
     if (f->cap == 0)
         return;
     r = &f->recs[f->n % f->cap];
     r->op = *op;
-    /* A plain copy: snprintf would be most of the recorder's cost. */
-    r->algo[0] = '\0';
-    if (op->algo != NULL)
-        strncat(r->algo, op->algo, sizeof(r->algo) - 1);
+    /* A plain copy: snprintf (or strncat) would be most of the
+     * recorder's cost. */
+    for (i = 0; op->algo != NULL && i < sizeof(r->algo) - 1 && op->algo[i];
+         i++)
+        r->algo[i] = op->algo[i];
+    r->algo[i] = '\0';
     r->op.algo = NULL;
     r->ord = f->n++;
     r->start_ns = tacl__now_ns();
@@ -168,11 +171,17 @@ void tacl__flight_end(tacl__flight_t *f, uint64_t ord, tacl_status_t status)
     if (ord == UINT64_MAX || f->cap == 0)
         return;
     r = &f->recs[ord % f->cap];
-    if (r->ord != ord || r->state != TACL__FLIGHT_PENDING)
+    if (r->ord != ord ||
+        __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != TACL__FLIGHT_PENDING)
         return;
-    r->exec = NULL;
-    r->status = status;
-    r->state = status == TACL_OK ? TACL__FLIGHT_DONE : TACL__FLIGHT_FAILED;
+    /* Atomic stores: the fast path ends its record without the lock
+     * (flight.h), while a dump may read it under the lock. */
+    __atomic_store_n(&r->exec, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->status, status, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->state,
+                     (uint8_t)(status == TACL_OK ? TACL__FLIGHT_DONE
+                                                 : TACL__FLIGHT_FAILED),
+                     __ATOMIC_RELEASE);
 }
 
 static const char *status_word(tacl_status_t s)
@@ -218,6 +227,9 @@ void tacl__flight_dump(tacl__xcomm_t *xc, const char *reason, FILE *file,
     emit(file, to_log, line);
     for (uint64_t o = first; o < f->n; o++) {
         const tacl__flight_rec_t *r = &f->recs[o % f->cap];
+        uint8_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+        tacl_status_t status = __atomic_load_n(&r->status, __ATOMIC_RELAXED);
+        tacl__exec_t *exec = __atomic_load_n(&r->exec, __ATOMIC_RELAXED);
         int len;
 
         len = snprintf(line, sizeof(line), "%s op=%llu seq=%llu coll=%s "
@@ -227,10 +239,10 @@ void tacl__flight_dump(tacl__xcomm_t *xc, const char *reason, FILE *file,
                        (unsigned long long)r->op.seq, r->op.coll,
                        (unsigned long long)r->op.count, r->op.dtype,
                        r->op.root, r->algo[0] ? r->algo : "-", r->op.nops,
-                       state_names[r->state], status_word(r->status),
+                       state_names[state], status_word(status),
                        (now - r->start_ns) / 1e6);
-        if (r->exec != NULL && len > 0 && (size_t)len < sizeof(line))
-            tacl__exec_describe(r->exec, line + len, sizeof(line) - len);
+        if (exec != NULL && len > 0 && (size_t)len < sizeof(line))
+            tacl__exec_describe(exec, line + len, sizeof(line) - len);
         emit(file, to_log, line);
     }
     if (file != NULL)

@@ -14,7 +14,10 @@
  * context dumps its communicators, so no stdio runs in the handler.
  * tools/tacl-flight reads the dumps of every rank.
  *
- * Everything here runs under the context lock of the communicator.
+ * Everything here runs under the context lock of the communicator, except
+ * tacl__flight_end() of a record whose execution never leaves its caller
+ * (the small-message fast path's): its stores are atomic, and a dump
+ * reads the state, status and execution with atomic loads.
  */
 #ifndef TACL_EXECUTOR_FLIGHT_H
 #define TACL_EXECUTOR_FLIGHT_H
@@ -74,7 +77,11 @@ void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op);
 /** Hand the open record (if any) to exec; returns its ordinal or ~0. */
 uint64_t tacl__flight_claim(tacl__flight_t *f, tacl__exec_t *exec);
 
-/** The execution of record ord ended with status (or never started). */
+/**
+ * The execution of record ord ended with status (or never started).
+ * Without the context lock only from the thread that began record ord
+ * and holds a call on its communicator (so the ring is not torn down).
+ */
 void tacl__flight_end(tacl__flight_t *f, uint64_t ord, tacl_status_t status);
 
 /**

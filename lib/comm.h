@@ -49,7 +49,7 @@ struct tacl_comm {
                                   NULL until the first call that uses it */
     int fast_state;            /* fastpath.c: unknown, off, needs area, on */
     int fast_tl;               /* the shm transport's index */
-    size_t fast_max;           /* TACL_FAST_MAX as read at the decision */
+    size_t fast_max;           /* rank 0's TACL_FAST_MAX (the area's) */
     struct tacl__est *est;     /* the simulator's cluster and the sim
                                   tuner's choices (lib/estimate.c) */
     tacl_status_t async_error;

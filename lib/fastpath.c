@@ -10,10 +10,15 @@
  * TACL__FAST_MAX_RANKS ranks all of which this rank reaches through the
  * shm transport, and what one rank puts in (all-reduce, all-gather,
  * reduce, broadcast: the message; reduce-scatter: the whole send buffer)
- * is at most TACL_FAST_MAX bytes.  Every input of that decision is the
- * same on every rank (TACL_FAST_MAX, like TACL_ALGO, must be), so the
- * ranks take the fast path for the same calls.  Non-blocking calls,
- * groups and coalesced calls keep the normal path.
+ * is at most the area's TACL_FAST_MAX bytes.  Every input of that
+ * decision is the same on every rank, so the ranks take the fast path for
+ * the same calls: TACL_FAST_MAX is rank 0's (it creates the area with
+ * slots of that size, and the others read the size from the area; a rank
+ * whose own value differs says so at WARN), and TACL_ALGO and TACL_CHECK
+ * must agree between ranks on every path.  The area is made at the first
+ * call that may take the fast path whatever its size (a size test before
+ * the area exists would use each rank's own TACL_FAST_MAX).  Non-blocking
+ * calls, groups and coalesced calls keep the normal path.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,18 +54,22 @@ static int shm_index(tacl_comm_t comm)
     return tl;
 }
 
-/* Decide once per communicator whether its calls may use the area. */
+/* Decide once per communicator whether its calls may use an area (the
+ * same on every rank: the topology decides, not this rank's settings). */
 static void decide(tacl_comm_t comm)
 {
-    comm->fast_max = TACL_MIN(tacl__config_size(TACL_CFG_FAST_MAX),
-                              TACL__FAST_CAP_MAX);
     comm->fast_tl = comm->size >= 2 && comm->size <= TACL__FAST_MAX_RANKS
                         ? shm_index(comm)
                         : -1;
-    comm->fast_state = comm->fast_max > 0 && comm->fast_tl >= 0
-                           ? FAST_NEEDS_AREA
-                           : FAST_OFF;
+    comm->fast_state = comm->fast_tl >= 0 ? FAST_NEEDS_AREA : FAST_OFF;
 }
+
+/* What each rank says after mapping the area. */
+typedef struct {
+    uint64_t max;              /* its own TACL_FAST_MAX (capped) */
+    int32_t ok;                /* it mapped the area */
+    int32_t pad;
+} fast_vote_t;
 
 /*
  * Create the area (rank 0) and map it (the others): two small all-gathers
@@ -72,19 +81,23 @@ static tacl_status_t make_area(tacl_comm_t comm, uint64_t seq)
 {
     char name[TACL__FAST_NAME_LEN] = "";
     char (*names)[TACL__FAST_NAME_LEN] = NULL;
-    int ok, *oks = NULL, all_ok = 1;
+    fast_vote_t vote = {0}, *votes = NULL;
+    int all_ok = 1;
     tacl__fast_t *fast = NULL;
     tacl_status_t status;
 
+    vote.max = TACL_MIN(tacl__config_size(TACL_CFG_FAST_MAX),
+                        TACL__FAST_CAP_MAX);
     names = calloc((size_t)comm->size, sizeof(*names));
-    oks = calloc((size_t)comm->size, sizeof(*oks));
-    if (names == NULL || oks == NULL) {
+    votes = calloc((size_t)comm->size, sizeof(*votes));
+    if (names == NULL || votes == NULL) {
         status = tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
         goto out;
     }
-    if (comm->rank == 0 &&
-        tacl__fast_create(0, comm->size, comm->fast_max, name, &fast) !=
-            TACL_OK)
+    /* Rank 0's TACL_FAST_MAX of 0 turns the fast path off everywhere
+     * (no name goes out). */
+    if (comm->rank == 0 && vote.max > 0 &&
+        tacl__fast_create(0, comm->size, vote.max, name, &fast) != TACL_OK)
         TACL_INFO(COLL, "rank 0: no fast-path area (%s); small collectives "
                   "take the normal path", tacl__last_error());
     status = tacl__comm_allgather_small(comm, seq, name, names,
@@ -98,15 +111,23 @@ static tacl_status_t make_area(tacl_comm_t comm, uint64_t seq)
             TACL_INFO(COLL, "rank %d: cannot map the fast-path area (%s)",
                       comm->rank, tacl__last_error());
     }
-    ok = fast != NULL;
-    status = tacl__comm_allgather_small(comm, seq + 1, &ok, oks, sizeof(ok));
+    vote.ok = fast != NULL;
+    status = tacl__comm_allgather_small(comm, seq + 1, &vote, votes,
+                                        sizeof(vote));
     if (status != TACL_OK)
         goto out;
     for (int r = 0; r < comm->size; r++)
-        all_ok &= oks[r];
+        all_ok &= votes[r].ok != 0;
+    if (votes[0].max != vote.max)
+        TACL_WARN(COLL, "rank %d: TACL_FAST_MAX is %llu here but %llu on "
+                  "rank 0; rank 0's value applies to every rank (set it "
+                  "alike everywhere)", comm->rank,
+                  (unsigned long long)vote.max,
+                  (unsigned long long)votes[0].max);
     /* Every rank mapped it or gave up: the name can go. */
     tacl__fast_unlink(fast);
     if (all_ok) {
+        comm->fast_max = tacl__fast_cap(fast);
         comm->fast = fast;
         fast = NULL;
         comm->fast_state = FAST_ON;
@@ -116,7 +137,7 @@ static tacl_status_t make_area(tacl_comm_t comm, uint64_t seq)
 out:
     tacl__fast_free(fast);
     free(names);
-    free(oks);
+    free(votes);
     return status;
 }
 
@@ -153,9 +174,6 @@ int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
         return 0;
     if (comm->fast_state == FAST_UNKNOWN)
         decide(comm);
-    if (comm->fast_state == FAST_OFF ||
-        tacl__fast_msg_bytes(&op, comm->size) > comm->fast_max)
-        return 0;
     if (comm->fast_state == FAST_NEEDS_AREA) {
         uint64_t seq;
 
@@ -166,9 +184,10 @@ int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
         *status_p = make_area(comm, seq);
         if (*status_p != TACL_OK)
             return 1;
-        if (comm->fast_state != FAST_ON)
-            return 0;
     }
+    if (comm->fast_state != FAST_ON ||
+        tacl__fast_msg_bytes(&op, comm->size) > comm->fast_max)
+        return 0;
     pthread_mutex_lock(&ctx->lock);
     tacl__ctx_flight_poll(ctx);
     a->seq = comm->seq++ % TACL__SEQ_HALF;
@@ -181,11 +200,8 @@ int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
     }
     pthread_mutex_unlock(&ctx->lock);
     status = tacl__fast_run(comm->fast, &comm->x, &op);
-    if (ord != UINT64_MAX) {
-        pthread_mutex_lock(&ctx->lock);
-        tacl__flight_end(&comm->x.flight, ord, status);
-        pthread_mutex_unlock(&ctx->lock);
-    }
+    /* Without the lock: the record's end is two atomic stores. */
+    tacl__flight_end(&comm->x.flight, ord, status);
     *status_p = status;
     return 1;
 }

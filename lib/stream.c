@@ -36,10 +36,14 @@ tacl_status_t tacl__coll_memory(tacl_comm_t comm, tacl__coll_args_t *a,
 {
     const char *name = tacl__coll_name(a->type);
     const tacl__ctx_t *ctx = comm->x.ctx;
-    int ds = -1, dr = -1;
-    tacl_memtype_t ms = send > 0 ? tacl__dev_ptr_type(a->sendbuf, &ds)
+    int ds = -1, dr = -1, usable = tacl__dev_usable();
+    /* Without a usable device (decided once per process) no pointer is
+     * device memory: no query per buffer and call. */
+    tacl_memtype_t ms = send > 0 ? usable ? tacl__dev_ptr_type(a->sendbuf, &ds)
+                                          : TACL_MEM_HOST
                                  : TACL_MEM_AUTO;
-    tacl_memtype_t mr = recv > 0 ? tacl__dev_ptr_type(a->recvbuf, &dr)
+    tacl_memtype_t mr = recv > 0 ? usable ? tacl__dev_ptr_type(a->recvbuf, &dr)
+                                          : TACL_MEM_HOST
                                  : TACL_MEM_AUTO;
     tacl_memtype_t mt = ms != TACL_MEM_AUTO ? ms : mr;
     int device = ms == TACL_MEM_CUDA ? ds : dr;

@@ -14,13 +14,24 @@
 # A phase the build does not have (or inlined) prints 0.  An 8-byte call
 # takes the fast path (tacl__fast_try, tacl__fast_run) unless
 # TACL_FAST_MAX=0 sends it the normal way (schedule, executor, shm).
-# Environment: BYTES (default 8), N1 (2000), N2 (6000) iterations.
+# Environment: BYTES (default 8), N1 (2000), N2 (6000) iterations,
+# COLL (allreduce, the default, or broadcast), ROOT (broadcast's root,
+# 0: rank 0, the one measured, is the root; 1: it is a receiver).
 
 set -u
 BUILD=${1:?usage: callgrind.sh BUILD_DIR}
 BYTES=${BYTES:-8}
 N1=${N1:-2000}
 N2=${N2:-6000}
+COLL=${COLL:-allreduce}
+ROOT=${ROOT:-0}
+case $COLL in
+allreduce) PERF=all_reduce_perf; ENTRY=tacl_allreduce; WHO="" ;;
+broadcast) PERF=broadcast_perf; ENTRY=tacl_broadcast
+    WHO=$([ "$ROOT" = 0 ] && echo ", rank 0 the root" ||
+          echo ", rank 0 a receiver") ;;
+*) echo "callgrind.sh: COLL is allreduce or broadcast" >&2; exit 2 ;;
+esac
 for t in valgrind callgrind_annotate; do
     command -v $t > /dev/null || { echo "callgrind.sh: no $t" >&2; exit 2; }
 done
@@ -36,8 +47,8 @@ run() {
             exec valgrind --tool=callgrind --callgrind-out-file="$0" \
                 "$@" 2> /dev/null
         fi
-        exec "$@"' "$TMP/cg.$1" "$BUILD/perf/all_reduce_perf" \
-        -b "$BYTES" -e "$BYTES" -n "$1" -w 10 -c 0 -z 1 \
+        exec "$@"' "$TMP/cg.$1" "$BUILD/perf/$PERF" \
+        -b "$BYTES" -e "$BYTES" -n "$1" -w 10 -c 0 -z 1 -r "$ROOT" \
         > "$TMP/out.$1" 2>&1 ||
         { echo "callgrind.sh: run of $1 iterations failed" >&2
           cat "$TMP/out.$1" >&2; exit 1; }
@@ -56,10 +67,11 @@ incl() {
         END { print n + 0 }' "$TMP/ann.$1"
 }
 calls=$(( 2 * (N2 - N1) ))
-printf '# instructions per %s-byte all-reduce call on 2 ranks (rank 0)\n' \
-    "$BYTES"
+printf '# instructions per %s-byte %s call on 2 ranks (rank 0%s)\n' \
+    "$BYTES" "$COLL" "$WHO"
 printf '%-26s %10s\n' phase "instr/call"
-for f in tacl_allreduce coll.c:post validate tacl__fast_try tacl__fast_run \
+for f in $ENTRY coll.c:post validate tacl__coll_memory tacl__dev_ptr_type \
+    tacl__fast_try tacl__flight_note_args tacl__flight_end tacl__fast_run \
     tacl__ops_start tacl__algo_build \
     tacl__plan_build tacl__exec_start tacl__exec_wait ctx_progress_locked \
     tacl__shm_progress tacl__shm_wait tacl__exec_free malloc calloc free \

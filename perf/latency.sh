@@ -11,8 +11,9 @@
 # Usage: perf/latency.sh BUILD_DIR [BASE_BUILD_DIR]
 # With a second build (one with perf/latency.c built into it), its tacl is
 # launched in turn too, and its columns are printed as "base".
-# Environment: RANKS ("2 4 8"), REPEAT (5), ITERS (2000); PERSIST=1 also
-# launches tacl's persistent collectives (lat_tacl with
+# Environment: RANKS ("2 4 8"), REPEAT (5), ITERS (2000), MAXBYTES (8192:
+# the largest size measured, so MAXBYTES=128 runs 8, 32 and 128 bytes);
+# PERSIST=1 also launches tacl's persistent collectives (lat_tacl with
 # LAT_MODE=persistent: tacl_start + wait on a request made once per cell)
 # in turn and adds their columns (pers_mean, pers_best) at the end.
 
@@ -23,6 +24,7 @@ RANKS=${RANKS:-"2 4 8"}
 REPEAT=${REPEAT:-5}
 ITERS=${ITERS:-2000}
 PERSIST=${PERSIST:-0}
+MAXBYTES=${MAXBYTES:-8192}
 LIMIT=300
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none
     --mca btl self,vader"
@@ -41,28 +43,31 @@ for n in $RANKS; do
     rep=1
     while [ $rep -le "$REPEAT" ]; do
         if ! "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
-            "$BUILD/perf/lat_tacl" "$ITERS" > "$TMP/tacl.$n.$rep" 2>&1; then
+            "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
+            > "$TMP/tacl.$n.$rep" 2>&1; then
             echo "latency.sh: tacl on $n ranks failed:" >&2
             tail -5 "$TMP/tacl.$n.$rep" >&2
             status=1
         fi
         if [ "$PERSIST" = 1 ] && ! LAT_MODE=persistent \
             "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
-            "$BUILD/perf/lat_tacl" "$ITERS" > "$TMP/pers.$n.$rep" 2>&1; then
+            "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
+            > "$TMP/pers.$n.$rep" 2>&1; then
             echo "latency.sh: persistent tacl on $n ranks failed:" >&2
             tail -5 "$TMP/pers.$n.$rep" >&2
             status=1
         fi
         if [ -n "$BASE" ] && ! "$BASE/tools/tacl-run" --timeout $LIMIT \
-            -n "$n" "$BASE/perf/lat_tacl" "$ITERS" > "$TMP/base.$n.$rep" \
-            2>&1; then
+            -n "$n" "$BASE/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
+            > "$TMP/base.$n.$rep" 2>&1; then
             echo "latency.sh: base tacl on $n ranks failed:" >&2
             tail -5 "$TMP/base.$n.$rep" >&2
             status=1
         fi
         # shellcheck disable=SC2086
         if [ $have_mpi = 1 ] && ! timeout $LIMIT $MPIRUN -n "$n" \
-            "$BUILD/perf/lat_mpi" "$ITERS" > "$TMP/ompi.$n.$rep" 2>&1; then
+            "$BUILD/perf/lat_mpi" "$ITERS" "$MAXBYTES" \
+            > "$TMP/ompi.$n.$rep" 2>&1; then
             echo "latency.sh: Open MPI on $n ranks failed:" >&2
             tail -5 "$TMP/ompi.$n.$rep" >&2
             status=1

@@ -10,6 +10,10 @@
  * - Thousands of back-to-back calls of mixed collectives, sizes and
  *   roots, some over the threshold and some ranks pausing now and then,
  *   all exact (the slots' double buffering).
+ * - Long runs of broadcasts with changing roots and sizes, receivers
+ *   lagging so the root runs far ahead in the ring of records, mixed
+ *   with other collectives and normal-path calls, all exact.
+ * - TACL_FAST_MAX set differently on the ranks: rank 0's applies.
  * - A rank killed while its peers wait in a fast-path call: they fail
  *   with TACL_ERR_REMOTE or TACL_ERR_TIMEOUT within the timeout.
  * - An abort from another thread ends a fast-path wait at once.
@@ -344,6 +348,117 @@ static int body_mixed(coll_ctx_t *ctx)
 FAST_TEST(back_to_back_mixed, 2, body_mixed, NULL, 200)
 FAST_TEST(back_to_back_mixed, 3, body_mixed, NULL, 200)
 FAST_TEST(back_to_back_mixed, 8, body_mixed, NULL, 400)
+
+/*
+ * Long runs of broadcasts from one root, the root changing now and then,
+ * sizes from 4 to 1024 bytes (records, large slots and, over TACL_FAST_MAX
+ * = 512, the normal path), an all-reduce, reduce or barrier in between
+ * now and then, and receivers pausing so that the root runs far ahead in
+ * the ring: every rank checks every element of every call.
+ */
+#define RING_CALLS 6000
+
+static int body_bcast_ring(coll_ctx_t *ctx)
+{
+    int n = ctx->nranks, me = ctx->rank;
+    int32_t *send = malloc(256 * sizeof(int32_t) * (size_t)n);
+    int32_t *recv = malloc(256 * sizeof(int32_t) * (size_t)n);
+    unsigned seed = 777;
+    int root = 0, run = 0, fast = 0, rc = 0;
+
+    if (send == NULL || recv == NULL)
+        return coll_fail(ctx, "out of memory");
+    for (int k = 0; k < RING_CALLS && rc == 0; k++) {
+        unsigned pick = next_rand(&seed), lag = next_rand(&seed);
+        size_t count = 1 + next_rand(&seed) % 16; /* 4-64 B: one line */
+
+        if (run-- <= 0) {
+            root = (int)(next_rand(&seed) % (unsigned)n);
+            run = (int)(next_rand(&seed) % 150);
+        }
+        if (pick % 8 == 0)
+            count = 17 + next_rand(&seed) % 44; /* to 240 B */
+        else if (pick % 29 == 0)
+            count = 61 + next_rand(&seed) % 196; /* large slot, normal */
+        /* A receiver lags: the root fills the ring and must wait. */
+        if (me != root && lag % 97 == 0 && (unsigned)me == pick % (unsigned)n)
+            usleep(300);
+        if (pick % 41 == 0)
+            rc = mixed_call(ctx, send, recv, k, C_ALLREDUCE, count, root);
+        else if (pick % 53 == 0)
+            rc = mixed_call(ctx, send, recv, k, C_REDUCE, count, root);
+        else if (pick % 67 == 0)
+            rc = mixed_call(ctx, send, recv, k, C_BARRIER, 0, root);
+        else
+            rc = mixed_call(ctx, send, recv, k, C_BROADCAST, count, root);
+        fast += strcmp(tacl_comm_last_algorithm(ctx->comm), "fast") == 0;
+    }
+    if (rc == 0)
+        COLL_CHECK(ctx, fast > RING_CALLS * 3 / 4, "only %d of %d calls "
+                   "took the fast path", fast, RING_CALLS);
+    free(send);
+    free(recv);
+    return rc;
+}
+
+static const char *const ring_env[] = {"TACL_FAST_MAX=512", NULL};
+
+FAST_TEST(bcast_ring, 2, body_bcast_ring, ring_env, 200)
+FAST_TEST(bcast_ring, 4, body_bcast_ring, ring_env, 300)
+FAST_TEST(bcast_ring, 8, body_bcast_ring, ring_env, 400)
+
+/*
+ * TACL_FAST_MAX differs between ranks: rank 0's value (the area's
+ * creator) applies to every rank, so the ranks still take the same path
+ * for every call (no hang, exact data), whatever the others say.  With 0
+ * on rank 0 no call takes the fast path; with 0 or 64 on the others all
+ * calls up to rank 0's 1024 bytes do.
+ */
+static int body_knob_differs(coll_ctx_t *ctx)
+{
+    static const char *const mine[] = {"1024", "0", "64", "100000"};
+    int n = ctx->nranks, me = ctx->rank, zero = ctx->arg != NULL;
+    int32_t *send = malloc(1024 * sizeof(int32_t) * (size_t)n);
+    int32_t *recv = malloc(1024 * sizeof(int32_t) * (size_t)n);
+    unsigned seed = 99;
+    int rc = 0;
+
+    if (send == NULL || recv == NULL)
+        return coll_fail(ctx, "out of memory");
+    setenv("TACL_FAST_MAX", me == 0 && zero ? "0" : mine[me % 4], 1);
+    tacl__config_reload();
+    for (int k = 0; k < 600 && rc == 0; k++) {
+        int coll = (int)(next_rand(&seed) % NCOLL);
+        size_t count = 1 + next_rand(&seed) % 400;
+        int root = (int)(next_rand(&seed) % (unsigned)n);
+        size_t bytes = count * 4 * (coll == C_REDUCE_SCATTER ? (size_t)n
+                                                             : 1);
+        int want_fast = !zero && (coll == C_BARRIER || bytes <= 1024);
+
+        rc = mixed_call(ctx, send, recv, k, coll, count, root);
+        if (rc == 0)
+            COLL_CHECK(ctx, want_fast == (strcmp(tacl_comm_last_algorithm(
+                                                     ctx->comm),
+                                                 "fast") == 0),
+                       "call %d (%s, %zu bytes) took %s (rank 0's "
+                       "TACL_FAST_MAX is %s)", k, coll_names[coll], bytes,
+                       tacl_comm_last_algorithm(ctx->comm),
+                       zero ? "0" : "1024");
+    }
+    free(send);
+    free(recv);
+    return rc;
+}
+
+Test(fast, knob_differs_rank0_decides, .timeout = 200)
+{
+    coll_run_expect_pass(4, body_knob_differs, NULL, NULL);
+}
+
+Test(fast, knob_differs_rank0_off, .timeout = 200)
+{
+    coll_run_expect_pass(3, body_knob_differs, (void *)"zero", NULL);
+}
 
 /*
  * Fast-path calls while a large _nb all-reduce of the normal path is in

@@ -6,8 +6,10 @@
  * of them from rank 2; a dump through tacl_comm_dump_flight afterwards
  * shows it failed, and rank 2's shows it never started.  Also: with
  * TACL_FLIGHT_SIGNAL set, a signal makes the next call dump; the ring
- * keeps the last TACL_FLIGHT_RECORDS operations, and 0 keeps none.  With
- * FLIGHT_TEST_KEEP set the dumps stay in the printed folder (that is how
+ * keeps the last TACL_FLIGHT_RECORDS operations, and 0 keeps none.  The
+ * first collective's two small all-gathers (the fast-path area's, which
+ * rank 0's TACL_FAST_MAX=0 turns down) take sequence numbers 0 and 1, so
+ * the all-reduces are 2, 3 and 4.  With FLIGHT_TEST_KEEP set the dumps stay in the printed folder (that is how
  * tests/tools/testdata was made).
  */
 #define _GNU_SOURCE
@@ -77,18 +79,18 @@ static int check_survivor(coll_ctx_t *ctx, const char *path)
     const char *l;
 
     COLL_CHECK(ctx, text != NULL, "no automatic dump in %s", path);
-    l = line_with(text, "seq=2 coll=allreduce", "state=pending");
-    COLL_CHECK(ctx, l != NULL, "no pending all-reduce seq 2 in:\n%s", text);
-    COLL_CHECK(ctx, line_with(l, "seq=2", " wait=") != NULL &&
-               line_with(l, "seq=2", "bytes_left=") != NULL,
+    l = line_with(text, "seq=4 coll=allreduce", "state=pending");
+    COLL_CHECK(ctx, l != NULL, "no pending all-reduce seq 4 in:\n%s", text);
+    COLL_CHECK(ctx, line_with(l, "seq=4", " wait=") != NULL &&
+               line_with(l, "seq=4", "bytes_left=") != NULL,
                "the pending all-reduce names no message it waits for:\n%s",
                text);
-    if (line_with(l, "seq=2", "recv:2:") != NULL)
+    if (line_with(l, "seq=4", "recv:2:") != NULL)
         __atomic_add_fetch(&scratch(ctx)->waits_on_2, 1, __ATOMIC_SEQ_CST);
     COLL_CHECK(ctx, line_with(text, "dump=request", "") != NULL &&
-               line_with(strstr(text, "dump=request"), "seq=2 coll=allreduce",
+               line_with(strstr(text, "dump=request"), "seq=4 coll=allreduce",
                          "state=failed") != NULL,
-               "the dump on request does not show seq 2 failed:\n%s", text);
+               "the dump on request does not show seq 4 failed:\n%s", text);
     free(text);
     return 0;
 }
@@ -98,9 +100,9 @@ static int check_behind(coll_ctx_t *ctx, const char *path)
     char *text = slurp(path);
 
     COLL_CHECK(ctx, text != NULL, "no dump in %s", path);
-    COLL_CHECK(ctx, line_with(text, "seq=1 coll=allreduce", "state=done") &&
-               !line_with(text, "seq=2 coll", ""),
-               "rank 2 should have finished seq 1 and never started 2:\n%s",
+    COLL_CHECK(ctx, line_with(text, "seq=3 coll=allreduce", "state=done") &&
+               !line_with(text, "seq=4 coll", ""),
+               "rank 2 should have finished seq 3 and never started 4:\n%s",
                text);
     free(text);
     return 0;
@@ -234,11 +236,11 @@ static int ring_body(coll_ctx_t *ctx)
     COLL_CHECK_OK(ctx, tacl_comm_dump_flight(ctx->comm, f));
     fclose(f);
     if (cap == 4)
-        COLL_CHECK(ctx, line_with(text, "records=10", "kept=4") &&
-                   !line_with(text, "op=5 ", "") &&
-                   line_with(text, "op=6 seq=6", "state=done") &&
-                   line_with(text, "op=9 seq=9", "state=done"),
-                   "a ring of 4 after 10 operations should keep 6..9:\n%s",
+        COLL_CHECK(ctx, line_with(text, "records=12", "kept=4") &&
+                   !line_with(text, "op=7 ", "") &&
+                   line_with(text, "op=8 seq=8", "state=done") &&
+                   line_with(text, "op=11 seq=11", "state=done"),
+                   "a ring of 4 after 12 operations should keep 8..11:\n%s",
                    text);
     else
         COLL_CHECK(ctx, line_with(text, "kept=0", "capacity=0") &&
@@ -250,8 +252,9 @@ static int ring_body(coll_ctx_t *ctx)
 
 Test(flight, ring_keeps_the_last_records, .timeout = 60)
 {
-    /* Off the fast path: its first call's two all-gathers (creating the
-     * area) would be records too. */
+    /* Off the fast path (no "fast" records); the first call's two
+     * all-gathers, which find that rank 0's TACL_FAST_MAX makes no area,
+     * are records 0 and 1, the all-reduces 2..11. */
     static const char *const env4[] = {"TACL_FLIGHT_RECORDS=4",
                                        "TACL_FAST_MAX=0", NULL};
     static const char *const env0[] = {"TACL_FLIGHT_RECORDS=0",
