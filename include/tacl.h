@@ -424,7 +424,10 @@ tacl_status_t tacl_comm_dump_flight(tacl_comm_t comm,
  * shared-memory area of the communicator instead of through messages:
  * same results (reductions combine the ranks in rank order, so every
  * rank gets the same bits), a fraction of the latency.  Its first such
- * call creates the area (collectively).  Every rank must then call the
+ * call creates the area (collectively), sized by rank 0's TACL_FAST_MAX:
+ * the other ranks use that value (a WARN says so where theirs differs),
+ * so ranks with different settings still agree on every call's path.
+ * Every rank must then call the
  * same collectives with the same counts, as always; the ranks that see a
  * peer call something else get TACL_ERR_INVALID_USAGE.  tacl_comm_last_algorithm() says "fast"
  * after such a call.
