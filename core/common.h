@@ -26,4 +26,16 @@ static inline uint64_t tacl__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/**
+ * The same clock at the kernel tick's resolution (a few milliseconds,
+ * never ahead of tacl__now_ns()): a fraction of the cost, for marks that
+ * only need to say how long ago something began.
+ */
+static inline uint64_t tacl__now_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 #endif /* TACL_CORE_COMMON_H */

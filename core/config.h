@@ -121,7 +121,8 @@
     X(LINK_NET, "",                                                          \
       "override the inter-node network link: \"bw=<GB/s>,lat=<us>\"")     \
     X(FLIGHT_RECORDS, "64",                                                  \
-      "operations each communicator's flight recorder keeps (0: off)")       \
+      "operations each communicator's flight recorder keeps, rounded up "   \
+      "to a power of two (0: off)")                                          \
     X(FLIGHT_DUMP_FILE, "",                                                  \
       "also append flight dumps (on failure or signal) to this file; %h "   \
       "is the host, %p the pid, %r the world rank")                          \

@@ -51,7 +51,7 @@ typedef struct {
     tacl__flight_op_t op;
     char algo[16];
     uint64_t ord;          /* operations begun on this recorder before it */
-    uint64_t start_ns;
+    uint64_t start_ns;     /* when it began, to the kernel tick */
     tacl__exec_t *exec;    /* the execution while it is pending */
     tacl_status_t status;
     uint8_t state;
@@ -59,7 +59,7 @@ typedef struct {
 
 typedef struct tacl__flight {
     tacl__flight_rec_t *recs; /* NULL when off */
-    uint32_t cap;
+    uint32_t cap;             /* records kept, a power of two */
     uint64_t n;               /* records begun so far */
     int open;                 /* the latest record awaits its execution */
     int rank, size;           /* in the communicator */
@@ -67,7 +67,8 @@ typedef struct tacl__flight {
     struct tacl__flight *next; /* every live recorder, for signal dumps */
 } tacl__flight_t;
 
-/** Size the ring from TACL_FLIGHT_RECORDS; off when 0. */
+/** Size the ring from TACL_FLIGHT_RECORDS (rounded up to a power of
+ * two); off when 0. */
 tacl_status_t tacl__flight_init(tacl__flight_t *f, int rank, int size);
 void tacl__flight_fini(tacl__flight_t *f);
 
