@@ -35,21 +35,15 @@ esac
 for t in valgrind callgrind_annotate; do
     command -v $t > /dev/null || { echo "callgrind.sh: no $t" >&2; exit 2; }
 done
+. "$(dirname "$0")/runs.sh"
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
 # The perf harness runs each size out of place and in place: two calls
 # per iteration (warm-up 10 each, the same in both runs).
 run() {
-    # shellcheck disable=SC2016
-    "$BUILD/tools/tacl-run" --timeout 600 -n 2 sh -c '
-        if [ "$TACL_RANK" = 0 ]; then
-            exec valgrind --tool=callgrind --callgrind-out-file="$0" \
-                "$@" 2> /dev/null
-        fi
-        exec "$@"' "$TMP/cg.$1" "$BUILD/perf/$PERF" \
-        -b "$BYTES" -e "$BYTES" -n "$1" -w 10 -c 0 -z 1 -r "$ROOT" \
-        > "$TMP/out.$1" 2>&1 ||
+    cg_rank0 "$BUILD" "$TMP/cg.$1" "$TMP/out.$1" "$BUILD/perf/$PERF" \
+        -b "$BYTES" -e "$BYTES" -n "$1" -w 10 -c 0 -z 1 -r "$ROOT" ||
         { echo "callgrind.sh: run of $1 iterations failed" >&2
           cat "$TMP/out.$1" >&2; exit 1; }
     callgrind_annotate --inclusive=yes --threshold=100 "$TMP/cg.$1" \

@@ -32,26 +32,19 @@ command -v valgrind > /dev/null ||
     { echo "callgrind_persist.sh: no valgrind" >&2; exit 2; }
 export TACL_SHM_SPIN="${TACL_SHM_SPIN:-0}"
 export TACL_SHM_YIELD_US="${TACL_SHM_YIELD_US:-0}"
+. "$(dirname "$0")/runs.sh"
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
 # run OUT ITERS: one launch, rank 0 under callgrind into $TMP/OUT.
 run() {
-    # shellcheck disable=SC2016
-    "$BUILD/tools/tacl-run" --timeout 600 -n 2 sh -c '
-        if [ "$TACL_RANK" = 0 ]; then
-            exec valgrind --tool=callgrind --callgrind-out-file="$0" \
-                --collect-atstart=no --toggle-collect=tacl_allreduce \
-                --toggle-collect=tacl_allreduce_nb \
-                --toggle-collect=tacl_start \
-                --toggle-collect=tacl_request_wait \
-                --toggle-collect=tacl_request_free "$@" 2> /dev/null
-        fi
-        exec "$@"' "$TMP/$1" "$BUILD/perf/lat_tacl" "$2" \
-        > "$TMP/$1.out" 2>&1 ||
+    cg_rank0 "$BUILD" "$TMP/$1" "$TMP/$1.out" "$BUILD/perf/lat_tacl" "$2" ||
         { echo "callgrind_persist.sh: run $1 failed" >&2
           cat "$TMP/$1.out" >&2; exit 1; }
 }
+export CG_OPTS="--collect-atstart=no --toggle-collect=tacl_allreduce
+    --toggle-collect=tacl_allreduce_nb --toggle-collect=tacl_start
+    --toggle-collect=tacl_request_wait --toggle-collect=tacl_request_free"
 
 # Total instructions and calls of the allocator in a callgrind file
 # (names are compressed: "(id) name" the first time, "(id)" after).

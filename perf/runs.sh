@@ -1,6 +1,6 @@
 # Shell functions the comparison scripts share (sourced, not run): whether
-# the MPI side can run, reading the one row of an nccl-tests-style run and
-# the median of several runs.
+# the MPI side can run, reading the one row of an nccl-tests-style run,
+# the median of several runs, and the callgrind scripts' 2-rank launch.
 # median_row reads REPEAT from the caller.
 
 # Out-of-place and in-place busbw and time of the one row of a run's
@@ -43,4 +43,23 @@ have_mpi_of() {
         echo "$1: no $(basename "$2") or mpirun: tacl figures only" >&2
         echo 0
     fi
+}
+
+# cg_rank0 BUILD CGOUT LOG PROGRAM [ARGS...]: PROGRAM on 2 ranks under
+# BUILD's tacl-run, rank 0 under valgrind's callgrind writing CGOUT (with
+# the options in CG_OPTS, if set), rank 1 natively; both ranks' output to
+# LOG.  Its status is the launch's.
+cg_rank0() {
+    cg_build=$1 cg_out=$2 cg_log=$3
+    shift 3
+    CG_OPTS=${CG_OPTS:-}
+    export CG_OPTS
+    # shellcheck disable=SC2016
+    "$cg_build/tools/tacl-run" --timeout 600 -n 2 sh -c '
+        if [ "$TACL_RANK" = 0 ]; then
+            # shellcheck disable=SC2086 # options split on purpose
+            exec valgrind --tool=callgrind --callgrind-out-file="$0" \
+                $CG_OPTS "$@" 2> /dev/null
+        fi
+        exec "$@"' "$cg_out" "$@" > "$cg_log" 2>&1
 }
