@@ -65,9 +65,11 @@ struct tacl__exec {
                                  (ns) per step, else NULL */
 };
 
-/* TACL_STEP_TRACE's file of this process, opened at the first write. */
+/* TACL_STEP_TRACE's file of this process, opened at the first write
+ * (tried once: a file that cannot be opened is warned about once). */
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *trace_file;
+static int trace_tried;
 static uint64_t trace_ops;
 
 static inline void trace_mark(tacl__exec_t *e, uint32_t id, int mark)
@@ -88,9 +90,10 @@ static void trace_write(const tacl__exec_t *e)
     for (size_t i = 0; i < n; i++)
         us[i] = (double)e->trace[i] / 1e3;
     pthread_mutex_lock(&trace_lock);
-    if (trace_file == NULL) {
+    if (trace_file == NULL && !trace_tried) {
         char path[512];
 
+        trace_tried = 1;
         snprintf(path, sizeof(path), "%s.%d",
                  tacl__config_str(TACL_CFG_STEP_TRACE), e->ctx->rank);
         trace_file = fopen(path, "a");
