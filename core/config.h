@@ -128,7 +128,11 @@
       "is the host, %p the pid, %r the world rank")                          \
     X(FLIGHT_SIGNAL, "",                                                     \
       "signal (SIGUSR1, SIGUSR2 or a number) on which every communicator "  \
-      "dumps its flight records at its next progress call")
+      "dumps its flight records at its next progress call")                \
+    X(STEP_TRACE, "",                                                        \
+      "append every operation's per-step timeline (when each step became "  \
+      "runnable, started and ended) to this file followed by .<world "      \
+      "rank>; slows operations down, for analysis only")
 
 typedef enum {
 #define TACL_CONFIG_ENUM_(name, def, doc) TACL_CFG_##name,

@@ -651,7 +651,8 @@ out:
 }
 
 static const char *const step_kind_names[TACL__STEP_NUM_KINDS] = {
-    "send", "recv", "copy", "reduce", "div", "nop",
+    "send", "recv", "copy", "reduce", "div", "nop", "quant", "dequant",
+    "dqrq",
 };
 
 /* A message as its send or its receive sees it. */
@@ -817,6 +818,24 @@ void tacl__sched_step_str(const tacl__sched_t *s, uint32_t id, char *buf,
         if (n < 0)
             break;
         used = TACL_MIN(used + (size_t)n, len - 1);
+    }
+}
+
+void tacl__sched_trace_write(FILE *f, uint64_t op, const tacl__sched_t *s,
+                             const double *t_us)
+{
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        const tacl__step_t *st = &s->steps[i];
+        int msg = st->kind == TACL__STEP_SEND || st->kind == TACL__STEP_RECV;
+        const char *kind = st->kind < TACL__STEP_NUM_KINDS
+                               ? step_kind_names[st->kind]
+                               : "invalid";
+        const double *t = t_us + (size_t)i * TACL__TRACE_MARKS;
+
+        fprintf(f, "%" PRIu64 " %d %u %s %d %" PRIu64 " %.3f %.3f %.3f\n",
+                op, s->rank, i, kind, msg ? st->peer : -1, st->bytes,
+                t[TACL__TRACE_READY], t[TACL__TRACE_START],
+                t[TACL__TRACE_DONE]);
     }
 }
 

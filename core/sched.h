@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tacl.h"
 
@@ -291,5 +292,22 @@ void tacl__sched_step_str(const tacl__sched_t *s, uint32_t id, char *buf,
                           size_t len);
 /** Log every step at TRACE under SCHED. */
 void tacl__sched_dump(const tacl__sched_t *s);
+
+/** Where a step's timeline mark goes in a tacl__sched_trace_write array. */
+enum { TACL__TRACE_READY, TACL__TRACE_START, TACL__TRACE_DONE,
+       TACL__TRACE_MARKS };
+
+/**
+ * Write the timeline of one operation of s, one line per step:
+ * "op rank step kind peer bytes ready_us start_us done_us" (peer -1 for
+ * local work), where t_us holds TACL__TRACE_MARKS times per step in
+ * microseconds: when the step became runnable, when it started (a
+ * message: was posted) and when it completed.  The executor writes it
+ * for TACL_STEP_TRACE (times on the machine's monotonic clock), tacl-sim
+ * for --trace (times from the operation's start), so that a measured and
+ * a simulated run of one schedule compare step by step.
+ */
+void tacl__sched_trace_write(FILE *f, uint64_t op, const tacl__sched_t *s,
+                             const double *t_us);
 
 #endif /* TACL_CORE_SCHED_H */

@@ -61,7 +61,53 @@ struct tacl__exec {
     tacl__exec_t *next, *prev;
     tacl__dev_exec_t *dev;    /* device part (device.h), NULL on host */
     int detached;             /* freed by the context when it ends */
+    uint64_t *trace;          /* TACL_STEP_TRACE: TACL__TRACE_MARKS times
+                                 (ns) per step, else NULL */
 };
+
+/* TACL_STEP_TRACE's file of this process, opened at the first write
+ * (tried once: a file that cannot be opened is warned about once). */
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *trace_file;
+static int trace_tried;
+static uint64_t trace_ops;
+
+static inline void trace_mark(tacl__exec_t *e, uint32_t id, int mark)
+{
+    if (tacl_unlikely(e->trace != NULL))
+        e->trace[(size_t)id * TACL__TRACE_MARKS + (size_t)mark] =
+            tacl__now_ns();
+}
+
+/* Append a finished execution's timeline to TACL_STEP_TRACE.<rank>. */
+static void trace_write(const tacl__exec_t *e)
+{
+    size_t n = (size_t)e->sched.nsteps * TACL__TRACE_MARKS;
+    double *us = malloc((n + 1) * sizeof(*us));
+
+    if (us == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        us[i] = (double)e->trace[i] / 1e3;
+    pthread_mutex_lock(&trace_lock);
+    if (trace_file == NULL && !trace_tried) {
+        char path[512];
+
+        trace_tried = 1;
+        snprintf(path, sizeof(path), "%s.%d",
+                 tacl__config_str(TACL_CFG_STEP_TRACE), e->ctx->rank);
+        trace_file = fopen(path, "a");
+        if (trace_file == NULL)
+            TACL_WARN(COLL, "cannot open TACL_STEP_TRACE file \"%s\": %m",
+                      path);
+    }
+    if (trace_file != NULL) {
+        tacl__sched_trace_write(trace_file, trace_ops++, &e->sched, us);
+        fflush(trace_file);
+    }
+    pthread_mutex_unlock(&trace_lock);
+    free(us);
+}
 
 static void exec_unlink(tacl__exec_t *e)
 {
@@ -86,6 +132,8 @@ static void exec_check_finished(tacl__exec_t *e)
         (e->status == TACL_OK && e->ncomplete == e->sched.nsteps)) {
         e->xc->inflight--;
         tacl__flight_end(&e->xc->flight, e->flight, e->status);
+        if (e->trace != NULL && e->status == TACL_OK)
+            trace_write(e);
         exec_unlink(e);
         if (e->dev != NULL) {
             tacl__dev_exec_end(e->dev); /* release the caller's streams */
@@ -113,6 +161,7 @@ static void make_ready(tacl__exec_t *e, uint32_t id)
 {
     int kind = e->sched.steps[id].kind;
 
+    trace_mark(e, id, TACL__TRACE_READY);
     if (kind == TACL__STEP_SEND || kind == TACL__STEP_RECV)
         e->ready_msg[e->mtail++] = id;
     else
@@ -126,6 +175,7 @@ static void step_complete(tacl__exec_t *e, uint32_t id)
 {
     e->ncomplete++;
     e->waiting[id] = STEP_DONE;
+    trace_mark(e, id, TACL__TRACE_DONE);
     for (uint32_t k = e->out_start[id]; k < e->out_start[id + 1]; k++) {
         uint32_t d = e->out[k];
         if (--e->waiting[d] == 0)
@@ -322,6 +372,7 @@ static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
     const tacl__step_t *st = &e->sched.steps[id];
     size_t esize;
 
+    trace_mark(e, id, TACL__TRACE_START);
     if (e->dev != NULL && st->kind != TACL__STEP_SEND &&
         st->kind != TACL__STEP_RECV)
         return run_dev_step(e, id);
@@ -436,6 +487,7 @@ static void exec_put_scratch(tacl__exec_t *e)
  * allocation holds them all (exec_alloc). */
 static void exec_dealloc(tacl__exec_t *e)
 {
+    free(e->trace);
     free(e);
 }
 
@@ -581,6 +633,15 @@ static tacl_status_t exec_prepare(tacl__xcomm_t *xc, tacl__sched_t *sched,
     e->ctx = xc->ctx;
     e->flight = UINT64_MAX;
     atomic_init(&e->finished, 1);
+    if (tacl__config_str(TACL_CFG_STEP_TRACE)[0] != '\0') {
+        e->trace = calloc((size_t)n * TACL__TRACE_MARKS + 1,
+                          sizeof(*e->trace));
+        if (e->trace == NULL) {
+            status = tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory "
+                                 "for TACL_STEP_TRACE's timeline");
+            goto err_scratch;
+        }
+    }
     status = exec_dev_new(e, streams);
     if (status != TACL_OK)
         goto err_scratch;

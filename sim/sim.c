@@ -263,7 +263,16 @@ typedef struct {
     double now;
     int oom;
     tacl__sim_result_t *res;
+    double *marks;            /* with c->trace: TACL__TRACE_MARKS times
+                                 per gid, else NULL */
 } sim_t;
+
+/* Step gid reached mark (TACL__TRACE_*) now, when tracing. */
+static inline void trace_mark(sim_t *s, uint32_t gid, int mark)
+{
+    if (s->marks != NULL)
+        s->marks[(size_t)gid * TACL__TRACE_MARKS + (size_t)mark] = s->now;
+}
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem, int *oom)
 {
@@ -530,6 +539,7 @@ static uint32_t bundle_of(sim_t *s, uint64_t key)
 
 static void complete(sim_t *s, uint32_t gid)
 {
+    trace_mark(s, gid, TACL__TRACE_DONE);
     s->work[s->nwork++] = gid;
 }
 
@@ -711,6 +721,8 @@ static void msg_start(sim_t *s, uint32_t sgid)
     uint32_t links[SIM_MAX_LINKS];
     int nl = 0;
 
+    trace_mark(s, sgid, TACL__TRACE_START);
+    trace_mark(s, s->partner[sgid], TACL__TRACE_START);
     if (st->bytes == 0 || bw <= 0) {
         complete(s, sgid);
         complete(s, s->partner[sgid]);
@@ -742,10 +754,12 @@ static void make_ready(sim_t *s, uint32_t gid)
     tacl_link_class_t cls;
     double delay;
 
+    trace_mark(s, gid, TACL__TRACE_READY);
     if (st->kind != TACL__STEP_SEND && st->kind != TACL__STEP_RECV) {
         double sec = kernel_seconds(s, st);
         uint32_t engine = 2u * (uint32_t)s->c->nranks + r;
 
+        trace_mark(s, gid, TACL__TRACE_START);
         if (sec > 0)
             flow_add(s, (uint64_t)r << 32 | UINT32_MAX, gid, 1, sec, 1.0,
                      &engine, 1);
@@ -864,7 +878,10 @@ static tacl_status_t prepare(sim_t *s)
     /* The emulation host: one link every network message crosses. */
     s->host_link = s->nlinks++;
     s->links = calloc(s->nlinks, sizeof(link_t));
-    if (s->links == NULL)
+    if (c->trace != NULL)
+        s->marks = calloc((s->total + 1) * TACL__TRACE_MARKS,
+                          sizeof(double));
+    if (s->links == NULL || (c->trace != NULL && s->marks == NULL))
         return tacl__error(TACL_ERR_NO_MEMORY, TUNE, "out of memory");
     for (int r = 0; r < c->nranks; r++) {
         int m2 = c->node_of[r];
@@ -962,6 +979,21 @@ static void sim_free(sim_t *s)
     free(s->nic_base);
     free(s->dlinks);
     free(s->dbundles);
+    free(s->marks);
+}
+
+/* Every rank's timeline of the simulation just run, to c->trace. */
+static void trace_write(sim_t *s)
+{
+    const tacl__sim_cluster_t *c = s->c;
+    uint64_t op = c->trace_ops != NULL ? (*c->trace_ops)++ : 0;
+
+    for (size_t i = 0; i < (size_t)s->total * TACL__TRACE_MARKS; i++)
+        s->marks[i] *= 1e6;
+    for (int r = 0; r < c->nranks; r++)
+        tacl__sched_trace_write(c->trace, op, &s->sched[r],
+                                s->marks + (size_t)s->off[r] *
+                                               TACL__TRACE_MARKS);
 }
 
 /* Build every rank's schedule of args into s->sched. */
@@ -1026,6 +1058,8 @@ tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
     status = build_all(&s, args, spec);
     if (status == TACL_OK)
         status = simulate(&s);
+    if (status == TACL_OK && s.marks != NULL)
+        trace_write(&s);
     sim_free(&s);
     return status;
 }

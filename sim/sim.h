@@ -37,11 +37,20 @@
  *
  * Everything is deterministic: ties are broken by the order events were
  * made, never by addresses or clocks.
+ *
+ * With a trace file, each simulation writes every rank's steps with the
+ * times they became runnable, started and completed, in the format the
+ * executor writes for TACL_STEP_TRACE, so that a run and its prediction
+ * compare step by step.  Here a message starts when it joins its
+ * connection's queue (both sides runnable and the start-up delay over;
+ * the executor's start is when it posted it) and a compute step when it
+ * joins its rank's engine queue.
  */
 #ifndef TACL_SIM_SIM_H
 #define TACL_SIM_SIM_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "algo.h"
 #include "topo.h"
@@ -71,6 +80,12 @@ typedef struct {
     uint64_t budget;       /* most rate updates one simulation may make
                               before it gives up (TACL_ERR_UNSUPPORTED);
                               0: no limit */
+    FILE *trace;           /* when set, each simulation appends every
+                              rank's step timeline here
+                              (tacl__sched_trace_write; NULL unless the
+                              caller sets it) */
+    uint64_t *trace_ops;   /* with trace: the op number to write, counted
+                              up by each simulation */
 } tacl__sim_cluster_t;
 
 /**

@@ -26,6 +26,7 @@
 
 typedef struct {
     const char *topo;
+    const char *trace;
     int nodes, rpn, device, tuner;
     const char *coll;
     tacl__perf_kind_t kind;
@@ -42,6 +43,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: tacl-sim --topo FILE [--nodes N] [--ranks-per-node G]\n"
         "                [--coll NAME] [--mem host|device] [--tuner]\n"
+        "                [--trace FILE]\n"
         "                [perf options: -b -e -i -f -d -o -A -Q -J]\n"
         "  --topo FILE           topology file (topologies/*.topo, or a\n"
         "                        TACL_TOPO_DUMP_FILE dump); its first node\n"
@@ -55,6 +57,12 @@ static void usage(FILE *f)
         "                        nodes have GPUs)\n"
         "  --tuner               per size: the closed-form tuner's choice,\n"
         "                        the simulated best, and their gap\n"
+        "  --trace FILE          write every simulated operation's step\n"
+        "                        timeline of every rank to FILE (the\n"
+        "                        format of TACL_STEP_TRACE; operations\n"
+        "                        numbered from 0 in the order simulated:\n"
+        "                        per algorithm and size out of place,\n"
+        "                        then in place)\n"
         "  -A a,b,...            algorithms to compare (names for the\n"
         "                        collective; auto: the tuner's choice)\n"
         "Times are predictions of the model in sim/sim.h, not measurements.\n");
@@ -108,7 +116,8 @@ static int own_options(int *argc, char **argv, sim_opts_t *o)
         }
         if (strcmp(a, "--topo") != 0 && strcmp(a, "--nodes") != 0 &&
             strcmp(a, "--ranks-per-node") != 0 &&
-            strcmp(a, "--coll") != 0 && strcmp(a, "--mem") != 0) {
+            strcmp(a, "--coll") != 0 && strcmp(a, "--mem") != 0 &&
+            strcmp(a, "--trace") != 0) {
             argv[out++] = argv[i];
             continue;
         }
@@ -125,6 +134,8 @@ static int own_options(int *argc, char **argv, sim_opts_t *o)
             bad = parse_count(v, &o->rpn);
         else if (strcmp(a, "--coll") == 0)
             o->coll = v;
+        else if (strcmp(a, "--trace") == 0)
+            o->trace = v;
         else if (strcmp(v, "host") == 0 || strcmp(v, "device") == 0)
             o->device = strcmp(v, "device") == 0;
         else
@@ -302,6 +313,7 @@ int main(int argc, char **argv)
     tacl__topo_t topo;
     tacl__sim_cluster_t c;
     FILE *json = NULL;
+    uint64_t trace_ops = 0;
     int rc, ex = 0;
     char *list, *save = NULL, *name;
 
@@ -326,6 +338,18 @@ int main(int argc, char **argv)
         return 1;
     }
     tacl__topo_fini(&topo);
+    if (so.trace != NULL) {
+        c.trace = fopen(so.trace, "w");
+        c.trace_ops = &trace_ops;
+        if (c.trace == NULL) {
+            fprintf(stderr, "tacl-sim: cannot write %s: %s\n", so.trace,
+                    strerror(errno));
+            tacl__sim_cluster_fini(&c);
+            return 1;
+        }
+        fprintf(c.trace, "# op rank step kind peer bytes ready_us "
+                "start_us done_us\n");
+    }
     if (po.json_path != NULL) {
         json = tacl__perf_json_open(po.json_path, "tacl-sim", so.kind, &po,
                                     c.nranks);
@@ -344,6 +368,11 @@ int main(int argc, char **argv)
     free(list);
     if (json != NULL)
         tacl__perf_json_close(json);
+    if (c.trace != NULL && fclose(c.trace) != 0 && rc == 0) {
+        fprintf(stderr, "tacl-sim: cannot write %s: %s\n", so.trace,
+                strerror(errno));
+        rc = 1;
+    }
     tacl__sim_cluster_fini(&c);
     return rc;
 }

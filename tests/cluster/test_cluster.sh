@@ -315,4 +315,23 @@ else
 fi
 no_leftovers "rate" "$pid"
 
+# 12. --quickack: every node's route to the others acknowledges at once
+# (the route option), and without it none does.
+for opt in --quickack ""; do
+    # shellcheck disable=SC2086
+    run_tool "$TMP/ack" --nodes 2 --ranks-per-node 1 --no-prefix \
+        --timeout 30 $opt -- sh -c 'ip route show dev eth0'
+    expect_rc "route run ${opt:-without --quickack}" 0 "$rc"
+    checks=$((checks + 1))
+    n=$(grep -c "^10\.77\.0\.0/24 .*quickack 1" "$TMP/ack")
+    if { [ -n "$opt" ] && [ "$n" = 2 ]; } ||
+        { [ -z "$opt" ] && [ "$n" = 0 ]; }; then
+        ok "${opt:-no option}: $n of 2 nodes' routes with quickack"
+    else
+        fail "${opt:-no option}: $n of 2 nodes' routes with quickack:" \
+            "$(cat "$TMP/ack")"
+    fi
+    no_leftovers "route${opt:+ $opt}" "$pid"
+done
+
 finish
