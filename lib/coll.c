@@ -357,6 +357,9 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
     if (!blocking && req_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, COLL,
                                "%s: req_p is NULL", tacl__coll_name(a->type)));
+    /* The owner's last fast-path call again: validated already. */
+    if (blocking && stream == NULL && tacl__fast_again(comm, a, &status))
+        return tacl__comm_fail(comm, status);
     status = validate(comm, a, stream);
     if (status != TACL_OK)
         return tacl__comm_fail(comm, status);
