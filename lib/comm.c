@@ -100,6 +100,11 @@ static void fence_setup(void)
 /* A full fence on every running thread of the process (owners). */
 static void heavy_fence(void)
 {
+    /* Settled first: a thread may be claiming the first ownership right
+     * now, and it does so only once fence_setup() found membarrier
+     * usable, so from here on either nobody can own a communicator or
+     * the fence below covers the claimer. */
+    pthread_once(&fence_once, fence_setup);
     if (!__atomic_load_n(&fence_usable, __ATOMIC_ACQUIRE))
         return; /* nobody owns a communicator */
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) ==
