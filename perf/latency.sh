@@ -36,10 +36,12 @@ COLLS=${COLLS:-}
 PIN=${PIN:-0}
 # lat_tacl and lat_mpi read LAT_COLL (a comma-separated list).
 if [ -n "$COLLS" ]; then
-    LAT_COLL=$(echo $COLLS | tr ' ' ',')
+    LAT_COLL=$(printf '%s' "$COLLS" | tr -s ' ' ',')
     export LAT_COLL
     MPIRUN="$MPIRUN -x LAT_COLL"
 fi
+# PINNER is left unquoted where it is used, on purpose: empty, it is no
+# word at all (so a checkout path with a space cannot take PIN=1).
 PINNER=
 [ "$PIN" = 1 ] && PINNER="$(cd "$(dirname "$0")" && pwd)/pin_rank.sh"
 LIMIT=300
