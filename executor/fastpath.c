@@ -11,6 +11,7 @@
 #include <string.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -92,6 +93,8 @@ struct tacl__fast {
     int waits_set;             /* spin and yield_ns read */
     long long spin;            /* TACL_SHM_SPIN, 0 when oversubscribed */
     uint64_t yield_ns;         /* TACL_SHM_YIELD_US */
+    int light;                 /* publish with a release store (every
+                                  rank may use the global fence) */
     int owner;                 /* created it: removes the name */
     int linked;                /* the name still exists */
     char name[TACL__FAST_NAME_LEN];
@@ -257,6 +260,20 @@ void tacl__fast_free(tacl__fast_t *fast)
     free(fast);
 }
 
+int tacl__fast_light_ready(void)
+{
+    /* Registering twice is harmless; the test call says it works. */
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+                   0, 0) == 0 &&
+           syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0,
+                   0) == 0;
+}
+
+void tacl__fast_set_light(tacl__fast_t *fast, int on)
+{
+    fast->light = on;
+}
+
 size_t tacl__fast_cap(const tacl__fast_t *fast)
 {
     return fast->cap;
@@ -363,14 +380,22 @@ static void sleep_on(const tacl__fast_t *f, int rank, uint64_t n)
     uint64_t seen, want;
 
     /* The seq_cst increment and want's lowering order them before the
-     * flag's read, as the owner's publishing orders its flag before
-     * reading sleepers and want: one of the two sees the other.  (A wake
-     * that resets want just as a sleeper with a later call found it low
-     * enough may leave that sleeper to its 1 ms timeout.) */
+     * flag's read; the owner's publishing must order its flag before
+     * reading sleepers and want, so that one of the two sees the other.
+     * With f->light the owner's flag store is a plain release store (no
+     * fence per call): the global expedited membarrier here makes every
+     * running thread of the registered processes (the owner's among
+     * them) execute a full fence, so either its flag store came before
+     * that fence and the read below sees it, or its reads of sleepers
+     * and want come after it and see ours.  (A wake that resets want
+     * just as a sleeper with a later call found it low enough may leave
+     * that sleeper to its 1 ms timeout.) */
     atomic_fetch_add(&s->sleepers, 1);
     want = atomic_load(&s->want);
     while (want > n && !atomic_compare_exchange_weak(&s->want, &want, n))
         ;
+    if (f->light)
+        syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
     seen = atomic_load(&f->flags[rank].seq);
     if (seen < n)
         syscall(SYS_futex, flag_word(f, rank), FUTEX_WAIT, (uint32_t)seen,
@@ -388,8 +413,16 @@ static void publish(tacl__fast_t *f, uint64_t n, uint32_t sig)
 
     r->sig = sig;
     atomic_store_explicit(&r->stamp, n, memory_order_release);
-    atomic_store(&f->flags[f->rank].seq, n);
-    if (atomic_load(&s->sleepers) == 0)
+    /* Readers need only release (they acquire the stamp or the flag);
+     * the store-load order against a sleeper (sleep_on) comes from the
+     * sleeper's membarrier when f->light, else from this seq_cst store,
+     * a full fence that waits for the record's stores to drain. */
+    if (f->light)
+        atomic_store_explicit(&f->flags[f->rank].seq, n,
+                              memory_order_release);
+    else
+        atomic_store(&f->flags[f->rank].seq, n);
+    if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) == 0)
         return;
     want = atomic_load(&s->want);
     if (want > n)

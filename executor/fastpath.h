@@ -96,6 +96,17 @@ void tacl__fast_unlink(tacl__fast_t *fast);
 /** Unmap the area (and remove its name if this rank created it). */
 void tacl__fast_free(tacl__fast_t *fast);
 
+/**
+ * Whether this process may publish without a fence per call: it is
+ * registered for membarrier()'s global expedited command (and the command
+ * works), which a sleeping peer runs instead (fastpath.c, sleep_on).
+ */
+int tacl__fast_light_ready(void);
+
+/** Publish with release stores (every rank said tacl__fast_light_ready),
+ *  or with seq_cst ones (the default). */
+void tacl__fast_set_light(tacl__fast_t *fast, int on);
+
 /** Bytes of one slot: the most one rank's input may have. */
 size_t tacl__fast_cap(const tacl__fast_t *fast);
 

@@ -134,14 +134,12 @@ void tacl__flight_fini(tacl__flight_t *f)
     memset(f, 0, sizeof(*f));
 }
 
-void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op)
+/* Write op into the next record (pending, no execution yet). */
+static void record(tacl__flight_t *f, const tacl__flight_op_t *op)
 {
-    tacl__flight_rec_t *r;
+    tacl__flight_rec_t *r = &f->recs[f->n & (f->cap - 1)];
     size_t i;
 
-    if (f->cap == 0)
-        return;
-    r = &f->recs[f->n & (f->cap - 1)];
     r->op = *op;
     /* A plain copy: snprintf (or strncat) would be most of the
      * recorder's cost. */
@@ -158,7 +156,22 @@ void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op)
     r->exec = NULL;
     r->status = TACL_OK;
     r->state = TACL__FLIGHT_PENDING;
+}
+
+void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op)
+{
+    if (f->cap == 0)
+        return;
+    record(f, op);
     f->open = 1;
+}
+
+uint64_t tacl__flight_open(tacl__flight_t *f, const tacl__flight_op_t *op)
+{
+    if (f->cap == 0)
+        return UINT64_MAX;
+    record(f, op);
+    return f->n - 1;
 }
 
 uint64_t tacl__flight_claim(tacl__flight_t *f, tacl__exec_t *exec)

@@ -75,6 +75,13 @@ void tacl__flight_fini(tacl__flight_t *f);
 /** Record the start of op; the next execution started claims it. */
 void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op);
 
+/**
+ * Record the start of op, an operation run without an execution (the
+ * fast path's): tacl__flight_begin and tacl__flight_claim in one.
+ * Returns the record's ordinal for tacl__flight_end, or ~0 when off.
+ */
+uint64_t tacl__flight_open(tacl__flight_t *f, const tacl__flight_op_t *op);
+
 /** Hand the open record (if any) to exec; returns its ordinal or ~0. */
 uint64_t tacl__flight_claim(tacl__flight_t *f, tacl__exec_t *exec);
 

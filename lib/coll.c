@@ -345,8 +345,8 @@ void tacl__coll_mark(tacl__coll_args_t *a)
                      tacl__memseg_find(read, bytes, &ref);
 }
 
-/* post() on a held communicator. */
-static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
+/* post_held() of a call that is not the owner's last fast-path call. */
+static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
                                tacl_stream_t stream, int blocking,
                                tacl_request_t *req_p)
 {
@@ -427,6 +427,20 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
     status = tacl__exec_wait(&exec, 1);
     tacl__exec_free(exec);
     return tacl__comm_fail(comm, status);
+}
+
+/* post() on a held communicator. */
+static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
+                               tacl_stream_t stream, int blocking,
+                               tacl_request_t *req_p)
+{
+    tacl_status_t status;
+
+    /* One of the owner's last fast-path calls again: validated already
+     * (before post_full's locals are set up: a tenth of such a call). */
+    if (blocking && stream == NULL && tacl__fast_again(comm, a, &status))
+        return status == TACL_OK ? TACL_OK : tacl__comm_fail(comm, status);
+    return post_full(comm, a, stream, blocking, req_p);
 }
 
 /* Run one operation now, or record it in the group. */

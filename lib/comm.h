@@ -63,8 +63,19 @@ struct tacl_comm {
     _Atomic int init_joinable; /* the init thread is still to be joined */
     pthread_t init_thread;
     tacl_status_t init_status; /* how the init ended */
-    int calls;                 /* threads inside a call on it (atomic) */
+    int calls;                 /* threads inside a call on it, but its
+                                  owner (atomic) */
     int closing;               /* an abort or destroy has begun (atomic) */
+    /* The owner: the first thread to call on the communicator, once the
+     * process may use the heavy fence (comm.c).  It holds the
+     * communicator with plain stores of owner_calls, which only it
+     * writes; other threads count themselves in calls. */
+    uintptr_t owner;           /* its pthread_self(), 0 none (atomic) */
+    int owner_calls;           /* the owner's holds (atomic) */
+    /* The owner's last fast-path call (fastpath.c), validated: the same
+     * arguments again skip validation.  Only the owner reads or writes
+     * it. */
+    struct tacl__fast_memo *fast_memo;
 };
 
 /** The communicator that embeds xc. */
@@ -81,10 +92,20 @@ tacl_status_t tacl__comm_check(tacl_comm_t comm);
  * tacl__comm_leave().  An abort or destroy from another thread closes the
  * handle to new calls and waits (bounded by the timeout) for the held ones
  * to leave before it frees what they use; a call that arrives once it has
- * begun fails with TACL_ERR_INVALID_USAGE.  Holds nest.
+ * begun fails with TACL_ERR_INVALID_USAGE.  Holds nest.  The
+ * communicator's owner thread holds it without an atomic
+ * read-modify-write or fence (see comm.c).
  */
 tacl_status_t tacl__comm_enter(tacl_comm_t comm);
 void tacl__comm_leave(tacl_comm_t comm);
+
+/** Whether the calling thread is comm's owner (it holds comm with plain
+ *  stores, and alone uses comm->fast_memo). */
+static inline int tacl__comm_is_owner(tacl_comm_t comm)
+{
+    return __atomic_load_n(&comm->owner, __ATOMIC_RELAXED) ==
+           (uintptr_t)pthread_self();
+}
 
 /** An entry point's body: return `call` (a status) run holding comm. */
 #define TACL__COMM_HELD(comm, call)                                          \
@@ -233,6 +254,14 @@ tacl_status_t tacl__stream_collect(const tacl__op_t *ops, int nops,
  */
 int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
                    tacl_status_t *status_p);
+/**
+ * The owner thread's call a again with the arguments of its last
+ * fast-path call (validated then): run it there without validating it
+ * again, setting *status_p, and return 1; or return 0 (validate it and
+ * go on as usual).
+ */
+int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
+                     tacl_status_t *status_p);
 /** Unmap comm's fast-path area. */
 void tacl__fast_comm_free(tacl_comm_t comm);
 
@@ -266,6 +295,10 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
  * root and algorithm, and how many were fused.
  */
 void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops);
+/** The flight record of operations whose first has arguments a (its
+ *  algorithm: the communicator's last). */
+void tacl__flight_op_of(tacl_comm_t comm, const tacl__coll_args_t *a,
+                        int nops, tacl__flight_op_t *rec);
 /** tacl__flight_note of operations whose first has arguments a. */
 void tacl__flight_note_args(tacl_comm_t comm, const tacl__coll_args_t *a,
                             int nops);

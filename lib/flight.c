@@ -19,13 +19,14 @@ void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops)
     tacl__flight_note_args(comm, &ops[0].args, nops);
 }
 
-void tacl__flight_note_args(tacl_comm_t comm, const tacl__coll_args_t *a,
-                            int nops)
+void tacl__flight_op_of(tacl_comm_t comm, const tacl__coll_args_t *a,
+                        int nops, tacl__flight_op_t *rec)
 {
     /* Collective and p2p numbers live in the two halves of the tag's
      * sequence field (coll.c); the record keeps the number within. */
     uint64_t half = 1ull << (TACL__TAG_SEQ_BITS - 1);
-    tacl__flight_op_t rec = {
+
+    *rec = (tacl__flight_op_t){
         .seq = a->seq % half,
         .count = a->count,
         .coll = tacl__coll_name(a->type),
@@ -34,7 +35,14 @@ void tacl__flight_note_args(tacl_comm_t comm, const tacl__coll_args_t *a,
         .root = has_root(a->type) ? a->root : -1,
         .nops = nops,
     };
+}
 
+void tacl__flight_note_args(tacl_comm_t comm, const tacl__coll_args_t *a,
+                            int nops)
+{
+    tacl__flight_op_t rec;
+
+    tacl__flight_op_of(comm, a, nops, &rec);
     tacl__flight_begin(&comm->x.flight, &rec);
 }
 

@@ -12,7 +12,9 @@
 #
 # Usage: perf/callgrind.sh BUILD_DIR
 # A phase the build does not have (or inlined) prints 0.  An 8-byte call
-# takes the fast path (tacl__fast_try, tacl__fast_run) unless
+# takes the fast path (tacl__fast_try, or tacl__fast_again for the
+# owner's repeated call; fast_call the bookkeeping, tacl__fast_run the
+# collective) unless
 # TACL_FAST_MAX=0 sends it the normal way (schedule, executor, shm).
 # Environment: BYTES (default 8), N1 (2000), N2 (6000) iterations,
 # COLL (allreduce, the default, or broadcast), ROOT (broadcast's root,
@@ -64,8 +66,10 @@ calls=$(( 2 * (N2 - N1) ))
 printf '# instructions per %s-byte %s call on 2 ranks (rank 0%s)\n' \
     "$BYTES" "$COLL" "$WHO"
 printf '%-26s %10s\n' phase "instr/call"
-for f in $ENTRY coll.c:post validate tacl__coll_memory tacl__dev_ptr_type \
-    tacl__fast_try tacl__flight_note_args tacl__flight_end tacl__fast_run \
+for f in $ENTRY coll.c:post tacl__comm_enter tacl__comm_leave validate \
+    tacl__coll_memory tacl__dev_ptr_type tacl__fast_again fast_call \
+    tacl__fast_try tacl__flight_note_args tacl__flight_open \
+    tacl__flight_end tacl__fast_run \
     tacl__ops_start tacl__algo_build \
     tacl__plan_build tacl__exec_start tacl__exec_wait ctx_progress_locked \
     tacl__shm_progress tacl__shm_wait tacl__exec_free malloc calloc free \

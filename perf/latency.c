@@ -59,6 +59,20 @@ static tacl_request_t preq;
 static int pcoll; /* its collective */
 #endif
 
+/* Whether coll is in list (names separated by commas; NULL: all). */
+static int selected(const char *list, int coll)
+{
+    size_t len = strlen(names[coll]);
+
+    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
+        p += *p == ',';
+        if (strncmp(p, names[coll], len) == 0 &&
+            (p[len] == ',' || p[len] == '\0'))
+            return 1;
+    }
+    return list == NULL;
+}
+
 /* One call of coll with count elements per block. */
 static int run(int coll, float *send, float *recv, int count)
 {
@@ -266,7 +280,7 @@ int main(int argc, char **argv)
 
             if (coll == ALLGATHER || coll == REDUCESCATTER)
                 count /= nranks;
-            if (only_coll != NULL && strcmp(only_coll, names[coll]) != 0)
+            if (!selected(only_coll, coll))
                 break;
             if (only_bytes != 0) {
                 if (bytes > 8)

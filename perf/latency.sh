@@ -16,6 +16,11 @@
 # PERSIST=1 also launches tacl's persistent collectives (lat_tacl with
 # LAT_MODE=persistent: tacl_start + wait on a request made once per cell)
 # in turn and adds their columns (pers_mean, pers_best) at the end.
+# COLLS ("allreduce allgather reducescatter broadcast barrier"): the
+# collectives measured, e.g. COLLS=broadcast.  PIN=1 pins rank i of
+# every launch, tacl's and Open MPI's alike, to core i mod the cores
+# (taskset, through perf/pin_rank.sh): without it the scheduler places
+# them, and two ranks may share a core for a while.
 
 set -u
 BUILD=${1:?usage: latency.sh BUILD_DIR [BASE_BUILD_DIR]}
@@ -25,9 +30,21 @@ REPEAT=${REPEAT:-5}
 ITERS=${ITERS:-2000}
 PERSIST=${PERSIST:-0}
 MAXBYTES=${MAXBYTES:-8192}
-LIMIT=300
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none
     --mca btl self,vader"
+COLLS=${COLLS:-}
+PIN=${PIN:-0}
+# lat_tacl and lat_mpi read LAT_COLL (a comma-separated list).
+if [ -n "$COLLS" ]; then
+    LAT_COLL=$(printf '%s' "$COLLS" | tr -s ' ' ',')
+    export LAT_COLL
+    MPIRUN="$MPIRUN -x LAT_COLL"
+fi
+# PINNER is left unquoted where it is used, on purpose: empty, it is no
+# word at all (so a checkout path with a space cannot take PIN=1).
+PINNER=
+[ "$PIN" = 1 ] && PINNER="$(cd "$(dirname "$0")" && pwd)/pin_rank.sh"
+LIMIT=300
 
 if [ ! -x "$BUILD/perf/lat_tacl" ] || [ ! -x "$BUILD/tools/tacl-run" ]; then
     echo "latency.sh: $BUILD/perf/lat_tacl or tacl-run is missing" >&2
@@ -43,7 +60,7 @@ for n in $RANKS; do
     rep=1
     while [ $rep -le "$REPEAT" ]; do
         if ! "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
-            "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
+            $PINNER "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
             > "$TMP/tacl.$n.$rep" 2>&1; then
             echo "latency.sh: tacl on $n ranks failed:" >&2
             tail -5 "$TMP/tacl.$n.$rep" >&2
@@ -51,14 +68,14 @@ for n in $RANKS; do
         fi
         if [ "$PERSIST" = 1 ] && ! LAT_MODE=persistent \
             "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
-            "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
+            $PINNER "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
             > "$TMP/pers.$n.$rep" 2>&1; then
             echo "latency.sh: persistent tacl on $n ranks failed:" >&2
             tail -5 "$TMP/pers.$n.$rep" >&2
             status=1
         fi
         if [ -n "$BASE" ] && ! "$BASE/tools/tacl-run" --timeout $LIMIT \
-            -n "$n" "$BASE/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
+            -n "$n" $PINNER "$BASE/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
             > "$TMP/base.$n.$rep" 2>&1; then
             echo "latency.sh: base tacl on $n ranks failed:" >&2
             tail -5 "$TMP/base.$n.$rep" >&2
@@ -66,7 +83,7 @@ for n in $RANKS; do
         fi
         # shellcheck disable=SC2086
         if [ $have_mpi = 1 ] && ! timeout $LIMIT $MPIRUN -n "$n" \
-            "$BUILD/perf/lat_mpi" "$ITERS" "$MAXBYTES" \
+            $PINNER "$BUILD/perf/lat_mpi" "$ITERS" "$MAXBYTES" \
             > "$TMP/ompi.$n.$rep" 2>&1; then
             echo "latency.sh: Open MPI on $n ranks failed:" >&2
             tail -5 "$TMP/ompi.$n.$rep" >&2

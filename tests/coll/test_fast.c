@@ -18,6 +18,11 @@
  *   with TACL_ERR_REMOTE or TACL_ERR_TIMEOUT within the timeout.
  * - An abort from another thread ends a fast-path wait at once.
  * - Fast-path calls while a large _nb call is in flight.
+ * - The owner thread's holds (lib/comm.c: no atomic read-modify-write):
+ *   a destroy from another thread waits for the owner's call in flight;
+ *   another thread's calls (holding the other way) work in between; the
+ *   owner's memo of validated calls (lib/fastpath.c) gives way to a
+ *   TACL_CHECK switched on, and never serves different arguments.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -629,5 +634,138 @@ Test(fast, abort_from_another_thread, .timeout = 90)
     coll_result_t res;
 
     coll_run(&o, body_abort, &res);
+    coll_expect_pass(&res);
+}
+
+/* Thread B of body_owner: destroys the communicator while its owner
+ * (the main thread) waits in a fast-path call. */
+typedef struct {
+    tacl_comm_t comm;
+    double t0;
+    double done_at;            /* seconds after t0 the destroy returned */
+    tacl_status_t status;
+} destroyer_t;
+
+static void *destroyer(void *arg)
+{
+    destroyer_t *d = arg;
+
+    coll_sleep_ms(200);
+    d->status = tacl_comm_destroy(d->comm);
+    d->done_at = coll_now() - d->t0;
+    return NULL;
+}
+
+/* Another thread than the owner: broadcasts from root 1, checked. */
+typedef struct {
+    tacl_comm_t comm;
+    int rank;
+    int bad;                   /* calls failed or wrong */
+} other_t;
+
+static void *other_caller(void *arg)
+{
+    other_t *o = arg;
+
+    for (int k = 0; k < 200; k++) {
+        int32_t v[4] = {o->rank == 1 ? k : -1, 0, 0, 0};
+
+        o->bad += tacl_broadcast(v, v, 4, TACL_INT32, 1, o->comm, NULL) !=
+                      TACL_OK ||
+                  v[0] != k;
+    }
+    return NULL;
+}
+
+/* One checked broadcast of 4 int32 from root 1 with value k; 1 wrong. */
+static int bcast_is(coll_ctx_t *ctx, int32_t *v, int k)
+{
+    v[0] = ctx->rank == 1 ? k : -1;
+    v[1] = ctx->rank == 1 ? 2 * k : -1;
+    if (tacl_broadcast(v, v, 4, TACL_INT32, 1, ctx->comm, NULL) != TACL_OK)
+        return coll_fail(ctx, "broadcast %d: %s", k, tacl_last_error());
+    if (v[0] != k || v[1] != 2 * k)
+        return coll_fail(ctx, "broadcast %d gave %d %d", k, v[0], v[1]);
+    return 0;
+}
+
+static int body_owner(coll_ctx_t *ctx)
+{
+    int32_t v[4] = {0}, w[4] = {0};
+    destroyer_t d = {.comm = ctx->comm};
+    other_t o = {.comm = ctx->comm, .rank = ctx->rank};
+    pthread_t tid;
+    tacl_status_t st;
+    int k = 0;
+
+    /* The main thread calls first: it owns the communicator, and its
+     * memo holds this broadcast after the first call. */
+    for (; k < 50; k++)
+        if (bcast_is(ctx, v, k) != 0)
+            return 1;
+    COLL_CHECK(ctx, strcmp(tacl_comm_last_algorithm(ctx->comm), "fast") == 0,
+               "the broadcasts took \"%s\"",
+               tacl_comm_last_algorithm(ctx->comm));
+    /* The same arguments with TACL_CHECK on: checked, on the normal path,
+     * not served from the memo. */
+    COLL_CHECK_OK(ctx, tacl_comm_set_check(ctx->comm, 1));
+    if (bcast_is(ctx, v, k++) != 0)
+        return 1;
+    COLL_CHECK(ctx, strcmp(tacl_comm_last_algorithm(ctx->comm), "fast") != 0,
+               "a checked broadcast took the fast path");
+    COLL_CHECK_OK(ctx, tacl_comm_set_check(ctx->comm, 0));
+    if (bcast_is(ctx, v, k++) != 0)
+        return 1;
+    COLL_CHECK(ctx, strcmp(tacl_comm_last_algorithm(ctx->comm), "fast") == 0,
+               "the broadcast after TACL_CHECK went off took \"%s\"",
+               tacl_comm_last_algorithm(ctx->comm));
+    /* Other arguments than the memo's: validated (a bad root fails), and
+     * another buffer gets the data. */
+    st = tacl_broadcast(v, v, 4, TACL_INT32, 7, ctx->comm, NULL);
+    COLL_CHECK(ctx, st == TACL_ERR_INVALID_ARG, "root 7 of 2 gave %s",
+               tacl_status_string(st));
+    w[0] = ctx->rank == 1 ? 99 : -1;
+    COLL_CHECK_OK(ctx, tacl_broadcast(w, w, 4, TACL_INT32, 1, ctx->comm,
+                                      NULL));
+    COLL_CHECK(ctx, w[0] == 99, "the other buffer got %d", w[0]);
+    if (bcast_is(ctx, v, k++) != 0)
+        return 1;
+    /* Another thread's calls, while the owner waits for it. */
+    COLL_CHECK(ctx, pthread_create(&tid, NULL, other_caller, &o) == 0,
+               "pthread_create failed");
+    pthread_join(tid, NULL);
+    COLL_CHECK(ctx, o.bad == 0, "%d of the other thread's calls failed",
+               o.bad);
+    if (bcast_is(ctx, v, k++) != 0)
+        return 1;
+    /* Rank 0's owner waits for rank 1's call for 1 s; another thread
+     * destroys the communicator 0.2 s in: the destroy must wait for the
+     * owner's call to return. */
+    if (ctx->rank == 1) {
+        coll_sleep_ms(1000);
+        return bcast_is(ctx, v, k);
+    }
+    d.t0 = coll_now();
+    COLL_CHECK(ctx, pthread_create(&tid, NULL, destroyer, &d) == 0,
+               "pthread_create failed");
+    st = bcast_is(ctx, v, k);
+    pthread_join(tid, NULL);
+    ctx->comm = NULL;
+    COLL_CHECK(ctx, st == 0, "the owner's call failed");
+    COLL_CHECK(ctx, d.status == TACL_OK, "the destroy returned %s",
+               tacl_status_string(d.status));
+    COLL_CHECK(ctx, d.done_at > 0.8, "the destroy returned %.3f s in, "
+               "while the owner's call (until about 1 s) was in flight",
+               d.done_at);
+    return 0;
+}
+
+Test(fast, owner_holds, .timeout = 90)
+{
+    static const char *const env[] = {"TACL_TIMEOUT=20", NULL};
+    coll_opts_t o = {.nranks = 2, .deadline_s = 60, .env = env};
+    coll_result_t res;
+
+    coll_run(&o, body_owner, &res);
     coll_expect_pass(&res);
 }
