@@ -21,9 +21,11 @@
 # MAX_SIZE (256M), ITERS (2) and WARMUP (1) for 64 MB and up,
 # SMALL_ITERS (8) below 64 MB, CHECK_ALL (0: results are checked up to
 # 64 MB; 1: at every size), LINK_RATE (bytes/s: skips the calibration),
-# LIMIT (seconds per run, 300), QUICKACK (1: tacl-cluster --quickack,
-# nodes acknowledge every TCP segment at once; 0, the default, as the
-# published tables were measured).
+# LIMIT (seconds per run, 300), QUICKACK (1, the default: tacl-cluster
+# --quickack, nodes acknowledge every TCP segment at once, as
+# docs/bench/bench_hier.* were measured; 0: delayed acknowledgements, with
+# which the shaped links stall for 50-330 ms in some operations, see
+# docs/sim/compare_bench.md).
 # Exit status: 0 if every run worked and every result was exact, 1 if
 # some run failed (its cells read "-"), 2 on a usage error.
 
@@ -65,7 +67,7 @@ WARMUP=${WARMUP:-1}
 SMALL_ITERS=${SMALL_ITERS:-8}
 CHECK_ALL=${CHECK_ALL:-0}
 LIMIT=${LIMIT:-300}
-QUICKACK=${QUICKACK:-0}
+QUICKACK=${QUICKACK:-1}
 case $QUICKACK in
 0) ACK_OPT= ;;
 1) ACK_OPT=--quickack ;;
