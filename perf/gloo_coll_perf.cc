@@ -256,6 +256,9 @@ void run_one(const gloo_ctx_t *c, const tacl__perf_opts_t *o,
     int i, j;
 
     tacl__perf_inplace_offsets(c->kind, s, c->rank, &send_off, &recv_off);
+    /* Real data, as tacl's harness times (see there). */
+    tacl__perf_fill(c->kind, o, s, c->rank, c->nranks, sendbuf, recvbuf,
+                    in_place);
     for (i = 0; i < o->warmup; i++) {
         op.run();
     }

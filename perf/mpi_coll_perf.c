@@ -133,6 +133,9 @@ static int run_one(const mpi_ctx_t *c, const tacl__perf_opts_t *o,
     int i, j, rc = MPI_SUCCESS;
 
     tacl__perf_inplace_offsets(c->kind, s, c->rank, &send_off, &recv_off);
+    /* Real data, as tacl's harness times (see there). */
+    tacl__perf_fill(c->kind, o, s, c->rank, c->nranks, sendbuf, recvbuf,
+                    in_place);
     for (i = 0; i < o->warmup && rc == MPI_SUCCESS; i++) {
         rc = post(c, src, recvbuf, s->count, o->blocking);
     }

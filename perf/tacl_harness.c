@@ -277,6 +277,12 @@ static void run_one(perf_run_t *run, const tacl__perf_sizes_t *s,
     call.quant = o->qbits != 0 ? &quant : NULL;
     call.stream = run->stream;
 
+    /* Time real data, the values a check uses, as torch and the other
+     * libraries' harnesses do: on a virtual machine, zero-filled pages
+     * can copy much faster than others (docs/bench/torch.md). */
+    tacl__perf_fill(run->coll->kind, o, s, run->rank, run->nranks,
+                    run->send_host, run->recv_host, in_place);
+    move_data(run, s, in_place, 1);
     for (i = 0; i < o->warmup; i++) {
         if ((st = run_iter(run, &call)) != TACL_OK) {
             die(run, "warmup", st);
