@@ -23,9 +23,17 @@ RUN="$BUILD/tools/tacl-run -n $RANKS setsid -w"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-c_time() {  # the out-of-place time of a perf binary's row
+. "$SRC/perf/runs.sh"
+c_time() {  # the out-of-place time of a perf binary's row (runs.sh)
     $RUN "$1" -b "${MB}M" -e "${MB}M" -n "$ITERS" -w 3 -d float -c 0 \
-        -z 1 -a 3 2>&1 | awk '/^ +[0-9]+ / { print $6; exit }'
+        -z 1 -a 3 > "$TMP/c.out" 2>&1 || true
+    row_of "$TMP/c.out" | awk '$2 != "-" { printf "%d\n", $2 }'
+}
+median() {  # the median of column $1 of the rows, "-" left out
+    awk -v c="$1" '$c != "-" { print $c }' "$TMP/rows" | sort -n |
+        awk '{ v[NR] = $1 } END { if (NR == 0) print "-";
+             else if (NR % 2) print v[(NR + 1) / 2];
+             else printf "%d\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 py_time() {
     OMP_NUM_THREADS=1 $RUN "$PY" "$SRC/perf/allgather_ctypes.py" \
@@ -47,13 +55,5 @@ while [ "$r" -le "$ROUNDS" ]; do
         "${p:--}" "${t:--}" "${b:--}" | tee -a "$TMP/rows"
     r=$((r + 1))
 done
-awk '{ for (i = 2; i <= 6; i++) v[i, NR] = $i }
-     END { printf "%-6s", "median";
-           for (i = 2; i <= 6; i++) {
-               n = 0; for (k = 1; k <= NR; k++) if (v[i, k] != "-") a[++n] = v[i, k] + 0;
-               for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++)
-                   if (a[y] < a[x]) { t = a[x]; a[x] = a[y]; a[y] = t }
-               if (n == 0) printf " %9s", "-";
-               else if (n % 2) printf " %9d", a[(n + 1) / 2];
-               else printf " %9d", (a[n / 2] + a[n / 2 + 1]) / 2 }
-           printf "\n" }' "$TMP/rows"
+printf '%-6s %9s %9s %9s %9s %9s\n' median "$(median 2)" "$(median 3)" \
+    "$(median 4)" "$(median 5)" "$(median 6)"
