@@ -62,10 +62,14 @@ tacl_status_t tacl__exec_start(tacl__xcomm_t *xc, tacl__sched_t *sched,
  * enqueued on those streams before now has run, and, for non-NULL
  * streams, the work enqueued on them after now waits for its end.  A
  * stream with a schedule on host memory only is TACL_ERR_INVALID_ARG.
+ * waited: the caller waits for exec itself (tacl__exec_wait) and frees
+ * it: from now until tacl__exec_free it counts as a waiter of the
+ * context, so the progress thread is not woken for it (unless it joined
+ * caller streams, which a blocking call does not wait for).
  */
 tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                   const tacl__dev_streams_t *streams,
-                                  tacl__exec_t **exec_p);
+                                  int waited, tacl__exec_t **exec_p);
 
 /** Whether exec joined caller streams (a blocking call need not wait). */
 int tacl__exec_streamed(const tacl__exec_t *exec);

@@ -310,7 +310,7 @@ tacl_status_t tacl__ops_build(tacl_comm_t comm, const tacl__op_t *ops,
 }
 
 tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
-                              int nops, tacl__exec_t **exec_p)
+                              int nops, int waited, tacl__exec_t **exec_p)
 {
     tacl__sched_t sched;
     tacl__dev_streams_t streams;
@@ -321,7 +321,7 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
     if (status != TACL_OK)
         return status;
     tacl__flight_note(comm, ops, nops);
-    status = tacl__exec_start_on(&comm->x, &sched, &streams, exec_p);
+    status = tacl__exec_start_on(&comm->x, &sched, &streams, waited, exec_p);
     tacl__sched_fini(&sched);
     return status;
 }
@@ -407,7 +407,7 @@ static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
             return tacl__comm_fail(comm, status);
         pthread_mutex_lock(&comm->x.ctx->lock);
     }
-    status = tacl__ops_start(comm, &op, 1, &exec);
+    status = tacl__ops_start(comm, &op, 1, blocking && stream == NULL, &exec);
     pthread_mutex_unlock(&comm->x.ctx->lock);
     if (status != TACL_OK)
         return tacl__comm_fail(comm, status);

@@ -694,7 +694,7 @@ tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
     tacl_status_t status;
 
     pthread_mutex_lock(&comm->x.ctx->lock);
-    status = tacl__ops_start(comm, &op, 1, &exec);
+    status = tacl__ops_start(comm, &op, 1, 1, &exec);
     pthread_mutex_unlock(&comm->x.ctx->lock);
     if (status != TACL_OK)
         return status;

@@ -284,10 +284,11 @@ tacl_status_t tacl__ops_build(tacl_comm_t comm, const tacl__op_t *ops,
 
 /**
  * Run ops (all on one communicator) as one schedule: build it, start it,
- * and hand back its execution.
+ * and hand back its execution; waited: the caller waits for it and frees
+ * it (tacl__exec_start_on).
  */
 tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
-                              int nops, tacl__exec_t **exec_p);
+                              int nops, int waited, tacl__exec_t **exec_p);
 
 /**
  * Begin the flight record of ops (about to start as one execution on

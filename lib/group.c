@@ -80,8 +80,10 @@ static tacl_status_t check_batch(tacl_comm_t comm, const tacl__op_t *batch,
     return TACL_OK;
 }
 
-/* Start one schedule per communicator; execs gets one entry each. */
-static tacl_status_t group_launch(tacl__exec_t **execs, int *nexec_p)
+/* Start one schedule per communicator; execs gets one entry each;
+ * waited: the caller waits for them (a blocking end). */
+static tacl_status_t group_launch(int waited, tacl__exec_t **execs,
+                                  int *nexec_p)
 {
     tacl_status_t status = TACL_OK;
     int nexec = 0;
@@ -110,7 +112,7 @@ static tacl_status_t group_launch(tacl__exec_t **execs, int *nexec_p)
         status = check_batch(comm, batch, n);
         if (status == TACL_OK) {
             pthread_mutex_lock(&comm->x.ctx->lock);
-            status = tacl__ops_start(comm, batch, n, &execs[nexec]);
+            status = tacl__ops_start(comm, batch, n, waited, &execs[nexec]);
             pthread_mutex_unlock(&comm->x.ctx->lock);
         }
         if (status == TACL_OK)
@@ -161,7 +163,7 @@ static tacl_status_t group_end(tacl_request_t *req_p)
         group_clear();
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     }
-    status = group_launch(execs, &nexec);
+    status = group_launch(req_p == NULL, execs, &nexec);
     group_clear();
     if (status == TACL_OK && req_p != NULL) {
         status = tacl__request_create(execs, nexec, req_p);

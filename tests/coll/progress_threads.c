@@ -10,11 +10,18 @@
  * all drive progress at once.  Each callback must run exactly once with
  * TACL_OK and every result must be exact.
  *
- * Phase 2: rank 0 posts an all-reduce nobody else joins and a second
+ * Phase 2: blocking calls (each collective and a group's blocking end)
+ * run in the calling thread and leave the progress thread asleep: over
+ * BLOCKING calls its context switches (from /proc) stay within its timed
+ * wake-ups, where waking it for each call gave one or more per call.
+ *
+ * Phase 3: rank 0 posts an all-reduce nobody else joins and a second
  * thread aborts the communicator while the progress thread runs; the
  * callback must report the error once.  The other ranks see the abort
  * as the communicator's async error and destroy it.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -28,6 +35,7 @@
 #define ROUNDS 40
 #define NOPS 8
 #define MAXCOUNT 4096
+#define BLOCKING 200
 
 #define FAIL(...)                                                            \
     do {                                                                     \
@@ -160,6 +168,98 @@ static void phase_concurrent(tacl_comm_t comm, int rank, int nranks)
     }
 }
 
+/* The context switches so far of this process's threads named name;
+ * -1: none is. */
+static long thread_switches(const char *name)
+{
+    char path[300], line[256];
+    long total = -1;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    FILE *f;
+
+    if (d == NULL)
+        FAIL("/proc/self/task: %s", strerror(errno));
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue; /* the thread ended */
+        if (fgets(line, sizeof(line), f) == NULL)
+            line[0] = '\0';
+        fclose(f);
+        line[strcspn(line, "\n")] = '\0';
+        if (strcmp(line, name) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        if (total < 0)
+            total = 0;
+        while (fgets(line, sizeof(line), f) != NULL) {
+            long n;
+
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %ld", &n) == 1)
+                total += n;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return total;
+}
+
+static void phase_blocking(tacl_comm_t comm, int rank, int nranks)
+{
+    enum { COUNT = 65536 }; /* 256 KB: past the fast path, on the executor */
+    static uint32_t x[COUNT], y[COUNT];
+    long before, after, allowed;
+    double t0 = now_s();
+
+    for (size_t i = 0; i < COUNT; i++)
+        x[i] = input(rank, 0, i);
+    before = thread_switches("tacl-progress");
+    if (before < 0)
+        FAIL("no progress thread found");
+    for (int k = 0; k < BLOCKING; k++) {
+        tacl_status_t st;
+
+        if (k % 2 == 0) {
+            st = tacl_allreduce(x, y, COUNT, TACL_UINT32, TACL_BXOR, comm,
+                                NULL);
+        } else {
+            tacl_request_t ignored;
+
+            st = tacl_group_start();
+            if (st == TACL_OK)
+                st = tacl_allreduce_nb(x, y, COUNT, TACL_UINT32, TACL_BXOR,
+                                       comm, NULL, &ignored);
+            if (st == TACL_OK)
+                st = tacl_group_end();
+        }
+        if (st != TACL_OK)
+            FAIL("blocking call %d: %s", k, tacl_comm_last_error(comm));
+    }
+    for (size_t i = 0; i < COUNT; i++) {
+        uint32_t want = 0;
+
+        for (int r = 0; r < nranks; r++)
+            want ^= input(r, 0, i);
+        if (y[i] != want)
+            FAIL("blocking [%zu]: %#x, want %#x", i, y[i], want);
+    }
+    after = thread_switches("tacl-progress");
+    /* Its timed sleep ends once a second; a margin of 10 for the rest. */
+    allowed = 2 * (long)(now_s() - t0 + 1) + 10;
+    if (after - before > allowed)
+        FAIL("%d blocking calls woke the progress thread: %ld context "
+             "switches (at most %ld expected)", BLOCKING, after - before,
+             allowed);
+    printf("progress_threads rank %d: %d blocking calls, the progress "
+           "thread switched %ld times\n", rank, BLOCKING, after - before);
+}
+
 static void *aborter_main(void *arg)
 {
     sleep_ms(30);
@@ -232,6 +332,7 @@ int main(void)
         return 77;
     }
     phase_concurrent(comm, my_rank, nranks);
+    phase_blocking(comm, my_rank, nranks);
     phase_abort(comm, my_rank);
     printf("progress_threads rank %d: %d rounds of %d operations, abort: "
            "ok\n", my_rank, ROUNDS, NOPS);
