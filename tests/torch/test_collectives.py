@@ -365,6 +365,49 @@ def test_futures_without_wait():
     check("four futures complete without wait", len(done) == 4)
 
 
+def test_synchronous_calls():
+    """asyncOp false (torch's default, async_op=False) runs the operation
+    to its end in the calling thread: the work comes back complete, and a
+    failure of the operation itself, here a timeout, reaches wait()."""
+    opts = dist.AllreduceOptions()
+    opts.asyncOp = False
+    t = data(RANK, 1000, torch.float32, 90)
+    ref = t.clone()
+    dist.all_reduce(ref, group=GLOO)
+    w = dist.group.WORLD.allreduce([t], opts)
+    check("a synchronous call's work is complete on return",
+          w.is_completed())
+    w.wait()
+    check("a synchronous call's value", same(t, ref))
+    seen = []
+    w.get_future().then(lambda f: seen.append(1))
+    check("a synchronous call's future is complete", seen == [1])
+    # Its own communicator (an abort closes its bootstrap), a 2 s
+    # timeout, and an all-reduce only rank 0 calls.
+    store = dist.PrefixStore("sync_timeout/",
+                             dist.distributed_c10d._get_default_store())
+    b = tacl_torch.TaclBackend(store, RANK, WORLD, timedelta(seconds=2),
+                               "sync_timeout")
+    if RANK == 0:
+        t0 = time.monotonic()
+        w = b.allreduce([torch.ones(2)], opts)
+        check("a synchronous call that times out comes back complete",
+              w.is_completed())
+        try:
+            w.wait()
+            check("a synchronous call's timeout reaches wait()", False,
+                  "no error raised")
+        except Exception as err:  # noqa: BLE001
+            check("a synchronous call's timeout reaches wait()",
+                  "no progress" in str(err) and "sync_timeout" in str(err),
+                  str(err))
+        elapsed = time.monotonic() - t0
+        check("a synchronous call times out after the group's timeout",
+              1.5 < elapsed < 30, f"{elapsed:.1f} s")
+    dist.barrier(group=GLOO)
+    b.abort()
+
+
 def test_subgroups():
     boots = tacl_torch.TaclBackend._bootstraps()
     # new_group of every rank: split from the default group, bound or not.
@@ -603,8 +646,8 @@ def main():
     tests = [test_allreduce, test_allreduce_coalesced, test_broadcast_reduce,
              test_allgather, test_gather_scatter, test_reduce_scatter,
              test_alltoall, test_p2p_barrier, test_futures_without_wait,
-             test_subgroups, test_counters, test_errors, test_quantized,
-             test_ddp]
+             test_synchronous_calls, test_subgroups, test_counters,
+             test_errors, test_quantized, test_ddp]
     only = os.environ.get("TACL_TORCH_TESTS")
     if "--only" in sys.argv[1:]:
         only = sys.argv[sys.argv.index("--only") + 1]

@@ -1,10 +1,13 @@
 /*
  * The torch.distributed backend "tacl": a c10d::Backend whose collectives
- * are tacl's non-blocking calls on CPU tensors.
+ * are tacl's calls on CPU tensors.
  *
- * Each operation starts one tacl request (several calls become one
- * request through tacl_group_start/end_nb) and returns a TaclWork that
- * owns it.  A Work's future must complete without anyone calling wait
+ * An operation torch waits for at once (asyncOp false, the default of
+ * every torch.distributed call) runs to its end in the calling thread,
+ * as a blocking tacl call, and returns a completed TaclWork (run_here).
+ * Any other starts one tacl request (several calls become one request
+ * through tacl_group_start/end_nb) and returns a TaclWork that owns it.
+ * A Work's future must complete without anyone calling wait
  * (DDP chains its gradient buckets on them), so every communicator runs
  * with the library's progress thread, and each request's completion
  * callback (tacl_request_set_callback) hands its work to a completion
@@ -169,9 +172,9 @@ class Completer {
 class TaclWork : public c10d::Work {
   public:
     TaclWork(std::shared_ptr<Comm> comm, int rank, OpType type,
-             const char *title, std::vector<at::Tensor> outputs)
+             const char *title, std::vector<at::Tensor> outputs, bool async)
         : c10d::Work(rank, type, title), comm_(std::move(comm)),
-          outputs_(std::move(outputs)),
+          async_(async), outputs_(std::move(outputs)),
           future_(c10::make_intrusive<c10::ivalue::Future>(
               c10::ListType::create(c10::TensorType::get())))
     {
@@ -193,14 +196,24 @@ class TaclWork : public c10d::Work {
         then([tmp, dst]() mutable { dst.copy_(tmp); });
     }
 
+    /* Whether the caller may go on before it completes (asyncOp). */
+    bool async() const { return async_; }
+
+    /* The operation ran to its end in the caller's thread with status s. */
+    void ended(tacl_status_t s, const char *what)
+    {
+        what_ = what;
+        finish(s);
+    }
+
     /* Adopt the request just started; null: it already completed. */
     void start(tacl_request_t req, const char *what)
     {
-        what_ = what;
         if (req == nullptr) {
-            finish(TACL_OK);
+            ended(TACL_OK, what);
             return;
         }
+        what_ = what;
         req_ = req;
         /* The callback holds a reference until it has run. */
         TaclWork *held =
@@ -342,6 +355,7 @@ class TaclWork : public c10d::Work {
     }
 
     std::shared_ptr<Comm> comm_;
+    const bool async_;
     std::vector<at::Tensor> outputs_, keep_;
     std::vector<std::function<void()>> epilogue_;
     c10::intrusive_ptr<c10::ivalue::Future> future_;
@@ -697,7 +711,8 @@ class TaclBackend : public c10d::Backend {
         const c10d::BroadcastOptions &opts) override
     {
         single(tensors, "broadcast");
-        auto w = work(OpType::BROADCAST, "tacl:broadcast", tensors);
+        auto w = work(OpType::BROADCAST, "tacl:broadcast", tensors,
+                      opts.asyncOp);
         View v = writable(*w, tensors[0], "broadcast", true);
         return run(w, "tacl_broadcast_nb", [&](tacl_request_t *r) {
             return tacl_broadcast_nb(v.ptr(), v.ptr(), v.count, v.dtype,
@@ -712,7 +727,7 @@ class TaclBackend : public c10d::Backend {
     {
         single(tensors, "allreduce");
         return allreduce_list(tensors, opts.reduceOp, OpType::ALLREDUCE,
-                              "tacl:all_reduce");
+                              "tacl:all_reduce", opts.asyncOp);
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
@@ -721,7 +736,7 @@ class TaclBackend : public c10d::Backend {
     {
         return allreduce_list(tensors, opts.reduceOp,
                               OpType::ALLREDUCE_COALESCED,
-                              "tacl:all_reduce_coalesced");
+                              "tacl:all_reduce_coalesced", opts.asyncOp);
     }
 
     c10::intrusive_ptr<c10d::Work> reduce(
@@ -729,7 +744,7 @@ class TaclBackend : public c10d::Backend {
         const c10d::ReduceOptions &opts) override
     {
         single(tensors, "reduce");
-        auto w = work(OpType::REDUCE, "tacl:reduce", tensors);
+        auto w = work(OpType::REDUCE, "tacl:reduce", tensors, opts.asyncOp);
         Op o = op_of(opts.reduceOp, tensors[0], "reduce");
         View v = writable(*w, tensors[0], "reduce", true);
         View src = reduce_source(*w, v, o);
@@ -743,14 +758,15 @@ class TaclBackend : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> allgather(
         std::vector<std::vector<at::Tensor>> &outputs,
         std::vector<at::Tensor> &inputs,
-        const c10d::AllgatherOptions &) override
+        const c10d::AllgatherOptions &opts) override
     {
         single(inputs, "allgather");
         one_list(outputs, "allgather", "output tensors");
         for (auto &t : outputs[0]) {
             same_size(t, inputs[0], "allgather");
         }
-        auto w = work(OpType::ALLGATHER, "tacl:all_gather", outputs[0]);
+        auto w = work(OpType::ALLGATHER, "tacl:all_gather", outputs[0],
+                      opts.asyncOp);
         View in = readable(inputs[0], "allgather");
         at::Tensor flat = flat_like(in.t, in.t.numel() * getSize());
         View out = view_of(flat, "allgather");
@@ -770,11 +786,12 @@ class TaclBackend : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Work> _allgather_base(
         at::Tensor &output, at::Tensor &input,
-        const c10d::AllgatherOptions &) override
+        const c10d::AllgatherOptions &opts) override
     {
         check_gather_sizes(output, input, "all_gather_into_tensor");
         std::vector<at::Tensor> outs{output};
-        auto w = work(OpType::_ALLGATHER_BASE, "tacl:all_gather_base", outs);
+        auto w = work(OpType::_ALLGATHER_BASE, "tacl:all_gather_base", outs,
+                      opts.asyncOp);
         View in = input_view(*w, input);
         View out = writable(*w, output, "all_gather_into_tensor", false);
         return run(w, "tacl_allgather_nb", [&](tacl_request_t *r) {
@@ -785,10 +802,11 @@ class TaclBackend : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
         std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
-        const c10d::AllgatherOptions &) override
+        const c10d::AllgatherOptions &opts) override
     {
         return coalesced(outputs, inputs, nullptr,
-                         OpType::ALLGATHER_INTO_TENSOR_COALESCED);
+                         OpType::ALLGATHER_INTO_TENSOR_COALESCED,
+                         opts.asyncOp);
     }
 
     c10::intrusive_ptr<c10d::Work> gather(
@@ -803,7 +821,7 @@ class TaclBackend : public c10d::Backend {
             one_list(outputs, "gather", "output tensors on the root");
         std::vector<at::Tensor> outs =
             is_root ? outputs[0] : std::vector<at::Tensor>{};
-        auto w = work(OpType::GATHER, "tacl:gather", outs);
+        auto w = work(OpType::GATHER, "tacl:gather", outs, opts.asyncOp);
         View in = input_view(*w, inputs[0]);
         std::vector<View> dst;
         for (auto &t : outs) {
@@ -825,7 +843,7 @@ class TaclBackend : public c10d::Backend {
         bool is_root = getRank() == root;
         if (is_root)
             one_list(inputs, "scatter", "input tensors on the root");
-        auto w = work(OpType::SCATTER, "tacl:scatter", outputs);
+        auto w = work(OpType::SCATTER, "tacl:scatter", outputs, opts.asyncOp);
         View out = writable(*w, outputs[0], "scatter", false);
         std::vector<View> src;
         if (is_root)
@@ -845,7 +863,8 @@ class TaclBackend : public c10d::Backend {
     {
         single(outputs, "reduce_scatter");
         one_list(inputs, "reduce_scatter", "input tensors");
-        auto w = work(OpType::REDUCE_SCATTER, "tacl:reduce_scatter", outputs);
+        auto w = work(OpType::REDUCE_SCATTER, "tacl:reduce_scatter", outputs,
+                      opts.asyncOp);
         Op o = op_of(opts.reduceOp, outputs[0], "reduce_scatter");
         std::vector<at::Tensor> parts;
         for (auto &t : inputs[0]) {
@@ -869,7 +888,7 @@ class TaclBackend : public c10d::Backend {
         check_gather_sizes(input, output, "reduce_scatter_tensor");
         std::vector<at::Tensor> outs{output};
         auto w = work(OpType::_REDUCE_SCATTER_BASE,
-                      "tacl:reduce_scatter_base", outs);
+                      "tacl:reduce_scatter_base", outs, opts.asyncOp);
         Op o = op_of(opts.reduceOp, output, "reduce_scatter_tensor");
         View in = reduce_source(*w, input_view(*w, input), o);
         View out = writable(*w, output, "reduce_scatter_tensor", false);
@@ -884,17 +903,19 @@ class TaclBackend : public c10d::Backend {
         const c10d::ReduceScatterOptions &opts) override
     {
         return coalesced(outputs, inputs, &opts.reduceOp,
-                         OpType::REDUCE_SCATTER_TENSOR_COALESCED);
+                         OpType::REDUCE_SCATTER_TENSOR_COALESCED,
+                         opts.asyncOp);
     }
 
     c10::intrusive_ptr<c10d::Work> alltoall_base(
         at::Tensor &output, at::Tensor &input,
         std::vector<int64_t> &out_splits, std::vector<int64_t> &in_splits,
-        const c10d::AllToAllOptions &) override
+        const c10d::AllToAllOptions &opts) override
     {
         same_type(output, input, "all_to_all_single");
         std::vector<at::Tensor> outs{output};
-        auto w = work(OpType::ALLTOALL_BASE, "tacl:all_to_all", outs);
+        auto w = work(OpType::ALLTOALL_BASE, "tacl:all_to_all", outs,
+                      opts.asyncOp);
         View in = input_view(*w, input);
         View out = writable(*w, output, "all_to_all_single", false);
         int n = getSize();
@@ -938,14 +959,15 @@ class TaclBackend : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Work> alltoall(
         std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
-        const c10d::AllToAllOptions &) override
+        const c10d::AllToAllOptions &opts) override
     {
         int n = getSize();
         TORCH_CHECK(outputs.size() == static_cast<size_t>(n) &&
                         inputs.size() == static_cast<size_t>(n),
                     "tacl backend: all_to_all needs ", n,
                     " input and output tensors");
-        auto w = work(OpType::ALLTOALL, "tacl:all_to_all", outputs);
+        auto w = work(OpType::ALLTOALL, "tacl:all_to_all", outputs,
+                      opts.asyncOp);
         std::vector<View> in, out;
         for (int p = 0; p < n; p++) {
             same_type(outputs[p], inputs[p], "all_to_all");
@@ -998,9 +1020,9 @@ class TaclBackend : public c10d::Backend {
     }
 
     c10::intrusive_ptr<c10d::Work> barrier(
-        const c10d::BarrierOptions &) override
+        const c10d::BarrierOptions &opts) override
     {
-        auto w = work(OpType::BARRIER, "tacl:barrier", {});
+        auto w = work(OpType::BARRIER, "tacl:barrier", {}, opts.asyncOp);
         return run(w, "tacl_barrier_nb", [&](tacl_request_t *r) {
             return tacl_barrier_nb(comm(), nullptr, r);
         });
@@ -1010,12 +1032,13 @@ class TaclBackend : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Work> allgather_quantized(at::Tensor &output,
                                                        at::Tensor &input,
-                                                       int bits, int block)
+                                                       int bits, int block,
+                                                       bool async)
     {
         check_gather_sizes(output, input, "all_gather_quantized");
         std::vector<at::Tensor> outs{output};
         auto w = work(OpType::_ALLGATHER_BASE, "tacl:all_gather_quantized",
-                      outs);
+                      outs, async);
         View in = input_view(*w, input);
         View out = writable(*w, output, "all_gather_quantized", false);
         tacl_quant_t q{bits, static_cast<uint32_t>(block)};
@@ -1028,12 +1051,12 @@ class TaclBackend : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Work> reduce_scatter_quantized(
         at::Tensor &output, at::Tensor &input, const ReduceOp &op, int bits,
-        int block)
+        int block, bool async)
     {
         check_gather_sizes(input, output, "reduce_scatter_quantized");
         std::vector<at::Tensor> outs{output};
         auto w = work(OpType::_REDUCE_SCATTER_BASE,
-                      "tacl:reduce_scatter_quantized", outs);
+                      "tacl:reduce_scatter_quantized", outs, async);
         Op o = op_of(op, output, "reduce_scatter_quantized");
         View in = reduce_source(*w, input_view(*w, input), o);
         View out = writable(*w, output, "reduce_scatter_quantized", false);
@@ -1048,7 +1071,8 @@ class TaclBackend : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Work> coalesced(std::vector<at::Tensor> &outputs,
                                              std::vector<at::Tensor> &inputs,
-                                             const ReduceOp *rop, OpType type)
+                                             const ReduceOp *rop, OpType type,
+                                             bool async)
     {
         const char *what = rop ? "reduce_scatter_tensor_coalesced"
                                : "all_gather_into_tensor_coalesced";
@@ -1057,7 +1081,7 @@ class TaclBackend : public c10d::Backend {
                     " needs as many outputs as inputs (and at least one)");
         auto w = work(type, rop ? "tacl:reduce_scatter_coalesced"
                                 : "tacl:all_gather_coalesced",
-                      outputs);
+                      outputs, async);
         Op o{TACL_SUM};
         if (rop)
             o = op_of(*rop, outputs[0], what);
@@ -1106,8 +1130,10 @@ class TaclBackend : public c10d::Backend {
         return cfg;
     }
 
+    /* async: c10d's asyncOp (false: the caller waits for it at once). */
     c10::intrusive_ptr<TaclWork> work(OpType type, const char *title,
-                                      std::vector<at::Tensor> outputs)
+                                      std::vector<at::Tensor> outputs,
+                                      bool async = true)
     {
         if (comm_->aborted.load() || comm_->shut.load())
             C10_THROW_ERROR(DistBackendError,
@@ -1115,7 +1141,7 @@ class TaclBackend : public c10d::Backend {
                                 ": the communicator was aborted or shut down");
         seq_++;
         return c10::make_intrusive<TaclWork>(comm_, getRank(), type, title,
-                                             std::move(outputs));
+                                             std::move(outputs), async);
     }
 
     View input_view(TaclWork &w, const at::Tensor &t)
@@ -1130,11 +1156,50 @@ class TaclBackend : public c10d::Backend {
         const c10::intrusive_ptr<TaclWork> &w, const char *what,
         const std::function<tacl_status_t(tacl_request_t *)> &start)
     {
+        if (!w->async())
+            return run_here(w, what, start);
         tacl_request_t req = nullptr;
         tacl_status_t s = start(&req);
         if (s != TACL_OK)
             fail(what, comm(), s);
         w->start(req, what);
+        return w;
+    }
+
+    /*
+     * An operation c10d waits for as soon as it is returned (asyncOp
+     * false, torch's default): run to its end in this thread, the _nb
+     * call inside a group whose blocking end waits for it.  Nothing else
+     * takes a turn: the library's progress thread is not woken for a
+     * blocking call, and no callback hands the work to the completion
+     * thread.  Each of those hand-offs costs a context switch, and on a
+     * node with more ranks than cores one more thread asking for a core:
+     * an 8 MB all-gather on 4 ranks of 2 cores made 13-15 context
+     * switches per rank and call with them, 2 without (perf/torch_probe.py).
+     * A failure of the operation itself stays in the work, and its wait()
+     * raises it, as for an asynchronous one.
+     */
+    c10::intrusive_ptr<c10d::Work> run_here(
+        const c10::intrusive_ptr<TaclWork> &w, const char *what,
+        const std::function<tacl_status_t(tacl_request_t *)> &start)
+    {
+        tacl_status_t s, end = TACL_OK;
+        {
+            NoGil nogil;
+            s = tacl_group_start();
+            if (s == TACL_OK) {
+                /* The group is closed whatever start() does (it throws
+                 * for a list of calls that failed, run_group). */
+                struct Closer {
+                    tacl_status_t &end;
+                    ~Closer() { end = tacl_group_end(); }
+                } closer{end};
+                s = start(in_group());
+            }
+        }
+        if (s != TACL_OK)
+            fail(what, comm(), s);
+        w->ended(end, what);
         return w;
     }
 
@@ -1215,11 +1280,11 @@ class TaclBackend : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Work> allreduce_list(
         std::vector<at::Tensor> &tensors, const ReduceOp &rop, OpType type,
-        const char *title)
+        const char *title, bool async)
     {
         TORCH_CHECK(!tensors.empty(), "tacl backend: ", title,
                     ": no tensors");
-        auto w = work(type, title, tensors);
+        auto w = work(type, title, tensors, async);
         std::vector<View> v, src;
         std::vector<Op> ops;
         for (auto &t : tensors) {
@@ -1378,29 +1443,34 @@ PYBIND11_MODULE(_C, m)
             "Take part in a split without joining any new communicator.")
         .def("_all_gather_quantized", &TaclBackend::allgather_quantized,
              py::arg("output"), py::arg("input"), py::arg("bits"),
-             py::arg("block"), py::call_guard<py::gil_scoped_release>())
+             py::arg("block"), py::arg("async_op") = true,
+             py::call_guard<py::gil_scoped_release>())
         .def("_reduce_scatter_quantized",
              &TaclBackend::reduce_scatter_quantized, py::arg("output"),
              py::arg("input"), py::arg("op"), py::arg("bits"),
-             py::arg("block"), py::call_guard<py::gil_scoped_release>())
+             py::arg("block"), py::arg("async_op") = true,
+             py::call_guard<py::gil_scoped_release>())
         .def(
             "_all_gather_coalesced",
             [](TaclBackend &b, std::vector<at::Tensor> outs,
-               std::vector<at::Tensor> ins) {
+               std::vector<at::Tensor> ins, bool async) {
                 return b.coalesced(outs, ins, nullptr,
-                                   c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED);
+                                   c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED,
+                                   async);
             },
-            py::arg("outputs"), py::arg("inputs"),
+            py::arg("outputs"), py::arg("inputs"), py::arg("async_op") = true,
             py::call_guard<py::gil_scoped_release>())
         .def(
             "_reduce_scatter_coalesced",
             [](TaclBackend &b, std::vector<at::Tensor> outs,
-               std::vector<at::Tensor> ins, const c10d::ReduceOp &op) {
+               std::vector<at::Tensor> ins, const c10d::ReduceOp &op,
+               bool async) {
                 return b.coalesced(
                     outs, ins, &op,
-                    c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED);
+                    c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, async);
             },
             py::arg("outputs"), py::arg("inputs"), py::arg("op"),
+            py::arg("async_op") = true,
             py::call_guard<py::gil_scoped_release>())
         .def(py::init([](TaclBackend &parent, std::vector<int> ranks,
                          int tag, int rank, int size,

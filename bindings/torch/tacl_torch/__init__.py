@@ -168,7 +168,8 @@ def all_gather_quantized(output, input, group=None, bits=8, block=256,
     travels quantized to `bits` (8 or 4) bits with one float32 scale per
     `block` values; the caller's own block is copied exactly, the others
     are within half a quantization step.  float32, float16, bfloat16."""
-    work = backend_of(group)._all_gather_quantized(output, input, bits, block)
+    work = backend_of(group)._all_gather_quantized(output, input, bits, block,
+                                                   async_op)
     return _finish(work, async_op)
 
 
@@ -177,7 +178,7 @@ def reduce_scatter_quantized(output, input, op=dist.ReduceOp.SUM,
     """qgZ reduce-scatter (SUM or AVG): like reduce_scatter_tensor, with the
     exchanged partial sums quantized to `bits` bits per value."""
     work = backend_of(group)._reduce_scatter_quantized(output, input, op,
-                                                       bits, block)
+                                                       bits, block, async_op)
     return _finish(work, async_op)
 
 
@@ -185,7 +186,8 @@ def all_gather_coalesced(outputs, inputs, group=None, async_op=False):
     """all_gather_into_tensor over lists: outputs[i] receives every rank's
     inputs[i]; sizes may differ between list entries.  One tacl operation
     (tacl_allgather_coalesced)."""
-    work = backend_of(group)._all_gather_coalesced(list(outputs), list(inputs))
+    work = backend_of(group)._all_gather_coalesced(list(outputs), list(inputs),
+                                                   async_op)
     return _finish(work, async_op)
 
 
@@ -194,5 +196,6 @@ def reduce_scatter_coalesced(outputs, inputs, op=dist.ReduceOp.SUM,
     """reduce_scatter_tensor over lists, as one tacl operation
     (tacl_reduce_scatter_coalesced)."""
     work = backend_of(group)._reduce_scatter_coalesced(list(outputs),
-                                                       list(inputs), op)
+                                                       list(inputs), op,
+                                                       async_op)
     return _finish(work, async_op)
