@@ -109,6 +109,7 @@ def worker(args):
 def report(d):
     nranks = None
     torch_t = {}  # (coll, backend, size) -> [time_us, ...]
+    torch_l = {}  # (coll, size) -> {launch: tacl's time_us}
     for path in sorted(glob.glob(os.path.join(d, "torch.*"))):
         with open(path) as f:
             for line in f:
@@ -116,10 +117,14 @@ def report(d):
                 if len(p) == 5 and p[0] == "TORCH":
                     torch_t.setdefault((p[1], p[2], int(p[3])), []).append(
                         float(p[4]))
+                    if p[2] == "tacl":
+                        torch_l.setdefault((p[1], int(p[3])), {})[
+                            _launch_of(path)] = float(p[4])
             nranks = nranks or _ranks_of(path)
     # (coll, size) -> [time_us, ...]: out of place, but in place for
     # all_reduce, as torch's calls are.
     c_t = {}
+    c_l = {}  # (coll, size) -> {launch: time_us}
     for path in sorted(glob.glob(os.path.join(d, "c.*"))):
         with open(path) as f:
             run = parse_text(f.read())
@@ -127,8 +132,10 @@ def report(d):
         for row in run["results"]:
             place = "in_place" if run["collective"] == "all_reduce" \
                 else "out_of_place"
-            c_t.setdefault((run["collective"], row["size"]), []).append(
-                row[place]["time_us"])
+            key = (run["collective"], row["size"])
+            c_t.setdefault(key, []).append(row[place]["time_us"])
+            c_l.setdefault(key, {})[_launch_of(path)] = \
+                row[place]["time_us"]
     if not torch_t:
         sys.exit("torch_bench: no torch measurements in " + d)
     n = nranks or 4
@@ -154,9 +161,12 @@ def report(d):
         return
     print()
     print(f"# the binding's overhead: the same collective from the C perf "
-          f"binary and through torch on tacl, {n} ranks, median times")
+          f"binary and through torch on tacl, {n} ranks, median times;")
+    print("# torch/C: the ratio of the medians' busbw; paired: the median "
+          "over launches of each launch's ratio (C and torch run back to "
+          "back in a launch)")
     print(f"{'collective':24s} {'size':>6s} {'C us':>10s} {'torch us':>10s} "
-          f"{'C busbw':>8s} {'torch':>8s} {'torch/C':>7s}")
+          f"{'C busbw':>8s} {'torch':>8s} {'torch/C':>7s} {'paired':>7s}")
     for coll in COLLS:
         for size in sizes:
             c, t = c_t.get((coll, size)), torch_t.get((coll, "tacl", size))
@@ -164,9 +174,18 @@ def report(d):
                 continue
             bc, bt = busbw(coll, n, size, med(c)), busbw(coll, n, size,
                                                          med(t))
+            cl, tl = c_l.get((coll, size), {}), torch_l.get((coll, size), {})
+            pairs = [cl[k] / tl[k] for k in cl if k in tl and tl[k] > 0]
+            paired = f"{med(pairs):7.2f}" if pairs else f"{'-':>7s}"
             print(f"{TORCH_NAME[coll]:24s} {size_name(size):>6s} "
                   f"{med(c):10.1f} {med(t):10.1f} {bc:8.2f} {bt:8.2f} "
-                  f"{bt / bc if bc else 0:7.2f}")
+                  f"{bt / bc if bc else 0:7.2f} {paired}")
+
+
+def _launch_of(path):
+    """The launch a file belongs to: its name's last part (c.<coll>.<launch>,
+    torch.<ranks>.<launch>)."""
+    return os.path.basename(path).rsplit(".", 1)[-1]
 
 
 def _ranks_of(path):
