@@ -3,7 +3,8 @@
 
 Design.  bench_hier.sh leaves one JSON file (-J) and one log per perf run
 in RAW with a manifest line each (layout, collective, algorithm, json,
-log, exit status, seconds).  This script reads the out-of-place time and
+log, exit status, seconds); with REPEAT, one per launch of each.  This
+script reads the out-of-place time and
 the bytes rank 0 sent through each transport from the JSON (or, when a
 run left no JSON, from the table row and the '#   bytes/op' line of its
 log), and the algorithm the tuner used from rank 0's TUNE lines
@@ -13,8 +14,10 @@ faster), what auto picked and whether auto is the fastest or within 10%
 of it, and the bound of the hierarchical algorithms: each node uplink
 sends (p - k) / p of the buffer of M bytes for all-gather and
 reduce-scatter, twice that for all-reduce, at the link rate measured by
-the 2x1 calibration run.  It writes the rows as CSV and the tables as
-markdown, and lists every miss of a target at the end.
+the 2x1 calibration run.  A configuration launched several times gets
+each size's median time (in and out of place apart) over its launches,
+and a result wrong in any launch counts.  It writes the rows as CSV and
+the tables as markdown, and lists every miss of a target at the end.
 
 Exit status: 0 when every run produced exact results, 1 when some run
 failed or a result was wrong (the targets missed are findings, not
@@ -25,6 +28,7 @@ import csv
 import json
 import os
 import re
+import statistics
 import sys
 
 AUTO_SLACK = 1.10       # Auto within 10% of the fastest.
@@ -115,6 +119,19 @@ def load_run(raw, coll, json_name, log_name):
     return out
 
 
+def combine(records):
+    """One record of a size's launches: the median times, the wrong
+    results of all, the byte counts and the tuner's pick of the first."""
+    out = dict(records[0])
+    for key in ("time_us", "ip_us"):
+        vals = [r[key] for r in records if r[key] is not None and r[key] > 0]
+        if vals:
+            out[key] = statistics.median(vals)
+    out["wrong"] = sum(r["wrong"] for r in records)
+    out["launches"] = len(records)
+    return out
+
+
 def load(raw):
     """{(layout, coll, algo): {size: record}} and the failed runs."""
     data, failed = {}, []
@@ -129,8 +146,12 @@ def load(raw):
                               (layout, coll, algo, rc, lname))
             if coll not in TUNE_NAMES:
                 continue
-            data.setdefault((layout, coll, algo), {}).update(
-                load_run(raw, coll, jname, lname))
+            runs = data.setdefault((layout, coll, algo), {})
+            for size, rec in load_run(raw, coll, jname, lname).items():
+                runs.setdefault(size, []).append(rec)
+    for runs in data.values():
+        for size, recs in runs.items():
+            runs[size] = combine(recs)
     return data, failed
 
 
@@ -342,7 +363,12 @@ def main():
     rate_line = ("Uplinks shaped to %s; link rate %s: %.3f Gbit/s "
                  "(%.1f MB/s)." % (args.inter_rate, how, rate * 8 / 1e9,
                                    rate / 2**20))
-    legend = ("Times are out-of-place means over ranks; (Nx) is ring "
+    launches = max((rec["launches"] for runs in data.values()
+                    for rec in runs.values()), default=1)
+    legend = ("Times are out-of-place means over ranks" +
+              ("" if launches == 1 else
+               ", each the median of %d launches" % launches) +
+              "; (Nx) is ring "
               "time / algorithm time (above 1: faster than ring). auto "
               "ok: auto's run or the forced run of the algorithm it picked "
               "(the better of these two samples) is within 10% of the "

@@ -25,6 +25,15 @@
 # --quickack, nodes acknowledge every TCP segment at once, as
 # docs/bench/bench_hier.* were measured; 0: delayed acknowledgements, with
 # which the shaped links stall for 50-330 ms in some operations, see
+# docs/sim/compare_bench.md), REPEAT (1: launches of each configuration;
+# with more, every configuration runs once per round, rounds one after the
+# other so that a slow spell of the machine falls on all configurations
+# alike, and bench_hier.py keeps each size's median over the launches),
+# SETTLE (15: seconds to wait after a launch that reached 128 MB; 0: none.
+# On the development VM the launch right after one that freed its 128-256
+# MB buffers ran 10-15% slower for 5-10 s, with the guest idle: 4x2 H-Ring
+# reduce-scatter at 32 MB took 263-270 ms right after a 128-256 MB launch,
+# 230-239 ms after a 15 s pause or after a small launch; see
 # docs/sim/compare_bench.md).
 # Exit status: 0 if every run worked and every result was exact, 1 if
 # some run failed (its cells read "-"), 2 on a usage error.
@@ -68,6 +77,16 @@ SMALL_ITERS=${SMALL_ITERS:-8}
 CHECK_ALL=${CHECK_ALL:-0}
 LIMIT=${LIMIT:-300}
 QUICKACK=${QUICKACK:-1}
+REPEAT=${REPEAT:-1}
+SETTLE=${SETTLE:-15}
+case $REPEAT in
+'' | *[!0-9]* | 0) echo "bench_hier.sh: REPEAT must be a positive integer" >&2
+    exit 2 ;;
+esac
+case $SETTLE in
+'' | *[!0-9]*) echo "bench_hier.sh: SETTLE must be a number of seconds" >&2
+    exit 2 ;;
+esac
 case $QUICKACK in
 0) ACK_OPT= ;;
 1) ACK_OPT=--quickack ;;
@@ -142,6 +161,8 @@ for layout in $LAYOUTS; do
         total=$((total + 13))
     done
 done
+total=$((total * REPEAT))
+round=1
 count=0
 failed=0
 start=$(date +%s)
@@ -153,6 +174,7 @@ run_one() {
     nodes=${layout%x*}
     rpn=${layout#*x}
     tag=$layout.$coll.$algo.$lo
+    [ "$REPEAT" = 1 ] || tag=$tag.r$round
     count=$((count + 1))
     set -- -b "$lo" -e "$hi" -f 2 -n "$iters" -w "$WARMUP" \
         -c "$check" -J "$RAW/$tag.json"
@@ -181,35 +203,44 @@ run_one() {
 }
 
 echo "bench_hier: layouts $LAYOUTS, $MIN_SIZE..$MAX_SIZE, uplinks" \
-    "$INTER_RATE${ACK_OPT:+ $ACK_OPT}, output in $out" >&2
+    "$INTER_RATE${ACK_OPT:+ $ACK_OPT}, $REPEAT round(s), output in $out" >&2
 
-# The shaped rate: a flat ring all-gather of 64 MB between two nodes of
-# one rank each sends 32 MB each way over the one link.
-if [ -n "${LINK_RATE:-}" ]; then
-    count=$((count + 1))
-    echo "[$count/$total] link rate from LINK_RATE: $LINK_RATE B/s" >&2
-else
-    run_one 2x1 all_gather ring 64M 64M 4 1
-fi
+# One launch of every configuration, the calibration first.
+one_round() {
+    # The shaped rate: a flat ring all-gather of 64 MB between two nodes of
+    # one rank each sends 32 MB each way over the one link.
+    if [ -n "${LINK_RATE:-}" ]; then
+        count=$((count + 1))
+        echo "[$count/$total] link rate from LINK_RATE: $LINK_RATE B/s" >&2
+    else
+        run_one 2x1 all_gather ring 64M 64M 4 1
+    fi
 
-for layout in $LAYOUTS; do
-    for coll in all_gather reduce_scatter all_reduce; do
-        if [ $coll = all_reduce ]; then
-            algos="ring hier auto"
-        else
-            algos="ring mics hring horing auto"
-        fi
-        for algo in $algos; do
-            for r in $RANGES; do
-                # Split MIN:MAX:ITERS:CHECK into the positional words.
-                IFS=: read -r lo hi iters check <<EOF_RANGE
+    for layout in $LAYOUTS; do
+        for coll in all_gather reduce_scatter all_reduce; do
+            if [ $coll = all_reduce ]; then
+                algos="ring hier auto"
+            else
+                algos="ring mics hring horing auto"
+            fi
+            for algo in $algos; do
+                for r in $RANGES; do
+                    # Split MIN:MAX:ITERS:CHECK into the positional words.
+                    IFS=: read -r lo hi iters check <<EOF_RANGE
 $r
 EOF_RANGE
-                run_one "$layout" "$coll" "$algo" "$lo" "$hi" "$iters" \
-                    "$check"
+                    run_one "$layout" "$coll" "$algo" "$lo" "$hi" "$iters" \
+                        "$check"
+                    [ "$(mb "$hi")" -lt 128 ] || sleep "$SETTLE"
+                done
             done
         done
     done
+}
+
+while [ "$round" -le "$REPEAT" ]; do
+    one_round
+    round=$((round + 1))
 done
 echo "bench_hier: runs took $(($(date +%s) - start)) s" >&2
 
