@@ -9,7 +9,8 @@
  * R / p and the ring takes (p - 1) (alpha + m p / R), and with R above it
  * nothing changes.  The shipped emulated-1gbit topology: its 2x2 layout
  * (at most 4 messages of half an uplink each) is predicted as without the
- * host, its 4x2 flat ring is slowed by 4 uplinks' rate over host_bw.
+ * host, its 4x2 flat ring is slowed by 4 uplinks' rate over host_bw where
+ * that is above 1 (the calibrated host_bw has been on either side of it).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -137,9 +138,6 @@ Test(sim_host, emulated_cluster_topology)
     cr_assert(emu.host_bw > 0 && real.host_bw == 0, "%g %g", emu.host_bw,
               real.host_bw);
     uplinks = 4 * real.link[TACL_LINK_NET].bw;
-    cr_assert(emu.host_bw < uplinks,
-              "host_bw %g does not bound 4 uplinks (%g GB/s)", emu.host_bw,
-              uplinks);
     /* 2x2: four uplinks' worth is above the host's; the ring's two
      * network messages at a time and the rails are not slowed. */
     assert_close(ring_ag(&emu, 2, 2, count).seconds,
@@ -148,7 +146,7 @@ Test(sim_host, emulated_cluster_topology)
     /* 4x2: the flat ring's four network hops share the host. */
     assert_close(ring_ag(&emu, 4, 2, count).seconds,
                  ring_ag(&real, 4, 2, count).seconds *
-                     uplinks / emu.host_bw,
+                     fmax(1.0, uplinks / emu.host_bw),
                  0.01, "4x2 ring against uplinks / host_bw");
     tacl__topo_fini(&real);
     tacl__topo_fini(&emu);
