@@ -589,9 +589,10 @@ static void waiters_leave_locked(tacl__ctx_t *ctx, int n)
  *
  * The progress thread is woken for it unless a thread drives the
  * context's rounds already or will (waited: e's caller, a blocking
- * call, counts as a waiter from now): waking it only to stand aside
- * cost a blocking 8 MB all-gather on 4 ranks of 2 cores a fifth of its
- * time in hand-offs and lock contention with its caller.
+ * call, counts as a waiter from now).  Woken only to stand aside, it
+ * switched 138 times in 200 blocking calls (tests/coll/progress_threads.c),
+ * each time taking the lock from its caller and asking for a core that
+ * on a node with more ranks than cores a rank needs.
  */
 static void exec_arm(tacl__exec_t *e, int waited)
 {
