@@ -20,7 +20,7 @@ if [ ! -f "$SRC/examples/torch_ddp.py" ]; then
 fi
 
 for b in gloo tacl; do
-    run_logged "cluster: DDP example on $b" "$TMP/$b.out" cluster_ranks \
+    run_logged "cluster: DDP example on $b" "$b" "$TMP/$b.out" cluster_ranks \
         "$PY" "$SRC/examples/torch_ddp.py" --backend "$b" --steps 30 \
         --check
     grep -o 'step .*loss.*' "$TMP/$b.out" > "$TMP/$b.loss"

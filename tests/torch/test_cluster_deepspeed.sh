@@ -24,11 +24,11 @@ RTOL=1e-5
 for b in gloo tacl; do
     if [ "$HPZ" -gt 1 ]; then
         run_logged "cluster: torchrun per node, zero3 hpz=$HPZ on $b" \
-            "$TMP/$b.out" cluster_torchrun \
+            "$b" "$TMP/$b.out" cluster_torchrun \
             "$TRAIN_DIR/ds_zero3.py" --backend "$b" --hpz "$HPZ" --steps 5
     else
         run_logged "cluster: tacl-cluster ranks, zero3 on $b" \
-            "$TMP/$b.out" cluster_ranks \
+            "$b" "$TMP/$b.out" cluster_ranks \
             "$PY" "$TRAIN_DIR/ds_zero3.py" --backend "$b" --steps 5
     fi
 done

@@ -20,7 +20,7 @@ train_setup "$SRC" "$BUILD"
 RTOL=1e-5
 
 for b in gloo tacl; do
-    run_logged "zero3 hpz=$HPZ on $b" "$TMP/$b.out" \
+    run_logged "zero3 hpz=$HPZ on $b" "$b" "$TMP/$b.out" \
         "$TORCHRUN" --standalone --nproc-per-node 4 \
         "$TRAIN_DIR/ds_zero3.py" --backend "$b" --hpz "$HPZ" --steps 5
 done

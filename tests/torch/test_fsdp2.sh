@@ -18,16 +18,9 @@ train_setup "$SRC" "$BUILD"
 RTOL=1e-5
 
 for b in gloo tacl; do
-    "$TORCHRUN" --standalone --nproc-per-node 4 \
-        "$TRAIN_DIR/fsdp2_hsdp.py" --backend "$b" --steps 4 \
-        > "$TMP/$b.out" 2>&1
-    rc=$?
-    if [ "$rc" -eq 77 ] || grep -q '^skipped:' "$TMP/$b.out"; then
-        grep -m1 '^skipped:' "$TMP/$b.out"
-        exit 77
-    fi
-    expect_rc "fsdp2 hsdp 2x2 on $b" 0 "$rc"
-    [ "$rc" -eq 0 ] || tail -n 25 "$TMP/$b.out"
+    run_logged "fsdp2 hsdp 2x2 on $b" "$b" "$TMP/$b.out" \
+        "$TORCHRUN" --standalone --nproc-per-node 4 \
+        "$TRAIN_DIR/fsdp2_hsdp.py" --backend "$b" --steps 4
 done
 compare_runs "FSDP2 HSDP 2x2, 4 ranks" "$RTOL" "$TMP/gloo.out" "$TMP/tacl.out"
 finish

@@ -52,18 +52,45 @@ train_setup() {
     export PYTHONUNBUFFERED=1
 }
 
-# run_logged NAME OUT CMD...: run CMD with its output in OUT; one check that
-# it exits 0 (the output's tail is shown when it does not).
+# show_failed_run OUT: what a failed torchrun left in OUT.  Its last lines
+# are the agent's summary, which names the rank that failed first but not
+# why, so the first traceback (where a rank printed one) comes first.
+show_failed_run() {
+    awk '/Traceback/ && !shown { shown = 1; n = 0; print "  first traceback:" }
+         shown == 1 && n < 40 { print "    " $0; n++ }' "$1"
+    echo "  last lines:"
+    tail -n 25 "$1"
+}
+
+# run_logged NAME BACKEND OUT CMD...: run CMD, a run on torch.distributed
+# backend BACKEND, with its output in OUT; one check that it exits 0
+# (show_failed_run shows why when it does not).  A failed gloo run is the
+# reference, not what is tested, and gloo's TCP transport fails now and
+# then on its own ("Connection closed by peer"; PyTorch issues 53270,
+# 57469, 61201): its failure is shown and it runs once more.  A tacl run
+# gets one chance.  A run that prints a line starting "skipped:" (the
+# installed torch lacks what it needs) skips the whole test: exit 77.
 run_logged() {
-    local name=$1 out=$2 rc
-    shift 2
+    local name=$1 backend=$2 out=$3 rc
+    shift 3
 
     "$@" > "$out" 2>&1
     rc=$?
+    if [ "$rc" -eq 77 ] || grep -q '^skipped:' "$out"; then
+        grep -m1 '^skipped:' "$out" || echo "skipped: $name exited 77"
+        exit 77
+    fi
+    if [ "$rc" -ne 0 ] && [ "$backend" = gloo ]; then
+        echo "note: $name: the gloo reference run failed (exit $rc);" \
+            "running it once more"
+        show_failed_run "$out"
+        "$@" > "$out" 2>&1
+        rc=$?
+    fi
     checks=$((checks + 1))
     if [ "$rc" -ne 0 ]; then
-        fail "$name: exit $rc; last lines:"
-        tail -n 25 "$out"
+        fail "$name: exit $rc"
+        show_failed_run "$out"
         return 1
     fi
     ok "$name"
