@@ -53,8 +53,13 @@ def main():
     if sys.argv[1:] == ["--calibrate"]:
         calibrate(rows)
         return
-    build = sys.argv[1]
-    tool = os.path.join(build, "tools", "tacl-sim")
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        sys.exit(2)
+    tool = os.path.join(sys.argv[1], "tools", "tacl-sim")
+    if not os.access(tool, os.X_OK):
+        sys.exit("compare_bench.py: %s is not an executable tacl-sim "
+                 "(build first)" % tool)
     topo = os.path.join(root, "topologies", "emulated-1gbit.topo")
     groups = {}
     for r in rows:
