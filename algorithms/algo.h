@@ -12,56 +12,9 @@
 #include <stdint.h>
 
 #include "tacl.h"
+#include "op.h"
 #include "sched.h"
 #include "topo_view.h"
-
-#define TACL__COLL_LIST(X)                                                   \
-    X(ALLGATHER, "allgather")                                                \
-    X(REDUCE_SCATTER, "reducescatter")                                       \
-    X(ALLREDUCE, "allreduce")                                                \
-    X(BROADCAST, "broadcast")                                                \
-    X(REDUCE, "reduce")                                                      \
-    X(ALLTOALL, "alltoall")                                                  \
-    X(SEND, "send")                                                          \
-    X(RECV, "recv")                                                          \
-    X(BARRIER, "barrier")
-
-typedef enum {
-#define TACL__COLL_ENUM_(name, str) TACL__COLL_##name,
-    TACL__COLL_LIST(TACL__COLL_ENUM_)
-#undef TACL__COLL_ENUM_
-    TACL__COLL_COUNT
-} tacl__coll_type_t;
-
-/** Name of a collective as TACL_ALGO spells it. */
-const char *tacl__coll_name(tacl__coll_type_t type);
-
-/**
- * One operation, as the public API received it (already validated).
- * count follows NCCL: elements per rank for ALLGATHER (sendcount) and
- * REDUCE_SCATTER (recvcount), per block for ALLTOALL, the whole buffer
- * for the others.
- */
-typedef struct {
-    tacl__coll_type_t type;
-    const void *sendbuf;
-    void *recvbuf;
-    size_t count;
-    tacl_dtype_t dtype;
-    tacl_op_t op;           /* reductions; AVG allowed here */
-    int root;               /* BROADCAST, REDUCE root; SEND/RECV peer */
-    tacl_memtype_t memtype; /* HOST or CUDA, never AUTO */
-    uint64_t seq;           /* sequence number for TACL__TAG */
-    uint64_t chunk_bytes;   /* pipeline chunk for ring algorithms */
-    int qbits;              /* 0: exact; 8 or 4: quantized (qwZ, qgZ) */
-    uint32_t qblock;        /* values per quantization scale */
-    int shm_map;            /* the node's processes map one another's
-                               tacl_mem_alloc memory and shared scratch
-                               (TACL_SHM_MAP) */
-    int send_mapped;        /* what the node's peers read from this rank
-                               (all-gather: sendbuf, all-reduce: recvbuf)
-                               is tacl_mem_alloc memory they map */
-} tacl__coll_args_t;
 
 typedef enum {
 #define TACL__ALGO_ID_LIST(X)                                                \
@@ -96,7 +49,7 @@ enum {
 typedef struct {
     tacl__algo_id_t id;
     const char *name;       /* as TACL__ALGO_ID_LIST spells it */
-    tacl__coll_type_t coll;
+    tacl_coll_t coll;
     unsigned flags;         /* TACL__ALGO_FLAG_HIER, _EXPLICIT */
     /** Whether this algorithm can run the operation on this topology. */
     int (*supports)(const tacl__coll_args_t *args,
@@ -119,10 +72,10 @@ extern const tacl__algo_t tacl__algos[];
  * Find an algorithm by collective and name, NULL if none; rows flagged
  * TACL__ALGO_FLAG_EXPLICIT cannot be found by name.
  */
-const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name);
+const tacl__algo_t *tacl__algo_find(tacl_coll_t coll, const char *name);
 
 /** The row of algorithm id for coll, NULL if none. */
-const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl__coll_type_t coll);
+const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl_coll_t coll);
 
 /**
  * Choose the algorithm for an operation: the one forced by the spec string
@@ -137,7 +90,7 @@ const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
  * The names a spec may give for coll ("ring, bruck, ..."), comma
  * separated, into buf.
  */
-void tacl__algo_names(tacl__coll_type_t coll, char *buf, size_t len);
+void tacl__algo_names(tacl_coll_t coll, char *buf, size_t len);
 
 /** Parse a TACL_ALGO spec; TACL_ERR_INVALID_ARG with a message if bad. */
 tacl_status_t tacl__algo_spec_check(const char *spec);

@@ -111,8 +111,8 @@ static tacl_status_t bruck_barrier(tacl__sched_t *s,
 int tacl__bruck_supports(const tacl__coll_args_t *args,
                          const tacl__topo_view_t *view)
 {
-    return args->type == TACL__COLL_ALLGATHER ||
-           args->type == TACL__COLL_BARRIER;
+    return args->type == TACL_COLL_ALLGATHER ||
+           args->type == TACL_COLL_BARRIER;
 }
 
 /* The rank r sends to at distance d. */
@@ -136,14 +136,14 @@ double tacl__bruck_cost(const tacl__coll_args_t *args,
         for (d = 1; d < n; d <<= 1)
             t += tacl__cost_step_time(
                 args, view, n, bruck_cost_peer, d,
-                args->type == TACL__COLL_BARRIER ? 0
+                args->type == TACL_COLL_BARRIER ? 0
                                                  : TACL_MIN(d, n - d) * m,
                 alpha, beta);
         return t;
     }
     alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
     beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
-    if (args->type == TACL__COLL_BARRIER)
+    if (args->type == TACL_COLL_BARRIER)
         return rounds * alpha;
     return rounds * alpha +
            (double)(n - 1) * m * beta * TACL__COST_SPREAD_PENALTY;
@@ -153,12 +153,12 @@ tacl_status_t tacl__bruck_build(tacl__sched_t *s,
                                 const tacl__coll_args_t *args,
                                 const tacl__topo_view_t *view)
 {
-    if (args->type == TACL__COLL_BARRIER)
+    if (args->type == TACL_COLL_BARRIER)
         return bruck_barrier(s, args);
     if (args->count == 0)
         return TACL_OK;
-    if (args->type == TACL__COLL_ALLGATHER)
+    if (args->type == TACL_COLL_ALLGATHER)
         return bruck_allgather(s, args);
     return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                       "bruck does not run %s", tacl__coll_name(args->type));
+                       "bruck does not run %s", tacl_coll_name(args->type));
 }

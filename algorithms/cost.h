@@ -91,8 +91,8 @@ static inline double tacl__cost_host_msg(const tacl__topo_view_t *v)
 static inline double tacl__cost_reduced(const tacl__coll_args_t *args,
                                         double bytes)
 {
-    return args->type == TACL__COLL_ALLREDUCE ||
-                   args->type == TACL__COLL_REDUCE_SCATTER
+    return args->type == TACL_COLL_ALLREDUCE ||
+                   args->type == TACL_COLL_REDUCE_SCATTER
                ? bytes
                : 0;
 }

@@ -348,8 +348,8 @@ static tacl_status_t direct_blocks(tacl__sched_t *s,
                                    const tacl__topo_view_t *view)
 {
     direct_t d = {0};
-    int ag = args->type == TACL__COLL_ALLGATHER;
-    int ar = args->type == TACL__COLL_ALLREDUCE;
+    int ag = args->type == TACL_COLL_ALLGATHER;
+    int ar = args->type == TACL_COLL_ALLREDUCE;
     size_t maxblk;
     tacl_status_t status;
     int done;
@@ -410,10 +410,10 @@ int tacl__direct_supports(const tacl__coll_args_t *args,
                           const tacl__topo_view_t *view)
 {
     switch (args->type) {
-    case TACL__COLL_ALLTOALL:
-    case TACL__COLL_ALLGATHER:
-    case TACL__COLL_REDUCE_SCATTER:
-    case TACL__COLL_ALLREDUCE:
+    case TACL_COLL_ALLTOALL:
+    case TACL_COLL_ALLGATHER:
+    case TACL_COLL_REDUCE_SCATTER:
+    case TACL_COLL_ALLREDUCE:
         return 1;
     default:
         return 0;
@@ -436,10 +436,10 @@ double tacl__direct_cost(const tacl__coll_args_t *args,
     double p = view->nranks, m, blk, phases, peers = p - 1;
 
     m = (double)args->count * (double)tacl_dtype_size(args->dtype);
-    if (args->type == TACL__COLL_ALLTOALL && view->n_nodes > 1)
+    if (args->type == TACL_COLL_ALLTOALL && view->n_nodes > 1)
         return peers * (alpha + m * beta);
-    phases = args->type == TACL__COLL_ALLREDUCE ? 2 : 1;
-    blk = args->type == TACL__COLL_ALLREDUCE ? m / p : m;
+    phases = args->type == TACL_COLL_ALLREDUCE ? 2 : 1;
+    blk = args->type == TACL_COLL_ALLREDUCE ? m / p : m;
     if (view->n_nodes > 1) {
         int local = view->local_size > 0 ? view->local_size : 1;
         double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
@@ -454,7 +454,7 @@ double tacl__direct_cost(const tacl__coll_args_t *args,
     }
     alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
     beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
-    if (args->type == TACL__COLL_ALLTOALL) {
+    if (args->type == TACL_COLL_ALLTOALL) {
         phases = 1;
         blk = m;
     }
@@ -470,10 +470,10 @@ tacl_status_t tacl__direct_build(tacl__sched_t *s,
     if (!tacl__direct_supports(args, view))
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
                            "direct does not run %s",
-                           tacl__coll_name(args->type));
+                           tacl_coll_name(args->type));
     if (args->count == 0)
         return TACL_OK;
-    if (args->type == TACL__COLL_ALLTOALL)
+    if (args->type == TACL_COLL_ALLTOALL)
         return direct_alltoall(s, args);
     return direct_blocks(s, args, view);
 }

@@ -165,10 +165,10 @@ tacl_status_t tacl__hier_ctx_init(tacl__hier_ctx_t *x, tacl__sched_t *s,
     x->work = x->inread + nc;
     /* Pieces start where the operation's input puts them. */
     for (pc = 0; pc < (int)np; pc++)
-        x->loc[pc] = args->type == TACL__COLL_ALLGATHER
+        x->loc[pc] = args->type == TACL_COLL_ALLGATHER
                          ? tacl__bref_add(x->io.out, x->poff[pc] * x->es)
                          : tacl__bref_add(x->io.in, x->poff[pc] * x->es);
-    if (args->type == TACL__COLL_ALLGATHER)
+    if (args->type == TACL_COLL_ALLGATHER)
         x->loc[tacl__hier_piece(x, x->m, x->l)] = x->io.in;
     return TACL_OK;
 
@@ -191,7 +191,7 @@ tacl_status_t tacl__hier_begin(tacl__hier_ctx_t *x, tacl__sched_t *s,
 {
     uint64_t blk = (uint64_t)args->count * tacl_dtype_size(args->dtype);
     uint64_t all = blk * (uint64_t)s->nranks;
-    int ag = args->type == TACL__COLL_ALLGATHER;
+    int ag = args->type == TACL_COLL_ALLGATHER;
 
     return tacl__hier_ctx_init(x, s, args, view, ag ? blk : all,
                                ag ? all : blk, TACL__HIER_PIECE_RANK,
@@ -495,7 +495,7 @@ void tacl__hier_rs_partials(tacl__hier_ctx_t *x, const tacl__hier_ring_t *r,
 
 void tacl__hier_copy_own(tacl__hier_ctx_t *x)
 {
-    if (x->args->type != TACL__COLL_ALLGATHER || x->io.in_place)
+    if (x->args->type != TACL_COLL_ALLGATHER || x->io.in_place)
         return;
     tacl__sched_copy(x->s,
                      tacl__bref_add(x->io.out, (uint64_t)x->s->rank *
@@ -556,7 +556,7 @@ tacl_status_t tacl__hier_reduce_scatter(tacl__hier_ctx_t *x, int joined)
     if (joined)
         rail.ph.gate = tacl__hier_join(x);
     x->dsts[0] = tacl__bref_add(x->io.out,
-                                x->args->type == TACL__COLL_ALLREDUCE
+                                x->args->type == TACL_COLL_ALLREDUCE
                                     ? x->poff[tacl__hier_piece(x, x->m, x->l)]
                                           * x->es
                                     : 0);
@@ -594,7 +594,7 @@ tacl_status_t tacl__hier_run(tacl__sched_t *s, const tacl__coll_args_t *args,
  */
 static tacl_status_t hier_staged(tacl__hier_ctx_t *x, int joined)
 {
-    return x->args->type == TACL__COLL_ALLGATHER
+    return x->args->type == TACL_COLL_ALLGATHER
                ? tacl__hier_allgather(x, joined)
                : tacl__hier_reduce_scatter(x, joined);
 }
@@ -618,7 +618,7 @@ void tacl__hier_model(const tacl__coll_args_t *args,
     d.p = view->nranks;
     d.g = view->n_nodes > 0 ? view->n_nodes : 1;
     d.k = d.p / d.g;
-    if (args->type != TACL__COLL_ALLREDUCE)
+    if (args->type != TACL_COLL_ALLREDUCE)
         total *= d.p;
     d.b = total / d.p;
     d.chunks = 1;

@@ -22,7 +22,7 @@
 int tacl__hier_supports(const tacl__coll_args_t *args,
                         const tacl__topo_view_t *view)
 {
-    return args->type == TACL__COLL_ALLREDUCE && tacl__hier_layout_ok(view);
+    return args->type == TACL_COLL_ALLREDUCE && tacl__hier_layout_ok(view);
 }
 
 double tacl__hier_cost(const tacl__coll_args_t *args,

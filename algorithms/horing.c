@@ -39,7 +39,7 @@ double tacl__horing_cost(const tacl__coll_args_t *args,
      * still goes round the node after the rail.  Reduce-scatter: the
      * other nodes' partial sums complete at the end of their node ring,
      * then the rail runs beside the ring of the node's own blocks. */
-    if (args->type == TACL__COLL_ALLGATHER)
+    if (args->type == TACL_COLL_ALLGATHER)
         return TACL_MAX(d.inter + d.tail, own + rest);
     return rest + TACL_MAX(d.inter, own);
 }
@@ -107,7 +107,7 @@ static tacl_status_t horing_body(tacl__hier_ctx_t *x, int unused)
     (void)unused;
     if (status != TACL_OK)
         return status;
-    if (x->args->type == TACL__COLL_ALLGATHER)
+    if (x->args->type == TACL_COLL_ALLGATHER)
         horing_allgather(x, &rail, &own, &rest);
     else
         horing_reduce_scatter(x, &rail, &own, &rest);

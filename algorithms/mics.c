@@ -27,8 +27,8 @@
 int tacl__mics_supports(const tacl__coll_args_t *args,
                         const tacl__topo_view_t *view)
 {
-    return (args->type == TACL__COLL_ALLGATHER ||
-            args->type == TACL__COLL_REDUCE_SCATTER) &&
+    return (args->type == TACL_COLL_ALLGATHER ||
+            args->type == TACL_COLL_REDUCE_SCATTER) &&
            tacl__hier_layout_ok(view);
 }
 
@@ -43,7 +43,7 @@ double tacl__mics_cost(const tacl__coll_args_t *args,
      * and carries each rail block as it arrives, the last one a chunk
      * behind the rail.  Reduce-scatter: a node's partial sums all
      * complete at the node ring's last step, so the rail waits for it. */
-    if (args->type == TACL__COLL_ALLGATHER)
+    if (args->type == TACL_COLL_ALLGATHER)
         return TACL_MAX(d.inter + d.tail, d.intra);
     return d.intra + d.inter;
 }

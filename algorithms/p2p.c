@@ -10,7 +10,7 @@
 int tacl__p2p_supports(const tacl__coll_args_t *args,
                        const tacl__topo_view_t *view)
 {
-    return (args->type == TACL__COLL_SEND || args->type == TACL__COLL_RECV) &&
+    return (args->type == TACL_COLL_SEND || args->type == TACL_COLL_RECV) &&
            args->root >= 0 && args->root < view->nranks;
 }
 
@@ -32,17 +32,17 @@ tacl_status_t tacl__p2p_build(tacl__sched_t *s, const tacl__coll_args_t *args,
 
     if (args->count == 0)
         return TACL_OK;
-    if (args->type == TACL__COLL_SEND) {
+    if (args->type == TACL_COLL_SEND) {
         status = tacl__algo_io(s, args, m, 0, &io);
         if (status == TACL_OK)
             tacl__sched_send(s, args->root, io.in, m, tag, TACL__NO_DEPS);
-    } else if (args->type == TACL__COLL_RECV) {
+    } else if (args->type == TACL_COLL_RECV) {
         status = tacl__algo_io(s, args, 0, m, &io);
         if (status == TACL_OK)
             tacl__sched_recv(s, args->root, io.out, m, tag, TACL__NO_DEPS);
     } else {
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL, "p2p does not run %s",
-                           tacl__coll_name(args->type));
+                           tacl_coll_name(args->type));
     }
     if (status != TACL_OK)
         return status;

@@ -64,18 +64,18 @@ tacl_status_t tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
                            "quantized build called with %d bits",
                            args->qbits);
     switch (args->type) {
-    case TACL__COLL_ALLGATHER:
+    case TACL_COLL_ALLGATHER:
         row = tacl__algo_row(TACL__ALGO_QWZ, args->type);
         status = tacl__qwz_build_over(s, args, view, spec, &inner);
         break;
-    case TACL__COLL_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         row = tacl__algo_row(TACL__ALGO_QGZ, args->type);
         status = tacl__qgz_build(s, args, view);
         break;
     default:
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
                            "%s has no quantized form; use all-gather or "
-                           "reduce-scatter", tacl__coll_name(args->type));
+                           "reduce-scatter", tacl_coll_name(args->type));
     }
     if (status == TACL_OK)
         status = tacl__sched_status(s);
@@ -85,7 +85,7 @@ tacl_status_t tacl__quant_build(tacl__sched_t *s, const tacl__coll_args_t *args,
         TACL_INFO(TUNE, "allgather of %zu elements quantized to %d bits: "
                   "%s over %s", args->count, args->qbits, row->name,
                   inner->name);
-    else if (args->type == TACL__COLL_REDUCE_SCATTER)
+    else if (args->type == TACL_COLL_REDUCE_SCATTER)
         TACL_INFO(TUNE, "reducescatter of %zu elements quantized to %d "
                   "bits: %s, %s", args->count, args->qbits, row->name,
                   tacl__qgz_two_hop(view) ? "2-hop" : "1-hop");

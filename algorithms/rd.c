@@ -198,10 +198,10 @@ int tacl__rd_supports(const tacl__coll_args_t *args,
                       const tacl__topo_view_t *view)
 {
     switch (args->type) {
-    case TACL__COLL_ALLREDUCE:
+    case TACL_COLL_ALLREDUCE:
         return 1;
-    case TACL__COLL_ALLGATHER:
-    case TACL__COLL_REDUCE_SCATTER:
+    case TACL_COLL_ALLGATHER:
+    case TACL_COLL_REDUCE_SCATTER:
         return rd_is_pow2(view->nranks);
     default:
         return 0;
@@ -244,7 +244,7 @@ double tacl__rd_cost(const tacl__coll_args_t *args,
          * folding a non-power of two costs two steps at distance 1. */
         for (d = 1; d < p2; d <<= 1)
             t += tacl__cost_step_time(args, view, n, rd_cost_peer, d,
-                                      args->type == TACL__COLL_ALLREDUCE
+                                      args->type == TACL_COLL_ALLREDUCE
                                           ? m : d * m, alpha, beta);
         if (n != p2)
             t += 2 * tacl__cost_step_time(args, view, n, rd_fold_peer, 0, m,
@@ -253,7 +253,7 @@ double tacl__rd_cost(const tacl__coll_args_t *args,
     }
     alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
     beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
-    if (args->type == TACL__COLL_ALLREDUCE) {
+    if (args->type == TACL_COLL_ALLREDUCE) {
         /* Every step moves and reduces the whole vector. */
         if (n != p2)
             steps += 2;
@@ -273,13 +273,13 @@ tacl_status_t tacl__rd_build(tacl__sched_t *s, const tacl__coll_args_t *args,
     if (args->count == 0)
         return TACL_OK;
     switch (args->type) {
-    case TACL__COLL_ALLREDUCE:
+    case TACL_COLL_ALLREDUCE:
         return rd_allreduce(s, args);
-    case TACL__COLL_ALLGATHER:
+    case TACL_COLL_ALLGATHER:
         if (rd_is_pow2(s->nranks))
             return rd_allgather(s, args);
         break;
-    case TACL__COLL_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         if (rd_is_pow2(s->nranks))
             return rd_reduce_scatter(s, args);
         break;
@@ -288,5 +288,5 @@ tacl_status_t tacl__rd_build(tacl__sched_t *s, const tacl__coll_args_t *args,
     }
     return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
                        "recursive doubling does not run %s on %d ranks",
-                       tacl__coll_name(args->type), s->nranks);
+                       tacl_coll_name(args->type), s->nranks);
 }

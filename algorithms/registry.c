@@ -27,19 +27,6 @@
 #include "log.h"
 #include "quant_algos.h"
 
-static const char *const coll_names[TACL__COLL_COUNT] = {
-#define TACL__COLL_NAME_(name, str) str,
-    TACL__COLL_LIST(TACL__COLL_NAME_)
-#undef TACL__COLL_NAME_
-};
-
-const char *tacl__coll_name(tacl__coll_type_t type)
-{
-    if ((int)type < 0 || type >= TACL__COLL_COUNT)
-        return "invalid";
-    return coll_names[type];
-}
-
 /*
  * The names of TACL__ALGO_ID_LIST as the members of one constant struct,
  * so that a row can point at its name in a static initializer and every
@@ -56,7 +43,7 @@ static const struct {
 };
 
 #define ALGO_ROW_(id, coll, prefix, flags)                                   \
-    {TACL__ALGO_##id, algo_names.id, TACL__COLL_##coll, flags,              \
+    {TACL__ALGO_##id, algo_names.id, TACL_COLL_##coll, flags,              \
      tacl__##prefix##_supports, tacl__##prefix##_cost,                      \
      tacl__##prefix##_build}
 #define HIER_ TACL__ALGO_FLAG_HIER
@@ -88,10 +75,10 @@ const tacl__algo_t tacl__algos[] = {
     ALGO_ROW_(P2P, SEND, p2p, 0),
     ALGO_ROW_(P2P, RECV, p2p, 0),
     ALGO_ROW_(BRUCK, BARRIER, bruck, 0),
-    {TACL__ALGO_COUNT, NULL, TACL__COLL_COUNT, 0, NULL, NULL, NULL},
+    {TACL__ALGO_COUNT, NULL, TACL_NUM_COLLS, 0, NULL, NULL, NULL},
 };
 
-const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name)
+const tacl__algo_t *tacl__algo_find(tacl_coll_t coll, const char *name)
 {
     const tacl__algo_t *a;
 
@@ -104,7 +91,7 @@ const tacl__algo_t *tacl__algo_find(tacl__coll_type_t coll, const char *name)
     return NULL;
 }
 
-const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl__coll_type_t coll)
+const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl_coll_t coll)
 {
     const tacl__algo_t *a;
 
@@ -114,7 +101,7 @@ const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl__coll_type_t coll)
     return NULL;
 }
 
-void tacl__algo_names(tacl__coll_type_t coll, char *buf, size_t len)
+void tacl__algo_names(tacl_coll_t coll, char *buf, size_t len)
 {
     size_t o = 0;
 
@@ -184,12 +171,7 @@ static int spec_next(const char **pos, spec_item_t *item)
 
 static int spec_coll(const char *name)
 {
-    int c;
-
-    for (c = 0; c < TACL__COLL_COUNT; c++)
-        if (strcasecmp(coll_names[c], name) == 0)
-            return c;
-    return -1;
+    return tacl__coll_from_name(name);
 }
 
 tacl_status_t tacl__algo_spec_check(const char *spec)
@@ -213,10 +195,10 @@ tacl_status_t tacl__algo_spec_check(const char *spec)
                                "use allgather, reducescatter, allreduce, "
                                "broadcast, reduce, alltoall, send, recv or "
                                "barrier", item.coll);
-        if (tacl__algo_find((tacl__coll_type_t)coll, item.algo) == NULL) {
+        if (tacl__algo_find((tacl_coll_t)coll, item.algo) == NULL) {
             char names[256];
 
-            tacl__algo_names((tacl__coll_type_t)coll, names, sizeof(names));
+            tacl__algo_names((tacl_coll_t)coll, names, sizeof(names));
             return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
                                "unknown algorithm '%s' for %s in algorithm "
                                "spec; %s has: %s", item.algo, item.coll,
@@ -228,7 +210,7 @@ tacl_status_t tacl__algo_spec_check(const char *spec)
 
 /* The algorithm the spec forces for coll, NULL if none (or bad). */
 static const tacl__algo_t *spec_forced(const char *spec,
-                                       tacl__coll_type_t coll)
+                                       tacl_coll_t coll)
 {
     const tacl__algo_t *found = NULL;
     const char *pos = spec;
@@ -301,7 +283,7 @@ static const tacl__algo_t *algo_cheapest(const tacl__coll_args_t *args,
 /* Whether this is the first fallback from forced in this process. */
 static int fallback_first(const tacl__algo_t *forced)
 {
-    static unsigned warned[TACL__COLL_COUNT];
+    static unsigned warned[TACL_NUM_COLLS];
     unsigned bit = 1u << forced->id;
 
     return !(__atomic_fetch_or(&warned[forced->coll], bit, __ATOMIC_RELAXED) &
@@ -318,7 +300,7 @@ const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
     forced = spec_forced(spec, args->type);
     if (forced != NULL && forced->supports(args, view)) {
         TACL_INFO(TUNE, "%s of %zu elements on %d ranks: %s (forced)",
-                  tacl__coll_name(args->type), args->count, view->nranks,
+                  tacl_coll_name(args->type), args->count, view->nranks,
                   forced->name);
         return forced;
     }
@@ -335,25 +317,25 @@ const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
     if (forced != NULL && algo_is_hier(forced) && fallback_first(forced))
         TACL_WARN(TUNE, "%s: forced algorithm %s cannot serve this layout "
                   "(%d ranks on %d nodes: %s); using %s instead",
-                  tacl__coll_name(args->type), forced->name, view->nranks,
+                  tacl_coll_name(args->type), forced->name, view->nranks,
                   view->n_nodes, algo_layout_why(view),
                   best != NULL ? best->name : "none");
     else if (forced != NULL && fallback_first(forced))
         TACL_WARN(TUNE, "%s: forced algorithm %s does not support this "
                   "operation; using %s instead",
-                  tacl__coll_name(args->type), forced->name,
+                  tacl_coll_name(args->type), forced->name,
                   best != NULL ? best->name : "none");
     else if (view->n_nodes > 1 && !tacl__hier_layout_ok(view) &&
-             best != NULL && (args->type == TACL__COLL_ALLGATHER ||
-                              args->type == TACL__COLL_REDUCE_SCATTER ||
-                              args->type == TACL__COLL_ALLREDUCE))
+             best != NULL && (args->type == TACL_COLL_ALLGATHER ||
+                              args->type == TACL_COLL_REDUCE_SCATTER ||
+                              args->type == TACL_COLL_ALLREDUCE))
         TACL_INFO(TUNE, "%s: hierarchical algorithms cannot serve this "
                   "layout (%d ranks on %d nodes: %s); using %s instead",
-                  tacl__coll_name(args->type), view->nranks, view->n_nodes,
+                  tacl_coll_name(args->type), view->nranks, view->n_nodes,
                   algo_layout_why(view), best->name);
     if (best != NULL)
         TACL_INFO(TUNE, "%s of %zu elements on %d ranks, %d nodes: %s "
-                  "(modelled %.3g us)", tacl__coll_name(args->type),
+                  "(modelled %.3g us)", tacl_coll_name(args->type),
                   args->count, view->nranks, view->n_nodes, best->name,
                   best_cost * 1e6);
     return best;
@@ -369,7 +351,7 @@ tacl_status_t tacl__algo_build(tacl__sched_t *s, const tacl__coll_args_t *args,
     if (a == NULL)
         return tacl__error(TACL_ERR_UNSUPPORTED, TUNE,
                            "no algorithm supports %s on %d ranks",
-                           tacl__coll_name(args->type), view->nranks);
+                           tacl_coll_name(args->type), view->nranks);
     status = a->build(s, args, view);
     if (status == TACL_OK)
         status = tacl__sched_status(s);

@@ -228,9 +228,9 @@ static void ring_ag(ring_t *g, tacl__bref_t src0, int after_rs,
 int tacl__ring_supports(const tacl__coll_args_t *args,
                         const tacl__topo_view_t *view)
 {
-    return args->type == TACL__COLL_ALLGATHER ||
-           args->type == TACL__COLL_REDUCE_SCATTER ||
-           args->type == TACL__COLL_ALLREDUCE;
+    return args->type == TACL_COLL_ALLGATHER ||
+           args->type == TACL_COLL_REDUCE_SCATTER ||
+           args->type == TACL_COLL_ALLREDUCE;
 }
 
 /* The rank r sends to at every step. */
@@ -256,11 +256,11 @@ double tacl__ring_cost(const tacl__coll_args_t *args,
     double m = (double)args->count * es, steps = p - 1;
     double chunks = 1, blk;
 
-    if (args->type != TACL__COLL_ALLREDUCE)
+    if (args->type != TACL_COLL_ALLREDUCE)
         m *= p;
     if (args->chunk_bytes > 0 && p > 0)
         chunks = TACL_MAX(1.0, m / p / (double)args->chunk_bytes);
-    if (args->type == TACL__COLL_ALLREDUCE)
+    if (args->type == TACL_COLL_ALLREDUCE)
         steps *= 2;
     blk = p > 0 ? m / p : 0;
     if (view->n_nodes > 1) {
@@ -269,8 +269,8 @@ double tacl__ring_cost(const tacl__coll_args_t *args,
          * in a reduce-scatter, whose hop also waits for the receiver's
          * previous reduction: so the simulator finds), and the longer of
          * the two is the ring's time. */
-        double hops = args->type == TACL__COLL_ALLGATHER ? 1
-                      : args->type == TACL__COLL_REDUCE_SCATTER ? 2
+        double hops = args->type == TACL_COLL_ALLGATHER ? 1
+                      : args->type == TACL_COLL_REDUCE_SCATTER ? 2
                                                                : 3;
         double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
 
@@ -295,8 +295,8 @@ tacl_status_t tacl__ring_build(tacl__sched_t *s, const tacl__coll_args_t *args,
 {
     ring_t g = {0};
     tacl_status_t status;
-    int ar = args->type == TACL__COLL_ALLREDUCE;
-    int rs = args->type == TACL__COLL_REDUCE_SCATTER;
+    int ar = args->type == TACL_COLL_ALLREDUCE;
+    int rs = args->type == TACL_COLL_REDUCE_SCATTER;
     int done;
 
     g.s = s;

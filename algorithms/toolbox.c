@@ -24,10 +24,10 @@ int tacl__algo_in_place(const tacl__coll_args_t *args, int rank)
     if (args->sendbuf == NULL || args->recvbuf == NULL)
         return 0;
     switch (args->type) {
-    case TACL__COLL_ALLGATHER:
+    case TACL_COLL_ALLGATHER:
         return (const char *)args->sendbuf ==
                (const char *)args->recvbuf + shift;
-    case TACL__COLL_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         return (const char *)args->recvbuf ==
                (const char *)args->sendbuf + shift;
     default:
@@ -47,7 +47,7 @@ tacl_status_t tacl__algo_io(tacl__sched_t *s, const tacl__coll_args_t *args,
     io.esize = tacl_dtype_size(args->dtype);
     shift = (size_t)rank * args->count * io.esize;
     io.in_place = in_bytes && out_bytes && tacl__algo_in_place(args, rank);
-    if (io.in_place && args->type == TACL__COLL_REDUCE_SCATTER) {
+    if (io.in_place && args->type == TACL_COLL_REDUCE_SCATTER) {
         /* One buffer: the whole sendbuf, the output a block of it. */
         b = tacl__sched_buf(s, args->sendbuf, in_bytes, TACL__BUF_OUTPUT,
                             args->memtype);
@@ -57,7 +57,7 @@ tacl_status_t tacl__algo_io(tacl__sched_t *s, const tacl__coll_args_t *args,
         b = tacl__sched_buf(s, args->recvbuf, out_bytes, TACL__BUF_OUTPUT,
                             args->memtype);
         io.out = tacl__bref(b, 0);
-        io.in = tacl__bref(b, args->type == TACL__COLL_ALLGATHER ? shift
+        io.in = tacl__bref(b, args->type == TACL_COLL_ALLGATHER ? shift
                                                                  : 0);
     } else {
         if (in_bytes) {
@@ -84,8 +84,8 @@ tacl_status_t tacl__algo_blocks_io(tacl__sched_t *s,
                                    tacl__algo_io_t *io_p, size_t *total_p,
                                    int *done_p)
 {
-    int ag = args->type == TACL__COLL_ALLGATHER;
-    int ar = args->type == TACL__COLL_ALLREDUCE;
+    int ag = args->type == TACL_COLL_ALLGATHER;
+    int ar = args->type == TACL_COLL_ALLREDUCE;
     size_t es = tacl_dtype_size(args->dtype);
     size_t total = ar ? args->count : args->count * (size_t)s->nranks;
     tacl_status_t status;
@@ -141,9 +141,9 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
                           tacl__bref_t dst, tacl__bref_t src, size_t count,
                           const int32_t *deps, int ndeps)
 {
-    if (args->op == TACL_AVG && args->type != TACL__COLL_ALLGATHER &&
-        args->type != TACL__COLL_BROADCAST &&
-        args->type != TACL__COLL_ALLTOALL)
+    if (args->op == TACL_AVG && args->type != TACL_COLL_ALLGATHER &&
+        args->type != TACL_COLL_BROADCAST &&
+        args->type != TACL_COLL_ALLTOALL)
         return tacl__sched_div(s, dst, src, count, args->dtype,
                                (uint32_t)s->nranks, deps, ndeps);
     return tacl__sched_copy(s, dst, src,

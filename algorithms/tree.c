@@ -160,8 +160,8 @@ static tacl_status_t tree_reduce(tacl__sched_t *s,
 int tacl__tree_supports(const tacl__coll_args_t *args,
                         const tacl__topo_view_t *view)
 {
-    return (args->type == TACL__COLL_BROADCAST ||
-            args->type == TACL__COLL_REDUCE) &&
+    return (args->type == TACL_COLL_BROADCAST ||
+            args->type == TACL_COLL_REDUCE) &&
            args->root >= 0 && args->root < view->nranks;
 }
 
@@ -187,10 +187,10 @@ tacl_status_t tacl__tree_build(tacl__sched_t *s, const tacl__coll_args_t *args,
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "root %d outside 0..%d", args->root,
                            s->nranks - 1);
-    if (args->type == TACL__COLL_BROADCAST)
+    if (args->type == TACL_COLL_BROADCAST)
         return tree_bcast(s, args);
-    if (args->type == TACL__COLL_REDUCE)
+    if (args->type == TACL_COLL_REDUCE)
         return tree_reduce(s, args);
     return tacl__error(TACL_ERR_UNSUPPORTED, COLL, "tree does not run %s",
-                       tacl__coll_name(args->type));
+                       tacl_coll_name(args->type));
 }

@@ -123,12 +123,19 @@ typedef struct tacl__topo {
 uint64_t tacl__topo_stream_bytes(const tacl__node_desc_t *node);
 
 /**
- * Set the figures of view that come from the node its rank is on:
+ * The one maker of a topology view: rank's view of nranks ranks on the
+ * nodes node_of names (numbered from 0 in order of their lowest rank),
+ * its node, local rank and size; the link classes' figures of links
+ * (NULL: none, every cost then falls back to the model's); and the
+ * figures of the node its rank is on from node (NULL: none):
  * stream_bytes, the NICs and their speed, and whether device buffers
  * move on the gpu link class (the node's GPUs reach one another and
- * topo gives the class a bandwidth), as the simulator reads them.
+ * links gives the class a bandwidth).  The communicator, the simulator
+ * and the tests all call it, so their views never drift apart; a caller
+ * sets afterwards only what it knows besides (fast_max, peers_map).
  */
-void tacl__topo_view_node(tacl__topo_view_t *view, const tacl__topo_t *topo,
+void tacl__topo_view_make(tacl__topo_view_t *view, int rank, int nranks,
+                          const int *node_of, const tacl__link_t *links,
                           const tacl__node_desc_t *node);
 
 /** Detect this node with hwloc (and CUDA when built with it). */

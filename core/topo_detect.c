@@ -222,16 +222,6 @@ uint64_t tacl__topo_stream_bytes(const tacl__node_desc_t *node)
     return node->llc_bytes ? node->llc_bytes / 2 : TOPO_STREAM_DEFAULT;
 }
 
-void tacl__topo_view_node(tacl__topo_view_t *view, const tacl__topo_t *topo,
-                          const tacl__node_desc_t *node)
-{
-    view->stream_bytes = tacl__topo_stream_bytes(node);
-    view->nics = node->nic_gbps > 0 ? node->nics : 0;
-    view->nic_bw = node->nic_gbps > 0 ? node->nic_gbps / 8 : 0;
-    view->gpu_peer = node->gpus > 0 && node->gpu_peer &&
-                     topo->link[TACL_LINK_GPU].bw > 0;
-}
-
 static tacl_status_t parse_link_override(const char *spec, const char *var,
                                          tacl__link_t *link)
 {

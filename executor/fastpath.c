@@ -54,15 +54,18 @@ typedef struct {
 
 /* Call n's record: the stamp is written (release) after the signature
  * and the data, and before the flag, so a reader that sees the stamp at
- * n has both -- and data of up to 48 bytes in the same cache line. */
+ * n has both -- and data of up to 48 bytes in the same cache line.  The
+ * whole signature, at the record's end, is read only when the hashes
+ * differ, to say how. */
 typedef struct {
     _Alignas(FAST_LINE) _Atomic uint64_t stamp;
-    uint32_t sig;              /* collective, root and bytes */
+    uint32_t sig;              /* the signature's hash, low half */
     uint32_t pad;
-    uint8_t data[FAST_REC - 16];
+    uint8_t data[FAST_REC - 16 - sizeof(tacl__op_sig_t)];
+    tacl__op_sig_t full;       /* the signature itself */
 } fast_rec_t;
 
-#define FAST_SMALL (FAST_REC - 16u)
+#define FAST_SMALL (FAST_REC - 16u - (unsigned)sizeof(tacl__op_sig_t))
 
 _Static_assert(sizeof(fast_flag_t) == FAST_LINE,
                "a fast-path flag fills one cache line");
@@ -279,6 +282,18 @@ size_t tacl__fast_cap(const tacl__fast_t *fast)
     return fast->cap;
 }
 
+tacl__fast_op_t tacl__fast_op_of(const tacl__coll_args_t *a)
+{
+    tacl__fast_op_t op = {.coll = a->type, .sendbuf = a->sendbuf,
+                          .recvbuf = a->recvbuf, .count = a->count,
+                          .esize = tacl_dtype_size(a->dtype),
+                          .dtype = a->dtype, .op = a->op, .root = a->root,
+                          .sig = tacl__op_sig_of(a)};
+
+    op.hash = (uint32_t)tacl__op_sig_hash(&op.sig);
+    return op;
+}
+
 static size_t elem_bytes(const tacl__fast_op_t *op)
 {
     return op->count * op->esize;
@@ -287,9 +302,9 @@ static size_t elem_bytes(const tacl__fast_op_t *op)
 size_t tacl__fast_msg_bytes(const tacl__fast_op_t *op, int size)
 {
     switch (op->coll) {
-    case TACL__FAST_BARRIER:
+    case TACL_COLL_BARRIER:
         return 0;
-    case TACL__FAST_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         return elem_bytes(op) * (size_t)size;
     default:
         return elem_bytes(op);
@@ -298,7 +313,7 @@ size_t tacl__fast_msg_bytes(const tacl__fast_op_t *op, int size)
 
 size_t tacl__fast_in_bytes(const tacl__fast_op_t *op, int rank, int size)
 {
-    if (op->coll == TACL__FAST_BROADCAST && rank != op->root)
+    if (op->coll == TACL_COLL_BROADCAST && rank != op->root)
         return 0;
     return tacl__fast_msg_bytes(op, size);
 }
@@ -312,7 +327,7 @@ void tacl__fast_count(tacl__xcomm_t *xc, int tl, const tacl__fast_op_t *op,
     if (bytes == 0)
         return;
     /* The peers that read this rank's slot. */
-    readers = op->coll == TACL__FAST_REDUCE ? (rank != op->root)
+    readers = op->coll == TACL_COLL_REDUCE ? (rank != op->root)
                                             : (uint64_t)size - 1;
     if (readers == 0)
         return;
@@ -329,7 +344,8 @@ typedef struct {
     tacl__fast_t *f;
     tacl__xcomm_t *xc;
     uint64_t n;                /* the call */
-    uint32_t sig;              /* its signature on this rank */
+    const tacl__op_sig_t *sig; /* its signature on this rank */
+    uint32_t hash;             /* the signature's hash, low half */
     long long spin;            /* polls before yielding */
     uint64_t yield_ns;         /* then yield for this long */
     long long polls;
@@ -403,15 +419,16 @@ static void sleep_on(const tacl__fast_t *f, int rank, uint64_t n)
     atomic_fetch_sub(&s->sleepers, 1);
 }
 
-/* Publish call n (signature sig) as this rank's, its input in place:
+/* Publish call n (w's signature) as this rank's, its input in place:
  * stamp its record, move the flag, wake the peers asleep on it. */
-static void publish(tacl__fast_t *f, uint64_t n, uint32_t sig)
+static void publish(tacl__fast_t *f, uint64_t n, const fast_wait_t *w)
 {
     fast_rec_t *r = rec(f, f->rank, n);
     fast_sleep_t *s = &f->sleep[f->rank];
     uint64_t want;
 
-    r->sig = sig;
+    r->sig = w->hash;
+    r->full = *w->sig;
     atomic_store_explicit(&r->stamp, n, memory_order_release);
     /* Readers need only release (they acquire the stamp or the flag);
      * the store-load order against a sleeper (sleep_on) comes from the
@@ -496,31 +513,23 @@ static uint64_t flag_of(const tacl__fast_t *f, int rank)
     return atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
 }
 
-/* The call as its peers must see it: collective (3 bits), root (5 bits:
- * at most 32 ranks) and bytes (24 bits: at most TACL__FAST_CAP_MAX). */
-static uint32_t signature(const tacl__fast_op_t *op, int size)
-{
-    return (uint32_t)op->coll << 29 | (uint32_t)(op->root & 0x1f) << 24 |
-           (uint32_t)tacl__fast_msg_bytes(op, size);
-}
-
 /* A peer called something else in this call: the caller's error, as a
  * message of the wrong length is on the normal path. */
-static tacl_status_t mismatch(fast_wait_t *w, int rank, uint32_t theirs)
+static tacl_status_t mismatch(fast_wait_t *w, int rank)
 {
-    static const char *const names[8] = {
-        "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
-        "barrier", "?", "?"};
+    const tacl__op_sig_t *theirs = &rec(w->f, rank, w->n)->full;
+    tacl__sig_field_t f = tacl__op_sig_diff(theirs, w->sig);
     tacl__ctx_t *ctx = w->xc->ctx;
-    uint32_t mine = w->sig;
+    char a[32], b[32];
 
     tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                "rank %d called %s (root %u, %u bytes) where this rank "
-                "called %s (root %u, %u bytes): the ranks called the "
-                "operation with different counts or dtypes, collectives or "
-                "roots (TACL_CHECK=1 names the difference)", rank,
-                names[theirs >> 29], theirs >> 24 & 0x1f, theirs & 0xffffff,
-                names[mine >> 29], mine >> 24 & 0x1f, mine & 0xffffff);
+                "%s: rank %d called it with %s %s where this rank has %s: "
+                "the ranks made different calls (TACL_CHECK=1 names the "
+                "difference on every path)",
+                tacl_coll_name((tacl_coll_t)w->sig->coll), rank,
+                tacl__sig_field_name(f),
+                tacl__sig_field_value(theirs, f, a, sizeof(a)),
+                tacl__sig_field_value(w->sig, f, b, sizeof(b)));
     pthread_mutex_lock(&ctx->lock);
     tacl__ctx_set_fatal(ctx, TACL_ERR_INVALID_USAGE);
     pthread_mutex_unlock(&ctx->lock);
@@ -572,7 +581,7 @@ static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n,
     if (seen_p != NULL)
         *seen_p = n;
     theirs = rec(w->f, rank, n)->sig;
-    return theirs == w->sig ? TACL_OK : mismatch(w, rank, theirs);
+    return theirs == w->hash ? TACL_OK : mismatch(w, rank);
 }
 
 /* Wait until every rank's flag reached n (for this call: every record
@@ -634,7 +643,8 @@ tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
 
     wait_init(&w, f, xc);
     w.n = n;
-    w.sig = signature(op, f->size);
+    w.sig = &op->sig;
+    w.hash = op->hash;
     /* The record (and a large slot) this call writes was last read in
      * call n - FAST_RING (n - FAST_DEPTH): every peer is past it once it
      * began the call after.  A large slot is reused sooner than a record,
@@ -645,36 +655,36 @@ tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
         return status;
     if (in > 0)
         memcpy(slot(f, me, n, in), op->sendbuf, in);
-    publish(f, n, w.sig);
+    publish(f, n, &w);
     switch (op->coll) {
-    case TACL__FAST_BARRIER:
+    case TACL_COLL_BARRIER:
         status = wait_all(&w, n);
         break;
-    case TACL__FAST_ALLREDUCE:
+    case TACL_COLL_ALLREDUCE:
         status = wait_all(&w, n);
         if (status == TACL_OK)
             status = reduce_slots(f, n, in, 0, op->recvbuf, op);
         break;
-    case TACL__FAST_REDUCE:
+    case TACL_COLL_REDUCE:
         if (me != op->root)
             break;
         status = wait_all(&w, n);
         if (status == TACL_OK)
             status = reduce_slots(f, n, in, 0, op->recvbuf, op);
         break;
-    case TACL__FAST_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         status = wait_all(&w, n);
         if (status == TACL_OK)
             status = reduce_slots(f, n, in, (size_t)me * block,
                                   op->recvbuf, op);
         break;
-    case TACL__FAST_ALLGATHER:
+    case TACL_COLL_ALLGATHER:
         status = wait_all(&w, n);
         for (int r = 0; r < f->size && status == TACL_OK && block > 0; r++)
             memcpy((char *)op->recvbuf + (size_t)r * block,
                    slot(f, r, n, block), block);
         break;
-    case TACL__FAST_BROADCAST:
+    case TACL_COLL_BROADCAST:
         if (me == op->root) {
             if (op->recvbuf != op->sendbuf && block > 0)
                 memcpy(op->recvbuf, op->sendbuf, block);
@@ -683,6 +693,11 @@ tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
         status = wait_one(&w, op->root, n, NULL);
         if (status == TACL_OK && block > 0)
             memcpy(op->recvbuf, slot(f, op->root, n, block), block);
+        break;
+        default:
+        status = tacl__error(TACL_ERR_INTERNAL, COLL,
+                             "the fast path does not run %s",
+                             tacl_coll_name(op->coll));
         break;
     }
     return status;

@@ -9,8 +9,8 @@
  * slots of `cap` bytes.  Call n of the fast path (counted on each rank;
  * every rank takes the fast path for the same calls) uses record n % 64:
  * a rank copies its input into the record (up to 240 bytes) or into
- * large slot n % 4 (more), writes the call's signature (collective,
- * root, bytes) into the record, stamps the record with n (release
+ * large slot n % 4 (more), writes the call's signature (op.h: its hash,
+ * and the whole signature for messages) into the record, stamps the record with n (release
  * store) and publishes n in its flag.  A peer waiting for call n polls
  * the record's stamp (acquire load): the stamp, the signature and an
  * input of up to 48 bytes share one cache line.  It checks the
@@ -44,6 +44,7 @@
 
 #include "tacl.h"
 #include "executor.h"
+#include "op.h"
 
 /** The largest slot (TACL_FAST_MAX beyond it counts as this). */
 #define TACL__FAST_CAP_MAX (1u << 20)
@@ -56,19 +57,10 @@
 
 typedef struct tacl__fast tacl__fast_t;
 
-/** Which collective a fast-path call runs. */
-typedef enum {
-    TACL__FAST_ALLREDUCE = 0,
-    TACL__FAST_ALLGATHER,
-    TACL__FAST_REDUCE_SCATTER,
-    TACL__FAST_BROADCAST,
-    TACL__FAST_REDUCE,
-    TACL__FAST_BARRIER
-} tacl__fast_coll_t;
-
 /** One fast-path call, as validated by the API layer. */
 typedef struct {
-    tacl__fast_coll_t coll;
+    tacl_coll_t coll;          /* allreduce, allgather, reduce_scatter,
+                                  broadcast, reduce or barrier */
     const void *sendbuf;
     void *recvbuf;
     size_t count;              /* as the collective's entry point takes it */
@@ -76,7 +68,12 @@ typedef struct {
     tacl_dtype_t dtype;
     tacl_op_t op;
     int root;
+    tacl__op_sig_t sig;        /* what every rank must have called */
+    uint32_t hash;             /* tacl__op_sig_hash(&sig), low half */
 } tacl__fast_op_t;
+
+/** The fast-path call of a (one of the collectives above). */
+tacl__fast_op_t tacl__fast_op_of(const tacl__coll_args_t *a);
 
 /**
  * Create an area for size ranks with slots of cap bytes, as rank rank (the

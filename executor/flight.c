@@ -250,15 +250,15 @@ void tacl__flight_dump(tacl__xcomm_t *xc, const char *reason, FILE *file,
         uint8_t state = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
         tacl_status_t status = __atomic_load_n(&r->status, __ATOMIC_RELAXED);
         tacl__exec_t *exec = __atomic_load_n(&r->exec, __ATOMIC_RELAXED);
+        char sig[160];
         int len;
 
-        len = snprintf(line, sizeof(line), "%s op=%llu seq=%llu coll=%s "
-                       "count=%llu dtype=%s root=%d algo=%s nops=%d "
-                       "state=%s status=%s age_ms=%.3f", head,
+        tacl__op_sig_format(&r->op.sig, sig, sizeof(sig));
+        len = snprintf(line, sizeof(line), "%s op=%llu seq=%llu %s algo=%s "
+                       "nops=%d state=%s status=%s age_ms=%.3f", head,
                        (unsigned long long)r->ord,
-                       (unsigned long long)r->op.seq, r->op.coll,
-                       (unsigned long long)r->op.count, r->op.dtype,
-                       r->op.root, r->algo[0] ? r->algo : "-", r->op.nops,
+                       (unsigned long long)r->op.seq, sig,
+                       r->algo[0] ? r->algo : "-", r->op.nops,
                        state_names[state], status_word(status),
                        (now - r->start_ns) / 1e6);
         if (exec != NULL && len > 0 && (size_t)len < sizeof(line))

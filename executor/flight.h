@@ -26,6 +26,7 @@
 #include <stdio.h>
 
 #include "tacl.h"
+#include "op.h"
 
 typedef struct tacl__exec tacl__exec_t;
 typedef struct tacl__xcomm tacl__xcomm_t;
@@ -39,11 +40,8 @@ typedef enum {
 /** What the API layer knows of an operation when it starts it. */
 typedef struct {
     uint64_t seq;          /* collective sequence number, or p2p count */
-    uint64_t count;        /* elements, as the caller passed them */
-    const char *coll;      /* static name: "allreduce", "send", ... */
-    const char *dtype;     /* static name */
+    tacl__op_sig_t sig;    /* the (first) operation's signature */
     const char *algo;      /* copied into the record */
-    int root;              /* root or p2p peer, -1 for none */
     int nops;              /* operations fused into this one (groups) */
 } tacl__flight_op_t;
 

@@ -128,6 +128,35 @@ const char *tacl_dtype_name(tacl_dtype_t dtype);
 /** Name of a reduction op ("sum", ...), "invalid" for an invalid one. */
 const char *tacl_op_name(tacl_op_t op);
 
+/**
+ * Operations, as tacl_comm_estimate, tacl_coll_name and the flight
+ * records name them.  The list macro is the single source of the enum
+ * values and of their names (the public function's spelling without its
+ * tacl_ prefix: "allgather", "reduce_scatter", ...).  Counts follow the
+ * calls: per rank for ALLGATHER (sendcount) and REDUCE_SCATTER
+ * (recvcount), per block for ALLTOALL, the whole buffer for the others.
+ */
+#define TACL_COLL_LIST(X)                                                    \
+    X(TACL_COLL_ALLGATHER, 0, "allgather")                                   \
+    X(TACL_COLL_REDUCE_SCATTER, 1, "reduce_scatter")                         \
+    X(TACL_COLL_ALLREDUCE, 2, "allreduce")                                   \
+    X(TACL_COLL_BROADCAST, 3, "broadcast")                                   \
+    X(TACL_COLL_REDUCE, 4, "reduce")                                         \
+    X(TACL_COLL_ALLTOALL, 5, "alltoall")                                     \
+    X(TACL_COLL_SEND, 6, "send")                                             \
+    X(TACL_COLL_RECV, 7, "recv")                                             \
+    X(TACL_COLL_BARRIER, 8, "barrier")
+
+typedef enum {
+#define TACL_COLL_ENUM_(name, value, str) name = value,
+    TACL_COLL_LIST(TACL_COLL_ENUM_)
+#undef TACL_COLL_ENUM_
+    TACL_NUM_COLLS
+} tacl_coll_t;
+
+/** Name of an operation ("allgather", ...), "invalid" for another value. */
+const char *tacl_coll_name(tacl_coll_t coll);
+
 /** Where a buffer lives.  AUTO detects it from the pointer. */
 typedef enum {
     TACL_MEM_AUTO = 0,
@@ -787,15 +816,6 @@ tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm);
  * rates.  Purely local: no message is sent, every rank gets the same
  * time.  The buffers are assumed out of place, in host memory.
  */
-typedef enum {
-    TACL_COLL_ALLGATHER = 0,  /**< count elements per rank */
-    TACL_COLL_REDUCE_SCATTER, /**< count elements per rank (its output) */
-    TACL_COLL_ALLREDUCE,
-    TACL_COLL_BROADCAST,
-    TACL_COLL_REDUCE,
-    TACL_COLL_ALLTOALL        /**< count elements per block */
-} tacl_coll_t;
-
 typedef struct {
     double seconds;          /**< predicted time of the operation */
     char algorithm[16];      /**< the algorithm a real call would use */

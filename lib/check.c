@@ -30,101 +30,14 @@
 #include "comm.h"
 #include "log.h"
 
-/* What one collective looks like to its peers. */
-typedef struct {
-    uint64_t count;
-    int32_t type, dtype, op, root, qbits, qblock;
-} op_sig_t;
-
 /* The first gather: enough to compare a call of one collective. */
 typedef struct {
     uint64_t seq;       /* the check sequence number */
     uint64_t seq_next;  /* comm->seq after the call */
     int32_t nops;       /* collectives in the call */
     int32_t pad;
-    op_sig_t first;
+    tacl__op_sig_t first;
 } head_t;
-
-typedef enum {
-    F_COLL = 0, F_COUNT, F_DTYPE, F_OP, F_ROOT, F_QBITS, F_QBLOCK, F_NONE
-} field_t;
-
-static const char *const field_names[] = {
-    "collective", "count", "dtype", "op", "root", "quantization bits",
-    "quantization block",
-};
-
-static int is_p2p(tacl__coll_type_t t)
-{
-    return t == TACL__COLL_SEND || t == TACL__COLL_RECV;
-}
-
-/* Only the fields the collective uses, so unused ones never differ. */
-static op_sig_t sig_of(const tacl__coll_args_t *a)
-{
-    int reduces = a->type == TACL__COLL_ALLREDUCE ||
-                  a->type == TACL__COLL_REDUCE_SCATTER ||
-                  a->type == TACL__COLL_REDUCE;
-    int rooted = a->type == TACL__COLL_BROADCAST ||
-                 a->type == TACL__COLL_REDUCE;
-    op_sig_t s = {.type = (int32_t)a->type, .op = -1, .root = -1};
-
-    if (a->type != TACL__COLL_BARRIER) {
-        s.count = a->count;
-        s.dtype = (int32_t)a->dtype;
-    }
-    if (reduces)
-        s.op = (int32_t)a->op;
-    if (rooted)
-        s.root = a->root;
-    s.qbits = a->qbits;
-    s.qblock = a->qbits != 0 ? (int32_t)a->qblock : 0;
-    return s;
-}
-
-static field_t sig_diff(const op_sig_t *a, const op_sig_t *b)
-{
-    if (a->type != b->type)
-        return F_COLL;
-    if (a->count != b->count)
-        return F_COUNT;
-    if (a->dtype != b->dtype)
-        return F_DTYPE;
-    if (a->op != b->op)
-        return F_OP;
-    if (a->root != b->root)
-        return F_ROOT;
-    if (a->qbits != b->qbits)
-        return F_QBITS;
-    if (a->qblock != b->qblock)
-        return F_QBLOCK;
-    return F_NONE;
-}
-
-static const char *field_value(field_t f, const op_sig_t *s, char *buf,
-                               size_t len)
-{
-    switch (f) {
-    case F_COLL:
-        return tacl__coll_name((tacl__coll_type_t)s->type);
-    case F_DTYPE:
-        return tacl_dtype_name((tacl_dtype_t)s->dtype);
-    case F_OP:
-        return tacl_op_name((tacl_op_t)s->op);
-    case F_COUNT:
-        snprintf(buf, len, "%llu", (unsigned long long)s->count);
-        return buf;
-    case F_ROOT:
-        snprintf(buf, len, "%d", s->root);
-        return buf;
-    case F_QBITS:
-        snprintf(buf, len, "%d", s->qbits);
-        return buf;
-    default:
-        snprintf(buf, len, "%d", s->qblock);
-        return buf;
-    }
-}
 
 /* The error every rank returns for rank r's disagreement with rank 0. */
 static tacl_status_t mismatch(const char *name, int r, int index,
@@ -144,16 +57,17 @@ static tacl_status_t mismatch(const char *name, int r, int index,
 }
 
 static tacl_status_t sig_mismatch(const char *name, int r, int index,
-                                  const op_sig_t *theirs, const op_sig_t *ref)
+                                  const tacl__op_sig_t *theirs,
+                                  const tacl__op_sig_t *ref)
 {
     char a[32], b[32];
-    field_t f = sig_diff(theirs, ref);
+    tacl__sig_field_t f = tacl__op_sig_diff(theirs, ref);
 
-    if (f == F_NONE)
+    if (f == TACL__SIG_SAME)
         return TACL_OK;
-    return mismatch(name, r, index, field_names[f],
-                    field_value(f, theirs, a, sizeof(a)),
-                    field_value(f, ref, b, sizeof(b)));
+    return mismatch(name, r, index, tacl__sig_field_name(f),
+                    tacl__sig_field_value(theirs, f, a, sizeof(a)),
+                    tacl__sig_field_value(ref, f, b, sizeof(b)));
 }
 
 static tacl_status_t compare_heads(const char *name, const head_t *all,
@@ -184,9 +98,11 @@ static tacl_status_t compare_heads(const char *name, const head_t *all,
 
 /* The second gather: every collective of a call of several. */
 static tacl_status_t compare_all(tacl_comm_t comm, const char *name,
-                                 const op_sig_t *mine, int n, uint64_t seq)
+                                 const tacl__op_sig_t *mine, int n,
+                                 uint64_t seq)
 {
-    op_sig_t *all = malloc((size_t)comm->size * (size_t)n * sizeof(*all));
+    tacl__op_sig_t *all =
+        malloc((size_t)comm->size * (size_t)n * sizeof(*all));
     tacl_status_t status;
 
     if (all == NULL)
@@ -218,7 +134,7 @@ tacl_status_t tacl__check_call(tacl_comm_t comm, const tacl__op_t *ops,
                                int nops, uint64_t check_seq,
                                uint64_t seq_next)
 {
-    op_sig_t *sigs = malloc(((size_t)nops + 1) * sizeof(*sigs));
+    tacl__op_sig_t *sigs = malloc(((size_t)nops + 1) * sizeof(*sigs));
     head_t mine = {.seq = check_seq, .seq_next = seq_next}, *all;
     const char *name = "call";
     tacl_status_t status;
@@ -230,11 +146,11 @@ tacl_status_t tacl__check_call(tacl_comm_t comm, const tacl__op_t *ops,
         goto out;
     }
     for (int i = 0; i < nops; i++)
-        if (!is_p2p(ops[i].args.type))
-            sigs[n++] = sig_of(&ops[i].args);
+        if (!tacl__coll_p2p(ops[i].args.type))
+            sigs[n++] = tacl__op_sig_of(&ops[i].args);
     if (n > 0) {
         mine.first = sigs[0];
-        name = tacl__coll_name((tacl__coll_type_t)sigs[0].type);
+        name = tacl_coll_name((tacl_coll_t)sigs[0].coll);
     }
     mine.nops = n;
     status = tacl__comm_allgather_small(comm, check_seq % TACL__SEQ_HALF,

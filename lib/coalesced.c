@@ -18,7 +18,7 @@ typedef tacl_status_t (*single_nb_fn)(const void *, void *, size_t,
                                       tacl_request_t *);
 
 /* Check every entry before recording any, so a bad one leaves nothing. */
-static tacl_status_t check_all(const char *name, tacl__coll_type_t type,
+static tacl_status_t check_all(const char *name, tacl_coll_t type,
                                const void *const *sendbufs,
                                void *const *recvbufs, const size_t *counts,
                                int nbufs, tacl_dtype_t dtype, tacl_op_t op,
@@ -62,7 +62,7 @@ static tacl_status_t reduce_scatter_one(const void *s, void *r, size_t n,
     return tacl_reduce_scatter_nb(s, r, n, dt, op, comm, stream, req_p);
 }
 
-static tacl_status_t coalesced_held(const char *name, tacl__coll_type_t type,
+static tacl_status_t coalesced_held(const char *name, tacl_coll_t type,
                                     single_nb_fn one,
                                     const void *const *sendbufs,
                                     void *const *recvbufs,
@@ -93,7 +93,7 @@ static tacl_status_t coalesced_held(const char *name, tacl__coll_type_t type,
     return tacl__comm_fail(comm, status != TACL_OK ? status : end_status);
 }
 
-static tacl_status_t coalesced(const char *name, tacl__coll_type_t type,
+static tacl_status_t coalesced(const char *name, tacl_coll_t type,
                                single_nb_fn one,
                                const void *const *sendbufs,
                                void *const *recvbufs, const size_t *counts,
@@ -114,7 +114,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_coalesced_nb(
     if (req_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "allgather_coalesced: req_p is NULL");
-    return coalesced("allgather_coalesced", TACL__COLL_ALLGATHER,
+    return coalesced("allgather_coalesced", TACL_COLL_ALLGATHER,
                      allgather_one, sendbufs,
                      recvbufs, sendcounts, nbufs, dtype, TACL_SUM, comm,
                      stream, req_p);
@@ -125,7 +125,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_coalesced(
     const size_t *sendcounts, int nbufs, tacl_dtype_t dtype,
     tacl_comm_t comm, tacl_stream_t stream)
 {
-    return coalesced("allgather_coalesced", TACL__COLL_ALLGATHER,
+    return coalesced("allgather_coalesced", TACL_COLL_ALLGATHER,
                      allgather_one, sendbufs,
                      recvbufs, sendcounts, nbufs, dtype, TACL_SUM, comm,
                      stream, NULL);
@@ -140,7 +140,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_coalesced_nb(
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "reduce_scatter_coalesced: req_p is NULL");
     return coalesced("reduce_scatter_coalesced",
-                     TACL__COLL_REDUCE_SCATTER, reduce_scatter_one,
+                     TACL_COLL_REDUCE_SCATTER, reduce_scatter_one,
                      sendbufs, recvbufs, recvcounts, nbufs, dtype, op, comm,
                      stream, req_p);
 }
@@ -151,7 +151,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_coalesced(
     tacl_comm_t comm, tacl_stream_t stream)
 {
     return coalesced("reduce_scatter_coalesced",
-                     TACL__COLL_REDUCE_SCATTER, reduce_scatter_one,
+                     TACL_COLL_REDUCE_SCATTER, reduce_scatter_one,
                      sendbufs, recvbufs, recvcounts, nbufs, dtype, op, comm,
                      stream, NULL);
 }

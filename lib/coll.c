@@ -23,54 +23,6 @@
 
 #define SEQ_HALF TACL__SEQ_HALF
 
-static int is_reduction(tacl__coll_type_t t)
-{
-    return t == TACL__COLL_REDUCE_SCATTER || t == TACL__COLL_ALLREDUCE ||
-           t == TACL__COLL_REDUCE;
-}
-
-/* Bytes of the send and receive buffers the operation touches. */
-static tacl_status_t buffer_sizes(const tacl__coll_args_t *a, int n,
-                                  uint64_t *send_p, uint64_t *recv_p)
-{
-    uint64_t esize = tacl_dtype_size(a->dtype), block, all;
-
-    if (__builtin_mul_overflow((uint64_t)a->count, esize, &block) ||
-        __builtin_mul_overflow(block, (uint64_t)n, &all) ||
-        all > MAX_BUFFER_BYTES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "count %zu of %s on %d ranks overflows the "
-                           "largest buffer tacl accepts", a->count,
-                           tacl_dtype_name(a->dtype), n);
-    switch (a->type) {
-    case TACL__COLL_ALLGATHER:
-        *send_p = block;
-        *recv_p = all;
-        break;
-    case TACL__COLL_REDUCE_SCATTER:
-        *send_p = all;
-        *recv_p = block;
-        break;
-    case TACL__COLL_ALLTOALL:
-        *send_p = all;
-        *recv_p = all;
-        break;
-    case TACL__COLL_SEND:
-        *send_p = block;
-        *recv_p = 0;
-        break;
-    case TACL__COLL_RECV:
-        *send_p = 0;
-        *recv_p = block;
-        break;
-    default:
-        *send_p = block;
-        *recv_p = block;
-        break;
-    }
-    return TACL_OK;
-}
-
 static int overlaps(const void *a, uint64_t alen, const void *b,
                     uint64_t blen)
 {
@@ -88,10 +40,10 @@ static tacl_status_t check_aliasing(const tacl__coll_args_t *a, int rank,
     if (!overlaps(sb, send, rb, recv))
         return TACL_OK;
     switch (a->type) {
-    case TACL__COLL_ALLGATHER:
+    case TACL_COLL_ALLGATHER:
         in_place = rb + (uint64_t)rank * send;
         break;
-    case TACL__COLL_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         /* In place is recvbuf at this rank's block of sendbuf; any other
          * overlap is an error. */
         if (rb == sb + (uint64_t)rank * recv)
@@ -107,13 +59,13 @@ static tacl_status_t check_aliasing(const tacl__coll_args_t *a, int rank,
     return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                        "%s: sendbuf and recvbuf overlap but not in place "
                        "(see the in-place conventions in tacl.h)",
-                       tacl__coll_name(a->type));
+                       tacl_coll_name(a->type));
 }
 
 /* Quantized operations: the type, op and parameters they can serve. */
 static tacl_status_t check_quant(const tacl__coll_args_t *a)
 {
-    const char *name = tacl__coll_name(a->type);
+    const char *name = tacl_coll_name(a->type);
 
     if (a->dtype != TACL_FLOAT32 && a->dtype != TACL_FLOAT16 &&
         a->dtype != TACL_BFLOAT16)
@@ -128,7 +80,7 @@ static tacl_status_t check_quant(const tacl__coll_args_t *a)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "quantized %s: block of %u values (1..2^24)",
                            name, a->qblock);
-    if (a->type == TACL__COLL_REDUCE_SCATTER && a->op != TACL_SUM &&
+    if (a->type == TACL_COLL_REDUCE_SCATTER && a->op != TACL_SUM &&
         a->op != TACL_AVG)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "quantized %s: op %s (sum or avg)", name,
@@ -139,12 +91,10 @@ static tacl_status_t check_quant(const tacl__coll_args_t *a)
 static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                               tacl_stream_t stream)
 {
-    const char *name = tacl__coll_name(a->type);
+    const char *name = tacl_coll_name(a->type);
     uint64_t send = 0, recv = 0;
-    int root_used = a->type == TACL__COLL_BROADCAST ||
-                    a->type == TACL__COLL_REDUCE;
-    int peer_used = a->type == TACL__COLL_SEND || a->type == TACL__COLL_RECV;
-    int is_root = root_used && a->root == comm->rank;
+    int root_used = tacl__coll_rooted(a->type);
+    int peer_used = tacl__coll_p2p(a->type);
     tacl_status_t status;
 
     if (comm->x.ctx->fatal != TACL_OK)
@@ -152,16 +102,16 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                            "%s: the communicator failed earlier (%s); "
                            "destroy or abort it", name,
                            comm->x.ctx->fatal_msg);
-    if (a->type == TACL__COLL_BARRIER)
+    if (a->type == TACL_COLL_BARRIER)
         return tacl__coll_memory(comm, a, 0, 0, stream);
     if ((unsigned)a->dtype >= TACL_NUM_DTYPES)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: dtype %d is not a tacl_dtype_t", name,
                            (int)a->dtype);
-    if (is_reduction(a->type) && (unsigned)a->op >= TACL_NUM_OPS)
+    if (tacl__coll_reduces(a->type) && (unsigned)a->op >= TACL_NUM_OPS)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: op %d is not a tacl_op_t", name, (int)a->op);
-    if (is_reduction(a->type) && tacl__op_is_bitwise(a->op) &&
+    if (tacl__coll_reduces(a->type) && tacl__op_is_bitwise(a->op) &&
         !tacl__dtype_is_integer(a->dtype))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: op %s is bitwise and takes integer dtypes "
@@ -172,15 +122,12 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                            "%s: %s %d is not a rank of this communicator "
                            "(size %d)", name, peer_used ? "peer" : "root",
                            a->root, comm->size);
-    status = buffer_sizes(a, comm->size, &send, &recv);
-    if (status != TACL_OK)
-        return status;
-    /* Broadcast reads sendbuf on the root only; reduce writes recvbuf on
-     * the root only. */
-    if (a->type == TACL__COLL_BROADCAST && !is_root)
-        send = 0;
-    if (a->type == TACL__COLL_REDUCE && !is_root)
-        recv = 0;
+    if (tacl__coll_bytes(a, comm->rank, comm->size, MAX_BUFFER_BYTES, &send,
+                         &recv) != 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: count %zu of %s on %d ranks overflows the "
+                           "largest buffer tacl accepts", name, a->count,
+                           tacl_dtype_name(a->dtype), comm->size);
     if (send > 0 && a->sendbuf == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: sendbuf is NULL with count %zu", name,
@@ -295,7 +242,7 @@ tacl_status_t tacl__ops_build(tacl_comm_t comm, const tacl__op_t *ops,
                      algo->name);
         if (status == TACL_OK && algo != NULL)
             TACL_INFO(COLL, "rank %d: %s of %zu x %s with %s (seq %llu)",
-                      comm->rank, tacl__coll_name(ops[i].args.type),
+                      comm->rank, tacl_coll_name(ops[i].args.type),
                       ops[i].args.count, tacl_dtype_name(ops[i].args.dtype),
                       algo->name, (unsigned long long)ops[i].args.seq);
     }
@@ -335,7 +282,7 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
 void tacl__coll_mark(tacl__coll_args_t *a)
 {
     size_t bytes = a->count * tacl_dtype_size(a->dtype);
-    const void *read = a->type == TACL__COLL_ALLREDUCE ? a->recvbuf
+    const void *read = a->type == TACL_COLL_ALLREDUCE ? a->recvbuf
                                                        : a->sendbuf;
     tacl__memseg_ref_t ref;
 
@@ -356,11 +303,11 @@ static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
 
     if (!blocking && req_p == NULL)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                               "%s: req_p is NULL", tacl__coll_name(a->type)));
+                               "%s: req_p is NULL", tacl_coll_name(a->type)));
     status = validate(comm, a, stream);
     if (status != TACL_OK)
         return tacl__comm_fail(comm, status);
-    if (a->type == TACL__COLL_SEND && blocking && !tacl__group_active() &&
+    if (a->type == TACL_COLL_SEND && blocking && !tacl__group_active() &&
         a->root == comm->rank)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
                                COLL, "a blocking send to oneself can never "
@@ -378,16 +325,16 @@ static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
     /* A checked call reserves its signature exchange's sequence numbers
      * first (a group once per communicator, at its first collective), so
      * that the exchange's tags agree whatever the ranks go on to run. */
-    if (comm->check && a->type != TACL__COLL_SEND &&
-        a->type != TACL__COLL_RECV &&
+    if (comm->check && a->type != TACL_COLL_SEND &&
+        a->type != TACL_COLL_RECV &&
         !(tacl__group_active() && tacl__group_checked(comm))) {
         op.checked = 1;
         op.check_seq = comm->seq;
         comm->seq += TACL__CHECK_SEQS;
     }
-    if (a->type == TACL__COLL_SEND)
+    if (a->type == TACL_COLL_SEND)
         a->seq = SEQ_HALF | (comm->p2p_send[a->root]++ % SEQ_HALF);
-    else if (a->type == TACL__COLL_RECV)
+    else if (a->type == TACL_COLL_RECV)
         a->seq = SEQ_HALF | (comm->p2p_recv[a->root]++ % SEQ_HALF);
     else
         a->seq = comm->seq++ % SEQ_HALF;
@@ -460,7 +407,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_nb(const void *sendbuf,
                                             tacl_stream_t stream,
                                             tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = sendcount, .dtype = dtype);
     return post(comm, &a, stream, 0, req_p);
@@ -471,7 +418,7 @@ TACL_EXPORT tacl_status_t tacl_allgather(const void *sendbuf, void *recvbuf,
                                          tacl_comm_t comm,
                                          tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = sendcount, .dtype = dtype);
     return post(comm, &a, stream, 1, NULL);
@@ -482,7 +429,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_nb(
     tacl_op_t op, tacl_comm_t comm, tacl_stream_t stream,
     tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = recvcount, .dtype = dtype, .op = op);
     return post(comm, &a, stream, 0, req_p);
@@ -494,7 +441,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter(const void *sendbuf,
                                               tacl_op_t op, tacl_comm_t comm,
                                               tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = recvcount, .dtype = dtype, .op = op);
     return post(comm, &a, stream, 1, NULL);
@@ -507,7 +454,7 @@ TACL_EXPORT tacl_status_t tacl_allreduce_nb(const void *sendbuf,
                                             tacl_stream_t stream,
                                             tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLREDUCE,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLREDUCE,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype, .op = op);
     return post(comm, &a, stream, 0, req_p);
@@ -518,7 +465,7 @@ TACL_EXPORT tacl_status_t tacl_allreduce(const void *sendbuf, void *recvbuf,
                                          tacl_op_t op, tacl_comm_t comm,
                                          tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLREDUCE,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLREDUCE,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype, .op = op);
     return post(comm, &a, stream, 1, NULL);
@@ -531,7 +478,7 @@ TACL_EXPORT tacl_status_t tacl_broadcast_nb(const void *sendbuf,
                                             tacl_stream_t stream,
                                             tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BROADCAST,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BROADCAST,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype, .root = root);
     return post(comm, &a, stream, 0, req_p);
@@ -542,7 +489,7 @@ TACL_EXPORT tacl_status_t tacl_broadcast(const void *sendbuf, void *recvbuf,
                                          int root, tacl_comm_t comm,
                                          tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BROADCAST,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BROADCAST,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype, .root = root);
     return post(comm, &a, stream, 1, NULL);
@@ -555,7 +502,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_nb(const void *sendbuf, void *recvbuf,
                                          tacl_stream_t stream,
                                          tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE, .sendbuf = sendbuf,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE, .sendbuf = sendbuf,
                                .recvbuf = recvbuf, .count = count,
                                .dtype = dtype, .op = op, .root = root);
     return post(comm, &a, stream, 0, req_p);
@@ -566,7 +513,7 @@ TACL_EXPORT tacl_status_t tacl_reduce(const void *sendbuf, void *recvbuf,
                                       tacl_op_t op, int root,
                                       tacl_comm_t comm, tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE, .sendbuf = sendbuf,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE, .sendbuf = sendbuf,
                                .recvbuf = recvbuf, .count = count,
                                .dtype = dtype, .op = op, .root = root);
     return post(comm, &a, stream, 1, NULL);
@@ -579,7 +526,7 @@ TACL_EXPORT tacl_status_t tacl_alltoall_nb(const void *sendbuf,
                                            tacl_stream_t stream,
                                            tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLTOALL,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLTOALL,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype);
     return post(comm, &a, stream, 0, req_p);
@@ -590,7 +537,7 @@ TACL_EXPORT tacl_status_t tacl_alltoall(const void *sendbuf, void *recvbuf,
                                         tacl_comm_t comm,
                                         tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLTOALL,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLTOALL,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype);
     return post(comm, &a, stream, 1, NULL);
@@ -601,7 +548,7 @@ TACL_EXPORT tacl_status_t tacl_send_nb(const void *sendbuf, size_t count,
                                        tacl_comm_t comm, tacl_stream_t stream,
                                        tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_SEND, .sendbuf = sendbuf,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_SEND, .sendbuf = sendbuf,
                                .count = count, .dtype = dtype, .root = peer);
     return post(comm, &a, stream, 0, req_p);
 }
@@ -610,7 +557,7 @@ TACL_EXPORT tacl_status_t tacl_send(const void *sendbuf, size_t count,
                                     tacl_dtype_t dtype, int peer,
                                     tacl_comm_t comm, tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_SEND, .sendbuf = sendbuf,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_SEND, .sendbuf = sendbuf,
                                .count = count, .dtype = dtype, .root = peer);
     return post(comm, &a, stream, 1, NULL);
 }
@@ -620,7 +567,7 @@ TACL_EXPORT tacl_status_t tacl_recv_nb(void *recvbuf, size_t count,
                                        tacl_comm_t comm, tacl_stream_t stream,
                                        tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_RECV, .recvbuf = recvbuf,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_RECV, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype, .root = peer);
     return post(comm, &a, stream, 0, req_p);
 }
@@ -629,7 +576,7 @@ TACL_EXPORT tacl_status_t tacl_recv(void *recvbuf, size_t count,
                                     tacl_dtype_t dtype, int peer,
                                     tacl_comm_t comm, tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_RECV, .recvbuf = recvbuf,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_RECV, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype, .root = peer);
     return post(comm, &a, stream, 1, NULL);
 }
@@ -638,7 +585,7 @@ TACL_EXPORT tacl_status_t tacl_barrier_nb(tacl_comm_t comm,
                                           tacl_stream_t stream,
                                           tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BARRIER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BARRIER,
                                .dtype = TACL_UINT8);
     return post(comm, &a, stream, 0, req_p);
 }
@@ -646,7 +593,7 @@ TACL_EXPORT tacl_status_t tacl_barrier_nb(tacl_comm_t comm,
 TACL_EXPORT tacl_status_t tacl_barrier(tacl_comm_t comm,
                                        tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BARRIER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BARRIER,
                                .dtype = TACL_UINT8);
     return post(comm, &a, stream, 1, NULL);
 }
@@ -657,7 +604,7 @@ static tacl_status_t quant_args(const tacl_quant_t *q, tacl__coll_args_t *a)
     if (q == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "quantized %s: quant is NULL; pass the bits and "
-                           "block size", tacl__coll_name(a->type));
+                           "block size", tacl_coll_name(a->type));
     a->qbits = q->bits;
     a->qblock = q->block != 0 ? q->block : 256;
     /* Later checks take qbits == 0 for an exact call: refuse it here. */
@@ -685,7 +632,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_quantized_nb(
     const tacl_quant_t *quant, tacl_comm_t comm, tacl_stream_t stream,
     tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = sendcount, .dtype = dtype);
     return post_quant(comm, &a, quant, stream, 0, req_p);
@@ -695,7 +642,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_quantized(
     const void *sendbuf, void *recvbuf, size_t sendcount, tacl_dtype_t dtype,
     const tacl_quant_t *quant, tacl_comm_t comm, tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = sendcount, .dtype = dtype);
     return post_quant(comm, &a, quant, stream, 1, NULL);
@@ -706,7 +653,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_quantized_nb(
     tacl_op_t op, const tacl_quant_t *quant, tacl_comm_t comm,
     tacl_stream_t stream, tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = recvcount, .dtype = dtype, .op = op);
     return post_quant(comm, &a, quant, stream, 0, req_p);
@@ -717,7 +664,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_quantized(
     tacl_op_t op, const tacl_quant_t *quant, tacl_comm_t comm,
     tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = recvcount, .dtype = dtype, .op = op);
     return post_quant(comm, &a, quant, stream, 1, NULL);

@@ -283,26 +283,8 @@ static tacl_status_t comm_topology(tacl_comm_t comm)
     for (int r = 0; r < comm->size; r++)
         comm->x.link_of[r] = (uint8_t)tacl__topo_link_class(
             &ctx->topo, comm->x.world[comm->rank], comm->x.world[r], 0);
-    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++) {
-        comm->view.link_bw[c] = ctx->topo.link[c].bw;
-        comm->view.link_lat[c] = ctx->topo.link[c].lat;
-    }
-    comm->view.rank = comm->rank;
-    comm->view.nranks = comm->size;
-    comm->view.n_nodes = n_nodes;
-    comm->view.node_of = comm->node_of;
-    comm->view.node = comm->node_of[comm->rank];
-    comm->view.local_rank = 0;
-    comm->view.local_size = 0;
-    for (int r = 0; r < comm->size; r++) {
-        if (comm->node_of[r] != comm->view.node)
-            continue;
-        if (r < comm->rank)
-            comm->view.local_rank++;
-        comm->view.local_size++;
-    }
-    tacl__topo_view_node(
-        &comm->view, &ctx->topo,
+    tacl__topo_view_make(
+        &comm->view, comm->rank, comm->size, comm->node_of, ctx->topo.link,
         &ctx->topo.nodes[ctx->node_of[comm->x.world[comm->rank]]]);
     return TACL_OK;
 }
@@ -680,7 +662,7 @@ tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
     tacl__op_t op = {
         .comm = comm,
         .args = {
-            .type = TACL__COLL_ALLGATHER,
+            .type = TACL_COLL_ALLGATHER,
             .sendbuf = mine,
             .recvbuf = all,
             .count = bytes,

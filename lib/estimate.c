@@ -26,7 +26,7 @@
 struct tacl__est {
     tacl__sim_cluster_t cluster;
     /* The sim tuner's choice per collective and bucket, "" unknown. */
-    char choice[TACL__COLL_COUNT][EST_BUCKETS][16];
+    char choice[TACL_NUM_COLLS][EST_BUCKETS][16];
 };
 
 void tacl__est_free(tacl_comm_t comm)
@@ -97,9 +97,9 @@ const char *tacl__tuner_spec(tacl_comm_t comm, const tacl__coll_args_t *a,
 
     /* The config table's word list "model|sim": 1 is sim, in any case. */
     if (tacl__config_word(TACL_CFG_TUNER) != 1 ||
-        a->qbits != 0 || (a->type != TACL__COLL_ALLGATHER &&
-                          a->type != TACL__COLL_REDUCE_SCATTER &&
-                          a->type != TACL__COLL_ALLREDUCE))
+        a->qbits != 0 || (a->type != TACL_COLL_ALLGATHER &&
+                          a->type != TACL_COLL_REDUCE_SCATTER &&
+                          a->type != TACL_COLL_ALLREDUCE))
         return spec;
     if (est_get(comm, &est) != TACL_OK) {
         TACL_WARN(TUNE, "TACL_TUNER=sim: no cluster to simulate (%s); "
@@ -116,25 +116,16 @@ const char *tacl__tuner_spec(tacl_comm_t comm, const tacl__coll_args_t *a,
         }
         snprintf(slot, sizeof(est->choice[0][0]), "%s", best->name);
         TACL_INFO(TUNE, "%s of %zu elements: %s by simulation (%.3g us)",
-                  tacl__coll_name(a->type), a->count, slot,
+                  tacl_coll_name(a->type), a->count, slot,
                   res.seconds * 1e6);
     }
     /* The last item for a collective wins: the user's, if any.  A spec
      * too long to prefix is left as the user wrote it. */
-    if ((size_t)snprintf(buf, len, "%s=%s,%s", tacl__coll_name(a->type),
+    if ((size_t)snprintf(buf, len, "%s=%s,%s", tacl_coll_name(a->type),
                          slot, spec != NULL ? spec : "") >= len)
         return spec;
     return buf;
 }
-
-static const tacl__coll_type_t coll_types[] = {
-    [TACL_COLL_ALLGATHER] = TACL__COLL_ALLGATHER,
-    [TACL_COLL_REDUCE_SCATTER] = TACL__COLL_REDUCE_SCATTER,
-    [TACL_COLL_ALLREDUCE] = TACL__COLL_ALLREDUCE,
-    [TACL_COLL_BROADCAST] = TACL__COLL_BROADCAST,
-    [TACL_COLL_REDUCE] = TACL__COLL_REDUCE,
-    [TACL_COLL_ALLTOALL] = TACL__COLL_ALLTOALL,
-};
 
 static tacl_status_t estimate(tacl_comm_t comm, tacl_coll_t coll,
                               size_t count, tacl_dtype_t dtype, tacl_op_t op,
@@ -150,10 +141,15 @@ static tacl_status_t estimate(tacl_comm_t comm, tacl_coll_t coll,
     if (info_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
                            "tacl_comm_estimate: info_p is NULL");
-    if ((unsigned)coll >= sizeof(coll_types) / sizeof(coll_types[0]))
+    if ((unsigned)coll >= TACL_NUM_COLLS)
         return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
                            "tacl_comm_estimate: coll %d is not a "
                            "tacl_coll_t", (int)coll);
+    if (tacl__coll_p2p(coll))
+        return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
+                           "tacl_comm_estimate: %s is point-to-point; "
+                           "estimates are of collectives",
+                           tacl_coll_name(coll));
     if ((unsigned)dtype >= TACL_NUM_DTYPES)
         return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
                            "tacl_comm_estimate: dtype %d is not a "
@@ -162,13 +158,13 @@ static tacl_status_t estimate(tacl_comm_t comm, tacl_coll_t coll,
         return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
                            "tacl_comm_estimate: op %d is not a tacl_op_t",
                            (int)op);
-    if ((coll == TACL_COLL_BROADCAST || coll == TACL_COLL_REDUCE) &&
+    if (tacl__coll_rooted(coll) &&
         (root < 0 || root >= comm->size))
         return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
                            "tacl_comm_estimate: root %d is not a rank of "
                            "this communicator (size %d)", root, comm->size);
     memset(&a, 0, sizeof(a));
-    a.type = coll_types[coll];
+    a.type = coll;
     a.count = count;
     a.dtype = dtype;
     a.op = op;

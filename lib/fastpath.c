@@ -146,19 +146,12 @@ out:
     return status;
 }
 
-static int fast_coll(tacl__coll_type_t type, tacl__fast_coll_t *coll)
+/* The collectives the fast path runs. */
+static int fast_coll(tacl_coll_t type)
 {
-    switch (type) {
-    case TACL__COLL_ALLREDUCE: *coll = TACL__FAST_ALLREDUCE; return 1;
-    case TACL__COLL_ALLGATHER: *coll = TACL__FAST_ALLGATHER; return 1;
-    case TACL__COLL_REDUCE_SCATTER:
-        *coll = TACL__FAST_REDUCE_SCATTER;
-        return 1;
-    case TACL__COLL_BROADCAST: *coll = TACL__FAST_BROADCAST; return 1;
-    case TACL__COLL_REDUCE: *coll = TACL__FAST_REDUCE; return 1;
-    case TACL__COLL_BARRIER: *coll = TACL__FAST_BARRIER; return 1;
-    default: return 0;
-    }
+    return type == TACL_COLL_ALLREDUCE || type == TACL_COLL_ALLGATHER ||
+           type == TACL_COLL_REDUCE_SCATTER || type == TACL_COLL_BROADCAST ||
+           type == TACL_COLL_REDUCE || type == TACL_COLL_BARRIER;
 }
 
 /*
@@ -174,7 +167,7 @@ static int fast_coll(tacl__coll_type_t type, tacl__fast_coll_t *coll)
 #define FAST_MEMOS 4
 
 typedef struct {
-    tacl__coll_type_t type;    /* TACL__COLL_COUNT: empty */
+    tacl_coll_t type;    /* TACL_NUM_COLLS: empty */
     const void *sendbuf;
     void *recvbuf;
     size_t count;
@@ -253,7 +246,7 @@ static void fast_remember(tacl_comm_t comm, const tacl__coll_args_t *a,
         if (memo == NULL)
             return; /* it only saves time */
         for (int i = 0; i < FAST_MEMOS; i++)
-            memo->e[i].type = TACL__COLL_COUNT;
+            memo->e[i].type = TACL_NUM_COLLS;
         comm->fast_memo = memo;
     }
     memo->last = memo->next;
@@ -299,15 +292,11 @@ int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
 int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
                    tacl_status_t *status_p)
 {
-    tacl__fast_op_t op = {.sendbuf = a->sendbuf, .recvbuf = a->recvbuf,
-                          .count = a->count,
-                          .esize = tacl_dtype_size(a->dtype),
-                          .dtype = a->dtype, .op = a->op,
-                          .root = a->root};
     tacl__ctx_t *ctx = comm->x.ctx;
     tacl__flight_op_t rec;
+    tacl__fast_op_t op;
 
-    if (comm->fast_state == FAST_OFF || !fast_coll(a->type, &op.coll) ||
+    if (comm->fast_state == FAST_OFF || !fast_coll(a->type) ||
         a->qbits != 0 || a->memtype != TACL_MEM_HOST || !fast_ready(comm))
         return 0;
     if (comm->fast_state == FAST_UNKNOWN)
@@ -323,6 +312,7 @@ int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
         if (*status_p != TACL_OK)
             return 1;
     }
+    op = tacl__fast_op_of(a);
     if (comm->fast_state != FAST_ON ||
         tacl__fast_msg_bytes(&op, comm->size) > comm->fast_max)
         return 0;

@@ -8,12 +8,6 @@
 #include "comm.h"
 #include "log.h"
 
-static int has_root(tacl__coll_type_t t)
-{
-    return t == TACL__COLL_BROADCAST || t == TACL__COLL_REDUCE ||
-           t == TACL__COLL_SEND || t == TACL__COLL_RECV;
-}
-
 void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops)
 {
     tacl__flight_note_args(comm, &ops[0].args, nops);
@@ -28,11 +22,8 @@ void tacl__flight_op_of(tacl_comm_t comm, const tacl__coll_args_t *a,
 
     *rec = (tacl__flight_op_t){
         .seq = a->seq % half,
-        .count = a->count,
-        .coll = tacl__coll_name(a->type),
-        .dtype = tacl_dtype_name(a->dtype),
+        .sig = tacl__op_sig_of(a),
         .algo = comm->last_algo,
-        .root = has_root(a->type) ? a->root : -1,
         .nops = nops,
     };
 }

@@ -19,7 +19,7 @@
 static tacl_status_t init_held(tacl_comm_t comm, tacl__coll_args_t *a,
                                tacl_stream_t stream, tacl_request_t *req_p)
 {
-    const char *name = tacl__coll_name(a->type);
+    const char *name = tacl_coll_name(a->type);
     tacl__op_t op = {.comm = comm};
     tacl__sched_t sched;
     tacl__exec_t *exec;
@@ -93,7 +93,7 @@ static tacl_status_t start_held(tacl_request_t req)
                              "tacl_start: the persistent %s is still "
                              "active; wait for it (or test it until done) "
                              "before starting it again",
-                             tacl__coll_name(req->args.type));
+                             tacl_coll_name(req->args.type));
         goto out;
     }
     /* The same sequence as post() takes for the call (coll.c). */
@@ -188,7 +188,7 @@ TACL_EXPORT tacl_status_t tacl_allreduce_init(const void *sendbuf,
                                               tacl_stream_t stream,
                                               tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLREDUCE,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLREDUCE,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype, .op = op);
     return init(comm, &a, stream, req_p);
@@ -202,7 +202,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_init(const void *sendbuf,
                                               tacl_stream_t stream,
                                               tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLGATHER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = sendcount, .dtype = dtype);
     return init(comm, &a, stream, req_p);
@@ -213,7 +213,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_init(
     tacl_op_t op, tacl_comm_t comm, tacl_stream_t stream,
     tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE_SCATTER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = recvcount, .dtype = dtype, .op = op);
     return init(comm, &a, stream, req_p);
@@ -226,7 +226,7 @@ TACL_EXPORT tacl_status_t tacl_broadcast_init(const void *sendbuf,
                                               tacl_stream_t stream,
                                               tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BROADCAST,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BROADCAST,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype, .root = root);
     return init(comm, &a, stream, req_p);
@@ -239,7 +239,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_init(const void *sendbuf,
                                            tacl_stream_t stream,
                                            tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_REDUCE, .sendbuf = sendbuf,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE, .sendbuf = sendbuf,
                                .recvbuf = recvbuf, .count = count,
                                .dtype = dtype, .op = op, .root = root);
     return init(comm, &a, stream, req_p);
@@ -252,7 +252,7 @@ TACL_EXPORT tacl_status_t tacl_alltoall_init(const void *sendbuf,
                                              tacl_stream_t stream,
                                              tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_ALLTOALL,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLTOALL,
                                .sendbuf = sendbuf, .recvbuf = recvbuf,
                                .count = count, .dtype = dtype);
     return init(comm, &a, stream, req_p);
@@ -262,7 +262,7 @@ TACL_EXPORT tacl_status_t tacl_barrier_init(tacl_comm_t comm,
                                             tacl_stream_t stream,
                                             tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL__COLL_BARRIER,
+    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BARRIER,
                                .dtype = TACL_UINT8);
     return init(comm, &a, stream, req_p);
 }

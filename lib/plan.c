@@ -38,23 +38,6 @@ struct tacl__plan_cache {
     uint64_t hits, misses;
 };
 
-/*
- * Every field of the arguments is part of the signature but seq.  A new
- * field changes the size and stops the build here: add it to plan_key_eq.
- */
-_Static_assert(sizeof(tacl__coll_args_t) == 80,
-               "tacl__coll_args_t changed: update plan_key_eq");
-
-static int plan_key_eq(const tacl__coll_args_t *a, const tacl__coll_args_t *b)
-{
-    return a->type == b->type && a->sendbuf == b->sendbuf &&
-           a->recvbuf == b->recvbuf && a->count == b->count &&
-           a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
-           a->memtype == b->memtype && a->chunk_bytes == b->chunk_bytes &&
-           a->qbits == b->qbits && a->qblock == b->qblock &&
-           a->shm_map == b->shm_map && a->send_mapped == b->send_mapped;
-}
-
 /* A copy of src into dst (empty) with its tags stamped with seq. */
 static tacl_status_t plan_copy(tacl__sched_t *dst, const tacl__sched_t *src,
                                uint64_t seq)
@@ -120,7 +103,7 @@ tacl_status_t tacl__plan_build(tacl_comm_t comm, const tacl__coll_args_t *args,
         return plan_build_new(comm, args, spec, s, algo_p);
     victim = &c->entries[0];
     for (e = c->entries; e < c->entries + PLAN_SLOTS; e++) {
-        if (e->used && plan_key_eq(&e->key, &key) &&
+        if (e->used && tacl__coll_args_same(&e->key, &key) &&
             memcmp(e->spec, spec_len ? spec : "", spec_len + 1) == 0) {
             e->last_use = ++c->clock;
             c->hits++;

@@ -34,7 +34,7 @@ tacl_status_t tacl__coll_memory(tacl_comm_t comm, tacl__coll_args_t *a,
                                 uint64_t send, uint64_t recv,
                                 tacl_stream_t stream)
 {
-    const char *name = tacl__coll_name(a->type);
+    const char *name = tacl_coll_name(a->type);
     const tacl__ctx_t *ctx = comm->x.ctx;
     int ds = -1, dr = -1, usable = tacl__dev_usable();
     /* Without a usable device (decided once per process) no pointer is
@@ -121,7 +121,7 @@ tacl_status_t tacl__stream_collect(const tacl__op_t *ops, int nops,
         int seen = ops[i].stream == NULL;
 
         /* One schedule runs on host or on device memory, not both. */
-        if (ops[i].args.count > 0 && ops[i].args.type != TACL__COLL_BARRIER) {
+        if (ops[i].args.count > 0 && ops[i].args.type != TACL_COLL_BARRIER) {
             if (first == NULL)
                 first = &ops[i];
             else if (ops[i].args.memtype != first->args.memtype)
@@ -129,8 +129,8 @@ tacl_status_t tacl__stream_collect(const tacl__op_t *ops, int nops,
                                    "a group mixes host and CUDA device "
                                    "buffers on one communicator (%s and "
                                    "%s); group them apart",
-                                   tacl__coll_name(first->args.type),
-                                   tacl__coll_name(ops[i].args.type));
+                                   tacl_coll_name(first->args.type),
+                                   tacl_coll_name(ops[i].args.type));
         }
 
         for (int k = 0; k < out->n && !seen; k++)

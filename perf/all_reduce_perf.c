@@ -18,7 +18,7 @@ static tacl_status_t post(const tacl__perf_call_t *c, tacl_request_t *req_p)
 
 int main(int argc, char **argv)
 {
-    static const tacl__perf_coll_t coll = {TACL__PERF_ALLREDUCE, post};
+    static const tacl__perf_coll_t coll = {TACL_COLL_ALLREDUCE, post};
 
     return tacl__perf_main(argc, argv, &coll);
 }

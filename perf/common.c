@@ -15,35 +15,42 @@
 
 #include "common.h"
 
-static const char *const kind_names[TACL__PERF_NUM_KINDS] = {
-    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce",
-    "alltoall", "sendrecv",
-};
-static const char *const algo_keys[TACL__PERF_NUM_KINDS] = {
-    "allgather", "reducescatter", "allreduce", "broadcast", "reduce",
-    "alltoall", "send",
+/* nccl-tests' names, which its output and its binaries carry. */
+static const char *const kind_names[TACL_NUM_COLLS] = {
+    [TACL_COLL_ALLGATHER] = "all_gather",
+    [TACL_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [TACL_COLL_ALLREDUCE] = "all_reduce",
+    [TACL_COLL_BROADCAST] = "broadcast",
+    [TACL_COLL_REDUCE] = "reduce",
+    [TACL_COLL_ALLTOALL] = "alltoall",
+    [TACL_COLL_SEND] = "sendrecv",
 };
 
-const char *tacl__perf_kind_name(tacl__perf_kind_t kind)
+/* tacl's names (TACL_ALGO's keys) from tacl.h's list: this file links
+ * no library, so it cannot call tacl_coll_name. */
+static const char *const coll_keys[TACL_NUM_COLLS] = {
+#define COLL_KEY_(name, value, str) [name] = str,
+    TACL_COLL_LIST(COLL_KEY_)
+#undef COLL_KEY_
+};
+
+const char *tacl__perf_kind_name(tacl_coll_t kind)
 {
-    return kind < TACL__PERF_NUM_KINDS ? kind_names[kind] : "invalid";
+    return (unsigned)kind < TACL_NUM_COLLS && kind_names[kind] != NULL
+               ? kind_names[kind]
+               : "invalid";
 }
 
-const char *tacl__perf_algo_key(tacl__perf_kind_t kind)
+int tacl__perf_compared_kind(const char *name, tacl_coll_t *kind_p)
 {
-    return kind < TACL__PERF_NUM_KINDS ? algo_keys[kind] : "invalid";
-}
-
-int tacl__perf_compared_kind(const char *name, tacl__perf_kind_t *kind_p)
-{
-    static const tacl__perf_kind_t compared[] = {
-        TACL__PERF_ALLGATHER, TACL__PERF_REDUCE_SCATTER, TACL__PERF_ALLREDUCE,
+    static const tacl_coll_t compared[] = {
+        TACL_COLL_ALLGATHER, TACL_COLL_REDUCE_SCATTER, TACL_COLL_ALLREDUCE,
     };
     size_t i;
 
     for (i = 0; i < sizeof(compared) / sizeof(compared[0]); i++) {
         if (strcmp(name, kind_names[compared[i]]) == 0 ||
-            strcmp(name, algo_keys[compared[i]]) == 0) {
+            strcmp(name, coll_keys[compared[i]]) == 0) {
             *kind_p = compared[i];
             return 0;
         }
@@ -51,15 +58,15 @@ int tacl__perf_compared_kind(const char *name, tacl__perf_kind_t *kind_p)
     return -1;
 }
 
-int tacl__perf_has_op(tacl__perf_kind_t kind)
+int tacl__perf_has_op(tacl_coll_t kind)
 {
-    return kind == TACL__PERF_REDUCE_SCATTER ||
-           kind == TACL__PERF_ALLREDUCE || kind == TACL__PERF_REDUCE;
+    return kind == TACL_COLL_REDUCE_SCATTER ||
+           kind == TACL_COLL_ALLREDUCE || kind == TACL_COLL_REDUCE;
 }
 
-int tacl__perf_has_root(tacl__perf_kind_t kind)
+int tacl__perf_has_root(tacl_coll_t kind)
 {
-    return kind == TACL__PERF_BROADCAST || kind == TACL__PERF_REDUCE;
+    return kind == TACL_COLL_BROADCAST || kind == TACL_COLL_REDUCE;
 }
 
 /* Dtypes as nccl-tests names them, then the aliases accepted. */
@@ -109,7 +116,7 @@ static int dtype_is_float(tacl_dtype_t dtype)
            dtype == TACL_FLOAT32 || dtype == TACL_FLOAT64;
 }
 
-int tacl__perf_ops(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
+int tacl__perf_ops(tacl_coll_t kind, const tacl__perf_opts_t *opts,
                    tacl_dtype_t dtype, tacl_op_t *out)
 {
     int i, n = 0;
@@ -183,7 +190,7 @@ size_t tacl__perf_dtype_size(tacl_dtype_t dtype)
     }
 }
 
-void tacl__perf_get_sizes(tacl__perf_kind_t kind, size_t bytes, int nranks,
+void tacl__perf_get_sizes(tacl_coll_t kind, size_t bytes, int nranks,
                           tacl_dtype_t dtype, tacl__perf_sizes_t *sizes_p)
 {
     size_t ts = tacl__perf_dtype_size(dtype);
@@ -194,17 +201,17 @@ void tacl__perf_get_sizes(tacl__perf_kind_t kind, size_t bytes, int nranks,
     tacl__perf_sizes_t s;
 
     switch (kind) {
-    case TACL__PERF_ALLGATHER:
+    case TACL_COLL_ALLGATHER:
         s.count = per;
         s.send_count = per;
         s.recv_count = per * n;
         break;
-    case TACL__PERF_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         s.count = per;
         s.send_count = per * n;
         s.recv_count = per;
         break;
-    case TACL__PERF_ALLTOALL:
+    case TACL_COLL_ALLTOALL:
         s.count = count / n;
         s.send_count = s.count * n;
         s.recv_count = s.count * n;
@@ -220,15 +227,15 @@ void tacl__perf_get_sizes(tacl__perf_kind_t kind, size_t bytes, int nranks,
     *sizes_p = s;
 }
 
-void tacl__perf_inplace_offsets(tacl__perf_kind_t kind,
+void tacl__perf_inplace_offsets(tacl_coll_t kind,
                                 const tacl__perf_sizes_t *sizes, int rank,
                                 size_t *send_off_p, size_t *recv_off_p)
 {
     *send_off_p = 0;
     *recv_off_p = 0;
-    if (kind == TACL__PERF_ALLGATHER) {
+    if (kind == TACL_COLL_ALLGATHER) {
         *send_off_p = (size_t)rank * sizes->count;
-    } else if (kind == TACL__PERF_REDUCE_SCATTER) {
+    } else if (kind == TACL_COLL_REDUCE_SCATTER) {
         *recv_off_p = (size_t)rank * sizes->count;
     }
 }
@@ -247,7 +254,7 @@ size_t tacl__perf_next_size(const tacl__perf_opts_t *opts, size_t bytes)
     return bytes + opts->step_bytes;
 }
 
-void tacl__perf_max_buffers(tacl__perf_kind_t kind,
+void tacl__perf_max_buffers(tacl_coll_t kind,
                             const tacl__perf_opts_t *opts, int nranks,
                             size_t *send_bytes_p, size_t *recv_bytes_p)
 {
@@ -277,7 +284,7 @@ void tacl__perf_max_buffers(tacl__perf_kind_t kind,
     *recv_bytes_p = recv > send ? recv : send;
 }
 
-void tacl__perf_bandwidth(tacl__perf_kind_t kind,
+void tacl__perf_bandwidth(tacl_coll_t kind,
                           const tacl__perf_sizes_t *sizes, int nranks,
                           double time_us, double *algbw_p, double *busbw_p)
 {
@@ -285,12 +292,12 @@ void tacl__perf_bandwidth(tacl__perf_kind_t kind,
 
     algbw = time_us > 0 ? (double)sizes->bytes / 1e3 / time_us : 0;
     switch (kind) {
-    case TACL__PERF_ALLGATHER:
-    case TACL__PERF_REDUCE_SCATTER:
-    case TACL__PERF_ALLTOALL:
+    case TACL_COLL_ALLGATHER:
+    case TACL_COLL_REDUCE_SCATTER:
+    case TACL_COLL_ALLTOALL:
         factor = (n - 1) / n;
         break;
-    case TACL__PERF_ALLREDUCE:
+    case TACL_COLL_ALLREDUCE:
         factor = 2 * (n - 1) / n;
         break;
     default:
@@ -403,13 +410,13 @@ static int parse_size(const char *s, size_t *v_p)
 
 /* -Q BITS[:BLOCK]: only all-gather and reduce-scatter have quantized
  * forms.  Returns 0, or -1 after printing why. */
-static int parse_quant(const char *s, tacl__perf_kind_t kind,
+static int parse_quant(const char *s, tacl_coll_t kind,
                        tacl__perf_opts_t *o)
 {
     char *end;
     long bits = strtol(s, &end, 10), block = 256;
 
-    if (kind != TACL__PERF_ALLGATHER && kind != TACL__PERF_REDUCE_SCATTER) {
+    if (kind != TACL_COLL_ALLGATHER && kind != TACL_COLL_REDUCE_SCATTER) {
         fprintf(stderr, "-Q: only all_gather_perf (qwZ) and "
                 "reduce_scatter_perf (qgZ) have quantized forms\n");
         return -1;
@@ -548,7 +555,7 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
+int tacl__perf_parse(int argc, char **argv, tacl_coll_t kind,
                      tacl__perf_opts_t *opts_p, int *exit_p)
 {
     tacl__perf_opts_t o;
@@ -737,10 +744,10 @@ static struct {
 static const char *row_dtype = "float", *row_op = "none";
 
 /* The algorithm spec names for this collective ("a=b" items), or NULL. */
-static const char *forced_name(tacl__perf_kind_t kind, const char *spec)
+static const char *forced_name(tacl_coll_t kind, const char *spec)
 {
     static char name[64];
-    const char *key = tacl__perf_algo_key(kind), *p, *found = NULL;
+    const char *key = coll_keys[kind], *p, *found = NULL;
     size_t kl = strlen(key), n;
 
     for (p = spec; p != NULL && *p != '\0'; p = strchr(p, ',')) {
@@ -770,7 +777,7 @@ static size_t last_size(const tacl__perf_opts_t *opts)
 }
 
 void tacl__perf_print_header(FILE *f, const char *prog, const char *library,
-                             tacl__perf_kind_t kind,
+                             tacl_coll_t kind,
                              const tacl__perf_opts_t *opts, int nranks)
 {
     char host[256] = "unknown";
@@ -826,7 +833,7 @@ void tacl__perf_print_header(FILE *f, const char *prog, const char *library,
     memset(&totals, 0, sizeof(totals));
 }
 
-void tacl__perf_print_row(FILE *f, tacl__perf_kind_t kind,
+void tacl__perf_print_row(FILE *f, tacl_coll_t kind,
                           const tacl__perf_opts_t *opts,
                           const tacl__perf_sizes_t *sizes,
                           const tacl__perf_result_t res[2])
@@ -893,7 +900,7 @@ static void json_string(FILE *f, const char *s)
 }
 
 FILE *tacl__perf_json_open(const char *path, const char *library,
-                           tacl__perf_kind_t kind,
+                           tacl_coll_t kind,
                            const tacl__perf_opts_t *opts, int nranks)
 {
     FILE *f = fopen(path, "w");

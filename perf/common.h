@@ -21,17 +21,11 @@
 
 #include "tacl.h"
 
-/** The collectives the harness knows how to size, fill and check. */
-typedef enum {
-    TACL__PERF_ALLGATHER = 0,
-    TACL__PERF_REDUCE_SCATTER,
-    TACL__PERF_ALLREDUCE,
-    TACL__PERF_BROADCAST,
-    TACL__PERF_REDUCE,
-    TACL__PERF_ALLTOALL,
-    TACL__PERF_SENDRECV,
-    TACL__PERF_NUM_KINDS
-} tacl__perf_kind_t;
+/*
+ * The collectives the harness sizes, fills and checks are tacl.h's
+ * tacl_coll_t: allgather .. alltoall, and TACL_COLL_SEND for sendrecv (a
+ * send and a receive between ring neighbours in one group).
+ */
 
 /** Command-line options, as nccl-tests spells them. */
 typedef struct {
@@ -81,20 +75,19 @@ typedef struct {
     double max_error;       /* -Q: largest absolute error over all ranks */
 } tacl__perf_result_t;
 
-/** Name used in the output and by tacl_harness.c's TACL_ALGO key. */
-const char *tacl__perf_kind_name(tacl__perf_kind_t kind);
-/** The collective's key in TACL_ALGO ("allgather", ...). */
-const char *tacl__perf_algo_key(tacl__perf_kind_t kind);
+/** nccl-tests' name of the collective, used in the output
+ *  ("all_gather", ..., "sendrecv"). */
+const char *tacl__perf_kind_name(tacl_coll_t kind);
 /**
  * The collective a comparison program (MPI, Gloo) is asked for by name:
  * all-gather, reduce-scatter or all-reduce, by their output name
  * ("all_gather") or their TACL_ALGO key ("allgather").  Returns 0, or -1
  * for any other name.
  */
-int tacl__perf_compared_kind(const char *name, tacl__perf_kind_t *kind_p);
+int tacl__perf_compared_kind(const char *name, tacl_coll_t *kind_p);
 /** Whether the collective takes a reduction op / a root. */
-int tacl__perf_has_op(tacl__perf_kind_t kind);
-int tacl__perf_has_root(tacl__perf_kind_t kind);
+int tacl__perf_has_op(tacl_coll_t kind);
+int tacl__perf_has_root(tacl_coll_t kind);
 
 /** nccl-tests' name of a dtype ("float", "half", ...). */
 const char *tacl__perf_dtype_name(tacl_dtype_t dtype);
@@ -111,7 +104,7 @@ int tacl__perf_dtypes(const tacl__perf_opts_t *opts, tacl_dtype_t *out);
  * applies to it; a collective without op: just -o's), into out
  * (TACL_NUM_OPS entries); returns how many.
  */
-int tacl__perf_ops(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
+int tacl__perf_ops(tacl_coll_t kind, const tacl__perf_opts_t *opts,
                    tacl_dtype_t dtype, tacl_op_t *out);
 /**
  * For a comparison program that runs one dtype and op: 0, or -1 after
@@ -124,14 +117,14 @@ int tacl__perf_refuse_all(const char *prog, const tacl__perf_opts_t *opts);
  * 1 with *exit_p set to the exit code (0 after --help or --version, 2
  * after a bad command line, with the reason and the usage printed).
  */
-int tacl__perf_parse(int argc, char **argv, tacl__perf_kind_t kind,
+int tacl__perf_parse(int argc, char **argv, tacl_coll_t kind,
                      tacl__perf_opts_t *opts_p, int *exit_p);
 
 /** The sizes the run steps through: first, then next until past max. */
 size_t tacl__perf_next_size(const tacl__perf_opts_t *opts, size_t bytes);
 
 /** Buffer layout of one size (bytes as -b/-e give it) on nranks ranks. */
-void tacl__perf_get_sizes(tacl__perf_kind_t kind, size_t bytes, int nranks,
+void tacl__perf_get_sizes(tacl_coll_t kind, size_t bytes, int nranks,
                           tacl_dtype_t dtype, tacl__perf_sizes_t *sizes_p);
 
 /**
@@ -139,17 +132,17 @@ void tacl__perf_get_sizes(tacl__perf_kind_t kind, size_t bytes, int nranks,
  * (elements from its start): all-gather sends from rank * count,
  * reduce-scatter receives at rank * count, the others use offset 0.
  */
-void tacl__perf_inplace_offsets(tacl__perf_kind_t kind,
+void tacl__perf_inplace_offsets(tacl_coll_t kind,
                                 const tacl__perf_sizes_t *sizes, int rank,
                                 size_t *send_off_p, size_t *recv_off_p);
 
 /** The largest send and receive buffers of the run, in bytes. */
-void tacl__perf_max_buffers(tacl__perf_kind_t kind,
+void tacl__perf_max_buffers(tacl_coll_t kind,
                             const tacl__perf_opts_t *opts, int nranks,
                             size_t *send_bytes_p, size_t *recv_bytes_p);
 
 /** algbw and busbw (GB/s) of one operation that took time_us. */
-void tacl__perf_bandwidth(tacl__perf_kind_t kind,
+void tacl__perf_bandwidth(tacl_coll_t kind,
                           const tacl__perf_sizes_t *sizes, int nranks,
                           double time_us, double *algbw_p, double *busbw_p);
 
@@ -158,7 +151,7 @@ void tacl__perf_bandwidth(tacl__perf_kind_t kind,
  * output.  In place, sendbuf is ignored and recvbuf is the one buffer:
  * the input is written where the in-place convention puts it.
  */
-void tacl__perf_fill(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
+void tacl__perf_fill(tacl_coll_t kind, const tacl__perf_opts_t *opts,
                      const tacl__perf_sizes_t *sizes, int rank, int nranks,
                      void *sendbuf, void *recvbuf, int in_place);
 
@@ -168,7 +161,7 @@ void tacl__perf_fill(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
  * element counts as wrong only beyond the quantization bound (see
  * tacl__perf_quant_bound()).
  */
-long long tacl__perf_check(tacl__perf_kind_t kind,
+long long tacl__perf_check(tacl_coll_t kind,
                            const tacl__perf_opts_t *opts,
                            const tacl__perf_sizes_t *sizes, int rank,
                            int nranks, const void *recvbuf, int in_place);
@@ -181,23 +174,23 @@ long long tacl__perf_check(tacl__perf_kind_t kind,
  * requantizes per node partials, at most nranks steps in all; plus the
  * output type's rounding, relative 2^-8 (bfloat16's).
  */
-double tacl__perf_quant_bound(tacl__perf_kind_t kind,
+double tacl__perf_quant_bound(tacl_coll_t kind,
                               const tacl__perf_opts_t *opts, int nranks,
                               double want);
 /** Largest absolute error the last tacl__perf_check() saw. */
 double tacl__perf_last_max_error(void);
 
 /** Make one output element wrong (for --inject-error). */
-void tacl__perf_corrupt(tacl__perf_kind_t kind,
+void tacl__perf_corrupt(tacl_coll_t kind,
                         const tacl__perf_opts_t *opts,
                         const tacl__perf_sizes_t *sizes, int rank,
                         void *recvbuf, int in_place);
 
 /** Output in nccl-tests' layout; only rank 0 calls these. */
 void tacl__perf_print_header(FILE *f, const char *prog, const char *library,
-                             tacl__perf_kind_t kind,
+                             tacl_coll_t kind,
                              const tacl__perf_opts_t *opts, int nranks);
-void tacl__perf_print_row(FILE *f, tacl__perf_kind_t kind,
+void tacl__perf_print_row(FILE *f, tacl_coll_t kind,
                           const tacl__perf_opts_t *opts,
                           const tacl__perf_sizes_t *sizes,
                           const tacl__perf_result_t res[2]);
@@ -210,7 +203,7 @@ long long tacl__perf_print_footer(FILE *f);
  * entry as "counters".
  */
 FILE *tacl__perf_json_open(const char *path, const char *library,
-                           tacl__perf_kind_t kind,
+                           tacl_coll_t kind,
                            const tacl__perf_opts_t *opts, int nranks);
 void tacl__perf_json_row(FILE *f, const tacl__perf_sizes_t *sizes,
                          const tacl__perf_result_t res[2],
@@ -247,7 +240,7 @@ typedef tacl_status_t (*tacl__perf_post_fn_t)(const tacl__perf_call_t *call,
                                               tacl_request_t *req_p);
 
 typedef struct {
-    tacl__perf_kind_t kind;
+    tacl_coll_t kind;
     tacl__perf_post_fn_t post;
 } tacl__perf_coll_t;
 

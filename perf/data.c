@@ -113,7 +113,7 @@ typedef struct {
     unsigned avg_range;     /* AVG: base values 1 .. avg_range */
 } gen_t;
 
-static void gen_init(gen_t *g, tacl__perf_kind_t kind,
+static void gen_init(gen_t *g, tacl_coll_t kind,
                      const tacl__perf_opts_t *opts, int nranks)
 {
     double lim = exact_limit(opts->dtype);
@@ -183,7 +183,7 @@ static double gen_reduced(const gen_t *g, size_t idx)
     return g->op == TACL_AVG ? acc / g->nranks : acc;
 }
 
-void tacl__perf_fill(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
+void tacl__perf_fill(tacl_coll_t kind, const tacl__perf_opts_t *opts,
                      const tacl__perf_sizes_t *sizes, int rank, int nranks,
                      void *sendbuf, void *recvbuf, int in_place)
 {
@@ -199,7 +199,7 @@ void tacl__perf_fill(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
     /* All ones: NaN for floats, -1 or the maximum for integers. */
     memset(recvbuf, 0xff, (in_place ? total : sizes->recv_count) * ts);
     in = in_place ? (char *)recvbuf + send_off * ts : sendbuf;
-    if (kind == TACL__PERF_BROADCAST) {
+    if (kind == TACL_COLL_BROADCAST) {
         if (rank != opts->root) {
             if (!in_place) {
                 memset(sendbuf, 0xff, sizes->send_count * ts);
@@ -213,7 +213,7 @@ void tacl__perf_fill(tacl__perf_kind_t kind, const tacl__perf_opts_t *opts,
     }
 }
 
-long long tacl__perf_check(tacl__perf_kind_t kind,
+long long tacl__perf_check(tacl_coll_t kind,
                            const tacl__perf_opts_t *opts,
                            const tacl__perf_sizes_t *sizes, int rank,
                            int nranks, const void *recvbuf, int in_place)
@@ -230,25 +230,25 @@ long long tacl__perf_check(tacl__perf_kind_t kind,
     if (in_place) {
         out += recv_off * ts;
     }
-    if (kind == TACL__PERF_REDUCE && rank != opts->root) {
+    if (kind == TACL_COLL_REDUCE && rank != opts->root) {
         return 0;
     }
     for (i = 0; i < sizes->recv_count; i++) {
         switch (kind) {
-        case TACL__PERF_ALLGATHER:
+        case TACL_COLL_ALLGATHER:
             want = gen_value(&g, (int)(i / cnt), i % cnt);
             break;
-        case TACL__PERF_REDUCE_SCATTER:
+        case TACL_COLL_REDUCE_SCATTER:
             want = gen_reduced(&g, (size_t)rank * cnt + i);
             break;
-        case TACL__PERF_BROADCAST:
+        case TACL_COLL_BROADCAST:
             want = gen_value(&g, opts->root, i);
             break;
-        case TACL__PERF_ALLTOALL:
+        case TACL_COLL_ALLTOALL:
             blk = i / cnt;
             want = gen_value(&g, (int)blk, (size_t)rank * cnt + i % cnt);
             break;
-        case TACL__PERF_SENDRECV:
+        case TACL_COLL_SEND:
             want = gen_value(&g, (rank + nranks - 1) % nranks, i);
             break;
         default:
@@ -274,7 +274,7 @@ long long tacl__perf_check(tacl__perf_kind_t kind,
     return wrong;
 }
 
-double tacl__perf_quant_bound(tacl__perf_kind_t kind,
+double tacl__perf_quant_bound(tacl_coll_t kind,
                               const tacl__perf_opts_t *opts, int nranks,
                               double want)
 {
@@ -284,7 +284,7 @@ double tacl__perf_quant_bound(tacl__perf_kind_t kind,
     gen_init(&g, kind, opts, nranks);
     vmax = !g.reduction ? g.modulus - 1
            : g.op == TACL_AVG ? g.avg_range + 1 : g.modulus - 1;
-    steps = kind == TACL__PERF_ALLGATHER ? 0.5 : (double)nranks;
+    steps = kind == TACL_COLL_ALLGATHER ? 0.5 : (double)nranks;
     if (g.reduction && g.op == TACL_AVG) {
         steps /= nranks;
     }
@@ -296,7 +296,7 @@ double tacl__perf_last_max_error(void)
     return last_max_error;
 }
 
-void tacl__perf_corrupt(tacl__perf_kind_t kind,
+void tacl__perf_corrupt(tacl_coll_t kind,
                         const tacl__perf_opts_t *opts,
                         const tacl__perf_sizes_t *sizes, int rank,
                         void *recvbuf, int in_place)

@@ -61,7 +61,7 @@ enum gloo_algo_t {
 };
 
 struct gloo_ctx_t {
-    tacl__perf_kind_t kind;
+    tacl_coll_t kind;
     gloo_algo_t algo;
     std::shared_ptr<gloo::Context> ctx;
     int rank, nranks;
@@ -70,19 +70,19 @@ struct gloo_ctx_t {
 
 const struct {
     const char *name;
-    tacl__perf_kind_t kind;
+    tacl_coll_t kind;
     gloo_algo_t algo;
 } algo_names[] = {
-    {"ring", TACL__PERF_ALLGATHER, ALGO_RING},
-    {"halving_doubling", TACL__PERF_REDUCE_SCATTER, ALGO_HALVING_DOUBLING},
-    {"ring", TACL__PERF_ALLREDUCE, ALGO_RING},
-    {"bcube", TACL__PERF_ALLREDUCE, ALGO_BCUBE},
-    {"ring_chunked", TACL__PERF_ALLREDUCE, ALGO_RING_CHUNKED},
-    {"halving_doubling", TACL__PERF_ALLREDUCE, ALGO_HALVING_DOUBLING},
+    {"ring", TACL_COLL_ALLGATHER, ALGO_RING},
+    {"halving_doubling", TACL_COLL_REDUCE_SCATTER, ALGO_HALVING_DOUBLING},
+    {"ring", TACL_COLL_ALLREDUCE, ALGO_RING},
+    {"bcube", TACL_COLL_ALLREDUCE, ALGO_BCUBE},
+    {"ring_chunked", TACL_COLL_ALLREDUCE, ALGO_RING_CHUNKED},
+    {"halving_doubling", TACL_COLL_ALLREDUCE, ALGO_HALVING_DOUBLING},
 };
 
 /* The default algorithm of each collective: the first listed for it. */
-int find_algo(tacl__perf_kind_t kind, const char *name, gloo_algo_t *algo_p)
+int find_algo(tacl_coll_t kind, const char *name, gloo_algo_t *algo_p)
 {
     for (const auto &a : algo_names) {
         if (a.kind == kind && (name == NULL || strcmp(name, a.name) == 0)) {
@@ -93,7 +93,7 @@ int find_algo(tacl__perf_kind_t kind, const char *name, gloo_algo_t *algo_p)
     return -1;
 }
 
-const char *algo_name(tacl__perf_kind_t kind, gloo_algo_t algo)
+const char *algo_name(tacl_coll_t kind, gloo_algo_t algo)
 {
     for (const auto &a : algo_names) {
         if (a.kind == kind && a.algo == algo) {
@@ -174,14 +174,14 @@ public:
     {
         int count = (int)s->send_count;
 
-        if (c->kind == TACL__PERF_REDUCE_SCATTER) {
+        if (c->kind == TACL_COLL_REDUCE_SCATTER) {
             /* In place the input is the receive buffer, as for MPI. */
             work_ = in_place ? (float *)recvbuf : (float *)c->scratch;
             std::vector<int> elems(c->nranks, (int)s->count);
             std::vector<float *> ptrs(1, work_);
             algo_.reset(new gloo::ReduceScatterHalvingDoubling<float>(
                 c->ctx, ptrs, count, elems, reduction(o->op)));
-        } else if (c->kind == TACL__PERF_ALLREDUCE &&
+        } else if (c->kind == TACL_COLL_ALLREDUCE &&
                    (c->algo == ALGO_RING_CHUNKED ||
                     c->algo == ALGO_HALVING_DOUBLING)) {
             work_ = (float *)recvbuf;
@@ -205,10 +205,10 @@ public:
                 memcpy(work_, sendbuf_, s_->send_count * ts);
             }
             algo_->run();
-            if (!in_place_ && c_->kind == TACL__PERF_REDUCE_SCATTER) {
+            if (!in_place_ && c_->kind == TACL_COLL_REDUCE_SCATTER) {
                 memcpy(recvbuf_, work_, s_->recv_count * ts);
             }
-        } else if (c_->kind == TACL__PERF_ALLGATHER) {
+        } else if (c_->kind == TACL_COLL_ALLGATHER) {
             gloo::AllgatherOptions opts(c_->ctx);
 
             /* Without an input Gloo gathers in place. */
@@ -366,7 +366,7 @@ int run(gloo_ctx_t *c, const tacl__perf_opts_t *o)
     /* Touch the buffers so page faults stay out of the first timing. */
     sendbuf.assign(send_bytes ? send_bytes : 1, 0);
     recvbuf.assign(recv_bytes ? recv_bytes : 1, 0);
-    if (c->kind == TACL__PERF_REDUCE_SCATTER) {
+    if (c->kind == TACL_COLL_REDUCE_SCATTER) {
         scratch.assign(send_bytes ? send_bytes : 1, 0);
         c->scratch = scratch.data();
     }
@@ -416,7 +416,7 @@ int main(int argc, char **argv)
 
     /* --version comes alone, without a collective. */
     if (argc == 2 && strcmp(argv[1], "--version") == 0 &&
-        tacl__perf_parse(argc, argv, TACL__PERF_ALLREDUCE, &o, &code) != 0) {
+        tacl__perf_parse(argc, argv, TACL_COLL_ALLREDUCE, &o, &code) != 0) {
         return code;
     }
     if (argc < 2 || tacl__perf_compared_kind(argv[1], &c.kind) != 0) {

@@ -18,7 +18,7 @@
 #include "common.h"
 
 typedef struct {
-    tacl__perf_kind_t kind;
+    tacl_coll_t kind;
     MPI_Datatype type;
     MPI_Op op;
     MPI_Comm comm;
@@ -94,14 +94,14 @@ static int post(const mpi_ctx_t *c, const void *sendbuf, void *recvbuf,
     int rc, n = (int)count;
 
     switch (c->kind) {
-    case TACL__PERF_ALLGATHER:
+    case TACL_COLL_ALLGATHER:
         rc = blocking ?
              MPI_Allgather(sendbuf, n, c->type, recvbuf, n, c->type,
                            c->comm) :
              MPI_Iallgather(sendbuf, n, c->type, recvbuf, n, c->type,
                             c->comm, &req);
         break;
-    case TACL__PERF_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         rc = blocking ?
              MPI_Reduce_scatter_block(sendbuf, recvbuf, n, c->type, c->op,
                                       c->comm) :
@@ -194,7 +194,7 @@ int main(int argc, char **argv)
 
     /* --version comes alone, without a collective. */
     if (argc == 2 && strcmp(argv[1], "--version") == 0 &&
-        tacl__perf_parse(argc, argv, TACL__PERF_ALLREDUCE, &o, &code) != 0) {
+        tacl__perf_parse(argc, argv, TACL_COLL_ALLREDUCE, &o, &code) != 0) {
         return code;
     }
     if (argc < 2 || tacl__perf_compared_kind(argv[1], &c.kind) != 0) {

@@ -382,7 +382,7 @@ static int free_port(void)
  * Returns 0, or -1 after printing why.
  */
 static int prepare_env(const char *prog, tacl__perf_opts_t *o,
-                       tacl__perf_kind_t kind)
+                       tacl_coll_t kind)
 {
     const char *ompi_rank = getenv("OMPI_COMM_WORLD_RANK");
     const char *ompi_size = getenv("OMPI_COMM_WORLD_SIZE");
@@ -396,7 +396,7 @@ static int prepare_env(const char *prog, tacl__perf_opts_t *o,
         char *spec = NULL;
 
         if (strchr(o->algo, '=') == NULL) {
-            if (asprintf(&spec, "%s=%s", tacl__perf_algo_key(kind),
+            if (asprintf(&spec, "%s=%s", tacl_coll_name(kind),
                          o->algo) < 0) {
                 return -1;
             }

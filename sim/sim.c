@@ -59,10 +59,10 @@ tacl_status_t tacl__sim_cluster_init(tacl__sim_cluster_t *c,
     c->local_size = calloc((size_t)nranks, sizeof(int));
     c->nics = calloc((size_t)nranks, sizeof(int));
     c->nic_bw = calloc((size_t)nranks, sizeof(double));
-    c->stream_bytes = calloc((size_t)nranks, sizeof(uint64_t));
+    c->desc = calloc((size_t)nranks, sizeof(*c->desc));
     c->gpu_peer = calloc((size_t)nranks, sizeof(int));
     if (!c->node_of || !c->local_of || !first || !c->local_size ||
-        !c->nics || !c->nic_bw || !c->stream_bytes || !c->gpu_peer) {
+        !c->nics || !c->nic_bw || !c->desc || !c->gpu_peer) {
         free(first);
         tacl__sim_cluster_fini(c);
         return tacl__error(TACL_ERR_NO_MEMORY, TOPO, "out of memory");
@@ -87,7 +87,7 @@ tacl_status_t tacl__sim_cluster_init(tacl__sim_cluster_t *c,
             m = first[id];
             c->nics[m] = d->nics > 0 && d->nic_gbps > 0 ? d->nics : 1;
             c->nic_bw[m] = node_nic_bw(d, topo);
-            c->stream_bytes[m] = tacl__topo_stream_bytes(d);
+            c->desc[m] = *d;
             c->gpu_peer[m] = d->gpus > 0 && d->gpu_peer &&
                              topo->link[TACL_LINK_GPU].bw > 0;
         }
@@ -97,10 +97,7 @@ tacl_status_t tacl__sim_cluster_init(tacl__sim_cluster_t *c,
     }
     free(first);
     c->n_nodes = n;
-    for (int k = 0; k < TACL_NUM_LINK_CLASSES; k++) {
-        c->link_bw[k] = topo->link[k].bw;
-        c->link_lat[k] = topo->link[k].lat;
-    }
+    memcpy(c->link, topo->link, sizeof(c->link));
     c->oversub = topo->fabric_oversub >= 1 ? topo->fabric_oversub : 1;
     c->overhead = topo->msg_overhead;
     c->host_bw = topo->host_bw;
@@ -152,7 +149,7 @@ void tacl__sim_cluster_fini(tacl__sim_cluster_t *c)
     free(c->local_size);
     free(c->nics);
     free(c->nic_bw);
-    free(c->stream_bytes);
+    free(c->desc);
     free(c->gpu_peer);
     memset(c, 0, sizeof(*c));
 }
@@ -161,20 +158,8 @@ tacl__topo_view_t tacl__sim_view(const tacl__sim_cluster_t *c, int rank)
 {
     tacl__topo_view_t v;
 
-    memset(&v, 0, sizeof(v));
-    v.rank = rank;
-    v.nranks = c->nranks;
-    v.n_nodes = c->n_nodes;
-    v.node_of = c->node_of;
-    v.node = c->node_of[rank];
-    v.local_rank = c->local_of[rank];
-    v.local_size = c->local_size[v.node];
-    memcpy(v.link_bw, c->link_bw, sizeof(v.link_bw));
-    memcpy(v.link_lat, c->link_lat, sizeof(v.link_lat));
-    v.stream_bytes = c->stream_bytes[v.node];
-    v.nics = c->nics[v.node];
-    v.nic_bw = c->nic_bw[v.node];
-    v.gpu_peer = c->gpu_peer[v.node];
+    tacl__topo_view_make(&v, rank, c->nranks, c->node_of, c->link,
+                         &c->desc[c->node_of[rank]]);
     return v;
 }
 
@@ -717,7 +702,7 @@ static void msg_start(sim_t *s, uint32_t sgid)
     const tacl__step_t *st = step_of(s, sgid);
     int a = (int)s->rank_of[sgid], b = st->peer;
     tacl_link_class_t cls = msg_class(s, a, b);
-    double bw = s->c->link_bw[cls] * 1e9;
+    double bw = s->c->link[cls].bw * 1e9;
     uint32_t links[SIM_MAX_LINKS];
     int nl = 0;
 
@@ -780,7 +765,7 @@ static void make_ready(sim_t *s, uint32_t gid)
         s->res->watch_bytes[cls] += st->bytes;
         s->res->watch_msgs[cls]++;
     }
-    delay = (s->c->link_lat[cls] + (cls == TACL_LINK_SELF ? 0
+    delay = (s->c->link[cls].lat + (cls == TACL_LINK_SELF ? 0
                                                           : s->c->overhead)) *
             1e-6;
     if (delay > 0)
@@ -888,8 +873,8 @@ static tacl_status_t prepare(sim_t *s)
         tacl_link_class_t in =
             s->device && c->gpu_peer[m2] ? TACL_LINK_GPU : TACL_LINK_HOST;
 
-        s->links[r].cap = c->link_bw[in] * 1e9;
-        s->links[c->nranks + r].cap = c->link_bw[in] * 1e9;
+        s->links[r].cap = c->link[in].bw * 1e9;
+        s->links[c->nranks + r].cap = c->link[in].bw * 1e9;
         s->links[2 * c->nranks + r].cap = 1.0;
     }
     for (m = 0; m < (uint32_t)c->n_nodes; m++) {
@@ -1021,9 +1006,9 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
 
         tacl__sched_init(&s->sched[r], r, c->nranks);
         /* In place by NCCL's rules: one buffer, the rank's block of it. */
-        if (in_place && a.type == TACL__COLL_ALLGATHER)
+        if (in_place && a.type == TACL_COLL_ALLGATHER)
             a.sendbuf = base + (uint64_t)r * block;
-        else if (in_place && a.type == TACL__COLL_REDUCE_SCATTER)
+        else if (in_place && a.type == TACL_COLL_REDUCE_SCATTER)
             a.recvbuf = base + (uint64_t)r * block;
         status = a.qbits != 0
                      ? tacl__quant_build(&s->sched[r], &a, &v, spec, &algo)
@@ -1087,7 +1072,7 @@ tacl_status_t tacl__sim_best(const tacl__sim_cluster_t *c,
         if (a->coll != args->type || (a->flags & TACL__ALGO_FLAG_EXPLICIT) ||
             !a->supports(args, &v))
             continue;
-        snprintf(spec, sizeof(spec), "%s=%s", tacl__coll_name(a->coll),
+        snprintf(spec, sizeof(spec), "%s=%s", tacl_coll_name(a->coll),
                  a->name);
         status = tacl__sim_run(c, args, spec, &r);
         if (status == TACL_ERR_UNSUPPORTED && c->budget != 0)

@@ -65,10 +65,9 @@ typedef struct {
     int *local_size;       /* ranks of each node */
     int *nics;             /* NICs of each node (at least 1) */
     double *nic_bw;        /* GB/s of one NIC of each node */
-    uint64_t *stream_bytes;/* view stream_bytes of each node */
+    tacl__node_desc_t *desc; /* each node's description, for its view */
     int *gpu_peer;         /* per node: device memory uses the gpu class */
-    double link_bw[TACL_NUM_LINK_CLASSES];  /* GB/s */
-    double link_lat[TACL_NUM_LINK_CLASSES]; /* us */
+    tacl__link_t link[TACL_NUM_LINK_CLASSES]; /* GB/s and us per class */
     double oversub;        /* fabric oversubscription, 1: none */
     double overhead;       /* us per message */
     double host_bw;        /* GB/s: nodes emulated on one host carry at

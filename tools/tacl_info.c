@@ -194,7 +194,7 @@ static void print_algorithms(void)
 {
     printf("%-14s %-8s %s\n", "collective", "name", "properties");
     for (const tacl__algo_t *a = tacl__algos; a->name != NULL; a++)
-        printf("%-14s %-8s %s\n", tacl__coll_name(a->coll), a->name,
+        printf("%-14s %-8s %s\n", tacl_coll_name(a->coll), a->name,
                a->flags & TACL__ALGO_FLAG_HIER ? "hierarchical"
                : a->flags & TACL__ALGO_FLAG_EXPLICIT
                    ? "explicit only (quantized calls)" : "-");
@@ -231,15 +231,15 @@ static tacl_status_t load_topology(const info_opts_t *o, tacl__topo_t *topo)
 }
 
 static const struct {
-    tacl__coll_type_t type;
+    tacl_coll_t type;
     int per_rank;       /* count is per rank (the buffer over nranks) */
 } tuner_colls[] = {
-    {TACL__COLL_ALLGATHER, 1},
-    {TACL__COLL_REDUCE_SCATTER, 1},
-    {TACL__COLL_ALLREDUCE, 0},
-    {TACL__COLL_BROADCAST, 0},
-    {TACL__COLL_REDUCE, 0},
-    {TACL__COLL_ALLTOALL, 1},
+    {TACL_COLL_ALLGATHER, 1},
+    {TACL_COLL_REDUCE_SCATTER, 1},
+    {TACL_COLL_ALLREDUCE, 0},
+    {TACL_COLL_BROADCAST, 0},
+    {TACL_COLL_REDUCE, 0},
+    {TACL_COLL_ALLTOALL, 1},
 };
 
 static void print_tuner(const info_opts_t *o, const tacl__topo_t *topo)
@@ -255,24 +255,14 @@ static void print_tuner(const info_opts_t *o, const tacl__topo_t *topo)
     }
     for (int r = 0; r < nranks; r++)
         node_of[r] = r / o->ranks_per_node;
-    memset(&view, 0, sizeof(view));
-    view.rank = 0;
-    view.nranks = nranks;
-    view.n_nodes = o->nodes;
-    view.node_of = node_of;
-    view.local_size = o->ranks_per_node;
-    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++) {
-        view.link_bw[c] = topo->link[c].bw;
-        view.link_lat[c] = topo->link[c].lat;
-    }
-    if (topo->n_nodes > 0)
-        tacl__topo_view_node(&view, topo, &topo->nodes[0]);
+    tacl__topo_view_make(&view, 0, nranks, node_of, topo->link,
+                         topo->n_nodes > 0 ? &topo->nodes[0] : NULL);
     printf("layout %d nodes x %d ranks, float32, links of the topology "
            "above; TACL_ALGO \"%s\"\n", o->nodes, o->ranks_per_node,
            tacl__config_str(TACL_CFG_ALGO));
     printf("%12s", "size (B)");
     for (size_t c = 0; c < ncoll; c++)
-        printf("  %-13s", tacl__coll_name(tuner_colls[c].type));
+        printf("  %-13s", tacl_coll_name(tuner_colls[c].type));
     printf("\n");
     for (int s = 0; s < o->nsizes; s++) {
         printf("%12zu", o->sizes[s]);

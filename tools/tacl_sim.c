@@ -29,13 +29,13 @@ typedef struct {
     const char *trace;
     int nodes, rpn, device, tuner;
     const char *coll;
-    tacl__perf_kind_t kind;
+    tacl_coll_t kind;
 } sim_opts_t;
 
-static const tacl__coll_type_t coll_of_kind[TACL__PERF_NUM_KINDS] = {
-    TACL__COLL_ALLGATHER, TACL__COLL_REDUCE_SCATTER, TACL__COLL_ALLREDUCE,
-    TACL__COLL_BROADCAST, TACL__COLL_REDUCE, TACL__COLL_ALLTOALL,
-    TACL__COLL_SEND,
+static const tacl_coll_t coll_of_kind[TACL_NUM_COLLS] = {
+    TACL_COLL_ALLGATHER, TACL_COLL_REDUCE_SCATTER, TACL_COLL_ALLREDUCE,
+    TACL_COLL_BROADCAST, TACL_COLL_REDUCE, TACL_COLL_ALLTOALL,
+    TACL_COLL_SEND,
 };
 
 static void usage(FILE *f)
@@ -81,12 +81,12 @@ static int parse_count(const char *s, int *v_p)
     return 0;
 }
 
-static int kind_by_name(const char *name, tacl__perf_kind_t *kind_p)
+static int kind_by_name(const char *name, tacl_coll_t *kind_p)
 {
-    for (int k = 0; k < TACL__PERF_SENDRECV; k++)
-        if (strcmp(name, tacl__perf_kind_name((tacl__perf_kind_t)k)) == 0 ||
-            strcmp(name, tacl__perf_algo_key((tacl__perf_kind_t)k)) == 0) {
-            *kind_p = (tacl__perf_kind_t)k;
+    for (int k = 0; k < TACL_COLL_SEND; k++)
+        if (strcmp(name, tacl__perf_kind_name((tacl_coll_t)k)) == 0 ||
+            strcmp(name, tacl_coll_name((tacl_coll_t)k)) == 0) {
+            *kind_p = (tacl_coll_t)k;
             return 0;
         }
     return -1;
@@ -195,7 +195,7 @@ static void algo_spec(const sim_opts_t *so, const char *name, char *spec,
     if (strcmp(name, "auto") == 0)
         spec[0] = '\0';
     else
-        snprintf(spec, len, "%s=%s", tacl__perf_algo_key(so->kind), name);
+        snprintf(spec, len, "%s=%s", tacl_coll_name(so->kind), name);
 }
 
 /* One algorithm's table over every size; 0, or 1 after an error. */

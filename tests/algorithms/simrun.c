@@ -15,6 +15,7 @@
 #include "quant.h"
 #include "reduce.h"
 #include "rng.h"
+#include "topo.h"
 #include "simrun.h"
 
 typedef struct {
@@ -855,41 +856,29 @@ int simrun_run(simrun_t *sr, unsigned seed, char *err, size_t errlen)
     return rc;
 }
 
-tacl__topo_view_t simrun_view(const int *node_of, int n, int n_nodes,
-                              int rank)
+tacl__topo_view_t simrun_view(const int *node_of, int n, int rank)
 {
-    tacl__topo_view_t v = {0};
+    /* Figures of a plain cluster: only their ratios steer the tuner. */
+    static const tacl__link_t links[TACL_NUM_LINK_CLASSES] = {
+        [TACL_LINK_SELF] = {.bw = 20, .lat = 0.2},
+        [TACL_LINK_HOST] = {.bw = 10, .lat = 1},
+        [TACL_LINK_GPU] = {.bw = 200, .lat = 3},
+        [TACL_LINK_NET] = {.bw = 0.125, .lat = 15},
+    };
+    tacl__topo_view_t v;
 
-    v.rank = rank;
-    v.nranks = n;
-    v.n_nodes = n_nodes;
-    v.node_of = node_of;
-    v.node = node_of[rank];
-    for (int r = 0; r < n; r++) {
-        if (node_of[r] != v.node)
-            continue;
-        v.local_rank += r < rank;
-        v.local_size++;
-    }
-    v.link_bw[TACL_LINK_SELF] = 20;
-    v.link_bw[TACL_LINK_HOST] = 10;
-    v.link_bw[TACL_LINK_GPU] = 200;
-    v.link_bw[TACL_LINK_NET] = 0.125;
-    v.link_lat[TACL_LINK_SELF] = 0.2;
-    v.link_lat[TACL_LINK_HOST] = 1;
-    v.link_lat[TACL_LINK_GPU] = 3;
-    v.link_lat[TACL_LINK_NET] = 15;
+    tacl__topo_view_make(&v, rank, n, node_of, links, NULL);
     return v;
 }
 
-void simrun_bufs_alloc(simrun_bufs_t *b, tacl__coll_type_t coll, int rank,
+void simrun_bufs_alloc(simrun_bufs_t *b, tacl_coll_t coll, int rank,
                        int in_place, size_t sbytes, size_t rbytes,
                        int has_send, int has_recv)
 {
     memset(b, 0, sizeof(*b));
     b->sbytes = sbytes;
     b->rbytes = rbytes;
-    if (in_place && coll == TACL__COLL_REDUCE_SCATTER) {
+    if (in_place && coll == TACL_COLL_REDUCE_SCATTER) {
         b->salloc = malloc(sbytes + 1);
         b->send = b->salloc;
         b->recv = b->send + (size_t)rank * rbytes;
@@ -898,7 +887,7 @@ void simrun_bufs_alloc(simrun_bufs_t *b, tacl__coll_type_t coll, int rank,
     } else if (in_place) {
         b->ralloc = malloc(rbytes + 1);
         b->recv = b->ralloc;
-        b->send = b->recv + (coll == TACL__COLL_ALLGATHER
+        b->send = b->recv + (coll == TACL_COLL_ALLGATHER
                                  ? (size_t)rank * sbytes : 0);
         b->region = b->recv;
     } else {
@@ -916,11 +905,11 @@ void simrun_bufs_alloc(simrun_bufs_t *b, tacl__coll_type_t coll, int rank,
 }
 
 void simrun_bufs_declare(simrun_t *sr, int rank, const simrun_bufs_t *b,
-                         tacl__coll_type_t coll, int in_place)
+                         tacl_coll_t coll, int in_place)
 {
-    if (in_place && coll == TACL__COLL_REDUCE_SCATTER)
+    if (in_place && coll == TACL_COLL_REDUCE_SCATTER)
         simrun_region(sr, rank, b->send, b->sbytes, 0, b->sbytes);
-    else if (in_place && coll == TACL__COLL_ALLGATHER)
+    else if (in_place && coll == TACL_COLL_ALLGATHER)
         simrun_region(sr, rank, b->recv, b->rbytes,
                       (size_t)rank * b->sbytes, b->sbytes);
     else if (in_place)
@@ -940,16 +929,16 @@ void simrun_bufs_free(simrun_bufs_t *b)
     b->salloc = b->ralloc = NULL;
 }
 
-size_t simrun_send_elems(tacl__coll_type_t coll, size_t count, int nranks)
+size_t simrun_send_elems(tacl_coll_t coll, size_t count, int nranks)
 {
-    return coll == TACL__COLL_REDUCE_SCATTER || coll == TACL__COLL_ALLTOALL
+    return coll == TACL_COLL_REDUCE_SCATTER || coll == TACL_COLL_ALLTOALL
                ? count * (size_t)nranks
                : count;
 }
 
-size_t simrun_recv_elems(tacl__coll_type_t coll, size_t count, int nranks)
+size_t simrun_recv_elems(tacl_coll_t coll, size_t count, int nranks)
 {
-    return coll == TACL__COLL_ALLGATHER || coll == TACL__COLL_ALLTOALL
+    return coll == TACL_COLL_ALLGATHER || coll == TACL_COLL_ALLTOALL
                ? count * (size_t)nranks
                : count;
 }

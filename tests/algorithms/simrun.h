@@ -63,12 +63,12 @@ uint64_t simrun_knows(const simrun_t *sr, int rank);
 uint64_t simrun_steps(const simrun_t *sr);
 
 /**
- * The topology view of rank in a layout of n ranks (node_of, n_nodes),
- * with a 10 GB/s host link and a 1 Gbit/s network, as the tests of
- * hierarchical and quantized algorithms model them.
+ * The topology view of rank in a layout of n ranks on the nodes node_of
+ * names (core's tacl__topo_view_make), with a 10 GB/s host link and a
+ * 1 Gbit/s network, as the tests of hierarchical and quantized
+ * algorithms model them.
  */
-tacl__topo_view_t simrun_view(const int *node_of, int n, int n_nodes,
-                              int rank);
+tacl__topo_view_t simrun_view(const int *node_of, int n, int rank);
 
 /** One rank's input and output buffers, as the suites allocate them. */
 typedef struct {
@@ -89,12 +89,12 @@ typedef struct {
  * the caller fills the input.  out_bytes is 0 without has_recv, even in
  * place (a reduce's non-root ranks).
  */
-void simrun_bufs_alloc(simrun_bufs_t *b, tacl__coll_type_t coll, int rank,
+void simrun_bufs_alloc(simrun_bufs_t *b, tacl_coll_t coll, int rank,
                        int in_place, size_t sbytes, size_t rbytes,
                        int has_send, int has_recv);
 /** Declare b to sr as rank's memory: the input defined, the rest not. */
 void simrun_bufs_declare(simrun_t *sr, int rank, const simrun_bufs_t *b,
-                         tacl__coll_type_t coll, int in_place);
+                         tacl_coll_t coll, int in_place);
 void simrun_bufs_free(simrun_bufs_t *b);
 
 /**
@@ -102,7 +102,7 @@ void simrun_bufs_free(simrun_bufs_t *b);
  * NCCL's count on nranks ranks: per rank for all-gather and
  * reduce-scatter, per block for all-to-all, the whole buffer otherwise.
  */
-size_t simrun_send_elems(tacl__coll_type_t coll, size_t count, int nranks);
-size_t simrun_recv_elems(tacl__coll_type_t coll, size_t count, int nranks);
+size_t simrun_send_elems(tacl_coll_t coll, size_t count, int nranks);
+size_t simrun_recv_elems(tacl_coll_t coll, size_t count, int nranks);
 
 #endif /* TACL_TESTS_SIMRUN_H */

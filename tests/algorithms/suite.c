@@ -8,7 +8,7 @@
 
 tacl__topo_view_t suite_view(const suite_layout_t *lay, int rank)
 {
-    return simrun_view(lay->node_of, lay->n, lay->n_nodes, rank);
+    return simrun_view(lay->node_of, lay->n, rank);
 }
 
 tacl__coll_args_t suite_args(const suite_op_t *op, const simrun_bufs_t *b,
@@ -43,8 +43,8 @@ void suite_bufs(simrun_t *sr, const suite_op_t *op, int r, simrun_bufs_t *b,
      * root's output. */
     simrun_bufs_alloc(b, op->coll, r, op->in_place, ns * es,
                       simrun_recv_elems(op->coll, op->count, op->n) * es,
-                      !(op->coll == TACL__COLL_BROADCAST && rooted),
-                      !(op->coll == TACL__COLL_REDUCE && rooted));
+                      !(op->coll == TACL_COLL_BROADCAST && rooted),
+                      !(op->coll == TACL_COLL_REDUCE && rooted));
     if (b->send != NULL)
         fill(ctx, r, b->send, ns);
     simrun_bufs_declare(sr, r, b, op->coll, op->in_place);

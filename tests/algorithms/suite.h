@@ -24,7 +24,7 @@ tacl__topo_view_t suite_view(const suite_layout_t *lay, int rank);
 
 /** The operation every rank of a suite run takes part in. */
 typedef struct {
-    tacl__coll_type_t coll;
+    tacl_coll_t coll;
     int n;             /* ranks */
     size_t count;      /* NCCL's count */
     tacl_dtype_t dtype;

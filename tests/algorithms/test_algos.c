@@ -44,7 +44,7 @@ static suite_op_t op_of(const cfg_t *c)
 static void cfg_str(const cfg_t *c, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s n=%d count=%zu %s %s %s root=%d chunk=%llu",
-             tacl__coll_name(c->algo->coll), c->algo->name, c->n, c->count,
+             tacl_coll_name(c->algo->coll), c->algo->name, c->n, c->count,
              c->in_place ? "in-place" : "out-of-place",
              tacl_dtype_name(c->dtype), tacl_op_name(c->op), c->root,
              (unsigned long long)c->chunk);
@@ -116,25 +116,25 @@ static void expected(const cfg_t *c, int r, char *exp)
     size_t n = (size_t)c->n, i, j, cnt = c->count;
 
     switch (c->algo->coll) {
-    case TACL__COLL_ALLGATHER:
+    case TACL_COLL_ALLGATHER:
         for (j = 0; j < n; j++)
             for (i = 0; i < cnt; i++)
                 put(c->dtype, exp, j * cnt + i, gen(c, (int)j, i));
         break;
-    case TACL__COLL_REDUCE_SCATTER:
+    case TACL_COLL_REDUCE_SCATTER:
         for (i = 0; i < cnt; i++)
             reference(c, (size_t)r * cnt + i, exp, i);
         break;
-    case TACL__COLL_ALLREDUCE:
-    case TACL__COLL_REDUCE:
+    case TACL_COLL_ALLREDUCE:
+    case TACL_COLL_REDUCE:
         for (i = 0; i < cnt; i++)
             reference(c, i, exp, i);
         break;
-    case TACL__COLL_BROADCAST:
+    case TACL_COLL_BROADCAST:
         for (i = 0; i < cnt; i++)
             put(c->dtype, exp, i, gen(c, c->root, i));
         break;
-    case TACL__COLL_ALLTOALL:
+    case TACL_COLL_ALLTOALL:
         for (j = 0; j < n; j++)
             for (i = 0; i < cnt; i++)
                 put(c->dtype, exp, j * cnt + i,
@@ -154,10 +154,10 @@ static int already_right(const void *cfg, int r, size_t k)
     if (!c->in_place)
         return 0;
     switch (c->algo->coll) {
-    case TACL__COLL_ALLGATHER:
-    case TACL__COLL_ALLTOALL:
+    case TACL_COLL_ALLGATHER:
+    case TACL_COLL_ALLTOALL:
         return k / blk == (size_t)r;
-    case TACL__COLL_BROADCAST:
+    case TACL_COLL_BROADCAST:
         return r == c->root || c->n == 1;
     default:
         return c->n == 1;
@@ -178,11 +178,11 @@ static uint64_t bytes_formula(const cfg_t *c, int r)
     if (n == 1 || c->count == 0)
         return 0;
     switch (c->algo->coll) {
-    case TACL__COLL_ALLGATHER:
-    case TACL__COLL_REDUCE_SCATTER:
-    case TACL__COLL_ALLTOALL:
+    case TACL_COLL_ALLGATHER:
+    case TACL_COLL_REDUCE_SCATTER:
+    case TACL_COLL_ALLTOALL:
         return (uint64_t)(n - 1) * m;
-    case TACL__COLL_ALLREDUCE:
+    case TACL_COLL_ALLREDUCE:
         if (c->algo->id == TACL__ALGO_RING)
             return (2 * c->count - ring_cnt(c->count, n, r) -
                     ring_cnt(c->count, n, (r + 1) % n)) * es;
@@ -198,14 +198,14 @@ static uint64_t bytes_formula(const cfg_t *c, int r)
         if (r < 2 * rem && r % 2 == 0)
             return m;
         return (uint64_t)k * m + (r < 2 * rem ? m : 0);
-    case TACL__COLL_BROADCAST:
+    case TACL_COLL_BROADCAST:
         v = (r - c->root + n) % n;
         for (low = 1; low < n && !(v & low); low <<= 1)
             ;
         for (k = 1; k < low; k <<= 1)
             kids += v + k < n;
         return (uint64_t)kids * m;
-    case TACL__COLL_REDUCE:
+    case TACL_COLL_REDUCE:
         return r == c->root ? 0 : m;
     default:
         return 0;
@@ -277,14 +277,14 @@ static void run_cfg(const cfg_t *c)
         suite_run(&algos_suite, c, c->n, 1000 + si, seeds[si], name);
 }
 
-static int is_reduction(tacl__coll_type_t t)
+static int is_reduction(tacl_coll_t t)
 {
-    return t == TACL__COLL_REDUCE_SCATTER || t == TACL__COLL_ALLREDUCE ||
-           t == TACL__COLL_REDUCE;
+    return t == TACL_COLL_REDUCE_SCATTER || t == TACL_COLL_ALLREDUCE ||
+           t == TACL_COLL_REDUCE;
 }
 
 /* The whole matrix for one algorithm of one collective. */
-static void run_algo(tacl__coll_type_t coll, const char *name)
+static void run_algo(tacl_coll_t coll, const char *name)
 {
     static const tacl_op_t ops[] = {TACL_SUM, TACL_PROD, TACL_MAX, TACL_MIN,
                                     TACL_AVG};
@@ -293,7 +293,7 @@ static void run_algo(tacl__coll_type_t coll, const char *name)
     size_t ni, ci, di, oi, nops = is_reduction(coll) ? 5 : 1;
     int ip, ri, tried = 0;
 
-    cr_assert_not_null(algo, "no %s algorithm %s", tacl__coll_name(coll),
+    cr_assert_not_null(algo, "no %s algorithm %s", tacl_coll_name(coll),
                        name);
     for (ni = 0; ni < sizeof(nranks_list) / sizeof(int); ni++) {
         int n = nranks_list[ni];
@@ -317,8 +317,8 @@ static void run_algo(tacl__coll_type_t coll, const char *name)
 
                             if (ri && n == 1)
                                 continue;
-                            if (ri && coll != TACL__COLL_BROADCAST &&
-                                coll != TACL__COLL_REDUCE)
+                            if (ri && coll != TACL_COLL_BROADCAST &&
+                                coll != TACL_COLL_REDUCE)
                                 continue;
                             if (ci == 3)
                                 c.chunk = 1 << 20;
@@ -329,41 +329,41 @@ static void run_algo(tacl__coll_type_t coll, const char *name)
     cr_assert_gt(tried, 0, "nothing tested");
 }
 
-Test(algorithms, ring_allgather) { run_algo(TACL__COLL_ALLGATHER, "ring"); }
-Test(algorithms, bruck_allgather) { run_algo(TACL__COLL_ALLGATHER, "bruck"); }
-Test(algorithms, rd_allgather) { run_algo(TACL__COLL_ALLGATHER, "rd"); }
+Test(algorithms, ring_allgather) { run_algo(TACL_COLL_ALLGATHER, "ring"); }
+Test(algorithms, bruck_allgather) { run_algo(TACL_COLL_ALLGATHER, "bruck"); }
+Test(algorithms, rd_allgather) { run_algo(TACL_COLL_ALLGATHER, "rd"); }
 Test(algorithms, ring_reduce_scatter)
 {
-    run_algo(TACL__COLL_REDUCE_SCATTER, "ring");
+    run_algo(TACL_COLL_REDUCE_SCATTER, "ring");
 }
 Test(algorithms, rd_reduce_scatter)
 {
-    run_algo(TACL__COLL_REDUCE_SCATTER, "rd");
+    run_algo(TACL_COLL_REDUCE_SCATTER, "rd");
 }
-Test(algorithms, ring_allreduce) { run_algo(TACL__COLL_ALLREDUCE, "ring"); }
-Test(algorithms, rd_allreduce) { run_algo(TACL__COLL_ALLREDUCE, "rd"); }
-Test(algorithms, tree_broadcast) { run_algo(TACL__COLL_BROADCAST, "tree"); }
-Test(algorithms, tree_reduce) { run_algo(TACL__COLL_REDUCE, "tree"); }
-Test(algorithms, direct_alltoall) { run_algo(TACL__COLL_ALLTOALL, "direct"); }
+Test(algorithms, ring_allreduce) { run_algo(TACL_COLL_ALLREDUCE, "ring"); }
+Test(algorithms, rd_allreduce) { run_algo(TACL_COLL_ALLREDUCE, "rd"); }
+Test(algorithms, tree_broadcast) { run_algo(TACL_COLL_BROADCAST, "tree"); }
+Test(algorithms, tree_reduce) { run_algo(TACL_COLL_REDUCE, "tree"); }
+Test(algorithms, direct_alltoall) { run_algo(TACL_COLL_ALLTOALL, "direct"); }
 Test(algorithms, direct_allgather)
 {
-    run_algo(TACL__COLL_ALLGATHER, "direct");
+    run_algo(TACL_COLL_ALLGATHER, "direct");
 }
 Test(algorithms, direct_reduce_scatter)
 {
-    run_algo(TACL__COLL_REDUCE_SCATTER, "direct");
+    run_algo(TACL_COLL_REDUCE_SCATTER, "direct");
 }
 Test(algorithms, direct_allreduce)
 {
-    run_algo(TACL__COLL_ALLREDUCE, "direct");
+    run_algo(TACL_COLL_ALLREDUCE, "direct");
 }
 
 Test(algorithms, direct_more_peers_than_dependencies)
 {
     /* 69 copies of a chunk reduced in one step: more receives than a step
      * may depend on, joined through NOPs. */
-    static const tacl__coll_type_t colls[] = {TACL__COLL_REDUCE_SCATTER,
-                                              TACL__COLL_ALLREDUCE};
+    static const tacl_coll_t colls[] = {TACL_COLL_REDUCE_SCATTER,
+                                              TACL_COLL_ALLREDUCE};
     size_t i;
 
     cr_assert_gt(70, TACL__MAX_DEPS + 1);
@@ -435,7 +435,7 @@ static void bufs_put(test_bufs_t *b)
 static void check_direct_own_copy(int n, int r, size_t count, int in_place,
                                   uint64_t stream_bytes, int mapped)
 {
-    cfg_t c = {n, tacl__algo_find(TACL__COLL_ALLGATHER, "direct"), count,
+    cfg_t c = {n, tacl__algo_find(TACL_COLL_ALLGATHER, "direct"), count,
                in_place, TACL_FLOAT32, TACL_SUM, 0, 400};
     const tacl__algo_t *algo = c.algo;
     uint64_t total = (uint64_t)count * 4 * (uint64_t)n, copied = 0;
@@ -443,7 +443,7 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
     int want_stream = stream_bytes > 0 && total * (uint64_t)n >= stream_bytes;
     int want_stage = want_stream && !mapped && n >= 3;
     static const int one_node[8] = {0};
-    tacl__topo_view_t v = simrun_view(one_node, n, 1, r);
+    tacl__topo_view_t v = simrun_view(one_node, n, r);
     uint32_t chunks = (uint32_t)((count * 4 + 399) / 400), paced = 0;
     tacl__coll_args_t a;
     tacl__sched_t s;
@@ -555,10 +555,10 @@ static void check_direct_own_copy(int n, int r, size_t count, int in_place,
 static void check_direct_ar_stage(int n, int r, size_t count, int in_place,
                                   int mapped)
 {
-    cfg_t c = {n, tacl__algo_find(TACL__COLL_ALLREDUCE, "direct"), count,
+    cfg_t c = {n, tacl__algo_find(TACL_COLL_ALLREDUCE, "direct"), count,
                in_place, TACL_FLOAT32, TACL_SUM, 0, 400};
     static const int one_node[8] = {0};
-    tacl__topo_view_t v = simrun_view(one_node, n, 1, r);
+    tacl__topo_view_t v = simrun_view(one_node, n, r);
     uint64_t blk = 0, sent = 0, copied = 0;
     tacl__coll_args_t a;
     tacl__sched_t s;

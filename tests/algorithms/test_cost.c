@@ -34,13 +34,13 @@ static void load(tacl__topo_t *t, const char *name)
 /* A collective of bytes of output (all-gather) or input (reduce-scatter)
  * in fp16 device buffers on p ranks, as tacl-sim -d half posts it (the
  * default chunk size). */
-static tacl__coll_args_t args_of(tacl__coll_type_t type, double bytes, int p)
+static tacl__coll_args_t args_of(tacl_coll_t type, double bytes, int p)
 {
     tacl__coll_args_t a;
 
     memset(&a, 0, sizeof(a));
     a.type = type;
-    a.count = (size_t)(bytes / 2 / (type == TACL__COLL_ALLREDUCE ? 1 : p));
+    a.count = (size_t)(bytes / 2 / (type == TACL_COLL_ALLREDUCE ? 1 : p));
     a.dtype = TACL_FLOAT16;
     a.op = TACL_SUM;
     a.memtype = TACL_MEM_CUDA;
@@ -68,8 +68,8 @@ static double closed_form(const tacl__algo_t *al, const tacl__coll_args_t *a,
 }
 
 static const char *const topos[] = {"p4d.24xlarge", "p5.48xlarge"};
-static const tacl__coll_type_t colls[] = {TACL__COLL_ALLGATHER,
-                                          TACL__COLL_REDUCE_SCATTER};
+static const tacl_coll_t colls[] = {TACL_COLL_ALLGATHER,
+                                          TACL_COLL_REDUCE_SCATTER};
 
 Test(cost_model, tracks_the_simulator, .timeout = 240)
 {
@@ -105,21 +105,21 @@ Test(cost_model, tracks_the_simulator, .timeout = 240)
                             strcmp(al->name, "direct") == 0)
                             continue;
                         snprintf(spec, sizeof(spec), "%s=%s",
-                                 tacl__coll_name(al->coll), al->name);
+                                 tacl_coll_name(al->coll), al->name);
                         cf = closed_form(al, &a, &v);
                         st = sim_time(&c, &a, spec);
                         printf("%s %3d nodes %-14s %5.0f MB %-8s "
                                "closed form %10.1f us, simulated %10.1f "
                                "us: %.2f\n",
                                topos[ti], nodes[ni],
-                               tacl__coll_name(a.type), sizes[si] / 1048576,
+                               tacl_coll_name(a.type), sizes[si] / 1048576,
                                al->name, cf * 1e6, st * 1e6, cf / st);
                         cr_expect(cf <= COST_FACTOR * st &&
                                       st <= COST_FACTOR * cf,
                                   "%s, %d nodes, %s, %.0f MB, %s: closed "
                                   "form %g s, simulated %g s",
                                   topos[ti], nodes[ni],
-                                  tacl__coll_name(a.type), sizes[si],
+                                  tacl_coll_name(a.type), sizes[si],
                                   al->name, cf, st);
                     }
                 }
@@ -133,7 +133,7 @@ Test(cost_model, tracks_the_simulator, .timeout = 240)
 typedef struct {
     int topo; /* index in topos */
     int nodes;
-    tacl__coll_type_t type;
+    tacl_coll_t type;
     double bytes;
 } cell_t;
 
@@ -143,15 +143,15 @@ Test(cost_model, choice_near_the_simulated_best, .timeout = 240)
      * 8-10x faster; reduce-scatter rec. doubling or direct chosen,
      * HO-Ring 4x faster.  Plus p4d cells of both collectives. */
     static const cell_t cells[] = {
-        {1, 2, TACL__COLL_ALLGATHER, 1 << 30},
-        {1, 2, TACL__COLL_ALLGATHER, 64 << 20},
-        {1, 8, TACL__COLL_ALLGATHER, 256 << 20},
-        {1, 16, TACL__COLL_ALLGATHER, 1 << 30},
-        {1, 16, TACL__COLL_REDUCE_SCATTER, 256 << 20},
-        {1, 8, TACL__COLL_REDUCE_SCATTER, 1 << 30},
-        {1, 16, TACL__COLL_REDUCE_SCATTER, 1 << 30},
-        {0, 2, TACL__COLL_ALLGATHER, 16 << 20},
-        {0, 8, TACL__COLL_REDUCE_SCATTER, 256 << 20},
+        {1, 2, TACL_COLL_ALLGATHER, 1 << 30},
+        {1, 2, TACL_COLL_ALLGATHER, 64 << 20},
+        {1, 8, TACL_COLL_ALLGATHER, 256 << 20},
+        {1, 16, TACL_COLL_ALLGATHER, 1 << 30},
+        {1, 16, TACL_COLL_REDUCE_SCATTER, 256 << 20},
+        {1, 8, TACL_COLL_REDUCE_SCATTER, 1 << 30},
+        {1, 16, TACL_COLL_REDUCE_SCATTER, 1 << 30},
+        {0, 2, TACL_COLL_ALLGATHER, 16 << 20},
+        {0, 8, TACL_COLL_REDUCE_SCATTER, 256 << 20},
     };
 
     for (size_t i = 0; i < sizeof(cells) / sizeof(cells[0]); i++) {
@@ -176,12 +176,12 @@ Test(cost_model, choice_near_the_simulated_best, .timeout = 240)
         st = sim_time(&c, &a, NULL);
         printf("%s %3d nodes %-14s %5.0f MB: closed-form choice %s "
                "%.1f us, simulated best %s %.1f us: %.3f\n",
-               topos[x->topo], x->nodes, tacl__coll_name(a.type),
+               topos[x->topo], x->nodes, tacl_coll_name(a.type),
                x->bytes / 1048576, choice->name, st * 1e6, best->name,
                r.seconds * 1e6, st / r.seconds);
         cr_expect(st <= CHOICE_SLACK * r.seconds,
                   "%s, %d nodes, %s, %.0f MB: %s %g s, best %s %g s",
-                  topos[x->topo], x->nodes, tacl__coll_name(a.type),
+                  topos[x->topo], x->nodes, tacl_coll_name(a.type),
                   x->bytes, choice->name, st, best->name, r.seconds);
         tacl__sim_cluster_fini(&c);
         tacl__topo_fini(&t);
@@ -229,11 +229,11 @@ static double measured(FILE *f, const char *layout, const char *coll,
 Test(cost_model, emulated_choice_near_the_measured_best)
 {
     static const struct {
-        tacl__coll_type_t type;
+        tacl_coll_t type;
         const char *name;
-    } colls3[] = {{TACL__COLL_ALLGATHER, "all_gather"},
-                  {TACL__COLL_REDUCE_SCATTER, "reduce_scatter"},
-                  {TACL__COLL_ALLREDUCE, "all_reduce"}};
+    } colls3[] = {{TACL_COLL_ALLGATHER, "all_gather"},
+                  {TACL_COLL_REDUCE_SCATTER, "reduce_scatter"},
+                  {TACL_COLL_ALLREDUCE, "all_reduce"}};
     FILE *f = fopen(BENCH_CSV, "r");
     tacl__topo_t t;
 

@@ -33,7 +33,7 @@ static const layout_t layouts[] = {
 
 typedef struct {
     const layout_t *lay;
-    tacl__coll_type_t coll;
+    tacl_coll_t coll;
     const char *algo;
     size_t count;
     int in_place;
@@ -56,7 +56,7 @@ static suite_op_t op_of(const cfg_t *c)
 static void cfg_str(const cfg_t *c, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s on %s count=%zu %s %s %s chunk=%llu",
-             tacl__coll_name(c->coll), c->algo, c->lay->name, c->count,
+             tacl_coll_name(c->coll), c->algo, c->lay->name, c->count,
              c->in_place ? "in-place" : "out-of-place",
              tacl_dtype_name(c->dtype), tacl_op_name(c->op),
              (unsigned long long)c->chunk);
@@ -109,11 +109,11 @@ static void expected(const cfg_t *c, int r, char *exp)
 {
     size_t n = (size_t)c->lay->n, i, j, cnt = c->count;
 
-    if (c->coll == TACL__COLL_ALLGATHER) {
+    if (c->coll == TACL_COLL_ALLGATHER) {
         for (j = 0; j < n; j++)
             for (i = 0; i < cnt; i++)
                 put(c->dtype, exp, j * cnt + i, gen((int)j, i));
-    } else if (c->coll == TACL__COLL_REDUCE_SCATTER) {
+    } else if (c->coll == TACL_COLL_REDUCE_SCATTER) {
         for (i = 0; i < cnt; i++)
             reference(c, (size_t)r * cnt + i, exp, i);
     } else {
@@ -137,7 +137,7 @@ static const tacl__algo_t *forced_pick(const cfg_t *c, int r,
     tacl__topo_view_t v = suite_view(c->lay, r);
     char spec[64];
 
-    snprintf(spec, sizeof(spec), "%s=%s", tacl__coll_name(c->coll),
+    snprintf(spec, sizeof(spec), "%s=%s", tacl_coll_name(c->coll),
              c->algo);
     return tacl__algo_select(a, &v, spec);
 }
@@ -180,7 +180,7 @@ static int own_block(const void *cfg, int r, size_t k)
 {
     const cfg_t *c = cfg;
 
-    return c->in_place && c->coll == TACL__COLL_ALLGATHER &&
+    return c->in_place && c->coll == TACL_COLL_ALLGATHER &&
            k / (c->count * tacl_dtype_size(c->dtype)) == (size_t)r;
 }
 
@@ -209,13 +209,13 @@ static void run_cfg(const cfg_t *c, unsigned seed)
 }
 
 /* The matrix of one algorithm of one collective over every layout. */
-static void run_matrix(tacl__coll_type_t coll, const char *algo)
+static void run_matrix(tacl_coll_t coll, const char *algo)
 {
     static const size_t counts[] = {0, 1, 7, 1000, 65537};
     static const tacl_dtype_t dtypes[] = {TACL_INT32, TACL_FLOAT32,
                                           TACL_INT8};
     static const tacl_op_t ops[] = {TACL_SUM, TACL_AVG, TACL_MAX};
-    int nops = coll == TACL__COLL_ALLGATHER ? 1 : 3, li, oi, ip;
+    int nops = coll == TACL_COLL_ALLGATHER ? 1 : 3, li, oi, ip;
     size_t ci, di;
     unsigned seed = 1;
 
@@ -239,22 +239,22 @@ static void run_matrix(tacl__coll_type_t coll, const char *algo)
                     }
 }
 
-Test(hier, mics_allgather) { run_matrix(TACL__COLL_ALLGATHER, "mics"); }
+Test(hier, mics_allgather) { run_matrix(TACL_COLL_ALLGATHER, "mics"); }
 Test(hier, mics_reduce_scatter)
 {
-    run_matrix(TACL__COLL_REDUCE_SCATTER, "mics");
+    run_matrix(TACL_COLL_REDUCE_SCATTER, "mics");
 }
-Test(hier, hring_allgather) { run_matrix(TACL__COLL_ALLGATHER, "hring"); }
+Test(hier, hring_allgather) { run_matrix(TACL_COLL_ALLGATHER, "hring"); }
 Test(hier, hring_reduce_scatter)
 {
-    run_matrix(TACL__COLL_REDUCE_SCATTER, "hring");
+    run_matrix(TACL_COLL_REDUCE_SCATTER, "hring");
 }
-Test(hier, horing_allgather) { run_matrix(TACL__COLL_ALLGATHER, "horing"); }
+Test(hier, horing_allgather) { run_matrix(TACL_COLL_ALLGATHER, "horing"); }
 Test(hier, horing_reduce_scatter)
 {
-    run_matrix(TACL__COLL_REDUCE_SCATTER, "horing");
+    run_matrix(TACL_COLL_REDUCE_SCATTER, "horing");
 }
-Test(hier, hier_allreduce) { run_matrix(TACL__COLL_ALLREDUCE, "hier"); }
+Test(hier, hier_allreduce) { run_matrix(TACL_COLL_ALLREDUCE, "hier"); }
 
 /*
  * Byte counters: the bytes of the SEND steps of every rank of node m
@@ -298,8 +298,8 @@ static const int contiguous[] = {0, 1, 2};
 Test(hier_bytes, allgather_and_reduce_scatter_uplinks)
 {
     static const char *const hier_algos[] = {"mics", "hring", "horing"};
-    static const tacl__coll_type_t colls[] = {TACL__COLL_ALLGATHER,
-                                              TACL__COLL_REDUCE_SCATTER};
+    static const tacl_coll_t colls[] = {TACL_COLL_ALLGATHER,
+                                              TACL_COLL_REDUCE_SCATTER};
     uint64_t up[9];
     size_t ci, ai, li;
 
@@ -322,7 +322,7 @@ Test(hier_bytes, allgather_and_reduce_scatter_uplinks)
             for (m = 0; m < lay->n_nodes; m++)
                 cr_expect_eq(up[m], (p - 1) * M / p,
                              "ring %s on %s: node %d sent %llu",
-                             tacl__coll_name(c.coll), lay->name, m,
+                             tacl_coll_name(c.coll), lay->name, m,
                              (unsigned long long)up[m]);
             for (ai = 0; ai < 3; ai++) {
                 /* Hierarchical: each of the k ranks sends g - 1 blocks
@@ -332,7 +332,7 @@ Test(hier_bytes, allgather_and_reduce_scatter_uplinks)
                     cr_expect_eq(up[m], (p - k) * M / p,
                                  "%s %s on %s: node %d sent %llu, "
                                  "expected (p-k)M/p = %llu",
-                                 hier_algos[ai], tacl__coll_name(c.coll),
+                                 hier_algos[ai], tacl_coll_name(c.coll),
                                  lay->name, m, (unsigned long long)up[m],
                                  (unsigned long long)((p - k) * M / p));
             }
@@ -350,7 +350,7 @@ Test(hier_bytes, allreduce_uplinks)
             const layout_t *lay = &layouts[contiguous[li]];
             int p = lay->n, g = lay->n_nodes, k = p / g, m, l;
             uint64_t es = 4, M = counts[ci] * es;
-            cfg_t c = {lay, TACL__COLL_ALLREDUCE, "hier", counts[ci], 0,
+            cfg_t c = {lay, TACL_COLL_ALLREDUCE, "hier", counts[ci], 0,
                        TACL_FLOAT32, TACL_SUM, 1 << 12};
 
             uplink_bytes(lay, &c, "hier", up);
@@ -389,7 +389,7 @@ Test(hier_bytes, allreduce_uplinks)
 /*
  * The tuner, with a 10 GB/s host link and a 1 Gbit/s network.
  */
-static const char *tuned(const layout_t *lay, tacl__coll_type_t coll,
+static const char *tuned(const layout_t *lay, tacl_coll_t coll,
                          size_t bytes, const char *spec)
 {
     cfg_t c = {lay, coll, "", 0, 0, TACL_FLOAT32, TACL_SUM, 1 << 20};
@@ -397,7 +397,7 @@ static const char *tuned(const layout_t *lay, tacl__coll_type_t coll,
     tacl__coll_args_t a;
     const tacl__algo_t *algo;
 
-    c.count = bytes / 4 / (coll == TACL__COLL_ALLREDUCE ? 1 : lay->n);
+    c.count = bytes / 4 / (coll == TACL_COLL_ALLREDUCE ? 1 : lay->n);
     a = args_of(&c, NULL, 1);
     algo = tacl__algo_select(&a, &v, spec);
     cr_assert_not_null(algo);
@@ -418,11 +418,11 @@ Test(hier_tune, large_collectives_go_hierarchical)
     for (li = 0; li < 2; li++)
         for (si = 0; si < 3; si++) {
             const layout_t *lay = &layouts[li];
-            const char *ag = tuned(lay, TACL__COLL_ALLGATHER, sizes[si],
+            const char *ag = tuned(lay, TACL_COLL_ALLGATHER, sizes[si],
                                    NULL);
-            const char *rs = tuned(lay, TACL__COLL_REDUCE_SCATTER,
+            const char *rs = tuned(lay, TACL_COLL_REDUCE_SCATTER,
                                    sizes[si], NULL);
-            const char *ar = tuned(lay, TACL__COLL_ALLREDUCE, sizes[si],
+            const char *ar = tuned(lay, TACL_COLL_ALLREDUCE, sizes[si],
                                    NULL);
 
             cr_expect(strcmp(ag, "mics") == 0 || strcmp(ag, "horing") == 0,
@@ -441,13 +441,13 @@ Test(hier_tune, spec_is_honoured)
     int li;
 
     for (li = 0; li < 3; li++) {
-        cr_expect_str_eq(tuned(&layouts[li], TACL__COLL_ALLGATHER, 64 << 20,
+        cr_expect_str_eq(tuned(&layouts[li], TACL_COLL_ALLGATHER, 64 << 20,
                                spec), "horing");
-        cr_expect_str_eq(tuned(&layouts[li], TACL__COLL_REDUCE_SCATTER,
+        cr_expect_str_eq(tuned(&layouts[li], TACL_COLL_REDUCE_SCATTER,
                                64 << 20, spec), "mics");
-        cr_expect_str_eq(tuned(&layouts[li], TACL__COLL_ALLGATHER, 64 << 20,
+        cr_expect_str_eq(tuned(&layouts[li], TACL_COLL_ALLGATHER, 64 << 20,
                                "allgather=hring"), "hring");
-        cr_expect_str_eq(tuned(&layouts[li], TACL__COLL_ALLREDUCE, 64 << 20,
+        cr_expect_str_eq(tuned(&layouts[li], TACL_COLL_ALLREDUCE, 64 << 20,
                                "allreduce=ring"), "ring");
     }
 }
@@ -460,15 +460,15 @@ Test(hier_tune, unequal_layout_falls_back_to_ring)
     const char *name;
 
     cr_assert_str_eq(lay->name, "2+1");
-    name = tuned(lay, TACL__COLL_ALLGATHER, 64 << 20, "allgather=mics");
+    name = tuned(lay, TACL_COLL_ALLGATHER, 64 << 20, "allgather=mics");
     cr_expect_str_eq(name, "ring");
-    name = tuned(lay, TACL__COLL_REDUCE_SCATTER, 64 << 20,
+    name = tuned(lay, TACL_COLL_REDUCE_SCATTER, 64 << 20,
                  "reducescatter=horing");
     cr_expect_str_eq(name, "ring");
-    name = tuned(lay, TACL__COLL_ALLREDUCE, 64 << 20, "allreduce=hier");
+    name = tuned(lay, TACL_COLL_ALLREDUCE, 64 << 20, "allreduce=hier");
     cr_expect_str_eq(name, "ring");
     /* And nothing hierarchical supports it, nor one node, nor k = 1. */
-    a.type = TACL__COLL_ALLGATHER;
+    a.type = TACL_COLL_ALLGATHER;
     cr_expect_not(tacl__mics_supports(&a, &v));
     v = suite_view(&layouts[0], 0);
     v.n_nodes = 1;
@@ -481,7 +481,7 @@ Test(hier_tune, ring_cost_sees_shared_uplinks)
 {
     tacl__topo_view_t contig = suite_view(&layouts[0], 0);
     tacl__topo_view_t alt = suite_view(&layouts[4], 0);
-    cfg_t c = {&layouts[0], TACL__COLL_ALLGATHER, "", 1 << 20, 0,
+    cfg_t c = {&layouts[0], TACL_COLL_ALLGATHER, "", 1 << 20, 0,
                TACL_FLOAT32, TACL_SUM, 1 << 20};
     tacl__coll_args_t a = args_of(&c, NULL, 1);
 

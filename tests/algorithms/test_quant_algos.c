@@ -39,7 +39,7 @@ static const layout_t layouts[] = {
 
 typedef struct {
     const layout_t *lay;
-    tacl__coll_type_t coll;
+    tacl_coll_t coll;
     size_t count;
     tacl_dtype_t dtype;
     int qbits;
@@ -64,7 +64,7 @@ static suite_op_t op_of(const cfg_t *c)
 static void cfg_str(const cfg_t *c, char *buf, size_t len)
 {
     snprintf(buf, len, "%s on %s count=%zu %s int%d block=%u %s %s chunk=%llu "
-             "spec=%s", c->coll == TACL__COLL_ALLGATHER ? "qwz" : "qgz",
+             "spec=%s", c->coll == TACL_COLL_ALLGATHER ? "qwz" : "qgz",
              c->lay->name, c->count, tacl_dtype_name(c->dtype), c->qbits,
              c->qblock, tacl_op_name(c->op),
              c->in_place ? "in-place" : "out-of-place",
@@ -280,7 +280,7 @@ static void build_rank(const void *cfg, simrun_t *sr, int r, rbufs_t *b,
                  tacl__last_error());
     cr_assert_not_null(algo, "%s: no algorithm", name);
     cr_assert_str_eq(algo->name,
-                     c->coll == TACL__COLL_ALLGATHER ? "qwz" : "qgz",
+                     c->coll == TACL_COLL_ALLGATHER ? "qwz" : "qgz",
                      "%s: built with %s", name, algo->name);
 }
 
@@ -289,7 +289,7 @@ static int own_block(const void *cfg, int r, size_t k)
 {
     const cfg_t *c = cfg;
 
-    return c->in_place && c->coll == TACL__COLL_ALLGATHER &&
+    return c->in_place && c->coll == TACL_COLL_ALLGATHER &&
            k / (c->count * tacl_dtype_size(c->dtype)) == (size_t)r;
 }
 
@@ -352,7 +352,7 @@ static void check_rank(const void *cfg, simrun_t *sr, int r,
     suite_op_t op = op_of(c);
     tacl__topo_view_t v0 = suite_view(c->lay, 0);
 
-    if (c->coll == TACL__COLL_ALLGATHER)
+    if (c->coll == TACL_COLL_ALLGATHER)
         check_qwz(c, b, r, name);
     else
         check_qgz(c, b, r, tacl__qgz_two_hop(&v0), name);
@@ -375,14 +375,14 @@ static void run_cfg(const cfg_t *c, unsigned seed)
  * The two large counts run every third combination, to keep the run
  * short (the full matrix passes too, in about four times as long).
  */
-static void run_matrix(tacl__coll_type_t coll, const char *spec)
+static void run_matrix(tacl_coll_t coll, const char *spec)
 {
     static const size_t counts[] = {1, 7, 1001, 4099};
     static const tacl_dtype_t dtypes[] = {TACL_FLOAT32, TACL_FLOAT16,
                                           TACL_BFLOAT16};
     static const int bits[] = {8, 4};
     static const uint32_t blocks[] = {64, 256};
-    int nops = coll == TACL__COLL_REDUCE_SCATTER ? 2 : 1;
+    int nops = coll == TACL_COLL_REDUCE_SCATTER ? 2 : 1;
     size_t li, ci, di, bi, ki, oi, ip;
     unsigned seed = 1, combo = 0;
 
@@ -407,7 +407,7 @@ static void run_matrix(tacl__coll_type_t coll, const char *spec)
                             }
 }
 
-Test(quant_algos, qwz_allgather) { run_matrix(TACL__COLL_ALLGATHER, NULL); }
+Test(quant_algos, qwz_allgather) { run_matrix(TACL_COLL_ALLGATHER, NULL); }
 Test(quant_algos, qwz_over_forced_algorithms)
 {
     static const char *const specs[] = {"allgather=ring", "allgather=bruck",
@@ -417,7 +417,7 @@ Test(quant_algos, qwz_over_forced_algorithms)
 
     for (si = 0; si < sizeof(specs) / sizeof(specs[0]); si++)
         for (li = 0; li < NLAYOUTS; li++) {
-            cfg_t c = {&layouts[li], TACL__COLL_ALLGATHER, 1001,
+            cfg_t c = {&layouts[li], TACL_COLL_ALLGATHER, 1001,
                        TACL_FLOAT16, 8, 64, TACL_SUM, (int)(li % 2), 512,
                        specs[si]};
 
@@ -426,7 +426,7 @@ Test(quant_algos, qwz_over_forced_algorithms)
 }
 Test(quant_algos, qgz_reduce_scatter)
 {
-    run_matrix(TACL__COLL_REDUCE_SCATTER, NULL);
+    run_matrix(TACL_COLL_REDUCE_SCATTER, NULL);
 }
 
 /* Bytes the SEND steps of every rank send to ranks on other nodes. */
@@ -473,13 +473,13 @@ Test(quant_bytes, qgz_inter_node_quarter_of_fp16_ring)
 {
     static const int multi[] = {1, 2, 3, 4};
     const tacl__algo_t *ring =
-        tacl__algo_find(TACL__COLL_REDUCE_SCATTER, "ring");
+        tacl__algo_find(TACL_COLL_REDUCE_SCATTER, "ring");
     size_t li, ci;
 
     for (li = 0; li < 4; li++)
         for (ci = 0; ci < 2; ci++) {
             const layout_t *lay = &layouts[multi[li]];
-            cfg_t c = {lay, TACL__COLL_REDUCE_SCATTER, ci ? 4099 : 1001,
+            cfg_t c = {lay, TACL_COLL_REDUCE_SCATTER, ci ? 4099 : 1001,
                        TACL_FLOAT16, 4, 64, TACL_SUM, 0, 1024, NULL};
             tacl__coll_args_t a = args_of(&c, NULL);
             uint64_t p = (uint64_t)lay->n, g = (uint64_t)lay->n_nodes;
@@ -516,12 +516,12 @@ Test(quant_bytes, qgz_inter_node_quarter_of_fp16_ring)
 Test(quant_bytes, qwz_inter_node_half_of_fp16_ring)
 {
     static const int multi[] = {1, 2, 3, 4};
-    const tacl__algo_t *ring = tacl__algo_find(TACL__COLL_ALLGATHER, "ring");
+    const tacl__algo_t *ring = tacl__algo_find(TACL_COLL_ALLGATHER, "ring");
     size_t li;
 
     for (li = 0; li < 4; li++) {
         const layout_t *lay = &layouts[multi[li]];
-        cfg_t c = {lay, TACL__COLL_ALLGATHER, 1001, TACL_FLOAT16, 8, 64,
+        cfg_t c = {lay, TACL_COLL_ALLGATHER, 1001, TACL_FLOAT16, 8, 64,
                    TACL_SUM, 0, 1024, "allgather=ring"};
         uint64_t q = inter_bytes(lay, &c, NULL);
         uint64_t f = inter_bytes(lay, &c, ring);
@@ -569,7 +569,7 @@ Test(quant_pipeline, qgz_chunks_overlap)
 
     for (li = 0; li < 3; li++) {
         const layout_t *lay = &layouts[multi[li]];
-        cfg_t c = {lay, TACL__COLL_REDUCE_SCATTER, 1001, TACL_FLOAT32, 4, 64,
+        cfg_t c = {lay, TACL_COLL_REDUCE_SCATTER, 1001, TACL_FLOAT32, 4, 64,
                    TACL_SUM, 0, 512, NULL};
         int r;
 
@@ -665,7 +665,7 @@ Test(quant_algos, rejects_what_it_cannot_build)
 {
     const layout_t *lay = &layouts[1];
     tacl__topo_view_t v = suite_view(lay, 0);
-    cfg_t c = {lay, TACL__COLL_ALLGATHER, 16, TACL_FLOAT32, 3, 64, TACL_SUM,
+    cfg_t c = {lay, TACL_COLL_ALLGATHER, 16, TACL_FLOAT32, 3, 64, TACL_SUM,
                0, 0, NULL};
     tacl__coll_args_t a = args_of(&c, NULL);
     const tacl__algo_t *algo = NULL;
@@ -678,7 +678,7 @@ Test(quant_algos, rejects_what_it_cannot_build)
     cr_assert_neq(tacl__quant_build(&s, &a, &v, NULL, &algo), TACL_OK);
     cr_assert_null(algo);
     a.qbits = 8;
-    a.type = TACL__COLL_ALLREDUCE;
+    a.type = TACL_COLL_ALLREDUCE;
     cr_assert_eq(tacl__quant_build(&s, &a, &v, NULL, &algo),
                  TACL_ERR_UNSUPPORTED);
     cr_assert_null(algo);

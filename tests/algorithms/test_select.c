@@ -30,7 +30,7 @@ static tacl__topo_view_t view_of(int rank, int n)
     return v;
 }
 
-static tacl__coll_args_t args_of(tacl__coll_type_t type, size_t count)
+static tacl__coll_args_t args_of(tacl_coll_t type, size_t count)
 {
     tacl__coll_args_t a = {0};
 
@@ -43,14 +43,14 @@ static tacl__coll_args_t args_of(tacl__coll_type_t type, size_t count)
     return a;
 }
 
-static const char *pick(tacl__coll_type_t type, size_t count, int n,
+static const char *pick(tacl_coll_t type, size_t count, int n,
                         const char *spec)
 {
     tacl__coll_args_t a = args_of(type, count);
     tacl__topo_view_t v = view_of(0, n);
     const tacl__algo_t *algo = tacl__algo_select(&a, &v, spec);
 
-    cr_assert_not_null(algo, "no algorithm for %s", tacl__coll_name(type));
+    cr_assert_not_null(algo, "no algorithm for %s", tacl_coll_name(type));
     cr_assert_eq(algo->coll, type);
     return algo->name;
 }
@@ -71,11 +71,11 @@ Test(select, small_messages_pick_latency_algorithms)
     for (i = 1; i < NN; i++) {
         int n = nranks_list[i], steps = tacl__log2_ceil(n);
         int direct_wins = 1 + (n - 2) * TACL__COST_MSG_SHARE < steps;
-        const char *ag = pick(TACL__COLL_ALLGATHER, 1, n, NULL);
-        const char *rs = pick(TACL__COLL_REDUCE_SCATTER, 1, n, NULL);
+        const char *ag = pick(TACL_COLL_ALLGATHER, 1, n, NULL);
+        const char *rs = pick(TACL_COLL_REDUCE_SCATTER, 1, n, NULL);
 
         if ((n & (n - 1)) == 0)
-            cr_expect_str_eq(pick(TACL__COLL_ALLREDUCE, 1, n, NULL), "rd",
+            cr_expect_str_eq(pick(TACL_COLL_ALLREDUCE, 1, n, NULL), "rd",
                              "allreduce of 4 bytes on %d ranks", n);
         /* Up to 3 ranks the ring takes as few steps as anything. */
         if (steps == n - 1)
@@ -93,7 +93,7 @@ Test(select, small_messages_pick_latency_algorithms)
             cr_expect_str_eq(rs, "ring", "reducescatter on %d ranks", n);
     }
     /* Many ranks: the log-step algorithms again. */
-    cr_expect_str_eq(pick(TACL__COLL_ALLGATHER, 1, 64, NULL), "bruck");
+    cr_expect_str_eq(pick(TACL_COLL_ALLGATHER, 1, 64, NULL), "bruck");
 }
 
 Test(select, large_messages_on_one_node_pick_direct)
@@ -105,12 +105,12 @@ Test(select, large_messages_on_one_node_pick_direct)
     for (i = 1; i < NN; i++) {
         int n = nranks_list[i];
 
-        cr_expect_str_eq(pick(TACL__COLL_ALLGATHER, 1 << 24, n, NULL),
+        cr_expect_str_eq(pick(TACL_COLL_ALLGATHER, 1 << 24, n, NULL),
                          "direct", "allgather of 64 MiB per rank, %d ranks",
                          n);
-        cr_expect_str_eq(pick(TACL__COLL_REDUCE_SCATTER, 1 << 24, n, NULL),
+        cr_expect_str_eq(pick(TACL_COLL_REDUCE_SCATTER, 1 << 24, n, NULL),
                          "direct", "reducescatter of 64 MiB, %d ranks", n);
-        cr_expect_str_eq(pick(TACL__COLL_ALLREDUCE, 1 << 26, n, NULL),
+        cr_expect_str_eq(pick(TACL_COLL_ALLREDUCE, 1 << 26, n, NULL),
                          "direct", "allreduce of 256 MiB, %d ranks", n);
     }
 }
@@ -119,8 +119,8 @@ Test(select, allreduce_on_two_ranks_reduces_each_half_once)
 {
     /* Recursive doubling reduces the whole vector on both ranks; past a
      * few kilobytes the halves are cheaper. */
-    cr_expect_str_eq(pick(TACL__COLL_ALLREDUCE, 1, 2, NULL), "rd");
-    cr_expect_str_eq(pick(TACL__COLL_ALLREDUCE, 1 << 20, 2, NULL),
+    cr_expect_str_eq(pick(TACL_COLL_ALLREDUCE, 1, 2, NULL), "rd");
+    cr_expect_str_eq(pick(TACL_COLL_ALLREDUCE, 1 << 20, 2, NULL),
                      "direct");
 }
 
@@ -128,35 +128,35 @@ Test(select, every_collective_has_an_algorithm)
 {
     int c, i;
 
-    for (c = 0; c < TACL__COLL_COUNT; c++)
+    for (c = 0; c < TACL_NUM_COLLS; c++)
         for (i = 0; i < NN; i++) {
-            tacl__coll_args_t a = args_of((tacl__coll_type_t)c, 100);
+            tacl__coll_args_t a = args_of((tacl_coll_t)c, 100);
             tacl__topo_view_t v = view_of(0, nranks_list[i]);
 
             a.root = nranks_list[i] - 1;
             cr_expect_not_null(tacl__algo_select(&a, &v, NULL),
-                               "%s on %d ranks", tacl__coll_name(c),
+                               "%s on %d ranks", tacl_coll_name(c),
                                nranks_list[i]);
         }
 }
 
 Test(select, forced_spec_is_honoured)
 {
-    cr_expect_str_eq(pick(TACL__COLL_ALLGATHER, 1, 8, "allgather=ring"),
+    cr_expect_str_eq(pick(TACL_COLL_ALLGATHER, 1, 8, "allgather=ring"),
                      "ring");
-    cr_expect_str_eq(pick(TACL__COLL_ALLREDUCE, 1 << 26, 8,
+    cr_expect_str_eq(pick(TACL_COLL_ALLREDUCE, 1 << 26, 8,
                           " allgather = bruck , allreduce=rd"), "rd");
-    cr_expect_str_eq(pick(TACL__COLL_ALLGATHER, 1 << 24, 8,
+    cr_expect_str_eq(pick(TACL_COLL_ALLGATHER, 1 << 24, 8,
                           "allgather=bruck,allreduce=ring"), "bruck");
     /* A spec for other collectives leaves this one to the tuner. */
-    cr_expect_str_eq(pick(TACL__COLL_ALLREDUCE, 1 << 26, 8,
+    cr_expect_str_eq(pick(TACL_COLL_ALLREDUCE, 1 << 26, 8,
                           "allgather=bruck"), "direct");
     /* rd reduce-scatter needs a power of two: the tuner takes over. */
-    cr_expect_str_eq(pick(TACL__COLL_REDUCE_SCATTER, 1, 5,
+    cr_expect_str_eq(pick(TACL_COLL_REDUCE_SCATTER, 1, 5,
                           "reducescatter=rd"), "direct");
-    cr_expect_str_eq(pick(TACL__COLL_REDUCE_SCATTER, 1 << 20, 6,
+    cr_expect_str_eq(pick(TACL_COLL_REDUCE_SCATTER, 1 << 20, 6,
                           "reducescatter=rd"),
-                     pick(TACL__COLL_REDUCE_SCATTER, 1 << 20, 6, NULL));
+                     pick(TACL_COLL_REDUCE_SCATTER, 1 << 20, 6, NULL));
 }
 
 Test(select, bad_specs_are_rejected)
@@ -191,7 +191,7 @@ Test(select, bad_specs_are_rejected)
 
 Test(select, build_reports_the_algorithm)
 {
-    tacl__coll_args_t a = args_of(TACL__COLL_ALLGATHER, 4);
+    tacl__coll_args_t a = args_of(TACL_COLL_ALLGATHER, 4);
     tacl__topo_view_t v = view_of(1, 4);
     const tacl__algo_t *algo = NULL;
     float send[4] = {0}, recv[16];
@@ -210,13 +210,21 @@ Test(select, build_reports_the_algorithm)
 
 Test(select, names)
 {
-    cr_expect_str_eq(tacl__coll_name(TACL__COLL_ALLGATHER), "allgather");
-    cr_expect_str_eq(tacl__coll_name(TACL__COLL_REDUCE_SCATTER),
-                     "reducescatter");
-    cr_expect_str_eq(tacl__coll_name(TACL__COLL_BARRIER), "barrier");
-    cr_expect_str_eq(tacl__coll_name(TACL__COLL_COUNT), "invalid");
-    cr_expect_not_null(tacl__algo_find(TACL__COLL_BARRIER, "bruck"));
-    cr_expect_null(tacl__algo_find(TACL__COLL_BARRIER, "ring"));
+    cr_expect_str_eq(tacl_coll_name(TACL_COLL_ALLGATHER), "allgather");
+    cr_expect_str_eq(tacl_coll_name(TACL_COLL_REDUCE_SCATTER),
+                     "reduce_scatter");
+    /* A user's spelling of a name: case, '_' and '-' do not matter. */
+    cr_expect_eq(tacl__coll_from_name("reducescatter"),
+                 TACL_COLL_REDUCE_SCATTER);
+    cr_expect_eq(tacl__coll_from_name("Reduce-Scatter"),
+                 TACL_COLL_REDUCE_SCATTER);
+    cr_expect_eq(tacl__coll_from_name("reduce"), TACL_COLL_REDUCE);
+    cr_expect_eq(tacl__coll_from_name("reduce_"), TACL_COLL_REDUCE);
+    cr_expect_eq(tacl__coll_from_name("scatter"), -1);
+    cr_expect_str_eq(tacl_coll_name(TACL_COLL_BARRIER), "barrier");
+    cr_expect_str_eq(tacl_coll_name(TACL_NUM_COLLS), "invalid");
+    cr_expect_not_null(tacl__algo_find(TACL_COLL_BARRIER, "bruck"));
+    cr_expect_null(tacl__algo_find(TACL_COLL_BARRIER, "ring"));
 }
 
 Test(peers, block_range_covers_the_vector)
@@ -269,7 +277,7 @@ Test(p2p, ring_shift_of_sends_and_receives)
         int32_t (*rbuf)[5] = calloc((size_t)n, sizeof(*rbuf));
 
         for (r = 0; r < n; r++) {
-            tacl__coll_args_t a = args_of(TACL__COLL_SEND, 5);
+            tacl__coll_args_t a = args_of(TACL_COLL_SEND, 5);
             tacl__topo_view_t v = view_of(r, n);
             const tacl__algo_t *algo = NULL;
             int k;
@@ -287,7 +295,7 @@ Test(p2p, ring_shift_of_sends_and_receives)
                                           &algo), TACL_OK);
             cr_expect_str_eq(algo->name, "p2p");
             /* The receive joins the same schedule, as in a group. */
-            a.type = TACL__COLL_RECV;
+            a.type = TACL_COLL_RECV;
             a.sendbuf = NULL;
             a.recvbuf = rbuf[r];
             a.root = (r + n - 1) % n;
@@ -321,7 +329,7 @@ Test(barrier, every_rank_hears_from_every_rank)
         while ((1 << rounds) < n)
             rounds++;
         for (r = 0; r < n; r++) {
-            tacl__coll_args_t a = args_of(TACL__COLL_BARRIER, 0);
+            tacl__coll_args_t a = args_of(TACL_COLL_BARRIER, 0);
             tacl__topo_view_t v = view_of(r, n);
 
             cr_assert_eq(tacl__algo_build(simrun_sched(sr, r), &a, &v, NULL,
@@ -358,13 +366,13 @@ Test(allreduce, results_agree_bitwise_across_ranks)
             float *in = malloc((size_t)n * count * sizeof(float));
             float *out = malloc((size_t)n * count * sizeof(float));
             const tacl__algo_t *algo =
-                tacl__algo_find(TACL__COLL_ALLREDUCE, algos[ai]);
+                tacl__algo_find(TACL_COLL_ALLREDUCE, algos[ai]);
 
             srand(7);
             for (k = 0; k < (size_t)n * count; k++)
                 in[k] = (float)rand() / (float)RAND_MAX - 0.5f;
             for (r = 0; r < n; r++) {
-                tacl__coll_args_t a = args_of(TACL__COLL_ALLREDUCE, count);
+                tacl__coll_args_t a = args_of(TACL_COLL_ALLREDUCE, count);
                 tacl__topo_view_t v = view_of(r, n);
 
                 a.sendbuf = in + (size_t)r * count;
@@ -420,7 +428,7 @@ Test(group, allgather_and_allreduce_fused)
             in[k] = (int32_t)k;
         for (r = 0; r < n; r++) {
             tacl__topo_view_t v = view_of(r, n);
-            tacl__coll_args_t a = args_of(TACL__COLL_ALLGATHER, count);
+            tacl__coll_args_t a = args_of(TACL_COLL_ALLGATHER, count);
             int32_t *mine = in + (size_t)r * count;
 
             a.dtype = TACL_INT32;
@@ -434,7 +442,7 @@ Test(group, allgather_and_allreduce_fused)
             a.chunk_bytes = 8;
             cr_assert_eq(tacl__algo_build(simrun_sched(sr, r), &a, &v,
                                           "allgather=ring", NULL), TACL_OK);
-            a.type = TACL__COLL_ALLREDUCE;
+            a.type = TACL_COLL_ALLREDUCE;
             a.recvbuf = ar + (size_t)r * count;
             a.seq = 2;
             cr_assert_eq(tacl__algo_build(simrun_sched(sr, r), &a, &v,
@@ -467,7 +475,7 @@ Test(ring, schedule_stays_compact)
 
     for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
         int n = ns[i];
-        tacl__coll_args_t a = args_of(TACL__COLL_ALLREDUCE, (size_t)n * 64);
+        tacl__coll_args_t a = args_of(TACL_COLL_ALLREDUCE, (size_t)n * 64);
         tacl__topo_view_t v = view_of(n / 2, n);
         float *buf = calloc((size_t)n * 64, sizeof(float));
         tacl__sched_t s;

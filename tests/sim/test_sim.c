@@ -35,7 +35,7 @@ static const char uniform[] =
     "node a cores=8 gpus=0 nics=1 nic_gbps=16\n"
     "fabric oversub=1 overhead=3\n";
 
-static tacl__coll_args_t args_of(tacl__coll_type_t type, size_t count,
+static tacl__coll_args_t args_of(tacl_coll_t type, size_t count,
                                  uint64_t chunk)
 {
     tacl__coll_args_t a;
@@ -59,8 +59,8 @@ static void assert_close(double got, double want, double rel,
 
 Test(sim, ring_matches_closed_forms)
 {
-    static const tacl__coll_type_t types[] = {
-        TACL__COLL_ALLGATHER, TACL__COLL_REDUCE_SCATTER, TACL__COLL_ALLREDUCE,
+    static const tacl_coll_t types[] = {
+        TACL_COLL_ALLGATHER, TACL_COLL_REDUCE_SCATTER, TACL_COLL_ALLREDUCE,
     };
     tacl__topo_t t;
     tacl__sim_cluster_t c;
@@ -71,13 +71,13 @@ Test(sim, ring_matches_closed_forms)
         cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, p, 1), TACL_OK);
         for (size_t i = 0; i < 3; i++) {
             /* count per rank for AG and RS, the vector for all-reduce */
-            size_t count = types[i] == TACL__COLL_ALLREDUCE
+            size_t count = types[i] == TACL_COLL_ALLREDUCE
                                ? (size_t)p * 65536
                                : 65536;
             double m = 65536 * 4.0; /* bytes of one block */
             tacl__coll_args_t a = args_of(types[i], count, 1u << 30);
             tacl__sim_result_t r;
-            double steps = types[i] == TACL__COLL_ALLREDUCE ? 2 * (p - 1)
+            double steps = types[i] == TACL_COLL_ALLREDUCE ? 2 * (p - 1)
                                                             : p - 1;
             char what[64];
 
@@ -87,7 +87,7 @@ Test(sim, ring_matches_closed_forms)
                          tacl__last_error());
             cr_assert_str_eq(r.algo->name, "ring");
             snprintf(what, sizeof(what), "%s on %d",
-                     tacl__coll_name(types[i]), p);
+                     tacl_coll_name(types[i]), p);
             assert_close(r.seconds, steps * (alpha + m / bw), 1e-9, what);
             cr_assert_eq(r.bytes[TACL_LINK_NET], (uint64_t)(p * steps * m),
                          "%s: %llu bytes", what,
@@ -104,7 +104,7 @@ Test(sim, kernels_and_sharing)
     tacl__topo_t t;
     tacl__sim_cluster_t c;
     tacl__sim_result_t r1, r2;
-    tacl__coll_args_t a = args_of(TACL__COLL_ALLGATHER, 65536, 1u << 30);
+    tacl__coll_args_t a = args_of(TACL_COLL_ALLGATHER, 65536, 1u << 30);
     const double alpha = 1e-6 + 3e-6, m = 65536 * 4.0;
 
     /* One node of 4 ranks, host memory: the ring runs on the host ports
@@ -135,7 +135,7 @@ Test(sim, many_connections_end_together)
     tacl__topo_t t;
     tacl__sim_cluster_t c;
     tacl__sim_result_t r;
-    tacl__coll_args_t a = args_of(TACL__COLL_ALLGATHER, 4096, 1u << 30);
+    tacl__coll_args_t a = args_of(TACL_COLL_ALLGATHER, 4096, 1u << 30);
     const double alpha = (7 + 3) * 1e-6, m = 4096 * 4.0;
 
     topo_text(&t, uniform);
@@ -154,7 +154,7 @@ Test(sim, deterministic_and_refuses_bad_clusters)
     tacl__topo_t t;
     tacl__sim_cluster_t c;
     tacl__sim_result_t r1, r2;
-    tacl__coll_args_t a = args_of(TACL__COLL_ALLREDUCE, 1 << 20, 1 << 18);
+    tacl__coll_args_t a = args_of(TACL_COLL_ALLREDUCE, 1 << 20, 1 << 18);
 
     cr_assert_eq(tacl__topo_load(TOPO_DIR "/p4d.24xlarge.topo", &t),
                  TACL_OK);
@@ -182,7 +182,7 @@ Test(sim, deterministic_and_refuses_bad_clusters)
 
 /* Simulate coll on nodes x 8 ranks of a shipped topology. */
 static tacl__sim_result_t run_on(const char *file, int nodes,
-                                 tacl__coll_type_t type, size_t bytes,
+                                 tacl_coll_t type, size_t bytes,
                                  tacl_dtype_t dtype, int qbits,
                                  const char *spec)
 {
@@ -221,10 +221,10 @@ Test(sim, mics_inter_node_volume)
     int i = 0;
 
     for (int p = 16; p <= 64; p *= 2, i++) {
-        tacl__sim_result_t ring = run_on(file, p / 8, TACL__COLL_ALLGATHER,
+        tacl__sim_result_t ring = run_on(file, p / 8, TACL_COLL_ALLGATHER,
                                          M, TACL_FLOAT32, 0,
                                          "allgather=ring");
-        tacl__sim_result_t mics = run_on(file, p / 8, TACL__COLL_ALLGATHER,
+        tacl__sim_result_t mics = run_on(file, p / 8, TACL_COLL_ALLGATHER,
                                          M, TACL_FLOAT32, 0,
                                          "allgather=mics");
         uint64_t ring_all = 0, per_rank, per_node;
@@ -252,16 +252,16 @@ Test(sim, zeroplusplus_volumes)
 {
     const char *file = TOPO_DIR "/p4d.24xlarge.topo";
     const size_t M = 64u << 20, per = M / 2 / 32; /* halves per rank */
-    tacl__sim_result_t base_ag = run_on(file, 4, TACL__COLL_ALLGATHER, M,
+    tacl__sim_result_t base_ag = run_on(file, 4, TACL_COLL_ALLGATHER, M,
                                         TACL_FLOAT16, 0, "allgather=mics");
-    tacl__sim_result_t qwz = run_on(file, 4, TACL__COLL_ALLGATHER, M,
+    tacl__sim_result_t qwz = run_on(file, 4, TACL_COLL_ALLGATHER, M,
                                     TACL_FLOAT16, 8, "allgather=mics");
-    tacl__sim_result_t base_rs = run_on(file, 4, TACL__COLL_REDUCE_SCATTER,
+    tacl__sim_result_t base_rs = run_on(file, 4, TACL_COLL_REDUCE_SCATTER,
                                         M, TACL_FLOAT16, 0,
                                         "reducescatter=mics");
-    tacl__sim_result_t qgz = run_on(file, 4, TACL__COLL_REDUCE_SCATTER, M,
+    tacl__sim_result_t qgz = run_on(file, 4, TACL_COLL_REDUCE_SCATTER, M,
                                     TACL_FLOAT16, 4, NULL);
-    tacl__sim_result_t hpz = run_on(file, 1, TACL__COLL_ALLGATHER, M / 4,
+    tacl__sim_result_t hpz = run_on(file, 1, TACL_COLL_ALLGATHER, M / 4,
                                     TACL_FLOAT16, 0, NULL);
 
     cr_assert_str_eq(qwz.algo->name, "qwz");
@@ -297,7 +297,7 @@ Test(sim, paro_horing_ratios)
     tacl__topo_t t;
     tacl__sim_cluster_t c;
     double time[3];
-    tacl__coll_args_t a = args_of(TACL__COLL_ALLGATHER,
+    tacl__coll_args_t a = args_of(TACL_COLL_ALLGATHER,
                                   (1u << 30) / 4 / 128, 1u << 20);
 
     a.memtype = TACL_MEM_CUDA;
@@ -336,13 +336,13 @@ Test(sim, paro_horing_ratios)
 Test(sim, mics_figure_13a)
 {
     const char *file = TOPO_DIR "/p3dn.24xlarge.topo";
-    tacl__sim_result_t ring = run_on(file, 2, TACL__COLL_ALLGATHER,
+    tacl__sim_result_t ring = run_on(file, 2, TACL_COLL_ALLGATHER,
                                      128u << 20, TACL_FLOAT32, 0,
                                      "allgather=ring");
-    tacl__sim_result_t hring = run_on(file, 2, TACL__COLL_ALLGATHER,
+    tacl__sim_result_t hring = run_on(file, 2, TACL_COLL_ALLGATHER,
                                       128u << 20, TACL_FLOAT32, 0,
                                       "allgather=hring");
-    tacl__sim_result_t mics = run_on(file, 2, TACL__COLL_ALLGATHER,
+    tacl__sim_result_t mics = run_on(file, 2, TACL_COLL_ALLGATHER,
                                      128u << 20, TACL_FLOAT32, 0,
                                      "allgather=mics");
 
@@ -366,7 +366,7 @@ Test(sim, mics_figure_13a)
 Test(sim, ring_at_1024_ranks)
 {
     tacl__sim_result_t r = run_on(TOPO_DIR "/p4d.24xlarge.topo", 128,
-                                  TACL__COLL_ALLGATHER, 1u << 30,
+                                  TACL_COLL_ALLGATHER, 1u << 30,
                                   TACL_FLOAT32, 0, "allgather=ring");
     double bound = 1023.0 * (1 << 20) / 12.5e9;
 

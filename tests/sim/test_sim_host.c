@@ -39,7 +39,7 @@ static tacl__sim_result_t ring_ag(const tacl__topo_t *t, int nodes, int rpn,
 {
     tacl__sim_cluster_t c;
     tacl__sim_result_t r;
-    const tacl__coll_args_t a = {.type = TACL__COLL_ALLGATHER,
+    const tacl__coll_args_t a = {.type = TACL_COLL_ALLGATHER,
                                  .count = count,
                                  .dtype = TACL_FLOAT32,
                                  .op = TACL_SUM,

@@ -50,7 +50,7 @@ Test(sim_trace, ring_step_timeline)
 
     cr_assert_not_null(f);
     memset(&a, 0, sizeof(a));
-    a.type = TACL__COLL_ALLGATHER;
+    a.type = TACL_COLL_ALLGATHER;
     a.count = 65536;
     a.dtype = TACL_FLOAT32;
     a.memtype = TACL_MEM_HOST;

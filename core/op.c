@@ -1,0 +1,226 @@
+/*
+ * The operation vocabulary (op.h): names, argument identity, buffer
+ * sizes and signatures.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+#include "op.h"
+
+static const char *const coll_names[TACL_NUM_COLLS] = {
+#define COLL_NAME_(name, value, str) [name] = str,
+    TACL_COLL_LIST(COLL_NAME_)
+#undef COLL_NAME_
+};
+
+TACL_EXPORT const char *tacl_coll_name(tacl_coll_t coll)
+{
+    if ((unsigned)coll >= TACL_NUM_COLLS)
+        return "invalid";
+    return coll_names[coll];
+}
+
+/* Whether a and b spell one name, ignoring case, '_' and '-'. */
+static int loose_eq(const char *a, const char *b)
+{
+    for (;;) {
+        while (*a == '_' || *a == '-')
+            a++;
+        while (*b == '_' || *b == '-')
+            b++;
+        if (*a == '\0' || *b == '\0')
+            return *a == *b;
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+            return 0;
+        a++;
+        b++;
+    }
+}
+
+int tacl__coll_from_name(const char *name)
+{
+    for (int c = 0; c < TACL_NUM_COLLS && name != NULL; c++)
+        if (loose_eq(coll_names[c], name))
+            return c;
+    return -1;
+}
+
+/*
+ * Every field of the arguments is part of a call's identity but seq.  A
+ * new field changes the size and stops the build here: add it below.
+ */
+_Static_assert(sizeof(tacl__coll_args_t) == 80,
+               "tacl__coll_args_t changed: update tacl__coll_args_same");
+
+int tacl__coll_args_same(const tacl__coll_args_t *a,
+                         const tacl__coll_args_t *b)
+{
+    return a->type == b->type && a->sendbuf == b->sendbuf &&
+           a->recvbuf == b->recvbuf && a->count == b->count &&
+           a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
+           a->memtype == b->memtype && a->chunk_bytes == b->chunk_bytes &&
+           a->qbits == b->qbits && a->qblock == b->qblock &&
+           a->shm_map == b->shm_map && a->send_mapped == b->send_mapped;
+}
+
+int tacl__coll_bytes(const tacl__coll_args_t *a, int rank, int nranks,
+                     uint64_t max_bytes, uint64_t *send_p, uint64_t *recv_p)
+{
+    uint64_t esize = tacl_dtype_size(a->dtype), block, all;
+    int is_root = a->root == rank;
+
+    *send_p = *recv_p = 0;
+    if (a->type == TACL_COLL_BARRIER)
+        return 0;
+    if (__builtin_mul_overflow((uint64_t)a->count, esize, &block) ||
+        __builtin_mul_overflow(block, (uint64_t)(nranks > 0 ? nranks : 1),
+                               &all) ||
+        all > max_bytes)
+        return -1;
+    switch (a->type) {
+    case TACL_COLL_ALLGATHER:
+        *send_p = block;
+        *recv_p = all;
+        break;
+    case TACL_COLL_REDUCE_SCATTER:
+        *send_p = all;
+        *recv_p = block;
+        break;
+    case TACL_COLL_ALLTOALL:
+        *send_p = *recv_p = all;
+        break;
+    case TACL_COLL_SEND:
+        *send_p = block;
+        break;
+    case TACL_COLL_RECV:
+        *recv_p = block;
+        break;
+    case TACL_COLL_BROADCAST:
+        *send_p = is_root ? block : 0;
+        *recv_p = block;
+        break;
+    case TACL_COLL_REDUCE:
+        *send_p = block;
+        *recv_p = is_root ? block : 0;
+        break;
+    default:
+        *send_p = *recv_p = block;
+        break;
+    }
+    return 0;
+}
+
+tacl__op_sig_t tacl__op_sig_of(const tacl__coll_args_t *a)
+{
+    tacl__op_sig_t s = {.coll = (int32_t)a->type, .op = -1, .root = -1};
+
+    if (a->type != TACL_COLL_BARRIER) {
+        s.count = a->count;
+        s.dtype = (int32_t)a->dtype;
+    }
+    if (tacl__coll_reduces(a->type))
+        s.op = (int32_t)a->op;
+    if (tacl__coll_rooted(a->type) || tacl__coll_p2p(a->type))
+        s.root = a->root;
+    s.qbits = a->qbits;
+    s.qblock = a->qbits != 0 ? (int32_t)a->qblock : 0;
+    return s;
+}
+
+tacl__sig_field_t tacl__op_sig_diff(const tacl__op_sig_t *a,
+                                    const tacl__op_sig_t *b)
+{
+    if (a->coll != b->coll)
+        return TACL__SIG_COLL;
+    if (a->count != b->count)
+        return TACL__SIG_COUNT;
+    if (a->dtype != b->dtype)
+        return TACL__SIG_DTYPE;
+    if (a->op != b->op)
+        return TACL__SIG_OP;
+    if (a->root != b->root)
+        return TACL__SIG_ROOT;
+    if (a->qbits != b->qbits)
+        return TACL__SIG_QBITS;
+    if (a->qblock != b->qblock)
+        return TACL__SIG_QBLOCK;
+    return TACL__SIG_SAME;
+}
+
+/* splitmix64's finaliser: every input bit reaches every output bit. */
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+uint64_t tacl__op_sig_hash(const tacl__op_sig_t *s)
+{
+    uint64_t h = mix(s->count + 0x9e3779b97f4a7c15ull);
+
+    h = mix(h ^ ((uint64_t)(uint32_t)s->coll << 32 | (uint32_t)s->dtype));
+    h = mix(h ^ ((uint64_t)(uint32_t)s->op << 32 | (uint32_t)s->root));
+    return mix(h ^ ((uint64_t)(uint32_t)s->qbits << 32 |
+                    (uint32_t)s->qblock));
+}
+
+static const char *const field_names[TACL__SIG_SAME] = {
+    [TACL__SIG_COLL] = "collective",
+    [TACL__SIG_COUNT] = "count",
+    [TACL__SIG_DTYPE] = "dtype",
+    [TACL__SIG_OP] = "op",
+    [TACL__SIG_ROOT] = "root",
+    [TACL__SIG_QBITS] = "quantization bits",
+    [TACL__SIG_QBLOCK] = "quantization block",
+};
+
+const char *tacl__sig_field_name(tacl__sig_field_t f)
+{
+    return (unsigned)f < TACL__SIG_SAME ? field_names[f] : "nothing";
+}
+
+const char *tacl__sig_field_value(const tacl__op_sig_t *s,
+                                  tacl__sig_field_t f, char *buf,
+                                  size_t len)
+{
+    switch (f) {
+    case TACL__SIG_COLL:
+        return tacl_coll_name((tacl_coll_t)s->coll);
+    case TACL__SIG_DTYPE:
+        return tacl_dtype_name((tacl_dtype_t)s->dtype);
+    case TACL__SIG_OP:
+        return s->op < 0 ? "none" : tacl_op_name((tacl_op_t)s->op);
+    case TACL__SIG_COUNT:
+        snprintf(buf, len, "%llu", (unsigned long long)s->count);
+        return buf;
+    case TACL__SIG_ROOT:
+        snprintf(buf, len, "%d", s->root);
+        return buf;
+    case TACL__SIG_QBITS:
+        snprintf(buf, len, "%d", s->qbits);
+        return buf;
+    default:
+        snprintf(buf, len, "%d", s->qblock);
+        return buf;
+    }
+}
+
+int tacl__op_sig_format(const tacl__op_sig_t *s, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "coll=%s count=%llu dtype=%s redop=%s root=%d",
+                     tacl_coll_name((tacl_coll_t)s->coll),
+                     (unsigned long long)s->count,
+                     tacl_dtype_name((tacl_dtype_t)s->dtype),
+                     s->op < 0 ? "none" : tacl_op_name((tacl_op_t)s->op),
+                     s->root);
+
+    if (s->qbits != 0 && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " qbits=%d qblock=%d",
+                      s->qbits, s->qblock);
+    return n;
+}

@@ -1,0 +1,145 @@
+/*
+ * The operation vocabulary every layer speaks: which operations there
+ * are (tacl_coll_t and its names, from tacl.h's TACL_COLL_LIST), what one
+ * call of them carries (tacl__coll_args_t), and the signature every rank
+ * of a call must agree on (tacl__op_sig_t).  The entry points fill the
+ * arguments, the builders read them, the plan cache and the fast path's
+ * memo key by them, and TACL_CHECK, the fast path's records and the
+ * flight recorder compare and print signatures: all through this file,
+ * as NCCL's ncclFunc_t and ncclFuncToString serve its enqueue, proxy,
+ * profiler and tuner alike.
+ */
+#ifndef TACL_CORE_OP_H
+#define TACL_CORE_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tacl.h"
+
+/** Whether coll reduces (takes a tacl_op_t). */
+static inline int tacl__coll_reduces(tacl_coll_t coll)
+{
+    return coll == TACL_COLL_REDUCE_SCATTER || coll == TACL_COLL_ALLREDUCE ||
+           coll == TACL_COLL_REDUCE;
+}
+
+/** Whether coll has a root (broadcast, reduce). */
+static inline int tacl__coll_rooted(tacl_coll_t coll)
+{
+    return coll == TACL_COLL_BROADCAST || coll == TACL_COLL_REDUCE;
+}
+
+/** Whether coll is point-to-point (its root field is the peer). */
+static inline int tacl__coll_p2p(tacl_coll_t coll)
+{
+    return coll == TACL_COLL_SEND || coll == TACL_COLL_RECV;
+}
+
+/**
+ * The operation a user names ("allreduce", "reduce_scatter"; case, '_'
+ * and '-' ignored, so "reducescatter" and "Reduce-Scatter" name it too),
+ * or -1.
+ */
+int tacl__coll_from_name(const char *name);
+
+/**
+ * One operation, as the public API received it (validated before a
+ * builder sees it).  count follows NCCL: elements per rank for ALLGATHER
+ * (sendcount) and REDUCE_SCATTER (recvcount), per block for ALLTOALL,
+ * the whole buffer for the others.
+ */
+typedef struct {
+    tacl_coll_t type;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    tacl_dtype_t dtype;
+    tacl_op_t op;           /* reductions; AVG allowed here */
+    int root;               /* BROADCAST, REDUCE root; SEND/RECV peer */
+    tacl_memtype_t memtype; /* HOST or CUDA, never AUTO */
+    uint64_t seq;           /* sequence number for TACL__TAG */
+    uint64_t chunk_bytes;   /* pipeline chunk for ring algorithms */
+    int qbits;              /* 0: exact; 8 or 4: quantized (qwZ, qgZ) */
+    uint32_t qblock;        /* values per quantization scale */
+    int shm_map;            /* the node's processes map one another's
+                               tacl_mem_alloc memory and shared scratch
+                               (TACL_SHM_MAP) */
+    int send_mapped;        /* what the node's peers read from this rank
+                               (all-gather: sendbuf, all-reduce: recvbuf)
+                               is tacl_mem_alloc memory they map */
+} tacl__coll_args_t;
+
+/**
+ * Whether a and b are the same call on this rank: every field but the
+ * sequence number (what a builder reads, so one schedule serves both).
+ */
+int tacl__coll_args_same(const tacl__coll_args_t *a,
+                         const tacl__coll_args_t *b);
+
+/**
+ * Bytes of the send and receive buffers operation a touches on rank of
+ * nranks: 0 for a buffer it does not use (a broadcast's sendbuf and a
+ * reduce's recvbuf on ranks but the root, a barrier's).  Returns -1 when
+ * a buffer would exceed max_bytes (or the product overflows), else 0.
+ */
+int tacl__coll_bytes(const tacl__coll_args_t *a, int rank, int nranks,
+                     uint64_t max_bytes, uint64_t *send_p,
+                     uint64_t *recv_p);
+
+/**
+ * What every rank of one call must agree on.  Fields the operation does
+ * not use hold -1 (op, root) or 0 (count and dtype of a barrier, qblock
+ * of an exact call), so that they never differ.
+ */
+typedef struct {
+    uint64_t count;
+    int32_t coll, dtype, op, root, qbits, qblock;
+} tacl__op_sig_t;
+
+/** The fields of a signature, in the order tacl__op_sig_diff checks. */
+typedef enum {
+    TACL__SIG_COLL = 0,
+    TACL__SIG_COUNT,
+    TACL__SIG_DTYPE,
+    TACL__SIG_OP,
+    TACL__SIG_ROOT,
+    TACL__SIG_QBITS,
+    TACL__SIG_QBLOCK,
+    TACL__SIG_SAME
+} tacl__sig_field_t;
+
+/** The signature of a (only the fields its operation uses). */
+tacl__op_sig_t tacl__op_sig_of(const tacl__coll_args_t *a);
+
+/** The first field in which a and b differ, TACL__SIG_SAME if none. */
+tacl__sig_field_t tacl__op_sig_diff(const tacl__op_sig_t *a,
+                                    const tacl__op_sig_t *b);
+
+static inline int tacl__op_sig_eq(const tacl__op_sig_t *a,
+                                  const tacl__op_sig_t *b)
+{
+    return tacl__op_sig_diff(a, b) == TACL__SIG_SAME;
+}
+
+/** A hash of s: equal signatures hash alike on every rank. */
+uint64_t tacl__op_sig_hash(const tacl__op_sig_t *s);
+
+/** A field's name for messages ("dtype", "quantization bits", ...). */
+const char *tacl__sig_field_name(tacl__sig_field_t f);
+
+/** Field f of s as text ("float32", "256", ...), in buf if it must be. */
+const char *tacl__sig_field_value(const tacl__op_sig_t *s,
+                                  tacl__sig_field_t f, char *buf,
+                                  size_t len);
+
+/**
+ * s as key=value words: "coll=allreduce count=256 dtype=float32
+ * redop=sum root=-1" ("redop=none" and "root=-1" where unused), with
+ * "qbits=8 qblock=256" after them for a quantized call: the flight
+ * records' words.
+ * Returns what snprintf returns.
+ */
+int tacl__op_sig_format(const tacl__op_sig_t *s, char *buf, size_t len);
+
+#endif /* TACL_CORE_OP_H */
