@@ -53,6 +53,17 @@ extern const tacl__cost_link_t tacl__cost_links[TACL_NUM_LINK_CLASSES];
 #define TACL__COST_MSG_SHARE 0.3
 
 /**
+ * The fast engine (executor/fastpath.h), as one call costs there: a
+ * fixed part (publishing the input, a peer's record brought over, the
+ * call's bookkeeping) and a part per peer whose record a rank reads,
+ * both measured with all_reduce_perf on 2 to 8 ranks of one node
+ * (docs/design/fastpath.md); the bytes move at the host link's rate, a
+ * reduction's at TACL__COST_GAMMA_HOST.
+ */
+#define TACL__COST_FAST_ALPHA 0.25e-6
+#define TACL__COST_FAST_PEER 0.05e-6
+
+/**
  * alpha (s) and beta (s/byte) of link class cls: the view's figures when
  * it has them, else fallback.
  */

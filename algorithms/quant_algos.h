@@ -1,7 +1,8 @@
 /*
  * The quantized collectives of ZeRO++ (qwZ, section 3.1; qgZ, sections
- * 3.3 and 4.1.2): entry points for tacl__quant_build and the pure
- * arithmetic their tests call directly.  Internal to algorithms/.
+ * 3.3 and 4.1.2): their registry rows, qwZ's composition (which the
+ * decider and tacl__algo_build use) and the pure arithmetic their tests
+ * call directly.  Internal to algorithms/.
  */
 #ifndef TACL_ALGORITHMS_QUANT_ALGOS_H
 #define TACL_ALGORITHMS_QUANT_ALGOS_H
@@ -11,24 +12,34 @@
 
 /*
  * The registry rows (flagged TACL__ALGO_FLAG_EXPLICIT): qwZ's row moves
- * its payload with the all-gather the tuner picks; qgZ's reduce-scatter
- * (SUM or AVG) is the 2-hop quantized all-to-all on a regular layout of
- * at least two nodes of at least two ranks, the 1-hop one elsewhere.
+ * its payload with the all-gather the decider picks for it (its own
+ * build(), for callers without a choice, with the ring); qgZ's
+ * reduce-scatter (SUM or AVG) is the 2-hop quantized all-to-all on a
+ * regular layout of at least two nodes of at least two ranks, the 1-hop
+ * one elsewhere.
  */
 TACL__ALGO_DECLARE_(qwz)
 TACL__ALGO_DECLARE_(qgz)
 
 /**
+ * The all-gather that moves qwZ's payload for args on view: its
+ * arguments (p blocks of the quantized bytes, in scratch the schedule
+ * appends) and view (no streaming: each block is dequantized as soon as
+ * it lands).  What the decider prices and picks the inner row for.
+ */
+void tacl__qwz_payload(const tacl__coll_args_t *args,
+                       const tacl__topo_view_t *view,
+                       tacl__coll_args_t *ia_p, tacl__topo_view_t *iv_p);
+
+/**
  * qwZ all-gather: quantize this rank's block, all-gather the quantized
- * bytes with the all-gather algorithm spec or the tuner picks for that
- * payload, dequantize every other block into recvbuf.  *inner_p, if not
- * NULL, receives the algorithm that moved the payload.
+ * bytes with inner (a row of the payload's all-gather; NULL: the ring),
+ * dequantize every other block into recvbuf.
  */
 tacl_status_t tacl__qwz_build_over(tacl__sched_t *s,
                                    const tacl__coll_args_t *args,
                                    const tacl__topo_view_t *view,
-                                   const char *spec,
-                                   const tacl__algo_t **inner_p);
+                                   const tacl__algo_t *inner);
 
 /** Whether qgZ runs its 2-hop form on view. */
 int tacl__qgz_two_hop(const tacl__topo_view_t *view);

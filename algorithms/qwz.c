@@ -104,48 +104,50 @@ static void qwz_dequant(qwz_t *x, const tacl__coll_args_t *args,
                         args->dtype, args->qblock, args->qbits, 0, deps, n);
 }
 
-/* Builds the inner all-gather of p blocks of qb bytes into t. */
-static tacl_status_t qwz_inner(tacl__sched_t *t, const tacl__coll_args_t *args,
-                               const tacl__topo_view_t *view, const char *spec,
-                               uint64_t qb, const tacl__algo_t **algo_p)
+void tacl__qwz_payload(const tacl__coll_args_t *args,
+                       const tacl__topo_view_t *view,
+                       tacl__coll_args_t *ia_p, tacl__topo_view_t *iv_p)
 {
     tacl__coll_args_t ia = *args;
     tacl__topo_view_t iv = *view;
-    const tacl__algo_t *algo;
-    tacl_status_t status;
 
     ia.sendbuf = NULL;
     ia.recvbuf = NULL;
-    ia.count = (size_t)qb;
+    ia.count = (size_t)tacl__quant_bytes(args->count, args->qblock,
+                                         args->qbits);
     ia.dtype = TACL_UINT8;
     ia.op = TACL_SUM;
     ia.qbits = 0;
     ia.qblock = 0;
     ia.send_mapped = 0;  /* the payload lives in private scratch */
     iv.stream_bytes = 0; /* and is dequantized as soon as it lands */
-    algo = tacl__algo_select(&ia, &iv, spec);
-    if (algo == NULL)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "qwz: no all-gather algorithm can move the "
-                           "quantized payload on %d ranks", view->nranks);
-    status = algo->build(t, &ia, &iv);
-    if (status == TACL_OK)
-        status = tacl__sched_status(t);
-    if (status != TACL_OK)
-        return status;
-    *algo_p = algo;
-    return TACL_OK;
+    iv.fast_max = 0;     /* it is part of a schedule */
+    *ia_p = ia;
+    *iv_p = iv;
+}
+
+/* Builds the inner all-gather of p blocks of the payload into t. */
+static tacl_status_t qwz_inner(tacl__sched_t *t, const tacl__coll_args_t *args,
+                               const tacl__topo_view_t *view,
+                               const tacl__algo_t *inner)
+{
+    tacl__coll_args_t ia;
+    tacl__topo_view_t iv;
+    tacl_status_t status;
+
+    tacl__qwz_payload(args, view, &ia, &iv);
+    status = inner != NULL ? inner->build(t, &ia, &iv)
+                           : tacl__ring_build(t, &ia, &iv);
+    return status == TACL_OK ? tacl__sched_status(t) : status;
 }
 
 tacl_status_t tacl__qwz_build_over(tacl__sched_t *s,
                                    const tacl__coll_args_t *args,
                                    const tacl__topo_view_t *view,
-                                   const char *spec,
-                                   const tacl__algo_t **inner_p)
+                                   const tacl__algo_t *inner)
 {
     size_t es = tacl_dtype_size(args->dtype), n = args->count;
     int p = s->nranks, r = s->rank, j;
-    const tacl__algo_t *algo = NULL;
     tacl__sched_map_t *map = NULL;
     qwz_t x = {0};
     tacl__algo_io_t io;
@@ -177,7 +179,7 @@ tacl_status_t tacl__qwz_build_over(tacl__sched_t *s,
         return status;
 
     tacl__sched_init(&t, r, p);
-    status = qwz_inner(&t, args, view, spec, qb, &algo);
+    status = qwz_inner(&t, args, view, inner);
     if (status != TACL_OK)
         goto err_fini;
     x.t = &t;
@@ -199,8 +201,6 @@ tacl_status_t tacl__qwz_build_over(tacl__sched_t *s,
         qwz_dequant(&x, args, io.out, j, qb, deps);
         status = tacl__sched_status(s);
     }
-    if (status == TACL_OK && inner_p != NULL)
-        *inner_p = algo;
 
 err_free:
     free(deps);

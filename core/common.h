@@ -18,6 +18,15 @@
 #define tacl_likely(x) __builtin_expect(!!(x), 1)
 #define tacl_unlikely(x) __builtin_expect(!!(x), 0)
 
+/** Whether [a, a + alen) and [b, b + blen) share a byte. */
+static inline int tacl__ranges_overlap(const void *a, uint64_t alen,
+                                       const void *b, uint64_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+    return alen > 0 && blen > 0 && x < y + blen && y < x + alen;
+}
+
 /** Monotonic time in nanoseconds. */
 static inline uint64_t tacl__now_ns(void)
 {

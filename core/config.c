@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -221,6 +222,18 @@ static int entry_bool(const config_entry_t *e)
     return i >= 0 ? i % 2 : entry_int(e) != 0;
 }
 
+/* Loads so far (config_read): what a reader that parses a value once
+ * compares, to parse it again after a reload. */
+static _Atomic unsigned config_gen;
+
+static void config_read(void);
+
+unsigned tacl__config_generation(void)
+{
+    pthread_once(&config_once, config_read);
+    return atomic_load_explicit(&config_gen, memory_order_acquire);
+}
+
 static void config_read(void)
 {
     char var[64];
@@ -265,6 +278,7 @@ static void config_read(void)
         snprintf(config_unknown[config_n_unknown++], sizeof(config_unknown[0]),
                  "%.*s", (int)len, *env);
     }
+    atomic_fetch_add_explicit(&config_gen, 1, memory_order_release);
     pthread_mutex_unlock(&config_lock);
 }
 

@@ -205,6 +205,13 @@ const char *tacl__config_env(const char *name);
 void tacl__config_reload(void);
 
 /**
+ * How many times the variables were read (1 after the first use, one
+ * more per tacl__config_reload): a reader that parses a value once keeps
+ * the generation it parsed and parses again when it changed.
+ */
+unsigned tacl__config_generation(void);
+
+/**
  * Print every variable with its value, where it came from (default,
  * environment or invalid), its default and documentation.
  */

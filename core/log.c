@@ -38,7 +38,7 @@ static char log_host[64];
  * logged, which happens on the first check of whether to log anything. */
 static int config_warned;
 
-static __thread char last_error[512];
+static __thread char last_error[TACL__ERROR_LEN];
 /* The peer whose failure tacl__error_peer() last recorded, or -1. */
 static __thread int failed_rank = -1;
 
@@ -131,7 +131,7 @@ static void log_vprint(tacl__log_level_t level, tacl__subsys_t subsys,
                        const char *file, int line, const char *fmt,
                        va_list ap)
 {
-    char msg[1024];
+    char msg[TACL__ERROR_LEN + 256];
 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     pthread_mutex_lock(&log_lock);

@@ -101,6 +101,11 @@ tacl_status_t tacl__error_peer_record(int rank, tacl__subsys_t subsys,
  */
 int tacl__error_take_failed_rank(void);
 
+/** Bytes an error message may have, its NUL included: every buffer that
+ *  keeps one (the thread's, a context's failure, a communicator's) holds
+ *  at least this many, so no message is cut on its way to the user. */
+#define TACL__ERROR_LEN 4096
+
 /** The calling thread's last error message ("" if none). */
 const char *tacl__last_error(void);
 /** Clear the calling thread's last error message. */

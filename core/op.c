@@ -112,6 +112,32 @@ int tacl__coll_bytes(const tacl__coll_args_t *a, int rank, int nranks,
     return 0;
 }
 
+uint64_t tacl__coll_input_bytes(const tacl__coll_args_t *a, int nranks)
+{
+    uint64_t block = (uint64_t)a->count * tacl_dtype_size(a->dtype);
+
+    switch (a->type) {
+    case TACL_COLL_BARRIER:
+        return 0;
+    case TACL_COLL_REDUCE_SCATTER:
+        return block * (uint64_t)nranks;
+    default:
+        return block;
+    }
+}
+
+void tacl__coll_shared_reads(const tacl__coll_args_t *a, int rank,
+                             int nranks, uint64_t *bytes_p, int *readers_p)
+{
+    *bytes_p = a->type == TACL_COLL_BROADCAST && rank != a->root
+                   ? 0
+                   : tacl__coll_input_bytes(a, nranks);
+    /* A reduce's root reads every input; the others read none. */
+    *readers_p = a->type == TACL_COLL_REDUCE ? rank != a->root : nranks - 1;
+    if (*bytes_p == 0)
+        *readers_p = 0;
+}
+
 tacl__op_sig_t tacl__op_sig_of(const tacl__coll_args_t *a)
 {
     tacl__op_sig_t s = {.coll = (int32_t)a->type, .op = -1, .root = -1};

@@ -88,6 +88,23 @@ int tacl__coll_bytes(const tacl__coll_args_t *a, int rank, int nranks,
                      uint64_t *recv_p);
 
 /**
+ * Bytes of the largest input one rank gives the operation (the same on
+ * every rank): the message of an all-reduce, all-gather, broadcast or
+ * reduce, the whole send buffer of a reduce-scatter, 0 for a barrier.
+ * What the fast engine's slot must hold.
+ */
+uint64_t tacl__coll_input_bytes(const tacl__coll_args_t *a, int nranks);
+
+/**
+ * Where each rank publishes its input for its peers to read (the fast
+ * engine's area): the bytes rank publishes and how many peers read them
+ * (a broadcast's root alone publishes; a reduce's root reads, the
+ * others do not).
+ */
+void tacl__coll_shared_reads(const tacl__coll_args_t *a, int rank,
+                             int nranks, uint64_t *bytes_p, int *readers_p);
+
+/**
  * What every rank of one call must agree on.  Fields the operation does
  * not use hold -1 (op, root) or 0 (count and dtype of a barrier, qblock
  * of an exact call), so that they never differ.

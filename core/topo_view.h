@@ -10,6 +10,13 @@
 
 #include "tacl.h"
 
+/** The most ranks a communicator may have for the fast engine (with more,
+ * each reads too many slots per call: the schedules do better). */
+#define TACL__FAST_MAX_RANKS 32
+/** The fast engine's largest slot (TACL_FAST_MAX beyond it counts as
+ * this). */
+#define TACL__FAST_CAP_MAX (1u << 20)
+
 typedef struct {
     int rank;            /* the caller's rank */
     int nranks;
@@ -32,6 +39,13 @@ typedef struct {
     double nic_bw;         /* GB/s of one NIC; 0: unknown */
     int gpu_peer;          /* 1: device buffers move between this node's
                               ranks on the gpu link class */
+    uint64_t fast_max;     /* the most bytes of input per rank the fast
+                              engine takes on this communicator (its
+                              area's slot; the ranks, 2 to
+                              TACL__FAST_MAX_RANKS of them on one node,
+                              all map it); 0: no fast engine.  Set by the
+                              communicator (or the simulator's cluster),
+                              not the maker. */
 } tacl__topo_view_t;
 
 #endif /* TACL_CORE_TOPO_VIEW_H */

@@ -48,7 +48,7 @@ typedef struct tacl__ctx {
     _Atomic tacl_status_t fatal; /* sticky failure of the whole context;
                                   set once under the lock, after
                                   fatal_msg, and read without it */
-    char fatal_msg[256];
+    char fatal_msg[TACL__ERROR_LEN];
     uint64_t last_check_ns;    /* last bootstrap liveness check */
     uint64_t last_event_ns;    /* last progress round that moved */
     unsigned flight_gen;       /* last TACL_FLIGHT_SIGNAL dumped for */

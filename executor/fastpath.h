@@ -46,11 +46,6 @@
 #include "executor.h"
 #include "op.h"
 
-/** The largest slot (TACL_FAST_MAX beyond it counts as this). */
-#define TACL__FAST_CAP_MAX (1u << 20)
-/** The most ranks a communicator may have for the fast path (with more,
- * each reads too many slots per call: the normal algorithms do better). */
-#define TACL__FAST_MAX_RANKS 32
 
 /** Bytes of a fast-path area's shared-memory name, NUL included. */
 #define TACL__FAST_NAME_LEN 64

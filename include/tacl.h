@@ -807,18 +807,28 @@ tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm);
 
 /*
  * Estimates (like NCCL's ncclGroupSimulateEnd): what an operation would
- * cost on this communicator, without running it.  The simulator builds
- * every rank's schedule with the algorithm a real call would use
- * (TACL_ALGO, TACL_TUNER) and runs them on the communicator's topology
- * (detected, or TACL_TOPO_FILE with its optional fabric and kernel
- * lines): links shared by concurrent messages share their bandwidth,
- * every message pays its link's latency, kernels run at the topology's
- * rates.  Purely local: no message is sent, every rank gets the same
- * time.  The buffers are assumed out of place, in host memory.
+ * cost on this communicator, without running it.  The estimate asks the
+ * same decider a blocking call outside a group asks (TACL_ALGO,
+ * TACL_TUNER, the small-message engine), so it names the engine and
+ * algorithm such a call would take; the simulator then builds every
+ * rank's schedule with that algorithm and runs them on the
+ * communicator's topology (detected, or TACL_TOPO_FILE with its optional
+ * fabric and kernel lines): links shared by concurrent messages share
+ * their bandwidth, every message pays its link's latency, kernels run at
+ * the topology's rates.  A call the small-message engine takes is priced
+ * by its model.  Purely local: no message is sent, every rank gets the
+ * same time.  The buffers are assumed out of place, in host memory.
+ * Before the communicator's first small call the estimate assumes the
+ * engine's area takes TACL_FAST_MAX bytes (this rank's setting; the real
+ * call uses rank 0's).
  */
 typedef struct {
     double seconds;          /**< predicted time of the operation */
-    char algorithm[16];      /**< the algorithm a real call would use */
+    char algorithm[16];      /**< the algorithm a real call would use, as
+                                  tacl_comm_last_algorithm() names it */
+    char engine[16];         /**< what would run it: "fast" (the
+                                  small-message engine's shared area) or
+                                  "schedule" (the executor) */
     /** What this rank would send, by link class (as tacl_counters_t). */
     uint64_t bytes[TACL_NUM_LINK_CLASSES];
     uint64_t messages[TACL_NUM_LINK_CLASSES];

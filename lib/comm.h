@@ -19,10 +19,29 @@
 #include "tacl.h"
 #include "algo.h"
 #include "executor.h"
+#include "sim.h"
 #include "topo_view.h"
 
 #define TACL__COMM_ALIVE 0x7ac1c0de
 #define TACL__COMM_DEAD 0xdeadc0de
+
+/*
+ * Per-feature state a communicator carries (the plan cache, the fast
+ * engine's area, the simulation tuner's cluster): each feature's struct
+ * begins with a tacl__comm_ext_t, sits in its slot of comm->ext from the
+ * feature's first use, and is freed with the communicator by its own
+ * free(), which destroy calls for every slot without naming features.
+ */
+typedef struct tacl__comm_ext {
+    void (*free)(struct tacl__comm_ext *ext);
+} tacl__comm_ext_t;
+
+typedef enum {
+    TACL__EXT_PLANS = 0,       /* plan.c: built schedules by signature */
+    TACL__EXT_FAST,            /* fast_area.c: the area and the memo */
+    TACL__EXT_TUNE,            /* tune_sim.c: cluster and picks */
+    TACL__EXT_COUNT
+} tacl__ext_slot_t;
 
 struct tacl_comm {
     uint32_t magic;
@@ -37,23 +56,17 @@ struct tacl_comm {
     uint64_t shrinks;          /* shrinks so far */
     uint64_t groups;           /* tacl_comm_create_group calls so far */
     int *node_of;              /* node index per comm rank */
-    tacl__topo_view_t view;
+    tacl__topo_view_t view;    /* its fast_max is the fast engine's
+                                  (fast_area.c) */
     struct tacl_comm *local;   /* cached tacl_comm_get_local() */
     struct tacl_comm *rail;    /* cached tacl_comm_get_rail() */
     int is_derived;            /* owned by its parent: not for the user to
                                   destroy */
     char last_algo[16];        /* algorithm of the latest operation */
-    struct tacl__plan_cache *plans; /* built schedules by signature
-                                       (plan.c), NULL until the first */
-    struct tacl__fast *fast;   /* the small-message area (fastpath.c),
-                                  NULL until the first call that uses it */
-    int fast_state;            /* fastpath.c: unknown, off, needs area, on */
-    int fast_tl;               /* the shm transport's index */
-    size_t fast_max;           /* rank 0's TACL_FAST_MAX (the area's) */
-    struct tacl__est *est;     /* the simulator's cluster and the sim
-                                  tuner's choices (lib/estimate.c) */
+    tacl__comm_ext_t *ext[TACL__EXT_COUNT]; /* per-feature state */
     tacl_status_t async_error;
-    char last_error[512];
+    /* The message of the last error returned on it (hold.c). */
+    char last_error[TACL__ERROR_LEN + TACL__COMM_NAME_LEN + 32];
     struct tacl_comm *grave_next; /* destroyed handles stay recognisable */
     int progress_thread;       /* holds its context's progress thread */
     int stream_hold;           /* holds it for operations on streams */
@@ -67,16 +80,18 @@ struct tacl_comm {
                                   owner (atomic) */
     int closing;               /* an abort or destroy has begun (atomic) */
     /* The owner: the first thread to call on the communicator, once the
-     * process may use the heavy fence (comm.c).  It holds the
+     * process may use the heavy fence (hold.c).  It holds the
      * communicator with plain stores of owner_calls, which only it
      * writes; other threads count themselves in calls. */
     uintptr_t owner;           /* its pthread_self(), 0 none (atomic) */
     int owner_calls;           /* the owner's holds (atomic) */
-    /* The owner's last fast-path call (fastpath.c), validated: the same
-     * arguments again skip validation.  Only the owner reads or writes
-     * it. */
-    struct tacl__fast_memo *fast_memo;
 };
+
+/** comm's state of the feature in slot, NULL before its first use. */
+static inline void *tacl__comm_ext(tacl_comm_t comm, tacl__ext_slot_t slot)
+{
+    return comm->ext[slot];
+}
 
 /** The communicator that embeds xc. */
 static inline tacl_comm_t tacl__comm_of(tacl__xcomm_t *xc)
@@ -84,6 +99,10 @@ static inline tacl_comm_t tacl__comm_of(tacl__xcomm_t *xc)
     return (tacl_comm_t)((char *)xc - offsetof(struct tacl_comm, x));
 }
 
+/*
+ * Holding a communicator for a call, and the last-error rule (hold.c,
+ * which calls nothing else in lib/).
+ */
 /** Check a handle: TACL_OK, or an error recorded with a message. */
 tacl_status_t tacl__comm_check(tacl_comm_t comm);
 
@@ -100,7 +119,7 @@ tacl_status_t tacl__comm_enter(tacl_comm_t comm);
 void tacl__comm_leave(tacl_comm_t comm);
 
 /** Whether the calling thread is comm's owner (it holds comm with plain
- *  stores, and alone uses comm->fast_memo). */
+ *  stores, and alone uses the fast engine's memo). */
 static inline int tacl__comm_is_owner(tacl_comm_t comm)
 {
     return __atomic_load_n(&comm->owner, __ATOMIC_RELAXED) ==
@@ -121,30 +140,31 @@ static inline int tacl__comm_is_owner(tacl_comm_t comm)
     } while (0)
 
 /**
- * A blocking tacl_comm_init_rank() whose communicator takes like's
- * configuration (timeout, name, check, progress thread): shrink's.
- */
-tacl_status_t tacl__comm_init_as(tacl_comm_t like, int nranks,
-                                 const tacl_unique_id_t *id, int rank,
-                                 tacl_comm_t *comm_p);
-
-/**
- * Copy the thread's last error into comm (if usable), prefixed with the
- * communicator's name when it has one, and return status.
+ * The last-error rule, owned here: a call that returns an error leaves
+ * its message, in the thread's last error and, when the call has a
+ * usable communicator, in the communicator's (prefixed with its name
+ * when it has one).  Every error exit of an entry point passes through
+ * this.  When nothing recorded a message (an error that reached the call
+ * from another thread: a request a progress thread failed, a context an
+ * abort or a dead peer failed), the context's failure message stands in,
+ * else the status's own words: a failed call never leaves an empty
+ * message.  Returns status.
  */
 tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status);
 
-/** Free what lib/estimate.c keeps on comm. */
-void tacl__est_free(tacl_comm_t comm);
-
 /**
- * The algorithm spec an operation is built with: spec (TACL_ALGO) as it
- * is, or with TACL_TUNER=sim the simulator's choice for the operation's
- * collective and size bucket put before it (so spec's own item for the
- * collective still wins), written into buf.
+ * Close comm (and its derived communicators) to new calls, for an abort
+ * or destroy: TACL_ERR_INVALID_USAGE if another thread closed it first.
  */
-const char *tacl__tuner_spec(tacl_comm_t comm, const tacl__coll_args_t *a,
-                             const char *spec, char *buf, size_t len);
+tacl_status_t tacl__comm_close(tacl_comm_t comm);
+/**
+ * Wait, at most timeout_s, for the calls other threads are in on a
+ * closed comm (and its derived ones) to leave: TACL_OK, or
+ * TACL_ERR_TIMEOUT with a call still inside.
+ */
+tacl_status_t tacl__comm_wait_calls(tacl_comm_t comm, double timeout_s);
+/** Undo tacl__comm_close() for a destroy that refuses. */
+void tacl__comm_reopen(tacl_comm_t comm);
 
 /** The memory type of a caller buffer (HOST unless a CUDA pointer). */
 tacl_memtype_t tacl__memtype_detect(const void *ptr);
@@ -184,7 +204,7 @@ tacl_status_t tacl__request_persistent(tacl_comm_t comm,
 tacl_status_t tacl__request_restart(tacl_request_t req, uint64_t seq);
 
 /*
- * Posting operations (coll.c, group.c).
+ * Posting operations (coll.c, group.c, ops.c).
  */
 typedef struct {
     tacl_comm_t comm;
@@ -198,10 +218,93 @@ typedef struct {
  * tag's sequence field. */
 #define TACL__SEQ_HALF (1ull << (TACL__TAG_SEQ_BITS - 1))
 
-/** Small blocking all-gather of bytes per rank, with tag sequence seq. */
+/** Validate an operation's arguments as the entry points do (coll.c). */
+tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
+                               tacl_stream_t stream);
+
+/**
+ * Set what the builders may assume of a validated operation: the chunk
+ * size and whether the node's processes map its buffers (ops.c).
+ */
+void tacl__coll_mark(tacl__coll_args_t *a);
+
+/** Small blocking all-gather of bytes per rank, with tag sequence seq
+ *  (ops.c). */
 tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
                                          const void *mine, void *all,
                                          size_t bytes);
+
+/**
+ * Build ops (all on one communicator, none for the fast engine) into one
+ * schedule in *sched_p (through the plan cache for a single op); lock
+ * held (ops.c).
+ */
+tacl_status_t tacl__ops_build(tacl_comm_t comm, const tacl__op_t *ops,
+                              int nops, tacl__sched_t *sched_p);
+
+/**
+ * Run ops (all on one communicator) as one schedule: build it, start it,
+ * and hand back its execution; waited: the caller waits for it and frees
+ * it (tacl__exec_start_on).  Lock held (ops.c).
+ */
+tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
+                              int nops, int waited, tacl__exec_t **exec_p);
+
+/*
+ * The decider (choose.c) and the simulation tuner (tune_sim.c).
+ */
+/**
+ * How comm runs a: tacl__algo_choose on comm's view with TACL_ALGO's
+ * table, TACL_TUNER's tuner and flags (TACL__CHOOSE_ALONE for a blocking
+ * call alone; dropped while checking is on).  It makes nothing: for the
+ * fast engine the view's fast_max is what tacl__fast_prepare left.
+ */
+tacl_status_t tacl__choose(tacl_comm_t comm, const tacl__coll_args_t *a,
+                           unsigned flags, tacl__choice_t *choice_p);
+/**
+ * TACL_ALGO's table for the configuration in force, parsed once per
+ * configuration load (an empty table when it does not parse: the
+ * communicator's creation refused it already).
+ */
+const tacl__algo_force_t *tacl__choose_force(void);
+
+/**
+ * With TACL_TUNER=sim, the row the simulator finds fastest for a's
+ * collective and size bucket on comm (simulated once per bucket, the
+ * same on every rank), NULL when it does not tune a (tune_sim.c).
+ */
+const tacl__algo_t *tacl__tune_sim_pick(tacl_comm_t comm,
+                                        const tacl__coll_args_t *a);
+/**
+ * comm's cluster for the simulator, made on first use from its
+ * context's topology; lock held.
+ */
+tacl_status_t tacl__tune_cluster(tacl_comm_t comm,
+                                 tacl__sim_cluster_t **cluster_p);
+
+/*
+ * The fast engine's area (fast_area.c).
+ */
+/** At creation: whether comm may ever have an area (view.fast_max). */
+void tacl__fast_comm_init(tacl_comm_t comm);
+/**
+ * A validated blocking call a alone (outside a group, or a group's only
+ * call, on no stream): make comm's area first if a is the first call
+ * that may take the fast engine (collectively: every rank reaches it at
+ * the same call), ask the decider, and when it answers the fast engine,
+ * run a there, set *status_p and return 1; return 0 when a takes a
+ * schedule (1 with the error when making the area failed).
+ */
+int tacl__fast_take(tacl_comm_t comm, tacl__coll_args_t *a,
+                    tacl_status_t *status_p);
+/**
+ * The owner thread's call a again with the arguments of one of its last
+ * fast-engine calls (validated then, the configuration unchanged since):
+ * run it there without validating or choosing again, setting *status_p,
+ * and return 1; or return 0 (validate it and go on as usual).
+ */
+int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
+                     tacl_status_t *status_p);
 
 /*
  * TACL_CHECK (check.c).
@@ -247,53 +350,14 @@ tacl_status_t tacl__stream_hold(tacl_comm_t comm);
 /** The distinct non-NULL streams of ops, for tacl__exec_start_on. */
 tacl_status_t tacl__stream_collect(const tacl__op_t *ops, int nops,
                                    tacl__dev_streams_t *out);
-/**
- * The small-message fast path (fastpath.c): run a validated blocking
- * call a there, setting *status_p, and return 1; or return 0 when the
- * call must take the normal path.
- */
-int tacl__fast_try(tacl_comm_t comm, tacl__coll_args_t *a,
-                   tacl_status_t *status_p);
-/**
- * The owner thread's call a again with the arguments of its last
- * fast-path call (validated then): run it there without validating it
- * again, setting *status_p, and return 1; or return 0 (validate it and
- * go on as usual).
- */
-int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
-                     tacl_status_t *status_p);
-/** Unmap comm's fast-path area. */
-void tacl__fast_comm_free(tacl_comm_t comm);
 
-/** Validate an operation's arguments as the entry points do. */
-tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
-                               tacl_stream_t stream);
-
-/**
- * Set what the builders may assume of a validated operation: the chunk
- * size and whether the node's processes map its buffers (coll.c).
+/*
+ * The flight recorder's API side (flight_note.c).
  */
-void tacl__coll_mark(tacl__coll_args_t *a);
-
-/**
- * Build ops (all on one communicator) into one schedule in *sched_p
- * (through the plan cache for a single op); lock held.
- */
-tacl_status_t tacl__ops_build(tacl_comm_t comm, const tacl__op_t *ops,
-                              int nops, tacl__sched_t *sched_p);
-
-/**
- * Run ops (all on one communicator) as one schedule: build it, start it,
- * and hand back its execution; waited: the caller waits for it and frees
- * it (tacl__exec_start_on).
- */
-tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
-                              int nops, int waited, tacl__exec_t **exec_p);
-
 /**
  * Begin the flight record of ops (about to start as one execution on
- * comm): the first operation's sequence number, collective, count, type,
- * root and algorithm, and how many were fused.
+ * comm): the first operation's sequence number and signature, the
+ * algorithm, and how many were fused.
  */
 void tacl__flight_note(tacl_comm_t comm, const tacl__op_t *ops, int nops);
 /** The flight record of operations whose first has arguments a (its
@@ -303,5 +367,46 @@ void tacl__flight_op_of(tacl_comm_t comm, const tacl__coll_args_t *a,
 /** tacl__flight_note of operations whose first has arguments a. */
 void tacl__flight_note_args(tacl_comm_t comm, const tacl__coll_args_t *a,
                             int nops);
+
+/*
+ * Communicators (comm_init.c).
+ */
+/**
+ * A blocking tacl_comm_init_rank() whose communicator takes like's
+ * configuration (timeout, name, check, progress thread): shrink's.
+ */
+tacl_status_t tacl__comm_init_as(tacl_comm_t like, int nranks,
+                                 const tacl_unique_id_t *id, int rank,
+                                 tacl_comm_t *comm_p);
+
+/** A communicator's configuration with every default resolved. */
+typedef struct {
+    double timeout_s;
+    int blocking;
+    int check;
+    int progress_thread;
+    char name[TACL__COMM_NAME_LEN];
+} tacl__comm_conf_t;
+
+/**
+ * Resolve and check cfg.  NULL takes parent's settings when there is a
+ * parent (a split), else the environment's.
+ */
+tacl_status_t tacl__comm_conf_resolve(const tacl_config_t *cfg,
+                                      tacl_comm_t parent,
+                                      tacl__comm_conf_t *out);
+/**
+ * Fill comm (zeroed, not yet marked alive) as rank of size on ctx (the
+ * ranks' world ranks in world, messages tagged with id), with conf's
+ * settings and a hold on the context's progress thread when it asks for
+ * one; the caller keeps its own reference to ctx either way.
+ */
+tacl_status_t tacl__comm_create_on(tacl_comm_t comm, tacl__ctx_t *ctx,
+                                   int rank, int size, const int *world,
+                                   uint32_t id,
+                                   const tacl__comm_conf_t *conf);
+/** Log a new communicator's settings (how: "init", "split", ...). */
+void tacl__comm_conf_log(tacl_comm_t comm, const tacl__comm_conf_t *conf,
+                         const char *how);
 
 #endif /* TACL_LIB_COMM_H */

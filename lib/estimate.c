@@ -1,13 +1,12 @@
 /*
- * Estimates without running (tacl_comm_estimate) and the simulation
- * tuner (TACL_TUNER=sim), both on the simulator of sim/sim.h.
- *
- * A communicator's cluster is made once, on first use, from its
- * context's topology (what was detected, or TACL_TOPO_FILE) and its
- * ranks' nodes.  The sim tuner simulates every candidate algorithm of a
- * collective at the first size it sees in each power-of-two bucket of
- * bytes and keeps the fastest for the bucket: every rank computes the
- * same choice from the same inputs, with no message.
+ * Estimates without running (tacl_comm_estimate): the decider's answer
+ * for a blocking call alone (tacl__choose, as the real call asks it),
+ * simulated on the communicator's cluster (tune_sim.c), every rank's
+ * schedule built as that answer says; the fast engine priced by its
+ * row's model.  Nothing is sent and nothing is made collectively: before
+ * the communicator's first call that could take the fast engine, the
+ * estimate assumes its area will have this rank's TACL_FAST_MAX (rank
+ * 0's applies to the real call, so set it alike everywhere).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -20,122 +19,15 @@
 #include "log.h"
 #include "sim.h"
 
-#define EST_BUCKETS 64
-#define EST_BUDGET (50ull * 1000 * 1000)
-
-struct tacl__est {
-    tacl__sim_cluster_t cluster;
-    /* The sim tuner's choice per collective and bucket, "" unknown. */
-    char choice[TACL_NUM_COLLS][EST_BUCKETS][16];
-};
-
-void tacl__est_free(tacl_comm_t comm)
-{
-    if (comm->est == NULL)
-        return;
-    tacl__sim_cluster_fini(&comm->est->cluster);
-    free(comm->est);
-    comm->est = NULL;
-}
-
-/* comm's cluster, made on first use. */
-static tacl_status_t est_get(tacl_comm_t comm, struct tacl__est **est_p)
-{
-    tacl__ctx_t *ctx = comm->x.ctx;
-    struct tacl__est *est;
-    int *node = NULL;
-    tacl_status_t status;
-
-    if (comm->est != NULL) {
-        *est_p = comm->est;
-        return TACL_OK;
-    }
-    est = calloc(1, sizeof(*est));
-    node = malloc((size_t)comm->size * sizeof(int));
-    if (est == NULL || node == NULL) {
-        free(est);
-        free(node);
-        return tacl__error(TACL_ERR_NO_MEMORY, TUNE, "out of memory");
-    }
-    for (int r = 0; r < comm->size; r++)
-        node[r] = ctx->node_of[comm->x.world[r]];
-    status = tacl__sim_cluster_init(&est->cluster, &ctx->topo, comm->size,
-                                    node, node);
-    free(node);
-    if (status != TACL_OK) {
-        free(est);
-        return status;
-    }
-    est->cluster.watch = comm->rank;
-    /* A tuner's or estimate's simulation stays short (about a second
-     * here): one past this is given up, and the tuner passes it over. */
-    est->cluster.budget = EST_BUDGET;
-    comm->est = est;
-    *est_p = est;
-    return TACL_OK;
-}
-
-static int est_bucket(const tacl__coll_args_t *a)
-{
-    uint64_t bytes = (uint64_t)a->count * tacl_dtype_size(a->dtype);
-    int b = 0;
-
-    while (bytes > 1 && b < EST_BUCKETS - 1) {
-        bytes >>= 1;
-        b++;
-    }
-    return b;
-}
-
-const char *tacl__tuner_spec(tacl_comm_t comm, const tacl__coll_args_t *a,
-                             const char *spec, char *buf, size_t len)
-{
-    struct tacl__est *est;
-    const tacl__algo_t *best = NULL;
-    tacl__sim_result_t res;
-    char *slot;
-
-    /* The config table's word list "model|sim": 1 is sim, in any case. */
-    if (tacl__config_word(TACL_CFG_TUNER) != 1 ||
-        a->qbits != 0 || (a->type != TACL_COLL_ALLGATHER &&
-                          a->type != TACL_COLL_REDUCE_SCATTER &&
-                          a->type != TACL_COLL_ALLREDUCE))
-        return spec;
-    if (est_get(comm, &est) != TACL_OK) {
-        TACL_WARN(TUNE, "TACL_TUNER=sim: no cluster to simulate (%s); "
-                  "using the cost model", tacl__last_error());
-        return spec;
-    }
-    slot = est->choice[a->type][est_bucket(a)];
-    if (slot[0] == '\0') {
-        if (tacl__sim_best(&est->cluster, a, &best, &res) != TACL_OK ||
-            best == NULL) {
-            TACL_WARN(TUNE, "TACL_TUNER=sim: simulation failed (%s); "
-                      "using the cost model", tacl__last_error());
-            return spec;
-        }
-        snprintf(slot, sizeof(est->choice[0][0]), "%s", best->name);
-        TACL_INFO(TUNE, "%s of %zu elements: %s by simulation (%.3g us)",
-                  tacl_coll_name(a->type), a->count, slot,
-                  res.seconds * 1e6);
-    }
-    /* The last item for a collective wins: the user's, if any.  A spec
-     * too long to prefix is left as the user wrote it. */
-    if ((size_t)snprintf(buf, len, "%s=%s,%s", tacl_coll_name(a->type),
-                         slot, spec != NULL ? spec : "") >= len)
-        return spec;
-    return buf;
-}
-
 static tacl_status_t estimate(tacl_comm_t comm, tacl_coll_t coll,
                               size_t count, tacl_dtype_t dtype, tacl_op_t op,
                               int root, tacl_sim_info_t *info_p)
 {
-    struct tacl__est *est;
+    tacl__sim_cluster_t *cluster;
+    tacl__algo_force_t one;
     tacl__coll_args_t a;
+    tacl__choice_t choice;
     tacl__sim_result_t res;
-    char buf[256];
-    const char *spec;
     tacl_status_t status;
 
     if (info_p == NULL)
@@ -170,14 +62,20 @@ static tacl_status_t estimate(tacl_comm_t comm, tacl_coll_t coll,
     a.op = op;
     a.root = root;
     a.memtype = TACL_MEM_HOST;
-    a.chunk_bytes = (uint64_t)tacl__config_int(TACL_CFG_CHUNK_SIZE);
-    a.shm_map = tacl__config_int(TACL_CFG_SHM_MAP) != 0;
+    tacl__coll_mark(&a);
     pthread_mutex_lock(&comm->x.ctx->lock);
-    status = est_get(comm, &est);
-    spec = tacl__tuner_spec(comm, &a, tacl__config_str(TACL_CFG_ALGO), buf,
-                            sizeof(buf));
+    status = tacl__choose(comm, &a, TACL__CHOOSE_ALONE, &choice);
     if (status == TACL_OK)
-        status = tacl__sim_run(&est->cluster, &a, spec, &res);
+        status = tacl__tune_cluster(comm, &cluster);
+    /* Every rank of the simulation runs the row chosen here. */
+    if (status == TACL_OK) {
+        tacl__algo_force_one(&one, choice.algo);
+        status = tacl__sim_run(cluster, &a, &one,
+                               choice.engine == TACL__ENGINE_FAST
+                                   ? TACL__CHOOSE_ALONE
+                                   : 0,
+                               &res);
+    }
     pthread_mutex_unlock(&comm->x.ctx->lock);
     if (status != TACL_OK)
         return status;
@@ -185,6 +83,8 @@ static tacl_status_t estimate(tacl_comm_t comm, tacl_coll_t coll,
     info_p->seconds = res.seconds;
     snprintf(info_p->algorithm, sizeof(info_p->algorithm), "%s",
              res.algo != NULL ? res.algo->name : "");
+    snprintf(info_p->engine, sizeof(info_p->engine), "%s",
+             tacl__engine_name(res.choice.engine));
     for (int k = 0; k < TACL_NUM_LINK_CLASSES; k++) {
         info_p->bytes[k] = res.watch_bytes[k];
         info_p->messages[k] = res.watch_msgs[k];

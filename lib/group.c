@@ -143,6 +143,29 @@ static int detach_streamed(tacl__exec_t **execs, int nexec)
     return kept;
 }
 
+/*
+ * A blocking end of a group holding one collective (what c10d's blocking
+ * calls and NCCL users' wrapped calls make): the call alone, which the
+ * fast engine may take.  Returns 1 when it did (*status_p its result).
+ */
+static int group_fast(tacl_status_t *status_p)
+{
+    tacl__op_t *op = &group.ops[0];
+    int taken;
+
+    if (group.nops != 1 || op->stream != NULL || op->checked ||
+        tacl__coll_p2p(op->args.type))
+        return 0;
+    *status_p = tacl__comm_enter(op->comm);
+    if (*status_p != TACL_OK)
+        return 1;
+    taken = tacl__fast_take(op->comm, &op->args, status_p);
+    if (taken)
+        tacl__comm_fail(op->comm, *status_p);
+    tacl__comm_leave(op->comm);
+    return taken;
+}
+
 static tacl_status_t group_end(tacl_request_t *req_p)
 {
     tacl__exec_t **execs;
@@ -157,6 +180,10 @@ static tacl_status_t group_end(tacl_request_t *req_p)
         if (req_p != NULL)
             *req_p = NULL;
         return TACL_OK;
+    }
+    if (req_p == NULL && group_fast(&status)) {
+        group_clear();
+        return status;
     }
     execs = calloc((size_t)group.nops + 1, sizeof(*execs));
     if (execs == NULL) {

@@ -3,40 +3,54 @@
  *
  * Each communicator has a few entries, replaced least recently used
  * first.  An entry is the operation's arguments with the sequence number
- * cleared, the forced-algorithm spec it was tuned under, the algorithm
- * chosen and the schedule built.  A hit copies the schedule (the executor
- * owns and frees what it runs) and rewrites the sequence-number field of
- * every message tag: builders make every tag with TACL__TAG(args->seq,
- * step) (toolbox.h), so the step part is the same for every call of one
- * signature.  Whatever else a builder reads is in the key: the arguments
- * and the communicator's topology view, which does not change.
+ * cleared, the flags and configuration load it was chosen under, the
+ * choice (registry rows, never names) and the schedule built.  A hit
+ * copies the schedule (the executor owns and frees what it runs) and
+ * rewrites the sequence-number field of every message tag: builders make
+ * every tag with TACL__TAG(args->seq, step) (toolbox.h), so the step part
+ * is the same for every call of one signature.  Whatever else the
+ * decider and a builder read is in the key: the arguments, TACL_ALGO and
+ * TACL_TUNER (the configuration load), and the communicator's topology
+ * view, which does not change for schedules (its fast_max only steers
+ * the fast engine, which no entry holds).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
+#include "config.h"
 #include "log.h"
 #include "plan.h"
 
 /* Distinct operations a communicator remembers. */
 #define PLAN_SLOTS 8
-/* A spec longer than this is not cached (it is built every time). */
-#define PLAN_SPEC_MAX 96
 
 typedef struct {
     int used;
     uint64_t last_use;
     tacl__coll_args_t key;   /* seq 0 */
-    char spec[PLAN_SPEC_MAX];
-    const tacl__algo_t *algo;
+    unsigned flags;          /* tacl__choose's */
+    unsigned gen;            /* the configuration load */
+    tacl__choice_t choice;
     tacl__sched_t sched;
 } plan_entry_t;
 
-struct tacl__plan_cache {
+typedef struct {
+    tacl__comm_ext_t ext;    /* comm->ext[TACL__EXT_PLANS] */
     plan_entry_t entries[PLAN_SLOTS];
     uint64_t clock;
     uint64_t hits, misses;
-};
+} plan_cache_t;
+
+static void plan_cache_free(tacl__comm_ext_t *ext)
+{
+    plan_cache_t *c = (plan_cache_t *)ext;
+
+    for (int i = 0; i < PLAN_SLOTS; i++)
+        if (c->entries[i].used)
+            tacl__sched_fini(&c->entries[i].sched);
+    free(c);
+}
 
 /* A copy of src into dst (empty) with its tags stamped with seq. */
 static tacl_status_t plan_copy(tacl__sched_t *dst, const tacl__sched_t *src,
@@ -76,45 +90,49 @@ static tacl_status_t plan_copy(tacl__sched_t *dst, const tacl__sched_t *src,
 
 static tacl_status_t plan_build_new(tacl_comm_t comm,
                                     const tacl__coll_args_t *args,
-                                    const char *spec, tacl__sched_t *s,
-                                    const tacl__algo_t **algo_p)
+                                    unsigned flags, tacl__sched_t *s,
+                                    tacl__choice_t *choice_p)
 {
-    if (args->qbits != 0)
-        return tacl__quant_build(s, args, &comm->view, spec, algo_p);
-    return tacl__algo_build(s, args, &comm->view, spec, algo_p);
+    tacl_status_t status = tacl__choose(comm, args, flags, choice_p);
+
+    if (status == TACL_OK)
+        status = tacl__algo_build(s, args, &comm->view, choice_p);
+    return status;
 }
 
 tacl_status_t tacl__plan_build(tacl_comm_t comm, const tacl__coll_args_t *args,
-                               const char *spec, tacl__sched_t *s,
-                               const tacl__algo_t **algo_p)
+                               unsigned flags, tacl__sched_t *s,
+                               tacl__choice_t *choice_p)
 {
-    tacl__plan_cache_t *c = comm->plans;
+    plan_cache_t *c = tacl__comm_ext(comm, TACL__EXT_PLANS);
     plan_entry_t *e, *victim;
     tacl__coll_args_t key = *args;
-    size_t spec_len = spec != NULL ? strlen(spec) : 0;
+    unsigned gen = tacl__config_generation();
     tacl_status_t status;
 
     key.seq = 0;
-    if (c == NULL && spec_len < PLAN_SPEC_MAX) {
-        c = comm->plans = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        c = calloc(1, sizeof(*c));
         /* Without memory for a cache, operations are built each time. */
+        if (c == NULL)
+            return plan_build_new(comm, args, flags, s, choice_p);
+        c->ext.free = plan_cache_free;
+        comm->ext[TACL__EXT_PLANS] = &c->ext;
     }
-    if (c == NULL || spec_len >= PLAN_SPEC_MAX)
-        return plan_build_new(comm, args, spec, s, algo_p);
     victim = &c->entries[0];
     for (e = c->entries; e < c->entries + PLAN_SLOTS; e++) {
         if (e->used && tacl__coll_args_same(&e->key, &key) &&
-            memcmp(e->spec, spec_len ? spec : "", spec_len + 1) == 0) {
+            e->flags == flags && e->gen == gen) {
             e->last_use = ++c->clock;
             c->hits++;
-            *algo_p = e->algo;
+            *choice_p = e->choice;
             return plan_copy(s, &e->sched, args->seq);
         }
         if (!e->used || (victim->used && e->last_use < victim->last_use))
             victim = e;
     }
     c->misses++;
-    status = plan_build_new(comm, args, spec, s, algo_p);
+    status = plan_build_new(comm, args, flags, s, choice_p);
     if (status != TACL_OK)
         return status;
     /* Remember it; a copy that cannot be made only costs the next call
@@ -130,23 +148,16 @@ tacl_status_t tacl__plan_build(tacl_comm_t comm, const tacl__coll_args_t *args,
     victim->used = 1;
     victim->last_use = ++c->clock;
     victim->key = key;
-    memcpy(victim->spec, spec_len ? spec : "", spec_len + 1);
-    victim->algo = *algo_p;
+    victim->flags = flags;
+    victim->gen = gen;
+    victim->choice = *choice_p;
     return TACL_OK;
-}
-
-void tacl__plan_cache_free(tacl__plan_cache_t *c)
-{
-    if (c == NULL)
-        return;
-    for (int i = 0; i < PLAN_SLOTS; i++)
-        if (c->entries[i].used)
-            tacl__sched_fini(&c->entries[i].sched);
-    free(c);
 }
 
 void tacl__plan_stats(tacl_comm_t comm, uint64_t *hits_p, uint64_t *misses_p)
 {
-    *hits_p = comm->plans != NULL ? comm->plans->hits : 0;
-    *misses_p = comm->plans != NULL ? comm->plans->misses : 0;
+    const plan_cache_t *c = tacl__comm_ext(comm, TACL__EXT_PLANS);
+
+    *hits_p = c != NULL ? c->hits : 0;
+    *misses_p = c != NULL ? c->misses : 0;
 }

@@ -160,6 +160,8 @@ tacl__topo_view_t tacl__sim_view(const tacl__sim_cluster_t *c, int rank)
 
     tacl__topo_view_make(&v, rank, c->nranks, c->node_of, c->link,
                          &c->desc[c->node_of[rank]]);
+    if (v.n_nodes == 1 && v.nranks >= 2 && v.nranks <= TACL__FAST_MAX_RANKS)
+        v.fast_max = c->fast_max;
     return v;
 }
 
@@ -245,6 +247,7 @@ typedef struct {
     size_t ndbundles, dbundles_cap;
     uint64_t updates;         /* bundle_update calls, against budget */
     int device;               /* device memory: gpu class inside nodes */
+    int fast;                 /* the fast engine runs it: no schedule */
     double now;
     int oom;
     tacl__sim_result_t *res;
@@ -981,9 +984,11 @@ static void trace_write(sim_t *s)
                                                TACL__TRACE_MARKS);
 }
 
-/* Build every rank's schedule of args into s->sched. */
+/* Build every rank's schedule of args into s->sched, each as the
+ * decider chooses it there. */
 static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
-                               const char *spec)
+                               const tacl__algo_force_t *force,
+                               unsigned flags)
 {
     const tacl__sim_cluster_t *c = s->c;
     tacl__coll_args_t a = *args;
@@ -1002,7 +1007,7 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
         return tacl__error(TACL_ERR_NO_MEMORY, TUNE, "out of memory");
     for (int r = 0; r < c->nranks && status == TACL_OK; r++) {
         tacl__topo_view_t v = tacl__sim_view(c, r);
-        const tacl__algo_t *algo = NULL;
+        tacl__choice_t choice;
 
         tacl__sched_init(&s->sched[r], r, c->nranks);
         /* In place by NCCL's rules: one buffer, the rank's block of it. */
@@ -1010,11 +1015,20 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
             a.sendbuf = base + (uint64_t)r * block;
         else if (in_place && a.type == TACL_COLL_REDUCE_SCATTER)
             a.recvbuf = base + (uint64_t)r * block;
-        status = a.qbits != 0
-                     ? tacl__quant_build(&s->sched[r], &a, &v, spec, &algo)
-                     : tacl__algo_build(&s->sched[r], &a, &v, spec, &algo);
-        if (r == 0)
-            s->res->algo = algo;
+        status = tacl__algo_choose(&v, &a, force, NULL, flags, &choice);
+        if (status == TACL_OK && r == 0) {
+            s->res->choice = choice;
+            s->res->algo = choice.algo;
+        }
+        if (status == TACL_OK && choice.engine == TACL__ENGINE_FAST) {
+            /* Every rank of one call takes the same engine. */
+            if (r != 0)
+                continue;
+            s->fast = 1;
+            return TACL_OK;
+        }
+        if (status == TACL_OK)
+            status = tacl__algo_build(&s->sched[r], &a, &v, &choice);
         if (status == TACL_OK &&
             (uint64_t)s->off[r] + s->sched[r].nsteps >= UINT32_MAX)
             status = tacl__error(TACL_ERR_UNSUPPORTED, TUNE,
@@ -1027,8 +1041,35 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
     return status;
 }
 
+/*
+ * A call of the fast engine: its row's model gives the time; every rank
+ * publishes its input once for each peer that reads it, on the host link
+ * (the engine's counters say the same).
+ */
+static void fast_run(sim_t *s, const tacl__coll_args_t *args)
+{
+    const tacl__sim_cluster_t *c = s->c;
+    tacl__topo_view_t v = tacl__sim_view(c, 0);
+    const tacl__algo_t *row = s->res->choice.algo;
+
+    s->res->seconds = row->cost(args, &v, 0, 0);
+    for (int r = 0; r < c->nranks; r++) {
+        uint64_t bytes;
+        int readers;
+
+        tacl__coll_shared_reads(args, r, c->nranks, &bytes, &readers);
+        s->res->bytes[TACL_LINK_HOST] += bytes * (uint64_t)readers;
+        s->res->msgs[TACL_LINK_HOST] += (uint64_t)readers;
+        if (r == c->watch) {
+            s->res->watch_bytes[TACL_LINK_HOST] = bytes * (uint64_t)readers;
+            s->res->watch_msgs[TACL_LINK_HOST] = (uint64_t)readers;
+        }
+    }
+}
+
 tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
-                            const tacl__coll_args_t *args, const char *spec,
+                            const tacl__coll_args_t *args,
+                            const tacl__algo_force_t *force, unsigned flags,
                             tacl__sim_result_t *res)
 {
     sim_t s;
@@ -1040,8 +1081,10 @@ tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
     s.res = res;
     s.device = args->memtype == TACL_MEM_CUDA;
     s.compact_at = (size_t)1 << 16;
-    status = build_all(&s, args, spec);
-    if (status == TACL_OK)
+    status = build_all(&s, args, force, flags);
+    if (status == TACL_OK && s.fast)
+        fast_run(&s, args);
+    else if (status == TACL_OK)
         status = simulate(&s);
     if (status == TACL_OK && s.marks != NULL)
         trace_write(&s);
@@ -1061,20 +1104,20 @@ tacl_status_t tacl__sim_best(const tacl__sim_cluster_t *c,
 
     *best_p = NULL;
     if (args->qbits != 0) {
-        status = tacl__sim_run(c, args, NULL, res);
+        status = tacl__sim_run(c, args, NULL, 0, res);
         if (status == TACL_OK)
             *best_p = res->algo;
         return status;
     }
     for (a = tacl__algos; a->name != NULL; a++) {
-        char spec[64];
+        tacl__algo_force_t one;
 
-        if (a->coll != args->type || (a->flags & TACL__ALGO_FLAG_EXPLICIT) ||
+        if (a->coll != args->type ||
+            (a->flags & (TACL__ALGO_FLAG_EXPLICIT | TACL__ALGO_FLAG_FAST)) ||
             !a->supports(args, &v))
             continue;
-        snprintf(spec, sizeof(spec), "%s=%s", tacl_coll_name(a->coll),
-                 a->name);
-        status = tacl__sim_run(c, args, spec, &r);
+        tacl__algo_force_one(&one, a);
+        status = tacl__sim_run(c, args, &one, 0, &r);
         if (status == TACL_ERR_UNSUPPORTED && c->budget != 0)
             continue; /* past the budget: not the fastest anyway */
         if (status != TACL_OK)

@@ -74,6 +74,9 @@ typedef struct {
                               most this across the network, all messages
                               together; 0: real nodes, no such bound */
     double kernel_bw[TACL__TOPO_KERNELS];   /* GB/s, 0: free */
+    uint64_t fast_max;     /* the views' fast_max (topo_view.h) when the
+                              ranks are 2 to TACL__FAST_MAX_RANKS on one
+                              node; 0 (the default): no fast engine */
     int watch;             /* the rank whose own sends a result also
                               counts (0 unless the caller sets it) */
     uint64_t budget;       /* most rate updates one simulation may make
@@ -117,18 +120,24 @@ typedef struct {
     uint64_t watch_msgs[TACL_NUM_LINK_CLASSES];
     uint64_t steps;        /* schedule steps of all ranks */
     uint64_t events;       /* events the simulation processed */
-    const tacl__algo_t *algo; /* the algorithm rank 0 ran */
+    tacl__choice_t choice; /* how rank 0 ran it */
+    const tacl__algo_t *algo; /* choice.algo */
 } tacl__sim_result_t;
 
 /**
  * Simulate one operation (args as a caller would pass them; the buffers
  * are not touched: equal non-NULL sendbuf and recvbuf ask for the
- * in-place form, anything else out of place) with the algorithm spec
- * forces (TACL_ALGO's syntax; NULL: the closed-form tuner's choice).
- * Every rank's schedule is built with the real builder.
+ * in-place form, anything else out of place) as the decider chooses it
+ * on every rank (tacl__algo_choose with force, NULL for none, and flags:
+ * TACL__CHOOSE_ALONE for a blocking call alone).  Every rank's schedule
+ * is built with the real builder; a choice of the fast engine, which
+ * runs without one, is priced by its row's model and counts the bytes
+ * each rank publishes once per peer that reads them, as the engine's
+ * counters do.
  */
 tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
-                            const tacl__coll_args_t *args, const char *spec,
+                            const tacl__coll_args_t *args,
+                            const tacl__algo_force_t *force, unsigned flags,
                             tacl__sim_result_t *res);
 
 /**

@@ -22,6 +22,7 @@
 
 #include "tacl.h"
 #include "algo.h"
+#include "comm.h"
 #include "config.h"
 #include "cost.h"
 #include "log.h"
@@ -242,6 +243,12 @@ static const struct {
     {TACL_COLL_ALLTOALL, 1},
 };
 
+/*
+ * The decider's answer per collective and size, for a blocking call
+ * alone on the layout: the same tacl__algo_choose a real call asks, with
+ * TACL_ALGO's table; the fast engine where one node of 2 to
+ * TACL__FAST_MAX_RANKS ranks would have an area of TACL_FAST_MAX bytes.
+ */
 static void print_tuner(const info_opts_t *o, const tacl__topo_t *topo)
 {
     int nranks = o->nodes * o->ranks_per_node;
@@ -257,18 +264,22 @@ static void print_tuner(const info_opts_t *o, const tacl__topo_t *topo)
         node_of[r] = r / o->ranks_per_node;
     tacl__topo_view_make(&view, 0, nranks, node_of, topo->link,
                          topo->n_nodes > 0 ? &topo->nodes[0] : NULL);
+    if (o->nodes == 1 && nranks >= 2 && nranks <= TACL__FAST_MAX_RANKS)
+        view.fast_max = TACL_MIN(tacl__config_size(TACL_CFG_FAST_MAX),
+                                 TACL__FAST_CAP_MAX);
     printf("layout %d nodes x %d ranks, float32, links of the topology "
-           "above; TACL_ALGO \"%s\"\n", o->nodes, o->ranks_per_node,
+           "above; TACL_ALGO \"%s\"; a blocking call alone (\"fast\": the "
+           "small-message engine)\n", o->nodes, o->ranks_per_node,
            tacl__config_str(TACL_CFG_ALGO));
     printf("%12s", "size (B)");
     for (size_t c = 0; c < ncoll; c++)
-        printf("  %-13s", tacl_coll_name(tuner_colls[c].type));
+        printf("  %-14s", tacl_coll_name(tuner_colls[c].type));
     printf("\n");
     for (int s = 0; s < o->nsizes; s++) {
         printf("%12zu", o->sizes[s]);
         for (size_t c = 0; c < ncoll; c++) {
             tacl__coll_args_t args;
-            const tacl__algo_t *a;
+            tacl__choice_t choice;
 
             memset(&args, 0, sizeof(args));
             args.type = tuner_colls[c].type;
@@ -277,13 +288,13 @@ static void print_tuner(const info_opts_t *o, const tacl__topo_t *topo)
             args.dtype = TACL_FLOAT32;
             args.op = TACL_SUM;
             args.memtype = TACL_MEM_HOST;
-            args.chunk_bytes = tacl__config_size(TACL_CFG_CHUNK_SIZE);
-            args.shm_map = tacl__config_bool(TACL_CFG_SHM_MAP);
-            a = args.count > 0 ? tacl__algo_select(&args, &view,
-                                                   tacl__config_str(
-                                                       TACL_CFG_ALGO))
-                               : NULL;
-            printf("  %-13s", a != NULL ? a->name : "-");
+            tacl__coll_mark(&args);
+            if (args.count == 0 ||
+                tacl__algo_choose(&view, &args, tacl__choose_force(), NULL,
+                                  TACL__CHOOSE_ALONE, &choice) != TACL_OK)
+                printf("  %-14s", "-");
+            else
+                printf("  %-14s", choice.algo->name);
         }
         printf("\n");
     }

@@ -188,14 +188,25 @@ static void fail_msg(const char *what)
     fprintf(stderr, "tacl-sim: %s: %s\n", what, tacl__last_error());
 }
 
-/* "ring" or "auto" into a spec for the collective ("" for auto). */
-static void algo_spec(const sim_opts_t *so, const char *name, char *spec,
-                      size_t len)
+/*
+ * "ring" or "auto" into the table the decider reads: the named row for
+ * the collective, or for auto TACL_ALGO's (and the fast engine, as a
+ * blocking call alone would take it).  0, or -1 after the parser's
+ * message.
+ */
+static int algo_force(const sim_opts_t *so, const char *name,
+                      tacl__algo_force_t *force, unsigned *flags_p)
 {
-    if (strcmp(name, "auto") == 0)
-        spec[0] = '\0';
-    else
-        snprintf(spec, len, "%s=%s", tacl_coll_name(so->kind), name);
+    char spec[96];
+
+    *flags_p = 0;
+    if (strcmp(name, "auto") == 0) {
+        *flags_p = TACL__CHOOSE_ALONE;
+        return tacl__algo_force_parse(tacl__config_str(TACL_CFG_ALGO),
+                                      force) == TACL_OK ? 0 : -1;
+    }
+    snprintf(spec, sizeof(spec), "%s=%s", tacl_coll_name(so->kind), name);
+    return tacl__algo_force_parse(spec, force) == TACL_OK ? 0 : -1;
 }
 
 /* One algorithm's table over every size; 0, or 1 after an error. */
@@ -203,13 +214,13 @@ static int run_algo(const sim_opts_t *so, tacl__perf_opts_t po,
                     const tacl__sim_cluster_t *c, const char *name,
                     FILE *json)
 {
-    char spec[96];
+    tacl__algo_force_t force;
+    unsigned flags;
     size_t bytes;
     uint64_t sizes_bytes[TACL_NUM_LINK_CLASSES];
     tacl__perf_sizes_t sz;
 
-    algo_spec(so, name, spec, sizeof(spec));
-    if (spec[0] != '\0' && tacl__algo_spec_check(spec) != TACL_OK) {
+    if (algo_force(so, name, &force, &flags) != 0) {
         fail_msg(name);
         return 1;
     }
@@ -228,8 +239,7 @@ static int run_algo(const sim_opts_t *so, tacl__perf_opts_t po,
         for (int p = 0; p < 2; p++) {
             tacl__coll_args_t a = op_args(so, &po, &sz, p);
 
-            if (tacl__sim_run(c, &a, spec[0] ? spec : NULL, &sr[p]) !=
-                TACL_OK) {
+            if (tacl__sim_run(c, &a, &force, flags, &sr[p]) != TACL_OK) {
                 fail_msg(name);
                 return 1;
             }
@@ -291,7 +301,7 @@ static int run_tuner(const sim_opts_t *so, const tacl__perf_opts_t *po,
         tacl__perf_get_sizes(so->kind, bytes, c->nranks, po->dtype, &sz);
         a = op_args(so, po, &sz, 0);
         model = tacl__algo_select(&a, &v, NULL);
-        if (tacl__sim_run(c, &a, NULL, &rm) != TACL_OK ||
+        if (tacl__sim_run(c, &a, NULL, 0, &rm) != TACL_OK ||
             tacl__sim_best(c, &a, &best, &rb) != TACL_OK || best == NULL) {
             fail_msg("tuner");
             return 1;
@@ -338,6 +348,11 @@ int main(int argc, char **argv)
         return 1;
     }
     tacl__topo_fini(&topo);
+    /* A real communicator's fast engine: an area of TACL_FAST_MAX (the
+     * views use it on one node of 2 to TACL__FAST_MAX_RANKS ranks). */
+    c.fast_max = tacl__config_size(TACL_CFG_FAST_MAX);
+    if (c.fast_max > TACL__FAST_CAP_MAX)
+        c.fast_max = TACL__FAST_CAP_MAX;
     if (so.trace != NULL) {
         c.trace = fopen(so.trace, "w");
         c.trace_ops = &trace_ops;

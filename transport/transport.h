@@ -108,6 +108,9 @@ static inline void tacl__tl_unlock(pthread_mutex_t *lock)
 #define TACL__TL_CAP_HOST (1u << 0)     /* reads/writes host memory */
 #define TACL__TL_CAP_CUDA (1u << 1)     /* reads/writes CUDA memory */
 #define TACL__TL_CAP_ONE_SIDED (1u << 2)
+/* The peers it reaches map one another's memory, so a shared-memory
+ * area can serve them (the fast engine's, lib/fast_area.c). */
+#define TACL__TL_CAP_MAP (1u << 3)
 
 /** Where a peer is, seen from this rank; also the bits of a reach. */
 typedef enum {
@@ -250,6 +253,12 @@ static inline void tacl__tl_close(tacl__tl_t *tl)
 {
     tl->ops->close(tl);
 }
+/** Whether tl's peers map one another's memory (TACL__TL_CAP_MAP). */
+static inline int tacl__tl_can_map(const tacl__tl_t *tl)
+{
+    return (tl->ops->caps & TACL__TL_CAP_MAP) != 0;
+}
+
 static inline const char *tacl__tl_name(const tacl__tl_t *tl)
 {
     return tl->ops->name;

@@ -16,6 +16,7 @@
 #include "cost.h"
 #include "log.h"
 #include "sim.h"
+#include "spec.h"
 
 /* The closed form's time over the simulator's stays in [1/F, F]. */
 #define COST_FACTOR 1.35
@@ -54,7 +55,7 @@ static double sim_time(const tacl__sim_cluster_t *c,
 {
     tacl__sim_result_t r;
 
-    cr_assert_eq(tacl__sim_run(c, a, spec, &r), TACL_OK, "%s: %s", spec,
+    cr_assert_eq(tacl__sim_run(c, a, spec_force(spec), 0, &r), TACL_OK, "%s: %s", spec,
                  tacl__last_error());
     return r.seconds;
 }

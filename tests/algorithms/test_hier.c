@@ -18,6 +18,7 @@
 #include "hier.h"
 #include "log.h"
 #include "suite.h"
+#include "spec.h"
 
 typedef suite_layout_t layout_t;
 
@@ -139,7 +140,7 @@ static const tacl__algo_t *forced_pick(const cfg_t *c, int r,
 
     snprintf(spec, sizeof(spec), "%s=%s", tacl_coll_name(c->coll),
              c->algo);
-    return tacl__algo_select(a, &v, spec);
+    return tacl__algo_select(a, &v, spec_row(spec, a));
 }
 
 /*
@@ -399,7 +400,7 @@ static const char *tuned(const layout_t *lay, tacl_coll_t coll,
 
     c.count = bytes / 4 / (coll == TACL_COLL_ALLREDUCE ? 1 : lay->n);
     a = args_of(&c, NULL, 1);
-    algo = tacl__algo_select(&a, &v, spec);
+    algo = tacl__algo_select(&a, &v, spec_row(spec, &a));
     cr_assert_not_null(algo);
     return algo->name;
 }

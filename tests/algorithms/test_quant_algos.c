@@ -24,6 +24,7 @@
 #include "quant.h"
 #include "quant_algos.h"
 #include "suite.h"
+#include "spec.h"
 
 typedef suite_layout_t layout_t;
 
@@ -275,7 +276,7 @@ static void build_rank(const void *cfg, simrun_t *sr, int r, rbufs_t *b,
 
     suite_bufs(sr, &op, r, b, fill, c);
     a = suite_args(&op, b, seq);
-    st = tacl__quant_build(simrun_sched(sr, r), &a, &v, c->spec, &algo);
+    st = spec_build(simrun_sched(sr, r), &a, &v, c->spec, &algo);
     cr_assert_eq(st, TACL_OK, "%s: rank %d build failed: %s", name, r,
                  tacl__last_error());
     cr_assert_not_null(algo, "%s: no algorithm", name);
@@ -452,7 +453,7 @@ static uint64_t inter_bytes(const layout_t *lay, const cfg_t *c,
             a.qbits = 0;
             st = flat->build(&s, &a, &v);
         } else {
-            st = tacl__quant_build(&s, &a, &v, c->spec, NULL);
+            st = spec_build(&s, &a, &v, c->spec, NULL);
         }
         cr_assert_eq(st, TACL_OK, "build failed: %s", tacl__last_error());
         total += suite_inter_bytes(&s, lay->node_of);
@@ -586,7 +587,7 @@ Test(quant_pipeline, qgz_chunks_overlap)
             a.sendbuf = send;
             a.recvbuf = recv;
             tacl__sched_init(&s, r, lay->n);
-            cr_assert_eq(tacl__quant_build(&s, &a, &v, NULL, NULL), TACL_OK);
+            cr_assert_eq(spec_build(&s, &a, &v, NULL, NULL), TACL_OK);
             for (j = 0; j < s.nsteps; j++) {
                 const tacl__step_t *t = &s.steps[j];
                 int msg = t->kind == TACL__STEP_SEND ||
@@ -675,11 +676,11 @@ Test(quant_algos, rejects_what_it_cannot_build)
     a.sendbuf = send;
     a.recvbuf = recv;
     tacl__sched_init(&s, 0, lay->n);
-    cr_assert_neq(tacl__quant_build(&s, &a, &v, NULL, &algo), TACL_OK);
+    cr_assert_neq(spec_build(&s, &a, &v, NULL, &algo), TACL_OK);
     cr_assert_null(algo);
     a.qbits = 8;
     a.type = TACL_COLL_ALLREDUCE;
-    cr_assert_eq(tacl__quant_build(&s, &a, &v, NULL, &algo),
+    cr_assert_eq(spec_build(&s, &a, &v, NULL, &algo),
                  TACL_ERR_UNSUPPORTED);
     cr_assert_null(algo);
     tacl__sched_fini(&s);

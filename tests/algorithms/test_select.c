@@ -14,6 +14,7 @@
 #include "topo.h"
 #include "log.h"
 #include "simrun.h"
+#include "spec.h"
 
 static const int nranks_list[] = {1, 2, 3, 5, 8, 11, 16};
 #define NN ((int)(sizeof(nranks_list) / sizeof(nranks_list[0])))
@@ -48,7 +49,7 @@ static const char *pick(tacl_coll_t type, size_t count, int n,
 {
     tacl__coll_args_t a = args_of(type, count);
     tacl__topo_view_t v = view_of(0, n);
-    const tacl__algo_t *algo = tacl__algo_select(&a, &v, spec);
+    const tacl__algo_t *algo = tacl__algo_select(&a, &v, spec_row(spec, &a));
 
     cr_assert_not_null(algo, "no algorithm for %s", tacl_coll_name(type));
     cr_assert_eq(algo->coll, type);
@@ -159,6 +160,13 @@ Test(select, forced_spec_is_honoured)
                      pick(TACL_COLL_REDUCE_SCATTER, 1 << 20, 6, NULL));
 }
 
+static tacl_status_t spec_check(const char *spec)
+{
+    tacl__algo_force_t force;
+
+    return tacl__algo_force_parse(spec, &force);
+}
+
 Test(select, bad_specs_are_rejected)
 {
     static const struct {
@@ -169,23 +177,65 @@ Test(select, bad_specs_are_rejected)
         {"allgather", "allgather"},
         {"allreduce=ring,reduce=ring", "ring"},
         {"allgather=", "allgather="},
+        {"allreduce:16k-4k=rd", "16k-4k"},
+        {"allreduce:4k=rd", "4k"},
+        {"allreduce:x-=rd", "x-"},
+        {"allreduce:-1-=rd", "-1-"},
     };
     size_t i;
 
-    cr_expect_eq(tacl__algo_spec_check(NULL), TACL_OK);
-    cr_expect_eq(tacl__algo_spec_check(""), TACL_OK);
-    cr_expect_eq(tacl__algo_spec_check("allgather=ring, allreduce=rd,"),
+    cr_expect_eq(spec_check(NULL), TACL_OK);
+    cr_expect_eq(spec_check(""), TACL_OK);
+    cr_expect_eq(spec_check("allgather=ring, allreduce=rd,"), TACL_OK);
+    cr_expect_eq(spec_check("barrier=bruck,send=p2p"), TACL_OK);
+    cr_expect_eq(spec_check("AllGather=RING"), TACL_OK);
+    cr_expect_eq(spec_check("reducescatter=ring,reduce_scatter:-1M=rd"),
                  TACL_OK);
-    cr_expect_eq(tacl__algo_spec_check("barrier=bruck,send=p2p"), TACL_OK);
-    cr_expect_eq(tacl__algo_spec_check("AllGather=RING"), TACL_OK);
+    cr_expect_eq(spec_check("allreduce=fast"), TACL_OK);
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         tacl__last_error_clear();
-        cr_expect_eq(tacl__algo_spec_check(bad[i].spec),
-                     TACL_ERR_INVALID_ARG, "spec '%s' accepted",
-                     bad[i].spec);
+        cr_expect_eq(spec_check(bad[i].spec), TACL_ERR_INVALID_ARG,
+                     "spec '%s' accepted", bad[i].spec);
         cr_expect(strstr(tacl__last_error(), bad[i].token) != NULL,
                   "message '%s' does not name '%s'", tacl__last_error(),
                   bad[i].token);
+    }
+}
+
+/* Size ranges: [lo, hi) of count * dtype bytes, the last item wins. */
+Test(select, forced_ranges)
+{
+    const char *spec = "allreduce:0-16k=rd, allreduce:16K-=ring, "
+                       "allgather=bruck, allgather:1m-2m=ring";
+    tacl__coll_args_t a = args_of(TACL_COLL_ALLREDUCE, 0);
+    static const struct {
+        tacl_coll_t coll;
+        size_t count;
+        const char *row;
+    } cases[] = {
+        {TACL_COLL_ALLREDUCE, 1, "rd"},
+        {TACL_COLL_ALLREDUCE, 4095, "rd"},
+        {TACL_COLL_ALLREDUCE, 4096, "ring"},
+        {TACL_COLL_ALLREDUCE, 1 << 24, "ring"},
+        {TACL_COLL_ALLGATHER, 1, "bruck"},
+        {TACL_COLL_ALLGATHER, 1 << 18, "ring"},
+        {TACL_COLL_ALLGATHER, (1 << 19) - 1, "ring"},
+        {TACL_COLL_ALLGATHER, 1 << 19, "bruck"},
+        {TACL_COLL_BROADCAST, 1, NULL},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const tacl__algo_t *row;
+
+        a.type = cases[i].coll;
+        a.count = cases[i].count;
+        row = spec_row(spec, &a);
+        if (cases[i].row == NULL)
+            cr_expect_null(row, "case %zu forced %s", i, row->name);
+        else
+            cr_expect(row != NULL && strcmp(row->name, cases[i].row) == 0,
+                      "case %zu: %s, want %s", i, row ? row->name : "none",
+                      cases[i].row);
     }
 }
 
@@ -200,7 +250,7 @@ Test(select, build_reports_the_algorithm)
     a.sendbuf = send;
     a.recvbuf = recv;
     tacl__sched_init(&s, 1, 4);
-    cr_assert_eq(tacl__algo_build(&s, &a, &v, "allgather=ring", &algo),
+    cr_assert_eq(spec_build(&s, &a, &v, "allgather=ring", &algo),
                  TACL_OK);
     cr_assert_not_null(algo);
     cr_expect_str_eq(algo->name, "ring");
@@ -291,7 +341,7 @@ Test(p2p, ring_shift_of_sends_and_receives)
             a.sendbuf = sbuf[r];
             a.root = (r + 1) % n;
             a.seq = 9;
-            cr_assert_eq(tacl__algo_build(simrun_sched(sr, r), &a, &v, NULL,
+            cr_assert_eq(spec_build(simrun_sched(sr, r), &a, &v, NULL,
                                           &algo), TACL_OK);
             cr_expect_str_eq(algo->name, "p2p");
             /* The receive joins the same schedule, as in a group. */
@@ -299,7 +349,7 @@ Test(p2p, ring_shift_of_sends_and_receives)
             a.sendbuf = NULL;
             a.recvbuf = rbuf[r];
             a.root = (r + n - 1) % n;
-            cr_assert_eq(tacl__algo_build(simrun_sched(sr, r), &a, &v, NULL,
+            cr_assert_eq(spec_build(simrun_sched(sr, r), &a, &v, NULL,
                                           NULL), TACL_OK);
         }
         run_all(sr, "send/recv");
@@ -332,7 +382,7 @@ Test(barrier, every_rank_hears_from_every_rank)
             tacl__coll_args_t a = args_of(TACL_COLL_BARRIER, 0);
             tacl__topo_view_t v = view_of(r, n);
 
-            cr_assert_eq(tacl__algo_build(simrun_sched(sr, r), &a, &v, NULL,
+            cr_assert_eq(spec_build(simrun_sched(sr, r), &a, &v, NULL,
                                           NULL), TACL_OK);
         }
         run_all(sr, "barrier");
@@ -440,12 +490,12 @@ Test(group, allgather_and_allreduce_fused)
             a.recvbuf = ag + (size_t)r * n * count;
             a.seq = 1;
             a.chunk_bytes = 8;
-            cr_assert_eq(tacl__algo_build(simrun_sched(sr, r), &a, &v,
+            cr_assert_eq(spec_build(simrun_sched(sr, r), &a, &v,
                                           "allgather=ring", NULL), TACL_OK);
             a.type = TACL_COLL_ALLREDUCE;
             a.recvbuf = ar + (size_t)r * count;
             a.seq = 2;
-            cr_assert_eq(tacl__algo_build(simrun_sched(sr, r), &a, &v,
+            cr_assert_eq(spec_build(simrun_sched(sr, r), &a, &v,
                                           "allreduce=ring", NULL), TACL_OK);
         }
         run_all(sr, "group");

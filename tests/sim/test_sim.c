@@ -18,6 +18,7 @@
 #include "log.h"
 #include "quant_layout.h"
 #include "sim.h"
+#include "spec.h"
 
 /* A topology from text; the test fails if it does not parse. */
 static void topo_text(tacl__topo_t *t, const char *text)
@@ -81,9 +82,8 @@ Test(sim, ring_matches_closed_forms)
                                                             : p - 1;
             char what[64];
 
-            cr_assert_eq(tacl__sim_run(&c, &a, "allgather=ring,"
-                                       "reducescatter=ring,allreduce=ring",
-                                       &r), TACL_OK, "%s",
+            cr_assert_eq(tacl__sim_run(&c, &a, spec_force("allgather=ring,"
+                                       "reducescatter=ring,allreduce=ring"), 0, &r), TACL_OK, "%s",
                          tacl__last_error());
             cr_assert_str_eq(r.algo->name, "ring");
             snprintf(what, sizeof(what), "%s on %d",
@@ -114,11 +114,11 @@ Test(sim, kernels_and_sharing)
                   "link net bw=2 lat=7\nnode a cores=4\n"
                   "fabric oversub=1 overhead=3\nkernel copy=5\n");
     cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, 1, 4), TACL_OK);
-    cr_assert_eq(tacl__sim_run(&c, &a, "allgather=ring", &r1), TACL_OK);
+    cr_assert_eq(tacl__sim_run(&c, &a, spec_force("allgather=ring"), 0, &r1), TACL_OK);
     assert_close(r1.seconds, 3 * (alpha + m / 10e9), 1e-9, "host ring");
     cr_assert_eq(r1.bytes[TACL_LINK_HOST], 4 * 3 * (uint64_t)m);
     /* Direct: every rank sends to 3 peers at once, sharing its port. */
-    cr_assert_eq(tacl__sim_run(&c, &a, "allgather=direct", &r2), TACL_OK);
+    cr_assert_eq(tacl__sim_run(&c, &a, spec_force("allgather=direct"), 0, &r2), TACL_OK);
     assert_close(r2.seconds, alpha + 3 * m / 10e9, 1e-9, "direct, shared");
     tacl__sim_cluster_fini(&c);
     tacl__topo_fini(&t);
@@ -140,7 +140,7 @@ Test(sim, many_connections_end_together)
 
     topo_text(&t, uniform);
     cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, 96, 1), TACL_OK);
-    cr_assert_eq(tacl__sim_run(&c, &a, "allgather=direct", &r), TACL_OK,
+    cr_assert_eq(tacl__sim_run(&c, &a, spec_force("allgather=direct"), 0, &r), TACL_OK,
                  "%s", tacl__last_error());
     assert_close(r.seconds, alpha + 95 * m / 2e9, 1e-9, "direct, 96 NICs");
     cr_assert_eq(r.bytes[TACL_LINK_NET], 96 * 95 * (uint64_t)m);
@@ -160,13 +160,13 @@ Test(sim, deterministic_and_refuses_bad_clusters)
                  TACL_OK);
     cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, 4, 0), TACL_OK);
     cr_assert_eq(c.nranks, 32);
-    cr_assert_eq(tacl__sim_run(&c, &a, NULL, &r1), TACL_OK);
-    cr_assert_eq(tacl__sim_run(&c, &a, NULL, &r2), TACL_OK);
+    cr_assert_eq(tacl__sim_run(&c, &a, spec_force(NULL), 0, &r1), TACL_OK);
+    cr_assert_eq(tacl__sim_run(&c, &a, spec_force(NULL), 0, &r2), TACL_OK);
     cr_assert(r1.seconds > 0 && r1.seconds == r2.seconds);
     cr_assert_eq(r1.events, r2.events);
     /* A budget stops a long simulation; the best skips such a run. */
     c.budget = 100;
-    cr_assert_eq(tacl__sim_run(&c, &a, "allreduce=ring", &r2),
+    cr_assert_eq(tacl__sim_run(&c, &a, spec_force("allreduce=ring"), 0, &r2),
                  TACL_ERR_UNSUPPORTED);
     c.budget = 0;
     tacl__sim_cluster_fini(&c);
@@ -199,7 +199,7 @@ static tacl__sim_result_t run_on(const char *file, int nodes,
     a.memtype = TACL_MEM_CUDA;
     cr_assert_eq(tacl__topo_load(file, &t), TACL_OK);
     cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, nodes, 8), TACL_OK);
-    cr_assert_eq(tacl__sim_run(&c, &a, spec, &r), TACL_OK, "%s",
+    cr_assert_eq(tacl__sim_run(&c, &a, spec_force(spec), 0, &r), TACL_OK, "%s",
                  tacl__last_error());
     tacl__sim_cluster_fini(&c);
     tacl__topo_fini(&t);
@@ -309,7 +309,7 @@ Test(sim, paro_horing_ratios)
     for (int i = 0; i < 3; i++) {
         tacl__sim_result_t r;
 
-        cr_assert_eq(tacl__sim_run(&c, &a, algos[i], &r), TACL_OK);
+        cr_assert_eq(tacl__sim_run(&c, &a, spec_force(algos[i]), 0, &r), TACL_OK);
         time[i] = r.seconds;
     }
     assert_close(time[1] / time[0], 0.635, 0.06, "H-Ring / Ring");

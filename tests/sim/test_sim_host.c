@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "sim.h"
+#include "spec.h"
 
 static void topo_text(tacl__topo_t *t, const char *text)
 {
@@ -47,7 +48,7 @@ static tacl__sim_result_t ring_ag(const tacl__topo_t *t, int nodes, int rpn,
                                  .chunk_bytes = 1u << 20};
 
     cr_assert_eq(tacl__sim_cluster_replicate(&c, t, nodes, rpn), TACL_OK);
-    cr_assert_eq(tacl__sim_run(&c, &a, "allgather=ring", &r), TACL_OK, "%s",
+    cr_assert_eq(tacl__sim_run(&c, &a, spec_force("allgather=ring"), 0, &r), TACL_OK, "%s",
                  tacl__last_error());
     tacl__sim_cluster_fini(&c);
     return r;

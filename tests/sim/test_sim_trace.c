@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "sim.h"
+#include "spec.h"
 
 /* Every rank on its own node: each ring edge is a network link. */
 static const char uniform[] =
@@ -61,7 +62,7 @@ Test(sim_trace, ring_step_timeline)
     c.trace = f;
     c.trace_ops = &ops;
     for (int i = 0; i < 2; i++)
-        cr_assert_eq(tacl__sim_run(&c, &a, "allgather=ring", &r), TACL_OK,
+        cr_assert_eq(tacl__sim_run(&c, &a, spec_force("allgather=ring"), 0, &r), TACL_OK,
                      "%s", tacl__last_error());
     cr_assert_eq(ops, 2);
     cr_assert_eq(fclose(f), 0);
