@@ -81,7 +81,7 @@ static int make_listener(int rank, uint64_t nonce, int backlog)
 
     if (fd < 0 || bind(fd, (struct sockaddr *)&addr, len) != 0 ||
         listen(fd, backlog) != 0) {
-        TACL_INFO(SHM, "cuda_ipc: rank %d cannot listen on a Unix socket: "
+        TACL_INFO(IPC, "cuda_ipc: rank %d cannot listen on a Unix socket: "
                   "%m", rank);
         if (fd >= 0)
             close(fd);
@@ -112,7 +112,7 @@ static int connect_peer(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
         send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) !=
             (ssize_t)sizeof(hello) ||
         set_nonblock(fd) != 0) {
-        TACL_INFO(SHM, "cuda_ipc: rank %d cannot connect to rank %d: %m",
+        TACL_INFO(IPC, "cuda_ipc: rank %d cannot connect to rank %d: %m",
                   c->rank, peer->rank);
         if (fd >= 0)
             close(fd);
@@ -155,7 +155,7 @@ static int accept_peers(tacl__cipc_t *c, int lfd, uint64_t nonce)
         got++;
     }
     if (got < want)
-        TACL_INFO(SHM, "cuda_ipc: rank %d: %d of its %d lower neighbours "
+        TACL_INFO(IPC, "cuda_ipc: rank %d: %d of its %d lower neighbours "
                   "connected within the timeout", c->rank, got, want);
     return got == want;
 }
@@ -177,14 +177,14 @@ static tacl_status_t setup(tacl__cipc_t *c, const tacl__tl_params_t *params)
     int lfd = -1, any = 0, node_ok = 1, ok = 1;
 
     if (all == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+        return tacl__error(TACL_ERR_NO_MEMORY, IPC, "out of memory");
     if (getrandom(&mine.nonce, sizeof(mine.nonce), GRND_NONBLOCK) !=
         (ssize_t)sizeof(mine.nonce))
         mine.nonce = tacl__now_ns() ^ ((uint64_t)getpid() << 32);
     if (c->nlocal > 1 && tacl__cu() != NULL)
         lfd = make_listener(c->rank, mine.nonce, c->nlocal);
     else if (c->nlocal > 1)
-        TACL_INFO(SHM, "cuda_ipc: rank %d serves no device memory: %s",
+        TACL_INFO(IPC, "cuda_ipc: rank %d serves no device memory: %s",
                   c->rank, tacl__cu_why());
     mine.usable = lfd >= 0;
     all[c->rank] = mine;
@@ -213,7 +213,7 @@ static tacl_status_t setup(tacl__cipc_t *c, const tacl__tl_params_t *params)
         if (c->local_of[r] >= 0 && !all[r].ok)
             ok = 0;
     if (!ok && node_ok)
-        TACL_INFO(SHM, "cuda_ipc: a rank of this node could not connect to "
+        TACL_INFO(IPC, "cuda_ipc: a rank of this node could not connect to "
                   "its neighbours; device memory has no cuda_ipc here");
     if (!ok || !node_ok)
         drop_connections(c);
@@ -247,7 +247,7 @@ static tacl_status_t cipc_init(const tacl__tl_params_t *params,
     int connected = 0;
 
     if (c == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+        return tacl__error(TACL_ERR_NO_MEMORY, IPC,
                            "cannot allocate the cuda_ipc transport");
     c->super.ops = &tacl__tl_cuda_ipc_ops;
     c->rank = params->rank;
@@ -260,7 +260,7 @@ static tacl_status_t cipc_init(const tacl__tl_params_t *params,
     if (status == TACL_OK) {
         c->peers = calloc((size_t)c->nlocal, sizeof(*c->peers));
         if (c->peers == NULL)
-            status = tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+            status = tacl__error(TACL_ERR_NO_MEMORY, IPC, "out of memory");
     }
     if (status != TACL_OK) {
         cipc_close(&c->super);
@@ -278,7 +278,7 @@ static tacl_status_t cipc_init(const tacl__tl_params_t *params,
     }
     for (int i = 0; i < c->nlocal; i++)
         connected += c->peers[i].fd >= 0;
-    TACL_INFO(SHM, "rank %d: cuda_ipc reaches %d of its %d neighbours",
+    TACL_INFO(IPC, "rank %d: cuda_ipc reaches %d of its %d neighbours",
               c->rank, connected, c->nlocal - 1);
     *tl_p = &c->super;
     return TACL_OK;

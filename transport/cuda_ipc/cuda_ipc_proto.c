@@ -90,7 +90,7 @@ static tacl_status_t flush_out(tacl__cipc_peer_t *peer)
         if (r == 0)
             break;
         if (r < 0) {
-            status = tacl__error_peer(peer->rank, SHM,
+            status = tacl__error_peer(peer->rank, IPC,
                                       "rank %d closed its cuda_ipc "
                                       "connection (it exited or died); "
                                       "check that process's output",
@@ -123,7 +123,7 @@ static tacl_status_t send_msg(tacl__cipc_peer_t *peer,
         }
         if (r < 0) {
             close_fd(fd);
-            return tacl__error_peer(peer->rank, SHM,
+            return tacl__error_peer(peer->rank, IPC,
                                     "rank %d closed its cuda_ipc connection "
                                     "(it exited or died); check that "
                                     "process's output", peer->rank);
@@ -135,7 +135,7 @@ static tacl_status_t send_msg(tacl__cipc_peer_t *peer,
 
         if (out == NULL) {
             close_fd(fd);
-            return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+            return tacl__error(TACL_ERR_NO_MEMORY, IPC,
                                "cannot queue a message to rank %d",
                                peer->rank);
         }
@@ -210,7 +210,7 @@ static tacl_status_t check_op(tacl__cipc_t *c, const tacl__tl_op_t *op,
                               const char *what, int *device_p)
 {
     tacl_status_t status = tacl__tl_check_op(&c->super, op, c->rank,
-                                             TACL_SUBSYS_SHM);
+                                             TACL_SUBSYS_IPC);
     int res;
 
     *device_p = -1;
@@ -222,14 +222,14 @@ static tacl_status_t check_op(tacl__cipc_t *c, const tacl__tl_op_t *op,
         return TACL_OK;
     *device_p = tacl__cu_device_of(op->buf, &res);
     if (*device_p < 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
+        return tacl__error(TACL_ERR_INVALID_ARG, IPC,
                            "rank %d: the %s buffer %p of a message with rank "
                            "%d is not CUDA device memory (host memory, or "
                            "device memory already freed)%s%s", c->rank, what,
                            op->buf, op->peer, res ? ": " : "",
                            res ? tacl__cu_str(res) : "");
     if (*device_p >= TACL_CIPC_MAX_DEVICES)
-        return tacl__error(TACL_ERR_UNSUPPORTED, SHM,
+        return tacl__error(TACL_ERR_UNSUPPORTED, IPC,
                            "rank %d: device %d is beyond the %d devices "
                            "cuda_ipc copies on", c->rank, *device_p,
                            TACL_CIPC_MAX_DEVICES);
@@ -276,14 +276,14 @@ static tacl_status_t export_buffer(tacl__cipc_t *c, const tacl__tl_op_t *op,
         what = "making the device's context current";
     }
     if (res != CUDA_SUCCESS)
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
+        return tacl__error(TACL_ERR_INVALID_ARG, IPC,
                            "rank %d cannot share its send buffer %p (device "
                            "%d) with rank %d: %s failed: %s; memory from "
                            "cuMemCreate must come from tacl_mem_alloc to be "
                            "shared", c->rank, op->buf, device, op->peer, what,
                            tacl__cu_str(res));
     if (ptr - base > size || op->len > size - (ptr - base))
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
+        return tacl__error(TACL_ERR_INVALID_ARG, IPC,
                            "rank %d: the send buffer %p of %llu bytes "
                            "overruns its device allocation", c->rank,
                            op->buf, (unsigned long long)op->len);
@@ -339,10 +339,10 @@ static tacl_status_t start_pull(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
 
     if (rts->len != recv->len)
         status = tacl__tl_length_error(peer->rank, recv->tag, rts->len, 0,
-                                       recv->len, TACL_SUBSYS_SHM);
+                                       recv->len, TACL_SUBSYS_IPC);
     else if (rts->len > 0 && (rts->offset > rts->alloc_size ||
                               rts->len > rts->alloc_size - rts->offset))
-        status = tacl__error(TACL_ERR_INTERNAL, SHM,
+        status = tacl__error(TACL_ERR_INTERNAL, IPC,
                              "rank %d sent a message beyond its allocation",
                              peer->rank);
     else if (rts->len > 0)
@@ -410,7 +410,7 @@ static tacl_status_t on_rts(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
     ux = calloc(1, sizeof(*ux));
     if (ux == NULL) {
         close_fd(fd);
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+        return tacl__error(TACL_ERR_NO_MEMORY, IPC,
                            "cannot keep a request to send from rank %d",
                            peer->rank);
     }
@@ -433,7 +433,7 @@ static void on_fin(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
         if (TACL_CIPC_OP_ID(op) == msg->op_id)
             break;
     if (op == NULL) {
-        TACL_WARN(SHM, "rank %d acknowledged unknown operation %llu; "
+        TACL_WARN(IPC, "rank %d acknowledged unknown operation %llu; "
                   "ignored", peer->rank, (unsigned long long)msg->op_id);
         return;
     }
@@ -515,7 +515,7 @@ static int poll_in(tacl__cipc_t *c, tacl__cipc_peer_t *peer)
         } else if (msg.kind == TACL_CIPC_MSG_FREED) {
             tacl__cipc_map_freed(peer, msg.alloc_id);
         } else {
-            status = tacl__error(TACL_ERR_INTERNAL, SHM,
+            status = tacl__error(TACL_ERR_INTERNAL, IPC,
                                  "unknown message kind %u from rank %d",
                                  msg.kind, peer->rank);
         }
@@ -527,7 +527,7 @@ static int poll_in(tacl__cipc_t *c, tacl__cipc_peer_t *peer)
         /* The peer exited or died: an error only if we wait for it. */
         hang_up(peer);
         if (peer_busy(c, peer))
-            return tacl__error_peer(peer->rank, SHM,
+            return tacl__error_peer(peer->rank, IPC,
                                     "rank %d closed its cuda_ipc connection "
                                     "with operations pending (it exited or "
                                     "died); check that process's output",
@@ -577,7 +577,7 @@ static tacl_status_t dev_ready(tacl__cipc_t *c, int d)
         return TACL_OK;
     res = (CUresult)tacl__cu_push(d);
     if (res != CUDA_SUCCESS)
-        return tacl__error(TACL_ERR_SYSTEM, SHM,
+        return tacl__error(TACL_ERR_SYSTEM, IPC,
                            "cannot use CUDA device %d: %s", d,
                            tacl__cu_str(res));
     res = cu->cuStreamCreate(&dev->stream, CU_STREAM_NON_BLOCKING);
@@ -595,7 +595,7 @@ static tacl_status_t dev_ready(tacl__cipc_t *c, int d)
     }
     tacl__cu_pop();
     if (res != CUDA_SUCCESS)
-        return tacl__error(TACL_ERR_SYSTEM, SHM,
+        return tacl__error(TACL_ERR_SYSTEM, IPC,
                            "cannot create cuda_ipc's stream on device %d: "
                            "%s", d, tacl__cu_str(res));
     return TACL_OK;
@@ -640,7 +640,7 @@ static int poll_copies(tacl__cipc_t *c, int d)
         if (op == NULL)
             continue;
         if (res != CUDA_SUCCESS) {
-            status = tacl__error(TACL_ERR_SYSTEM, SHM,
+            status = tacl__error(TACL_ERR_SYSTEM, IPC,
                                  "a copy from rank %d on device %d failed: "
                                  "%s", op->peer, d, tacl__cu_str(res));
         } else {
@@ -695,7 +695,7 @@ static int issue_copies(tacl__cipc_t *c)
                 res = cu->cuEventRecord(ch->event, dev->stream);
             if (res != CUDA_SUCCESS) {
                 tacl__cu_pop();
-                status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                status = tacl__error(TACL_ERR_SYSTEM, IPC,
                                      "queuing a copy of %llu bytes from rank "
                                      "%d on device %d failed: %s",
                                      (unsigned long long)n, op->peer, d,
