@@ -108,6 +108,12 @@ static inline void tacl__tl_unlock(pthread_mutex_t *lock)
 #define TACL__TL_CAP_HOST (1u << 0)     /* reads/writes host memory */
 #define TACL__TL_CAP_CUDA (1u << 1)     /* reads/writes CUDA memory */
 #define TACL__TL_CAP_ONE_SIDED (1u << 2)
+/*
+ * MAP: the peers this transport reaches can map one another's memory,
+ * so a shared-memory area of their own can serve them (the small-message
+ * fast path's).  Ask tacl__tl_can_map(); tacl__tl_select() ignores it.
+ */
+#define TACL__TL_CAP_MAP (1u << 3)
 
 /** Where a peer is, seen from this rank; also the bits of a reach. */
 typedef enum {
@@ -253,6 +259,11 @@ static inline void tacl__tl_close(tacl__tl_t *tl)
 static inline const char *tacl__tl_name(const tacl__tl_t *tl)
 {
     return tl->ops->name;
+}
+/** Whether the peers tl reaches can share a mapped area (CAP_MAP). */
+static inline int tacl__tl_can_map(const tacl__tl_t *tl)
+{
+    return (tl->ops->caps & TACL__TL_CAP_MAP) != 0;
 }
 
 #endif /* TACL_TRANSPORT_TRANSPORT_H */

@@ -380,7 +380,8 @@ static int shm_reachable(tacl__tl_t *tl, int peer)
 const tacl__transport_ops_t tacl__tl_shm_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "shm",
-    .caps = TACL__TL_CAP_HOST,
+    /* Its peers share /dev/shm: they can map one another's areas. */
+    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_MAP,
     .reach = TACL__TL_PEER_NODE,
     .init = shm_init,
     .reachable = shm_reachable,
