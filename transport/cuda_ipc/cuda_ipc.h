@@ -70,8 +70,8 @@ typedef struct {
 } tacl__cipc_msg_t;
 
 /** An RTS that arrived before its receive, with its descriptor. */
-typedef struct tacl__cipc_ux {
-    struct tacl__cipc_ux *next;
+typedef struct {
+    tacl__tl_msg_t link;       /* first: its peer, tag and queue link */
     tacl__cipc_msg_t msg;
     int fd;                    /* -1: none */
 } tacl__cipc_ux_t;
@@ -101,7 +101,7 @@ typedef struct {
     int hung_up;               /* the socket reported the peer gone */
     tacl__tl_opq_t rts_wait;   /* sends whose RTS is out, awaiting FIN */
     tacl__tl_opq_t recvs;      /* receives not matched yet */
-    tacl__cipc_ux_t *ux_head, *ux_tail;
+    tacl__tl_msgq_t ux;        /* unexpected RTSs (tacl__cipc_ux_t) */
     tacl__cipc_out_t *out;     /* messages the socket had no room for */
     size_t nout, out_cap;
     tacl__cipc_map_t maps[TACL_CIPC_MAPS];

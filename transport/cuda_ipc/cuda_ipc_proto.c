@@ -191,10 +191,8 @@ static void fail_all(tacl__cipc_t *c, tacl_status_t status)
     for (int i = 0; i < c->nlocal; i++) {
         tacl__cipc_peer_t *peer = &c->peers[i];
 
-        while ((op = tacl__tl_opq_pop(&peer->rts_wait)))
-            complete(c, op, status);
-        while ((op = tacl__tl_opq_pop(&peer->recvs)))
-            complete(c, op, status);
+        tacl__tl_opq_fail(&c->done, &peer->rts_wait, status);
+        tacl__tl_opq_fail(&c->done, &peer->recvs, status);
     }
 }
 
@@ -369,7 +367,7 @@ tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
     tacl__cipc_t *c = (tacl__cipc_t *)tl;
     tacl__cipc_peer_t *peer;
-    tacl__cipc_ux_t *ux, *prev = NULL;
+    tacl__cipc_ux_t *ux;
     tacl_status_t status;
     int device;
 
@@ -379,19 +377,11 @@ tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     /* The device rides with the receive until it is matched. */
     TACL_CIPC_OP_WHERE(op) = (uint64_t)(device < 0 ? 0 : device) << 16;
     peer = peer_of(c, op->peer);
-    for (ux = peer->ux_head; ux; prev = ux, ux = ux->next)
-        if (ux->msg.tag == op->tag)
-            break;
+    ux = (tacl__cipc_ux_t *)tacl__tl_msgq_take(&peer->ux, op->peer, op->tag);
     if (ux == NULL) {
         tacl__tl_opq_push(&peer->recvs, op);
         return TACL_OK;
     }
-    if (prev)
-        prev->next = ux->next;
-    else
-        peer->ux_head = ux->next;
-    if (peer->ux_tail == ux)
-        peer->ux_tail = prev;
     status = start_pull(c, peer, op, &ux->msg, ux->fd);
     free(ux);
     if (status != TACL_OK)
@@ -402,7 +392,8 @@ tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
 static tacl_status_t on_rts(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
                             const tacl__cipc_msg_t *msg, int fd)
 {
-    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, msg->tag);
+    tacl__tl_op_t *recv = tacl__tl_opq_take(&peer->recvs, peer->rank,
+                                            msg->tag);
     tacl__cipc_ux_t *ux;
 
     if (recv)
@@ -414,13 +405,11 @@ static tacl_status_t on_rts(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
                            "cannot keep a request to send from rank %d",
                            peer->rank);
     }
+    ux->link.peer = peer->rank;
+    ux->link.tag = msg->tag;
     ux->msg = *msg;
     ux->fd = fd;
-    if (peer->ux_tail)
-        peer->ux_tail->next = ux;
-    else
-        peer->ux_head = ux;
-    peer->ux_tail = ux;
+    tacl__tl_msgq_push(&peer->ux, &ux->link);
     return TACL_OK;
 }
 
@@ -606,13 +595,8 @@ static tacl_status_t finish_pull(tacl__cipc_t *c, tacl__tl_op_t *op,
                                  tacl_status_t status)
 {
     tacl__cipc_peer_t *peer = peer_of(c, op->peer);
-    tacl__tl_op_t *prev = NULL, *cur;
 
-    for (cur = c->pulls.head; cur && cur != op; prev = cur,
-         cur = cur->tl_next)
-        ;
-    if (cur)
-        tacl__tl_opq_unlink(&c->pulls, prev, op);
+    tacl__tl_opq_remove(&c->pulls, op);
     forget_pull(c, op);
     complete(c, op, status);
     return send_fin(peer, TACL_CIPC_OP_ID(op), status);
@@ -808,16 +792,17 @@ void tacl__cipc_cancel_all(tacl__tl_t *tl, tacl_status_t status)
     tacl__tl_opq_run(&c->done);
 }
 
+static void ux_free(tacl__tl_msg_t *msg)
+{
+    tacl__cipc_ux_t *ux = (tacl__cipc_ux_t *)msg;
+
+    close_fd(ux->fd);
+    free(ux);
+}
+
 void tacl__cipc_peer_cleanup(tacl__cipc_peer_t *peer)
 {
-    while (peer->ux_head) {
-        tacl__cipc_ux_t *ux = peer->ux_head;
-
-        peer->ux_head = ux->next;
-        close_fd(ux->fd);
-        free(ux);
-    }
-    peer->ux_tail = NULL;
+    tacl__tl_msgq_drain(&peer->ux, ux_free);
     for (size_t i = 0; i < peer->nout; i++)
         close_fd(peer->out[i].fd);
     free(peer->out);

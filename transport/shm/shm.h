@@ -101,12 +101,15 @@ typedef struct {
     uint8_t *data;
 } tacl__shm_queue_t;
 
-/** A message that arrived before its receive was posted. */
-typedef struct tacl__shm_ux {
-    struct tacl__shm_ux *next;
+/**
+ * A message that arrived before its receive was posted.  It waits on its
+ * peer's ux queue until a receive takes it; a DATA message taken before
+ * all its bytes are here is the peer's in_ux until they are.
+ */
+typedef struct {
+    tacl__tl_msg_t link;       /* first: its peer, tag and queue link */
     uint32_t kind;             /* DATA or RTS */
     int complete;              /* DATA: every byte arrived */
-    uint64_t tag;
     uint64_t len;
     void *buf;                 /* DATA: heap copy */
     uint64_t addr;             /* RTS */
@@ -156,8 +159,8 @@ typedef struct {
     tacl__tl_opq_t pulls;      /* receives pulling data by CMA */
     tacl__tl_opq_t pushes;     /* sends writing data by CMA (after CTS) */
     tacl__tl_opq_t push_wait;  /* receives whose CTS is out, awaiting FIN */
-    tacl__shm_ux_t *ux_head;   /* unexpected messages, oldest first */
-    tacl__shm_ux_t *ux_tail;
+    tacl__tl_msgq_t ux;        /* unexpected messages (tacl__shm_ux_t) no
+                                  receive has taken, oldest first */
     int in_kind;               /* TACL_SHM_IN_* */
     tacl__tl_op_t *in_op;
     tacl__shm_ux_t *in_ux;

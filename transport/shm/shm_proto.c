@@ -89,16 +89,15 @@ static void fail_all(tacl__shm_t *shm, tacl_status_t status)
         tacl__tl_opq_t *queues[] = {&peer->sends, &peer->rts_wait,
                                      &peer->recvs, &peer->pulls,
                                      &peer->pushes, &peer->push_wait};
-        tacl__tl_op_t *op;
 
         for (size_t q = 0; q < TACL_ARRAY_SIZE(queues); ++q)
-            while ((op = tacl__tl_opq_pop(queues[q])))
-                complete(shm, op, status);
-        for (tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next) {
-            if (ux->recv) {
-                complete(shm, ux->recv, status);
-                ux->recv = NULL;
-            }
+            tacl__tl_opq_fail(&shm->done, queues[q], status);
+        /* A message taken while it arrives waits again for a receive;
+         * it was the latest of the peer's, so it goes back last. */
+        if (peer->in_kind == TACL_SHM_IN_UX && peer->in_ux->recv) {
+            complete(shm, peer->in_ux->recv, status);
+            peer->in_ux->recv = NULL;
+            tacl__tl_msgq_push(&peer->ux, &peer->in_ux->link);
         }
         if (peer->in_kind == TACL_SHM_IN_OP) {
             complete(shm, peer->in_op, status);
@@ -226,7 +225,7 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 
 /*
  * A new unexpected entry for the message slot starts (DATA or RTS), at
- * the end of the peer's list; NULL when out of memory.
+ * the end of the peer's queue; NULL when out of memory.
  */
 static tacl__shm_ux_t *ux_append(tacl__shm_peer_t *peer,
                                  const tacl__shm_slot_t *slot)
@@ -235,34 +234,26 @@ static tacl__shm_ux_t *ux_append(tacl__shm_peer_t *peer,
 
     if (!ux)
         return NULL;
+    ux->link.peer = peer->rank;
+    ux->link.tag = slot->tag;
     ux->kind = slot->kind;
-    ux->tag = slot->tag;
     ux->len = slot->msg_len;
-    if (peer->ux_tail)
-        peer->ux_tail->next = ux;
-    else
-        peer->ux_head = ux;
-    peer->ux_tail = ux;
+    tacl__tl_msgq_push(&peer->ux, &ux->link);
     return ux;
 }
 
-static void ux_unlink(tacl__shm_peer_t *peer, tacl__shm_ux_t *ux)
+static void ux_free(tacl__tl_msg_t *msg)
 {
-    tacl__shm_ux_t *prev = NULL, *cur;
+    tacl__shm_ux_t *ux = (tacl__shm_ux_t *)msg;
 
-    for (cur = peer->ux_head; cur && cur != ux; prev = cur, cur = cur->next)
-        ;
-    if (!cur)
-        return;
-    if (prev)
-        prev->next = ux->next;
-    else
-        peer->ux_head = ux->next;
-    if (peer->ux_tail == ux)
-        peer->ux_tail = prev;
+    free(ux->buf);
+    free(ux);
 }
 
-/* Hand a complete unexpected DATA message to its receive and free it. */
+/*
+ * Hand a complete unexpected DATA message, which its receive took off the
+ * queue, to that receive and free it.
+ */
 static void ux_deliver(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                        tacl__shm_ux_t *ux)
 {
@@ -275,9 +266,7 @@ static void ux_deliver(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     else if (status == TACL_OK && ux->len)
         memcpy(recv->buf, ux->buf, ux->len);
     complete(shm, recv, status);
-    ux_unlink(peer, ux);
-    free(ux->buf);
-    free(ux);
+    ux_free(&ux->link);
 }
 
 tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
@@ -290,15 +279,12 @@ tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     if (status != TACL_OK)
         return status;
     peer = &shm->peers[shm->local_of[op->peer]];
-    for (ux = peer->ux_head; ux; ux = ux->next)
-        if (ux->tag == op->tag && !(ux->kind == TACL_SHM_MSG_DATA && ux->recv))
-            break;
+    ux = (tacl__shm_ux_t *)tacl__tl_msgq_take(&peer->ux, op->peer, op->tag);
     if (!ux) {
         tacl__tl_opq_push(&peer->recvs, op);
         return TACL_OK;
     }
     if (ux->kind == TACL_SHM_MSG_RTS) {
-        ux_unlink(peer, ux);
         status = start_transfer(shm, peer, op, ux->len, ux->addr,
                                 ux->op_id, &ux->seg);
         free(ux);
@@ -385,7 +371,8 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
 static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                                 const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, slot->tag);
+    tacl__tl_op_t *recv = tacl__tl_opq_take(&peer->recvs, peer->rank,
+                                            slot->tag);
     tacl__shm_ux_t *ux;
 
     peer->in_len = slot->msg_len;
@@ -463,7 +450,8 @@ static tacl_status_t on_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                             const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, slot->tag);
+    tacl__tl_op_t *recv = tacl__tl_opq_take(&peer->recvs, peer->rank,
+                                            slot->tag);
     tacl__shm_ux_t *ux;
 
     if (recv)
@@ -647,10 +635,8 @@ static int peer_busy(const tacl__shm_peer_t *peer)
         peer->pulls.head || peer->pushes.head || peer->push_wait.head ||
         peer->nctls || peer->in_kind == TACL_SHM_IN_OP)
         return 1;
-    for (const tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next)
-        if (ux->recv)
-            return 1;
-    return 0;
+    /* An unexpected message a receive took while it arrives. */
+    return peer->in_kind == TACL_SHM_IN_UX && peer->in_ux->recv;
 }
 
 static int process_gone(pid_t pid)
@@ -802,14 +788,12 @@ void tacl__shm_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 
 void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)
 {
-    while (peer->ux_head) {
-        tacl__shm_ux_t *ux = peer->ux_head;
-
-        peer->ux_head = ux->next;
-        free(ux->buf);
-        free(ux);
-    }
-    peer->ux_tail = NULL;
+    /* A message a receive took while it arrives is on no queue. */
+    if (peer->in_kind == TACL_SHM_IN_UX && peer->in_ux->recv)
+        ux_free(&peer->in_ux->link);
+    peer->in_kind = TACL_SHM_IN_NONE;
+    peer->in_ux = NULL;
+    tacl__tl_msgq_drain(&peer->ux, ux_free);
     tacl__shm_maps_clear(&peer->maps);
     free(peer->ctls);
     peer->ctls = NULL;

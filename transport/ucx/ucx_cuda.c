@@ -127,8 +127,8 @@ typedef struct {
 
 /* A device message being staged. */
 struct stage_msg {
+    tacl__tl_msg_t link;       /* first: its peer, tag and place in msgs */
     tacl__tl_op_t *op;
-    stage_msg_t *next;
     uint64_t nchunks;
     uint64_t issued;           /* chunks started */
     uint64_t done;             /* chunks finished */
@@ -145,8 +145,7 @@ struct tacl__ucx_stage {
     int nslots;                /* per direction */
     slot_t *slots;             /* sends [0, nslots), receives after */
     cu_stream_t stream;
-    stage_msg_t *msgs;         /* in posting order */
-    stage_msg_t *msgs_tail;
+    tacl__tl_msgq_t msgs;      /* stage_msg_t, in posting order */
     slot_t **copies;           /* ring of slots copying, in issue order */
     int copy_head;
     int ncopies;
@@ -243,26 +242,12 @@ static tacl_status_t stage_setup(tacl__ucx_t *ucx, tacl__ucx_stage_t *st)
     return TACL_OK;
 }
 
-static void msg_unlink(tacl__ucx_stage_t *st, stage_msg_t *m)
-{
-    stage_msg_t *prev = NULL;
-
-    for (stage_msg_t *p = st->msgs; p && p != m; p = p->next)
-        prev = p;
-    if (prev)
-        prev->next = m->next;
-    else
-        st->msgs = m->next;
-    if (st->msgs_tail == m)
-        st->msgs_tail = prev;
-}
-
 /* Complete the message once nothing of it is in flight any more. */
 static int msg_maybe_done(tacl__ucx_t *ucx, stage_msg_t *m)
 {
     if (m->inflight > 0 || (m->status == TACL_OK && m->done < m->nchunks))
         return 0;
-    msg_unlink(ucx->stage, m);
+    tacl__tl_msgq_remove(&ucx->stage->msgs, &m->link);
     tacl__tl_opq_complete(&ucx->done, m->op, m->status);
     free(m);
     return 1;
@@ -416,11 +401,11 @@ static int take_chunk(tacl__ucx_t *ucx, stage_msg_t *m, slot_t *s)
 static int issue(tacl__ucx_t *ucx)
 {
     tacl__ucx_stage_t *st = ucx->stage;
-    stage_msg_t *m = st->msgs, *next;
+    stage_msg_t *m = (stage_msg_t *)st->msgs.head, *next;
     int events = 0;
 
     for (; m; m = next) {
-        next = m->next;
+        next = (stage_msg_t *)m->link.next;
         while (m->status == TACL_OK && m->issued < m->nchunks) {
             slot_t *s = free_slot(st, m->recv);
             uint64_t off = m->issued * st->chunk;
@@ -501,14 +486,12 @@ tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
     m = calloc(1, sizeof(*m));
     if (!m)
         return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory");
+    m->link.peer = op->peer;
+    m->link.tag = op->tag;
     m->op = op;
     m->recv = recv;
     m->nchunks = TACL_DIV_UP(op->len, st->chunk);
-    if (st->msgs_tail)
-        st->msgs_tail->next = m;
-    else
-        st->msgs = m;
-    st->msgs_tail = m;
+    tacl__tl_msgq_push(&st->msgs, &m->link);
     /* Start what can start now; completion waits for progress(). */
     prev = enter_device(st);
     issue(ucx);
@@ -521,7 +504,7 @@ int tacl__ucx_stage_progress(tacl__ucx_t *ucx)
     tacl__ucx_stage_t *st = ucx->stage;
     int events, prev;
 
-    if (!st || (!st->msgs && !st->ncopies))
+    if (!st || (!st->msgs.head && !st->ncopies))
         return 0;
     prev = enter_device(st);
     events = poll_copies(ucx);
@@ -536,8 +519,8 @@ int tacl__ucx_stage_pending(const tacl__ucx_t *ucx, int peer)
 
     if (!st)
         return 0;
-    for (const stage_msg_t *m = st->msgs; m; m = m->next)
-        if (peer < 0 || m->op->peer == peer)
+    for (const tacl__tl_msg_t *m = st->msgs.head; m; m = m->next)
+        if (peer < 0 || m->peer == peer)
             return 1;
     return peer < 0 && st->ncopies > 0;
 }
@@ -553,7 +536,7 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status)
     tacl__ucx_stage_t *st = ucx->stage;
     stage_msg_t *m;
 
-    if (!st || (!st->msgs && !st->ncopies))
+    if (!st || (!st->msgs.head && !st->ncopies))
         return;
     if (st->ncopies) {
         int prev = enter_device(st);
@@ -570,13 +553,11 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status)
     }
     for (int i = 0; st->slots && i < 2 * st->nslots; ++i)
         st->slots[i].msg = NULL;
-    while ((m = st->msgs)) {
-        st->msgs = m->next;
+    while ((m = (stage_msg_t *)tacl__tl_msgq_pop(&st->msgs))) {
         tacl__tl_opq_complete(&ucx->done, m->op,
                               m->status != TACL_OK ? m->status : status);
         free(m);
     }
-    st->msgs_tail = NULL;
 }
 
 void tacl__ucx_stage_close(tacl__ucx_t *ucx)
