@@ -203,16 +203,6 @@ tacl_status_t tacl__tl_length_error(int peer, uint64_t tag, uint64_t got,
                                     int more, uint64_t want,
                                     tacl__subsys_t subsys);
 
-/**
- * The ranks of this rank's node (by params' node identities), numbered
- * in world order: *local_of_p gets a new array of nranks entries, each a
- * rank's local index or -1 for a rank of another node; *nlocal_p the
- * count, *my_local_p this rank's index.
- */
-tacl_status_t tacl__tl_local_ranks(const tacl__tl_params_t *params,
-                                   int **local_of_p, int *nlocal_p,
-                                   int *my_local_p);
-
 /** Where world rank peer is for world rank rank; same_node: same node. */
 static inline tacl__tl_where_t tacl__tl_where(int peer, int rank,
                                               int same_node)

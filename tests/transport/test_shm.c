@@ -80,17 +80,17 @@ static void dump_state(tacl__tl_t *tl)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
 
-    for (int i = 0; i < shm->nlocal; ++i) {
+    for (int i = 0; i < shm->base.nlocal; ++i) {
         tacl__shm_peer_t *p = &shm->peers[i];
         int nux = 0;
 
-        if (i == shm->my_local)
+        if (i == shm->base.my_local)
             continue;
         for (tacl__tl_msg_t *m = p->ux.head; m; m = m->next)
             ++nux;
         fprintf(stderr, "rank %d peer %d: sends %d rts_wait %d recvs %d "
                 "pulls %d ux %d in_kind %d ctls %zu out_space %u "
-                "in_pending %d\n", shm->rank, p->rank, opq_len(&p->sends),
+                "in_pending %d\n", shm->base.rank, p->rank, opq_len(&p->sends),
                 opq_len(&p->rts_wait), opq_len(&p->recvs),
                 opq_len(&p->pulls), nux, p->in_kind, p->nctls,
                 tacl__shm_out_space(p), tacl__shm_in_pending(p));
@@ -378,7 +378,7 @@ static int taken_rank(int rank, int nranks, void *arg)
 {
     tacl__tl_t *tl = tlh_init(&tacl__tl_shm_ops, rank, nranks, NULL);
     tacl__shm_t *shm = (tacl__shm_t *)tl;
-    tacl__shm_peer_t *peer = &shm->peers[shm->local_of[!rank]];
+    tacl__shm_peer_t *peer = &shm->peers[shm->base.local_of[!rank]];
     uint8_t *buf = malloc(TAKEN_LEN);
     uint64_t deadline = tacl__now_ns() + 20ull * 1000000000;
     tlh_op_t first, second;
@@ -746,7 +746,7 @@ static size_t seg_len(int i)
 static int maps_taken(tacl__tl_t *tl, int *freed_p)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
-    tacl__shm_peer_t *peer = &shm->peers[shm->local_of[0]];
+    tacl__shm_peer_t *peer = &shm->peers[shm->base.local_of[0]];
     int taken = 0;
 
     *freed_p = 0;

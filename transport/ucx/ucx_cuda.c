@@ -155,7 +155,7 @@ static tacl_status_t cuda_error(tacl__ucx_t *ucx, const char *what,
                                 cu_err_t err)
 {
     return tacl__error(TACL_ERR_SYSTEM, NET, "rank %d: %s failed while "
-                       "staging device memory: %s", ucx->rank, what,
+                       "staging device memory: %s", ucx->base.rank, what,
                        rt.error_string(err));
 }
 
@@ -186,7 +186,8 @@ int tacl__ucx_stage_init(tacl__ucx_t *ucx)
         return 0;
     err = rt.get_device_count(&n);
     if (err != CU_SUCCESS || n < 1) {
-        TACL_INFO(NET, "rank %d: ucx moves host memory only: %s", ucx->rank,
+        TACL_INFO(NET, "rank %d: ucx moves host memory only: %s",
+                  ucx->base.rank,
                   err != CU_SUCCESS ? rt.error_string(err)
                                     : "no CUDA device");
         return 0;
@@ -202,7 +203,7 @@ int tacl__ucx_stage_init(tacl__ucx_t *ucx)
                                       / 2);
     ucx->stage = st;
     TACL_INFO(NET, "rank %d: ucx stages CUDA memory of device %d through "
-              "%d + %d pinned chunks of %llu bytes", ucx->rank, dev,
+              "%d + %d pinned chunks of %llu bytes", ucx->base.rank, dev,
               st->nslots, st->nslots, (unsigned long long)st->chunk);
     return 1;
 }
@@ -248,7 +249,7 @@ static int msg_maybe_done(tacl__ucx_t *ucx, stage_msg_t *m)
     if (m->inflight > 0 || (m->status == TACL_OK && m->done < m->nchunks))
         return 0;
     tacl__tl_msgq_remove(&ucx->stage->msgs, &m->link);
-    tacl__tl_opq_complete(&ucx->done, m->op, m->status);
+    tacl__tl_complete(&ucx->base, m->op, m->status);
     free(m);
     return 1;
 }
@@ -373,7 +374,7 @@ static int take_chunk(tacl__ucx_t *ucx, stage_msg_t *m, slot_t *s)
         if (ucx->ep_state[m->op->peer] != TACL_UCX_EP_OPEN)
             msg_fail(m, tacl__error_peer(m->op->peer, NET, "rank %d: "
                                          "receive from rank %d, whose "
-                                         "connection was lost", ucx->rank,
+                                         "connection was lost", ucx->base.rank,
                                          m->op->peer));
         return 0;
     }
@@ -456,7 +457,7 @@ static int poll_copies(tacl__ucx_t *ucx)
         }
         /* A send chunk is in pinned memory: send it. */
         s->state = SLOT_NET;
-        status = tacl__ucx_send(&ucx->super, &s->net);
+        status = tacl__ucx_send(&ucx->base.super, &s->net);
         if (status != TACL_OK)
             slot_release(ucx, s, status, 1);
     }
@@ -474,7 +475,7 @@ tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
     /* The capability check let it through only with a stage. */
     if (!st)
         return tacl__error(TACL_ERR_INTERNAL, NET, "rank %d: a device "
-                           "message without CUDA staging", ucx->rank);
+                           "message without CUDA staging", ucx->base.rank);
     status = tacl__ucx_get_ep(ucx, op->peer, &ep);
     if (status != TACL_OK && !recv)
         return status;
@@ -554,8 +555,8 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status)
     for (int i = 0; st->slots && i < 2 * st->nslots; ++i)
         st->slots[i].msg = NULL;
     while ((m = (stage_msg_t *)tacl__tl_msgq_pop(&st->msgs))) {
-        tacl__tl_opq_complete(&ucx->done, m->op,
-                              m->status != TACL_OK ? m->status : status);
+        tacl__tl_complete(&ucx->base, m->op,
+                          m->status != TACL_OK ? m->status : status);
         free(m);
     }
 }
@@ -602,7 +603,7 @@ tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
     (void)op;
     (void)recv;
     return tacl__error(TACL_ERR_UNSUPPORTED, NET, "rank %d: this tacl was "
-                       "built without CUDA", ucx->rank);
+                       "built without CUDA", ucx->base.rank);
 }
 
 int tacl__ucx_stage_progress(tacl__ucx_t *ucx)
