@@ -348,12 +348,18 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
     return written;
 }
 
+/* The oldest posted receive the message slot starts matches, or NULL. */
+static tacl__tl_op_t *match_recv(tacl__shm_peer_t *peer,
+                                 const tacl__shm_slot_t *slot)
+{
+    return tacl__tl_opq_take(&peer->recvs, peer->rank, slot->tag);
+}
+
 /* The first DATA fragment of a message: find where its bytes go. */
 static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                                 const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__tl_opq_take(&peer->recvs, peer->rank,
-                                            slot->tag);
+    tacl__tl_op_t *recv = match_recv(peer, slot);
     tacl__shm_ux_t *ux;
 
     peer->in_len = slot->msg_len;
@@ -431,8 +437,7 @@ static tacl_status_t on_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                             const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__tl_opq_take(&peer->recvs, peer->rank,
-                                            slot->tag);
+    tacl__tl_op_t *recv = match_recv(peer, slot);
     tacl__shm_ux_t *ux;
 
     if (recv)
