@@ -33,8 +33,8 @@
     X(DEBUG, "WARN", "log level: NONE, WARN, INFO or TRACE")                 \
     X(DEBUG_SUBSYS, "INIT,ENV",                                              \
       "subsystems logged at INFO and TRACE (warnings always are): ALL or a " \
-      "comma list of INIT,ENV,BOOT,TOPO,SHM,NET,COLL,SCHED,TUNE,ALLOC; "     \
-      "^NAME excludes one")                                                  \
+      "comma list of INIT,ENV,BOOT,TOPO,SHM,IPC,NET,COLL,SCHED,TUNE,"       \
+      "ALLOC; ^NAME excludes one")                                           \
     X(DEBUG_FILE, "",                                                        \
       "log to this file instead of stderr; %h is the host, %p the pid")      \
     X(ROOT_ADDR, "",                                                         \

@@ -27,6 +27,7 @@
     X(BOOT)                                                                  \
     X(TOPO)                                                                  \
     X(SHM)                                                                   \
+    X(IPC)                                                                   \
     X(NET)                                                                   \
     X(COLL)                                                                  \
     X(SCHED)                                                                 \

@@ -210,7 +210,7 @@ static int self_progress(tacl__tl_t *tl)
 
     for (recv = self->recvs.head; recv; recv = next) {
         next = recv->tl_next;
-        send = tacl__tl_opq_take_tag(&self->sends, recv->tag);
+        send = tacl__tl_opq_take(&self->sends, recv->peer, recv->tag);
         if (!send) {
             prev = recv;
             continue;
@@ -233,12 +233,9 @@ static tacl_status_t self_wait(tacl__tl_t *tl, int64_t timeout_us)
 static void self_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 {
     self_tl_t *self = (self_tl_t *)tl;
-    tacl__tl_opq_t *queues[] = {&self->sends, &self->recvs};
-    tacl__tl_op_t *op;
 
-    for (size_t i = 0; i < sizeof(queues) / sizeof(queues[0]); ++i)
-        while ((op = tacl__tl_opq_pop(queues[i])))
-            tacl__tl_opq_complete(&self->done, op, status);
+    tacl__tl_opq_fail(&self->done, &self->sends, status);
+    tacl__tl_opq_fail(&self->done, &self->recvs, status);
 #if TACL_HAVE_CUDA
     /* A copy cannot be called back: let those in flight land first. */
     copies_progress(self, 1);

@@ -15,8 +15,6 @@
  */
 #include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "log.h"
 #include "transport.h"
@@ -160,28 +158,5 @@ tacl_status_t tacl__tl_post_unsupported(tacl__tl_t *tl, tacl__tl_op_t *op)
 tacl_status_t tacl__tl_wait_yield(tacl__tl_t *tl, int64_t timeout_us)
 {
     sched_yield();
-    return TACL_OK;
-}
-
-tacl_status_t tacl__tl_local_ranks(const tacl__tl_params_t *params,
-                                   int **local_of_p, int *nlocal_p,
-                                   int *my_local_p)
-{
-    int *local_of = malloc(sizeof(int) * (size_t)params->nranks);
-    int n = 0;
-
-    *local_of_p = local_of;
-    if (local_of == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
-    for (int r = 0; r < params->nranks; ++r) {
-        local_of[r] = -1;
-        if (r != params->rank &&
-            strcmp(params->node_ids[r], params->node_id) != 0)
-            continue;
-        if (r == params->rank)
-            *my_local_p = n;
-        local_of[r] = n++;
-    }
-    *nlocal_p = n;
     return TACL_OK;
 }

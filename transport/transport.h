@@ -108,8 +108,11 @@ static inline void tacl__tl_unlock(pthread_mutex_t *lock)
 #define TACL__TL_CAP_HOST (1u << 0)     /* reads/writes host memory */
 #define TACL__TL_CAP_CUDA (1u << 1)     /* reads/writes CUDA memory */
 #define TACL__TL_CAP_ONE_SIDED (1u << 2)
-/* The peers it reaches map one another's memory, so a shared-memory
- * area can serve them (the fast engine's, lib/fast_area.c). */
+/*
+ * MAP: the peers this transport reaches can map one another's memory,
+ * so a shared-memory area of their own can serve them (the fast
+ * engine's).  Ask tacl__tl_can_map(); tacl__tl_select() ignores it.
+ */
 #define TACL__TL_CAP_MAP (1u << 3)
 
 /** Where a peer is, seen from this rank; also the bits of a reach. */
@@ -200,16 +203,6 @@ tacl_status_t tacl__tl_length_error(int peer, uint64_t tag, uint64_t got,
                                     int more, uint64_t want,
                                     tacl__subsys_t subsys);
 
-/**
- * The ranks of this rank's node (by params' node identities), numbered
- * in world order: *local_of_p gets a new array of nranks entries, each a
- * rank's local index or -1 for a rank of another node; *nlocal_p the
- * count, *my_local_p this rank's index.
- */
-tacl_status_t tacl__tl_local_ranks(const tacl__tl_params_t *params,
-                                   int **local_of_p, int *nlocal_p,
-                                   int *my_local_p);
-
 /** Where world rank peer is for world rank rank; same_node: same node. */
 static inline tacl__tl_where_t tacl__tl_where(int peer, int rank,
                                               int same_node)
@@ -253,15 +246,14 @@ static inline void tacl__tl_close(tacl__tl_t *tl)
 {
     tl->ops->close(tl);
 }
-/** Whether tl's peers map one another's memory (TACL__TL_CAP_MAP). */
-static inline int tacl__tl_can_map(const tacl__tl_t *tl)
-{
-    return (tl->ops->caps & TACL__TL_CAP_MAP) != 0;
-}
-
 static inline const char *tacl__tl_name(const tacl__tl_t *tl)
 {
     return tl->ops->name;
+}
+/** Whether the peers tl reaches can share a mapped area (CAP_MAP). */
+static inline int tacl__tl_can_map(const tacl__tl_t *tl)
+{
+    return (tl->ops->caps & TACL__TL_CAP_MAP) != 0;
 }
 
 #endif /* TACL_TRANSPORT_TRANSPORT_H */

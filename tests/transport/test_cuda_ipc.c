@@ -205,10 +205,11 @@ Test(transport_cuda_ipc, sizes_tacl_mem_4, .timeout = 120)
 static int live_maps(tacl__tl_t *tl, int peer)
 {
     tacl__cipc_t *c = (tacl__cipc_t *)tl;
+    const tacl__cipc_peer_t *p = &c->peers[c->base.local_of[peer]];
     int n = 0;
 
     for (int i = 0; i < TACL_CIPC_MAPS; i++)
-        n += c->peers[c->local_of[peer]].maps[i].mem != TACL_CIPC_MEM_NONE;
+        n += p->maps[i].mem != TACL_CIPC_MEM_NONE;
     return n;
 }
 

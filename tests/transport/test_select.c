@@ -160,6 +160,35 @@ Test(transport_select, builtin_reach)
 #endif
 }
 
+/*
+ * Only shm's peers can map one another's memory (the fast path's area);
+ * the bit changes no choice of a transport.
+ */
+Test(transport_select, only_shm_can_map)
+{
+    static const tacl__transport_ops_t map_ops = {
+        .size = sizeof(tacl__transport_ops_t),
+        .name = "map",
+        .caps = TACL__TL_CAP_MAP,
+        .reach = TACL__TL_PEER_NODE,
+    };
+    tacl__tl_t map_tl = {&map_ops};
+    tacl__tl_t *tls[] = {&map_tl, &shm_tl};
+    tacl__tl_why_t why;
+
+    cr_assert(tacl__tl_can_map(&shm_tl));
+    cr_assert(!tacl__tl_can_map(&self_tl));
+    cr_assert(!tacl__tl_can_map(&both_tl));
+#ifdef TACL_HAVE_UCX
+    cr_assert(!tacl__tl_can_map(&ucx_tl));
+#endif
+#if TACL_HAVE_CUDA
+    cr_assert_eq(tacl__tl_cuda_ipc_ops.caps & TACL__TL_CAP_MAP, 0);
+#endif
+    cr_assert_eq(tacl__tl_select(tls, 2, TACL__TL_PEER_NODE, TACL_MEM_HOST,
+                                 &why), 1);
+}
+
 #if TACL_HAVE_CUDA
 /*
  * With CUDA built, the context lists cuda_ipc before shm (its table in

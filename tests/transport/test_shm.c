@@ -80,17 +80,17 @@ static void dump_state(tacl__tl_t *tl)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
 
-    for (int i = 0; i < shm->nlocal; ++i) {
+    for (int i = 0; i < shm->base.nlocal; ++i) {
         tacl__shm_peer_t *p = &shm->peers[i];
         int nux = 0;
 
-        if (i == shm->my_local)
+        if (i == shm->base.my_local)
             continue;
-        for (tacl__shm_ux_t *ux = p->ux_head; ux; ux = ux->next)
+        for (tacl__tl_msg_t *m = p->ux.head; m; m = m->next)
             ++nux;
         fprintf(stderr, "rank %d peer %d: sends %d rts_wait %d recvs %d "
                 "pulls %d ux %d in_kind %d ctls %zu out_space %u "
-                "in_pending %d\n", shm->rank, p->rank, opq_len(&p->sends),
+                "in_pending %d\n", shm->base.rank, p->rank, opq_len(&p->sends),
                 opq_len(&p->rts_wait), opq_len(&p->recvs),
                 opq_len(&p->pulls), nux, p->in_kind, p->nctls,
                 tacl__shm_out_space(p), tacl__shm_in_pending(p));
@@ -98,10 +98,10 @@ static void dump_state(tacl__tl_t *tl)
             fprintf(stderr, "  recv tag %llu len %llu\n",
                     (unsigned long long)op->tag,
                     (unsigned long long)op->len);
-        for (tacl__shm_ux_t *ux = p->ux_head; ux; ux = ux->next)
-            fprintf(stderr, "  ux kind %u tag %llu len %llu recv %p\n",
-                    ux->kind, (unsigned long long)ux->tag,
-                    (unsigned long long)ux->len, (void *)ux->recv);
+        for (tacl__tl_msg_t *m = p->ux.head; m; m = m->next)
+            fprintf(stderr, "  ux kind %u tag %llu len %llu\n",
+                    ((tacl__shm_ux_t *)m)->kind, (unsigned long long)m->tag,
+                    (unsigned long long)((tacl__shm_ux_t *)m)->len);
     }
 }
 
@@ -366,6 +366,61 @@ static int unexpected_rank(int rank, int nranks, void *arg)
 }
 
 TEST_EACH_MODE(unexpected, 2, unexpected_rank, -1, 60)
+
+/*
+ * ---- A receive that takes a message while it arrives, then is
+ * cancelled: the message waits again and the next receive gets it. ----
+ */
+
+#define TAKEN_LEN (2u << 20)   /* more fragments than the queue's slots */
+
+static int taken_rank(int rank, int nranks, void *arg)
+{
+    tacl__tl_t *tl = tlh_init(&tacl__tl_shm_ops, rank, nranks, NULL);
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+    tacl__shm_peer_t *peer = &shm->peers[shm->base.local_of[!rank]];
+    uint8_t *buf = malloc(TAKEN_LEN);
+    uint64_t deadline = tacl__now_ns() + 20ull * 1000000000;
+    tlh_op_t first, second;
+    int pending = 0;
+
+    CHECK(buf);
+    if (rank == 0) {
+        tlh_fill(buf, TAKEN_LEN, 9);
+        CHECK(tacl__tl_send(tl, tlh_op(&first, 1, 9, buf, TAKEN_LEN,
+                                       &pending)) == TACL_OK);
+        CHECK(drive(tl, &pending, 100, 20) == 0);
+        CHECK(first.status == TACL_OK);
+    } else {
+        /* Some fragments in, no receive yet: an unexpected message. */
+        while (peer->in_kind != TACL_SHM_IN_UX) {
+            CHECK(tacl__tl_progress(tl) >= 0);
+            CHECK(tacl__now_ns() < deadline);
+        }
+        CHECK(peer->ux.head == &peer->in_ux->link);
+        CHECK(tacl__tl_recv(tl, tlh_op(&first, 0, 9, buf, TAKEN_LEN,
+                                       &pending)) == TACL_OK);
+        CHECK(peer->in_ux->recv == &first.op && peer->ux.head == NULL);
+        tacl__tl_cancel_all(tl, TACL_ERR_INVALID_USAGE);
+        CHECK(first.calls == 1 && first.status == TACL_ERR_INVALID_USAGE);
+        CHECK(pending == 0 && peer->ux.head == &peer->in_ux->link);
+        CHECK(tacl__tl_recv(tl, tlh_op(&second, 0, 9, buf, TAKEN_LEN,
+                                       &pending)) == TACL_OK);
+        CHECK(drive(tl, &pending, 100, 20) == 0);
+        CHECK(second.calls == 1 && second.status == TACL_OK);
+        CHECK(first.calls == 1 && peer->ux.head == NULL);
+        CHECK(tlh_check(buf, TAKEN_LEN, 9));
+    }
+    free(buf);
+    tlh_barrier();
+    tacl__tl_close(tl);
+    return 0;
+}
+
+Test(transport_shm, taken_while_arriving_then_cancelled, .timeout = 60)
+{
+    cr_assert_eq(tlh_run(2, "copy", taken_rank, NULL, -1), 0);
+}
 
 /* ---- 8 ranks all-to-all, sleeping in wait() on 2 cores. ---- */
 
@@ -691,7 +746,7 @@ static size_t seg_len(int i)
 static int maps_taken(tacl__tl_t *tl, int *freed_p)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
-    tacl__shm_peer_t *peer = &shm->peers[shm->local_of[0]];
+    tacl__shm_peer_t *peer = &shm->peers[shm->base.local_of[0]];
     int taken = 0;
 
     *freed_p = 0;

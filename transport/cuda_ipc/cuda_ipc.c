@@ -81,7 +81,7 @@ static int make_listener(int rank, uint64_t nonce, int backlog)
 
     if (fd < 0 || bind(fd, (struct sockaddr *)&addr, len) != 0 ||
         listen(fd, backlog) != 0) {
-        TACL_INFO(SHM, "cuda_ipc: rank %d cannot listen on a Unix socket: "
+        TACL_INFO(IPC, "cuda_ipc: rank %d cannot listen on a Unix socket: "
                   "%m", rank);
         if (fd >= 0)
             close(fd);
@@ -105,15 +105,15 @@ static int connect_peer(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
 {
     struct sockaddr_un addr;
     socklen_t len = sock_addr(&addr, nonce, peer->rank);
-    cipc_hello_t hello = {.rank = c->rank, .nonce = nonce};
+    cipc_hello_t hello = {.rank = c->base.rank, .nonce = nonce};
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, len) != 0 ||
         send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) !=
             (ssize_t)sizeof(hello) ||
         set_nonblock(fd) != 0) {
-        TACL_INFO(SHM, "cuda_ipc: rank %d cannot connect to rank %d: %m",
-                  c->rank, peer->rank);
+        TACL_INFO(IPC, "cuda_ipc: rank %d cannot connect to rank %d: %m",
+                  c->base.rank, peer->rank);
         if (fd >= 0)
             close(fd);
         return 0;
@@ -125,8 +125,8 @@ static int connect_peer(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
 /* Accept the neighbours of lower local index; whether all came. */
 static int accept_peers(tacl__cipc_t *c, int lfd, uint64_t nonce)
 {
-    uint64_t deadline = tacl__now_ns() + (uint64_t)(c->timeout_s * 1e9);
-    int want = c->my_local, got = 0;
+    uint64_t deadline = tacl__now_ns() + (uint64_t)(c->base.timeout_s * 1e9);
+    int want = c->base.my_local, got = 0;
 
     while (got < want) {
         struct pollfd p = {.fd = lfd, .events = POLLIN};
@@ -144,8 +144,9 @@ static int accept_peers(tacl__cipc_t *c, int lfd, uint64_t nonce)
             recv(fd, &hello, sizeof(hello), MSG_DONTWAIT) !=
                 (ssize_t)sizeof(hello) ||
             hello.nonce != nonce || hello.rank < 0 ||
-            hello.rank >= c->nranks ||
-            (local = c->local_of[hello.rank]) < 0 || local >= c->my_local ||
+            hello.rank >= c->base.nranks ||
+            (local = c->base.local_of[hello.rank]) < 0 ||
+            local >= c->base.my_local ||
             c->peers[local].fd >= 0) {
             close(fd);
             continue;   /* not one of ours: ignore it */
@@ -155,14 +156,14 @@ static int accept_peers(tacl__cipc_t *c, int lfd, uint64_t nonce)
         got++;
     }
     if (got < want)
-        TACL_INFO(SHM, "cuda_ipc: rank %d: %d of its %d lower neighbours "
-                  "connected within the timeout", c->rank, got, want);
+        TACL_INFO(IPC, "cuda_ipc: rank %d: %d of its %d lower neighbours "
+                  "connected within the timeout", c->base.rank, got, want);
     return got == want;
 }
 
 static void drop_connections(tacl__cipc_t *c)
 {
-    for (int i = 0; i < c->nlocal; i++) {
+    for (int i = 0; i < c->base.nlocal; i++) {
         if (c->peers[i].fd >= 0)
             close(c->peers[i].fd);
         c->peers[i].fd = -1;
@@ -177,43 +178,43 @@ static tacl_status_t setup(tacl__cipc_t *c, const tacl__tl_params_t *params)
     int lfd = -1, any = 0, node_ok = 1, ok = 1;
 
     if (all == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
+        return tacl__error(TACL_ERR_NO_MEMORY, IPC, "out of memory");
     if (getrandom(&mine.nonce, sizeof(mine.nonce), GRND_NONBLOCK) !=
         (ssize_t)sizeof(mine.nonce))
         mine.nonce = tacl__now_ns() ^ ((uint64_t)getpid() << 32);
-    if (c->nlocal > 1 && tacl__cu() != NULL)
-        lfd = make_listener(c->rank, mine.nonce, c->nlocal);
-    else if (c->nlocal > 1)
-        TACL_INFO(SHM, "cuda_ipc: rank %d serves no device memory: %s",
-                  c->rank, tacl__cu_why());
+    if (c->base.nlocal > 1 && tacl__cu() != NULL)
+        lfd = make_listener(c->base.rank, mine.nonce, c->base.nlocal);
+    else if (c->base.nlocal > 1)
+        TACL_INFO(IPC, "cuda_ipc: rank %d serves no device memory: %s",
+                  c->base.rank, tacl__cu_why());
     mine.usable = lfd >= 0;
-    all[c->rank] = mine;
+    all[c->base.rank] = mine;
     status = params->exchange(params->exchange_ctx, all, sizeof(*all));
     if (status != TACL_OK)
         goto out;
     for (int r = 0; r < params->nranks; r++) {
         any |= all[r].usable;
-        if (c->local_of[r] >= 0)
+        if (c->base.local_of[r] >= 0)
             node_ok &= all[r].usable;
     }
     if (!any)
         goto out;
-    if (node_ok && c->nlocal > 1) {
-        for (int i = c->my_local + 1; i < c->nlocal; i++)
+    if (node_ok && c->base.nlocal > 1) {
+        for (int i = c->base.my_local + 1; i < c->base.nlocal; i++)
             ok &= connect_peer(c, &c->peers[i],
                                all[c->peers[i].rank].nonce);
         ok &= accept_peers(c, lfd, mine.nonce);
     }
     mine.ok = ok;
-    all[c->rank] = mine;
+    all[c->base.rank] = mine;
     status = params->exchange(params->exchange_ctx, all, sizeof(*all));
     if (status != TACL_OK)
         goto out;
     for (int r = 0; r < params->nranks; r++)
-        if (c->local_of[r] >= 0 && !all[r].ok)
+        if (c->base.local_of[r] >= 0 && !all[r].ok)
             ok = 0;
     if (!ok && node_ok)
-        TACL_INFO(SHM, "cuda_ipc: a rank of this node could not connect to "
+        TACL_INFO(IPC, "cuda_ipc: a rank of this node could not connect to "
                   "its neighbours; device memory has no cuda_ipc here");
     if (!ok || !node_ok)
         drop_connections(c);
@@ -229,67 +230,58 @@ static void cipc_close(tacl__tl_t *tl)
     tacl__cipc_t *c = (tacl__cipc_t *)tl;
 
     tacl__cipc_devs_fini(c);
-    for (int i = 0; c->peers && i < c->nlocal; i++) {
+    for (int i = 0; c->peers && i < c->base.nlocal; i++) {
         tacl__cipc_peer_cleanup(&c->peers[i]);
         if (c->peers[i].fd >= 0)
             close(c->peers[i].fd);
     }
     free(c->peers);
-    free(c->local_of);
-    free(c);
+    tacl__tl_base_free(&c->base);
 }
 
 static tacl_status_t cipc_init(const tacl__tl_params_t *params,
                                tacl__tl_t **tl_p)
 {
-    tacl__cipc_t *c = calloc(1, sizeof(*c));
+    tacl__tl_base_t *base;
+    tacl__cipc_t *c;
     tacl_status_t status;
     int connected = 0;
 
-    if (c == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
-                           "cannot allocate the cuda_ipc transport");
-    c->super.ops = &tacl__tl_cuda_ipc_ops;
-    c->rank = params->rank;
-    c->nranks = params->nranks;
-    c->timeout_s = params->timeout_s > 0 ? params->timeout_s : 60.0;
-    c->lock = params->lock;
-    c->freed_cursor = tacl__cuda_mem_free_count();
-    status = tacl__tl_local_ranks(params, &c->local_of, &c->nlocal,
-                                  &c->my_local);
-    if (status == TACL_OK) {
-        c->peers = calloc((size_t)c->nlocal, sizeof(*c->peers));
-        if (c->peers == NULL)
-            status = tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
-    }
-    if (status != TACL_OK) {
-        cipc_close(&c->super);
+    status = tacl__tl_base_new(&tacl__tl_cuda_ipc_ops, sizeof(*c), params,
+                               TACL_SUBSYS_IPC, tacl__cipc_fail_pending,
+                               &base);
+    if (status != TACL_OK)
         return status;
+    c = (tacl__cipc_t *)base;
+    c->freed_cursor = tacl__cuda_mem_free_count();
+    c->peers = tacl__tl_base_peers(base, sizeof(*c->peers),
+                                   offsetof(tacl__cipc_peer_t, rank));
+    if (c->peers == NULL) {
+        cipc_close(&c->base.super);
+        return TACL_ERR_NO_MEMORY;
     }
-    for (int r = 0; r < c->nranks; r++)
-        if (c->local_of[r] >= 0) {
-            c->peers[c->local_of[r]].rank = r;
-            c->peers[c->local_of[r]].fd = -1;
-        }
+    for (int i = 0; i < c->base.nlocal; i++)
+        c->peers[i].fd = -1;
     status = setup(c, params);
     if (status != TACL_OK) {
-        cipc_close(&c->super);
+        cipc_close(&c->base.super);
         return status;
     }
-    for (int i = 0; i < c->nlocal; i++)
+    for (int i = 0; i < c->base.nlocal; i++)
         connected += c->peers[i].fd >= 0;
-    TACL_INFO(SHM, "rank %d: cuda_ipc reaches %d of its %d neighbours",
-              c->rank, connected, c->nlocal - 1);
-    *tl_p = &c->super;
+    TACL_INFO(IPC, "rank %d: cuda_ipc reaches %d of its %d neighbours",
+              c->base.rank, connected, c->base.nlocal - 1);
+    *tl_p = &c->base.super;
     return TACL_OK;
 }
 
+/* A neighbour is reached only through a connection that stands. */
 static int cipc_reachable(tacl__tl_t *tl, int peer)
 {
     tacl__cipc_t *c = (tacl__cipc_t *)tl;
 
-    return peer >= 0 && peer < c->nranks && peer != c->rank &&
-           c->local_of[peer] >= 0 && c->peers[c->local_of[peer]].fd >= 0;
+    return tacl__tl_base_where(&c->base, peer) == TACL__TL_PEER_NODE &&
+           c->peers[c->base.local_of[peer]].fd >= 0;
 }
 
 const tacl__transport_ops_t tacl__tl_cuda_ipc_ops = {
@@ -303,6 +295,6 @@ const tacl__transport_ops_t tacl__tl_cuda_ipc_ops = {
     .recv = tacl__cipc_recv,
     .progress = tacl__cipc_progress,
     .wait = tacl__cipc_wait,
-    .cancel_all = tacl__cipc_cancel_all,
+    .cancel_all = tacl__tl_base_cancel_all,
     .close = cipc_close,
 };

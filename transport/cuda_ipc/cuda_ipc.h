@@ -29,7 +29,7 @@
 #include <sys/types.h>
 
 #include "cu_driver.h"
-#include "op_fifo.h"
+#include "tl_base.h"
 
 /* Bytes of one copy on the stream, and copies in flight per device. */
 #define TACL_CIPC_CHUNK (8u << 20)
@@ -70,8 +70,8 @@ typedef struct {
 } tacl__cipc_msg_t;
 
 /** An RTS that arrived before its receive, with its descriptor. */
-typedef struct tacl__cipc_ux {
-    struct tacl__cipc_ux *next;
+typedef struct {
+    tacl__tl_msg_t link;       /* first: its peer, tag and queue link */
     tacl__cipc_msg_t msg;
     int fd;                    /* -1: none */
 } tacl__cipc_ux_t;
@@ -101,7 +101,7 @@ typedef struct {
     int hung_up;               /* the socket reported the peer gone */
     tacl__tl_opq_t rts_wait;   /* sends whose RTS is out, awaiting FIN */
     tacl__tl_opq_t recvs;      /* receives not matched yet */
-    tacl__cipc_ux_t *ux_head, *ux_tail;
+    tacl__tl_msgq_t ux;        /* unexpected RTSs (tacl__cipc_ux_t) */
     tacl__cipc_out_t *out;     /* messages the socket had no room for */
     size_t nout, out_cap;
     tacl__cipc_map_t maps[TACL_CIPC_MAPS];
@@ -127,18 +127,9 @@ typedef struct {
 } tacl__cipc_dev_t;
 
 typedef struct {
-    tacl__tl_t super;
-    int rank;
-    int nranks;
-    int nlocal;
-    int my_local;
-    int *local_of;             /* world rank -> local index, or -1 */
+    tacl__tl_base_t base;      /* first: rank, node, done queue, failure */
     tacl__cipc_peer_t *peers;  /* by local index; ours is unused */
-    double timeout_s;
-    pthread_mutex_t *lock;     /* tacl__tl_params_t's, for wait() */
     tacl__tl_opq_t pulls;      /* receives copying, oldest first */
-    tacl__tl_opq_t done;
-    tacl_status_t failed;
     uint64_t next_op_id;
     uint64_t freed_cursor;     /* tacl__cuda_mem_freed's */
     tacl__cipc_dev_t devs[TACL_CIPC_MAX_DEVICES];
@@ -180,7 +171,8 @@ tacl_status_t tacl__cipc_send(tacl__tl_t *tl, tacl__tl_op_t *op);
 tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op);
 int tacl__cipc_progress(tacl__tl_t *tl);
 tacl_status_t tacl__cipc_wait(tacl__tl_t *tl, int64_t timeout_us);
-void tacl__cipc_cancel_all(tacl__tl_t *tl, tacl_status_t status);
+/** Complete every pending operation with status (the base's fail). */
+void tacl__cipc_fail_pending(tacl__tl_base_t *base, tacl_status_t status);
 /** Free what the protocol holds for a peer. */
 void tacl__cipc_peer_cleanup(tacl__cipc_peer_t *peer);
 /** Wait for the copies on the streams, then free them. */

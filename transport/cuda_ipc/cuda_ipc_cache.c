@@ -92,13 +92,13 @@ static tacl_status_t open_entry(tacl__cipc_peer_t *peer, tacl__cipc_map_t *m,
     CUresult res;
 
     if (msg->mem == TACL_CIPC_MEM_VMM && fd < 0)
-        return tacl__error(TACL_ERR_INTERNAL, SHM,
+        return tacl__error(TACL_ERR_INTERNAL, IPC,
                            "rank %d's message from device allocation %llu "
                            "came without its descriptor", peer->rank,
                            (unsigned long long)msg->alloc_id);
     res = (CUresult)tacl__cu_push(device);
     if (res != CUDA_SUCCESS)
-        return tacl__error(TACL_ERR_SYSTEM, SHM,
+        return tacl__error(TACL_ERR_SYSTEM, IPC,
                            "cannot use CUDA device %d to receive from rank "
                            "%d: %s", device, peer->rank, tacl__cu_str(res));
     m->mem = msg->mem;
@@ -119,7 +119,7 @@ static tacl_status_t open_entry(tacl__cipc_peer_t *peer, tacl__cipc_map_t *m,
     tacl__cu_pop();
     if (res != CUDA_SUCCESS) {
         memset(m, 0, sizeof(*m));
-        return tacl__error(TACL_ERR_SYSTEM, SHM,
+        return tacl__error(TACL_ERR_SYSTEM, IPC,
                            "%s of rank %d's device allocation %llu (%llu "
                            "bytes) on device %d failed: %s", what,
                            peer->rank, (unsigned long long)msg->alloc_id,
@@ -127,7 +127,7 @@ static tacl_status_t open_entry(tacl__cipc_peer_t *peer, tacl__cipc_map_t *m,
                            tacl__cu_str(res));
     }
     atomic_fetch_add(&cipc_opens, 1);
-    TACL_INFO(SHM, "opened rank %d's device allocation %llu (%llu bytes, "
+    TACL_INFO(IPC, "opened rank %d's device allocation %llu (%llu bytes, "
               "%s) at 0x%llx on device %d", peer->rank,
               (unsigned long long)m->id, (unsigned long long)m->size,
               m->mem == TACL_CIPC_MEM_LEGACY ? "cudaIpc handle"
@@ -160,7 +160,7 @@ int tacl__cipc_map_get(tacl__cipc_peer_t *peer, const tacl__cipc_msg_t *msg,
         }
     }
     if (hit >= 0 && e[hit].size != msg->alloc_size) {
-        *status_p = tacl__error(TACL_ERR_INTERNAL, SHM,
+        *status_p = tacl__error(TACL_ERR_INTERNAL, IPC,
                                 "rank %d's device allocation %llu changed "
                                 "size", peer->rank,
                                 (unsigned long long)msg->alloc_id);
@@ -168,7 +168,7 @@ int tacl__cipc_map_get(tacl__cipc_peer_t *peer, const tacl__cipc_msg_t *msg,
     }
     if (hit < 0) {
         if (spare < 0) {
-            *status_p = tacl__error(TACL_ERR_NO_MEMORY, SHM,
+            *status_p = tacl__error(TACL_ERR_NO_MEMORY, IPC,
                                     "%d of rank %d's device allocations are "
                                     "being read at once; no room to open "
                                     "another", TACL_CIPC_MAPS, peer->rank);

@@ -32,15 +32,9 @@
 #include "log.h"
 
 #if TACL_HAVE_CUDA
-static void complete(tacl__cipc_t *c, tacl__tl_op_t *op,
-                     tacl_status_t status)
-{
-    tacl__tl_opq_complete(&c->done, op, status);
-}
-
 static tacl__cipc_peer_t *peer_of(tacl__cipc_t *c, int rank)
 {
-    return &c->peers[c->local_of[rank]];
+    return &c->peers[c->base.local_of[rank]];
 }
 
 static void close_fd(int fd)
@@ -90,7 +84,7 @@ static tacl_status_t flush_out(tacl__cipc_peer_t *peer)
         if (r == 0)
             break;
         if (r < 0) {
-            status = tacl__error_peer(peer->rank, SHM,
+            status = tacl__error_peer(peer->rank, IPC,
                                       "rank %d closed its cuda_ipc "
                                       "connection (it exited or died); "
                                       "check that process's output",
@@ -123,7 +117,7 @@ static tacl_status_t send_msg(tacl__cipc_peer_t *peer,
         }
         if (r < 0) {
             close_fd(fd);
-            return tacl__error_peer(peer->rank, SHM,
+            return tacl__error_peer(peer->rank, IPC,
                                     "rank %d closed its cuda_ipc connection "
                                     "(it exited or died); check that "
                                     "process's output", peer->rank);
@@ -135,7 +129,7 @@ static tacl_status_t send_msg(tacl__cipc_peer_t *peer,
 
         if (out == NULL) {
             close_fd(fd);
-            return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+            return tacl__error(TACL_ERR_NO_MEMORY, IPC,
                                "cannot queue a message to rank %d",
                                peer->rank);
         }
@@ -180,58 +174,47 @@ static void forget_pull(tacl__cipc_t *c, tacl__tl_op_t *op)
         tacl__cipc_map_release(peer_of(c, op->peer), TACL_CIPC_OP_MAP(op));
 }
 
-static void fail_all(tacl__cipc_t *c, tacl_status_t status)
+void tacl__cipc_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
 {
+    tacl__cipc_t *c = (tacl__cipc_t *)base;
     tacl__tl_op_t *op;
 
     while ((op = tacl__tl_opq_pop(&c->pulls))) {
         forget_pull(c, op);
-        complete(c, op, status);
+        tacl__tl_complete(&c->base, op, status);
     }
-    for (int i = 0; i < c->nlocal; i++) {
+    for (int i = 0; i < c->base.nlocal; i++) {
         tacl__cipc_peer_t *peer = &c->peers[i];
 
-        while ((op = tacl__tl_opq_pop(&peer->rts_wait)))
-            complete(c, op, status);
-        while ((op = tacl__tl_opq_pop(&peer->recvs)))
-            complete(c, op, status);
+        tacl__tl_opq_fail(&c->base.done, &peer->rts_wait, status);
+        tacl__tl_opq_fail(&c->base.done, &peer->recvs, status);
     }
-}
-
-static void fail_instance(tacl__cipc_t *c, tacl_status_t status)
-{
-    if (c->failed == TACL_OK)
-        c->failed = status;
-    fail_all(c, status);
 }
 
 /* The checks of every post, and the device of op's buffer (-1 none). */
 static tacl_status_t check_op(tacl__cipc_t *c, const tacl__tl_op_t *op,
                               const char *what, int *device_p)
 {
-    tacl_status_t status = tacl__tl_check_op(&c->super, op, c->rank,
-                                             TACL_SUBSYS_SHM);
+    tacl_status_t status = tacl__tl_base_check(&c->base, op);
     int res;
 
     *device_p = -1;
     if (status != TACL_OK)
         return status;
-    if (c->failed != TACL_OK)
-        return c->failed;
     if (op->len == 0)
         return TACL_OK;
     *device_p = tacl__cu_device_of(op->buf, &res);
     if (*device_p < 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
+        return tacl__error(TACL_ERR_INVALID_ARG, IPC,
                            "rank %d: the %s buffer %p of a message with rank "
                            "%d is not CUDA device memory (host memory, or "
-                           "device memory already freed)%s%s", c->rank, what,
-                           op->buf, op->peer, res ? ": " : "",
+                           "device memory already freed)%s%s", c->base.rank,
+                           what, op->buf, op->peer, res ? ": " : "",
                            res ? tacl__cu_str(res) : "");
     if (*device_p >= TACL_CIPC_MAX_DEVICES)
-        return tacl__error(TACL_ERR_UNSUPPORTED, SHM,
+        return tacl__error(TACL_ERR_UNSUPPORTED, IPC,
                            "rank %d: device %d is beyond the %d devices "
-                           "cuda_ipc copies on", c->rank, *device_p,
+                           "cuda_ipc copies on", c->base.rank, *device_p,
                            TACL_CIPC_MAX_DEVICES);
     return TACL_OK;
 }
@@ -276,16 +259,16 @@ static tacl_status_t export_buffer(tacl__cipc_t *c, const tacl__tl_op_t *op,
         what = "making the device's context current";
     }
     if (res != CUDA_SUCCESS)
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
+        return tacl__error(TACL_ERR_INVALID_ARG, IPC,
                            "rank %d cannot share its send buffer %p (device "
                            "%d) with rank %d: %s failed: %s; memory from "
                            "cuMemCreate must come from tacl_mem_alloc to be "
-                           "shared", c->rank, op->buf, device, op->peer, what,
-                           tacl__cu_str(res));
+                           "shared", c->base.rank, op->buf, device, op->peer,
+                           what, tacl__cu_str(res));
     if (ptr - base > size || op->len > size - (ptr - base))
-        return tacl__error(TACL_ERR_INVALID_ARG, SHM,
+        return tacl__error(TACL_ERR_INVALID_ARG, IPC,
                            "rank %d: the send buffer %p of %llu bytes "
-                           "overruns its device allocation", c->rank,
+                           "overruns its device allocation", c->base.rank,
                            op->buf, (unsigned long long)op->len);
     rts->mem = TACL_CIPC_MEM_LEGACY;
     rts->alloc_id = buffer_id;
@@ -339,10 +322,10 @@ static tacl_status_t start_pull(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
 
     if (rts->len != recv->len)
         status = tacl__tl_length_error(peer->rank, recv->tag, rts->len, 0,
-                                       recv->len, TACL_SUBSYS_SHM);
+                                       recv->len, TACL_SUBSYS_IPC);
     else if (rts->len > 0 && (rts->offset > rts->alloc_size ||
                               rts->len > rts->alloc_size - rts->offset))
-        status = tacl__error(TACL_ERR_INTERNAL, SHM,
+        status = tacl__error(TACL_ERR_INTERNAL, IPC,
                              "rank %d sent a message beyond its allocation",
                              peer->rank);
     else if (rts->len > 0)
@@ -352,7 +335,7 @@ static tacl_status_t start_pull(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
     if (rts->len == 0 || status != TACL_OK) {
         tacl_status_t sent = send_fin(peer, rts->op_id, status);
 
-        complete(c, recv, status);
+        tacl__tl_complete(&c->base, recv, status);
         return sent;
     }
     TACL_CIPC_OP_ID(recv) = rts->op_id;
@@ -369,7 +352,7 @@ tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
     tacl__cipc_t *c = (tacl__cipc_t *)tl;
     tacl__cipc_peer_t *peer;
-    tacl__cipc_ux_t *ux, *prev = NULL;
+    tacl__cipc_ux_t *ux;
     tacl_status_t status;
     int device;
 
@@ -379,30 +362,23 @@ tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     /* The device rides with the receive until it is matched. */
     TACL_CIPC_OP_WHERE(op) = (uint64_t)(device < 0 ? 0 : device) << 16;
     peer = peer_of(c, op->peer);
-    for (ux = peer->ux_head; ux; prev = ux, ux = ux->next)
-        if (ux->msg.tag == op->tag)
-            break;
+    ux = (tacl__cipc_ux_t *)tacl__tl_msgq_take(&peer->ux, op->peer, op->tag);
     if (ux == NULL) {
         tacl__tl_opq_push(&peer->recvs, op);
         return TACL_OK;
     }
-    if (prev)
-        prev->next = ux->next;
-    else
-        peer->ux_head = ux->next;
-    if (peer->ux_tail == ux)
-        peer->ux_tail = prev;
     status = start_pull(c, peer, op, &ux->msg, ux->fd);
     free(ux);
     if (status != TACL_OK)
-        fail_instance(c, status);
+        tacl__tl_base_fail(&c->base, status);
     return TACL_OK;
 }
 
 static tacl_status_t on_rts(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
                             const tacl__cipc_msg_t *msg, int fd)
 {
-    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, msg->tag);
+    tacl__tl_op_t *recv = tacl__tl_opq_take(&peer->recvs, peer->rank,
+                                            msg->tag);
     tacl__cipc_ux_t *ux;
 
     if (recv)
@@ -410,17 +386,15 @@ static tacl_status_t on_rts(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
     ux = calloc(1, sizeof(*ux));
     if (ux == NULL) {
         close_fd(fd);
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+        return tacl__error(TACL_ERR_NO_MEMORY, IPC,
                            "cannot keep a request to send from rank %d",
                            peer->rank);
     }
+    ux->link.peer = peer->rank;
+    ux->link.tag = msg->tag;
     ux->msg = *msg;
     ux->fd = fd;
-    if (peer->ux_tail)
-        peer->ux_tail->next = ux;
-    else
-        peer->ux_head = ux;
-    peer->ux_tail = ux;
+    tacl__tl_msgq_push(&peer->ux, &ux->link);
     return TACL_OK;
 }
 
@@ -433,12 +407,12 @@ static void on_fin(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
         if (TACL_CIPC_OP_ID(op) == msg->op_id)
             break;
     if (op == NULL) {
-        TACL_WARN(SHM, "rank %d acknowledged unknown operation %llu; "
+        TACL_WARN(IPC, "rank %d acknowledged unknown operation %llu; "
                   "ignored", peer->rank, (unsigned long long)msg->op_id);
         return;
     }
     tacl__tl_opq_unlink(&peer->rts_wait, prev, op);
-    complete(c, op, (tacl_status_t)msg->status);
+    tacl__tl_complete(&c->base, op, (tacl_status_t)msg->status);
 }
 
 /* Read one message and its descriptor: 1, 0 nothing yet, -1 hung up. */
@@ -515,7 +489,7 @@ static int poll_in(tacl__cipc_t *c, tacl__cipc_peer_t *peer)
         } else if (msg.kind == TACL_CIPC_MSG_FREED) {
             tacl__cipc_map_freed(peer, msg.alloc_id);
         } else {
-            status = tacl__error(TACL_ERR_INTERNAL, SHM,
+            status = tacl__error(TACL_ERR_INTERNAL, IPC,
                                  "unknown message kind %u from rank %d",
                                  msg.kind, peer->rank);
         }
@@ -527,7 +501,7 @@ static int poll_in(tacl__cipc_t *c, tacl__cipc_peer_t *peer)
         /* The peer exited or died: an error only if we wait for it. */
         hang_up(peer);
         if (peer_busy(c, peer))
-            return tacl__error_peer(peer->rank, SHM,
+            return tacl__error_peer(peer->rank, IPC,
                                     "rank %d closed its cuda_ipc connection "
                                     "with operations pending (it exited or "
                                     "died); check that process's output",
@@ -546,7 +520,7 @@ static tacl_status_t announce_frees(tacl__cipc_t *c)
     if (tacl__cuda_mem_free_count() == c->freed_cursor)
         return TACL_OK;
     while ((n = tacl__cuda_mem_freed(&c->freed_cursor, ids, 32)) > 0) {
-        for (int i = 0; i < c->nlocal; i++) {
+        for (int i = 0; i < c->base.nlocal; i++) {
             tacl__cipc_peer_t *peer = &c->peers[i];
 
             for (int k = 0; k < n && peer->fd >= 0; k++) {
@@ -577,7 +551,7 @@ static tacl_status_t dev_ready(tacl__cipc_t *c, int d)
         return TACL_OK;
     res = (CUresult)tacl__cu_push(d);
     if (res != CUDA_SUCCESS)
-        return tacl__error(TACL_ERR_SYSTEM, SHM,
+        return tacl__error(TACL_ERR_SYSTEM, IPC,
                            "cannot use CUDA device %d: %s", d,
                            tacl__cu_str(res));
     res = cu->cuStreamCreate(&dev->stream, CU_STREAM_NON_BLOCKING);
@@ -595,7 +569,7 @@ static tacl_status_t dev_ready(tacl__cipc_t *c, int d)
     }
     tacl__cu_pop();
     if (res != CUDA_SUCCESS)
-        return tacl__error(TACL_ERR_SYSTEM, SHM,
+        return tacl__error(TACL_ERR_SYSTEM, IPC,
                            "cannot create cuda_ipc's stream on device %d: "
                            "%s", d, tacl__cu_str(res));
     return TACL_OK;
@@ -606,15 +580,10 @@ static tacl_status_t finish_pull(tacl__cipc_t *c, tacl__tl_op_t *op,
                                  tacl_status_t status)
 {
     tacl__cipc_peer_t *peer = peer_of(c, op->peer);
-    tacl__tl_op_t *prev = NULL, *cur;
 
-    for (cur = c->pulls.head; cur && cur != op; prev = cur,
-         cur = cur->tl_next)
-        ;
-    if (cur)
-        tacl__tl_opq_unlink(&c->pulls, prev, op);
+    tacl__tl_opq_remove(&c->pulls, op);
     forget_pull(c, op);
-    complete(c, op, status);
+    tacl__tl_complete(&c->base, op, status);
     return send_fin(peer, TACL_CIPC_OP_ID(op), status);
 }
 
@@ -640,7 +609,7 @@ static int poll_copies(tacl__cipc_t *c, int d)
         if (op == NULL)
             continue;
         if (res != CUDA_SUCCESS) {
-            status = tacl__error(TACL_ERR_SYSTEM, SHM,
+            status = tacl__error(TACL_ERR_SYSTEM, IPC,
                                  "a copy from rank %d on device %d failed: "
                                  "%s", op->peer, d, tacl__cu_str(res));
         } else {
@@ -695,7 +664,7 @@ static int issue_copies(tacl__cipc_t *c)
                 res = cu->cuEventRecord(ch->event, dev->stream);
             if (res != CUDA_SUCCESS) {
                 tacl__cu_pop();
-                status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                status = tacl__error(TACL_ERR_SYSTEM, IPC,
                                      "queuing a copy of %llu bytes from rank "
                                      "%d on device %d failed: %s",
                                      (unsigned long long)n, op->peer, d,
@@ -723,10 +692,11 @@ int tacl__cipc_progress(tacl__tl_t *tl)
     tacl_status_t status = TACL_OK;
     int events = 0, n;
 
-    for (int i = 0; i < c->nlocal && c->failed == TACL_OK; i++) {
+    for (int i = 0; i < c->base.nlocal && c->base.failed == TACL_OK;
+         i++) {
         tacl__cipc_peer_t *peer = &c->peers[i];
 
-        if (i == c->my_local || (peer->fd < 0 && !peer->nout))
+        if (i == c->base.my_local || (peer->fd < 0 && !peer->nout))
             continue;
         status = flush_out(peer);
         if (status != TACL_OK && !peer_busy(c, peer)) {
@@ -736,14 +706,14 @@ int tacl__cipc_progress(tacl__tl_t *tl)
         }
         n = status != TACL_OK ? status : poll_in(c, peer);
         if (n < 0) {
-            fail_instance(c, n);
+            tacl__tl_base_fail(&c->base, n);
             break;
         }
         events += n;
     }
-    if (c->failed == TACL_OK)
+    if (c->base.failed == TACL_OK)
         status = announce_frees(c);
-    for (int d = 0; d < TACL_CIPC_MAX_DEVICES && c->failed == TACL_OK &&
+    for (int d = 0; d < TACL_CIPC_MAX_DEVICES && c->base.failed == TACL_OK &&
                     status == TACL_OK; d++) {
         n = c->devs[d].count ? poll_copies(c, d) : 0;
         if (n < 0)
@@ -751,7 +721,7 @@ int tacl__cipc_progress(tacl__tl_t *tl)
         else
             events += n;
     }
-    if (c->failed == TACL_OK && status == TACL_OK && c->pulls.head) {
+    if (c->base.failed == TACL_OK && status == TACL_OK && c->pulls.head) {
         n = issue_copies(c);
         if (n < 0)
             status = n;
@@ -759,11 +729,8 @@ int tacl__cipc_progress(tacl__tl_t *tl)
             events += n;
     }
     if (status != TACL_OK)
-        fail_instance(c, status);
-    if (c->failed != TACL_OK)
-        fail_all(c, c->failed);
-    events += tacl__tl_opq_run(&c->done);
-    return c->failed != TACL_OK ? c->failed : events;
+        tacl__tl_base_fail(&c->base, status);
+    return tacl__tl_base_finish(&c->base, events);
 }
 
 tacl_status_t tacl__cipc_wait(tacl__tl_t *tl, int64_t timeout_us)
@@ -772,24 +739,23 @@ tacl_status_t tacl__cipc_wait(tacl__tl_t *tl, int64_t timeout_us)
     struct pollfd *fds;
     int nfds = 0, busy = 0;
 
-    if (timeout_us < 0)
-        timeout_us = (int64_t)(c->timeout_s * 1e6);
-    fds = calloc((size_t)c->nlocal + 1, sizeof(*fds));
+    timeout_us = tacl__tl_base_wait_us(&c->base, timeout_us);
+    fds = calloc((size_t)c->base.nlocal + 1, sizeof(*fds));
     if (fds == NULL)
         return TACL_OK;
-    tacl__tl_lock(c->lock);
+    tacl__tl_lock(c->base.lock);
     /* Copies on the GPU are polled, not slept on. */
-    busy = c->done.head || c->failed != TACL_OK || c->pulls.head;
-    for (int i = 0; i < c->nlocal && !busy; i++) {
+    busy = tacl__tl_base_ready(&c->base) || c->pulls.head;
+    for (int i = 0; i < c->base.nlocal && !busy; i++) {
         tacl__cipc_peer_t *peer = &c->peers[i];
 
-        if (i == c->my_local || peer->fd < 0)
+        if (i == c->base.my_local || peer->fd < 0)
             continue;
         busy = peer->nout > 0;
         fds[nfds].fd = peer->fd;
         fds[nfds++].events = POLLIN;
     }
-    tacl__tl_unlock(c->lock);
+    tacl__tl_unlock(c->base.lock);
     if (!busy && nfds > 0) {
         struct timespec ts = {(time_t)(timeout_us / 1000000),
                               (long)(timeout_us % 1000000) * 1000};
@@ -800,24 +766,17 @@ tacl_status_t tacl__cipc_wait(tacl__tl_t *tl, int64_t timeout_us)
     return TACL_OK;
 }
 
-void tacl__cipc_cancel_all(tacl__tl_t *tl, tacl_status_t status)
+static void ux_free(tacl__tl_msg_t *msg)
 {
-    tacl__cipc_t *c = (tacl__cipc_t *)tl;
+    tacl__cipc_ux_t *ux = (tacl__cipc_ux_t *)msg;
 
-    fail_all(c, status);
-    tacl__tl_opq_run(&c->done);
+    close_fd(ux->fd);
+    free(ux);
 }
 
 void tacl__cipc_peer_cleanup(tacl__cipc_peer_t *peer)
 {
-    while (peer->ux_head) {
-        tacl__cipc_ux_t *ux = peer->ux_head;
-
-        peer->ux_head = ux->next;
-        close_fd(ux->fd);
-        free(ux);
-    }
-    peer->ux_tail = NULL;
+    tacl__tl_msgq_drain(&peer->ux, ux_free);
     for (size_t i = 0; i < peer->nout; i++)
         close_fd(peer->out[i].fd);
     free(peer->out);

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,14 +87,14 @@ static tacl_status_t exchange(shm_setup_t *setup, const shm_record_t *mine,
 }
 
 /*
- * Map rank's segment, called name: our own (rank == shm->rank), which is
+ * Map rank's segment, called name: our own (rank == shm->base.rank), which is
  * created and sized here and unlinked again if mapping it fails, or a
  * neighbour's, which must already have our size.
  */
 static tacl_status_t map_named(tacl__shm_t *shm, const char *name, int rank,
                                void **seg_p)
 {
-    int own = rank == shm->rank;
+    int own = rank == shm->base.rank;
     tacl_status_t status;
     struct stat st;
     void *seg;
@@ -144,19 +145,19 @@ static tacl_status_t create_segment(tacl__shm_t *shm, uint64_t nonce)
     tacl_status_t status;
     void *seg;
 
-    shm->seg_size = tacl__shm_seg_size(shm->nlocal);
-    seg_name(name, sizeof(name), nonce, shm->rank);
-    status = map_named(shm, name, shm->rank, &seg);
+    shm->seg_size = tacl__shm_seg_size(shm->base.nlocal);
+    seg_name(name, sizeof(name), nonce, shm->base.rank);
+    status = map_named(shm, name, shm->base.rank, &seg);
     if (status != TACL_OK)
         return status;
     shm->seg = seg;
     shm->hdr = seg;
     shm->hdr->magic = TACL_SHM_MAGIC;
     shm->hdr->nonce = nonce;
-    shm->hdr->rank = shm->rank;
+    shm->hdr->rank = shm->base.rank;
     shm->hdr->pid = (int32_t)getpid();
-    shm->hdr->nqueues = (uint32_t)shm->nlocal;
-    shm->hdr->probe = probe_value(nonce, shm->rank);
+    shm->hdr->nqueues = (uint32_t)shm->base.nlocal;
+    shm->hdr->probe = probe_value(nonce, shm->base.rank);
     return TACL_OK;
 }
 
@@ -182,8 +183,8 @@ static tacl_status_t map_peer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                            "segment %s does not belong to rank %d of this "
                            "job", name, peer->rank);
     }
-    peer->out = tacl__shm_queue_at(seg, shm->my_local);
-    peer->in = tacl__shm_queue_at(shm->seg, shm->local_of[peer->rank]);
+    peer->out = tacl__shm_queue_at(seg, shm->base.my_local);
+    peer->in = tacl__shm_queue_at(shm->seg, shm->base.local_of[peer->rank]);
     return TACL_OK;
 }
 
@@ -197,7 +198,7 @@ static int probe_cma(tacl__shm_t *shm, const shm_record_t *all)
 {
     int all_ok = 1;
 
-    for (int i = 0; i < shm->nlocal; ++i) {
+    for (int i = 0; i < shm->base.nlocal; ++i) {
         tacl__shm_peer_t *peer = &shm->peers[i];
         const shm_record_t *rec = &all[peer->rank];
         uint64_t word = 0;
@@ -206,7 +207,7 @@ static int probe_cma(tacl__shm_t *shm, const shm_record_t *all)
                                sizeof(word)};
         int ok;
 
-        if (i == shm->my_local)
+        if (i == shm->base.my_local)
             continue;
         ok = process_vm_readv(peer->pid, &local, 1, &remote, 1, 0) ==
              (ssize_t)sizeof(word) && word == rec->probe_value;
@@ -219,24 +220,6 @@ static int probe_cma(tacl__shm_t *shm, const shm_record_t *all)
     return all_ok;
 }
 
-static tacl_status_t find_local_ranks(tacl__shm_t *shm,
-                                      const tacl__tl_params_t *params)
-{
-    tacl_status_t status = tacl__tl_local_ranks(params, &shm->local_of,
-                                                &shm->nlocal,
-                                                &shm->my_local);
-
-    if (status != TACL_OK)
-        return status;
-    shm->peers = calloc((size_t)shm->nlocal, sizeof(*shm->peers));
-    if (!shm->peers)
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "out of memory");
-    for (int r = 0; r < params->nranks; ++r)
-        if (shm->local_of[r] >= 0)
-            shm->peers[shm->local_of[r]].rank = r;
-    return TACL_OK;
-}
-
 static void choose_mode(tacl__shm_t *shm, const shm_record_t *all)
 {
     /* TACL_SHM_MODE's words: 0 auto, 1 cma, 2 copy. */
@@ -244,7 +227,7 @@ static void choose_mode(tacl__shm_t *shm, const shm_record_t *all)
     int cma_ok = 1;
 
     shm->use_map = tacl__config_bool(TACL_CFG_SHM_MAP);
-    for (int i = 0; i < shm->nlocal; ++i)
+    for (int i = 0; i < shm->base.nlocal; ++i)
         cma_ok &= all[shm->peers[i].rank].probe_ok;
     if (mode == 2) {
         shm->use_cma = 0;
@@ -284,10 +267,10 @@ static tacl_status_t setup_segments(tacl__shm_t *shm,
     if (status != TACL_OK)
         goto out_free;
     setup.nonce = setup.all[0].nonce;
-    for (int i = 0; i < shm->nlocal; ++i)
+    for (int i = 0; i < shm->base.nlocal; ++i)
         shm->peers[i].pid = (pid_t)setup.all[shm->peers[i].rank].pid;
 
-    step = shm->nlocal > 1 ? create_segment(shm, setup.nonce) : TACL_OK;
+    step = shm->base.nlocal > 1 ? create_segment(shm, setup.nonce) : TACL_OK;
     have_seg = shm->seg != NULL;
     mine.ok = step == TACL_OK;
     if (have_seg) {
@@ -299,11 +282,11 @@ static tacl_status_t setup_segments(tacl__shm_t *shm,
         goto out_unlink;
 
     step = TACL_OK;
-    for (int i = 0; i < shm->nlocal && step == TACL_OK; ++i)
-        if (i != shm->my_local)
+    for (int i = 0; i < shm->base.nlocal && step == TACL_OK; ++i)
+        if (i != shm->base.my_local)
             step = map_peer(shm, &shm->peers[i], setup.nonce);
     mine.ok = step == TACL_OK;
-    mine.probe_ok = shm->nlocal > 1 && step == TACL_OK &&
+    mine.probe_ok = shm->base.nlocal > 1 && step == TACL_OK &&
                     probe_cma(shm, setup.all);
     status = exchange(&setup, &mine, "map its neighbours' segments");
     if (status == TACL_OK)
@@ -311,7 +294,7 @@ static tacl_status_t setup_segments(tacl__shm_t *shm,
 
 out_unlink:
     if (have_seg) {
-        seg_name(name, sizeof(name), setup.nonce, shm->rank);
+        seg_name(name, sizeof(name), setup.nonce, shm->base.rank);
         shm_unlink(name);
     }
 out_free:
@@ -323,7 +306,7 @@ static void shm_close(tacl__tl_t *tl)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
 
-    for (int i = 0; shm->peers && i < shm->nlocal; ++i) {
+    for (int i = 0; shm->peers && i < shm->base.nlocal; ++i) {
         tacl__shm_peer_cleanup(&shm->peers[i]);
         if (shm->peers[i].seg)
             munmap(shm->peers[i].seg, shm->seg_size);
@@ -331,63 +314,57 @@ static void shm_close(tacl__tl_t *tl)
     if (shm->seg)
         munmap(shm->seg, shm->seg_size);
     free(shm->peers);
-    free(shm->local_of);
-    free(shm);
+    tacl__tl_base_free(&shm->base);
 }
 
 static tacl_status_t shm_init(const tacl__tl_params_t *params,
                               tacl__tl_t **tl_p)
 {
-    tacl__shm_t *shm = calloc(1, sizeof(*shm));
     unsigned long long eager = tacl__config_size(TACL_CFG_SHM_EAGER_LIMIT);
+    tacl__tl_base_t *base;
+    tacl__shm_t *shm;
     tacl_status_t status;
 
-    if (!shm)
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
-                           "cannot allocate the shm transport");
-    shm->super.ops = &tacl__tl_shm_ops;
-    shm->rank = params->rank;
-    shm->nranks = params->nranks;
-    shm->timeout_s = params->timeout_s > 0 ? params->timeout_s : 60.0;
-    shm->lock = params->lock;
-    shm->eager_limit = eager > 0 ? (uint64_t)eager : 0;
-    status = find_local_ranks(shm, params);
+    status = tacl__tl_base_new(&tacl__tl_shm_ops, sizeof(*shm), params,
+                               TACL_SUBSYS_SHM, tacl__shm_fail_pending,
+                               &base);
     if (status != TACL_OK)
+        return status;
+    shm = (tacl__shm_t *)base;
+    shm->eager_limit = eager > 0 ? (uint64_t)eager : 0;
+    shm->peers = tacl__tl_base_peers(base, sizeof(*shm->peers),
+                                     offsetof(tacl__shm_peer_t, rank));
+    if (shm->peers == NULL) {
+        status = TACL_ERR_NO_MEMORY;
         goto err_close;
+    }
     status = setup_segments(shm, params);
     if (status != TACL_OK)
         goto err_close;
     TACL_INFO(SHM, "rank %d: %d ranks on this node, large messages by %s, "
-              "eager up to %llu bytes", shm->rank, shm->nlocal,
+              "eager up to %llu bytes", shm->base.rank, shm->base.nlocal,
               shm->use_cma ? "cma" : "copy",
               (unsigned long long)shm->eager_limit);
-    *tl_p = &shm->super;
+    *tl_p = &shm->base.super;
     return TACL_OK;
 
 err_close:
-    shm_close(&shm->super);
+    shm_close(&shm->base.super);
     return status;
-}
-
-static int shm_reachable(tacl__tl_t *tl, int peer)
-{
-    tacl__shm_t *shm = (tacl__shm_t *)tl;
-
-    return peer >= 0 && peer < shm->nranks && peer != shm->rank &&
-           shm->local_of[peer] >= 0;
 }
 
 const tacl__transport_ops_t tacl__tl_shm_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "shm",
+    /* Its peers share /dev/shm: they can map one another's areas. */
     .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_MAP,
     .reach = TACL__TL_PEER_NODE,
     .init = shm_init,
-    .reachable = shm_reachable,
+    .reachable = tacl__tl_base_reachable,
     .send = tacl__shm_send,
     .recv = tacl__shm_recv,
     .progress = tacl__shm_progress,
     .wait = tacl__shm_wait,
-    .cancel_all = tacl__shm_cancel_all,
+    .cancel_all = tacl__tl_base_cancel_all,
     .close = shm_close,
 };

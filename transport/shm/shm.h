@@ -28,8 +28,8 @@
 #include <sys/types.h>
 
 #include "memseg.h"
-#include "op_fifo.h"
 #include "shm_map.h"
+#include "tl_base.h"
 
 #define TACL_SHM_NSLOTS 16
 #define TACL_SHM_SLOT_SIZE (64u * 1024)
@@ -101,12 +101,15 @@ typedef struct {
     uint8_t *data;
 } tacl__shm_queue_t;
 
-/** A message that arrived before its receive was posted. */
-typedef struct tacl__shm_ux {
-    struct tacl__shm_ux *next;
+/**
+ * A message that arrived before its receive was posted.  It waits on its
+ * peer's ux queue until a receive takes it; a DATA message taken before
+ * all its bytes are here is the peer's in_ux until they are.
+ */
+typedef struct {
+    tacl__tl_msg_t link;       /* first: its peer, tag and queue link */
     uint32_t kind;             /* DATA or RTS */
     int complete;              /* DATA: every byte arrived */
-    uint64_t tag;
     uint64_t len;
     void *buf;                 /* DATA: heap copy */
     uint64_t addr;             /* RTS */
@@ -156,8 +159,8 @@ typedef struct {
     tacl__tl_opq_t pulls;      /* receives pulling data by CMA */
     tacl__tl_opq_t pushes;     /* sends writing data by CMA (after CTS) */
     tacl__tl_opq_t push_wait;  /* receives whose CTS is out, awaiting FIN */
-    tacl__shm_ux_t *ux_head;   /* unexpected messages, oldest first */
-    tacl__shm_ux_t *ux_tail;
+    tacl__tl_msgq_t ux;        /* unexpected messages (tacl__shm_ux_t) no
+                                  receive has taken, oldest first */
     int in_kind;               /* TACL_SHM_IN_* */
     tacl__tl_op_t *in_op;
     tacl__shm_ux_t *in_ux;
@@ -170,12 +173,7 @@ typedef struct {
 } tacl__shm_peer_t;
 
 typedef struct {
-    tacl__tl_t super;
-    int rank;
-    int nranks;
-    int nlocal;
-    int my_local;
-    int *local_of;             /* world rank -> local index, or -1 */
+    tacl__tl_base_t base;      /* first: rank, node, done queue, failure */
     tacl__shm_peer_t *peers;   /* by local index; ours is unused */
     void *seg;                 /* our segment */
     size_t seg_size;
@@ -183,10 +181,6 @@ typedef struct {
     int use_cma;
     int use_map;               /* map peers' segments (TACL_SHM_MAP) */
     uint64_t eager_limit;
-    double timeout_s;
-    pthread_mutex_t *lock;     /* tacl__tl_params_t's, for wait() */
-    tacl__tl_opq_t done;       /* completed; callbacks not yet called */
-    tacl_status_t failed;      /* TACL_OK until the instance fails */
     uint64_t next_op_id;
     uint64_t next_liveness_ns;
 } tacl__shm_t;
@@ -251,7 +245,8 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op);
 tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op);
 int tacl__shm_progress(tacl__tl_t *tl);
 tacl_status_t tacl__shm_wait(tacl__tl_t *tl, int64_t timeout_us);
-void tacl__shm_cancel_all(tacl__tl_t *tl, tacl_status_t status);
+/** Complete every pending operation with status (the base's fail). */
+void tacl__shm_fail_pending(tacl__tl_base_t *base, tacl_status_t status);
 /** Free what the protocol holds for a peer (unexpected messages, FINs). */
 void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer);
 

@@ -46,12 +46,6 @@
 static int process_gone(pid_t pid);
 static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer);
 
-static void complete(tacl__shm_t *shm, tacl__tl_op_t *op,
-                     tacl_status_t status)
-{
-    tacl__tl_opq_complete(&shm->done, op, status);
-}
-
 /* Queue a CTS or FIN for the peer; a FIN's op completes when it leaves. */
 static tacl_status_t queue_ctl(tacl__shm_peer_t *peer,
                                const tacl__shm_ctl_t *ctl)
@@ -81,58 +75,43 @@ static tacl_status_t queue_fin(tacl__shm_peer_t *peer, uint64_t op_id,
     return queue_ctl(peer, &fin);
 }
 
-/* Complete every pending operation with status. */
-static void fail_all(tacl__shm_t *shm, tacl_status_t status)
+void tacl__shm_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
 {
-    for (int i = 0; i < shm->nlocal; ++i) {
+    tacl__shm_t *shm = (tacl__shm_t *)base;
+
+    for (int i = 0; i < shm->base.nlocal; ++i) {
         tacl__shm_peer_t *peer = &shm->peers[i];
         tacl__tl_opq_t *queues[] = {&peer->sends, &peer->rts_wait,
                                      &peer->recvs, &peer->pulls,
                                      &peer->pushes, &peer->push_wait};
-        tacl__tl_op_t *op;
 
         for (size_t q = 0; q < TACL_ARRAY_SIZE(queues); ++q)
-            while ((op = tacl__tl_opq_pop(queues[q])))
-                complete(shm, op, status);
-        for (tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next) {
-            if (ux->recv) {
-                complete(shm, ux->recv, status);
-                ux->recv = NULL;
-            }
+            tacl__tl_opq_fail(&shm->base.done, queues[q], status);
+        /* A message taken while it arrives waits again for a receive;
+         * it was the latest of the peer's, so it goes back last. */
+        if (peer->in_kind == TACL_SHM_IN_UX && peer->in_ux->recv) {
+            tacl__tl_complete(&shm->base, peer->in_ux->recv, status);
+            peer->in_ux->recv = NULL;
+            tacl__tl_msgq_push(&peer->ux, &peer->in_ux->link);
         }
         if (peer->in_kind == TACL_SHM_IN_OP) {
-            complete(shm, peer->in_op, status);
+            tacl__tl_complete(&shm->base, peer->in_op, status);
             peer->in_kind = TACL_SHM_IN_DISCARD;
         }
         /* The FINs themselves still go if progress goes on. */
         for (size_t f = 0; f < peer->nctls; ++f) {
             if (peer->ctls[f].op) {
-                complete(shm, peer->ctls[f].op, status);
+                tacl__tl_complete(&shm->base, peer->ctls[f].op, status);
                 peer->ctls[f].op = NULL;
             }
         }
     }
 }
 
-static void fail_instance(tacl__shm_t *shm, tacl_status_t status)
-{
-    if (shm->failed == TACL_OK)
-        shm->failed = status;
-    fail_all(shm, status);
-}
-
-static tacl_status_t check_op(tacl__shm_t *shm, const tacl__tl_op_t *op)
-{
-    tacl_status_t status = tacl__tl_check_op(&shm->super, op, shm->rank,
-                                             TACL_SUBSYS_SHM);
-
-    return status != TACL_OK ? status : shm->failed;
-}
-
 tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
-    tacl_status_t status = check_op(shm, op);
+    tacl_status_t status = tacl__tl_base_check(&shm->base, op);
     tacl__shm_peer_t *peer;
 
     if (status != TACL_OK)
@@ -143,7 +122,7 @@ tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op)
         TACL_SHM_OP_FLAGS(op) = TACL_SHM_OP_F_RTS;
         TACL_SHM_OP_ID(op) = ++shm->next_op_id;
     }
-    peer = &shm->peers[shm->local_of[op->peer]];
+    peer = &shm->peers[shm->base.local_of[op->peer]];
     tacl__tl_opq_push(&peer->sends, op);
     /* A request to send goes out now, not at the next progress call: the
      * receiver can then pull while this rank computes or copies. */
@@ -186,7 +165,7 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         status = tacl__tl_length_error(peer->rank, recv->tag, len, 0,
                                        recv->len, TACL_SUBSYS_SHM);
         if (queue_fin(peer, op_id, status, recv) != TACL_OK) {
-            complete(shm, recv, status);
+            tacl__tl_complete(&shm->base, recv, status);
             return TACL_ERR_NO_MEMORY;
         }
         return TACL_OK;
@@ -226,7 +205,7 @@ static tacl_status_t start_transfer(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 
 /*
  * A new unexpected entry for the message slot starts (DATA or RTS), at
- * the end of the peer's list; NULL when out of memory.
+ * the end of the peer's queue; NULL when out of memory.
  */
 static tacl__shm_ux_t *ux_append(tacl__shm_peer_t *peer,
                                  const tacl__shm_slot_t *slot)
@@ -235,34 +214,26 @@ static tacl__shm_ux_t *ux_append(tacl__shm_peer_t *peer,
 
     if (!ux)
         return NULL;
+    ux->link.peer = peer->rank;
+    ux->link.tag = slot->tag;
     ux->kind = slot->kind;
-    ux->tag = slot->tag;
     ux->len = slot->msg_len;
-    if (peer->ux_tail)
-        peer->ux_tail->next = ux;
-    else
-        peer->ux_head = ux;
-    peer->ux_tail = ux;
+    tacl__tl_msgq_push(&peer->ux, &ux->link);
     return ux;
 }
 
-static void ux_unlink(tacl__shm_peer_t *peer, tacl__shm_ux_t *ux)
+static void ux_free(tacl__tl_msg_t *msg)
 {
-    tacl__shm_ux_t *prev = NULL, *cur;
+    tacl__shm_ux_t *ux = (tacl__shm_ux_t *)msg;
 
-    for (cur = peer->ux_head; cur && cur != ux; prev = cur, cur = cur->next)
-        ;
-    if (!cur)
-        return;
-    if (prev)
-        prev->next = ux->next;
-    else
-        peer->ux_head = ux->next;
-    if (peer->ux_tail == ux)
-        peer->ux_tail = prev;
+    free(ux->buf);
+    free(ux);
 }
 
-/* Hand a complete unexpected DATA message to its receive and free it. */
+/*
+ * Hand a complete unexpected DATA message, which its receive took off the
+ * queue, to that receive and free it.
+ */
 static void ux_deliver(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                        tacl__shm_ux_t *ux)
 {
@@ -274,36 +245,31 @@ static void ux_deliver(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                                        recv->len, TACL_SUBSYS_SHM);
     else if (status == TACL_OK && ux->len)
         memcpy(recv->buf, ux->buf, ux->len);
-    complete(shm, recv, status);
-    ux_unlink(peer, ux);
-    free(ux->buf);
-    free(ux);
+    tacl__tl_complete(&shm->base, recv, status);
+    ux_free(&ux->link);
 }
 
 tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
     tacl__shm_t *shm = (tacl__shm_t *)tl;
-    tacl_status_t status = check_op(shm, op);
+    tacl_status_t status = tacl__tl_base_check(&shm->base, op);
     tacl__shm_peer_t *peer;
     tacl__shm_ux_t *ux;
 
     if (status != TACL_OK)
         return status;
-    peer = &shm->peers[shm->local_of[op->peer]];
-    for (ux = peer->ux_head; ux; ux = ux->next)
-        if (ux->tag == op->tag && !(ux->kind == TACL_SHM_MSG_DATA && ux->recv))
-            break;
+    peer = &shm->peers[shm->base.local_of[op->peer]];
+    ux = (tacl__shm_ux_t *)tacl__tl_msgq_take(&peer->ux, op->peer, op->tag);
     if (!ux) {
         tacl__tl_opq_push(&peer->recvs, op);
         return TACL_OK;
     }
     if (ux->kind == TACL_SHM_MSG_RTS) {
-        ux_unlink(peer, ux);
         status = start_transfer(shm, peer, op, ux->len, ux->addr,
                                 ux->op_id, &ux->seg);
         free(ux);
         if (status != TACL_OK)
-            fail_instance(shm, status);
+            tacl__tl_base_fail(&shm->base, status);
         return TACL_OK;
     }
     ux->recv = op;
@@ -339,7 +305,8 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
             slot->addr = ctl->addr;
             slot->peer_op = ctl->peer_op;
             if (ctl->op)
-                complete(shm, ctl->op, (tacl_status_t)ctl->status);
+                tacl__tl_complete(&shm->base, ctl->op,
+                                  (tacl_status_t)ctl->status);
             --peer->nctls;
             memmove(peer->ctls, peer->ctls + 1,
                     peer->nctls * sizeof(peer->ctls[0]));
@@ -369,7 +336,7 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
             TACL_SHM_OP_OFFSET(op) = off + frag;
             if (off + frag == op->len) {
                 tacl__tl_opq_unlink(&peer->sends, NULL, op);
-                complete(shm, op, TACL_OK);
+                tacl__tl_complete(&shm->base, op, TACL_OK);
             }
         }
         tacl__shm_out_publish(peer);
@@ -381,17 +348,24 @@ static int flush_out(tacl__shm_t *shm, tacl__shm_peer_t *peer)
     return written;
 }
 
+/* The oldest posted receive the message slot starts matches, or NULL. */
+static tacl__tl_op_t *match_recv(tacl__shm_peer_t *peer,
+                                 const tacl__shm_slot_t *slot)
+{
+    return tacl__tl_opq_take(&peer->recvs, peer->rank, slot->tag);
+}
+
 /* The first DATA fragment of a message: find where its bytes go. */
 static tacl_status_t begin_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                                 const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, slot->tag);
+    tacl__tl_op_t *recv = match_recv(peer, slot);
     tacl__shm_ux_t *ux;
 
     peer->in_len = slot->msg_len;
     peer->in_got = 0;
     if (recv && recv->len != slot->msg_len) {
-        complete(shm, recv,
+        tacl__tl_complete(&shm->base, recv,
                  tacl__tl_length_error(peer->rank, slot->tag,
                                        slot->msg_len, 0, recv->len,
                                        TACL_SUBSYS_SHM));
@@ -448,7 +422,7 @@ static tacl_status_t on_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
     if (peer->in_got < peer->in_len)
         return TACL_OK;
     if (peer->in_kind == TACL_SHM_IN_OP) {
-        complete(shm, peer->in_op, TACL_OK);
+        tacl__tl_complete(&shm->base, peer->in_op, TACL_OK);
     } else if (peer->in_kind == TACL_SHM_IN_UX) {
         peer->in_ux->complete = 1;
         if (peer->in_ux->recv)
@@ -463,7 +437,7 @@ static tacl_status_t on_data(tacl__shm_t *shm, tacl__shm_peer_t *peer,
 static tacl_status_t on_rts(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                             const tacl__shm_slot_t *slot)
 {
-    tacl__tl_op_t *recv = tacl__tl_opq_take_tag(&peer->recvs, slot->tag);
+    tacl__tl_op_t *recv = match_recv(peer, slot);
     tacl__shm_ux_t *ux;
 
     if (recv)
@@ -524,7 +498,7 @@ static void on_fin(tacl__shm_t *shm, tacl__shm_peer_t *peer,
                   "ignored", peer->rank, (unsigned long long)slot->op_id);
         return;
     }
-    complete(shm, op, (tacl_status_t)slot->status);
+    tacl__tl_complete(&shm->base, op, (tacl_status_t)slot->status);
 }
 
 /* Handle what the peer sent us; slots consumed, or a negative status. */
@@ -630,7 +604,7 @@ static int advance_copies(tacl__shm_t *shm, tacl__shm_peer_t *peer,
         tacl__tl_opq_unlink(q, NULL, op);
         if (queue_fin(peer, TACL_SHM_OP_RID(op), status, op) != TACL_OK) {
             /* Without its FIN the peer would wait forever: fail. */
-            complete(shm, op, TACL_ERR_NO_MEMORY);
+            tacl__tl_complete(&shm->base, op, TACL_ERR_NO_MEMORY);
             return TACL_ERR_NO_MEMORY;
         }
         flush_out(shm, peer);
@@ -647,10 +621,8 @@ static int peer_busy(const tacl__shm_peer_t *peer)
         peer->pulls.head || peer->pushes.head || peer->push_wait.head ||
         peer->nctls || peer->in_kind == TACL_SHM_IN_OP)
         return 1;
-    for (const tacl__shm_ux_t *ux = peer->ux_head; ux; ux = ux->next)
-        if (ux->recv)
-            return 1;
-    return 0;
+    /* An unexpected message a receive took while it arrives. */
+    return peer->in_kind == TACL_SHM_IN_UX && peer->in_ux->recv;
 }
 
 static int process_gone(pid_t pid)
@@ -681,10 +653,10 @@ static int check_liveness(tacl__shm_t *shm)
     if (now < shm->next_liveness_ns)
         return 0;
     shm->next_liveness_ns = now + TACL_SHM_LIVENESS_NS;
-    for (int i = 0; i < shm->nlocal; ++i) {
+    for (int i = 0; i < shm->base.nlocal; ++i) {
         tacl__shm_peer_t *peer = &shm->peers[i];
 
-        if (i == shm->my_local || !peer->watch || !peer_busy(peer) ||
+        if (i == shm->base.my_local || !peer->watch || !peer_busy(peer) ||
             !process_gone(peer->pid))
             continue;
         /* What it sent before dying is still ours to read. */
@@ -692,11 +664,12 @@ static int check_liveness(tacl__shm_t *shm)
             ;
         if (!peer_busy(peer))
             continue;
-        fail_instance(shm, tacl__error_peer(peer->rank, SHM,
-                                       "rank %d (pid %d) died with "
-                                       "operations pending; check that "
-                                       "process's output",
-                                       peer->rank, (int)peer->pid));
+        tacl__tl_base_fail(&shm->base,
+                           tacl__error_peer(peer->rank, SHM, "rank %d (pid "
+                                            "%d) died with operations "
+                                            "pending; check that process's "
+                                            "output", peer->rank,
+                                            (int)peer->pid));
         return 1;
     }
     return 0;
@@ -707,10 +680,11 @@ int tacl__shm_progress(tacl__tl_t *tl)
     tacl__shm_t *shm = (tacl__shm_t *)tl;
     int events = 0, n;
 
-    for (int i = 0; i < shm->nlocal && shm->failed == TACL_OK; ++i) {
+    for (int i = 0; i < shm->base.nlocal && shm->base.failed == TACL_OK;
+         ++i) {
         tacl__shm_peer_t *peer = &shm->peers[i];
 
-        if (i == shm->my_local)
+        if (i == shm->base.my_local)
             continue;
         n = poll_in(shm, peer);
         if (n >= 0) {
@@ -723,17 +697,14 @@ int tacl__shm_progress(tacl__tl_t *tl)
             n = p < 0 ? p : w < 0 ? w : n + m + p + w;
         }
         if (n < 0) {
-            fail_instance(shm, n);
+            tacl__tl_base_fail(&shm->base, n);
             break;
         }
         events += n + flush_out(shm, peer);
     }
-    if (shm->failed == TACL_OK)
+    if (shm->base.failed == TACL_OK)
         check_liveness(shm);
-    if (shm->failed != TACL_OK)
-        fail_all(shm, shm->failed);
-    events += tacl__tl_opq_run(&shm->done);
-    return shm->failed != TACL_OK ? shm->failed : events;
+    return tacl__tl_base_finish(&shm->base, events);
 }
 
 /* Whether progress() has something to do; arm producer flags if asked. */
@@ -741,12 +712,12 @@ static int has_work(tacl__shm_t *shm, int *busy_p)
 {
     int busy = 0;
 
-    if (shm->done.head || shm->failed != TACL_OK)
+    if (tacl__tl_base_ready(&shm->base))
         return 1;
-    for (int i = 0; i < shm->nlocal; ++i) {
+    for (int i = 0; i < shm->base.nlocal; ++i) {
         tacl__shm_peer_t *peer = &shm->peers[i];
 
-        if (i == shm->my_local)
+        if (i == shm->base.my_local)
             continue;
         if (tacl__shm_in_pending(peer) || peer->pulls.head ||
             peer->pushes.head)
@@ -767,20 +738,19 @@ tacl_status_t tacl__shm_wait(tacl__tl_t *tl, int64_t timeout_us)
 
     if (!shm->hdr)
         return TACL_OK;
-    if (timeout_us < 0)
-        timeout_us = (int64_t)(shm->timeout_s * 1e6);
+    timeout_us = tacl__tl_base_wait_us(&shm->base, timeout_us);
     /* The instance's state is read under its lock; only the sleep is
      * outside it, so another thread may progress meanwhile. */
-    tacl__tl_lock(shm->lock);
-    if (shm->failed == TACL_OK && check_liveness(shm)) {
-        tacl__tl_unlock(shm->lock);
+    tacl__tl_lock(shm->base.lock);
+    if (shm->base.failed == TACL_OK && check_liveness(shm)) {
+        tacl__tl_unlock(shm->base.lock);
         return TACL_OK;
     }
     seq = atomic_load(&shm->hdr->doorbell);
     atomic_store(&shm->hdr->sleeping, 1);
     atomic_thread_fence(memory_order_seq_cst);
     idle = !has_work(shm, &busy);
-    tacl__tl_unlock(shm->lock);
+    tacl__tl_unlock(shm->base.lock);
     if (idle) {
         /* Wake up in time to check the peers we wait for. */
         if (busy)
@@ -792,24 +762,14 @@ tacl_status_t tacl__shm_wait(tacl__tl_t *tl, int64_t timeout_us)
     return TACL_OK;
 }
 
-void tacl__shm_cancel_all(tacl__tl_t *tl, tacl_status_t status)
-{
-    tacl__shm_t *shm = (tacl__shm_t *)tl;
-
-    fail_all(shm, status);
-    tacl__tl_opq_run(&shm->done);
-}
-
 void tacl__shm_peer_cleanup(tacl__shm_peer_t *peer)
 {
-    while (peer->ux_head) {
-        tacl__shm_ux_t *ux = peer->ux_head;
-
-        peer->ux_head = ux->next;
-        free(ux->buf);
-        free(ux);
-    }
-    peer->ux_tail = NULL;
+    /* A message a receive took while it arrives is on no queue. */
+    if (peer->in_kind == TACL_SHM_IN_UX && peer->in_ux->recv)
+        ux_free(&peer->in_ux->link);
+    peer->in_kind = TACL_SHM_IN_NONE;
+    peer->in_ux = NULL;
+    tacl__tl_msgq_drain(&peer->ux, ux_free);
     tacl__shm_maps_clear(&peer->maps);
     free(peer->ctls);
     peer->ctls = NULL;

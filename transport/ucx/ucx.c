@@ -135,7 +135,7 @@ static tacl_status_t setup_worker(tacl__ucx_t *ucx, void **addr_p,
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
     params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
     params.mt_workers_shared = 0;
-    params.estimated_num_eps = (size_t)ucx->nranks;
+    params.estimated_num_eps = (size_t)ucx->base.nranks;
     st = ucp_init(&params, config, &ucx->context);
     ucp_config_release(config);
     if (st != UCS_OK) {
@@ -174,19 +174,19 @@ static tacl_status_t exchange_addresses(tacl__ucx_t *ucx,
                                         tacl_status_t local, void *addr,
                                         size_t len)
 {
-    size_t n = (uint32_t)ucx->nranks, stride = 8;
+    size_t n = (uint32_t)ucx->base.nranks, stride = 8;
     ucx_record_t *recs;
     tacl_status_t status;
 
     recs = calloc(n, sizeof(*recs));
     if (!recs)
         return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory");
-    recs[ucx->rank].ok = local == TACL_OK;
-    recs[ucx->rank].addr_len = local == TACL_OK ? (uint32_t)len : 0;
+    recs[ucx->base.rank].ok = local == TACL_OK;
+    recs[ucx->base.rank].addr_len = local == TACL_OK ? (uint32_t)len : 0;
     status = params->exchange(params->exchange_ctx, recs, sizeof(*recs));
     if (status != TACL_OK)
         goto out_free;
-    for (int r = 0; r < ucx->nranks; ++r) {
+    for (int r = 0; r < ucx->base.nranks; ++r) {
         if (!recs[r].ok) {
             status = local != TACL_OK ? local :
                 tacl__error(TACL_ERR_REMOTE, NET, "rank %d could not set "
@@ -202,13 +202,13 @@ static tacl_status_t exchange_addresses(tacl__ucx_t *ucx,
         /* The others wait in the second exchange: a local failure here
          * cannot be told to them, so the bootstrap's timeout does. */
         status = tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory for "
-                             "%d worker addresses", ucx->nranks);
+                             "%d worker addresses", ucx->base.nranks);
         goto out_free;
     }
-    for (int r = 0; r < ucx->nranks; ++r)
+    for (int r = 0; r < ucx->base.nranks; ++r)
         ucx->addr_lens[r] = recs[r].addr_len;
     ucx->addr_stride = stride;
-    memcpy(ucx->addrs + (size_t)ucx->rank * stride, addr, len);
+    memcpy(ucx->addrs + (size_t)ucx->base.rank * stride, addr, len);
     status = params->exchange(params->exchange_ctx, ucx->addrs, stride);
 
 out_free:
@@ -221,7 +221,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
     tacl__ucx_t *ucx = arg;
     int peer = -1, busy = 0;
 
-    for (int r = 0; r < ucx->nranks && peer < 0; ++r)
+    for (int r = 0; r < ucx->base.nranks && peer < 0; ++r)
         if (ucx->eps[r] == ep && ucx->ep_state[r] == TACL_UCX_EP_OPEN)
             peer = r;
     if (peer < 0)
@@ -233,14 +233,15 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
     busy = busy || tacl__ucx_stage_pending(ucx, peer);
     if (!busy) {
         TACL_INFO(NET, "rank %d: connection to rank %d closed (%s) with "
-                  "nothing pending", ucx->rank, peer, ucs_status_string(st));
+                  "nothing pending", ucx->base.rank, peer,
+                  ucs_status_string(st));
         return;
     }
-    if (ucx->failed == TACL_OK)
-        ucx->failed = tacl__error_peer(peer, NET, "rank %d lost rank "
-                                  "%d with operations pending (%s); check "
-                                  "that process's output", ucx->rank, peer,
-                                  ucs_status_string(st));
+    if (ucx->base.failed == TACL_OK)
+        ucx->base.failed = tacl__error_peer(
+            peer, NET, "rank %d lost rank %d with operations pending (%s); "
+            "check that process's output", ucx->base.rank, peer,
+            ucs_status_string(st));
 }
 
 tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p)
@@ -256,7 +257,7 @@ tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p)
         break;
     default:
         return tacl__error_peer(peer, NET, "rank %d: the connection "
-                           "to rank %d was lost earlier", ucx->rank, peer);
+                           "to rank %d was lost earlier", ucx->base.rank, peer);
     }
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                         UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -271,18 +272,18 @@ tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p)
         ucx->eps[peer] = NULL;
         return tacl__error(TACL_ERR_REMOTE, NET, "rank %d cannot connect "
                            "to rank %d: %s; check UCX_TLS and "
-                           "UCX_NET_DEVICES", ucx->rank, peer,
+                           "UCX_NET_DEVICES", ucx->base.rank, peer,
                            ucs_status_string(st));
     }
     ucx->ep_state[peer] = TACL_UCX_EP_OPEN;
-    TACL_TRACE(NET, "rank %d: connected to rank %d", ucx->rank, peer);
+    TACL_TRACE(NET, "rank %d: connected to rank %d", ucx->base.rank, peer);
     *ep_p = ucx->eps[peer];
     return TACL_OK;
 }
 
 void tacl__ucx_close_eps(tacl__ucx_t *ucx, unsigned flags)
 {
-    for (int r = 0; r < ucx->nranks; ++r) {
+    for (int r = 0; r < ucx->base.nranks; ++r) {
         ucp_request_param_t param = {0};
         void *req;
 
@@ -332,16 +333,16 @@ static void shut_down_eps(tacl__ucx_t *ucx, double max_s)
     if (!wait_request(ucx, ucp_worker_flush_nbx(ucx->worker, &param),
                       deadline))
         TACL_INFO(NET, "rank %d: sends did not flush within %.1f s",
-                  ucx->rank, max_s);
+                  ucx->base.rank, max_s);
     tacl__ucx_close_eps(ucx, UCP_EP_CLOSE_FLAG_FORCE);
-    for (int r = 0; r < ucx->nranks; ++r) {
+    for (int r = 0; r < ucx->base.nranks; ++r) {
         if (ucx->close_reqs[r])
             left += !wait_request(ucx, ucx->close_reqs[r], deadline);
         ucx->close_reqs[r] = NULL;
     }
     if (left)
         TACL_INFO(NET, "rank %d: %d connections did not close within "
-                  "%.1f s; dropped them", ucx->rank, left, max_s);
+                  "%.1f s; dropped them", ucx->base.rank, left, max_s);
 }
 
 static void ucx_close(tacl__tl_t *tl)
@@ -351,11 +352,11 @@ static void ucx_close(tacl__tl_t *tl)
     if (ucx->worker) {
         if (ucx->pending.head || tacl__ucx_stage_pending(ucx, -1)) {
             TACL_WARN(NET, "rank %d: closing with %llu operations pending; "
-                      "they end with TACL_ERR_INVALID_USAGE", ucx->rank,
+                      "they end with TACL_ERR_INVALID_USAGE", ucx->base.rank,
                       (unsigned long long)ucx->npending);
             tacl__ucx_cancel_all(tl, TACL_ERR_INVALID_USAGE);
         }
-        shut_down_eps(ucx, TACL_MIN(ucx->timeout_s, TACL_UCX_CLOSE_MAX_S));
+        shut_down_eps(ucx, TACL_MIN(ucx->base.timeout_s, TACL_UCX_CLOSE_MAX_S));
         ucp_worker_destroy(ucx->worker);
     }
     tacl__ucx_stage_close(ucx);
@@ -366,24 +367,19 @@ static void ucx_close(tacl__tl_t *tl)
     free(ucx->close_reqs);
     free(ucx->eps);
     free(ucx->ep_state);
-    free(ucx->remote);
-    free(ucx);
+    tacl__tl_base_free(&ucx->base);
 }
 
-static tacl_status_t alloc_tables(tacl__ucx_t *ucx,
-                                  const tacl__tl_params_t *params)
+static tacl_status_t alloc_tables(tacl__ucx_t *ucx)
 {
-    size_t n = (size_t)ucx->nranks;
+    size_t n = (size_t)ucx->base.nranks;
 
-    ucx->remote = calloc(n, 1);
     ucx->ep_state = calloc(n, 1);
     ucx->eps = calloc(n, sizeof(*ucx->eps));
     ucx->close_reqs = calloc(n, sizeof(*ucx->close_reqs));
-    if (!ucx->remote || !ucx->ep_state || !ucx->eps || !ucx->close_reqs)
+    if (!ucx->ep_state || !ucx->eps || !ucx->close_reqs)
         return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory for %d "
-                           "ranks", ucx->nranks);
-    for (int r = 0; r < ucx->nranks; ++r)
-        ucx->remote[r] = strcmp(params->node_ids[r], params->node_id) != 0;
+                           "ranks", ucx->base.nranks);
     return TACL_OK;
 }
 
@@ -405,6 +401,7 @@ static void make_cuda_ops(void)
 static tacl_status_t ucx_init(const tacl__tl_params_t *params,
                               tacl__tl_t **tl_p)
 {
+    tacl__tl_base_t *base;
     tacl__ucx_t *ucx;
     tacl_status_t status, local;
     void *addr = NULL;
@@ -415,23 +412,20 @@ static tacl_status_t ucx_init(const tacl__tl_params_t *params,
         return tacl__error(TACL_ERR_INVALID_ARG, NET, "ucx serves 1 to %d "
                            "ranks, not rank %d of %d", TACL_UCX_MAX_RANKS,
                            params->rank, params->nranks);
-    ucx = calloc(1, sizeof(*ucx));
-    if (!ucx)
-        return tacl__error(TACL_ERR_NO_MEMORY, NET,
-                           "cannot allocate the ucx transport");
-    ucx->super.ops = &tacl__tl_ucx_ops;
-    ucx->rank = params->rank;
-    ucx->nranks = params->nranks;
-    ucx->timeout_s = params->timeout_s > 0 ? params->timeout_s : 60.0;
-    ucx->lock = params->lock;
+    status = tacl__tl_base_new(&tacl__tl_ucx_ops, sizeof(*ucx), params,
+                               TACL_SUBSYS_NET, tacl__ucx_fail_pending,
+                               &base);
+    if (status != TACL_OK)
+        return status;
+    ucx = (tacl__ucx_t *)base;
     ucx->efd = -1;
-    status = alloc_tables(ucx, params);
+    status = alloc_tables(ucx);
     if (status != TACL_OK)
         goto err_close;
     if (!any_remote_rank(params)) {
         TACL_INFO(NET, "rank %d: every rank is on this node; ucx idle",
-                  ucx->rank);
-        *tl_p = &ucx->super;
+                  ucx->base.rank);
+        *tl_p = &ucx->base.super;
         return TACL_OK;
     }
     local = setup_worker(ucx, &addr, &len);
@@ -442,15 +436,15 @@ static tacl_status_t ucx_init(const tacl__tl_params_t *params,
         goto err_close;
     if (tacl__ucx_stage_init(ucx)) {
         pthread_once(&ucx_cuda_ops_once, make_cuda_ops);
-        ucx->super.ops = &ucx_cuda_ops;
+        ucx->base.super.ops = &ucx_cuda_ops;
     }
     TACL_INFO(NET, "rank %d: ucx ready, %zu-byte worker address",
-              ucx->rank, len);
-    *tl_p = &ucx->super;
+              ucx->base.rank, len);
+    *tl_p = &ucx->base.super;
     return TACL_OK;
 
 err_close:
-    ucx_close(&ucx->super);
+    ucx_close(&ucx->base.super);
     return status;
 }
 
@@ -458,8 +452,8 @@ static int ucx_reachable(tacl__tl_t *tl, int peer)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
 
-    return ucx->worker && peer >= 0 && peer < ucx->nranks &&
-           ucx->remote[peer];
+    return ucx->worker &&
+           tacl__tl_base_where(&ucx->base, peer) == TACL__TL_PEER_NET;
 }
 
 const tacl__transport_ops_t tacl__tl_ucx_ops = {

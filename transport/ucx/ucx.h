@@ -28,7 +28,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include "op_fifo.h"
+#include "tl_base.h"
 
 /** The ucx transport's ops table. */
 extern const tacl__transport_ops_t tacl__tl_ucx_ops;
@@ -86,16 +86,10 @@ enum {
 typedef struct tacl__ucx_stage tacl__ucx_stage_t;
 
 typedef struct {
-    tacl__tl_t super;
-    int rank;
-    int nranks;
-    double timeout_s;
-    pthread_mutex_t *lock;     /* tacl__tl_params_t's, for wait() */
-    tacl_status_t failed;      /* sticky once the instance failed */
+    tacl__tl_base_t base;      /* first: rank, node, done queue, failure */
     ucp_context_h context;     /* NULL when no rank has a remote peer */
     ucp_worker_h worker;
     int efd;                   /* the worker's event descriptor */
-    uint8_t *remote;           /* per rank: on another node */
     uint8_t *ep_state;         /* per rank: TACL_UCX_EP_* */
     ucp_ep_h *eps;             /* per rank */
     void **close_reqs;         /* per rank: an endpoint close in flight */
@@ -104,7 +98,6 @@ typedef struct {
     uint32_t *addr_lens;
     tacl__tl_opq_t pending;    /* posted, not completed by UCX yet; also
                                   linked backwards through OP_PREV */
-    tacl__tl_opq_t done;       /* completed, callback not run yet */
     uint64_t npending;
     tacl__ucx_stage_t *stage;  /* CUDA staging; NULL: host memory only */
 } tacl__ucx_t;
@@ -143,7 +136,7 @@ void tacl__ucx_stage_close(tacl__ucx_t *ucx);
 tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p);
 /** Start closing every endpoint; flags are UCP_EP_CLOSE_FLAG_*. */
 void tacl__ucx_close_eps(tacl__ucx_t *ucx, unsigned flags);
-/** Fail the instance: every pending operation ends with status. */
-void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status);
+/** Every pending operation ends with status (the base's fail). */
+void tacl__ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status);
 
 #endif /* TACL_TRANSPORT_UCX_UCX_H */

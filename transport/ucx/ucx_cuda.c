@@ -127,8 +127,8 @@ typedef struct {
 
 /* A device message being staged. */
 struct stage_msg {
+    tacl__tl_msg_t link;       /* first: its peer, tag and place in msgs */
     tacl__tl_op_t *op;
-    stage_msg_t *next;
     uint64_t nchunks;
     uint64_t issued;           /* chunks started */
     uint64_t done;             /* chunks finished */
@@ -145,8 +145,7 @@ struct tacl__ucx_stage {
     int nslots;                /* per direction */
     slot_t *slots;             /* sends [0, nslots), receives after */
     cu_stream_t stream;
-    stage_msg_t *msgs;         /* in posting order */
-    stage_msg_t *msgs_tail;
+    tacl__tl_msgq_t msgs;      /* stage_msg_t, in posting order */
     slot_t **copies;           /* ring of slots copying, in issue order */
     int copy_head;
     int ncopies;
@@ -156,7 +155,7 @@ static tacl_status_t cuda_error(tacl__ucx_t *ucx, const char *what,
                                 cu_err_t err)
 {
     return tacl__error(TACL_ERR_SYSTEM, NET, "rank %d: %s failed while "
-                       "staging device memory: %s", ucx->rank, what,
+                       "staging device memory: %s", ucx->base.rank, what,
                        rt.error_string(err));
 }
 
@@ -187,7 +186,8 @@ int tacl__ucx_stage_init(tacl__ucx_t *ucx)
         return 0;
     err = rt.get_device_count(&n);
     if (err != CU_SUCCESS || n < 1) {
-        TACL_INFO(NET, "rank %d: ucx moves host memory only: %s", ucx->rank,
+        TACL_INFO(NET, "rank %d: ucx moves host memory only: %s",
+                  ucx->base.rank,
                   err != CU_SUCCESS ? rt.error_string(err)
                                     : "no CUDA device");
         return 0;
@@ -203,7 +203,7 @@ int tacl__ucx_stage_init(tacl__ucx_t *ucx)
                                       / 2);
     ucx->stage = st;
     TACL_INFO(NET, "rank %d: ucx stages CUDA memory of device %d through "
-              "%d + %d pinned chunks of %llu bytes", ucx->rank, dev,
+              "%d + %d pinned chunks of %llu bytes", ucx->base.rank, dev,
               st->nslots, st->nslots, (unsigned long long)st->chunk);
     return 1;
 }
@@ -243,27 +243,13 @@ static tacl_status_t stage_setup(tacl__ucx_t *ucx, tacl__ucx_stage_t *st)
     return TACL_OK;
 }
 
-static void msg_unlink(tacl__ucx_stage_t *st, stage_msg_t *m)
-{
-    stage_msg_t *prev = NULL;
-
-    for (stage_msg_t *p = st->msgs; p && p != m; p = p->next)
-        prev = p;
-    if (prev)
-        prev->next = m->next;
-    else
-        st->msgs = m->next;
-    if (st->msgs_tail == m)
-        st->msgs_tail = prev;
-}
-
 /* Complete the message once nothing of it is in flight any more. */
 static int msg_maybe_done(tacl__ucx_t *ucx, stage_msg_t *m)
 {
     if (m->inflight > 0 || (m->status == TACL_OK && m->done < m->nchunks))
         return 0;
-    msg_unlink(ucx->stage, m);
-    tacl__tl_opq_complete(&ucx->done, m->op, m->status);
+    tacl__tl_msgq_remove(&ucx->stage->msgs, &m->link);
+    tacl__tl_complete(&ucx->base, m->op, m->status);
     free(m);
     return 1;
 }
@@ -388,7 +374,7 @@ static int take_chunk(tacl__ucx_t *ucx, stage_msg_t *m, slot_t *s)
         if (ucx->ep_state[m->op->peer] != TACL_UCX_EP_OPEN)
             msg_fail(m, tacl__error_peer(m->op->peer, NET, "rank %d: "
                                          "receive from rank %d, whose "
-                                         "connection was lost", ucx->rank,
+                                         "connection was lost", ucx->base.rank,
                                          m->op->peer));
         return 0;
     }
@@ -416,11 +402,11 @@ static int take_chunk(tacl__ucx_t *ucx, stage_msg_t *m, slot_t *s)
 static int issue(tacl__ucx_t *ucx)
 {
     tacl__ucx_stage_t *st = ucx->stage;
-    stage_msg_t *m = st->msgs, *next;
+    stage_msg_t *m = (stage_msg_t *)st->msgs.head, *next;
     int events = 0;
 
     for (; m; m = next) {
-        next = m->next;
+        next = (stage_msg_t *)m->link.next;
         while (m->status == TACL_OK && m->issued < m->nchunks) {
             slot_t *s = free_slot(st, m->recv);
             uint64_t off = m->issued * st->chunk;
@@ -471,7 +457,7 @@ static int poll_copies(tacl__ucx_t *ucx)
         }
         /* A send chunk is in pinned memory: send it. */
         s->state = SLOT_NET;
-        status = tacl__ucx_send(&ucx->super, &s->net);
+        status = tacl__ucx_send(&ucx->base.super, &s->net);
         if (status != TACL_OK)
             slot_release(ucx, s, status, 1);
     }
@@ -489,7 +475,7 @@ tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
     /* The capability check let it through only with a stage. */
     if (!st)
         return tacl__error(TACL_ERR_INTERNAL, NET, "rank %d: a device "
-                           "message without CUDA staging", ucx->rank);
+                           "message without CUDA staging", ucx->base.rank);
     status = tacl__ucx_get_ep(ucx, op->peer, &ep);
     if (status != TACL_OK && !recv)
         return status;
@@ -501,14 +487,12 @@ tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
     m = calloc(1, sizeof(*m));
     if (!m)
         return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory");
+    m->link.peer = op->peer;
+    m->link.tag = op->tag;
     m->op = op;
     m->recv = recv;
     m->nchunks = TACL_DIV_UP(op->len, st->chunk);
-    if (st->msgs_tail)
-        st->msgs_tail->next = m;
-    else
-        st->msgs = m;
-    st->msgs_tail = m;
+    tacl__tl_msgq_push(&st->msgs, &m->link);
     /* Start what can start now; completion waits for progress(). */
     prev = enter_device(st);
     issue(ucx);
@@ -521,7 +505,7 @@ int tacl__ucx_stage_progress(tacl__ucx_t *ucx)
     tacl__ucx_stage_t *st = ucx->stage;
     int events, prev;
 
-    if (!st || (!st->msgs && !st->ncopies))
+    if (!st || (!st->msgs.head && !st->ncopies))
         return 0;
     prev = enter_device(st);
     events = poll_copies(ucx);
@@ -536,8 +520,8 @@ int tacl__ucx_stage_pending(const tacl__ucx_t *ucx, int peer)
 
     if (!st)
         return 0;
-    for (const stage_msg_t *m = st->msgs; m; m = m->next)
-        if (peer < 0 || m->op->peer == peer)
+    for (const tacl__tl_msg_t *m = st->msgs.head; m; m = m->next)
+        if (peer < 0 || m->peer == peer)
             return 1;
     return peer < 0 && st->ncopies > 0;
 }
@@ -553,7 +537,7 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status)
     tacl__ucx_stage_t *st = ucx->stage;
     stage_msg_t *m;
 
-    if (!st || (!st->msgs && !st->ncopies))
+    if (!st || (!st->msgs.head && !st->ncopies))
         return;
     if (st->ncopies) {
         int prev = enter_device(st);
@@ -570,13 +554,11 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status)
     }
     for (int i = 0; st->slots && i < 2 * st->nslots; ++i)
         st->slots[i].msg = NULL;
-    while ((m = st->msgs)) {
-        st->msgs = m->next;
-        tacl__tl_opq_complete(&ucx->done, m->op,
-                              m->status != TACL_OK ? m->status : status);
+    while ((m = (stage_msg_t *)tacl__tl_msgq_pop(&st->msgs))) {
+        tacl__tl_complete(&ucx->base, m->op,
+                          m->status != TACL_OK ? m->status : status);
         free(m);
     }
-    st->msgs_tail = NULL;
 }
 
 void tacl__ucx_stage_close(tacl__ucx_t *ucx)
@@ -621,7 +603,7 @@ tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
     (void)op;
     (void)recv;
     return tacl__error(TACL_ERR_UNSUPPORTED, NET, "rank %d: this tacl was "
-                       "built without CUDA", ucx->rank);
+                       "built without CUDA", ucx->base.rank);
 }
 
 int tacl__ucx_stage_progress(tacl__ucx_t *ucx)

@@ -61,12 +61,6 @@ static void pending_remove(tacl__ucx_t *ucx, tacl__tl_op_t *op)
     --ucx->npending;
 }
 
-static void complete(tacl__ucx_t *ucx, tacl__tl_op_t *op,
-                     tacl_status_t status)
-{
-    tacl__tl_opq_complete(&ucx->done, op, status);
-}
-
 /* The tacl status of a finished UCX operation; decides errors once. */
 static tacl_status_t op_status(tacl__ucx_t *ucx, tacl__tl_op_t *op,
                                ucs_status_t st, uint64_t rlen)
@@ -86,15 +80,14 @@ static tacl_status_t op_status(tacl__ucx_t *ucx, tacl__tl_op_t *op,
                                      TACL_SUBSYS_NET);
     if (st == UCS_ERR_NO_MEMORY)
         return tacl__error(TACL_ERR_NO_MEMORY, NET, "rank %d: UCX ran out "
-                           "of memory %s rank %d", ucx->rank,
+                           "of memory %s rank %d", ucx->base.rank,
                            recv ? "receiving from" : "sending to", op->peer);
     status = tacl__error_peer(op->peer, NET, "rank %d: %s rank %d "
                          "failed: %s; check that process's output",
-                         ucx->rank, recv ? "receive from" : "send to",
+                         ucx->base.rank, recv ? "receive from" : "send to",
                          op->peer, ucs_status_string(st));
     /* A broken connection breaks the whole instance. */
-    if (ucx->failed == TACL_OK)
-        ucx->failed = status;
+    tacl__tl_base_mark_failed(&ucx->base, status);
     return status;
 }
 
@@ -114,7 +107,7 @@ static void request_done(tacl__tl_op_t *op, void *req, ucs_status_t st,
     if (!(TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_PENDING))
         return;
     pending_remove(ucx, op);
-    complete(ucx, op, op_status(ucx, op, st, rlen));
+    tacl__tl_complete(&ucx->base, op, op_status(ucx, op, st, rlen));
 }
 
 static void send_cb(void *req, ucs_status_t st, void *user_data)
@@ -130,8 +123,7 @@ static void recv_cb(void *req, ucs_status_t st,
 
 static tacl_status_t check_op(tacl__ucx_t *ucx, tacl__tl_op_t *op)
 {
-    tacl_status_t status = tacl__tl_check_op(&ucx->super, op, ucx->rank,
-                                             TACL_SUBSYS_NET);
+    tacl_status_t status = tacl__tl_base_check(&ucx->base, op);
 
     if (status != TACL_OK)
         return status;
@@ -139,7 +131,7 @@ static tacl_status_t check_op(tacl__ucx_t *ucx, tacl__tl_op_t *op)
     TACL_UCX_OP_REQ(op) = 0;
     TACL_UCX_OP_STATUS(op) = 0;
     TACL_UCX_OP_TL(op) = (uint64_t)(uintptr_t)ucx;
-    return ucx->failed;
+    return TACL_OK;
 }
 
 /* What a zero-length message points at, as UCX wants a buffer. */
@@ -153,7 +145,8 @@ static tacl_status_t posted(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
 {
     TACL_UCX_OP_FLAGS(op) &= ~(uint64_t)TACL_UCX_OP_F_POSTING;
     if (TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_EARLY) {
-        complete(ucx, op, (tacl_status_t)(int64_t)TACL_UCX_OP_STATUS(op));
+        tacl__tl_complete(&ucx->base, op,
+                          (tacl_status_t)(int64_t)TACL_UCX_OP_STATUS(op));
         return TACL_OK;
     }
     if (UCS_PTR_IS_ERR(req)) {
@@ -162,13 +155,13 @@ static tacl_status_t posted(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
         return tacl__error(st == UCS_ERR_NO_MEMORY ? TACL_ERR_NO_MEMORY
                                                    : TACL_ERR_REMOTE,
                            NET, "rank %d cannot post a %s rank %d: %s",
-                           ucx->rank,
+                           ucx->base.rank,
                            TACL_UCX_OP_FLAGS(op) & TACL_UCX_OP_F_RECV
                                ? "receive from" : "send to",
                            op->peer, ucs_status_string(st));
     }
     if (req == NULL) {
-        complete(ucx, op, TACL_OK);
+        tacl__tl_complete(&ucx->base, op, TACL_OK);
         return TACL_OK;
     }
     pending_add(ucx, op, req);
@@ -202,7 +195,7 @@ static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
     if (status != TACL_OK)
         TACL_INFO(NET, "rank %d: receiving from rank %d without a "
                   "connection; only a message already here can match",
-                  ucx->rank, op->peer);
+                  ucx->base.rank, op->peer);
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                          UCP_OP_ATTR_FIELD_USER_DATA;
     param.user_data = op;
@@ -210,7 +203,7 @@ static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
         param.cb.send = send_cb;
         TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_POSTING;
         req = ucp_tag_send_nbx(ep, buf, (size_t)op->len,
-                               tacl__ucx_tag(ucx->rank, op->tag), &param);
+                               tacl__ucx_tag(ucx->base.rank, op->tag), &param);
         return posted(ucx, op, req);
     }
     TACL_UCX_OP_FLAGS(op) = TACL_UCX_OP_F_RECV | TACL_UCX_OP_F_POSTING;
@@ -226,7 +219,7 @@ static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
         /* Nothing is here yet and nothing more can come. */
         TACL_UCX_OP_STATUS(op) = (uint64_t)(int64_t)tacl__error_peer(
             op->peer, NET, "rank %d: receive from rank %d, whose "
-            "connection was lost", ucx->rank, op->peer);
+            "connection was lost", ucx->base.rank, op->peer);
         ucp_request_cancel(ucx->worker, req);
     }
     return status;
@@ -262,8 +255,9 @@ tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     return post_op(tl, op, 1);
 }
 
-void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status)
+void tacl__ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
 {
+    tacl__ucx_t *ucx = (tacl__ucx_t *)base;
     tacl__tl_op_t *op;
 
     tacl__ucx_stage_fail(ucx, status);
@@ -282,7 +276,7 @@ void tacl__ucx_fail(tacl__ucx_t *ucx, tacl_status_t status)
             continue;
         pending_remove(ucx, op);
         ucp_request_free(req);
-        complete(ucx, op, status);
+        tacl__tl_complete(&ucx->base, op, status);
     }
 }
 
@@ -298,11 +292,10 @@ int tacl__ucx_progress(tacl__tl_t *tl)
             break;
         events += (int)n;
     }
-    if (ucx->failed != TACL_OK)
-        tacl__ucx_fail(ucx, ucx->failed);
-    events += tacl__ucx_stage_progress(ucx);
-    events += tacl__tl_opq_run(&ucx->done);
-    return ucx->failed != TACL_OK ? ucx->failed : events;
+    /* A failed instance has nothing staged any more. */
+    if (ucx->base.failed == TACL_OK)
+        events += tacl__ucx_stage_progress(ucx);
+    return tacl__tl_base_finish(&ucx->base, events);
 }
 
 tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
@@ -314,25 +307,24 @@ tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
 
     if (!ucx->worker)
         return TACL_OK;
-    if (timeout_us < 0)
-        timeout_us = (int64_t)(ucx->timeout_s * 1e6);
+    timeout_us = tacl__tl_base_wait_us(&ucx->base, timeout_us);
     /* The worker is armed under the instance's lock (another thread may
      * progress it); only the poll is outside. */
-    tacl__tl_lock(ucx->lock);
-    if (ucx->done.head || ucx->failed != TACL_OK) {
-        tacl__tl_unlock(ucx->lock);
+    tacl__tl_lock(ucx->base.lock);
+    if (tacl__tl_base_ready(&ucx->base)) {
+        tacl__tl_unlock(ucx->base.lock);
         return TACL_OK;
     }
     /* Staging copies finish without waking the worker: poll them. */
     if (tacl__ucx_stage_pending(ucx, -1))
         timeout_us = TACL_MIN(timeout_us, TACL_UCX_STAGE_POLL_US);
     st = ucp_worker_arm(ucx->worker);
-    tacl__tl_unlock(ucx->lock);
+    tacl__tl_unlock(ucx->base.lock);
     if (st == UCS_ERR_BUSY)
         return TACL_OK;
     if (st != UCS_OK)
         return tacl__error(TACL_ERR_INTERNAL, NET, "rank %d cannot arm the "
-                           "UCX worker: %s", ucx->rank,
+                           "UCX worker: %s", ucx->base.rank,
                            ucs_status_string(st));
     pfd.fd = ucx->efd;
     pfd.events = POLLIN;
@@ -349,9 +341,9 @@ void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
 
-    if ((ucx->pending.head || tacl__ucx_stage_pending(ucx, -1)) &&
-        ucx->failed == TACL_OK)
-        ucx->failed = status;
-    tacl__ucx_fail(ucx, status);
-    tacl__tl_opq_run(&ucx->done);
+    /* Cancelling UCX's requests closes every endpoint by force: the
+     * instance has failed from then on. */
+    if (ucx->pending.head || tacl__ucx_stage_pending(ucx, -1))
+        tacl__tl_base_mark_failed(&ucx->base, status);
+    tacl__tl_base_cancel_all(tl, status);
 }

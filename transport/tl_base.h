@@ -1,0 +1,147 @@
+/*
+ * The base of a transport instance: what every transport's instance has,
+ * written once beside the ops table (DESIGN.md, "Transports"; STYLE.md:
+ * what every transport needs is written once, not per transport).
+ *
+ * A transport's instance struct starts with a tacl__tl_base_t, which
+ * starts with the tacl__tl_t header, so one pointer is all three.  The
+ * base holds this rank and the world size, the bound on any wait, the
+ * lock of tacl__tl_params_t, which ranks share this node, the done queue
+ * (op_fifo.h), a sticky failure, the subsystem the instance logs under,
+ * and the transport's own fail_pending(), which completes every
+ * operation the instance holds with a status.
+ *
+ * The helpers below are the frame every transport repeated:
+ *   init    tacl__tl_base_new() allocates the instance and fills the
+ *           base from the params; tacl__tl_base_free() undoes it;
+ *   post    tacl__tl_base_check() makes transport.h's checks of an
+ *           operation under the instance's subsystem, then refuses it
+ *           once the instance has failed;
+ *   finish  tacl__tl_complete() queues an operation, which the transport
+ *           no longer holds anywhere, on the done queue, and
+ *           tacl__tl_base_finish() ends progress() by running those
+ *           callbacks (each once: an operation leaves the queue before its
+ *           callback runs), so none runs inside a post call;
+ *   fail    tacl__tl_base_fail() records the instance's first failure and
+ *           fails what is pending; tacl__tl_base_cancel_all() is the
+ *           cancel_all slot of a transport whose cancel is just that.
+ * What stays a transport's own: its peers, its queues of posted
+ * operations, and its wire protocol.
+ */
+#ifndef TACL_TRANSPORT_TL_BASE_H
+#define TACL_TRANSPORT_TL_BASE_H
+
+#include <pthread.h>
+
+#include "log.h"
+#include "op_fifo.h"
+#include "transport.h"
+
+typedef struct tacl__tl_base tacl__tl_base_t;
+
+/** Complete every operation the instance holds with status. */
+typedef void (*tacl__tl_fail_fn_t)(tacl__tl_base_t *base,
+                                   tacl_status_t status);
+
+struct tacl__tl_base {
+    tacl__tl_t super;          /* first: the instance is a tacl__tl_t */
+    int rank;
+    int nranks;
+    double timeout_s;          /* bound on any wait: params', else 60 s */
+    pthread_mutex_t *lock;     /* tacl__tl_params_t's, for wait() */
+    tacl__subsys_t subsys;     /* where its errors are logged */
+    int nlocal;                /* ranks of this node, this one included */
+    int my_local;              /* this rank's index among them */
+    int *local_of;             /* world rank -> local index, or -1 */
+    tacl__tl_opq_t done;       /* completed; callbacks not run yet */
+    tacl_status_t failed;      /* TACL_OK until the instance fails */
+    tacl__tl_fail_fn_t fail_pending;
+};
+
+/**
+ * Allocate a zeroed instance of size bytes (a struct starting with a
+ * tacl__tl_base_t) for ops, and fill its base from params, logging under
+ * subsys; *base_p gets it.  An error is decided and logged here.
+ */
+tacl_status_t tacl__tl_base_new(const tacl__transport_ops_t *ops, size_t size,
+                                const tacl__tl_params_t *params,
+                                tacl__subsys_t subsys,
+                                tacl__tl_fail_fn_t fail_pending,
+                                tacl__tl_base_t **base_p);
+
+/** Free what tacl__tl_base_new() made, the instance included. */
+void tacl__tl_base_free(tacl__tl_base_t *base);
+
+/**
+ * A new array of nlocal zeroed peer records of size bytes, one per rank
+ * of this node by local index, each with its world rank in the int at
+ * rank_offset; NULL, logged, when out of memory.
+ */
+void *tacl__tl_base_peers(const tacl__tl_base_t *base, size_t size,
+                          size_t rank_offset);
+
+/** Where world rank peer is (TACL__TL_PEER_*), or 0 for no rank. */
+static inline unsigned tacl__tl_base_where(const tacl__tl_base_t *base,
+                                           int peer)
+{
+    if (peer < 0 || peer >= base->nranks)
+        return 0;
+    return tacl__tl_where(peer, base->rank, base->local_of[peer] >= 0);
+}
+
+/**
+ * The reachable slot of a transport that reaches every peer of its reach:
+ * whether peer lies there.
+ */
+int tacl__tl_base_reachable(tacl__tl_t *tl, int peer);
+
+/**
+ * The checks of an operation posted to the instance (tacl__tl_check_op(),
+ * logged under its subsystem), then its failure, if it failed.
+ */
+tacl_status_t tacl__tl_base_check(tacl__tl_base_t *base,
+                                  const tacl__tl_op_t *op);
+
+/** Queue op, held nowhere else now, to complete with status. */
+static inline void tacl__tl_complete(tacl__tl_base_t *base,
+                                     tacl__tl_op_t *op, tacl_status_t status)
+{
+    tacl__tl_opq_complete(&base->done, op, status);
+}
+
+/** Note the instance's failure, if it is the first; the one noted. */
+static inline tacl_status_t tacl__tl_base_mark_failed(tacl__tl_base_t *base,
+                                                      tacl_status_t status)
+{
+    if (base->failed == TACL_OK)
+        base->failed = status;
+    return base->failed;
+}
+
+/** The instance fails: note it and fail every pending op with status. */
+void tacl__tl_base_fail(tacl__tl_base_t *base, tacl_status_t status);
+
+/**
+ * The end of progress(), which handled events: a failed instance fails
+ * what was posted since, then the callbacks run.  Returns the failure,
+ * or the events and callbacks counted.
+ */
+int tacl__tl_base_finish(tacl__tl_base_t *base, int events);
+
+/** Whether progress() has callbacks to run or a failure to report. */
+static inline int tacl__tl_base_ready(const tacl__tl_base_t *base)
+{
+    return base->done.head != NULL || base->failed != TACL_OK;
+}
+
+/** The cancel_all slot: fail every pending op with status, call back. */
+void tacl__tl_base_cancel_all(tacl__tl_t *tl, tacl_status_t status);
+
+/** wait()'s bound in microseconds: timeout_us, or the instance's. */
+static inline int64_t tacl__tl_base_wait_us(const tacl__tl_base_t *base,
+                                            int64_t timeout_us)
+{
+    return timeout_us < 0 ? (int64_t)(base->timeout_s * 1e6) : timeout_us;
+}
+
+#endif /* TACL_TRANSPORT_TL_BASE_H */
