@@ -612,7 +612,7 @@ static void exec_arm(tacl__exec_t *e, int waited)
     xc->inflight++;
     if (e->dev != NULL)
         e->ctx->dev_active++;
-    e->flight = tacl__flight_claim(&xc->flight, e);
+    e->flight = tacl__flight_claim(&xc->flight, e, tacl__exec_describe);
     e->next = e->ctx->active;
     e->prev = NULL;
     if (e->next != NULL)
@@ -649,8 +649,8 @@ static tacl_status_t exec_prepare(tacl__xcomm_t *xc, tacl__sched_t *sched,
     if (e == NULL) {
         status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
                              "out of memory for a schedule of %u steps", n);
-        tacl__flight_end(&xc->flight, tacl__flight_claim(&xc->flight, NULL),
-                         status);
+        tacl__flight_end(&xc->flight,
+                         tacl__flight_claim(&xc->flight, NULL, NULL), status);
         return status;
     }
     e->sched = *sched;
@@ -713,7 +713,7 @@ static tacl_status_t exec_prepare(tacl__xcomm_t *xc, tacl__sched_t *sched,
 err_scratch:
     exec_put_scratch(e);
     tacl__dev_exec_free(e->dev);
-    tacl__flight_end(&xc->flight, tacl__flight_claim(&xc->flight, NULL),
+    tacl__flight_end(&xc->flight, tacl__flight_claim(&xc->flight, NULL, NULL),
                      status);
     exec_dealloc(e);
     return status;

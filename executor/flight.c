@@ -174,8 +174,11 @@ uint64_t tacl__flight_open(tacl__flight_t *f, const tacl__flight_op_t *op)
     return f->n - 1;
 }
 
-uint64_t tacl__flight_claim(tacl__flight_t *f, tacl__exec_t *exec)
+uint64_t tacl__flight_claim(tacl__flight_t *f, tacl__exec_t *exec,
+                            tacl__flight_describe_fn describe)
 {
+    if (describe != NULL)
+        f->describe = describe;
     if (!f->open)
         return UINT64_MAX;
     f->open = 0;
@@ -261,8 +264,9 @@ void tacl__flight_dump(tacl__xcomm_t *xc, const char *reason, FILE *file,
                        r->algo[0] ? r->algo : "-", r->op.nops,
                        state_names[state], status_word(status),
                        (now - r->start_ns) / 1e6);
-        if (exec != NULL && len > 0 && (size_t)len < sizeof(line))
-            tacl__exec_describe(exec, line + len, sizeof(line) - len);
+        if (exec != NULL && f->describe != NULL && len > 0 &&
+            (size_t)len < sizeof(line))
+            f->describe(exec, line + len, sizeof(line) - len);
         emit(file, to_log, line);
     }
     if (file != NULL)

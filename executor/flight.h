@@ -55,8 +55,15 @@ typedef struct {
     uint8_t state;
 } tacl__flight_rec_t;
 
+/** Appends what a pending execution waits for (tacl__exec_describe). */
+typedef void (*tacl__flight_describe_fn)(const tacl__exec_t *exec,
+                                         char *buf, size_t len);
+
 typedef struct tacl__flight {
     tacl__flight_rec_t *recs; /* NULL when off */
+    tacl__flight_describe_fn describe; /* the executor's, from the first
+                                          claim (so this file calls
+                                          nothing of it) */
     uint32_t cap;             /* records kept, a power of two */
     uint64_t n;               /* records begun so far */
     int open;                 /* the latest record awaits its execution */
@@ -80,8 +87,10 @@ void tacl__flight_begin(tacl__flight_t *f, const tacl__flight_op_t *op);
  */
 uint64_t tacl__flight_open(tacl__flight_t *f, const tacl__flight_op_t *op);
 
-/** Hand the open record (if any) to exec; returns its ordinal or ~0. */
-uint64_t tacl__flight_claim(tacl__flight_t *f, tacl__exec_t *exec);
+/** Hand the open record (if any) to exec, which describe describes in
+ *  dumps; returns its ordinal or ~0. */
+uint64_t tacl__flight_claim(tacl__flight_t *f, tacl__exec_t *exec,
+                            tacl__flight_describe_fn describe);
 
 /**
  * The execution of record ord ended with status (or never started).

@@ -240,7 +240,8 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
 
     /* One of the owner's last fast-engine calls again: validated already
      * (before post_full's locals are set up: a tenth of such a call). */
-    if (blocking && stream == NULL && tacl__fast_again(comm, a, &status))
+    if (blocking && stream == NULL && !tacl__group_active() &&
+        tacl__fast_again(comm, a, &status))
         return status == TACL_OK ? TACL_OK : tacl__comm_fail(comm, status);
     return post_full(comm, a, stream, blocking, req_p);
 }

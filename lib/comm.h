@@ -298,8 +298,9 @@ void tacl__fast_comm_init(tacl_comm_t comm);
 int tacl__fast_take(tacl_comm_t comm, tacl__coll_args_t *a,
                     tacl_status_t *status_p);
 /**
- * The owner thread's call a again with the arguments of one of its last
- * fast-engine calls (validated then, the configuration unchanged since):
+ * The owner thread's blocking call a, outside a group and on no stream,
+ * again with the arguments of one of its last fast-engine calls
+ * (validated then, the configuration unchanged since):
  * run it there without validating or choosing again, setting *status_p,
  * and return 1; or return 0 (validate it and go on as usual).
  */

@@ -244,12 +244,13 @@ static tacl_status_t fast_prepare(tacl_comm_t comm, const tacl__coll_args_t *a,
 }
 
 /* What may change between two calls of the same arguments: a failure
- * (validation reports it), TACL_CHECK for the communicator, an open
- * group, the configuration (TACL_ALGO may force another row). */
+ * (validation reports it), TACL_CHECK for the communicator, the
+ * configuration (TACL_ALGO may force another row).  (The caller asks
+ * only outside a group.) */
 static int fast_ready(tacl_comm_t comm, const fast_comm_t *fc)
 {
     return comm->x.ctx->fatal == TACL_OK && !comm->check &&
-           !tacl__group_active() && fc->gen == tacl__config_generation();
+           fc->gen == tacl__config_generation();
 }
 
 /* Run the fast-engine call op (arguments a, flight record rec) on comm:
