@@ -195,6 +195,26 @@ static tacl_status_t ctx_topology(tacl__ctx_t *ctx)
     return TACL_OK;
 }
 
+/*
+ * The wait policy's settings (wait.h), read once: whether this node runs
+ * more ranks than it has cores (a waiting rank must then give its core
+ * away at once, since the rank it waits for may be the one that needs
+ * it), TACL_SHM_SPIN and TACL_SHM_YIELD_US.
+ */
+static void ctx_wait_settings(tacl__ctx_t *ctx)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int local = 0;
+
+    for (int r = 0; r < ctx->nranks; r++)
+        local += ctx->node_of[r] == ctx->node_of[ctx->rank];
+    ctx->oversubscribed = ncpu > 0 && local > ncpu;
+    ctx->wait_spin = TACL_MAX(tacl__config_int(TACL_CFG_SHM_SPIN), 0);
+    ctx->wait_yield_ns =
+        (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_SHM_YIELD_US), 0) *
+        1000u;
+}
+
 tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
                                int nranks, double timeout_s,
                                tacl__ctx_t **ctx_p)
@@ -256,6 +276,7 @@ tacl_status_t tacl__ctx_create(const tacl_unique_id_t *id, int rank,
     status = ctx_topology(ctx);
     if (status != TACL_OK)
         goto err_free;
+    ctx_wait_settings(ctx);
     status = ctx_transports(ctx);
     if (status != TACL_OK)
         goto err_free;

@@ -50,6 +50,10 @@ typedef struct tacl__ctx {
                                   fatal_msg, and read without it */
     char fatal_msg[TACL__ERROR_LEN];
     uint64_t last_check_ns;    /* last bootstrap liveness check */
+    /* The wait policy's settings (wait.h), read at creation. */
+    int oversubscribed;        /* more ranks on this node than cores */
+    long long wait_spin;       /* TACL_SHM_SPIN */
+    uint64_t wait_yield_ns;    /* TACL_SHM_YIELD_US */
     uint64_t last_event_ns;    /* last progress round that moved */
     unsigned flight_gen;       /* last TACL_FLIGHT_SIGNAL dumped for */
     /* The progress thread (progress.c), under the lock. */
@@ -106,11 +110,6 @@ void tacl__ctx_reap(tacl__ctx_t *ctx);
 /** Sleep in the transports until a message arrives, 1 ms at most. */
 void tacl__ctx_idle_wait(tacl__ctx_t *ctx);
 
-/**
- * Whether ctx's node runs more ranks than it has cores: a waiting rank
- * must then give its core away at once.
- */
-int tacl__ctx_oversubscribed(const tacl__ctx_t *ctx);
 
 /** Of ctx's executions in flight, the one with the shortest timeout. */
 const tacl__exec_t *tacl__ctx_shortest_timeout(const tacl__ctx_t *ctx);

@@ -30,6 +30,7 @@
 #include "common.h"
 #include "config.h"
 #include "executor.h"
+#include "wait.h"
 #include "log.h"
 #include "copy.h"
 #include "quant.h"
@@ -877,20 +878,6 @@ void tacl__ctx_reap(tacl__ctx_t *ctx)
     }
 }
 
-/* Check the bootstrap for dead peers at most once a millisecond. */
-static void check_liveness(tacl__ctx_t *ctx, uint64_t now)
-{
-    tacl_status_t status;
-
-    if (ctx->fatal != TACL_OK || ctx->bs == NULL ||
-        now - ctx->last_check_ns < 1000000ull)
-        return;
-    ctx->last_check_ns = now;
-    status = tacl__bootstrap_check(ctx->bs);
-    if (status != TACL_OK)
-        tacl__ctx_set_fatal(ctx, status);
-}
-
 int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
 {
     int events = 0;
@@ -914,7 +901,7 @@ int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
     now = tacl__now_ns();
     if (events > 0)
         ctx->last_event_ns = now;
-    check_liveness(ctx, now);
+    tacl__ctx_check_liveness(ctx, now);
     tacl__ctx_flight_poll(ctx);
     return events;
 }
@@ -958,7 +945,7 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
      * time out too and say so; it cannot), and name it. */
     if (status == TACL_ERR_TIMEOUT && ctx->bs != NULL &&
         tacl__bootstrap_check(ctx->bs) == TACL_OK) {
-        char local[256];
+        char local[TACL__ERROR_LEN];
         tacl_status_t st;
         int hung;
 
@@ -968,7 +955,7 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
             status = TACL_ERR_REMOTE;
             told = 1;
         } else if (hung >= 0) {
-            char why[256];
+            char why[TACL__ERROR_LEN];
 
             snprintf(why, sizeof(why), "%s", tacl__last_error());
             tacl__error(status, COLL, "%s; %s", why, local);
@@ -985,7 +972,7 @@ void tacl__ctx_set_fatal(tacl__ctx_t *ctx, tacl_status_t status)
      * failed bootstrap has said so already, or was failed by the caller:
      * an abort or a revoke.) */
     if (!told && ctx->bs != NULL && tacl__bootstrap_check(ctx->bs) == TACL_OK) {
-        char local[256];
+        char local[TACL__ERROR_LEN];
         uint64_t until = tacl__now_ns() + 200000000ull;
         snprintf(local, sizeof(local), "%s", tacl__last_error());
         while (tacl__bootstrap_check(ctx->bs) == TACL_OK &&
@@ -1069,23 +1056,6 @@ static int distinct_ctxs(tacl__exec_t **execs, int nexec, tacl__ctx_t **ctxs)
     return n;
 }
 
-/*
- * Whether this node runs more ranks than it has cores: then a rank that
- * waits must give its core away at once, since the rank it waits for may
- * be the one that needs it.
- */
-int tacl__ctx_oversubscribed(const tacl__ctx_t *ctx)
-{
-    static long ncpu;
-    int local = 0;
-
-    if (ncpu == 0)
-        ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    for (int r = 0; r < ctx->nranks; r++)
-        local += ctx->node_of[r] == ctx->node_of[ctx->rank];
-    return ncpu > 0 && local > ncpu;
-}
-
 /* The execution whose communicator has the shortest timeout. */
 static const tacl__exec_t *shortest_timeout(tacl__exec_t **execs, int nexec)
 {
@@ -1134,31 +1104,6 @@ void tacl__ctx_timed_out(tacl__ctx_t *ctx, const tacl__xcomm_t *xc)
 }
 
 /*
- * How a waiting rank spends the time until its peers' messages arrive:
- * first it polls (TACL_SHM_SPIN polls; a peer that is running answers
- * within that window and nobody pays a system call); then it polls and
- * yields its core between polls for up to TACL_SHM_YIELD_US, which stays
- * runnable (a peer sharing this core runs at once, and no futex wake-up
- * is needed, which would also tend to pull both ranks onto one core);
- * only then does it sleep in the transports.  An oversubscribed node
- * skips the pure polls: the rank it waits for may need this core.  Both
- * windows are short by default: on a machine busy with other work a
- * longer spin takes the core from the peer that is moving the data (a
- * 16 MB all-gather on 2 ranks lost a third of its bandwidth with 20,000
- * polls and 1 ms of yielding).
- */
-static int wait_idle(long long idle, long long spin, uint64_t yield_until_ns)
-{
-    if (idle <= spin)
-        return 0;
-    if (tacl__now_ns() < yield_until_ns) {
-        sched_yield();
-        return 0;
-    }
-    return 1;
-}
-
-/*
  * Count this thread in (delta 1) or out (-1) of the waiters of ctxs: the
  * progress thread stands aside while a thread waits (progress.c), and
  * takes over again, woken here, when the last one leaves with executions
@@ -1178,15 +1123,10 @@ static void waiters_add(tacl__ctx_t **ctxs, int nctx, int delta)
 
 tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
 {
-    long long spin = tacl__config_int(TACL_CFG_SHM_SPIN);
-    uint64_t yield_ns = (uint64_t)TACL_MAX(
-        tacl__config_int(TACL_CFG_SHM_YIELD_US), 0) * 1000u;
-    int yield = 0;
-    uint64_t last_event = tacl__now_ns(), yield_until = 0;
     tacl_status_t status = TACL_OK;
     tacl__ctx_t *ctx_local[8], **ctxs = ctx_local;
     const tacl__exec_t *bound;
-    long long idle = 0;
+    tacl__waiter_t w;
     int nctx;
 
     if (nexec == 0)
@@ -1197,10 +1137,10 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     bound = shortest_timeout(execs, nexec);
     nctx = distinct_ctxs(execs, nexec, ctxs);
-    for (int c = 0; c < nctx; c++)
-        yield |= tacl__ctx_oversubscribed(ctxs[c]);
-    if (yield)
-        spin = 0;
+    tacl__wait_init(&w, ctxs[0]);
+    for (int c = 1; c < nctx; c++)
+        if (ctxs[c]->oversubscribed)
+            w.spin = 0;
     waiters_add(ctxs, nctx, 1);
     for (;;) {
         int events = 0, done;
@@ -1210,19 +1150,15 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
             pthread_mutex_lock(&ctx->lock);
             events += tacl__ctx_progress_locked(ctx);
             if (events == 0 && !all_done(execs, nexec, &status))
-                tacl__ctx_check_timeout(ctx, bound, last_event);
+                (void)tacl__wait_bound(&w, ctx, bound->xc);
             pthread_mutex_unlock(&ctx->lock);
         }
         done = all_done(execs, nexec, &status);
         if (done)
             break;
         if (events > 0) {
-            last_event = tacl__now_ns();
-            idle = 0;
-        } else if (++idle == spin + 1) {
-            yield_until = tacl__now_ns() + yield_ns;
-            wait_idle(idle, spin, yield_until);
-        } else if (wait_idle(idle, spin, yield_until)) {
+            tacl__wait_moved(&w);
+        } else if (tacl__wait_idle(&w) == TACL__WAIT_SLEEP) {
             for (int c = 0; c < nctx; c++)
                 tacl__ctx_idle_wait(ctxs[c]);
         }

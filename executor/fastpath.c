@@ -21,14 +21,13 @@
 #include "config.h"
 #include "fastpath.h"
 #include "log.h"
+#include "wait.h"
 #include "reduce.h"
 
 #define FAST_MAGIC 0x7461636c66617374ull /* "taclfast" */
 #define FAST_LINE 64u
 /* Longest sleep on a peer's flag before the wait looks around again. */
 #define FAST_SLEEP_NS 1000000L
-/* How often a sleeping wait asks the bootstrap whether peers live. */
-#define FAST_LIVENESS_NS 2000000ull
 
 /* The area's first page. */
 typedef struct {
@@ -93,9 +92,6 @@ struct tacl__fast {
     uint8_t *data;             /* [rank][FAST_DEPTH][cap] */
     uint64_t n;                /* calls run so far */
     uint64_t all_seen;         /* every flag was seen at this or above */
-    int waits_set;             /* spin and yield_ns read */
-    long long spin;            /* TACL_SHM_SPIN, 0 when oversubscribed */
-    uint64_t yield_ns;         /* TACL_SHM_YIELD_US */
     int light;                 /* publish with a release store (every
                                   rank may use the global fence) */
     int owner;                 /* created it: removes the name */
@@ -339,38 +335,23 @@ void tacl__fast_count(tacl__xcomm_t *xc, int tl, const tacl__fast_op_t *op,
     xc->counters.links[TACL_LINK_HOST].messages += readers;
 }
 
-/* How one call waits: its polls so far and its deadlines. */
+/* How one call waits: the wait policy's state (wait.h), from the first
+ * poll without an answer. */
 typedef struct {
     tacl__fast_t *f;
     tacl__xcomm_t *xc;
     uint64_t n;                /* the call */
     const tacl__op_sig_t *sig; /* its signature on this rank */
     uint32_t hash;             /* the signature's hash, low half */
-    long long spin;            /* polls before yielding */
-    uint64_t yield_ns;         /* then yield for this long */
-    long long polls;
-    uint64_t start_ns;         /* first poll without an answer */
-    uint64_t yield_until;
-    uint64_t next_check;       /* next liveness check */
+    int waiting;               /* pol started */
+    tacl__waiter_t pol;
 } fast_wait_t;
 
 static void wait_init(fast_wait_t *w, tacl__fast_t *f, tacl__xcomm_t *xc)
 {
-    /* Read once per area: parsing them would cost more than a call. */
-    if (!f->waits_set) {
-        f->spin = tacl__ctx_oversubscribed(xc->ctx)
-                      ? 0
-                      : tacl__config_int(TACL_CFG_SHM_SPIN);
-        f->yield_ns = (uint64_t)TACL_MAX(
-            tacl__config_int(TACL_CFG_SHM_YIELD_US), 0) * 1000u;
-        f->waits_set = 1;
-    }
     w->f = f;
     w->xc = xc;
-    w->spin = f->spin;
-    w->yield_ns = f->yield_ns;
-    w->polls = 0;
-    w->start_ns = 0;
+    w->waiting = 0;
 }
 
 /* The context failed (abort, a peer's failure): its error, recorded. */
@@ -451,29 +432,27 @@ static void publish(tacl__fast_t *f, uint64_t n, const fast_wait_t *w)
 }
 
 /*
- * Nothing to read yet (rank's flag is below n): poll, yield or sleep as
- * the window says, and every so often see whether the wait must end.
+ * Nothing to read yet (rank's flag is below n): wait as the policy says
+ * (wait.h), progressing the context's schedules meanwhile, and sleep on
+ * rank's flag once it says sleep, after asking whether the wait must end
+ * (a dead peer, the communicator's timeout).
  */
 static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n,
                                uint64_t sleep_to)
 {
     tacl__ctx_t *ctx = w->xc->ctx;
-    uint64_t now;
+    tacl__wait_step_t step;
+    tacl_status_t status;
 
     if (ctx->fatal != TACL_OK)
         return fatal_error(ctx);
-    if (w->polls++ < w->spin) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+    if (!w->waiting) {
+        tacl__wait_init(&w->pol, ctx);
+        w->waiting = 1;
+    }
+    step = tacl__wait_idle(&w->pol);
+    if (step == TACL__WAIT_SPIN)
         return TACL_OK;
-    }
-    now = tacl__now_ns();
-    if (w->start_ns == 0) {
-        w->start_ns = now;
-        w->yield_until = now + w->yield_ns;
-        w->next_check = now + FAST_LIVENESS_NS;
-    }
     /* Operations of the normal path in flight on the context (_nb calls
      * of this or another communicator) move on meanwhile: a peer may
      * need them to reach this call. */
@@ -482,29 +461,14 @@ static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n,
             tacl__ctx_progress_locked(ctx);
         pthread_mutex_unlock(&ctx->lock);
     }
-    if (now >= w->next_check) {
-        tacl_status_t status = TACL_OK;
-
-        w->next_check = now + FAST_LIVENESS_NS;
-        pthread_mutex_lock(&ctx->lock);
-        if (ctx->fatal == TACL_OK && ctx->bs != NULL)
-            status = tacl__bootstrap_check(ctx->bs);
-        if (status != TACL_OK)
-            tacl__ctx_set_fatal(ctx, status);
-        pthread_mutex_unlock(&ctx->lock);
-        if (ctx->fatal != TACL_OK)
-            return fatal_error(ctx);
-        if (now - w->start_ns > (uint64_t)(w->xc->timeout_s * 1e9)) {
-            pthread_mutex_lock(&ctx->lock);
-            tacl__ctx_timed_out(ctx, w->xc);
-            pthread_mutex_unlock(&ctx->lock);
-            return fatal_error(ctx);
-        }
-    }
-    if (now < w->yield_until)
-        sched_yield();
-    else
-        sleep_on(w->f, rank, sleep_to);
+    if (step == TACL__WAIT_YIELD)
+        return TACL_OK;
+    pthread_mutex_lock(&ctx->lock);
+    status = tacl__wait_bound(&w->pol, ctx, w->xc);
+    pthread_mutex_unlock(&ctx->lock);
+    if (status != TACL_OK)
+        return status;
+    sleep_on(w->f, rank, sleep_to);
     return TACL_OK;
 }
 
