@@ -47,10 +47,10 @@ enum {
      * calls (qbits != 0) reach it, since quantization is lossy. */
     TACL__ALGO_FLAG_EXPLICIT = 1u << 1,
     /* Runs on the fast engine (executor/fastpath.h: a shared-memory area
-     * per communicator, no schedule), which serves only a blocking call
-     * alone (outside a group, or a group's only call) with checking off:
-     * the chooser takes it first when it supports the operation; its
-     * build() refuses, since the engine runs without a schedule. */
+     * per communicator, no schedule), which serves only a call alone
+     * (TACL__CHOOSE_ALONE) with checking off: the chooser takes it first
+     * when it supports the operation; its build() refuses, since the
+     * engine runs without a schedule. */
     TACL__ALGO_FLAG_FAST = 1u << 2
 };
 
@@ -146,8 +146,9 @@ const tacl__algo_t *tacl__algo_select(const tacl__coll_args_t *args,
 
 /** What the chooser may assume of how the call runs. */
 enum {
-    /* A blocking call alone (outside a group, or a group's only call)
-     * with checking off: the fast engine may take it. */
+    /* A call alone (outside a group, or a group's only blocking call),
+     * on no stream, with checking off: the fast engine may take it
+     * (blocking, or split for an _nb call). */
     TACL__CHOOSE_ALONE = 1u << 0
 };
 

@@ -7,6 +7,7 @@
  * and nothing refers to it but through the table, so no file-level call
  * circle runs through it.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -86,14 +87,24 @@ const tacl__algo_t *tacl__algo_find(tacl_coll_t coll, const char *name)
     return NULL;
 }
 
+/* Rows by id and collective, made once: the fast engine's decision asks
+ * for its row on every call. */
+static const tacl__algo_t *row_index[TACL__ALGO_COUNT][TACL_NUM_COLLS];
+static pthread_once_t row_once = PTHREAD_ONCE_INIT;
+
+static void row_index_make(void)
+{
+    for (const tacl__algo_t *a = tacl__algos; a->name != NULL; a++)
+        if (row_index[a->id][a->coll] == NULL)
+            row_index[a->id][a->coll] = a;
+}
+
 const tacl__algo_t *tacl__algo_row(tacl__algo_id_t id, tacl_coll_t coll)
 {
-    const tacl__algo_t *a;
-
-    for (a = tacl__algos; a->name != NULL; a++)
-        if (a->id == id && a->coll == coll)
-            return a;
-    return NULL;
+    if ((unsigned)id >= TACL__ALGO_COUNT || (unsigned)coll >= TACL_NUM_COLLS)
+        return NULL;
+    pthread_once(&row_once, row_index_make);
+    return row_index[id][coll];
 }
 
 void tacl__algo_names(tacl_coll_t coll, char *buf, size_t len)

@@ -55,6 +55,7 @@ static void ctx_free(tacl__ctx_t *ctx)
     free(ctx->node_ids);
     free(ctx->node_of);
     free(ctx->tl_of);
+    free(ctx->engine_spare);
     free(ctx);
 }
 

@@ -74,6 +74,9 @@ typedef struct tacl__ctx {
     _Atomic int dev_active;    /* executions with a device part running:
                                   idle waits poll rather than sleep */
     tacl__exec_t *reap;        /* ended detached executions, to free */
+    tacl__exec_t *engine_spare; /* a freed engine execution, kept for the
+                                   next (one allocation per split call
+                                   saved); a plain allocation */
 } tacl__ctx_t;
 
 /**

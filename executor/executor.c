@@ -67,6 +67,12 @@ struct tacl__exec {
                                  (tacl__exec_start_on's waited) */
     uint64_t *trace;          /* TACL_STEP_TRACE: TACL__TRACE_MARKS times
                                  (ns) per step, else NULL */
+    /* An execution another engine runs (tacl__exec_start_engine): no
+     * schedule, the engine's drain progresses it, and it finishes once
+     * the engine ended it (engine_ended) and its own round came. */
+    const tacl__engine_ops_t *engine;
+    void *engine_arg;
+    int engine_ended;
 };
 
 /* TACL_STEP_TRACE's file of this process, opened at the first write
@@ -133,7 +139,8 @@ static void exec_check_finished(tacl__exec_t *e)
     if (atomic_load(&e->finished))
         return;
     if ((e->status != TACL_OK && e->inflight == 0) ||
-        (e->status == TACL_OK && e->ncomplete == e->sched.nsteps)) {
+        (e->status == TACL_OK && e->ncomplete == e->sched.nsteps &&
+         (e->engine == NULL || e->engine_ended))) {
         e->xc->inflight--;
         tacl__flight_end(&e->xc->flight, e->flight, e->status);
         if (e->trace != NULL && e->status == TACL_OK)
@@ -434,6 +441,12 @@ static int exec_drain(tacl__exec_t *e)
 {
     int n = 0;
 
+    if (e->engine != NULL) {
+        if (e->status == TACL_OK && !e->engine_ended)
+            n = e->engine->drain(e->engine_arg);
+        exec_check_finished(e);
+        return n;
+    }
     if (e->dev != NULL) {
         int gated;
 
@@ -737,6 +750,44 @@ tacl_status_t tacl__exec_prepare(tacl__xcomm_t *xc, tacl__sched_t *sched,
     return exec_prepare(xc, sched, NULL, exec_p);
 }
 
+tacl_status_t tacl__exec_start_engine(tacl__xcomm_t *xc,
+                                      const tacl__engine_ops_t *ops,
+                                      void *arg, tacl__exec_t **exec_p)
+{
+    tacl__exec_t *e = xc->ctx->engine_spare;
+
+    if (e != NULL) {
+        xc->ctx->engine_spare = NULL;
+        memset(e, 0, sizeof(*e));
+    } else {
+        e = calloc(1, sizeof(*e));
+    }
+    if (e == NULL) {
+        tacl_status_t status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                                           "out of memory");
+
+        tacl__flight_end(&xc->flight,
+                         tacl__flight_claim(&xc->flight, NULL, NULL), status);
+        return status;
+    }
+    tacl__sched_init(&e->sched, 0, 1);
+    e->xc = xc;
+    e->ctx = xc->ctx;
+    e->engine = ops;
+    e->engine_arg = arg;
+    e->ctx->refcount++; /* the caller holds the lock */
+    exec_arm(e, 0);
+    *exec_p = e;
+    return TACL_OK;
+}
+
+void tacl__exec_engine_end(tacl__exec_t *e, tacl_status_t status)
+{
+    if (status != TACL_OK)
+        exec_fail(e, status);
+    e->engine_ended = 1;
+}
+
 tacl_status_t tacl__exec_restart(tacl__exec_t *e, uint64_t seq,
                                  tacl__exec_done_fn fn, void *arg)
 {
@@ -764,6 +815,10 @@ void tacl__exec_describe(const tacl__exec_t *e, char *buf, size_t len)
     size_t o;
     int nwait = 0;
 
+    if (e->engine != NULL) {
+        e->engine->describe(e->engine_arg, e, buf, len);
+        return;
+    }
     for (uint32_t i = 0; i < e->sched.nsteps; i++) {
         int kind = e->sched.steps[i].kind;
         if (e->waiting[i] != STEP_DONE &&
@@ -839,6 +894,16 @@ void tacl__exec_free(tacl__exec_t *e)
         waiters_leave_locked(e->ctx, 1);
     exec_put_scratch(e);
     tacl__dev_exec_free(e->dev);
+    /* An engine's execution (one allocation, no schedule) is kept for
+     * the context's next one. */
+    if (e->engine != NULL && e->ctx->engine_spare == NULL) {
+        tacl__ctx_t *ctx = e->ctx;
+
+        ctx->engine_spare = e;
+        pthread_mutex_unlock(&ctx->lock);
+        tacl__ctx_release(ctx);
+        return;
+    }
     pthread_mutex_unlock(&e->ctx->lock);
     tacl__ctx_release(e->ctx);
     tacl__sched_fini(&e->sched);
@@ -898,7 +963,9 @@ int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
         next = e->next;
         events += exec_drain(e);
     }
-    now = tacl__now_ns();
+    /* The coarse clock (a tick behind at most): these marks only bound
+     * waits of milliseconds and more, and a round reads it every time. */
+    now = tacl__now_coarse_ns();
     if (events > 0)
         ctx->last_event_ns = now;
     tacl__ctx_check_liveness(ctx, now);
@@ -1033,6 +1100,15 @@ void tacl__ctx_idle_wait(tacl__ctx_t *ctx)
     if (ctx->dev_active > 0) {
         sched_yield();
         return;
+    }
+    /* Another engine's events come where it says: it sleeps there (its
+     * executions are read without the lock: the list is only walked to
+     * find one, and the engine's sleep reads only its own state). */
+    for (const tacl__exec_t *e = ctx->active; e != NULL; e = e->next) {
+        if (e->engine != NULL) {
+            e->engine->sleep(e->engine_arg);
+            return;
+        }
     }
     /* Sleep in the transports (shm sleeps on a futex that senders ring);
      * a millisecond at most so liveness is still checked often. */

@@ -71,6 +71,36 @@ tacl_status_t tacl__exec_start_on(tacl__xcomm_t *xc, tacl__sched_t *sched,
                                   const tacl__dev_streams_t *streams,
                                   int waited, tacl__exec_t **exec_p);
 
+/**
+ * Another engine (the fast engine's split calls) whose operations run as
+ * executions without a schedule, so that requests, waits, the progress
+ * thread, failures and flight records treat them as any other.
+ */
+typedef struct {
+    /** Progress the engine's operations; lock held; returns events. */
+    int (*drain)(void *arg);
+    /** Nothing moved: sleep where the engine's events arrive, 1 ms at
+     *  most; lock not held. */
+    void (*sleep)(void *arg);
+    /** Append what exec still waits for to buf (flight dumps). */
+    void (*describe)(void *arg, const tacl__exec_t *exec, char *buf,
+                     size_t len);
+} tacl__engine_ops_t;
+
+/**
+ * Start an execution of ops' engine on xc (lock held), claiming the open
+ * flight record: progress rounds call ops->drain(arg) until the engine
+ * ends it with tacl__exec_engine_end; then it finishes as any execution
+ * (its hook, its request).  A failure of the context fails it too.
+ */
+tacl_status_t tacl__exec_start_engine(tacl__xcomm_t *xc,
+                                      const tacl__engine_ops_t *ops,
+                                      void *arg, tacl__exec_t **exec_p);
+
+/** The engine ended exec with status (lock held); it finishes at its next
+ *  round. */
+void tacl__exec_engine_end(tacl__exec_t *exec, tacl_status_t status);
+
 /** Whether exec joined caller streams (a blocking call need not wait). */
 int tacl__exec_streamed(const tacl__exec_t *exec);
 

@@ -1,6 +1,7 @@
 /*
- * The small-message fast path (fastpath.h): the shared area and the
- * collectives that run in it.
+ * The fast engine (fastpath.h): the shared area, its publishing protocol,
+ * and a call run alone, without the context lock.  Calls queued behind
+ * split ones are fast_queue.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,14 +20,13 @@
 
 #include "common.h"
 #include "config.h"
-#include "fastpath.h"
+#include "fast_int.h"
 #include "log.h"
-#include "wait.h"
 #include "reduce.h"
+#include "wait.h"
 
 #define FAST_MAGIC 0x7461636c66617374ull /* "taclfast" */
-#define FAST_LINE 64u
-/* Longest sleep on a peer's flag before the wait looks around again. */
+/* Longest sleep on a peer before the wait looks around again. */
 #define FAST_SLEEP_NS 1000000L
 
 /* The area's first page. */
@@ -35,69 +35,6 @@ typedef struct {
     uint64_t size;             /* ranks */
     uint64_t cap;              /* bytes of each slot */
 } fast_hdr_t;
-
-/* Large slots (cap bytes) per rank, used in turn: a call whose input does
- * not fit a record may run this many calls minus one ahead of a peer
- * that does not wait for it. */
-#define FAST_DEPTH 4
-/* Records per rank, one per call in turn (n % FAST_RING): each holds the
- * call's stamp and signature, and its input when that has at most
- * FAST_SMALL bytes, so a small call may run FAST_RING - 1 calls ahead. */
-#define FAST_RING 64
-/* Bytes of one record (four cache lines). */
-#define FAST_REC 256u
-
-typedef struct {
-    _Alignas(FAST_LINE) _Atomic uint64_t seq; /* last call published */
-} fast_flag_t;
-
-/* Call n's record: the stamp is written (release) after the signature
- * and the data, and before the flag, so a reader that sees the stamp at
- * n has both -- and data of up to 48 bytes in the same cache line.  The
- * whole signature, at the record's end, is read only when the hashes
- * differ, to say how. */
-typedef struct {
-    _Alignas(FAST_LINE) _Atomic uint64_t stamp;
-    uint32_t sig;              /* the signature's hash, low half */
-    uint32_t pad;
-    uint8_t data[FAST_REC - 16 - sizeof(tacl__op_sig_t)];
-    tacl__op_sig_t full;       /* the signature itself */
-} fast_rec_t;
-
-#define FAST_SMALL (FAST_REC - 16u - (unsigned)sizeof(tacl__op_sig_t))
-
-_Static_assert(sizeof(fast_flag_t) == FAST_LINE,
-               "a fast-path flag fills one cache line");
-_Static_assert(sizeof(fast_rec_t) == FAST_REC,
-               "a fast-path record has FAST_REC bytes");
-
-/* Peers asleep on a rank's flag (apart from the flag, which only its
- * owner writes): the owner wakes them when it publishes a call at or past
- * the least one they wait for (want), not at every call: a broadcast's
- * root asleep until its receivers freed half its ring costs them no
- * system call per call. */
-typedef struct {
-    _Alignas(FAST_LINE) _Atomic uint32_t sleepers;
-    _Atomic uint64_t want;     /* least call a sleeper waits for */
-} fast_sleep_t;
-
-struct tacl__fast {
-    void *base;
-    size_t len;
-    int rank, size;
-    size_t cap;
-    fast_flag_t *flags;        /* size of them */
-    fast_sleep_t *sleep;       /* size of them */
-    fast_rec_t *recs;          /* [rank][FAST_RING] */
-    uint8_t *data;             /* [rank][FAST_DEPTH][cap] */
-    uint64_t n;                /* calls run so far */
-    uint64_t all_seen;         /* every flag was seen at this or above */
-    int light;                 /* publish with a release store (every
-                                  rank may use the global fence) */
-    int owner;                 /* created it: removes the name */
-    int linked;                /* the name still exists */
-    char name[TACL__FAST_NAME_LEN];
-};
 
 static size_t round_line(size_t x)
 {
@@ -120,18 +57,13 @@ static void lay_out(tacl__fast_t *f)
     f->data = (uint8_t *)(f->recs + (size_t)f->size * FAST_RING);
 }
 
-static fast_rec_t *rec(const tacl__fast_t *f, int rank, uint64_t n)
-{
-    return &f->recs[(size_t)rank * FAST_RING + n % FAST_RING];
-}
-
 /* Where rank's input of call n lies: its record when it has at most
  * FAST_SMALL bytes (the same size on every rank), else its large slot. */
 static uint8_t *slot(const tacl__fast_t *f, int rank, uint64_t n,
                      size_t bytes)
 {
     if (bytes <= FAST_SMALL)
-        return rec(f, rank, n)->data;
+        return fast_rec(f, rank, n)->data;
     return f->data +
            ((size_t)rank * FAST_DEPTH + n % FAST_DEPTH) * round_line(f->cap);
 }
@@ -335,91 +267,27 @@ void tacl__fast_count(tacl__xcomm_t *xc, int tl, const tacl__fast_op_t *op,
     xc->counters.links[TACL_LINK_HOST].messages += readers;
 }
 
-/* How one call waits: the wait policy's state (wait.h), from the first
- * poll without an answer. */
-typedef struct {
-    tacl__fast_t *f;
-    tacl__xcomm_t *xc;
-    uint64_t n;                /* the call */
-    const tacl__op_sig_t *sig; /* its signature on this rank */
-    uint32_t hash;             /* the signature's hash, low half */
-    int waiting;               /* pol started */
-    tacl__waiter_t pol;
-} fast_wait_t;
-
-static void wait_init(fast_wait_t *w, tacl__fast_t *f, tacl__xcomm_t *xc)
+/*
+ * Publishing and sleeping.  A sleeper registers (sleepers, want), runs a
+ * full fence, reads wake_seq, and only then reads the flag or stamp it
+ * waits for, sleeping on wake_seq's value when they are still short.  A
+ * publisher stores its flag or stamp, runs a full fence, and when it
+ * sees a sleeper waiting for a call up to what it published, bumps
+ * wake_seq and wakes the futex.  Either the publisher's fence came first
+ * and the sleeper reads the new flag or stamp, or the sleeper's did and
+ * the publisher sees the sleeper; a bump between the sleeper's read of
+ * wake_seq and its sleep makes the futex return at once.  With f->light
+ * the publisher runs no fence per call: the sleeper's global expedited
+ * membarrier makes every running thread of the registered processes
+ * (the publisher's among them) execute one, which serves the same.
+ */
+static void wake_sleepers(tacl__fast_t *f, uint64_t n)
 {
-    w->f = f;
-    w->xc = xc;
-    w->waiting = 0;
-}
-
-/* The context failed (abort, a peer's failure): its error, recorded. */
-static tacl_status_t fatal_error(tacl__ctx_t *ctx)
-{
-    tacl_status_t status = ctx->fatal;
-
-    return tacl__error(status, COLL, "%s", ctx->fatal_msg);
-}
-
-/* The flag's low half: what a futex waits on (little-endian). */
-static uint32_t *flag_word(const tacl__fast_t *f, int rank)
-{
-    return (uint32_t *)&f->flags[rank].seq;
-}
-
-/* Sleep until rank's flag reaches n (or 1 ms passes, or a wake for a
- * lower call of another sleeper: the caller looks again). */
-static void sleep_on(const tacl__fast_t *f, int rank, uint64_t n)
-{
-    struct timespec ts = {0, FAST_SLEEP_NS};
-    fast_sleep_t *s = &f->sleep[rank];
-    uint64_t seen, want;
-
-    /* The seq_cst increment and want's lowering order them before the
-     * flag's read; the owner's publishing must order its flag before
-     * reading sleepers and want, so that one of the two sees the other.
-     * With f->light the owner's flag store is a plain release store (no
-     * fence per call): the global expedited membarrier here makes every
-     * running thread of the registered processes (the owner's among
-     * them) execute a full fence, so either its flag store came before
-     * that fence and the read below sees it, or its reads of sleepers
-     * and want come after it and see ours.  (A wake that resets want
-     * just as a sleeper with a later call found it low enough may leave
-     * that sleeper to its 1 ms timeout.) */
-    atomic_fetch_add(&s->sleepers, 1);
-    want = atomic_load(&s->want);
-    while (want > n && !atomic_compare_exchange_weak(&s->want, &want, n))
-        ;
-    if (f->light)
-        syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
-    seen = atomic_load(&f->flags[rank].seq);
-    if (seen < n)
-        syscall(SYS_futex, flag_word(f, rank), FUTEX_WAIT, (uint32_t)seen,
-                &ts, NULL, 0);
-    atomic_fetch_sub(&s->sleepers, 1);
-}
-
-/* Publish call n (w's signature) as this rank's, its input in place:
- * stamp its record, move the flag, wake the peers asleep on it. */
-static void publish(tacl__fast_t *f, uint64_t n, const fast_wait_t *w)
-{
-    fast_rec_t *r = rec(f, f->rank, n);
     fast_sleep_t *s = &f->sleep[f->rank];
     uint64_t want;
 
-    r->sig = w->hash;
-    r->full = *w->sig;
-    atomic_store_explicit(&r->stamp, n, memory_order_release);
-    /* Readers need only release (they acquire the stamp or the flag);
-     * the store-load order against a sleeper (sleep_on) comes from the
-     * sleeper's membarrier when f->light, else from this seq_cst store,
-     * a full fence that waits for the record's stores to drain. */
-    if (f->light)
-        atomic_store_explicit(&f->flags[f->rank].seq, n,
-                              memory_order_release);
-    else
-        atomic_store(&f->flags[f->rank].seq, n);
+    if (!f->light)
+        atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) == 0)
         return;
     want = atomic_load(&s->want);
@@ -427,18 +295,236 @@ static void publish(tacl__fast_t *f, uint64_t n, const fast_wait_t *w)
         return;
     /* The sleepers still short of their call lower want again. */
     atomic_compare_exchange_strong(&s->want, &want, UINT64_MAX);
-    syscall(SYS_futex, flag_word(f, f->rank), FUTEX_WAKE, INT_MAX, NULL,
-            NULL, 0);
+    atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_release);
+    syscall(SYS_futex, &s->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void tacl__fast_stamp(tacl__fast_t *f, uint64_t n, const tacl__fast_op_t *op)
+{
+    fast_rec_t *r = fast_rec(f, f->rank, n);
+    size_t in = tacl__fast_in_bytes(op, f->rank, f->size);
+
+    if (in > 0)
+        memcpy(slot(f, f->rank, n, in), op->sendbuf, in);
+    r->sig = op->hash;
+    r->full = op->sig;
+    atomic_store_explicit(&r->stamp, n, memory_order_release);
+    f->stamped = n;
+}
+
+void tacl__fast_announce(tacl__fast_t *f)
+{
+    uint64_t flag = TACL_MIN(f->stamped, f->done + 1);
+
+    /* Readers need only release (they acquire the stamp or the flag). */
+    if (flag > atomic_load_explicit(&f->flags[f->rank].seq,
+                                    memory_order_relaxed))
+        atomic_store_explicit(&f->flags[f->rank].seq, flag,
+                              memory_order_release);
+    wake_sleepers(f, f->stamped);
+}
+
+void tacl__fast_sleep_on(const tacl__fast_t *f, int rank, uint64_t n,
+                         int data)
+{
+    struct timespec ts = {0, FAST_SLEEP_NS};
+    fast_sleep_t *s = &f->sleep[rank];
+    uint64_t want;
+    uint32_t seq;
+
+    atomic_fetch_add(&s->sleepers, 1);
+    want = atomic_load(&s->want);
+    while (want > n && !atomic_compare_exchange_weak(&s->want, &want, n))
+        ;
+    if (f->light)
+        syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
+    seq = atomic_load_explicit(&s->wake_seq, memory_order_acquire);
+    if (fast_flag_of(f, rank) < n &&
+        (!data || fast_stamp_of(f, rank, n) < n))
+        syscall(SYS_futex, &s->wake_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+    atomic_fetch_sub(&s->sleepers, 1);
+}
+
+int tacl__fast_flags_at(tacl__fast_t *f, uint64_t n, int *rank_p)
+{
+    uint64_t least = UINT64_MAX;
+
+    if (f->all_seen >= n)
+        return 1;
+    for (int r = 0; r < f->size; r++) {
+        uint64_t seen;
+
+        if (r == f->rank)
+            continue;
+        seen = fast_flag_of(f, r);
+        if (seen < n) {
+            *rank_p = r;
+            return 0;
+        }
+        least = TACL_MIN(least, seen);
+    }
+    f->all_seen = TACL_MAX(least, n);
+    return 1;
+}
+
+/* The ranks whose input call n of op reads here: all, one, or none. */
+static int reads_from(const tacl__fast_t *f, const tacl__fast_op_t *op,
+                      int *one_p)
+{
+    *one_p = -1;
+    switch (op->coll) {
+    case TACL_COLL_BROADCAST:
+        if (f->rank == op->root)
+            return 0;
+        *one_p = op->root;
+        return 1;
+    case TACL_COLL_REDUCE:
+        return f->rank == op->root ? f->size - 1 : 0;
+    default:
+        return f->size - 1;
+    }
+}
+
+/* 1 when rank's call n is stamped with op's signature, 0 not yet, -1
+ * stamped with another. */
+static int input_ready(const tacl__fast_t *f, int rank, uint64_t n,
+                       const tacl__fast_op_t *op)
+{
+    /* A record is not stamped again before this rank passed call n (its
+     * owner waits for that), so a stamp below n is an older call's. */
+    if (fast_stamp_of(f, rank, n) < n)
+        return 0;
+    return fast_rec(f, rank, n)->sig == op->hash ? 1 : -1;
+}
+
+int tacl__fast_inputs_ready(const tacl__fast_t *f, uint64_t n,
+                            const tacl__fast_op_t *op, int *rank_p)
+{
+    int one, nreads = reads_from(f, op, &one);
+
+    if (nreads == 0)
+        return 1;
+    for (int r = 0; r < f->size; r++) {
+        int ready;
+
+        if (r == f->rank || (one >= 0 && r != one))
+            continue;
+        ready = input_ready(f, r, n, op);
+        if (ready <= 0) {
+            *rank_p = r;
+            return ready;
+        }
+    }
+    return 1;
+}
+
+/* A peer called something else in this call: the caller's error, as a
+ * message of the wrong length is on the normal path. */
+tacl_status_t tacl__fast_mismatch(const tacl__fast_t *f, uint64_t n,
+                                  const tacl__fast_op_t *op, int rank)
+{
+    const tacl__op_sig_t *theirs = &fast_rec(f, rank, n)->full;
+    tacl__sig_field_t field = tacl__op_sig_diff(theirs, &op->sig);
+    char a[32], b[32];
+
+    return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                       "%s: rank %d called it with %s %s where this rank "
+                       "has %s: the ranks made different calls "
+                       "(TACL_CHECK=1 names the difference on every path)",
+                       tacl_coll_name(op->coll), rank,
+                       tacl__sig_field_name(field),
+                       tacl__sig_field_value(theirs, field, a, sizeof(a)),
+                       tacl__sig_field_value(&op->sig, field, b, sizeof(b)));
+}
+
+/* dst = the rank-ordered reduction of every slot's bytes at off. */
+static tacl_status_t reduce_slots(const tacl__fast_t *f, uint64_t n,
+                                  size_t in, size_t off, void *dst,
+                                  const tacl__fast_op_t *op)
+{
+    tacl_op_t eop = op->op == TACL_AVG ? TACL_SUM : op->op;
+    tacl_status_t status;
+
+    if (op->count == 0)
+        return TACL_OK;
+
+    status = tacl__reduce_cpu(dst, slot(f, 0, n, in) + off,
+                              slot(f, 1, n, in) + off,
+                              op->count, op->dtype, eop);
+    for (int r = 2; r < f->size && status == TACL_OK; r++)
+        status = tacl__reduce_cpu(dst, dst, slot(f, r, n, in) + off,
+                                  op->count,
+                                  op->dtype, eop);
+    if (status == TACL_OK && op->op == TACL_AVG)
+        status = tacl__div_cpu(dst, dst, op->count, op->dtype,
+                               (uint32_t)f->size);
+    return status;
+}
+
+tacl_status_t tacl__fast_compute(const tacl__fast_t *f, uint64_t n,
+                                 const tacl__fast_op_t *op)
+{
+    size_t in = tacl__fast_in_bytes(op, f->rank, f->size);
+    size_t block = elem_bytes(op);
+    int me = f->rank;
+
+    switch (op->coll) {
+    case TACL_COLL_BARRIER:
+        return TACL_OK;
+    case TACL_COLL_ALLREDUCE:
+        return reduce_slots(f, n, in, 0, op->recvbuf, op);
+    case TACL_COLL_REDUCE:
+        return me == op->root ? reduce_slots(f, n, in, 0, op->recvbuf, op)
+                              : TACL_OK;
+    case TACL_COLL_REDUCE_SCATTER:
+        return reduce_slots(f, n, in, (size_t)me * block, op->recvbuf, op);
+    case TACL_COLL_ALLGATHER:
+        for (int r = 0; r < f->size && block > 0; r++)
+            memcpy((char *)op->recvbuf + (size_t)r * block,
+                   slot(f, r, n, block), block);
+        return TACL_OK;
+    case TACL_COLL_BROADCAST:
+        if (block == 0)
+            return TACL_OK;
+        if (me != op->root)
+            memcpy(op->recvbuf, slot(f, op->root, n, block), block);
+        else if (op->recvbuf != op->sendbuf)
+            memcpy(op->recvbuf, op->sendbuf, block);
+        return TACL_OK;
+    default:
+        return tacl__error(TACL_ERR_INTERNAL, COLL,
+                           "the fast engine does not run %s",
+                           tacl_coll_name(op->coll));
+    }
 }
 
 /*
- * Nothing to read yet (rank's flag is below n): wait as the policy says
- * (wait.h), progressing the context's schedules meanwhile, and sleep on
- * rank's flag once it says sleep, after asking whether the wait must end
- * (a dead peer, the communicator's timeout).
+ * A call run alone: every earlier call of this rank is done, and nobody
+ * else touches the area's state of this rank until it returns (the
+ * caller saw no queued call under the context lock).
+ */
+typedef struct {
+    tacl__fast_t *f;
+    tacl__xcomm_t *xc;
+    int waiting;               /* pol started: the first poll without an
+                                  answer */
+    tacl__waiter_t pol;
+} fast_wait_t;
+
+/* The context failed (abort, a peer's failure): its error, recorded. */
+static tacl_status_t fatal_error(tacl__ctx_t *ctx)
+{
+    return tacl__error(ctx->fatal, COLL, "%s", ctx->fatal_msg);
+}
+
+/*
+ * Nothing to read yet: wait as the policy says (wait.h), progressing the
+ * context's schedules meanwhile, and sleep on rank once it says sleep,
+ * after asking whether the wait must end (a dead peer, the
+ * communicator's timeout).
  */
 static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n,
-                               uint64_t sleep_to)
+                               int data)
 {
     tacl__ctx_t *ctx = w->xc->ctx;
     tacl__wait_step_t step;
@@ -468,201 +554,47 @@ static tacl_status_t wait_idle(fast_wait_t *w, int rank, uint64_t n,
     pthread_mutex_unlock(&ctx->lock);
     if (status != TACL_OK)
         return status;
-    sleep_on(w->f, rank, sleep_to);
+    tacl__fast_sleep_on(w->f, rank, n, data);
     return TACL_OK;
-}
-
-static uint64_t flag_of(const tacl__fast_t *f, int rank)
-{
-    return atomic_load_explicit(&f->flags[rank].seq, memory_order_acquire);
-}
-
-/* A peer called something else in this call: the caller's error, as a
- * message of the wrong length is on the normal path. */
-static tacl_status_t mismatch(fast_wait_t *w, int rank)
-{
-    const tacl__op_sig_t *theirs = &rec(w->f, rank, w->n)->full;
-    tacl__sig_field_t f = tacl__op_sig_diff(theirs, w->sig);
-    tacl__ctx_t *ctx = w->xc->ctx;
-    char a[32], b[32];
-
-    tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                "%s: rank %d called it with %s %s where this rank has %s: "
-                "the ranks made different calls (TACL_CHECK=1 names the "
-                "difference on every path)",
-                tacl_coll_name((tacl_coll_t)w->sig->coll), rank,
-                tacl__sig_field_name(f),
-                tacl__sig_field_value(theirs, f, a, sizeof(a)),
-                tacl__sig_field_value(w->sig, f, b, sizeof(b)));
-    pthread_mutex_lock(&ctx->lock);
-    tacl__ctx_set_fatal(ctx, TACL_ERR_INVALID_USAGE);
-    pthread_mutex_unlock(&ctx->lock);
-    return TACL_ERR_INVALID_USAGE;
-}
-
-static uint64_t stamp_of(const tacl__fast_t *f, int rank, uint64_t n)
-{
-    return atomic_load_explicit(&rec(f, rank, n)->stamp,
-                                memory_order_acquire);
-}
-
-/*
- * Wait until rank's flag reached n (a slot's reuse), or for this call
- * until rank's record of it is stamped, and check what rank called.  The
- * stamp lies in the record's first line, with the signature and a small
- * input: one line to bring over.  It is stamped before the flag moves,
- * so sleeping on the flag (wait_idle) cannot miss it.  Returns the flag
- * seen (at least n) through seen_p when not NULL.
- */
-static tacl_status_t wait_one(fast_wait_t *w, int rank, uint64_t n,
-                              uint64_t *seen_p)
-{
-    uint64_t seen;
-    uint32_t theirs;
-
-    if (n != w->n) {
-        /* A slot's reuse: a rank that must sleep for it sleeps until the
-         * peer is halfway from n to this call, so that it then runs many
-         * calls without waiting (and without waking) again. */
-        uint64_t sleep_to = n + (w->n - n) / 2;
-
-        while ((seen = flag_of(w->f, rank)) < n) {
-            tacl_status_t status = wait_idle(w, rank, n, sleep_to);
-            if (status != TACL_OK)
-                return status;
-        }
-        if (seen_p != NULL)
-            *seen_p = seen;
-        return TACL_OK;
-    }
-    /* A record is not stamped again before this rank passed call n (its
-     * owner waits for that), so a stamp below n is an older call's. */
-    while (stamp_of(w->f, rank, n) < n) {
-        tacl_status_t status = wait_idle(w, rank, n, n);
-        if (status != TACL_OK)
-            return status;
-    }
-    if (seen_p != NULL)
-        *seen_p = n;
-    theirs = rec(w->f, rank, n)->sig;
-    return theirs == w->hash ? TACL_OK : mismatch(w, rank);
-}
-
-/* Wait until every rank's flag reached n (for this call: every record
- * of it is stamped).  What the flags showed is kept, so that a rank far
- * ahead (a broadcast's root) reads its peers' flags rarely. */
-static tacl_status_t wait_all(fast_wait_t *w, uint64_t n)
-{
-    tacl__fast_t *f = w->f;
-    uint64_t least = UINT64_MAX;
-
-    if (f->all_seen >= n)
-        return TACL_OK;
-    for (int r = 0; r < f->size; r++) {
-        uint64_t seen = UINT64_MAX; /* this rank: past every call */
-        tacl_status_t status = r == f->rank ? TACL_OK
-                                            : wait_one(w, r, n, &seen);
-        if (status != TACL_OK)
-            return status;
-        least = TACL_MIN(least, seen);
-    }
-    f->all_seen = TACL_MAX(least, n);
-    return TACL_OK;
-}
-
-/* dst = the rank-ordered reduction of every slot's bytes at off. */
-static tacl_status_t reduce_slots(const tacl__fast_t *f, uint64_t n,
-                                  size_t in, size_t off, void *dst,
-                                  const tacl__fast_op_t *op)
-{
-    tacl_op_t eop = op->op == TACL_AVG ? TACL_SUM : op->op;
-    tacl_status_t status;
-
-    if (op->count == 0)
-        return TACL_OK;
-
-    status = tacl__reduce_cpu(dst, slot(f, 0, n, in) + off,
-                              slot(f, 1, n, in) + off,
-                              op->count, op->dtype, eop);
-    for (int r = 2; r < f->size && status == TACL_OK; r++)
-        status = tacl__reduce_cpu(dst, dst, slot(f, r, n, in) + off,
-                                  op->count,
-                                  op->dtype, eop);
-    if (status == TACL_OK && op->op == TACL_AVG)
-        status = tacl__div_cpu(dst, dst, op->count, op->dtype,
-                               (uint32_t)f->size);
-    return status;
 }
 
 tacl_status_t tacl__fast_run(tacl__fast_t *f, tacl__xcomm_t *xc,
-                             const tacl__fast_op_t *op)
+                             const tacl__fast_op_t *op, uint64_t n)
 {
-    uint64_t n = ++f->n;
-    int me = f->rank;
-    size_t in = tacl__fast_in_bytes(op, me, f->size);
-    size_t block = elem_bytes(op);
-    uint64_t depth;
-    fast_wait_t w;
-    tacl_status_t status = TACL_OK;
+    fast_wait_t w = {.f = f, .xc = xc};
+    uint64_t depth = fast_depth(f, op);
+    tacl_status_t status;
+    int rank, ready;
 
-    wait_init(&w, f, xc);
-    w.n = n;
-    w.sig = &op->sig;
-    w.hash = op->hash;
     /* The record (and a large slot) this call writes was last read in
-     * call n - FAST_RING (n - FAST_DEPTH): every peer is past it once it
-     * began the call after.  A large slot is reused sooner than a record,
-     * so the record is free too once it is. */
-    depth = in > FAST_SMALL ? FAST_DEPTH : FAST_RING;
-    status = n > depth ? wait_all(&w, n - depth + 1) : TACL_OK;
-    if (status != TACL_OK)
-        return status;
-    if (in > 0)
-        memcpy(slot(f, me, n, in), op->sendbuf, in);
-    publish(f, n, &w);
-    switch (op->coll) {
-    case TACL_COLL_BARRIER:
-        status = wait_all(&w, n);
-        break;
-    case TACL_COLL_ALLREDUCE:
-        status = wait_all(&w, n);
-        if (status == TACL_OK)
-            status = reduce_slots(f, n, in, 0, op->recvbuf, op);
-        break;
-    case TACL_COLL_REDUCE:
-        if (me != op->root)
-            break;
-        status = wait_all(&w, n);
-        if (status == TACL_OK)
-            status = reduce_slots(f, n, in, 0, op->recvbuf, op);
-        break;
-    case TACL_COLL_REDUCE_SCATTER:
-        status = wait_all(&w, n);
-        if (status == TACL_OK)
-            status = reduce_slots(f, n, in, (size_t)me * block,
-                                  op->recvbuf, op);
-        break;
-    case TACL_COLL_ALLGATHER:
-        status = wait_all(&w, n);
-        for (int r = 0; r < f->size && status == TACL_OK && block > 0; r++)
-            memcpy((char *)op->recvbuf + (size_t)r * block,
-                   slot(f, r, n, block), block);
-        break;
-    case TACL_COLL_BROADCAST:
-        if (me == op->root) {
-            if (op->recvbuf != op->sendbuf && block > 0)
-                memcpy(op->recvbuf, op->sendbuf, block);
-            break;
-        }
-        status = wait_one(&w, op->root, n, NULL);
-        if (status == TACL_OK && block > 0)
-            memcpy(op->recvbuf, slot(f, op->root, n, block), block);
-        break;
-        default:
-        status = tacl__error(TACL_ERR_INTERNAL, COLL,
-                             "the fast path does not run %s",
-                             tacl_coll_name(op->coll));
-        break;
+     * call n - FAST_RING (n - FAST_DEPTH): every peer is past it once its
+     * flag reached the call after.  A rank that must sleep for it sleeps
+     * until the peer is halfway from there to this call, so that it then
+     * runs many calls without waiting (and without waking) again. */
+    while (n > depth && !tacl__fast_flags_at(f, n - depth + 1, &rank)) {
+        uint64_t need = n - depth + 1;
+
+        status = wait_idle(&w, rank, need + (n - need) / 2, 0);
+        if (status != TACL_OK)
+            return status;
     }
+    tacl__fast_stamp(f, n, op);
+    tacl__fast_announce(f);
+    while ((ready = tacl__fast_inputs_ready(f, n, op, &rank)) == 0) {
+        status = wait_idle(&w, rank, n, 1);
+        if (status != TACL_OK)
+            return status;
+    }
+    if (ready < 0) {
+        tacl__ctx_t *ctx = xc->ctx;
+
+        status = tacl__fast_mismatch(f, n, op, rank);
+        pthread_mutex_lock(&ctx->lock);
+        tacl__ctx_set_fatal(ctx, status);
+        pthread_mutex_unlock(&ctx->lock);
+        return status;
+    }
+    status = tacl__fast_compute(f, n, op);
+    f->done = n;
     return status;
 }

@@ -1,40 +1,48 @@
 /*
- * The small-message fast path: a shared-memory area per communicator in
- * which a blocking collective of a few kilobytes runs directly, without a
- * schedule, an execution or a transport message (the way Open MPI's
- * coll/sm and NCCL's LL protocol do it).
+ * The fast engine: a shared-memory area per communicator in which a
+ * collective of a few kilobytes runs directly, without a schedule or a
+ * transport message (the way Open MPI's coll/sm and NCCL's LL protocol
+ * do it).
  *
  * The area holds one flag word per rank, each on its own cache line, a
  * ring of 64 records of 256 bytes per rank, and per rank four large
- * slots of `cap` bytes.  Call n of the fast path (counted on each rank;
- * every rank takes the fast path for the same calls) uses record n % 64:
- * a rank copies its input into the record (up to 240 bytes) or into
+ * slots of `cap` bytes.  Call n of the engine (counted on each rank;
+ * every rank takes the engine for the same calls) uses record n % 64:
+ * a rank copies its input into the record (up to 208 bytes) or into
  * large slot n % 4 (more), writes the call's signature (op.h: its hash,
- * and the whole signature for messages) into the record, stamps the record with n (release
- * store) and publishes n in its flag.  A peer waiting for call n polls
- * the record's stamp (acquire load): the stamp, the signature and an
- * input of up to 48 bytes share one cache line.  It checks the
- * signature and may read the input.  Before a rank writes record n % 64
- * again (call n + 64) it waits until every peer's flag reached n + 1 (a
- * peer that began call n + 1 has finished reading call n); before it
- * writes large slot n % 4 again, until every flag reached n - 3.  So a
- * rank whose call needs nothing from its peers (a broadcast's root,
- * reduce's non-roots) runs up to 63 small calls (3 large ones) ahead of
- * its slowest peer, and remembers the least flag it saw, so it reads
- * its peers' flags about once per dozens of calls.
+ * and the whole signature for messages) into the record and stamps the
+ * record with n (release store).  A peer waiting for call n polls the
+ * record's stamp (acquire load): the stamp, the signature and an input
+ * of up to 48 bytes share one cache line.  It checks the signature and
+ * may read the input.  A rank's flag says min(stamped, done + 1): every
+ * call below it is done reading.  Before a rank writes record n % 64
+ * again (call n + 64) it waits until every peer's flag reached n + 1;
+ * before it writes large slot n % 4 again, until every flag reached
+ * n - 3.  So a rank whose call needs nothing from its peers (a
+ * broadcast's root, reduce's non-roots) runs up to 63 small calls (3
+ * large ones) ahead of its slowest peer, and remembers the least flag it
+ * saw, so it reads its peers' flags about once per dozens of calls.
  * Reductions combine the ranks' slots in rank order 0, 1, ..., so every
  * rank computes the same bits.
  *
- * Waiting polls (TACL_SHM_SPIN times, none on an oversubscribed node),
- * then polls and yields the core for TACL_SHM_YIELD_US, then sleeps on
- * the peer's flag (a futex, 1 ms at most before looking around again).
- * A sleeper says which call it waits for; the peer wakes its sleepers
- * when it publishes that call or a later one, not at every call.  A rank
- * that must sleep before reusing a record or slot sleeps until its peers
- * are halfway from that to its call, so a root ahead of its receivers
- * then runs about 32 calls without waiting or being woken.  The context's fatal flag (an abort from another
- * thread, a failure seen elsewhere), the bootstrap's liveness check (a
- * dead peer) and the communicator's timeout end a wait with an error.
+ * A blocking call with no earlier call pending runs to its end in the
+ * caller's thread without the context lock (tacl__fast_run).  A
+ * non-blocking call (tacl__fast_start_nb) stamps its input when its
+ * record is free and returns an execution of the executor's; its
+ * peers' inputs are read later, in call order, by whoever progresses the
+ * context; a blocking call behind such calls queues with them
+ * (tacl__fast_wait_queued) (fast_queue.c).
+ *
+ * Waiting follows the executor's policy (wait.h): polls, then polls and
+ * yields, then sleeps on the peer (a futex, 1 ms at most before looking
+ * around again).  A sleeper says which call it waits for; the peer wakes
+ * its sleepers when it publishes that call or a later one, not at every
+ * call.  A rank that must sleep before reusing a record or slot sleeps
+ * until its peers are halfway from that to its call, so a root ahead of
+ * its receivers then runs about 32 calls without waiting or being
+ * woken.  The context's fatal flag (an abort from another thread, a
+ * failure seen elsewhere), the bootstrap's liveness check (a dead peer)
+ * and the communicator's timeout end a wait with an error.
  */
 #ifndef TACL_EXECUTOR_FASTPATH_H
 #define TACL_EXECUTOR_FASTPATH_H
@@ -120,12 +128,36 @@ void tacl__fast_count(tacl__xcomm_t *xc, int tl, const tacl__fast_op_t *op,
                       int rank, int size);
 
 /**
- * Run op on the area: this rank's part of the collective, to the end.
- * Called without the context lock (it takes it only for liveness checks
- * and to fail the context).  On a timeout or a dead peer the context is
- * failed, as the executor's waits do.
+ * Begin call op on the area (lock held): its number in *n_p.  Returns 1
+ * when no earlier call of this rank is pending, so the caller runs it
+ * alone without the lock (tacl__fast_run); 0 when it queued behind
+ * earlier split calls (the caller waits with tacl__fast_wait_queued);
+ * -1 with the error recorded (the context failed while it waited for
+ * room in the queue).
+ */
+int tacl__fast_begin(tacl__fast_t *fast, tacl__xcomm_t *xc,
+                     const tacl__fast_op_t *op, uint64_t *n_p);
+
+/**
+ * Run call n (op) alone, this rank's part of the collective to its end,
+ * without the context lock (it takes it only for liveness checks and to
+ * fail the context).  On a timeout or a dead peer the context is failed,
+ * as the executor's waits do.
  */
 tacl_status_t tacl__fast_run(tacl__fast_t *fast, tacl__xcomm_t *xc,
-                             const tacl__fast_op_t *op);
+                             const tacl__fast_op_t *op, uint64_t n);
+
+/** Wait for queued call n to be done (takes the lock in turns). */
+tacl_status_t tacl__fast_wait_queued(tacl__fast_t *fast, tacl__xcomm_t *xc,
+                                     uint64_t n);
+
+/**
+ * Start op as a split call (lock held): stamped now when its record is
+ * free, done by progress; *exec_p is its execution (the open flight
+ * record claimed), which a request can wait for.
+ */
+tacl_status_t tacl__fast_start_nb(tacl__fast_t *fast, tacl__xcomm_t *xc,
+                                  const tacl__fast_op_t *op,
+                                  tacl__exec_t **exec_p);
 
 #endif /* TACL_EXECUTOR_FASTPATH_H */

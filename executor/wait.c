@@ -14,7 +14,7 @@ void tacl__wait_init(tacl__waiter_t *w, const tacl__ctx_t *ctx)
     w->yield_ns = ctx->wait_yield_ns;
     w->idle = 0;
     w->yield_until = 0;
-    w->last_event = tacl__now_ns();
+    w->last_event = tacl__now_coarse_ns();
 }
 
 tacl__wait_step_t tacl__wait_idle(tacl__waiter_t *w)
@@ -40,7 +40,7 @@ void tacl__ctx_check_liveness(tacl__ctx_t *ctx, uint64_t now)
     tacl_status_t status;
 
     if (ctx->fatal != TACL_OK || ctx->bs == NULL ||
-        now - ctx->last_check_ns < 1000000ull)
+        now < ctx->last_check_ns + 1000000ull)
         return;
     ctx->last_check_ns = now;
     status = tacl__bootstrap_check(ctx->bs);
@@ -51,9 +51,11 @@ void tacl__ctx_check_liveness(tacl__ctx_t *ctx, uint64_t now)
 tacl_status_t tacl__wait_bound(tacl__waiter_t *w, tacl__ctx_t *ctx,
                                const tacl__xcomm_t *xc)
 {
+    /* Marks are coarse (never ahead of now): elapsed times never go
+     * negative. */
     uint64_t now = tacl__now_ns(), last = w->last_event;
 
-    tacl__ctx_check_liveness(ctx, now);
+    tacl__ctx_check_liveness(ctx, tacl__now_coarse_ns());
     /* Progress another thread of the context made counts too (the
      * progress thread and a waiting thread share the events). */
     if (ctx->last_event_ns > last)

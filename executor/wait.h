@@ -41,7 +41,9 @@ typedef struct {
     uint64_t yield_ns;     /* then yield for this long */
     long long idle;        /* polls since something last moved */
     uint64_t yield_until;
-    uint64_t last_event;   /* tacl__now_ns() when something last moved */
+    uint64_t last_event;   /* tacl__now_coarse_ns() when something last
+                              moved (a tick late at most: it bounds waits
+                              of seconds) */
 } tacl__waiter_t;
 
 /** Start a wait on ctx's executions or area: the policy's settings. */
@@ -51,7 +53,7 @@ void tacl__wait_init(tacl__waiter_t *w, const tacl__ctx_t *ctx);
 static inline void tacl__wait_moved(tacl__waiter_t *w)
 {
     w->idle = 0;
-    w->last_event = tacl__now_ns();
+    w->last_event = tacl__now_coarse_ns();
 }
 
 /** Nothing moved: pause, yield, or tell the caller to sleep. */
@@ -68,7 +70,8 @@ tacl_status_t tacl__wait_bound(tacl__waiter_t *w, tacl__ctx_t *ctx,
                                const tacl__xcomm_t *xc);
 
 /** The liveness half of tacl__wait_bound, for every progress round
- *  (lock held): the bootstrap asked at most once a millisecond. */
+ *  (lock held): the bootstrap asked at most once a millisecond of now
+ *  (tacl__now_coarse_ns(), as every caller reads it). */
 void tacl__ctx_check_liveness(tacl__ctx_t *ctx, uint64_t now);
 
 #endif /* TACL_EXECUTOR_WAIT_H */

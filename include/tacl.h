@@ -447,19 +447,21 @@ tacl_status_t tacl_comm_dump_flight(tacl_comm_t comm,
  * Collectives.  Counts are in elements.  Each call has a blocking form and
  * an "_nb" form that returns a request in *req_p.
  *
- * A small blocking all-gather, reduce-scatter, all-reduce, broadcast,
- * reduce or barrier (at most TACL_FAST_MAX bytes of input per rank, 16 KB
- * by default) on a communicator whose ranks share one node runs in a
- * shared-memory area of the communicator instead of through messages:
- * same results (reductions combine the ranks in rank order, so every
- * rank gets the same bits), a fraction of the latency.  Its first such
- * call creates the area (collectively), sized by rank 0's TACL_FAST_MAX:
- * the other ranks use that value (a WARN says so where theirs differs),
- * so ranks with different settings still agree on every call's path.
- * Every rank must then call the
- * same collectives with the same counts, as always; the ranks that see a
- * peer call something else get TACL_ERR_INVALID_USAGE.  tacl_comm_last_algorithm() says "fast"
- * after such a call.
+ * A small all-gather, reduce-scatter, all-reduce, broadcast, reduce or
+ * barrier (at most TACL_FAST_MAX bytes of input per rank, 16 KB by
+ * default) on a communicator of 2 to 32 ranks on one node, outside a
+ * group (or a group's only blocking call), with a NULL stream and
+ * checking off, runs in a shared-memory area of the communicator instead
+ * of through messages, blocking or "_nb": same results (reductions
+ * combine the ranks in rank order, so every rank gets the same bits), a
+ * fraction of the latency.  Making the communicator makes the area
+ * (collectively), sized by rank 0's TACL_FAST_MAX: the other ranks use
+ * that value (a WARN says so where theirs differs), so ranks with
+ * different settings still agree on every call's path.  Every rank must
+ * then call the same collectives with the same counts, dtypes and ops, as
+ * always; the ranks that see a peer call something else get
+ * TACL_ERR_INVALID_USAGE naming what differs.  tacl_comm_last_algorithm()
+ * says "fast" after such a call.
  */
 
 /** Every rank contributes sendcount elements; recvbuf holds size * sendcount. */
@@ -818,9 +820,6 @@ tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm);
  * the topology's rates.  A call the small-message engine takes is priced
  * by its model.  Purely local: no message is sent, every rank gets the
  * same time.  The buffers are assumed out of place, in host memory.
- * Before the communicator's first small call the estimate assumes the
- * engine's area takes TACL_FAST_MAX bytes (this rank's setting; the real
- * call uses rank 0's).
  */
 typedef struct {
     double seconds;          /**< predicted time of the operation */

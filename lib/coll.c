@@ -172,8 +172,8 @@ static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
         if (status != TACL_OK)
             return tacl__comm_fail(comm, status);
     }
-    if (blocking && stream == NULL && !tacl__group_active() &&
-        tacl__fast_take(comm, a, &status))
+    if (stream == NULL && !tacl__group_active() &&
+        tacl__fast_take(comm, a, blocking ? NULL : req_p, &status))
         return tacl__comm_fail(comm, status);
     tacl__coll_mark(a);
     pthread_mutex_lock(&comm->x.ctx->lock);

@@ -174,7 +174,8 @@ tacl_memtype_t tacl__memtype_detect(const void *ptr);
  */
 struct tacl_request {
     int nexec;
-    tacl__exec_t **execs;
+    tacl__exec_t **execs;       /* &one for a request of one */
+    tacl__exec_t *one;
     pthread_mutex_t lock;       /* completion, callback and free */
     _Atomic int pending;        /* executions still running, + a guard */
     _Atomic int first_error;    /* the first failed execution's status */
@@ -285,18 +286,22 @@ tacl_status_t tacl__tune_cluster(tacl_comm_t comm,
 /*
  * The fast engine's area (fast_area.c).
  */
-/** At creation: whether comm may ever have an area (view.fast_max). */
-void tacl__fast_comm_init(tacl_comm_t comm);
 /**
- * A validated blocking call a alone (outside a group, or a group's only
- * call, on no stream): make comm's area first if a is the first call
- * that may take the fast engine (collectively: every rank reaches it at
- * the same call), ask the decider, and when it answers the fast engine,
- * run a there, set *status_p and return 1; return 0 when a takes a
- * schedule (1 with the error when making the area failed).
+ * At creation, collectively (every member makes the communicator at the
+ * same point): the fast engine's area when comm may have one, which sets
+ * view.fast_max to its size (0 without one, or when a rank could not
+ * map it).  An error only when the exchange itself failed.
+ */
+tacl_status_t tacl__fast_comm_init(tacl_comm_t comm);
+/**
+ * A validated call a alone (outside a group, or a group's only blocking
+ * call, on no stream): ask the decider, and when it answers the fast
+ * engine, run a there (blocking, or split with its request in *req_p
+ * when req_p is not NULL), set *status_p and return 1; return 0 when a
+ * takes a schedule.
  */
 int tacl__fast_take(tacl_comm_t comm, tacl__coll_args_t *a,
-                    tacl_status_t *status_p);
+                    tacl_request_t *req_p, tacl_status_t *status_p);
 /**
  * The owner thread's blocking call a, outside a group and on no stream,
  * again with the arguments of one of its last fast-engine calls

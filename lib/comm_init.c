@@ -71,8 +71,6 @@ static tacl_status_t comm_create(tacl_comm_t comm, tacl__ctx_t *ctx,
     status = comm_topology(comm);
     if (status == TACL_OK)
         status = tacl__flight_init(&comm->x.flight, rank, size);
-    if (status == TACL_OK)
-        tacl__fast_comm_init(comm);
     if (status != TACL_OK)
         goto err_free;
     comm->x.counters.n_transports = ctx->ntl;
@@ -84,7 +82,17 @@ static tacl_status_t comm_create(tacl_comm_t comm, tacl__ctx_t *ctx,
         snprintf(comm->x.counters.links[c].name,
                  sizeof(comm->x.counters.links[c].name), "%s",
                  tacl__link_class_name((tacl_link_class_t)c));
-    return TACL_OK;
+    /* Last, collectively: the fast engine's area (the communicator runs
+     * the exchanges it needs). */
+    status = tacl__fast_comm_init(comm);
+    if (status == TACL_OK)
+        return TACL_OK;
+    for (int i = 0; i < TACL__EXT_COUNT; i++) {
+        if (comm->ext[i] != NULL)
+            comm->ext[i]->free(comm->ext[i]);
+        comm->ext[i] = NULL;
+    }
+    tacl__flight_fini(&comm->x.flight);
 
 err_free:
     free(comm->x.world);
@@ -186,16 +194,19 @@ tacl_status_t tacl__comm_create_on(tacl_comm_t comm, tacl__ctx_t *ctx,
         if (status != TACL_OK)
             return status;
     }
-    status = comm_create(comm, ctx, rank, size, world, id);
-    if (status != TACL_OK) {
-        if (conf->progress_thread)
-            tacl__ctx_progress_drop(ctx);
-        return status;
-    }
+    /* The settings first: making the communicator runs exchanges on it,
+     * bounded by its timeout. */
     comm->progress_thread = conf->progress_thread;
     comm->x.timeout_s = conf->timeout_s;
     memcpy(comm->x.name, conf->name, sizeof(comm->x.name));
     comm->check = conf->check;
+    status = comm_create(comm, ctx, rank, size, world, id);
+    if (status != TACL_OK) {
+        if (conf->progress_thread)
+            tacl__ctx_progress_drop(ctx);
+        comm->progress_thread = 0;
+        return status;
+    }
     return TACL_OK;
 }
 

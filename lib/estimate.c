@@ -3,10 +3,8 @@
  * for a blocking call alone (tacl__choose, as the real call asks it),
  * simulated on the communicator's cluster (tune_sim.c), every rank's
  * schedule built as that answer says; the fast engine priced by its
- * row's model.  Nothing is sent and nothing is made collectively: before
- * the communicator's first call that could take the fast engine, the
- * estimate assumes its area will have this rank's TACL_FAST_MAX (rank
- * 0's applies to the real call, so set it alike everywhere).
+ * row's model.  Nothing is sent: the fast engine's area was made with the
+ * communicator, so the estimate sees the size the real call does.
  */
 #include <pthread.h>
 #include <stdio.h>

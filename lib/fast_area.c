@@ -1,25 +1,22 @@
 /*
  * The fast engine's API side (executor/fastpath.h runs the collectives):
- * each communicator's area, made collectively at its first call that may
- * take the engine, and the owner thread's memo of its last calls.
+ * each communicator's area, made collectively with the communicator, and
+ * the owner thread's memo of its last calls.
  *
  * Which call takes the engine is the decider's answer (algorithms/
- * fast.c's rows, chosen by tacl__algo_choose for a blocking call alone
- * with checking off, when no TACL_ALGO item names another row for it):
- * a blocking all-reduce, all-gather, reduce-scatter, broadcast, reduce or
- * barrier outside a group (or a group's only call), exact, on host
- * memory, on a communicator of 2 to TACL__FAST_MAX_RANKS ranks all of
- * which this rank reaches through a transport whose peers map one
- * another's memory, whose input (the whole send buffer of a
- * reduce-scatter) is at most the area's TACL_FAST_MAX bytes.  Every
- * input of that answer is the same on every rank, so the ranks take the
- * engine for the same calls: TACL_FAST_MAX is rank 0's (it creates the
- * area with slots of that size, and the others read the size from the
- * area; a rank whose own value differs says so at WARN), and TACL_ALGO
- * and TACL_CHECK must agree between ranks on every path.  The area is
- * made at the first call that may take the engine whatever its size (a
- * size test before the area exists would use each rank's own
- * TACL_FAST_MAX).
+ * fast.c's rows, chosen by tacl__algo_choose for a call alone with
+ * checking off, when no TACL_ALGO item names another row for it): an
+ * all-reduce, all-gather, reduce-scatter, broadcast, reduce or barrier
+ * outside a group (or a group's only blocking call), blocking or _nb, on
+ * no stream, exact, on host memory, on a communicator of 2 to
+ * TACL__FAST_MAX_RANKS ranks all of which this rank reaches through a
+ * transport whose peers map one another's memory, whose input (the whole
+ * send buffer of a reduce-scatter) is at most the area's TACL_FAST_MAX
+ * bytes.  Every input of that answer is the same on every rank, so the
+ * ranks take the engine for the same calls: TACL_FAST_MAX is rank 0's
+ * (it creates the area with slots of that size, and the others read the
+ * size from the area; a rank whose own value differs says so at WARN),
+ * and TACL_ALGO and TACL_CHECK must agree between ranks on every path.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,11 +54,11 @@ typedef struct {
     tacl__flight_op_t rec;     /* the flight record, but its seq */
 } fast_memo_entry_t;
 
-enum { FAST_NEEDS_AREA = 0, FAST_ON, FAST_OFF };
+enum { FAST_OFF = 0, FAST_ON };
 
 typedef struct {
     tacl__comm_ext_t ext;      /* comm->ext[TACL__EXT_FAST] */
-    int state;                 /* FAST_NEEDS_AREA, FAST_ON, FAST_OFF */
+    int state;                 /* FAST_ON: the area is mapped */
     int tl;                    /* the transport index reaching the peers */
     tacl__fast_t *area;        /* FAST_ON: the area */
     unsigned gen;              /* the configuration load of the memo */
@@ -99,30 +96,6 @@ static int map_index(tacl_comm_t comm)
         tl = t;
     }
     return tl;
-}
-
-void tacl__fast_comm_init(tacl_comm_t comm)
-{
-    fast_comm_t *fc;
-    int tl = comm->size >= 2 && comm->size <= TACL__FAST_MAX_RANKS
-                 ? map_index(comm)
-                 : -1;
-
-    comm->view.fast_max = 0;
-    if (tl < 0)
-        return;
-    fc = calloc(1, sizeof(*fc));
-    if (fc == NULL)
-        return; /* every call takes a schedule */
-    fc->ext.free = fast_comm_free;
-    fc->tl = tl;
-    fc->state = FAST_NEEDS_AREA;
-    for (int i = 0; i < FAST_MEMOS; i++)
-        fc->memo[i].type = TACL_NUM_COLLS;
-    comm->ext[TACL__EXT_FAST] = &fc->ext;
-    /* Until the area exists, what this rank would make it (estimates). */
-    comm->view.fast_max =
-        TACL_MIN(tacl__config_size(TACL_CFG_FAST_MAX), TACL__FAST_CAP_MAX);
 }
 
 /* What each rank says after mapping the area. */
@@ -209,38 +182,42 @@ out:
 }
 
 /*
- * Whether a may take the fast engine whatever its size: what decides the
- * area's making, the same on every rank.
+ * At creation, collectively: whether comm may have an area (2 to
+ * TACL__FAST_MAX_RANKS ranks, every peer reached through one transport
+ * whose peers map one another's memory: the same answer on every rank),
+ * and the area itself, so that every later call, blocking or split, may
+ * take the engine without an exchange of its own.
  */
-static int fast_candidate(tacl_comm_t comm, const tacl__coll_args_t *a,
-                          unsigned flags)
+tacl_status_t tacl__fast_comm_init(tacl_comm_t comm)
 {
-    const tacl__algo_t *row = tacl__algo_row(TACL__ALGO_FAST, a->type);
-    const tacl__algo_t *forced;
-
-    if (row == NULL || !(flags & TACL__CHOOSE_ALONE) || comm->check ||
-        a->qbits != 0 || a->memtype != TACL_MEM_HOST)
-        return 0;
-    forced = tacl__algo_forced(tacl__choose_force(), a);
-    return forced == NULL || forced == row;
-}
-
-/* Make the area at the first call that may take the engine (comm.h). */
-static tacl_status_t fast_prepare(tacl_comm_t comm, const tacl__coll_args_t *a,
-                                  unsigned flags)
-{
-    fast_comm_t *fc = tacl__comm_ext(comm, TACL__EXT_FAST);
-    tacl__ctx_t *ctx = comm->x.ctx;
+    fast_comm_t *fc;
+    int tl = comm->size >= 2 && comm->size <= TACL__FAST_MAX_RANKS
+                 ? map_index(comm)
+                 : -1;
+    tacl_status_t status;
     uint64_t seq;
 
-    if (fc == NULL || fc->state != FAST_NEEDS_AREA ||
-        !fast_candidate(comm, a, flags))
+    comm->view.fast_max = 0;
+    if (tl < 0)
         return TACL_OK;
-    pthread_mutex_lock(&ctx->lock);
+    fc = calloc(1, sizeof(*fc));
+    if (fc == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
+    fc->ext.free = fast_comm_free;
+    fc->tl = tl;
+    fc->state = FAST_OFF;
+    for (int i = 0; i < FAST_MEMOS; i++)
+        fc->memo[i].type = TACL_NUM_COLLS;
+    comm->ext[TACL__EXT_FAST] = &fc->ext;
+    pthread_mutex_lock(&comm->x.ctx->lock);
     seq = comm->seq;
     comm->seq += 2;
-    pthread_mutex_unlock(&ctx->lock);
-    return make_area(comm, fc, seq);
+    pthread_mutex_unlock(&comm->x.ctx->lock);
+    status = make_area(comm, fc, seq);
+    TACL_INFO(INIT, "rank %d: fast engine %s (%llu bytes per rank)",
+              comm->rank, fc->state == FAST_ON ? "on" : "off",
+              (unsigned long long)comm->view.fast_max);
+    return status;
 }
 
 /* What may change between two calls of the same arguments: a failure
@@ -253,30 +230,55 @@ static int fast_ready(tacl_comm_t comm, const fast_comm_t *fc)
            fc->gen == tacl__config_generation();
 }
 
-/* Run the fast-engine call op (arguments a, flight record rec) on comm:
- * its one round trip of the context lock, then the collective. */
+/*
+ * Run the fast-engine call op (arguments a, flight record rec) on comm:
+ * its one round trip of the context lock (the bookkeeping, and the
+ * area's queue), then the collective: alone, queued behind split calls,
+ * or, with req_p, itself split (its request in *req_p).
+ */
 static tacl_status_t fast_run(tacl_comm_t comm, fast_comm_t *fc,
                               tacl__coll_args_t *a, const tacl__fast_op_t *op,
-                              const tacl__flight_op_t *rec)
+                              const tacl__flight_op_t *rec,
+                              tacl_request_t *req_p)
 {
     tacl__ctx_t *ctx = comm->x.ctx;
-    uint64_t ord = UINT64_MAX;
+    uint64_t ord = UINT64_MAX, n;
+    tacl__exec_t *exec;
     tacl_status_t status;
+    tacl__flight_op_t r = *rec;
+    int alone;
 
     pthread_mutex_lock(&ctx->lock);
     tacl__ctx_flight_poll(ctx);
     a->seq = comm->seq++ % TACL__SEQ_HALF;
+    r.seq = a->seq;
     tacl__fast_count(&comm->x, fc->tl, op, comm->rank, comm->size);
     if (memcmp(comm->last_algo, "fast", 5) != 0)
         snprintf(comm->last_algo, sizeof(comm->last_algo), "fast");
-    if (comm->x.flight.cap > 0) {
-        tacl__flight_op_t r = *rec;
-
-        r.seq = a->seq;
-        ord = tacl__flight_open(&comm->x.flight, &r);
+    if (req_p != NULL) {
+        /* Its execution claims the record, as a schedule's does. */
+        tacl__flight_begin(&comm->x.flight, &r);
+        status = tacl__fast_start_nb(fc->area, &comm->x, op, &exec);
+        pthread_mutex_unlock(&ctx->lock);
+        if (status != TACL_OK)
+            return status;
+        status = tacl__request_create(&exec, 1, req_p);
+        if (status != TACL_OK) {
+            tacl__exec_wait(&exec, 1);
+            tacl__exec_free(exec);
+        }
+        return status;
     }
+    if (comm->x.flight.cap > 0)
+        ord = tacl__flight_open(&comm->x.flight, &r);
+    alone = tacl__fast_begin(fc->area, &comm->x, op, &n);
     pthread_mutex_unlock(&ctx->lock);
-    status = tacl__fast_run(fc->area, &comm->x, op);
+    if (alone > 0)
+        status = tacl__fast_run(fc->area, &comm->x, op, n);
+    else if (alone == 0)
+        status = tacl__fast_wait_queued(fc->area, &comm->x, n);
+    else
+        status = tacl__error(ctx->fatal, COLL, "%s", ctx->fatal_msg);
     /* Without the lock: the record's end is two atomic stores. */
     tacl__flight_end(&comm->x.flight, ord, status);
     return status;
@@ -342,12 +344,14 @@ int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
     if (m == NULL || !fast_ready(comm, fc))
         return 0;
     a->memtype = TACL_MEM_HOST;
-    *status_p = fast_run(comm, fc, a, &m->fop, &m->rec);
+    *status_p = fast_run(comm, fc, a, &m->fop, &m->rec, NULL);
     return 1;
 }
 
-/* Run the validated call a, which the decider gave the fast engine. */
-static tacl_status_t fast_call(tacl_comm_t comm, tacl__coll_args_t *a)
+/* Run the validated call a, which the decider gave the fast engine
+ * (split when req_p is not NULL). */
+static tacl_status_t fast_call(tacl_comm_t comm, tacl__coll_args_t *a,
+                               tacl_request_t *req_p)
 {
     fast_comm_t *fc = tacl__comm_ext(comm, TACL__EXT_FAST);
     tacl__flight_op_t rec;
@@ -361,19 +365,17 @@ static tacl_status_t fast_call(tacl_comm_t comm, tacl__coll_args_t *a)
     op = tacl__fast_op_of(a);
     tacl__flight_op_of(comm, a, 1, &rec);
     rec.algo = "fast";
-    fast_remember(comm, fc, a, &op, &rec);
-    return fast_run(comm, fc, a, &op, &rec);
+    if (req_p == NULL)
+        fast_remember(comm, fc, a, &op, &rec);
+    return fast_run(comm, fc, a, &op, &rec, req_p);
 }
 
 int tacl__fast_take(tacl_comm_t comm, tacl__coll_args_t *a,
-                    tacl_status_t *status_p)
+                    tacl_request_t *req_p, tacl_status_t *status_p)
 {
     const tacl__algo_t *row = tacl__algo_row(TACL__ALGO_FAST, a->type);
     tacl__choice_t choice;
 
-    *status_p = fast_prepare(comm, a, TACL__CHOOSE_ALONE);
-    if (*status_p != TACL_OK)
-        return 1;
     /* The decider's own first test, before asking it: most calls that
      * miss the engine miss it here, without the model's costs. */
     if (row == NULL || !row->supports(a, &comm->view))
@@ -383,6 +385,6 @@ int tacl__fast_take(tacl_comm_t comm, tacl__coll_args_t *a,
         return 1;
     if (choice.engine != TACL__ENGINE_FAST)
         return 0;
-    *status_p = fast_call(comm, a);
+    *status_p = fast_call(comm, a, req_p);
     return 1;
 }

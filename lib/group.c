@@ -159,7 +159,7 @@ static int group_fast(tacl_status_t *status_p)
     *status_p = tacl__comm_enter(op->comm);
     if (*status_p != TACL_OK)
         return 1;
-    taken = tacl__fast_take(op->comm, &op->args, status_p);
+    taken = tacl__fast_take(op->comm, &op->args, NULL, status_p);
     if (taken)
         tacl__comm_fail(op->comm, *status_p);
     tacl__comm_leave(op->comm);

@@ -152,11 +152,13 @@ tacl_status_t tacl__ops_start(tacl_comm_t comm, const tacl__op_t *ops,
     return status;
 }
 
-/* Small allgather over a communicator through the executor. */
+/* Small allgather over a communicator through the executor: the
+ * library's own, so the user's last algorithm stays as it was. */
 tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
                                          const void *mine, void *all,
                                          size_t bytes)
 {
+    char last_algo[sizeof(comm->last_algo)];
     tacl__op_t op = {
         .comm = comm,
         .args = {
@@ -174,7 +176,9 @@ tacl_status_t tacl__comm_allgather_small(tacl_comm_t comm, uint64_t seq,
     tacl_status_t status;
 
     pthread_mutex_lock(&comm->x.ctx->lock);
+    memcpy(last_algo, comm->last_algo, sizeof(last_algo));
     status = tacl__ops_start(comm, &op, 1, 1, &exec);
+    memcpy(comm->last_algo, last_algo, sizeof(last_algo));
     pthread_mutex_unlock(&comm->x.ctx->lock);
     if (status != TACL_OK)
         return status;

@@ -49,7 +49,10 @@ tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
 
     if (req == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
-    req->execs = malloc(((size_t)nexec + 1) * sizeof(*execs));
+    /* A request of one execution (every call but a group's) keeps it in
+     * place: one allocation per request. */
+    req->execs = nexec <= 1 ? &req->one
+                            : malloc((size_t)nexec * sizeof(*execs));
     if (req->execs == NULL) {
         free(req);
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
@@ -180,11 +183,12 @@ TACL_EXPORT tacl_status_t tacl_request_set_callback(tacl_request_t req,
     return status;
 }
 
+/* Freeing leaves the thread's last error as it is: a caller that waited
+ * on a request that failed frees it, then reads the message. */
 TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
 {
     int done;
 
-    tacl__last_error_clear();
     if (req == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
     /* Taking the lock also waits for a completion still running the
@@ -200,7 +204,8 @@ TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
     for (int i = 0; i < req->nexec; i++)
         tacl__exec_free(req->execs[i]);
     pthread_mutex_destroy(&req->lock);
-    free(req->execs);
+    if (req->execs != &req->one)
+        free(req->execs);
     free(req);
     return TACL_OK;
 }

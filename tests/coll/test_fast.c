@@ -414,7 +414,8 @@ FAST_TEST(bcast_ring, 8, body_bcast_ring, ring_env, 400)
 
 /*
  * TACL_FAST_MAX differs between ranks: rank 0's value (the area's
- * creator) applies to every rank, so the ranks still take the same path
+ * creator, when a communicator is made: here a split after the settings
+ * changed) applies to every rank, so the ranks still take the same path
  * for every call (no hang, exact data), whatever the others say.  With 0
  * on rank 0 no call takes the fast path; with 0 or 64 on the others all
  * calls up to rank 0's 1024 bytes do.
@@ -430,8 +431,11 @@ static int body_knob_differs(coll_ctx_t *ctx)
 
     if (send == NULL || recv == NULL)
         return coll_fail(ctx, "out of memory");
+    tacl_comm_t parent = ctx->comm;
+
     setenv("TACL_FAST_MAX", me == 0 && zero ? "0" : mine[me % 4], 1);
     tacl__config_reload();
+    COLL_CHECK_OK(ctx, tacl_comm_split(parent, 0, me, &ctx->comm));
     for (int k = 0; k < 600 && rc == 0; k++) {
         int coll = (int)(next_rand(&seed) % NCOLL);
         size_t count = 1 + next_rand(&seed) % 400;
@@ -450,6 +454,8 @@ static int body_knob_differs(coll_ctx_t *ctx)
                        tacl_comm_last_algorithm(ctx->comm),
                        zero ? "0" : "1024");
     }
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(ctx->comm));
+    ctx->comm = parent;
     free(send);
     free(recv);
     return rc;
@@ -509,6 +515,67 @@ Test(fast, with_nb_in_flight, .timeout = 120)
 {
     coll_run_expect_pass(3, body_nb_in_flight, NULL, NULL);
 }
+
+/*
+ * Split calls: _nb calls of the fast engine (several in flight, small
+ * records and large slots, more than the four large slots at once) and
+ * blocking ones queued behind them, waited for in reverse order: every
+ * result exact, and every call ran on the engine.
+ */
+#define SPLIT_CALLS 12
+
+static int body_split(coll_ctx_t *ctx)
+{
+    int n = ctx->nranks, me = ctx->rank;
+    static int32_t send[SPLIT_CALLS][1024], recv[SPLIT_CALLS][1024];
+    tacl_request_t req[SPLIT_CALLS];
+
+    for (int round = 0; round < 20; round++) {
+        for (int k = 0; k < SPLIT_CALLS; k++) {
+            /* Small (a record) and large (a slot) inputs in turn. */
+            size_t count = k % 2 ? 3 : 200 + (size_t)k;
+
+            for (size_t i = 0; i < count; i++)
+                send[k][i] = mixed_val(me, i, round * 100 + k);
+            if (k == SPLIT_CALLS / 2) {
+                /* A blocking call behind the split ones. */
+                COLL_CHECK_OK(ctx, tacl_allreduce(send[k], recv[k], count,
+                                                  TACL_INT32, TACL_SUM,
+                                                  ctx->comm, NULL));
+                req[k] = NULL;
+            } else {
+                COLL_CHECK_OK(ctx, tacl_allreduce_nb(send[k], recv[k], count,
+                                                     TACL_INT32, TACL_SUM,
+                                                     ctx->comm, NULL,
+                                                     &req[k]));
+            }
+            COLL_CHECK(ctx, strcmp(tacl_comm_last_algorithm(ctx->comm),
+                                   "fast") == 0, "call %d took %s", k,
+                       tacl_comm_last_algorithm(ctx->comm));
+        }
+        for (int k = SPLIT_CALLS - 1; k >= 0; k--) {
+            size_t count = k % 2 ? 3 : 200 + (size_t)k;
+
+            if (req[k] != NULL) {
+                COLL_CHECK_OK(ctx, tacl_request_wait(req[k]));
+                COLL_CHECK_OK(ctx, tacl_request_free(req[k]));
+            }
+            for (size_t i = 0; i < count; i++) {
+                int32_t want = 0;
+
+                for (int r = 0; r < n; r++)
+                    want += mixed_val(r, i, round * 100 + k);
+                COLL_CHECK(ctx, recv[k][i] == want, "round %d call %d [%zu]"
+                           " = %d, want %d", round, k, i, recv[k][i], want);
+            }
+        }
+    }
+    return 0;
+}
+
+FAST_TEST(split_calls, 2, body_split, NULL, 200)
+FAST_TEST(split_calls, 3, body_split, NULL, 200)
+FAST_TEST(split_calls, 8, body_split, NULL, 400)
 
 /* Shared between the ranks of the failure cases. */
 typedef struct {
