@@ -9,11 +9,9 @@
  * worker address length, then the addresses padded to the longest.  If
  * every rank is on the same node nobody needs UCX, and no UCX resource is
  * created (every rank sees the same node ids, so all take that branch).
+ * Endpoints are created on first use (ucx_ep.c); close() flushes what
+ * was sent and then closes them.
  *
- * Endpoints are created on first use with peer error handling.  A broken
- * connection to a peer with operations pending fails the whole instance
- * (TACL_ERR_REMOTE); one to a peer with nothing pending (say it finished
- * and closed) only marks that peer, so a later operation naming it fails.
  * An instance moves CUDA device memory too (staged through pinned host
  * chunks, ucx_cuda.c) when tacl is built with CUDA and a device is usable
  * at init; its ops are then a copy of tacl__tl_ucx_ops with that
@@ -214,92 +212,6 @@ static tacl_status_t exchange_addresses(tacl__ucx_t *ucx,
 out_free:
     free(recs);
     return status;
-}
-
-static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
-{
-    tacl__ucx_t *ucx = arg;
-    int peer = -1, busy = 0;
-
-    for (int r = 0; r < ucx->base.nranks && peer < 0; ++r)
-        if (ucx->eps[r] == ep && ucx->ep_state[r] == TACL_UCX_EP_OPEN)
-            peer = r;
-    if (peer < 0)
-        return;
-    ucx->ep_state[peer] = TACL_UCX_EP_FAILED;
-    for (tacl__tl_op_t *op = ucx->pending.head; op && !busy;
-         op = op->tl_next)
-        busy = op->peer == peer;
-    busy = busy || tacl__ucx_stage_pending(ucx, peer);
-    if (!busy) {
-        TACL_INFO(NET, "rank %d: connection to rank %d closed (%s) with "
-                  "nothing pending", ucx->base.rank, peer,
-                  ucs_status_string(st));
-        return;
-    }
-    if (ucx->base.failed == TACL_OK)
-        ucx->base.failed = tacl__error_peer(
-            peer, NET, "rank %d lost rank %d with operations pending (%s); "
-            "check that process's output", ucx->base.rank, peer,
-            ucs_status_string(st));
-}
-
-tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p)
-{
-    ucp_ep_params_t params = {0};
-    ucs_status_t st;
-
-    switch (ucx->ep_state[peer]) {
-    case TACL_UCX_EP_OPEN:
-        *ep_p = ucx->eps[peer];
-        return TACL_OK;
-    case TACL_UCX_EP_NONE:
-        break;
-    default:
-        return tacl__error_peer(peer, NET, "rank %d: the connection "
-                           "to rank %d was lost earlier", ucx->base.rank, peer);
-    }
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = (const ucp_address_t *)(ucx->addrs +
-                                             (size_t)peer * ucx->addr_stride);
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = ep_error_cb;
-    params.err_handler.arg = ucx;
-    st = ucp_ep_create(ucx->worker, &params, &ucx->eps[peer]);
-    if (st != UCS_OK) {
-        ucx->eps[peer] = NULL;
-        return tacl__error(TACL_ERR_REMOTE, NET, "rank %d cannot connect "
-                           "to rank %d: %s; check UCX_TLS and "
-                           "UCX_NET_DEVICES", ucx->base.rank, peer,
-                           ucs_status_string(st));
-    }
-    ucx->ep_state[peer] = TACL_UCX_EP_OPEN;
-    TACL_TRACE(NET, "rank %d: connected to rank %d", ucx->base.rank, peer);
-    *ep_p = ucx->eps[peer];
-    return TACL_OK;
-}
-
-void tacl__ucx_close_eps(tacl__ucx_t *ucx, unsigned flags)
-{
-    for (int r = 0; r < ucx->base.nranks; ++r) {
-        ucp_request_param_t param = {0};
-        void *req;
-
-        if (ucx->ep_state[r] != TACL_UCX_EP_OPEN &&
-            ucx->ep_state[r] != TACL_UCX_EP_FAILED)
-            continue;
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        /* A failed endpoint can only be closed by force. */
-        param.flags = ucx->ep_state[r] == TACL_UCX_EP_FAILED
-                          ? UCP_EP_CLOSE_FLAG_FORCE : flags;
-        ucx->ep_state[r] = TACL_UCX_EP_CLOSED;
-        req = ucp_ep_close_nbx(ucx->eps[r], &param);
-        ucx->eps[r] = NULL;
-        if (UCS_PTR_IS_PTR(req))
-            ucx->close_reqs[r] = req;
-    }
 }
 
 /* Progress until req completes or the deadline passes; frees req. */

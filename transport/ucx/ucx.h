@@ -100,6 +100,9 @@ typedef struct {
                                   linked backwards through OP_PREV */
     uint64_t npending;
     tacl__ucx_stage_t *stage;  /* CUDA staging; NULL: host memory only */
+    tacl__tl_msgq_t staged;    /* device messages being staged, in posting
+                                  order (ucx_cuda.c's; here so that the
+                                  endpoints see which peers are busy) */
 } tacl__ucx_t;
 
 /* Posting, progress and failure (ucx_ops.c). */
@@ -131,7 +134,7 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status);
 /** Free the chunks, events and stream; after the worker is gone. */
 void tacl__ucx_stage_close(tacl__ucx_t *ucx);
 
-/* Endpoints (ucx.c). */
+/* Endpoints (ucx_ep.c), the floor: it calls no other file of ucx. */
 /** The endpoint to world rank peer, created on first use. */
 tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p);
 /** Start closing every endpoint; flags are UCP_EP_CLOSE_FLAG_*. */
