@@ -28,7 +28,10 @@
  * The CUDA runtime is opened at run time (as lib/memtype.c does), so the
  * library loads where there is none; without a usable device at init the
  * instance keeps the host-only capabilities and a device buffer is
- * refused by the capability check.  Host messages never come here.
+ * refused by the capability check.  Host messages never come here:
+ * ucx.c's send and recv, the only callers of this file, keep them.  This
+ * file builds on the endpoints (ucx_ep.c) and posts its chunks through
+ * the host data path (ucx_ops.c).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -457,7 +460,7 @@ static int poll_copies(tacl__ucx_t *ucx)
         }
         /* A send chunk is in pinned memory: send it. */
         s->state = SLOT_NET;
-        status = tacl__ucx_send(&ucx->base.super, &s->net);
+        status = tacl__ucx_post(ucx, &s->net, 0);
         if (status != TACL_OK)
             slot_release(ucx, s, status, 1);
     }
