@@ -3,17 +3,21 @@
  * layer.  DESIGN.md, "Transports": ucx serves peers on other nodes and
  * sleeps on the worker's event descriptor instead of spinning.
  *
- * This file sets an instance up and tears it down.  Setup is collective
+ * This file holds the ops table and sits on top of the transport's other
+ * files (none of them calls it).  Its send and recv hand a non-empty
+ * device buffer to the staging (ucx_cuda.c) and any other to the host
+ * data path (ucx_ops.c); its progress, wait and failure add the
+ * staging's part to the host one.
+ *
+ * It also sets an instance up and tears it down.  Setup is collective
  * and takes two exchanges, done by every rank even when its own UCX setup
  * failed, so that none waits alone: first every rank's "ok" flag and
  * worker address length, then the addresses padded to the longest.  If
  * every rank is on the same node nobody needs UCX, and no UCX resource is
  * created (every rank sees the same node ids, so all take that branch).
+ * Endpoints are created on first use (ucx_ep.c); close() flushes what
+ * was sent and then closes them.
  *
- * Endpoints are created on first use with peer error handling.  A broken
- * connection to a peer with operations pending fails the whole instance
- * (TACL_ERR_REMOTE); one to a peer with nothing pending (say it finished
- * and closed) only marks that peer, so a later operation naming it fails.
  * An instance moves CUDA device memory too (staged through pinned host
  * chunks, ucx_cuda.c) when tacl is built with CUDA and a device is usable
  * at init; its ops are then a copy of tacl__tl_ucx_ops with that
@@ -35,6 +39,8 @@
 
 /* How long close() lets endpoints flush before it forces them shut. */
 #define TACL_UCX_CLOSE_MAX_S 3.0
+/* Longest sleep of wait() while device messages are being staged. */
+#define TACL_UCX_STAGE_POLL_US 20
 
 /** One rank's record in the first setup exchange. */
 typedef struct {
@@ -216,90 +222,86 @@ out_free:
     return status;
 }
 
-static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
+/*
+ * The send and recv slots.  A non-empty device buffer, once checked, goes
+ * to the staging (ucx_cuda.c); any other buffer to the host data path
+ * (ucx_ops.c), which checks it itself.
+ */
+static tacl_status_t ucx_post(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
 {
-    tacl__ucx_t *ucx = arg;
-    int peer = -1, busy = 0;
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+    tacl_status_t status;
 
-    for (int r = 0; r < ucx->base.nranks && peer < 0; ++r)
-        if (ucx->eps[r] == ep && ucx->ep_state[r] == TACL_UCX_EP_OPEN)
-            peer = r;
-    if (peer < 0)
-        return;
-    ucx->ep_state[peer] = TACL_UCX_EP_FAILED;
-    for (tacl__tl_op_t *op = ucx->pending.head; op && !busy;
-         op = op->tl_next)
-        busy = op->peer == peer;
-    busy = busy || tacl__ucx_stage_pending(ucx, peer);
-    if (!busy) {
-        TACL_INFO(NET, "rank %d: connection to rank %d closed (%s) with "
-                  "nothing pending", ucx->base.rank, peer,
-                  ucs_status_string(st));
-        return;
-    }
-    if (ucx->base.failed == TACL_OK)
-        ucx->base.failed = tacl__error_peer(
-            peer, NET, "rank %d lost rank %d with operations pending (%s); "
-            "check that process's output", ucx->base.rank, peer,
-            ucs_status_string(st));
+    if (op->memtype != TACL_MEM_CUDA || op->len == 0)
+        return tacl__ucx_post(ucx, op, recv);
+    status = tacl__ucx_check_op(ucx, op);
+    if (status != TACL_OK)
+        return status;
+    return tacl__ucx_stage_post(ucx, op, recv);
 }
 
-tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p)
+static tacl_status_t ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
-    ucp_ep_params_t params = {0};
+    return ucx_post(tl, op, 0);
+}
+
+static tacl_status_t ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
+{
+    return ucx_post(tl, op, 1);
+}
+
+/* The base's fail: staged device messages first, then the posted ops. */
+static void ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)base;
+
+    tacl__ucx_stage_fail(ucx, status);
+    tacl__ucx_fail_pending(ucx, status);
+}
+
+static int ucx_progress(tacl__tl_t *tl)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+    int events = tacl__ucx_worker_progress(ucx);
+
+    /* A failed instance has nothing staged any more. */
+    if (ucx->base.failed == TACL_OK)
+        events += tacl__ucx_stage_progress(ucx);
+    return tacl__tl_base_finish(&ucx->base, events);
+}
+
+static tacl_status_t ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
     ucs_status_t st;
 
-    switch (ucx->ep_state[peer]) {
-    case TACL_UCX_EP_OPEN:
-        *ep_p = ucx->eps[peer];
+    if (!ucx->worker)
         return TACL_OK;
-    case TACL_UCX_EP_NONE:
-        break;
-    default:
-        return tacl__error_peer(peer, NET, "rank %d: the connection "
-                           "to rank %d was lost earlier", ucx->base.rank, peer);
+    timeout_us = tacl__tl_base_wait_us(&ucx->base, timeout_us);
+    /* The worker is armed under the instance's lock (another thread may
+     * progress it); only the poll is outside. */
+    tacl__tl_lock(ucx->base.lock);
+    if (tacl__tl_base_ready(&ucx->base)) {
+        tacl__tl_unlock(ucx->base.lock);
+        return TACL_OK;
     }
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = (const ucp_address_t *)(ucx->addrs +
-                                             (size_t)peer * ucx->addr_stride);
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = ep_error_cb;
-    params.err_handler.arg = ucx;
-    st = ucp_ep_create(ucx->worker, &params, &ucx->eps[peer]);
-    if (st != UCS_OK) {
-        ucx->eps[peer] = NULL;
-        return tacl__error(TACL_ERR_REMOTE, NET, "rank %d cannot connect "
-                           "to rank %d: %s; check UCX_TLS and "
-                           "UCX_NET_DEVICES", ucx->base.rank, peer,
-                           ucs_status_string(st));
-    }
-    ucx->ep_state[peer] = TACL_UCX_EP_OPEN;
-    TACL_TRACE(NET, "rank %d: connected to rank %d", ucx->base.rank, peer);
-    *ep_p = ucx->eps[peer];
-    return TACL_OK;
+    /* Staging copies finish without waking the worker: poll them. */
+    if (tacl__ucx_stage_pending(ucx, -1))
+        timeout_us = TACL_MIN(timeout_us, TACL_UCX_STAGE_POLL_US);
+    st = ucp_worker_arm(ucx->worker);
+    tacl__tl_unlock(ucx->base.lock);
+    return tacl__ucx_sleep(ucx, st, timeout_us);
 }
 
-void tacl__ucx_close_eps(tacl__ucx_t *ucx, unsigned flags)
+static void ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 {
-    for (int r = 0; r < ucx->base.nranks; ++r) {
-        ucp_request_param_t param = {0};
-        void *req;
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
 
-        if (ucx->ep_state[r] != TACL_UCX_EP_OPEN &&
-            ucx->ep_state[r] != TACL_UCX_EP_FAILED)
-            continue;
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        /* A failed endpoint can only be closed by force. */
-        param.flags = ucx->ep_state[r] == TACL_UCX_EP_FAILED
-                          ? UCP_EP_CLOSE_FLAG_FORCE : flags;
-        ucx->ep_state[r] = TACL_UCX_EP_CLOSED;
-        req = ucp_ep_close_nbx(ucx->eps[r], &param);
-        ucx->eps[r] = NULL;
-        if (UCS_PTR_IS_PTR(req))
-            ucx->close_reqs[r] = req;
-    }
+    /* Cancelling UCX's requests closes every endpoint by force: the
+     * instance has failed from then on. */
+    if (ucx->pending.head || tacl__ucx_stage_pending(ucx, -1))
+        tacl__tl_base_mark_failed(&ucx->base, status);
+    tacl__tl_base_cancel_all(tl, status);
 }
 
 /* Progress until req completes or the deadline passes; frees req. */
@@ -354,7 +356,7 @@ static void ucx_close(tacl__tl_t *tl)
             TACL_WARN(NET, "rank %d: closing with %llu operations pending; "
                       "they end with TACL_ERR_INVALID_USAGE", ucx->base.rank,
                       (unsigned long long)ucx->npending);
-            tacl__ucx_cancel_all(tl, TACL_ERR_INVALID_USAGE);
+            ucx_cancel_all(tl, TACL_ERR_INVALID_USAGE);
         }
         shut_down_eps(ucx, TACL_MIN(ucx->base.timeout_s, TACL_UCX_CLOSE_MAX_S));
         ucp_worker_destroy(ucx->worker);
@@ -413,7 +415,7 @@ static tacl_status_t ucx_init(const tacl__tl_params_t *params,
                            "ranks, not rank %d of %d", TACL_UCX_MAX_RANKS,
                            params->rank, params->nranks);
     status = tacl__tl_base_new(&tacl__tl_ucx_ops, sizeof(*ucx), params,
-                               TACL_SUBSYS_NET, tacl__ucx_fail_pending,
+                               TACL_SUBSYS_NET, ucx_fail_pending,
                                &base);
     if (status != TACL_OK)
         return status;
@@ -463,10 +465,10 @@ const tacl__transport_ops_t tacl__tl_ucx_ops = {
     .reach = TACL__TL_PEER_NET,
     .init = ucx_init,
     .reachable = ucx_reachable,
-    .send = tacl__ucx_send,
-    .recv = tacl__ucx_recv,
-    .progress = tacl__ucx_progress,
-    .wait = tacl__ucx_wait,
-    .cancel_all = tacl__ucx_cancel_all,
+    .send = ucx_send,
+    .recv = ucx_recv,
+    .progress = ucx_progress,
+    .wait = ucx_wait,
+    .cancel_all = ucx_cancel_all,
     .close = ucx_close,
 };

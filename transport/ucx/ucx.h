@@ -17,8 +17,9 @@
  * completed, or it was released with ucp_request_free().
  *
  * CUDA device buffers (when built with CUDA and a device is usable at
- * init) go through ucx_cuda.c, which stages them through pinned host
- * chunks and posts the chunks as host messages of the same tag.
+ * init) are handed by ucx.c's send and recv to ucx_cuda.c, which stages
+ * them through pinned host chunks and posts the chunks as host messages
+ * of the same tag through ucx_ops.c.
  */
 #ifndef TACL_TRANSPORT_UCX_UCX_H
 #define TACL_TRANSPORT_UCX_UCX_H
@@ -100,18 +101,41 @@ typedef struct {
                                   linked backwards through OP_PREV */
     uint64_t npending;
     tacl__ucx_stage_t *stage;  /* CUDA staging; NULL: host memory only */
+    tacl__tl_msgq_t staged;    /* device messages being staged, in posting
+                                  order (ucx_cuda.c's; here so that the
+                                  endpoints see which peers are busy) */
 } tacl__ucx_t;
 
-/* Posting, progress and failure (ucx_ops.c). */
-tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op);
-tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op);
-int tacl__ucx_progress(tacl__tl_t *tl);
-tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us);
-void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status);
+/*
+ * The files call one another one way, each only those listed before it:
+ * ucx_ep.c (endpoints), ucx_ops.c (host memory), ucx_cuda.c (device
+ * memory, staged through host messages), then ucx.c (the ops table).
+ */
 
+/* Endpoints (ucx_ep.c), the floor: it calls no other file of ucx. */
+/** The endpoint to world rank peer, created on first use. */
+tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p);
+/** Start closing every endpoint; flags are UCP_EP_CLOSE_FLAG_*. */
+void tacl__ucx_close_eps(tacl__ucx_t *ucx, unsigned flags);
+
+/* Host memory: posting, worker progress, sleep and failure (ucx_ops.c). */
+/** Check op against the instance and reset our fields of it. */
+tacl_status_t tacl__ucx_check_op(tacl__ucx_t *ucx, tacl__tl_op_t *op);
+/** Check and post a send (or a receive if recv) of a host buffer. */
+tacl_status_t tacl__ucx_post(tacl__ucx_t *ucx, tacl__tl_op_t *op, int recv);
 /** Receive the probed UCX message msg into op's (host) buffer. */
 tacl_status_t tacl__ucx_msg_recv(tacl__ucx_t *ucx, tacl__tl_op_t *op,
                                  void *msg);
+/** Progress the worker a bounded number of times; the events handled. */
+int tacl__ucx_worker_progress(tacl__ucx_t *ucx);
+/**
+ * Sleep up to timeout_us on the worker's event descriptor, given what
+ * ucp_worker_arm() returned: UCS_ERR_BUSY means events wait already.
+ */
+tacl_status_t tacl__ucx_sleep(tacl__ucx_t *ucx, ucs_status_t armed,
+                              int64_t timeout_us);
+/** Every operation on the pending list ends with status. */
+void tacl__ucx_fail_pending(tacl__ucx_t *ucx, tacl_status_t status);
 
 /*
  * CUDA device memory staged through pinned host chunks (ucx_cuda.c).
@@ -119,7 +143,7 @@ tacl_status_t tacl__ucx_msg_recv(tacl__ucx_t *ucx, tacl__tl_op_t *op,
  */
 /** At init: 1 when a device is usable, and then ucx->stage is set. */
 int tacl__ucx_stage_init(tacl__ucx_t *ucx);
-/** Post a send (or a receive if recv) of a non-empty device buffer. */
+/** Post a checked send (or receive if recv) of a non-empty device buffer. */
 tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
                                    int recv);
 /** Poll the copies and start chunks; never blocks.  Events handled. */
@@ -130,13 +154,5 @@ int tacl__ucx_stage_pending(const tacl__ucx_t *ucx, int peer);
 void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status);
 /** Free the chunks, events and stream; after the worker is gone. */
 void tacl__ucx_stage_close(tacl__ucx_t *ucx);
-
-/* Endpoints (ucx.c). */
-/** The endpoint to world rank peer, created on first use. */
-tacl_status_t tacl__ucx_get_ep(tacl__ucx_t *ucx, int peer, ucp_ep_h *ep_p);
-/** Start closing every endpoint; flags are UCP_EP_CLOSE_FLAG_*. */
-void tacl__ucx_close_eps(tacl__ucx_t *ucx, unsigned flags);
-/** Every pending operation ends with status (the base's fail). */
-void tacl__ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status);
 
 #endif /* TACL_TRANSPORT_UCX_UCX_H */

@@ -28,7 +28,10 @@
  * The CUDA runtime is opened at run time (as lib/memtype.c does), so the
  * library loads where there is none; without a usable device at init the
  * instance keeps the host-only capabilities and a device buffer is
- * refused by the capability check.  Host messages never come here.
+ * refused by the capability check.  Host messages never come here:
+ * ucx.c's send and recv, the only callers of this file, keep them.  This
+ * file builds on the endpoints (ucx_ep.c) and posts its chunks through
+ * the host data path (ucx_ops.c).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -127,7 +130,8 @@ typedef struct {
 
 /* A device message being staged. */
 struct stage_msg {
-    tacl__tl_msg_t link;       /* first: its peer, tag and place in msgs */
+    tacl__tl_msg_t link;       /* first: its peer, tag and place in
+                                  ucx->staged */
     tacl__tl_op_t *op;
     uint64_t nchunks;
     uint64_t issued;           /* chunks started */
@@ -145,7 +149,6 @@ struct tacl__ucx_stage {
     int nslots;                /* per direction */
     slot_t *slots;             /* sends [0, nslots), receives after */
     cu_stream_t stream;
-    tacl__tl_msgq_t msgs;      /* stage_msg_t, in posting order */
     slot_t **copies;           /* ring of slots copying, in issue order */
     int copy_head;
     int ncopies;
@@ -248,7 +251,7 @@ static int msg_maybe_done(tacl__ucx_t *ucx, stage_msg_t *m)
 {
     if (m->inflight > 0 || (m->status == TACL_OK && m->done < m->nchunks))
         return 0;
-    tacl__tl_msgq_remove(&ucx->stage->msgs, &m->link);
+    tacl__tl_msgq_remove(&ucx->staged, &m->link);
     tacl__tl_complete(&ucx->base, m->op, m->status);
     free(m);
     return 1;
@@ -402,7 +405,7 @@ static int take_chunk(tacl__ucx_t *ucx, stage_msg_t *m, slot_t *s)
 static int issue(tacl__ucx_t *ucx)
 {
     tacl__ucx_stage_t *st = ucx->stage;
-    stage_msg_t *m = (stage_msg_t *)st->msgs.head, *next;
+    stage_msg_t *m = (stage_msg_t *)ucx->staged.head, *next;
     int events = 0;
 
     for (; m; m = next) {
@@ -457,7 +460,7 @@ static int poll_copies(tacl__ucx_t *ucx)
         }
         /* A send chunk is in pinned memory: send it. */
         s->state = SLOT_NET;
-        status = tacl__ucx_send(&ucx->base.super, &s->net);
+        status = tacl__ucx_post(ucx, &s->net, 0);
         if (status != TACL_OK)
             slot_release(ucx, s, status, 1);
     }
@@ -492,7 +495,7 @@ tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
     m->op = op;
     m->recv = recv;
     m->nchunks = TACL_DIV_UP(op->len, st->chunk);
-    tacl__tl_msgq_push(&st->msgs, &m->link);
+    tacl__tl_msgq_push(&ucx->staged, &m->link);
     /* Start what can start now; completion waits for progress(). */
     prev = enter_device(st);
     issue(ucx);
@@ -505,7 +508,7 @@ int tacl__ucx_stage_progress(tacl__ucx_t *ucx)
     tacl__ucx_stage_t *st = ucx->stage;
     int events, prev;
 
-    if (!st || (!st->msgs.head && !st->ncopies))
+    if (!st || (!ucx->staged.head && !st->ncopies))
         return 0;
     prev = enter_device(st);
     events = poll_copies(ucx);
@@ -520,7 +523,7 @@ int tacl__ucx_stage_pending(const tacl__ucx_t *ucx, int peer)
 
     if (!st)
         return 0;
-    for (const tacl__tl_msg_t *m = st->msgs.head; m; m = m->next)
+    for (const tacl__tl_msg_t *m = ucx->staged.head; m; m = m->next)
         if (peer < 0 || m->peer == peer)
             return 1;
     return peer < 0 && st->ncopies > 0;
@@ -537,7 +540,7 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status)
     tacl__ucx_stage_t *st = ucx->stage;
     stage_msg_t *m;
 
-    if (!st || (!st->msgs.head && !st->ncopies))
+    if (!st || (!ucx->staged.head && !st->ncopies))
         return;
     if (st->ncopies) {
         int prev = enter_device(st);
@@ -554,7 +557,7 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status)
     }
     for (int i = 0; st->slots && i < 2 * st->nslots; ++i)
         st->slots[i].msg = NULL;
-    while ((m = (stage_msg_t *)tacl__tl_msgq_pop(&st->msgs))) {
+    while ((m = (stage_msg_t *)tacl__tl_msgq_pop(&ucx->staged))) {
         tacl__tl_complete(&ucx->base, m->op,
                           m->status != TACL_OK ? m->status : status);
         free(m);

@@ -1,16 +1,20 @@
 /*
- * The ucx transport's data path: posting, progress, waiting and failure.
+ * The ucx transport's data path for host memory: posting, worker
+ * progress, sleeping and failure.  DESIGN.md, "Transports": ucx sleeps on
+ * the worker's event descriptor instead of spinning.
  *
- * send and recv post ucp_tag_send_nbx / ucp_tag_recv_nbx with the source
+ * A post goes out as ucp_tag_send_nbx / ucp_tag_recv_nbx with the source
  * rank folded into the tag (see ucx.h) and a full tag mask, so UCX's own
  * matching gives (source, tag) order.  An operation UCX finishes at once
  * goes straight to the done list; one that returns a request goes to the
- * pending list until its UCX callback moves it.  progress() drives the
- * worker, then runs the tacl callbacks of the done list, so no tacl
- * callback ever runs inside a post or inside a UCX callback.
+ * pending list until its UCX callback moves it.  progress() (ucx.c)
+ * drives the worker, then runs the tacl callbacks of the done list, so no
+ * tacl callback ever runs inside a post or inside a UCX callback.
  *
- * A non-empty CUDA device buffer goes to ucx_cuda.c instead, which moves
- * it in pinned host chunks posted through these same functions.
+ * This file builds on the endpoints (ucx_ep.c) alone.  The staging of
+ * CUDA device buffers (ucx_cuda.c) posts its pinned host chunks through
+ * it; ucx.c's entry points post host buffers (and empty device ones)
+ * here, and add the staging's part to progress, wait and failure.
  *
  * Failing (a dead peer, or cancel_all) first closes every endpoint by
  * force, so UCX stops reading send buffers, then cancels receives; a
@@ -30,8 +34,6 @@
 
 /* Worker progress calls one progress() makes at most. */
 #define TACL_UCX_PROGRESS_BUDGET 64
-/* Longest sleep of wait() while device messages are being staged. */
-#define TACL_UCX_STAGE_POLL_US 20
 
 static void pending_add(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
 {
@@ -121,7 +123,7 @@ static void recv_cb(void *req, ucs_status_t st,
     request_done(user_data, req, st, info ? info->length : 0);
 }
 
-static tacl_status_t check_op(tacl__ucx_t *ucx, tacl__tl_op_t *op)
+tacl_status_t tacl__ucx_check_op(tacl__ucx_t *ucx, tacl__tl_op_t *op)
 {
     tacl_status_t status = tacl__tl_base_check(&ucx->base, op);
 
@@ -169,26 +171,23 @@ static tacl_status_t posted(tacl__ucx_t *ucx, tacl__tl_op_t *op, void *req)
 }
 
 /*
- * Post a send, or a receive if recv.  A send needs the endpoint; a
+ * Post a host send, or a receive if recv.  A send needs the endpoint; a
  * receive does not, but creating it is what tells us that the sender
  * died.  A receive asks for no immediate completion: UCX 1.13 can
  * complete a receive at once without filling in its length, and the
  * length must be checked; the callback always has it.
  */
-static tacl_status_t post_op(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
+tacl_status_t tacl__ucx_post(tacl__ucx_t *ucx, tacl__tl_op_t *op, int recv)
 {
-    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
     ucp_request_param_t param = {0};
     void *buf = op->len ? op->buf : empty_buf;
     tacl_status_t status;
     ucp_ep_h ep = NULL;
     void *req;
 
-    status = check_op(ucx, op);
+    status = tacl__ucx_check_op(ucx, op);
     if (status != TACL_OK)
         return status;
-    if (op->memtype == TACL_MEM_CUDA && op->len > 0)
-        return tacl__ucx_stage_post(ucx, op, recv);
     status = tacl__ucx_get_ep(ucx, op->peer, &ep);
     if (status != TACL_OK && !recv)
         return status;
@@ -229,7 +228,7 @@ tacl_status_t tacl__ucx_msg_recv(tacl__ucx_t *ucx, tacl__tl_op_t *op,
                                  void *msg)
 {
     ucp_request_param_t param = {0};
-    tacl_status_t status = check_op(ucx, op);
+    tacl_status_t status = tacl__ucx_check_op(ucx, op);
 
     if (status != TACL_OK)
         return status;
@@ -245,22 +244,10 @@ tacl_status_t tacl__ucx_msg_recv(tacl__ucx_t *ucx, tacl__tl_op_t *op,
                                        (size_t)op->len, msg, &param));
 }
 
-tacl_status_t tacl__ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
+void tacl__ucx_fail_pending(tacl__ucx_t *ucx, tacl_status_t status)
 {
-    return post_op(tl, op, 0);
-}
-
-tacl_status_t tacl__ucx_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
-{
-    return post_op(tl, op, 1);
-}
-
-void tacl__ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
-{
-    tacl__ucx_t *ucx = (tacl__ucx_t *)base;
     tacl__tl_op_t *op;
 
-    tacl__ucx_stage_fail(ucx, status);
     if (!ucx->pending.head)
         return;
     /* A cancelled request reports UCS_ERR_CANCELED; this is its status. */
@@ -280,9 +267,8 @@ void tacl__ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
     }
 }
 
-int tacl__ucx_progress(tacl__tl_t *tl)
+int tacl__ucx_worker_progress(tacl__ucx_t *ucx)
 {
-    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
     int events = 0;
 
     for (int i = 0; ucx->worker && i < TACL_UCX_PROGRESS_BUDGET; ++i) {
@@ -292,40 +278,21 @@ int tacl__ucx_progress(tacl__tl_t *tl)
             break;
         events += (int)n;
     }
-    /* A failed instance has nothing staged any more. */
-    if (ucx->base.failed == TACL_OK)
-        events += tacl__ucx_stage_progress(ucx);
-    return tacl__tl_base_finish(&ucx->base, events);
+    return events;
 }
 
-tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
+tacl_status_t tacl__ucx_sleep(tacl__ucx_t *ucx, ucs_status_t armed,
+                              int64_t timeout_us)
 {
-    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
     struct pollfd pfd;
     struct timespec ts;
-    ucs_status_t st;
 
-    if (!ucx->worker)
+    if (armed == UCS_ERR_BUSY)
         return TACL_OK;
-    timeout_us = tacl__tl_base_wait_us(&ucx->base, timeout_us);
-    /* The worker is armed under the instance's lock (another thread may
-     * progress it); only the poll is outside. */
-    tacl__tl_lock(ucx->base.lock);
-    if (tacl__tl_base_ready(&ucx->base)) {
-        tacl__tl_unlock(ucx->base.lock);
-        return TACL_OK;
-    }
-    /* Staging copies finish without waking the worker: poll them. */
-    if (tacl__ucx_stage_pending(ucx, -1))
-        timeout_us = TACL_MIN(timeout_us, TACL_UCX_STAGE_POLL_US);
-    st = ucp_worker_arm(ucx->worker);
-    tacl__tl_unlock(ucx->base.lock);
-    if (st == UCS_ERR_BUSY)
-        return TACL_OK;
-    if (st != UCS_OK)
+    if (armed != UCS_OK)
         return tacl__error(TACL_ERR_INTERNAL, NET, "rank %d cannot arm the "
                            "UCX worker: %s", ucx->base.rank,
-                           ucs_status_string(st));
+                           ucs_status_string(armed));
     pfd.fd = ucx->efd;
     pfd.events = POLLIN;
     pfd.revents = 0;
@@ -335,15 +302,4 @@ tacl_status_t tacl__ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
         return tacl__error(TACL_ERR_SYSTEM, NET, "poll on the UCX worker "
                            "failed: %m");
     return TACL_OK;
-}
-
-void tacl__ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status)
-{
-    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
-
-    /* Cancelling UCX's requests closes every endpoint by force: the
-     * instance has failed from then on. */
-    if (ucx->pending.head || tacl__ucx_stage_pending(ucx, -1))
-        tacl__tl_base_mark_failed(&ucx->base, status);
-    tacl__tl_base_cancel_all(tl, status);
 }
