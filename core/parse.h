@@ -114,8 +114,8 @@ static inline tacl__parse_err_t tacl__parse_uint(const char *s, uint64_t lo,
 }
 
 /** The same into an int; lo and hi are at least 0. */
-static inline tacl__parse_err_t tacl__parse_int(const char *s, int lo,
-                                                int hi, int *v_p)
+static inline tacl__parse_err_t tacl__parse_int(const char *s, int lo, int hi,
+                                                int *v_p)
 {
     uint64_t v;
     tacl__parse_err_t err = tacl__parse_uint(s, (uint64_t)lo, (uint64_t)hi,

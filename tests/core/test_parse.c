@@ -115,7 +115,7 @@ Test(parse, reals)
         const char *s;
         double v;
     } good[] = {
-        {"60", 60},   {"0.5", 0.5},   {".5", 0.5},   {"5.", 5},
+        {"60", 60},     {"0.5", 0.5},  {".5", 0.5},      {"5.", 5},
         {"2e-3", 2e-3}, {"1E+6", 1e6}, {"-1.25", -1.25}, {"1e-400", 0},
     };
     static const struct {
@@ -146,8 +146,7 @@ Test(parse, reals)
         cr_expect_eq(v, -99, "'%s' set the output on failure", bad[i].s);
     }
     cr_expect_eq(tacl__parse_double("-1", 0, 10, &v), TACL_PARSE_NEGATIVE);
-    cr_expect_eq(tacl__parse_double("0", DBL_MIN, 10, &v),
-                 TACL_PARSE_RANGE);
+    cr_expect_eq(tacl__parse_double("0", DBL_MIN, 10, &v), TACL_PARSE_RANGE);
     cr_expect_eq(tacl__parse_double("11", 0, 10, &v), TACL_PARSE_RANGE);
 }
 
