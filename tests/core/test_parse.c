@@ -109,42 +109,52 @@ Test(parse, numbers_are_plain_digits)
                  TACL_PARSE_RANGE);
 }
 
+static double real_ok(const char *s)
+{
+    double v = -99;
+    tacl__parse_err_t err = tacl__parse_double(s, -DBL_MAX, DBL_MAX, &v);
+
+    cr_expect_eq(err, TACL_PARSE_OK, "'%s': %s", s,
+                 tacl__parse_strerror(err));
+    return v;
+}
+
+static tacl__parse_err_t real_err(const char *s)
+{
+    double v = -99;
+    tacl__parse_err_t err = tacl__parse_double(s, -DBL_MAX, DBL_MAX, &v);
+
+    cr_expect_eq(v, -99, "'%s' set the output on failure", s);
+    return err;
+}
+
 Test(parse, reals)
 {
-    static const struct {
-        const char *s;
-        double v;
-    } good[] = {
-        {"60", 60},     {"0.5", 0.5},  {".5", 0.5},      {"5.", 5},
-        {"2e-3", 2e-3}, {"1E+6", 1e6}, {"-1.25", -1.25}, {"1e-400", 0},
-    };
-    static const struct {
-        const char *s;
-        tacl__parse_err_t err;
-    } bad[] = {
-        {"", TACL_PARSE_EMPTY},         {"abc", TACL_PARSE_NOT_NUMBER},
-        {"inf", TACL_PARSE_NOT_NUMBER}, {"nan", TACL_PARSE_NOT_NUMBER},
-        {" 1", TACL_PARSE_NOT_NUMBER},  {"+1", TACL_PARSE_NOT_NUMBER},
-        {".", TACL_PARSE_NOT_NUMBER},   {"1.2.3", TACL_PARSE_NOT_NUMBER},
-        {"-", TACL_PARSE_NOT_NUMBER},   {"5s", TACL_PARSE_TRAILING},
-        {"0x10", TACL_PARSE_TRAILING},  {"1e", TACL_PARSE_TRAILING},
-        {"1e+", TACL_PARSE_TRAILING},   {"1 ", TACL_PARSE_TRAILING},
-        {"1e999", TACL_PARSE_OVERFLOW},
-    };
     double v;
 
-    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        v = -99;
-        cr_expect_eq(tacl__parse_double(good[i].s, -DBL_MAX, DBL_MAX, &v),
-                     TACL_PARSE_OK, "'%s'", good[i].s);
-        cr_expect_eq(v, good[i].v, "'%s' gave %g", good[i].s, v);
-    }
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        v = -99;
-        cr_expect_eq(tacl__parse_double(bad[i].s, -DBL_MAX, DBL_MAX, &v),
-                     bad[i].err, "'%s'", bad[i].s);
-        cr_expect_eq(v, -99, "'%s' set the output on failure", bad[i].s);
-    }
+    cr_expect_eq(real_ok("60"), 60);
+    cr_expect_eq(real_ok("0.5"), 0.5);
+    cr_expect_eq(real_ok(".5"), 0.5);
+    cr_expect_eq(real_ok("5."), 5);
+    cr_expect_eq(real_ok("2e-3"), 2e-3);
+    cr_expect_eq(real_ok("1E+6"), 1e6);
+    cr_expect_eq(real_ok("-1.25"), -1.25);
+    cr_expect_eq(real_ok("1e-400"), 0, "too small to tell from 0");
+    cr_expect_eq(real_err(""), TACL_PARSE_EMPTY);
+    cr_expect_eq(real_err("abc"), TACL_PARSE_NOT_NUMBER);
+    cr_expect_eq(real_err("inf"), TACL_PARSE_NOT_NUMBER);
+    cr_expect_eq(real_err("nan"), TACL_PARSE_NOT_NUMBER);
+    cr_expect_eq(real_err(" 1"), TACL_PARSE_NOT_NUMBER);
+    cr_expect_eq(real_err("+1"), TACL_PARSE_NOT_NUMBER);
+    cr_expect_eq(real_err("."), TACL_PARSE_NOT_NUMBER);
+    cr_expect_eq(real_err("1.2.3"), TACL_PARSE_NOT_NUMBER);
+    cr_expect_eq(real_err("-"), TACL_PARSE_NOT_NUMBER);
+    cr_expect_eq(real_err("5s"), TACL_PARSE_TRAILING);
+    cr_expect_eq(real_err("0x10"), TACL_PARSE_TRAILING);
+    cr_expect_eq(real_err("1e"), TACL_PARSE_TRAILING);
+    cr_expect_eq(real_err("1e+"), TACL_PARSE_TRAILING);
+    cr_expect_eq(real_err("1 "), TACL_PARSE_TRAILING);
+    cr_expect_eq(real_err("1e999"), TACL_PARSE_OVERFLOW);
     cr_expect_eq(tacl__parse_double("-1", 0, 10, &v), TACL_PARSE_NEGATIVE);
     cr_expect_eq(tacl__parse_double("0", DBL_MIN, 10, &v), TACL_PARSE_RANGE);
     cr_expect_eq(tacl__parse_double("11", 0, 10, &v), TACL_PARSE_RANGE);
