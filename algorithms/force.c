@@ -13,7 +13,7 @@
 
 #include "algo.h"
 #include "common.h"
-#include "config.h"
+#include "parse.h"
 #include "log.h"
 
 #define ITEM_MAX 48
@@ -36,16 +36,12 @@ static int trim(const char *p, const char *end, char *out)
 /* A size of a range's side: "" is open (dflt), else a number. */
 static int range_side(const char *text, uint64_t dflt, uint64_t *out)
 {
-    long long v;
-
     if (text[0] == '\0') {
         *out = dflt;
         return 0;
     }
-    if (tacl__config_parse_int(text, &v) != 0 || v < 0)
-        return -1;
-    *out = (uint64_t)v;
-    return 0;
+    return tacl__parse_size(text, 0, UINT64_MAX, out) == TACL_PARSE_OK ? 0
+                                                                        : -1;
 }
 
 /* "lo-hi" (either side may be empty) into [*lo, *hi). */

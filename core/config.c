@@ -6,10 +6,11 @@
  * the default, and tacl__config_report() says which values were refused.
  * This is the only file that calls getenv().
  */
-#include <errno.h>
-#include <math.h>
+#include <float.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,6 +18,7 @@
 #include "common.h"
 #include "config.h"
 #include "log.h"
+#include "parse.h"
 
 extern char **environ;
 
@@ -95,44 +97,23 @@ static int config_n_unknown;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int tacl__config_parse_int(const char *s, long long *v_p)
+/* A typed integer or size, in parse.h's size grammar (so an integer
+ * entry takes a suffix too, as it always has). */
+static int parse_int(const char *s, long long *v_p)
 {
-    char *end;
-    long long v, scale = 1;
+    uint64_t v;
 
-    errno = 0;
-    v = strtoll(s, &end, 0);
-    if (errno != 0 || end == s)
+    if (tacl__parse_size(s, 0, LLONG_MAX, &v) != TACL_PARSE_OK)
         return -1;
-    /* Multiplied rather than shifted: shifting a negative or large value
-     * is undefined; a product out of range is no number. */
-    switch (*end) {
-    case 'k': case 'K': scale = 1ll << 10; end++; break;
-    case 'm': case 'M': scale = 1ll << 20; end++; break;
-    case 'g': case 'G': scale = 1ll << 30; end++; break;
-    default: break;
-    }
-    if (scale > 1 && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'b' || *end == 'B')
-        end++;
-    if (*end != '\0' || __builtin_mul_overflow(v, scale, &v))
-        return -1;
-    *v_p = v;
+    *v_p = (long long)v;
     return 0;
 }
 
 static int parse_double(const char *s, double *v_p)
 {
-    char *end;
-    double v;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
-        return -1;
-    *v_p = v;
-    return 0;
+    return tacl__parse_double(s, -DBL_MAX, DBL_MAX, v_p) == TACL_PARSE_OK
+               ? 0
+               : -1;
 }
 
 /* Index of word (length len) in a '|' list, case ignored; -1 if none. */
@@ -164,7 +145,7 @@ static int value_valid(const cfg_type_t *t, const char *s)
     case CFG_SIZE:
         if (t->words != NULL && word_index(t->words, s, strlen(s)) >= 0)
             return 1;
-        return tacl__config_parse_int(s, &ll) == 0 && (double)ll >= t->min;
+        return parse_int(s, &ll) == 0 && (double)ll >= t->min;
     case CFG_DOUBLE:
         return parse_double(s, &d) == 0 && d >= t->min;
     case CFG_BOOL:
@@ -209,8 +190,8 @@ static long long entry_int(const config_entry_t *e)
 {
     long long v = 0;
 
-    if (tacl__config_parse_int(entry_value(e), &v) != 0)
-        (void)tacl__config_parse_int(e->def, &v);
+    if (parse_int(entry_value(e), &v) != 0)
+        (void)parse_int(e->def, &v);
     return v;
 }
 

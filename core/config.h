@@ -144,8 +144,8 @@ typedef enum {
 /** The value of TACL_<NAME> if valid, else its default; never NULL. */
 const char *tacl__config_str(tacl__cfg_t id);
 /**
- * The value as an integer (K, M and G suffixes allowed, powers of 1024);
- * the default if the variable is invalid.
+ * The value as an integer (parse.h's size grammar: K, M and G suffixes
+ * allowed, powers of 1024); the default if the variable is invalid.
  */
 long long tacl__config_int(tacl__cfg_t id);
 /** The value as a floating-point number, likewise. */
@@ -160,13 +160,6 @@ int tacl__config_bool(tacl__cfg_t id);
  * an entry that takes a size or a word).
  */
 int tacl__config_word(tacl__cfg_t id);
-/**
- * Parse a whole string as an integer with an optional K, M or G suffix
- * (powers of 1024, then an optional B), as typed entries are: 0, or -1
- * when it is no such number or overflows.
- */
-int tacl__config_parse_int(const char *s, long long *v_p);
-
 /** Whether the user set TACL_<NAME> (as opposed to the default). */
 int tacl__config_is_set(tacl__cfg_t id);
 

@@ -19,7 +19,6 @@
  */
 #include "launch.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "parse.h"
 
 typedef struct {
     const char *name;
@@ -85,8 +85,7 @@ static tacl_status_t launch_int(const launcher_t *ln, const char *name,
                                 int required, int *value_p)
 {
     const char *s = launch_env(name);
-    char *end;
-    long v;
+    tacl__parse_err_t err;
 
     if (s == NULL) {
         if (!required) {
@@ -97,13 +96,12 @@ static tacl_status_t launch_int(const launcher_t *ln, const char *name,
                            "launcher %s (%s is set): %s is not set",
                            ln->name, ln->rank, name);
     }
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 0 || v > (1L << 24))
+    err = tacl__parse_int(s, 0, 1 << 24, value_p);
+    if (err != TACL_PARSE_OK)
         return tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                           "launcher %s: %s=\"%s\" is not a valid count",
-                           ln->name, name, s);
-    *value_p = (int)v;
+                           "launcher %s: %s=\"%s\" is not a valid count "
+                           "(%s)", ln->name, name, s,
+                           tacl__parse_strerror(err));
     return TACL_OK;
 }
 
@@ -165,8 +163,7 @@ static tacl_status_t launch_hostport(tacl__launch_t *l, const char *addr,
                                      const char *what)
 {
     const char *colon = strrchr(addr, ':');
-    char *end;
-    long port;
+    int port;
 
     if (colon == NULL || colon == addr ||
         (size_t)(colon - addr) >= sizeof(l->host))
@@ -174,12 +171,11 @@ static tacl_status_t launch_hostport(tacl__launch_t *l, const char *addr,
                            "%s=\"%s\" is not host:port", what, addr);
     memcpy(l->host, addr, (size_t)(colon - addr));
     l->host[colon - addr] = '\0';
-    port = strtol(colon + 1, &end, 10);
-    if (end == colon + 1 || *end != '\0' || port <= 0 || port > 65535)
+    if (tacl__parse_int(colon + 1, 1, 65535, &port) != TACL_PARSE_OK)
         return tacl__error(TACL_ERR_INVALID_ARG, INIT,
                            "%s=\"%s\": \"%s\" is not a port in 1..65535",
                            what, addr, colon + 1);
-    l->port = (int)port;
+    l->port = port;
     l->addr_from = what;
     return TACL_OK;
 }

@@ -7,7 +7,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <hwloc.h>
-#include <math.h>
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,7 @@
 #include "common.h"
 #include "config.h"
 #include "log.h"
+#include "parse.h"
 #include "tacl_build_config.h"
 #include "topo.h"
 
@@ -230,19 +231,15 @@ static tacl_status_t parse_link_override(const char *spec, const char *var,
     snprintf(buf, sizeof(buf), "%s", spec);
     for (tok = strtok_r(buf, ", ", &save); tok != NULL;
          tok = strtok_r(NULL, ", ", &save)) {
-        char *end;
-        double v;
-
+        /* Bandwidth above 0 (DBL_MIN), latency from 0. */
         if (strncmp(tok, "bw=", 3) == 0) {
-            v = strtod(tok + 3, &end);
-            if (end == tok + 3 || *end != '\0' || !isfinite(v) || v <= 0)
+            if (tacl__parse_double(tok + 3, DBL_MIN, DBL_MAX, &link->bw) !=
+                TACL_PARSE_OK)
                 goto err_bad;
-            link->bw = v;
         } else if (strncmp(tok, "lat=", 4) == 0) {
-            v = strtod(tok + 4, &end);
-            if (end == tok + 4 || *end != '\0' || !isfinite(v) || v < 0)
+            if (tacl__parse_double(tok + 4, 0, DBL_MAX, &link->lat) !=
+                TACL_PARSE_OK)
                 goto err_bad;
-            link->lat = v;
         } else {
             goto err_bad;
         }

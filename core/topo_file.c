@@ -5,14 +5,14 @@
  * misread machine description would mislead the tuner.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <math.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "parse.h"
 #include "topo.h"
 
 static const char *const link_names[TACL_NUM_LINK_CLASSES] = {
@@ -77,31 +77,19 @@ static tacl_status_t parse_error(const where_t *w, const char *fmt, ...)
 static tacl_status_t parse_double(const where_t *w, const char *key,
                                   const char *s, double *v_p)
 {
-    char *end;
-    double v;
-
-    errno = 0;
-    v = strtod(s, &end);
-    /* isfinite: strtod reads "nan" and "inf", which would poison every
-     * cost the tuner computes from this link. */
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0)
+    /* Finite: "nan" and "inf" would poison every cost the tuner
+     * computes from this link (parse.h refuses them). */
+    if (tacl__parse_double(s, 0, DBL_MAX, v_p) != TACL_PARSE_OK)
         return PARSE_ERROR(w, "%s=\"%s\" is not a finite non-negative "
                            "number", key, s);
-    *v_p = v;
     return TACL_OK;
 }
 
 static tacl_status_t parse_int(const where_t *w, const char *key,
                                const char *s, int *v_p)
 {
-    char *end;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 1 << 20)
+    if (tacl__parse_int(s, 0, 1 << 20, v_p) != TACL_PARSE_OK)
         return PARSE_ERROR(w, "%s=\"%s\" is not a count", key, s);
-    *v_p = (int)v;
     return TACL_OK;
 }
 

@@ -77,7 +77,7 @@ static tacl_status_t tune_get(tacl_comm_t comm, tune_t **tune_p)
 tacl_status_t tacl__tune_cluster(tacl_comm_t comm,
                                  tacl__sim_cluster_t **cluster_p)
 {
-    tune_t *t;
+    tune_t *t = NULL;
     tacl_status_t status = tune_get(comm, &t);
 
     if (status != TACL_OK)
@@ -105,7 +105,7 @@ const tacl__algo_t *tacl__tune_sim_pick(tacl_comm_t comm,
 {
     const tacl__algo_t **slot, *best = NULL;
     tacl__sim_result_t res;
-    tune_t *t;
+    tune_t *t = NULL;
 
     /* The config table's word list "model|sim": 1 is sim, in any case. */
     if (tacl__config_word(TACL_CFG_TUNER) != 1 || a->qbits != 0 ||

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "parse.h"
 
 /* nccl-tests' names, which its output and its binaries carry. */
 static const char *const kind_names[TACL_NUM_COLLS] = {
@@ -364,48 +365,43 @@ static void usage(FILE *f, const char *prog)
         "                          runs one rank per process)\n"
         "  -h, --help              print this help\n"
         "      --version           print tacl's version\n"
-        "SIZE takes a K, M or G suffix (powers of 1024).\n"
+        "SIZE takes a K, M or G suffix (powers of 1024), then an optional\n"
+        "B: 512, 4K, 4KB, 1G.\n"
         "Ranks come from tacl-run, torchrun's variables, or mpirun with\n"
         "TACL_ROOT_ADDR=host:port set.\n", prog);
 }
 
-static int parse_size(const char *s, size_t *v_p)
+/*
+ * Numbers and sizes in parse.h's grammar.  On a bad value they return -1
+ * and point *why_p at the reason, which the option loop prints after the
+ * flag and the value.
+ */
+static int parse_size(const char *s, size_t *v_p, const char **why_p)
 {
-    char *end;
-    unsigned long long v, mult = 1;
+    uint64_t v;
+    tacl__parse_err_t err = tacl__parse_size(s, 0, SIZE_MAX, &v);
 
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s || s[0] == '-') {
+    if (err != TACL_PARSE_OK) {
+        *why_p = tacl__parse_strerror(err);
         return -1;
     }
-    switch (*end) {
-    case 'K':
-    case 'k':
-        mult = 1ull << 10;
-        end++;
-        break;
-    case 'M':
-    case 'm':
-        mult = 1ull << 20;
-        end++;
-        break;
-    case 'G':
-    case 'g':
-        mult = 1ull << 30;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end == 'B' || *end == 'b') {
-        end++;
-    }
-    if (*end != '\0' || v > SIZE_MAX / mult) {
-        return -1;
-    }
-    *v_p = (size_t)(v * mult);
+    *v_p = (size_t)v;
     return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *v_p,
+                     const char **why_p)
+{
+    static char range[64];
+    tacl__parse_err_t err = tacl__parse_int(s, lo, hi, v_p);
+
+    if (err == TACL_PARSE_RANGE) {
+        snprintf(range, sizeof(range), "out of range (%d to %d)", lo, hi);
+        *why_p = range;
+    } else if (err != TACL_PARSE_OK) {
+        *why_p = tacl__parse_strerror(err);
+    }
+    return err == TACL_PARSE_OK ? 0 : -1;
 }
 
 /* -Q BITS[:BLOCK]: only all-gather and reduce-scatter have quantized
@@ -413,41 +409,30 @@ static int parse_size(const char *s, size_t *v_p)
 static int parse_quant(const char *s, tacl_coll_t kind,
                        tacl__perf_opts_t *o)
 {
-    char *end;
-    long bits = strtol(s, &end, 10), block = 256;
+    const char *colon = strchr(s, ':');
+    size_t bits_len = colon != NULL ? (size_t)(colon - s) : strlen(s);
+    char bits_s[8];
+    int bits = 0, block = 256;
 
     if (kind != TACL_COLL_ALLGATHER && kind != TACL_COLL_REDUCE_SCATTER) {
         fprintf(stderr, "-Q: only all_gather_perf (qwZ) and "
                 "reduce_scatter_perf (qgZ) have quantized forms\n");
         return -1;
     }
-    if (end != s && *end == ':') {
-        char *bend;
-        block = strtol(end + 1, &bend, 10);
-        end = bend;
+    if (bits_len < sizeof(bits_s)) {
+        snprintf(bits_s, sizeof(bits_s), "%.*s", (int)bits_len, s);
     }
-    if (end == s || *end != '\0' || (bits != 8 && bits != 4) ||
-        block < 1 || block > (1L << 24)) {
+    if (bits_len >= sizeof(bits_s) ||
+        tacl__parse_int(bits_s, 4, 8, &bits) != TACL_PARSE_OK ||
+        (bits != 8 && bits != 4) ||
+        (colon != NULL &&
+         tacl__parse_int(colon + 1, 1, 1 << 24, &block) != TACL_PARSE_OK)) {
         fprintf(stderr, "-Q %s: expected 8 or 4 bits, optionally :BLOCK "
                 "(1..16777216 values per scale)\n", s);
         return -1;
     }
-    o->qbits = (int)bits;
+    o->qbits = bits;
     o->qblock = (uint32_t)block;
-    return 0;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *v_p)
-{
-    char *end;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        return -1;
-    }
-    *v_p = (int)v;
     return 0;
 }
 
@@ -506,7 +491,7 @@ static int note_noop(tacl__perf_opts_t *o, int c, const char *arg)
     int v;
 
     if ((c == 't' || c == 'g') &&
-        (parse_int(arg, 1, 1, &v) != 0)) {
+        tacl__parse_int(arg, 1, 1, &v) != TACL_PARSE_OK) {
         fprintf(stderr, "-%c %s: tacl runs one rank per process; start "
                 "one process per rank (tacl-run -n N) and give -%c 1\n",
                 c, arg, c);
@@ -559,7 +544,7 @@ int tacl__perf_parse(int argc, char **argv, tacl_coll_t kind,
                      tacl__perf_opts_t *opts_p, int *exit_p)
 {
     tacl__perf_opts_t o;
-    const char *prog = argv[0];
+    const char *prog = argv[0], *why = NULL;
     int c, bad = 0, factor = 1, timeout = 0;
 
     memset(&o, 0, sizeof(o));
@@ -581,31 +566,31 @@ int tacl__perf_parse(int argc, char **argv, tacl_coll_t kind,
                                     long_opts, NULL)) != -1) {
         switch (c) {
         case 'b':
-            bad = parse_size(optarg, &o.min_bytes);
+            bad = parse_size(optarg, &o.min_bytes, &why);
             break;
         case 'e':
-            bad = parse_size(optarg, &o.max_bytes);
+            bad = parse_size(optarg, &o.max_bytes, &why);
             break;
         case 'i':
-            bad = parse_size(optarg, &o.step_bytes);
+            bad = parse_size(optarg, &o.step_bytes, &why);
             break;
         case 'f':
-            bad = parse_int(optarg, 1, 1 << 20, &factor);
+            bad = parse_int(optarg, 1, 1 << 20, &factor, &why);
             o.step_factor = (size_t)factor;
             break;
         case 'n':
-            bad = parse_int(optarg, 1, 1 << 30, &o.iters);
+            bad = parse_int(optarg, 1, 1 << 30, &o.iters, &why);
             break;
         case 'w':
-            bad = parse_int(optarg, 0, 1 << 30, &o.warmup);
+            bad = parse_int(optarg, 0, 1 << 30, &o.warmup, &why);
             break;
         case 'm':
-            bad = parse_int(optarg, 1, 1 << 20, &o.agg);
+            bad = parse_int(optarg, 1, 1 << 20, &o.agg, &why);
             break;
         case 'c':
             /* nccl-tests' -c is a count of checked iterations; one
              * exact check says as much here. */
-            bad = parse_int(optarg, 0, 1 << 30, &o.check);
+            bad = parse_int(optarg, 0, 1 << 30, &o.check, &why);
             if (!bad && o.check > 1) {
                 note_noop(&o, 'c', optarg);
                 o.check = 1;
@@ -620,10 +605,10 @@ int tacl__perf_parse(int argc, char **argv, tacl_coll_t kind,
             bad = o.dtype_all ? 0 : parse_dtype(optarg, &o.dtype);
             break;
         case 'N':
-            bad = parse_int(optarg, 0, 1 << 30, &o.cycles);
+            bad = parse_int(optarg, 0, 1 << 30, &o.cycles, &why);
             break;
         case 'T':
-            bad = parse_int(optarg, 1, 1 << 30, &timeout);
+            bad = parse_int(optarg, 1, 1 << 30, &timeout, &why);
             o.timeout_s = timeout;
             break;
         case 't':
@@ -645,19 +630,19 @@ int tacl__perf_parse(int argc, char **argv, tacl_coll_t kind,
             *exit_p = 0;
             return 1;
         case 'r':
-            bad = parse_int(optarg, 0, 1 << 30, &o.root);
+            bad = parse_int(optarg, 0, 1 << 30, &o.root, &why);
             break;
         case 'z':
-            bad = parse_int(optarg, 0, 1, &o.blocking);
+            bad = parse_int(optarg, 0, 1, &o.blocking, &why);
             break;
         case 'a':
-            bad = parse_int(optarg, 0, 3, &o.average);
+            bad = parse_int(optarg, 0, 3, &o.average, &why);
             break;
         case 'J':
             o.json_path = optarg;
             break;
         case 'R':
-            bad = parse_int(optarg, 0, 1, &o.reg);
+            bad = parse_int(optarg, 0, 1, &o.reg, &why);
             break;
         case 'A':
             o.algo = optarg;
@@ -685,8 +670,9 @@ int tacl__perf_parse(int argc, char **argv, tacl_coll_t kind,
             fprintf(stderr, "%s: bad value '%s' for --mem\n", prog,
                     optarg);
         } else if (bad) {
-            fprintf(stderr, "%s: bad value '%s' for -%c\n", prog, optarg,
-                    c);
+            fprintf(stderr, "%s: bad value '%s' for -%c%s%s\n", prog,
+                    optarg, c, why != NULL ? ": " : "",
+                    why != NULL ? why : "");
         }
     }
     if (!bad && optind < argc) {

@@ -26,11 +26,14 @@
  * the blocking ones).  LAT_COLL=name runs that collective only, and
  * LAT_BYTES=n that one size only (any size; perf/callgrind_persist.sh).
  */
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "parse.h"
 #ifdef LAT_MPI
 #include <mpi.h>
 #else
@@ -225,12 +228,38 @@ static int check(int coll, float *send, float *recv, int count)
     return wrong != 0;
 }
 
+/* ITERS, MAXBYTES or LAT_BYTES in parse.h's grammar (size: with K, M, G
+ * suffixes); 0, or -1 after saying what is wrong. */
+static int lat_parse(const char *prog, const char *what, const char *s,
+                     int size, uint64_t lo, uint64_t hi, uint64_t *v_p)
+{
+    tacl__parse_err_t err = size ? tacl__parse_size(s, lo, hi, v_p)
+                                 : tacl__parse_uint(s, lo, hi, v_p);
+
+    if (err == TACL_PARSE_OK)
+        return 0;
+    fprintf(stderr, "%s: bad value '%s' for %s: %s (at least %llu)\n"
+            "usage: %s [ITERS [MAXBYTES]]\n", prog, s, what,
+            tacl__parse_strerror(err), (unsigned long long)lo, prog);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
-    int iters = argc > 1 ? atoi(argv[1]) : 2000;
-    size_t max_bytes = argc > 2 ? (size_t)atol(argv[2]) : 8192;
+    uint64_t n_iters = 2000, max_bytes = 8192, only_bytes = 0;
+    const char *lat_bytes = getenv("LAT_BYTES");
     float *send, *recv;
     int failed = 0;
+
+    if ((argc > 1 && lat_parse(argv[0], "ITERS", argv[1], 0, BLOCKS,
+                               INT_MAX, &n_iters) != 0) ||
+        (argc > 2 && lat_parse(argv[0], "MAXBYTES", argv[2], 1, 8,
+                               SIZE_MAX, &max_bytes) != 0) ||
+        (lat_bytes != NULL && lat_bytes[0] != '\0' &&
+         lat_parse(argv[0], "LAT_BYTES", lat_bytes, 1, 0, SIZE_MAX,
+                   &only_bytes) != 0))
+        return 2;
+    int iters = (int)n_iters;
 
 #ifdef LAT_MPI
     MPI_Init(&argc, &argv);
@@ -245,8 +274,6 @@ int main(int argc, char **argv)
     }
 #endif
     const char *only_coll = getenv("LAT_COLL");
-    size_t only_bytes = getenv("LAT_BYTES") != NULL
-                            ? (size_t)atol(getenv("LAT_BYTES")) : 0;
 
 #ifndef LAT_MPI
     if (getenv("LAT_MODE") != NULL) {
@@ -262,10 +289,6 @@ int main(int argc, char **argv)
 #endif
     if (only_bytes > max_bytes)
         max_bytes = only_bytes;
-    if (iters < BLOCKS || max_bytes < 8) {
-        fprintf(stderr, "usage: %s [ITERS [MAXBYTES]]\n", argv[0]);
-        return 2;
-    }
     send = malloc(max_bytes * (size_t)nranks);
     recv = malloc(max_bytes * (size_t)nranks);
     if (send == NULL || recv == NULL)

@@ -15,6 +15,7 @@
  * itself uses rather than a copy of them.
  */
 #define _GNU_SOURCE
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "config.h"
 #include "cost.h"
 #include "log.h"
+#include "parse.h"
 #include "tacl_build_config.h"
 #include "topo.h"
 #include "transport.h"
@@ -67,17 +69,8 @@ static void usage(FILE *f)
         "  -h, --help           print this help\n");
 }
 
-/* A size as the configuration parses one (K, M, G suffixes), above 0. */
-static int parse_size(const char *s, size_t *v_p)
-{
-    long long v;
-
-    if (tacl__config_parse_int(s, &v) != 0 || v <= 0)
-        return -1;
-    *v_p = (size_t)v;
-    return 0;
-}
-
+/* A comma list of sizes above 0 (parse.h's grammar, as the perf
+ * binaries' -b); 0, or -1 after naming a bad item and why. */
 static int parse_sizes(const char *list, info_opts_t *o)
 {
     char buf[512], *tok, *save = NULL;
@@ -88,29 +81,38 @@ static int parse_sizes(const char *list, info_opts_t *o)
     o->nsizes = 0;
     for (tok = strtok_r(buf, ",", &save); tok != NULL;
          tok = strtok_r(NULL, ",", &save)) {
-        if (o->nsizes == INFO_MAX_SIZES ||
-            parse_size(tok, &o->sizes[o->nsizes]) != 0)
+        uint64_t v;
+        tacl__parse_err_t err = tacl__parse_size(tok, 1, SIZE_MAX, &v);
+
+        if (o->nsizes == INFO_MAX_SIZES)
             return -1;
-        o->nsizes++;
+        if (err != TACL_PARSE_OK) {
+            fprintf(stderr, "tacl-info: bad size '%s' in --sizes: %s\n",
+                    tok, err == TACL_PARSE_RANGE ? "a size is above 0"
+                                                 : tacl__parse_strerror(err));
+            return -1;
+        }
+        o->sizes[o->nsizes++] = (size_t)v;
     }
     return o->nsizes > 0 ? 0 : -1;
 }
 
+/* NODESxRANKS, each a number of parse.h's grammar. */
 static int parse_layout(const char *s, info_opts_t *o)
 {
-    char *end;
-    long n, r;
+    const char *x = strpbrk(s, "xX");
+    char nodes[16];
+    int n, r;
 
-    n = strtol(s, &end, 10);
-    if (end == s || (*end != 'x' && *end != 'X'))
+    if (x == NULL || (size_t)(x - s) >= sizeof(nodes))
         return -1;
-    s = end + 1;
-    r = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || n < 1 || r < 1 ||
+    snprintf(nodes, sizeof(nodes), "%.*s", (int)(x - s), s);
+    if (tacl__parse_int(nodes, 1, INFO_MAX_RANKS, &n) != TACL_PARSE_OK ||
+        tacl__parse_int(x + 1, 1, INFO_MAX_RANKS, &r) != TACL_PARSE_OK ||
         n * r > INFO_MAX_RANKS)
         return -1;
-    o->nodes = (int)n;
-    o->ranks_per_node = (int)r;
+    o->nodes = n;
+    o->ranks_per_node = r;
     return 0;
 }
 

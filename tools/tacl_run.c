@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,9 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "parse.h"
 #include "tacl.h"
 
 #define RUN_MAX_RANKS 4096
+#define RUN_MAX_SECONDS 1e7
 #define RUN_KILL_GRACE_MS 3000
 #define RUN_LINE_MAX 65536
 #define RUN_DRAIN_MS 1000
@@ -105,43 +108,15 @@ static void usage(FILE *f)
         RUN_MAX_RANKS);
 }
 
-static int parse_long(const char *s, long lo, long hi, long *v_p)
-{
-    char *end;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        return -1;
-    }
-    *v_p = v;
-    return 0;
-}
-
-static int parse_seconds(const char *s, double *v_p)
-{
-    char *end;
-    double v;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v > 0) || v > 1e7) {
-        return -1;
-    }
-    *v_p = v;
-    return 0;
-}
-
 /* Returns 0, or the exit code for a bad command line. */
 static int parse_args(run_t *run, int argc, char **argv)
 {
-    int i;
-    long n = 0;
+    int i, n = 0;
+    tacl__parse_err_t err;
 
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *val = NULL;
+        const char *flag, *val = NULL;
 
         if (strcmp(a, "--") == 0) {
             i++;
@@ -167,17 +142,17 @@ static int parse_args(run_t *run, int argc, char **argv)
             run->keep_going = 1;
             continue;
         }
+        /* flag: the option as given, without "=value", for messages. */
         if (strncmp(a, "--nranks=", 9) == 0) {
             val = a + 9;
-            a = "-n";
+            flag = "--nranks";
         } else if (strncmp(a, "--timeout=", 10) == 0) {
             val = a + 10;
-            a = "-t";
+            flag = "--timeout";
         } else if (strcmp(a, "-n") == 0 || strcmp(a, "--nranks") == 0 ||
-                   strcmp(a, "-np") == 0) {
-            a = "-n";
-        } else if (strcmp(a, "-t") == 0 || strcmp(a, "--timeout") == 0) {
-            a = "-t";
+                   strcmp(a, "-np") == 0 || strcmp(a, "-t") == 0 ||
+                   strcmp(a, "--timeout") == 0) {
+            flag = a;
         } else {
             fprintf(stderr, "tacl-run: unknown option '%s'\n", a);
             goto err_usage;
@@ -190,16 +165,24 @@ static int parse_args(run_t *run, int argc, char **argv)
             }
             val = argv[++i];
         }
-        if (strcmp(a, "-n") == 0) {
-            if (parse_long(val, 1, RUN_MAX_RANKS, &n) != 0) {
-                fprintf(stderr, "tacl-run: bad rank count '%s' (1 to %d)\n",
-                        val, RUN_MAX_RANKS);
+        if (strcmp(flag, "-t") != 0 && strcmp(flag, "--timeout") != 0) {
+            err = tacl__parse_int(val, 1, RUN_MAX_RANKS, &n);
+            if (err != TACL_PARSE_OK) {
+                fprintf(stderr, "tacl-run: bad value '%s' for %s: %s (a "
+                        "rank count, 1 to %d)\n", val, flag,
+                        tacl__parse_strerror(err), RUN_MAX_RANKS);
                 goto err_usage;
             }
-        } else if (parse_seconds(val, &run->timeout_s) != 0) {
-            fprintf(stderr, "tacl-run: bad timeout '%s' (seconds > 0)\n",
-                    val);
-            goto err_usage;
+        } else {
+            /* DBL_MIN: any positive number of seconds, not 0. */
+            err = tacl__parse_double(val, DBL_MIN, RUN_MAX_SECONDS,
+                                     &run->timeout_s);
+            if (err != TACL_PARSE_OK) {
+                fprintf(stderr, "tacl-run: bad value '%s' for %s: %s "
+                        "(seconds, above 0, at most %g)\n", val, flag,
+                        tacl__parse_strerror(err), RUN_MAX_SECONDS);
+                goto err_usage;
+            }
         }
     }
     if (n == 0) {
@@ -210,7 +193,7 @@ static int parse_args(run_t *run, int argc, char **argv)
         fprintf(stderr, "tacl-run: no command to run\n");
         goto err_usage;
     }
-    run->nranks = (int)n;
+    run->nranks = n;
     run->cmd = &argv[i];
     return 0;
 

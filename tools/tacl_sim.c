@@ -22,7 +22,11 @@
 #include "../perf/common.h" /* core has a common.h too */
 #include "config.h"
 #include "log.h"
+#include "parse.h"
 #include "sim.h"
+
+/* The most nodes, and ranks per node, a simulation takes. */
+#define SIM_MAX_COUNT (1 << 20)
 
 typedef struct {
     const char *topo;
@@ -68,19 +72,6 @@ static void usage(FILE *f)
         "Times are predictions of the model in sim/sim.h, not measurements.\n");
 }
 
-static int parse_count(const char *s, int *v_p)
-{
-    char *end;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 1 || v > (1 << 20))
-        return -1;
-    *v_p = (int)v;
-    return 0;
-}
-
 static int kind_by_name(const char *name, tacl_coll_t *kind_p)
 {
     for (int k = 0; k < TACL_COLL_SEND; k++)
@@ -104,6 +95,7 @@ static int own_options(int *argc, char **argv, sim_opts_t *o)
     o->coll = "all_gather";
     for (int i = 1; i < *argc; i++) {
         const char *a = argv[i], *v = i + 1 < *argc ? argv[i + 1] : NULL;
+        tacl__parse_err_t err = TACL_PARSE_OK;
         int bad = 0;
 
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -129,9 +121,9 @@ static int own_options(int *argc, char **argv, sim_opts_t *o)
         if (strcmp(a, "--topo") == 0)
             o->topo = v;
         else if (strcmp(a, "--nodes") == 0)
-            bad = parse_count(v, &o->nodes);
+            err = tacl__parse_int(v, 1, SIM_MAX_COUNT, &o->nodes);
         else if (strcmp(a, "--ranks-per-node") == 0)
-            bad = parse_count(v, &o->rpn);
+            err = tacl__parse_int(v, 1, SIM_MAX_COUNT, &o->rpn);
         else if (strcmp(a, "--coll") == 0)
             o->coll = v;
         else if (strcmp(a, "--trace") == 0)
@@ -140,8 +132,14 @@ static int own_options(int *argc, char **argv, sim_opts_t *o)
             o->device = strcmp(v, "device") == 0;
         else
             bad = 1;
+        if (err != TACL_PARSE_OK) {
+            fprintf(stderr, "tacl-sim: bad value '%s' for %s: %s (1 to "
+                    "%d)\n", v, a, tacl__parse_strerror(err), SIM_MAX_COUNT);
+            return 2;
+        }
         if (bad) {
-            fprintf(stderr, "tacl-sim: bad value '%s' for %s\n", v, a);
+            fprintf(stderr, "tacl-sim: bad value '%s' for %s (host or "
+                    "device)\n", v, a);
             return 2;
         }
     }

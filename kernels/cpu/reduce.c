@@ -45,6 +45,7 @@
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define TACL_REDUCE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define TACL_REDUCE_X86 0
@@ -199,7 +200,8 @@ DEFINE_LOOPS16(bf16, , )
 #if TACL_REDUCE_X86
 /*
  * The x86 path for the 16-bit types, taken when the CPU has AVX2 and F16C
- * (checked at each call; __builtin_cpu_supports is a load and a test).
+ * (checked at each call: __builtin_cpu_supports is a load and a test, and
+ * F16C is read from CPUID once, see cpu_has_f16c).
  * Halves convert with vcvtph2ps / vcvtps2ph, which round to nearest-even
  * and quiet NaNs exactly as the portable code does; the tail of a block
  * that is not a multiple of 8 goes through a padded vector.  bfloat16
@@ -323,11 +325,33 @@ void tacl__reduce_cpu_force_portable(int portable)
     force_portable = portable != 0;
 }
 
+#if TACL_REDUCE_X86
+/*
+ * Whether the CPU has F16C, from CPUID leaf 1 (ECX bit 29), read once:
+ * clang before 16 knows no "f16c" for __builtin_cpu_supports (the fuzz
+ * build, with clang 14, failed on it), and CPUID itself is slow (a trap
+ * in a virtual machine).  -1 until read; racing readers store the same.
+ */
+static int cpu_has_f16c(void)
+{
+    static _Atomic int has = -1;
+    int h = has;
+
+    if (h < 0) {
+        unsigned int eax, ebx, ecx, edx;
+
+        h = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+        has = h;
+    }
+    return h;
+}
+#endif
+
 int tacl__reduce_cpu_simd16(void)
 {
 #if TACL_REDUCE_X86
     return !force_portable && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("f16c");
+           cpu_has_f16c();
 #else
     return 0;
 #endif

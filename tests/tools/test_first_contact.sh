@@ -95,6 +95,10 @@ expect_rc "a topology file that does not parse" 1 $?
 expect_grep "names the file and line" "bad.topo:2" "$TMP/info"
 "$INFO" --layout 2by4 > "$TMP/info" 2>&1
 expect_rc "a bad --layout" 2 $?
+"$INFO" --sizes 4K,1T > "$TMP/info" 2>&1
+expect_rc "a bad --sizes" 2 $?
+expect_grep "a bad size named with why" \
+    "^tacl-info: bad size '1T' in --sizes: unknown suffix" "$TMP/info"
 
 echo "=== default log subsystems"
 TACL_DEBUG=INFO "$RUN" -n 2 -- "$PERF/all_reduce_perf" -b 4K -e 4K -n 1 \
@@ -127,6 +131,14 @@ expect_rc "nccl-tests' -c 5 (a count of checks)" 0 $?
 expect_grep "-c 5 checks once, noted" "^# note: .*-c 5 \(one exact check" \
     "$TMP/out"
 expect_grep "-c 5 still checks" "^ +1024 +256 +float +none +-1 .* 0$" \
+    "$TMP/out"
+"$PERF/all_gather_perf" -b 1K -e 4X > "$TMP/out" 2>&1
+expect_rc "-e 4X refused" 2 $?
+expect_grep "-e 4X says why" "bad value '4X' for -e: unknown suffix" \
+    "$TMP/out"
+"$PERF/all_gather_perf" -b 1K -e 4KiB -n 0 > "$TMP/out" 2>&1
+expect_rc "-n 0 refused" 2 $?
+expect_grep "-n 0 says why" "bad value '0' for -n: out of range \(1 to" \
     "$TMP/out"
 "$PERF/all_gather_perf" -b 1K -e 1K -g 2 > "$TMP/out" 2>&1
 expect_rc "-g 2 refused" 2 $?

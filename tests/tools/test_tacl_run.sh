@@ -155,4 +155,15 @@ for args in "" "-n" "-n 0 true" "-n x true" "-n 2" "--bogus -n 2 true" \
     fi
 done
 
+# 10. A bad number is refused with a message naming the flag, the value
+# and what is wrong with it.
+"$RUN" -n 2x true > "$TMP/bad" 2>&1
+expect_rc "rank count 2x" 2 $?
+expect_line "rank count 2x named" "$TMP/bad" \
+    "tacl-run: bad value '2x' for -n: unexpected characters after the number"
+"$RUN" -n 2 --timeout=-1 true > "$TMP/bad" 2>&1
+expect_rc "timeout -1" 2 $?
+expect_line "timeout -1 named" "$TMP/bad" \
+    "tacl-run: bad value '-1' for --timeout: negative values are not allowed"
+
 finish

@@ -52,6 +52,19 @@ for args in "" "--topo" "--topo $TOPOS/p4d.24xlarge.topo --nodes 0" \
     checks=$((checks + 1))
     grep -q "tacl-sim\|usage" "$TMP/bad" || fail "no message for '$args'"
 done
+# A bad size or count names the flag, the value and what is wrong.
+"$SIM" --topo "$TOPOS/p4d.24xlarge.topo" -b 1.5M > "$TMP/bad" 2>&1
+expect_rc "size 1.5M" 2 $?
+expect_line "size 1.5M refused with its reason" "$TMP/bad" \
+    "bad value '1.5M' for -b: unknown suffix"
+"$SIM" --topo "$TOPOS/p4d.24xlarge.topo" -e -4K > "$TMP/bad" 2>&1
+expect_rc "size -4K" 2 $?
+expect_line "size -4K refused with its reason" "$TMP/bad" \
+    "bad value '-4K' for -e: negative values are not allowed"
+"$SIM" --topo "$TOPOS/p4d.24xlarge.topo" --nodes 2x > "$TMP/bad" 2>&1
+expect_rc "--nodes 2x" 2 $?
+expect_line "--nodes 2x refused with its reason" "$TMP/bad" \
+    "tacl-sim: bad value '2x' for --nodes: unexpected characters"
 printf 'tacl-topology 1\nnode a cores=2\n' > "$TMP/nolinks.topo"
 "$SIM" --topo "$TMP/nolinks.topo" > "$TMP/bad" 2>&1
 expect_rc "topology without bandwidths" 1 $?
