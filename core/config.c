@@ -3,7 +3,8 @@
  * filled from TACL_<NAME> on first use (or on tacl__config_reload()) and
  * validated then against the entry's type (config_types below): every
  * reader of a typed entry sees either the environment's valid value or
- * the default, and tacl__config_report() says which values were refused.
+ * the default, and tacl__config_report() (config_report.c) says which
+ * values were refused.
  * This is the only file that calls getenv().
  */
 #include <float.h>
@@ -395,72 +396,19 @@ static void describe_type(const cfg_type_t *t, char *buf, size_t len)
     }
 }
 
-/* Edit distance of a and b (up to 63 characters each). */
-static int edit_distance(const char *a, const char *b)
+void tacl__config_describe(tacl__cfg_t id, char *buf, size_t len)
 {
-    int prev[64], cur[64];
-    size_t la = strlen(a), lb = strlen(b);
-
-    if (la > 63 || lb > 63)
-        return 64;
-    for (size_t j = 0; j <= lb; j++)
-        prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del
-                                                                      : ins);
-        }
-        memcpy(prev, cur, sizeof(prev));
+    if ((unsigned)id >= TACL_CFG_COUNT) {
+        snprintf(buf, len, "nothing");
+        return;
     }
-    return prev[lb];
+    describe_type(&config_types[id], buf, len);
 }
 
-int tacl__config_report(void)
+const char *tacl__config_unknown(int i)
 {
-    char what[256];
-    int n = 0;
-
     pthread_once(&config_once, config_read);
-    for (int i = 0; i < TACL_CFG_COUNT; i++) {
-        const config_entry_t *e = &config_table[i];
-
-        if (e->src == TACL_CFG_SRC_ENV)
-            TACL_INFO(ENV, "TACL_%s set by environment to %s", e->name,
-                      e->value);
-        if (e->src != TACL_CFG_SRC_INVALID)
-            continue;
-        describe_type(&config_types[i], what, sizeof(what));
-        TACL_WARN(ENV, "TACL_%s=\"%s\" is invalid (expected %s); using the "
-                  "default \"%s\"", e->name, e->value, what, e->def);
-        n++;
-    }
-    for (int u = 0; u < config_n_unknown; u++) {
-        const char *name = config_unknown[u] + 5;
-        /* A suggestion only for a near miss: at most two edits, and
-         * fewer than half the name's letters. */
-        int best = -1, best_d = TACL_MIN(3, (int)(strlen(name) + 1) / 2);
-
-        for (int i = 0; i < TACL_CFG_COUNT; i++) {
-            int d = edit_distance(name, config_table[i].name);
-
-            if (d < best_d) {
-                best_d = d;
-                best = i;
-            }
-        }
-        if (best >= 0)
-            TACL_WARN(ENV, "unknown variable %s is ignored; did you mean "
-                      "TACL_%s?", config_unknown[u], config_table[best].name);
-        else
-            TACL_WARN(ENV, "unknown variable %s is ignored (tacl-info lists "
-                      "the known ones)", config_unknown[u]);
-        n++;
-    }
-    return n;
+    return i >= 0 && i < config_n_unknown ? config_unknown[i] : NULL;
 }
 
 void tacl__config_print(FILE *file)

@@ -184,9 +184,16 @@ const char *tacl__config_raw(tacl__cfg_t id);
  * Log, subsystem ENV, each value set by the environment (INFO), each
  * invalid value and each TACL_ variable of the environment that is no
  * configuration entry, suggesting the closest entry's name (WARN).
- * Returns the number of warnings.
+ * Returns the number of warnings (config_report.c).
  */
 int tacl__config_report(void);
+/** tacl__config_report, once per process (a communicator's creation and
+ *  tacl-info ask for it). */
+void tacl__config_report_once(void);
+/** What entry id takes ("a size >= 0 (K, M, G suffixes)", ...). */
+void tacl__config_describe(tacl__cfg_t id, char *buf, size_t len);
+/** The i-th TACL_ variable of the environment no entry knows, or NULL. */
+const char *tacl__config_unknown(int i);
 
 /**
  * An environment variable outside tacl's namespace (MASTER_ADDR, RANK, ...,

@@ -36,7 +36,7 @@ static FILE *log_file;
 static char log_host[64];
 /* Whether the banner and the configuration's report (its warnings) were
  * logged, which happens on the first check of whether to log anything. */
-static int config_warned;
+static int banner_shown;
 
 static __thread char last_error[TACL__ERROR_LEN];
 /* The peer whose failure tacl__error_peer() last recorded, or -1. */
@@ -117,11 +117,9 @@ static void log_setup(void)
 int tacl__log_enabled(tacl__log_level_t level, tacl__subsys_t subsys)
 {
     pthread_once(&log_once, log_setup);
-    if (!__atomic_load_n(&config_warned, __ATOMIC_RELAXED) &&
-        !__atomic_exchange_n(&config_warned, 1, __ATOMIC_ACQ_REL)) {
+    if (!__atomic_load_n(&banner_shown, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&banner_shown, 1, __ATOMIC_ACQ_REL))
         tacl__log_banner();
-        tacl__config_report();
-    }
     /* Warnings pass whatever the subsystem mask says. */
     return (int)level <= log_level &&
            (level == TACL_LOG_WARN || (log_mask & (1u << subsys)) != 0);
@@ -224,7 +222,7 @@ void tacl__log_reload(void)
     pthread_mutex_lock(&log_lock);
     log_setup();
     pthread_mutex_unlock(&log_lock);
-    __atomic_store_n(&config_warned, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&banner_shown, 0, __ATOMIC_RELEASE);
 }
 
 void tacl__build_describe(char *buf, size_t len)
@@ -240,8 +238,7 @@ void tacl__log_banner(void)
 {
     static int done;
     char desc[256];
-    /* The first check runs the first-log hook, which calls this again
-     * and prints the banner before the configuration's report. */
+    /* The first check calls this again, and prints the banner first. */
     int enabled = tacl__log_enabled(TACL_LOG_INFO, TACL_SUBSYS_INIT);
 
     if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || !enabled)

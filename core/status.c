@@ -4,7 +4,6 @@
  */
 #include "tacl.h"
 #include "common.h"
-#include "log.h"
 
 TACL_EXPORT const char *tacl_status_string(tacl_status_t status)
 {
@@ -16,14 +15,6 @@ TACL_EXPORT const char *tacl_status_string(tacl_status_t status)
 #undef TACL_STATUS_CASE_
     }
     return "unknown status";
-}
-
-TACL_EXPORT tacl_status_t tacl_get_version(int *version_p)
-{
-    if (version_p == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, INIT, "version_p is NULL");
-    *version_p = TACL_VERSION_CODE;
-    return TACL_OK;
 }
 
 static const struct {

@@ -943,6 +943,43 @@ void tacl__ctx_reap(tacl__ctx_t *ctx)
     }
 }
 
+/*
+ * The wait's bound (wait.h): a dead peer or the deadline, which fail the
+ * context, so they live here, beside the failure.
+ */
+void tacl__ctx_check_liveness(tacl__ctx_t *ctx, uint64_t now)
+{
+    tacl_status_t status;
+
+    if (ctx->fatal != TACL_OK || ctx->bs == NULL ||
+        now < ctx->last_check_ns + 1000000ull)
+        return;
+    ctx->last_check_ns = now;
+    status = tacl__bootstrap_check(ctx->bs);
+    if (status != TACL_OK)
+        tacl__ctx_set_fatal(ctx, status);
+}
+
+tacl_status_t tacl__wait_bound(tacl__waiter_t *w, tacl__ctx_t *ctx,
+                               const tacl__xcomm_t *xc)
+{
+    /* Marks are coarse (never ahead of now): elapsed times never go
+     * negative. */
+    uint64_t now = tacl__now_ns(), last = w->last_event;
+
+    tacl__ctx_check_liveness(ctx, tacl__now_coarse_ns());
+    /* Progress another thread of the context made counts too (the
+     * progress thread and a waiting thread share the events). */
+    if (ctx->last_event_ns > last)
+        last = ctx->last_event_ns;
+    if (ctx->fatal == TACL_OK &&
+        now - last > (uint64_t)(xc->timeout_s * 1e9))
+        tacl__ctx_timed_out(ctx, xc);
+    if (ctx->fatal != TACL_OK)
+        return tacl__error(ctx->fatal, COLL, "%s", ctx->fatal_msg);
+    return TACL_OK;
+}
+
 int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
 {
     int events = 0;

@@ -60,7 +60,8 @@ static inline void tacl__wait_moved(tacl__waiter_t *w)
 tacl__wait_step_t tacl__wait_idle(tacl__waiter_t *w);
 
 /**
- * Whether the wait must end, with ctx's lock held: a peer died (the
+ * Whether the wait must end, with ctx's lock held (executor.c, beside the
+ * context's failure): a peer died (the
  * bootstrap's liveness, checked at most once a millisecond per context)
  * or nothing moved on ctx for xc's timeout since w's last event (ctx
  * fails with TACL_ERR_TIMEOUT naming xc).  TACL_OK, or the context's
@@ -71,7 +72,7 @@ tacl_status_t tacl__wait_bound(tacl__waiter_t *w, tacl__ctx_t *ctx,
 
 /** The liveness half of tacl__wait_bound, for every progress round
  *  (lock held): the bootstrap asked at most once a millisecond of now
- *  (tacl__now_coarse_ns(), as every caller reads it). */
+ *  (tacl__now_coarse_ns(), as every caller reads it); executor.c. */
 void tacl__ctx_check_liveness(tacl__ctx_t *ctx, uint64_t now);
 
 #endif /* TACL_EXECUTOR_WAIT_H */

@@ -318,6 +318,7 @@ TACL_EXPORT tacl_status_t tacl_comm_init_rank_config(
 
     tacl__last_error_clear();
     tacl__log_banner();
+    tacl__config_report_once();
     if (id == NULL || comm_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, INIT,
                            "%s is NULL", id == NULL ? "id" : "comm_p");

@@ -360,7 +360,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* Log the configuration's warnings now, before any output. */
-    (void)tacl__log_enabled(TACL_LOG_WARN, TACL_SUBSYS_ENV);
+    tacl__config_report_once();
     st = load_topology(&o, &topo);
     if (st != TACL_OK) {
         fprintf(stderr, "tacl-info: %s: %s\n",
