@@ -45,6 +45,7 @@
 #include "tacl_build_config.h"
 #include "common.h"
 #include "cu_driver.h"
+#include "cu_entry.h"
 #include "device.h"
 #include "log.h"
 
@@ -66,34 +67,10 @@ static wait32_fn drv_wait32;
 static char cuda_why[160] = "no CUDA driver is loaded in this process yet "
                             "(nothing here made CUDA memory or a context)";
 
-static void *drv_entry(const char *name)
-{
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-
-#if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-        fn = NULL;
-#elif CUDART_VERSION >= 12000
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-        fn = NULL;
-#else
-    (void)q;
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) != cudaSuccess)
-        fn = NULL;
-#endif
-    (void)cudaGetLastError();
-    return fn;
-}
-
 /* The runtime's part, at a context's first device execution only. */
 static void drv_open(void)
 {
-    drv_wait32 = (wait32_fn)drv_entry("cuStreamWaitValue32");
+    drv_wait32 = (wait32_fn)tacl__cu_entry("cuStreamWaitValue32");
 }
 
 /*

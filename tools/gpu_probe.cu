@@ -17,7 +17,7 @@
  * everything tacl needs works, 1 otherwise; every step is bounded by an
  * alarm, so the probe never hangs.
  *
- *   nvcc -O2 -arch=sm_90 -o gpu_probe tools/gpu_probe.cu
+ *   nvcc -O2 -arch=sm_90 -Icore -o gpu_probe tools/gpu_probe.cu
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -31,6 +31,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "cu_entry.h"
 
 /* Seconds any step may take before the alarm ends the process. */
 #define PROBE_ALARM_S 20
@@ -68,27 +70,7 @@ static void line(const char *what, int ok, const char *fmt, ...)
 }
 
 /* A driver entry point through the runtime: no libcuda at link time. */
-static void *entry(const char *name)
-{
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-
-#if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-        fn = NULL;
-#else
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-        fn = NULL;
-#endif
-    (void)cudaGetLastError();
-    return fn;
-}
-
-#define DRV(type, name) type name##_p = (type)entry(#name)
+#define DRV(type, name) type name##_p = (type)tacl__cu_entry(#name)
 
 __global__ void fill_kernel(unsigned *p, unsigned v, int n)
 {
@@ -156,44 +138,55 @@ static int recv_fd(int sock, void *buf, size_t len, int *fd_p)
     return 0;
 }
 
+/* The cuMem entry points both processes use. */
+typedef CUresult (*reserve_t)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                              unsigned long long);
+typedef CUresult (*map_t)(CUdeviceptr, size_t, size_t,
+                          CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*access_t)(CUdeviceptr, size_t, const CUmemAccessDesc *,
+                             size_t);
+
+/* Map size bytes of h at a new range, read-write from device 0. */
+static CUresult map_rw(CUmemGenericAllocationHandle h, size_t size,
+                       CUdeviceptr *va_p)
+{
+    DRV(reserve_t, cuMemAddressReserve);
+    DRV(map_t, cuMemMap);
+    DRV(access_t, cuMemSetAccess);
+    CUmemAccessDesc acc;
+    CUresult r;
+
+    if (!cuMemAddressReserve_p || !cuMemMap_p || !cuMemSetAccess_p)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    r = cuMemAddressReserve_p(va_p, size, 0, 0, 0);
+    if (r == CUDA_SUCCESS)
+        r = cuMemMap_p(*va_p, size, 0, h, 0);
+    memset(&acc, 0, sizeof(acc));
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = 0;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (r == CUDA_SUCCESS)
+        r = cuMemSetAccess_p(*va_p, size, &acc, 1);
+    return r;
+}
+
 static void child_vmm(const req_t *rq, int fd, rep_t *rp)
 {
     typedef CUresult (*import_t)(CUmemGenericAllocationHandle *, void *,
                                  CUmemAllocationHandleType);
-    typedef CUresult (*reserve_t)(CUdeviceptr *, size_t, size_t,
-                                  CUdeviceptr, unsigned long long);
-    typedef CUresult (*map_t)(CUdeviceptr, size_t, size_t,
-                              CUmemGenericAllocationHandle,
-                              unsigned long long);
-    typedef CUresult (*access_t)(CUdeviceptr, size_t, const CUmemAccessDesc *,
-                                 size_t);
     DRV(import_t, cuMemImportFromShareableHandle);
-    DRV(reserve_t, cuMemAddressReserve);
-    DRV(map_t, cuMemMap);
-    DRV(access_t, cuMemSetAccess);
     CUmemGenericAllocationHandle h;
-    CUmemAccessDesc acc;
     CUdeviceptr va = 0;
     CUresult r;
 
-    if (!cuMemImportFromShareableHandle_p || !cuMemAddressReserve_p ||
-        !cuMemMap_p || !cuMemSetAccess_p) {
+    if (!cuMemImportFromShareableHandle_p) {
         snprintf(rp->why, sizeof(rp->why), "driver lacks the cuMem calls");
         return;
     }
     r = cuMemImportFromShareableHandle_p(
         &h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (r == CUDA_SUCCESS)
-        r = cuMemAddressReserve_p(&va, rq->size, 0, 0, 0);
-    if (r == CUDA_SUCCESS)
-        r = cuMemMap_p(va, rq->size, 0, h, 0);
-    if (r == CUDA_SUCCESS) {
-        memset(&acc, 0, sizeof(acc));
-        acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        acc.location.id = 0;
-        acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        r = cuMemSetAccess_p(va, rq->size, &acc, 1);
-    }
+        r = map_rw(h, rq->size, &va);
     if (r != CUDA_SUCCESS) {
         snprintf(rp->why, sizeof(rp->why), "import/map: CUresult %d",
                  (int)r);
@@ -349,23 +342,12 @@ static void check_vmm(int sock)
     typedef CUresult (*export_t)(void *, CUmemGenericAllocationHandle,
                                  CUmemAllocationHandleType,
                                  unsigned long long);
-    typedef CUresult (*reserve_t)(CUdeviceptr *, size_t, size_t,
-                                  CUdeviceptr, unsigned long long);
-    typedef CUresult (*map_t)(CUdeviceptr, size_t, size_t,
-                              CUmemGenericAllocationHandle,
-                              unsigned long long);
-    typedef CUresult (*access_t)(CUdeviceptr, size_t, const CUmemAccessDesc *,
-                                 size_t);
     DRV(gran_t, cuMemGetAllocationGranularity);
     DRV(create_t, cuMemCreate);
     DRV(export_t, cuMemExportToShareableHandle);
-    DRV(reserve_t, cuMemAddressReserve);
-    DRV(map_t, cuMemMap);
-    DRV(access_t, cuMemSetAccess);
     const char *what = "cuMem calls";
     CUmemAllocationProp prop;
     CUmemGenericAllocationHandle h;
-    CUmemAccessDesc acc;
     CUdeviceptr va = 0;
     CUresult r = CUDA_ERROR_NOT_SUPPORTED;
     size_t gran = 0;
@@ -379,8 +361,7 @@ static void check_vmm(int sock)
     prop.location.id = 0;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     if (cuMemGetAllocationGranularity_p && cuMemCreate_p &&
-        cuMemExportToShareableHandle_p && cuMemAddressReserve_p &&
-        cuMemMap_p && cuMemSetAccess_p) {
+        cuMemExportToShareableHandle_p) {
         what = "cuMemGetAllocationGranularity";
         r = cuMemGetAllocationGranularity_p(&gran, &prop,
                                             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
@@ -391,15 +372,7 @@ static void check_vmm(int sock)
     }
     if (r == CUDA_SUCCESS) {
         what = "cuMemAddressReserve/cuMemMap/cuMemSetAccess";
-        r = cuMemAddressReserve_p(&va, gran, 0, 0, 0);
-        if (r == CUDA_SUCCESS)
-            r = cuMemMap_p(va, gran, 0, h, 0);
-        memset(&acc, 0, sizeof(acc));
-        acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        acc.location.id = 0;
-        acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        if (r == CUDA_SUCCESS)
-            r = cuMemSetAccess_p(va, gran, &acc, 1);
+        r = map_rw(h, gran, &va);
     }
     if (r == CUDA_SUCCESS) {
         what = "cuMemExportToShareableHandle";
