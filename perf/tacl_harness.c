@@ -595,29 +595,31 @@ static void device_buffers(perf_run_t *run)
 #endif
 }
 
+#if TACL_PERF_CUDA
+static void cuda_free(void *p)
+{
+    cudaFree(p);
+}
+#endif
+
 static void free_buffers(perf_run_t *run)
 {
+    void (*release)(void *) = free; /* what -R 0 buffers came from */
+
 #if TACL_PERF_CUDA
     if (run->stream != NULL) {
         cudaStreamDestroy((cudaStream_t)run->stream);
-        if (run->opts->reg) {
-            tacl_mem_free(run->sendbuf);
-            tacl_mem_free(run->recvbuf);
-        } else {
-            cudaFree(run->sendbuf);
-            cudaFree(run->recvbuf);
-        }
         free(run->send_host);
         free(run->recv_host);
-        return;
+        release = cuda_free;
     }
 #endif
     if (run->opts->reg) {
         tacl_mem_free(run->sendbuf);
         tacl_mem_free(run->recvbuf);
     } else {
-        free(run->sendbuf);
-        free(run->recvbuf);
+        release(run->sendbuf);
+        release(run->recvbuf);
     }
 }
 
