@@ -94,23 +94,9 @@ def everyone(n, dtype, salt, high=5):
     return [data(r, n, dtype, salt, high) for r in range(WORLD)]
 
 
-def reduced(ts, op):
-    """The exact reduction, in float64 or int64, back in ts' dtype."""
-    wide = [t.double() if t.dtype.is_floating_point else t.long()
-            for t in ts]
-    out = wide[0].clone()
-    for t in wide[1:]:
-        if op in (R.SUM, R.AVG):
-            out = out + t
-        elif op == R.PRODUCT:
-            out = out * t
-        elif op == R.MIN:
-            out = torch.minimum(out, t)
-        elif op == R.MAX:
-            out = torch.maximum(out, t)
-    if op == R.AVG:
-        out = out / len(ts)
-    return out.to(ts[0].dtype)
+# The exact reduction of a list of tensors: test_collectives' reference,
+# imported by worker() (it needs tacl_torch).
+reduced = None
 
 
 # ---------------------------------------------------------------- checks
@@ -338,10 +324,12 @@ def test_ddp(dist):
 
 
 def worker():
-    global R, RANK, WORLD, DEV
+    global R, RANK, WORLD, DEV, reduced
     import torch.distributed as dist
 
     import tacl_torch  # noqa: F401  (registers the backend)
+    from test_collectives import local_reduce
+    reduced = local_reduce
     R = dist.ReduceOp
     torch.cuda.set_device(0)          # every process shares the one GPU
     DEV = torch.device("cuda", 0)

@@ -271,13 +271,7 @@ class TaclWork : public c10d::Work {
             place_.device);
         {
             std::lock_guard<std::mutex> l(mu_);
-            try {
-                for (auto &f : epilogue_)
-                    f();
-            } catch (...) {
-                error_ = std::current_exception();
-            }
-            epilogue_.clear();
+            run_epilogue_locked();
             end_.record(stream);
             enqueued_ = true;
         }
@@ -442,16 +436,23 @@ class TaclWork : public c10d::Work {
                 std::string("tacl: ") + what_ +
                     ": the communicator was aborted"));
         } else {
-            try {
-                for (auto &f : epilogue_)
-                    f();
-            } catch (...) {
-                error_ = std::current_exception();
-            }
+            run_epilogue_locked();
         }
         epilogue_.clear();
         done_ = true;
         return true;
+    }
+
+    /* With mu_ held: run the epilogue once, keeping its failure. */
+    void run_epilogue_locked()
+    {
+        try {
+            for (auto &f : epilogue_)
+                f();
+        } catch (...) {
+            error_ = std::current_exception();
+        }
+        epilogue_.clear();
     }
 
     /* Once, at the end; a work on a stream completed it when enqueued. */
@@ -1298,40 +1299,29 @@ class TaclBackend : public c10d::Backend {
         const c10::intrusive_ptr<TaclWork> &w, const char *what,
         const std::function<tacl_status_t(tacl_request_t *)> &start)
     {
-        if (w->place().cuda)
-            return run_on_stream(w, what, start);
-        if (!w->async())
+        if (!w->place().cuda && !w->async())
             return run_here(w, what, start);
+        /* On CUDA tensors, asynchronous or not: the _nb call on torch's
+         * current stream of their device, which is current for the call,
+         * then the work's enqueued() (see the top of this file); nothing
+         * waits on the host. */
+#ifdef TACL_TORCH_CUDA
+        c10::cuda::OptionalCUDAGuard guard;
+        if (w->place().cuda)
+            guard.set_index(w->place().device);
+#endif
         tacl_request_t req = nullptr;
         tacl_status_t s = start(&req);
         if (s != TACL_OK)
             fail(what, comm(), s);
+#ifdef TACL_TORCH_CUDA
+        if (w->place().cuda) {
+            w->enqueued(req, what);
+            return w;
+        }
+#endif
         w->start(req, what);
         return w;
-    }
-
-    /*
-     * On CUDA tensors, asynchronous or not: the _nb call on torch's
-     * current stream of their device (which is current for the call),
-     * then the work's enqueued() (see the top of this file).  Nothing
-     * here waits on the host.
-     */
-    c10::intrusive_ptr<c10d::Work> run_on_stream(
-        const c10::intrusive_ptr<TaclWork> &w, const char *what,
-        const std::function<tacl_status_t(tacl_request_t *)> &start)
-    {
-#ifdef TACL_TORCH_CUDA
-        c10::cuda::CUDAGuard guard(w->place().device);
-        tacl_request_t req = nullptr;
-        tacl_status_t s = start(&req);
-        if (s != TACL_OK)
-            fail(what, comm(), s);
-        w->enqueued(req, what);
-        return w;
-#else
-        unsupported(std::string(what) + ": CUDA tensors (this tacl_torch "
-                    "was built without CUDA)");
-#endif
     }
 
     /*
