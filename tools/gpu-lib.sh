@@ -35,8 +35,9 @@ GPU_PACKAGES=(
 # programs are used only where it matches the tree they run in.
 gpu_source_hash() {
     find . \( -path ./.git -o -path './build*' -o -path ./.gpu-deps \
-              -o -path ./.gpu-prebuilt -o -path ./gpu-check-out \
-              -o -path ./bindings \) -prune -o -type f \
+              -o -path ./.gpu-prebuilt -o -path ./.device \
+              -o -path ./gpu-check-out -o -path ./bindings \) -prune \
+           -o -type f \
            \( -name '*.c' -o -name '*.h' -o -name '*.cu' \
               -o -name meson.build -o -name meson_options.txt \) -print |
         LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16

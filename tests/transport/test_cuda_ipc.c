@@ -516,6 +516,8 @@ static int late_peer_rank(int rank, int nranks, void *arg)
     CHECK(t.status == TACL_OK);
     if (rank == 0)
         CHECK(dev_check(buf, MB, 11));
+    else
+        CHECK(cudaMemset(buf, 0, MB) == cudaSuccess);
     tlh_barrier();
     /* The pair is connected: the other way needs nothing new. */
     one_message(tl, rank, buf, MB, 2, 11);
