@@ -182,7 +182,8 @@ phase_build() {
             echo "plan A: .gpu-prebuilt is of other sources ($want, this" \
                  "tree $have)" >> "$log"
         else
-            for prog in tests/cuda/test_coll_cuda tests/kernels/test_reduce_cuda \
+            for prog in tests/cuda/test_coll_cuda \
+                        tests/kernels/test_reduce_cuda \
                         tests/transport/test_transport_cuda_ipc; do
                 if ! timeout 10 ".gpu-prebuilt/$prog" --version \
                         > "$STATE/start.out" 2>&1; then
@@ -256,10 +257,11 @@ phase_kbench() {
     local mb=64 reps=10 log=$OUT/bench.txt from
     [ "$QUICK" = 1 ] || { mb=256; reps=20; }
     from=$(($(wc -l < "$log") + 1))
-    run_bounded "$PHASE_T" "$log" "$BIN/perf/micro/cuda_kernel_bench" \
-        "$mb" "$reps"
+    run_bounded $((PHASE_T - SECONDS - 3)) "$log" \
+        "$BIN/perf/micro/cuda_kernel_bench" "$mb" "$reps"
     local rc=$?
-    [ $rc -eq 124 ] && { say "did not finish in $PHASE_T s"; return 1; }
+    [ $rc -eq 124 ] && { say "did not finish in its time; see bench.txt"
+                         return 1; }
     [ $rc -ne 0 ] && { say "exit $rc: $(last_said "$log" "$from");" \
                            "see bench.txt"; return 1; }
     local pick='^(copy kernel|sum float32|sum bfloat16|quantize float32 int8) '
@@ -379,8 +381,9 @@ phase_suite() {
     [ -f "$BIN/build.ninja" ] || { say "needs plan B's build (the prebuilt" \
                                        "programs are the CUDA ones only)"
                                    return 77; }
-    run_bounded "$PHASE_T" "$OUT/tests.log" meson test -C "$BIN" \
-        --print-errorlogs --num-processes 8 --timeout-multiplier 2
+    run_bounded $((PHASE_T - SECONDS - 3)) "$OUT/tests.log" \
+        meson test -C "$BIN" --print-errorlogs --num-processes 8 \
+        --timeout-multiplier 2
     local rc=$?
     say "$(grep -E '^(Ok|Fail|Skipped|Timeout):' "$OUT/tests.log" | tail -4 |
         tr -s ' ' | paste -sd ' ' -)"
@@ -388,8 +391,8 @@ phase_suite() {
 }
 
 phase_bench() {
-    run_bounded "$PHASE_T" "$OUT/bench.txt" env REPEAT=1 MAXBYTES=256M \
-        perf/gpu_bench.sh "$BIN"
+    run_bounded $((PHASE_T - SECONDS - 3)) "$OUT/bench.txt" \
+        env REPEAT=1 MAXBYTES=256M perf/gpu_bench.sh "$BIN"
     local rc=$?
     say "$([ $rc -eq 124 ] && echo "timed out" || echo "exit $rc"); see" \
         "bench.txt"
@@ -468,7 +471,8 @@ run_phase() {
         note "FAILED   $name: did not end within its ${t} s" \
              "(timeout)${why:+; last: $why}" ;;
     *) failed=1
-       note "FAILED   $name ($((SECONDS - PHASE_START_MAIN)) s): ${why:-exit $rc}" ;;
+       note "FAILED   $name ($((SECONDS - PHASE_START_MAIN)) s):" \
+            "${why:-exit $rc}" ;;
     esac
 }
 

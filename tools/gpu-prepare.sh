@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 build_too=1
 [ "${1:-}" = --no-build ] && build_too=0
 
-# --- .gpu-deps ---------------------------------------------------------------
+# --- .gpu-deps -------------------------------------------------------------
 mkdir -p .gpu-deps
 missing=()
 for p in "${GPU_PACKAGES[@]}"; do
@@ -54,7 +54,7 @@ fi
 echo "gpu-prepare: .gpu-deps: $(ls .gpu-deps/*.deb | wc -l) packages and" \
      "meson $(python3 .gpu-deps/meson.pyz --version)"
 
-# --- .gpu-prebuilt -------------------------------------------------------------
+# --- .gpu-prebuilt ---------------------------------------------------------
 if [ $build_too -eq 1 ]; then
     b=build-prebuilt
     opts=(--buildtype=release -Dcuda=enabled -Dgpu_arch=90 -Dwerror=false
@@ -106,7 +106,7 @@ EOF
          "files; $(tr '\n' ' ' < .gpu-prebuilt/MANIFEST)"
 fi
 
-# --- what the device call carries --------------------------------------------
+# --- what the device call carries ------------------------------------------
 mib() { du -sm --apparent-size "$@" | awk '{ s += $1 } END { print s }'; }
 tree=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- |
        tail -1 | awk '{ printf "%d", $1 / 1048576 + 1 }')

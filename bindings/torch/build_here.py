@@ -50,8 +50,7 @@ def main():
     for name in os.listdir(os.path.join(HERE, "tacl_torch")):
         if name.endswith(".py"):
             shutil.copy(os.path.join(HERE, "tacl_torch", name), package)
-    shutil.copy(module.__file__, os.path.join(package,
-                                              os.path.basename(module.__file__)))
+    shutil.copy(module.__file__, package)
     shutil.rmtree(work, ignore_errors=True)
     print(f"build_here: tacl_torch for torch {torch.__version__} in "
           f"{package}, {'with CUDA' if cuda else 'CPU only (' + why + ')'}, "
