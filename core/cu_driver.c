@@ -3,8 +3,11 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cu_driver.h"
 
@@ -116,41 +119,132 @@ void tacl__cu_pop(void)
         cu_ready->cuCtxPopCurrent(&ctx);
 }
 
+/* One query of what the driver knows of ptr. */
+typedef struct {
+    unsigned int type;         /* CUmemorytype, 0 when unknown */
+    int device;
+    unsigned char managed[8];  /* bools the driver writes */
+    unsigned char mapped[8];
+} cu_ptr_info_t;
+
+static CUresult ptr_query(const tacl__cu_t *cu, const void *ptr,
+                          cu_ptr_info_t *info)
+{
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MAPPED};
+    void *data[] = {&info->type, &info->device, info->managed, info->mapped};
+
+    memset(info, 0, sizeof(*info));
+    info->device = -1;
+    return cu->cuPointerGetAttributes(4, attrs, data,
+                                      (CUdeviceptr)(uintptr_t)ptr);
+}
+
+/*
+ * The query again with each device's active primary context current, for
+ * a driver that wanted a context: never one that does not exist yet.
+ */
+static CUresult ptr_query_in_contexts(const tacl__cu_t *cu, const void *ptr,
+                                      cu_ptr_info_t *info)
+{
+    CUresult res = CUDA_ERROR_INVALID_CONTEXT;
+    int n = 0;
+
+    if (cu->cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return res;
+    for (int d = 0; d < n && d < CU_MAX_DEVICES &&
+                    res == CUDA_ERROR_INVALID_CONTEXT; d++) {
+        unsigned int flags = 0;
+        int active = 0;
+        CUdevice dev;
+
+        if (cu->cuDeviceGet(&dev, d) != CUDA_SUCCESS ||
+            cu->cuDevicePrimaryCtxGetState(dev, &flags, &active) !=
+                CUDA_SUCCESS ||
+            !active || tacl__cu_push(d) != 0)
+            continue;
+        res = ptr_query(cu, ptr, info);
+        tacl__cu_pop();
+    }
+    return res;
+}
+
+/* The device of a cuMem mapping whose memory type the driver left out. */
+static int vmm_device(const tacl__cu_t *cu, const void *ptr)
+{
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop;
+    int device = -1;
+
+    if (cu->cuMemRetainAllocationHandle(&h, (void *)ptr) != CUDA_SUCCESS)
+        return -1;
+    memset(&prop, 0, sizeof(prop));
+    if (cu->cuMemGetAllocationPropertiesFromHandle(&prop, h) ==
+            CUDA_SUCCESS &&
+        prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        device = prop.location.id;
+    cu->cuMemRelease(h);
+    return device;
+}
+
 int tacl__cu_device_of(const void *ptr, int *result_p)
 {
     const tacl__cu_t *cu = tacl__cu();
-    unsigned int type = 0;
-    int dev = -1;
+    cu_ptr_info_t info;
     CUresult res;
+    int dev = -1;
 
     if (result_p)
         *result_p = cu == NULL ? CUDA_ERROR_NOT_INITIALIZED : 0;
     if (cu == NULL || ptr == NULL)
         return -1;
-    res = cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                    (CUdeviceptr)(uintptr_t)ptr);
-    if (res == CUDA_ERROR_INVALID_CONTEXT && tacl__cu_push(0) == 0) {
-        /* Some drivers want a current context even for this question. */
-        res = cu->cuPointerGetAttribute(&type,
-                                        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                        (CUdeviceptr)(uintptr_t)ptr);
-        if (res == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE)
-            res = cu->cuPointerGetAttribute(
-                &dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                (CUdeviceptr)(uintptr_t)ptr);
-        tacl__cu_pop();
-    } else if (res == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE) {
-        res = cu->cuPointerGetAttribute(&dev,
-                                        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                        (CUdeviceptr)(uintptr_t)ptr);
+    res = ptr_query(cu, ptr, &info);
+    if (res == CUDA_ERROR_INVALID_CONTEXT)
+        res = ptr_query_in_contexts(cu, ptr, &info);
+    if (res == CUDA_SUCCESS) {
+        if (info.type == CU_MEMORYTYPE_DEVICE || info.managed[0])
+            dev = info.device;
+        else if (info.type == 0 && info.mapped[0])
+            dev = vmm_device(cu, ptr);
     }
-    /* Host memory the driver does not know answers INVALID_VALUE, as
-     * does freed device memory: both are "not device memory". */
+    /* Host memory the driver does not know answers INVALID_VALUE on some
+     * drivers, as does freed device memory: both are "not device
+     * memory". */
     if (result_p && res != CUDA_SUCCESS && res != CUDA_ERROR_INVALID_VALUE)
         *result_p = (int)res;
-    if (res != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE)
-        return -1;
     return dev;
+}
+
+/* Stops dl_iterate_phdr at the first object, keeping its adds count. */
+static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) +
+                    sizeof(info->dlpi_adds))
+        *(unsigned long long *)arg = info->dlpi_adds;
+    return 1;
+}
+
+int tacl__cu_loaded(void)
+{
+    static int seen;                  /* 1 once the driver was found */
+    static unsigned long long looked; /* the adds count of the last look */
+    unsigned long long adds = 0;
+    void *h;
+
+    if (__atomic_load_n(&seen, __ATOMIC_ACQUIRE))
+        return 1;
+    dl_iterate_phdr(first_object, &adds);
+    if (adds != 0 && adds == __atomic_load_n(&looked, __ATOMIC_RELAXED))
+        return 0; /* nothing was loaded since the driver was missing */
+    h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h != NULL) {
+        dlclose(h);
+        __atomic_store_n(&seen, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
+    __atomic_store_n(&looked, adds, __ATOMIC_RELAXED);
+    return 0;
 }
 
 #else /* !TACL_HAVE_CUDA */
@@ -187,5 +281,10 @@ int tacl__cu_device_of(const void *ptr, int *result_p)
     if (result_p)
         *result_p = 3;
     return -1;
+}
+
+int tacl__cu_loaded(void)
+{
+    return 0;
 }
 #endif

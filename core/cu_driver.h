@@ -36,10 +36,12 @@
     X(cuDeviceGetCount)                                                      \
     X(cuDeviceGetAttribute)                                                  \
     X(cuDevicePrimaryCtxRetain)                                              \
+    X(cuDevicePrimaryCtxGetState)                                            \
     X(cuCtxPushCurrent)                                                      \
     X(cuCtxPopCurrent)                                                       \
     X(cuCtxGetDevice)                                                        \
     X(cuPointerGetAttribute)                                                 \
+    X(cuPointerGetAttributes)                                                \
     X(cuMemGetAddressRange)                                                  \
     X(cuIpcGetMemHandle)                                                     \
     X(cuIpcOpenMemHandle)                                                    \
@@ -47,6 +49,8 @@
     X(cuMemGetAllocationGranularity)                                         \
     X(cuMemCreate)                                                           \
     X(cuMemRelease)                                                          \
+    X(cuMemRetainAllocationHandle)                                           \
+    X(cuMemGetAllocationPropertiesFromHandle)                                \
     X(cuMemAddressReserve)                                                   \
     X(cuMemAddressFree)                                                      \
     X(cuMemMap)                                                              \
@@ -93,10 +97,28 @@ void tacl__cu_pop(void);
 
 /**
  * The device holding ptr, or -1 when the driver does not know ptr as
- * device memory (host memory, freed memory, no driver); then *result_p,
- * if not NULL, is the driver's result code (0 when it merely is not
- * device memory).
+ * device memory (host memory, registered or not, freed memory, no
+ * driver); then *result_p, if not NULL, is the driver's result code (0
+ * when it merely is not device memory).  Device memory is cudaMalloc
+ * memory, managed memory and cuMem (VMM) mappings.
+ *
+ * One driver query (cuPointerGetAttributes: memory type, device and
+ * whether the range is mapped), which needs no current context on the
+ * drivers tacl supports.  A driver that wants one anyway
+ * (CUDA_ERROR_INVALID_CONTEXT) is asked again with the primary context of
+ * each device whose primary context is already active current: the
+ * memory's device is one of them, and no context is ever created here.
  */
 int tacl__cu_device_of(const void *ptr, int *result_p);
+
+/**
+ * Whether this process has loaded the CUDA driver (libcuda.so.1), which
+ * anything that made CUDA memory or a context did.  Until then no pointer
+ * is device memory, and nothing here initialises CUDA to find that out.
+ * After the first call, one check of the dynamic linker's count of loaded
+ * objects (a lock and a load, no search) until the driver appears; then
+ * one load.
+ */
+int tacl__cu_loaded(void);
 
 #endif /* TACL_CORE_CU_DRIVER_H */

@@ -44,6 +44,8 @@
 
 #include "tacl_build_config.h"
 #include "common.h"
+#include "cu_driver.h"
+#include "cu_entry.h"
 #include "device.h"
 #include "log.h"
 
@@ -57,82 +59,49 @@
 /* Completion words a context keeps in host-mapped memory. */
 #define DEV_WORDS 1024
 
-/* The driver entry points, resolved at run time. */
+/* The driver entry point of the stream joins, resolved at run time. */
 typedef CUresult (*wait32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
-typedef CUresult (*retain_fn)(CUmemGenericAllocationHandle *, void *);
-typedef CUresult (*props_fn)(CUmemAllocationProp *,
-                             CUmemGenericAllocationHandle);
-typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
 
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 static wait32_fn drv_wait32;
-static retain_fn drv_retain;
-static props_fn drv_props;
-static release_fn drv_release;
-static int cuda_devices = -1; /* devices the runtime counted, 0 unusable */
-static char cuda_why[160];
+static char cuda_why[160] = "no CUDA driver is loaded in this process yet "
+                            "(nothing here made CUDA memory or a context)";
 
-static void *drv_entry(const char *name)
-{
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-
-#if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-        fn = NULL;
-#elif CUDART_VERSION >= 12000
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-        fn = NULL;
-#else
-    (void)q;
-    if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) != cudaSuccess)
-        fn = NULL;
-#endif
-    (void)cudaGetLastError();
-    return fn;
-}
-
+/* The runtime's part, at a context's first device execution only. */
 static void drv_open(void)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-
-    if (e != cudaSuccess) {
-        snprintf(cuda_why, sizeof(cuda_why), "the CUDA runtime says: %s",
-                 cudaGetErrorString(e));
-        (void)cudaGetLastError();
-        cuda_devices = 0;
-        return;
-    }
-    if (n == 0) {
-        snprintf(cuda_why, sizeof(cuda_why), "the CUDA runtime counts no "
-                 "device");
-        cuda_devices = 0;
-        return;
-    }
-    cuda_devices = n;
-    drv_wait32 = (wait32_fn)drv_entry("cuStreamWaitValue32");
-    drv_retain = (retain_fn)drv_entry("cuMemRetainAllocationHandle");
-    drv_props = (props_fn)drv_entry("cuMemGetAllocationPropertiesFromHandle");
-    drv_release = (release_fn)drv_entry("cuMemRelease");
+    drv_wait32 = (wait32_fn)tacl__cu_entry("cuStreamWaitValue32");
 }
 
+/*
+ * Whether a device is usable, asked of the driver (never the runtime, so
+ * no context is made): 0 without asking while the process has not loaded
+ * the driver (tacl__cu_loaded), since no pointer can be device memory
+ * then; decided for good at the first answer once it has.
+ */
 static int cuda_usable(void)
 {
-    /* After the first answer one load, not pthread_once: every call's
-     * validation asks (tacl__dev_usable). */
     static int usable = -1;
     int u = __atomic_load_n(&usable, __ATOMIC_ACQUIRE);
+    const tacl__cu_t *cu;
+    int n = 0;
 
-    if (u < 0) {
-        pthread_once(&drv_once, drv_open);
-        u = cuda_devices > 0;
-        __atomic_store_n(&usable, u, __ATOMIC_RELEASE);
+    if (u >= 0)
+        return u;
+    if (!tacl__cu_loaded())
+        return 0;
+    cu = tacl__cu();
+    if (cu == NULL) {
+        snprintf(cuda_why, sizeof(cuda_why), "%s", tacl__cu_why());
+        u = 0;
+    } else if (cu->cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1) {
+        snprintf(cuda_why, sizeof(cuda_why), "the CUDA driver counts no "
+                 "device");
+        u = 0;
+    } else {
+        u = 1;
     }
+    __atomic_store_n(&usable, u, __ATOMIC_RELEASE);
     return u;
 }
 
@@ -141,71 +110,41 @@ int tacl__dev_usable(void)
     return cuda_usable();
 }
 
-/* A cuMem (VMM) mapping the runtime reported as unregistered memory. */
-static tacl_memtype_t vmm_probe(const void *ptr, int *device_p)
+tacl_memtype_t tacl__dev_ptr_type(const void *ptr, int *device_p)
 {
-    CUmemGenericAllocationHandle h;
-    CUmemAllocationProp prop;
-    int device = -1;
+    int device;
 
-    if (drv_retain == NULL || drv_props == NULL || drv_release == NULL ||
-        drv_retain(&h, (void *)ptr) != CUDA_SUCCESS)
+    *device_p = -1;
+    if (ptr == NULL || !cuda_usable())
         return TACL_MEM_HOST;
-    memset(&prop, 0, sizeof(prop));
-    if (drv_props(&prop, h) == CUDA_SUCCESS &&
-        prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-        device = prop.location.id;
-    drv_release(h);
+    device = tacl__cu_device_of(ptr, NULL);
     if (device < 0)
         return TACL_MEM_HOST;
     *device_p = device;
     return TACL_MEM_CUDA;
 }
 
-tacl_memtype_t tacl__dev_ptr_type(const void *ptr, int *device_p)
-{
-    struct cudaPointerAttributes attr;
-
-    *device_p = -1;
-    if (ptr == NULL || !cuda_usable())
-        return TACL_MEM_HOST;
-    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return TACL_MEM_HOST;
-    }
-    switch (attr.type) {
-    case cudaMemoryTypeDevice:
-    case cudaMemoryTypeManaged:
-        *device_p = attr.device;
-        return TACL_MEM_CUDA;
-    case cudaMemoryTypeHost:
-        return TACL_MEM_HOST; /* pinned or registered host memory */
-    default:
-        return vmm_probe(ptr, device_p);
-    }
-}
-
 int tacl__dev_current(char *why, size_t len)
 {
-    int dev = -1;
-    cudaError_t e;
+    CUdevice dev;
 
+    /* Nothing in the process has used CUDA: the runtime's current device
+     * is its default, 0, and asking would initialise CUDA. */
+    if (!tacl__cu_loaded())
+        return 0;
     if (!cuda_usable()) {
         snprintf(why, len, "%s", cuda_why);
         return -1;
     }
-    e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) {
-        snprintf(why, len, "cudaGetDevice: %s", cudaGetErrorString(e));
-        (void)cudaGetLastError();
-        return -1;
-    }
-    return dev;
+    /* The runtime's current device is that of the thread's current
+     * context, else its default. */
+    return tacl__cu()->cuCtxGetDevice(&dev) == CUDA_SUCCESS ? (int)dev : 0;
 }
 
 void tacl__dev_set_current(int device)
 {
-    if (device >= 0 && cuda_usable() && cudaSetDevice(device) != cudaSuccess)
+    if (device >= 0 && tacl__cu_loaded() && cuda_usable() &&
+        cudaSetDevice(device) != cudaSuccess)
         (void)cudaGetLastError();
 }
 
@@ -381,6 +320,7 @@ tacl_status_t tacl__dev_get(tacl__dev_t **d_p, int device)
     if (device < 0 || !cuda_usable())
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL, "no usable CUDA "
                            "device: %s", cuda_why);
+    pthread_once(&drv_once, drv_open);
     d = calloc(1, sizeof(*d));
     if (d == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");

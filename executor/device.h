@@ -49,27 +49,34 @@ typedef struct {
 } tacl__dev_streams_t;
 
 /**
- * Whether this process has a usable CUDA device (decided once per process:
- * the runtime counts one).  Without one no pointer is device memory, so
- * callers may skip tacl__dev_ptr_type().
+ * Whether this process has a usable CUDA device, asked of the driver,
+ * never the runtime, so that no context is made: 0, without asking,
+ * while nothing in the process has loaded the CUDA driver (no pointer can
+ * be device memory then); decided for good once it has.  Without one no
+ * pointer is device memory, so callers may skip tacl__dev_ptr_type().
  */
 int tacl__dev_usable(void);
 
 /**
  * What ptr points to: TACL_MEM_CUDA for device memory (cudaMalloc, cuMem
  * VMM mappings, managed memory), with its device ordinal in *device_p;
- * TACL_MEM_HOST otherwise (and always without CUDA or a driver).
+ * TACL_MEM_HOST otherwise (and always without CUDA or a driver).  One
+ * driver query (tacl__cu_device_of), no context needed.
  */
 tacl_memtype_t tacl__dev_ptr_type(const void *ptr, int *device_p);
 
 /**
  * The calling thread's current device, or -1 with the reason in why (len
  * bytes) when no device is usable (no CUDA in the build, no driver, no
- * device).
+ * device).  While nothing in the process has loaded the CUDA driver this
+ * is 0, the runtime's default, found without initialising CUDA.
  */
 int tacl__dev_current(char *why, size_t len);
 
-/** Make device current in the calling thread (a no-op for -1). */
+/**
+ * Make device current in the calling thread (a no-op for -1, and while
+ * nothing in the process has loaded the CUDA driver).
+ */
 void tacl__dev_set_current(int device);
 
 /**

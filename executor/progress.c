@@ -50,7 +50,7 @@ static void *progress_main(void *arg)
     progress_arg_t a = *(progress_arg_t *)arg;
     tacl__ctx_t *ctx = a.ctx;
     uint64_t last_event = tacl__now_ns();
-    int was_idle = 1;
+    int was_idle = 1, on_device = 0;
 
     free(arg);
     /* Named, so that per-thread profiles (top -H, perf, /proc) tell it
@@ -60,6 +60,15 @@ static void *progress_main(void *arg)
     while (ctx->progress_gen == a.gen) {
         int events;
 
+        /* The communicator's device, current here from the context's
+         * first device execution on (never before: a context that moves
+         * host memory only must not make a CUDA context): the driver
+         * calls of the transports and the executor's runtime calls then
+         * run on it, as in the caller's thread. */
+        if (!on_device && ctx->dev != NULL) {
+            tacl__dev_set_current(ctx->cuda_device);
+            on_device = 1;
+        }
         if (ctx->reap != NULL) {
             /* Detached executions that ended (operations on streams). */
             pthread_mutex_unlock(&ctx->lock);

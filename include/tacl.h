@@ -756,12 +756,15 @@ tacl_status_t tacl_startall(int n, tacl_request_t *reqs);
  * allocation granularity (2 MB on current GPUs), not zeroed, which the
  * node's other processes map once through a shared file descriptor, as
  * ncclMemAlloc's; device memory from cudaMalloc works too, shared by its
- * cudaIpc handle.  Device memory needs a build with CUDA and a driver,
- * else TACL_ERR_UNSUPPORTED says which is missing.  Freeing NULL does
- * nothing; freeing anything else not returned by tacl_mem_alloc is
- * TACL_ERR_INVALID_ARG.  Peers may keep a freed segment's memory mapped
- * until their next transfer from this process (device memory: until they
- * next progress after this process does).
+ * cudaIpc handle, which a peer opens for each message and closes before
+ * the message completes (so its owner may free it as soon as the call
+ * that sent it has completed; each such message pays the open and close,
+ * which tacl_mem_alloc memory saves).  Device memory needs a build with
+ * CUDA and a driver, else TACL_ERR_UNSUPPORTED says which is missing.
+ * Freeing NULL does nothing; freeing anything else not returned by
+ * tacl_mem_alloc is TACL_ERR_INVALID_ARG.  Peers may keep a freed
+ * segment's memory mapped until their next transfer from this process
+ * (device memory: until they next progress after this process does).
  */
 tacl_status_t tacl_mem_alloc(void **ptr_p, size_t size,
                              tacl_memtype_t memtype);

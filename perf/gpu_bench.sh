@@ -3,7 +3,7 @@
 # run, median of REPEAT launches per figure (tools/gpu-check.sh runs this
 # into bench.txt):
 #
-# 1. Kernels: perf/micro/cuda_kernel_bench (256 MB tensors) times the
+# 1. Kernels: perf/micro/cuda_kernel_bench ($MB MB tensors) times the
 #    copy kernel, sum over float32 / bfloat16 / float16, quantize,
 #    dequantize and the fused dequantize-sum-quantize against
 #    cudaMemcpyAsync device-to-device on the same GPU; the ratios of sum
@@ -16,7 +16,7 @@
 #    rank copies (reads once and writes once) on that GPU, all ranks at
 #    once: so P ranks together reach at most the GPU's device-to-device
 #    copy rate C, and each rank's busbw at most C / P.  C is cudaMemcpy
-#    device-to-device of 256 MB measured in step 1 of this run (bytes
+#    device-to-device of $MB MB measured in step 1 of this run (bytes
 #    copied per second, i.e. half of the read + write figure
 #    cuda_kernel_bench prints).  A cudaMemcpyPeer between two processes
 #    through IPC would measure the same copy engine path on one GPU, with
@@ -28,7 +28,9 @@
 #    per call (mean over 2000 calls) of each and their ratio.
 #
 # Usage: perf/gpu_bench.sh BUILD_DIR
-# Environment: REPEAT (3) launches per figure, MAXBYTES (1G).  The first
+# Environment: REPEAT (3) launches per figure, MAXBYTES (1G), REG (1:
+# device buffers from tacl_mem_alloc, which peers map once; 0: cudaMalloc,
+# which they map per message), MB (256, the kernels' tensors).  The first
 # launch of each collective checks its results exactly (-c 1), the
 # others only time (-c 0).  Exit 77, saying why, without a GPU or without
 # a CUDA build; 1 when a launch failed; else 0.
@@ -36,6 +38,8 @@ set -u
 BUILD=${1:?usage: gpu_bench.sh BUILD_DIR}
 REPEAT=${REPEAT:-3}
 MAXBYTES=${MAXBYTES:-1G}
+REG=${REG:-1}
+MB=${MB:-256}
 LIMIT=240
 
 if ! nvidia-smi > /dev/null 2>&1; then
@@ -63,9 +67,9 @@ echo "# $(nvidia-smi --query-gpu=name,driver_version,memory.total \
     --format=csv,noheader | head -1); REPEAT=$REPEAT, median kept"
 
 # --- 1. Kernels ---------------------------------------------------------
-echo "=== kernels against cudaMemcpy device-to-device (256 MB)"
+echo "=== kernels against cudaMemcpy device-to-device ($MB MB)"
 for rep in $(seq "$REPEAT"); do
-    if ! timeout $LIMIT "$BUILD/perf/micro/cuda_kernel_bench" 256 20 \
+    if ! timeout $LIMIT "$BUILD/perf/micro/cuda_kernel_bench" "$MB" 20 \
             > "$TMP/kern.$rep" 2>&1; then
         echo "FAILED: cuda_kernel_bench launch $rep"
         cat "$TMP/kern.$rep"
@@ -104,7 +108,7 @@ for coll in all_gather reduce_scatter all_reduce; do
         for rep in $(seq "$REPEAT"); do
             check=$([ "$rep" = 1 ] && echo 1 || echo 0)
             if ! timeout $LIMIT "$RUN" -n $np "$BUILD/perf/${coll}_perf" \
-                    --mem cuda -b 1M -e "$MAXBYTES" -f 4 -n 10 -w 3 \
+                    --mem cuda -R "$REG" -b 1M -e "$MAXBYTES" -f 4 -n 10 -w 3 \
                     -c $check > "$TMP/$coll.$np.$rep" 2>&1; then
                 echo "FAILED: $coll $np processes, launch $rep" \
                      "(tail of its output:)"

@@ -12,9 +12,10 @@
  * waits for its request, so operations never overlap each other and the
  * figures compare with blocking MPI calls.
  *
- * With --mem cuda the buffers are device memory (cudaMalloc) and every
- * call is posted on a stream of the harness's own, as nccl-tests does;
- * the loops end with cudaStreamSynchronize before the clock is read.
+ * With --mem cuda the buffers are device memory (cudaMalloc, or with -R 1
+ * tacl_mem_alloc's, which peers map once) and every call is posted on a
+ * stream of the harness's own, as nccl-tests does; the loops end with
+ * cudaStreamSynchronize before the clock is read.
  * Data are made and checked in host copies of the buffers, moved with
  * cudaMemcpy outside the timed loops.  Without --mem cuda nothing of this
  * runs: host buffers, NULL stream, as before.
@@ -548,10 +549,28 @@ static void device_buffers(perf_run_t *run)
         tacl_comm_abort(run->comm);
         exit(1);
     }
-    cuda_check(run, "cudaMalloc", cudaMalloc(&p, run->send_bytes + 1));
-    run->sendbuf = p;
-    cuda_check(run, "cudaMalloc", cudaMalloc(&p, run->recv_bytes + 1));
-    run->recvbuf = p;
+    /* -R 1: tacl_mem_alloc memory, which peers map once (cudaMalloc
+     * memory is mapped for each message: transport/cuda_ipc). */
+    for (int i = 0; i < 2; i++) {
+        size_t bytes = (i == 0 ? run->send_bytes : run->recv_bytes) + 1;
+
+        if (run->opts->reg) {
+            tacl_status_t st = tacl_mem_alloc(&p, bytes, TACL_MEM_CUDA);
+
+            if (st != TACL_OK) {
+                fprintf(stderr, "rank %d: tacl_mem_alloc of device memory: "
+                        "%s\n", run->rank, tacl_last_error());
+                tacl_comm_abort(run->comm);
+                exit(1);
+            }
+        } else {
+            cuda_check(run, "cudaMalloc", cudaMalloc(&p, bytes));
+        }
+        if (i == 0)
+            run->sendbuf = p;
+        else
+            run->recvbuf = p;
+    }
     cuda_check(run, "cudaMemset", cudaMemset(run->sendbuf, 0,
                                              run->send_bytes + 1));
     cuda_check(run, "cudaMemset", cudaMemset(run->recvbuf, 0,
@@ -565,8 +584,10 @@ static void device_buffers(perf_run_t *run)
 
         cudaGetDevice(&dev);
         if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
-            printf("# --mem cuda: buffers by cudaMalloc on device %d (%s), "
-                   "calls on a stream\n", dev, prop.name);
+            printf("# --mem cuda: buffers by %s on device %d (%s), "
+                   "calls on a stream\n",
+                   run->opts->reg ? "tacl_mem_alloc" : "cudaMalloc", dev,
+                   prop.name);
         }
     }
 #else
@@ -574,24 +595,31 @@ static void device_buffers(perf_run_t *run)
 #endif
 }
 
+#if TACL_PERF_CUDA
+static void cuda_free(void *p)
+{
+    cudaFree(p);
+}
+#endif
+
 static void free_buffers(perf_run_t *run)
 {
+    void (*release)(void *) = free; /* what -R 0 buffers came from */
+
 #if TACL_PERF_CUDA
     if (run->stream != NULL) {
         cudaStreamDestroy((cudaStream_t)run->stream);
-        cudaFree(run->sendbuf);
-        cudaFree(run->recvbuf);
         free(run->send_host);
         free(run->recv_host);
-        return;
+        release = cuda_free;
     }
 #endif
     if (run->opts->reg) {
         tacl_mem_free(run->sendbuf);
         tacl_mem_free(run->recvbuf);
     } else {
-        free(run->sendbuf);
-        free(run->recvbuf);
+        release(run->sendbuf);
+        release(run->recvbuf);
     }
 }
 

@@ -148,6 +148,52 @@ TACL_HD static inline int32_t tacl__quant_value(float x, double divisor,
 }
 
 /**
+ * What tacl__quant_value_rcp needs of a block besides its scale, computed
+ * once per block: 1 / scale in float32; 0 when the divisor is infinite
+ * (every q is 0); -1 when 1 / scale overflows (a subnormal scale: the
+ * block divides, as tacl__quant_value does).
+ */
+TACL_HD static inline float tacl__quant_recip(float scale)
+{
+    float r;
+
+    if (!(scale > 0.0f && scale <= 3.4028234663852886e38f))
+        return 0.0f;
+    r = 1.0f / scale;
+    return r <= 3.4028234663852886e38f ? r : -1.0f;
+}
+
+/**
+ * tacl__quant_value(x, tacl__quant_divisor(scale), qmax), bit for bit,
+ * without a division per element (the GPU's double division is a long
+ * sequence): q0 = rint(x * recip) is within one of the answer (its
+ * relative error is 2^-23 and |x / scale| <= qmax + 1), the remainder
+ * x - q0 * scale is exact in double (a product of 8 and 24 significant
+ * bits, then a difference below 1.5 scale), and it moves q0 to the
+ * nearest integer of the exact quotient, ties to even, which is what the
+ * divided value rounds to (tacl__quant_divisor explains why).
+ */
+TACL_HD static inline int32_t tacl__quant_value_rcp(float x, float scale,
+                                                    float recip, double qmax)
+{
+    float q;
+    double d, h;
+
+    if (recip <= 0.0f)
+        return recip == 0.0f ? 0 : tacl__quant_value(x, (double)scale, qmax);
+    q = rintf(x * recip);
+    d = fma(-(double)q, (double)scale, (double)x);
+    h = 0.5 * (double)scale;
+    if (d > h || (d == h && ((int32_t)q & 1)))
+        q += 1.0f;
+    else if (d < -h || (d == -h && ((int32_t)q & 1)))
+        q -= 1.0f;
+    q = q > (float)qmax ? (float)qmax : q;
+    q = q < -(float)qmax ? -(float)qmax : q;
+    return (int32_t)q;
+}
+
+/**
  * q * scale rounded to float32 with round-to-odd (the truncation, with
  * the last bit set when inexact), so that a later rounding to 16 bits is
  * the correct rounding of the exact product.  All in float32, for vector

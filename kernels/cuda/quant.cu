@@ -200,11 +200,12 @@ __global__ void quant_kernel(L ld, size_t n, uint32_t block, int bits,
         if (scales_only)
             continue;
         int bad = mx >= 0x7f800000u;
-        double divisor = tacl__quant_divisor(scale);
+        float recip = tacl__quant_recip(scale);
         if (bits == 8) {
             for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
                 float x = ld(s, start + i);
-                int32_t v = bad ? 0 : tacl__quant_value(x, divisor, qmax);
+                int32_t v = bad ? 0 : tacl__quant_value_rcp(x, scale, recip,
+                                                            qmax);
                 payload[start + i] = (uint8_t)v;
             }
             continue;
@@ -213,10 +214,11 @@ __global__ void quant_kernel(L ld, size_t n, uint32_t block, int bits,
         for (size_t p = threadIdx.x; 2 * p < m; p += blockDim.x) {
             int32_t lo = 0, hi = 0;
             if (!bad) {
-                lo = tacl__quant_value(ld(s, start + 2 * p), divisor, qmax);
+                lo = tacl__quant_value_rcp(ld(s, start + 2 * p), scale,
+                                           recip, qmax);
                 if (2 * p + 1 < m)
-                    hi = tacl__quant_value(ld(s, start + 2 * p + 1), divisor,
-                                           qmax);
+                    hi = tacl__quant_value_rcp(ld(s, start + 2 * p + 1),
+                                               scale, recip, qmax);
             }
             payload[start / 2 + p] =
                 (uint8_t)((lo & 0xf) | ((uint32_t)(hi & 0xf) << 4));
@@ -247,8 +249,8 @@ __global__ void pack_kernel(L ld, size_t n, uint32_t block, int nslices,
             float scale = load_scale(q, e / block);
             if (isnan(scale))
                 continue;
-            double divisor = tacl__quant_divisor(scale);
-            int32_t v = tacl__quant_value(ld(s, e), divisor, 7.0);
+            int32_t v = tacl__quant_value_rcp(ld(s, e), scale,
+                                              tacl__quant_recip(scale), 7.0);
             byte |= (uint32_t)(v & 0xf) << (4 * h);
         }
         q[nblocks * 4 + jj] = (uint8_t)byte;
@@ -380,7 +382,7 @@ quant8_warp_kernel(TensorLoader ld, size_t n, uint32_t block, int nslices,
         if (lane == 0)
             store_scale(q, b, scale);
         int bad = mx >= 0x7f800000u;
-        double divisor = tacl__quant_divisor(scale);
+        float recip = tacl__quant_recip(scale);
         for (size_t g = lane; g * kGroup < m; g += 32) {
             float v[kGroup];
             uint32_t lo = 0, hi = 0;
@@ -393,7 +395,8 @@ quant8_warp_kernel(TensorLoader ld, size_t n, uint32_t block, int nslices,
             }
 #pragma unroll
             for (int k = 0; k < kGroup; k++) {
-                int32_t x = bad ? 0 : tacl__quant_value(v[k], divisor, 127);
+                int32_t x =
+                    bad ? 0 : tacl__quant_value_rcp(v[k], scale, recip, 127);
                 uint32_t byte = (uint32_t)(uint8_t)x;
                 if (k < 4)
                     lo |= byte << (8 * k);

@@ -13,12 +13,20 @@
  * writes the packed values with their scales.  That puts every kernel on
  * the memory system's scale, so "% of copy" says how close each comes to
  * what the GPU's memory can do.  Exit 77 (and why) without a device.
+ *
+ * Inputs are pseudo-random values of the dtype under test whose
+ * magnitude changes from one quantization block to the next (2^-8 to
+ * 2^8), so that every block has its own maximum and scale, as real
+ * tensors do; a constant fill would let every block share one.
  */
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "float_bits.h"
 #include "quant.h"
 #include "quant_cuda.h"
 #include "reduce_cuda.h"
@@ -32,6 +40,8 @@ typedef struct {
     int bits;
     uint32_t block;
     cudaStream_t stream;
+    int filled;            /* the inputs hold values of filled_dtype */
+    tacl_dtype_t filled_dtype;
 } bench_t;
 
 typedef tacl_status_t (*kernel_fn)(bench_t *);
@@ -74,6 +84,58 @@ static tacl_status_t run_fused(bench_t *b)
     const void *srcs[2] = {b->q[0], b->q[1]};
     return tacl__dequant_reduce_quant_cuda(srcs, 2, b->n, b->block,
                                            b->bits, b->q_out, b->stream);
+}
+
+/*
+ * Fill bytes of device memory with n values of dtype t: uniform in
+ * (-1, 1) times 2^k, k in [-8, 8] changing every 256 values (xorshift64
+ * from seed).  Written through a host buffer of a few megabytes.
+ */
+static int fill_values(void *dev, size_t bytes, tacl_dtype_t t, uint64_t seed)
+{
+    size_t es = tacl_dtype_size(t), n = bytes / es, chunk = 1u << 20;
+    uint8_t *host = malloc(chunk * es);
+    uint64_t x = seed | 1;
+    int ok = host != NULL;
+
+    for (size_t done = 0; ok && done < n; done += chunk) {
+        size_t m = n - done < chunk ? n - done : chunk;
+
+        for (size_t i = 0; i < m; i++) {
+            size_t at = done + i;
+            float v;
+
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v = ldexpf((float)((int32_t)(x >> 32)) * 0x1p-31f,
+                       (int)((at / 256 * 7) % 17) - 8);
+            if (t == TACL_FLOAT32) {
+                memcpy(host + i * 4, &v, 4);
+            } else {
+                uint16_t h = t == TACL_FLOAT16 ? tacl__float_to_half_inl(v)
+                                               : tacl__float_to_bf16_inl(v);
+                memcpy(host + i * 2, &h, 2);
+            }
+        }
+        ok = cudaMemcpy((uint8_t *)dev + done * es, host, m * es,
+                        cudaMemcpyHostToDevice) == cudaSuccess;
+    }
+    free(host);
+    return ok ? 0 : -1;
+}
+
+/* Make both inputs hold values of dtype t (unless they already do). */
+static int fill_inputs(bench_t *b, size_t bytes, tacl_dtype_t t)
+{
+    if (b->filled && b->filled_dtype == t)
+        return 0;
+    if (fill_values(b->a, bytes, t, 0x9e3779b97f4a7c15ull) ||
+        fill_values(b->b, bytes, t, 0xd1b54a32d192ed03ull))
+        return -1;
+    b->filled = 1;
+    b->filled_dtype = t;
+    return 0;
 }
 
 /* Seconds per launch, or a negative value when a launch failed. */
@@ -150,10 +212,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "cuda_kernel_bench: allocation failed\n");
         return 1;
     }
-    /* Values of every sign and magnitude: bytes 0x3c give finite floats
-     * of every type, and the quantizer then has real work per block. */
-    cudaMemset(b.a, 0x3c, bytes);
-    cudaMemset(b.b, 0x3a, bytes);
+    if (fill_inputs(&b, bytes, TACL_FLOAT32) != 0) {
+        fprintf(stderr, "cuda_kernel_bench: filling the inputs failed\n");
+        return 1;
+    }
     b.dtype = TACL_FLOAT32;
     b.n = bytes / 4;
     b.block = 256;
@@ -176,6 +238,10 @@ int main(int argc, char **argv)
         b.dtype = sum_types[i];
         b.n = bytes / tacl_dtype_size(b.dtype);
         snprintf(name, sizeof(name), "sum %s", tacl_dtype_name(b.dtype));
+        if (fill_inputs(&b, bytes, b.dtype) != 0) {
+            fprintf(stderr, "cuda_kernel_bench: filling %s failed\n", name);
+            return 1;
+        }
         failed |= report(name, run_sum, &b, reps, 3.0 * (double)bytes,
                          copy_gbs);
     }
@@ -185,6 +251,11 @@ int main(int argc, char **argv)
             char name[64];
             double packed;
 
+            if (fill_inputs(&b, bytes, q_types[i]) != 0) {
+                fprintf(stderr, "cuda_kernel_bench: filling %s failed\n",
+                        tacl_dtype_name(q_types[i]));
+                return 1;
+            }
             b.dtype = q_types[i];
             b.bits = bits;
             b.n = bytes / tacl_dtype_size(b.dtype);

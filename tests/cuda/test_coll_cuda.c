@@ -7,12 +7,15 @@
  * quantized calls within their bounds; and the device error paths.
  *
  * Inputs are small integers (stream_kernels.h), so every sum is exact in
- * float32 and results are compared for equality.  Each rank checks for a
- * device itself (a process that forks must not have touched CUDA): with
- * none, the ranks skip their bodies and the program exits 77 (skipped)
- * after the checks that need no device ran (tt_cuda_test_main).  Two and
- * four ranks need a transport that moves device memory between
- * processes (cuda_ipc).
+ * float32 and results are compared for equality.  A case that needs a
+ * device asks a child process whether one is usable (a process that forks
+ * must not have touched CUDA) and skips without one, so that the program
+ * exits 77 (skipped) after the checks that need no device ran
+ * (tt_cuda_test_main), or fails under TT_REQUIRE_GPU=1; a rank that then
+ * finds no device fails, it never passes without running.  Two and four
+ * ranks need a transport that moves device memory between processes
+ * (cuda_ipc).  The ranks are killed after TT_CUDA_DEADLINE_S seconds
+ * (240 by default); Criterion's --timeout bounds each case.
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,12 +40,15 @@ static float hval(int rank, size_t i, int iter)
     return (float)((rank + 1) * (int)(i % 7 + 1) + iter);
 }
 
-/* In a rank: 1 when the body should run, 0 (skip) without a device. */
-static int have_device(void)
+/* In a rank: fails the rank when its device is not usable. */
+static int no_device(coll_ctx_t *ctx)
 {
     char why[256];
 
-    return tt_cuda_usable(why, sizeof(why));
+    if (tt_cuda_usable(why, sizeof(why)))
+        return 0;
+    return coll_fail(ctx, "rank %d has no usable CUDA device although the "
+                     "check before the fork found one: %s", ctx->rank, why);
 }
 
 #define CU(ctx, call)                                                        \
@@ -243,8 +249,8 @@ static int body_every_collective(coll_ctx_t *ctx)
 {
     static const size_t counts[] = {1000, 300001};
 
-    if (!have_device())
-        return 0;
+    if (no_device(ctx))
+        return 1;
     for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
         for (int c = 0; c < C_NUM; c++)
             for (int in_place = 0; in_place < 2; in_place++)
@@ -350,8 +356,8 @@ static int body_streams(coll_ctx_t *ctx)
     cudaStream_t s;
     unsigned *bad;
 
-    if (!have_device())
-        return 0;
+    if (no_device(ctx))
+        return 1;
     CU(ctx, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CU(ctx, cudaMalloc((void **)&bad, sizeof(*bad)));
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
@@ -378,8 +384,8 @@ static int body_quantized(coll_ctx_t *ctx)
     float *hs, *hr, *ds, *dr, top = 0;
     tacl_quant_t q = {8, 0};
 
-    if (!have_device())
-        return 0;
+    if (no_device(ctx))
+        return 1;
     hs = malloc(n * (size_t)p * sizeof(float));
     hr = malloc(n * (size_t)p * sizeof(float));
     if (hs == NULL || hr == NULL)
@@ -449,8 +455,8 @@ static int body_errors(coll_ctx_t *ctx)
     cudaStream_t s;
     int ndev = 0;
 
-    if (!have_device())
-        return 0;
+    if (no_device(ctx))
+        return 1;
     CU(ctx, cudaMalloc((void **)&d, 64 * sizeof(float)));
     CU(ctx, cudaMalloc((void **)&freed, 64 * sizeof(float)));
     CU(ctx, cudaFree(freed));
@@ -523,20 +529,28 @@ static int body_host_stream(coll_ctx_t *ctx)
 
 static void run(int nranks, coll_body_t body)
 {
-    coll_opts_t opts = {.nranks = nranks, .deadline_s = DEADLINE_S};
+    coll_opts_t opts = {.nranks = nranks,
+                        .deadline_s = tt_cuda_deadline_s(DEADLINE_S)};
     coll_result_t res;
 
     coll_run(&opts, body, &res);
     coll_expect_pass(&res);
 }
 
+/* A case on device buffers: skipped (or failed) without a device. */
+static void run_dev(int nranks, coll_body_t body)
+{
+    tt_skip_without_device_forked();
+    run(nranks, body);
+}
+
 Test(cuda_coll, host_buffers_with_a_stream) { run(1, body_host_stream); }
-Test(cuda_coll, every_collective_1) { run(1, body_every_collective); }
-Test(cuda_coll, every_collective_2) { run(2, body_every_collective); }
-Test(cuda_coll, every_collective_4) { run(4, body_every_collective); }
-Test(cuda_coll, streams_1) { run(1, body_streams); }
-Test(cuda_coll, streams_2) { run(2, body_streams); }
-Test(cuda_coll, streams_4) { run(4, body_streams); }
-Test(cuda_coll, quantized_2) { run(2, body_quantized); }
-Test(cuda_coll, quantized_4) { run(4, body_quantized); }
-Test(cuda_coll, errors) { run(1, body_errors); }
+Test(cuda_coll, every_collective_1) { run_dev(1, body_every_collective); }
+Test(cuda_coll, every_collective_2) { run_dev(2, body_every_collective); }
+Test(cuda_coll, every_collective_4) { run_dev(4, body_every_collective); }
+Test(cuda_coll, streams_1) { run_dev(1, body_streams); }
+Test(cuda_coll, streams_2) { run_dev(2, body_streams); }
+Test(cuda_coll, streams_4) { run_dev(4, body_streams); }
+Test(cuda_coll, quantized_2) { run_dev(2, body_quantized); }
+Test(cuda_coll, quantized_4) { run_dev(4, body_quantized); }
+Test(cuda_coll, errors) { run_dev(1, body_errors); }

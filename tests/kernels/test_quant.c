@@ -333,6 +333,71 @@ Test(quant, ties_round_to_even)
     }
 }
 
+/*
+ * The CUDA kernels quantize with tacl__quant_value_rcp (a reciprocal per
+ * block, no division per element); it must give tacl__quant_value's bits
+ * for every value: random blocks over the whole exponent range (scales
+ * down to subnormal ones, which divide), random values in each block,
+ * exact ties and their neighbours, zeros, and both int8 and int4.
+ */
+Test(quant, reciprocal_rule_matches_division)
+{
+    long checked = 0;
+
+    for (int blk = 0; blk < 20000; blk++) {
+        int qmax = blk % 2 ? 127 : 7;
+        int e = (int)(tt_rng_next(&rng) % 280) - 150;
+        float mx = fabsf((float)ldexp(1.0 + fabs(rng_unit()), e));
+        float scale, recip;
+        double divisor;
+
+        if (!(mx > 0.0f) || isinf(mx))
+            continue;
+        scale = tacl__quant_scale(tacl__f32_bits(mx), qmax);
+        recip = tacl__quant_recip(scale);
+        divisor = tacl__quant_divisor(scale);
+        for (int i = 0; i < 200; i++) {
+            float x;
+            int32_t want, got;
+
+            if (i == 0)
+                x = mx;
+            else if (i == 1)
+                x = -mx;
+            else if (i == 2)
+                x = 0.0f;
+            else if (i < 100)
+                x = (float)(rng_unit() * mx);
+            else {
+                /* (k + 1/2) scale and the floats beside it. */
+                int k = (int)(tt_rng_next(&rng) % (uint64_t)(2 * qmax)) -
+                        qmax;
+                x = (float)(((double)k + 0.5) * scale);
+                if (i % 3 == 1)
+                    x = nextafterf(x, INFINITY);
+                else if (i % 3 == 2)
+                    x = nextafterf(x, -INFINITY);
+            }
+            want = tacl__quant_value(x, divisor, qmax);
+            got = tacl__quant_value_rcp(x, scale, recip, qmax);
+            cr_assert_eq(got, want, "x %a, scale %a (qmax %d): %d, not %d",
+                         (double)x, (double)scale, qmax, got, want);
+            checked++;
+        }
+    }
+    cr_assert_gt(checked, 1000000);
+    /* The ties of ties_round_to_even, which a plain rounded reciprocal
+     * gets wrong. */
+    cr_assert_eq(tacl__quant_value_rcp(10.5f, 3.0f, tacl__quant_recip(3.0f),
+                                       127),
+                 4);
+    /* A zero or NaN scale quantizes everything to 0. */
+    cr_assert_eq(tacl__quant_value_rcp(1.0f, 0.0f, tacl__quant_recip(0.0f),
+                                       127),
+                 0);
+    cr_assert_eq(tacl__quant_recip(NAN), 0.0f);
+}
+
 /* A block holding an infinity or NaN dequantizes to NaN; others do not. */
 Test(quant, non_finite_block_is_nan)
 {

@@ -3,6 +3,9 @@
 #
 #   run_torch.sh SOURCE_ROOT BUILD_ROOT NPROC SCRIPT [ARGS...]
 #
+# NPROC "self": the script runs under the environment's python and starts
+# torchrun itself (after checks that may skip it, exit 77).
+#
 # 1. The cached virtual environment with torch (tools/torch-venv.sh):
 #    exit 77 (SKIP) with its reason when it cannot be made, for instance
 #    when the package index cannot be reached.
@@ -28,7 +31,7 @@ fi
 site=$build/tests/torch/site
 work=$build/tests/torch/binding
 mkdir -p "$site" "$work"
-stamp=$(cat "$src/include/tacl.h" "$src/bindings/torch/setup.py" \
+stamp=$(cat "$src/include/tacl.h" "$src/bindings/torch/"*.py \
         "$src/bindings/torch/csrc/"* "$src/bindings/torch/tacl_torch/"* \
         | sha256sum | cut -c1-16)
 (
@@ -47,5 +50,6 @@ stamp=$(cat "$src/include/tacl.h" "$src/bindings/torch/setup.py" \
 
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=1
+[ "$nproc" = self ] && exec "$venv/bin/python" "$@"
 exec "$venv/bin/torchrun" --standalone --nproc-per-node "$nproc" \
     --max-restarts 0 "$@"

@@ -7,15 +7,17 @@
  * The parent never touches CUDA (a CUDA runtime does not survive fork):
  * whether a device is usable is asked of a forked child.  Without one the
  * device cases skip and the program exits 77 (tt_cuda_test_main), after
- * the cases that need no device have checked what a machine without one
- * sees: the transport reaches no peer and tacl_mem_alloc says why.
+ * the cases that need no device have run: setup makes no connection and
+ * asks nothing of CUDA, and what a machine without a device sees (the
+ * transport reaches no peer, tacl_mem_alloc says why), which runs on
+ * every machine with the devices hidden.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "cuda_device.h"
@@ -24,40 +26,9 @@
 
 #define MB (1u << 20)
 
-/* Whether a device is usable, asked of a child; why in why when not. */
-static int device_usable(char *why, size_t len)
-{
-    int fds[2], status = 0;
-    ssize_t n;
-    pid_t pid;
-
-    if (pipe(fds) != 0)
-        return 0;
-    pid = fork();
-    if (pid == 0) {
-        char text[256] = "";
-        int ok = tt_cuda_usable(text, sizeof(text));
-
-        if (write(fds[1], text, strlen(text)) < 0)
-            _exit(2);
-        _exit(ok ? 0 : 1);
-    }
-    close(fds[1]);
-    n = read(fds[0], why, len - 1);
-    why[n > 0 ? n : 0] = '\0';
-    close(fds[0]);
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return 0;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 static void need_device(void)
 {
-    char why[256];
-
-    if (!device_usable(why, sizeof(why)))
-        cr_skip_test("no CUDA device: these tests need a GPU and driver "
-                     "(%s)", why);
+    tt_skip_without_device_forked();
 }
 
 /* How a rank gets its device buffers. */
@@ -173,28 +144,28 @@ static int all_sizes_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_cuda_ipc, sizes_cudamalloc_2, .timeout = 120)
+Test(transport_cuda_ipc, sizes_cudamalloc_2)
 {
     need_device();
     cr_assert_eq(tlh_run(2, NULL, all_sizes_rank,
                          (void *)(intptr_t)MEM_CUDAMALLOC, -1), 0);
 }
 
-Test(transport_cuda_ipc, sizes_cudamalloc_4, .timeout = 120)
+Test(transport_cuda_ipc, sizes_cudamalloc_4)
 {
     need_device();
     cr_assert_eq(tlh_run(4, NULL, all_sizes_rank,
                          (void *)(intptr_t)MEM_CUDAMALLOC, -1), 0);
 }
 
-Test(transport_cuda_ipc, sizes_tacl_mem_2, .timeout = 120)
+Test(transport_cuda_ipc, sizes_tacl_mem_2)
 {
     need_device();
     cr_assert_eq(tlh_run(2, NULL, all_sizes_rank, (void *)(intptr_t)MEM_TACL,
                          -1), 0);
 }
 
-Test(transport_cuda_ipc, sizes_tacl_mem_4, .timeout = 120)
+Test(transport_cuda_ipc, sizes_tacl_mem_4)
 {
     need_device();
     cr_assert_eq(tlh_run(4, NULL, all_sizes_rank, (void *)(intptr_t)MEM_TACL,
@@ -233,11 +204,15 @@ static void one_message(tacl__tl_t *tl, int rank, void *buf, size_t len,
 }
 
 /*
- * Two messages from one allocation (at two offsets) open it once; after
- * the owner frees it and allocates again (perhaps at the same address),
- * the next message opens the new allocation and carries its bytes, and
- * the old one's mapping goes once the owner's news arrives (cuMem) or
- * stays cached under its old id (cudaMalloc, whose frees tacl cannot see).
+ * How long a peer's allocation stays mapped here (the rule of cuda_ipc.h).
+ * cudaMalloc memory: only while a copy reads it, so every message opens
+ * it anew, nothing is mapped once a receive has completed, and the owner
+ * frees the buffer as soon as its send has completed (no barrier: the
+ * receiver closed its mapping before answering).  tacl_mem_alloc memory:
+ * two messages from one allocation (at two offsets) open it once, and
+ * after the owner frees it and allocates again (perhaps at the same
+ * address) the next message opens the new allocation, and the old
+ * mapping goes once the owner's news arrives.
  */
 static int cache_rank(int rank, int nranks, void *arg)
 {
@@ -246,6 +221,7 @@ static int cache_rank(int rank, int nranks, void *arg)
     size_t len = 3 * MB;
     void *buf = dev_alloc(kind, 2 * len);
     uint64_t opens = tacl__cipc_open_count();
+    int kept = kind == MEM_TACL;
     uint64_t deadline;
 
     if (rank == 0) {
@@ -253,31 +229,38 @@ static int cache_rank(int rank, int nranks, void *arg)
         dev_fill((char *)buf + len, len, 2);
     }
     one_message(tl, rank, buf, len, 1, 1);
-    if (rank == 1)
+    if (rank == 1) {
         CHECK(tacl__cipc_open_count() == opens + 1);
+        CHECK(live_maps(tl, 0) == kept, "%d mappings after a message",
+              live_maps(tl, 0));
+    }
     one_message(tl, rank, (char *)buf + (rank == 0 ? len : 0), len, 2, 2);
     if (rank == 1) {
-        CHECK(tacl__cipc_open_count() == opens + 1,
-              "the second message reopened the allocation");
-        CHECK(live_maps(tl, 0) == 1);
+        CHECK(tacl__cipc_open_count() == opens + (kept ? 1 : 2),
+              "the second message %s the allocation",
+              kept ? "reopened" : "did not reopen");
+        CHECK(live_maps(tl, 0) == kept);
     }
-    tlh_barrier();
     if (rank == 0) {
+        /* The send completed: free at once (no barrier for cudaMalloc). */
+        if (kind == MEM_TACL)
+            tlh_barrier();
         dev_free(kind, buf);
         buf = dev_alloc(kind, 2 * len);
         dev_fill(buf, len, 3);
+    } else if (kind == MEM_TACL) {
+        tlh_barrier();
     }
     one_message(tl, rank, buf, len, 3, 3);
     if (rank == 1) {
-        CHECK(tacl__cipc_open_count() == opens + 2,
+        CHECK(tacl__cipc_open_count() == opens + (kept ? 2 : 3),
               "the new allocation was not opened");
         /* The old mapping goes when the free's news arrives (cuMem). */
         deadline = tacl__now_ns() + 10ull * 1000000000;
         while (kind == MEM_TACL && live_maps(tl, 0) != 1 &&
                tacl__now_ns() < deadline)
             CHECK(tacl__tl_progress(tl) >= 0);
-        CHECK(live_maps(tl, 0) == (kind == MEM_TACL ? 1 : 2),
-              "%d mappings", live_maps(tl, 0));
+        CHECK(live_maps(tl, 0) == kept, "%d mappings", live_maps(tl, 0));
     }
     tlh_barrier();
     dev_free(kind, buf);
@@ -285,14 +268,14 @@ static int cache_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_cuda_ipc, cache_cudamalloc, .timeout = 60)
+Test(transport_cuda_ipc, cache_cudamalloc)
 {
     need_device();
     cr_assert_eq(tlh_run(2, NULL, cache_rank,
                          (void *)(intptr_t)MEM_CUDAMALLOC, -1), 0);
 }
 
-Test(transport_cuda_ipc, cache_tacl_mem, .timeout = 60)
+Test(transport_cuda_ipc, cache_tacl_mem)
 {
     need_device();
     cr_assert_eq(tlh_run(2, NULL, cache_rank, (void *)(intptr_t)MEM_TACL,
@@ -347,7 +330,7 @@ static int bad_buffer_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_cuda_ipc, freed_pointer_is_an_error, .timeout = 60)
+Test(transport_cuda_ipc, freed_pointer_is_an_error)
 {
     need_device();
     cr_assert_eq(tlh_run(2, NULL, bad_buffer_rank, NULL, -1), 0);
@@ -376,7 +359,7 @@ static int length_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_cuda_ipc, length_mismatch, .timeout = 60)
+Test(transport_cuda_ipc, length_mismatch)
 {
     need_device();
     cr_assert_eq(tlh_run(2, NULL, length_rank, NULL, -1), 0);
@@ -397,7 +380,7 @@ static int fence_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_cuda_ipc, fenced_by_node_id, .timeout = 60)
+Test(transport_cuda_ipc, fenced_by_node_id)
 {
     need_device();
     cr_assert_eq(tlh_run(3, NULL, fence_rank, NULL, -1), 0);
@@ -435,21 +418,24 @@ static int killed_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_cuda_ipc, dead_peer_fails, .timeout = 60)
+Test(transport_cuda_ipc, dead_peer_fails)
 {
     need_device();
     cr_assert_eq(tlh_run(2, NULL, killed_rank, NULL, 1), 0);
 }
 
 /*
- * What a machine without a usable device sees (this case skips on one
- * with a device): the transport is created but reaches nobody, so a
- * device message fails to post instead of hanging, and tacl_mem_alloc
- * of device memory says what is missing.
+ * What a machine without a usable device sees (here with the devices
+ * hidden, so the case runs on every machine): the transport is created
+ * but reaches nobody, so a device message fails to post instead of
+ * hanging, and tacl_mem_alloc of device memory says what is missing.
  */
 static int no_device_rank(int rank, int nranks, void *arg)
 {
-    tacl__tl_t *tl = tlh_init(&tacl__tl_cuda_ipc_ops, rank, nranks, NULL);
+    tacl__tl_t *tl;
+
+    tt_hide_devices();
+    tl = tlh_init(&tacl__tl_cuda_ipc_ops, rank, nranks, NULL);
     char buf[16];
     void *p = buf;
     tlh_op_t t;
@@ -469,14 +455,82 @@ static int no_device_rank(int rank, int nranks, void *arg)
     return 0;
 }
 
-Test(transport_cuda_ipc, without_device_reaches_nobody, .timeout = 60)
+Test(transport_cuda_ipc, without_device_reaches_nobody)
 {
-    char why[256];
-
-    if (device_usable(why, sizeof(why)))
-        cr_skip_test("a device is usable: this case is for machines "
-                     "without one");
     cr_assert_eq(tlh_run(2, NULL, no_device_rank, NULL, -1), 0);
+}
+
+/*
+ * Setup costs no CUDA and no connection (cuda_ipc.h): after init every
+ * neighbour listens, none is connected, and the driver was not asked;
+ * closing such an instance is clean.  Needs no device.
+ */
+static int lazy_setup_rank(int rank, int nranks, void *arg)
+{
+    tacl__tl_t *tl = tlh_init(&tacl__tl_cuda_ipc_ops, rank, nranks, NULL);
+    tacl__cipc_t *c = (tacl__cipc_t *)tl;
+
+    CHECK(c->driver == 0, "setup asked for the CUDA driver");
+    CHECK(c->nwant == 0);
+    for (int p = 0; p < nranks; p++) {
+        const tacl__cipc_peer_t *peer = &c->peers[c->base.local_of[p]];
+
+        if (p == rank)
+            continue;
+        CHECK(peer->listens, "rank %d does not listen", p);
+        CHECK(peer->fd < 0, "rank %d is connected at setup", p);
+    }
+    CHECK(tacl__tl_progress(tl) == 0);
+    tlh_barrier();
+    tacl__tl_close(tl);
+    return 0;
+}
+
+Test(transport_cuda_ipc, setup_connects_nobody)
+{
+    cr_assert_eq(tlh_run(3, NULL, lazy_setup_rank, NULL, -1), 0);
+}
+
+/*
+ * The connection comes with the first message, whichever side posts
+ * first: here the rank that accepts (the higher) sends first and the one
+ * that connects posts its receive a while later; then the other way.
+ */
+static int late_peer_rank(int rank, int nranks, void *arg)
+{
+    tacl__tl_t *tl = dev_init(rank, nranks, NULL);
+    void *buf = dev_alloc(MEM_CUDAMALLOC, MB);
+    tlh_op_t t;
+    int pending = 0;
+
+    if (rank == 1) {
+        dev_fill(buf, MB, 11);
+        CHECK(tacl__tl_send(tl, dev_op(&t, 0, 1, buf, MB, &pending)) ==
+              TACL_OK, "%s", tacl__last_error());
+    } else {
+        usleep(200 * 1000);
+        CHECK(tacl__tl_recv(tl, dev_op(&t, 1, 1, buf, MB, &pending)) ==
+              TACL_OK, "%s", tacl__last_error());
+    }
+    CHECK(tlh_drive(tl, &pending, 100, 30) == 0);
+    CHECK(t.status == TACL_OK);
+    if (rank == 0)
+        CHECK(dev_check(buf, MB, 11));
+    else
+        CHECK(cudaMemset(buf, 0, MB) == cudaSuccess);
+    tlh_barrier();
+    /* The pair is connected: the other way needs nothing new. */
+    one_message(tl, rank, buf, MB, 2, 11);
+    tlh_barrier();
+    dev_free(MEM_CUDAMALLOC, buf);
+    tacl__tl_close(tl);
+    return 0;
+}
+
+Test(transport_cuda_ipc, first_message_connects)
+{
+    need_device();
+    cr_assert_eq(tlh_run(2, NULL, late_peer_rank, NULL, -1), 0);
 }
 
 TT_CUDA_TEST_MAIN()

@@ -16,16 +16,36 @@
  * cudaIpc handle of its allocation (cuMemGetAddressRange finds base and
  * offset), and posts an RTS naming the allocation (kind, id, size),
  * offset, length and tag.  The receiver matches RTSs with receives by
- * (source, tag) in order, opens the allocation (once: a per-peer cache,
+ * (source, tag) in order, opens the allocation (a per-peer cache,
  * cuda_ipc_cache.c), copies with cuMemcpyAsync on its own stream in
  * chunks, several in flight, polls their events from progress(), and
- * answers FIN, which completes the send.  The owner of an allocation
- * announces its free (FREED) so that peers drop their mappings.
+ * answers FIN, which completes the send.
+ *
+ * How long a mapping lives (the rule the tests hold):
+ *  - a tacl_mem_alloc allocation is opened once and kept: its owner
+ *    announces its free (FREED), and peers drop their mappings then;
+ *  - any other allocation (cudaMalloc, a caching allocator's segment) is
+ *    closed as soon as no copy reads it, before the FIN that completes the
+ *    send goes: CUDA leaves freeing memory a peer still has mapped
+ *    undefined, and tacl cannot see such a free.  So once a send has
+ *    completed, its owner may free the buffer.  Each message from such
+ *    memory pays an open and a close (NCCL likewise maps only registered
+ *    user buffers); repeated traffic belongs in tacl_mem_alloc memory.
+ *
+ * Setup costs no CUDA: at init every rank listens on an abstract Unix
+ * socket and the ranks exchange the sockets' names (one exchange).  A
+ * pair connects at its first device message: the rank of lower local
+ * index connects when it posts a message with the other, the higher one
+ * accepts when it posts one (a message from the higher rank waits in its
+ * queue until then).  The CUDA driver is first asked for when a device
+ * message is posted (reachable()), so a process that moves host memory
+ * only never initialises CUDA here.
  */
 #ifndef TACL_TRANSPORT_CUDA_IPC_CUDA_IPC_H
 #define TACL_TRANSPORT_CUDA_IPC_CUDA_IPC_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "cu_driver.h"
@@ -99,6 +119,9 @@ typedef struct {
     int rank;                  /* world rank */
     int fd;                    /* the socket; -1: not connected */
     int hung_up;               /* the socket reported the peer gone */
+    int listens;               /* it listens (the setup exchange) */
+    uint64_t nonce;            /* names its listening socket */
+    int want;                  /* a post waits for the connection */
     tacl__tl_opq_t rts_wait;   /* sends whose RTS is out, awaiting FIN */
     tacl__tl_opq_t recvs;      /* receives not matched yet */
     tacl__tl_msgq_t ux;        /* unexpected RTSs (tacl__cipc_ux_t) */
@@ -129,6 +152,11 @@ typedef struct {
 typedef struct {
     tacl__tl_base_t base;      /* first: rank, node, done queue, failure */
     tacl__cipc_peer_t *peers;  /* by local index; ours is unused */
+    int lfd;                   /* our listening socket; -1: none */
+    uint64_t nonce;            /* names it */
+    int nwant;                 /* peers whose connection a post awaits */
+    int driver;                /* 1 the CUDA driver works, -1 it does not,
+                                  0 not asked yet */
     tacl__tl_opq_t pulls;      /* receives copying, oldest first */
     uint64_t next_op_id;
     uint64_t freed_cursor;     /* tacl__cuda_mem_freed's */
@@ -156,7 +184,10 @@ typedef struct {
  */
 int tacl__cipc_map_get(tacl__cipc_peer_t *peer, const tacl__cipc_msg_t *msg,
                        int fd, int device, tacl_status_t *status_p);
-/** A copy from entry i ended; drops a stale entry nothing reads. */
+/**
+ * A copy from entry i ended; an entry nothing reads any more goes when it
+ * is stale or a cudaIpc mapping (cuda_ipc.h, lifetimes).
+ */
 void tacl__cipc_map_release(tacl__cipc_peer_t *peer, int i);
 /** The owner freed allocation id: drop it (when nothing reads it). */
 void tacl__cipc_map_freed(tacl__cipc_peer_t *peer, uint64_t id);
@@ -165,6 +196,23 @@ void tacl__cipc_map_clear(tacl__cipc_peer_t *peer);
 
 /** Allocations this process has opened from peers (a debug counter). */
 uint64_t tacl__cipc_open_count(void);
+
+/* cuda_ipc.c: connections. */
+
+/**
+ * Start connecting to peer if it is not connected (a post needs it): the
+ * lower rank of the pair connects, the higher one accepts.  An error is
+ * decided and logged.
+ */
+tacl_status_t tacl__cipc_want(tacl__cipc_t *c, tacl__cipc_peer_t *peer);
+
+struct sockaddr_un;
+/** The abstract Unix socket address of rank's listener named by nonce
+ *  (cuda_ipc_conn.c); returns its length. */
+socklen_t tacl__cipc_sock_addr(struct sockaddr_un *addr, uint64_t nonce,
+                               int rank);
+/** Advance the connections posts wait for: events, or a status. */
+int tacl__cipc_connect_pending(tacl__cipc_t *c);
 
 /* cuda_ipc_proto.c */
 tacl_status_t tacl__cipc_send(tacl__tl_t *tl, tacl__tl_op_t *op);

@@ -4,10 +4,14 @@
  * cuMem descriptor imported, mapped at a range reserved here and made
  * accessible from the receiving device.  An entry is keyed by the kind,
  * the allocation's id in its owner and the device it is opened for, so a
- * later allocation at the same address (a new id) is opened anew.  When
- * every entry is taken the least recently used one no copy reads is
- * closed; the owner's FREED drops an entry at once, or once the copies
- * reading it end.
+ * later allocation at the same address (a new id) is opened anew.
+ *
+ * Lifetimes (cuda_ipc.h states the rule): a cudaIpc mapping is closed
+ * when the last copy reading it ends, which is before the FIN that lets
+ * its owner free the memory; a cuMem mapping stays until the owner's
+ * FREED (dropped at once, or once the copies reading it end), or until
+ * every entry is taken and it is the least recently used one no copy
+ * reads.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -192,7 +196,8 @@ void tacl__cipc_map_release(tacl__cipc_peer_t *peer, int i)
 
     if (m->busy > 0)
         m->busy--;
-    if (m->busy == 0 && m->stale)
+    /* Memory the owner may free unannounced is unmapped at once. */
+    if (m->busy == 0 && (m->stale || m->mem == TACL_CIPC_MEM_LEGACY))
         close_entry(m);
 }
 

@@ -79,7 +79,11 @@ static tacl_status_t flush_out(tacl__cipc_peer_t *peer)
 
     while (sent < peer->nout) {
         tacl__cipc_out_t *o = &peer->out[sent];
-        int r = peer->fd < 0 ? -1 : write_msg(peer->fd, &o->msg, o->fd);
+        int r;
+
+        if (peer->fd < 0 && !peer->hung_up)
+            break;  /* not connected yet: they wait for the connection */
+        r = peer->fd < 0 ? -1 : write_msg(peer->fd, &o->msg, o->fd);
 
         if (r == 0)
             break;
@@ -103,7 +107,7 @@ static tacl_status_t flush_out(tacl__cipc_peer_t *peer)
 
 /*
  * Send msg to the peer, with fd (-1: none) which is closed here in any
- * case: now, or queued behind what waits for room.
+ * case: now, or queued behind what waits for room or for the connection.
  */
 static tacl_status_t send_msg(tacl__cipc_peer_t *peer,
                               const tacl__cipc_msg_t *msg, int fd)
@@ -287,6 +291,8 @@ tacl_status_t tacl__cipc_send(tacl__tl_t *tl, tacl__tl_op_t *op)
     int device, fd = -1;
 
     status = check_op(c, op, "send", &device);
+    if (status == TACL_OK)
+        status = tacl__cipc_want(c, peer_of(c, op->peer));
     if (status != TACL_OK)
         return status;
     memset(&rts, 0, sizeof(rts));
@@ -357,6 +363,8 @@ tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     int device;
 
     status = check_op(c, op, "receive", &device);
+    if (status == TACL_OK)
+        status = tacl__cipc_want(c, peer_of(c, op->peer));
     if (status != TACL_OK)
         return status;
     /* The device rides with the receive until it is matched. */
@@ -692,6 +700,13 @@ int tacl__cipc_progress(tacl__tl_t *tl)
     tacl_status_t status = TACL_OK;
     int events = 0, n;
 
+    if (c->nwant > 0 && c->base.failed == TACL_OK) {
+        n = tacl__cipc_connect_pending(c);
+        if (n < 0)
+            tacl__tl_base_fail(&c->base, n);
+        else
+            events += n;
+    }
     for (int i = 0; i < c->base.nlocal && c->base.failed == TACL_OK;
          i++) {
         tacl__cipc_peer_t *peer = &c->peers[i];
@@ -749,10 +764,20 @@ tacl_status_t tacl__cipc_wait(tacl__tl_t *tl, int64_t timeout_us)
     for (int i = 0; i < c->base.nlocal && !busy; i++) {
         tacl__cipc_peer_t *peer = &c->peers[i];
 
+        /* A connection we make waits for room in the peer's backlog. */
+        if (peer->want && i > c->base.my_local) {
+            busy = 1;
+            continue;
+        }
         if (i == c->base.my_local || peer->fd < 0)
             continue;
         busy = peer->nout > 0;
         fds[nfds].fd = peer->fd;
+        fds[nfds++].events = POLLIN;
+    }
+    /* A connection we accept arrives on our socket. */
+    if (c->nwant > 0 && c->lfd >= 0) {
+        fds[nfds].fd = c->lfd;
         fds[nfds++].events = POLLIN;
     }
     tacl__tl_unlock(c->base.lock);

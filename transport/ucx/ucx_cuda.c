@@ -25,17 +25,17 @@
  * alone.  A receive therefore never holds chunks waiting for a peer that
  * itself waits for chunks.
  *
- * The CUDA runtime is opened at run time (as lib/memtype.c does), so the
- * library loads where there is none; without a usable device at init the
- * instance keeps the host-only capabilities and a device buffer is
- * refused by the capability check.  Host messages never come here:
+ * The CUDA runtime is the static one every CUDA build of tacl links (it
+ * opens the driver itself, at its first call), so this needs no shared
+ * libcudart on the loader path, and the library still loads on machines
+ * without CUDA; without a usable device at init the instance keeps the
+ * host-only capabilities and a device buffer is refused by the
+ * capability check.  Host messages never come here:
  * ucx.c's send and recv, the only callers of this file, keep them.  This
  * file builds on the endpoints (ucx_ep.c) and posts its chunks through
  * the host data path (ucx_ops.c).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,71 +46,12 @@
 #include "ucx.h"
 
 #if TACL_HAVE_CUDA
+#include <cuda_runtime_api.h>
 
-/* The CUDA runtime's ABI, as far as it is used here. */
-typedef int cu_err_t;
-typedef void *cu_stream_t;
-typedef void *cu_event_t;
-enum {
-    CU_SUCCESS = 0,
-    CU_NOT_READY = 600,
-    CU_MEMCPY_H2D = 1,
-    CU_MEMCPY_D2H = 2,
-    CU_STREAM_NON_BLOCKING = 1,
-    CU_EVENT_DISABLE_TIMING = 2,
-    CU_HOST_ALLOC_PORTABLE = 1
-};
-
-static struct {
-    cu_err_t (*get_device_count)(int *);
-    cu_err_t (*get_device)(int *);
-    cu_err_t (*set_device)(int);
-    cu_err_t (*host_alloc)(void **, size_t, unsigned);
-    cu_err_t (*free_host)(void *);
-    cu_err_t (*stream_create)(cu_stream_t *, unsigned);
-    cu_err_t (*stream_destroy)(cu_stream_t);
-    cu_err_t (*stream_sync)(cu_stream_t);
-    cu_err_t (*memcpy_async)(void *, const void *, size_t, int, cu_stream_t);
-    cu_err_t (*event_create)(cu_event_t *, unsigned);
-    cu_err_t (*event_record)(cu_event_t, cu_stream_t);
-    cu_err_t (*event_query)(cu_event_t);
-    cu_err_t (*event_destroy)(cu_event_t);
-    const char *(*error_string)(cu_err_t);
-} rt;
-static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
-static int rt_loaded;
-
-#define RT_SYM(field, name)                                                  \
-    ok &= (*(void **)&rt.field = dlsym(h, name)) != NULL
-
-static void rt_open(void)
-{
-    static const char *const names[] = {"libcudart.so", "libcudart.so.13",
-                                        "libcudart.so.12",
-                                        "libcudart.so.11.0"};
-    void *h = NULL;
-    int ok = 1;
-
-    for (size_t i = 0; h == NULL && i < TACL_ARRAY_SIZE(names); ++i)
-        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL)
-        return;
-    RT_SYM(get_device_count, "cudaGetDeviceCount");
-    RT_SYM(get_device, "cudaGetDevice");
-    RT_SYM(set_device, "cudaSetDevice");
-    RT_SYM(host_alloc, "cudaHostAlloc");
-    RT_SYM(free_host, "cudaFreeHost");
-    RT_SYM(stream_create, "cudaStreamCreateWithFlags");
-    RT_SYM(stream_destroy, "cudaStreamDestroy");
-    RT_SYM(stream_sync, "cudaStreamSynchronize");
-    RT_SYM(memcpy_async, "cudaMemcpyAsync");
-    RT_SYM(event_create, "cudaEventCreateWithFlags");
-    RT_SYM(event_record, "cudaEventRecord");
-    RT_SYM(event_query, "cudaEventQuery");
-    RT_SYM(event_destroy, "cudaEventDestroy");
-    RT_SYM(error_string, "cudaGetErrorString");
-    rt_loaded = ok;
-}
+/* The CUDA runtime's names as this file uses them. */
+typedef cudaError_t cu_err_t;
+typedef cudaStream_t cu_stream_t;
+typedef cudaEvent_t cu_event_t;
 
 enum { SLOT_FREE = 0, SLOT_COPY, SLOT_NET };
 
@@ -159,7 +100,7 @@ static tacl_status_t cuda_error(tacl__ucx_t *ucx, const char *what,
 {
     return tacl__error(TACL_ERR_SYSTEM, NET, "rank %d: %s failed while "
                        "staging device memory: %s", ucx->base.rank, what,
-                       rt.error_string(err));
+                       cudaGetErrorString(err));
 }
 
 /* Make the instance's device current; returns the one to restore. */
@@ -167,15 +108,15 @@ static int enter_device(tacl__ucx_stage_t *st)
 {
     int prev = st->device;
 
-    if (rt.get_device(&prev) == CU_SUCCESS && prev != st->device)
-        rt.set_device(st->device);
+    if (cudaGetDevice(&prev) == cudaSuccess && prev != st->device)
+        cudaSetDevice(st->device);
     return prev;
 }
 
 static void leave_device(tacl__ucx_stage_t *st, int prev)
 {
     if (prev != st->device)
-        rt.set_device(prev);
+        cudaSetDevice(prev);
 }
 
 int tacl__ucx_stage_init(tacl__ucx_t *ucx)
@@ -184,18 +125,15 @@ int tacl__ucx_stage_init(tacl__ucx_t *ucx)
     int n = 0, dev = 0;
     cu_err_t err;
 
-    pthread_once(&rt_once, rt_open);
-    if (!rt_loaded)
-        return 0;
-    err = rt.get_device_count(&n);
-    if (err != CU_SUCCESS || n < 1) {
+    err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n < 1) {
         TACL_INFO(NET, "rank %d: ucx moves host memory only: %s",
                   ucx->base.rank,
-                  err != CU_SUCCESS ? rt.error_string(err)
+                  err != cudaSuccess ? cudaGetErrorString(err)
                                     : "no CUDA device");
         return 0;
     }
-    if (rt.get_device(&dev) != CU_SUCCESS)
+    if (cudaGetDevice(&dev) != cudaSuccess)
         return 0;
     st = calloc(1, sizeof(*st));
     if (!st)
@@ -226,19 +164,19 @@ static tacl_status_t stage_setup(tacl__ucx_t *ucx, tacl__ucx_stage_t *st)
         return st->broken = tacl__error(TACL_ERR_NO_MEMORY, NET, "out of "
                                         "memory for %d staging chunks",
                                         total);
-    err = rt.stream_create(&st->stream, CU_STREAM_NON_BLOCKING);
-    if (err != CU_SUCCESS)
+    err = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
+    if (err != cudaSuccess)
         return st->broken = cuda_error(ucx, "cudaStreamCreate", err);
     for (int i = 0; i < total; ++i) {
         slot_t *s = &st->slots[i];
 
         s->ucx = ucx;
-        err = rt.host_alloc((void **)&s->host, st->chunk,
-                            CU_HOST_ALLOC_PORTABLE);
-        if (err != CU_SUCCESS)
+        err = cudaHostAlloc((void **)&s->host, st->chunk,
+                            cudaHostAllocPortable);
+        if (err != cudaSuccess)
             return st->broken = cuda_error(ucx, "cudaHostAlloc", err);
-        err = rt.event_create(&s->ev, CU_EVENT_DISABLE_TIMING);
-        if (err != CU_SUCCESS)
+        err = cudaEventCreateWithFlags(&s->ev, cudaEventDisableTiming);
+        if (err != cudaSuccess)
             return st->broken = cuda_error(ucx, "cudaEventCreate", err);
     }
     st->ready = 1;
@@ -305,19 +243,20 @@ static void slot_release(tacl__ucx_t *ucx, slot_t *s, tacl_status_t status,
 }
 
 /* Start the copy of a slot's chunk; it joins the ring of copies. */
-static tacl_status_t start_copy(tacl__ucx_t *ucx, slot_t *s, int kind)
+static tacl_status_t start_copy(tacl__ucx_t *ucx, slot_t *s,
+                                enum cudaMemcpyKind kind)
 {
     tacl__ucx_stage_t *st = ucx->stage;
     uint8_t *dev = (uint8_t *)s->msg->op->buf + s->off;
     size_t len = (size_t)s->net.len;
     cu_err_t err;
 
-    err = kind == CU_MEMCPY_D2H
-              ? rt.memcpy_async(s->host, dev, len, kind, st->stream)
-              : rt.memcpy_async(dev, s->host, len, kind, st->stream);
-    if (err == CU_SUCCESS)
-        err = rt.event_record(s->ev, st->stream);
-    if (err != CU_SUCCESS)
+    err = kind == cudaMemcpyDeviceToHost
+              ? cudaMemcpyAsync(s->host, dev, len, kind, st->stream)
+              : cudaMemcpyAsync(dev, s->host, len, kind, st->stream);
+    if (err == cudaSuccess)
+        err = cudaEventRecord(s->ev, st->stream);
+    if (err != cudaSuccess)
         return cuda_error(ucx, "cudaMemcpyAsync", err);
     s->state = SLOT_COPY;
     st->copies[(st->copy_head + st->ncopies) % (2 * st->nslots)] = s;
@@ -338,7 +277,7 @@ static void chunk_net_done(tacl__tl_op_t *op, tacl_status_t status)
         return;
     }
     int prev = enter_device(ucx->stage);
-    status = start_copy(ucx, s, CU_MEMCPY_H2D);
+    status = start_copy(ucx, s, cudaMemcpyHostToDevice);
     leave_device(ucx->stage, prev);
     if (status != TACL_OK)
         slot_release(ucx, s, status, 1);
@@ -424,7 +363,7 @@ static int issue(tacl__ucx_t *ucx)
                 continue;
             }
             slot_bind(s, m, off, chunk_len(st, m, off));
-            status = start_copy(ucx, s, CU_MEMCPY_D2H);
+            status = start_copy(ucx, s, cudaMemcpyDeviceToHost);
             if (status != TACL_OK)
                 slot_release(ucx, s, status, 0);
             ++events;
@@ -442,16 +381,16 @@ static int poll_copies(tacl__ucx_t *ucx)
 
     while (st->ncopies > 0) {
         slot_t *s = st->copies[st->copy_head];
-        cu_err_t err = rt.event_query(s->ev);
+        cu_err_t err = cudaEventQuery(s->ev);
         int recv = s >= st->slots + st->nslots;
         tacl_status_t status = TACL_OK;
 
-        if (err == CU_NOT_READY)
+        if (err == cudaErrorNotReady)
             break;
         st->copy_head = (st->copy_head + 1) % (2 * st->nslots);
         --st->ncopies;
         ++events;
-        if (err != CU_SUCCESS)
+        if (err != cudaSuccess)
             status = cuda_error(ucx, "a staging copy", err);
         if (recv || status != TACL_OK || !s->msg ||
             s->msg->status != TACL_OK) {
@@ -545,7 +484,7 @@ void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status)
     if (st->ncopies) {
         int prev = enter_device(st);
 
-        rt.stream_sync(st->stream);
+        cudaStreamSynchronize(st->stream);
         leave_device(st, prev);
         for (; st->ncopies; --st->ncopies) {
             slot_t *s = st->copies[st->copy_head];
@@ -574,16 +513,16 @@ void tacl__ucx_stage_close(tacl__ucx_t *ucx)
         int prev = enter_device(st);
 
         if (st->stream)
-            rt.stream_sync(st->stream);
+            cudaStreamSynchronize(st->stream);
         for (int i = 0; i < 2 * st->nslots; ++i) {
             free(st->slots[i].drain);
             if (st->slots[i].host)
-                rt.free_host(st->slots[i].host);
+                cudaFreeHost(st->slots[i].host);
             if (st->slots[i].ev)
-                rt.event_destroy(st->slots[i].ev);
+                cudaEventDestroy(st->slots[i].ev);
         }
         if (st->stream)
-            rt.stream_destroy(st->stream);
+            cudaStreamDestroy(st->stream);
         leave_device(st, prev);
     }
     free(st->slots);

@@ -1,6 +1,6 @@
 /*
  * The torch.distributed backend "tacl": a c10d::Backend whose collectives
- * are tacl's calls on CPU tensors.
+ * are tacl's calls, on CPU tensors and (built with CUDA) CUDA tensors.
  *
  * An operation torch waits for at once (asyncOp false, the default of
  * every torch.distributed call) runs to its end in the calling thread,
@@ -20,6 +20,19 @@
  * runs the Work's epilogue (copies into non-contiguous or list outputs)
  * and marks its future.
  *
+ * CUDA tensors (TACL_TORCH_CUDA, defined when torch has CUDA) go to the
+ * same communicator, ordered on torch's current stream of their device,
+ * as ProcessGroupNCCL's: the operation is tacl's _nb call on that stream,
+ * which the stream then waits for (tacl joins it), so nothing waits on
+ * the host.  Right after the call the work enqueues its epilogue on the
+ * stream, records an event there and completes its future, which torch
+ * makes CUDA-aware (its waiters wait for that event on their streams);
+ * wait() makes the caller's current stream wait for the event.  The
+ * request still completes through the callback, which keeps the tensors
+ * alive until tacl is done with them and records a failure.  The device
+ * of a tensor must be the communicator's (the current device when it was
+ * made: set it before init_process_group, as for NCCL).
+ *
  * What tacl cannot serve (other devices, dtypes tacl lacks, tagged
  * point-to-point, receive from any source) raises an error that names it.
  */
@@ -37,6 +50,11 @@
 
 #include <pthread.h>
 
+#ifdef TACL_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
 #include <pybind11/chrono.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -116,6 +134,32 @@ struct Comm {
     }
 };
 
+/* ---- where an operation runs ---- */
+
+/*
+ * The memory of an operation: host, or a CUDA device with torch's
+ * current stream there (what tacl orders the call on).
+ */
+struct Place {
+    bool cuda = false;
+    c10::DeviceIndex device = -1;
+    void *stream = nullptr;     /* cudaStream_t; null for host memory */
+};
+
+/* The place of an operation on tensor t (undefined: host). */
+static Place place_of(const at::Tensor &t)
+{
+    Place p;
+    if (!t.defined() || !t.is_cuda())
+        return p;
+#ifdef TACL_TORCH_CUDA
+    p.cuda = true;
+    p.device = t.device().index();
+    p.stream = at::cuda::getCurrentCUDAStream(p.device).stream();
+#endif
+    return p;
+}
+
 /* ---- works and the completion thread ---- */
 
 class TaclWork;
@@ -172,11 +216,15 @@ class Completer {
 class TaclWork : public c10d::Work {
   public:
     TaclWork(std::shared_ptr<Comm> comm, int rank, OpType type,
-             const char *title, std::vector<at::Tensor> outputs, bool async)
+             const char *title, std::vector<at::Tensor> outputs, bool async,
+             const Place &place)
         : c10d::Work(rank, type, title), comm_(std::move(comm)),
-          async_(async), outputs_(std::move(outputs)),
+          async_(async), place_(place), outputs_(std::move(outputs)),
           future_(c10::make_intrusive<c10::ivalue::Future>(
-              c10::ListType::create(c10::TensorType::get())))
+              c10::ListType::create(c10::TensorType::get()),
+              place.cuda ? std::vector<c10::Device>{c10::Device(
+                               c10::DeviceType::CUDA, place.device)}
+                         : std::vector<c10::Device>{}))
     {
     }
 
@@ -198,6 +246,10 @@ class TaclWork : public c10d::Work {
 
     /* Whether the caller may go on before it completes (asyncOp). */
     bool async() const { return async_; }
+    /* Where it runs: host memory, or a CUDA device and stream. */
+    const Place &place() const { return place_; }
+    /* The stream tacl orders the operation on (null: host memory). */
+    void *stream() const { return place_.stream; }
 
     /* The operation ran to its end in the caller's thread with status s. */
     void ended(tacl_status_t s, const char *what)
@@ -205,6 +257,31 @@ class TaclWork : public c10d::Work {
         what_ = what;
         finish(s);
     }
+
+#ifdef TACL_TORCH_CUDA
+    /*
+     * The operation was just enqueued on its stream (req: its request,
+     * null if it already completed): the epilogue follows it on the
+     * stream, the end event is recorded after that, and the future
+     * completes now, its waiters ordered after the event by torch.
+     */
+    void enqueued(tacl_request_t req, const char *what)
+    {
+        at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream(
+            place_.device);
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            run_epilogue_locked();
+            end_.record(stream);
+            enqueued_ = true;
+        }
+        if (error_)
+            future_->setError(error_);
+        else
+            future_->markCompleted(c10::IValue(outputs_));
+        start(req, what);
+    }
+#endif
 
     /* Adopt the request just started; null: it already completed. */
     void start(tacl_request_t req, const char *what)
@@ -231,6 +308,11 @@ class TaclWork : public c10d::Work {
 
     bool isCompleted() override
     {
+#ifdef TACL_TORCH_CUDA
+        /* On a stream: when the GPU has passed the end (or it failed). */
+        if (place_.cuda)
+            return error_ != nullptr || (enqueued_ && end_.query());
+#endif
         std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
         if (!l.owns_lock() || done_)
             return done_;
@@ -255,6 +337,16 @@ class TaclWork : public c10d::Work {
 
     bool wait(Ms timeout) override
     {
+#ifdef TACL_TORCH_CUDA
+        /* On a stream: the caller's current stream waits for the end;
+         * the host does not (as ProcessGroupNCCL's). */
+        if (place_.cuda) {
+            synchronize();
+            if (error_)
+                std::rethrow_exception(error_);
+            return true;
+        }
+#endif
         std::unique_lock<std::mutex> l(mu_);
         bool fire = false;
         if (!done_) {
@@ -283,6 +375,15 @@ class TaclWork : public c10d::Work {
             std::rethrow_exception(error_);
         return true;
     }
+
+#ifdef TACL_TORCH_CUDA
+    /* The caller's current stream on the device waits for the end. */
+    void synchronize() override
+    {
+        if (place_.cuda && enqueued_)
+            end_.block(at::cuda::getCurrentCUDAStream(place_.device));
+    }
+#endif
 
     void abort() override
     {
@@ -317,6 +418,7 @@ class TaclWork : public c10d::Work {
             mark_future();
     }
 
+
     /* With mu_ held: record the outcome once; true if this call did. */
     bool complete_locked(tacl_status_t s)
     {
@@ -334,20 +436,30 @@ class TaclWork : public c10d::Work {
                 std::string("tacl: ") + what_ +
                     ": the communicator was aborted"));
         } else {
-            try {
-                for (auto &f : epilogue_)
-                    f();
-            } catch (...) {
-                error_ = std::current_exception();
-            }
+            run_epilogue_locked();
         }
         epilogue_.clear();
         done_ = true;
         return true;
     }
 
+    /* With mu_ held: run the epilogue once, keeping its failure. */
+    void run_epilogue_locked()
+    {
+        try {
+            for (auto &f : epilogue_)
+                f();
+        } catch (...) {
+            error_ = std::current_exception();
+        }
+        epilogue_.clear();
+    }
+
+    /* Once, at the end; a work on a stream completed it when enqueued. */
     void mark_future()
     {
+        if (place_.cuda)
+            return;
         if (error_)
             future_->setError(error_);
         else
@@ -356,6 +468,11 @@ class TaclWork : public c10d::Work {
 
     std::shared_ptr<Comm> comm_;
     const bool async_;
+    const Place place_;
+#ifdef TACL_TORCH_CUDA
+    at::cuda::CUDAEvent end_;         /* recorded after the operation */
+    std::atomic<bool> enqueued_{false};
+#endif
     std::vector<at::Tensor> outputs_, keep_;
     std::vector<std::function<void()>> epilogue_;
     c10::intrusive_ptr<c10::ivalue::Future> future_;
@@ -426,8 +543,17 @@ struct View {
 
 static void check_device(const at::Tensor &t, const char *what)
 {
-    if (!t.device().is_cpu())
-        unsupported(std::string(what) + ": tacl serves CPU tensors only, got " +
+#ifdef TACL_TORCH_CUDA
+    bool served = t.device().is_cpu() || t.device().is_cuda();
+    const char *serves = "CPU and CUDA tensors";
+#else
+    bool served = t.device().is_cpu();
+    const char *serves = "CPU tensors only (this tacl_torch was built "
+                         "without CUDA: torch has none, or "
+                         "TACL_TORCH_CUDA=0)";
+#endif
+    if (!served)
+        unsupported(std::string(what) + ": tacl serves " + serves + ", got " +
                     t.device().str() +
                     " (use a backend string such as \"cpu:tacl,cuda:nccl\")");
     if (t.is_sparse())
@@ -491,8 +617,9 @@ static void single(const std::vector<at::Tensor> &v, const char *what)
 }
 
 struct Op {
-    tacl_op_t op;
+    tacl_op_t op = TACL_SUM;
     double premul = 1.0;
+    at::Tensor factor; /* PREMUL_SUM's factor as a tensor, if given so */
     bool scale = false;
 };
 
@@ -501,7 +628,7 @@ static Op op_of(const ReduceOp &r, const at::Tensor &t, const char *what)
 {
     bool boolean = t.scalar_type() == at::kBool;
     bool cplx = t.is_complex();
-    Op o{TACL_SUM};
+    Op o;
     switch (r.op_) {
     case ReduceOp::SUM: o.op = TACL_SUM; break;
     case ReduceOp::AVG: o.op = TACL_AVG; break;
@@ -518,9 +645,12 @@ static Op op_of(const ReduceOp &r, const at::Tensor &t, const char *what)
             r.supplement_.get());
         TORCH_CHECK(s != nullptr, "tacl backend: ", what,
                     ": PREMUL_SUM without its factor");
-        o.premul = s->tensor_factor.defined()
-                       ? s->tensor_factor.item<double>()
-                       : s->double_factor;
+        /* A tensor factor stays a tensor: reading it would wait for the
+         * GPU where it lives there. */
+        if (s->tensor_factor.defined())
+            o.factor = s->tensor_factor;
+        else
+            o.premul = s->double_factor;
         break;
     }
     default:
@@ -545,7 +675,9 @@ static View reduce_source(TaclWork &w, const View &v, const Op &o)
 {
     if (!o.scale)
         return v;
-    at::Tensor s = v.t.mul(o.premul);
+    at::Tensor s = o.factor.defined()
+                       ? v.t.mul(o.factor.to(v.t.device(), true))
+                       : v.t.mul(o.premul);
     w.keep(s);
     return View{s, v.dtype, v.count};
 }
@@ -717,7 +849,7 @@ class TaclBackend : public c10d::Backend {
         return run(w, "tacl_broadcast_nb", [&](tacl_request_t *r) {
             return tacl_broadcast_nb(v.ptr(), v.ptr(), v.count, v.dtype,
                                      static_cast<int>(opts.rootRank), comm(),
-                                     nullptr, r);
+                                     w->stream(), r);
         });
     }
 
@@ -751,7 +883,7 @@ class TaclBackend : public c10d::Backend {
         return run(w, "tacl_reduce_nb", [&](tacl_request_t *r) {
             return tacl_reduce_nb(src.ptr(), v.ptr(), v.count, v.dtype, o.op,
                                   static_cast<int>(opts.rootRank), comm(),
-                                  nullptr, r);
+                                  w->stream(), r);
         });
     }
 
@@ -780,7 +912,7 @@ class TaclBackend : public c10d::Backend {
         w->keep(in.t);
         return run(w, "tacl_allgather_nb", [&](tacl_request_t *r) {
             return tacl_allgather_nb(in.ptr(), out.ptr(), in.count, in.dtype,
-                                     comm(), nullptr, r);
+                                     comm(), w->stream(), r);
         });
     }
 
@@ -796,7 +928,7 @@ class TaclBackend : public c10d::Backend {
         View out = writable(*w, output, "all_gather_into_tensor", false);
         return run(w, "tacl_allgather_nb", [&](tacl_request_t *r) {
             return tacl_allgather_nb(in.ptr(), out.ptr(), in.count, in.dtype,
-                                     comm(), nullptr, r);
+                                     comm(), w->stream(), r);
         });
     }
 
@@ -821,7 +953,8 @@ class TaclBackend : public c10d::Backend {
             one_list(outputs, "gather", "output tensors on the root");
         std::vector<at::Tensor> outs =
             is_root ? outputs[0] : std::vector<at::Tensor>{};
-        auto w = work(OpType::GATHER, "tacl:gather", outs, opts.asyncOp);
+        auto w = work(OpType::GATHER, "tacl:gather", outs, opts.asyncOp,
+                      inputs[0]);
         View in = input_view(*w, inputs[0]);
         std::vector<View> dst;
         for (auto &t : outs) {
@@ -877,7 +1010,8 @@ class TaclBackend : public c10d::Backend {
         View out = writable(*w, outputs[0], "reduce_scatter", false);
         return run(w, "tacl_reduce_scatter_nb", [&](tacl_request_t *r) {
             return tacl_reduce_scatter_nb(in.ptr(), out.ptr(), out.count,
-                                          out.dtype, o.op, comm(), nullptr, r);
+                                          out.dtype, o.op, comm(),
+                                          w->stream(), r);
         });
     }
 
@@ -894,7 +1028,8 @@ class TaclBackend : public c10d::Backend {
         View out = writable(*w, output, "reduce_scatter_tensor", false);
         return run(w, "tacl_reduce_scatter_nb", [&](tacl_request_t *r) {
             return tacl_reduce_scatter_nb(in.ptr(), out.ptr(), out.count,
-                                          out.dtype, o.op, comm(), nullptr, r);
+                                          out.dtype, o.op, comm(),
+                                          w->stream(), r);
         });
     }
 
@@ -925,7 +1060,7 @@ class TaclBackend : public c10d::Backend {
                         "need the same size, divisible by ", n);
             return run(w, "tacl_alltoall_nb", [&](tacl_request_t *r) {
                 return tacl_alltoall_nb(in.ptr(), out.ptr(), in.count / n,
-                                        in.dtype, comm(), nullptr, r);
+                                        in.dtype, comm(), w->stream(), r);
             });
         }
         /* Uneven splits: rows of dimension 0, one send and receive each. */
@@ -944,9 +1079,9 @@ class TaclBackend : public c10d::Backend {
                 size_t sc = static_cast<size_t>(send[p]) * srow;
                 size_t rc = static_cast<size_t>(recv[p]) * rrow;
                 tacl_status_t s =
-                    post_send(View{in.t, in.dtype, sc}, p, sb + so * es);
+                    post_send(*w, View{in.t, in.dtype, sc}, p, sb + so * es);
                 if (s == TACL_OK)
-                    s = post_recv(View{out.t, out.dtype, rc}, p,
+                    s = post_recv(*w, View{out.t, out.dtype, rc}, p,
                                   rb + ro * es);
                 if (s != TACL_OK)
                     return s;
@@ -976,9 +1111,9 @@ class TaclBackend : public c10d::Backend {
         }
         return run_group(w, "all_to_all", [&]() -> tacl_status_t {
             for (int p = 0; p < n; p++) {
-                tacl_status_t s = post_send(in[p], p);
+                tacl_status_t s = post_send(*w, in[p], p);
                 if (s == TACL_OK)
-                    s = post_recv(out[p], p);
+                    s = post_recv(*w, out[p], p);
                 if (s != TACL_OK)
                     return s;
             }
@@ -991,11 +1126,11 @@ class TaclBackend : public c10d::Backend {
     {
         single(tensors, "send");
         check_tag(tag, "send");
-        auto w = work(OpType::SEND, "tacl:send", {});
+        auto w = work(OpType::SEND, "tacl:send", {}, true, tensors[0]);
         View v = input_view(*w, tensors[0]);
         return run(w, "tacl_send_nb", [&](tacl_request_t *r) {
             return tacl_send_nb(v.ptr(), v.count, v.dtype, dst, comm(),
-                                nullptr, r);
+                                w->stream(), r);
         });
     }
 
@@ -1008,7 +1143,7 @@ class TaclBackend : public c10d::Backend {
         View v = writable(*w, tensors[0], "recv", false);
         return run(w, "tacl_recv_nb", [&](tacl_request_t *r) {
             return tacl_recv_nb(v.ptr(), v.count, v.dtype, src, comm(),
-                                nullptr, r);
+                                w->stream(), r);
         });
     }
 
@@ -1044,8 +1179,8 @@ class TaclBackend : public c10d::Backend {
         tacl_quant_t q{bits, static_cast<uint32_t>(block)};
         return run(w, "tacl_allgather_quantized_nb", [&](tacl_request_t *r) {
             return tacl_allgather_quantized_nb(in.ptr(), out.ptr(), in.count,
-                                               in.dtype, &q, comm(), nullptr,
-                                               r);
+                                               in.dtype, &q, comm(),
+                                               w->stream(), r);
         });
     }
 
@@ -1065,7 +1200,7 @@ class TaclBackend : public c10d::Backend {
                    [&](tacl_request_t *r) {
                        return tacl_reduce_scatter_quantized_nb(
                            in.ptr(), out.ptr(), out.count, out.dtype, o.op,
-                           &q, comm(), nullptr, r);
+                           &q, comm(), w->stream(), r);
                    });
     }
 
@@ -1082,7 +1217,7 @@ class TaclBackend : public c10d::Backend {
         auto w = work(type, rop ? "tacl:reduce_scatter_coalesced"
                                 : "tacl:all_gather_coalesced",
                       outputs, async);
-        Op o{TACL_SUM};
+        Op o;
         if (rop)
             o = op_of(*rop, outputs[0], what);
         std::vector<const void *> sb;
@@ -1110,12 +1245,12 @@ class TaclBackend : public c10d::Backend {
                        [&](tacl_request_t *r) {
                            return tacl_reduce_scatter_coalesced_nb(
                                sb.data(), rb.data(), counts.data(), nb, dt,
-                               o.op, comm(), nullptr, r);
+                               o.op, comm(), w->stream(), r);
                        });
         return run(w, "tacl_allgather_coalesced_nb", [&](tacl_request_t *r) {
             return tacl_allgather_coalesced_nb(sb.data(), rb.data(),
                                                counts.data(), nb, dt, comm(),
-                                               nullptr, r);
+                                               w->stream(), r);
         });
     }
 
@@ -1130,18 +1265,26 @@ class TaclBackend : public c10d::Backend {
         return cfg;
     }
 
-    /* async: c10d's asyncOp (false: the caller waits for it at once). */
+    /*
+     * async: c10d's asyncOp (false: the caller waits for it at once).
+     * The operation runs where ref lives (default: the first output; none:
+     * host memory): a CUDA tensor's on torch's current stream there.
+     */
     c10::intrusive_ptr<TaclWork> work(OpType type, const char *title,
                                       std::vector<at::Tensor> outputs,
-                                      bool async = true)
+                                      bool async = true,
+                                      at::Tensor ref = at::Tensor())
     {
         if (comm_->aborted.load() || comm_->shut.load())
             C10_THROW_ERROR(DistBackendError,
                             std::string("tacl: ") + title +
                                 ": the communicator was aborted or shut down");
+        if (!ref.defined() && !outputs.empty())
+            ref = outputs[0];
         seq_++;
         return c10::make_intrusive<TaclWork>(comm_, getRank(), type, title,
-                                             std::move(outputs), async);
+                                             std::move(outputs), async,
+                                             place_of(ref));
     }
 
     View input_view(TaclWork &w, const at::Tensor &t)
@@ -1156,12 +1299,27 @@ class TaclBackend : public c10d::Backend {
         const c10::intrusive_ptr<TaclWork> &w, const char *what,
         const std::function<tacl_status_t(tacl_request_t *)> &start)
     {
-        if (!w->async())
+        if (!w->place().cuda && !w->async())
             return run_here(w, what, start);
+        /* On CUDA tensors, asynchronous or not: the _nb call on torch's
+         * current stream of their device, which is current for the call,
+         * then the work's enqueued() (see the top of this file); nothing
+         * waits on the host. */
+#ifdef TACL_TORCH_CUDA
+        c10::cuda::OptionalCUDAGuard guard;
+        if (w->place().cuda)
+            guard.set_index(w->place().device);
+#endif
         tacl_request_t req = nullptr;
         tacl_status_t s = start(&req);
         if (s != TACL_OK)
             fail(what, comm(), s);
+#ifdef TACL_TORCH_CUDA
+        if (w->place().cuda) {
+            w->enqueued(req, what);
+            return w;
+        }
+#endif
         w->start(req, what);
         return w;
     }
@@ -1240,17 +1398,19 @@ class TaclBackend : public c10d::Backend {
         return &ignored;
     }
 
-    /* A send or receive of v (at ptr when given) inside a group. */
-    tacl_status_t post_send(const View &v, int peer, void *ptr = nullptr)
+    /* A send or receive of v (at ptr when given) inside w's group. */
+    tacl_status_t post_send(const TaclWork &w, const View &v, int peer,
+                            void *ptr = nullptr)
     {
         return tacl_send_nb(ptr ? ptr : v.ptr(), v.count, v.dtype, peer,
-                            comm(), nullptr, in_group());
+                            comm(), w.stream(), in_group());
     }
 
-    tacl_status_t post_recv(const View &v, int peer, void *ptr = nullptr)
+    tacl_status_t post_recv(const TaclWork &w, const View &v, int peer,
+                            void *ptr = nullptr)
     {
         return tacl_recv_nb(ptr ? ptr : v.ptr(), v.count, v.dtype, peer,
-                            comm(), nullptr, in_group());
+                            comm(), w.stream(), in_group());
     }
 
     /*
@@ -1265,12 +1425,13 @@ class TaclBackend : public c10d::Backend {
     {
         return run_group(w, what, [&]() -> tacl_status_t {
             if (getRank() != root)
-                return to_root ? post_send(mine, root) : post_recv(mine, root);
+                return to_root ? post_send(*w, mine, root)
+                               : post_recv(*w, mine, root);
             for (int p = 0; p < getSize(); p++) {
                 if (p == root)
                     continue;
-                tacl_status_t s = to_root ? post_recv(theirs[p], p)
-                                          : post_send(theirs[p], p);
+                tacl_status_t s = to_root ? post_recv(*w, theirs[p], p)
+                                          : post_send(*w, theirs[p], p);
                 if (s != TACL_OK)
                     return s;
             }
@@ -1296,13 +1457,13 @@ class TaclBackend : public c10d::Backend {
             return run(w, "tacl_allreduce_nb", [&](tacl_request_t *r) {
                 return tacl_allreduce_nb(src[0].ptr(), v[0].ptr(), v[0].count,
                                          v[0].dtype, ops[0].op, comm(),
-                                         nullptr, r);
+                                         w->stream(), r);
             });
         return run_group(w, "allreduce_coalesced", [&]() -> tacl_status_t {
             for (size_t i = 0; i < v.size(); i++) {
                 tacl_status_t s = tacl_allreduce_nb(
                     src[i].ptr(), v[i].ptr(), v[i].count, v[i].dtype,
-                    ops[i].op, comm(), nullptr, in_group());
+                    ops[i].op, comm(), w->stream(), in_group());
                 if (s != TACL_OK)
                     return s;
             }
@@ -1494,6 +1655,16 @@ PYBIND11_MODULE(_C, m)
             "_stop_completer", [] { tacl_torch::Completer::get().stop(); },
             py::call_guard<py::gil_scoped_release>(),
             "Stop the completion thread (at interpreter exit).")
+        .def_static(
+            "_has_cuda",
+            [] {
+#ifdef TACL_TORCH_CUDA
+                return true;
+#else
+                return false;
+#endif
+            },
+            "True when built with CUDA: CUDA tensors are served too.")
         .def_static(
             "_bootstraps", [] { return tacl_torch::bootstraps.load(); },
             "How many communicators this process bootstrapped through a "

@@ -1,12 +1,18 @@
 """torch.distributed backend "tacl".
 
-Importing this package registers the backend for CPU tensors, so
+Importing this package registers the backend for CPU tensors and, when
+the extension was built with CUDA (torch has CUDA), for CUDA tensors, so
 
-    torch.distributed.init_process_group("tacl")                # CPU only
+    torch.distributed.init_process_group("tacl")                # CPU, CUDA
     torch.distributed.init_process_group("cpu:tacl,cuda:nccl")  # mixed
 
 work (torch also finds the backend through the package's entry point
-without an explicit import).
+without an explicit import).  One communicator serves both: a CUDA
+tensor's operation is ordered on torch's current stream of its device
+and never waits on the host (as NCCL's); async_op works as with NCCL.
+Make the device current before init_process_group
+(torch.cuda.set_device), as for NCCL: the communicator's device is the
+one current when it is made.  Several processes may share one GPU.
 
 Subgroups reuse the default group's tacl communicator (no new bootstrap,
 no store traffic, the parent's connections):
@@ -113,14 +119,20 @@ def _create_plain(store, rank, size, timeout):
     return TaclBackend(store, rank, size, _timeout_of(timeout), "tacl")
 
 
+def _devices() -> list:
+    """The device types the backend serves."""
+    return ["cpu", "cuda"] if TaclBackend._has_cuda() else ["cpu"]
+
+
 def _register() -> None:
     if _NAME.upper() in getattr(dist.Backend, "_plugins", {}):
         return
     try:
         dist.Backend.register_backend(_NAME, _create, extended_api=True,
-                                      devices=["cpu"])
+                                      devices=_devices())
     except TypeError:
-        dist.Backend.register_backend(_NAME, _create_plain, devices=["cpu"])
+        dist.Backend.register_backend(_NAME, _create_plain,
+                                      devices=_devices())
 
 
 _register()
@@ -129,7 +141,8 @@ atexit.register(TaclBackend._stop_completer)
 
 
 def backend_of(group=None) -> TaclBackend:
-    """The tacl backend serving a group's CPU tensors (default: world)."""
+    """The tacl backend serving a group's CPU tensors (default: world); the
+    same one serves its CUDA tensors, and the functions below take both."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     backend = pg._get_backend(torch.device("cpu"))
     if not isinstance(backend, TaclBackend):

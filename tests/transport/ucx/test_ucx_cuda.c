@@ -28,25 +28,9 @@
 /* Chunk size the cases set, small so that messages span many chunks. */
 #define CHUNK (64 * 1024)
 
-/* Whether a device is usable, asked in a child: see the top. */
-static int device_in_child(void)
-{
-    pid_t pid = fork();
-    int status = 0;
-
-    if (pid == 0) {
-        char why[256];
-        _exit(tt_cuda_usable(why, sizeof(why)) ? 0 : 1);
-    }
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return 0;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 static void skip_without_device(void)
 {
-    if (!device_in_child())
-        cr_skip_test("no usable CUDA device: these cases need a GPU");
+    tt_skip_without_device_forked();
 }
 
 static void stage_env(void)
@@ -90,7 +74,7 @@ static void caps_rank(shared_t *sh, int rank)
     tacl__tl_close(tl);
 }
 
-Test(ucx_cuda, caps_follow_the_device, .timeout = 60)
+Test(ucx_cuda, caps_follow_the_device)
 {
     stage_env();
     run_ranks(2, caps_rank, NULL, NULL);
@@ -205,7 +189,7 @@ static void dev_rank(shared_t *sh, int rank)
     tacl__tl_close(tl);
 }
 
-Test(ucx_cuda, device_messages_both_ways, .timeout = 90)
+Test(ucx_cuda, device_messages_both_ways)
 {
     skip_without_device();
     stage_env();
