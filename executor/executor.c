@@ -870,6 +870,11 @@ int tacl__exec_on_done(tacl__exec_t *exec, tacl__exec_done_fn fn, void *arg)
     return finished;
 }
 
+const char *tacl__exec_failure(const tacl__exec_t *exec)
+{
+    return exec->ctx->fatal != TACL_OK ? exec->ctx->fatal_msg : NULL;
+}
+
 tacl__xcomm_t *tacl__exec_xcomm(const tacl__exec_t *exec)
 {
     return exec->xc;
@@ -896,12 +901,19 @@ void tacl__exec_free(tacl__exec_t *e)
     tacl__dev_exec_free(e->dev);
     /* An engine's execution (one allocation, no schedule) is kept for
      * the context's next one. */
-    if (e->engine != NULL && e->ctx->engine_spare == NULL) {
+    if (e->engine != NULL) {
+        const tacl__engine_ops_t *ops = e->engine;
+        void *arg = e->engine_arg;
         tacl__ctx_t *ctx = e->ctx;
+        int kept = ctx->engine_spare == NULL;
 
-        ctx->engine_spare = e;
+        if (kept)
+            ctx->engine_spare = e;
         pthread_mutex_unlock(&ctx->lock);
+        ops->release(arg);
         tacl__ctx_release(ctx);
+        if (!kept)
+            exec_dealloc(e);
         return;
     }
     pthread_mutex_unlock(&e->ctx->lock);

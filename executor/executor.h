@@ -85,6 +85,8 @@ typedef struct {
     /** Append what exec still waits for to buf (flight dumps). */
     void (*describe)(void *arg, const tacl__exec_t *exec, char *buf,
                      size_t len);
+    /** exec is freed: let go of what it held of arg (no lock held). */
+    void (*release)(void *arg);
 } tacl__engine_ops_t;
 
 /**
@@ -162,6 +164,13 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec);
  * communicator was destroyed or aborted.
  */
 int tacl__exec_progress(tacl__exec_t *exec);
+
+/**
+ * Why exec's context failed (its failure message), or NULL while it has
+ * not: readable after exec's communicator is gone (exec keeps the
+ * context).
+ */
+const char *tacl__exec_failure(const tacl__exec_t *exec);
 
 /** The communicator part an execution runs on. */
 tacl__xcomm_t *tacl__exec_xcomm(const tacl__exec_t *exec);

@@ -86,6 +86,9 @@ struct tacl__fast {
     uint64_t all_seen;         /* every flag was seen at this or above */
     int light;                 /* publish with a release store (every
                                   rank may use the global fence) */
+    _Atomic int refs;          /* the communicator's, and one per split
+                                  call's execution, which may outlive it
+                                  (a request freed after an abort) */
     int owner;                 /* created it: removes the name */
     int linked;                /* the name still exists */
     char name[TACL__FAST_NAME_LEN];

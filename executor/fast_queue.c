@@ -131,10 +131,17 @@ static void engine_describe(void *arg, const tacl__exec_t *exec, char *buf,
              (unsigned long long)f->blocked_call);
 }
 
+/* A split call's execution holds the area until it is freed. */
+static void engine_release(void *arg)
+{
+    tacl__fast_free(arg);
+}
+
 static const tacl__engine_ops_t fast_engine = {
     .drain = engine_drain,
     .sleep = engine_sleep,
     .describe = engine_describe,
+    .release = engine_release,
 };
 
 /* Room for one more call: wait, with the lock released in turns, until
@@ -222,10 +229,14 @@ tacl_status_t tacl__fast_start_nb(tacl__fast_t *f, tacl__xcomm_t *xc,
 
     f->xc = xc;
     status = queue_room(f);
-    if (status == TACL_OK)
-        status = tacl__exec_start_engine(xc, &fast_engine, f, exec_p);
     if (status != TACL_OK)
         return status;
+    atomic_fetch_add(&f->refs, 1);
+    status = tacl__exec_start_engine(xc, &fast_engine, f, exec_p);
+    if (status != TACL_OK) {
+        atomic_fetch_sub(&f->refs, 1);
+        return status;
+    }
     k = ++f->n;
     f->pend[k % FAST_RING] = (fast_pend_t){*op, *exec_p};
     queue_drain(f);

@@ -103,6 +103,7 @@ tacl_status_t tacl__fast_create(int rank, int size, size_t cap,
     f->cap = cap;
     f->len = area_len(size, cap);
     f->owner = 1;
+    atomic_init(&f->refs, 1);
     snprintf(f->name, sizeof(f->name), "/tacl-fast-%d-%u-%llx", (int)getpid(),
              atomic_fetch_add(&serial, 1),
              (unsigned long long)(tacl__now_ns() & 0xffffffffull));
@@ -161,6 +162,7 @@ tacl_status_t tacl__fast_attach(const char *name, int rank, int size,
     }
     f->rank = rank;
     f->size = size;
+    atomic_init(&f->refs, 1);
     f->cap = (size_t)hdr.cap;
     f->len = area_len(size, f->cap);
     status = map_area(f, fd, 0);
@@ -186,6 +188,9 @@ void tacl__fast_free(tacl__fast_t *fast)
     if (fast == NULL)
         return;
     tacl__fast_unlink(fast);
+    /* Split calls' executions hold the area too: the last one unmaps. */
+    if (atomic_fetch_sub(&fast->refs, 1) > 1)
+        return;
     if (fast->base != NULL)
         munmap(fast->base, fast->len);
     free(fast);

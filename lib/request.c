@@ -119,6 +119,26 @@ static tacl_comm_t request_comm(tacl_request_t req)
                           : NULL;
 }
 
+/*
+ * The error a request ended with, returned to this caller: its message
+ * is the one recorded where it was decided, which may have been in
+ * another thread (the progress thread, a tester, an abort); the context's
+ * failure says it again here (the execution keeps its context alive,
+ * the communicator may be gone).  Then the last-error rule as for every
+ * call (hold.c).
+ */
+static tacl_status_t request_fail(tacl_request_t req, tacl_status_t status)
+{
+    const char *why;
+
+    if (status >= 0)
+        return status;
+    if (tacl__last_error()[0] == '\0' && req->nexec > 0 &&
+        (why = tacl__exec_failure(req->execs[0])) != NULL)
+        tacl__error(status, COLL, "%s", why);
+    return tacl__comm_fail(req->nexec > 0 ? request_comm(req) : NULL, status);
+}
+
 TACL_EXPORT tacl_status_t tacl_request_test(tacl_request_t req, int *done_p)
 {
     tacl__last_error_clear();
@@ -133,7 +153,7 @@ TACL_EXPORT tacl_status_t tacl_request_test(tacl_request_t req, int *done_p)
         }
     }
     *done_p = atomic_load(&req->done);
-    return *done_p ? req->status : TACL_OK;
+    return *done_p ? request_fail(req, req->status) : TACL_OK;
 }
 
 TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
@@ -144,14 +164,12 @@ TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
     if (req == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
     if (atomic_load(&req->done))
-        return req->status;
+        return request_fail(req, req->status);
     status = tacl__exec_wait(req->execs, req->nexec);
     /* Every execution finished, so its hook ran: the request is done. */
     if (atomic_load(&req->done))
         status = req->status;
-    if (req->nexec > 0)
-        tacl__comm_fail(request_comm(req), status);
-    return status;
+    return request_fail(req, status);
 }
 
 TACL_EXPORT tacl_status_t tacl_request_set_callback(tacl_request_t req,
