@@ -10,7 +10,7 @@
 # k ranks sends (k - 1) / k of the region from every rank, an all-reduce
 # twice that.  On the world ring of g node-contiguous groups, g of the N
 # ring links cross groups.  The strategy's collectives (see
-# docs/ARCHITECTURE.md, "The training engine"):
+# docs/design/engine.md):
 #   parameters  I: group all-gather before forward and before backward,
 #               s times; G: the world all-gather (two hops, inter then
 #               group, when the strategy has an I level elsewhere).
