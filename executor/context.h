@@ -44,7 +44,8 @@ typedef struct tacl__ctx {
     int ntl;
     int8_t *tl_of;             /* transport index per world rank, -1 none */
     pthread_mutex_t lock;
-    tacl__exec_t *active;      /* schedules in flight */
+    tacl__exec_t *active;      /* executions in flight */
+    int sched_active;          /* of them, schedules (not an engine's) */
     _Atomic tacl_status_t fatal; /* sticky failure of the whole context;
                                   set once under the lock, after
                                   fatal_msg, and read without it */
@@ -103,6 +104,15 @@ int tacl__ctx_progress(tacl__ctx_t *ctx);
 
 /** tacl__ctx_progress with the lock held. */
 int tacl__ctx_progress_locked(tacl__ctx_t *ctx);
+
+/**
+ * A waiter's round, lock held: tacl__ctx_progress_locked, except that
+ * while only engines' executions are in flight and the waiter still
+ * polls (spinning) the transports are left alone: nothing of the
+ * waiter's moves through them, as a blocking fast-engine call leaves
+ * them while it spins (fastpath.c), and the round costs a tenth.
+ */
+int tacl__ctx_progress_wait(tacl__ctx_t *ctx, int spinning);
 
 /**
  * Free the context's ended detached executions (tacl__exec_detach); call

@@ -129,6 +129,8 @@ static void exec_unlink(tacl__exec_t *e)
         e->prev->next = e->next;
     else
         ctx->active = e->next;
+    if (e->engine == NULL)
+        ctx->sched_active--;
     if (e->next != NULL)
         e->next->prev = e->prev;
     e->linked = 0;
@@ -633,6 +635,8 @@ static void exec_arm(tacl__exec_t *e, int waited)
         e->next->prev = e;
     e->ctx->active = e;
     e->linked = 1;
+    if (e->engine == NULL)
+        e->ctx->sched_active++;
     if (waited && !tacl__exec_streamed(e)) {
         e->counted = 1;
         e->ctx->waiters++;
@@ -856,16 +860,24 @@ int tacl__exec_done(const tacl__exec_t *exec, tacl_status_t *status_p)
     return 1;
 }
 
+int tacl__exec_on_done_locked(tacl__exec_t *exec, tacl__exec_done_fn fn,
+                              void *arg)
+{
+    int finished = atomic_load(&exec->finished);
+
+    if (!finished) {
+        exec->done_fn = fn;
+        exec->done_arg = arg;
+    }
+    return finished;
+}
+
 int tacl__exec_on_done(tacl__exec_t *exec, tacl__exec_done_fn fn, void *arg)
 {
     int finished;
 
     pthread_mutex_lock(&exec->ctx->lock);
-    finished = atomic_load(&exec->finished);
-    if (!finished) {
-        exec->done_fn = fn;
-        exec->done_arg = arg;
-    }
+    finished = tacl__exec_on_done_locked(exec, fn, arg);
     pthread_mutex_unlock(&exec->ctx->lock);
     return finished;
 }
@@ -907,11 +919,18 @@ void tacl__exec_free(tacl__exec_t *e)
         tacl__ctx_t *ctx = e->ctx;
         int kept = ctx->engine_spare == NULL;
 
+        /* The execution's reference on the context goes in this same
+         * round trip of the lock unless it is the last. */
+        int last_ref = ctx->refcount == 1;
+
         if (kept)
             ctx->engine_spare = e;
+        if (!last_ref)
+            ctx->refcount--;
         pthread_mutex_unlock(&ctx->lock);
         ops->release(arg);
-        tacl__ctx_release(ctx);
+        if (last_ref)
+            tacl__ctx_release(ctx);
         if (!kept)
             exec_dealloc(e);
         return;
@@ -992,7 +1011,8 @@ tacl_status_t tacl__wait_bound(tacl__waiter_t *w, tacl__ctx_t *ctx,
     return TACL_OK;
 }
 
-int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
+/* One round; quick: the engines' executions only. */
+static int progress_round(tacl__ctx_t *ctx, int quick)
 {
     int events = 0;
     uint64_t now;
@@ -1001,6 +1021,8 @@ int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
         next = e->next;
         events += exec_drain(e);
     }
+    if (quick)
+        return events;
     for (int t = 0; t < ctx->ntl; t++) {
         int n = tacl__tl_progress(ctx->tls[t]);
         if (n < 0)
@@ -1020,6 +1042,16 @@ int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
     tacl__ctx_check_liveness(ctx, now);
     tacl__ctx_flight_poll(ctx);
     return events;
+}
+
+int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
+{
+    return progress_round(ctx, 0);
+}
+
+int tacl__ctx_progress_wait(tacl__ctx_t *ctx, int spinning)
+{
+    return progress_round(ctx, spinning && ctx->sched_active == 0);
 }
 
 int tacl__ctx_progress(tacl__ctx_t *ctx)
@@ -1229,19 +1261,16 @@ void tacl__ctx_timed_out(tacl__ctx_t *ctx, const tacl__xcomm_t *xc)
 }
 
 /*
- * Count this thread in (delta 1) or out (-1) of the waiters of ctxs: the
- * progress thread stands aside while a thread waits (progress.c), and
- * takes over again, woken here, when the last one leaves with executions
- * still in flight.
+ * Count this thread out of the waiters of ctxs (it counted itself in at
+ * its first round): the progress thread stands aside while a thread
+ * waits (progress.c), and takes over again, woken here, when the last
+ * one leaves with executions still in flight.
  */
-static void waiters_add(tacl__ctx_t **ctxs, int nctx, int delta)
+static void waiters_leave(tacl__ctx_t **ctxs, int nctx)
 {
     for (int c = 0; c < nctx; c++) {
         pthread_mutex_lock(&ctxs[c]->lock);
-        if (delta > 0)
-            ctxs[c]->waiters += delta;
-        else
-            waiters_leave_locked(ctxs[c], -delta);
+        waiters_leave_locked(ctxs[c], 1);
         pthread_mutex_unlock(&ctxs[c]->lock);
     }
 }
@@ -1266,21 +1295,34 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
     for (int c = 1; c < nctx; c++)
         if (ctxs[c]->oversubscribed)
             w.spin = 0;
-    waiters_add(ctxs, nctx, 1);
-    for (;;) {
-        int events = 0, done;
+    /* The rounds count this thread in and out of the waiters (the
+     * first round, and the last one when it holds the only lock). */
+    for (int round = 0, left = 0;; round++) {
+        int events = 0, done = 0, spinning = w.idle < w.spin;
 
         for (int c = 0; c < nctx; c++) {
             tacl__ctx_t *ctx = ctxs[c];
+
             pthread_mutex_lock(&ctx->lock);
-            events += tacl__ctx_progress_locked(ctx);
-            if (events == 0 && !all_done(execs, nexec, &status))
+            if (round == 0)
+                ctx->waiters++;
+            events += tacl__ctx_progress_wait(ctx, spinning);
+            if (c == nctx - 1)
+                done = all_done(execs, nexec, &status);
+            if (done && nctx == 1) {
+                waiters_leave_locked(ctx, 1);
+                left = 1;
+            }
+            /* The bound reads the clock: not while the waiter spins. */
+            if (!done && events == 0 && !spinning)
                 (void)tacl__wait_bound(&w, ctx, bound->xc);
             pthread_mutex_unlock(&ctx->lock);
         }
-        done = all_done(execs, nexec, &status);
-        if (done)
+        if (done) {
+            if (!left)
+                waiters_leave(ctxs, nctx);
             break;
+        }
         if (events > 0) {
             tacl__wait_moved(&w);
         } else if (tacl__wait_idle(&w) == TACL__WAIT_SLEEP) {
@@ -1288,7 +1330,6 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
                 tacl__ctx_idle_wait(ctxs[c]);
         }
     }
-    waiters_add(ctxs, nctx, -1);
     if (status != TACL_OK) {
         for (int c = 0; c < nctx; c++) {
             if (ctxs[c]->fatal != TACL_OK) {

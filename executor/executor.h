@@ -130,6 +130,10 @@ typedef void (*tacl__exec_done_fn)(void *arg, tacl_status_t status);
  */
 int tacl__exec_on_done(tacl__exec_t *exec, tacl__exec_done_fn fn, void *arg);
 
+/** tacl__exec_on_done with exec's context lock held. */
+int tacl__exec_on_done_locked(tacl__exec_t *exec, tacl__exec_done_fn fn,
+                              void *arg);
+
 /**
  * A persistent execution: take ownership of a built schedule (host
  * memory only) and make an execution of it on xc that does not run

@@ -200,16 +200,19 @@ tacl_status_t tacl__fast_wait_queued(tacl__fast_t *f, tacl__xcomm_t *xc,
     tacl__wait_init(&w, ctx);
     pthread_mutex_lock(&ctx->lock);
     while (f->done < n) {
+        int spinning = w.idle < w.spin;
+
         if (ctx->fatal != TACL_OK) {
             status = tacl__error(ctx->fatal, COLL, "%s", ctx->fatal_msg);
             break;
         }
-        if (tacl__ctx_progress_locked(ctx) + queue_drain(f) > 0) {
+        if (tacl__ctx_progress_wait(ctx, spinning) + queue_drain(f) > 0) {
             tacl__wait_moved(&w);
             continue;
         }
-        status = tacl__wait_bound(&w, ctx, xc);
-        if (status != TACL_OK)
+        /* The bound reads the clock: not while the waiter spins. */
+        if (!spinning &&
+            (status = tacl__wait_bound(&w, ctx, xc)) != TACL_OK)
             break;
         pthread_mutex_unlock(&ctx->lock);
         if (tacl__wait_idle(&w) == TACL__WAIT_SLEEP)

@@ -210,17 +210,16 @@ static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
         pthread_mutex_lock(&comm->x.ctx->lock);
     }
     status = tacl__ops_start(comm, &op, 1, blocking && stream == NULL, &exec);
-    pthread_mutex_unlock(&comm->x.ctx->lock);
-    if (status != TACL_OK)
-        return tacl__comm_fail(comm, status);
-    if (!blocking) {
-        status = tacl__request_create(&exec, 1, req_p);
-        if (status != TACL_OK) {
-            tacl__exec_wait(&exec, 1);
-            tacl__exec_free(exec);
-        }
+    if (status != TACL_OK) {
+        pthread_mutex_unlock(&comm->x.ctx->lock);
         return tacl__comm_fail(comm, status);
     }
+    if (!blocking) {
+        status = tacl__request_of_locked(exec, req_p);
+        pthread_mutex_unlock(&comm->x.ctx->lock);
+        return tacl__comm_fail(comm, tacl__request_or_wait(exec, status));
+    }
+    pthread_mutex_unlock(&comm->x.ctx->lock);
     if (stream != NULL) {
         /* NCCL's blocking call on a stream: enqueued, not waited for. */
         tacl__exec_detach(exec);
@@ -240,8 +239,9 @@ static tacl_status_t post_held(tacl_comm_t comm, tacl__coll_args_t *a,
 
     /* One of the owner's last fast-engine calls again: validated already
      * (before post_full's locals are set up: a tenth of such a call). */
-    if (blocking && stream == NULL && !tacl__group_active() &&
-        tacl__fast_again(comm, a, &status))
+    if ((blocking || req_p != NULL) && stream == NULL &&
+        !tacl__group_active() &&
+        tacl__fast_again(comm, a, blocking ? NULL : req_p, &status))
         return status == TACL_OK ? TACL_OK : tacl__comm_fail(comm, status);
     return post_full(comm, a, stream, blocking, req_p);
 }

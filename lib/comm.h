@@ -173,10 +173,11 @@ tacl_memtype_t tacl__memtype_detect(const void *ptr);
  * Requests: one or more executions (a group spans communicators).
  */
 struct tacl_request {
+    pthread_mutex_t lock;       /* completion, callback and free; first:
+                                   a recycled request keeps it (request.c) */
     int nexec;
     tacl__exec_t **execs;       /* &one for a request of one */
     tacl__exec_t *one;
-    pthread_mutex_t lock;       /* completion, callback and free */
     _Atomic int pending;        /* executions still running, + a guard */
     _Atomic int first_error;    /* the first failed execution's status */
     _Atomic int done;
@@ -192,6 +193,17 @@ struct tacl_request {
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
                                    tacl_request_t *req_p);
+/**
+ * The request of one execution just started, with its context's lock
+ * held (in the same round trip of the lock as the start).  On failure
+ * (no memory) the caller, without the lock, waits for exec and frees it.
+ */
+tacl_status_t tacl__request_of_locked(tacl__exec_t *exec,
+                                      tacl_request_t *req_p);
+/** After tacl__request_of_locked gave status, without the lock: on
+ *  failure wait for exec and free it.  Returns status. */
+tacl_status_t tacl__request_or_wait(tacl__exec_t *exec,
+                                    tacl_status_t status);
 /**
  * A persistent request of exec (prepared, not started) for the operation
  * args on comm: complete, with TACL_OK, until its first start.
@@ -303,13 +315,15 @@ tacl_status_t tacl__fast_comm_init(tacl_comm_t comm);
 int tacl__fast_take(tacl_comm_t comm, tacl__coll_args_t *a,
                     tacl_request_t *req_p, tacl_status_t *status_p);
 /**
- * The owner thread's blocking call a, outside a group and on no stream,
- * again with the arguments of one of its last fast-engine calls
- * (validated then, the configuration unchanged since):
- * run it there without validating or choosing again, setting *status_p,
- * and return 1; or return 0 (validate it and go on as usual).
+ * The owner thread's call a, outside a group and on no stream, again
+ * with the arguments of one of its last fast-engine calls (validated
+ * then, the configuration unchanged since): run it there without
+ * validating or choosing again (split when req_p is not NULL, its
+ * request in *req_p), setting *status_p, and return 1; or return 0
+ * (validate it and go on as usual).
  */
 int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
+                     tacl_request_t *req_p,
                      tacl_status_t *status_p);
 
 /*

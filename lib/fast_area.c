@@ -259,15 +259,13 @@ static tacl_status_t fast_run(tacl_comm_t comm, fast_comm_t *fc,
         /* Its execution claims the record, as a schedule's does. */
         tacl__flight_begin(&comm->x.flight, &r);
         status = tacl__fast_start_nb(fc->area, &comm->x, op, &exec);
-        pthread_mutex_unlock(&ctx->lock);
-        if (status != TACL_OK)
-            return status;
-        status = tacl__request_create(&exec, 1, req_p);
         if (status != TACL_OK) {
-            tacl__exec_wait(&exec, 1);
-            tacl__exec_free(exec);
+            pthread_mutex_unlock(&ctx->lock);
+            return status;
         }
-        return status;
+        status = tacl__request_of_locked(exec, req_p);
+        pthread_mutex_unlock(&ctx->lock);
+        return tacl__request_or_wait(exec, status);
     }
     if (comm->x.flight.cap > 0)
         ord = tacl__flight_open(&comm->x.flight, &r);
@@ -323,7 +321,7 @@ static void fast_remember(tacl_comm_t comm, fast_comm_t *fc,
 }
 
 int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
-                     tacl_status_t *status_p)
+                     tacl_request_t *req_p, tacl_status_t *status_p)
 {
     fast_comm_t *fc;
     const fast_memo_entry_t *m = NULL;
@@ -344,7 +342,7 @@ int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
     if (m == NULL || !fast_ready(comm, fc))
         return 0;
     a->memtype = TACL_MEM_HOST;
-    *status_p = fast_run(comm, fc, a, &m->fop, &m->rec, NULL);
+    *status_p = fast_run(comm, fc, a, &m->fop, &m->rec, req_p);
     return 1;
 }
 
@@ -365,8 +363,7 @@ static tacl_status_t fast_call(tacl_comm_t comm, tacl__coll_args_t *a,
     op = tacl__fast_op_of(a);
     tacl__flight_op_of(comm, a, 1, &rec);
     rec.algo = "fast";
-    if (req_p == NULL)
-        fast_remember(comm, fc, a, &op, &rec);
+    fast_remember(comm, fc, a, &op, &rec);
     return fast_run(comm, fc, a, &op, &rec, req_p);
 }
 

@@ -13,7 +13,9 @@
  * is what makes "exactly once" hold against tacl_request_set_callback
  * and keeps tacl_request_free from freeing the request under it.
  */
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "comm.h"
@@ -42,10 +44,93 @@ static void request_exec_done(void *arg, tacl_status_t status)
         request_complete(req);
 }
 
-tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
-                                   tacl_request_t *req_p)
+/*
+ * The last request a thread freed, kept for its next one: a loop of _nb
+ * calls and waits, the common use, then allocates nothing (a tenth of an
+ * 8-byte fast-engine call went to malloc and free, and an atomic
+ * exchange on one shared spare cost as much).  A thread's spare is freed
+ * when it exits (the key's destructor; the main thread's stays
+ * reachable to the end).
+ */
+static __thread tacl_request_t request_spare;
+static __thread int spare_keyed;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void request_destroy(tacl_request_t req)
 {
-    tacl_request_t req = calloc(1, sizeof(*req));
+    pthread_mutex_destroy(&req->lock);
+    free(req);
+}
+
+static void spare_exit(void *slot)
+{
+    tacl_request_t *spare = slot;
+
+    if (*spare != NULL)
+        request_destroy(*spare);
+    *spare = NULL;
+}
+
+static int spare_key_made;
+
+static void spare_key_make(void)
+{
+    spare_key_made = pthread_key_create(&spare_key, spare_exit) == 0;
+}
+
+/* Unloaded (a dlclose), the library takes its destructor with it. */
+__attribute__((destructor)) static void spare_key_drop(void)
+{
+    if (spare_key_made)
+        pthread_key_delete(spare_key);
+}
+
+/* A zeroed request with its lock initialised, or NULL. */
+static tacl_request_t request_alloc(void)
+{
+    tacl_request_t req = request_spare;
+    const size_t lock_end = offsetof(struct tacl_request, nexec);
+
+    if (req != NULL) {
+        request_spare = NULL;
+    } else {
+        req = malloc(sizeof(*req));
+        if (req == NULL)
+            return NULL;
+        pthread_mutex_init(&req->lock, NULL);
+    }
+    memset((char *)req + lock_end, 0, sizeof(*req) - lock_end);
+    return req;
+}
+
+static void request_dealloc(tacl_request_t req)
+{
+    if (request_spare != NULL) {
+        request_destroy(req);
+        return;
+    }
+    if (!spare_keyed) {
+        pthread_once(&spare_once, spare_key_make);
+        if (!spare_key_made ||
+            pthread_setspecific(spare_key, &request_spare) != 0) {
+            request_destroy(req);
+            return;
+        }
+        spare_keyed = 1;
+    }
+    request_spare = req;
+}
+
+/*
+ * A request of the nexec executions execs, not hooked yet: pending
+ * counts them, plus a guard (guard 1) when they may finish while the
+ * hooks are set.
+ */
+static tacl_status_t request_new(tacl__exec_t **execs, int nexec,
+                                 int guard, tacl_request_t *req_p)
+{
+    tacl_request_t req = request_alloc();
 
     if (req == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
@@ -54,29 +139,65 @@ tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
     req->execs = nexec <= 1 ? &req->one
                             : malloc((size_t)nexec * sizeof(*execs));
     if (req->execs == NULL) {
-        free(req);
+        request_dealloc(req);
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     }
-    pthread_mutex_init(&req->lock, NULL);
     for (int i = 0; i < nexec; i++)
         req->execs[i] = execs[i];
     req->nexec = nexec;
     req->status = TACL_IN_PROGRESS;
     atomic_init(&req->first_error, TACL_OK);
-    /* One count per execution plus a guard, so that executions finishing
-     * while the hooks are set cannot complete the request early. */
-    atomic_init(&req->pending, nexec + 1);
+    atomic_init(&req->pending, nexec + guard);
     *req_p = req;
-    for (int i = 0; i < nexec; i++) {
-        tacl_status_t s = TACL_OK;
-
-        if (tacl__exec_on_done(execs[i], request_exec_done, req)) {
-            tacl__exec_done(execs[i], &s);
-            request_exec_done(req, s);
-        }
-    }
-    request_exec_done(req, TACL_OK);
     return TACL_OK;
+}
+
+/* Hook the request's execution exec (its context's lock held or not). */
+static void request_hook(tacl_request_t req, tacl__exec_t *exec, int locked)
+{
+    tacl_status_t s = TACL_OK;
+
+    if (locked ? tacl__exec_on_done_locked(exec, request_exec_done, req)
+               : tacl__exec_on_done(exec, request_exec_done, req)) {
+        tacl__exec_done(exec, &s);
+        request_exec_done(req, s);
+    }
+}
+
+tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
+                                   tacl_request_t *req_p)
+{
+    tacl_status_t status = request_new(execs, nexec, 1, req_p);
+
+    if (status != TACL_OK)
+        return status;
+    /* The guard keeps executions finishing while the hooks are set from
+     * completing the request early. */
+    for (int i = 0; i < nexec; i++)
+        request_hook(*req_p, execs[i], 0);
+    request_exec_done(*req_p, TACL_OK);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__request_of_locked(tacl__exec_t *exec,
+                                      tacl_request_t *req_p)
+{
+    /* Nothing finishes while the lock is held: no guard. */
+    tacl_status_t status = request_new(&exec, 1, 0, req_p);
+
+    if (status == TACL_OK)
+        request_hook(*req_p, exec, 1);
+    return status;
+}
+
+tacl_status_t tacl__request_or_wait(tacl__exec_t *exec,
+                                    tacl_status_t status)
+{
+    if (status != TACL_OK) {
+        tacl__exec_wait(&exec, 1);
+        tacl__exec_free(exec);
+    }
+    return status;
 }
 
 tacl_status_t tacl__request_persistent(tacl_comm_t comm,
@@ -221,9 +342,8 @@ TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
                                "it before freeing it"));
     for (int i = 0; i < req->nexec; i++)
         tacl__exec_free(req->execs[i]);
-    pthread_mutex_destroy(&req->lock);
     if (req->execs != &req->one)
         free(req->execs);
-    free(req);
+    request_dealloc(req);
     return TACL_OK;
 }
