@@ -45,7 +45,9 @@ typedef struct tacl__ctx {
     int8_t *tl_of;             /* transport index per world rank, -1 none */
     pthread_mutex_t lock;
     tacl__exec_t *active;      /* executions in flight */
-    int sched_active;          /* of them, schedules (not an engine's) */
+    _Atomic int sched_active;  /* of them, schedules (not an engine's);
+                                  changed under the lock, a waiter's
+                                  poll reads it without */
     _Atomic tacl_status_t fatal; /* sticky failure of the whole context;
                                   set once under the lock, after
                                   fatal_msg, and read without it */

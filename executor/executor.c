@@ -119,6 +119,11 @@ static void trace_write(const tacl__exec_t *e)
     free(us);
 }
 
+static int sched_active(const tacl__ctx_t *ctx)
+{
+    return atomic_load_explicit(&ctx->sched_active, memory_order_relaxed);
+}
+
 static void exec_unlink(tacl__exec_t *e)
 {
     tacl__ctx_t *ctx = e->ctx;
@@ -130,7 +135,8 @@ static void exec_unlink(tacl__exec_t *e)
     else
         ctx->active = e->next;
     if (e->engine == NULL)
-        ctx->sched_active--;
+        atomic_fetch_sub_explicit(&ctx->sched_active, 1,
+                                  memory_order_relaxed);
     if (e->next != NULL)
         e->next->prev = e->prev;
     e->linked = 0;
@@ -636,7 +642,8 @@ static void exec_arm(tacl__exec_t *e, int waited)
     e->ctx->active = e;
     e->linked = 1;
     if (e->engine == NULL)
-        e->ctx->sched_active++;
+        atomic_fetch_add_explicit(&e->ctx->sched_active, 1,
+                                  memory_order_relaxed);
     if (waited && !tacl__exec_streamed(e)) {
         e->counted = 1;
         e->ctx->waiters++;
@@ -1051,7 +1058,7 @@ int tacl__ctx_progress_locked(tacl__ctx_t *ctx)
 
 int tacl__ctx_progress_wait(tacl__ctx_t *ctx, int spinning)
 {
-    return progress_round(ctx, spinning && ctx->sched_active == 0);
+    return progress_round(ctx, spinning && !sched_active(ctx));
 }
 
 int tacl__ctx_progress(tacl__ctx_t *ctx)
@@ -1261,6 +1268,31 @@ void tacl__ctx_timed_out(tacl__ctx_t *ctx, const tacl__xcomm_t *xc)
 }
 
 /*
+ * Whether nothing the waiter drives can move now, by hints read without
+ * the locks: every execution it waits for that has not finished is an
+ * engine's that says so (its ready hook), and no schedule is in flight
+ * on ctxs (a blocking fast-engine call's own wait is the same: it
+ * spins on its peers' flags, fastpath.c).
+ */
+static int engines_stuck(tacl__exec_t **execs, int nexec,
+                         tacl__ctx_t **ctxs, int nctx)
+{
+    for (int c = 0; c < nctx; c++)
+        if (sched_active(ctxs[c]))
+            return 0;
+    for (int i = 0; i < nexec; i++) {
+        const tacl__exec_t *e = execs[i];
+
+        if (atomic_load(&e->finished))
+            continue;
+        if (e->engine == NULL || e->engine->ready == NULL ||
+            e->engine->ready(e->engine_arg))
+            return 0;
+    }
+    return 1;
+}
+
+/*
  * Count this thread out of the waiters of ctxs (it counted itself in at
  * its first round): the progress thread stands aside while a thread
  * waits (progress.c), and takes over again, woken here, when the last
@@ -1325,6 +1357,13 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
         }
         if (events > 0) {
             tacl__wait_moved(&w);
+        } else if (spinning && engines_stuck(execs, nexec, ctxs, nctx)) {
+            /* Poll the engines' hints, not the locks, while spinning: a
+             * round costs several times a poll, and the peer's answer
+             * is seen that much later. */
+            while (tacl__wait_idle(&w) == TACL__WAIT_SPIN &&
+                   engines_stuck(execs, nexec, ctxs, nctx))
+                ;
         } else if (tacl__wait_idle(&w) == TACL__WAIT_SLEEP) {
             for (int c = 0; c < nctx; c++)
                 tacl__ctx_idle_wait(ctxs[c]);

@@ -82,6 +82,11 @@ typedef struct {
     /** Nothing moved: sleep where the engine's events arrive, 1 ms at
      *  most; lock not held. */
     void (*sleep)(void *arg);
+    /** Without the lock, a hint: 0 when a drain now would surely move
+     *  nothing (what the engine waits for has not come), else 1.  A
+     *  waiter spinning on the engine's executions alone polls it rather
+     *  than taking the lock for rounds. */
+    int (*ready)(void *arg);
     /** Append what exec still waits for to buf (flight dumps). */
     void (*describe)(void *arg, const tacl__exec_t *exec, char *buf,
                      size_t len);

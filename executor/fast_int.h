@@ -80,9 +80,10 @@ struct tacl__fast {
     uint64_t n, stamped, done;
     fast_pend_t pend[FAST_RING]; /* calls done + 1 .. n, at call % RING */
     tacl__xcomm_t *xc;         /* the communicator it serves */
-    int blocked_rank;          /* what the oldest queued call waits for */
-    uint64_t blocked_call;     /* (a flag value, or a stamp with data) */
-    int blocked_data;
+    /* What the oldest queued call waits for (fast_blocked()), set by
+     * the drain under the lock and read without it (the sleep, a
+     * waiter's poll): a hint, 0 when nothing is known. */
+    _Atomic uint64_t blocked;
     uint64_t all_seen;         /* every flag was seen at this or above */
     int light;                 /* publish with a release store (every
                                   rank may use the global fence) */
@@ -110,6 +111,32 @@ static inline uint64_t fast_stamp_of(const tacl__fast_t *f, int rank,
 {
     return atomic_load_explicit(&fast_rec(f, rank, n)->stamp,
                                 memory_order_acquire);
+}
+
+/* The blocked word: rank's flag at call (data 0) or its stamp of call
+ * (data 1).  Calls past 2^47 wrap it: it is only a hint. */
+static inline uint64_t fast_blocked(int rank, uint64_t call, int data)
+{
+    return call << 17 | (uint64_t)(uint16_t)rank << 1 | (uint64_t)!!data;
+}
+
+static inline int fast_blocked_rank(uint64_t b)
+{
+    return (int)(b >> 1 & 0xffff);
+}
+
+static inline uint64_t fast_blocked_call(uint64_t b)
+{
+    return b >> 17;
+}
+
+/* Whether rank's flag reached n, or (data) its record of call n is
+ * stamped: what a call blocked on it waits for has come. */
+static inline int fast_peer_moved(const tacl__fast_t *f, int rank,
+                                  uint64_t n, int data)
+{
+    return fast_flag_of(f, rank) >= n ||
+           (data && fast_stamp_of(f, rank, n) >= n);
 }
 
 /* The calls back a record (or large slot) of call n was last used: a

@@ -26,16 +26,16 @@
 /*
  * Stamp and finish the queued calls in order as far as the peers allow;
  * lock held.  Returns how many moved; what the oldest waits for is left
- * in blocked_*, for the sleep.
+ * in f->blocked, for the sleep and the waiters' polls.
  */
 static int queue_pass(tacl__fast_t *f)
 {
     tacl__ctx_t *ctx = f->xc->ctx;
     int events = 0, rank;
+    uint64_t blocked = 0;
 
     if (ctx->fatal != TACL_OK)
         return 0;
-    f->blocked_rank = -1;
     while (f->stamped < f->n) {
         uint64_t k = f->stamped + 1;
         const tacl__fast_op_t *op = &f->pend[k % FAST_RING].op;
@@ -46,9 +46,7 @@ static int queue_pass(tacl__fast_t *f)
         if (k > depth && f->done < k - depth)
             break;
         if (k > depth && !tacl__fast_flags_at(f, k - depth + 1, &rank)) {
-            f->blocked_rank = rank;
-            f->blocked_call = k - depth + 1;
-            f->blocked_data = 0;
+            blocked = fast_blocked(rank, k - depth + 1, 0);
             break;
         }
         tacl__fast_stamp(f, k, op);
@@ -62,18 +60,16 @@ static int queue_pass(tacl__fast_t *f)
         int ready = tacl__fast_inputs_ready(f, k, &p->op, &rank);
 
         if (ready == 0) {
-            if (f->blocked_rank < 0) {
-                f->blocked_rank = rank;
-                f->blocked_call = k;
-                f->blocked_data = 1;
-            }
+            if (blocked == 0)
+                blocked = fast_blocked(rank, k, 1);
             break;
         }
         if (ready < 0) {
             /* Every pending execution fails with it. */
             tacl__ctx_set_fatal(ctx, tacl__fast_mismatch(f, k, &p->op,
                                                          rank));
-            return events;
+            blocked = 0;
+            break;
         }
         status = tacl__fast_compute(f, k, &p->op);
         f->done = k;
@@ -85,6 +81,7 @@ static int queue_pass(tacl__fast_t *f)
         p->exec = NULL;
         events++;
     }
+    atomic_store_explicit(&f->blocked, blocked, memory_order_relaxed);
     return events;
 }
 
@@ -106,20 +103,33 @@ static int engine_drain(void *arg)
 static void engine_sleep(void *arg)
 {
     const tacl__fast_t *f = arg;
-    int rank = f->blocked_rank;
+    uint64_t b = atomic_load_explicit(&f->blocked, memory_order_relaxed);
 
     /* Read without the lock: a stale answer costs one short sleep. */
-    if (rank >= 0)
-        tacl__fast_sleep_on(f, rank, f->blocked_call, f->blocked_data);
+    if (b != 0)
+        tacl__fast_sleep_on(f, fast_blocked_rank(b), fast_blocked_call(b),
+                            (int)(b & 1));
     else
         sched_yield();
+}
+
+/* Whether what the oldest queued call waited for at the last drain has
+ * come (or nothing is known): without the lock, a hint. */
+static int engine_ready(void *arg)
+{
+    const tacl__fast_t *f = arg;
+    uint64_t b = atomic_load_explicit(&f->blocked, memory_order_relaxed);
+
+    return b == 0 || fast_peer_moved(f, fast_blocked_rank(b),
+                                     fast_blocked_call(b), (int)(b & 1));
 }
 
 static void engine_describe(void *arg, const tacl__exec_t *exec, char *buf,
                             size_t len)
 {
     const tacl__fast_t *f = arg;
-    uint64_t k = 0;
+    uint64_t k = 0, b = atomic_load_explicit(&f->blocked,
+                                             memory_order_relaxed);
 
     for (uint64_t c = f->done + 1; c <= f->n && k == 0; c++)
         if (f->pend[c % FAST_RING].exec == exec)
@@ -127,8 +137,8 @@ static void engine_describe(void *arg, const tacl__exec_t *exec, char *buf,
     snprintf(buf, len, " fast_call=%llu done=%llu stamped=%llu "
              "wait=%s:%d:%llu", (unsigned long long)k,
              (unsigned long long)f->done, (unsigned long long)f->stamped,
-             f->blocked_data ? "stamp" : "flag", f->blocked_rank,
-             (unsigned long long)f->blocked_call);
+             b & 1 ? "stamp" : "flag", b != 0 ? fast_blocked_rank(b) : -1,
+             (unsigned long long)fast_blocked_call(b));
 }
 
 /* A split call's execution holds the area until it is freed. */
@@ -140,6 +150,7 @@ static void engine_release(void *arg)
 static const tacl__engine_ops_t fast_engine = {
     .drain = engine_drain,
     .sleep = engine_sleep,
+    .ready = engine_ready,
     .describe = engine_describe,
     .release = engine_release,
 };

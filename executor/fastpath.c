@@ -344,8 +344,7 @@ void tacl__fast_sleep_on(const tacl__fast_t *f, int rank, uint64_t n,
     if (f->light)
         syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
     seq = atomic_load_explicit(&s->wake_seq, memory_order_acquire);
-    if (fast_flag_of(f, rank) < n &&
-        (!data || fast_stamp_of(f, rank, n) < n))
+    if (!fast_peer_moved(f, rank, n, data))
         syscall(SYS_futex, &s->wake_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
     atomic_fetch_sub(&s->sleepers, 1);
 }

@@ -172,17 +172,27 @@ tacl_memtype_t tacl__memtype_detect(const void *ptr);
 /*
  * Requests: one or more executions (a group spans communicators).
  */
+/* A request's state (request.c): completion, callback and free agree
+ * through it without a lock. */
+enum {
+    TACL__REQ_PENDING = 0,      /* running, no callback */
+    TACL__REQ_HOOKED,           /* running, its callback set */
+    TACL__REQ_CALLING,          /* done; the completion may be running
+                                   the callback */
+    TACL__REQ_DONE              /* done, and any callback returned */
+};
+
 struct tacl_request {
-    pthread_mutex_t lock;       /* completion, callback and free; first:
-                                   a recycled request keeps it (request.c) */
+    pthread_mutex_t lock;       /* one tacl_request_set_callback at a time;
+                                   first: a recycled request keeps it */
     int nexec;
     tacl__exec_t **execs;       /* &one for a request of one */
     tacl__exec_t *one;
     _Atomic int pending;        /* executions still running, + a guard */
     _Atomic int first_error;    /* the first failed execution's status */
-    _Atomic int done;
-    tacl_status_t status;       /* final; read once done is 1 */
-    tacl_request_callback_t cb; /* under lock */
+    _Atomic int state;          /* TACL__REQ_* */
+    tacl_status_t status;       /* final; read once state is CALLING */
+    tacl_request_callback_t cb; /* set before state turns HOOKED */
     void *cb_arg;
     /* A persistent request (persist.c): its one execution runs again at
      * each tacl_start; done is 1 while it is inactive. */
@@ -193,6 +203,12 @@ struct tacl_request {
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
                                    tacl_request_t *req_p);
+/** Whether req is done (its status final). */
+static inline int tacl__request_done(tacl_request_t req)
+{
+    return atomic_load_explicit(&req->state, memory_order_acquire) >=
+           TACL__REQ_CALLING;
+}
 /**
  * The request of one execution just started, with its context's lock
  * held (in the same round trip of the lock as the start).  On failure

@@ -88,7 +88,7 @@ static tacl_status_t start_held(tacl_request_t req)
                              "abort it", ctx->fatal_msg);
         goto out;
     }
-    if (!atomic_load(&req->done)) {
+    if (!tacl__request_done(req)) {
         status = tacl__error(TACL_ERR_INVALID_USAGE, COLL,
                              "tacl_start: the persistent %s is still "
                              "active; wait for it (or test it until done) "

@@ -8,11 +8,14 @@
  * request_exec_done() when it finishes, from whichever thread finishes it
  * (a thread in test or wait, one posting another operation, the progress
  * thread, or one failing the context on abort, revoke or timeout), with
- * that context's lock held.  The last one completes the request: it sets
- * the status and runs the callback, under the request's own lock, which
- * is what makes "exactly once" hold against tacl_request_set_callback
- * and keeps tacl_request_free from freeing the request under it.
+ * that context's lock held.  The last one completes the request: it
+ * publishes the status and runs the callback.  The request's state word
+ * makes "exactly once" hold against tacl_request_set_callback without a
+ * lock (the completion runs the callback it found set, set_callback the
+ * one it set too late), and tacl_request_free waits, while the state
+ * says a callback may be running, for it to return.
  */
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +27,14 @@
 /* Everything is done: publish the status and run the callback. */
 static void request_complete(tacl_request_t req)
 {
-    pthread_mutex_lock(&req->lock);
+    int was;
+
     req->status = atomic_load(&req->first_error);
-    atomic_store(&req->done, 1);
-    if (req->cb != NULL)
+    was = atomic_exchange_explicit(&req->state, TACL__REQ_CALLING,
+                                   memory_order_acq_rel);
+    if (was == TACL__REQ_HOOKED)
         req->cb(req, req->status, req->cb_arg);
-    pthread_mutex_unlock(&req->lock);
+    atomic_store_explicit(&req->state, TACL__REQ_DONE, memory_order_release);
 }
 
 /* One execution (or the set-up guard, with TACL_OK) finished. */
@@ -223,12 +228,14 @@ tacl_status_t tacl__request_restart(tacl_request_t req, uint64_t seq)
     req->status = TACL_IN_PROGRESS;
     atomic_store(&req->first_error, TACL_OK);
     atomic_store(&req->pending, 1);
-    atomic_store(&req->done, 0);
+    /* A callback set earlier runs at each completion. */
+    atomic_store(&req->state, req->cb != NULL ? TACL__REQ_HOOKED
+                                              : TACL__REQ_PENDING);
     req->args.seq = seq;
     status = tacl__exec_restart(req->execs[0], seq, request_exec_done, req);
     if (status != TACL_OK) {
         req->status = TACL_OK;
-        atomic_store(&req->done, 1);
+        atomic_store(&req->state, TACL__REQ_DONE);
     }
     return status;
 }
@@ -266,14 +273,14 @@ TACL_EXPORT tacl_status_t tacl_request_test(tacl_request_t req, int *done_p)
     if (req == NULL || done_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "%s is NULL",
                            req == NULL ? "req" : "done_p");
-    if (!atomic_load(&req->done)) {
+    if (!tacl__request_done(req)) {
         for (int i = 0; i < req->nexec; i++) {
             tacl_status_t s;
             if (!tacl__exec_done(req->execs[i], &s))
                 tacl__exec_progress(req->execs[i]);
         }
     }
-    *done_p = atomic_load(&req->done);
+    *done_p = tacl__request_done(req);
     return *done_p ? request_fail(req, req->status) : TACL_OK;
 }
 
@@ -284,11 +291,11 @@ TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
     tacl__last_error_clear();
     if (req == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
-    if (atomic_load(&req->done))
+    if (tacl__request_done(req))
         return request_fail(req, req->status);
     status = tacl__exec_wait(req->execs, req->nexec);
     /* Every execution finished, so its hook ran: the request is done. */
-    if (atomic_load(&req->done))
+    if (tacl__request_done(req))
         status = req->status;
     return request_fail(req, status);
 }
@@ -309,11 +316,17 @@ TACL_EXPORT tacl_status_t tacl_request_set_callback(tacl_request_t req,
                              "the request has a callback already; a "
                              "request takes one");
     } else {
+        int was = TACL__REQ_PENDING;
+
         req->cb = fn;
         req->cb_arg = arg;
-        /* Complete already: the callback runs now, in this thread (a
-         * persistent request's at the end of each later start). */
-        if (atomic_load(&req->done) && !req->persistent)
+        /* Complete already (the completion found no callback): it runs
+         * now, in this thread (a persistent request's at the end of each
+         * later start). */
+        if (!atomic_compare_exchange_strong_explicit(
+                &req->state, &was, TACL__REQ_HOOKED, memory_order_acq_rel,
+                memory_order_acquire) &&
+            !req->persistent)
             fn(req, req->status, arg);
     }
     pthread_mutex_unlock(&req->lock);
@@ -326,16 +339,17 @@ TACL_EXPORT tacl_status_t tacl_request_set_callback(tacl_request_t req,
  * on a request that failed frees it, then reads the message. */
 TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
 {
-    int done;
+    int state;
 
     if (req == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
-    /* Taking the lock also waits for a completion still running the
-     * callback in another thread. */
-    pthread_mutex_lock(&req->lock);
-    done = atomic_load(&req->done);
-    pthread_mutex_unlock(&req->lock);
-    if (!done)
+    /* A completion still running the callback in another thread is
+     * waited for. */
+    while ((state = atomic_load_explicit(&req->state,
+                                         memory_order_acquire)) ==
+           TACL__REQ_CALLING)
+        sched_yield();
+    if (state != TACL__REQ_DONE)
         return tacl__comm_fail(request_comm(req),
                                tacl__error(TACL_ERR_INVALID_USAGE, COLL,
                                "the request is still in progress; wait for "
