@@ -36,7 +36,7 @@ tacl_status_t tacl__sim_cluster_init(tacl__sim_cluster_t *c,
                                      const tacl__topo_t *topo, int nranks,
                                      const int *node_id, const int *desc_of)
 {
-    int *first = NULL, r, n = 0;
+    int *first = NULL, r, n = 0, ids = 0;
 
     memset(c, 0, sizeof(*c));
     if (nranks < 1 || topo->n_nodes < 1)
@@ -52,10 +52,19 @@ tacl_status_t tacl__sim_cluster_init(tacl__sim_cluster_t *c,
                                                               : "net",
                            topo->link[TACL_LINK_HOST].bw <= 0 ? "host"
                                                               : "net");
+    for (r = 0; r < nranks; r++) {
+        if (node_id[r] < 0 || node_id[r] >= (1 << 24) || desc_of[r] < 0 ||
+            desc_of[r] >= topo->n_nodes)
+            return tacl__error(TACL_ERR_INVALID_ARG, TOPO,
+                               "simulator: rank %d has node %d, "
+                               "description %d (of %d)", r, node_id[r],
+                               desc_of[r], topo->n_nodes);
+        ids = TACL_MAX(ids, node_id[r] + 1);
+    }
     c->nranks = nranks;
     c->node_of = calloc((size_t)nranks, sizeof(int));
     c->local_of = calloc((size_t)nranks, sizeof(int));
-    first = malloc((size_t)nranks * sizeof(int));
+    first = malloc((size_t)ids * sizeof(int));
     c->local_size = calloc((size_t)nranks, sizeof(int));
     c->nics = calloc((size_t)nranks, sizeof(int));
     c->nic_bw = calloc((size_t)nranks, sizeof(double));
@@ -67,20 +76,12 @@ tacl_status_t tacl__sim_cluster_init(tacl__sim_cluster_t *c,
         tacl__sim_cluster_fini(c);
         return tacl__error(TACL_ERR_NO_MEMORY, TOPO, "out of memory");
     }
-    for (r = 0; r < nranks; r++)
-        first[r] = -1;
+    for (int id = 0; id < ids; id++)
+        first[id] = -1;
     for (r = 0; r < nranks; r++) {
         const tacl__node_desc_t *d;
         int id = node_id[r], m;
 
-        if (id < 0 || id >= nranks || desc_of[r] < 0 ||
-            desc_of[r] >= topo->n_nodes) {
-            free(first);
-            tacl__sim_cluster_fini(c);
-            return tacl__error(TACL_ERR_INVALID_ARG, TOPO,
-                               "simulator: rank %d has node %d, "
-                               "description %d", r, id, desc_of[r]);
-        }
         if (first[id] < 0) {
             first[id] = n++;
             d = &topo->nodes[desc_of[r]];

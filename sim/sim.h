@@ -92,7 +92,8 @@ typedef struct {
 
 /**
  * A cluster of nranks ranks: rank r on node node_id[r] (any numbering
- * below nranks), a node described by topo's node desc_of[r].  A topology
+ * from 0: a communicator's ranks keep the world's node numbers), a node
+ * described by topo's node desc_of[r].  A topology
  * without host or net bandwidth is refused (the simulator needs
  * figures).
  */

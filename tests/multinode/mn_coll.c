@@ -29,6 +29,7 @@ typedef struct {
     int inplace;
     int root;
     int salt;
+    const char *op;
     char what[160];
     tacl_counters_t before;
 } mn_case_t;
@@ -46,6 +47,7 @@ static void case_begin(mn_case_t *c, mn_t *mn, const char *op,
     c->inplace = inplace;
     c->root = root;
     c->salt = ++salt_next;
+    c->op = op;
     if (root >= 0)
         snprintf(c->what, sizeof(c->what), "%s %s count=%zu %s root=%d", op,
                  tacl_dtype_name(dt), count,
@@ -55,6 +57,31 @@ static void case_begin(mn_case_t *c, mn_t *mn, const char *op,
                  tacl_dtype_name(dt), count,
                  inplace ? "in-place" : "out-of-place");
     mn_counters(mn, &c->before);
+}
+
+/*
+ * The case's collective (its name, as tacl_coll_name spells it), if it
+ * is one: tacl_comm_estimate must name the algorithm the call ran.
+ */
+static void check_estimate(mn_case_t *c)
+{
+    const char *op = c->op;
+    tacl_sim_info_t info;
+    int coll = -1;
+
+    for (int k = 0; k < TACL_NUM_COLLS; k++)
+        if (strcmp(tacl_coll_name((tacl_coll_t)k), op) == 0)
+            coll = k;
+    if (coll < 0 || coll == TACL_COLL_SEND || coll == TACL_COLL_RECV)
+        return;
+    mn_ok(c->mn, tacl_comm_estimate(c->mn->comm, (tacl_coll_t)coll,
+                                    c->count, c->dt, TACL_SUM,
+                                    c->root >= 0 ? c->root : 0, &info),
+          "tacl_comm_estimate");
+    if (strcmp(info.algorithm, tacl_comm_last_algorithm(c->mn->comm)) != 0)
+        mn_fail(c->mn, "%s: tacl_comm_estimate names %s (%s engine), the "
+                "call ran %s", c->what, info.algorithm, info.engine,
+                tacl_comm_last_algorithm(c->mn->comm));
 }
 
 /*
@@ -69,6 +96,7 @@ static void case_end(mn_case_t *c, uint64_t floor)
     uint64_t mine, total = 0;
 
     mn_delta_check(mn, c->what, &c->before, &d);
+    check_estimate(c);
     mn->cases++;
     if (floor == 0 || mn->n_nodes == 1)
         return;
