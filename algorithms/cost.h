@@ -54,11 +54,14 @@ extern const tacl__cost_link_t tacl__cost_links[TACL_NUM_LINK_CLASSES];
 
 /**
  * The fast engine (executor/fastpath.h), as one call costs there: a
- * fixed part (publishing the input, a peer's record brought over, the
- * call's bookkeeping) and a part per peer whose record a rank reads,
- * both measured with all_reduce_perf on 2 to 8 ranks of one node
- * (docs/design/fastpath.md); the bytes move at the host link's rate, a
- * reduction's at TACL__COST_GAMMA_HOST.
+ * fixed part (publishing the input, the call's bookkeeping) and a part
+ * per peer whose record a rank reads (a cache line brought over); the
+ * bytes move at the host link's rate, a reduction's at
+ * TACL__COST_GAMMA_HOST.  Their sum for one peer is what an 8-byte
+ * blocking all-reduce takes on 2 ranks (all_reduce_perf -b 8 -e 8 -z 1:
+ * 0.30-0.40 us, docs/design/fastpath.md); the split between them is an
+ * estimate, since ranks that outnumber the cores (4 or more on the
+ * project's 2-core machine) measure the scheduler, not the engine.
  */
 #define TACL__COST_FAST_ALPHA 0.25e-6
 #define TACL__COST_FAST_PEER 0.05e-6
