@@ -51,13 +51,14 @@ int tacl__coll_from_name(const char *name)
  * Every field of the arguments is part of a call's identity but seq.  A
  * new field changes the size and stops the build here: add it below.
  */
-_Static_assert(sizeof(tacl__coll_args_t) == 80,
+_Static_assert(sizeof(tacl__coll_args_t) == 88,
                "tacl__coll_args_t changed: update tacl__coll_args_same");
 
 int tacl__coll_args_same(const tacl__coll_args_t *a,
                          const tacl__coll_args_t *b)
 {
-    return a->type == b->type && a->sendbuf == b->sendbuf &&
+    return a->type == b->type && a->tag == b->tag &&
+           a->source == b->source && a->sendbuf == b->sendbuf &&
            a->recvbuf == b->recvbuf && a->count == b->count &&
            a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
            a->memtype == b->memtype && a->chunk_bytes == b->chunk_bytes &&

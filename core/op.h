@@ -51,13 +51,17 @@ int tacl__coll_from_name(const char *name);
  */
 typedef struct {
     tacl_coll_t type;
+    int tag;                /* SEND/RECV: the user's tag, 0 or more */
     const void *sendbuf;
     void *recvbuf;
     size_t count;
     tacl_dtype_t dtype;
     tacl_op_t op;           /* reductions; AVG allowed here */
-    int root;               /* BROADCAST, REDUCE root; SEND/RECV peer */
+    int root;               /* BROADCAST, REDUCE root; SEND/RECV peer
+                               (RECV: TACL_ANY_SOURCE, any peer) */
     tacl_memtype_t memtype; /* HOST or CUDA, never AUTO */
+    int *source;            /* RECV from any peer: gets the sender's rank
+                               when it completes; may be NULL */
     uint64_t seq;           /* sequence number for TACL__TAG */
     uint64_t chunk_bytes;   /* pipeline chunk for ring algorithms */
     int qbits;              /* 0: exact; 8 or 4: quantized (qwZ, qgZ) */

@@ -223,21 +223,38 @@ static int sched_check_peer(tacl__sched_t *s, int peer)
     return -1;
 }
 
+/* A message step: a send reads ref, a receive writes it. */
+static int32_t sched_message(tacl__sched_t *s, uint8_t kind, int peer,
+                             tacl__bref_t ref, uint64_t bytes, uint64_t tag,
+                             uint32_t arg, const int32_t *deps, int ndeps)
+{
+    tacl__step_t st = {0};
+
+    if (sched_check_ref(s, kind == TACL__STEP_SEND ? "send source"
+                                                   : "receive destination",
+                        ref, bytes) != 0 ||
+        (peer != TACL__PEER_ANY && sched_check_peer(s, peer) != 0))
+        return -1;
+    st.kind = kind;
+    st.peer = peer;
+    st.tag = tag;
+    if (kind == TACL__STEP_SEND)
+        st.src = ref;
+    else
+        st.dst = ref;
+    st.bytes = bytes;
+    st.arg = arg;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
 int32_t tacl__sched_send(tacl__sched_t *s, int peer, tacl__bref_t src,
                          uint64_t bytes, uint64_t tag, const int32_t *deps,
                          int ndeps)
 {
-    tacl__step_t st = {0};
-
-    if (sched_check_ref(s, "send source", src, bytes) != 0 ||
-        sched_check_peer(s, peer) != 0)
-        return -1;
-    st.kind = TACL__STEP_SEND;
-    st.peer = peer;
-    st.tag = tag;
-    st.src = src;
-    st.bytes = bytes;
-    return sched_add_step(s, &st, deps, ndeps);
+    if (peer == TACL__PEER_ANY)
+        return sched_check_peer(s, peer);
+    return sched_message(s, TACL__STEP_SEND, peer, src, bytes, tag, 0, deps,
+                         ndeps);
 }
 
 int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
@@ -251,18 +268,27 @@ int32_t tacl__sched_recv_stream(tacl__sched_t *s, int peer, tacl__bref_t dst,
                                 uint64_t bytes, uint64_t tag, int stream,
                                 const int32_t *deps, int ndeps)
 {
-    tacl__step_t st = {0};
+    if (peer == TACL__PEER_ANY)
+        return sched_check_peer(s, peer);
+    return sched_message(s, TACL__STEP_RECV, peer, dst, bytes, tag,
+                         stream ? TACL__COPY_STREAM : 0, deps, ndeps);
+}
 
-    if (sched_check_ref(s, "receive destination", dst, bytes) != 0 ||
-        sched_check_peer(s, peer) != 0)
+int32_t tacl__sched_recv_any(tacl__sched_t *s, tacl__bref_t dst,
+                             uint64_t bytes, uint64_t tag,
+                             const tacl__bref_t *source, const int32_t *deps,
+                             int ndeps)
+{
+    int32_t id;
+
+    if (source != NULL &&
+        sched_check_ref(s, "receive source rank", *source, sizeof(int)) != 0)
         return -1;
-    st.kind = TACL__STEP_RECV;
-    st.peer = peer;
-    st.tag = tag;
-    st.dst = dst;
-    st.bytes = bytes;
-    st.arg = stream ? TACL__COPY_STREAM : 0;
-    return sched_add_step(s, &st, deps, ndeps);
+    id = sched_message(s, TACL__STEP_RECV, TACL__PEER_ANY, dst, bytes, tag,
+                       source != NULL ? TACL__RECV_SOURCE : 0, deps, ndeps);
+    if (id >= 0 && source != NULL)
+        s->steps[id].src = *source;
+    return id;
 }
 
 int32_t tacl__sched_copy(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
@@ -558,6 +584,11 @@ static int32_t sched_append_step(tacl__sched_t *s, const tacl__step_t *st,
         return tacl__sched_send(s, st->peer, src, st->bytes, st->tag, deps,
                                 n);
     case TACL__STEP_RECV:
+        if (st->peer == TACL__PEER_ANY)
+            return tacl__sched_recv_any(s, dst, st->bytes, st->tag,
+                                        st->arg & TACL__RECV_SOURCE ? &src
+                                                                    : NULL,
+                                        deps, n);
         return tacl__sched_recv_stream(s, st->peer, dst, st->bytes, st->tag,
                                        stream, deps, n);
     case TACL__STEP_COPY:

@@ -179,6 +179,22 @@ int32_t tacl__sched_send(tacl__sched_t *s, int peer, tacl__bref_t src,
 int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
                          uint64_t bytes, uint64_t tag, const int32_t *deps,
                          int ndeps);
+/**
+ * The peer of a receive from any peer (the public TACL_ANY_SOURCE): the
+ * executor holds it until a message with its tag has come from some
+ * rank, then receives that one (executor.c, "Any source").
+ */
+#define TACL__PEER_ANY (-1)
+/** RECV flag: src refers to an int that gets the sender's rank. */
+#define TACL__RECV_SOURCE 2u
+/**
+ * A receive from any peer; source, when not NULL, is where the sender's
+ * rank is written (an int).
+ */
+int32_t tacl__sched_recv_any(tacl__sched_t *s, tacl__bref_t dst,
+                             uint64_t bytes, uint64_t tag,
+                             const tacl__bref_t *source, const int32_t *deps,
+                             int ndeps);
 /** A receive with TACL__COPY_STREAM when stream is nonzero. */
 int32_t tacl__sched_recv_stream(tacl__sched_t *s, int peer, tacl__bref_t dst,
                                 uint64_t bytes, uint64_t tag, int stream,

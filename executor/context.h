@@ -45,6 +45,10 @@ typedef struct tacl__ctx {
     int8_t *tl_of;             /* transport index per world rank, -1 none */
     pthread_mutex_t lock;
     tacl__exec_t *active;      /* executions in flight */
+    tacl__tl_op_t *held_head;  /* receives held for a message from any
+                                  peer, or behind one, oldest first,
+                                  linked by tl_next (executor.c) */
+    tacl__tl_op_t *held_tail;
     _Atomic int sched_active;  /* of them, schedules (not an engine's);
                                   changed under the lock, a waiter's
                                   poll reads it without */

@@ -17,6 +17,16 @@
  * every pending transport operation is cancelled with the error, so each
  * execution finishes, with that status, once its posted operations are
  * back.
+ *
+ * Any source: a receive from any peer (TACL__PEER_ANY) is not posted but
+ * held on the context's list, in the order receives were started; after
+ * each round of the transports' progress the oldest held receive of each
+ * tag asks every transport for a message with its tag (probe), and once
+ * one has come posts a receive for that sender, which takes exactly that
+ * message, and writes the sender's rank where the step says.  A receive
+ * for a named peer with the tag of a held one is held behind it, so that
+ * receives take messages in the order they were posted, as MPI's
+ * matching rule says.  An execution that fails drops its held receives.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -53,6 +63,7 @@ struct tacl__exec {
     uint8_t **bufptr;         /* resolved base pointer per buffer */
     uint32_t ncomplete;
     uint32_t inflight;        /* posted transport operations */
+    uint32_t held;            /* receives on the context's held list */
     tacl_status_t status;
     _Atomic int finished;     /* set last, read without the lock */
     int linked;
@@ -142,10 +153,14 @@ static void exec_unlink(tacl__exec_t *e)
     e->linked = 0;
 }
 
+static void held_drop(tacl__exec_t *e);
+
 static void exec_check_finished(tacl__exec_t *e)
 {
     if (atomic_load(&e->finished))
         return;
+    if (e->status != TACL_OK && e->held > 0)
+        held_drop(e);
     if ((e->status != TACL_OK && e->inflight == 0) ||
         (e->status == TACL_OK && e->ncomplete == e->sched.nsteps &&
          (e->engine == NULL || e->engine_ended))) {
@@ -223,16 +238,21 @@ static inline void *bref_ptr(const tacl__exec_t *e, tacl__bref_t r)
     return e->bufptr[r.buf] + r.off;
 }
 
-static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
+/* Post message step id to (or from) world rank world, with wire tag. */
+static tacl_status_t post_to(tacl__exec_t *e, uint32_t id, int world,
+                             uint64_t tag)
 {
     const tacl__step_t *st = &e->sched.steps[id];
     tacl__xcomm_t *xc = e->xc;
     tacl__ctx_t *ctx = e->ctx;
     tacl__tl_op_t *op = &e->ops[id];
-    int world = xc->world[st->peer];
-    uint8_t memtype = e->sched.bufs[st->kind == TACL__STEP_SEND ? st->src.buf
-                                                                 : st->dst.buf]
-                          .memtype;
+    /* A message of no bytes (a send or receive of count 0) has none. */
+    uint8_t memtype =
+        st->bytes == 0 ? TACL_MEM_HOST
+                       : e->sched.bufs[st->kind == TACL__STEP_SEND
+                                           ? st->src.buf
+                                           : st->dst.buf]
+                             .memtype;
     int tl = ctx->tl_of[world];
     tacl__tl_why_t why;
     tacl_status_t status;
@@ -251,14 +271,14 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
                                ctx->node_ids[world], why.text);
     }
     op->peer = world;
-    op->tag = ((uint64_t)xc->id << TACL__TAG_COMM_SHIFT) | st->tag;
+    op->tag = tag;
     op->len = st->bytes;
     op->memtype = memtype;
     op->hints = 0;
     op->cb = op_done;
     op->arg = e;
     if (st->kind == TACL__STEP_SEND) {
-        op->buf = bref_ptr(e, st->src);
+        op->buf = st->bytes ? bref_ptr(e, st->src) : NULL;
         status = tacl__tl_send(ctx->tls[tl], op);
         if (status == TACL_OK) {
             int cls = xc->link_of[st->peer];
@@ -270,8 +290,8 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
     } else {
         const tacl__sched_buf_t *buf = &e->sched.bufs[st->dst.buf];
 
-        op->buf = bref_ptr(e, st->dst);
-        if (buf->role == TACL__BUF_SCRATCH &&
+        op->buf = st->bytes ? bref_ptr(e, st->dst) : NULL;
+        if (st->bytes && buf->role == TACL__BUF_SCRATCH &&
             tacl__scratch_pinnable(buf->size))
             op->hints = TACL__TL_HINT_PINNABLE;
         if (st->arg & TACL__COPY_STREAM)
@@ -281,6 +301,121 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
     if (status == TACL_OK)
         e->inflight++;
     return status;
+}
+
+/* Whether a receive with wire tag tag is held on ctx's list. */
+static int held_tag(const tacl__ctx_t *ctx, const tacl__tl_op_t *until,
+                    uint64_t tag)
+{
+    for (const tacl__tl_op_t *h = ctx->held_head; h != until; h = h->tl_next)
+        if (h->tag == tag)
+            return 1;
+    return 0;
+}
+
+static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
+{
+    const tacl__step_t *st = &e->sched.steps[id];
+    tacl__ctx_t *ctx = e->ctx;
+    uint64_t tag = ((uint64_t)e->xc->id << TACL__TAG_COMM_SHIFT) | st->tag;
+    tacl__tl_op_t *op = &e->ops[id];
+
+    if (st->kind == TACL__STEP_SEND ||
+        (st->peer != TACL__PEER_ANY &&
+         (ctx->held_head == NULL || !held_tag(ctx, NULL, tag))))
+        return post_to(e, id, e->xc->world[st->peer], tag);
+    /* Held (see the top of this file): the op is nobody's yet. */
+    op->peer = st->peer == TACL__PEER_ANY ? -1 : e->xc->world[st->peer];
+    op->tag = tag;
+    op->arg = e;
+    op->tl_next = NULL;
+    if (ctx->held_tail != NULL)
+        ctx->held_tail->tl_next = op;
+    else
+        ctx->held_head = op;
+    ctx->held_tail = op;
+    e->held++;
+    return TACL_OK;
+}
+
+/* Unlink held op, whose predecessor is prev (NULL: the head). */
+static void held_unlink(tacl__ctx_t *ctx, tacl__tl_op_t *prev,
+                        tacl__tl_op_t *op)
+{
+    if (prev != NULL)
+        prev->tl_next = op->tl_next;
+    else
+        ctx->held_head = op->tl_next;
+    if (ctx->held_tail == op)
+        ctx->held_tail = prev;
+    op->tl_next = NULL;
+    ((tacl__exec_t *)op->arg)->held--;
+}
+
+static void held_drop(tacl__exec_t *e)
+{
+    tacl__ctx_t *ctx = e->ctx;
+    tacl__tl_op_t *prev = NULL, *op, *next;
+
+    for (op = ctx->held_head; op != NULL && e->held > 0; op = next) {
+        next = op->tl_next;
+        if (op->arg == e)
+            held_unlink(ctx, prev, op);
+        else
+            prev = op;
+    }
+}
+
+/*
+ * A held receive from any peer: whether a transport has a message with
+ * its tag; then op->peer is its sender and the step's source word (if
+ * any) gets the sender's rank in the communicator.
+ */
+static int held_probe(tacl__exec_t *e, tacl__tl_op_t *op)
+{
+    const tacl__step_t *st = &e->sched.steps[op - e->ops];
+    uint64_t len;
+    int world = -1;
+
+    for (int t = 0; t < e->ctx->ntl && world < 0; t++)
+        if (!tacl__tl_probe(e->ctx->tls[t], op->tag, &world, &len))
+            world = -1;
+    if (world < 0)
+        return 0;
+    op->peer = world;
+    if (st->arg & TACL__RECV_SOURCE) {
+        for (int r = 0; r < e->sched.nranks; r++)
+            if (e->xc->world[r] == world)
+                *(int *)bref_ptr(e, st->src) = r;
+    }
+    return 1;
+}
+
+/* Post the held receives that may go now; returns how many went. */
+static int held_progress(tacl__ctx_t *ctx)
+{
+    tacl__tl_op_t *prev = NULL, *op, *next;
+    int events = 0;
+
+    for (op = ctx->held_head; op != NULL; op = next) {
+        tacl__exec_t *e = op->arg;
+        tacl_status_t status;
+
+        next = op->tl_next;
+        if (held_tag(ctx, op, op->tag) || (op->peer < 0 && !held_probe(e, op))) {
+            prev = op;
+            continue;
+        }
+        held_unlink(ctx, prev, op);
+        status = post_to(e, (uint32_t)(op - e->ops), op->peer, op->tag);
+        if (status != TACL_OK) {
+            exec_fail(e, status);
+            tacl__ctx_set_fatal(ctx, status);
+            return events;
+        }
+        events++;
+    }
+    return events;
 }
 
 /* A quantization step: the kernels take an array of input pointers. */
@@ -624,6 +759,7 @@ static void exec_arm(tacl__exec_t *e, int waited)
     e->rhead = e->rtail = e->mhead = e->mtail = 0;
     e->ncomplete = 0;
     e->inflight = 0;
+    e->held = 0;
     e->status = TACL_OK;
     for (uint32_t i = 0; i < n; i++) {
         e->waiting[i] = e->sched.steps[i].ndeps;
@@ -1037,6 +1173,8 @@ static int progress_round(tacl__ctx_t *ctx, int quick)
         else
             events += n;
     }
+    if (ctx->held_head != NULL)
+        events += held_progress(ctx);
     for (tacl__exec_t *e = ctx->active, *next; e != NULL; e = next) {
         next = e->next;
         events += exec_drain(e);

@@ -524,8 +524,10 @@ tacl_status_t tacl_alltoall_nb(const void *sendbuf, void *recvbuf,
 
 /**
  * Point-to-point.  The n-th send from a to b matches the n-th receive
- * on b from a.  Inside a group, sends and receives never deadlock whatever
- * order they were posted in.
+ * on b from a (of one tag: tacl_send/tacl_recv use tag 0).  Inside a
+ * group, sends and receives never deadlock whatever order they were
+ * posted in.  Counts must agree: a receive matched by a message of
+ * another size fails with TACL_ERR_INVALID_USAGE.
  */
 tacl_status_t tacl_send(const void *sendbuf, size_t count,
                         tacl_dtype_t dtype, int peer, tacl_comm_t comm,
@@ -538,6 +540,35 @@ tacl_status_t tacl_recv(void *recvbuf, size_t count, tacl_dtype_t dtype,
 tacl_status_t tacl_recv_nb(void *recvbuf, size_t count, tacl_dtype_t dtype,
                            int peer, tacl_comm_t comm, tacl_stream_t stream,
                            tacl_request_t *req_p);
+
+/*
+ * Tagged point-to-point, with MPI's matching rules: a receive takes a
+ * message from its peer (or, with TACL_ANY_SOURCE, from any rank of the
+ * communicator) with the same tag; messages from one rank with one tag
+ * are received in the order they were sent (never overtaken), and
+ * receives take messages in the order they were posted.  Tags are 0 to
+ * TACL_TAG_MAX; there is no any-tag receive.  *source (source may be
+ * NULL) gets the sender's rank: for TACL_ANY_SOURCE once the receive has
+ * completed (after the wait of an _nb call or the group's end), else at
+ * once.  A receive from any source waiting when the communicator fails
+ * or is aborted ends with that error, as any other operation does.
+ */
+#define TACL_ANY_SOURCE (-1)
+#define TACL_TAG_MAX 0x7fffffff
+tacl_status_t tacl_send_tag(const void *sendbuf, size_t count,
+                            tacl_dtype_t dtype, int peer, int tag,
+                            tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_send_tag_nb(const void *sendbuf, size_t count,
+                               tacl_dtype_t dtype, int peer, int tag,
+                               tacl_comm_t comm, tacl_stream_t stream,
+                               tacl_request_t *req_p);
+tacl_status_t tacl_recv_tag(void *recvbuf, size_t count, tacl_dtype_t dtype,
+                            int peer, int tag, int *source, tacl_comm_t comm,
+                            tacl_stream_t stream);
+tacl_status_t tacl_recv_tag_nb(void *recvbuf, size_t count,
+                               tacl_dtype_t dtype, int peer, int tag,
+                               int *source, tacl_comm_t comm,
+                               tacl_stream_t stream, tacl_request_t *req_p);
 
 /** Returns once every rank of comm has entered the barrier. */
 tacl_status_t tacl_barrier(tacl_comm_t comm, tacl_stream_t stream);

@@ -110,11 +110,20 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                            "%s: op %s is bitwise and takes integer dtypes "
                            "only, not %s", name, tacl_op_name(a->op),
                            tacl_dtype_name(a->dtype));
-    if ((root_used || peer_used) && (a->root < 0 || a->root >= comm->size))
+    if ((root_used || peer_used) && (a->root < 0 || a->root >= comm->size) &&
+        !(a->type == TACL_COLL_RECV && a->root == TACL_ANY_SOURCE))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: %s %d is not a rank of this communicator "
-                           "(size %d)", name, peer_used ? "peer" : "root",
-                           a->root, comm->size);
+                           "(size %d)%s", name, peer_used ? "peer" : "root",
+                           a->root, comm->size,
+                           a->type == TACL_COLL_RECV
+                               ? " nor TACL_ANY_SOURCE"
+                               : "");
+    if (peer_used && a->tag < 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: tag %d is negative (tags are 0 to %d; there "
+                           "is no any-tag receive)", name, a->tag,
+                           TACL_TAG_MAX);
     if (tacl__coll_bytes(a, comm->rank, comm->size, MAX_BUFFER_BYTES, &send,
                          &recv) != 0)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
@@ -187,10 +196,14 @@ static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
         op.check_seq = comm->seq;
         comm->seq += TACL__CHECK_SEQS;
     }
+    /* A send's or receive's number only names it in the flight recorder
+     * and the logs: its message carries the user's tag (p2p.c). */
     if (a->type == TACL_COLL_SEND)
         a->seq = SEQ_HALF | (comm->p2p_send[a->root]++ % SEQ_HALF);
     else if (a->type == TACL_COLL_RECV)
-        a->seq = SEQ_HALF | (comm->p2p_recv[a->root]++ % SEQ_HALF);
+        a->seq = SEQ_HALF |
+                 (comm->p2p_recv[a->root < 0 ? comm->size : a->root]++ %
+                  SEQ_HALF);
     else
         a->seq = comm->seq++ % SEQ_HALF;
     op.args = *a;
@@ -399,13 +412,20 @@ TACL_EXPORT tacl_status_t tacl_alltoall(const void *sendbuf, void *recvbuf,
     return post(comm, &a, stream, 1, NULL);
 }
 
+/* The arguments of a send, and of a receive (source: NULL for none). */
+#define SEND_ARGS(tag_)                                                      \
+    ARGS(.type = TACL_COLL_SEND, .sendbuf = sendbuf, .count = count,         \
+         .dtype = dtype, .root = peer, .tag = (tag_))
+#define RECV_ARGS(tag_, source_)                                             \
+    ARGS(.type = TACL_COLL_RECV, .recvbuf = recvbuf, .count = count,         \
+         .dtype = dtype, .root = peer, .tag = (tag_), .source = (source_))
+
 TACL_EXPORT tacl_status_t tacl_send_nb(const void *sendbuf, size_t count,
                                        tacl_dtype_t dtype, int peer,
                                        tacl_comm_t comm, tacl_stream_t stream,
                                        tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_SEND, .sendbuf = sendbuf,
-                               .count = count, .dtype = dtype, .root = peer);
+    tacl__coll_args_t a = SEND_ARGS(0);
     return post(comm, &a, stream, 0, req_p);
 }
 
@@ -413,8 +433,7 @@ TACL_EXPORT tacl_status_t tacl_send(const void *sendbuf, size_t count,
                                     tacl_dtype_t dtype, int peer,
                                     tacl_comm_t comm, tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_SEND, .sendbuf = sendbuf,
-                               .count = count, .dtype = dtype, .root = peer);
+    tacl__coll_args_t a = SEND_ARGS(0);
     return post(comm, &a, stream, 1, NULL);
 }
 
@@ -423,8 +442,7 @@ TACL_EXPORT tacl_status_t tacl_recv_nb(void *recvbuf, size_t count,
                                        tacl_comm_t comm, tacl_stream_t stream,
                                        tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_RECV, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .root = peer);
+    tacl__coll_args_t a = RECV_ARGS(0, NULL);
     return post(comm, &a, stream, 0, req_p);
 }
 
@@ -432,8 +450,51 @@ TACL_EXPORT tacl_status_t tacl_recv(void *recvbuf, size_t count,
                                     tacl_dtype_t dtype, int peer,
                                     tacl_comm_t comm, tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_RECV, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .root = peer);
+    tacl__coll_args_t a = RECV_ARGS(0, NULL);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_send_tag_nb(const void *sendbuf, size_t count,
+                                           tacl_dtype_t dtype, int peer,
+                                           int tag, tacl_comm_t comm,
+                                           tacl_stream_t stream,
+                                           tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = SEND_ARGS(tag);
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_send_tag(const void *sendbuf, size_t count,
+                                        tacl_dtype_t dtype, int peer, int tag,
+                                        tacl_comm_t comm, tacl_stream_t stream)
+{
+    tacl__coll_args_t a = SEND_ARGS(tag);
+    return post(comm, &a, stream, 1, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_recv_tag_nb(void *recvbuf, size_t count,
+                                           tacl_dtype_t dtype, int peer,
+                                           int tag, int *source,
+                                           tacl_comm_t comm,
+                                           tacl_stream_t stream,
+                                           tacl_request_t *req_p)
+{
+    tacl__coll_args_t a = RECV_ARGS(tag, peer == TACL_ANY_SOURCE ? source
+                                                                 : NULL);
+    if (source != NULL && peer != TACL_ANY_SOURCE)
+        *source = peer;
+    return post(comm, &a, stream, 0, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_recv_tag(void *recvbuf, size_t count,
+                                        tacl_dtype_t dtype, int peer, int tag,
+                                        int *source, tacl_comm_t comm,
+                                        tacl_stream_t stream)
+{
+    tacl__coll_args_t a = RECV_ARGS(tag, peer == TACL_ANY_SOURCE ? source
+                                                                 : NULL);
+    if (source != NULL && peer != TACL_ANY_SOURCE)
+        *source = peer;
     return post(comm, &a, stream, 1, NULL);
 }
 

@@ -50,7 +50,8 @@ struct tacl_comm {
     tacl__xcomm_t x;           /* what the executor runs schedules on */
     uint64_t seq;              /* collective operations so far */
     uint64_t *p2p_send;        /* sends posted to each peer */
-    uint64_t *p2p_recv;        /* receives posted from each peer */
+    uint64_t *p2p_recv;        /* receives posted from each peer, and
+                                  (at [size]) from any peer */
     uint64_t splits;           /* splits so far */
     int check;                 /* exchange call signatures (TACL_CHECK) */
     uint64_t shrinks;          /* shrinks so far */

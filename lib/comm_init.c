@@ -61,7 +61,7 @@ static tacl_status_t comm_create(tacl_comm_t comm, tacl__ctx_t *ctx,
     comm->node_of = calloc((size_t)size, sizeof(int));
     comm->x.link_of = calloc((size_t)size, sizeof(uint8_t));
     comm->p2p_send = calloc((size_t)size, sizeof(uint64_t));
-    comm->p2p_recv = calloc((size_t)size, sizeof(uint64_t));
+    comm->p2p_recv = calloc((size_t)size + 1, sizeof(uint64_t));
     if (!comm->x.world || !comm->node_of || !comm->x.link_of ||
         !comm->p2p_send || !comm->p2p_recv) {
         status = tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");

@@ -8,7 +8,8 @@
  * copies the schedule (the executor owns and frees what it runs) and
  * rewrites the sequence-number field of every message tag: builders make
  * every tag with TACL__TAG(args->seq, step) (toolbox.h), so the step part
- * is the same for every call of one signature.  Whatever else the
+ * is the same for every call of one signature; sends and receives, whose
+ * tags are the user's, are built each time.  Whatever else the
  * decider and a builder read is in the key: the arguments, TACL_ALGO and
  * TACL_TUNER (the configuration load), and the communicator's topology
  * view, which does not change for schedules (its fast_max only steers
@@ -111,6 +112,10 @@ tacl_status_t tacl__plan_build(tacl_comm_t comm, const tacl__coll_args_t *args,
     tacl_status_t status;
 
     key.seq = 0;
+    /* A send's or receive's tag is the user's, not made from seq
+     * (p2p.c), and its one step is no work to build: not cached. */
+    if (tacl__coll_p2p(args->type))
+        return plan_build_new(comm, args, flags, s, choice_p);
     if (c == NULL) {
         c = calloc(1, sizeof(*c));
         /* Without memory for a cache, operations are built each time. */

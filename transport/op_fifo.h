@@ -58,7 +58,9 @@ typedef struct {
  *   pop(q)                remove and return the oldest element, or NULL;
  *   take(q, peer, tag)    remove and return the oldest element of peer
  *                         with tag, or NULL;
- *   remove(q, e)          remove e if it is there.
+ *   remove(q, e)          remove e if it is there;
+ *   find_tag(q, tag)      the oldest element with tag, of any peer, left
+ *                         in place, or NULL.
  */
 #define TACL__TL_FIFO_DEFINE(prefix, q_t, e_t, next)                         \
     static inline void prefix##_push(q_t *q, e_t *e)                         \
@@ -108,6 +110,14 @@ typedef struct {
             ;                                                                \
         if (cur)                                                             \
             prefix##_unlink(q, prev, e);                                     \
+    }                                                                        \
+    static inline e_t *prefix##_find_tag(const q_t *q, uint64_t tag)         \
+    {                                                                        \
+        e_t *e;                                                              \
+                                                                             \
+        for (e = q->head; e && e->tag != tag; e = e->next)                   \
+            ;                                                                \
+        return e;                                                            \
     }
 
 TACL__TL_FIFO_DEFINE(tacl__tl_opq, tacl__tl_opq_t, tacl__tl_op_t, tl_next)

@@ -230,6 +230,30 @@ static tacl_status_t self_wait(tacl__tl_t *tl, int64_t timeout_us)
     return TACL_OK;
 }
 
+/*
+ * Pairs are made in progress(), so receives of tag posted since the last
+ * one will take the oldest queued sends of tag: the first send past
+ * those is the one no receive has taken.
+ */
+static int self_probe(tacl__tl_t *tl, uint64_t tag, int *peer,
+                      uint64_t *len)
+{
+    self_tl_t *self = (self_tl_t *)tl;
+    const tacl__tl_op_t *op;
+    int taken = 0;
+
+    for (op = self->recvs.head; op != NULL; op = op->tl_next)
+        taken += op->tag == tag;
+    for (op = self->sends.head; op != NULL; op = op->tl_next) {
+        if (op->tag != tag || taken-- > 0)
+            continue;
+        *peer = self->rank;
+        *len = op->len;
+        return 1;
+    }
+    return 0;
+}
+
 static void self_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 {
     self_tl_t *self = (self_tl_t *)tl;
@@ -270,6 +294,7 @@ const tacl__transport_ops_t tacl__tl_self_ops = {
     .recv = self_recv,
     .progress = self_progress,
     .wait = self_wait,
+    .probe = self_probe,
     .cancel_all = self_cancel_all,
     .close = self_close,
 };

@@ -97,6 +97,25 @@ int tacl__tl_base_reachable(tacl__tl_t *tl, int peer)
             tacl__tl_base_where((const tacl__tl_base_t *)tl, peer)) != 0;
 }
 
+int tacl__tl_base_probe_peers(const tacl__tl_base_t *base, const void *peers,
+                              size_t stride, size_t qoff, size_t len_off,
+                              uint64_t tag, int *peer, uint64_t *len)
+{
+    for (int i = 0; i < base->nlocal; i++) {
+        const tacl__tl_msgq_t *q =
+            (const tacl__tl_msgq_t *)((const char *)peers + i * stride +
+                                      qoff);
+        const tacl__tl_msg_t *msg = tacl__tl_msgq_find_tag(q, tag);
+
+        if (msg != NULL) {
+            *peer = msg->peer;
+            memcpy(len, (const char *)msg + len_off, sizeof(*len));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 tacl_status_t tacl__tl_base_check(tacl__tl_base_t *base,
                                   const tacl__tl_op_t *op)
 {

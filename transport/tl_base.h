@@ -134,6 +134,17 @@ static inline int tacl__tl_base_ready(const tacl__tl_base_t *base)
     return base->done.head != NULL || base->failed != TACL_OK;
 }
 
+/**
+ * The probe slot of a transport that keeps its unexpected messages in one
+ * queue per peer of this node: the peers' records (base->nlocal of them,
+ * stride bytes apart, each with its tacl__tl_msgq_t at qoff) are searched
+ * for a message with tag, the oldest of its sender's, whose descriptor
+ * holds its length as a uint64_t at len_off.
+ */
+int tacl__tl_base_probe_peers(const tacl__tl_base_t *base, const void *peers,
+                              size_t stride, size_t qoff, size_t len_off,
+                              uint64_t tag, int *peer, uint64_t *len);
+
 /** The cancel_all slot: fail every pending op with status, call back. */
 void tacl__tl_base_cancel_all(tacl__tl_t *tl, tacl_status_t status);
 

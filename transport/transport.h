@@ -150,6 +150,18 @@ typedef struct tacl__transport_ops {
      */
     tacl_status_t (*wait)(tacl__tl_t *tl, int64_t timeout_us);
     /**
+     * Receive from any source: a message with tag, from any peer the
+     * instance reaches, that no receive has taken (the oldest of its
+     * sender's).  Returns 1 with
+     * its sender (world rank) in *peer and its length in *len, 0 when
+     * there is none.  It never takes the message: a receive posted next
+     * for (*peer, tag) matches exactly that one, by the (source, tag)
+     * order.  A message a receive already posted will take (the
+     * transport pairs them later) is not reported.  The executor holds an any-source receive and asks every
+     * instance after their progress().
+     */
+    int (*probe)(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len);
+    /**
      * Complete every pending op with status (used on abort and on fatal
      * errors found elsewhere, such as a dead peer seen by the bootstrap).
      */
@@ -167,6 +179,8 @@ struct tacl__tl {
 int tacl__tl_reachable_none(tacl__tl_t *tl, int peer);
 tacl_status_t tacl__tl_post_unsupported(tacl__tl_t *tl, tacl__tl_op_t *op);
 tacl_status_t tacl__tl_wait_yield(tacl__tl_t *tl, int64_t timeout_us);
+int tacl__tl_probe_none(tacl__tl_t *tl, uint64_t tag, int *peer,
+                        uint64_t *len);
 
 /** Why tacl__tl_select() found no transport, in a sentence. */
 typedef struct {
@@ -237,6 +251,11 @@ static inline int tacl__tl_progress(tacl__tl_t *tl)
 static inline tacl_status_t tacl__tl_wait(tacl__tl_t *tl, int64_t timeout_us)
 {
     return tl->ops->wait(tl, timeout_us);
+}
+static inline int tacl__tl_probe(tacl__tl_t *tl, uint64_t tag, int *peer,
+                                 uint64_t *len)
+{
+    return tl->ops->probe(tl, tag, peer, len);
 }
 static inline void tacl__tl_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 {

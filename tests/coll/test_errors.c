@@ -310,9 +310,16 @@ Test(errors, bad_root_and_peer)
                                comm, NULL), comm);
         EXPECT_ARG(tacl_send(sbuf, 1, TACL_FLOAT32, bad[i], comm, NULL),
                    comm);
-        EXPECT_ARG(tacl_recv(rbuf, 1, TACL_FLOAT32, bad[i], comm, NULL),
+        /* -1 is TACL_ANY_SOURCE for a receive; -2 is no rank. */
+        EXPECT_ARG(tacl_recv(rbuf, 1, TACL_FLOAT32,
+                             bad[i] == TACL_ANY_SOURCE ? -2 : bad[i], comm,
+                             NULL),
                    comm);
     }
+    EXPECT_ARG(tacl_send_tag(sbuf, 1, TACL_FLOAT32, 0, -1, comm, NULL), comm);
+    EXPECT_ARG(tacl_recv_tag(rbuf, 1, TACL_FLOAT32, TACL_ANY_SOURCE, -5,
+                             NULL, comm, NULL),
+               comm);
     expect_comm_works();
 }
 

@@ -370,6 +370,78 @@ static void run_sendrecv(mn_t *mn, tacl_dtype_t dt, size_t count)
     mn->cases++;
 }
 
+/*
+ * Tagged messages received from any source, across the nodes: every rank
+ * but 0 sends rank 0 one message with a tag above the low 20 bits and,
+ * after it, one with tag 2; rank 0 posts its receives from any source
+ * for tag 2 first, then for the other tag, and each sender must come
+ * back once per tag with its own data (the executor's held receives and
+ * the transports' probes, shm and ucx or ofi).
+ */
+static void run_any_source(mn_t *mn, tacl_dtype_t dt, size_t count)
+{
+    const int tags[2] = {(1 << 20) + 2, 2};
+    int p = mn->nranks, r = mn->rank, n = p - 1;
+    mn_case_t c;
+
+    case_begin(&c, mn, "tagged any-source recv", dt, count, 0, -1);
+    if (r != 0) {
+        for (int m = 0; m < 2; m++) {
+            char *buf = mn_alloc(count, c.es);
+
+            mn_fill(buf, dt, count, r, 0, c.salt + m);
+            mn_ok(mn, tacl_send_tag(buf, count, dt, 0, tags[m], mn->comm,
+                                    NULL),
+                  c.what);
+            free(buf);
+        }
+    } else if (n > 0) {
+        char **got = calloc((size_t)2 * n, sizeof(char *));
+        char *want = mn_alloc(count, c.es), what[200];
+        int *src = calloc((size_t)2 * n, sizeof(int));
+        int *seen = calloc((size_t)2 * p, sizeof(int));
+        tacl_request_t *req = calloc((size_t)2 * n, sizeof(*req));
+
+        for (int k = 0; k < 2 * n; k++) {
+            int m = k < n; /* tag 2 (m = 1) first */
+
+            got[k] = mn_alloc(count, c.es);
+            mn_ok(mn, tacl_recv_tag_nb(got[k], count,
+                                       dt, TACL_ANY_SOURCE, tags[m], &src[k],
+                                       mn->comm, NULL, &req[k]),
+                  c.what);
+        }
+        for (int k = 0; k < 2 * n; k++) {
+            int m = k < n;
+
+            mn_ok(mn, tacl_request_wait(req[k]), c.what);
+            tacl_request_free(req[k]);
+            if (src[k] < 1 || src[k] >= p || seen[m * p + src[k]]++) {
+                mn_fail(mn, "%s: tag %d: receive %d reports source %d "
+                        "(twice, or no sender)", c.what, tags[m], k,
+                        src[k]);
+                continue;
+            }
+            mn_fill(want, dt, count, src[k], 0, c.salt + m);
+            snprintf(what, sizeof(what), "%s: tag %d from rank %d", c.what,
+                     tags[m], src[k]);
+            mn_compare(mn, what, want, got[k], count, dt);
+        }
+        for (int k = 0; k < 2 * n; k++)
+            free(got[k]);
+        free(got);
+        free(want);
+        free(src);
+        free(seen);
+        free(req);
+    }
+    /* A sender that ran ahead into the next case would send its next
+     * message with these tags, which a receive from any source may
+     * rightly take. */
+    mn_ok(mn, tacl_barrier(mn->comm, NULL), "tacl_barrier");
+    case_end(&c, 0);
+}
+
 /* Blocking send and receive between the first and the last rank. */
 static void run_pingpong(mn_t *mn, tacl_dtype_t dt, size_t count)
 {
@@ -577,6 +649,7 @@ void mn_run_collectives(mn_t *mn)
             }
             run_sendrecv(mn, dt, n);
             run_pingpong(mn, dt, n);
+            run_any_source(mn, dt, n);
         }
     }
     /* 16 MB buffers: the all-reduce vector, the gathered output and the

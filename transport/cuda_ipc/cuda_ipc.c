@@ -188,6 +188,7 @@ const tacl__transport_ops_t tacl__tl_cuda_ipc_ops = {
     .recv = tacl__cipc_recv,
     .progress = tacl__cipc_progress,
     .wait = tacl__cipc_wait,
+    .probe = tacl__cipc_probe,
     .cancel_all = tacl__tl_base_cancel_all,
     .close = cipc_close,
 };

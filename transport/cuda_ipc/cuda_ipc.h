@@ -217,6 +217,7 @@ int tacl__cipc_connect_pending(tacl__cipc_t *c);
 /* cuda_ipc_proto.c */
 tacl_status_t tacl__cipc_send(tacl__tl_t *tl, tacl__tl_op_t *op);
 tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op);
+int tacl__cipc_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len);
 int tacl__cipc_progress(tacl__tl_t *tl);
 tacl_status_t tacl__cipc_wait(tacl__tl_t *tl, int64_t timeout_us);
 /** Complete every pending operation with status (the base's fail). */

@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -352,6 +353,16 @@ static tacl_status_t start_pull(tacl__cipc_t *c, tacl__cipc_peer_t *peer,
         (uint64_t)TACL_CIPC_OP_DEVICE(recv) << 16 | (uint64_t)map;
     tacl__tl_opq_push(&c->pulls, recv);
     return TACL_OK;
+}
+
+int tacl__cipc_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
+{
+    tacl__cipc_t *c = (tacl__cipc_t *)tl;
+
+    return tacl__tl_base_probe_peers(&c->base, c->peers, sizeof(*c->peers),
+                                     offsetof(tacl__cipc_peer_t, ux),
+                                     offsetof(tacl__cipc_ux_t, msg.len), tag,
+                                     peer, len);
 }
 
 tacl_status_t tacl__cipc_recv(tacl__tl_t *tl, tacl__tl_op_t *op)

@@ -365,6 +365,7 @@ const tacl__transport_ops_t tacl__tl_shm_ops = {
     .recv = tacl__shm_recv,
     .progress = tacl__shm_progress,
     .wait = tacl__shm_wait,
+    .probe = tacl__shm_probe,
     .cancel_all = tacl__tl_base_cancel_all,
     .close = shm_close,
 };

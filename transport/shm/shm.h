@@ -243,6 +243,7 @@ void tacl__shm_sleep(tacl__shm_t *shm, uint32_t seq, int64_t timeout_us);
 
 tacl_status_t tacl__shm_send(tacl__tl_t *tl, tacl__tl_op_t *op);
 tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op);
+int tacl__shm_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len);
 int tacl__shm_progress(tacl__tl_t *tl);
 tacl_status_t tacl__shm_wait(tacl__tl_t *tl, int64_t timeout_us);
 /** Complete every pending operation with status (the base's fail). */

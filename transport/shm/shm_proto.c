@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,17 @@ tacl_status_t tacl__shm_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     if (ux->complete)
         ux_deliver(shm, peer, ux);
     return TACL_OK;
+}
+
+int tacl__shm_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
+{
+    tacl__shm_t *shm = (tacl__shm_t *)tl;
+
+    return tacl__tl_base_probe_peers(&shm->base, shm->peers,
+                                     sizeof(*shm->peers),
+                                     offsetof(tacl__shm_peer_t, ux),
+                                     offsetof(tacl__shm_ux_t, len), tag, peer,
+                                     len);
 }
 
 /* Push as much of the peer's outgoing work as fits; slots written. */

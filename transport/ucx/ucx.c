@@ -227,11 +227,70 @@ out_free:
  * to the staging (ucx_cuda.c); any other buffer to the host data path
  * (ucx_ops.c), which checks it itself.
  */
+/*
+ * A message probe() claimed (ucp_tag_probe_nb with remove): UCX hands it
+ * over by its handle to the receive posted next for its sender and tag
+ * (ucp_tag_msg_recv_nbx), so no other probe or receive can see it again,
+ * whenever UCX matches a receive against its unexpected queue.
+ */
+typedef struct {
+    tacl__tl_msg_t link;       /* first: its sender and tag */
+    ucp_tag_message_h msg;
+} ucx_claimed_t;
+
+static void claimed_free(tacl__tl_msg_t *m)
+{
+    free(m);
+}
+
+static int ucx_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
+{
+    tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
+    ucp_tag_recv_info_t info;
+    ucx_claimed_t *c;
+
+    if (ucx->worker == NULL)
+        return 0;
+    /* The record first: a message taken out of UCX must be kept. */
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return 0;
+    c->msg = ucp_tag_probe_nb(ucx->worker, tacl__ucx_tag(0, tag),
+                              TACL_UCX_ANY_SRC_MASK, 1, &info);
+    if (c->msg == NULL) {
+        free(c);
+        return 0;
+    }
+    c->link.peer = (int)(info.sender_tag >> TACL_UCX_SRC_SHIFT);
+    c->link.tag = tag;
+    tacl__tl_msgq_push(&ucx->claimed, &c->link);
+    *peer = c->link.peer;
+    *len = info.length;
+    return 1;
+}
+
 static tacl_status_t ucx_post(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
     tacl_status_t status;
 
+    if (recv && ucx->claimed.head != NULL) {
+        ucx_claimed_t *c = (ucx_claimed_t *)tacl__tl_msgq_take(
+            &ucx->claimed, op->peer, op->tag);
+
+        if (c != NULL) {
+            ucp_tag_message_h msg = c->msg;
+
+            free(c);
+            if (op->memtype == TACL_MEM_CUDA && op->len > 0)
+                return tacl__error(TACL_ERR_UNSUPPORTED, NET,
+                                   "rank %d: a receive from any source "
+                                   "into device memory over ucx (receive "
+                                   "into host memory and copy)",
+                                   ucx->base.rank);
+            return tacl__ucx_msg_recv(ucx, op, msg);
+        }
+    }
     if (op->memtype != TACL_MEM_CUDA || op->len == 0)
         return tacl__ucx_post(ucx, op, recv);
     status = tacl__ucx_check_op(ucx, op);
@@ -257,6 +316,7 @@ static void ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
 
     tacl__ucx_stage_fail(ucx, status);
     tacl__ucx_fail_pending(ucx, status);
+    tacl__tl_msgq_drain(&ucx->claimed, claimed_free);
 }
 
 static int ucx_progress(tacl__tl_t *tl)
@@ -362,6 +422,7 @@ static void ucx_close(tacl__tl_t *tl)
         ucp_worker_destroy(ucx->worker);
     }
     tacl__ucx_stage_close(ucx);
+    tacl__tl_msgq_drain(&ucx->claimed, claimed_free);
     if (ucx->context)
         ucp_cleanup(ucx->context);
     free(ucx->addrs);
@@ -469,6 +530,7 @@ const tacl__transport_ops_t tacl__tl_ucx_ops = {
     .recv = ucx_recv,
     .progress = ucx_progress,
     .wait = ucx_wait,
+    .probe = ucx_probe,
     .cancel_all = ucx_cancel_all,
     .close = ucx_close,
 };
