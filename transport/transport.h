@@ -214,7 +214,9 @@ static inline tacl__tl_where_t tacl__tl_where(int peer, int rank,
 /* The transports built into this library. */
 extern const tacl__transport_ops_t tacl__tl_self_ops;
 extern const tacl__transport_ops_t tacl__tl_shm_ops;
+/* Built with UCX (TACL_HAVE_UCX) and libfabric (TACL_HAVE_OFI) only. */
 extern const tacl__transport_ops_t tacl__tl_ucx_ops;
+extern const tacl__transport_ops_t tacl__tl_ofi_ops;
 /* Built with CUDA only (TACL_HAVE_CUDA). */
 extern const tacl__transport_ops_t tacl__tl_cuda_ipc_ops;
 
