@@ -58,8 +58,13 @@
     X(NODE_ID, "",                                                           \
       "identity of this node; ranks with equal ids share memory (default: "  \
       "host name and boot id)")                                              \
-    X(NET, "ucx",                                                            \
-      "network transport between nodes: ucx, or none (single node only)")   \
+    X(NET, "auto",                                                           \
+      "network transport between nodes: auto (ofi when an EFA device is "    \
+      "present, else ucx, else ofi over libfabric's tcp provider), ucx, "   \
+      "ofi, or none (single node only)")                                     \
+    X(OFI_PROVIDER, "auto",                                                  \
+      "libfabric provider of the ofi transport: auto (efa when present, "   \
+      "else tcp) or a name fi_info lists, such as efa, tcp or shm")          \
     X(UCX_RNDV_THRESH, "auto",                                               \
       "message size from which ucx uses UCX's rendezvous protocol: auto "    \
       "(inf, always eager, where no RDMA device exists and UCX_RNDV_THRESH " \

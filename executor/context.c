@@ -13,6 +13,7 @@
 #include "config.h"
 #include "context.h"
 #include "log.h"
+#include "netsel.h"
 #include "tacl_build_config.h"
 
 /* Node identity: TACL_NODE_ID, else host name plus boot id. */
@@ -59,28 +60,74 @@ static void ctx_free(tacl__ctx_t *ctx)
     free(ctx);
 }
 
+/*
+ * The network transport (netsel.h), agreed by every rank: ranks that
+ * chose differently could not talk, so they fail, naming the first rank
+ * that differs.  Only a context with ranks on several nodes asks.
+ */
+static tacl_status_t ctx_network(tacl__ctx_t *ctx,
+                                 const tacl__transport_ops_t **ops_p)
+{
+    tacl__net_choice_t choice = {TACL__NET_NONE, "one node"};
+    tacl_status_t status = TACL_OK;
+    int32_t *all;
+
+    if (ctx->n_nodes > 1)
+        status = tacl__net_choose(&choice);
+    all = calloc((size_t)ctx->nranks, sizeof(*all));
+    if (all == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
+    /* A failed choice still joins the exchange, as -1. */
+    all[ctx->rank] = status == TACL_OK ? (int32_t)choice.net : -1;
+    if (ctx->n_nodes > 1) {
+        tacl_status_t ex = tacl__bootstrap_allgather(ctx->bs, all,
+                                                     sizeof(*all));
+        if (status == TACL_OK)
+            status = ex;
+    }
+    for (int r = 0; status == TACL_OK && r < ctx->nranks; r++) {
+        if (all[r] == all[ctx->rank])
+            continue;
+        status = all[r] < 0
+            ? tacl__error(TACL_ERR_REMOTE, INIT, "rank %d could not choose "
+                          "a network transport; see its log", r)
+            : tacl__error(TACL_ERR_INVALID_USAGE, INIT, "rank %d chose "
+                          "network transport %s, rank %d %s (%s); set "
+                          "TACL_NET alike on every node", r,
+                          tacl__net_name((tacl__net_t)all[r]), ctx->rank,
+                          tacl__net_name(choice.net), choice.why);
+    }
+    free(all);
+    if (status != TACL_OK)
+        return status;
+    if (ctx->n_nodes > 1)
+        TACL_INFO(INIT, "rank %d: network transport %s (%s)", ctx->rank,
+                  tacl__net_name(choice.net), choice.why);
+    *ops_p = tacl__net_ops(choice.net);
+    return TACL_OK;
+}
+
 static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
 {
     /* In order of preference: the first that reaches a peer and moves
      * the message's memory type serves it, so shm keeps intra-node host
      * traffic, cuda_ipc (CUDA memory only) intra-node device traffic, and
-     * the network takes the rest. */
+     * the network (netsel.h's choice, last) takes the rest. */
     static const tacl__transport_ops_t *const builtin[] = {
         &tacl__tl_self_ops,
 #if TACL_HAVE_CUDA
         &tacl__tl_cuda_ipc_ops,
 #endif
         &tacl__tl_shm_ops,
-#ifdef TACL_HAVE_UCX
-        &tacl__tl_ucx_ops,
-#endif
     };
-    /* TACL_NET's words: 0 ucx, 1 none (an invalid value is the default). */
-    int use_net = tacl__config_word(TACL_CFG_NET) == 0;
+    const tacl__transport_ops_t *net = NULL;
     const char **ids;
     tacl__tl_params_t params;
-    tacl_status_t status = TACL_OK;
+    tacl_status_t status;
 
+    status = ctx_network(ctx, &net);
+    if (status != TACL_OK)
+        return status;
     ids = calloc((size_t)ctx->nranks, sizeof(*ids));
     if (ids == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, INIT, "out of memory");
@@ -96,10 +143,13 @@ static tacl_status_t ctx_transports(tacl__ctx_t *ctx)
         .exchange_ctx = ctx->bs,
         .lock = &ctx->lock,
     };
-    for (size_t i = 0; i < TACL_ARRAY_SIZE(builtin); i++) {
-        if (strcmp(builtin[i]->name, "ucx") == 0 && !use_net)
+    for (size_t i = 0; i <= TACL_ARRAY_SIZE(builtin); i++) {
+        const tacl__transport_ops_t *ops =
+            i < TACL_ARRAY_SIZE(builtin) ? builtin[i] : net;
+
+        if (ops == NULL)
             continue;
-        status = builtin[i]->init(&params, &ctx->tls[ctx->ntl]);
+        status = ops->init(&params, &ctx->tls[ctx->ntl]);
         if (status != TACL_OK)
             break;
         ctx->ntl++;

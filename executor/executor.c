@@ -324,6 +324,17 @@ static tacl_status_t post_message(tacl__exec_t *e, uint32_t id)
         (st->peer != TACL__PEER_ANY &&
          (ctx->held_head == NULL || !held_tag(ctx, NULL, tag))))
         return post_to(e, id, e->xc->world[st->peer], tag);
+    if (st->peer == TACL__PEER_ANY) {
+        for (int t = 0; t < ctx->ntl; t++)
+            if (!(ctx->tls[t]->ops->caps & TACL__TL_CAP_PROBE))
+                return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                                   "a receive from any source: transport "
+                                   "%s, which this communicator's ranks "
+                                   "use, cannot serve one yet (name the "
+                                   "peer, or choose another transport "
+                                   "with TACL_NET)",
+                                   tacl__tl_name(ctx->tls[t]));
+    }
     /* Held (see the top of this file): the op is nobody's yet. */
     op->peer = st->peer == TACL__PEER_ANY ? -1 : e->xc->world[st->peer];
     op->tag = tag;

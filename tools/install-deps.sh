@@ -7,6 +7,7 @@ packages=(
     build-essential pkg-config meson ninja-build
     libcriterion-dev
     libhwloc-dev libucx-dev libibverbs-dev
+    libfabric-dev libfabric-bin   # the ofi transport; fi_info
     libopenmpi-dev openmpi-bin
     iproute2
     libopenblas-dev         # the training engine (engine/)

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "cost.h"
 #include "log.h"
+#include "netsel.h"
 #include "parse.h"
 #include "tacl_build_config.h"
 #include "topo.h"
@@ -131,6 +132,8 @@ static void print_build(void)
     printf("CUDA kernels     %s\n", TACL_HAVE_CUDA ? "yes" : "no");
     printf("UCX transport    %s%s%s\n", TACL_BUILD_UCX ? "yes" : "no",
            TACL_BUILD_UCX ? ", UCX " : "", TACL_BUILD_UCX_VERSION);
+    printf("ofi transport    %s%s%s\n", TACL_BUILD_OFI ? "yes" : "no",
+           TACL_BUILD_OFI ? ", libfabric " : "", TACL_BUILD_OFI_VERSION);
     printf("hwloc            %s\n", TACL_BUILD_HWLOC_VERSION);
     printf("fuzz harnesses   %s\n", TACL_BUILD_FUZZ ? "yes" : "no");
     printf("build type       %s\n", TACL_BUILD_TYPE);
@@ -139,14 +142,19 @@ static void print_build(void)
 
 static void print_transports(void)
 {
-    /* In executor/context.c's order of preference. */
+    /* In executor/context.c's order of preference; the network last. */
     static const tacl__transport_ops_t *const tls[] = {
         &tacl__tl_self_ops,
         &tacl__tl_shm_ops,
 #if TACL_BUILD_UCX
         &tacl__tl_ucx_ops,
 #endif
+#if TACL_BUILD_OFI
+        &tacl__tl_ofi_ops,
+#endif
     };
+    tacl__net_choice_t net;
+    char what[512];
 
     printf("%-6s %-26s %s\n", "name", "reaches", "memory");
     for (size_t i = 0; i < sizeof(tls) / sizeof(tls[0]); i++) {
@@ -161,8 +169,17 @@ static void print_transports(void)
                t->caps & TACL__TL_CAP_HOST ? "host " : "",
                t->caps & TACL__TL_CAP_CUDA ? "cuda" : "");
     }
-    if (!TACL_BUILD_UCX)
-        printf("(no UCX: this build runs on one node only)\n");
+    if (!TACL_BUILD_UCX && !TACL_BUILD_OFI)
+        printf("(no UCX and no libfabric: this build runs on one node "
+               "only)\n");
+    /* The network transport a communicator across nodes would take. */
+    if (tacl__net_choose(&net) != TACL_OK) {
+        printf("network: refused: %s\n", tacl__last_error());
+        return;
+    }
+    tacl__net_describe(&net, what, sizeof(what));
+    printf("network: %s, because %s\n", tacl__net_name(net.net), net.why);
+    printf("  uses:  %s\n", what);
 }
 
 static void print_config(void)

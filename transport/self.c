@@ -283,9 +283,9 @@ const tacl__transport_ops_t tacl__tl_self_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "self",
 #if TACL_HAVE_CUDA
-    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_CUDA,
+    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_CUDA | TACL__TL_CAP_PROBE,
 #else
-    .caps = TACL__TL_CAP_HOST,
+    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_PROBE,
 #endif
     .reach = TACL__TL_PEER_SELF,
     .init = self_init,

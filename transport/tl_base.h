@@ -155,4 +155,47 @@ static inline int64_t tacl__tl_base_wait_us(const tacl__tl_base_t *base,
     return timeout_us < 0 ? (int64_t)(base->timeout_s * 1e6) : timeout_us;
 }
 
+/*
+ * Wire tags of the network transports (ucx, ofi), which match on one
+ * 64-bit tag, so the source rank travels in it:
+ *   bits 63..48  source world rank     (so at most 65536 ranks)
+ *   bits 47..36  communicator id, low 12 bits of tacl's bits 40 and up
+ *   bit  35      the top bit of tacl's sequence field: point-to-point
+ *                (lib/comm.h's TACL__SEQ_HALF), kept so that a send or
+ *                receive never aliases a collective
+ *   bits 34..20  the low 15 bits of tacl's 20-bit sequence field
+ *   bits 19..0   step, all 20 bits
+ * Two messages alias only if their communicator ids are equal modulo 4096
+ * and their sequence numbers equal modulo 32768 while both are in flight
+ * between the same pair of ranks, which the executor never does.  A
+ * receive from any source probes with TACL__TL_WIRE_ANY_SRC as its mask.
+ */
+#define TACL__TL_WIRE_MAX_RANKS (1 << 16)
+#define TACL__TL_WIRE_SRC_SHIFT 48
+#define TACL__TL_WIRE_COMM_BITS 12
+#define TACL__TL_WIRE_SEQ_BITS 16   /* the p2p bit and 15 of the sequence */
+#define TACL__TL_WIRE_STEP_BITS 20
+#define TACL__TL_WIRE_ANY_SRC (~(0xffffull << TACL__TL_WIRE_SRC_SHIFT))
+
+/** The wire tag of a tacl message tag sent by world rank src. */
+static inline uint64_t tacl__tl_wire_tag(int src, uint64_t tag)
+{
+    uint64_t step = tag & ((1ull << TACL__TL_WIRE_STEP_BITS) - 1);
+    uint64_t seq =
+        (tag >> 20) & ((1ull << (TACL__TL_WIRE_SEQ_BITS - 1)) - 1);
+    uint64_t p2p = (tag >> 39) & 1;
+    uint64_t comm = (tag >> 40) & ((1ull << TACL__TL_WIRE_COMM_BITS) - 1);
+
+    return ((uint64_t)(src & 0xffff) << TACL__TL_WIRE_SRC_SHIFT) |
+           (comm << (TACL__TL_WIRE_SEQ_BITS + TACL__TL_WIRE_STEP_BITS)) |
+           (p2p << (TACL__TL_WIRE_SEQ_BITS - 1 + TACL__TL_WIRE_STEP_BITS)) |
+           (seq << TACL__TL_WIRE_STEP_BITS) | step;
+}
+
+/** The source rank a wire tag carries. */
+static inline int tacl__tl_wire_src(uint64_t wire)
+{
+    return (int)(wire >> TACL__TL_WIRE_SRC_SHIFT);
+}
+
 #endif /* TACL_TRANSPORT_TL_BASE_H */

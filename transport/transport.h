@@ -114,6 +114,9 @@ static inline void tacl__tl_unlock(pthread_mutex_t *lock)
  * engine's).  Ask tacl__tl_can_map(); tacl__tl_select() ignores it.
  */
 #define TACL__TL_CAP_MAP (1u << 3)
+/* PROBE: its probe slot finds messages, so a receive from any source can
+ * be served through it (a transport without it has the stub). */
+#define TACL__TL_CAP_PROBE (1u << 4)
 
 /** Where a peer is, seen from this rank; also the bits of a reach. */
 typedef enum {
@@ -228,7 +231,9 @@ static inline tacl__tl_where_t tacl__tl_where(int peer, int rank,
 /* The transports built into this library. */
 extern const tacl__transport_ops_t tacl__tl_self_ops;
 extern const tacl__transport_ops_t tacl__tl_shm_ops;
+/* Built with UCX (TACL_HAVE_UCX) and libfabric (TACL_HAVE_OFI) only. */
 extern const tacl__transport_ops_t tacl__tl_ucx_ops;
+extern const tacl__transport_ops_t tacl__tl_ofi_ops;
 /* Built with CUDA only (TACL_HAVE_CUDA). */
 extern const tacl__transport_ops_t tacl__tl_cuda_ipc_ops;
 

@@ -84,16 +84,16 @@ int mn_compare(mn_t *mn, const char *what, const void *want, const void *got,
 /** Bytes this rank sent since before, per link class and transport. */
 typedef struct {
     uint64_t link[TACL_NUM_LINK_CLASSES];
-    uint64_t self, shm, ucx, other;
+    uint64_t self, shm, nettl, other;  /* nettl: ucx or ofi */
 } mn_delta_t;
 
 /** Counters now. */
 void mn_counters(const mn_t *mn, tacl_counters_t *c);
 /**
  * Bytes sent since before, and the invariants every operation keeps: host
- * bytes are shm bytes, net bytes are ucx bytes, self bytes are self
- * transport bytes, no host bytes from a rank alone on its node and no net
- * bytes on a single node.
+ * bytes are shm bytes, net bytes are the network transport's (ucx or
+ * ofi), self bytes are self transport bytes, no host bytes from a rank
+ * alone on its node and no net bytes on a single node.
  */
 void mn_delta_check(mn_t *mn, const char *what, const tacl_counters_t *before,
                     mn_delta_t *delta_p);

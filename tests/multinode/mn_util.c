@@ -133,7 +133,7 @@ void mn_delta_check(mn_t *mn, const char *what, const tacl_counters_t *before,
     tacl_counters_t now;
     mn_delta_t d;
     int node = mn->node_of[mn->rank];
-    uint64_t shm_msgs = 0, ucx_msgs = 0, host_msgs, net_msgs;
+    uint64_t shm_msgs = 0, nettl_msgs = 0, host_msgs, net_msgs;
 
     memset(&d, 0, sizeof(d));
     mn_counters(mn, &now);
@@ -148,8 +148,8 @@ void mn_delta_check(mn_t *mn, const char *what, const tacl_counters_t *before,
             d.self += b;
         else if (strcmp(name, "shm") == 0)
             d.shm += b, shm_msgs += m;
-        else if (strcmp(name, "ucx") == 0)
-            d.ucx += b, ucx_msgs += m;
+        else if (strcmp(name, "ucx") == 0 || strcmp(name, "ofi") == 0)
+            d.nettl += b, nettl_msgs += m;
         else
             d.other += b;
     }
@@ -157,16 +157,17 @@ void mn_delta_check(mn_t *mn, const char *what, const tacl_counters_t *before,
                 before->links[TACL_LINK_HOST].messages;
     net_msgs = now.links[TACL_LINK_NET].messages -
                before->links[TACL_LINK_NET].messages;
-    if (host_msgs != shm_msgs || net_msgs != ucx_msgs)
+    if (host_msgs != shm_msgs || net_msgs != nettl_msgs)
         mn_fail(mn, "%s: messages: %" PRIu64 " host and %" PRIu64 " net, "
-                "but %" PRIu64 " shm and %" PRIu64 " ucx", what, host_msgs,
-                net_msgs, shm_msgs, ucx_msgs);
+                "but %" PRIu64 " shm and %" PRIu64 " ucx/ofi", what,
+                host_msgs, net_msgs, shm_msgs, nettl_msgs);
     if (d.link[TACL_LINK_HOST] != d.shm)
         mn_fail(mn, "%s: %" PRIu64 " bytes on link class host but %" PRIu64
                 " on transport shm", what, d.link[TACL_LINK_HOST], d.shm);
-    if (d.link[TACL_LINK_NET] != d.ucx)
+    if (d.link[TACL_LINK_NET] != d.nettl)
         mn_fail(mn, "%s: %" PRIu64 " bytes on link class net but %" PRIu64
-                " on transport ucx", what, d.link[TACL_LINK_NET], d.ucx);
+                " on transport ucx/ofi", what, d.link[TACL_LINK_NET],
+                d.nettl);
     if (d.link[TACL_LINK_SELF] != d.self)
         mn_fail(mn, "%s: %" PRIu64 " bytes on link class self but %" PRIu64
                 " on transport self", what, d.link[TACL_LINK_SELF], d.self);
@@ -177,8 +178,8 @@ void mn_delta_check(mn_t *mn, const char *what, const tacl_counters_t *before,
     if (mn->rpn[node] == 1 && d.shm != 0)
         mn_fail(mn, "%s: %" PRIu64 " shm bytes from a rank alone on its "
                 "node", what, d.shm);
-    if (mn->n_nodes == 1 && d.ucx != 0)
-        mn_fail(mn, "%s: %" PRIu64 " ucx bytes on a single node", what,
-                d.ucx);
+    if (mn->n_nodes == 1 && d.nettl != 0)
+        mn_fail(mn, "%s: %" PRIu64 " network bytes on a single node", what,
+                d.nettl);
     *delta_p = d;
 }

@@ -74,7 +74,7 @@ TACL_SHM_MAP=maybe TACL_CHUNK_SIZE=2M TACL_NET=carrier-pigeon \
 expect_grep "a boolean refused" '^TACL_SHM_MAP +invalid +"1"' "$TMP/info"
 expect_grep "a size taken" '^TACL_CHUNK_SIZE +environment +"2M"' "$TMP/info"
 expect_grep "a word refused, its choices named" \
-    'TACL_NET="carrier-pigeon" is invalid \(expected one of ucx\|none\)' \
+    'TACL_NET="carrier-pigeon" is invalid \(expected one of auto\|ucx\|ofi\|none\)' \
     "$TMP/info.err"
 
 echo "=== tacl-info --topo, --layout, --sizes"

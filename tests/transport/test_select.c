@@ -203,7 +203,9 @@ Test(transport_select, cuda_ipc_for_device_memory_in_a_node)
     tacl__tl_why_t why = {""};
 
     cr_assert_str_eq(tacl__tl_name(&cipc_tl), "cuda_ipc");
-    cr_assert_eq(tacl__tl_cuda_ipc_ops.caps, TACL__TL_CAP_CUDA);
+    cr_assert_eq(tacl__tl_cuda_ipc_ops.caps &
+                     (TACL__TL_CAP_HOST | TACL__TL_CAP_CUDA),
+                 TACL__TL_CAP_CUDA);
     cr_assert_eq(tacl__tl_cuda_ipc_ops.reach, TACL__TL_PEER_NODE);
     cr_assert_eq(tacl__tl_select(tls, 3, TACL__TL_PEER_NODE, TACL_MEM_CUDA,
                                  &why), 1);

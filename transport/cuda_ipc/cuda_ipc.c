@@ -180,7 +180,7 @@ static int cipc_reachable(tacl__tl_t *tl, int peer)
 const tacl__transport_ops_t tacl__tl_cuda_ipc_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "cuda_ipc",
-    .caps = TACL__TL_CAP_CUDA,
+    .caps = TACL__TL_CAP_CUDA | TACL__TL_CAP_PROBE,
     .reach = TACL__TL_PEER_NODE,
     .init = cipc_init,
     .reachable = cipc_reachable,

@@ -357,7 +357,7 @@ const tacl__transport_ops_t tacl__tl_shm_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "shm",
     /* Its peers share /dev/shm: they can map one another's areas. */
-    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_MAP,
+    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_MAP | TACL__TL_CAP_PROBE,
     .reach = TACL__TL_PEER_NODE,
     .init = shm_init,
     .reachable = tacl__tl_base_reachable,

@@ -256,12 +256,12 @@ static int ucx_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
     if (c == NULL)
         return 0;
     c->msg = ucp_tag_probe_nb(ucx->worker, tacl__ucx_tag(0, tag),
-                              TACL_UCX_ANY_SRC_MASK, 1, &info);
+                              TACL__TL_WIRE_ANY_SRC, 1, &info);
     if (c->msg == NULL) {
         free(c);
         return 0;
     }
-    c->link.peer = (int)(info.sender_tag >> TACL_UCX_SRC_SHIFT);
+    c->link.peer = tacl__tl_wire_src(info.sender_tag);
     c->link.tag = tag;
     tacl__tl_msgq_push(&ucx->claimed, &c->link);
     *peer = c->link.peer;
@@ -522,7 +522,7 @@ static int ucx_reachable(tacl__tl_t *tl, int peer)
 const tacl__transport_ops_t tacl__tl_ucx_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "ucx",
-    .caps = TACL__TL_CAP_HOST,
+    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_PROBE,
     .reach = TACL__TL_PEER_NET,
     .init = ucx_init,
     .reachable = ucx_reachable,

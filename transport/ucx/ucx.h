@@ -34,40 +34,14 @@
 /** The ucx transport's ops table. */
 extern const tacl__transport_ops_t tacl__tl_ucx_ops;
 
-/*
- * Tags.  UCX matches on one 64-bit tag, so the source rank travels in it:
- *   bits 63..48  source world rank     (so at most 65536 ranks)
- *   bits 47..36  communicator id, low 12 bits of tacl's bits 40 and up
- *   bit  35      the top bit of tacl's sequence field: point-to-point
- *                (lib/comm.h's TACL__SEQ_HALF), kept so that a send or
- *                receive never aliases a collective
- *   bits 34..20  the low 15 bits of tacl's 20-bit sequence field
- *   bits 19..0   step, all 20 bits
- * Two messages alias only if their communicator ids are equal modulo 4096
- * and their sequence numbers equal modulo 32768 while both are in flight
- * between the same pair of ranks, which the executor never does.  A
- * receive from any source probes with the source bits masked out.
- */
-#define TACL_UCX_MAX_RANKS (1 << 16)
-#define TACL_UCX_SRC_SHIFT 48
-#define TACL_UCX_COMM_BITS 12
-#define TACL_UCX_SEQ_BITS 16   /* the p2p bit and 15 of the sequence */
-#define TACL_UCX_STEP_BITS 20
+/* Tags: tl_base.h's wire tags, with the source rank in the top bits. */
+#define TACL_UCX_MAX_RANKS TACL__TL_WIRE_MAX_RANKS
 #define TACL_UCX_TAG_MASK UINT64_MAX
-#define TACL_UCX_ANY_SRC_MASK (~(0xffffull << TACL_UCX_SRC_SHIFT))
 
 /** The UCX tag of a tacl message tag sent by world rank src. */
 static inline uint64_t tacl__ucx_tag(int src, uint64_t tag)
 {
-    uint64_t step = tag & ((1ull << TACL_UCX_STEP_BITS) - 1);
-    uint64_t seq = (tag >> 20) & ((1ull << (TACL_UCX_SEQ_BITS - 1)) - 1);
-    uint64_t p2p = (tag >> 39) & 1;
-    uint64_t comm = (tag >> 40) & ((1ull << TACL_UCX_COMM_BITS) - 1);
-
-    return ((uint64_t)(src & 0xffff) << TACL_UCX_SRC_SHIFT) |
-           (comm << (TACL_UCX_SEQ_BITS + TACL_UCX_STEP_BITS)) |
-           (p2p << (TACL_UCX_SEQ_BITS - 1 + TACL_UCX_STEP_BITS)) |
-           (seq << TACL_UCX_STEP_BITS) | step;
+    return tacl__tl_wire_tag(src, tag);
 }
 
 /* Endpoint states, one per world rank. */

@@ -24,6 +24,9 @@
 
 #include "cuda_device.h"
 #include "harness.h"
+#include "ucx/ucx.h"
+
+const tacl__transport_ops_t *const net_ops = &tacl__tl_ucx_ops;
 
 /* Chunk size the cases set, small so that messages span many chunks. */
 #define CHUNK (64 * 1024)

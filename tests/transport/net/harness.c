@@ -1,5 +1,5 @@
 /*
- * The fork-based harness of the ucx tests: a MAP_SHARED area with a
+ * The fork-based harness of the network transports' tests: a MAP_SHARED area with a
  * barrier that gives up after a deadline (so a dead rank fails a case
  * instead of hanging it), an exchange built on it, and helpers to post,
  * drive and check operations in the rank processes.
@@ -16,6 +16,7 @@
 
 #include <criterion/criterion.h>
 
+#include "config.h"
 #include "fork.h"
 #include "harness.h"
 
@@ -71,7 +72,7 @@ tacl__tl_t *rank_init(shared_t *sh, int rank, xctx_t *x)
     params.timeout_s = 10;
     params.exchange = exchange;
     params.exchange_ctx = x;
-    status = tacl__tl_ucx_ops.init(&params, &tl);
+    status = net_ops->init(&params, &tl);
     CHECK(status == TACL_OK, "init: %s", tacl_status_string(status));
     for (int r = 0; r < sh->nranks; ++r)
         CHECK(tacl__tl_reachable(tl, r) == (r != rank), "reachable(%d)", r);
@@ -208,6 +209,13 @@ void ucx_env(const char *tls)
         setenv("UCX_TLS", tls, 1);
     else
         unsetenv("UCX_TLS");
+}
+
+void ofi_env(void)
+{
+    setenv("TACL_OFI_PROVIDER", "tcp", 1);
+    setenv("FI_TCP_IFACE", "lo", 1);
+    tacl__config_reload();
 }
 
 

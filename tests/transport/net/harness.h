@@ -1,11 +1,12 @@
 /*
- * The fork-based harness of the ucx tests (see harness.c).  A case runs
+ * The fork-based harness of the network transports' tests (ucx, ofi; see
+ * harness.c), whose cases (net_cases.h) run on the transport net_ops.  A case runs
  * one function in 2 to 4 forked rank processes (tests/common's fork.h); a
  * rank reports a failed CHECK (check.h) on stderr and exits non-zero, and
  * the parent asserts on every rank's exit status.
  */
-#ifndef TACL_TESTS_TRANSPORT_UCX_HARNESS_H
-#define TACL_TESTS_TRANSPORT_UCX_HARNESS_H
+#ifndef TACL_TESTS_TRANSPORT_NET_HARNESS_H
+#define TACL_TESTS_TRANSPORT_NET_HARNESS_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -15,7 +16,7 @@
 #include "check.h"
 #include "common.h"
 #include "sched.h"
-#include "ucx/ucx.h"
+#include "transport.h"
 
 #define MAX_RANKS 4
 #define XCHG_BYTES (64 * 1024)
@@ -39,6 +40,9 @@ typedef struct {
 
 /** What each rank process of a case runs. */
 typedef void (*rank_fn_t)(shared_t *sh, int rank);
+
+/** The transport under test: each test program defines it. */
+extern const tacl__transport_ops_t *const net_ops;
 
 /** Node ids "node-a".."node-d": every rank on its own node. */
 extern const char *const node_names[MAX_RANKS];
@@ -73,7 +77,9 @@ void run_ranks(int nranks, rank_fn_t fn, const int *expect_kill,
                shared_t **sh_p);
 /** Pin UCX to loopback and to the transports tls (NULL: its default). */
 void ucx_env(const char *tls);
+/** Pin libfabric to its tcp provider on loopback. */
+void ofi_env(void);
 /** One byte from rank a to rank b, checked (every rank calls it). */
 void ping(tacl__tl_t *tl, int rank, int a, int b, uint64_t tag);
 
-#endif /* TACL_TESTS_TRANSPORT_UCX_HARNESS_H */
+#endif /* TACL_TESTS_TRANSPORT_NET_HARNESS_H */

@@ -1,0 +1,146 @@
+/*
+ * Tests of the ofi transport: the network transports' cases
+ * (net/net_cases.c) on ofi over libfabric's tcp provider on loopback
+ * (TACL_OFI_PROVIDER=tcp, FI_TCP_IFACE=lo), and its choice of a
+ * provider.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include <criterion/criterion.h>
+
+#include "config.h"
+#include "net_cases.h"
+#include "ofi/ofi.h"
+
+const tacl__transport_ops_t *const net_ops = &tacl__tl_ofi_ops;
+
+/* ------------------------------------------------------------------ */
+
+Test(ofi, one_node_is_idle)
+{
+    one_node_is_idle();
+}
+
+Test(ofi, bad_arguments)
+{
+    bad_arguments();
+}
+
+Test(ofi, tcp_provider_chosen)
+{
+    tacl__ofi_choice_t c;
+
+    ofi_env();
+    cr_assert_eq(tacl__ofi_choose(NULL, &c), TACL_OK, "%s",
+                 tacl__last_error());
+    cr_assert_str_eq(c.provider, "tcp;ofi_rxm");
+    cr_assert_str_eq(c.domain, "lo");
+}
+
+Test(ofi, unknown_provider_refused)
+{
+    tacl__ofi_choice_t c;
+
+    setenv("TACL_OFI_PROVIDER", "no-such-provider", 1);
+    tacl__config_reload();
+    cr_assert_eq(tacl__ofi_choose(NULL, &c), TACL_ERR_UNSUPPORTED);
+    cr_assert(strstr(tacl__last_error(), "\"no-such-provider\" is not "
+                     "available") != NULL, "%s", tacl__last_error());
+}
+
+/* What a provider lacks is named by the entry closest to tacl's needs. */
+Test(ofi, missing_capability_named)
+{
+    struct fi_info *a = fi_allocinfo(), *b = fi_allocinfo();
+
+    cr_assert(a && b);
+    a->ep_attr->type = FI_EP_DGRAM;
+    a->caps = FI_MSG | FI_TAGGED;
+    cr_assert_str_eq(tacl__ofi_missing(a), "FI_EP_RDM");
+    b->ep_attr->type = FI_EP_RDM;
+    b->caps = FI_MSG;
+    a->next = b;
+    cr_assert_str_eq(tacl__ofi_missing(a), "FI_TAGGED");
+    b->caps = FI_MSG | FI_TAGGED;
+    cr_assert_str_eq(tacl__ofi_missing(a), "FI_ORDER_SAS");
+    b->tx_attr->msg_order = FI_ORDER_SAS;
+    b->rx_attr->msg_order = FI_ORDER_SAS;
+    cr_assert_null(tacl__ofi_missing(a));
+    fi_freeinfo(a);
+}
+
+/* ------------------------------------------------------------------ */
+
+Test(ofi, sizes_0_to_64mb, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(2, sizes_rank, NULL, NULL);
+}
+
+Test(ofi, bandwidth_64mb, .timeout = 60)
+{
+    shared_t *sh;
+
+    ofi_env();
+    run_ranks(2, bw_rank, NULL, &sh);
+    cr_assert_gt(sh->bw_gbs, 0.0);
+    fprintf(stderr, "ofi tcp loopback: one 64 MB message at %.2f GB/s "
+            "(best of 2)\n", sh->bw_gbs);
+    munmap(sh, sizeof(*sh));
+}
+
+Test(ofi, many_concurrent_4_ranks, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(4, many_rank, NULL, NULL);
+}
+
+Test(ofi, same_source_and_tag_in_order, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(2, fifo_rank, NULL, NULL);
+}
+
+Test(ofi, length_mismatch_fails_the_receive_alone, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(2, mismatch_rank, NULL, NULL);
+}
+
+Test(ofi, killed_receiver_fails_send, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(2, killed_send_rank, kill_rank1, NULL);
+}
+
+Test(ofi, killed_midway_sender_fails_receive, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(2, killed_midway_sender_rank, kill_rank1, NULL);
+}
+
+Test(ofi, killed_sender_fails_receive, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(2, killed_recv_rank, kill_rank1, NULL);
+}
+
+Test(ofi, peer_leaving_idle_is_not_an_error, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(3, leave_rank, NULL, NULL);
+}
+
+Test(ofi, cancel_all_completes_everything, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(2, cancel_rank, NULL, NULL);
+}
+
+Test(ofi, wait_sleeps_and_wakes, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(2, wait_rank, NULL, NULL);
+}

@@ -1,0 +1,211 @@
+/*
+ * Internal layout of the ofi transport, shared by its files.
+ *
+ * One instance owns one libfabric endpoint of type FI_EP_RDM (reliable,
+ * unconnected) with tagged messages, its completion queue and an address
+ * vector holding every rank's endpoint name, gathered at init.  Matching
+ * is the provider's: the source rank travels in the tag (tl_base.h's wire
+ * tags), receives name it with a full tag mask, and FI_ORDER_SAS keeps
+ * (source, tag) order.  Eager and rendezvous protocols are the provider's
+ * (ofi_rxm over tcp: eager up to 16 KB, rendezvous above).
+ *
+ * Every operation the provider holds has a request (ofi_req_t) whose
+ * fi_context is the operation's context on the wire; requests sit on the
+ * pending list until their completion is read from the queue.  What the
+ * provider refused with -FI_EAGAIN, or what exceeds its queue sizes
+ * (fi_info's tx and rx sizes), waits on a backlog, in posting order, and
+ * is posted by progress() as completions free room.
+ *
+ * Besides tacl's tagged messages the endpoint carries small untagged
+ * control messages between the instances (ofi_peer.c): a ping to a peer
+ * some operation has waited on for a while, whose failure is how a dead
+ * peer is found, and a goodbye at close, after which a peer's operations
+ * fail at once instead of waiting.
+ *
+ * The files call one another one way, each only those listed before it:
+ * ofi_info.c (choosing the provider), ofi_ops.c (requests, posting,
+ * completions), ofi_peer.c (control messages, liveness), then ofi.c (the
+ * ops table: init, progress, wait, close).
+ */
+#ifndef TACL_TRANSPORT_OFI_OFI_H
+#define TACL_TRANSPORT_OFI_OFI_H
+
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "tl_base.h"
+
+/** The ofi transport's ops table. */
+extern const tacl__transport_ops_t tacl__tl_ofi_ops;
+
+/* ---- choosing the provider (ofi_info.c) ---- */
+
+/** What tacl asks of a provider, as fi_getinfo hints say it. */
+#define TACL_OFI_CAPS (FI_TAGGED | FI_MSG)
+#define TACL_OFI_ORDER FI_ORDER_SAS
+
+/** The provider chosen, and why, in words (also for tacl-info). */
+typedef struct {
+    char provider[64];         /* fi_info's prov_name, e.g. tcp;ofi_rxm */
+    char fabric[64];
+    char domain[64];
+    char why[256];
+} tacl__ofi_choice_t;
+
+/**
+ * Choose the provider by TACL_OFI_PROVIDER (auto: efa when present, else
+ * tcp): *info_p gets a copy of the first fi_info that offers tagged
+ * messages on a reliable-datagram endpoint in sending order (free it with
+ * fi_freeinfo), and *choice_p says which and why.  A provider that
+ * cannot is refused with TACL_ERR_UNSUPPORTED and a message naming what
+ * it lacks.  info_p may be NULL (tacl-info: only the choice).
+ */
+tacl_status_t tacl__ofi_choose(struct fi_info **info_p,
+                               tacl__ofi_choice_t *choice_p);
+
+/** Whether provider name (a prefix of prov_name) offers an RDM endpoint. */
+int tacl__ofi_provider_present(const char *name);
+
+/**
+ * What the providers in list (fi_getinfo's answer for one provider,
+ * without hints) lack of what tacl needs, as a capability name, or NULL
+ * when one of them has it all.
+ */
+const char *tacl__ofi_missing(const struct fi_info *list);
+
+/* ---- requests, posting and completions (ofi_ops.c) ---- */
+
+/* What a request is for. */
+enum {
+    TACL_OFI_REQ_SEND = 0,
+    TACL_OFI_REQ_RECV,
+    TACL_OFI_REQ_CTRL_SEND,    /* a control message out (ofi_peer.c) */
+    TACL_OFI_REQ_CTRL_RECV     /* a control buffer posted for one in */
+};
+
+/* Request flags. */
+#define TACL_OFI_REQ_F_PENDING 1u /* the provider holds it */
+#define TACL_OFI_REQ_F_LATE 2u    /* a receive posted after its peer left */
+
+typedef struct tacl__ofi_req tacl__ofi_req_t;
+typedef struct tacl__ofi tacl__ofi_t;
+
+/** Called when a control request completes (ofi_peer.c's). */
+typedef void (*tacl__ofi_ctrl_fn_t)(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
+                                    tacl_status_t status);
+
+struct tacl__ofi_req {
+    struct fi_context ctx;     /* first: what the provider hands back */
+    tacl__ofi_req_t *prev;     /* on the pending list or a backlog */
+    tacl__ofi_req_t *next;
+    tacl__tl_op_t *op;         /* SEND, RECV: the operation */
+    struct fid_mr *mr;         /* its registration, where one is needed */
+    tacl__ofi_ctrl_fn_t ctrl_done; /* CTRL_*: its completion */
+    void *buf;                 /* what the provider reads or writes */
+    uint64_t len;
+    int peer;
+    uint8_t kind;              /* TACL_OFI_REQ_* */
+    uint8_t flags;             /* TACL_OFI_REQ_F_* */
+    tacl_status_t status;      /* an ending decided before the provider's */
+    uint64_t msg[2];           /* CTRL_*: the control message */
+};
+
+/** A doubly linked list of requests (pending, or a backlog). */
+typedef struct {
+    tacl__ofi_req_t *head;
+    tacl__ofi_req_t *tail;
+    uint64_t count;
+} tacl__ofi_reqq_t;
+
+/* Peer states (ofi_peer.c). */
+enum {
+    TACL_OFI_PEER_UNKNOWN = 0, /* nothing exchanged yet */
+    TACL_OFI_PEER_TALKED,      /* a message went or came: say goodbye */
+    TACL_OFI_PEER_GONE         /* it said goodbye: it is closed */
+};
+
+/** What tacl__ofi_t keeps per world rank. */
+typedef struct {
+    fi_addr_t addr;
+    uint32_t npending;         /* operations with it on pending or backlog */
+    uint8_t state;             /* TACL_OFI_PEER_* */
+    uint8_t pinging;           /* a ping to it is in flight */
+    uint64_t since_ns;         /* last ping sent, or first pending op */
+    uint64_t ping_ns;          /* when the ping in flight was sent */
+} tacl__ofi_peer_t;
+
+/* Control receives kept posted. */
+#define TACL_OFI_CTRL_RECVS 8
+
+struct tacl__ofi {
+    tacl__tl_base_t base;      /* first: rank, node, done queue, failure */
+    struct fi_info *info;      /* NULL: every rank is on this node */
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;         /* NULL once closed on failure */
+    int cq_fd;                 /* the queue's wait descriptor, or -1 */
+    int need_mr;               /* FI_MR_LOCAL: register every buffer */
+    uint64_t tx_size, rx_size; /* the provider's queue sizes */
+    uint64_t max_msg;
+    uint64_t ntx, nrx;         /* requests of each side it holds */
+    tacl__ofi_peer_t *peers;   /* per world rank */
+    tacl__ofi_reqq_t pending;  /* the provider holds them */
+    tacl__ofi_reqq_t backlog_tx;  /* not posted yet, in posting order */
+    tacl__ofi_reqq_t backlog_rx;
+    tacl__ofi_req_t *free_reqs;   /* a free list, linked through next */
+    uint64_t nops;             /* tacl operations pending or backlogged */
+    int closing;               /* close(): control receives not reposted */
+    uint64_t ping_ns;          /* how long an op waits before a ping */
+    uint64_t dead_ns;          /* how long a ping may take to go out */
+    uint64_t next_check_ns;
+    tacl__ofi_choice_t choice;
+};
+
+/** Requests: a free one (NULL, logged, when out of memory), and back. */
+tacl__ofi_req_t *tacl__ofi_req_get(tacl__ofi_t *ofi);
+void tacl__ofi_req_put(tacl__ofi_t *ofi, tacl__ofi_req_t *req);
+void tacl__ofi_reqq_push(tacl__ofi_reqq_t *q, tacl__ofi_req_t *req);
+void tacl__ofi_reqq_remove(tacl__ofi_reqq_t *q, tacl__ofi_req_t *req);
+
+/** The message of a libfabric error code, for logs. */
+const char *tacl__ofi_strerror(ssize_t rc);
+
+/**
+ * Post req (its kind, peer, buf and len set) now, or put it on the
+ * backlog when the provider has no room; an error the provider decides
+ * at once is decided and logged here.
+ */
+tacl_status_t tacl__ofi_post(tacl__ofi_t *ofi, tacl__ofi_req_t *req);
+/** Check and post a send (or a receive if recv) of tacl's op. */
+tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
+                                int recv);
+/** Read completions and post what the backlog holds; events handled. */
+int tacl__ofi_poll(tacl__ofi_t *ofi);
+/**
+ * Every operation ends with status: the endpoint is closed first, so the
+ * provider no longer touches any buffer, then everything it held or the
+ * backlogs hold completes (control requests are dropped).
+ */
+void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status);
+
+/* ---- control messages and liveness (ofi_peer.c) ---- */
+
+/** Post the control receives; at init. */
+tacl_status_t tacl__ofi_ctrl_start(tacl__ofi_t *ofi);
+/**
+ * Ping each peer an operation has waited on for ping_ns since the last
+ * ping; receives posted after their peer left end.  Events handled.
+ */
+int tacl__ofi_check_peers(tacl__ofi_t *ofi);
+/** Say goodbye to every peer it talked with; waits up to max_s. */
+void tacl__ofi_say_goodbye(tacl__ofi_t *ofi, double max_s);
+
+#endif /* TACL_TRANSPORT_OFI_OFI_H */

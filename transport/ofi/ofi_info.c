@@ -1,0 +1,221 @@
+/*
+ * The ofi transport's floor: choosing a libfabric provider.  DESIGN.md,
+ * "Transports": ofi serves other nodes where libfabric is the way to the
+ * network (AWS EFA), and its tcp provider lets it be tested anywhere.
+ *
+ * tacl needs of a provider: an FI_EP_RDM endpoint (reliable datagrams,
+ * no connections to manage), FI_TAGGED messages (tacl matches by source
+ * and tag, the source folded into the tag), FI_MSG for its small control
+ * messages (ofi_peer.c), and FI_ORDER_SAS, so that two messages of one
+ * source and tag match in the order they were sent.  It accepts the
+ * memory-registration modes EFA asks for (FI_MR_LOCAL, FI_MR_VIRT_ADDR,
+ * FI_MR_ALLOCATED, FI_MR_PROV_KEY) and the FI_CONTEXT mode (every
+ * request starts with its fi_context).
+ *
+ * TACL_OFI_PROVIDER names the provider (libfabric's name, such as efa,
+ * tcp or shm; a utility provider layered on it, such as ofi_rxm for tcp,
+ * is chosen by libfabric); auto takes efa when present, else tcp.  A
+ * provider that offers none of what tacl needs is refused with a message
+ * naming the first thing it lacks, found by asking again without hints.
+ * FI_PROVIDER and the providers' own variables (FI_TCP_IFACE,
+ * FI_EFA_*) are libfabric's and are read by it as they are, with one
+ * default changed (see rxm_defaults).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "log.h"
+#include "ofi.h"
+
+/* The libfabric API version tacl is written against. */
+#define TACL_OFI_VERSION FI_VERSION(1, 9)
+
+/*
+ * ofi_rxm (the reliable-datagram layer over tcp, verbs) lets the tcp
+ * provider write an eager message straight into the posted receive
+ * ("dynamic receive buffers"), and in libfabric 1.17 a message longer
+ * than that receive then breaks the connection: the receive ends
+ * truncated, every later message between the two ranks is lost and
+ * their sends fail.  tacl must report a length mismatch as the error of
+ * that one receive (transport.h), so it turns the feature off (rxm then
+ * copies eager messages out of its own buffers, which bounds what it
+ * writes) unless FI_OFI_RXM_ENABLE_DYN_RBUF says otherwise.  libfabric
+ * reads its variables when it first loads its providers, so this must
+ * come before any call into it, and can only be said through the
+ * environment.
+ */
+static void rxm_defaults(void)
+{
+    if (tacl__config_env("FI_OFI_RXM_ENABLE_DYN_RBUF") == NULL)
+        setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
+}
+
+/* Hints that say what tacl needs, for provider name (NULL: any). */
+static struct fi_info *make_hints(const char *name)
+{
+    struct fi_info *hints = fi_allocinfo();
+
+    if (hints == NULL)
+        return NULL;
+    hints->caps = TACL_OFI_CAPS;
+    hints->mode = FI_CONTEXT;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->tx_attr->msg_order = TACL_OFI_ORDER;
+    hints->rx_attr->msg_order = TACL_OFI_ORDER;
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+                                  FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    if (name != NULL) {
+        hints->fabric_attr->prov_name = strdup(name);
+        if (hints->fabric_attr->prov_name == NULL) {
+            fi_freeinfo(hints);
+            return NULL;
+        }
+    }
+    return hints;
+}
+
+/* Whether prov_name ("tcp;ofi_rxm") names provider name ("tcp"). */
+static int names(const char *prov_name, const char *name)
+{
+    size_t n = strlen(name);
+
+    return prov_name != NULL && strncasecmp(prov_name, name, n) == 0 &&
+           (prov_name[n] == '\0' || prov_name[n] == ';');
+}
+
+/* fi_getinfo for provider name with what tacl needs; NULL if none. */
+static struct fi_info *query(const char *name)
+{
+    struct fi_info *hints, *info = NULL, *keep = NULL;
+
+    rxm_defaults();
+    hints = make_hints(name);
+    if (hints == NULL)
+        return NULL;
+    if (fi_getinfo(TACL_OFI_VERSION, NULL, NULL, 0, hints, &info) != 0)
+        info = NULL;
+    fi_freeinfo(hints);
+    /* libfabric matches prov_name loosely; keep the provider asked for. */
+    for (struct fi_info *i = info; i != NULL && keep == NULL; i = i->next)
+        if (names(i->fabric_attr->prov_name, name))
+            keep = fi_dupinfo(i);
+    fi_freeinfo(info);
+    return keep;
+}
+
+int tacl__ofi_provider_present(const char *name)
+{
+    struct fi_info *info = query(name);
+
+    fi_freeinfo(info);
+    return info != NULL;
+}
+
+const char *tacl__ofi_missing(const struct fi_info *list)
+{
+    const char *missing = "FI_EP_RDM";
+    int rank, best = 0;
+
+    /* The entry that comes closest names what is missing. */
+    for (const struct fi_info *i = list; i != NULL; i = i->next) {
+        const char *lack;
+
+        if (i->ep_attr == NULL || i->ep_attr->type != FI_EP_RDM) {
+            lack = "FI_EP_RDM", rank = 1;
+        } else if (!(i->caps & FI_TAGGED)) {
+            lack = "FI_TAGGED", rank = 2;
+        } else if (!(i->caps & FI_MSG)) {
+            lack = "FI_MSG", rank = 3;
+        } else if (i->tx_attr == NULL || i->rx_attr == NULL ||
+                   !(i->tx_attr->msg_order & TACL_OFI_ORDER) ||
+                   !(i->rx_attr->msg_order & TACL_OFI_ORDER)) {
+            lack = "FI_ORDER_SAS", rank = 4;
+        } else {
+            return NULL;
+        }
+        if (rank > best) {
+            best = rank;
+            missing = lack;
+        }
+    }
+    return missing;
+}
+
+/* Refuse provider name, naming what it lacks. */
+static tacl_status_t refuse(const char *name)
+{
+    struct fi_info *hints = fi_allocinfo(), *info = NULL;
+    const char *missing = NULL;
+    int found;
+
+    rxm_defaults();
+    if (hints == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory");
+    hints->fabric_attr->prov_name = strdup(name);
+    found = hints->fabric_attr->prov_name != NULL &&
+            fi_getinfo(TACL_OFI_VERSION, NULL, NULL, 0, hints, &info) == 0;
+    fi_freeinfo(hints);
+    if (found)
+        missing = tacl__ofi_missing(info);
+    fi_freeinfo(info);
+    if (!found)
+        return tacl__error(TACL_ERR_UNSUPPORTED, NET, "libfabric provider "
+                           "\"%s\" is not available here (fi_info -p %s "
+                           "lists nothing); set TACL_OFI_PROVIDER to one "
+                           "fi_info lists, or TACL_NET=ucx", name, name);
+    return tacl__error(TACL_ERR_UNSUPPORTED, NET, "libfabric provider "
+                       "\"%s\" cannot serve tacl: it lacks %s (tacl needs "
+                       "tagged messages on a reliable-datagram endpoint, "
+                       "FI_EP_RDM with FI_TAGGED, FI_MSG and FI_ORDER_SAS)",
+                       name, missing ? missing : "a mode tacl does not "
+                       "support (see fi_info -v)");
+}
+
+static void describe(const struct fi_info *info, tacl__ofi_choice_t *c)
+{
+    snprintf(c->provider, sizeof(c->provider), "%s",
+             info->fabric_attr->prov_name);
+    snprintf(c->fabric, sizeof(c->fabric), "%s",
+             info->fabric_attr->name ? info->fabric_attr->name : "?");
+    snprintf(c->domain, sizeof(c->domain), "%s",
+             info->domain_attr->name ? info->domain_attr->name : "?");
+}
+
+tacl_status_t tacl__ofi_choose(struct fi_info **info_p,
+                               tacl__ofi_choice_t *choice_p)
+{
+    const char *want = tacl__config_str(TACL_CFG_OFI_PROVIDER);
+    tacl__ofi_choice_t c;
+    struct fi_info *info = NULL;
+
+    memset(&c, 0, sizeof(c));
+    if (strcasecmp(want, "auto") == 0) {
+        info = query("efa");
+        if (info != NULL) {
+            snprintf(c.why, sizeof(c.why), "TACL_OFI_PROVIDER=auto and an "
+                     "EFA device is present");
+        } else {
+            info = query("tcp");
+            snprintf(c.why, sizeof(c.why), "TACL_OFI_PROVIDER=auto and no "
+                     "EFA device: libfabric's tcp provider");
+            want = "tcp";
+        }
+    } else {
+        info = query(want);
+        snprintf(c.why, sizeof(c.why), "TACL_OFI_PROVIDER=%s", want);
+    }
+    if (info == NULL)
+        return refuse(want);
+    describe(info, &c);
+    if (info_p != NULL)
+        *info_p = info;
+    else
+        fi_freeinfo(info);
+    *choice_p = c;
+    return TACL_OK;
+}

@@ -1,0 +1,444 @@
+/*
+ * The ofi transport's data path: requests, posting with flow control,
+ * reading completions, and failure.  DESIGN.md, "Transports": ofi moves
+ * tagged messages between nodes, and a failure ends every operation
+ * instead of leaving it waiting.
+ *
+ * A send goes out as fi_tsend with the sender's rank folded into the tag
+ * (tl_base.h's wire tags); a receive as fi_trecv from any address with
+ * the expected sender's tag and no ignored bits, so the provider's
+ * matching gives (source, tag) order with FI_ORDER_SAS.  Where the
+ * provider wants local buffers registered (FI_MR_LOCAL: EFA does, tcp
+ * does not) each buffer is registered for the time its request is
+ * posted.
+ *
+ * Flow control: a request goes to the provider only while it holds fewer
+ * of that side's requests than fi_info's tx or rx size, and only when no
+ * earlier one waits on that side's backlog; a request the provider
+ * refuses with -FI_EAGAIN waits there too.  tacl__ofi_poll() reads the
+ * completions and then posts what the backlogs hold, oldest first, while
+ * there is room.  Nothing here calls a tacl callback: finished operations
+ * go to the done queue, which progress() runs (ofi.c).
+ *
+ * This file builds on ofi_info.c alone (for nothing but the layout);
+ * the control messages of ofi_peer.c are requests like any other, their
+ * completion handed to the function the request names.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "log.h"
+#include "ofi.h"
+
+/* Completions read per fi_cq_read, and batches one poll reads at most. */
+#define TACL_OFI_CQ_BATCH 16
+#define TACL_OFI_CQ_BUDGET 8
+
+/* What a zero-length message points at. */
+static char empty_buf[1];
+
+tacl__ofi_req_t *tacl__ofi_req_get(tacl__ofi_t *ofi)
+{
+    tacl__ofi_req_t *req = ofi->free_reqs;
+
+    if (req != NULL)
+        ofi->free_reqs = req->next;
+    else
+        req = malloc(sizeof(*req));
+    if (req == NULL) {
+        tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory for a request");
+        return NULL;
+    }
+    memset(req, 0, sizeof(*req));
+    req->peer = -1;
+    return req;
+}
+
+void tacl__ofi_req_put(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
+{
+    if (req->mr != NULL)
+        fi_close(&req->mr->fid);
+    req->mr = NULL;
+    req->next = ofi->free_reqs;
+    ofi->free_reqs = req;
+}
+
+void tacl__ofi_reqq_push(tacl__ofi_reqq_t *q, tacl__ofi_req_t *req)
+{
+    req->next = NULL;
+    req->prev = q->tail;
+    if (q->tail)
+        q->tail->next = req;
+    else
+        q->head = req;
+    q->tail = req;
+    ++q->count;
+}
+
+void tacl__ofi_reqq_remove(tacl__ofi_reqq_t *q, tacl__ofi_req_t *req)
+{
+    if (req->prev)
+        req->prev->next = req->next;
+    else
+        q->head = req->next;
+    if (req->next)
+        req->next->prev = req->prev;
+    else
+        q->tail = req->prev;
+    req->prev = req->next = NULL;
+    --q->count;
+}
+
+const char *tacl__ofi_strerror(ssize_t rc)
+{
+    return fi_strerror((int)(rc < 0 ? -rc : rc));
+}
+
+static int is_send(const tacl__ofi_req_t *req)
+{
+    return req->kind == TACL_OFI_REQ_SEND ||
+           req->kind == TACL_OFI_REQ_CTRL_SEND;
+}
+
+/* What a request is, for messages: "send to", "receive from", ... */
+static const char *req_what(const tacl__ofi_req_t *req)
+{
+    switch (req->kind) {
+    case TACL_OFI_REQ_SEND:
+        return "send to";
+    case TACL_OFI_REQ_RECV:
+        return "receive from";
+    case TACL_OFI_REQ_CTRL_SEND:
+        return "control message to";
+    default:
+        return "control receive from";
+    }
+}
+
+/* Hand req to the provider: 0, -FI_EAGAIN, or another error. */
+static ssize_t issue(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
+{
+    void *desc = req->mr ? fi_mr_desc(req->mr) : NULL;
+    fi_addr_t to = req->peer >= 0 ? ofi->peers[req->peer].addr : 0;
+
+    switch (req->kind) {
+    case TACL_OFI_REQ_SEND:
+        return fi_tsend(ofi->ep, req->buf, req->len, desc, to,
+                        tacl__tl_wire_tag(ofi->base.rank, req->op->tag),
+                        &req->ctx);
+    case TACL_OFI_REQ_RECV:
+        return fi_trecv(ofi->ep, req->buf, req->len, desc, FI_ADDR_UNSPEC,
+                        tacl__tl_wire_tag(req->peer, req->op->tag), 0,
+                        &req->ctx);
+    case TACL_OFI_REQ_CTRL_SEND:
+        return fi_send(ofi->ep, req->buf, req->len, desc, to, &req->ctx);
+    default:
+        return fi_recv(ofi->ep, req->buf, req->len, desc, FI_ADDR_UNSPEC,
+                       &req->ctx);
+    }
+}
+
+/* The provider took req: it is pending. */
+static void now_pending(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
+{
+    req->flags |= TACL_OFI_REQ_F_PENDING;
+    tacl__ofi_reqq_push(&ofi->pending, req);
+    if (is_send(req))
+        ++ofi->ntx;
+    else
+        ++ofi->nrx;
+}
+
+/* Register req's buffer where the provider needs it. */
+static tacl_status_t register_buf(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
+{
+    int rc;
+
+    if (!ofi->need_mr || req->mr != NULL)
+        return TACL_OK;
+    rc = fi_mr_reg(ofi->domain, req->buf, req->len,
+                   is_send(req) ? FI_SEND : FI_RECV, 0, 0, 0, &req->mr,
+                   NULL);
+    if (rc != 0) {
+        req->mr = NULL;
+        return tacl__error(rc == -FI_ENOMEM ? TACL_ERR_NO_MEMORY
+                                            : TACL_ERR_SYSTEM,
+                           NET, "rank %d cannot register %llu bytes for a "
+                           "%s rank %d: %s", ofi->base.rank,
+                           (unsigned long long)req->len, req_what(req),
+                           req->peer, tacl__ofi_strerror(rc));
+    }
+    return TACL_OK;
+}
+
+tacl_status_t tacl__ofi_post(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
+{
+    int send = is_send(req);
+    tacl__ofi_reqq_t *backlog = send ? &ofi->backlog_tx : &ofi->backlog_rx;
+    uint64_t held = send ? ofi->ntx : ofi->nrx;
+    uint64_t room = send ? ofi->tx_size : ofi->rx_size;
+    tacl_status_t status;
+    ssize_t rc;
+
+    if (req->len == 0)
+        req->buf = empty_buf;
+    status = register_buf(ofi, req);
+    if (status != TACL_OK)
+        return status;
+    if (backlog->head != NULL || held >= room) {
+        tacl__ofi_reqq_push(backlog, req);
+        return TACL_OK;
+    }
+    rc = issue(ofi, req);
+    if (rc == -FI_EAGAIN) {
+        tacl__ofi_reqq_push(backlog, req);
+        return TACL_OK;
+    }
+    if (rc != 0)
+        return tacl__error_peer(req->peer, NET, "rank %d cannot post a %s "
+                                "rank %d: %s", ofi->base.rank, req_what(req),
+                                req->peer, tacl__ofi_strerror(rc));
+    now_pending(ofi, req);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
+                                int recv)
+{
+    tacl_status_t status = tacl__tl_base_check(&ofi->base, op);
+    tacl__ofi_peer_t *peer;
+    tacl__ofi_req_t *req;
+
+    if (status != TACL_OK)
+        return status;
+    if (op->len > ofi->max_msg)
+        return tacl__error(TACL_ERR_UNSUPPORTED, NET, "rank %d: a message "
+                           "of %llu bytes exceeds the provider's largest "
+                           "(%llu)", ofi->base.rank,
+                           (unsigned long long)op->len,
+                           (unsigned long long)ofi->max_msg);
+    peer = &ofi->peers[op->peer];
+    if (peer->state == TACL_OFI_PEER_GONE && !recv)
+        return tacl__error_peer(op->peer, NET, "rank %d: send to rank %d, "
+                                "which closed its transport",
+                                ofi->base.rank, op->peer);
+    req = tacl__ofi_req_get(ofi);
+    if (req == NULL)
+        return TACL_ERR_NO_MEMORY;
+    req->kind = recv ? TACL_OFI_REQ_RECV : TACL_OFI_REQ_SEND;
+    req->op = op;
+    req->buf = op->buf;
+    req->len = op->len;
+    req->peer = op->peer;
+    /* A receive from a peer gone can only match what is here already. */
+    if (peer->state == TACL_OFI_PEER_GONE)
+        req->flags |= TACL_OFI_REQ_F_LATE;
+    status = tacl__ofi_post(ofi, req);
+    if (status != TACL_OK) {
+        tacl__ofi_req_put(ofi, req);
+        return status;
+    }
+    if (peer->npending++ == 0)
+        peer->since_ns = tacl__now_ns();
+    ++ofi->nops;
+    return TACL_OK;
+}
+
+/*
+ * req left the provider (or a backlog) with status: a tacl operation
+ * completes through the done queue, a control request through its own
+ * function.
+ */
+static void finish(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
+                   tacl_status_t status)
+{
+    tacl__tl_op_t *op = req->op;
+
+    if (req->kind == TACL_OFI_REQ_CTRL_SEND ||
+        req->kind == TACL_OFI_REQ_CTRL_RECV) {
+        req->ctrl_done(ofi, req, status);
+        return;
+    }
+    --ofi->peers[req->peer].npending;
+    --ofi->nops;
+    if (ofi->peers[req->peer].state == TACL_OFI_PEER_UNKNOWN)
+        ofi->peers[req->peer].state = TACL_OFI_PEER_TALKED;
+    tacl__ofi_req_put(ofi, req);
+    tacl__tl_complete(&ofi->base, op, status);
+}
+
+/* Take req off the pending list. */
+static void leave_pending(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
+{
+    tacl__ofi_reqq_remove(&ofi->pending, req);
+    req->flags &= (uint8_t)~TACL_OFI_REQ_F_PENDING;
+    if (is_send(req))
+        --ofi->ntx;
+    else
+        --ofi->nrx;
+}
+
+static void complete_ok(tacl__ofi_t *ofi, const struct fi_cq_tagged_entry *e)
+{
+    tacl__ofi_req_t *req = e->op_context;
+    tacl_status_t status = TACL_OK;
+
+    leave_pending(ofi, req);
+    if (req->kind == TACL_OFI_REQ_RECV && e->len != req->len)
+        status = tacl__tl_length_error(req->peer, req->op->tag, e->len, 0,
+                                       req->len, TACL_SUBSYS_NET);
+    if (req->kind == TACL_OFI_REQ_CTRL_RECV)
+        req->len = e->len;
+    finish(ofi, req, status);
+}
+
+/* The status of a failed completion; decides the error once. */
+static tacl_status_t error_status(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
+                                  const struct fi_cq_err_entry *err)
+{
+    char detail[160] = "";
+    tacl_status_t status;
+
+    /* A request we cancelled carries the status it ends with. */
+    if (err->err == FI_ECANCELED)
+        return req->status != TACL_OK ? req->status : TACL_ERR_INTERNAL;
+    if (err->err == FI_ETRUNC && req->kind == TACL_OFI_REQ_RECV)
+        return tacl__tl_length_error(req->peer, req->op->tag,
+                                     req->len + err->olen, err->olen == 0,
+                                     req->len, TACL_SUBSYS_NET);
+    if (err->err == FI_ENOMEM)
+        return tacl__error(TACL_ERR_NO_MEMORY, NET, "rank %d: the provider "
+                           "ran out of memory in a %s rank %d",
+                           ofi->base.rank, req_what(req), req->peer);
+    if (err->prov_errno != 0)
+        snprintf(detail, sizeof(detail), " (%s)",
+                 fi_cq_strerror(ofi->cq, err->prov_errno, err->err_data,
+                                NULL, 0));
+    status = req->peer >= 0
+        ? tacl__error_peer(req->peer, NET, "rank %d: %s rank %d failed: "
+                           "%s%s; check that process's output",
+                           ofi->base.rank, req_what(req), req->peer,
+                           fi_strerror(err->err), detail)
+        : tacl__error(TACL_ERR_REMOTE, NET, "rank %d: a %s a peer failed: "
+                      "%s%s", ofi->base.rank, req_what(req),
+                      fi_strerror(err->err), detail);
+    /* A broken connection breaks the whole instance. */
+    tacl__tl_base_mark_failed(&ofi->base, status);
+    return status;
+}
+
+/* Read one error completion; 1 when there was one. */
+static int complete_error(tacl__ofi_t *ofi)
+{
+    struct fi_cq_err_entry err;
+    tacl__ofi_req_t *req;
+    ssize_t rc;
+
+    memset(&err, 0, sizeof(err));
+    rc = fi_cq_readerr(ofi->cq, &err, 0);
+    if (rc <= 0)
+        return 0;
+    req = err.op_context;
+    if (req == NULL) {
+        tacl__tl_base_mark_failed(&ofi->base, tacl__error(
+            TACL_ERR_REMOTE, NET, "rank %d: the provider reported an error "
+            "of no operation: %s", ofi->base.rank, fi_strerror(err.err)));
+        return 1;
+    }
+    leave_pending(ofi, req);
+    finish(ofi, req, error_status(ofi, req, &err));
+    return 1;
+}
+
+/* Post what the backlog q holds while the provider takes it. */
+static int drain_backlog(tacl__ofi_t *ofi, tacl__ofi_reqq_t *q, int send)
+{
+    int events = 0;
+
+    while (q->head != NULL && ofi->ep != NULL &&
+           (send ? ofi->ntx < ofi->tx_size : ofi->nrx < ofi->rx_size)) {
+        tacl__ofi_req_t *req = q->head;
+        ssize_t rc = issue(ofi, req);
+
+        if (rc == -FI_EAGAIN)
+            break;
+        tacl__ofi_reqq_remove(q, req);
+        ++events;
+        if (rc == 0) {
+            now_pending(ofi, req);
+            continue;
+        }
+        finish(ofi, req, tacl__error_peer(req->peer, NET, "rank %d cannot "
+                                          "post a %s rank %d: %s",
+                                          ofi->base.rank, req_what(req),
+                                          req->peer,
+                                          tacl__ofi_strerror(rc)));
+    }
+    return events;
+}
+
+int tacl__ofi_poll(tacl__ofi_t *ofi)
+{
+    struct fi_cq_tagged_entry ents[TACL_OFI_CQ_BATCH];
+    int events = 0;
+
+    if (ofi->ep == NULL)
+        return 0;
+    for (int b = 0; b < TACL_OFI_CQ_BUDGET; ++b) {
+        ssize_t n = fi_cq_read(ofi->cq, ents, TACL_OFI_CQ_BATCH);
+
+        if (n == -FI_EAVAIL) {
+            events += complete_error(ofi);
+            continue;
+        }
+        if (n <= 0) {
+            if (n != -FI_EAGAIN)
+                tacl__tl_base_mark_failed(&ofi->base, tacl__error(
+                    TACL_ERR_SYSTEM, NET, "rank %d cannot read the "
+                    "completion queue: %s", ofi->base.rank,
+                    tacl__ofi_strerror(n)));
+            break;
+        }
+        for (ssize_t i = 0; i < n; ++i)
+            complete_ok(ofi, &ents[i]);
+        events += (int)n;
+        if (n < TACL_OFI_CQ_BATCH)
+            break;
+    }
+    events += drain_backlog(ofi, &ofi->backlog_tx, 1);
+    events += drain_backlog(ofi, &ofi->backlog_rx, 0);
+    return events;
+}
+
+/* End every request of q with status. */
+static void fail_queue(tacl__ofi_t *ofi, tacl__ofi_reqq_t *q,
+                       tacl_status_t status)
+{
+    tacl__ofi_req_t *req;
+
+    while ((req = q->head) != NULL) {
+        if (req->flags & TACL_OFI_REQ_F_PENDING)
+            leave_pending(ofi, req);
+        else
+            tacl__ofi_reqq_remove(q, req);
+        finish(ofi, req, status);
+    }
+}
+
+void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status)
+{
+    if (ofi->nops == 0 && !ofi->closing)
+        return;
+    /* Closing the endpoint is the only way to make the provider let go
+     * of a send's buffer; the instance is finished from then on. */
+    if (ofi->ep != NULL) {
+        fi_close(&ofi->ep->fid);
+        ofi->ep = NULL;
+    }
+    fail_queue(ofi, &ofi->pending, status);
+    fail_queue(ofi, &ofi->backlog_tx, status);
+    fail_queue(ofi, &ofi->backlog_rx, status);
+}
