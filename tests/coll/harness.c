@@ -79,16 +79,6 @@ int coll_fail(coll_ctx_t *ctx, const char *fmt, ...)
     return 1;
 }
 
-int coll_fail_more(coll_ctx_t *ctx, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vappend(ctx->msg, fmt, ap);
-    va_end(ap);
-    return 1;
-}
-
 int coll_free_port(void)
 {
     struct sockaddr_in addr;

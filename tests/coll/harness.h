@@ -105,7 +105,10 @@ void coll_expect_pass(const coll_result_t *res);
 void coll_run_expect_pass(int nranks, coll_body_t body, void *arg,
                           const char *const *env);
 
-/** Write a formatted failure message for this rank; returns 1. */
+/**
+ * Append a formatted failure message (or a detail of one already
+ * written) to this rank's message, a space apart; returns 1.
+ */
 int coll_fail(coll_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -137,12 +140,8 @@ int coll_free_port(void);
         if (!(cond)) {                                                       \
             coll_fail((ctx), "%s:%d: check '%s' failed", __FILE__, __LINE__, \
                       #cond);                                                \
-            return coll_fail_more((ctx), __VA_ARGS__);                       \
+            return coll_fail((ctx), __VA_ARGS__);                            \
         }                                                                    \
     } while (0)
-
-/** Append a formatted detail to this rank's message; returns 1. */
-int coll_fail_more(coll_ctx_t *ctx, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 #endif /* TACL_TESTS_COLL_HARNESS_H */

@@ -178,10 +178,10 @@ static int run_one(coll_ctx_t *ctx, const qcase_t *c, int allgather)
     else
         rc = check_reduce_scatter(ctx, c, recv);
     if (rc)
-        coll_fail_more(ctx, " (count %zu %s, %d bits, block %u, %s%s)",
-                       c->count, tacl_dtype_name(c->dt), c->bits, c->block,
-                       c->in_place ? "in place" : "out of place",
-                       c->nb ? ", nb" : "");
+        coll_fail(ctx, " (count %zu %s, %d bits, block %u, %s%s)", c->count,
+                  tacl_dtype_name(c->dt), c->bits, c->block,
+                  c->in_place ? "in place" : "out of place",
+                  c->nb ? ", nb" : "");
     free(sbuf);
     free(rbuf);
     return rc;
