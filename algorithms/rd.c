@@ -45,12 +45,8 @@ static tacl_status_t rd_allreduce(tacl__sched_t *s,
     status = tacl__algo_io(s, args, m, m, &io);
     if (status != TACL_OK)
         return status;
-    if (n == 1) {
-        if (!io.in_place)
-            tacl__algo_finish(s, args, io.out, io.in, args->count,
-                              TACL__NO_DEPS);
-        return tacl__sched_status(s);
-    }
+    if (n == 1)
+        return tacl__algo_alone(s, args, &io);
     if (r < 2 * rem && r % 2 == 0) {
         /* Folded out: hand the vector over, get the result back. */
         sid = tacl__sched_send(s, r + 1, io.in, m, tacl__algo_tag(args, 0),
@@ -156,12 +152,8 @@ static tacl_status_t rd_reduce_scatter(tacl__sched_t *s,
     status = tacl__algo_io(s, args, blk * (uint64_t)n, blk, &io);
     if (status != TACL_OK)
         return status;
-    if (n == 1) {
-        if (!io.in_place)
-            tacl__algo_finish(s, args, io.out, io.in, args->count,
-                              TACL__NO_DEPS);
-        return tacl__sched_status(s);
-    }
+    if (n == 1)
+        return tacl__algo_alone(s, args, &io);
     /* acc holds partial sums at their places in the full vector. */
     acc = tacl__sched_scratch(s, blk * (uint64_t)n, args->memtype);
     tmp = tacl__sched_scratch(s, blk * (uint64_t)n, args->memtype);

@@ -129,6 +129,14 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
                           tacl__bref_t dst, tacl__bref_t src, size_t count,
                           const int32_t *deps, int ndeps);
 
+/**
+ * The whole of an operation on one rank, whose output is its input (AVG:
+ * over 1): the copy, or the division, unless io is in place.  Returns the
+ * schedule's status.
+ */
+tacl_status_t tacl__algo_alone(tacl__sched_t *s, const tacl__coll_args_t *args,
+                               const tacl__algo_io_t *io);
+
 /*
  * The entry points of each algorithm file.  supports/cost/build dispatch
  * on args->type; the registry lists one entry per collective.  Other
