@@ -20,12 +20,59 @@ static int32_t value(int b, int r, size_t i)
     return (int32_t)(b * 100000 + r * 1000 + (int32_t)(i % 997));
 }
 
+/*
+ * Free the NBUF buffers of each side of a call: outer ones always, inner
+ * ones unless in place, where each lies inside its outer one.
+ */
+static void free_buffers(int32_t *outer[NBUF], int32_t *inner[NBUF],
+                         int in_place)
+{
+    for (int b = 0; b < NBUF; b++) {
+        if (!in_place)
+            free(inner[b]);
+        free(outer[b]);
+    }
+}
+
+/*
+ * The coalesced all-gather (else reduce-scatter, with sum) of the NBUF
+ * buffers, blocking or, with nb & 2, non-blocking and waited for.
+ */
+static int coalesced_call(coll_ctx_t *ctx, int allgather,
+                          int32_t *send[NBUF], int32_t *recv[NBUF], int nb)
+{
+    const void *sp[NBUF];
+    void *rp[NBUF];
+    tacl_request_t req;
+
+    for (int b = 0; b < NBUF; b++) {
+        sp[b] = send[b];
+        rp[b] = recv[b];
+    }
+    if (nb & 2) {
+        COLL_CHECK_OK(ctx, allgather ? tacl_allgather_coalesced_nb(
+                                           sp, rp, counts, NBUF, TACL_INT32,
+                                           ctx->comm, NULL, &req)
+                                     : tacl_reduce_scatter_coalesced_nb(
+                                           sp, rp, counts, NBUF, TACL_INT32,
+                                           TACL_SUM, ctx->comm, NULL, &req));
+        COLL_CHECK_OK(ctx, tacl_request_wait(req));
+        COLL_CHECK_OK(ctx, tacl_request_free(req));
+    } else {
+        COLL_CHECK_OK(ctx, allgather ? tacl_allgather_coalesced(
+                                           sp, rp, counts, NBUF, TACL_INT32,
+                                           ctx->comm, NULL)
+                                     : tacl_reduce_scatter_coalesced(
+                                           sp, rp, counts, NBUF, TACL_INT32,
+                                           TACL_SUM, ctx->comm, NULL));
+    }
+    return 0;
+}
+
 static int body_allgather(coll_ctx_t *ctx)
 {
     int n = ctx->nranks, r = ctx->rank, nb = *(int *)ctx->arg;
     int32_t *send[NBUF], *recv[NBUF];
-    const void *sp[NBUF];
-    void *rp[NBUF];
     int in_place = nb & 1;
     int rc = 0;
 
@@ -35,21 +82,9 @@ static int body_allgather(coll_ctx_t *ctx)
                            : malloc((counts[b] + 1) * sizeof(int32_t));
         for (size_t i = 0; i < counts[b]; i++)
             send[b][i] = value(b, r, i);
-        sp[b] = send[b];
-        rp[b] = recv[b];
     }
-    if (nb & 2) {
-        tacl_request_t req;
-        COLL_CHECK_OK(ctx, tacl_allgather_coalesced_nb(sp, rp, counts, NBUF,
-                                                       TACL_INT32, ctx->comm,
-                                                       NULL, &req));
-        COLL_CHECK_OK(ctx, tacl_request_wait(req));
-        COLL_CHECK_OK(ctx, tacl_request_free(req));
-    } else {
-        COLL_CHECK_OK(ctx, tacl_allgather_coalesced(sp, rp, counts, NBUF,
-                                                    TACL_INT32, ctx->comm,
-                                                    NULL));
-    }
+    if (coalesced_call(ctx, 1, send, recv, nb))
+        return 1;
     for (int b = 0; b < NBUF && rc == 0; b++)
         for (int q = 0; q < n && rc == 0; q++)
             for (size_t i = 0; i < counts[b]; i++)
@@ -60,11 +95,7 @@ static int body_allgather(coll_ctx_t *ctx)
                                    value(b, q, i));
                     break;
                 }
-    for (int b = 0; b < NBUF; b++) {
-        if (!in_place)
-            free(send[b]);
-        free(recv[b]);
-    }
+    free_buffers(recv, send, in_place);
     return rc;
 }
 
@@ -72,8 +103,6 @@ static int body_reduce_scatter(coll_ctx_t *ctx)
 {
     int n = ctx->nranks, r = ctx->rank, nb = *(int *)ctx->arg;
     int32_t *send[NBUF], *recv[NBUF];
-    const void *sp[NBUF];
-    void *rp[NBUF];
     int in_place = nb & 1;
     int rc = 0;
 
@@ -84,21 +113,9 @@ static int body_reduce_scatter(coll_ctx_t *ctx)
                 send[b][counts[b] * (size_t)q + i] = value(b, r, i) + q;
         recv[b] = in_place ? send[b] + counts[b] * (size_t)r
                            : calloc(counts[b] + 1, sizeof(int32_t));
-        sp[b] = send[b];
-        rp[b] = recv[b];
     }
-    if (nb & 2) {
-        tacl_request_t req;
-        COLL_CHECK_OK(ctx, tacl_reduce_scatter_coalesced_nb(
-                               sp, rp, counts, NBUF, TACL_INT32, TACL_SUM,
-                               ctx->comm, NULL, &req));
-        COLL_CHECK_OK(ctx, tacl_request_wait(req));
-        COLL_CHECK_OK(ctx, tacl_request_free(req));
-    } else {
-        COLL_CHECK_OK(ctx, tacl_reduce_scatter_coalesced(
-                               sp, rp, counts, NBUF, TACL_INT32, TACL_SUM,
-                               ctx->comm, NULL));
-    }
+    if (coalesced_call(ctx, 0, send, recv, nb))
+        return 1;
     for (int b = 0; b < NBUF && rc == 0; b++)
         for (size_t i = 0; i < counts[b]; i++) {
             int32_t want = 0;
@@ -110,11 +127,7 @@ static int body_reduce_scatter(coll_ctx_t *ctx)
                 break;
             }
         }
-    for (int b = 0; b < NBUF; b++) {
-        if (!in_place)
-            free(recv[b]);
-        free(send[b]);
-    }
+    free_buffers(send, recv, in_place);
     return rc;
 }
 
