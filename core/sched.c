@@ -223,21 +223,36 @@ static int sched_check_peer(tacl__sched_t *s, int peer)
     return -1;
 }
 
+/* A SEND (from buf) or RECV (into buf) step of bytes with peer. */
+static int32_t sched_message(tacl__sched_t *s, uint8_t kind, int peer,
+                             tacl__bref_t buf, uint64_t bytes, uint64_t tag,
+                             uint32_t arg, const int32_t *deps, int ndeps)
+{
+    int send = kind == TACL__STEP_SEND;
+    tacl__step_t st = {0};
+
+    if (sched_check_ref(s, send ? "send source" : "receive destination",
+                        buf, bytes) != 0 ||
+        sched_check_peer(s, peer) != 0)
+        return -1;
+    st.kind = kind;
+    st.peer = peer;
+    st.tag = tag;
+    if (send)
+        st.src = buf;
+    else
+        st.dst = buf;
+    st.bytes = bytes;
+    st.arg = arg;
+    return sched_add_step(s, &st, deps, ndeps);
+}
+
 int32_t tacl__sched_send(tacl__sched_t *s, int peer, tacl__bref_t src,
                          uint64_t bytes, uint64_t tag, const int32_t *deps,
                          int ndeps)
 {
-    tacl__step_t st = {0};
-
-    if (sched_check_ref(s, "send source", src, bytes) != 0 ||
-        sched_check_peer(s, peer) != 0)
-        return -1;
-    st.kind = TACL__STEP_SEND;
-    st.peer = peer;
-    st.tag = tag;
-    st.src = src;
-    st.bytes = bytes;
-    return sched_add_step(s, &st, deps, ndeps);
+    return sched_message(s, TACL__STEP_SEND, peer, src, bytes, tag, 0, deps,
+                         ndeps);
 }
 
 int32_t tacl__sched_recv(tacl__sched_t *s, int peer, tacl__bref_t dst,
@@ -251,18 +266,8 @@ int32_t tacl__sched_recv_stream(tacl__sched_t *s, int peer, tacl__bref_t dst,
                                 uint64_t bytes, uint64_t tag, int stream,
                                 const int32_t *deps, int ndeps)
 {
-    tacl__step_t st = {0};
-
-    if (sched_check_ref(s, "receive destination", dst, bytes) != 0 ||
-        sched_check_peer(s, peer) != 0)
-        return -1;
-    st.kind = TACL__STEP_RECV;
-    st.peer = peer;
-    st.tag = tag;
-    st.dst = dst;
-    st.bytes = bytes;
-    st.arg = stream ? TACL__COPY_STREAM : 0;
-    return sched_add_step(s, &st, deps, ndeps);
+    return sched_message(s, TACL__STEP_RECV, peer, dst, bytes, tag,
+                         stream ? TACL__COPY_STREAM : 0, deps, ndeps);
 }
 
 int32_t tacl__sched_copy(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
