@@ -297,17 +297,29 @@ static tacl_status_t check_params(const char *what, size_t n, uint32_t block,
     return st;
 }
 
+/* check_params, then (when there are elements) the input and output. */
+static tacl_status_t check_buffers(const char *what, size_t n,
+                                   uint32_t block, int bits,
+                                   tacl_dtype_t dtype, const void *in,
+                                   const void *out)
+{
+    tacl_status_t st = check_params(what, n, block, bits, dtype);
+
+    if (st != TACL_OK || n == 0)
+        return st;
+    if (in == NULL || out == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: NULL buffer for %zu elements", what, n);
+    return TACL_OK;
+}
+
 tacl_status_t tacl__quantize(const void *src, size_t n, tacl_dtype_t dtype,
                              uint32_t block, int bits, void *dst)
 {
-    tacl_status_t st = check_params("quantize", n, block, bits, dtype);
-    if (st != TACL_OK)
+    tacl_status_t st = check_buffers("quantize", n, block, bits, dtype, src,
+                                     dst);
+    if (st != TACL_OK || n == 0)
         return st;
-    if (n == 0)
-        return TACL_OK;
-    if (src == NULL || dst == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "quantize: NULL buffer for %zu elements", n);
     quant_src_t ctx = {src, dtype};
     quantize_stream(load_src, &ctx, n, block, bits, dst);
     return TACL_OK;
@@ -344,14 +356,10 @@ static void dequant_to_float(float *restrict out, const int8_t *restrict q,
 tacl_status_t tacl__dequantize(const void *src_q, size_t n, uint32_t block,
                                int bits, tacl_dtype_t dtype, void *dst)
 {
-    tacl_status_t st = check_params("dequantize", n, block, bits, dtype);
-    if (st != TACL_OK)
+    tacl_status_t st = check_buffers("dequantize", n, block, bits, dtype,
+                                     src_q, dst);
+    if (st != TACL_OK || n == 0)
         return st;
-    if (n == 0)
-        return TACL_OK;
-    if (src_q == NULL || dst == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "dequantize: NULL buffer for %zu elements", n);
 
     int8_t qbuf[QUANT_CHUNK];
     size_t nblocks = n / block + (n % block != 0);
