@@ -43,6 +43,7 @@
 extern "C" {
 #include "log.h"
 }
+#include "cuda_launch.h"
 #include "float_bits.h"
 #include "quant.h"
 #include "quant_cuda.h"
@@ -461,18 +462,6 @@ int fast_layout(size_t n, uint32_t block, int bits, const void *data,
            ((uintptr_t)q & 7) == 0;
 }
 
-/* The launches' status, and with the default stream their completion. */
-tacl_status_t finish_launch(const char *what, cudaStream_t s)
-{
-    cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess && s == NULL)
-        err = cudaStreamSynchronize(s);
-    if (err != cudaSuccess)
-        return tacl__error(TACL_ERR_SYSTEM, COLL, "cuda %s kernel failed: "
-                           "%s", what, cudaGetErrorString(err));
-    return TACL_OK;
-}
-
 tacl_status_t check_common(const char *what, size_t n, uint32_t block,
                            int bits)
 {
@@ -527,6 +516,29 @@ tacl_status_t make_sum(const char *what, const void *const *srcs_q,
     ld->nblocks = (n + block - 1) / block;
     ld->block = block;
     ld->bits = bits;
+    return TACL_OK;
+}
+
+/*
+ * The checks of the kernels that sum nsrc quantized inputs: parameters,
+ * the full-precision type unless there is none (TACL_NUM_DTYPES), then
+ * (when there are elements) the inputs, read by *ld, and the output.
+ */
+tacl_status_t check_sum(const char *what, const void *const *srcs_q,
+                        int nsrc, size_t n, uint32_t block, int bits,
+                        tacl_dtype_t dtype, const void *dst, SumLoader *ld)
+{
+    tacl_status_t status = check_common(what, n, block, bits);
+    if (status == TACL_OK && dtype != TACL_NUM_DTYPES)
+        status = check_dtype(what, dtype);
+    if (status != TACL_OK || n == 0)
+        return status;
+    status = make_sum(what, srcs_q, nsrc, n, block, bits, ld);
+    if (status != TACL_OK)
+        return status;
+    if (dst == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "cuda %s: NULL output for %zu elements", what, n);
     return TACL_OK;
 }
 
@@ -592,7 +604,7 @@ extern "C" tacl_status_t tacl__quantize_reorder_cuda(
         }
         launch_quant(ld, n_per_slice, block, bits, cnt, out, qbytes, st);
     }
-    return finish_launch(what, st);
+    return tacl__cuda_finish_launch(what, st);
 }
 
 extern "C" tacl_status_t tacl__dequantize_cuda(const void *src_q, size_t n,
@@ -619,7 +631,7 @@ extern "C" tacl_status_t tacl__dequantize_cuda(const void *src_q, size_t n,
     else
         dequant_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(
             (const uint8_t *)src_q, n, block, bits, dtype, dst);
-    return finish_launch("dequantize", st);
+    return tacl__cuda_finish_launch("dequantize", st);
 }
 
 extern "C" tacl_status_t tacl__dequant_reduce_cuda(
@@ -629,22 +641,13 @@ extern "C" tacl_status_t tacl__dequant_reduce_cuda(
     const char *what = "dequant_reduce";
     cudaStream_t st = (cudaStream_t)stream;
     SumLoader ld;
-    tacl_status_t status = check_common(what, n, block, bits);
-    if (status == TACL_OK)
-        status = check_dtype(what, dtype);
-    if (status != TACL_OK)
+    tacl_status_t status = check_sum(what, srcs_q, nsrc, n, block, bits,
+                                     dtype, dst, &ld);
+    if (status != TACL_OK || n == 0)
         return status;
-    if (n == 0)
-        return TACL_OK;
-    status = make_sum(what, srcs_q, nsrc, n, block, bits, &ld);
-    if (status != TACL_OK)
-        return status;
-    if (dst == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL output for %zu elements", what, n);
     dequant_reduce_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(
         ld, n, dtype, dst, accumulate);
-    return finish_launch(what, st);
+    return tacl__cuda_finish_launch(what, st);
 }
 
 extern "C" tacl_status_t tacl__dequant_reduce_quant_cuda(
@@ -654,18 +657,11 @@ extern "C" tacl_status_t tacl__dequant_reduce_quant_cuda(
     const char *what = "dequant_reduce_quant";
     cudaStream_t st = (cudaStream_t)stream;
     SumLoader ld;
-    tacl_status_t status = check_common(what, n, block, bits);
-    if (status != TACL_OK)
+    tacl_status_t status = check_sum(what, srcs_q, nsrc, n, block, bits,
+                                     TACL_NUM_DTYPES, dst_q, &ld);
+    if (status != TACL_OK || n == 0)
         return status;
-    if (n == 0)
-        return TACL_OK;
-    status = make_sum(what, srcs_q, nsrc, n, block, bits, &ld);
-    if (status != TACL_OK)
-        return status;
-    if (dst_q == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL output for %zu elements", what, n);
     launch_quant(ld, n, block, bits, 1, (uint8_t *)dst_q,
                  tacl__quant_bytes(n, block, bits), st);
-    return finish_launch(what, st);
+    return tacl__cuda_finish_launch(what, st);
 }

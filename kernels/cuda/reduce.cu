@@ -36,6 +36,7 @@ extern "C" {
 #include "dtype.h"
 #include "log.h"
 }
+#include "cuda_launch.h"
 #include "float_bits.h"
 #include "reduce_cuda.h"
 
@@ -368,18 +369,6 @@ int aligned(const void *p, size_t size)
     return ((uintptr_t)p & (size - 1)) == 0;
 }
 
-/* The launch's status, and with the default stream its completion. */
-tacl_status_t finish_launch(const char *what, cudaStream_t s)
-{
-    cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess && s == NULL)
-        err = cudaStreamSynchronize(s);
-    if (err != cudaSuccess)
-        return tacl__error(TACL_ERR_SYSTEM, COLL, "cuda %s kernel failed: "
-                           "%s", what, cudaGetErrorString(err));
-    return TACL_OK;
-}
-
 } /* namespace */
 
 extern "C" tacl_status_t tacl__reduce_cuda(void *dst, const void *a,
@@ -450,7 +439,7 @@ extern "C" tacl_status_t tacl__reduce_cuda(void *dst, const void *a,
         launch_reduce<double, FloatOp, false>(dst, a, b, count, op, s);
         break;
     }
-    return finish_launch("reduce", s);
+    return tacl__cuda_finish_launch("reduce", s);
 }
 
 extern "C" tacl_status_t tacl__div_cuda(void *dst, const void *src,
@@ -516,7 +505,7 @@ extern "C" tacl_status_t tacl__div_cuda(void *dst, const void *src,
         launch_div<double>(dst, src, count, F64Div{dd}, s);
         break;
     }
-    return finish_launch("div", s);
+    return tacl__cuda_finish_launch("div", s);
 }
 
 extern "C" tacl_status_t tacl__copy_cuda(void *dst, const void *src,
@@ -542,7 +531,7 @@ extern "C" tacl_status_t tacl__copy_cuda(void *dst, const void *src,
         launch_map<uint8_t, 1>(dst, src, src, bytes, Ident(), s);
     else
         launch_map<uint32_t, 1>(dst, src, src, bytes / 4, Ident(), s);
-    return finish_launch("copy", s);
+    return tacl__cuda_finish_launch("copy", s);
 }
 
 extern "C" int tacl__cuda_device_count(void)
