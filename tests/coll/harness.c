@@ -275,6 +275,16 @@ void coll_expect_pass(const coll_result_t *res)
               report);
 }
 
+void coll_run_opts_expect_pass(const coll_opts_t *opts, coll_body_t body)
+{
+    coll_result_t *res = malloc(sizeof(*res));
+
+    cr_assert_not_null(res);
+    coll_run(opts, body, res);
+    coll_expect_pass(res);
+    free(res);
+}
+
 void coll_run_expect_pass(int nranks, coll_body_t body, void *arg,
                           const char *const *env)
 {
@@ -285,10 +295,6 @@ void coll_run_expect_pass(int nranks, coll_body_t body, void *arg,
         .env = env,
         .arg = arg,
     };
-    coll_result_t *res = malloc(sizeof(*res));
 
-    cr_assert_not_null(res);
-    coll_run(&opts, body, res);
-    coll_expect_pass(res);
-    free(res);
+    coll_run_opts_expect_pass(&opts, body);
 }

@@ -101,6 +101,9 @@ int coll_run(const coll_opts_t *opts, coll_body_t body, coll_result_t *res);
 /** Criterion assertion that every rank of res passed, naming failures. */
 void coll_expect_pass(const coll_result_t *res);
 
+/** Run body as opts say and assert every rank passed. */
+void coll_run_opts_expect_pass(const coll_opts_t *opts, coll_body_t body);
+
 /** Run and assert every rank passed: the common case. */
 void coll_run_expect_pass(int nranks, coll_body_t body, void *arg,
                           const char *const *env);

@@ -163,10 +163,8 @@ static int body_bad_entry(coll_ctx_t *ctx)
 static void run(int nranks, coll_body_t body, int mode)
 {
     coll_opts_t opts = {.nranks = nranks, .deadline_s = 60, .arg = &mode};
-    coll_result_t res;
 
-    coll_run(&opts, body, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&opts, body);
 }
 
 Test(coalesced, allgather)
