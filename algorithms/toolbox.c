@@ -155,3 +155,12 @@ tacl_status_t tacl__algo_alone(tacl__sched_t *s, const tacl__coll_args_t *args,
                           TACL__NO_DEPS);
     return tacl__sched_status(s);
 }
+
+int32_t tacl__algo_own_block(tacl__sched_t *s, const tacl__algo_io_t *io,
+                             int rank, uint64_t blk)
+{
+    if (io->in_place)
+        return -1;
+    return tacl__sched_copy(s, tacl__bref_add(io->out, blk * (uint64_t)rank),
+                            io->in, blk, TACL__NO_DEPS);
+}

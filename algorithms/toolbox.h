@@ -130,6 +130,13 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
                           const int32_t *deps, int ndeps);
 
 /**
+ * An all-gather's own block: copy io's input (blk bytes) to block rank of
+ * its output, unless in place.  The copy's id, or -1 when in place.
+ */
+int32_t tacl__algo_own_block(tacl__sched_t *s, const tacl__algo_io_t *io,
+                             int rank, uint64_t blk);
+
+/**
  * The whole of an operation on one rank, whose output is its input (AVG:
  * over 1): the copy, or the division, unless io is in place.  Returns the
  * schedule's status.
