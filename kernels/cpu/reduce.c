@@ -210,41 +210,15 @@ DEFINE_LOOPS16(bf16, , )
  */
 #define TACL_TARGET_AVX2 __attribute__((target("avx2,f16c")))
 
-TACL_TARGET_AVX2 static inline void half_to_float_block_avx2(
-    float *restrict out, const uint16_t *restrict in, size_t n)
+/* Eight halves to float and back, nearest-even: F16C's instructions. */
+TACL_TARGET_AVX2 static inline __m256 halfx8_to_float(__m128i h)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm_loadu_si128((const __m128i *)(in + i));
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-    }
-    if (i < n) {
-        uint16_t h[8] = {0};
-        float f[8];
-        memcpy(h, in + i, (n - i) * sizeof(*in));
-        _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128((__m128i *)h)));
-        memcpy(out + i, f, (n - i) * sizeof(*out));
-    }
+    return _mm256_cvtph_ps(h);
 }
 
-TACL_TARGET_AVX2 static inline void float_to_half_block_avx2(
-    uint16_t *restrict out, const float *restrict in, size_t n)
+TACL_TARGET_AVX2 static inline __m128i float_to_halfx8(__m256 f)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 f = _mm256_loadu_ps(in + i);
-        __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
-        _mm_storeu_si128((__m128i *)(out + i), h);
-    }
-    if (i < n) {
-        float f[8] = {0};
-        uint16_t h[8];
-        memcpy(f, in + i, (n - i) * sizeof(*in));
-        _mm_storeu_si128((__m128i *)h,
-                         _mm256_cvtps_ph(_mm256_loadu_ps(f),
-                                         _MM_FROUND_TO_NEAREST_INT));
-        memcpy(out + i, h, (n - i) * sizeof(*out));
-    }
+    return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
 }
 
 /* Eight bfloat16 to float: shift up, quiet the NaNs. */
@@ -275,38 +249,48 @@ TACL_TARGET_AVX2 static inline __m128i float_to_bf16x8(__m256 f)
     return _mm256_castsi256_si128(r);
 }
 
-TACL_TARGET_AVX2 static inline void bf16_to_float_block_avx2(
-    float *restrict out, const uint16_t *restrict in, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm_loadu_si128((const __m128i *)(in + i));
-        _mm256_storeu_ps(out + i, bf16x8_to_float(h));
+/*
+ * Blocks of n 16-bit values of tag to float and back, eight at a time by
+ * the x8 conversions; a tail of fewer than eight goes through a padded
+ * vector.
+ */
+#define DEFINE_BLOCKS_AVX2(tag)                                              \
+    TACL_TARGET_AVX2 static inline void tag##_to_float_block_avx2(           \
+        float *restrict out, const uint16_t *restrict in, size_t n)          \
+    {                                                                        \
+        size_t i = 0;                                                        \
+        for (; i + 8 <= n; i += 8)                                           \
+            _mm256_storeu_ps(out + i, tag##x8_to_float(_mm_loadu_si128(      \
+                                          (const __m128i *)(in + i))));      \
+        if (i < n) {                                                         \
+            uint16_t h[8] = {0};                                             \
+            float f[8];                                                      \
+            memcpy(h, in + i, (n - i) * sizeof(*in));                        \
+            _mm256_storeu_ps(f, tag##x8_to_float(                            \
+                                    _mm_loadu_si128((__m128i *)h)));         \
+            memcpy(out + i, f, (n - i) * sizeof(*out));                      \
+        }                                                                    \
+    }                                                                        \
+                                                                             \
+    TACL_TARGET_AVX2 static inline void float_to_##tag##_block_avx2(         \
+        uint16_t *restrict out, const float *restrict in, size_t n)          \
+    {                                                                        \
+        size_t i = 0;                                                        \
+        for (; i + 8 <= n; i += 8)                                           \
+            _mm_storeu_si128((__m128i *)(out + i),                           \
+                             float_to_##tag##x8(_mm256_loadu_ps(in + i)));   \
+        if (i < n) {                                                         \
+            float f[8] = {0};                                                \
+            uint16_t h[8];                                                   \
+            memcpy(f, in + i, (n - i) * sizeof(*in));                        \
+            _mm_storeu_si128((__m128i *)h,                                   \
+                             float_to_##tag##x8(_mm256_loadu_ps(f)));        \
+            memcpy(out + i, h, (n - i) * sizeof(*out));                      \
+        }                                                                    \
     }
-    if (i < n) {
-        uint16_t h[8] = {0};
-        float f[8];
-        memcpy(h, in + i, (n - i) * sizeof(*in));
-        _mm256_storeu_ps(f, bf16x8_to_float(_mm_loadu_si128((__m128i *)h)));
-        memcpy(out + i, f, (n - i) * sizeof(*out));
-    }
-}
 
-TACL_TARGET_AVX2 static inline void float_to_bf16_block_avx2(
-    uint16_t *restrict out, const float *restrict in, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(out + i),
-                         float_to_bf16x8(_mm256_loadu_ps(in + i)));
-    if (i < n) {
-        float f[8] = {0};
-        uint16_t h[8];
-        memcpy(f, in + i, (n - i) * sizeof(*in));
-        _mm_storeu_si128((__m128i *)h, float_to_bf16x8(_mm256_loadu_ps(f)));
-        memcpy(out + i, h, (n - i) * sizeof(*out));
-    }
-}
+DEFINE_BLOCKS_AVX2(half)
+DEFINE_BLOCKS_AVX2(bf16)
 
 DEFINE_LOOPS16(half, _avx2, TACL_TARGET_AVX2)
 DEFINE_LOOPS16(bf16, _avx2, TACL_TARGET_AVX2)
@@ -480,29 +464,26 @@ static void div_f32(void *dst, const void *src, size_t n, uint32_t dv)
         d[i] = (float)tacl__div_round_odd((double)s[i], dd);
 }
 
-static void div_half(void *dst, const void *src, size_t n, uint32_t dv)
-{
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    double dd = (double)dv;
-    for (size_t i = 0; i < n; i++) {
-        double x = (double)tacl__half_to_float_inl(s[i]);
-        double q = tacl__div_round_odd(x, dd);
-        d[i] = tacl__float_to_half_inl(tacl__double_to_float_odd(q));
+/*
+ * A 16-bit type tag divided in double, rounded to odd into float and then
+ * to the type: the correctly rounded quotient.
+ */
+#define DEFINE_DIV16(tag)                                                    \
+    static void div_##tag(void *dst, const void *src, size_t n,             \
+                          uint32_t dv)                                       \
+    {                                                                        \
+        uint16_t *d = dst;                                                   \
+        const uint16_t *s = src;                                             \
+        double dd = (double)dv;                                              \
+        for (size_t i = 0; i < n; i++) {                                     \
+            double x = (double)tacl__##tag##_to_float_inl(s[i]);             \
+            double q = tacl__div_round_odd(x, dd);                           \
+            d[i] = tacl__float_to_##tag##_inl(tacl__double_to_float_odd(q)); \
+        }                                                                    \
     }
-}
 
-static void div_bf16(void *dst, const void *src, size_t n, uint32_t dv)
-{
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    double dd = (double)dv;
-    for (size_t i = 0; i < n; i++) {
-        double x = (double)tacl__bf16_to_float_inl(s[i]);
-        double q = tacl__div_round_odd(x, dd);
-        d[i] = tacl__float_to_bf16_inl(tacl__double_to_float_odd(q));
-    }
-}
+DEFINE_DIV16(half)
+DEFINE_DIV16(bf16)
 
 typedef void (*tacl__div_fn_t)(void *dst, const void *src, size_t count,
                                uint32_t divisor);
