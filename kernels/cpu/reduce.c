@@ -38,6 +38,7 @@
 #include "common.h"
 #include "float_bits.h"
 #include "log.h"
+#include "reduce_checks.h"
 #include "reduce_isa.h"
 
 /* Elements per stack block for the 16-bit float types. */
@@ -380,7 +381,7 @@ CONVERT_N(tacl__float_to_bf16_n, uint16_t, float, float_to_bf16_block_avx2,
 
 /*
  * Indexed by dtype, then op; AVG has no element loop, and the floating
- * types have no bitwise ones (NULL: rejected below).
+ * types have no bitwise ones (NULL: tacl__reduce_check refuses them).
  */
 static const tacl__reduce_fn_t reduce_table[TACL_NUM_DTYPES][TACL_NUM_OPS] = {
     [TACL_INT8] = LOOP_ROW_INT(i8),   [TACL_UINT8] = LOOP_ROW_INT(u8),
@@ -394,25 +395,10 @@ tacl_status_t tacl__reduce_cpu(void *dst, const void *a, const void *b,
                                size_t count, tacl_dtype_t dtype,
                                tacl_op_t op)
 {
-    if ((unsigned)dtype >= TACL_NUM_DTYPES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: invalid dtype %d", (int)dtype);
-    if (op == TACL_AVG)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: avg is not an element op; reduce with "
-                           "sum and finish with a division");
-    if ((unsigned)op >= TACL_NUM_OPS)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: invalid op %d", (int)op);
-    if (reduce_table[dtype][op] == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: op %s takes integer dtypes only, not %s",
-                           tacl_op_name(op), tacl_dtype_name(dtype));
-    if (count == 0)
-        return TACL_OK;
-    if (dst == NULL || a == NULL || b == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: NULL buffer for %zu elements", count);
+    tacl_status_t status = tacl__reduce_check("reduce", dst, a, b, count,
+                                              dtype, op);
+    if (status != TACL_OK || count == 0)
+        return status;
     tacl__reduce_fn_t fn = reduce_table[dtype][op];
 #if TACL_REDUCE_X86
     if ((dtype == TACL_FLOAT16 || dtype == TACL_BFLOAT16) &&
@@ -499,17 +485,10 @@ static const tacl__div_fn_t div_table[TACL_NUM_DTYPES] = {
 tacl_status_t tacl__div_cpu(void *dst, const void *src, size_t count,
                             tacl_dtype_t dtype, uint32_t divisor)
 {
-    if ((unsigned)dtype >= TACL_NUM_DTYPES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "div: invalid dtype %d", (int)dtype);
-    if (divisor == 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "div: division by zero");
-    if (count == 0)
-        return TACL_OK;
-    if (dst == NULL || src == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "div: NULL buffer for %zu elements", count);
+    tacl_status_t status = tacl__div_check("div", dst, src, count, dtype,
+                                           divisor);
+    if (status != TACL_OK || count == 0)
+        return status;
     div_table[dtype](dst, src, count, divisor);
     return TACL_OK;
 }

@@ -38,6 +38,7 @@ extern "C" {
 }
 #include "cuda_launch.h"
 #include "float_bits.h"
+#include "reduce_checks.h"
 #include "reduce_cuda.h"
 
 namespace {
@@ -378,27 +379,10 @@ extern "C" tacl_status_t tacl__reduce_cuda(void *dst, const void *a,
 {
     cudaStream_t s = (cudaStream_t)stream;
 
-    if ((unsigned)dtype >= TACL_NUM_DTYPES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: invalid dtype %d", (int)dtype);
-    if (op == TACL_AVG)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: avg is not an element op; reduce "
-                           "with sum and finish with a division");
-    if ((unsigned)op >= TACL_NUM_OPS)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: invalid op %d", (int)op);
-    if (tacl__op_is_bitwise(op) && !tacl__dtype_is_integer(dtype))
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: op %s takes integer dtypes only, "
-                           "not %s", tacl_op_name(op),
-                           tacl_dtype_name(dtype));
-    if (count == 0)
-        return TACL_OK;
-    if (dst == NULL || a == NULL || b == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: NULL buffer for %zu elements",
-                           count);
+    tacl_status_t status = tacl__reduce_check("cuda reduce", dst, a, b,
+                                              count, dtype, op);
+    if (status != TACL_OK || count == 0)
+        return status;
     if (!aligned(dst, tacl_dtype_size(dtype)) ||
         !aligned(a, tacl_dtype_size(dtype)) ||
         !aligned(b, tacl_dtype_size(dtype)))
@@ -449,17 +433,10 @@ extern "C" tacl_status_t tacl__div_cuda(void *dst, const void *src,
     cudaStream_t s = (cudaStream_t)stream;
     double dd = (double)divisor;
 
-    if ((unsigned)dtype >= TACL_NUM_DTYPES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda div: invalid dtype %d", (int)dtype);
-    if (divisor == 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda div: division by zero");
-    if (count == 0)
-        return TACL_OK;
-    if (dst == NULL || src == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda div: NULL buffer for %zu elements", count);
+    tacl_status_t status = tacl__div_check("cuda div", dst, src, count,
+                                           dtype, divisor);
+    if (status != TACL_OK || count == 0)
+        return status;
     if (!aligned(dst, tacl_dtype_size(dtype)) ||
         !aligned(src, tacl_dtype_size(dtype)))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
