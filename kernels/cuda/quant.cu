@@ -46,6 +46,7 @@ extern "C" {
 #include "cuda_launch.h"
 #include "float_bits.h"
 #include "quant.h"
+#include "quant_checks.h"
 #include "quant_cuda.h"
 
 namespace {
@@ -462,61 +463,16 @@ int fast_layout(size_t n, uint32_t block, int bits, const void *data,
            ((uintptr_t)q & 7) == 0;
 }
 
-tacl_status_t check_common(const char *what, size_t n, uint32_t block,
-                           int bits)
+/* The loader that reads the nsrc inputs of a sum (checked). */
+void fill_sum(const void *const *srcs_q, int nsrc, size_t n, uint32_t block,
+              int bits, SumLoader *ld)
 {
-    if (bits != 8 && bits != 4)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: bits must be 8 or 4, not %d", what,
-                           bits);
-    if (block == 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: block size must be at least 1", what);
-    if (n > SIZE_MAX / 8)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: %zu elements is too many", what, n);
-    return TACL_OK;
-}
-
-tacl_status_t check_dtype(const char *what, tacl_dtype_t dtype)
-{
-    if (dtype != TACL_FLOAT32 && dtype != TACL_FLOAT16 &&
-        dtype != TACL_BFLOAT16)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: dtype %s is not supported; use "
-                           "float32, float16 or bfloat16", what,
-                           tacl_dtype_name(dtype));
-    return TACL_OK;
-}
-
-/* Validate the inputs of a sum and fill the loader that reads them. */
-tacl_status_t make_sum(const char *what, const void *const *srcs_q,
-                       int nsrc, size_t n, uint32_t block, int bits,
-                       SumLoader *ld)
-{
-    if (nsrc < 1)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: needs at least one input, not %d",
-                           what, nsrc);
-    if (srcs_q == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL input array", what);
-    if (nsrc > TACL_QUANT_CUDA_MAX_SRCS)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "cuda %s: %d inputs, at most %d are supported; "
-                           "reduce in several calls", what, nsrc,
-                           TACL_QUANT_CUDA_MAX_SRCS);
-    for (int k = 0; k < nsrc; k++) {
-        if (srcs_q[k] == NULL)
-            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                               "cuda %s: input %d is NULL", what, k);
+    for (int k = 0; k < nsrc; k++)
         ld->srcs[k] = (const uint8_t *)srcs_q[k];
-    }
     ld->nsrc = nsrc;
     ld->nblocks = (n + block - 1) / block;
     ld->block = block;
     ld->bits = bits;
-    return TACL_OK;
 }
 
 /*
@@ -528,18 +484,16 @@ tacl_status_t check_sum(const char *what, const void *const *srcs_q,
                         int nsrc, size_t n, uint32_t block, int bits,
                         tacl_dtype_t dtype, const void *dst, SumLoader *ld)
 {
-    tacl_status_t status = check_common(what, n, block, bits);
+    tacl_status_t status = tacl__quant_check("cuda ", what, n, block, bits);
     if (status == TACL_OK && dtype != TACL_NUM_DTYPES)
-        status = check_dtype(what, dtype);
+        status = tacl__quant_check_dtype("cuda ", what, dtype);
     if (status != TACL_OK || n == 0)
         return status;
-    status = make_sum(what, srcs_q, nsrc, n, block, bits, ld);
-    if (status != TACL_OK)
-        return status;
-    if (dst == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL output for %zu elements", what, n);
-    return TACL_OK;
+    status = tacl__quant_check_sum("cuda ", what, srcs_q, nsrc,
+                                   TACL_QUANT_CUDA_MAX_SRCS, n, dst);
+    if (status == TACL_OK)
+        fill_sum(srcs_q, nsrc, n, block, bits, ld);
+    return status;
 }
 
 } /* namespace */
@@ -560,29 +514,15 @@ extern "C" tacl_status_t tacl__quantize_reorder_cuda(
 {
     const char *what = nslices == 1 ? "quantize" : "quantize_reorder";
     cudaStream_t st = (cudaStream_t)stream;
-    tacl_status_t status = check_common(what, n_per_slice, block, bits);
+    tacl_status_t status = tacl__quant_check("cuda ", what, n_per_slice,
+                                             block, bits);
     if (status == TACL_OK)
-        status = check_dtype(what, dtype);
-    if (status != TACL_OK)
+        status = tacl__quant_check_dtype("cuda ", what, dtype);
+    if (status == TACL_OK)
+        status = tacl__quant_check_order("cuda ", what, n_per_slice, nslices,
+                                         src, dst, order);
+    if (status != TACL_OK || n_per_slice == 0 || nslices == 0)
         return status;
-    if (nslices < 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: negative slice count %d", what,
-                           nslices);
-    if (n_per_slice == 0 || nslices == 0)
-        return TACL_OK;
-    if (n_per_slice > SIZE_MAX / 8 / (size_t)nslices)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: %d slices of %zu elements is too many",
-                           what, nslices, n_per_slice);
-    if (src == NULL || dst == NULL || order == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL buffer or order", what);
-    for (int i = 0; i < nslices; i++)
-        if (order[i] < 0 || order[i] >= nslices)
-            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                               "cuda %s: order[%d] = %d is not a slice in "
-                               "[0, %d)", what, i, order[i], nslices);
 
     size_t qbytes = tacl__quant_bytes(n_per_slice, block, bits);
     for (int g = 0; g < nslices; g += kSliceGroup) {
@@ -613,9 +553,10 @@ extern "C" tacl_status_t tacl__dequantize_cuda(const void *src_q, size_t n,
                                                void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
-    tacl_status_t status = check_common("dequantize", n, block, bits);
+    tacl_status_t status = tacl__quant_check("cuda ", "dequantize", n, block,
+                                             bits);
     if (status == TACL_OK)
-        status = check_dtype("dequantize", dtype);
+        status = tacl__quant_check_dtype("cuda ", "dequantize", dtype);
     if (status != TACL_OK)
         return status;
     if (n == 0)
