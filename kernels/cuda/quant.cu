@@ -44,6 +44,7 @@ extern "C" {
 #include "log.h"
 }
 #include "cuda_launch.h"
+#include "elem.h"
 #include "float_bits.h"
 #include "quant.h"
 #include "quant_checks.h"
@@ -91,25 +92,6 @@ __device__ int32_t get_q(const uint8_t *payload, int bits, size_t i)
     return tacl__quant_nibble((i & 1) ? v >> 4 : v);
 }
 
-__device__ float load_elem(const void *src, tacl_dtype_t t, size_t i)
-{
-    if (t == TACL_FLOAT32)
-        return ((const float *)src)[i];
-    uint16_t h = ((const uint16_t *)src)[i];
-    return t == TACL_FLOAT16 ? tacl__half_to_float_inl(h)
-                             : tacl__bf16_to_float_inl(h);
-}
-
-__device__ void store_elem(void *dst, tacl_dtype_t t, size_t i, float v)
-{
-    if (t == TACL_FLOAT32)
-        ((float *)dst)[i] = v;
-    else if (t == TACL_FLOAT16)
-        ((uint16_t *)dst)[i] = tacl__float_to_half_inl(v);
-    else
-        ((uint16_t *)dst)[i] = tacl__float_to_bf16_inl(v);
-}
-
 /* Elements of a tensor; slice s of the output reads input slice map[s]. */
 struct TensorLoader {
     const void *src;
@@ -119,7 +101,7 @@ struct TensorLoader {
 
     __device__ float operator()(int s, size_t i) const
     {
-        return load_elem(src, dtype, (size_t)map[s] * n + i);
+        return tacl__elem_load_float(dtype, src, (size_t)map[s] * n + i);
     }
 };
 
@@ -291,7 +273,7 @@ __global__ void dequant_kernel(const uint8_t *q, size_t n, uint32_t block,
             continue;
         }
         float f = tacl__quant_mul_odd((float)v, s);
-        store_elem(dst, dtype, i, f);
+        tacl__elem_store_float(dtype, dst, i, f);
     }
 }
 
@@ -303,7 +285,7 @@ __global__ void dequant_reduce_kernel(SumLoader ld, size_t n,
 
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += stride) {
-        float acc = accumulate ? load_elem(dst, dtype, i) : 0.0f;
+        float acc = accumulate ? tacl__elem_load_float(dtype, dst, i) : 0.0f;
         size_t b = i / ld.block;
         for (int k = 0; k < ld.nsrc; k++) {
             float t = __fmul_rn(
@@ -311,7 +293,7 @@ __global__ void dequant_reduce_kernel(SumLoader ld, size_t n,
                 load_scale(ld.srcs[k], b));
             acc = __fadd_rn(acc, t);
         }
-        store_elem(dst, dtype, i, acc);
+        tacl__elem_store_float(dtype, dst, i, acc);
     }
 }
 
