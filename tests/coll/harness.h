@@ -101,6 +101,12 @@ int coll_run(const coll_opts_t *opts, coll_body_t body, coll_result_t *res);
 /** Criterion assertion that every rank of res passed, naming failures. */
 void coll_expect_pass(const coll_result_t *res);
 
+/**
+ * Criterion assertion that rank victim of res was ended by signal sig
+ * (a victim < 0: none) and that every other rank passed.
+ */
+void coll_expect_pass_but(const coll_result_t *res, int victim, int sig);
+
 /** Run body as opts say and assert every rank passed. */
 void coll_run_opts_expect_pass(const coll_opts_t *opts, coll_body_t body);
 
