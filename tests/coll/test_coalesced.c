@@ -21,9 +21,21 @@ static int32_t value(int b, int r, size_t i)
 }
 
 /*
- * Free the NBUF buffers of each side of a call: outer ones always, inner
- * ones unless in place, where each lies inside its outer one.
+ * The NBUF buffers of each side of a call on n ranks, zeroed: outer ones
+ * of n blocks, inner ones of one block, which in place is block r of the
+ * outer one.  Each buffer has one element to spare.
  */
+static void alloc_buffers(int32_t *outer[NBUF], int32_t *inner[NBUF], int n,
+                          int r, int in_place)
+{
+    for (int b = 0; b < NBUF; b++) {
+        outer[b] = calloc(counts[b] * (size_t)n + 1, sizeof(int32_t));
+        inner[b] = in_place ? outer[b] + counts[b] * (size_t)r
+                            : calloc(counts[b] + 1, sizeof(int32_t));
+    }
+}
+
+/* Free what alloc_buffers gave. */
 static void free_buffers(int32_t *outer[NBUF], int32_t *inner[NBUF],
                          int in_place)
 {
@@ -76,13 +88,10 @@ static int body_allgather(coll_ctx_t *ctx)
     int in_place = nb & 1;
     int rc = 0;
 
-    for (int b = 0; b < NBUF; b++) {
-        recv[b] = calloc(counts[b] * (size_t)n + 1, sizeof(int32_t));
-        send[b] = in_place ? recv[b] + counts[b] * (size_t)r
-                           : malloc((counts[b] + 1) * sizeof(int32_t));
+    alloc_buffers(recv, send, n, r, in_place);
+    for (int b = 0; b < NBUF; b++)
         for (size_t i = 0; i < counts[b]; i++)
             send[b][i] = value(b, r, i);
-    }
     if (coalesced_call(ctx, 1, send, recv, nb))
         return 1;
     for (int b = 0; b < NBUF && rc == 0; b++)
@@ -106,14 +115,11 @@ static int body_reduce_scatter(coll_ctx_t *ctx)
     int in_place = nb & 1;
     int rc = 0;
 
-    for (int b = 0; b < NBUF; b++) {
-        send[b] = malloc((counts[b] * (size_t)n + 1) * sizeof(int32_t));
+    alloc_buffers(send, recv, n, r, in_place);
+    for (int b = 0; b < NBUF; b++)
         for (int q = 0; q < n; q++)
             for (size_t i = 0; i < counts[b]; i++)
                 send[b][counts[b] * (size_t)q + i] = value(b, r, i) + q;
-        recv[b] = in_place ? send[b] + counts[b] * (size_t)r
-                           : calloc(counts[b] + 1, sizeof(int32_t));
-    }
     if (coalesced_call(ctx, 0, send, recv, nb))
         return 1;
     for (int b = 0; b < NBUF && rc == 0; b++)
