@@ -53,9 +53,7 @@ static tacl_status_t bruck_allgather(tacl__sched_t *s,
     if (status != TACL_OK)
         return status;
     if (!io.in_place)
-        deps[ndeps++] = tacl__sched_copy(
-            s, tacl__bref_add(io.out, blk * (uint64_t)r), io.in, blk,
-            TACL__NO_DEPS);
+        deps[ndeps++] = tacl__algo_own_block(s, &io, r, blk);
     for (d = 1, k = 0; d < n; d <<= 1, k++) {
         int cnt = TACL_MIN(d, n - d);
         int to = (r - d + n) % n, from = (r + d) % n;

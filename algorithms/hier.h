@@ -259,10 +259,13 @@ int32_t tacl__hier_join(tacl__hier_ctx_t *x);
 /** Scratch for n pieces: slot i at the returned bref + i * maxpiece. */
 tacl__bref_t tacl__hier_scratch(tacl__hier_ctx_t *x, int n);
 
-/** The entry points of the hierarchical algorithm files. */
+/**
+ * The entry points of the hierarchical algorithm files.  H-Ring and
+ * HO-Ring run where MiCS does: their rows use tacl__mics_supports.
+ */
 TACL__ALGO_DECLARE_(mics)
-TACL__ALGO_DECLARE_(hring)
-TACL__ALGO_DECLARE_(horing)
+TACL__ALGO_DECLARE_COST_BUILD_(hring)
+TACL__ALGO_DECLARE_COST_BUILD_(horing)
 TACL__ALGO_DECLARE_(hier)
 
 #endif /* TACL_ALGORITHMS_HIER_H */

@@ -19,12 +19,6 @@
 #include "hier.h"
 #include "log.h"
 
-int tacl__horing_supports(const tacl__coll_args_t *args,
-                          const tacl__topo_view_t *view)
-{
-    return tacl__mics_supports(args, view);
-}
-
 double tacl__horing_cost(const tacl__coll_args_t *args,
                          const tacl__topo_view_t *view, double alpha,
                          double beta)

@@ -13,12 +13,6 @@
 #include "hier.h"
 #include "log.h"
 
-int tacl__hring_supports(const tacl__coll_args_t *args,
-                         const tacl__topo_view_t *view)
-{
-    return tacl__mics_supports(args, view);
-}
-
 double tacl__hring_cost(const tacl__coll_args_t *args,
                         const tacl__topo_view_t *view, double alpha,
                         double beta)

@@ -19,7 +19,8 @@
  * one elsewhere.
  */
 TACL__ALGO_DECLARE_(qwz)
-TACL__ALGO_DECLARE_(qgz)
+/* qgZ moves the same payload: its row takes qwZ's supports and cost. */
+TACL__ALGO_DECLARE_BUILD_(qgz)
 
 /**
  * The all-gather that moves qwZ's payload for args on view: its

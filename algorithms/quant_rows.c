@@ -4,7 +4,8 @@
  * 3.3).  Quantization is lossy, so the tuner never picks these rows on
  * its own: they are flagged TACL__ALGO_FLAG_EXPLICIT, which only the
  * quantized API reaches (the decider takes them for qbits != 0).  Their
- * cost is the flat model of the payload they move.
+ * cost is the flat model of the payload they move; qgZ moves the same
+ * payload, by an all-to-all, so its row takes qwZ's supports and cost.
  */
 #include "log.h"
 #include "quant_algos.h"
@@ -36,18 +37,4 @@ tacl_status_t tacl__qwz_build(tacl__sched_t *s, const tacl__coll_args_t *args,
                               const tacl__topo_view_t *view)
 {
     return tacl__qwz_build_over(s, args, view, NULL);
-}
-
-/* qgZ moves the same payload, by an all-to-all. */
-int tacl__qgz_supports(const tacl__coll_args_t *args,
-                       const tacl__topo_view_t *view)
-{
-    return tacl__qwz_supports(args, view);
-}
-
-double tacl__qgz_cost(const tacl__coll_args_t *args,
-                      const tacl__topo_view_t *view, double alpha,
-                      double beta)
-{
-    return tacl__qwz_cost(args, view, alpha, beta);
 }

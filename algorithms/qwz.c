@@ -162,9 +162,7 @@ tacl_status_t tacl__qwz_build_over(tacl__sched_t *s,
     if (status != TACL_OK)
         return status;
     /* The own block, exactly. */
-    if (!io.in_place)
-        tacl__sched_copy(s, tacl__bref_add(io.out, (uint64_t)r * n * es),
-                         io.in, n * es, TACL__NO_DEPS);
+    tacl__algo_own_block(s, &io, r, n * es);
     if (p == 1)
         return tacl__sched_status(s);
 

@@ -45,12 +45,8 @@ static tacl_status_t rd_allreduce(tacl__sched_t *s,
     status = tacl__algo_io(s, args, m, m, &io);
     if (status != TACL_OK)
         return status;
-    if (n == 1) {
-        if (!io.in_place)
-            tacl__algo_finish(s, args, io.out, io.in, args->count,
-                              TACL__NO_DEPS);
-        return tacl__sched_status(s);
-    }
+    if (n == 1)
+        return tacl__algo_alone(s, args, &io);
     if (r < 2 * rem && r % 2 == 0) {
         /* Folded out: hand the vector over, get the result back. */
         sid = tacl__sched_send(s, r + 1, io.in, m, tacl__algo_tag(args, 0),
@@ -112,17 +108,14 @@ static tacl_status_t rd_allgather(tacl__sched_t *s,
     int n = s->nranks, r = s->rank, mask, k, nrecv = 0;
     size_t es = tacl_dtype_size(args->dtype);
     uint64_t blk = (uint64_t)args->count * es;
-    int32_t deps[TACL__MAX_DEPS], copy = -1;
+    int32_t deps[TACL__MAX_DEPS];
     tacl__algo_io_t io;
     tacl_status_t status;
 
     status = tacl__algo_io(s, args, blk, blk * (uint64_t)n, &io);
     if (status != TACL_OK)
         return status;
-    if (!io.in_place)
-        copy = tacl__sched_copy(s, tacl__bref_add(io.out, blk * (uint64_t)r),
-                                io.in, blk, TACL__NO_DEPS);
-    deps[nrecv++] = copy;
+    deps[nrecv++] = tacl__algo_own_block(s, &io, r, blk);
     for (mask = 1, k = 0; mask < n; mask <<= 1, k++) {
         int peer = r ^ mask, mine = r & ~(mask - 1), theirs = mine ^ mask;
         uint64_t tag = tacl__algo_tag(args, (uint64_t)k);
@@ -156,12 +149,8 @@ static tacl_status_t rd_reduce_scatter(tacl__sched_t *s,
     status = tacl__algo_io(s, args, blk * (uint64_t)n, blk, &io);
     if (status != TACL_OK)
         return status;
-    if (n == 1) {
-        if (!io.in_place)
-            tacl__algo_finish(s, args, io.out, io.in, args->count,
-                              TACL__NO_DEPS);
-        return tacl__sched_status(s);
-    }
+    if (n == 1)
+        return tacl__algo_alone(s, args, &io);
     /* acc holds partial sums at their places in the full vector. */
     acc = tacl__sched_scratch(s, blk * (uint64_t)n, args->memtype);
     tmp = tacl__sched_scratch(s, blk * (uint64_t)n, args->memtype);

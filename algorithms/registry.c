@@ -31,10 +31,15 @@ static const struct {
 #undef ALGO_NAME_INIT_
 };
 
-#define ALGO_ROW_(id, coll, prefix, flags)                                   \
+/*
+ * A row whose supports, cost and build are those of the files prefixed
+ * sup, cost and build; ALGO_ROW_ when one file has all three.
+ */
+#define ALGO_ROW_OF_(id, coll, sup, cost, build, flags)                      \
     {TACL__ALGO_##id, algo_names.id, TACL_COLL_##coll, flags,              \
-     tacl__##prefix##_supports, tacl__##prefix##_cost,                      \
-     tacl__##prefix##_build}
+     tacl__##sup##_supports, tacl__##cost##_cost, tacl__##build##_build}
+#define ALGO_ROW_(id, coll, prefix, flags)                                   \
+    ALGO_ROW_OF_(id, coll, prefix, prefix, prefix, flags)
 #define HIER_ TACL__ALGO_FLAG_HIER
 #define EXPLICIT_ TACL__ALGO_FLAG_EXPLICIT
 #define FAST_ TACL__ALGO_FLAG_FAST
@@ -44,17 +49,17 @@ const tacl__algo_t tacl__algos[] = {
     ALGO_ROW_(BRUCK, ALLGATHER, bruck, 0),
     ALGO_ROW_(RD, ALLGATHER, rd, 0),
     ALGO_ROW_(MICS, ALLGATHER, mics, HIER_),
-    ALGO_ROW_(HORING, ALLGATHER, horing, HIER_),
-    ALGO_ROW_(HRING, ALLGATHER, hring, HIER_),
+    ALGO_ROW_OF_(HORING, ALLGATHER, mics, horing, horing, HIER_),
+    ALGO_ROW_OF_(HRING, ALLGATHER, mics, hring, hring, HIER_),
     ALGO_ROW_(DIRECT, ALLGATHER, direct, 0),
     ALGO_ROW_(QWZ, ALLGATHER, qwz, EXPLICIT_),
     ALGO_ROW_(RING, REDUCE_SCATTER, ring, 0),
     ALGO_ROW_(RD, REDUCE_SCATTER, rd, 0),
     ALGO_ROW_(MICS, REDUCE_SCATTER, mics, HIER_),
-    ALGO_ROW_(HORING, REDUCE_SCATTER, horing, HIER_),
-    ALGO_ROW_(HRING, REDUCE_SCATTER, hring, HIER_),
+    ALGO_ROW_OF_(HORING, REDUCE_SCATTER, mics, horing, horing, HIER_),
+    ALGO_ROW_OF_(HRING, REDUCE_SCATTER, mics, hring, hring, HIER_),
     ALGO_ROW_(DIRECT, REDUCE_SCATTER, direct, 0),
-    ALGO_ROW_(QGZ, REDUCE_SCATTER, qgz, EXPLICIT_),
+    ALGO_ROW_OF_(QGZ, REDUCE_SCATTER, qwz, qwz, qgz, EXPLICIT_),
     ALGO_ROW_(RING, ALLREDUCE, ring, 0),
     ALGO_ROW_(RD, ALLREDUCE, rd, 0),
     ALGO_ROW_(HIER, ALLREDUCE, hier, HIER_),

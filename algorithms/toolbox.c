@@ -97,12 +97,8 @@ tacl_status_t tacl__algo_blocks_io(tacl__sched_t *s,
                            io_p);
     if (status != TACL_OK || s->nranks > 1)
         return status;
-    /* Nothing to exchange: the output is the input (AVG: over 1). */
-    if (!io_p->in_place)
-        tacl__algo_finish(s, args, io_p->out, io_p->in, args->count,
-                          TACL__NO_DEPS);
     *done_p = 1;
-    return tacl__sched_status(s);
+    return tacl__algo_alone(s, args, io_p);
 }
 
 #define ALGO_MAX_CHUNKS 16
@@ -149,4 +145,22 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
     return tacl__sched_copy(s, dst, src,
                             (uint64_t)count * tacl_dtype_size(args->dtype),
                             deps, ndeps);
+}
+
+tacl_status_t tacl__algo_alone(tacl__sched_t *s, const tacl__coll_args_t *args,
+                               const tacl__algo_io_t *io)
+{
+    if (!io->in_place)
+        tacl__algo_finish(s, args, io->out, io->in, args->count,
+                          TACL__NO_DEPS);
+    return tacl__sched_status(s);
+}
+
+int32_t tacl__algo_own_block(tacl__sched_t *s, const tacl__algo_io_t *io,
+                             int rank, uint64_t blk)
+{
+    if (io->in_place)
+        return -1;
+    return tacl__sched_copy(s, tacl__bref_add(io->out, blk * (uint64_t)rank),
+                            io->in, blk, TACL__NO_DEPS);
 }

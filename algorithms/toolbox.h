@@ -129,20 +129,42 @@ int32_t tacl__algo_finish(tacl__sched_t *s, const tacl__coll_args_t *args,
                           tacl__bref_t dst, tacl__bref_t src, size_t count,
                           const int32_t *deps, int ndeps);
 
+/**
+ * An all-gather's own block: copy io's input (blk bytes) to block rank of
+ * its output, unless in place.  The copy's id, or -1 when in place.
+ */
+int32_t tacl__algo_own_block(tacl__sched_t *s, const tacl__algo_io_t *io,
+                             int rank, uint64_t blk);
+
+/**
+ * The whole of an operation on one rank, whose output is its input (AVG:
+ * over 1): the copy, or the division, unless io is in place.  Returns the
+ * schedule's status.
+ */
+tacl_status_t tacl__algo_alone(tacl__sched_t *s, const tacl__coll_args_t *args,
+                               const tacl__algo_io_t *io);
+
 /*
  * The entry points of each algorithm file.  supports/cost/build dispatch
  * on args->type; the registry lists one entry per collective.  Other
- * headers of this folder declare their algorithms with the same macro.
+ * headers of this folder declare their algorithms with the same macros;
+ * an algorithm that is supported (or also priced) where another one is
+ * declares only what it has of its own, and its registry row names the
+ * other's.
  */
-#define TACL__ALGO_DECLARE_(prefix)                                          \
-    int tacl__##prefix##_supports(const tacl__coll_args_t *args,             \
-                                  const tacl__topo_view_t *view);            \
-    double tacl__##prefix##_cost(const tacl__coll_args_t *args,              \
-                                 const tacl__topo_view_t *view,              \
-                                 double alpha, double beta);                 \
+#define TACL__ALGO_DECLARE_BUILD_(prefix)                                    \
     tacl_status_t tacl__##prefix##_build(tacl__sched_t *s,                   \
                                          const tacl__coll_args_t *args,      \
                                          const tacl__topo_view_t *view);
+#define TACL__ALGO_DECLARE_COST_BUILD_(prefix)                               \
+    double tacl__##prefix##_cost(const tacl__coll_args_t *args,              \
+                                 const tacl__topo_view_t *view,              \
+                                 double alpha, double beta);                 \
+    TACL__ALGO_DECLARE_BUILD_(prefix)
+#define TACL__ALGO_DECLARE_(prefix)                                          \
+    int tacl__##prefix##_supports(const tacl__coll_args_t *args,             \
+                                  const tacl__topo_view_t *view);            \
+    TACL__ALGO_DECLARE_COST_BUILD_(prefix)
 TACL__ALGO_DECLARE_(ring)
 TACL__ALGO_DECLARE_(rd)
 TACL__ALGO_DECLARE_(bruck)

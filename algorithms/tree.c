@@ -100,12 +100,8 @@ static tacl_status_t tree_reduce(tacl__sched_t *s,
     status = tacl__algo_io(s, args, m, r == root ? m : 0, &io);
     if (status != TACL_OK)
         return status;
-    if (n == 1) {
-        if (!io.in_place)
-            tacl__algo_finish(s, args, io.out, io.in, args->count,
-                              TACL__NO_DEPS);
-        return tacl__sched_status(s);
-    }
+    if (n == 1)
+        return tacl__algo_alone(s, args, &io);
     C = tacl__algo_nchunks(args, args->count, es, 1);
     cs = TACL_DIV_UP(args->count, (size_t)C);
     w = TACL_MIN(C, (uint32_t)TREE_WINDOW);

@@ -361,6 +361,16 @@ typedef struct {
     int step;
 } boot_step_t;
 
+/* The status of a step's I/O on link side: a peer that closed it failed. */
+static tacl_status_t boot_step_io(tacl__bootstrap_t *bs, int side,
+                                  tacl_status_t status)
+{
+    if (status == TACL_ERR_REMOTE)
+        return boot_fail(bs, bs->link[side].peer, side,
+                         "closed its connection during an allgather");
+    return status;
+}
+
 static tacl_status_t boot_step_send(tacl__bootstrap_t *bs, boot_step_t *s)
 {
     tacl__boot_link_t *l = &bs->link[TACL_BOOT_SUCC];
@@ -379,10 +389,8 @@ static tacl_status_t boot_step_send(tacl__bootstrap_t *bs, boot_step_t *s)
 
         iov[cnt++] = (struct iovec){(void *)(s->sbuf + off), s->size - off};
     }
-    status = tacl__sock_sendv_some(l->fd, iov, cnt, &n);
-    if (status == TACL_ERR_REMOTE)
-        return boot_fail(bs, l->peer, TACL_BOOT_SUCC,
-                         "closed its connection during an allgather");
+    status = boot_step_io(bs, TACL_BOOT_SUCC,
+                          tacl__sock_sendv_some(l->fd, iov, cnt, &n));
     if (status != TACL_OK)
         return status;
     s->tx_off += n;
@@ -420,11 +428,10 @@ static tacl_status_t boot_step_recv(tacl__bootstrap_t *bs, boot_step_t *s)
     if (l->hdr.len != s->size || l->hdr.arg != s->step)
         return boot_mismatch(bs, s);
     if (s->rx_off < s->size) {
-        status = tacl__sock_recv_some(l->fd, s->rbuf + s->rx_off,
-                                      s->size - s->rx_off, &n);
-        if (status == TACL_ERR_REMOTE)
-            return boot_fail(bs, l->peer, TACL_BOOT_PRED,
-                             "closed its connection during an allgather");
+        status = boot_step_io(bs, TACL_BOOT_PRED,
+                              tacl__sock_recv_some(l->fd,
+                                                   s->rbuf + s->rx_off,
+                                                   s->size - s->rx_off, &n));
         if (status != TACL_OK)
             return status;
         s->rx_off += n;

@@ -198,19 +198,34 @@ static int32_t sched_add_step(tacl__sched_t *s, const tacl__step_t *step,
     return (int32_t)s->nsteps++;
 }
 
-/* Fails the schedule when a reference falls outside its buffer. */
+/*
+ * Fails the schedule when a reference falls outside its buffer; what and
+ * role name it in the message ("copy" "source").
+ */
 static int sched_check_ref(tacl__sched_t *s, const char *what,
-                           tacl__bref_t ref, uint64_t bytes)
+                           const char *role, tacl__bref_t ref,
+                           uint64_t bytes)
 {
     if (s->status != TACL_OK)
         return -1;
     if (sched_ref_ok(s, ref, bytes))
         return 0;
     sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
-                              "step %u: %s [buf %u + %" PRIu64 ", %" PRIu64
-                              " bytes] is outside its buffer", s->nsteps,
-                              what, ref.buf, ref.off, bytes));
+                              "step %u: %s %s [buf %u + %" PRIu64
+                              ", %" PRIu64 " bytes] is outside its buffer",
+                              s->nsteps, what, role, ref.buf, ref.off,
+                              bytes));
     return -1;
+}
+
+/* The destination and the source of a step of what, bytes each. */
+static int sched_check_dst_src(tacl__sched_t *s, const char *what,
+                               tacl__bref_t dst, tacl__bref_t src,
+                               uint64_t bytes)
+{
+    if (sched_check_ref(s, what, "destination", dst, bytes) != 0)
+        return -1;
+    return sched_check_ref(s, what, "source", src, bytes);
 }
 
 static int sched_check_peer(tacl__sched_t *s, int peer)
@@ -223,25 +238,25 @@ static int sched_check_peer(tacl__sched_t *s, int peer)
     return -1;
 }
 
-/* A message step: a send reads ref, a receive writes it. */
+/* A SEND (from buf) or RECV (into buf) step of bytes with peer. */
 static int32_t sched_message(tacl__sched_t *s, uint8_t kind, int peer,
-                             tacl__bref_t ref, uint64_t bytes, uint64_t tag,
+                             tacl__bref_t buf, uint64_t bytes, uint64_t tag,
                              uint32_t arg, const int32_t *deps, int ndeps)
 {
+    int send = kind == TACL__STEP_SEND;
     tacl__step_t st = {0};
 
-    if (sched_check_ref(s, kind == TACL__STEP_SEND ? "send source"
-                                                   : "receive destination",
-                        ref, bytes) != 0 ||
+    if (sched_check_ref(s, send ? "send" : "receive",
+                        send ? "source" : "destination", buf, bytes) != 0 ||
         (peer != TACL__PEER_ANY && sched_check_peer(s, peer) != 0))
         return -1;
     st.kind = kind;
     st.peer = peer;
     st.tag = tag;
-    if (kind == TACL__STEP_SEND)
-        st.src = ref;
+    if (send)
+        st.src = buf;
     else
-        st.dst = ref;
+        st.dst = buf;
     st.bytes = bytes;
     st.arg = arg;
     return sched_add_step(s, &st, deps, ndeps);
@@ -282,7 +297,8 @@ int32_t tacl__sched_recv_any(tacl__sched_t *s, tacl__bref_t dst,
     int32_t id;
 
     if (source != NULL &&
-        sched_check_ref(s, "receive source rank", *source, sizeof(int)) != 0)
+        sched_check_ref(s, "receive", "source rank", *source,
+                        sizeof(int)) != 0)
         return -1;
     id = sched_message(s, TACL__STEP_RECV, TACL__PEER_ANY, dst, bytes, tag,
                        source != NULL ? TACL__RECV_SOURCE : 0, deps, ndeps);
@@ -303,8 +319,7 @@ int32_t tacl__sched_copy_stream(tacl__sched_t *s, tacl__bref_t dst,
 {
     tacl__step_t st = {0};
 
-    if (sched_check_ref(s, "copy destination", dst, bytes) != 0 ||
-        sched_check_ref(s, "copy source", src, bytes) != 0)
+    if (sched_check_dst_src(s, "copy", dst, src, bytes) != 0)
         return -1;
     st.kind = TACL__STEP_COPY;
     st.dst = dst;
@@ -354,12 +369,11 @@ int32_t tacl__sched_reduce_n(tacl__sched_t *s, tacl__bref_t dst,
     uint64_t bytes;
 
     if (sched_elems(s, count, dtype, &bytes) != 0 ||
-        sched_check_ref(s, "reduce destination", dst, bytes) != 0 ||
-        sched_check_ref(s, "reduce source", src, bytes) != 0)
+        sched_check_dst_src(s, "reduce", dst, src, bytes) != 0)
         return -1;
     if (sched_check_sources(s, "second sources", nsrc, stride, bytes) != 0)
         return -1;
-    if (sched_check_ref(s, "reduce second sources", src2,
+    if (sched_check_ref(s, "reduce", "second sources", src2,
                         (uint64_t)(nsrc - 1) * stride + bytes) != 0)
         return -1;
     /* The output is written block by block before the later sources of
@@ -408,8 +422,7 @@ int32_t tacl__sched_div(tacl__sched_t *s, tacl__bref_t dst, tacl__bref_t src,
     uint64_t bytes;
 
     if (sched_elems(s, count, dtype, &bytes) != 0 ||
-        sched_check_ref(s, "div destination", dst, bytes) != 0 ||
-        sched_check_ref(s, "div source", src, bytes) != 0)
+        sched_check_dst_src(s, "div", dst, src, bytes) != 0)
         return -1;
     if (divisor == 0) {
         sched_fail(s, tacl__error(TACL_ERR_INTERNAL, SCHED,
@@ -464,8 +477,8 @@ static int32_t sched_quant_step(tacl__sched_t *s, uint8_t kind,
     in_bytes = kind == TACL__STEP_QUANT ? bytes
                                         : (uint64_t)(nsrc - 1) * stride + qbytes;
     out_bytes = kind == TACL__STEP_DEQUANT ? bytes : qbytes;
-    if (sched_check_ref(s, "quantization input", src, in_bytes) != 0 ||
-        sched_check_ref(s, "quantization output", dst, out_bytes) != 0)
+    if (sched_check_ref(s, "quantization", "input", src, in_bytes) != 0 ||
+        sched_check_ref(s, "quantization", "output", dst, out_bytes) != 0)
         return -1;
     st.kind = kind;
     st.dtype = (uint8_t)dtype;

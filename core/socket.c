@@ -293,14 +293,10 @@ tacl_status_t tacl__sock_recv_some(int fd, void *buf, size_t len,
     return tacl__error(TACL_ERR_SYSTEM, BOOT, "recv() failed: %m");
 }
 
-tacl_status_t tacl__sock_send_some(int fd, const void *buf, size_t len,
-                                   size_t *sent_p)
+/* What a non-blocking send of call() that returned n means: *sent_p
+ * bytes went (0 when the socket is full), or the peer or system failed. */
+static tacl_status_t sock_sent(ssize_t n, const char *call, size_t *sent_p)
 {
-    ssize_t n;
-
-    do {
-        n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
     if (n >= 0) {
         *sent_p = (size_t)n;
         return TACL_OK;
@@ -311,7 +307,18 @@ tacl_status_t tacl__sock_send_some(int fd, const void *buf, size_t len,
     }
     if (sock_peer_gone(errno))
         return TACL_ERR_REMOTE;
-    return tacl__error(TACL_ERR_SYSTEM, BOOT, "send() failed: %m");
+    return tacl__error(TACL_ERR_SYSTEM, BOOT, "%s() failed: %m", call);
+}
+
+tacl_status_t tacl__sock_send_some(int fd, const void *buf, size_t len,
+                                   size_t *sent_p)
+{
+    ssize_t n;
+
+    do {
+        n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return sock_sent(n, "send", sent_p);
 }
 
 tacl_status_t tacl__sock_sendv_some(int fd, const struct iovec *iov,
@@ -324,57 +331,42 @@ tacl_status_t tacl__sock_sendv_some(int fd, const struct iovec *iov,
     do {
         n = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
-    if (n >= 0) {
-        *sent_p = (size_t)n;
-        return TACL_OK;
+    return sock_sent(n, "sendmsg", sent_p);
+}
+
+/*
+ * Send len bytes from out, or receive them into in when out is NULL,
+ * waiting for the socket whenever it would block.
+ */
+static tacl_status_t sock_move_all(int fd, const char *out, char *in,
+                                   size_t len, uint64_t deadline_ns)
+{
+    size_t done = 0, n;
+    tacl_status_t status;
+
+    while (done < len) {
+        status = out ? tacl__sock_send_some(fd, out + done, len - done, &n)
+                     : tacl__sock_recv_some(fd, in + done, len - done, &n);
+        if (status != TACL_OK)
+            return status;
+        done += n;
+        if (n == 0) {
+            status = tacl__sock_wait(fd, out ? POLLOUT : POLLIN, deadline_ns);
+            if (status != TACL_OK)
+                return status;
+        }
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        *sent_p = 0;
-        return TACL_OK;
-    }
-    if (sock_peer_gone(errno))
-        return TACL_ERR_REMOTE;
-    return tacl__error(TACL_ERR_SYSTEM, BOOT, "sendmsg() failed: %m");
+    return TACL_OK;
 }
 
 tacl_status_t tacl__sock_send_all(int fd, const void *buf, size_t len,
                                   uint64_t deadline_ns)
 {
-    const char *p = buf;
-    size_t done = 0, n;
-    tacl_status_t status;
-
-    while (done < len) {
-        status = tacl__sock_send_some(fd, p + done, len - done, &n);
-        if (status != TACL_OK)
-            return status;
-        done += n;
-        if (n == 0) {
-            status = tacl__sock_wait(fd, POLLOUT, deadline_ns);
-            if (status != TACL_OK)
-                return status;
-        }
-    }
-    return TACL_OK;
+    return sock_move_all(fd, buf, NULL, len, deadline_ns);
 }
 
 tacl_status_t tacl__sock_recv_all(int fd, void *buf, size_t len,
                                   uint64_t deadline_ns)
 {
-    char *p = buf;
-    size_t done = 0, n;
-    tacl_status_t status;
-
-    while (done < len) {
-        status = tacl__sock_recv_some(fd, p + done, len - done, &n);
-        if (status != TACL_OK)
-            return status;
-        done += n;
-        if (n == 0) {
-            status = tacl__sock_wait(fd, POLLIN, deadline_ns);
-            if (status != TACL_OK)
-                return status;
-        }
-    }
-    return TACL_OK;
+    return sock_move_all(fd, NULL, buf, len, deadline_ns);
 }

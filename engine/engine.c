@@ -164,6 +164,25 @@ static tacl_status_t comm_fail(engine_t *e, tacl_comm_t comm,
     return st;
 }
 
+/*
+ * Wait for and free the world's request in *req_p, if one is pending, and
+ * clear it; a failure is recorded as what's.
+ */
+static tacl_status_t wait_pending(engine_t *e, tacl_request_t *req_p,
+                                  const char *what)
+{
+    tacl_status_t st;
+
+    if (*req_p == NULL)
+        return TACL_OK;
+    st = tacl_request_wait(*req_p);
+    tacl_request_free(*req_p);
+    *req_p = NULL;
+    if (st != TACL_OK)
+        return comm_fail(e, e->world, st, what);
+    return TACL_OK;
+}
+
 #define CHECK_COMM(e, comm, call, what)                                      \
     do {                                                                     \
         tacl_status_t st_ = (call);                                          \
@@ -592,13 +611,9 @@ static tacl_status_t gather_wait(engine_t *e, gather_t *g,
         *w_p = e->p_hold[l];
         return TACL_OK;
     }
-    if (g->req != NULL) {
-        st = tacl_request_wait(g->req);
-        tacl_request_free(g->req);
-        g->req = NULL;
-        if (st != TACL_OK)
-            return comm_fail(e, e->world, st, "all-gather of parameters");
-    }
+    st = wait_pending(e, &g->req, "all-gather of parameters");
+    if (st != TACL_OK)
+        return st;
     if (e->o.p == LVL_G && e->nested && !(g->backward && e->o.hpz)) {
         float *buf = g->dst;
 
@@ -678,13 +693,9 @@ static tacl_status_t reduce_finish(engine_t *e, greduce_t *r)
     if (l < 0)
         return TACL_OK;
     r->layer = -1;
-    if (r->req != NULL) {
-        st = tacl_request_wait(r->req);
-        tacl_request_free(r->req);
-        r->req = NULL;
-        if (st != TACL_OK)
-            return comm_fail(e, e->world, st, "reduce-scatter of gradients");
-    }
+    st = wait_pending(e, &r->req, "reduce-scatter of gradients");
+    if (st != TACL_OK)
+        return st;
     if (e->o.qgz) {
         src = e->gtmp[r->slot];
     } else {

@@ -111,31 +111,22 @@ for coll in $COLLS; do
                 "$MICRO/core_rtt" >> "$rtts"
                 out=$TMP/tacl.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
-                if ! "$TOOLS/tacl-run" --timeout $LIMIT -n "$n" \
-                    "$PERF/${coll}_perf" $args > "$out" 2>&1; then
-                    echo "compare.sh: tacl $coll -n $n $size failed:" >&2
-                    tail -5 "$out" >&2
-                    status=1
-                fi
+                logged_run compare.sh "tacl $coll -n $n $size" "$out" \
+                    "$TOOLS/tacl-run" --timeout $LIMIT -n "$n" \
+                    "$PERF/${coll}_perf" $args
                 "$MICRO/core_rtt" >> "$rtts"
                 out=$TMP/reg.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
-                if ! "$TOOLS/tacl-run" --timeout $LIMIT -n "$n" \
-                    "$PERF/${coll}_perf" $args -R 1 > "$out" 2>&1; then
-                    echo "compare.sh: tacl -R 1 $coll -n $n $size failed:" >&2
-                    tail -5 "$out" >&2
-                    status=1
-                fi
+                logged_run compare.sh "tacl -R 1 $coll -n $n $size" "$out" \
+                    "$TOOLS/tacl-run" --timeout $LIMIT -n "$n" \
+                    "$PERF/${coll}_perf" $args -R 1
                 "$MICRO/core_rtt" >> "$rtts"
                 out=$TMP/ompi.$coll.$n.$size.$rep
                 # shellcheck disable=SC2086
-                if [ $have_mpi = 1 ] && ! timeout $LIMIT $MPIRUN -n "$n" \
-                    "$PERF/mpi_coll_perf" "$mpi_coll" $args \
-                    > "$out" 2>&1; then
-                    echo "compare.sh: ompi $coll -n $n $size failed:" >&2
-                    tail -5 "$out" >&2
-                    status=1
-                fi
+                [ $have_mpi = 1 ] && logged_run compare.sh \
+                    "ompi $coll -n $n $size" "$out" \
+                    timeout $LIMIT $MPIRUN -n "$n" \
+                    "$PERF/mpi_coll_perf" "$mpi_coll" $args
                 rep=$((rep + 1))
             done
             set -- $(median_row "$TMP/tacl.$coll.$n.$size")

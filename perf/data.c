@@ -8,81 +8,14 @@
  * values plus +1/-1 pairs; the bitwise ops on values below 128 stay
  * below 128).  The check then compares each output element
  * with the expected value exactly, so an error of one unit is caught.
- * Half and bfloat16 elements convert with the kernels' own functions
- * (float_bits.h), which round to nearest even.
+ * Elements are read and written with the kernels' elem.h, whose half
+ * and bfloat16 conversions round to nearest even as the kernels do.
  */
 #include <math.h>
 #include <string.h>
 
 #include "common.h"
-#include "float_bits.h"
-
-static double load(tacl_dtype_t dtype, const void *buf, size_t i)
-{
-    switch (dtype) {
-    case TACL_INT8:
-        return ((const int8_t *)buf)[i];
-    case TACL_UINT8:
-        return ((const uint8_t *)buf)[i];
-    case TACL_INT32:
-        return ((const int32_t *)buf)[i];
-    case TACL_UINT32:
-        return ((const uint32_t *)buf)[i];
-    case TACL_INT64:
-        return (double)((const int64_t *)buf)[i];
-    case TACL_UINT64:
-        return (double)((const uint64_t *)buf)[i];
-    case TACL_FLOAT16:
-        return tacl__half_to_float_inl(((const uint16_t *)buf)[i]);
-    case TACL_BFLOAT16:
-        return tacl__bf16_to_float_inl(((const uint16_t *)buf)[i]);
-    case TACL_FLOAT32:
-        return ((const float *)buf)[i];
-    case TACL_FLOAT64:
-        return ((const double *)buf)[i];
-    default:
-        return NAN;
-    }
-}
-
-/* Stores v, a small non-negative integer. */
-static void store(tacl_dtype_t dtype, void *buf, size_t i, double v)
-{
-    switch (dtype) {
-    case TACL_INT8:
-        ((int8_t *)buf)[i] = (int8_t)v;
-        break;
-    case TACL_UINT8:
-        ((uint8_t *)buf)[i] = (uint8_t)v;
-        break;
-    case TACL_INT32:
-        ((int32_t *)buf)[i] = (int32_t)v;
-        break;
-    case TACL_UINT32:
-        ((uint32_t *)buf)[i] = (uint32_t)v;
-        break;
-    case TACL_INT64:
-        ((int64_t *)buf)[i] = (int64_t)v;
-        break;
-    case TACL_UINT64:
-        ((uint64_t *)buf)[i] = (uint64_t)v;
-        break;
-    case TACL_FLOAT16:
-        ((uint16_t *)buf)[i] = tacl__float_to_half_inl((float)v);
-        break;
-    case TACL_BFLOAT16:
-        ((uint16_t *)buf)[i] = tacl__float_to_bf16_inl((float)v);
-        break;
-    case TACL_FLOAT32:
-        ((float *)buf)[i] = (float)v;
-        break;
-    case TACL_FLOAT64:
-        ((double *)buf)[i] = v;
-        break;
-    default:
-        break;
-    }
-}
+#include "elem.h"
 
 /* The largest integer every partial result may reach in a dtype. */
 static double exact_limit(tacl_dtype_t dtype)
@@ -209,7 +142,8 @@ void tacl__perf_fill(tacl_coll_t kind, const tacl__perf_opts_t *opts,
         src = opts->root;
     }
     for (i = 0; i < sizes->send_count; i++) {
-        store(opts->dtype, in, i, gen_value(&g, src, i));
+        tacl__elem_store_int(opts->dtype, in, i,
+                             (int64_t)gen_value(&g, src, i));
     }
 }
 
@@ -255,7 +189,7 @@ long long tacl__perf_check(tacl_coll_t kind,
             want = gen_reduced(&g, i);
             break;
         }
-        got = load(opts->dtype, out, i);
+        got = tacl__elem_load(opts->dtype, out, i);
         err = fabs(got - want);
         if (opts->qbits != 0) {
             /* NaN fails both comparisons. */
@@ -312,6 +246,7 @@ void tacl__perf_corrupt(tacl_coll_t kind,
     if (in_place) {
         out += recv_off * ts;
     }
-    v = load(opts->dtype, out, sizes->recv_count / 2);
-    store(opts->dtype, out, sizes->recv_count / 2, v == 3 ? 5 : 3);
+    v = tacl__elem_load(opts->dtype, out, sizes->recv_count / 2);
+    tacl__elem_store_int(opts->dtype, out, sizes->recv_count / 2,
+                         v == 3 ? 5 : 3);
 }

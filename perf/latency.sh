@@ -59,36 +59,26 @@ status=0
 for n in $RANKS; do
     rep=1
     while [ $rep -le "$REPEAT" ]; do
-        if ! "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
-            $PINNER "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
-            > "$TMP/tacl.$n.$rep" 2>&1; then
-            echo "latency.sh: tacl on $n ranks failed:" >&2
-            tail -5 "$TMP/tacl.$n.$rep" >&2
-            status=1
-        fi
-        if [ "$PERSIST" = 1 ] && ! LAT_MODE=persistent \
-            "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
-            $PINNER "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
-            > "$TMP/pers.$n.$rep" 2>&1; then
-            echo "latency.sh: persistent tacl on $n ranks failed:" >&2
-            tail -5 "$TMP/pers.$n.$rep" >&2
-            status=1
-        fi
-        if [ -n "$BASE" ] && ! "$BASE/tools/tacl-run" --timeout $LIMIT \
-            -n "$n" $PINNER "$BASE/perf/lat_tacl" "$ITERS" "$MAXBYTES" \
-            > "$TMP/base.$n.$rep" 2>&1; then
-            echo "latency.sh: base tacl on $n ranks failed:" >&2
-            tail -5 "$TMP/base.$n.$rep" >&2
-            status=1
-        fi
         # shellcheck disable=SC2086
-        if [ $have_mpi = 1 ] && ! timeout $LIMIT $MPIRUN -n "$n" \
-            $PINNER "$BUILD/perf/lat_mpi" "$ITERS" "$MAXBYTES" \
-            > "$TMP/ompi.$n.$rep" 2>&1; then
-            echo "latency.sh: Open MPI on $n ranks failed:" >&2
-            tail -5 "$TMP/ompi.$n.$rep" >&2
-            status=1
-        fi
+        logged_run latency.sh "tacl on $n ranks" "$TMP/tacl.$n.$rep" \
+            "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
+            $PINNER "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES"
+        # shellcheck disable=SC2086
+        [ "$PERSIST" = 1 ] && logged_run latency.sh \
+            "persistent tacl on $n ranks" "$TMP/pers.$n.$rep" \
+            env LAT_MODE=persistent \
+            "$BUILD/tools/tacl-run" --timeout $LIMIT -n "$n" \
+            $PINNER "$BUILD/perf/lat_tacl" "$ITERS" "$MAXBYTES"
+        # shellcheck disable=SC2086
+        [ -n "$BASE" ] && logged_run latency.sh \
+            "base tacl on $n ranks" "$TMP/base.$n.$rep" \
+            "$BASE/tools/tacl-run" --timeout $LIMIT \
+            -n "$n" $PINNER "$BASE/perf/lat_tacl" "$ITERS" "$MAXBYTES"
+        # shellcheck disable=SC2086
+        [ $have_mpi = 1 ] && logged_run latency.sh \
+            "Open MPI on $n ranks" "$TMP/ompi.$n.$rep" \
+            timeout $LIMIT $MPIRUN -n "$n" \
+            $PINNER "$BUILD/perf/lat_mpi" "$ITERS" "$MAXBYTES"
         rep=$((rep + 1))
     done
 done

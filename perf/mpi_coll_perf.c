@@ -25,65 +25,44 @@ typedef struct {
     int rank, nranks;
 } mpi_ctx_t;
 
+/* The MPI types and ops of tacl's; the others are not MPI's. */
+static const struct {
+    tacl_dtype_t dtype;
+    MPI_Datatype type;
+} mpi_types[] = {
+    {TACL_INT8, MPI_INT8_T},     {TACL_UINT8, MPI_UINT8_T},
+    {TACL_INT32, MPI_INT32_T},   {TACL_UINT32, MPI_UINT32_T},
+    {TACL_INT64, MPI_INT64_T},   {TACL_UINT64, MPI_UINT64_T},
+    {TACL_FLOAT32, MPI_FLOAT},   {TACL_FLOAT64, MPI_DOUBLE},
+};
+
+static const struct {
+    tacl_op_t op;
+    MPI_Op mpi;
+} mpi_ops[] = {
+    {TACL_SUM, MPI_SUM},   {TACL_PROD, MPI_PROD}, {TACL_MAX, MPI_MAX},
+    {TACL_MIN, MPI_MIN},   {TACL_BAND, MPI_BAND}, {TACL_BOR, MPI_BOR},
+    {TACL_BXOR, MPI_BXOR},
+};
+
 static int mpi_type(tacl_dtype_t dtype, MPI_Datatype *type_p)
 {
-    switch (dtype) {
-    case TACL_INT8:
-        *type_p = MPI_INT8_T;
-        return 0;
-    case TACL_UINT8:
-        *type_p = MPI_UINT8_T;
-        return 0;
-    case TACL_INT32:
-        *type_p = MPI_INT32_T;
-        return 0;
-    case TACL_UINT32:
-        *type_p = MPI_UINT32_T;
-        return 0;
-    case TACL_INT64:
-        *type_p = MPI_INT64_T;
-        return 0;
-    case TACL_UINT64:
-        *type_p = MPI_UINT64_T;
-        return 0;
-    case TACL_FLOAT32:
-        *type_p = MPI_FLOAT;
-        return 0;
-    case TACL_FLOAT64:
-        *type_p = MPI_DOUBLE;
-        return 0;
-    default:
-        return -1;
-    }
+    for (size_t i = 0; i < sizeof(mpi_types) / sizeof(mpi_types[0]); i++)
+        if (mpi_types[i].dtype == dtype) {
+            *type_p = mpi_types[i].type;
+            return 0;
+        }
+    return -1;
 }
 
 static int mpi_op(tacl_op_t op, MPI_Op *op_p)
 {
-    switch (op) {
-    case TACL_SUM:
-        *op_p = MPI_SUM;
-        return 0;
-    case TACL_PROD:
-        *op_p = MPI_PROD;
-        return 0;
-    case TACL_MAX:
-        *op_p = MPI_MAX;
-        return 0;
-    case TACL_MIN:
-        *op_p = MPI_MIN;
-        return 0;
-    case TACL_BAND:
-        *op_p = MPI_BAND;
-        return 0;
-    case TACL_BOR:
-        *op_p = MPI_BOR;
-        return 0;
-    case TACL_BXOR:
-        *op_p = MPI_BXOR;
-        return 0;
-    default:
-        return -1;
-    }
+    for (size_t i = 0; i < sizeof(mpi_ops) / sizeof(mpi_ops[0]); i++)
+        if (mpi_ops[i].op == op) {
+            *op_p = mpi_ops[i].mpi;
+            return 0;
+        }
+    return -1;
 }
 
 /* One operation; in place when sendbuf is MPI_IN_PLACE. */

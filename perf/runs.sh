@@ -1,7 +1,8 @@
 # Shell functions the comparison scripts share (sourced, not run): whether
 # the MPI side can run, reading the one row of an nccl-tests-style run,
-# the median of several runs, and the callgrind scripts' 2-rank launch.
-# median_row reads REPEAT from the caller.
+# the median of several runs, a run whose failure is told and counted,
+# and the callgrind scripts' 2-rank launch.  median_row reads REPEAT from
+# the caller; logged_run sets the caller's status.
 
 # Out-of-place and in-place busbw and time of the one row of a run's
 # output: "oop_busbw oop_time ip_busbw ip_time wrong" or "- - - - -".
@@ -32,6 +33,19 @@ median_row() {
             split(row[int((n + 1) / 2)], f, " ")
             print f[1], f[2], f[3], f[4], wrong + 0
         }'
+}
+
+# logged_run SCRIPT WHAT OUT COMMAND [ARGS...]: COMMAND with its output
+# in OUT; when it fails, "SCRIPT: WHAT failed:" and the last lines of OUT
+# go to stderr and status becomes 1.
+logged_run() {
+    lr_script=$1 lr_what=$2 lr_out=$3
+    shift 3
+    if ! "$@" > "$lr_out" 2>&1; then
+        echo "$lr_script: $lr_what failed:" >&2
+        tail -5 "$lr_out" >&2
+        status=1
+    fi
 }
 
 # have_mpi_of SCRIPT EXE: 1 when EXE (the MPI side) and mpirun exist, else 0

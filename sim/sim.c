@@ -636,43 +636,50 @@ static void flow_done(sim_t *s, uint32_t id)
     first_changed(s, id);
 }
 
+/* The kernel whose rate a compute step runs at, -1 for none. */
+static int step_kernel(const tacl__step_t *st)
+{
+    switch (st->kind) {
+    case TACL__STEP_COPY:
+        return TACL__TOPO_KERNEL_COPY;
+    case TACL__STEP_REDUCE:
+    case TACL__STEP_DIV:
+        return TACL__TOPO_KERNEL_REDUCE;
+    case TACL__STEP_QUANT:
+    case TACL__STEP_DEQUANT:
+    case TACL__STEP_DQRQ:
+        return TACL__TOPO_KERNEL_QUANT;
+    default:
+        return -1;
+    }
+}
+
 /* Seconds of engine time a compute step takes, 0 for none. */
 static double kernel_seconds(const sim_t *s, const tacl__step_t *st)
 {
-    const double *bw = s->c->kernel_bw;
+    int kernel = step_kernel(st), nsrc = st->nsrc ? st->nsrc : 1;
     double bytes, rate;
-    int nsrc = st->nsrc ? st->nsrc : 1;
 
+    if (kernel < 0)
+        return 0;
     switch (st->kind) {
-    case TACL__STEP_COPY:
-        bytes = (double)st->bytes;
-        rate = bw[TACL__TOPO_KERNEL_COPY];
-        break;
     case TACL__STEP_REDUCE:
+    case TACL__STEP_DEQUANT:
         bytes = (double)st->bytes * nsrc;
-        rate = bw[TACL__TOPO_KERNEL_REDUCE];
-        break;
-    case TACL__STEP_DIV:
-        bytes = (double)st->bytes;
-        rate = bw[TACL__TOPO_KERNEL_REDUCE];
         break;
     case TACL__STEP_QUANT:
         bytes = (double)st->count * tacl_dtype_size((tacl_dtype_t)st->dtype);
-        rate = bw[TACL__TOPO_KERNEL_QUANT];
-        break;
-    case TACL__STEP_DEQUANT:
-        bytes = (double)st->bytes * nsrc;
-        rate = bw[TACL__TOPO_KERNEL_QUANT];
         break;
     case TACL__STEP_DQRQ:
         /* Rated by the quantized inputs plus the output it writes. */
         bytes = (double)tacl__quant_bytes(st->count, st->qblock, st->qbits) *
                 (nsrc + 1);
-        rate = bw[TACL__TOPO_KERNEL_QUANT];
         break;
-    default:
-        return 0;
+    default: /* COPY, DIV */
+        bytes = (double)st->bytes;
+        break;
     }
+    rate = s->c->kernel_bw[kernel];
     return rate > 0 ? bytes / (rate * 1e9) : 0;
 }
 

@@ -22,33 +22,26 @@
 #define TACL_HD
 #endif
 
-TACL_HD static inline uint32_t tacl__f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
+/*
+ * Bit casts both ways between a floating type F and the unsigned type U
+ * of its size, as the functions bits(F) and from_bits(U).
+ */
+#define TACL_BIT_CASTS_(F, U, bits, from_bits)                               \
+    TACL_HD static inline U bits(F f)                                        \
+    {                                                                        \
+        U u;                                                                 \
+        memcpy(&u, &f, sizeof(u));                                           \
+        return u;                                                            \
+    }                                                                        \
+    TACL_HD static inline F from_bits(U u)                                   \
+    {                                                                        \
+        F f;                                                                 \
+        memcpy(&f, &u, sizeof(f));                                           \
+        return f;                                                            \
+    }
 
-TACL_HD static inline float tacl__f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-TACL_HD static inline uint64_t tacl__f64_bits(double f)
-{
-    uint64_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
-
-TACL_HD static inline double tacl__f64_from_bits(uint64_t u)
-{
-    double f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
+TACL_BIT_CASTS_(float, uint32_t, tacl__f32_bits, tacl__f32_from_bits)
+TACL_BIT_CASTS_(double, uint64_t, tacl__f64_bits, tacl__f64_from_bits)
 
 /* All-ones when cond holds, else zero; and a select by such a mask. */
 TACL_HD static inline uint32_t tacl__mask_if(int cond)

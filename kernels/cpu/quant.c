@@ -27,6 +27,7 @@
 #include "common.h"
 #include "float_bits.h"
 #include "log.h"
+#include "quant_checks.h"
 
 /* Elements of a block handled at once on the stack. */
 #define QUANT_CHUNK 2048
@@ -49,12 +50,6 @@ typedef struct {
     uint32_t block;
     int bits;
 } quant_sum_t;
-
-static int dtype_ok(tacl_dtype_t dtype)
-{
-    return dtype == TACL_FLOAT32 || dtype == TACL_FLOAT16 ||
-           dtype == TACL_BFLOAT16;
-}
 
 static float load_scale(const uint8_t *q, size_t b)
 {
@@ -260,54 +255,41 @@ static const float *load_sum(const void *ctx, size_t off, size_t m,
     return out;
 }
 
-static tacl_status_t check_common(const char *what, size_t n,
-                                  uint32_t block, int bits)
-{
-    if (bits != 8 && bits != 4)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: bits must be 8 or 4, not %d", what, bits);
-    if (block == 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: block size must be at least 1", what);
-    if (n > SIZE_MAX / 8)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: %zu elements is too many", what, n);
-    return TACL_OK;
-}
-
-static tacl_status_t check_dtype(const char *what, tacl_dtype_t dtype)
-{
-    if (!dtype_ok(dtype))
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: dtype %s is not supported; use float32, "
-                           "float16 or bfloat16", what,
-                           tacl_dtype_name(dtype));
-    return TACL_OK;
-}
-
 /* Block, bits and count, then the full-precision type unless there is
  * none (TACL_NUM_DTYPES: an input that is already quantized). */
 static tacl_status_t check_params(const char *what, size_t n, uint32_t block,
                                   int bits, tacl_dtype_t dtype)
 {
-    tacl_status_t st = check_common(what, n, block, bits);
+    tacl_status_t st = tacl__quant_check("", what, n, block, bits);
 
     if (st == TACL_OK && dtype != TACL_NUM_DTYPES)
-        st = check_dtype(what, dtype);
+        st = tacl__quant_check_dtype("", what, dtype);
     return st;
+}
+
+/* check_params, then (when there are elements) the input and output. */
+static tacl_status_t check_buffers(const char *what, size_t n,
+                                   uint32_t block, int bits,
+                                   tacl_dtype_t dtype, const void *in,
+                                   const void *out)
+{
+    tacl_status_t st = check_params(what, n, block, bits, dtype);
+
+    if (st != TACL_OK || n == 0)
+        return st;
+    if (in == NULL || out == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: NULL buffer for %zu elements", what, n);
+    return TACL_OK;
 }
 
 tacl_status_t tacl__quantize(const void *src, size_t n, tacl_dtype_t dtype,
                              uint32_t block, int bits, void *dst)
 {
-    tacl_status_t st = check_params("quantize", n, block, bits, dtype);
-    if (st != TACL_OK)
+    tacl_status_t st = check_buffers("quantize", n, block, bits, dtype, src,
+                                     dst);
+    if (st != TACL_OK || n == 0)
         return st;
-    if (n == 0)
-        return TACL_OK;
-    if (src == NULL || dst == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "quantize: NULL buffer for %zu elements", n);
     quant_src_t ctx = {src, dtype};
     quantize_stream(load_src, &ctx, n, block, bits, dst);
     return TACL_OK;
@@ -344,14 +326,10 @@ static void dequant_to_float(float *restrict out, const int8_t *restrict q,
 tacl_status_t tacl__dequantize(const void *src_q, size_t n, uint32_t block,
                                int bits, tacl_dtype_t dtype, void *dst)
 {
-    tacl_status_t st = check_params("dequantize", n, block, bits, dtype);
-    if (st != TACL_OK)
+    tacl_status_t st = check_buffers("dequantize", n, block, bits, dtype,
+                                     src_q, dst);
+    if (st != TACL_OK || n == 0)
         return st;
-    if (n == 0)
-        return TACL_OK;
-    if (src_q == NULL || dst == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "dequantize: NULL buffer for %zu elements", n);
 
     int8_t qbuf[QUANT_CHUNK];
     size_t nblocks = n / block + (n % block != 0);
@@ -374,23 +352,6 @@ tacl_status_t tacl__dequantize(const void *src_q, size_t n, uint32_t block,
     return TACL_OK;
 }
 
-static tacl_status_t check_srcs(const char *what, const void *const *srcs_q,
-                                int nsrc)
-{
-    if (nsrc < 1)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: needs at least one input, not %d", what,
-                           nsrc);
-    if (srcs_q == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: NULL input array", what);
-    for (int k = 0; k < nsrc; k++)
-        if (srcs_q[k] == NULL)
-            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                               "%s: input %d is NULL", what, k);
-    return TACL_OK;
-}
-
 /*
  * The checks of the kernels that sum nsrc quantized inputs: parameters,
  * then (when there are elements) the inputs and the output.
@@ -404,13 +365,7 @@ static tacl_status_t check_sum_args(const char *what,
 
     if (st != TACL_OK || n == 0)
         return st;
-    st = check_srcs(what, srcs_q, nsrc);
-    if (st != TACL_OK)
-        return st;
-    if (dst == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: NULL output for %zu elements", what, n);
-    return TACL_OK;
+    return tacl__quant_check_sum("", what, srcs_q, nsrc, INT_MAX, n, dst);
 }
 
 tacl_status_t tacl__dequant_reduce(const void *const *srcs_q, int nsrc,
@@ -469,25 +424,11 @@ tacl_status_t tacl__quantize_reorder(const void *src, size_t n_per_slice,
 {
     const char *what = "quantize_reorder";
     tacl_status_t st = check_params(what, n_per_slice, block, bits, dtype);
-    if (st != TACL_OK)
+    if (st == TACL_OK)
+        st = tacl__quant_check_order("", what, n_per_slice, nslices, src,
+                                     dst, order);
+    if (st != TACL_OK || n_per_slice == 0 || nslices == 0)
         return st;
-    if (nslices < 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: negative slice count %d", what, nslices);
-    if (n_per_slice == 0 || nslices == 0)
-        return TACL_OK;
-    if (n_per_slice > SIZE_MAX / 8 / (size_t)nslices)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: %d slices of %zu elements is too many",
-                           what, nslices, n_per_slice);
-    if (src == NULL || dst == NULL || order == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: NULL buffer or order", what);
-    for (int i = 0; i < nslices; i++)
-        if (order[i] < 0 || order[i] >= nslices)
-            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                               "%s: order[%d] = %d is not a slice in "
-                               "[0, %d)", what, i, order[i], nslices);
 
     size_t esize = tacl_dtype_size(dtype);
     size_t qbytes = tacl__quant_bytes(n_per_slice, block, bits);

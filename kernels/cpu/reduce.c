@@ -38,6 +38,7 @@
 #include "common.h"
 #include "float_bits.h"
 #include "log.h"
+#include "reduce_checks.h"
 #include "reduce_isa.h"
 
 /* Elements per stack block for the 16-bit float types. */
@@ -210,41 +211,15 @@ DEFINE_LOOPS16(bf16, , )
  */
 #define TACL_TARGET_AVX2 __attribute__((target("avx2,f16c")))
 
-TACL_TARGET_AVX2 static inline void half_to_float_block_avx2(
-    float *restrict out, const uint16_t *restrict in, size_t n)
+/* Eight halves to float and back, nearest-even: F16C's instructions. */
+TACL_TARGET_AVX2 static inline __m256 halfx8_to_float(__m128i h)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm_loadu_si128((const __m128i *)(in + i));
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-    }
-    if (i < n) {
-        uint16_t h[8] = {0};
-        float f[8];
-        memcpy(h, in + i, (n - i) * sizeof(*in));
-        _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128((__m128i *)h)));
-        memcpy(out + i, f, (n - i) * sizeof(*out));
-    }
+    return _mm256_cvtph_ps(h);
 }
 
-TACL_TARGET_AVX2 static inline void float_to_half_block_avx2(
-    uint16_t *restrict out, const float *restrict in, size_t n)
+TACL_TARGET_AVX2 static inline __m128i float_to_halfx8(__m256 f)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 f = _mm256_loadu_ps(in + i);
-        __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
-        _mm_storeu_si128((__m128i *)(out + i), h);
-    }
-    if (i < n) {
-        float f[8] = {0};
-        uint16_t h[8];
-        memcpy(f, in + i, (n - i) * sizeof(*in));
-        _mm_storeu_si128((__m128i *)h,
-                         _mm256_cvtps_ph(_mm256_loadu_ps(f),
-                                         _MM_FROUND_TO_NEAREST_INT));
-        memcpy(out + i, h, (n - i) * sizeof(*out));
-    }
+    return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
 }
 
 /* Eight bfloat16 to float: shift up, quiet the NaNs. */
@@ -275,38 +250,48 @@ TACL_TARGET_AVX2 static inline __m128i float_to_bf16x8(__m256 f)
     return _mm256_castsi256_si128(r);
 }
 
-TACL_TARGET_AVX2 static inline void bf16_to_float_block_avx2(
-    float *restrict out, const uint16_t *restrict in, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm_loadu_si128((const __m128i *)(in + i));
-        _mm256_storeu_ps(out + i, bf16x8_to_float(h));
+/*
+ * Blocks of n 16-bit values of tag to float and back, eight at a time by
+ * the x8 conversions; a tail of fewer than eight goes through a padded
+ * vector.
+ */
+#define DEFINE_BLOCKS_AVX2(tag)                                              \
+    TACL_TARGET_AVX2 static inline void tag##_to_float_block_avx2(           \
+        float *restrict out, const uint16_t *restrict in, size_t n)          \
+    {                                                                        \
+        size_t i = 0;                                                        \
+        for (; i + 8 <= n; i += 8)                                           \
+            _mm256_storeu_ps(out + i, tag##x8_to_float(_mm_loadu_si128(      \
+                                          (const __m128i *)(in + i))));      \
+        if (i < n) {                                                         \
+            uint16_t h[8] = {0};                                             \
+            float f[8];                                                      \
+            memcpy(h, in + i, (n - i) * sizeof(*in));                        \
+            _mm256_storeu_ps(f, tag##x8_to_float(                            \
+                                    _mm_loadu_si128((__m128i *)h)));         \
+            memcpy(out + i, f, (n - i) * sizeof(*out));                      \
+        }                                                                    \
+    }                                                                        \
+                                                                             \
+    TACL_TARGET_AVX2 static inline void float_to_##tag##_block_avx2(         \
+        uint16_t *restrict out, const float *restrict in, size_t n)          \
+    {                                                                        \
+        size_t i = 0;                                                        \
+        for (; i + 8 <= n; i += 8)                                           \
+            _mm_storeu_si128((__m128i *)(out + i),                           \
+                             float_to_##tag##x8(_mm256_loadu_ps(in + i)));   \
+        if (i < n) {                                                         \
+            float f[8] = {0};                                                \
+            uint16_t h[8];                                                   \
+            memcpy(f, in + i, (n - i) * sizeof(*in));                        \
+            _mm_storeu_si128((__m128i *)h,                                   \
+                             float_to_##tag##x8(_mm256_loadu_ps(f)));        \
+            memcpy(out + i, h, (n - i) * sizeof(*out));                      \
+        }                                                                    \
     }
-    if (i < n) {
-        uint16_t h[8] = {0};
-        float f[8];
-        memcpy(h, in + i, (n - i) * sizeof(*in));
-        _mm256_storeu_ps(f, bf16x8_to_float(_mm_loadu_si128((__m128i *)h)));
-        memcpy(out + i, f, (n - i) * sizeof(*out));
-    }
-}
 
-TACL_TARGET_AVX2 static inline void float_to_bf16_block_avx2(
-    uint16_t *restrict out, const float *restrict in, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(out + i),
-                         float_to_bf16x8(_mm256_loadu_ps(in + i)));
-    if (i < n) {
-        float f[8] = {0};
-        uint16_t h[8];
-        memcpy(f, in + i, (n - i) * sizeof(*in));
-        _mm_storeu_si128((__m128i *)h, float_to_bf16x8(_mm256_loadu_ps(f)));
-        memcpy(out + i, h, (n - i) * sizeof(*out));
-    }
-}
+DEFINE_BLOCKS_AVX2(half)
+DEFINE_BLOCKS_AVX2(bf16)
 
 DEFINE_LOOPS16(half, _avx2, TACL_TARGET_AVX2)
 DEFINE_LOOPS16(bf16, _avx2, TACL_TARGET_AVX2)
@@ -396,7 +381,7 @@ CONVERT_N(tacl__float_to_bf16_n, uint16_t, float, float_to_bf16_block_avx2,
 
 /*
  * Indexed by dtype, then op; AVG has no element loop, and the floating
- * types have no bitwise ones (NULL: rejected below).
+ * types have no bitwise ones (NULL: tacl__reduce_check refuses them).
  */
 static const tacl__reduce_fn_t reduce_table[TACL_NUM_DTYPES][TACL_NUM_OPS] = {
     [TACL_INT8] = LOOP_ROW_INT(i8),   [TACL_UINT8] = LOOP_ROW_INT(u8),
@@ -410,25 +395,10 @@ tacl_status_t tacl__reduce_cpu(void *dst, const void *a, const void *b,
                                size_t count, tacl_dtype_t dtype,
                                tacl_op_t op)
 {
-    if ((unsigned)dtype >= TACL_NUM_DTYPES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: invalid dtype %d", (int)dtype);
-    if (op == TACL_AVG)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: avg is not an element op; reduce with "
-                           "sum and finish with a division");
-    if ((unsigned)op >= TACL_NUM_OPS)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: invalid op %d", (int)op);
-    if (reduce_table[dtype][op] == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: op %s takes integer dtypes only, not %s",
-                           tacl_op_name(op), tacl_dtype_name(dtype));
-    if (count == 0)
-        return TACL_OK;
-    if (dst == NULL || a == NULL || b == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce: NULL buffer for %zu elements", count);
+    tacl_status_t status = tacl__reduce_check("reduce", dst, a, b, count,
+                                              dtype, op);
+    if (status != TACL_OK || count == 0)
+        return status;
     tacl__reduce_fn_t fn = reduce_table[dtype][op];
 #if TACL_REDUCE_X86
     if ((dtype == TACL_FLOAT16 || dtype == TACL_BFLOAT16) &&
@@ -480,29 +450,26 @@ static void div_f32(void *dst, const void *src, size_t n, uint32_t dv)
         d[i] = (float)tacl__div_round_odd((double)s[i], dd);
 }
 
-static void div_half(void *dst, const void *src, size_t n, uint32_t dv)
-{
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    double dd = (double)dv;
-    for (size_t i = 0; i < n; i++) {
-        double x = (double)tacl__half_to_float_inl(s[i]);
-        double q = tacl__div_round_odd(x, dd);
-        d[i] = tacl__float_to_half_inl(tacl__double_to_float_odd(q));
+/*
+ * A 16-bit type tag divided in double, rounded to odd into float and then
+ * to the type: the correctly rounded quotient.
+ */
+#define DEFINE_DIV16(tag)                                                    \
+    static void div_##tag(void *dst, const void *src, size_t n,             \
+                          uint32_t dv)                                       \
+    {                                                                        \
+        uint16_t *d = dst;                                                   \
+        const uint16_t *s = src;                                             \
+        double dd = (double)dv;                                              \
+        for (size_t i = 0; i < n; i++) {                                     \
+            double x = (double)tacl__##tag##_to_float_inl(s[i]);             \
+            double q = tacl__div_round_odd(x, dd);                           \
+            d[i] = tacl__float_to_##tag##_inl(tacl__double_to_float_odd(q)); \
+        }                                                                    \
     }
-}
 
-static void div_bf16(void *dst, const void *src, size_t n, uint32_t dv)
-{
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    double dd = (double)dv;
-    for (size_t i = 0; i < n; i++) {
-        double x = (double)tacl__bf16_to_float_inl(s[i]);
-        double q = tacl__div_round_odd(x, dd);
-        d[i] = tacl__float_to_bf16_inl(tacl__double_to_float_odd(q));
-    }
-}
+DEFINE_DIV16(half)
+DEFINE_DIV16(bf16)
 
 typedef void (*tacl__div_fn_t)(void *dst, const void *src, size_t count,
                                uint32_t divisor);
@@ -518,17 +485,10 @@ static const tacl__div_fn_t div_table[TACL_NUM_DTYPES] = {
 tacl_status_t tacl__div_cpu(void *dst, const void *src, size_t count,
                             tacl_dtype_t dtype, uint32_t divisor)
 {
-    if ((unsigned)dtype >= TACL_NUM_DTYPES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "div: invalid dtype %d", (int)dtype);
-    if (divisor == 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "div: division by zero");
-    if (count == 0)
-        return TACL_OK;
-    if (dst == NULL || src == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "div: NULL buffer for %zu elements", count);
+    tacl_status_t status = tacl__div_check("div", dst, src, count, dtype,
+                                           divisor);
+    if (status != TACL_OK || count == 0)
+        return status;
     div_table[dtype](dst, src, count, divisor);
     return TACL_OK;
 }

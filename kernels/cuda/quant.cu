@@ -43,8 +43,11 @@
 extern "C" {
 #include "log.h"
 }
+#include "cuda_launch.h"
+#include "elem.h"
 #include "float_bits.h"
 #include "quant.h"
+#include "quant_checks.h"
 #include "quant_cuda.h"
 
 namespace {
@@ -89,25 +92,6 @@ __device__ int32_t get_q(const uint8_t *payload, int bits, size_t i)
     return tacl__quant_nibble((i & 1) ? v >> 4 : v);
 }
 
-__device__ float load_elem(const void *src, tacl_dtype_t t, size_t i)
-{
-    if (t == TACL_FLOAT32)
-        return ((const float *)src)[i];
-    uint16_t h = ((const uint16_t *)src)[i];
-    return t == TACL_FLOAT16 ? tacl__half_to_float_inl(h)
-                             : tacl__bf16_to_float_inl(h);
-}
-
-__device__ void store_elem(void *dst, tacl_dtype_t t, size_t i, float v)
-{
-    if (t == TACL_FLOAT32)
-        ((float *)dst)[i] = v;
-    else if (t == TACL_FLOAT16)
-        ((uint16_t *)dst)[i] = tacl__float_to_half_inl(v);
-    else
-        ((uint16_t *)dst)[i] = tacl__float_to_bf16_inl(v);
-}
-
 /* Elements of a tensor; slice s of the output reads input slice map[s]. */
 struct TensorLoader {
     const void *src;
@@ -117,7 +101,7 @@ struct TensorLoader {
 
     __device__ float operator()(int s, size_t i) const
     {
-        return load_elem(src, dtype, (size_t)map[s] * n + i);
+        return tacl__elem_load_float(dtype, src, (size_t)map[s] * n + i);
     }
 };
 
@@ -289,7 +273,7 @@ __global__ void dequant_kernel(const uint8_t *q, size_t n, uint32_t block,
             continue;
         }
         float f = tacl__quant_mul_odd((float)v, s);
-        store_elem(dst, dtype, i, f);
+        tacl__elem_store_float(dtype, dst, i, f);
     }
 }
 
@@ -301,7 +285,7 @@ __global__ void dequant_reduce_kernel(SumLoader ld, size_t n,
 
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += stride) {
-        float acc = accumulate ? load_elem(dst, dtype, i) : 0.0f;
+        float acc = accumulate ? tacl__elem_load_float(dtype, dst, i) : 0.0f;
         size_t b = i / ld.block;
         for (int k = 0; k < ld.nsrc; k++) {
             float t = __fmul_rn(
@@ -309,7 +293,7 @@ __global__ void dequant_reduce_kernel(SumLoader ld, size_t n,
                 load_scale(ld.srcs[k], b));
             acc = __fadd_rn(acc, t);
         }
-        store_elem(dst, dtype, i, acc);
+        tacl__elem_store_float(dtype, dst, i, acc);
     }
 }
 
@@ -461,73 +445,37 @@ int fast_layout(size_t n, uint32_t block, int bits, const void *data,
            ((uintptr_t)q & 7) == 0;
 }
 
-/* The launches' status, and with the default stream their completion. */
-tacl_status_t finish_launch(const char *what, cudaStream_t s)
+/* The loader that reads the nsrc inputs of a sum (checked). */
+void fill_sum(const void *const *srcs_q, int nsrc, size_t n, uint32_t block,
+              int bits, SumLoader *ld)
 {
-    cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess && s == NULL)
-        err = cudaStreamSynchronize(s);
-    if (err != cudaSuccess)
-        return tacl__error(TACL_ERR_SYSTEM, COLL, "cuda %s kernel failed: "
-                           "%s", what, cudaGetErrorString(err));
-    return TACL_OK;
-}
-
-tacl_status_t check_common(const char *what, size_t n, uint32_t block,
-                           int bits)
-{
-    if (bits != 8 && bits != 4)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: bits must be 8 or 4, not %d", what,
-                           bits);
-    if (block == 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: block size must be at least 1", what);
-    if (n > SIZE_MAX / 8)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: %zu elements is too many", what, n);
-    return TACL_OK;
-}
-
-tacl_status_t check_dtype(const char *what, tacl_dtype_t dtype)
-{
-    if (dtype != TACL_FLOAT32 && dtype != TACL_FLOAT16 &&
-        dtype != TACL_BFLOAT16)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: dtype %s is not supported; use "
-                           "float32, float16 or bfloat16", what,
-                           tacl_dtype_name(dtype));
-    return TACL_OK;
-}
-
-/* Validate the inputs of a sum and fill the loader that reads them. */
-tacl_status_t make_sum(const char *what, const void *const *srcs_q,
-                       int nsrc, size_t n, uint32_t block, int bits,
-                       SumLoader *ld)
-{
-    if (nsrc < 1)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: needs at least one input, not %d",
-                           what, nsrc);
-    if (srcs_q == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL input array", what);
-    if (nsrc > TACL_QUANT_CUDA_MAX_SRCS)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "cuda %s: %d inputs, at most %d are supported; "
-                           "reduce in several calls", what, nsrc,
-                           TACL_QUANT_CUDA_MAX_SRCS);
-    for (int k = 0; k < nsrc; k++) {
-        if (srcs_q[k] == NULL)
-            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                               "cuda %s: input %d is NULL", what, k);
+    for (int k = 0; k < nsrc; k++)
         ld->srcs[k] = (const uint8_t *)srcs_q[k];
-    }
     ld->nsrc = nsrc;
     ld->nblocks = (n + block - 1) / block;
     ld->block = block;
     ld->bits = bits;
-    return TACL_OK;
+}
+
+/*
+ * The checks of the kernels that sum nsrc quantized inputs: parameters,
+ * the full-precision type unless there is none (TACL_NUM_DTYPES), then
+ * (when there are elements) the inputs, read by *ld, and the output.
+ */
+tacl_status_t check_sum(const char *what, const void *const *srcs_q,
+                        int nsrc, size_t n, uint32_t block, int bits,
+                        tacl_dtype_t dtype, const void *dst, SumLoader *ld)
+{
+    tacl_status_t status = tacl__quant_check("cuda ", what, n, block, bits);
+    if (status == TACL_OK && dtype != TACL_NUM_DTYPES)
+        status = tacl__quant_check_dtype("cuda ", what, dtype);
+    if (status != TACL_OK || n == 0)
+        return status;
+    status = tacl__quant_check_sum("cuda ", what, srcs_q, nsrc,
+                                   TACL_QUANT_CUDA_MAX_SRCS, n, dst);
+    if (status == TACL_OK)
+        fill_sum(srcs_q, nsrc, n, block, bits, ld);
+    return status;
 }
 
 } /* namespace */
@@ -548,29 +496,15 @@ extern "C" tacl_status_t tacl__quantize_reorder_cuda(
 {
     const char *what = nslices == 1 ? "quantize" : "quantize_reorder";
     cudaStream_t st = (cudaStream_t)stream;
-    tacl_status_t status = check_common(what, n_per_slice, block, bits);
+    tacl_status_t status = tacl__quant_check("cuda ", what, n_per_slice,
+                                             block, bits);
     if (status == TACL_OK)
-        status = check_dtype(what, dtype);
-    if (status != TACL_OK)
+        status = tacl__quant_check_dtype("cuda ", what, dtype);
+    if (status == TACL_OK)
+        status = tacl__quant_check_order("cuda ", what, n_per_slice, nslices,
+                                         src, dst, order);
+    if (status != TACL_OK || n_per_slice == 0 || nslices == 0)
         return status;
-    if (nslices < 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: negative slice count %d", what,
-                           nslices);
-    if (n_per_slice == 0 || nslices == 0)
-        return TACL_OK;
-    if (n_per_slice > SIZE_MAX / 8 / (size_t)nslices)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: %d slices of %zu elements is too many",
-                           what, nslices, n_per_slice);
-    if (src == NULL || dst == NULL || order == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL buffer or order", what);
-    for (int i = 0; i < nslices; i++)
-        if (order[i] < 0 || order[i] >= nslices)
-            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                               "cuda %s: order[%d] = %d is not a slice in "
-                               "[0, %d)", what, i, order[i], nslices);
 
     size_t qbytes = tacl__quant_bytes(n_per_slice, block, bits);
     for (int g = 0; g < nslices; g += kSliceGroup) {
@@ -592,7 +526,7 @@ extern "C" tacl_status_t tacl__quantize_reorder_cuda(
         }
         launch_quant(ld, n_per_slice, block, bits, cnt, out, qbytes, st);
     }
-    return finish_launch(what, st);
+    return tacl__cuda_finish_launch(what, st);
 }
 
 extern "C" tacl_status_t tacl__dequantize_cuda(const void *src_q, size_t n,
@@ -601,9 +535,10 @@ extern "C" tacl_status_t tacl__dequantize_cuda(const void *src_q, size_t n,
                                                void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
-    tacl_status_t status = check_common("dequantize", n, block, bits);
+    tacl_status_t status = tacl__quant_check("cuda ", "dequantize", n, block,
+                                             bits);
     if (status == TACL_OK)
-        status = check_dtype("dequantize", dtype);
+        status = tacl__quant_check_dtype("cuda ", "dequantize", dtype);
     if (status != TACL_OK)
         return status;
     if (n == 0)
@@ -619,7 +554,7 @@ extern "C" tacl_status_t tacl__dequantize_cuda(const void *src_q, size_t n,
     else
         dequant_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(
             (const uint8_t *)src_q, n, block, bits, dtype, dst);
-    return finish_launch("dequantize", st);
+    return tacl__cuda_finish_launch("dequantize", st);
 }
 
 extern "C" tacl_status_t tacl__dequant_reduce_cuda(
@@ -629,22 +564,13 @@ extern "C" tacl_status_t tacl__dequant_reduce_cuda(
     const char *what = "dequant_reduce";
     cudaStream_t st = (cudaStream_t)stream;
     SumLoader ld;
-    tacl_status_t status = check_common(what, n, block, bits);
-    if (status == TACL_OK)
-        status = check_dtype(what, dtype);
-    if (status != TACL_OK)
+    tacl_status_t status = check_sum(what, srcs_q, nsrc, n, block, bits,
+                                     dtype, dst, &ld);
+    if (status != TACL_OK || n == 0)
         return status;
-    if (n == 0)
-        return TACL_OK;
-    status = make_sum(what, srcs_q, nsrc, n, block, bits, &ld);
-    if (status != TACL_OK)
-        return status;
-    if (dst == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL output for %zu elements", what, n);
     dequant_reduce_kernel<<<grid_for(n, kThreads), kThreads, 0, st>>>(
         ld, n, dtype, dst, accumulate);
-    return finish_launch(what, st);
+    return tacl__cuda_finish_launch(what, st);
 }
 
 extern "C" tacl_status_t tacl__dequant_reduce_quant_cuda(
@@ -654,18 +580,11 @@ extern "C" tacl_status_t tacl__dequant_reduce_quant_cuda(
     const char *what = "dequant_reduce_quant";
     cudaStream_t st = (cudaStream_t)stream;
     SumLoader ld;
-    tacl_status_t status = check_common(what, n, block, bits);
-    if (status != TACL_OK)
+    tacl_status_t status = check_sum(what, srcs_q, nsrc, n, block, bits,
+                                     TACL_NUM_DTYPES, dst_q, &ld);
+    if (status != TACL_OK || n == 0)
         return status;
-    if (n == 0)
-        return TACL_OK;
-    status = make_sum(what, srcs_q, nsrc, n, block, bits, &ld);
-    if (status != TACL_OK)
-        return status;
-    if (dst_q == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda %s: NULL output for %zu elements", what, n);
     launch_quant(ld, n, block, bits, 1, (uint8_t *)dst_q,
                  tacl__quant_bytes(n, block, bits), st);
-    return finish_launch(what, st);
+    return tacl__cuda_finish_launch(what, st);
 }

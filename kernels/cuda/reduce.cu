@@ -36,7 +36,9 @@ extern "C" {
 #include "dtype.h"
 #include "log.h"
 }
+#include "cuda_launch.h"
 #include "float_bits.h"
+#include "reduce_checks.h"
 #include "reduce_cuda.h"
 
 namespace {
@@ -368,18 +370,6 @@ int aligned(const void *p, size_t size)
     return ((uintptr_t)p & (size - 1)) == 0;
 }
 
-/* The launch's status, and with the default stream its completion. */
-tacl_status_t finish_launch(const char *what, cudaStream_t s)
-{
-    cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess && s == NULL)
-        err = cudaStreamSynchronize(s);
-    if (err != cudaSuccess)
-        return tacl__error(TACL_ERR_SYSTEM, COLL, "cuda %s kernel failed: "
-                           "%s", what, cudaGetErrorString(err));
-    return TACL_OK;
-}
-
 } /* namespace */
 
 extern "C" tacl_status_t tacl__reduce_cuda(void *dst, const void *a,
@@ -389,27 +379,10 @@ extern "C" tacl_status_t tacl__reduce_cuda(void *dst, const void *a,
 {
     cudaStream_t s = (cudaStream_t)stream;
 
-    if ((unsigned)dtype >= TACL_NUM_DTYPES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: invalid dtype %d", (int)dtype);
-    if (op == TACL_AVG)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: avg is not an element op; reduce "
-                           "with sum and finish with a division");
-    if ((unsigned)op >= TACL_NUM_OPS)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: invalid op %d", (int)op);
-    if (tacl__op_is_bitwise(op) && !tacl__dtype_is_integer(dtype))
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: op %s takes integer dtypes only, "
-                           "not %s", tacl_op_name(op),
-                           tacl_dtype_name(dtype));
-    if (count == 0)
-        return TACL_OK;
-    if (dst == NULL || a == NULL || b == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda reduce: NULL buffer for %zu elements",
-                           count);
+    tacl_status_t status = tacl__reduce_check("cuda reduce", dst, a, b,
+                                              count, dtype, op);
+    if (status != TACL_OK || count == 0)
+        return status;
     if (!aligned(dst, tacl_dtype_size(dtype)) ||
         !aligned(a, tacl_dtype_size(dtype)) ||
         !aligned(b, tacl_dtype_size(dtype)))
@@ -450,7 +423,7 @@ extern "C" tacl_status_t tacl__reduce_cuda(void *dst, const void *a,
         launch_reduce<double, FloatOp, false>(dst, a, b, count, op, s);
         break;
     }
-    return finish_launch("reduce", s);
+    return tacl__cuda_finish_launch("reduce", s);
 }
 
 extern "C" tacl_status_t tacl__div_cuda(void *dst, const void *src,
@@ -460,17 +433,10 @@ extern "C" tacl_status_t tacl__div_cuda(void *dst, const void *src,
     cudaStream_t s = (cudaStream_t)stream;
     double dd = (double)divisor;
 
-    if ((unsigned)dtype >= TACL_NUM_DTYPES)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda div: invalid dtype %d", (int)dtype);
-    if (divisor == 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda div: division by zero");
-    if (count == 0)
-        return TACL_OK;
-    if (dst == NULL || src == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "cuda div: NULL buffer for %zu elements", count);
+    tacl_status_t status = tacl__div_check("cuda div", dst, src, count,
+                                           dtype, divisor);
+    if (status != TACL_OK || count == 0)
+        return status;
     if (!aligned(dst, tacl_dtype_size(dtype)) ||
         !aligned(src, tacl_dtype_size(dtype)))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
@@ -516,7 +482,7 @@ extern "C" tacl_status_t tacl__div_cuda(void *dst, const void *src,
         launch_div<double>(dst, src, count, F64Div{dd}, s);
         break;
     }
-    return finish_launch("div", s);
+    return tacl__cuda_finish_launch("div", s);
 }
 
 extern "C" tacl_status_t tacl__copy_cuda(void *dst, const void *src,
@@ -542,7 +508,7 @@ extern "C" tacl_status_t tacl__copy_cuda(void *dst, const void *src,
         launch_map<uint8_t, 1>(dst, src, src, bytes, Ident(), s);
     else
         launch_map<uint32_t, 1>(dst, src, src, bytes / 4, Ident(), s);
-    return finish_launch("copy", s);
+    return tacl__cuda_finish_launch("copy", s);
 }
 
 extern "C" int tacl__cuda_device_count(void)

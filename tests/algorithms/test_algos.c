@@ -329,34 +329,23 @@ static void run_algo(tacl_coll_t coll, const char *name)
     cr_assert_gt(tried, 0, "nothing tested");
 }
 
-Test(algorithms, ring_allgather) { run_algo(TACL_COLL_ALLGATHER, "ring"); }
-Test(algorithms, bruck_allgather) { run_algo(TACL_COLL_ALLGATHER, "bruck"); }
-Test(algorithms, rd_allgather) { run_algo(TACL_COLL_ALLGATHER, "rd"); }
-Test(algorithms, ring_reduce_scatter)
-{
-    run_algo(TACL_COLL_REDUCE_SCATTER, "ring");
-}
-Test(algorithms, rd_reduce_scatter)
-{
-    run_algo(TACL_COLL_REDUCE_SCATTER, "rd");
-}
-Test(algorithms, ring_allreduce) { run_algo(TACL_COLL_ALLREDUCE, "ring"); }
-Test(algorithms, rd_allreduce) { run_algo(TACL_COLL_ALLREDUCE, "rd"); }
-Test(algorithms, tree_broadcast) { run_algo(TACL_COLL_BROADCAST, "tree"); }
-Test(algorithms, tree_reduce) { run_algo(TACL_COLL_REDUCE, "tree"); }
-Test(algorithms, direct_alltoall) { run_algo(TACL_COLL_ALLTOALL, "direct"); }
-Test(algorithms, direct_allgather)
-{
-    run_algo(TACL_COLL_ALLGATHER, "direct");
-}
-Test(algorithms, direct_reduce_scatter)
-{
-    run_algo(TACL_COLL_REDUCE_SCATTER, "direct");
-}
-Test(algorithms, direct_allreduce)
-{
-    run_algo(TACL_COLL_ALLREDUCE, "direct");
-}
+/* The test of one algorithm of one collective, named algo_coll. */
+#define ALGO_TEST(algo, coll, COLL)                                          \
+    Test(algorithms, algo##_##coll) { run_algo(TACL_COLL_##COLL, #algo); }
+
+ALGO_TEST(ring, allgather, ALLGATHER)
+ALGO_TEST(bruck, allgather, ALLGATHER)
+ALGO_TEST(rd, allgather, ALLGATHER)
+ALGO_TEST(ring, reduce_scatter, REDUCE_SCATTER)
+ALGO_TEST(rd, reduce_scatter, REDUCE_SCATTER)
+ALGO_TEST(ring, allreduce, ALLREDUCE)
+ALGO_TEST(rd, allreduce, ALLREDUCE)
+ALGO_TEST(tree, broadcast, BROADCAST)
+ALGO_TEST(tree, reduce, REDUCE)
+ALGO_TEST(direct, alltoall, ALLTOALL)
+ALGO_TEST(direct, allgather, ALLGATHER)
+ALGO_TEST(direct, reduce_scatter, REDUCE_SCATTER)
+ALGO_TEST(direct, allreduce, ALLREDUCE)
 
 Test(algorithms, direct_more_peers_than_dependencies)
 {

@@ -475,7 +475,9 @@ Test(hier_tune, unequal_layout_falls_back_to_ring)
     v.n_nodes = 1;
     cr_expect_not(tacl__mics_supports(&a, &v));
     v.node_of = NULL;
-    cr_expect_not(tacl__horing_supports(&a, &v));
+    cr_expect_not(
+        tacl__algo_row(TACL__ALGO_HORING, TACL_COLL_ALLGATHER)->supports(&a,
+                                                                        &v));
 }
 
 Test(hier_tune, ring_cost_sees_shared_uplinks)

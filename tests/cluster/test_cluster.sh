@@ -151,12 +151,9 @@ cut -d' ' -f1-4 "$TMP/iso" | sort > "$TMP/iso.sorted"
 } > "$TMP/iso.wanted"
 expect_same "/dev/shm, SysV IPC and PID 1 private per node" \
     "$TMP/iso.wanted" "$TMP/iso.sorted"
-checks=$((checks + 1))
-if compgen -G "/dev/shm/$tag*" > /dev/null; then
-    fail "node /dev/shm files leaked into the host's /dev/shm"
-else
-    ok "host /dev/shm untouched"
-fi
+expect_not "host /dev/shm untouched" \
+    "node /dev/shm files leaked into the host's /dev/shm" \
+    compgen -G "/dev/shm/$tag*"
 no_leftovers "isolation" "$pid"
 
 # 4. TCP between nodes over 10.77.0.x: rank 0 hears from every rank with
@@ -239,12 +236,8 @@ for sig in INT TERM; do
     want=130
     [ "$sig" = TERM ] && want=143
     expect_rc "SIG$sig" "$want" "$rc"
-    checks=$((checks + 1))
-    if pgrep -f "^sleep 31.7" > /dev/null; then
-        fail "SIG$sig: ranks survive"
-    else
-        ok "SIG$sig: ranks gone"
-    fi
+    expect_not "SIG$sig: ranks gone" "SIG$sig: ranks survive" \
+        pgrep -f "^sleep 31.7"
     no_leftovers "SIG$sig" "$pid"
 done
 
@@ -264,12 +257,8 @@ for i in $(seq 100); do
     pgrep -f "^sleep 31.7" > /dev/null || break
     sleep 0.05
 done
-checks=$((checks + 1))
-if pgrep -f "^sleep 31.7" > /dev/null; then
-    fail "SIGKILL: ranks outlive the tool"
-else
-    ok "SIGKILL: ranks died with the tool"
-fi
+expect_not "SIGKILL: ranks died with the tool" \
+    "SIGKILL: ranks outlive the tool" pgrep -f "^sleep 31.7"
 checks=$((checks + 1))
 if [ "$(ip netns list | grep -cE "^tacl-$pid(r[0-9]+)?-")" -eq 3 ]; then
     ok "SIGKILL leaves 3 namespaces"

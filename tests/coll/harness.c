@@ -79,16 +79,6 @@ int coll_fail(coll_ctx_t *ctx, const char *fmt, ...)
     return 1;
 }
 
-int coll_fail_more(coll_ctx_t *ctx, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vappend(ctx->msg, fmt, ap);
-    va_end(ap);
-    return 1;
-}
-
 int coll_free_port(void)
 {
     struct sockaddr_in addr;
@@ -285,6 +275,33 @@ void coll_expect_pass(const coll_result_t *res)
               report);
 }
 
+void coll_expect_pass_but(const coll_result_t *res, int victim, int sig)
+{
+    coll_result_t copy = *res;
+
+    if (victim >= 0) {
+        cr_assert_eq(res->rank[victim].signal, sig,
+                     "victim rank %d ended with signal %d, exit %d: %s",
+                     victim, res->rank[victim].signal,
+                     res->rank[victim].exit_code, res->rank[victim].msg);
+        /* The victim was meant to die; judge the others. */
+        copy.rank[victim].exited = 1;
+        copy.rank[victim].exit_code = 0;
+        copy.rank[victim].signal = 0;
+    }
+    coll_expect_pass(&copy);
+}
+
+void coll_run_opts_expect_pass(const coll_opts_t *opts, coll_body_t body)
+{
+    coll_result_t *res = malloc(sizeof(*res));
+
+    cr_assert_not_null(res);
+    coll_run(opts, body, res);
+    coll_expect_pass(res);
+    free(res);
+}
+
 void coll_run_expect_pass(int nranks, coll_body_t body, void *arg,
                           const char *const *env)
 {
@@ -295,10 +312,6 @@ void coll_run_expect_pass(int nranks, coll_body_t body, void *arg,
         .env = env,
         .arg = arg,
     };
-    coll_result_t *res = malloc(sizeof(*res));
 
-    cr_assert_not_null(res);
-    coll_run(&opts, body, res);
-    coll_expect_pass(res);
-    free(res);
+    coll_run_opts_expect_pass(&opts, body);
 }

@@ -101,11 +101,23 @@ int coll_run(const coll_opts_t *opts, coll_body_t body, coll_result_t *res);
 /** Criterion assertion that every rank of res passed, naming failures. */
 void coll_expect_pass(const coll_result_t *res);
 
+/**
+ * Criterion assertion that rank victim of res was ended by signal sig
+ * (a victim < 0: none) and that every other rank passed.
+ */
+void coll_expect_pass_but(const coll_result_t *res, int victim, int sig);
+
+/** Run body as opts say and assert every rank passed. */
+void coll_run_opts_expect_pass(const coll_opts_t *opts, coll_body_t body);
+
 /** Run and assert every rank passed: the common case. */
 void coll_run_expect_pass(int nranks, coll_body_t body, void *arg,
                           const char *const *env);
 
-/** Write a formatted failure message for this rank; returns 1. */
+/**
+ * Append a formatted failure message (or a detail of one already
+ * written) to this rank's message, a space apart; returns 1.
+ */
 int coll_fail(coll_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -137,12 +149,8 @@ int coll_free_port(void);
         if (!(cond)) {                                                       \
             coll_fail((ctx), "%s:%d: check '%s' failed", __FILE__, __LINE__, \
                       #cond);                                                \
-            return coll_fail_more((ctx), __VA_ARGS__);                       \
+            return coll_fail((ctx), __VA_ARGS__);                            \
         }                                                                    \
     } while (0)
-
-/** Append a formatted detail to this rank's message; returns 1. */
-int coll_fail_more(coll_ctx_t *ctx, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 #endif /* TACL_TESTS_COLL_HARNESS_H */

@@ -131,73 +131,34 @@ static void run_case(int nranks, const case_t *k)
                          k->check == 2 ? env : NULL);
 }
 
-Test(check, count)
-{
-    case_t k = {M_COUNT, 1, {"rank 1 has count 8", "rank 0 has 4"}};
-    run_case(2, &k);
-}
+/*
+ * One test of a mismatch: its name, its rank count, and the case_t of the
+ * mismatch (kind, check mode, the substrings the message must hold).
+ */
+#define MISMATCH_TEST(name, nranks, kind, mode, ...)                         \
+    Test(check, name)                                                        \
+    {                                                                        \
+        static const case_t k = {kind, mode, {__VA_ARGS__}};                 \
+        run_case(nranks, &k);                                                \
+    }
 
-Test(check, dtype_of_the_same_size)
-{
-    case_t k = {M_DTYPE, 1,
-                {"rank 1 has dtype float32", "rank 0 has int32",
-                 "TACL_CHECK"}};
-    run_case(2, &k);
-}
-
-Test(check, op)
-{
-    case_t k = {M_OP, 1, {"rank 1 has op max", "rank 0 has sum"}};
-    run_case(2, &k);
-}
-
-Test(check, root)
-{
-    case_t k = {M_ROOT, 2, {"rank 1 has root 1", "rank 0 has 0"}};
-    run_case(2, &k);
-}
-
-Test(check, coalesced_buffer_count)
-{
-    case_t k = {M_COALESCED, 1,
-                {"rank 1 has operation count", "buffers of a coalesced",
-                 "3 where rank 0 has 2"}};
-    run_case(2, &k);
-}
-
-Test(check, order_of_collectives)
-{
-    case_t k = {M_ORDER, 1,
-                {"rank 1 has collective broadcast",
-                 "rank 0 has allreduce"}};
-    run_case(2, &k);
-}
-
-Test(check, group_against_single_call)
-{
-    case_t k = {M_GROUP, 1, {"rank 1 has operation count", "1 where rank 0 "
-                             "has 2"}};
-    run_case(2, &k);
-}
-
-Test(check, second_collective_of_a_group)
-{
-    case_t k = {M_GROUP_SECOND, 2,
-                {"rank 1 has op min", "rank 0 has sum", "collective 1"}};
-    run_case(2, &k);
-}
-
-Test(check, non_blocking)
-{
-    case_t k = {M_NB, 1, {"rank 1 has dtype float32"}};
-    run_case(2, &k);
-}
-
-Test(check, four_ranks_name_the_odd_one)
-{
-    case_t k = {M_LAST_RANK, 2, {"rank 3 has dtype float32"}};
-    run_case(4, &k);
-}
+MISMATCH_TEST(count, 2, M_COUNT, 1, "rank 1 has count 8", "rank 0 has 4")
+MISMATCH_TEST(dtype_of_the_same_size, 2, M_DTYPE, 1,
+              "rank 1 has dtype float32", "rank 0 has int32", "TACL_CHECK")
+MISMATCH_TEST(op, 2, M_OP, 1, "rank 1 has op max", "rank 0 has sum")
+MISMATCH_TEST(root, 2, M_ROOT, 2, "rank 1 has root 1", "rank 0 has 0")
+MISMATCH_TEST(coalesced_buffer_count, 2, M_COALESCED, 1,
+              "rank 1 has operation count", "buffers of a coalesced",
+              "3 where rank 0 has 2")
+MISMATCH_TEST(order_of_collectives, 2, M_ORDER, 1,
+              "rank 1 has collective broadcast", "rank 0 has allreduce")
+MISMATCH_TEST(group_against_single_call, 2, M_GROUP, 1,
+              "rank 1 has operation count", "1 where rank 0 has 2")
+MISMATCH_TEST(second_collective_of_a_group, 2, M_GROUP_SECOND, 2,
+              "rank 1 has op min", "rank 0 has sum", "collective 1")
+MISMATCH_TEST(non_blocking, 2, M_NB, 1, "rank 1 has dtype float32")
+MISMATCH_TEST(four_ranks_name_the_odd_one, 4, M_LAST_RANK, 2,
+              "rank 3 has dtype float32")
 
 /* Matching calls of every kind pass with checking on, p2p included. */
 static int body_matching(coll_ctx_t *ctx)

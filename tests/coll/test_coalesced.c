@@ -20,36 +20,80 @@ static int32_t value(int b, int r, size_t i)
     return (int32_t)(b * 100000 + r * 1000 + (int32_t)(i % 997));
 }
 
-static int body_allgather(coll_ctx_t *ctx)
+/*
+ * The NBUF buffers of each side of a call on n ranks, zeroed: outer ones
+ * of n blocks, inner ones of one block, which in place is block r of the
+ * outer one.  Each buffer has one element to spare.
+ */
+static void alloc_buffers(int32_t *outer[NBUF], int32_t *inner[NBUF], int n,
+                          int r, int in_place)
 {
-    int n = ctx->nranks, r = ctx->rank, nb = *(int *)ctx->arg;
-    int32_t *send[NBUF], *recv[NBUF];
+    for (int b = 0; b < NBUF; b++) {
+        outer[b] = calloc(counts[b] * (size_t)n + 1, sizeof(int32_t));
+        inner[b] = in_place ? outer[b] + counts[b] * (size_t)r
+                            : calloc(counts[b] + 1, sizeof(int32_t));
+    }
+}
+
+/* Free what alloc_buffers gave. */
+static void free_buffers(int32_t *outer[NBUF], int32_t *inner[NBUF],
+                         int in_place)
+{
+    for (int b = 0; b < NBUF; b++) {
+        if (!in_place)
+            free(inner[b]);
+        free(outer[b]);
+    }
+}
+
+/*
+ * The coalesced all-gather (else reduce-scatter, with sum) of the NBUF
+ * buffers, blocking or, with nb & 2, non-blocking and waited for.
+ */
+static int coalesced_call(coll_ctx_t *ctx, int allgather,
+                          int32_t *send[NBUF], int32_t *recv[NBUF], int nb)
+{
     const void *sp[NBUF];
     void *rp[NBUF];
-    int in_place = nb & 1;
-    int rc = 0;
+    tacl_request_t req;
 
     for (int b = 0; b < NBUF; b++) {
-        recv[b] = calloc(counts[b] * (size_t)n + 1, sizeof(int32_t));
-        send[b] = in_place ? recv[b] + counts[b] * (size_t)r
-                           : malloc((counts[b] + 1) * sizeof(int32_t));
-        for (size_t i = 0; i < counts[b]; i++)
-            send[b][i] = value(b, r, i);
         sp[b] = send[b];
         rp[b] = recv[b];
     }
     if (nb & 2) {
-        tacl_request_t req;
-        COLL_CHECK_OK(ctx, tacl_allgather_coalesced_nb(sp, rp, counts, NBUF,
-                                                       TACL_INT32, ctx->comm,
-                                                       NULL, &req));
+        COLL_CHECK_OK(ctx, allgather ? tacl_allgather_coalesced_nb(
+                                           sp, rp, counts, NBUF, TACL_INT32,
+                                           ctx->comm, NULL, &req)
+                                     : tacl_reduce_scatter_coalesced_nb(
+                                           sp, rp, counts, NBUF, TACL_INT32,
+                                           TACL_SUM, ctx->comm, NULL, &req));
         COLL_CHECK_OK(ctx, tacl_request_wait(req));
         COLL_CHECK_OK(ctx, tacl_request_free(req));
     } else {
-        COLL_CHECK_OK(ctx, tacl_allgather_coalesced(sp, rp, counts, NBUF,
-                                                    TACL_INT32, ctx->comm,
-                                                    NULL));
+        COLL_CHECK_OK(ctx, allgather ? tacl_allgather_coalesced(
+                                           sp, rp, counts, NBUF, TACL_INT32,
+                                           ctx->comm, NULL)
+                                     : tacl_reduce_scatter_coalesced(
+                                           sp, rp, counts, NBUF, TACL_INT32,
+                                           TACL_SUM, ctx->comm, NULL));
     }
+    return 0;
+}
+
+static int body_allgather(coll_ctx_t *ctx)
+{
+    int n = ctx->nranks, r = ctx->rank, nb = *(int *)ctx->arg;
+    int32_t *send[NBUF], *recv[NBUF];
+    int in_place = nb & 1;
+    int rc = 0;
+
+    alloc_buffers(recv, send, n, r, in_place);
+    for (int b = 0; b < NBUF; b++)
+        for (size_t i = 0; i < counts[b]; i++)
+            send[b][i] = value(b, r, i);
+    if (coalesced_call(ctx, 1, send, recv, nb))
+        return 1;
     for (int b = 0; b < NBUF && rc == 0; b++)
         for (int q = 0; q < n && rc == 0; q++)
             for (size_t i = 0; i < counts[b]; i++)
@@ -60,11 +104,7 @@ static int body_allgather(coll_ctx_t *ctx)
                                    value(b, q, i));
                     break;
                 }
-    for (int b = 0; b < NBUF; b++) {
-        if (!in_place)
-            free(send[b]);
-        free(recv[b]);
-    }
+    free_buffers(recv, send, in_place);
     return rc;
 }
 
@@ -72,33 +112,16 @@ static int body_reduce_scatter(coll_ctx_t *ctx)
 {
     int n = ctx->nranks, r = ctx->rank, nb = *(int *)ctx->arg;
     int32_t *send[NBUF], *recv[NBUF];
-    const void *sp[NBUF];
-    void *rp[NBUF];
     int in_place = nb & 1;
     int rc = 0;
 
-    for (int b = 0; b < NBUF; b++) {
-        send[b] = malloc((counts[b] * (size_t)n + 1) * sizeof(int32_t));
+    alloc_buffers(send, recv, n, r, in_place);
+    for (int b = 0; b < NBUF; b++)
         for (int q = 0; q < n; q++)
             for (size_t i = 0; i < counts[b]; i++)
                 send[b][counts[b] * (size_t)q + i] = value(b, r, i) + q;
-        recv[b] = in_place ? send[b] + counts[b] * (size_t)r
-                           : calloc(counts[b] + 1, sizeof(int32_t));
-        sp[b] = send[b];
-        rp[b] = recv[b];
-    }
-    if (nb & 2) {
-        tacl_request_t req;
-        COLL_CHECK_OK(ctx, tacl_reduce_scatter_coalesced_nb(
-                               sp, rp, counts, NBUF, TACL_INT32, TACL_SUM,
-                               ctx->comm, NULL, &req));
-        COLL_CHECK_OK(ctx, tacl_request_wait(req));
-        COLL_CHECK_OK(ctx, tacl_request_free(req));
-    } else {
-        COLL_CHECK_OK(ctx, tacl_reduce_scatter_coalesced(
-                               sp, rp, counts, NBUF, TACL_INT32, TACL_SUM,
-                               ctx->comm, NULL));
-    }
+    if (coalesced_call(ctx, 0, send, recv, nb))
+        return 1;
     for (int b = 0; b < NBUF && rc == 0; b++)
         for (size_t i = 0; i < counts[b]; i++) {
             int32_t want = 0;
@@ -110,11 +133,7 @@ static int body_reduce_scatter(coll_ctx_t *ctx)
                 break;
             }
         }
-    for (int b = 0; b < NBUF; b++) {
-        if (!in_place)
-            free(recv[b]);
-        free(send[b]);
-    }
+    free_buffers(send, recv, in_place);
     return rc;
 }
 
@@ -150,10 +169,8 @@ static int body_bad_entry(coll_ctx_t *ctx)
 static void run(int nranks, coll_body_t body, int mode)
 {
     coll_opts_t opts = {.nranks = nranks, .deadline_s = 60, .arg = &mode};
-    coll_result_t res;
 
-    coll_run(&opts, body, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&opts, body);
 }
 
 Test(coalesced, allgather)

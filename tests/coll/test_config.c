@@ -238,11 +238,9 @@ Test(config, two_timeouts_one_process, .timeout = 90)
     static const char *const env[] = {"TACL_TIMEOUT=3", NULL};
     coll_opts_t o = {.nranks = 2, .deadline_s = 60,
                      .init = COLL_INIT_MANUAL, .env = env};
-    coll_result_t res;
 
     cr_assert(sizeof(timeouts_scratch_t) <= COLL_SCRATCH_BYTES);
-    coll_run(&o, body_two_timeouts, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&o, body_two_timeouts);
 }
 
 /* Non-blocking init, polled; rank 1 comes late so rank 0 sees it run. */
@@ -290,10 +288,8 @@ static void run_manual(coll_body_t body)
 {
     coll_opts_t o = {.nranks = 2, .deadline_s = 40,
                      .init = COLL_INIT_MANUAL};
-    coll_result_t res;
 
-    coll_run(&o, body, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&o, body);
 }
 
 Test(config, nonblocking_init_polled, .timeout = 60)
@@ -429,11 +425,9 @@ static int body_cb_abort(coll_ctx_t *ctx)
 Test(callback, error_after_abort, .timeout = 60)
 {
     coll_opts_t o = {.nranks = 2, .deadline_s = 40, .destroy_may_fail = 1};
-    coll_result_t res;
 
     cr_assert(sizeof(abort_scratch_t) <= COLL_SCRATCH_BYTES);
-    coll_run(&o, body_cb_abort, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&o, body_cb_abort);
 }
 
 /*
@@ -507,8 +501,6 @@ Test(progress, abort_with_pending_request, .timeout = 60)
     static int linger_ms = 50;
     coll_opts_t o = {.nranks = 2, .deadline_s = 40, .destroy_may_fail = 1,
                      .env = env, .arg = &linger_ms};
-    coll_result_t res;
 
-    coll_run(&o, body_cb_abort, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&o, body_cb_abort);
 }

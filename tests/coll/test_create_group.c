@@ -87,10 +87,8 @@ static void run_with(int nranks, const char *const *env, int may_fail,
     coll_opts_t o = {.nranks = nranks, .deadline_s = 40,
                      .init = COLL_INIT_AUTO, .env = env,
                      .destroy_may_fail = may_fail, .arg = &arg};
-    coll_result_t res;
 
-    coll_run(&o, body, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&o, body);
 }
 
 /* The parent still works: an allreduce over all of it. */

@@ -61,18 +61,14 @@ static int body_last_algorithm(coll_ctx_t *ctx)
 Test(derived, single_node)
 {
     coll_opts_t opts = {.nranks = 3, .deadline_s = 60};
-    coll_result_t res;
 
-    coll_run(&opts, body_single_node, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&opts, body_single_node);
 }
 
 Test(derived, last_algorithm)
 {
     static const char *const env[] = {"TACL_ALGO=allreduce=rd", NULL};
     coll_opts_t opts = {.nranks = 2, .deadline_s = 60, .env = env};
-    coll_result_t res;
 
-    coll_run(&opts, body_last_algorithm, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&opts, body_last_algorithm);
 }

@@ -698,10 +698,8 @@ Test(fast, abort_from_another_thread, .timeout = 90)
     static const char *const env[] = {"TACL_TIMEOUT=20", NULL};
     coll_opts_t o = {.nranks = 2, .deadline_s = 60, .env = env,
                      .destroy_may_fail = 1};
-    coll_result_t res;
 
-    coll_run(&o, body_abort, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&o, body_abort);
 }
 
 /* Thread B of body_owner: destroys the communicator while its owner
@@ -831,8 +829,6 @@ Test(fast, owner_holds, .timeout = 90)
 {
     static const char *const env[] = {"TACL_TIMEOUT=20", NULL};
     coll_opts_t o = {.nranks = 2, .deadline_s = 60, .env = env};
-    coll_result_t res;
 
-    coll_run(&o, body_owner, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&o, body_owner);
 }

@@ -474,12 +474,10 @@ static int body_abort(coll_ctx_t *ctx)
 static void run(int nranks, coll_body_t body, int may_fail,
                 const char *const *env)
 {
-    coll_result_t res;
     coll_opts_t opts = {.nranks = nranks, .deadline_s = 120, .env = env,
                         .destroy_may_fail = may_fail};
 
-    coll_run(&opts, body, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&opts, body);
 }
 
 Test(persistent, repeat_two_ranks) { run(2, body_repeat, 0, NULL); }

@@ -211,10 +211,8 @@ static void run_plan(int nranks, coll_body_t body)
      * schedule to cache (test_fast.c covers it). */
     static const char *const env[] = {"TACL_FAST_MAX=0", NULL};
     coll_opts_t opts = {.nranks = nranks, .deadline_s = 90, .env = env};
-    coll_result_t res;
 
-    coll_run(&opts, body, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&opts, body);
 }
 
 Test(plan, reuse_and_change) { run_plan(3, body_reuse); }

@@ -14,6 +14,7 @@
 
 #include <string.h>
 
+#include "elem.h"
 #include "float_bits.h"
 
 uint16_t val_half_from_int(int v)
@@ -28,42 +29,12 @@ uint16_t val_bf16_from_int(int v)
 
 void val_store(tacl_dtype_t dt, void *buf, size_t idx, long v)
 {
-    switch (dt) {
-    case TACL_INT8: ((int8_t *)buf)[idx] = (int8_t)v; break;
-    case TACL_UINT8: ((uint8_t *)buf)[idx] = (uint8_t)v; break;
-    case TACL_INT32: ((int32_t *)buf)[idx] = (int32_t)v; break;
-    case TACL_UINT32: ((uint32_t *)buf)[idx] = (uint32_t)v; break;
-    case TACL_INT64: ((int64_t *)buf)[idx] = (int64_t)v; break;
-    case TACL_UINT64: ((uint64_t *)buf)[idx] = (uint64_t)v; break;
-    case TACL_FLOAT16:
-        ((uint16_t *)buf)[idx] = val_half_from_int((int)v);
-        break;
-    case TACL_BFLOAT16:
-        ((uint16_t *)buf)[idx] = val_bf16_from_int((int)v);
-        break;
-    case TACL_FLOAT32: ((float *)buf)[idx] = (float)v; break;
-    case TACL_FLOAT64: ((double *)buf)[idx] = (double)v; break;
-    default: break;
-    }
+    tacl__elem_store_int(dt, buf, idx, v);
 }
 
 double val_load(tacl_dtype_t dt, const void *buf, size_t idx)
 {
-    switch (dt) {
-    case TACL_INT8: return ((const int8_t *)buf)[idx];
-    case TACL_UINT8: return ((const uint8_t *)buf)[idx];
-    case TACL_INT32: return ((const int32_t *)buf)[idx];
-    case TACL_UINT32: return ((const uint32_t *)buf)[idx];
-    case TACL_INT64: return (double)((const int64_t *)buf)[idx];
-    case TACL_UINT64: return (double)((const uint64_t *)buf)[idx];
-    case TACL_FLOAT16:
-        return tacl__half_to_float_inl(((const uint16_t *)buf)[idx]);
-    case TACL_BFLOAT16:
-        return tacl__bf16_to_float_inl(((const uint16_t *)buf)[idx]);
-    case TACL_FLOAT32: return ((const float *)buf)[idx];
-    case TACL_FLOAT64: return ((const double *)buf)[idx];
-    default: return 0.0;
-    }
+    return tacl__elem_load(dt, buf, idx);
 }
 
 size_t val_size(tacl_dtype_t dt)

@@ -58,6 +58,20 @@ expect_no_grep() {
     fi
 }
 
+# expect_not OK FAILURE COMMAND [ARGS...]: one check, that COMMAND fails
+# (finds nothing): reported as OK, else failed as FAILURE.  COMMAND's
+# output is dropped.
+expect_not() {
+    en_ok=$1 en_fail=$2
+    shift 2
+    checks=$((checks + 1))
+    if "$@" > /dev/null; then
+        fail "$en_fail"
+    else
+        ok "$en_ok"
+    fi
+}
+
 # finish: print the counts; succeeds only when no check failed.
 finish() {
     echo "$checks checks, $failures failures"

@@ -27,6 +27,13 @@
 #include "log.h"
 #include "socket.h"
 
+/* A call that must return TACL_OK; else the process fails naming it. */
+#define CHECK_OK(call)                                                       \
+    do {                                                                     \
+        tacl_status_t st_ = (call);                                          \
+        CHECK(st_ == TACL_OK, "%s: status %d", #call, (int)st_);             \
+    } while (0)
+
 #define MAX_PROCS 32
 /* How long the parent lets one multi-process test run. */
 #define HARNESS_LIMIT_S 30.0
@@ -82,7 +89,7 @@ static int free_port(void)
  * The id of a test: made from 127.0.0.1:port, or created by the process
  * that is rank 0 (creator) and read by the others from the mapping.
  */
-static tacl_status_t get_id(ctx_t *c, int creator, tacl_unique_id_t *id)
+static tacl_status_t find_id(ctx_t *c, int creator, tacl_unique_id_t *id)
 {
     tacl_status_t status;
     uint64_t t0 = tacl__now_ns();
@@ -107,6 +114,14 @@ static tacl_status_t get_id(ctx_t *c, int creator, tacl_unique_id_t *id)
     return TACL_OK;
 }
 
+/* find_id, which must succeed. */
+static void get_id(ctx_t *c, int creator, tacl_unique_id_t *id)
+{
+    tacl_status_t st = find_id(c, creator, id);
+
+    CHECK(st == TACL_OK, "get_id: status %d", (int)st);
+}
+
 /*
  * The start of most processes: get the id (rank 0 makes it) and join the
  * bootstrap with a 10 s timeout.
@@ -115,12 +130,9 @@ static tacl__bootstrap_t *join(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
     tacl_unique_id_t id;
-    tacl_status_t st;
 
-    st = get_id(c, c->rank == 0, &id);
-    CHECK(st == TACL_OK, "get_id: status %d", (int)st);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "init: status %d", (int)st);
+    get_id(c, c->rank == 0, &id);
+    CHECK_OK(tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs));
     return bs;
 }
 
@@ -183,12 +195,22 @@ static uint8_t pattern(int round, int rank, size_t i)
     return (uint8_t)(rank * 131 + (int)i * 7 + round * 29 + (int)(i >> 8));
 }
 
+/* Poll check() for seconds, ms apart: the bootstrap stays healthy. */
+static void check_quiet_for(tacl__bootstrap_t *bs, double seconds, int ms)
+{
+    uint64_t t0 = tacl__now_ns();
+
+    while (seconds_since(t0) < seconds) {
+        CHECK_OK(tacl__bootstrap_check(bs));
+        sleep_ms(ms);
+    }
+}
+
 /* Allgather three rounds of `size`-byte records, with barriers. */
 static int proc_allgather(ctx_t *c)
 {
     size_t size = *(const size_t *)c->arg;
     tacl__bootstrap_t *bs;
-    tacl_status_t st;
     uint8_t *all;
 
     bs = join(c);
@@ -200,15 +222,12 @@ static int proc_allgather(ctx_t *c)
         memset(all, 0xee, size * (size_t)c->nranks);
         for (size_t i = 0; i < size; i++)
             all[(size_t)c->rank * size + i] = pattern(round, c->rank, i);
-        st = tacl__bootstrap_allgather(bs, all, size);
-        CHECK(st == TACL_OK, "status %d", (int)st);
+        CHECK_OK(tacl__bootstrap_allgather(bs, all, size));
         for (int r = 0; r < c->nranks; r++)
             for (size_t i = 0; i < size; i++)
                 CHECK(all[(size_t)r * size + i] == pattern(round, r, i));
-        st = tacl__bootstrap_barrier(bs);
-        CHECK(st == TACL_OK, "status %d", (int)st);
-        st = tacl__bootstrap_check(bs);
-        CHECK(st == TACL_OK, "status %d", (int)st);
+        CHECK_OK(tacl__bootstrap_barrier(bs));
+        CHECK_OK(tacl__bootstrap_check(bs));
     }
     free(all);
     tacl__bootstrap_fini(bs);
@@ -241,7 +260,6 @@ Test(bootstrap, allgather_16_large)
 static int proc_barrier(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_status_t st;
 
     bs = join(c);
     for (int late = c->nranks - 1; late >= 0; late -= 2) {
@@ -250,8 +268,7 @@ static int proc_barrier(ctx_t *c)
             __atomic_store_n(&c->sh->stamp[late], tacl__now_ns(),
                              __ATOMIC_RELEASE);
         }
-        st = tacl__bootstrap_barrier(bs);
-        CHECK(st == TACL_OK, "status %d", (int)st);
+        CHECK_OK(tacl__bootstrap_barrier(bs));
         uint64_t entered = __atomic_load_n(&c->sh->stamp[late],
                                            __ATOMIC_ACQUIRE);
         CHECK(entered != 0 && tacl__now_ns() >= entered);
@@ -273,15 +290,12 @@ static int proc_from_addr(ctx_t *c)
     tacl_status_t st;
     int64_t all[MAX_PROCS];
 
-    st = get_id(c, 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    get_id(c, 0, &id);
     if (c->rank == 0)
         sleep_ms(300);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    CHECK_OK(tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs));
     all[c->rank] = 1000 + c->rank;
-    st = tacl__bootstrap_allgather(bs, all, sizeof(all[0]));
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    CHECK_OK(tacl__bootstrap_allgather(bs, all, sizeof(all[0])));
     for (int r = 0; r < c->nranks; r++)
         CHECK(all[r] == 1000 + r);
     if (c->rank == 0) {
@@ -336,8 +350,7 @@ static int proc_absent(ctx_t *c)
 
     if (c->rank == absent)
         return 0;
-    st = get_id(c, c->rank == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    get_id(c, c->rank == 0, &id);
     t0 = tacl__now_ns();
     st = tacl__bootstrap_init(&id, c->rank, c->nranks, 2.0, &bs);
     dt = seconds_since(t0);
@@ -379,8 +392,7 @@ static int proc_victim(ctx_t *c)
     char buf[8];
 
     bs = join(c);
-    st = tacl__bootstrap_barrier(bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    CHECK_OK(tacl__bootstrap_barrier(bs));
     /* The victim strikes only once every rank has left the barrier. */
     __atomic_add_fetch(&c->sh->arrived, 1, __ATOMIC_ACQ_REL);
     if (c->rank == v->victim) {
@@ -439,28 +451,20 @@ static int proc_goodbye(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
     tacl_status_t st;
-    uint64_t t0;
     char buf[8];
 
     bs = join(c);
-    st = tacl__bootstrap_barrier(bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    CHECK_OK(tacl__bootstrap_barrier(bs));
     if (c->rank == 2) {
         tacl__bootstrap_fini(bs);
         return 0;
     }
-    t0 = tacl__now_ns();
-    while (seconds_since(t0) < 0.5) {
-        st = tacl__bootstrap_check(bs);
-        CHECK(st == TACL_OK, "status %d", (int)st);
-        sleep_ms(2);
-    }
+    check_quiet_for(bs, 0.5, 2);
     /* Rank 2's neighbors can tell that it left. */
     if (c->rank == 1 || c->rank == 3) {
         st = tacl__bootstrap_allgather(bs, buf, 1);
         CHECK(st == TACL_ERR_INVALID_USAGE, "status %d", (int)st);
-        st = tacl__bootstrap_check(bs);
-        CHECK(st == TACL_OK, "status %d", (int)st);
+        CHECK_OK(tacl__bootstrap_check(bs));
     }
     tacl__bootstrap_fini(bs);
     return 0;
@@ -478,23 +482,14 @@ Test(bootstrap, fini_is_not_a_failure)
 static int proc_check_early_data(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
-    tacl_status_t st;
-    uint64_t t0;
     int all[4];
 
     bs = join(c);
     for (int round = 0; round < 2; round++) {
-        if (c->rank == 1) {
-            t0 = tacl__now_ns();
-            while (seconds_since(t0) < 0.3) {
-                st = tacl__bootstrap_check(bs);
-                CHECK(st == TACL_OK, "status %d", (int)st);
-                sleep_ms(1);
-            }
-        }
+        if (c->rank == 1)
+            check_quiet_for(bs, 0.3, 1);
         all[c->rank] = 100 * round + c->rank;
-        st = tacl__bootstrap_allgather(bs, all, sizeof(all[0]));
-        CHECK(st == TACL_OK, "status %d", (int)st);
+        CHECK_OK(tacl__bootstrap_allgather(bs, all, sizeof(all[0])));
         for (int r = 0; r < c->nranks; r++)
             CHECK(all[r] == 100 * round + r);
     }
@@ -562,10 +557,8 @@ static void join_expect_twice(ctx_t *c, const tacl_unique_id_t *id,
 static int proc_duplicate(ctx_t *c)
 {
     tacl_unique_id_t id;
-    tacl_status_t st;
 
-    st = get_id(c, c->proc == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    get_id(c, c->proc == 0, &id);
     join_expect_twice(c, &id, c->proc == 2 ? 300 : 0);
     return 0;
 }
@@ -587,25 +580,15 @@ static int proc_late_duplicate(ctx_t *c)
 {
     tacl__bootstrap_t *bs;
     tacl_unique_id_t id;
-    tacl_status_t st;
-    uint64_t t0;
 
-    st = get_id(c, c->proc == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    get_id(c, c->proc == 0, &id);
     if (c->proc == 3) {
         join_expect_twice(c, &id, 500);
         return 0;
     }
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    t0 = tacl__now_ns();
-    while (seconds_since(t0) < 2.0) {
-        st = tacl__bootstrap_check(bs);
-        CHECK(st == TACL_OK, "check: status %d", (int)st);
-        sleep_ms(1);
-    }
-    st = tacl__bootstrap_barrier(bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    CHECK_OK(tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs));
+    check_quiet_for(bs, 2.0, 1);
+    CHECK_OK(tacl__bootstrap_barrier(bs));
     tacl__bootstrap_fini(bs);
     return 0;
 }
@@ -627,8 +610,7 @@ static int proc_impostor(ctx_t *c)
     tacl_unique_id_t id;
     tacl_status_t st;
 
-    st = get_id(c, c->proc == 0, &id);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    get_id(c, c->proc == 0, &id);
     if (c->proc == 1) {
         st = tacl__bootstrap_init(&id, 1, 4, 10.0, &bs);
         CHECK(st == TACL_ERR_INVALID_ARG, "status %d", (int)st);
@@ -643,10 +625,8 @@ static int proc_impostor(ctx_t *c)
     }
     if (c->proc != 0)
         sleep_ms(400);
-    st = tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
-    st = tacl__bootstrap_barrier(bs);
-    CHECK(st == TACL_OK, "status %d", (int)st);
+    CHECK_OK(tacl__bootstrap_init(&id, c->rank, c->nranks, 10.0, &bs));
+    CHECK_OK(tacl__bootstrap_barrier(bs));
     tacl__bootstrap_fini(bs);
     return 0;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cuda_device.h"
+#include "elem.h"
 #include "quant.h"
 #include "quant_cuda.h"
 #include "reduce.h"
@@ -48,12 +49,7 @@ static void fill(void *buf, size_t n, tacl_dtype_t t, uint32_t block,
             v = 0.0f;
         if (with_inf && tt_rng_next(&rng) % 997 == 0)
             v = (tt_rng_next(&rng) & 1) ? INFINITY : NAN;
-        if (t == TACL_FLOAT32)
-            ((float *)buf)[i] = v;
-        else if (t == TACL_FLOAT16)
-            ((uint16_t *)buf)[i] = tacl__float_to_half(v);
-        else
-            ((uint16_t *)buf)[i] = tacl__float_to_bf16(v);
+        tacl__elem_store_float(t, buf, i, v);
     }
 }
 

@@ -319,45 +319,37 @@ Test(reduce_cuda, stream_ordered_launch)
     free(back);
 }
 
+/* A call that its arguments make fail with TACL_ERR_INVALID_ARG. */
+#define EXPECT_INVALID(call)                                                 \
+    cr_assert_eq((call), TACL_ERR_INVALID_ARG, "%s", #call)
+
 /* These need no device: arguments are checked before any CUDA call. */
 Test(reduce_cuda, invalid_arguments)
 {
     _Alignas(16) char buf[16] = {0};
-    cr_assert_eq(tacl__reduce_cuda(buf, buf, buf, 1, TACL_FLOAT32,
-                                   TACL_AVG, NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__reduce_cuda(buf, buf, buf, 1, TACL_FLOAT32,
-                                   TACL_NUM_OPS, NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__reduce_cuda(buf, buf, buf, 1, TACL_FLOAT32,
-                                   TACL_BAND, NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__reduce_cuda(buf, buf, buf, 1, TACL_NUM_DTYPES,
-                                   TACL_SUM, NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__reduce_cuda(NULL, buf, buf, 1, TACL_INT8, TACL_SUM,
-                                   NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__div_cuda(buf, buf, 1, TACL_FLOAT32, 0, NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__div_cuda(buf, buf, 1, (tacl_dtype_t)-1, 2, NULL),
-                 TACL_ERR_INVALID_ARG);
+    EXPECT_INVALID(
+        tacl__reduce_cuda(buf, buf, buf, 1, TACL_FLOAT32, TACL_AVG, NULL));
+    EXPECT_INVALID(tacl__reduce_cuda(buf, buf, buf, 1, TACL_FLOAT32,
+                                     TACL_NUM_OPS, NULL));
+    EXPECT_INVALID(
+        tacl__reduce_cuda(buf, buf, buf, 1, TACL_FLOAT32, TACL_BAND, NULL));
+    EXPECT_INVALID(tacl__reduce_cuda(buf, buf, buf, 1, TACL_NUM_DTYPES,
+                                     TACL_SUM, NULL));
+    EXPECT_INVALID(
+        tacl__reduce_cuda(NULL, buf, buf, 1, TACL_INT8, TACL_SUM, NULL));
+    EXPECT_INVALID(tacl__div_cuda(buf, buf, 1, TACL_FLOAT32, 0, NULL));
+    EXPECT_INVALID(tacl__div_cuda(buf, buf, 1, (tacl_dtype_t)-1, 2, NULL));
     /* Elements off their alignment would fault on the device. */
-    cr_assert_eq(tacl__reduce_cuda(buf + 1, buf + 4, buf + 8, 1,
-                                   TACL_FLOAT32, TACL_SUM, NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__reduce_cuda(buf, buf + 4, buf + 2, 1, TACL_INT64,
-                                   TACL_BXOR, NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__div_cuda(buf + 8, buf + 1, 1, TACL_BFLOAT16, 2,
-                                NULL),
-                 TACL_ERR_INVALID_ARG);
+    EXPECT_INVALID(tacl__reduce_cuda(buf + 1, buf + 4, buf + 8, 1,
+                                     TACL_FLOAT32, TACL_SUM, NULL));
+    EXPECT_INVALID(tacl__reduce_cuda(buf, buf + 4, buf + 2, 1, TACL_INT64,
+                                     TACL_BXOR, NULL));
+    EXPECT_INVALID(
+        tacl__div_cuda(buf + 8, buf + 1, 1, TACL_BFLOAT16, 2, NULL));
     /* The copy: NULL and overlapping buffers. */
-    cr_assert_eq(tacl__copy_cuda(NULL, buf, 4, NULL), TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__copy_cuda(buf + 2, buf, 4, NULL),
-                 TACL_ERR_INVALID_ARG);
-    cr_assert_eq(tacl__copy_cuda(buf, buf + 3, 4, NULL),
-                 TACL_ERR_INVALID_ARG);
+    EXPECT_INVALID(tacl__copy_cuda(NULL, buf, 4, NULL));
+    EXPECT_INVALID(tacl__copy_cuda(buf + 2, buf, 4, NULL));
+    EXPECT_INVALID(tacl__copy_cuda(buf, buf + 3, 4, NULL));
     cr_assert_eq(tacl__copy_cuda(buf, buf, 4, NULL), TACL_OK);
     cr_assert_eq(tacl__copy_cuda(NULL, NULL, 0, NULL), TACL_OK);
     /* Nothing to do is not an error, with or without a device. */

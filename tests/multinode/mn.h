@@ -52,6 +52,16 @@ static inline void mn_ok(const mn_t *mn, tacl_status_t status,
         mn_die(mn, status, what);
 }
 
+/** A communicator's answers to the queries of a rank's place. */
+typedef struct {
+    int rank, size;
+    int node, n_nodes;
+    int local_rank, local_size;
+} mn_place_t;
+
+/** Ask mn->comm every query of mn_place_t; a failed one stops the rank. */
+void mn_place(const mn_t *mn, mn_place_t *p);
+
 /** A buffer of n elements of dtype followed by a guard, set to a pattern. */
 void *mn_alloc(size_t n, size_t es);
 /** Bytes of guard that follow every mn_alloc buffer. */

@@ -143,6 +143,24 @@ static void check_send_kept(mn_case_t *c, const void *send, size_t n,
     free(want);
 }
 
+/*
+ * The end of a case: the send buffer (of send_count elements) still as
+ * it was when out of place, the counters against floor (case_end), then
+ * the buffers freed; in place, inner lies in outer and goes with it.
+ */
+static void case_finish(mn_case_t *c, const char *send, size_t send_count,
+                        char *outer, char *inner, char *want, int inplace,
+                        uint64_t floor)
+{
+    if (!inplace) {
+        check_send_kept(c, send, send_count, c->mn->rank, 0);
+        free(inner);
+    }
+    case_end(c, floor);
+    free(outer);
+    free(want);
+}
+
 /* Sum over nodes of what a node must receive: (ranks elsewhere) * unit. */
 static uint64_t floor_others(const mn_t *mn, uint64_t unit)
 {
@@ -172,13 +190,8 @@ static void run_allgather(mn_t *mn, tacl_dtype_t dt, size_t count,
     mn_ok(mn, tacl_allgather(send, recv, count, dt, mn->comm, NULL),
           c.what);
     mn_compare(mn, c.what, want, recv, (size_t)p * count, dt);
-    if (!inplace) {
-        check_send_kept(&c, send, count, mn->rank, 0);
-        free(send);
-    }
-    case_end(&c, mn->n_nodes > 1 ? floor_others(mn, count * c.es) : 0);
-    free(recv);
-    free(want);
+    case_finish(&c, send, count, recv, send, want, inplace,
+                mn->n_nodes > 1 ? floor_others(mn, count * c.es) : 0);
 }
 
 static void run_reduce_scatter(mn_t *mn, tacl_dtype_t dt, size_t count,
@@ -225,14 +238,8 @@ static void run_allreduce(mn_t *mn, tacl_dtype_t dt, size_t count,
     mn_ok(mn, tacl_allreduce(send, recv, count, dt, TACL_SUM, mn->comm,
                              NULL), c.what);
     mn_compare(mn, c.what, want, recv, count, dt);
-    if (!inplace) {
-        check_send_kept(&c, send, count, mn->rank, 0);
-        free(recv);
-    }
-    case_end(&c, mn->n_nodes > 1 ? (uint64_t)mn->n_nodes * count * c.es
-                                 : 0);
-    free(send);
-    free(want);
+    case_finish(&c, send, count, send, recv, want, inplace,
+                mn->n_nodes > 1 ? (uint64_t)mn->n_nodes * count * c.es : 0);
 }
 
 static void run_broadcast(mn_t *mn, tacl_dtype_t dt, size_t count,
@@ -253,13 +260,8 @@ static void run_broadcast(mn_t *mn, tacl_dtype_t dt, size_t count,
     mn_ok(mn, tacl_broadcast(send, recv, count, dt, root, mn->comm, NULL),
           c.what);
     mn_compare(mn, c.what, want, recv, count, dt);
-    if (!inplace) {
-        check_send_kept(&c, send, count, mn->rank, 0);
-        free(send);
-    }
-    case_end(&c, (uint64_t)(mn->n_nodes - 1) * count * c.es);
-    free(recv);
-    free(want);
+    case_finish(&c, send, count, recv, send, want, inplace,
+                (uint64_t)(mn->n_nodes - 1) * count * c.es);
 }
 
 static void run_reduce(mn_t *mn, tacl_dtype_t dt, size_t count, int inplace,
@@ -281,13 +283,8 @@ static void run_reduce(mn_t *mn, tacl_dtype_t dt, size_t count, int inplace,
                           NULL), c.what);
     if (mn->rank == root || !inplace)
         mn_compare(mn, c.what, want, recv, count, dt);
-    if (!inplace) {
-        check_send_kept(&c, send, count, mn->rank, 0);
-        free(recv);
-    }
-    case_end(&c, mn->n_nodes > 1 ? count * c.es : 0);
-    free(send);
-    free(want);
+    case_finish(&c, send, count, send, recv, want, inplace,
+                mn->n_nodes > 1 ? count * c.es : 0);
 }
 
 static void run_alltoall(mn_t *mn, tacl_dtype_t dt, size_t count,
@@ -309,16 +306,11 @@ static void run_alltoall(mn_t *mn, tacl_dtype_t dt, size_t count,
     mn_counters(mn, &c.before);
     mn_ok(mn, tacl_alltoall(send, recv, count, dt, mn->comm, NULL), c.what);
     mn_compare(mn, c.what, want, recv, (size_t)p * count, dt);
-    if (!inplace) {
-        check_send_kept(&c, send, (size_t)p * count, mn->rank, 0);
-        free(recv);
-    }
     for (int n = 0; n < mn->n_nodes; n++)
         floor += (uint64_t)mn->rpn[n] * (uint64_t)(p - mn->rpn[n]) * count *
                  c.es;
-    case_end(&c, floor);
-    free(send);
-    free(want);
+    case_finish(&c, send, (size_t)p * count, send, recv, want, inplace,
+                floor);
 }
 
 /*

@@ -96,16 +96,13 @@ static void check_int(mn_t *mn, const char *what, int got, int want)
  */
 static mn_card_t *check_topology(mn_t *mn)
 {
-    int rank, size, node, n_nodes, lrank, lsize;
+    mn_place_t pl;
     mn_card_t me, *all;
-    int expected_node;
+    int rank, size, expected_node;
 
-    mn_ok(mn, tacl_comm_rank(mn->comm, &rank), "tacl_comm_rank");
-    mn_ok(mn, tacl_comm_size(mn->comm, &size), "tacl_comm_size");
-    mn_ok(mn, tacl_comm_node(mn->comm, &node), "tacl_comm_node");
-    mn_ok(mn, tacl_comm_n_nodes(mn->comm, &n_nodes), "tacl_comm_n_nodes");
-    mn_ok(mn, tacl_comm_local_rank(mn->comm, &lrank), "tacl_comm_local_rank");
-    mn_ok(mn, tacl_comm_local_size(mn->comm, &lsize), "tacl_comm_local_size");
+    mn_place(mn, &pl);
+    rank = pl.rank;
+    size = pl.size;
     if (size != mn->nranks || rank < 0 || rank >= size) {
         fprintf(stderr, "mn_check rank %d: FAIL: %d ranks, the layout has "
                 "%d\n", rank, size, mn->nranks);
@@ -113,20 +110,21 @@ static mn_card_t *check_topology(mn_t *mn)
     }
     mn->rank = rank;
     expected_node = mn->node_of[rank];
-    check_int(mn, "tacl_comm_n_nodes", n_nodes, mn->n_nodes);
-    check_int(mn, "tacl_comm_node", node, expected_node);
-    check_int(mn, "tacl_comm_local_rank", lrank,
+    check_int(mn, "tacl_comm_n_nodes", pl.n_nodes, mn->n_nodes);
+    check_int(mn, "tacl_comm_node", pl.node, expected_node);
+    check_int(mn, "tacl_comm_local_rank", pl.local_rank,
               rank - first_rank(mn, expected_node));
-    check_int(mn, "tacl_comm_local_size", lsize, mn->rpn[expected_node]);
+    check_int(mn, "tacl_comm_local_size", pl.local_size,
+              mn->rpn[expected_node]);
 
     memset(&me, 0, sizeof(me));
     gethostname(me.host, sizeof(me.host) - 1);
     snprintf(me.node_id, sizeof(me.node_id), "%s",
              getenv("TACL_NODE_ID") ? getenv("TACL_NODE_ID") : "");
-    me.node = node;
-    me.local_rank = lrank;
-    me.local_size = lsize;
-    me.n_nodes = n_nodes;
+    me.node = pl.node;
+    me.local_rank = pl.local_rank;
+    me.local_size = pl.local_size;
+    me.n_nodes = pl.n_nodes;
     all = mn_alloc((size_t)size, sizeof(me));
     mn_ok(mn, tacl_allgather(&me, all, sizeof(me), TACL_UINT8, mn->comm,
                              NULL), "tacl_allgather of the node cards");

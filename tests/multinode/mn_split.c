@@ -99,27 +99,25 @@ static int sub_layout(const mn_t *mn, split_kind_t kind, mn_t *sub)
 
 static void check_part(mn_t *mn, mn_t *sub, const char *name)
 {
-    int rank, size, node, n_nodes, lrank, lsize, want_lrank = 0;
+    mn_place_t pl;
+    int want_lrank = 0;
 
-    mn_ok(sub, tacl_comm_rank(sub->comm, &rank), "split: tacl_comm_rank");
-    mn_ok(sub, tacl_comm_size(sub->comm, &size), "split: tacl_comm_size");
-    mn_ok(sub, tacl_comm_node(sub->comm, &node), "split: tacl_comm_node");
-    mn_ok(sub, tacl_comm_n_nodes(sub->comm, &n_nodes), "split: n_nodes");
-    mn_ok(sub, tacl_comm_local_rank(sub->comm, &lrank), "split: local_rank");
-    mn_ok(sub, tacl_comm_local_size(sub->comm, &lsize), "split: local_size");
+    mn_place(sub, &pl);
     for (int j = 0; j < sub->rank; j++)
         want_lrank += sub->node_of[j] == sub->node_of[sub->rank];
-    if (rank != sub->rank || size != sub->nranks) {
+    if (pl.rank != sub->rank || pl.size != sub->nranks) {
         mn_fail(mn, "split by %s: rank %d of %d, expected %d of %d", name,
-                rank, size, sub->rank, sub->nranks);
+                pl.rank, pl.size, sub->rank, sub->nranks);
         exit(1);
     }
-    if (node != sub->node_of[rank] || n_nodes != sub->n_nodes ||
-        lrank != want_lrank || lsize != sub->rpn[sub->node_of[rank]]) {
+    if (pl.node != sub->node_of[pl.rank] || pl.n_nodes != sub->n_nodes ||
+        pl.local_rank != want_lrank ||
+        pl.local_size != sub->rpn[sub->node_of[pl.rank]]) {
         mn_fail(mn, "split by %s: rank %d has node %d of %d, local rank %d "
                 "of %d; expected node %d of %d, local rank %d of %d", name,
-                rank, node, n_nodes, lrank, lsize, sub->node_of[rank],
-                sub->n_nodes, want_lrank, sub->rpn[sub->node_of[rank]]);
+                pl.rank, pl.node, pl.n_nodes, pl.local_rank, pl.local_size,
+                sub->node_of[pl.rank], sub->n_nodes, want_lrank,
+                sub->rpn[sub->node_of[pl.rank]]);
     }
     mn_run_basic(sub);
 }

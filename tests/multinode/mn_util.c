@@ -42,6 +42,18 @@ void mn_die(const mn_t *mn, tacl_status_t status, const char *what)
     exit(1);
 }
 
+void mn_place(const mn_t *mn, mn_place_t *p)
+{
+    mn_ok(mn, tacl_comm_rank(mn->comm, &p->rank), "tacl_comm_rank");
+    mn_ok(mn, tacl_comm_size(mn->comm, &p->size), "tacl_comm_size");
+    mn_ok(mn, tacl_comm_node(mn->comm, &p->node), "tacl_comm_node");
+    mn_ok(mn, tacl_comm_n_nodes(mn->comm, &p->n_nodes), "tacl_comm_n_nodes");
+    mn_ok(mn, tacl_comm_local_rank(mn->comm, &p->local_rank),
+          "tacl_comm_local_rank");
+    mn_ok(mn, tacl_comm_local_size(mn->comm, &p->local_size),
+          "tacl_comm_local_size");
+}
+
 void *mn_alloc(size_t n, size_t es)
 {
     size_t bytes = n * es + MN_GUARD;

@@ -53,12 +53,20 @@ class Parse(unittest.TestCase):
                 self.assertAlmostEqual(report.busbw(coll, n, r["size"], t),
                                        r[p]["busbw"], places=places)
 
+    def parsed(self, name, nresults=None, **fields):
+        """The run of testdata/NAME, checked to have FIELDS and, when
+        given, NRESULTS result rows."""
+        run = sample(name)
+        for key, value in fields.items():
+            self.assertEqual(run[key], value, key)
+        if nresults is not None:
+            self.assertEqual(len(run["results"]), nresults)
+        return run
+
     def test_text(self):
-        run = sample("report_tacl_all_reduce_3.txt")
-        self.assertEqual(run["library"], "tacl")
-        self.assertEqual(run["collective"], "all_reduce")
-        self.assertEqual(run["nranks"], 3)
-        self.assertEqual(run["algorithm"], "auto")
+        run = self.parsed("report_tacl_all_reduce_3.txt", library="tacl",
+                          collective="all_reduce", nranks=3,
+                          algorithm="auto")
         # The counters lines ("#   bytes/op ...") are not rows.
         self.assertEqual([r["size"] for r in run["results"]],
                          [65536, 262144])
@@ -70,19 +78,15 @@ class Parse(unittest.TestCase):
         self.check_printed(run, 2)
 
     def test_cluster_prefix(self):
-        run = sample("report_tacl_reduce_scatter_cluster_2.txt")
-        self.assertEqual(run["collective"], "reduce_scatter")
-        self.assertEqual(run["nranks"], 2)
-        self.assertEqual(len(run["results"]), 1)
+        run = self.parsed("report_tacl_reduce_scatter_cluster_2.txt",
+                          nresults=1, collective="reduce_scatter", nranks=2)
         self.assertEqual(run["results"][0]["out_of_place"]["time_us"],
                          6454.3)
         self.check_printed(run, 2)
 
     def test_json(self):
-        run = sample("report_gloo_all_gather_4.json")
-        self.assertEqual(run["library"], "gloo")
-        self.assertEqual(run["nranks"], 4)
-        self.assertEqual(len(run["results"]), 2)
+        run = self.parsed("report_gloo_all_gather_4.json", nresults=2,
+                          library="gloo", nranks=4)
         # Four decimals written.
         self.check_printed(run, 4)
 

@@ -15,6 +15,18 @@ now() {
     date +%s
 }
 
+# expect_took WHAT MIN MAX: one check, that WHAT took MIN to MAX seconds
+# since t0.
+expect_took() {
+    took=$(($(now) - t0))
+    checks=$((checks + 1))
+    if [ "$took" -lt "$2" ] || [ "$took" -gt "$3" ]; then
+        fail "$1 after $took s, wanted $2 to $3 s"
+    else
+        ok "$1 after $took s"
+    fi
+}
+
 # 1. Every rank sees its own rank and the shared launch description.
 show='echo "$TACL_RANK $TACL_NRANKS $TACL_LOCAL_RANK $TACL_LOCAL_SIZE $RANK'
 show="$show"' $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $TACL_ROOT_ADDR'
@@ -66,13 +78,7 @@ expect_rc "command not found" 127 $?
 t0=$(now)
 "$RUN" -n 3 sh -c '[ "$TACL_RANK" = 2 ] && exit 3; sleep 60' 2>/dev/null
 expect_rc "kill on failure" 3 $?
-t1=$(now)
-checks=$((checks + 1))
-if [ $((t1 - t0)) -gt 10 ]; then
-    fail "the other ranks were not stopped ($((t1 - t0)) s)"
-else
-    echo "ok: the other ranks stopped in $((t1 - t0)) s"
-fi
+expect_took "the other ranks stopped" 0 10
 
 # 4b. --keep-going: a killed rank stops nobody; the survivors finish and
 # tacl-run still exits with the first failure's code.
@@ -91,25 +97,13 @@ t0=$(now)
 "$RUN" -n 2 sh -c '[ "$TACL_RANK" = 1 ] && { sleep 1; exit 5; }
     trap "" TERM; sleep 60' 2>/dev/null
 expect_rc "SIGKILL after grace period" 5 $?
-t1=$(now)
-checks=$((checks + 1))
-if [ $((t1 - t0)) -lt 3 ] || [ $((t1 - t0)) -gt 12 ]; then
-    fail "stubborn rank stopped after $((t1 - t0)) s, wanted about 3 s"
-else
-    echo "ok: stubborn rank killed after $((t1 - t0)) s"
-fi
+expect_took "the stubborn rank was killed (about 3 s)" 3 12
 
 # 6. --timeout.
 t0=$(now)
 "$RUN" --timeout 1 -n 2 sleep 60 2>/dev/null
 expect_rc "timeout" 124 $?
-t1=$(now)
-checks=$((checks + 1))
-if [ $((t1 - t0)) -gt 8 ]; then
-    fail "timeout took $((t1 - t0)) s"
-else
-    echo "ok: timeout stopped the ranks in $((t1 - t0)) s"
-fi
+expect_took "the timeout stopped the ranks" 0 8
 
 # 7. SIGTERM to the launcher reaches the ranks.
 "$RUN" -n 2 sh -c 'trap "echo got-term-\$TACL_RANK; exit 0" TERM; sleep 60 & wait' \
