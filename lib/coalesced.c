@@ -99,25 +99,32 @@ static tacl_status_t coalesced(const char *name, tacl_coll_t type,
                                void *const *recvbufs, const size_t *counts,
                                int nbufs, tacl_dtype_t dtype, tacl_op_t op,
                                tacl_comm_t comm, tacl_stream_t stream,
-                               tacl_request_t *req_p)
+                               tacl_request_t *req_p, int nb)
 {
+    if (nb && req_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL, "%s: req_p is NULL",
+                           name);
     TACL__COMM_HELD(comm, coalesced_held(name, type, one, sendbufs, recvbufs,
                                          counts, nbufs, dtype, op, comm,
                                          stream, req_p));
 }
+
+/* The two coalesced operations on their entry points' parameters. */
+#define ALLGATHER_COALESCED(req_p, nb)                                       \
+    coalesced("allgather_coalesced", TACL_COLL_ALLGATHER, allgather_one,     \
+              sendbufs, recvbufs, sendcounts, nbufs, dtype, TACL_SUM, comm,  \
+              stream, req_p, nb)
+#define REDUCE_SCATTER_COALESCED(req_p, nb)                                  \
+    coalesced("reduce_scatter_coalesced", TACL_COLL_REDUCE_SCATTER,          \
+              reduce_scatter_one, sendbufs, recvbufs, recvcounts, nbufs,     \
+              dtype, op, comm, stream, req_p, nb)
 
 TACL_EXPORT tacl_status_t tacl_allgather_coalesced_nb(
     const void *const *sendbufs, void *const *recvbufs,
     const size_t *sendcounts, int nbufs, tacl_dtype_t dtype,
     tacl_comm_t comm, tacl_stream_t stream, tacl_request_t *req_p)
 {
-    if (req_p == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "allgather_coalesced: req_p is NULL");
-    return coalesced("allgather_coalesced", TACL_COLL_ALLGATHER,
-                     allgather_one, sendbufs,
-                     recvbufs, sendcounts, nbufs, dtype, TACL_SUM, comm,
-                     stream, req_p);
+    return ALLGATHER_COALESCED(req_p, 1);
 }
 
 TACL_EXPORT tacl_status_t tacl_allgather_coalesced(
@@ -125,10 +132,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_coalesced(
     const size_t *sendcounts, int nbufs, tacl_dtype_t dtype,
     tacl_comm_t comm, tacl_stream_t stream)
 {
-    return coalesced("allgather_coalesced", TACL_COLL_ALLGATHER,
-                     allgather_one, sendbufs,
-                     recvbufs, sendcounts, nbufs, dtype, TACL_SUM, comm,
-                     stream, NULL);
+    return ALLGATHER_COALESCED(NULL, 0);
 }
 
 TACL_EXPORT tacl_status_t tacl_reduce_scatter_coalesced_nb(
@@ -136,13 +140,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_coalesced_nb(
     const size_t *recvcounts, int nbufs, tacl_dtype_t dtype, tacl_op_t op,
     tacl_comm_t comm, tacl_stream_t stream, tacl_request_t *req_p)
 {
-    if (req_p == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "reduce_scatter_coalesced: req_p is NULL");
-    return coalesced("reduce_scatter_coalesced",
-                     TACL_COLL_REDUCE_SCATTER, reduce_scatter_one,
-                     sendbufs, recvbufs, recvcounts, nbufs, dtype, op, comm,
-                     stream, req_p);
+    return REDUCE_SCATTER_COALESCED(req_p, 1);
 }
 
 TACL_EXPORT tacl_status_t tacl_reduce_scatter_coalesced(
@@ -150,8 +148,5 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_coalesced(
     const size_t *recvcounts, int nbufs, tacl_dtype_t dtype, tacl_op_t op,
     tacl_comm_t comm, tacl_stream_t stream)
 {
-    return coalesced("reduce_scatter_coalesced",
-                     TACL_COLL_REDUCE_SCATTER, reduce_scatter_one,
-                     sendbufs, recvbufs, recvcounts, nbufs, dtype, op, comm,
-                     stream, NULL);
+    return REDUCE_SCATTER_COALESCED(NULL, 0);
 }

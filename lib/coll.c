@@ -276,9 +276,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_nb(const void *sendbuf,
                                             tacl_stream_t stream,
                                             tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = sendcount, .dtype = dtype);
+    tacl__coll_args_t a = TACL__ARGS_ALLGATHER;
     return post(comm, &a, stream, 0, req_p);
 }
 
@@ -287,9 +285,7 @@ TACL_EXPORT tacl_status_t tacl_allgather(const void *sendbuf, void *recvbuf,
                                          tacl_comm_t comm,
                                          tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = sendcount, .dtype = dtype);
+    tacl__coll_args_t a = TACL__ARGS_ALLGATHER;
     return post(comm, &a, stream, 1, NULL);
 }
 
@@ -298,9 +294,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_nb(
     tacl_op_t op, tacl_comm_t comm, tacl_stream_t stream,
     tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = recvcount, .dtype = dtype, .op = op);
+    tacl__coll_args_t a = TACL__ARGS_REDUCE_SCATTER;
     return post(comm, &a, stream, 0, req_p);
 }
 
@@ -310,9 +304,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter(const void *sendbuf,
                                               tacl_op_t op, tacl_comm_t comm,
                                               tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = recvcount, .dtype = dtype, .op = op);
+    tacl__coll_args_t a = TACL__ARGS_REDUCE_SCATTER;
     return post(comm, &a, stream, 1, NULL);
 }
 
@@ -323,9 +315,7 @@ TACL_EXPORT tacl_status_t tacl_allreduce_nb(const void *sendbuf,
                                             tacl_stream_t stream,
                                             tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLREDUCE,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .op = op);
+    tacl__coll_args_t a = TACL__ARGS_ALLREDUCE;
     return post(comm, &a, stream, 0, req_p);
 }
 
@@ -334,9 +324,7 @@ TACL_EXPORT tacl_status_t tacl_allreduce(const void *sendbuf, void *recvbuf,
                                          tacl_op_t op, tacl_comm_t comm,
                                          tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLREDUCE,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .op = op);
+    tacl__coll_args_t a = TACL__ARGS_ALLREDUCE;
     return post(comm, &a, stream, 1, NULL);
 }
 
@@ -347,9 +335,7 @@ TACL_EXPORT tacl_status_t tacl_broadcast_nb(const void *sendbuf,
                                             tacl_stream_t stream,
                                             tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BROADCAST,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .root = root);
+    tacl__coll_args_t a = TACL__ARGS_BROADCAST;
     return post(comm, &a, stream, 0, req_p);
 }
 
@@ -358,9 +344,7 @@ TACL_EXPORT tacl_status_t tacl_broadcast(const void *sendbuf, void *recvbuf,
                                          int root, tacl_comm_t comm,
                                          tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BROADCAST,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .root = root);
+    tacl__coll_args_t a = TACL__ARGS_BROADCAST;
     return post(comm, &a, stream, 1, NULL);
 }
 
@@ -371,9 +355,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_nb(const void *sendbuf, void *recvbuf,
                                          tacl_stream_t stream,
                                          tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE, .sendbuf = sendbuf,
-                               .recvbuf = recvbuf, .count = count,
-                               .dtype = dtype, .op = op, .root = root);
+    tacl__coll_args_t a = TACL__ARGS_REDUCE;
     return post(comm, &a, stream, 0, req_p);
 }
 
@@ -382,9 +364,7 @@ TACL_EXPORT tacl_status_t tacl_reduce(const void *sendbuf, void *recvbuf,
                                       tacl_op_t op, int root,
                                       tacl_comm_t comm, tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE, .sendbuf = sendbuf,
-                               .recvbuf = recvbuf, .count = count,
-                               .dtype = dtype, .op = op, .root = root);
+    tacl__coll_args_t a = TACL__ARGS_REDUCE;
     return post(comm, &a, stream, 1, NULL);
 }
 
@@ -395,9 +375,7 @@ TACL_EXPORT tacl_status_t tacl_alltoall_nb(const void *sendbuf,
                                            tacl_stream_t stream,
                                            tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLTOALL,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype);
+    tacl__coll_args_t a = TACL__ARGS_ALLTOALL;
     return post(comm, &a, stream, 0, req_p);
 }
 
@@ -406,9 +384,7 @@ TACL_EXPORT tacl_status_t tacl_alltoall(const void *sendbuf, void *recvbuf,
                                         tacl_comm_t comm,
                                         tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLTOALL,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype);
+    tacl__coll_args_t a = TACL__ARGS_ALLTOALL;
     return post(comm, &a, stream, 1, NULL);
 }
 
@@ -502,16 +478,14 @@ TACL_EXPORT tacl_status_t tacl_barrier_nb(tacl_comm_t comm,
                                           tacl_stream_t stream,
                                           tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BARRIER,
-                               .dtype = TACL_UINT8);
+    tacl__coll_args_t a = TACL__ARGS_BARRIER;
     return post(comm, &a, stream, 0, req_p);
 }
 
 TACL_EXPORT tacl_status_t tacl_barrier(tacl_comm_t comm,
                                        tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BARRIER,
-                               .dtype = TACL_UINT8);
+    tacl__coll_args_t a = TACL__ARGS_BARRIER;
     return post(comm, &a, stream, 1, NULL);
 }
 
@@ -549,9 +523,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_quantized_nb(
     const tacl_quant_t *quant, tacl_comm_t comm, tacl_stream_t stream,
     tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = sendcount, .dtype = dtype);
+    tacl__coll_args_t a = TACL__ARGS_ALLGATHER;
     return post_quant(comm, &a, quant, stream, 0, req_p);
 }
 
@@ -559,9 +531,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_quantized(
     const void *sendbuf, void *recvbuf, size_t sendcount, tacl_dtype_t dtype,
     const tacl_quant_t *quant, tacl_comm_t comm, tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = sendcount, .dtype = dtype);
+    tacl__coll_args_t a = TACL__ARGS_ALLGATHER;
     return post_quant(comm, &a, quant, stream, 1, NULL);
 }
 
@@ -570,9 +540,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_quantized_nb(
     tacl_op_t op, const tacl_quant_t *quant, tacl_comm_t comm,
     tacl_stream_t stream, tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = recvcount, .dtype = dtype, .op = op);
+    tacl__coll_args_t a = TACL__ARGS_REDUCE_SCATTER;
     return post_quant(comm, &a, quant, stream, 0, req_p);
 }
 
@@ -581,8 +549,6 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_quantized(
     tacl_op_t op, const tacl_quant_t *quant, tacl_comm_t comm,
     tacl_stream_t stream)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = recvcount, .dtype = dtype, .op = op);
+    tacl__coll_args_t a = TACL__ARGS_REDUCE_SCATTER;
     return post_quant(comm, &a, quant, stream, 1, NULL);
 }

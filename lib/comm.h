@@ -244,6 +244,37 @@ typedef struct {
     tacl_stream_t stream; /* the caller's CUDA stream, NULL none */
 } tacl__op_t;
 
+/*
+ * The arguments of each public call, from its entry point's parameters
+ * (named alike in tacl.h's blocking, _nb and _init forms): coll.c and
+ * persist.c build them the same way.
+ */
+#define TACL__ARGS_ALLGATHER                                                 \
+    ((tacl__coll_args_t){.type = TACL_COLL_ALLGATHER, .sendbuf = sendbuf,    \
+                         .recvbuf = recvbuf, .count = sendcount,             \
+                         .dtype = dtype})
+#define TACL__ARGS_REDUCE_SCATTER                                            \
+    ((tacl__coll_args_t){.type = TACL_COLL_REDUCE_SCATTER,                   \
+                         .sendbuf = sendbuf, .recvbuf = recvbuf,             \
+                         .count = recvcount, .dtype = dtype, .op = op})
+#define TACL__ARGS_ALLREDUCE                                                 \
+    ((tacl__coll_args_t){.type = TACL_COLL_ALLREDUCE, .sendbuf = sendbuf,    \
+                         .recvbuf = recvbuf, .count = count, .dtype = dtype, \
+                         .op = op})
+#define TACL__ARGS_BROADCAST                                                 \
+    ((tacl__coll_args_t){.type = TACL_COLL_BROADCAST, .sendbuf = sendbuf,    \
+                         .recvbuf = recvbuf, .count = count, .dtype = dtype, \
+                         .root = root})
+#define TACL__ARGS_REDUCE                                                    \
+    ((tacl__coll_args_t){.type = TACL_COLL_REDUCE, .sendbuf = sendbuf,       \
+                         .recvbuf = recvbuf, .count = count, .dtype = dtype, \
+                         .op = op, .root = root})
+#define TACL__ARGS_ALLTOALL                                                  \
+    ((tacl__coll_args_t){.type = TACL_COLL_ALLTOALL, .sendbuf = sendbuf,     \
+                         .recvbuf = recvbuf, .count = count, .dtype = dtype})
+#define TACL__ARGS_BARRIER                                                   \
+    ((tacl__coll_args_t){.type = TACL_COLL_BARRIER, .dtype = TACL_UINT8})
+
 /* Collective sequence numbers and p2p ones live in disjoint halves of the
  * tag's sequence field. */
 #define TACL__SEQ_HALF (1ull << (TACL__TAG_SEQ_BITS - 1))

@@ -103,16 +103,27 @@ static void bury_derived(tacl_comm_t comm)
     comm->local = comm->rail = NULL;
 }
 
+/*
+ * The start of destroy and abort: 1 when the call ends here with
+ * *status_p (an initialisation that ended in failure is settled; a bad
+ * handle is refused).
+ */
+static int comm_end_begins(tacl_comm_t comm, tacl_status_t *status_p)
+{
+    tacl__last_error_clear();
+    *status_p = TACL_OK;
+    if (comm_settle_init(comm))
+        return 1;
+    *status_p = tacl__comm_check(comm);
+    return *status_p != TACL_OK;
+}
+
 TACL_EXPORT tacl_status_t tacl_comm_destroy(tacl_comm_t comm)
 {
     tacl_status_t status;
     int inflight;
 
-    tacl__last_error_clear();
-    if (comm_settle_init(comm))
-        return TACL_OK;
-    status = tacl__comm_check(comm);
-    if (status != TACL_OK)
+    if (comm_end_begins(comm, &status))
         return status;
     if (comm->is_derived)
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_USAGE,
@@ -152,11 +163,7 @@ TACL_EXPORT tacl_status_t tacl_comm_abort(tacl_comm_t comm)
     tacl_status_t status;
     tacl__ctx_t *ctx;
 
-    tacl__last_error_clear();
-    if (comm_settle_init(comm))
-        return TACL_OK;
-    status = tacl__comm_check(comm);
-    if (status != TACL_OK)
+    if (comm_end_begins(comm, &status))
         return status;
     /* New calls fail from here on. */
     status = tacl__comm_close(comm);
@@ -197,6 +204,16 @@ TACL_EXPORT const char *tacl_comm_last_algorithm(tacl_comm_t comm)
     return comm->last_algo;
 }
 
+/* Enter a checked comm for a query that writes *out (named what). */
+static tacl_status_t enter_for(tacl_comm_t comm, const void *out,
+                               const char *what)
+{
+    if (out == NULL)
+        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
+                                                 "%s is NULL", what));
+    return tacl__comm_enter(comm);
+}
+
 TACL_EXPORT tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,
                                                     tacl_status_t *error_p)
 {
@@ -212,12 +229,8 @@ TACL_EXPORT tacl_status_t tacl_comm_get_async_error(tacl_comm_t comm,
         *error_p = status;
         return TACL_OK;
     }
-    if (status != TACL_OK)
-        return status;
-    if (error_p == NULL)
-        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                                                 "error_p is NULL"));
-    status = tacl__comm_enter(comm);
+    if (status == TACL_OK)
+        status = enter_for(comm, error_p, "error_p");
     if (status != TACL_OK)
         return status;
     tacl__ctx_progress(comm->x.ctx);
@@ -252,12 +265,8 @@ TACL_EXPORT tacl_status_t tacl_comm_get_counters(tacl_comm_t comm,
 {
     tacl_status_t status = tacl__comm_check(comm);
 
-    if (status != TACL_OK)
-        return status;
-    if (counters_p == NULL)
-        return tacl__comm_fail(comm, tacl__error(TACL_ERR_INVALID_ARG, INIT,
-                                                 "counters_p is NULL"));
-    status = tacl__comm_enter(comm);
+    if (status == TACL_OK)
+        status = enter_for(comm, counters_p, "counters_p");
     if (status != TACL_OK)
         return status;
     pthread_mutex_lock(&comm->x.ctx->lock);

@@ -179,8 +179,6 @@ TACL_EXPORT tacl_status_t tacl_startall(int n, tacl_request_t *reqs)
     return TACL_OK;
 }
 
-#define ARGS(...) (tacl__coll_args_t){__VA_ARGS__}
-
 TACL_EXPORT tacl_status_t tacl_allreduce_init(const void *sendbuf,
                                               void *recvbuf, size_t count,
                                               tacl_dtype_t dtype,
@@ -188,9 +186,7 @@ TACL_EXPORT tacl_status_t tacl_allreduce_init(const void *sendbuf,
                                               tacl_stream_t stream,
                                               tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLREDUCE,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .op = op);
+    tacl__coll_args_t a = TACL__ARGS_ALLREDUCE;
     return init(comm, &a, stream, req_p);
 }
 
@@ -202,9 +198,7 @@ TACL_EXPORT tacl_status_t tacl_allgather_init(const void *sendbuf,
                                               tacl_stream_t stream,
                                               tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLGATHER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = sendcount, .dtype = dtype);
+    tacl__coll_args_t a = TACL__ARGS_ALLGATHER;
     return init(comm, &a, stream, req_p);
 }
 
@@ -213,9 +207,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_scatter_init(
     tacl_op_t op, tacl_comm_t comm, tacl_stream_t stream,
     tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE_SCATTER,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = recvcount, .dtype = dtype, .op = op);
+    tacl__coll_args_t a = TACL__ARGS_REDUCE_SCATTER;
     return init(comm, &a, stream, req_p);
 }
 
@@ -226,9 +218,7 @@ TACL_EXPORT tacl_status_t tacl_broadcast_init(const void *sendbuf,
                                               tacl_stream_t stream,
                                               tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BROADCAST,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype, .root = root);
+    tacl__coll_args_t a = TACL__ARGS_BROADCAST;
     return init(comm, &a, stream, req_p);
 }
 
@@ -239,9 +229,7 @@ TACL_EXPORT tacl_status_t tacl_reduce_init(const void *sendbuf,
                                            tacl_stream_t stream,
                                            tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_REDUCE, .sendbuf = sendbuf,
-                               .recvbuf = recvbuf, .count = count,
-                               .dtype = dtype, .op = op, .root = root);
+    tacl__coll_args_t a = TACL__ARGS_REDUCE;
     return init(comm, &a, stream, req_p);
 }
 
@@ -252,9 +240,7 @@ TACL_EXPORT tacl_status_t tacl_alltoall_init(const void *sendbuf,
                                              tacl_stream_t stream,
                                              tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_ALLTOALL,
-                               .sendbuf = sendbuf, .recvbuf = recvbuf,
-                               .count = count, .dtype = dtype);
+    tacl__coll_args_t a = TACL__ARGS_ALLTOALL;
     return init(comm, &a, stream, req_p);
 }
 
@@ -262,7 +248,6 @@ TACL_EXPORT tacl_status_t tacl_barrier_init(tacl_comm_t comm,
                                             tacl_stream_t stream,
                                             tacl_request_t *req_p)
 {
-    tacl__coll_args_t a = ARGS(.type = TACL_COLL_BARRIER,
-                               .dtype = TACL_UINT8);
+    tacl__coll_args_t a = TACL__ARGS_BARRIER;
     return init(comm, &a, stream, req_p);
 }

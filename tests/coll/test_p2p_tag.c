@@ -18,21 +18,11 @@
 
 #include "harness.h"
 
-#define CHECK_OK(ctx, call)                                                  \
-    do {                                                                     \
-        tacl_status_t st_ = (call);                                          \
-        if (st_ != TACL_OK)                                                  \
-            return coll_fail(ctx, "%s: %s (%s)", #call,                      \
-                             tacl_status_string(st_),                        \
-                             tacl_comm_last_error((ctx)->comm));             \
-    } while (0)
-
+/* A value check whose message names both values. */
 #define CHECK_EQ(ctx, got, want, what)                                       \
-    do {                                                                     \
-        long long g_ = (long long)(got), w_ = (long long)(want);             \
-        if (g_ != w_)                                                        \
-            return coll_fail(ctx, "%s: got %lld, want %lld", what, g_, w_);  \
-    } while (0)
+    COLL_CHECK(ctx, (long long)(got) == (long long)(want),                   \
+               "%s: got %lld, want %lld", what, (long long)(got),            \
+               (long long)(want))
 
 /*
  * Rank 0 sends tags 1, 2, 1, then a large tag and one that differs from
@@ -46,34 +36,34 @@ static int body_tags(coll_ctx_t *ctx)
     tacl_request_t req[5];
 
     if (ctx->rank == 0) {
-        CHECK_OK(ctx, tacl_send_tag_nb(&v[0], 1, TACL_INT32, 1, 1, ctx->comm,
-                                       NULL, &req[0]));
-        CHECK_OK(ctx, tacl_send_tag_nb(&v[1], 1, TACL_INT32, 1, 2, ctx->comm,
-                                       NULL, &req[1]));
-        CHECK_OK(ctx, tacl_send_tag_nb(&v[2], 1, TACL_INT32, 1, 1, ctx->comm,
-                                       NULL, &req[2]));
-        CHECK_OK(ctx, tacl_send_tag_nb(&v[3], 1, TACL_INT32, 1, big,
-                                       ctx->comm, NULL, &req[3]));
-        CHECK_OK(ctx, tacl_send_tag_nb(&v[4], 1, TACL_INT32, 1, alias,
-                                       ctx->comm, NULL, &req[4]));
+        COLL_CHECK_OK(ctx, tacl_send_tag_nb(&v[0], 1, TACL_INT32, 1, 1,
+                                            ctx->comm, NULL, &req[0]));
+        COLL_CHECK_OK(ctx, tacl_send_tag_nb(&v[1], 1, TACL_INT32, 1, 2,
+                                            ctx->comm, NULL, &req[1]));
+        COLL_CHECK_OK(ctx, tacl_send_tag_nb(&v[2], 1, TACL_INT32, 1, 1,
+                                            ctx->comm, NULL, &req[2]));
+        COLL_CHECK_OK(ctx, tacl_send_tag_nb(&v[3], 1, TACL_INT32, 1, big,
+                                            ctx->comm, NULL, &req[3]));
+        COLL_CHECK_OK(ctx, tacl_send_tag_nb(&v[4], 1, TACL_INT32, 1, alias,
+                                            ctx->comm, NULL, &req[4]));
         for (int i = 0; i < 5; i++) {
-            CHECK_OK(ctx, tacl_request_wait(req[i]));
+            COLL_CHECK_OK(ctx, tacl_request_wait(req[i]));
             tacl_request_free(req[i]);
         }
         return 0;
     }
     if (ctx->rank != 1)
         return 0;
-    CHECK_OK(ctx, tacl_recv_tag(&got[4], 1, TACL_INT32, 0, alias, NULL,
-                                ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_recv_tag(&got[3], 1, TACL_INT32, 0, big, NULL,
-                                ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_recv_tag(&got[1], 1, TACL_INT32, 0, 2, NULL,
-                                ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_recv_tag(&got[0], 1, TACL_INT32, 0, 1, NULL,
-                                ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_recv_tag(&got[2], 1, TACL_INT32, 0, 1, NULL,
-                                ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(&got[4], 1, TACL_INT32, 0, alias, NULL,
+                                     ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(&got[3], 1, TACL_INT32, 0, big, NULL,
+                                     ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(&got[1], 1, TACL_INT32, 0, 2, NULL,
+                                     ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(&got[0], 1, TACL_INT32, 0, 1, NULL,
+                                     ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(&got[2], 1, TACL_INT32, 0, 1, NULL,
+                                     ctx->comm, NULL));
     for (int i = 0; i < 5; i++)
         CHECK_EQ(ctx, got[i], v[i], "message by tag");
     return 0;
@@ -99,9 +89,9 @@ static int body_any(coll_ctx_t *ctx)
         if (ctx->rank != 0) {
             int32_t mine = ctx->rank * 100 + round;
 
-            CHECK_OK(ctx, tacl_send_tag(&mine, 1, TACL_INT32, 0, 7,
-                                        ctx->comm, NULL));
-            CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+            COLL_CHECK_OK(ctx, tacl_send_tag(&mine, 1, TACL_INT32, 0, 7,
+                                             ctx->comm, NULL));
+            COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
             continue;
         }
         int32_t got[COLL_MAX_RANKS] = {0};
@@ -111,44 +101,37 @@ static int body_any(coll_ctx_t *ctx)
         for (int i = 0; i < n - 1; i++) {
             src[i] = -7;
             if (round == 0)
-                CHECK_OK(ctx, tacl_recv_tag(&got[i], 1, TACL_INT32,
-                                            TACL_ANY_SOURCE, 7, &src[i],
-                                            ctx->comm, NULL));
+                COLL_CHECK_OK(ctx, tacl_recv_tag(&got[i], 1, TACL_INT32,
+                                                 TACL_ANY_SOURCE, 7, &src[i],
+                                                 ctx->comm, NULL));
             else
-                CHECK_OK(ctx, tacl_recv_tag_nb(&got[i], 1, TACL_INT32,
+                COLL_CHECK_OK(ctx,
+                              tacl_recv_tag_nb(&got[i], 1, TACL_INT32,
                                                TACL_ANY_SOURCE, 7, &src[i],
                                                ctx->comm, NULL, &req[i]));
         }
         for (int i = 0; round == 1 && i < n - 1; i++) {
-            CHECK_OK(ctx, tacl_request_wait(req[i]));
+            COLL_CHECK_OK(ctx, tacl_request_wait(req[i]));
             tacl_request_free(req[i]);
         }
         for (int i = 0; i < n - 1; i++) {
             if (src[i] < 1 || src[i] >= n || seen[src[i]]++)
-                return coll_fail(ctx, "round %d: receive %d reports source "
-                                 "%d (twice, or not a sender)", round, i,
-                                 src[i]);
+                return coll_fail(ctx,
+                                 "round %d: receive %d reports source "
+                                 "%d (twice, or not a sender)",
+                                 round, i, src[i]);
             CHECK_EQ(ctx, got[i], src[i] * 100 + round,
                      "payload of the reported source");
         }
-        CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+        COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
     }
     return 0;
 }
 
-Test(p2p_tag, any_source_2, .timeout = 60)
+Test(p2p_tag, any_source_on_2_4_8_ranks, .timeout = 120)
 {
-    coll_run_expect_pass(2, body_any, NULL, NULL);
-}
-
-Test(p2p_tag, any_source_4, .timeout = 60)
-{
-    coll_run_expect_pass(4, body_any, NULL, NULL);
-}
-
-Test(p2p_tag, any_source_8, .timeout = 90)
-{
-    coll_run_expect_pass(8, body_any, NULL, NULL);
+    for (int n = 2; n <= 8; n *= 2)
+        coll_run_expect_pass(n, body_any, NULL, NULL);
 }
 
 /*
@@ -164,34 +147,36 @@ static int body_order(coll_ctx_t *ctx)
         int32_t v[4] = {1, 2, 3, 4};
 
         /* Let rank 0 post its receives first. */
-        CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+        COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
         for (int i = 0; i < 3; i++)
-            CHECK_OK(ctx, tacl_send_tag(&v[i], 1, TACL_INT32, 0, 3,
-                                        ctx->comm, NULL));
-        CHECK_OK(ctx, tacl_send_tag(&v[3], 1, TACL_INT32, 0, 4, ctx->comm,
-                                    NULL));
+            COLL_CHECK_OK(ctx, tacl_send_tag(&v[i], 1, TACL_INT32, 0, 3,
+                                             ctx->comm, NULL));
+        COLL_CHECK_OK(ctx, tacl_send_tag(&v[3], 1, TACL_INT32, 0, 4,
+                                         ctx->comm, NULL));
         return 0;
     }
     if (ctx->rank != 0) {
-        CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+        COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
         return 0;
     }
     int32_t got[4] = {0};
     int src[3] = {-7, -7, -7};
     tacl_request_t req[3];
 
-    CHECK_OK(ctx, tacl_recv_tag_nb(&got[0], 1, TACL_INT32, TACL_ANY_SOURCE,
-                                   3, &src[0], ctx->comm, NULL, &req[0]));
-    CHECK_OK(ctx, tacl_recv_tag_nb(&got[1], 1, TACL_INT32, 1, 3, &src[1],
-                                   ctx->comm, NULL, &req[1]));
-    CHECK_OK(ctx, tacl_recv_tag_nb(&got[2], 1, TACL_INT32, TACL_ANY_SOURCE,
-                                   3, &src[2], ctx->comm, NULL, &req[2]));
-    CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_recv_tag(&got[3], 1, TACL_INT32, TACL_ANY_SOURCE, 4,
-                                NULL, ctx->comm, NULL));
+    COLL_CHECK_OK(ctx,
+                  tacl_recv_tag_nb(&got[0], 1, TACL_INT32, TACL_ANY_SOURCE, 3,
+                                   &src[0], ctx->comm, NULL, &req[0]));
+    COLL_CHECK_OK(ctx, tacl_recv_tag_nb(&got[1], 1, TACL_INT32, 1, 3, &src[1],
+                                        ctx->comm, NULL, &req[1]));
+    COLL_CHECK_OK(ctx,
+                  tacl_recv_tag_nb(&got[2], 1, TACL_INT32, TACL_ANY_SOURCE, 3,
+                                   &src[2], ctx->comm, NULL, &req[2]));
+    COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(&got[3], 1, TACL_INT32, TACL_ANY_SOURCE,
+                                     4, NULL, ctx->comm, NULL));
     CHECK_EQ(ctx, got[3], 4, "the other tag's message");
     for (int i = 0; i < 3; i++) {
-        CHECK_OK(ctx, tacl_request_wait(req[i]));
+        COLL_CHECK_OK(ctx, tacl_request_wait(req[i]));
         tacl_request_free(req[i]);
         CHECK_EQ(ctx, got[i], i + 1, "receive in posting order");
         CHECK_EQ(ctx, src[i], 1, "its source");
@@ -216,20 +201,20 @@ static int body_group(coll_ctx_t *ctx)
     int32_t mine = ctx->rank, got[2] = {-1, -1};
     int src[3] = {-7, -7, -7};
 
-    CHECK_OK(ctx, tacl_group_start());
-    CHECK_OK(ctx, tacl_send_tag(&mine, 1, TACL_INT32, ctx->rank, 5,
-                                ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_send_tag(&mine, 1, TACL_INT32, next, 5, ctx->comm,
-                                NULL));
-    CHECK_OK(ctx, tacl_send_tag(NULL, 0, TACL_INT32, next, 6, ctx->comm,
-                                NULL));
-    CHECK_OK(ctx, tacl_recv_tag(&got[0], 1, TACL_INT32, TACL_ANY_SOURCE, 5,
-                                &src[0], ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_recv_tag(&got[1], 1, TACL_INT32, TACL_ANY_SOURCE, 5,
-                                &src[1], ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_recv_tag(NULL, 0, TACL_INT32, TACL_ANY_SOURCE, 6,
-                                &src[2], ctx->comm, NULL));
-    CHECK_OK(ctx, tacl_group_end());
+    COLL_CHECK_OK(ctx, tacl_group_start());
+    COLL_CHECK_OK(ctx, tacl_send_tag(&mine, 1, TACL_INT32, ctx->rank, 5,
+                                     ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_send_tag(&mine, 1, TACL_INT32, next, 5, ctx->comm,
+                                     NULL));
+    COLL_CHECK_OK(ctx, tacl_send_tag(NULL, 0, TACL_INT32, next, 6, ctx->comm,
+                                     NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(&got[0], 1, TACL_INT32, TACL_ANY_SOURCE,
+                                     5, &src[0], ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(&got[1], 1, TACL_INT32, TACL_ANY_SOURCE,
+                                     5, &src[1], ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_recv_tag(NULL, 0, TACL_INT32, TACL_ANY_SOURCE, 6,
+                                     &src[2], ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_group_end());
     for (int i = 0; i < 2; i++)
         CHECK_EQ(ctx, got[i], src[i], "payload of the reported source");
     if (!((src[0] == ctx->rank && src[1] == prev) ||
@@ -263,13 +248,13 @@ static int body_abort(coll_ctx_t *ctx)
     double t0 = coll_now();
     tacl_status_t st;
 
-    CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
     if (ctx->rank != 0)
         return 0;
     if (pthread_create(&th, NULL, abort_later, ctx->comm) != 0)
         return coll_fail(ctx, "pthread_create failed");
-    st = tacl_recv_tag(&x, 1, TACL_INT32, TACL_ANY_SOURCE, 9, NULL,
-                       ctx->comm, NULL);
+    st = tacl_recv_tag(&x, 1, TACL_INT32, TACL_ANY_SOURCE, 9, NULL, ctx->comm,
+                       NULL);
     pthread_join(th, NULL);
     if (st == TACL_OK)
         return coll_fail(ctx, "a receive nobody sent completed");
