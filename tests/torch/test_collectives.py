@@ -328,6 +328,41 @@ def test_p2p_barrier():
         q.wait()
     check("batch_isend_irecv", same(ops[1].tensor, data(prv, 5, torch.int32,
                                                          71)))
+    # Tags keep messages apart: tag 2's message, sent last, is received
+    # first; tag 1's two in their order (MPI's rule).
+    sends = [dist.isend(data(RANK, 4, torch.int64, 72 + k), nxt, tag=t)
+             for k, t in enumerate([1, 1, 2])]
+    got = [torch.empty(4, dtype=torch.int64) for _ in range(3)]
+    dist.recv(got[2], prv, tag=2)
+    dist.recv(got[0], prv, tag=1)
+    dist.recv(got[1], prv, tag=1)
+    for q in sends:
+        q.wait()
+    check("send/recv with tags", all(
+        same(got[k], data(prv, 4, torch.int64, 72 + k)) for k in range(3)))
+    # Receive from any source: rank 0 hears from every other rank once,
+    # and recv() returns who sent.
+    if RANK == 0:
+        heard = set()
+        for _ in range(WORLD - 1):
+            t = torch.empty(3, dtype=torch.int32)
+            src = dist.recv(t, tag=9)
+            heard.add(src)
+            check("recv from any source: payload of the sender",
+                  same(t, data(src, 3, torch.int32, 75)))
+        check("recv from any source: every sender once",
+              heard == set(range(1, WORLD)), str(heard))
+    else:
+        dist.send(data(RANK, 3, torch.int32, 75), 0, tag=9)
+    # all_gather_coalesced: one output list per input.
+    ins = [data(RANK, 3, torch.float32, 76),
+           data(RANK, 5, torch.float32, 77)]
+    outs = [[torch.empty_like(x) for _ in range(WORLD)] for x in ins]
+    dist.all_gather_coalesced(outs, ins)
+    check("all_gather_coalesced", all(
+        same(outs[0][p], data(p, 3, torch.float32, 76)) and
+        same(outs[1][p], data(p, 5, torch.float32, 77))
+        for p in range(WORLD)))
     # The barrier holds everyone until the last rank arrives.
     if RANK == 0:
         time.sleep(0.3)
@@ -540,9 +575,9 @@ def test_errors():
     raises("int16 is refused, naming the dtype",
            lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)),
            ["tacl", "Short"])
-    raises("tagged send is refused",
-           lambda: dist.send(torch.ones(2), (RANK + 1) % WORLD, tag=7),
-           ["tag 7"])
+    raises("a negative tag is refused, naming it",
+           lambda: dist.send(torch.ones(2), (RANK + 1) % WORLD, tag=-3),
+           ["tag -3"])
     raises("bool SUM is refused",
            lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool)),
            ["bool", "sum"])

@@ -33,8 +33,10 @@
  * of a tensor must be the communicator's (the current device when it was
  * made: set it before init_process_group, as for NCCL).
  *
- * What tacl cannot serve (other devices, dtypes tacl lacks, tagged
- * point-to-point, receive from any source) raises an error that names it.
+ * Point-to-point keeps torch's tags (tacl_send_tag/tacl_recv_tag) and
+ * receives from any source (the work's sourceRank() says who sent).
+ * What tacl cannot serve (other devices, dtypes tacl lacks) raises an
+ * error that names it.
  */
 #include <algorithm>
 #include <atomic>
@@ -328,6 +330,9 @@ class TaclWork : public c10d::Work {
     }
 
     bool isSuccess() const override { return done_ && !error_; }
+    /* A receive from any source: who sent, once it completed. */
+    int sourceRank() const override { return source_; }
+    int *source() { return &source_; }
     std::exception_ptr exception() const override { return error_; }
     std::vector<at::Tensor> result() override { return outputs_; }
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
@@ -482,6 +487,7 @@ class TaclWork : public c10d::Work {
     std::atomic<bool> done_{false};
     tacl_status_t cb_status_ = TACL_OK;
     std::exception_ptr error_;
+    int source_ = -1;
 };
 
 void Completer::ready(TaclWork *w)
@@ -681,6 +687,23 @@ static View reduce_source(TaclWork &w, const View &v, const Op &o)
     w.keep(s);
     return View{s, v.dtype, v.count};
 }
+
+/* The buffer lists of one coalesced tacl call. */
+struct BufLists {
+    std::vector<const void *> send;
+    std::vector<void *> recv;
+    std::vector<size_t> counts;
+    tacl_dtype_t dtype = TACL_FLOAT32;
+
+    void add(const void *s, void *r, size_t count, tacl_dtype_t dt)
+    {
+        send.push_back(s);
+        recv.push_back(r);
+        counts.push_back(count);
+        dtype = dt;
+    }
+    int n() const { return static_cast<int>(send.size()); }
+};
 
 /* ---- the backend ---- */
 
@@ -1128,30 +1151,73 @@ class TaclBackend : public c10d::Backend {
         check_tag(tag, "send");
         auto w = work(OpType::SEND, "tacl:send", {}, true, tensors[0]);
         View v = input_view(*w, tensors[0]);
-        return run(w, "tacl_send_nb", [&](tacl_request_t *r) {
-            return tacl_send_nb(v.ptr(), v.count, v.dtype, dst, comm(),
-                                w->stream(), r);
+        return run(w, "tacl_send_tag_nb", [&](tacl_request_t *r) {
+            return tacl_send_tag_nb(v.ptr(), v.count, v.dtype, dst, tag,
+                                    comm(), w->stream(), r);
         });
     }
 
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors,
                                         int src, int tag) override
     {
-        single(tensors, "recv");
-        check_tag(tag, "recv");
-        auto w = work(OpType::RECV, "tacl:recv", tensors);
-        View v = writable(*w, tensors[0], "recv", false);
-        return run(w, "tacl_recv_nb", [&](tacl_request_t *r) {
-            return tacl_recv_nb(v.ptr(), v.count, v.dtype, src, comm(),
-                                w->stream(), r);
-        });
+        return recv_from(tensors, src, tag, OpType::RECV, "tacl:recv");
     }
 
-    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &,
-                                                 int) override
+    c10::intrusive_ptr<c10d::Work> recvAnysource(
+        std::vector<at::Tensor> &tensors, int tag) override
     {
-        unsupported("recv from any source (tacl matches a receive to one "
-                    "named peer)");
+        return recv_from(tensors, TACL_ANY_SOURCE, tag,
+                         OpType::RECVANYSOURCE, "tacl:recv_anysource");
+    }
+
+    /*
+     * c10d's allgather_coalesced: one list of outputs per input, each
+     * gathered into one flat buffer by one tacl_allgather_coalesced and
+     * copied into its list at the end.
+     */
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+        std::vector<std::vector<at::Tensor>> &outputs,
+        std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &opts) override
+    {
+        const char *what = "allgather_coalesced";
+        TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(),
+                    "tacl backend: ", what, ": one output list per input "
+                    "(and at least one input)");
+        std::vector<at::Tensor> all;
+        for (size_t i = 0; i < inputs.size(); i++) {
+            TORCH_CHECK(outputs[i].size() == static_cast<size_t>(getSize()),
+                        "tacl backend: ", what, ": output list ", i, " has ",
+                        outputs[i].size(), " tensors, not ", getSize());
+            for (auto &t : outputs[i]) {
+                same_size(t, inputs[i], what);
+                all.push_back(t);
+            }
+        }
+        auto w = work(OpType::ALLGATHER_COALESCED, "tacl:all_gather_coalesced",
+                      all, opts.asyncOp);
+        BufLists l;
+        for (size_t i = 0; i < inputs.size(); i++) {
+            same_type(inputs[i], inputs[0], what);
+            View in = input_view(*w, inputs[i]);
+            at::Tensor flat = flat_like(in.t, in.t.numel() * getSize());
+            std::vector<at::Tensor> outs = outputs[i];
+            int64_t n = in.t.numel();
+            w->keep(flat);
+            w->then([flat, outs, n]() mutable {
+                for (size_t k = 0; k < outs.size(); k++)
+                    outs[k].copy_(
+                        flat.narrow(0, static_cast<int64_t>(k) * n, n)
+                            .view(outs[k].sizes()));
+            });
+            l.add(in.ptr(), flat.data_ptr(), in.count, in.dtype);
+        }
+        return run(w, "tacl_allgather_coalesced_nb", [&](tacl_request_t *r) {
+            return tacl_allgather_coalesced_nb(l.send.data(), l.recv.data(),
+                                               l.counts.data(), l.n(),
+                                               l.dtype, comm(), w->stream(),
+                                               r);
+        });
     }
 
     c10::intrusive_ptr<c10d::Work> barrier(
@@ -1220,10 +1286,7 @@ class TaclBackend : public c10d::Backend {
         Op o;
         if (rop)
             o = op_of(*rop, outputs[0], what);
-        std::vector<const void *> sb;
-        std::vector<void *> rb;
-        std::vector<size_t> counts;
-        tacl_dtype_t dt = TACL_FLOAT32;
+        BufLists l;
         for (size_t i = 0; i < inputs.size(); i++) {
             same_type(inputs[i], inputs[0], what);
             if (rop)
@@ -1234,23 +1297,20 @@ class TaclBackend : public c10d::Backend {
             if (rop)
                 in = reduce_source(*w, in, o);
             View out = writable(*w, outputs[i], what, false);
-            sb.push_back(in.ptr());
-            rb.push_back(out.ptr());
-            counts.push_back(rop ? out.count : in.count);
-            dt = in.dtype;
+            l.add(in.ptr(), out.ptr(), rop ? out.count : in.count, in.dtype);
         }
-        int nb = static_cast<int>(sb.size());
         if (rop)
             return run(w, "tacl_reduce_scatter_coalesced_nb",
                        [&](tacl_request_t *r) {
                            return tacl_reduce_scatter_coalesced_nb(
-                               sb.data(), rb.data(), counts.data(), nb, dt,
-                               o.op, comm(), w->stream(), r);
+                               l.send.data(), l.recv.data(), l.counts.data(),
+                               l.n(), l.dtype, o.op, comm(), w->stream(), r);
                        });
         return run(w, "tacl_allgather_coalesced_nb", [&](tacl_request_t *r) {
-            return tacl_allgather_coalesced_nb(sb.data(), rb.data(),
-                                               counts.data(), nb, dt, comm(),
-                                               w->stream(), r);
+            return tacl_allgather_coalesced_nb(l.send.data(), l.recv.data(),
+                                               l.counts.data(), l.n(),
+                                               l.dtype, comm(), w->stream(),
+                                               r);
         });
     }
 
@@ -1517,11 +1577,25 @@ class TaclBackend : public c10d::Backend {
 
     static void check_tag(int tag, const char *what)
     {
-        if (tag != 0)
-            unsupported(std::string(what) + " with tag " +
-                        std::to_string(tag) +
-                        ": tacl matches the n-th send to a peer with the "
-                        "n-th receive from it, so only tag 0 is served");
+        TORCH_CHECK(tag >= 0, "tacl backend: ", what, " with tag ", tag,
+                    ": tags are 0 or more (there is no any-tag receive)");
+    }
+
+    /* A receive from src (TACL_ANY_SOURCE: any rank) with tag. */
+    c10::intrusive_ptr<c10d::Work> recv_from(std::vector<at::Tensor> &tensors,
+                                             int src, int tag, OpType type,
+                                             const char *title)
+    {
+        single(tensors, title);
+        check_tag(tag, title);
+        auto w = work(type, title, tensors);
+        View v = writable(*w, tensors[0], title, false);
+        int *source = w->source();
+        *source = src;
+        return run(w, "tacl_recv_tag_nb", [&](tacl_request_t *r) {
+            return tacl_recv_tag_nb(v.ptr(), v.count, v.dtype, src, tag,
+                                    source, comm(), w->stream(), r);
+        });
     }
 
     std::shared_ptr<Comm> comm_;
