@@ -35,7 +35,7 @@ static tacl_status_t check_all(const char *name, tacl_coll_t type,
         };
         tacl_status_t status = tacl__coll_check(comm, &a, stream);
         if (status != TACL_OK) {
-            char msg[512];
+            char msg[TACL__ERROR_LEN];
             snprintf(msg, sizeof(msg), "%s", tacl__last_error());
             return tacl__error(status, COLL, "%s: buffer %d: %s", name, i,
                                msg);

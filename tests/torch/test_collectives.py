@@ -363,6 +363,31 @@ def test_p2p_barrier():
         same(outs[0][p], data(p, 3, torch.float32, 76)) and
         same(outs[1][p], data(p, 5, torch.float32, 77))
         for p in range(WORLD)))
+    # c10d's coalescing manager: the calls inside become one tacl group
+    # (startCoalescing/endCoalescing), as DeepSpeed's all_gather_coalesced
+    # and MiCS use it.
+    cpu = torch.device("cpu")
+    check("the backend says it coalesces",
+          dist.group.WORLD._get_backend(cpu).supports_coalescing)
+    a, b = data(RANK, 6, torch.float32, 78), data(RANK, 9, torch.float32, 79)
+    ag = [torch.empty(4 * WORLD), torch.empty(2 * WORLD)]
+    ag_in = [data(RANK, 4, torch.float32, 80), data(RANK, 2, torch.float32,
+                                                     81)]
+    with dist._coalescing_manager(device=cpu, async_ops=True) as cm:
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+    cm.wait()
+    check("coalesced all_reduce", same(a, local_reduce(
+        [data(p, 6, torch.float32, 78) for p in range(WORLD)], R.SUM)) and
+        same(b, local_reduce([data(p, 9, torch.float32, 79)
+                              for p in range(WORLD)], R.SUM)))
+    with dist._coalescing_manager(device=cpu, async_ops=True) as cm:
+        for o, i in zip(ag, ag_in):
+            dist.all_gather_into_tensor(o, i)
+    cm.wait()
+    check("coalesced all_gather_into_tensor", all(
+        same(ag[k], torch.cat([data(p, len(ag_in[k]), torch.float32, 80 + k)
+                               for p in range(WORLD)])) for k in range(2)))
     # The barrier holds everyone until the last rank arrives.
     if RANK == 0:
         time.sleep(0.3)
@@ -425,6 +450,7 @@ def test_synchronous_calls():
                                "sync_timeout")
     if RANK == 0:
         t0 = time.monotonic()
+        msg = ""
         w = b.allreduce([torch.ones(2)], opts)
         check("a synchronous call that times out comes back complete",
               w.is_completed())
@@ -433,12 +459,16 @@ def test_synchronous_calls():
             check("a synchronous call's timeout reaches wait()", False,
                   "no error raised")
         except Exception as err:  # noqa: BLE001
+            msg = str(err)
             check("a synchronous call's timeout reaches wait()",
-                  "no progress" in str(err) and "sync_timeout" in str(err),
-                  str(err))
+                  "no progress" in msg and "sync_timeout" in msg, msg)
         elapsed = time.monotonic() - t0
         check("a synchronous call times out after the group's timeout",
               1.5 < elapsed < 30, f"{elapsed:.1f} s")
+        # torch's own barrier tests match these words.
+        check("a timeout says \" Timed out \"", " Timed out " in msg, msg)
+        print(f"sync_timeout: a 2 s timeout raised after {elapsed:.3f} s",
+              flush=True)
     dist.barrier(group=GLOO)
     b.abort()
 

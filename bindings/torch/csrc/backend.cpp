@@ -238,6 +238,15 @@ class TaclWork : public c10d::Work {
 
     /* Tensors the operation reads or writes besides the outputs. */
     void keep(const at::Tensor &t) { keep_.push_back(t); }
+    /*
+     * An operation recorded between startCoalescing and endCoalescing:
+     * it completes with the coalesced work, which w is (follow).
+     */
+    void recorded(const char *what) { what_ = what; }
+    void follow(c10::intrusive_ptr<TaclWork> w)
+    {
+        followers_.push_back(std::move(w));
+    }
     /* Run after success, before the future completes. */
     void then(std::function<void()> f) { epilogue_.push_back(std::move(f)); }
     /* Writes into tmp go to dst at completion (dst not contiguous). */
@@ -429,6 +438,7 @@ class TaclWork : public c10d::Work {
     {
         if (done_)
             return false;
+        status_ = s;
         if (s < 0 && !comm_->aborted.load()) {
             try {
                 fail(what_, comm_->comm, s);
@@ -463,6 +473,9 @@ class TaclWork : public c10d::Work {
     /* Once, at the end; a work on a stream completed it when enqueued. */
     void mark_future()
     {
+        for (auto &f : followers_)
+            f->finish(status_);
+        followers_.clear();
         if (place_.cuda)
             return;
         if (error_)
@@ -480,6 +493,8 @@ class TaclWork : public c10d::Work {
 #endif
     std::vector<at::Tensor> outputs_, keep_;
     std::vector<std::function<void()>> epilogue_;
+    std::vector<c10::intrusive_ptr<TaclWork>> followers_;
+    tacl_status_t status_ = TACL_OK; /* how it ended */
     c10::intrusive_ptr<c10::ivalue::Future> future_;
     const char *what_ = "";
     tacl_request_t req_ = nullptr;
@@ -563,7 +578,10 @@ static void check_device(const at::Tensor &t, const char *what)
                     t.device().str() +
                     " (use a backend string such as \"cpu:tacl,cuda:nccl\")");
     if (t.is_sparse())
-        unsupported(std::string(what) + ": sparse tensors");
+        unsupported(std::string(what) + ": sparse tensors (tacl's sparse "
+                    "all-reduce is not in the binding yet; gloo serves "
+                    "them: a backend string such as \"cpu:gloo\" for that "
+                    "group)");
 }
 
 static View view_of(at::Tensor t, const char *what)
@@ -585,6 +603,8 @@ static View readable(const at::Tensor &t, const char *what)
 static View writable(TaclWork &w, const at::Tensor &t, const char *what,
                      bool read_too)
 {
+    /* First: a sparse tensor has no strides to ask is_contiguous(). */
+    check_device(t, what);
     if (t.is_contiguous())
         return view_of(t, what);
     at::Tensor tmp = read_too ? t.contiguous()
@@ -814,6 +834,52 @@ class TaclBackend : public c10d::Backend {
         return o;
     }
     bool supportsSplitting() const override { return true; }
+
+    /*
+     * c10d's coalescing manager (torch.distributed._coalescing_manager,
+     * batch_isend_irecv, DeepSpeed's all_gather_coalesced): the calls
+     * between the two go into one tacl group, run by endCoalescing as
+     * one request; each call's work completes with it.
+     */
+    bool supportsCoalescing() const override { return true; }
+
+    void startCoalescing() override
+    {
+        TORCH_CHECK(!coalescing_, "tacl backend: startCoalescing while "
+                    "already coalescing");
+        tacl_status_t s = tacl_group_start();
+        if (s != TACL_OK)
+            fail("tacl_group_start", comm(), s);
+        coalescing_ = true;
+    }
+
+    c10::intrusive_ptr<c10d::Work> endCoalescing() override
+    {
+        TORCH_CHECK(coalescing_, "tacl backend: endCoalescing without "
+                    "startCoalescing");
+        coalescing_ = false;
+        std::vector<at::Tensor> outs;
+        for (auto &r : recorded_)
+            for (auto &t : r->result())
+                outs.push_back(t);
+        auto w = work(OpType::COALESCED, "tacl:coalesced", outs, true);
+        for (auto &r : recorded_)
+            w->follow(r);
+        recorded_.clear();
+        tacl_request_t req = nullptr;
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_group_end_nb(&req);
+        }
+        if (s != TACL_OK) {
+            /* The recorded calls end with the group's failure. */
+            w->ended(s, "tacl_group_end_nb");
+            fail("tacl_group_end_nb", comm(), s);
+        }
+        w->start(req, "tacl_group_end_nb");
+        return w;
+    }
     uint64_t getSequenceNumberForGroup() override { return seq_; }
 
     c10::intrusive_ptr<c10d::Backend> split(
@@ -1359,6 +1425,16 @@ class TaclBackend : public c10d::Backend {
         const c10::intrusive_ptr<TaclWork> &w, const char *what,
         const std::function<tacl_status_t(tacl_request_t *)> &start)
     {
+        if (coalescing_) {
+            /* Recorded into the open group (its request is NULL). */
+            tacl_request_t ignored = nullptr;
+            tacl_status_t s = start(&ignored);
+            if (s != TACL_OK)
+                fail(what, comm(), s);
+            w->recorded(what);
+            recorded_.push_back(w);
+            return w;
+        }
         if (!w->place().cuda && !w->async())
             return run_here(w, what, start);
         /* On CUDA tensors, asynchronous or not: the _nb call on torch's
@@ -1602,6 +1678,8 @@ class TaclBackend : public c10d::Backend {
     Ms timeout_;
     std::string name_;
     uint64_t seq_ = 0;
+    bool coalescing_ = false;   /* between startCoalescing and its end */
+    std::vector<c10::intrusive_ptr<TaclWork>> recorded_;
     bool from_split_ = false;
     const char *made_by_ = "bootstrap"; /* or "group"; see made_by() */
 };
