@@ -570,6 +570,22 @@ tacl_status_t tacl_recv_tag_nb(void *recvbuf, size_t count,
                                int *source, tacl_comm_t comm,
                                tacl_stream_t stream, tacl_request_t *req_p);
 
+/**
+ * A barrier that names who did not come (torch's monitored_barrier):
+ * every rank but 0 tells rank 0 it arrived and waits for its answer;
+ * rank 0 waits for each rank in rank order until timeout_s (0 or more)
+ * has passed.  When a rank is late, rank 0 fails with TACL_ERR_TIMEOUT,
+ * its message naming the late rank (every late rank with wait_all, else
+ * the first), and the communicator fails as after any timeout, so the
+ * other ranks end with an error too (not after their own timeout).
+ * missing (comm size entries, may be NULL) gets the late ranks on rank
+ * 0 and *nmissing_p (may be NULL) their number.  Not inside a group; a
+ * debugging aid, not a fast barrier.
+ */
+tacl_status_t tacl_barrier_monitored(tacl_comm_t comm, double timeout_s,
+                                     int wait_all, int *missing,
+                                     int *nmissing_p);
+
 /** Returns once every rank of comm has entered the barrier. */
 tacl_status_t tacl_barrier(tacl_comm_t comm, tacl_stream_t stream);
 tacl_status_t tacl_barrier_nb(tacl_comm_t comm, tacl_stream_t stream,

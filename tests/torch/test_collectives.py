@@ -388,6 +388,10 @@ def test_p2p_barrier():
     check("coalesced all_gather_into_tensor", all(
         same(ag[k], torch.cat([data(p, len(ag_in[k]), torch.float32, 80 + k)
                                for p in range(WORLD)])) for k in range(2)))
+    # monitored_barrier passes when all come, twice (nothing left over).
+    dist.monitored_barrier(timeout=timedelta(seconds=20))
+    dist.monitored_barrier(timeout=timedelta(seconds=20), wait_all_ranks=True)
+    check("monitored_barrier passes when all come", True)
     # The barrier holds everyone until the last rank arrives.
     if RANK == 0:
         time.sleep(0.3)

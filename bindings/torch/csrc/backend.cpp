@@ -1295,6 +1295,43 @@ class TaclBackend : public c10d::Backend {
         });
     }
 
+    /*
+     * torch's monitored_barrier on tacl_barrier_monitored, its failures in
+     * the words torch's and gloo's users match: rank 0 names the late
+     * rank(s), the others say that rank 0 failed them.
+     */
+    void monitoredBarrier(const c10d::BarrierOptions &opts,
+                          bool wait_all) override
+    {
+        Ms t = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+        std::vector<int> missing(static_cast<size_t>(getSize()));
+        int n = 0;
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_barrier_monitored(comm(), t.count() / 1000.0,
+                                       wait_all ? 1 : 0, missing.data(), &n);
+        }
+        if (s == TACL_OK)
+            return;
+        std::string ms = std::to_string(t.count()) + " ms";
+        std::string head;
+        if (getRank() != 0) {
+            head = "Rank " + std::to_string(getRank()) +
+                   " successfully reached monitoredBarrier, but received "
+                   "errors while waiting for send/recv from rank 0";
+        } else if (t.count() == 0 || n == 0) {
+            head = "Rank 0 timed out in monitoredBarrier after " + ms;
+        } else {
+            head = n > 1 ? "Ranks " : "Rank ";
+            for (int i = 0; i < n; i++)
+                head += (i ? ", " : "") + std::to_string(missing[i]);
+            head += " failed to pass monitoredBarrier in " + ms;
+        }
+        C10_THROW_ERROR(DistBackendError, "tacl: " + head + ": " +
+                                              tacl_message(comm(), s));
+    }
+
     /* ---- what only tacl offers ---- */
 
     c10::intrusive_ptr<c10d::Work> allgather_quantized(at::Tensor &output,
