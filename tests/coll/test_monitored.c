@@ -39,7 +39,7 @@ Test(monitored, passes_when_all_come, .timeout = 60)
  * seconds of rank 0's 0.5 s.
  */
 typedef struct {
-    unsigned away;
+    unsigned away; /* bit r: rank r stays away */
     int wait_all;
 } late_case_t;
 
@@ -87,10 +87,8 @@ static void run_late(int nranks, unsigned away, int wait_all)
     late_case_t c = {away, wait_all};
     coll_opts_t o = {.nranks = nranks, .deadline_s = 50,
                      .destroy_may_fail = 1, .arg = &c};
-    coll_result_t res;
 
-    coll_run(&o, body_late, &res);
-    coll_expect_pass(&res);
+    coll_run_opts_expect_pass(&o, body_late);
 }
 
 Test(monitored, names_the_first_late_rank, .timeout = 60)
