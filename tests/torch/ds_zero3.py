@@ -37,6 +37,10 @@ def parse_args():
                    help="torch.distributed backend (gloo or tacl)")
     p.add_argument("--hpz", type=int, default=1,
                    help="zero_hpz_partition_size (1: plain ZeRO-3)")
+    p.add_argument("--mics", type=int, default=0,
+                   help="mics_shard_size (0: no MiCS): DeepSpeed's MiCS, "
+                   "parameters sharded within groups of this many ranks "
+                   "and gathered with all_gather_coalesced")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--batch", type=int, default=8,
                    help="micro batch per rank")
@@ -75,6 +79,9 @@ def ds_config(args, world):
             "allgather_bucket_size": 2048,
             "overlap_comm": False,
             "contiguous_gradients": True,
+            **({"mics_shard_size": args.mics,
+                "mics_hierarchical_params_gather": False}
+               if args.mics else {}),
         },
     }
 
@@ -99,13 +106,20 @@ def main():
         return 2
 
     torch.manual_seed(1234)
-    model = build_model(torch, args.width)
+    config = ds_config(args, world)
+    if args.mics:
+        # MiCS shards the parameters as the model is made.
+        with deepspeed.zero.MiCS_Init(config_dict_or_path=config):
+            model = build_model(torch, args.width)
+    else:
+        model = build_model(torch, args.width)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt,
-                                           config=ds_config(args, world))
+                                           config=config)
     backend = dist.get_backend()
     if rank == 0:
         print(f"backend {backend} world {world} hpz {args.hpz} "
+              f"mics {args.mics} "
               f"torch {torch.__version__} deepspeed {deepspeed.__version__}",
               flush=True)
 

@@ -8,7 +8,8 @@
 # PY, TORCHRUN, TRAIN_DIR, PYTHONPATH and TMP (removed on exit).
 #
 # compare_runs NAME RTOL GLOO_OUT TACL_OUT: one check, that the losses two
-# runs printed agree (compare_losses.py: bit for bit, or within RTOL).
+# runs printed agree (compare_losses.py: bit for bit, or within RTOL);
+# NAMES (default gloo,tacl) labels the two runs.
 
 train_setup() {
     local src=$1 build=$2 venv rc
@@ -101,7 +102,7 @@ compare_runs() {
 
     checks=$((checks + 1))
     if "$PY" "$TRAIN_DIR/compare_losses.py" --rtol "$rtol" \
-            --names gloo,tacl --title "$name" "$3" "$4"; then
+            --names "${NAMES:-gloo,tacl}" --title "$name" "$3" "$4"; then
         ok "$name: losses agree"
     else
         fail "$name: losses differ"

@@ -725,6 +725,13 @@ struct BufLists {
     int n() const { return static_cast<int>(send.size()); }
 };
 
+/* Between startCoalescing and endCoalescing, in this thread. */
+struct Coalescing {
+    bool on = false;
+    std::vector<c10::intrusive_ptr<TaclWork>> recorded;
+};
+static thread_local Coalescing coalescing;
+
 /* ---- the backend ---- */
 
 /* Communicators this process bootstrapped through a store (tests). */
@@ -839,35 +846,56 @@ class TaclBackend : public c10d::Backend {
      * c10d's coalescing manager (torch.distributed._coalescing_manager,
      * batch_isend_irecv, DeepSpeed's all_gather_coalesced): the calls
      * between the two go into one tacl group, run by endCoalescing as
-     * one request; each call's work completes with it.
+     * one request; each call's work completes with it.  tacl's groups
+     * belong to a thread, not a communicator (as NCCL's), so the state
+     * is the thread's: a call on another group made meanwhile (MiCS
+     * makes some) joins the group and completes with it too, instead of
+     * returning done before the group has run.
      */
     bool supportsCoalescing() const override { return true; }
 
     void startCoalescing() override
     {
-        TORCH_CHECK(!coalescing_, "tacl backend: startCoalescing while "
+        TORCH_CHECK(!coalescing.on, "tacl backend: startCoalescing while "
                     "already coalescing");
         tacl_status_t s = tacl_group_start();
         if (s != TACL_OK)
             fail("tacl_group_start", comm(), s);
-        coalescing_ = true;
+        coalescing.on = true;
     }
 
     c10::intrusive_ptr<c10d::Work> endCoalescing() override
     {
-        TORCH_CHECK(coalescing_, "tacl backend: endCoalescing without "
+        TORCH_CHECK(coalescing.on, "tacl backend: endCoalescing without "
                     "startCoalescing");
-        coalescing_ = false;
+        coalescing.on = false;
         std::vector<at::Tensor> outs;
-        for (auto &r : recorded_)
+        for (auto &r : coalescing.recorded)
             for (auto &t : r->result())
                 outs.push_back(t);
         auto w = work(OpType::COALESCED, "tacl:coalesced", outs, true);
-        for (auto &r : recorded_)
+        for (auto &r : coalescing.recorded)
             w->follow(r);
-        recorded_.clear();
+        coalescing.recorded.clear();
         tacl_request_t req = nullptr;
         tacl_status_t s;
+        if (!w->place().cuda) {
+            /*
+             * Host memory has no stream to order what follows after the
+             * group, as NCCL's does on the GPU: the group completes here.
+             * Inside the manager torch hands out works no one may wait
+             * for (_IllegalWork), and DeepSpeed's MiCS goes on past them
+             * to read the gathered parameters, which must be there.
+             */
+            {
+                NoGil nogil;
+                s = tacl_group_end();
+            }
+            w->ended(s, "tacl_group_end");
+            if (s != TACL_OK)
+                fail("tacl_group_end", comm(), s);
+            return w;
+        }
         {
             NoGil nogil;
             s = tacl_group_end_nb(&req);
@@ -1462,14 +1490,14 @@ class TaclBackend : public c10d::Backend {
         const c10::intrusive_ptr<TaclWork> &w, const char *what,
         const std::function<tacl_status_t(tacl_request_t *)> &start)
     {
-        if (coalescing_) {
+        if (coalescing.on) {
             /* Recorded into the open group (its request is NULL). */
             tacl_request_t ignored = nullptr;
             tacl_status_t s = start(&ignored);
             if (s != TACL_OK)
                 fail(what, comm(), s);
             w->recorded(what);
-            recorded_.push_back(w);
+            coalescing.recorded.push_back(w);
             return w;
         }
         if (!w->place().cuda && !w->async())
@@ -1715,8 +1743,6 @@ class TaclBackend : public c10d::Backend {
     Ms timeout_;
     std::string name_;
     uint64_t seq_ = 0;
-    bool coalescing_ = false;   /* between startCoalescing and its end */
-    std::vector<c10::intrusive_ptr<TaclWork>> recorded_;
     bool from_split_ = false;
     const char *made_by_ = "bootstrap"; /* or "group"; see made_by() */
 };
