@@ -354,14 +354,20 @@ def test_p2p_barrier():
               heard == set(range(1, WORLD)), str(heard))
     else:
         dist.send(data(RANK, 3, torch.int32, 75), 0, tag=9)
-    # all_gather_coalesced: one output list per input.
-    ins = [data(RANK, 3, torch.float32, 76),
-           data(RANK, 5, torch.float32, 77)]
-    outs = [[torch.empty_like(x) for _ in range(WORLD)] for x in ins]
+    # all_gather_coalesced: outs[r][i] gets rank r's input i (gloo's
+    # layout), inputs of different sizes and a complex one.
+    ins = [data(RANK, 3, torch.float32, 76), data(RANK, 5, torch.float32, 77),
+           data(RANK, 0, torch.float32, 78)]
+    outs = [[torch.empty_like(x) for x in ins] for _ in range(WORLD)]
     dist.all_gather_coalesced(outs, ins)
     check("all_gather_coalesced", all(
-        same(outs[0][p], data(p, 3, torch.float32, 76)) and
-        same(outs[1][p], data(p, 5, torch.float32, 77))
+        same(outs[p][i], data(p, len(ins[i]), torch.float32, 76 + i))
+        for p in range(WORLD) for i in range(3)))
+    cins = [data(RANK, 4, torch.complex64, 79)]
+    couts = [[torch.empty_like(cins[0])] for _ in range(WORLD)]
+    dist.all_gather_coalesced(couts, cins)
+    check("all_gather_coalesced complex", all(
+        same(couts[p][0], data(p, 4, torch.complex64, 79))
         for p in range(WORLD)))
     # c10d's coalescing manager: the calls inside become one tacl group
     # (startCoalescing/endCoalescing), as DeepSpeed's all_gather_coalesced

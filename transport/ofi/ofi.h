@@ -23,7 +23,8 @@
  * fail at once instead of waiting.
  *
  * The files call one another one way, each only those listed before it:
- * ofi_info.c (choosing the provider), ofi_ops.c (requests, posting,
+ * ofi_load.c (libfabric itself, loaded on first use), ofi_info.c
+ * (choosing the provider), ofi_ops.c (requests, posting,
  * completions), ofi_peer.c (control messages, liveness), then ofi.c (the
  * ops table: init, progress, wait, close).
  */
@@ -32,6 +33,20 @@
 
 #include <stdint.h>
 
+/*
+ * libfabric is loaded when the transport is first needed (ofi_load.c),
+ * not linked: Debian's libfabric pulls in libpsm_infinipath and libpsm2,
+ * whose constructors take over SIGINT, SIGABRT and SIGTERM in every
+ * process that loads them, so a process of a library linked with it no
+ * longer dies of SIGTERM (torch's ranks hung when stopped).  The five
+ * functions tacl calls outside libfabric's inline wrappers go through
+ * these names, which the header's declarations and inlines take too.
+ */
+#define fi_getinfo tacl__fi_getinfo
+#define fi_freeinfo tacl__fi_freeinfo
+#define fi_dupinfo tacl__fi_dupinfo
+#define fi_fabric tacl__fi_fabric
+#define fi_strerror tacl__fi_strerror
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>

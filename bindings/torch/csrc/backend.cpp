@@ -1265,9 +1265,10 @@ class TaclBackend : public c10d::Backend {
     }
 
     /*
-     * c10d's allgather_coalesced: one list of outputs per input, each
-     * gathered into one flat buffer by one tacl_allgather_coalesced and
-     * copied into its list at the end.
+     * c10d's allgather_coalesced: outputs[r][i] gets rank r's inputs[i]
+     * (gloo's layout).  Each input is gathered into one flat buffer of
+     * its own dtype by one tacl_allgather_coalesced, and copied into the
+     * lists at the end.
      */
     c10::intrusive_ptr<c10d::Work> allgather_coalesced(
         std::vector<std::vector<at::Tensor>> &outputs,
@@ -1275,17 +1276,17 @@ class TaclBackend : public c10d::Backend {
         const c10d::AllgatherOptions &opts) override
     {
         const char *what = "allgather_coalesced";
-        TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(),
-                    "tacl backend: ", what, ": one output list per input "
-                    "(and at least one input)");
+        TORCH_CHECK(outputs.size() == static_cast<size_t>(getSize()),
+                    "tacl backend: ", what, ": ", outputs.size(),
+                    " output lists, not one per rank (", getSize(), ")");
         std::vector<at::Tensor> all;
-        for (size_t i = 0; i < inputs.size(); i++) {
-            TORCH_CHECK(outputs[i].size() == static_cast<size_t>(getSize()),
-                        "tacl backend: ", what, ": output list ", i, " has ",
-                        outputs[i].size(), " tensors, not ", getSize());
-            for (auto &t : outputs[i]) {
-                same_size(t, inputs[i], what);
-                all.push_back(t);
+        for (auto &list : outputs) {
+            TORCH_CHECK(list.size() == inputs.size(), "tacl backend: ", what,
+                        ": an output list of ", list.size(),
+                        " tensors for ", inputs.size(), " inputs");
+            for (size_t i = 0; i < inputs.size(); i++) {
+                same_size(list[i], inputs[i], what);
+                all.push_back(list[i]);
             }
         }
         auto w = work(OpType::ALLGATHER_COALESCED, "tacl:all_gather_coalesced",
@@ -1294,15 +1295,17 @@ class TaclBackend : public c10d::Backend {
         for (size_t i = 0; i < inputs.size(); i++) {
             same_type(inputs[i], inputs[0], what);
             View in = input_view(*w, inputs[i]);
-            at::Tensor flat = flat_like(in.t, in.t.numel() * getSize());
-            std::vector<at::Tensor> outs = outputs[i];
-            int64_t n = in.t.numel();
+            int64_t n = inputs[i].numel();
+            at::Tensor flat = flat_like(inputs[i], n * getSize());
+            std::vector<at::Tensor> outs;
+            for (auto &list : outputs)
+                outs.push_back(list[i]);
             w->keep(flat);
             w->then([flat, outs, n]() mutable {
-                for (size_t k = 0; k < outs.size(); k++)
-                    outs[k].copy_(
-                        flat.narrow(0, static_cast<int64_t>(k) * n, n)
-                            .view(outs[k].sizes()));
+                for (size_t r = 0; r < outs.size(); r++)
+                    outs[r].copy_(
+                        flat.narrow(0, static_cast<int64_t>(r) * n, n)
+                            .view(outs[r].sizes()));
             });
             l.add(in.ptr(), flat.data_ptr(), in.count, in.dtype);
         }
