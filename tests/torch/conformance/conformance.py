@@ -82,18 +82,18 @@ class _Result(unittest.TestResult):
 
     def addError(self, test, err):
         super().addError(test, err)
-        self._failed(err)
+        self._failed(test, err)
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
-        self._failed(err)
+        self._failed(test, err)
 
     def addExpectedFailure(self, test, err):
         super().addExpectedFailure(test, err)
         self.verdict, self.reason = "pass", "expected failure"
 
-    def _failed(self, err):
-        text = self._exc_info_to_string(err, None) if err[0] else str(err)
+    def _failed(self, test, err):
+        text = self._exc_info_to_string(err, test)
         if re.search(r"terminated or timed out after", text):
             self.verdict = "timeout"
         else:
@@ -127,15 +127,39 @@ def worker(args):
         start = time.monotonic()
         unittest.TestSuite([cases.Conformance(name)]).run(result)
         seconds = time.monotonic() - start
+        stray = _end_stray_ranks()
         note = os.path.join(skips, name)
         if result.verdict == "skip" and os.path.exists(note):
             with open(note) as f:
                 result.reason = f.read().strip() or result.reason
         if result.verdict == "timeout":
             result.reason = f"no result in {cases.TIMEOUT} s"
+        if stray:
+            result.reason += f" [rank(s) {stray} outlived the test, killed]"
         _append(args.results, name, result.verdict, result.reason, seconds)
     os.unlink(args.results + ".running")
-    return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Nothing is left to wait for: skip the interpreter's exit, which
+    # would join any rank process and run torch's exit handlers.
+    os._exit(0)
+
+
+def _end_stray_ranks():
+    """Kills the rank processes still alive after torch's harness ended a
+    test, and returns their names.  The harness ends a test when one rank
+    fails and terminates the others (SIGTERM); a rank that does not die
+    of that (a signal handler of a library it loaded that hangs) would
+    otherwise hold the worker at exit forever."""
+    import multiprocessing
+    stray = []
+    for child in multiprocessing.active_children():
+        child.join(timeout=5)
+        if child.is_alive():
+            stray.append(f"{child.name} (pid {child.pid})")
+            child.kill()
+            child.join(timeout=5)
+    return ", ".join(stray)
 
 
 def _append(path, name, verdict, reason, seconds):
@@ -222,14 +246,15 @@ def run_one(args, backend, world_size, lift, names):
                 now_running = None
             if now_running != running:
                 running, since = now_running, time.monotonic()
-            elif running and time.monotonic() - since > args.timeout + grace:
+            elif time.monotonic() - since > args.timeout + grace:
                 # The worker is stuck beyond torch's own limit: end it,
                 # with the ranks it started (its process group).
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                _append(results, running, "timeout",
-                        f"worker stuck for {args.timeout + grace} s",
-                        time.monotonic() - since)
+                if running:
+                    _append(results, running, "timeout",
+                            f"worker stuck for {args.timeout + grace} s",
+                            time.monotonic() - since)
                 break
         if proc.returncode not in (0, -signal.SIGKILL):
             # A worker that died on its own: the test it ran crashed it.
