@@ -1,9 +1,14 @@
 """Run PyTorch's DistributedTest suite on gloo and on tacl, side by side.
 
     python conformance.py [--world-sizes 2 3 4 8] [--backends gloo tacl]
-                          [--lift] [--only NAMES_OR_FILE] [--timeout 120]
-                          [--start fork|spawn] [--out DIR] [--table FILE]
-                          [--expect-pass]
+                          [--only NAMES_OR_FILE...] [--lift]
+                          [--lifted NAMES_OR_FILE...] [--timeout 120]
+                          [--start fork|spawn] [--out DIR] [--fresh]
+                          [--table FILE] [--expect-pass]
+
+NAMES_OR_FILE: test names, comma-separated, or a file of one name a line
+("#" starts a comment).  Run it where tacl_torch imports (run.sh and
+meson's torch_conformance start it through tests/torch/run_torch.sh).
 
 For every world size and backend, one worker process runs the suite's
 tests one after the other (cases.py: torch's own test class, configured
@@ -219,8 +224,11 @@ def run_one(args, backend, world_size, lift, names):
     results = os.path.join(args.out, tag + ".jsonl")
     if args.fresh and os.path.exists(results):
         os.unlink(results)
+    # No GPU is shown to the suite: it runs the CPU backends' tests, and
+    # its harness skips every test where a GPU is seen but fewer GPUs
+    # than ranks, which would leave a one-GPU machine with no verdicts.
     env = dict(os.environ, BACKEND="gloo" if lift else backend,
-               WORLD_SIZE=str(world_size),
+               WORLD_SIZE=str(world_size), CUDA_VISIBLE_DEVICES="",
                CONFORMANCE_TIMEOUT=str(args.timeout),
                CONFORMANCE_START=args.start,
                CONFORMANCE_LIFT="1" if lift else "0")
