@@ -246,7 +246,7 @@ def run_one(args, backend, world_size, lift, names):
             [sys.executable, os.path.abspath(__file__), "--worker",
              "--results", results, "--tests-file", tests_file],
             env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, cwd=args.out)
         running, since = None, time.monotonic()
         while proc.poll() is None:
             time.sleep(1)
@@ -396,6 +396,10 @@ def main():
         return worker(args)
     args.command = os.environ.get("CONFORMANCE_COMMAND") or \
         "conformance.py " + " ".join(sys.argv[1:])
+    # The workers run in the results folder: what the ranks leave in
+    # their working directory (backtrace files that libfabric's psm
+    # providers write when a rank is terminated) stays there.
+    args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     env = dict(os.environ, BACKEND="gloo", WORLD_SIZE="2")
     every = _all_tests(env)
