@@ -16,9 +16,10 @@ set -euo pipefail
 
 venv=${TACL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tacl/venv}
 python=/usr/bin/python3
-# import name -> pip requirement
-modules=(torch deepspeed ninja numpy pybind11)
-requirements=(torch deepspeed ninja numpy pybind11)
+# import name -> pip requirement (expecttest: torch's own test modules
+# import it, for the conformance runner in tests/torch/conformance)
+modules=(torch deepspeed ninja numpy pybind11 expecttest)
+requirements=(torch deepspeed ninja numpy pybind11 expecttest)
 
 skip() { echo "skipped: $*" >&2; exit 77; }
 
