@@ -1344,14 +1344,25 @@ void tacl__ctx_idle_wait(tacl__ctx_t *ctx)
         sched_yield();
         return;
     }
-    /* Another engine's events come where it says: it sleeps there (its
-     * executions are read without the lock: the list is only walked to
-     * find one, and the engine's sleep reads only its own state). */
+    /* Another engine's events come where it says: it sleeps there.  The
+     * list is walked under the lock (another thread links and frees its
+     * executions); the sleep, which reads only the engine's own state,
+     * outside it. */
+    const tacl__engine_ops_t *engine = NULL;
+    void *engine_arg = NULL;
+
+    pthread_mutex_lock(&ctx->lock);
     for (const tacl__exec_t *e = ctx->active; e != NULL; e = e->next) {
         if (e->engine != NULL) {
-            e->engine->sleep(e->engine_arg);
-            return;
+            engine = e->engine;
+            engine_arg = e->engine_arg;
+            break;
         }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (engine != NULL) {
+        engine->sleep(engine_arg);
+        return;
     }
     /* Sleep in the transports (shm sleeps on a futex that senders ring);
      * a millisecond at most so liveness is still checked often. */
