@@ -126,7 +126,10 @@ int tacl__ctx_progress_wait(tacl__ctx_t *ctx, int spinning);
  */
 void tacl__ctx_reap(tacl__ctx_t *ctx);
 
-/** Sleep in the transports until a message arrives, 1 ms at most. */
+/**
+ * Sleep in the transports (or the engine of an execution in flight) until
+ * a message arrives, 1 ms at most; call it without the lock.
+ */
 void tacl__ctx_idle_wait(tacl__ctx_t *ctx);
 
 
