@@ -7,8 +7,12 @@
  * init, from the node identities in its params, and keeps the answer in
  * its base (local_of), where reachable() and the peer tables read it.
  */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tl_base.h"
 
@@ -114,6 +118,19 @@ int tacl__tl_base_probe_peers(const tacl__tl_base_t *base, const void *peers,
         }
     }
     return 0;
+}
+
+tacl_status_t tacl__tl_base_sleep_fd(const tacl__tl_base_t *base, int fd,
+                                     int64_t timeout_us, const char *what)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    struct timespec ts = {(time_t)(timeout_us / 1000000),
+                          (long)(timeout_us % 1000000) * 1000};
+
+    if (ppoll(&pfd, 1, &ts, NULL) < 0 && errno != EINTR)
+        return tacl__error_record(TACL_ERR_SYSTEM, base->subsys, __FILE__,
+                                  __LINE__, "poll on %s failed: %m", what);
+    return TACL_OK;
 }
 
 tacl_status_t tacl__tl_base_check(tacl__tl_base_t *base,

@@ -145,6 +145,14 @@ int tacl__tl_base_probe_peers(const tacl__tl_base_t *base, const void *peers,
                               size_t stride, size_t qoff, size_t len_off,
                               uint64_t tag, int *peer, uint64_t *len);
 
+/**
+ * wait()'s sleep on a file descriptor the transport's events make
+ * readable (fd), timeout_us at most; an interrupted sleep is no error.
+ * what names the descriptor in the error of a failed poll.
+ */
+tacl_status_t tacl__tl_base_sleep_fd(const tacl__tl_base_t *base, int fd,
+                                     int64_t timeout_us, const char *what);
+
 /** The cancel_all slot: fail every pending op with status, call back. */
 void tacl__tl_base_cancel_all(tacl__tl_t *tl, tacl_status_t status);
 

@@ -258,7 +258,6 @@ static int ofi_progress(tacl__tl_t *tl)
 static tacl_status_t ofi_wait(tacl__tl_t *tl, int64_t timeout_us)
 {
     tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
-    struct pollfd pfd;
     struct timespec ts;
     struct fid *fids[1];
     int rc;
@@ -298,15 +297,8 @@ static tacl_status_t ofi_wait(tacl__tl_t *tl, int64_t timeout_us)
         nanosleep(&ts, NULL);
         return TACL_OK;
     }
-    pfd.fd = ofi->cq_fd;
-    pfd.events = POLLIN;
-    pfd.revents = 0;
-    ts.tv_sec = (time_t)(timeout_us / 1000000);
-    ts.tv_nsec = (long)(timeout_us % 1000000) * 1000;
-    if (ppoll(&pfd, 1, &ts, NULL) < 0 && errno != EINTR)
-        return tacl__error(TACL_ERR_SYSTEM, NET, "poll on the completion "
-                           "queue failed: %m");
-    return TACL_OK;
+    return tacl__tl_base_sleep_fd(&ofi->base, ofi->cq_fd, timeout_us,
+                                  "the completion queue");
 }
 
 static void ofi_cancel_all(tacl__tl_t *tl, tacl_status_t status)

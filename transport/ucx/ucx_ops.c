@@ -284,22 +284,12 @@ int tacl__ucx_worker_progress(tacl__ucx_t *ucx)
 tacl_status_t tacl__ucx_sleep(tacl__ucx_t *ucx, ucs_status_t armed,
                               int64_t timeout_us)
 {
-    struct pollfd pfd;
-    struct timespec ts;
-
     if (armed == UCS_ERR_BUSY)
         return TACL_OK;
     if (armed != UCS_OK)
         return tacl__error(TACL_ERR_INTERNAL, NET, "rank %d cannot arm the "
                            "UCX worker: %s", ucx->base.rank,
                            ucs_status_string(armed));
-    pfd.fd = ucx->efd;
-    pfd.events = POLLIN;
-    pfd.revents = 0;
-    ts.tv_sec = (time_t)(timeout_us / 1000000);
-    ts.tv_nsec = (long)(timeout_us % 1000000) * 1000;
-    if (ppoll(&pfd, 1, &ts, NULL) < 0 && errno != EINTR)
-        return tacl__error(TACL_ERR_SYSTEM, NET, "poll on the UCX worker "
-                           "failed: %m");
-    return TACL_OK;
+    return tacl__tl_base_sleep_fd(&ucx->base, ucx->efd, timeout_us,
+                                  "the UCX worker");
 }
