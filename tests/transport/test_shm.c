@@ -372,7 +372,9 @@ TEST_EACH_MODE(unexpected, 2, unexpected_rank, -1, 60)
  * cancelled: the message waits again and the next receive gets it. ----
  */
 
-#define TAKEN_LEN (2u << 20)   /* more fragments than the queue's slots */
+/* More fragments than one progress call takes (TACL_SHM_POLL_BUDGET): the
+ * receiver sees the message while it is still arriving. */
+#define TAKEN_LEN (4u * TACL_SHM_POLL_BUDGET * TACL_SHM_SLOT_SIZE)
 
 static int taken_rank(int rank, int nranks, void *arg)
 {
