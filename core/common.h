@@ -47,4 +47,20 @@ static inline uint64_t tacl__now_coarse_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* splitmix64's finaliser: every input bit reaches every output bit. */
+static inline uint64_t tacl__mix64(uint64_t h)
+{
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+/* The next number of splitmix64's stream from *state. */
+static inline uint64_t tacl__splitmix64(uint64_t *state)
+{
+    return tacl__mix64(*state += 0x9e3779b97f4a7c15ull);
+}
+
 #endif /* TACL_CORE_COMMON_H */

@@ -176,23 +176,13 @@ tacl__sig_field_t tacl__op_sig_diff(const tacl__op_sig_t *a,
     return TACL__SIG_SAME;
 }
 
-/* splitmix64's finaliser: every input bit reaches every output bit. */
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    return h ^ (h >> 31);
-}
-
 uint64_t tacl__op_sig_hash(const tacl__op_sig_t *s)
 {
-    uint64_t h = mix(s->count + 0x9e3779b97f4a7c15ull);
+    uint64_t h = tacl__mix64(s->count + 0x9e3779b97f4a7c15ull);
 
-    h = mix(h ^ ((uint64_t)(uint32_t)s->coll << 32 | (uint32_t)s->dtype));
-    h = mix(h ^ ((uint64_t)(uint32_t)s->op << 32 | (uint32_t)s->root));
-    return mix(h ^ ((uint64_t)(uint32_t)s->qbits << 32 |
+    h = tacl__mix64(h ^ ((uint64_t)(uint32_t)s->coll << 32 | (uint32_t)s->dtype));
+    h = tacl__mix64(h ^ ((uint64_t)(uint32_t)s->op << 32 | (uint32_t)s->root));
+    return tacl__mix64(h ^ ((uint64_t)(uint32_t)s->qbits << 32 |
                     (uint32_t)s->qblock));
 }
 

@@ -1,0 +1,113 @@
+/*
+ * Who owns which row of a sparse all-reduce, and what that costs: the
+ * pure half of the sparse schemes (lib/sparse.c runs them).
+ *
+ * Zen (thesis "Zen, Espresso, Cupcake, Gemini", chapter 3) proves that
+ * the best scheme for sparse gradients is point-to-point, one-shot,
+ * parallel and balanced (Theorem 3.1): every rank pushes each of its rows
+ * to the row's owner, owners sum, every rank pulls every owner's sum.
+ * Balance comes from the owner function.  Even ranges of rows (a
+ * parameter server's split) inherit the gradients' skew toward small
+ * indices (section 3.2.2, C3); Zen hashes each index to its owner with
+ * one universal hash h0 shared by all ranks (Algorithm 3.2, line 5),
+ * whose imbalance is 1 + Theta(sqrt(n log n / nnz)) whatever the indices
+ * (Theorem 3.2).  Algorithm 3.2's other hashes place indices in GPU
+ * memory without sorting; on a CPU a counting sort by owner does that
+ * job exactly (tacl__sparse_partition), so only h0 is kept here.
+ *
+ * Owner j's domain is every row index h0 sends to j, in increasing
+ * order.  It is the same on every rank, so an owner's result can travel
+ * as a bitmap over its domain instead of a list of indices (the hash
+ * bitmap, section 3.3.4, Algorithm 3.3): |domain| / 8 bytes, about
+ * rows / (8 n), independent of how many rows are set.
+ * tacl__sparse_pull_bitmap is the exact byte rule choosing between the
+ * two per owner and per call.
+ */
+#ifndef TACL_ALGORITHMS_SPARSE_H
+#define TACL_ALGORITHMS_SPARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tacl.h"
+
+/** Owner functions: Zen's hash, or even ranges of the table. */
+typedef enum {
+    TACL__OWNER_HASH,
+    TACL__OWNER_RANGE,
+} tacl__owner_kind_t;
+
+typedef struct {
+    tacl__owner_kind_t kind;
+    int n;            /* owners */
+    uint64_t nrows;   /* rows of the table */
+    uint64_t a, b;    /* h0(x) = ((a x + b) mod p) mod n, p = 2^61 - 1 */
+} tacl__owner_t;
+
+/**
+ * The owner function for n owners of a table of nrows rows.  Hash
+ * owners draw (a, b) from seed, which every rank must pass alike.
+ */
+void tacl__owner_init(tacl__owner_t *o, tacl__owner_kind_t kind, int n,
+                      uint64_t nrows, uint64_t seed);
+
+/** The owner of row idx (idx < nrows). */
+int tacl__owner_of(const tacl__owner_t *o, uint64_t idx);
+
+/** Row i of an index list of int32 (idx64 == 0) or int64 entries. */
+static inline uint64_t tacl__sparse_index(const void *indices, int idx64,
+                                          size_t i)
+{
+    return idx64 ? (uint64_t)((const int64_t *)indices)[i]
+                 : (uint64_t)(uint32_t)((const int32_t *)indices)[i];
+}
+
+/**
+ * Counting sort of nnz indices by owner: counts[j] rows go to owner j,
+ * and order[] lists the positions of the input, owner 0's first, each
+ * owner's in input order.  counts has o->n entries, order nnz.
+ * TACL_ERR_NO_MEMORY, or TACL_OK.
+ */
+tacl_status_t tacl__sparse_partition(const tacl__owner_t *o,
+                                     const void *indices, int idx64,
+                                     size_t nnz, size_t *counts,
+                                     size_t *order);
+
+/**
+ * Every owner's domain: dsize[j] rows belong to owner j, and pos[idx] is
+ * row idx's place in its owner's domain (ascending).  dsize has o->n
+ * entries, pos o->nrows (which must fit in 32 bits).
+ */
+void tacl__sparse_domains(const tacl__owner_t *o, size_t *dsize,
+                          uint32_t *pos);
+
+/** Bytes of a bitmap over a domain of dsize rows. */
+static inline size_t tacl__sparse_bitmap_bytes(size_t dsize)
+{
+    return (dsize + 7) / 8;
+}
+
+/**
+ * The pull's byte rule: whether an owner holding nnz rows of a domain of
+ * dsize rows sends a bitmap (fewer bytes) rather than its index list.
+ */
+static inline int tacl__sparse_pull_bitmap(size_t nnz, size_t dsize,
+                                           size_t index_bytes)
+{
+    return tacl__sparse_bitmap_bytes(dsize) < nnz * index_bytes;
+}
+
+/**
+ * Imbalance ratios of Definition 3.6 for one owner function over n
+ * ranks' index sets (index lists sets[r] of nnz[r] rows): push is the
+ * largest n |I_r^j| / |I_r| over ranks r and owners j; pull is
+ * n max_j |union_j| / |union|.  *union_p gets |union| (the densification
+ * ratio is |union| / mean nnz).  TACL_ERR_NO_MEMORY, or TACL_OK.
+ */
+tacl_status_t tacl__sparse_imbalance(const tacl__owner_t *o,
+                                     const void *const *sets, int idx64,
+                                     const size_t *nnz, int nranks,
+                                     double *push_p, double *pull_p,
+                                     size_t *union_p);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * The sparse schemes' owner functions (algorithms/sparse.h) and the
+ * trace generator (sim/sparse_trace.h), without a network: the owner
+ * hash, the counting sort by owner, the owners' domains and the pull's
+ * byte rule; the traces' overlap and skew; and Zen's load balance, push
+ * and pull imbalance within Theorem 3.2's bound for n = 4..1024 while
+ * even ranges of the same traces are 3x or worse.  The imbalance table
+ * is printed, so the test's log is the figure.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+#include "sparse.h"
+#include "sparse_trace.h"
+
+#define ROWS (1u << 20)   /* a 256 MB table of rows of 64 floats */
+#define ZIPF_S 1.0
+
+static tt_rng_t rng = {0x2545f4914f6cdd1dull};
+
+/* nnz distinct indices below nrows, in random order. */
+static void random_set(int64_t *idx, size_t nnz, uint64_t nrows)
+{
+    uint8_t *seen = calloc(nrows, 1);
+    size_t got = 0;
+
+    cr_assert(seen);
+    while (got < nnz) {
+        uint64_t r = tt_rng_next(&rng) % nrows;
+
+        if (!seen[r]) {
+            seen[r] = 1;
+            idx[got++] = (int64_t)r;
+        }
+    }
+    free(seen);
+}
+
+Test(sparse_owner, hash_is_in_range_shared_and_seeded)
+{
+    tacl__owner_t a, b, c;
+    int differ = 0;
+
+    for (int n = 1; n <= 17; n += 4) {
+        tacl__owner_init(&a, TACL__OWNER_HASH, n, ROWS, 7);
+        tacl__owner_init(&b, TACL__OWNER_HASH, n, ROWS, 7);
+        tacl__owner_init(&c, TACL__OWNER_HASH, n, ROWS, 8);
+        for (uint64_t i = 0; i < 4096; i++) {
+            int o = tacl__owner_of(&a, i * 977);
+
+            cr_assert(o >= 0 && o < n);
+            cr_assert_eq(o, tacl__owner_of(&b, i * 977));
+            differ += o != tacl__owner_of(&c, i * 977);
+        }
+    }
+    cr_assert_gt(differ, 0, "another seed must give another hash");
+}
+
+Test(sparse_owner, range_owners_are_even_ranges)
+{
+    tacl__owner_t o;
+
+    tacl__owner_init(&o, TACL__OWNER_RANGE, 4, 10, 0);
+    /* Ranges of ceil(10 / 4) = 3 rows: 0-2, 3-5, 6-8, 9. */
+    int want[10] = {0, 0, 0, 1, 1, 1, 2, 2, 2, 3};
+
+    for (uint64_t i = 0; i < 10; i++)
+        cr_assert_eq(tacl__owner_of(&o, i), want[i], "row %lu",
+                     (unsigned long)i);
+}
+
+static void check_partition(int n, size_t nnz, int idx64)
+{
+    int64_t *set = malloc((nnz + 1) * sizeof(*set));
+    void *indices = set;
+    int32_t *set32 = NULL;
+    size_t *counts = calloc((size_t)n, sizeof(*counts));
+    size_t *order = malloc((nnz + 1) * sizeof(*order));
+    uint8_t *hit = calloc(nnz + 1, 1);
+    tacl__owner_t o;
+    size_t at = 0;
+
+    cr_assert(set && counts && order && hit);
+    random_set(set, nnz, ROWS);
+    if (!idx64) {
+        set32 = malloc((nnz + 1) * sizeof(*set32));
+        cr_assert(set32);
+        for (size_t i = 0; i < nnz; i++)
+            set32[i] = (int32_t)set[i];
+        indices = set32;
+    }
+    tacl__owner_init(&o, TACL__OWNER_HASH, n, ROWS, 99);
+    cr_assert_eq(tacl__sparse_partition(&o, indices, idx64, nnz, counts,
+                                        order), TACL_OK);
+    for (int j = 0; j < n; j++) {
+        for (size_t k = 0; k < counts[j]; k++, at++) {
+            size_t i = order[at];
+
+            cr_assert(i < nnz && !hit[i], "position %zu twice", i);
+            hit[i] = 1;
+            cr_assert_eq(tacl__owner_of(&o, (uint64_t)set[i]), j);
+            if (k > 0)
+                cr_assert_lt(order[at - 1], i, "input order kept");
+        }
+    }
+    cr_assert_eq(at, nnz, "counts add up to nnz");
+    free(set);
+    free(set32);
+    free(counts);
+    free(order);
+    free(hit);
+}
+
+Test(sparse_owner, partition_sorts_by_owner_keeping_input_order)
+{
+    check_partition(1, 1000, 0);
+    check_partition(7, 0, 1);
+    check_partition(7, 1, 0);
+    check_partition(16, 20000, 0);
+    check_partition(16, 20000, 1);
+    check_partition(64, 333, 1);
+}
+
+Test(sparse_owner, domains_number_each_owners_rows_in_order)
+{
+    enum { N = 6, NROWS = 100003 };
+    uint32_t *pos = malloc(NROWS * sizeof(*pos));
+    size_t dsize[N], next[N] = {0}, total = 0;
+    tacl__owner_t o;
+
+    cr_assert(pos);
+    tacl__owner_init(&o, TACL__OWNER_HASH, N, NROWS, 3);
+    tacl__sparse_domains(&o, dsize, pos);
+    for (uint64_t i = 0; i < NROWS; i++) {
+        int j = tacl__owner_of(&o, i);
+
+        cr_assert_eq(pos[i], next[j]++, "row %lu", (unsigned long)i);
+    }
+    for (int j = 0; j < N; j++) {
+        cr_assert_eq(next[j], dsize[j]);
+        total += dsize[j];
+    }
+    cr_assert_eq(total, NROWS);
+    free(pos);
+}
+
+Test(sparse_owner, pull_byte_rule_picks_the_fewer_bytes)
+{
+    /* A domain of 80,000 rows: a 10,000-byte bitmap. */
+    cr_assert_eq(tacl__sparse_bitmap_bytes(80000), 10000);
+    cr_assert_eq(tacl__sparse_bitmap_bytes(80001), 10001);
+    /* int32 indices: 2,500 rows cost 10,000 bytes, a tie keeps COO. */
+    cr_assert_not(tacl__sparse_pull_bitmap(2500, 80000, 4));
+    cr_assert(tacl__sparse_pull_bitmap(2501, 80000, 4));
+    cr_assert(tacl__sparse_pull_bitmap(1251, 80000, 8));
+    cr_assert_not(tacl__sparse_pull_bitmap(0, 80000, 8));
+}
+
+Test(sparse_trace, rows_are_distinct_skewed_and_partly_shared)
+{
+    enum { N = 8 };
+    size_t nnz = ROWS / 100, got, low = 0, total = 0;
+    int64_t *sets[N];
+    size_t counts[N];
+    tacl__sparse_trace_t t;
+    tacl__owner_t o;
+    double push, pull;
+    size_t nunion;
+
+    cr_assert_eq(tacl__sparse_trace_init(&t, ROWS, ZIPF_S, 1), TACL_OK);
+    for (int r = 0; r < N; r++) {
+        sets[r] = malloc(nnz * sizeof(int64_t));
+        cr_assert(sets[r]);
+        tacl__sparse_trace_rank(&t, r, nnz, sets[r], &got);
+        cr_assert_eq(got, nnz, "rank %d found %zu of %zu rows", r, got,
+                     nnz);
+        counts[r] = nnz;
+        for (size_t i = 0; i < nnz; i++) {
+            cr_assert(sets[r][i] >= 0 && (uint64_t)sets[r][i] < ROWS);
+            low += (uint64_t)sets[r][i] < ROWS / N;
+            total++;
+        }
+    }
+    /* The same seed gives the same rows. */
+    int64_t *again = malloc(nnz * sizeof(*again));
+
+    cr_assert(again);
+    tacl__sparse_trace_rank(&t, 3, nnz, again, &got);
+    cr_assert_eq(memcmp(again, sets[3], nnz * sizeof(*again)), 0);
+    free(again);
+    tacl__owner_init(&o, TACL__OWNER_HASH, N, ROWS, 5);
+    cr_assert_eq(tacl__sparse_imbalance(&o, (const void *const *)sets, 1,
+                                        counts, N, &push, &pull, &nunion),
+                 TACL_OK);
+    /* C1 and C2: ranks overlap, yet the union is denser than one rank. */
+    cr_assert(nunion > nnz && nunion < (size_t)N * nnz,
+              "union %zu of %d x %zu rows", nunion, N, nnz);
+    /* C3: most rows in the first of N even ranges (Figure 3.2). */
+    cr_assert_gt((double)low / (double)total, 0.6, "%.2f in range 0",
+                 (double)low / (double)total);
+    printf("trace: %d ranks x %zu rows of %u: densification %.2f, "
+           "%.0f%% in the first 1/%d\n", N, nnz, ROWS,
+           (double)nunion / (double)nnz, 100.0 * (double)low /
+           (double)total, N);
+    for (int r = 0; r < N; r++)
+        free(sets[r]);
+    tacl__sparse_trace_fini(&t);
+}
+
+/*
+ * Theorem 3.2 bounds the imbalance by 1 + Theta(sqrt(n log n / m)) for m
+ * balls in n bins, from the maximum load m / n + sqrt(2 (m / n) ln B)
+ * of B bins with probability 1 - o(1).  Push takes the maximum over
+ * every rank's n bins, B = n^2; pull over the n owners.  The test allows
+ * 1.5 times that deviation.
+ */
+static double bound(int n, double m, double bins)
+{
+    return 1.0 + 1.5 * sqrt(2.0 * n * log(bins) / m);
+}
+
+Test(sparse_owner, hashed_owners_balance_where_ranges_do_not,
+     .timeout = 120)
+{
+    size_t nnz = ROWS / 100, got;
+    tacl__sparse_trace_t t;
+    int64_t **sets = calloc(1024, sizeof(*sets));
+    size_t *counts = calloc(1024, sizeof(*counts));
+
+    cr_assert(sets && counts);
+    cr_assert_eq(tacl__sparse_trace_init(&t, ROWS, ZIPF_S, 11), TACL_OK);
+    for (int r = 0; r < 1024; r++) {
+        sets[r] = malloc(nnz * sizeof(int64_t));
+        cr_assert(sets[r]);
+        tacl__sparse_trace_rank(&t, r, nnz, sets[r], &got);
+        cr_assert_eq(got, nnz);
+        counts[r] = nnz;
+    }
+    printf("%6s %9s %9s %9s %9s %9s %9s\n", "n", "union", "push",
+           "bound", "pull", "bound", "range");
+    for (int n = 4; n <= 1024; n *= 2) {
+        tacl__owner_t hash, range;
+        double push, pull, rpush, rpull;
+        size_t nunion;
+
+        tacl__owner_init(&hash, TACL__OWNER_HASH, n, ROWS, 12345);
+        tacl__owner_init(&range, TACL__OWNER_RANGE, n, ROWS, 0);
+        cr_assert_eq(tacl__sparse_imbalance(&hash,
+                                            (const void *const *)sets, 1,
+                                            counts, n, &push, &pull,
+                                            &nunion), TACL_OK);
+        cr_assert_eq(tacl__sparse_imbalance(&range,
+                                            (const void *const *)sets, 1,
+                                            counts, n, &rpush, &rpull,
+                                            &nunion), TACL_OK);
+        double bpush = bound(n, (double)nnz, (double)n * n);
+        double bpull = bound(n, (double)nunion, n);
+
+        printf("%6d %9zu %9.3f %9.3f %9.3f %9.3f %9.2f\n", n, nunion, push,
+               bpush, pull, bpull, rpush);
+        cr_assert_leq(push, bpush, "n=%d push %.3f", n, push);
+        cr_assert_leq(pull, bpull, "n=%d pull %.3f", n, pull);
+        cr_assert_geq(rpush, 3.0, "n=%d even ranges push only %.2f", n,
+                      rpush);
+    }
+    for (int r = 0; r < 1024; r++)
+        free(sets[r]);
+    free(sets);
+    free(counts);
+    tacl__sparse_trace_fini(&t);
+}
