@@ -21,7 +21,8 @@ int tacl__algo_in_place(const tacl__coll_args_t *args, int rank)
     size_t es = tacl_dtype_size(args->dtype);
     size_t shift = (size_t)rank * args->count * es;
 
-    if (args->sendbuf == NULL || args->recvbuf == NULL)
+    if (args->sendbuf == NULL || args->recvbuf == NULL ||
+        tacl__coll_vcounted(args->type))
         return 0;
     switch (args->type) {
     case TACL_COLL_ALLGATHER:

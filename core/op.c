@@ -4,6 +4,7 @@
  */
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -47,11 +48,134 @@ int tacl__coll_from_name(const char *name)
     return -1;
 }
 
+/* splitmix64's finaliser: every input bit reaches every output bit. */
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+/* The table's four arrays live right after it, in one allocation. */
+static tacl__vcounts_t *vcounts_alloc(int n)
+{
+    size_t entries = 4 * (size_t)(n > 0 ? n : 0);
+    tacl__vcounts_t *v = malloc(sizeof(*v) + entries * sizeof(size_t));
+
+    if (v == NULL)
+        return NULL;
+    v->n = n;
+    v->hash = 0;
+    v->send = (size_t *)(v + 1);
+    v->sdispl = v->send + n;
+    v->recv = v->sdispl + n;
+    v->rdispl = v->recv + n;
+    return v;
+}
+
+tacl__vcounts_t *tacl__vcounts_new(int n, const size_t *sendcounts,
+                                   const size_t *sdispls, size_t sendcount,
+                                   const size_t *recvcounts,
+                                   const size_t *rdispls)
+{
+    tacl__vcounts_t *v = vcounts_alloc(n);
+    uint64_t h = mix((uint64_t)n + 0x9e3779b97f4a7c15ull);
+
+    if (v == NULL)
+        return NULL;
+    for (int j = 0; j < n; j++) {
+        v->send[j] = sendcounts != NULL ? sendcounts[j] : sendcount;
+        v->sdispl[j] = sdispls != NULL ? sdispls[j] : 0;
+        v->recv[j] = recvcounts[j];
+        v->rdispl[j] = rdispls[j];
+    }
+    for (size_t i = 0; i < 4 * (size_t)n; i++)
+        h = mix(h ^ (uint64_t)v->send[i]);
+    v->hash = h;
+    return v;
+}
+
+tacl__vcounts_t *tacl__vcounts_dup(const tacl__vcounts_t *v)
+{
+    tacl__vcounts_t *c;
+
+    if (v == NULL)
+        return NULL;
+    c = vcounts_alloc(v->n);
+    if (c == NULL)
+        return NULL;
+    memcpy(c->send, v->send, 4 * (size_t)v->n * sizeof(size_t));
+    c->hash = v->hash;
+    return c;
+}
+
+void tacl__vcounts_free(tacl__vcounts_t *v)
+{
+    free(v);
+}
+
+int tacl__vcounts_same(const tacl__vcounts_t *a, const tacl__vcounts_t *b)
+{
+    if (a == b)
+        return 1;
+    if (a == NULL || b == NULL || a->n != b->n || a->hash != b->hash)
+        return 0;
+    return memcmp(a->send, b->send, 4 * (size_t)a->n * sizeof(size_t)) == 0;
+}
+
+size_t tacl__vsend(const tacl__coll_args_t *a, int peer, size_t *displ_p)
+{
+    if (a->v != NULL) {
+        *displ_p = a->v->sdispl[peer];
+        return a->v->send[peer];
+    }
+    *displ_p = a->type == TACL_COLL_ALLGATHERV ? 0 : (size_t)peer * a->count;
+    return a->count;
+}
+
+size_t tacl__vrecv(const tacl__coll_args_t *a, int peer, size_t *displ_p)
+{
+    if (a->v != NULL) {
+        *displ_p = a->v->rdispl[peer];
+        return a->v->recv[peer];
+    }
+    *displ_p = (size_t)peer * a->count;
+    return a->count;
+}
+
+/*
+ * The elements a variable-count operation's buffers span on this rank:
+ * the end of the furthest region that holds any.  -1 on overflow.
+ */
+static int vcounts_extent(const tacl__coll_args_t *a, int nranks,
+                          uint64_t *send_p, uint64_t *recv_p)
+{
+    *send_p = *recv_p = 0;
+    for (int j = 0; j < nranks; j++) {
+        size_t sd, rd, sn = tacl__vsend(a, j, &sd), rn = tacl__vrecv(a, j, &rd);
+        uint64_t end;
+
+        if (sn > 0) {
+            if (__builtin_add_overflow((uint64_t)sd, (uint64_t)sn, &end))
+                return -1;
+            *send_p = TACL_MAX(*send_p, end);
+        }
+        if (rn > 0) {
+            if (__builtin_add_overflow((uint64_t)rd, (uint64_t)rn, &end))
+                return -1;
+            *recv_p = TACL_MAX(*recv_p, end);
+        }
+    }
+    return 0;
+}
+
 /*
  * Every field of the arguments is part of a call's identity but seq.  A
  * new field changes the size and stops the build here: add it below.
  */
-_Static_assert(sizeof(tacl__coll_args_t) == 88,
+_Static_assert(sizeof(tacl__coll_args_t) == 96,
                "tacl__coll_args_t changed: update tacl__coll_args_same");
 
 int tacl__coll_args_same(const tacl__coll_args_t *a,
@@ -63,7 +187,8 @@ int tacl__coll_args_same(const tacl__coll_args_t *a,
            a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
            a->memtype == b->memtype && a->chunk_bytes == b->chunk_bytes &&
            a->qbits == b->qbits && a->qblock == b->qblock &&
-           a->shm_map == b->shm_map && a->send_mapped == b->send_mapped;
+           a->shm_map == b->shm_map && a->send_mapped == b->send_mapped &&
+           tacl__vcounts_same(a->v, b->v);
 }
 
 int tacl__coll_bytes(const tacl__coll_args_t *a, int rank, int nranks,
@@ -75,6 +200,18 @@ int tacl__coll_bytes(const tacl__coll_args_t *a, int rank, int nranks,
     *send_p = *recv_p = 0;
     if (a->type == TACL_COLL_BARRIER)
         return 0;
+    if (tacl__coll_vcounted(a->type)) {
+        uint64_t send, recv;
+
+        if (vcounts_extent(a, nranks, &send, &recv) != 0 ||
+            __builtin_mul_overflow(send, esize, send_p) ||
+            __builtin_mul_overflow(recv, esize, recv_p) ||
+            *send_p > max_bytes || *recv_p > max_bytes) {
+            *send_p = *recv_p = 0;
+            return -1;
+        }
+        return 0;
+    }
     if (__builtin_mul_overflow((uint64_t)a->count, esize, &block) ||
         __builtin_mul_overflow(block, (uint64_t)(nranks > 0 ? nranks : 1),
                                &all) ||
@@ -153,6 +290,8 @@ tacl__op_sig_t tacl__op_sig_of(const tacl__coll_args_t *a)
         s.root = a->root;
     s.qbits = a->qbits;
     s.qblock = a->qbits != 0 ? (int32_t)a->qblock : 0;
+    if (tacl__coll_vcounted(a->type))
+        s.vhash = a->v != NULL ? a->v->hash : mix(a->count);
     return s;
 }
 
@@ -161,7 +300,9 @@ tacl__sig_field_t tacl__op_sig_diff(const tacl__op_sig_t *a,
 {
     if (a->coll != b->coll)
         return TACL__SIG_COLL;
-    if (a->count != b->count)
+    /* A variable-count call's tables are compared on their own (check.c):
+     * they name the ranks and counts that disagree. */
+    if (a->count != b->count && !tacl__coll_vcounted((tacl_coll_t)a->coll))
         return TACL__SIG_COUNT;
     if (a->dtype != b->dtype)
         return TACL__SIG_DTYPE;
@@ -180,6 +321,7 @@ uint64_t tacl__op_sig_hash(const tacl__op_sig_t *s)
 {
     uint64_t h = tacl__mix64(s->count + 0x9e3779b97f4a7c15ull);
 
+    h = tacl__mix64(h ^ s->vhash);
     h = tacl__mix64(h ^ ((uint64_t)(uint32_t)s->coll << 32 | (uint32_t)s->dtype));
     h = tacl__mix64(h ^ ((uint64_t)(uint32_t)s->op << 32 | (uint32_t)s->root));
     return tacl__mix64(h ^ ((uint64_t)(uint32_t)s->qbits << 32 |
@@ -239,5 +381,9 @@ int tacl__op_sig_format(const tacl__op_sig_t *s, char *buf, size_t len)
     if (s->qbits != 0 && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, " qbits=%d qblock=%d",
                       s->qbits, s->qblock);
+    if (tacl__coll_vcounted((tacl_coll_t)s->coll) && n >= 0 &&
+        (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " vcounts=%016llx",
+                      (unsigned long long)s->vhash);
     return n;
 }

@@ -36,6 +36,12 @@ static inline int tacl__coll_p2p(tacl_coll_t coll)
     return coll == TACL_COLL_SEND || coll == TACL_COLL_RECV;
 }
 
+/** Whether coll takes a count per peer (ALLTOALLV, ALLGATHERV). */
+static inline int tacl__coll_vcounted(tacl_coll_t coll)
+{
+    return coll == TACL_COLL_ALLTOALLV || coll == TACL_COLL_ALLGATHERV;
+}
+
 /**
  * The operation a user names ("allreduce", "reduce_scatter"; case, '_'
  * and '-' ignored, so "reducescatter" and "Reduce-Scatter" name it too),
@@ -44,10 +50,53 @@ static inline int tacl__coll_p2p(tacl_coll_t coll)
 int tacl__coll_from_name(const char *name);
 
 /**
+ * The counts of a variable-count operation (ALLTOALLV, ALLGATHERV) on
+ * one rank, in elements, one entry per rank: what this rank sends to
+ * peer j (send[j] elements at sendbuf + sdispl[j]) and receives from it
+ * (recv[j] at recvbuf + rdispl[j]).  An all-gather-v is the all-to-all-v
+ * whose every send is the whole input: send[j] is its sendcount and
+ * sdispl[j] 0, so one builder serves both.  The entry points copy the
+ * caller's arrays into one (the caller may free theirs when the call
+ * returns); a group's record and the plan cache keep copies of their
+ * own (tacl__vcounts_dup).  hash covers n and every entry.
+ */
+typedef struct {
+    int n;
+    uint64_t hash;
+    size_t *send, *sdispl, *recv, *rdispl; /* n each, in this allocation */
+} tacl__vcounts_t;
+
+/**
+ * A table of n ranks: sendcounts and sdispls (NULL for an all-gather-v:
+ * every send is sendcount elements at 0), recvcounts and rdispls.  NULL
+ * when out of memory.
+ */
+tacl__vcounts_t *tacl__vcounts_new(int n, const size_t *sendcounts,
+                                   const size_t *sdispls, size_t sendcount,
+                                   const size_t *recvcounts,
+                                   const size_t *rdispls);
+
+/** A copy of v (NULL for NULL, or when out of memory). */
+tacl__vcounts_t *tacl__vcounts_dup(const tacl__vcounts_t *v);
+
+/** Free v (NULL: nothing). */
+void tacl__vcounts_free(tacl__vcounts_t *v);
+
+/** Whether a and b (either may be NULL) hold the same table. */
+int tacl__vcounts_same(const tacl__vcounts_t *a, const tacl__vcounts_t *b);
+
+/**
  * One operation, as the public API received it (validated before a
  * builder sees it).  count follows NCCL: elements per rank for ALLGATHER
  * (sendcount) and REDUCE_SCATTER (recvcount), per block for ALLTOALL,
- * the whole buffer for the others.
+ * the whole buffer for the others.  A variable-count operation carries
+ * its table in v, and count is then a figure every rank of the call
+ * shares (the decider and TACL_ALGO's ranges read it, and the ranks
+ * must choose alike): an all-gather-v's mean block (its recvcounts sum
+ * over the ranks, rounded down), 0 for an all-to-all-v, whose ranks
+ * share no size.  Without a table (an estimate, the tools) every block
+ * of a variable-count operation is count elements, laid out as the
+ * fixed-count operation's.
  */
 typedef struct {
     tacl_coll_t type;
@@ -55,6 +104,8 @@ typedef struct {
     const void *sendbuf;
     void *recvbuf;
     size_t count;
+    const tacl__vcounts_t *v; /* ALLTOALLV, ALLGATHERV: the counts, or
+                                 NULL for count elements per block */
     tacl_dtype_t dtype;
     tacl_op_t op;           /* reductions; AVG allowed here */
     int root;               /* BROADCAST, REDUCE root; SEND/RECV peer
@@ -92,6 +143,16 @@ int tacl__coll_bytes(const tacl__coll_args_t *a, int rank, int nranks,
                      uint64_t *recv_p);
 
 /**
+ * Elements this rank of a variable-count operation a sends to peer, and
+ * where in sendbuf they begin (*displ_p); from v, or count per block
+ * without a table.
+ */
+size_t tacl__vsend(const tacl__coll_args_t *a, int peer, size_t *displ_p);
+
+/** Elements it receives from peer, and where in recvbuf (*displ_p). */
+size_t tacl__vrecv(const tacl__coll_args_t *a, int peer, size_t *displ_p);
+
+/**
  * Bytes of the largest input one rank gives the operation (the same on
  * every rank): the message of an all-reduce, all-gather, broadcast or
  * reduce, the whole send buffer of a reduce-scatter, 0 for a barrier.
@@ -111,10 +172,16 @@ void tacl__coll_shared_reads(const tacl__coll_args_t *a, int rank,
 /**
  * What every rank of one call must agree on.  Fields the operation does
  * not use hold -1 (op, root) or 0 (count and dtype of a barrier, qblock
- * of an exact call), so that they never differ.
+ * of an exact call, vhash of a fixed-count call), so that they never
+ * differ.  A variable-count call's vhash is a hash of this rank's count
+ * table (tacl__vcounts_t's), which differs between ranks of a correct
+ * call: tacl__op_sig_diff leaves it out (TACL_CHECK compares the tables
+ * themselves, lib/check.c), while tacl__op_sig_hash and the flight
+ * records cover it, so a record names the very counts of its call.
  */
 typedef struct {
     uint64_t count;
+    uint64_t vhash;
     int32_t coll, dtype, op, root, qbits, qblock;
 } tacl__op_sig_t;
 
@@ -143,7 +210,8 @@ static inline int tacl__op_sig_eq(const tacl__op_sig_t *a,
     return tacl__op_sig_diff(a, b) == TACL__SIG_SAME;
 }
 
-/** A hash of s: equal signatures hash alike on every rank. */
+/** A hash of s: equal signatures of fixed-count calls hash alike on
+ *  every rank (a variable-count call's covers this rank's table). */
 uint64_t tacl__op_sig_hash(const tacl__op_sig_t *s);
 
 /** A field's name for messages ("dtype", "quantization bits", ...). */
@@ -157,7 +225,8 @@ const char *tacl__sig_field_value(const tacl__op_sig_t *s,
 /**
  * s as key=value words: "coll=allreduce count=256 dtype=float32
  * redop=sum root=-1" ("redop=none" and "root=-1" where unused), with
- * "qbits=8 qblock=256" after them for a quantized call: the flight
+ * "qbits=8 qblock=256" after them for a quantized call and
+ * "vcounts=<16 hex digits>" (vhash) for a variable-count one: the flight
  * records' words.
  * Returns what snprintf returns.
  */

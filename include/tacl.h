@@ -135,6 +135,9 @@ const char *tacl_op_name(tacl_op_t op);
  * tacl_ prefix: "allgather", "reduce_scatter", ...).  Counts follow the
  * calls: per rank for ALLGATHER (sendcount) and REDUCE_SCATTER
  * (recvcount), per block for ALLTOALL, the whole buffer for the others.
+ * ALLTOALLV and ALLGATHERV take a table of counts per peer; where only
+ * one count can be given (tacl_comm_estimate) it is every peer's block,
+ * as if every count of the table were equal.
  */
 #define TACL_COLL_LIST(X)                                                    \
     X(TACL_COLL_ALLGATHER, 0, "allgather")                                   \
@@ -145,7 +148,9 @@ const char *tacl_op_name(tacl_op_t op);
     X(TACL_COLL_ALLTOALL, 5, "alltoall")                                     \
     X(TACL_COLL_SEND, 6, "send")                                             \
     X(TACL_COLL_RECV, 7, "recv")                                             \
-    X(TACL_COLL_BARRIER, 8, "barrier")
+    X(TACL_COLL_BARRIER, 8, "barrier")                                       \
+    X(TACL_COLL_ALLTOALLV, 9, "alltoallv")                                   \
+    X(TACL_COLL_ALLGATHERV, 10, "allgatherv")
 
 typedef enum {
 #define TACL_COLL_ENUM_(name, value, str) name = value,
@@ -521,6 +526,51 @@ tacl_status_t tacl_alltoall_nb(const void *sendbuf, void *recvbuf,
                                size_t count, tacl_dtype_t dtype,
                                tacl_comm_t comm, tacl_stream_t stream,
                                tacl_request_t *req_p);
+
+/**
+ * All-to-all with a count per peer, as MPI_Alltoallv: sendcounts[j]
+ * elements at sendbuf + sdispls[j] go to rank j, which stores them at
+ * its recvbuf + rdispls[rank]; recvcounts[j] elements come from rank j
+ * into recvbuf + rdispls[j].  Counts and displacements are in elements
+ * of dtype, one per rank of comm.  sendcounts[j] on rank i must equal
+ * recvcounts[i] on rank j (TACL_CHECK compares them across ranks and
+ * names the two ranks and their counts).  Displacements are arbitrary,
+ * but the receive regions must not overlap one another, nor the send
+ * regions: there is no in-place form.  The four arrays are copied
+ * before the call returns (also for _nb and inside a group), so the
+ * caller may free or reuse them at once; the buffers, as for every
+ * collective, must stay until the operation completes.
+ */
+tacl_status_t tacl_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                             const size_t *sdispls, void *recvbuf,
+                             const size_t *recvcounts, const size_t *rdispls,
+                             tacl_dtype_t dtype, tacl_comm_t comm,
+                             tacl_stream_t stream);
+tacl_status_t tacl_alltoallv_nb(const void *sendbuf, const size_t *sendcounts,
+                                const size_t *sdispls, void *recvbuf,
+                                const size_t *recvcounts,
+                                const size_t *rdispls, tacl_dtype_t dtype,
+                                tacl_comm_t comm, tacl_stream_t stream,
+                                tacl_request_t *req_p);
+
+/**
+ * All-gather with a count per rank, as MPI_Allgatherv: every rank's
+ * sendcount elements go to every rank, which stores rank j's at recvbuf
+ * + displs[j]; recvcounts[j] must equal rank j's sendcount (and so be
+ * the same on every rank; TACL_CHECK names the ranks that disagree).
+ * Counts and displacements are in elements; the receive regions must
+ * not overlap one another nor sendbuf (no in-place form).  recvcounts
+ * and displs are copied before the call returns, as tacl_alltoallv's.
+ */
+tacl_status_t tacl_allgatherv(const void *sendbuf, size_t sendcount,
+                              void *recvbuf, const size_t *recvcounts,
+                              const size_t *displs, tacl_dtype_t dtype,
+                              tacl_comm_t comm, tacl_stream_t stream);
+tacl_status_t tacl_allgatherv_nb(const void *sendbuf, size_t sendcount,
+                                 void *recvbuf, const size_t *recvcounts,
+                                 const size_t *displs, tacl_dtype_t dtype,
+                                 tacl_comm_t comm, tacl_stream_t stream,
+                                 tacl_request_t *req_p);
 
 /**
  * Point-to-point.  The n-th send from a to b matches the n-th receive

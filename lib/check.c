@@ -11,11 +11,16 @@
  * headers agree and the call holds more than one collective, a second
  * gather brings every signature.  Each rank compares every rank's against
  * rank 0's, so all of them reach the same verdict and name the same rank,
- * field and values.  Point-to-point calls are not checked: they involve
- * two ranks, not the communicator.
+ * field and values.  A call holding variable-count collectives then
+ * gathers every rank's counts of each (what it sends to and receives
+ * from every rank), so that every rank finds the same first pair whose
+ * counts disagree (sendcounts[j] on rank i is recvcounts[i] on rank j,
+ * as MPI requires) and names both ranks and both counts.
+ * Point-to-point calls are not checked: they involve two ranks, not
+ * the communicator.
  *
  * The exchange is an ordinary small all-gather (the one split uses) on
- * two sequence numbers the call reserved before its operations', so its
+ * sequence numbers the call reserved before its operations', so its
  * tags agree even when the ranks go on to run different operations.
  * After a mismatch every rank moves the communicator's sequence number to
  * the highest any rank reached, so the next call starts in step again.
@@ -116,6 +121,80 @@ static tacl_status_t compare_all(tacl_comm_t comm, const char *name,
     return status;
 }
 
+/*
+ * The variable-count collectives of a call: gather every rank's counts
+ * (for each such collective, its send then its receive counts, n each)
+ * and compare each pair of ranks both ways.  Every rank holds the same
+ * counts, so every rank names the same pair.
+ */
+static tacl_status_t compare_vcounts(tacl_comm_t comm, const tacl__op_t *ops,
+                                     int nops, uint64_t seq)
+{
+    size_t n = (size_t)comm->size, nv = 0, row, k = 0;
+    uint64_t *mine, *all;
+    tacl_status_t status = TACL_OK;
+    int index = 0;
+
+    for (int i = 0; i < nops; i++)
+        nv += ops[i].args.v != NULL;
+    if (nv == 0)
+        return TACL_OK;
+    row = nv * 2 * n;
+    mine = malloc(row * sizeof(*mine));
+    all = malloc(n * row * sizeof(*all));
+    if (mine == NULL || all == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nops; i++) {
+        const tacl__vcounts_t *v = ops[i].args.v;
+
+        for (size_t j = 0; v != NULL && j < n; j++) {
+            mine[k * 2 * n + j] = v->send[j];
+            mine[k * 2 * n + n + j] = v->recv[j];
+        }
+        k += v != NULL;
+    }
+    status = tacl__comm_allgather_small(comm, seq % TACL__SEQ_HALF, mine, all,
+                                        row * sizeof(*all));
+    k = 0;
+    for (int i = 0; i < nops && status == TACL_OK; i++) {
+        const char *name = tacl_coll_name(ops[i].args.type);
+
+        if (tacl__coll_p2p(ops[i].args.type))
+            continue;
+        index++;
+        if (ops[i].args.v == NULL)
+            continue;
+        for (size_t a = 0; a < n && status == TACL_OK; a++)
+            for (size_t b = 0; b < n && status == TACL_OK; b++) {
+                uint64_t sends = all[a * row + k * 2 * n + b];
+                uint64_t expects = all[b * row + k * 2 * n + n + a];
+                char where[48] = "";
+
+                if (sends == expects)
+                    continue;
+                if (nops > 1)
+                    snprintf(where, sizeof(where),
+                             " in collective %d of the call", index - 1);
+                status = tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                                     "%s: the ranks' counts disagree "
+                                     "(TACL_CHECK): rank %zu sends %llu "
+                                     "elements to rank %zu, which expects "
+                                     "%llu from rank %zu%s; sendcounts[j] "
+                                     "on rank i must equal recvcounts[i] on "
+                                     "rank j", name, a,
+                                     (unsigned long long)sends, b,
+                                     (unsigned long long)expects, a, where);
+            }
+        k++;
+    }
+out:
+    free(mine);
+    free(all);
+    return status;
+}
+
 /* After a mismatch: the highest sequence number any rank reached. */
 static void resync(tacl_comm_t comm, const head_t *all)
 {
@@ -160,6 +239,8 @@ tacl_status_t tacl__check_call(tacl_comm_t comm, const tacl__op_t *ops,
     status = compare_heads(name, all, comm->size);
     if (status == TACL_OK && n > 1)
         status = compare_all(comm, name, sigs, n, check_seq + 1);
+    if (status == TACL_OK)
+        status = compare_vcounts(comm, ops, nops, check_seq + 2);
     if (status == TACL_ERR_INVALID_USAGE)
         resync(comm, all);
 out:

@@ -81,6 +81,102 @@ static tacl_status_t check_quant(const tacl__coll_args_t *a)
     return TACL_OK;
 }
 
+/* One receive region of a variable-count call: where it starts, whose. */
+typedef struct {
+    size_t at;
+    int rank;
+} region_t;
+
+static int region_cmp(const void *x, const void *y)
+{
+    size_t a = ((const region_t *)x)->at, b = ((const region_t *)y)->at;
+
+    return a < b ? -1 : a > b;
+}
+
+/* Two receive regions of v that overlap, as *i_p and *j_p; 0 if none.
+ * r has room for v->n regions. */
+static int recv_overlap(const tacl__vcounts_t *v, region_t *r, int *i_p,
+                        int *j_p)
+{
+    int m = 0;
+
+    for (int j = 0; j < v->n; j++)
+        if (v->recv[j] > 0)
+            r[m++] = (region_t){v->rdispl[j], j};
+    qsort(r, (size_t)m, sizeof(*r), region_cmp);
+    for (int k = 1; k < m; k++) {
+        int i = r[k - 1].rank, j = r[k].rank;
+
+        /* Sorted by start, a region overlaps its successor first if any;
+         * the extent check made every end representable. */
+        if (v->rdispl[i] + v->recv[i] > v->rdispl[j]) {
+            *i_p = i;
+            *j_p = j;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * A variable-count call's table on this rank: what it sends itself it
+ * receives, its receive regions are apart, and its buffers exist and
+ * do not overlap (it has no in-place form).  send and recv are the
+ * bytes its buffers span.
+ */
+static tacl_status_t check_vcounts(tacl_comm_t comm,
+                                   const tacl__coll_args_t *a,
+                                   uint64_t send, uint64_t recv)
+{
+    const char *name = tacl_coll_name(a->type);
+    const char *rd = a->type == TACL_COLL_ALLGATHERV ? "displs" : "rdispls";
+    const tacl__vcounts_t *v = a->v;
+    int me = comm->rank, i, j, overlap;
+    region_t *regions;
+
+    if (v == NULL || v->n != comm->size)
+        return tacl__error(TACL_ERR_INTERNAL, COLL,
+                           "%s: no count table of %d ranks", name,
+                           comm->size);
+    if (v->send[me] != v->recv[me] && a->type == TACL_COLL_ALLGATHERV)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: sendcount is %zu but recvcounts[%d] (this "
+                           "rank's) is %zu; rank j's entry must be rank j's "
+                           "sendcount", name, v->send[me], me, v->recv[me]);
+    if (v->send[me] != v->recv[me])
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: sendcounts[%d] is %zu but recvcounts[%d] is "
+                           "%zu; what a rank sends itself it must receive",
+                           name, me, v->send[me], me, v->recv[me]);
+    if (send > 0 && a->sendbuf == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: sendbuf is NULL with %llu bytes to send",
+                           name, (unsigned long long)send);
+    if (recv > 0 && a->recvbuf == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: recvbuf is NULL with %llu bytes to receive",
+                           name, (unsigned long long)recv);
+    if (tacl__ranges_overlap(a->sendbuf, send, a->recvbuf, recv))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: sendbuf and recvbuf overlap; a "
+                           "variable-count call has no in-place form",
+                           name);
+    regions = malloc((size_t)v->n * sizeof(*regions) + 1);
+    if (regions == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    overlap = recv_overlap(v, regions, &i, &j);
+    free(regions);
+    if (overlap)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: the receive regions of ranks %d and %d "
+                           "overlap (%s %zu and %zu, counts %zu and %zu); "
+                           "every element of recvbuf may be written once",
+                           name, i, j, rd, v->rdispl[i], v->rdispl[j],
+                           v->recv[i], v->recv[j]);
+    return TACL_OK;
+}
+
 /* Set around the library's own sends and receives (tacl__p2p_own),
  * whose tags lie below the users' (TACL__TAG_MONITOR). */
 static __thread int internal_call;
@@ -129,6 +225,18 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                            "%s: tag %d is negative (tags are 0 to %d; there "
                            "is no any-tag receive)", name, a->tag,
                            TACL_TAG_MAX);
+    if (tacl__coll_vcounted(a->type)) {
+        if (tacl__coll_bytes(a, comm->rank, comm->size, MAX_BUFFER_BYTES,
+                             &send, &recv) != 0)
+            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                               "%s: a displacement plus its count of %s "
+                               "overflows the largest buffer tacl accepts",
+                               name, tacl_dtype_name(a->dtype));
+        status = check_vcounts(comm, a, send, recv);
+        if (status != TACL_OK)
+            return status;
+        return tacl__coll_memory(comm, a, send, recv, stream);
+    }
     if (tacl__coll_bytes(a, comm->rank, comm->size, MAX_BUFFER_BYTES, &send,
                          &recv) != 0)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
@@ -270,6 +378,13 @@ static tacl_status_t post(tacl_comm_t comm, tacl__coll_args_t *a,
                           tacl_request_t *req_p)
 {
     TACL__COMM_HELD(comm, post_held(comm, a, stream, blocking, req_p));
+}
+
+tacl_status_t tacl__coll_post(tacl_comm_t comm, tacl__coll_args_t *a,
+                              tacl_stream_t stream, int blocking,
+                              tacl_request_t *req_p)
+{
+    return post(comm, a, stream, blocking, req_p);
 }
 
 #define ARGS(...) (tacl__coll_args_t){__VA_ARGS__}

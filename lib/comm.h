@@ -272,6 +272,14 @@ typedef struct {
 #define TACL__ARGS_ALLTOALL                                                  \
     ((tacl__coll_args_t){.type = TACL_COLL_ALLTOALL, .sendbuf = sendbuf,     \
                          .recvbuf = recvbuf, .count = count, .dtype = dtype})
+/* The variable-count calls' table (args.v) is made by their entry points
+ * (coll_v.c), which fill count too. */
+#define TACL__ARGS_ALLTOALLV                                                 \
+    ((tacl__coll_args_t){.type = TACL_COLL_ALLTOALLV, .sendbuf = sendbuf,    \
+                         .recvbuf = recvbuf, .dtype = dtype})
+#define TACL__ARGS_ALLGATHERV                                                \
+    ((tacl__coll_args_t){.type = TACL_COLL_ALLGATHERV, .sendbuf = sendbuf,   \
+                         .recvbuf = recvbuf, .dtype = dtype})
 #define TACL__ARGS_BARRIER                                                   \
     ((tacl__coll_args_t){.type = TACL_COLL_BARRIER, .dtype = TACL_UINT8})
 
@@ -289,6 +297,15 @@ tacl_status_t tacl__p2p_own(tacl_coll_t type, void *buf, int peer, int tag,
 /* Collective sequence numbers and p2p ones live in disjoint halves of the
  * tag's sequence field. */
 #define TACL__SEQ_HALF (1ull << (TACL__TAG_SEQ_BITS - 1))
+
+/**
+ * Run one validated-on-entry operation now, or record it in the
+ * thread's group: what every collective entry point does (coll.c); the
+ * variable-count ones (coll_v.c) call it with their table in a->v.
+ */
+tacl_status_t tacl__coll_post(tacl_comm_t comm, tacl__coll_args_t *a,
+                              tacl_stream_t stream, int blocking,
+                              tacl_request_t *req_p);
 
 /** Validate an operation's arguments as the entry points do (coll.c). */
 tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,
@@ -388,8 +405,9 @@ int tacl__fast_again(tacl_comm_t comm, tacl__coll_args_t *a,
 /*
  * TACL_CHECK (check.c).
  */
-/** Sequence numbers a checked call reserves before its operations'. */
-#define TACL__CHECK_SEQS 2
+/** Sequence numbers a checked call reserves before its operations': the
+ *  headers', every signature's, the variable-count tables'. */
+#define TACL__CHECK_SEQS 3
 /**
  * Gather the signatures of ops' collectives (nops of them, p2p ones
  * skipped) from every rank of comm and compare them: TACL_OK when every

@@ -36,7 +36,16 @@ tacl_status_t tacl__group_add(const tacl__op_t *op)
         group.ops = ops;
         group.cap = cap;
     }
-    group.ops[group.nops++] = *op;
+    group.ops[group.nops] = *op;
+    /* A variable-count call's table is the caller's until it returns:
+     * the record keeps a copy until the group ends. */
+    if (op->args.v != NULL) {
+        group.ops[group.nops].args.v = tacl__vcounts_dup(op->args.v);
+        if (group.ops[group.nops].args.v == NULL)
+            return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                               "out of memory recording a group call");
+    }
+    group.nops++;
     return TACL_OK;
 }
 
@@ -57,6 +66,8 @@ TACL_EXPORT tacl_status_t tacl_group_start(void)
 
 static void group_clear(void)
 {
+    for (int i = 0; i < group.nops; i++)
+        tacl__vcounts_free((tacl__vcounts_t *)group.ops[i].args.v);
     free(group.ops);
     group.ops = NULL;
     group.nops = group.cap = 0;

@@ -31,7 +31,9 @@ void tacl__coll_mark(tacl__coll_args_t *a)
 
     a->chunk_bytes = tacl__config_size(TACL_CFG_CHUNK_SIZE);
     a->shm_map = tacl__config_bool(TACL_CFG_SHM_MAP);
+    /* No builder of a variable-count call reads its peers' memory. */
     a->send_mapped = read != NULL && bytes > 0 &&
+                     !tacl__coll_vcounted(a->type) &&
                      tacl__memseg_find(read, bytes, &ref);
 }
 

@@ -13,7 +13,8 @@
  * decider and a builder read is in the key: the arguments, TACL_ALGO and
  * TACL_TUNER (the configuration load), and the communicator's topology
  * view, which does not change for schedules (its fast_max only steers
- * the fast engine, which no entry holds).
+ * the fast engine, which no entry holds).  A variable-count call's key
+ * holds a copy of its count table, compared by content.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,10 @@ static void plan_cache_free(tacl__comm_ext_t *ext)
     plan_cache_t *c = (plan_cache_t *)ext;
 
     for (int i = 0; i < PLAN_SLOTS; i++)
-        if (c->entries[i].used)
+        if (c->entries[i].used) {
             tacl__sched_fini(&c->entries[i].sched);
+            tacl__vcounts_free((tacl__vcounts_t *)c->entries[i].key.v);
+        }
     free(c);
 }
 
@@ -142,11 +145,19 @@ tacl_status_t tacl__plan_build(tacl_comm_t comm, const tacl__coll_args_t *args,
         return status;
     /* Remember it; a copy that cannot be made only costs the next call
      * a build. */
-    if (victim->used)
+    if (victim->used) {
         tacl__sched_fini(&victim->sched);
+        tacl__vcounts_free((tacl__vcounts_t *)victim->key.v);
+    }
     victim->used = 0;
     tacl__sched_init(&victim->sched, s->rank, s->nranks);
-    if (plan_copy(&victim->sched, s, 0) != TACL_OK) {
+    /* A variable-count call's table is the caller's: the key keeps its
+     * own copy. */
+    key.v = tacl__vcounts_dup(args->v);
+    if ((args->v != NULL && key.v == NULL) ||
+        plan_copy(&victim->sched, s, 0) != TACL_OK) {
+        tacl__vcounts_free((tacl__vcounts_t *)key.v);
+        tacl__sched_fini(&victim->sched);
         tacl__last_error_clear();
         return TACL_OK;
     }

@@ -25,6 +25,7 @@ static const char *const kind_names[TACL_NUM_COLLS] = {
     [TACL_COLL_REDUCE] = "reduce",
     [TACL_COLL_ALLTOALL] = "alltoall",
     [TACL_COLL_SEND] = "sendrecv",
+    [TACL_COLL_ALLTOALLV] = "alltoallv",
 };
 
 /* tacl's names (TACL_ALGO's keys) from tacl.h's list: this file links
@@ -46,6 +47,7 @@ int tacl__perf_compared_kind(const char *name, tacl_coll_t *kind_p)
 {
     static const tacl_coll_t compared[] = {
         TACL_COLL_ALLGATHER, TACL_COLL_REDUCE_SCATTER, TACL_COLL_ALLREDUCE,
+        TACL_COLL_ALLTOALLV,
     };
     size_t i;
 
@@ -217,6 +219,12 @@ void tacl__perf_get_sizes(tacl_coll_t kind, size_t bytes, int nranks,
         s.send_count = s.count * n;
         s.recv_count = s.count * n;
         break;
+    case TACL_COLL_ALLTOALLV:
+        /* The count column is the unit of tacl__perf_vblock. */
+        s.count = count / tacl__perf_vunits(nranks);
+        s.send_count = s.count * tacl__perf_vunits(nranks);
+        s.recv_count = s.send_count;
+        break;
     default:
         s.count = count;
         s.send_count = count;
@@ -228,13 +236,48 @@ void tacl__perf_get_sizes(tacl_coll_t kind, size_t bytes, int nranks,
     *sizes_p = s;
 }
 
+/* The exchange's weight of ring distance d (tacl__perf_vblock). */
+static size_t vweight(int d)
+{
+    return d == 0 ? 1 : (size_t)(d % 3);
+}
+
+size_t tacl__perf_vunits(int nranks)
+{
+    size_t units = 0;
+
+    for (int d = 0; d < nranks; d++) {
+        units += vweight(d);
+    }
+    return units;
+}
+
+size_t tacl__perf_vblock(int nranks, size_t unit, int from, int to,
+                         size_t *sdispl_p, size_t *rdispl_p)
+{
+    size_t sd = 0, rd = 0;
+
+    for (int k = 0; k < to; k++) {
+        sd += vweight((k - from + nranks) % nranks);
+    }
+    for (int k = 0; k < from; k++) {
+        rd += vweight((to - k + nranks) % nranks);
+    }
+    *sdispl_p = sd * unit;
+    *rdispl_p = rd * unit;
+    return vweight((to - from + nranks) % nranks) * unit;
+}
+
 void tacl__perf_inplace_offsets(tacl_coll_t kind,
                                 const tacl__perf_sizes_t *sizes, int rank,
                                 size_t *send_off_p, size_t *recv_off_p)
 {
     *send_off_p = 0;
     *recv_off_p = 0;
-    if (kind == TACL_COLL_ALLGATHER) {
+    if (kind == TACL_COLL_ALLTOALLV) {
+        /* No in-place form: one buffer, the input past the output. */
+        *send_off_p = sizes->recv_count;
+    } else if (kind == TACL_COLL_ALLGATHER) {
         *send_off_p = (size_t)rank * sizes->count;
     } else if (kind == TACL_COLL_REDUCE_SCATTER) {
         *recv_off_p = (size_t)rank * sizes->count;
@@ -281,8 +324,10 @@ void tacl__perf_max_buffers(tacl_coll_t kind,
         }
     }
     *send_bytes_p = send;
-    /* In place, the receive buffer also holds the whole input. */
-    *recv_bytes_p = recv > send ? recv : send;
+    /* In place, the receive buffer also holds the whole input (beside
+     * the output for an all-to-all-v, which has no in-place form). */
+    *recv_bytes_p = kind == TACL_COLL_ALLTOALLV ? recv + send
+                    : recv > send ? recv : send;
 }
 
 void tacl__perf_bandwidth(tacl_coll_t kind,
@@ -300,6 +345,11 @@ void tacl__perf_bandwidth(tacl_coll_t kind,
         break;
     case TACL_COLL_ALLREDUCE:
         factor = 2 * (n - 1) / n;
+        break;
+    case TACL_COLL_ALLTOALLV:
+        /* All but the unit each rank keeps crosses to a peer. */
+        factor = ((double)tacl__perf_vunits(nranks) - 1) /
+                 (double)tacl__perf_vunits(nranks);
         break;
     default:
         factor = 1;

@@ -123,6 +123,20 @@ int tacl__perf_parse(int argc, char **argv, tacl_coll_t kind,
 /** The sizes the run steps through: first, then next until past max. */
 size_t tacl__perf_next_size(const tacl__perf_opts_t *opts, size_t bytes);
 
+/**
+ * The exchange alltoallv_perf (and mpi_coll_perf alltoallv) measures:
+ * rank `from` sends rank `to` unit * w elements, w of their ring distance
+ * d = (to - from) mod nranks: 1 for itself, else d % 3, so a third of
+ * the peers get nothing and the others one or two units, while every
+ * rank sends and receives the same total (tacl__perf_vunits units).
+ * Returns the elements; *sdispl_p is where they start in from's send
+ * buffer, *rdispl_p in to's receive buffer (both packed in rank order).
+ */
+size_t tacl__perf_vblock(int nranks, size_t unit, int from, int to,
+                         size_t *sdispl_p, size_t *rdispl_p);
+/** The units every rank sends (and receives) in that exchange. */
+size_t tacl__perf_vunits(int nranks);
+
 /** Buffer layout of one size (bytes as -b/-e give it) on nranks ranks. */
 void tacl__perf_get_sizes(tacl_coll_t kind, size_t bytes, int nranks,
                           tacl_dtype_t dtype, tacl__perf_sizes_t *sizes_p);

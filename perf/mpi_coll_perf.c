@@ -6,8 +6,10 @@
  * ranks) and the output table are the same and runs compare side by side.
  *
  * Usage: mpirun -n N mpi_coll_perf COLL [perf options]
- * COLL is allgather, reduce_scatter (MPI_Reduce_scatter_block) or
- * allreduce.  -z 0 uses the non-blocking MPI calls and MPI_Wait; -m runs
+ * COLL is allgather, reduce_scatter (MPI_Reduce_scatter_block),
+ * allreduce or alltoallv (MPI_Alltoallv on alltoallv_perf's exchange; its
+ * "in-place" columns, like alltoallv_perf's, send from beside the output
+ * in one buffer).  -z 0 uses the non-blocking MPI calls and MPI_Wait; -m runs
  * that many operations back to back per iteration (MPI has no groups).
  * float16, bfloat16 and avg are not MPI types or ops and are refused.
  */
@@ -65,14 +67,58 @@ static int mpi_op(tacl_op_t op, MPI_Op *op_p)
     return -1;
 }
 
+/* MPI_Alltoallv's tables (int) of the exchange with this unit. */
+static int vtables(const mpi_ctx_t *c, size_t unit, int **tables_p)
+{
+    static int *t, made;
+    static size_t made_for;
+    size_t n = (size_t)c->nranks;
+
+    if (t == NULL) {
+        t = malloc(4 * n * sizeof(int));
+        if (t == NULL) {
+            return MPI_ERR_NO_MEM;
+        }
+    }
+    if (!made || made_for != unit) {
+        for (int j = 0; j < c->nranks; j++) {
+            size_t sd, rd, ignored;
+
+            t[j] = (int)tacl__perf_vblock(c->nranks, unit, c->rank, j, &sd,
+                                          &ignored);
+            t[n + j] = (int)sd;
+            t[2 * n + j] = (int)tacl__perf_vblock(c->nranks, unit, j,
+                                                  c->rank, &ignored, &rd);
+            t[3 * n + j] = (int)rd;
+        }
+        made_for = unit;
+        made = 1;
+    }
+    *tables_p = t;
+    return MPI_SUCCESS;
+}
+
 /* One operation; in place when sendbuf is MPI_IN_PLACE. */
 static int post(const mpi_ctx_t *c, const void *sendbuf, void *recvbuf,
                 size_t count, int blocking)
 {
     MPI_Request req;
-    int rc, n = (int)count;
+    int rc, n = (int)count, *t;
 
     switch (c->kind) {
+    case TACL_COLL_ALLTOALLV:
+        rc = vtables(c, count, &t);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+        rc = blocking ?
+             MPI_Alltoallv(sendbuf, t, t + c->nranks, c->type, recvbuf,
+                           t + 2 * c->nranks, t + 3 * c->nranks, c->type,
+                           c->comm) :
+             MPI_Ialltoallv(sendbuf, t, t + c->nranks, c->type, recvbuf,
+                            t + 2 * c->nranks, t + 3 * c->nranks, c->type,
+                            c->comm, &req);
+        break;
     case TACL_COLL_ALLGATHER:
         rc = blocking ?
              MPI_Allgather(sendbuf, n, c->type, recvbuf, n, c->type,
@@ -112,6 +158,9 @@ static int run_one(const mpi_ctx_t *c, const tacl__perf_opts_t *o,
     int i, j, rc = MPI_SUCCESS;
 
     tacl__perf_inplace_offsets(c->kind, s, c->rank, &send_off, &recv_off);
+    if (in_place && c->kind == TACL_COLL_ALLTOALLV) {
+        src = recvbuf + send_off * ts;
+    }
     /* Real data, as tacl's harness times (see there). */
     tacl__perf_fill(c->kind, o, s, c->rank, c->nranks, sendbuf, recvbuf,
                     in_place);

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -314,4 +315,17 @@ void coll_run_expect_pass(int nranks, coll_body_t body, void *arg,
     };
 
     coll_run_opts_expect_pass(&opts, body);
+}
+
+tacl_status_t coll_join_node(coll_ctx_t *ctx, const char *prefix,
+                             int per_node, tacl_comm_t *comm_p)
+{
+    char node[64];
+
+    snprintf(node, sizeof(node), "%s-%d", prefix, ctx->rank / per_node);
+    setenv("TACL_NODE_ID", node, 1);
+    setenv("UCX_NET_DEVICES", "lo", 1);
+    /* The parent may have read the configuration before the fork. */
+    tacl__config_reload();
+    return tacl_comm_init_rank(ctx->nranks, ctx->id, ctx->rank, comm_p);
 }

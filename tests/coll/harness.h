@@ -127,6 +127,14 @@ double coll_now(void);
 /** Sleep for ms milliseconds. */
 void coll_sleep_ms(int ms);
 
+/**
+ * Join the run's communicator (COLL_INIT_MANUAL) as a rank of emulated
+ * node rank / per_node, named prefix-<node> (TACL_NODE_ID; UCX over
+ * loopback between nodes), into *comm_p.
+ */
+tacl_status_t coll_join_node(coll_ctx_t *ctx, const char *prefix,
+                             int per_node, tacl_comm_t *comm_p);
+
 /** A free TCP port on 127.0.0.1 (bound and released), or -1. */
 int coll_free_port(void);
 

@@ -234,16 +234,10 @@ static int body_names_what_runs(coll_ctx_t *ctx)
  * loopback between them): hierarchical algorithms, and no fast engine. */
 static int body_names_what_runs_2x2(coll_ctx_t *ctx)
 {
-    char node[32];
     tacl_comm_t comm;
     int failed;
 
-    snprintf(node, sizeof(node), "est2x2-node-%d", ctx->rank / 2);
-    setenv("TACL_NODE_ID", node, 1);
-    setenv("UCX_NET_DEVICES", "lo", 1);
-    tacl__config_reload();
-    COLL_CHECK_OK(ctx, tacl_comm_init_rank(ctx->nranks, ctx->id, ctx->rank,
-                                           &comm));
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "est2x2-node", 2, &comm));
     failed = names_what_runs(ctx, comm, 0);
     COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
     return failed;

@@ -313,6 +313,35 @@ def test_alltoall():
         for p in range(WORLD)))
 
 
+def test_uneven():
+    """Uneven all_to_all_single and all_gather run as tacl_alltoallv and
+    tacl_allgatherv: results as gloo's, and one message per peer that
+    has anything to move (a peer of zero rows gets none)."""
+    # Mixture-of-experts dispatch: rank 0 sends every peer 2 + p rows of
+    # 4, the others send rank 0 one row and nobody else anything.
+    rows = lambda src, dst: (2 + dst if src == 0 else int(dst == 0))  # noqa
+    send = [rows(RANK, p) for p in range(WORLD)]
+    recv = [rows(p, RANK) for p in range(WORLD)]
+    inp = data(RANK, sum(send) * 4, torch.float32, 70).view(sum(send), 4)
+    ours = torch.empty(sum(recv), 4)
+    tacl_torch.reset_counters()
+    dist.all_to_all_single(ours, inp, recv, send)
+    msgs = tacl_torch.counters()["messages"]
+    theirs = torch.empty_like(ours)
+    dist.all_to_all_single(theirs, inp, recv, send, group=GLOO)
+    check("all_to_all_single dispatch vs gloo", same(ours, theirs))
+    peers = sum(1 for p in range(WORLD) if p != RANK and send[p] > 0)
+    check("all_to_all_single: a message per peer with rows", msgs == peers,
+          f"{msgs} messages for {peers} peers")
+    # all_gather of tensors of 1 + r elements from rank r.
+    mine = data(RANK, 1 + RANK, torch.int64, 71)
+    outs = [torch.empty(1 + r, dtype=torch.int64) for r in range(WORLD)]
+    dist.all_gather(outs, mine)
+    check("all_gather uneven", all(
+        same(outs[r], data(r, 1 + r, torch.int64, 71))
+        for r in range(WORLD)))
+
+
 def test_p2p_barrier():
     nxt, prv = (RANK + 1) % WORLD, (RANK - 1) % WORLD
     for dtype in [torch.float32, torch.int8, torch.complex64]:
@@ -720,7 +749,7 @@ def main():
     GLOO = dist.new_group(backend="gloo")
     tests = [test_allreduce, test_allreduce_coalesced, test_broadcast_reduce,
              test_allgather, test_gather_scatter, test_reduce_scatter,
-             test_alltoall, test_p2p_barrier, test_futures_without_wait,
+             test_alltoall, test_uneven, test_p2p_barrier, test_futures_without_wait,
              test_synchronous_calls, test_subgroups, test_counters,
              test_errors, test_quantized, test_ddp]
     only = os.environ.get("TACL_TORCH_TESTS")

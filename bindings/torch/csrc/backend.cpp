@@ -1011,6 +1011,13 @@ class TaclBackend : public c10d::Backend {
     {
         single(inputs, "allgather");
         one_list(outputs, "allgather", "output tensors");
+        bool even = true;
+        for (auto &t : outputs[0]) {
+            same_type(t, inputs[0], "allgather");
+            even = even && t.numel() == inputs[0].numel();
+        }
+        if (!even)
+            return allgather_uneven(outputs[0], inputs[0], opts);
         for (auto &t : outputs[0]) {
             same_size(t, inputs[0], "allgather");
         }
@@ -1030,6 +1037,52 @@ class TaclBackend : public c10d::Backend {
         return run(w, "tacl_allgather_nb", [&](tacl_request_t *r) {
             return tacl_allgather_nb(in.ptr(), out.ptr(), in.count, in.dtype,
                                      comm(), w->stream(), r);
+        });
+    }
+
+    /*
+     * all_gather whose ranks give tensors of different sizes (torch
+     * allows it, as NCCL's process group serves it): one tacl_allgatherv
+     * into a flat buffer, rank i's tensor at the sum of the sizes before
+     * it, copied into the list at the end.
+     */
+    c10::intrusive_ptr<c10d::Work> allgather_uneven(
+        std::vector<at::Tensor> &outs, at::Tensor &input,
+        const c10d::AllgatherOptions &opts)
+    {
+        int n = getSize();
+        TORCH_CHECK(outs[static_cast<size_t>(getRank())].numel() ==
+                        input.numel(),
+                    "tacl backend: allgather: this rank's output tensor "
+                    "has ", outs[static_cast<size_t>(getRank())].numel(),
+                    " elements, its input ", input.numel());
+        std::vector<size_t> counts(static_cast<size_t>(n)),
+            displs(static_cast<size_t>(n));
+        size_t total = 0;
+        for (int p = 0; p < n; p++) {
+            counts[p] = static_cast<size_t>(outs[p].numel());
+            displs[p] = total;
+            total += counts[p];
+        }
+        auto w = work(OpType::ALLGATHER, "tacl:all_gather", outs,
+                      opts.asyncOp);
+        View in = readable(input, "allgather");
+        at::Tensor flat = flat_like(in.t, static_cast<int64_t>(total));
+        View out = view_of(flat, "allgather");
+        std::vector<at::Tensor> keep = outs;
+        w->then([flat, keep, displs, counts]() mutable {
+            for (size_t i = 0; i < keep.size(); i++)
+                keep[i].copy_(flat.narrow(0,
+                                          static_cast<int64_t>(displs[i]),
+                                          static_cast<int64_t>(counts[i]))
+                                  .view(keep[i].sizes()));
+        });
+        w->keep(in.t);
+        /* tacl copies the counts before the call returns. */
+        return run(w, "tacl_allgatherv_nb", [&](tacl_request_t *r) {
+            return tacl_allgatherv_nb(in.ptr(), in.count, out.ptr(),
+                                      counts.data(), displs.data(), in.dtype,
+                                      comm(), w->stream(), r);
         });
     }
 
@@ -1180,32 +1233,36 @@ class TaclBackend : public c10d::Backend {
                                         in.dtype, comm(), w->stream(), r);
             });
         }
-        /* Uneven splits: rows of dimension 0, one send and receive each. */
+        /* Uneven splits: rows of dimension 0, as tacl_alltoallv's counts
+         * (copied before the call returns). */
         std::vector<int64_t> send = splits(in_splits, input, "input");
         std::vector<int64_t> recv = splits(out_splits, output, "output");
         size_t srow = input.dim() ? in.count / std::max<int64_t>(input.size(0), 1) : 1;
         size_t rrow = output.dim() ? out.count / std::max<int64_t>(output.size(0), 1) : 1;
-        size_t es = c10::elementSize(in.t.scalar_type());
         TORCH_CHECK(srow == rrow, "tacl backend: all_to_all_single: input "
                                   "and output rows differ in size");
-        return run_group(w, "all_to_all_single", [&]() -> tacl_status_t {
-            size_t so = 0, ro = 0;
-            char *sb = static_cast<char *>(in.ptr());
-            char *rb = static_cast<char *>(out.ptr());
-            for (int p = 0; p < n; p++) {
-                size_t sc = static_cast<size_t>(send[p]) * srow;
-                size_t rc = static_cast<size_t>(recv[p]) * rrow;
-                tacl_status_t s =
-                    post_send(*w, View{in.t, in.dtype, sc}, p, sb + so * es);
-                if (s == TACL_OK)
-                    s = post_recv(*w, View{out.t, out.dtype, rc}, p,
-                                  rb + ro * es);
-                if (s != TACL_OK)
-                    return s;
-                so += sc;
-                ro += rc;
-            }
-            return TACL_OK;
+        if (in.ptr() == out.ptr()) {
+            /* tacl_alltoallv has no in-place form: send from a copy. */
+            at::Tensor copy = in.t.clone();
+            w->keep(copy);
+            in = View{copy, in.dtype, in.count};
+        }
+        std::vector<size_t> sc(static_cast<size_t>(n)),
+            sd(static_cast<size_t>(n)), rc(static_cast<size_t>(n)),
+            rd(static_cast<size_t>(n));
+        size_t so = 0, ro = 0;
+        for (int p = 0; p < n; p++) {
+            sc[p] = static_cast<size_t>(send[p]) * srow;
+            rc[p] = static_cast<size_t>(recv[p]) * rrow;
+            sd[p] = so;
+            rd[p] = ro;
+            so += sc[p];
+            ro += rc[p];
+        }
+        return run(w, "tacl_alltoallv_nb", [&](tacl_request_t *r) {
+            return tacl_alltoallv_nb(in.ptr(), sc.data(), sd.data(),
+                                     out.ptr(), rc.data(), rd.data(),
+                                     in.dtype, comm(), w->stream(), r);
         });
     }
 
