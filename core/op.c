@@ -48,16 +48,6 @@ int tacl__coll_from_name(const char *name)
     return -1;
 }
 
-/* splitmix64's finaliser: every input bit reaches every output bit. */
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    return h ^ (h >> 31);
-}
-
 /* The table's four arrays live right after it, in one allocation. */
 static tacl__vcounts_t *vcounts_alloc(int n)
 {
@@ -81,7 +71,7 @@ tacl__vcounts_t *tacl__vcounts_new(int n, const size_t *sendcounts,
                                    const size_t *rdispls)
 {
     tacl__vcounts_t *v = vcounts_alloc(n);
-    uint64_t h = mix((uint64_t)n + 0x9e3779b97f4a7c15ull);
+    uint64_t h = tacl__mix64((uint64_t)n + 0x9e3779b97f4a7c15ull);
 
     if (v == NULL)
         return NULL;
@@ -92,7 +82,7 @@ tacl__vcounts_t *tacl__vcounts_new(int n, const size_t *sendcounts,
         v->rdispl[j] = rdispls[j];
     }
     for (size_t i = 0; i < 4 * (size_t)n; i++)
-        h = mix(h ^ (uint64_t)v->send[i]);
+        h = tacl__mix64(h ^ (uint64_t)v->send[i]);
     v->hash = h;
     return v;
 }
@@ -291,7 +281,7 @@ tacl__op_sig_t tacl__op_sig_of(const tacl__coll_args_t *a)
     s.qbits = a->qbits;
     s.qblock = a->qbits != 0 ? (int32_t)a->qblock : 0;
     if (tacl__coll_vcounted(a->type))
-        s.vhash = a->v != NULL ? a->v->hash : mix(a->count);
+        s.vhash = a->v != NULL ? a->v->hash : tacl__mix64(a->count);
     return s;
 }
 
