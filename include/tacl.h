@@ -954,6 +954,68 @@ tacl_status_t tacl_comm_estimate(tacl_comm_t comm, tacl_coll_t coll,
  */
 void tacl_config_print(void *file /* FILE * */);
 
+/*
+ * Sparse all-reduce: the sum over ranks of row-sparse gradients (an
+ * embedding table's), as every rank's dense or row-sparse result.
+ */
+
+/** How a sparse all-reduce moves its rows; AUTO lets tacl choose. */
+typedef enum {
+    TACL_SPARSE_AUTO = 0,
+    TACL_SPARSE_ZEN,       /* hashed row owners: push as all-to-all-v,
+                              pull as all-gather-v of each owner's sum
+                              (index list or bitmap, fewer bytes) */
+    TACL_SPARSE_AGSPARSE,  /* all-gather-v of every rank's rows */
+    TACL_SPARSE_PS,        /* owners of even row ranges (a parameter
+                              server's split), otherwise as ZEN */
+    TACL_SPARSE_DENSE,     /* densify, dense all-reduce */
+    TACL_NUM_SPARSE_SCHEMES
+} tacl_sparse_scheme_t;
+
+/** Name of a scheme ("zen", ...), "invalid" for another value. */
+const char *tacl_sparse_scheme_name(tacl_sparse_scheme_t scheme);
+
+/** One rank's rows of a table of nrows rows of row_len elements. */
+typedef struct {
+    size_t nrows;             /* rows of the table; every index below */
+    size_t row_len;           /* elements per row, at least 1 */
+    tacl_dtype_t index_type;  /* TACL_INT32 or TACL_INT64 */
+    size_t nnz;               /* rows this rank gives (0 allowed) */
+    const void *indices;      /* nnz distinct row indices, any order */
+    const void *values;       /* nnz rows, row i for indices[i] */
+} tacl_sparse_t;
+
+/** A row-sparse result in memory the library allocated. */
+typedef struct {
+    size_t nnz;               /* rows in the union of the ranks' rows */
+    void *indices;            /* ascending, of the input's index type */
+    void *values;             /* nnz rows of row_len elements */
+} tacl_sparse_result_t;
+
+/**
+ * Sum over comm's ranks of each rank's rows (op must be TACL_SUM; a row a
+ * rank does not give counts as zeros), summed in rank order: the result
+ * is bit for bit the rank-order sum of the densified inputs.  Into
+ * dense_out (nrows * row_len elements, every row written) and/or
+ * *sparse_out (the union's rows; free with tacl_sparse_result_free); at
+ * least one of them.  Every rank passes the same nrows, row_len, dtype,
+ * index type and scheme; nnz and the rows are each rank's own.  Host
+ * memory; not inside a group.  A duplicate or out-of-range index, rows
+ * with a NULL pointer, or another index type is an error naming it.
+ */
+tacl_status_t tacl_sparse_allreduce(const tacl_sparse_t *in,
+                                    tacl_dtype_t dtype, tacl_op_t op,
+                                    void *dense_out,
+                                    tacl_sparse_result_t *sparse_out,
+                                    tacl_sparse_scheme_t scheme,
+                                    tacl_comm_t comm);
+
+/** Free what a sparse all-reduce allocated in *r and zero it. */
+void tacl_sparse_result_free(tacl_sparse_result_t *r);
+
+/** The scheme the latest sparse all-reduce on comm used (AUTO's choice). */
+tacl_sparse_scheme_t tacl_sparse_last_scheme(tacl_comm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,6 +40,7 @@ typedef enum {
     TACL__EXT_PLANS = 0,       /* plan.c: built schedules by signature */
     TACL__EXT_FAST,            /* fast_area.c: the area and the memo */
     TACL__EXT_TUNE,            /* tune_sim.c: cluster and picks */
+    TACL__EXT_SPARSE,          /* sparse.c: owners' domains */
     TACL__EXT_COUNT
 } tacl__ext_slot_t;
 

@@ -1,0 +1,899 @@
+/*
+ * The sparse all-reduce (tacl.h, tacl_sparse_allreduce): row-sparse
+ * gradients summed over ranks, by one of the schemes the thesis "Zen,
+ * Espresso, Cupcake, Gemini" compares in chapter 3 (Table 3.2).
+ *
+ * ZEN is its Balanced Parallelism (section 3.2.4, Theorem 3.1:
+ * point-to-point, one-shot, parallel, balanced) as Zen builds it (section
+ * 3.3): each row goes to the owner the shared hash h0 names
+ * (algorithms/sparse.h), pushed as one all-to-all-v; each owner sums what
+ * it got in rank order and every rank pulls every owner's sum with one
+ * all-gather-v, as a list of indices or as a bitmap over the owner's
+ * domain (the hash bitmap, section 3.3.4), whichever is fewer bytes.  PS
+ * is the same with even row ranges as owners, the parameter server's
+ * split whose skew Zen removes.  AGSPARSE all-gathers every rank's rows
+ * and sums them everywhere; DENSE densifies and runs the dense
+ * all-reduce.  AUTO prices the three real choices from the rows every
+ * rank gives (one small all-reduce) with the byte counts of section
+ * 3.2.4 and takes the cheapest.
+ *
+ * Sums are taken in rank order: rows are stably sorted by index with a
+ * radix sort, source block by source block, and a row's first
+ * contributor is copied, the next ones added.  The result is bit for bit
+ * the rank-order sum of the densified inputs (x + 0 == x), whatever the
+ * scheme but DENSE, whose order is the dense all-reduce's.
+ *
+ * The scheme is a sequence of tacl's own collectives, each a public call
+ * on comm (holds nest), which is why a sparse all-reduce cannot sit in a
+ * group.  The owners' domains (one table of nrows entries) are built on
+ * the first call for a table size and kept with the communicator.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+#include "reduce.h"
+#include "sparse.h"
+
+static const char *const scheme_names[TACL_NUM_SPARSE_SCHEMES] = {
+    "auto", "zen", "agsparse", "ps", "dense",
+};
+
+TACL_EXPORT const char *tacl_sparse_scheme_name(tacl_sparse_scheme_t scheme)
+{
+    return (unsigned)scheme < TACL_NUM_SPARSE_SCHEMES ? scheme_names[scheme]
+                                                      : "invalid";
+}
+
+/* The seed of h0: the same on every rank of every job. */
+#define OWNER_SEED 0x7ac15ea5eull
+
+/* Per communicator: the last scheme and the owners' domains. */
+typedef struct {
+    tacl__comm_ext_t ext;        /* comm->ext[TACL__EXT_SPARSE] */
+    tacl_sparse_scheme_t last;
+    uint64_t nrows;              /* the domains' table, 0 none */
+    size_t *dstart;              /* n + 1: owner j's rows are
+                                    members[dstart[j] .. dstart[j + 1]) */
+    uint32_t *pos;               /* nrows: a row's place in its domain */
+    uint32_t *members;           /* nrows: domains, ascending, by owner */
+} sparse_ext_t;
+
+static void ext_free(tacl__comm_ext_t *ext)
+{
+    sparse_ext_t *e = (sparse_ext_t *)ext;
+
+    free(e->dstart);
+    free(e->pos);
+    free(e->members);
+    free(e);
+}
+
+static sparse_ext_t *ext_of(tacl_comm_t comm)
+{
+    sparse_ext_t *e = tacl__comm_ext(comm, TACL__EXT_SPARSE);
+
+    if (e == NULL) {
+        e = calloc(1, sizeof(*e));
+        if (e == NULL)
+            return NULL;
+        e->ext.free = ext_free;
+        comm->ext[TACL__EXT_SPARSE] = &e->ext;
+    }
+    return e;
+}
+
+TACL_EXPORT tacl_sparse_scheme_t tacl_sparse_last_scheme(tacl_comm_t comm)
+{
+    sparse_ext_t *e;
+
+    if (tacl__comm_check(comm) != TACL_OK)
+        return TACL_SPARSE_AUTO;
+    e = tacl__comm_ext(comm, TACL__EXT_SPARSE);
+    return e != NULL ? e->last : TACL_SPARSE_AUTO;
+}
+
+/* The domains of the hash owners of an nrows table (cached). */
+static tacl_status_t domains(tacl_comm_t comm, sparse_ext_t *e,
+                             const tacl__owner_t *o)
+{
+    int n = o->n;
+    size_t *next;
+
+    if (e->nrows == o->nrows)
+        return TACL_OK;
+    free(e->dstart);
+    free(e->pos);
+    free(e->members);
+    e->nrows = 0;
+    e->dstart = calloc((size_t)n + 1, sizeof(*e->dstart));
+    e->pos = malloc(o->nrows * sizeof(*e->pos));
+    e->members = malloc(o->nrows * sizeof(*e->members));
+    next = malloc((size_t)n * sizeof(*next));
+    if (e->dstart == NULL || e->pos == NULL || e->members == NULL ||
+        next == NULL) {
+        free(next);
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for the "
+                           "owners' domains of a %llu-row table",
+                           (unsigned long long)o->nrows);
+    }
+    tacl__sparse_domains(o, next, e->pos);
+    for (int j = 0; j < n; j++)
+        e->dstart[j + 1] = e->dstart[j] + next[j];
+    memcpy(next, e->dstart, (size_t)n * sizeof(*next));
+    for (uint64_t i = 0; i < o->nrows; i++)
+        e->members[next[tacl__owner_of(o, i)]++] = (uint32_t)i;
+    free(next);
+    e->nrows = o->nrows;
+    (void)comm;
+    return TACL_OK;
+}
+
+/*
+ * ---- Rows: the shape of a call, and sorting by index. ----
+ */
+
+typedef struct {
+    size_t nrows, row_len;
+    int idx64;
+    size_t ib, rb;            /* bytes per index, per row */
+    tacl_dtype_t dtype;
+    int n, rank;
+} shape_t;
+
+/* A row to sum: its index and where its values are. */
+typedef struct {
+    uint64_t idx;
+    const uint8_t *row;
+} entry_t;
+
+/* Stable LSD radix sort of e[0..m) by idx (below limit), 16 bits a pass. */
+static tacl_status_t sort_entries(entry_t *e, size_t m, uint64_t limit)
+{
+    entry_t *tmp;
+    size_t *count;
+
+    if (m < 2)
+        return TACL_OK;
+    tmp = malloc(m * sizeof(*tmp));
+    count = malloc(65536 * sizeof(*count));
+    if (tmp == NULL || count == NULL) {
+        free(tmp);
+        free(count);
+        return TACL_ERR_NO_MEMORY;
+    }
+    for (unsigned shift = 0; shift < 64 && (limit - 1) >> shift; shift += 16) {
+        size_t sum = 0;
+
+        memset(count, 0, 65536 * sizeof(*count));
+        for (size_t i = 0; i < m; i++)
+            count[(e[i].idx >> shift) & 0xffff]++;
+        for (size_t d = 0; d < 65536; d++) {
+            size_t c = count[d];
+
+            count[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < m; i++)
+            tmp[count[(e[i].idx >> shift) & 0xffff]++] = e[i];
+        memcpy(e, tmp, m * sizeof(*e));
+    }
+    free(tmp);
+    free(count);
+    return TACL_OK;
+}
+
+/* Entries of a block of cnt rows: indices, then (after pad8) values. */
+static size_t pad8(size_t x)
+{
+    return (x + 7) & ~(size_t)7;
+}
+
+static size_t coo_bytes(const shape_t *s, size_t cnt)
+{
+    return pad8(cnt * s->ib) + cnt * s->rb;
+}
+
+static void coo_entries(const shape_t *s, const uint8_t *block, size_t cnt,
+                        entry_t *out)
+{
+    const uint8_t *rows = block + pad8(cnt * s->ib);
+
+    for (size_t i = 0; i < cnt; i++) {
+        out[i].idx = tacl__sparse_index(block, s->idx64, i);
+        out[i].row = rows + i * s->rb;
+    }
+}
+
+static void put_index(const shape_t *s, uint8_t *at, size_t i, uint64_t idx)
+{
+    if (s->idx64)
+        ((int64_t *)at)[i] = (int64_t)idx;
+    else
+        ((int32_t *)at)[i] = (int32_t)idx;
+}
+
+/*
+ * Sum sorted entries with equal indices in their order into a COO block
+ * of *m_p unique rows (indices at idx_out, values at val_out; either may
+ * be NULL to size it).  The first row of an index is copied, later ones
+ * added.
+ */
+static tacl_status_t sum_sorted(const shape_t *s, const entry_t *e,
+                                size_t m, uint8_t *idx_out,
+                                uint8_t *val_out, size_t *m_p)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < m; i++) {
+        if (i > 0 && e[i].idx == e[i - 1].idx) {
+            if (val_out != NULL) {
+                uint8_t *dst = val_out + (k - 1) * s->rb;
+                tacl_status_t st = tacl__reduce_cpu(dst, dst, e[i].row,
+                                                    s->row_len, s->dtype,
+                                                    TACL_SUM);
+
+                if (st != TACL_OK)
+                    return st;
+            }
+            continue;
+        }
+        if (idx_out != NULL)
+            put_index(s, idx_out, k, e[i].idx);
+        if (val_out != NULL)
+            memcpy(val_out + k * s->rb, e[i].row, s->rb);
+        k++;
+    }
+    *m_p = k;
+    return TACL_OK;
+}
+
+/*
+ * ---- Checking one rank's rows. ----
+ */
+
+static tacl_status_t check_rows(const tacl_sparse_t *in, const shape_t *s)
+{
+    entry_t *e;
+    tacl_status_t st = TACL_OK;
+
+    if (in->nnz == 0)
+        return TACL_OK;
+    e = malloc(in->nnz * sizeof(*e));
+    if (e == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory to check "
+                           "%zu sparse rows", in->nnz);
+    for (size_t i = 0; i < in->nnz; i++) {
+        int64_t v = s->idx64 ? ((const int64_t *)in->indices)[i]
+                             : ((const int32_t *)in->indices)[i];
+
+        if (v < 0 || (uint64_t)v >= s->nrows) {
+            free(e);
+            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                               "sparse all-reduce: index %lld at position "
+                               "%zu is outside the table's %zu rows",
+                               (long long)v, i, s->nrows);
+        }
+        e[i].idx = (uint64_t)v;
+        e[i].row = (const uint8_t *)(uintptr_t)i;
+    }
+    if (sort_entries(e, in->nnz, s->nrows) != TACL_OK) {
+        free(e);
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory to check "
+                           "%zu sparse rows", in->nnz);
+    }
+    for (size_t i = 1; i < in->nnz; i++) {
+        if (e[i].idx == e[i - 1].idx) {
+            st = tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                             "sparse all-reduce: index %llu appears twice "
+                             "(positions %zu and %zu); indices must be "
+                             "distinct", (unsigned long long)e[i].idx,
+                             (size_t)(uintptr_t)e[i - 1].row,
+                             (size_t)(uintptr_t)e[i].row);
+            break;
+        }
+    }
+    free(e);
+    return st;
+}
+
+static tacl_status_t check_args(const tacl_sparse_t *in, tacl_dtype_t dtype,
+                                tacl_op_t op, void *dense_out,
+                                tacl_sparse_result_t *sparse_out,
+                                tacl_sparse_scheme_t scheme)
+{
+    if (in == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: the input is NULL");
+    if (dense_out == NULL && sparse_out == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: neither a dense nor a "
+                           "sparse output");
+    if (in->index_type != TACL_INT32 && in->index_type != TACL_INT64)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: index type %s is not "
+                           "taken (int32 or int64)",
+                           tacl_dtype_name(in->index_type));
+    if (tacl_dtype_size(dtype) == 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: invalid dtype %d",
+                           (int)dtype);
+    if (op != TACL_SUM)
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                           "sparse all-reduce: op %s; only sum (rows a "
+                           "rank does not give are zeros)",
+                           tacl_op_name(op));
+    if ((unsigned)scheme >= TACL_NUM_SPARSE_SCHEMES)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: invalid scheme %d",
+                           (int)scheme);
+    if (in->nrows == 0 || in->row_len == 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: a table of %zu rows of %zu "
+                           "elements", in->nrows, in->row_len);
+    if (in->index_type == TACL_INT32 && in->nrows > (size_t)INT32_MAX + 1)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: %zu rows need int64 "
+                           "indices", in->nrows);
+    if (in->nnz > in->nrows)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: %zu distinct rows of a "
+                           "%zu-row table", in->nnz, in->nrows);
+    if (in->nnz > 0 && (in->indices == NULL || in->values == NULL))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: %zu rows but a NULL %s "
+                           "pointer", in->nnz,
+                           in->indices == NULL ? "indices" : "values");
+    if ((in->nnz > 0 &&
+         (tacl__memtype_detect(in->values) != TACL_MEM_HOST ||
+          tacl__memtype_detect(in->indices) != TACL_MEM_HOST)) ||
+        (dense_out != NULL &&
+         tacl__memtype_detect(dense_out) != TACL_MEM_HOST))
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                           "sparse all-reduce: device memory is not "
+                           "taken yet; pass host buffers");
+    return TACL_OK;
+}
+
+/*
+ * ---- Delivering the summed rows. ----
+ */
+
+/* Write the union's rows e[0..m) (distinct indices) into the outputs;
+ * sorted says whether e is already in index order. */
+static tacl_status_t deliver(const shape_t *s, entry_t *e, size_t m,
+                             int sorted, void *dense_out,
+                             tacl_sparse_result_t *sparse_out)
+{
+    if (dense_out != NULL) {
+        memset(dense_out, 0, s->nrows * s->rb);
+        for (size_t i = 0; i < m; i++)
+            memcpy((uint8_t *)dense_out + e[i].idx * s->rb, e[i].row,
+                   s->rb);
+    }
+    if (sparse_out == NULL)
+        return TACL_OK;
+    memset(sparse_out, 0, sizeof(*sparse_out));
+    if (!sorted && sort_entries(e, m, s->nrows) != TACL_OK)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory to sort "
+                           "%zu result rows", m);
+    sparse_out->indices = malloc(m ? m * s->ib : 1);
+    sparse_out->values = malloc(m ? m * s->rb : 1);
+    if (sparse_out->indices == NULL || sparse_out->values == NULL) {
+        tacl_sparse_result_free(sparse_out);
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for a "
+                           "%zu-row sparse result", m);
+    }
+    for (size_t i = 0; i < m; i++) {
+        put_index(s, sparse_out->indices, i, e[i].idx);
+        memcpy((uint8_t *)sparse_out->values + i * s->rb, e[i].row, s->rb);
+    }
+    sparse_out->nnz = m;
+    return TACL_OK;
+}
+
+TACL_EXPORT void tacl_sparse_result_free(tacl_sparse_result_t *r)
+{
+    if (r == NULL)
+        return;
+    free(r->indices);
+    free(r->values);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Each rank's rows in order: entries of nb COO blocks laid out one after
+ * another from base with cnt[b] rows each. */
+static entry_t *blocks_entries(const shape_t *s, const uint8_t *base,
+                               const size_t *cnt, int nb, size_t *m_p)
+{
+    size_t m = 0, at = 0, off = 0;
+    entry_t *e;
+
+    for (int b = 0; b < nb; b++)
+        m += cnt[b];
+    e = malloc((m ? m : 1) * sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    for (int b = 0; b < nb; b++) {
+        coo_entries(s, base + off, cnt[b], e + at);
+        at += cnt[b];
+        off += coo_bytes(s, cnt[b]);
+    }
+    *m_p = m;
+    return e;
+}
+
+/* Sum blocks of rows in rank order into one COO block (malloc'ed at
+ * *out_p, *m_p rows) and its entries (*e_p, index order). */
+static tacl_status_t sum_blocks(const shape_t *s, const uint8_t *base,
+                                const size_t *cnt, int nb, uint8_t **out_p,
+                                size_t *m_p)
+{
+    size_t m, k;
+    entry_t *e = blocks_entries(s, base, cnt, nb, &m);
+    uint8_t *out = NULL;
+    tacl_status_t st;
+
+    if (e == NULL || sort_entries(e, m, s->nrows) != TACL_OK) {
+        free(e);
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory to sum "
+                           "sparse rows");
+    }
+    sum_sorted(s, e, m, NULL, NULL, &k);
+    out = malloc(coo_bytes(s, k) ? coo_bytes(s, k) : 1);
+    if (out == NULL) {
+        free(e);
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for %zu "
+                           "summed rows", k);
+    }
+    st = sum_sorted(s, e, m, out, out + pad8(k * s->ib), &k);
+    free(e);
+    if (st != TACL_OK) {
+        free(out);
+        return st;
+    }
+    *out_p = out;
+    *m_p = k;
+    return TACL_OK;
+}
+
+/* Prefix sums of sizes into displs; the total. */
+static size_t prefix(const size_t *sizes, int n, size_t *displs)
+{
+    size_t sum = 0;
+
+    for (int i = 0; i < n; i++) {
+        displs[i] = sum;
+        sum += sizes[i];
+    }
+    return sum;
+}
+
+/* The rank's own rows as one COO block, in the order of order[] (or as
+ * given when order is NULL). */
+static void pack_rows(const shape_t *s, const tacl_sparse_t *in,
+                      const size_t *order, size_t first, size_t cnt,
+                      uint8_t *block)
+{
+    uint8_t *rows = block + pad8(cnt * s->ib);
+
+    for (size_t k = 0; k < cnt; k++) {
+        size_t i = order != NULL ? order[first + k] : first + k;
+
+        put_index(s, block, k, tacl__sparse_index(in->indices, s->idx64,
+                                                  i));
+        memcpy(rows + k * s->rb, (const uint8_t *)in->values + i * s->rb,
+               s->rb);
+    }
+}
+
+/*
+ * ---- The schemes. ----
+ */
+
+/* All-gather every rank's rows, sum everywhere. */
+static tacl_status_t run_agsparse(const shape_t *s, const tacl_sparse_t *in,
+                                  void *dense_out,
+                                  tacl_sparse_result_t *sparse_out,
+                                  tacl_comm_t comm)
+{
+    int n = s->n;
+    uint64_t mine = in->nnz, *cnt64 = malloc((size_t)n * sizeof(*cnt64));
+    size_t *cnt = malloc((size_t)n * sizeof(*cnt));
+    size_t *bytes = malloc((size_t)n * sizeof(*bytes));
+    size_t *displs = malloc((size_t)n * sizeof(*displs));
+    uint8_t *own = NULL, *all = NULL, *sum = NULL;
+    entry_t *e = NULL;
+    size_t m;
+    tacl_status_t st;
+
+    st = cnt64 && cnt && bytes && displs ? TACL_OK : TACL_ERR_NO_MEMORY;
+    if (st == TACL_OK)
+        st = tacl_allgather(&mine, cnt64, 1, TACL_UINT64, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    for (int r = 0; r < n; r++) {
+        cnt[r] = (size_t)cnt64[r];
+        bytes[r] = coo_bytes(s, cnt[r]);
+    }
+    own = malloc(bytes[s->rank] ? bytes[s->rank] : 1);
+    all = malloc(prefix(bytes, n, displs) + 1);
+    if (own == NULL || all == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    pack_rows(s, in, NULL, 0, in->nnz, own);
+    st = tacl_allgatherv(own, bytes[s->rank], all, bytes, displs,
+                         TACL_UINT8, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    st = sum_blocks(s, all, cnt, n, &sum, &m);
+    if (st != TACL_OK)
+        goto out;
+    e = malloc((m ? m : 1) * sizeof(*e));
+    if (e == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    coo_entries(s, sum, m, e);
+    st = deliver(s, e, m, 1, dense_out, sparse_out);
+out:
+    if (st == TACL_ERR_NO_MEMORY)
+        tacl__error(st, COLL, "no memory for an all-gathered sparse "
+                    "all-reduce");
+    free(cnt64);
+    free(cnt);
+    free(bytes);
+    free(displs);
+    free(own);
+    free(all);
+    free(sum);
+    free(e);
+    return st;
+}
+
+/* Bytes of owner j's pulled block of m rows. */
+static size_t pull_bytes(const shape_t *s, const sparse_ext_t *x, int bitmap,
+                         int j, size_t m)
+{
+    if (bitmap) {
+        size_t dsize = x->dstart[j + 1] - x->dstart[j];
+
+        return pad8(tacl__sparse_bitmap_bytes(dsize)) + m * s->rb;
+    }
+    return coo_bytes(s, m);
+}
+
+/* Whether owner j's block of m rows travels as a bitmap (Zen only). */
+static int pull_as_bitmap(const shape_t *s, const sparse_ext_t *x,
+                          int hashed, int j, size_t m)
+{
+    return hashed && x != NULL &&
+           tacl__sparse_pull_bitmap(m, x->dstart[j + 1] - x->dstart[j],
+                                    s->ib);
+}
+
+/* Push to owners, sum at owners, pull every owner's sum. */
+static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
+                                int hashed, void *dense_out,
+                                tacl_sparse_result_t *sparse_out,
+                                tacl_comm_t comm, sparse_ext_t *x)
+{
+    int n = s->n;
+    tacl__owner_t o;
+    size_t *cnt_out = malloc((size_t)n * sizeof(size_t));
+    size_t *order = malloc((in->nnz ? in->nnz : 1) * sizeof(size_t));
+    uint64_t *c64 = malloc(2 * (size_t)n * sizeof(uint64_t));
+    size_t *cnt_in = malloc((size_t)n * sizeof(size_t));
+    size_t *sb = malloc((size_t)n * sizeof(size_t));
+    size_t *sd = malloc((size_t)n * sizeof(size_t));
+    size_t *rb = malloc((size_t)n * sizeof(size_t));
+    size_t *rd = malloc((size_t)n * sizeof(size_t));
+    uint8_t *sendbuf = NULL, *recvbuf = NULL, *mine = NULL, *pulled = NULL;
+    uint8_t *own_block = NULL;
+    entry_t *e = NULL;
+    size_t m = 0, total = 0;
+    uint64_t m64;
+    tacl_status_t st = TACL_OK;
+
+    if (!cnt_out || !order || !c64 || !cnt_in || !sb || !sd || !rb || !rd) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    tacl__owner_init(&o, hashed ? TACL__OWNER_HASH : TACL__OWNER_RANGE, n,
+                     s->nrows, OWNER_SEED);
+    if (hashed && s->nrows <= UINT32_MAX) {
+        st = domains(comm, x, &o);
+        if (st != TACL_OK)
+            goto out;
+    } else {
+        x = NULL;   /* no bitmap: every pull is an index list */
+    }
+    st = tacl__sparse_partition(&o, in->indices, s->idx64, in->nnz,
+                                cnt_out, order);
+    if (st != TACL_OK)
+        goto out;
+    /* Push: how many rows to each owner, then the rows. */
+    for (int j = 0; j < n; j++)
+        c64[j] = cnt_out[j];
+    st = tacl_alltoall(c64, c64 + n, 1, TACL_UINT64, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    for (int j = 0; j < n; j++) {
+        cnt_in[j] = (size_t)c64[n + j];
+        sb[j] = coo_bytes(s, cnt_out[j]);
+        rb[j] = coo_bytes(s, cnt_in[j]);
+    }
+    sendbuf = malloc(prefix(sb, n, sd) + 1);
+    recvbuf = malloc(prefix(rb, n, rd) + 1);
+    if (sendbuf == NULL || recvbuf == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (int j = 0, first = 0; j < n; first += (int)cnt_out[j], j++)
+        pack_rows(s, in, order, (size_t)first, cnt_out[j], sendbuf + sd[j]);
+    st = tacl_alltoallv(sendbuf, sb, sd, recvbuf, rb, rd, TACL_UINT8, comm,
+                        NULL);
+    if (st != TACL_OK)
+        goto out;
+    free(sendbuf);
+    sendbuf = NULL;
+    /* Sum at the owner, in rank order. */
+    st = sum_blocks(s, recvbuf, cnt_in, n, &mine, &m);
+    if (st != TACL_OK)
+        goto out;
+    free(recvbuf);
+    recvbuf = NULL;
+    /* Pull: every owner's row count, then its block. */
+    m64 = m;
+    st = tacl_allgather(&m64, c64, 1, TACL_UINT64, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    for (int j = 0; j < n; j++) {
+        cnt_in[j] = (size_t)c64[j];
+        rb[j] = pull_bytes(s, x, pull_as_bitmap(s, x, hashed, j, cnt_in[j]),
+                           j, cnt_in[j]);
+        total += cnt_in[j];
+    }
+    pulled = malloc(prefix(rb, n, rd) + 1);
+    own_block = malloc(rb[s->rank] + 1);
+    e = malloc((total ? total : 1) * sizeof(*e));
+    if (pulled == NULL || own_block == NULL || e == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    if (pull_as_bitmap(s, x, hashed, s->rank, m)) {
+        uint32_t first = (uint32_t)x->dstart[s->rank];
+        size_t bm = pad8(tacl__sparse_bitmap_bytes(x->dstart[s->rank + 1] -
+                                                   first));
+
+        memset(own_block, 0, bm);
+        for (size_t i = 0; i < m; i++) {
+            uint32_t p = x->pos[tacl__sparse_index(mine, s->idx64, i)];
+
+            own_block[p / 8] |= (uint8_t)(1u << (p % 8));
+        }
+        memcpy(own_block + bm, mine + pad8(m * s->ib), m * s->rb);
+    } else {
+        memcpy(own_block, mine, coo_bytes(s, m));
+    }
+    st = tacl_allgatherv(own_block, rb[s->rank], pulled, rb, rd,
+                         TACL_UINT8, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    /* Every owner's rows, owners' domains apart. */
+    for (int j = 0, at = 0; j < n; at += (int)cnt_in[j], j++) {
+        const uint8_t *block = pulled + rd[j];
+
+        if (!pull_as_bitmap(s, x, hashed, j, cnt_in[j])) {
+            coo_entries(s, block, cnt_in[j], e + at);
+            continue;
+        }
+        size_t dsize = x->dstart[j + 1] - x->dstart[j];
+        const uint8_t *rows = block + pad8(tacl__sparse_bitmap_bytes(dsize));
+        size_t k = 0;
+
+        for (size_t p = 0; p < dsize && k < cnt_in[j]; p++) {
+            if (!(block[p / 8] >> (p % 8) & 1))
+                continue;
+            e[at + (int)k].idx = x->members[x->dstart[j] + p];
+            e[at + (int)k].row = rows + k * s->rb;
+            k++;
+        }
+        if (k != cnt_in[j]) {
+            st = tacl__error(TACL_ERR_INTERNAL, COLL, "sparse all-reduce: "
+                             "owner %d's bitmap has %zu rows, its count "
+                             "%zu", j, k, cnt_in[j]);
+            goto out;
+        }
+    }
+    st = deliver(s, e, total, 0, dense_out, sparse_out);
+out:
+    if (st == TACL_ERR_NO_MEMORY)
+        tacl__error(st, COLL, "no memory for a sparse all-reduce of %zu "
+                    "rows", in->nnz);
+    free(cnt_out);
+    free(order);
+    free(c64);
+    free(cnt_in);
+    free(sb);
+    free(sd);
+    free(rb);
+    free(rd);
+    free(sendbuf);
+    free(recvbuf);
+    free(mine);
+    free(pulled);
+    free(own_block);
+    free(e);
+    return st;
+}
+
+/* Densify, dense all-reduce; a max all-reduce of a row mask names the
+ * union for a sparse output. */
+static tacl_status_t run_dense(const shape_t *s, const tacl_sparse_t *in,
+                               void *dense_out,
+                               tacl_sparse_result_t *sparse_out,
+                               tacl_comm_t comm)
+{
+    uint8_t *dense = dense_out != NULL ? dense_out
+                                       : malloc(s->nrows * s->rb);
+    uint8_t *mask = sparse_out != NULL ? calloc(s->nrows, 1) : NULL;
+    entry_t *e = NULL;
+    size_t m = 0;
+    tacl_status_t st = TACL_OK;
+
+    if (dense == NULL || (sparse_out != NULL && mask == NULL)) {
+        st = tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory to densify "
+                         "a %zu-row table", s->nrows);
+        goto out;
+    }
+    memset(dense, 0, s->nrows * s->rb);
+    for (size_t i = 0; i < in->nnz; i++) {
+        uint64_t idx = tacl__sparse_index(in->indices, s->idx64, i);
+
+        memcpy(dense + idx * s->rb, (const uint8_t *)in->values + i * s->rb,
+               s->rb);
+        if (mask != NULL)
+            mask[idx] = 1;
+    }
+    st = tacl_allreduce(dense, dense, s->nrows * s->row_len, s->dtype,
+                        TACL_SUM, comm, NULL);
+    if (st != TACL_OK || sparse_out == NULL)
+        goto out;
+    st = tacl_allreduce(mask, mask, s->nrows, TACL_UINT8, TACL_MAX, comm,
+                        NULL);
+    if (st != TACL_OK)
+        goto out;
+    for (size_t i = 0; i < s->nrows; i++)
+        m += mask[i];
+    e = malloc((m ? m : 1) * sizeof(*e));
+    if (e == NULL) {
+        st = tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for %zu "
+                         "result rows", m);
+        goto out;
+    }
+    m = 0;
+    for (size_t i = 0; i < s->nrows; i++) {
+        if (mask[i]) {
+            e[m].idx = i;
+            e[m++].row = dense + i * s->rb;
+        }
+    }
+    st = deliver(s, e, m, 1, NULL, sparse_out);
+out:
+    if (dense != dense_out)
+        free(dense);
+    free(mask);
+    free(e);
+    return st;
+}
+
+/*
+ * AUTO: bytes a rank receives under each scheme (section 3.2.4), with
+ * the union at its largest (no overlap), from every rank's row count.
+ */
+static tacl_status_t choose(const shape_t *s, const tacl_sparse_t *in,
+                            tacl_comm_t comm, tacl_sparse_scheme_t *pick)
+{
+    uint64_t total = in->nnz;
+    double n = s->n, mean, u, ag, zen, dense;
+    tacl_status_t st;
+
+    if (s->n == 1) {
+        *pick = TACL_SPARSE_AGSPARSE;
+        return TACL_OK;
+    }
+    st = tacl_allreduce(&total, &total, 1, TACL_UINT64, TACL_SUM, comm,
+                        NULL);
+    if (st != TACL_OK)
+        return st;
+    mean = (double)total / n;
+    u = (double)total < (double)s->nrows ? (double)total : (double)s->nrows;
+    ag = ((double)total - mean) * (double)(s->ib + s->rb);
+    zen = (n - 1) / n *
+          (mean * (double)(s->ib + s->rb) + u * (double)s->rb +
+           (u * (double)s->ib < (double)s->nrows / 8
+                ? u * (double)s->ib : (double)s->nrows / 8));
+    dense = 2 * (n - 1) / n * (double)s->nrows * (double)s->rb;
+    *pick = TACL_SPARSE_ZEN;
+    if (ag < zen && ag < dense)
+        *pick = TACL_SPARSE_AGSPARSE;
+    else if (dense < zen)
+        *pick = TACL_SPARSE_DENSE;
+    return TACL_OK;
+}
+
+static tacl_status_t sparse_allreduce(const tacl_sparse_t *in,
+                                      tacl_dtype_t dtype, tacl_op_t op,
+                                      void *dense_out,
+                                      tacl_sparse_result_t *sparse_out,
+                                      tacl_sparse_scheme_t scheme,
+                                      tacl_comm_t comm)
+{
+    shape_t s;
+    sparse_ext_t *x;
+    tacl_status_t st;
+
+    if (sparse_out != NULL)
+        memset(sparse_out, 0, sizeof(*sparse_out));
+    st = check_args(in, dtype, op, dense_out, sparse_out, scheme);
+    if (st != TACL_OK)
+        return st;
+    if (tacl__group_active())
+        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                           "a sparse all-reduce cannot sit in a group "
+                           "(it is several collectives in a row)");
+    s.nrows = in->nrows;
+    s.row_len = in->row_len;
+    s.idx64 = in->index_type == TACL_INT64;
+    s.ib = s.idx64 ? 8 : 4;
+    s.rb = in->row_len * tacl_dtype_size(dtype);
+    s.dtype = dtype;
+    s.n = comm->size;
+    s.rank = comm->rank;
+    st = check_rows(in, &s);
+    if (st != TACL_OK)
+        return st;
+    x = ext_of(comm);
+    if (x == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for the "
+                           "sparse all-reduce's state");
+    if (scheme == TACL_SPARSE_AUTO) {
+        st = choose(&s, in, comm, &scheme);
+        if (st != TACL_OK)
+            return st;
+    }
+    x->last = scheme;
+    switch (scheme) {
+    case TACL_SPARSE_AGSPARSE:
+        return run_agsparse(&s, in, dense_out, sparse_out, comm);
+    case TACL_SPARSE_DENSE:
+        return run_dense(&s, in, dense_out, sparse_out, comm);
+    default:
+        return run_owners(&s, in, scheme == TACL_SPARSE_ZEN, dense_out,
+                          sparse_out, comm, x);
+    }
+}
+
+TACL_EXPORT tacl_status_t tacl_sparse_allreduce(const tacl_sparse_t *in,
+                                    tacl_dtype_t dtype, tacl_op_t op,
+                                    void *dense_out,
+                                    tacl_sparse_result_t *sparse_out,
+                                    tacl_sparse_scheme_t scheme,
+                                    tacl_comm_t comm)
+{
+    tacl_status_t st;
+
+    tacl__last_error_clear();
+    st = tacl__comm_enter(comm);
+    if (st != TACL_OK)
+        return st;
+    st = sparse_allreduce(in, dtype, op, dense_out, sparse_out, scheme,
+                          comm);
+    tacl__comm_leave(comm);
+    return st == TACL_OK ? TACL_OK : tacl__comm_fail(comm, st);
+}

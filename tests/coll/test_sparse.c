@@ -1,0 +1,406 @@
+/*
+ * The sparse all-reduce (tacl_sparse_allreduce) against the rank-order
+ * sum of the densified inputs, bit for bit: every scheme, both index
+ * types, rows of 1 to 256 elements, 1 to 16 ranks and two emulated nodes
+ * of two, dense and row-sparse outputs; rows counts of zero and one rank
+ * giving every row; and each kind of bad input named.
+ *
+ * Values are drawn so the reference is exact in any order (multiples of
+ * 1/16 for float types, small integers for the 16-bit ones), which DENSE
+ * (the dense all-reduce's order) needs; a second case draws arbitrary
+ * floats for the rank-order schemes, whose sums must still match the
+ * rank-order reference exactly.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+#include "rng.h"
+
+#define NROWS 5000
+
+typedef struct {
+    tacl_sparse_scheme_t scheme;
+    int idx64;
+    size_t row_len;
+    tacl_dtype_t dtype;
+    int exact;        /* values whose sums are exact in any order */
+    int pattern;      /* 0 random, 1 one rank gives every row, 2 some
+                         ranks give none */
+    int two_nodes;
+} case_t;
+
+/* Rank r's row count, indices and values: the same on every rank. */
+static size_t rank_rows(const case_t *c, int r, int nranks, uint64_t *idx)
+{
+    tt_rng_t rng = {0x51ed270b2c3a5f1dull ^ ((uint64_t)(r + 1) << 20) ^
+                    (uint64_t)c->pattern};
+    uint8_t *seen = calloc(NROWS, 1);
+    size_t nnz;
+
+    if (c->pattern == 1)
+        nnz = r == nranks - 1 ? NROWS : (size_t)(tt_rng_next(&rng) % 50);
+    else if (c->pattern == 2 && r % 2 == 1)
+        nnz = 0;
+    else
+        nnz = 1 + (size_t)(tt_rng_next(&rng) % 400);
+    for (size_t got = 0; got < nnz;) {
+        /* Skewed toward small rows, as gradients are. */
+        double u = (double)(tt_rng_next(&rng) >> 11) * 0x1p-53;
+        uint64_t row = nnz == NROWS ? got : (uint64_t)(u * u * NROWS);
+
+        if (!seen[row]) {
+            seen[row] = 1;
+            idx[got++] = row;
+        }
+    }
+    free(seen);
+    return nnz;
+}
+
+static void put_value(tacl_dtype_t dtype, void *at, size_t i, double v)
+{
+    switch (dtype) {
+    case TACL_FLOAT32:
+        ((float *)at)[i] = (float)v;
+        break;
+    case TACL_FLOAT64:
+        ((double *)at)[i] = v;
+        break;
+    case TACL_INT32:
+        ((int32_t *)at)[i] = (int32_t)v;
+        break;
+    case TACL_FLOAT16: {
+        /* Small integers: exact in half (sign, exponent 15 + e, 10 bits). */
+        int k = (int)v, neg = k < 0, e = 0;
+        uint16_t h = 0;
+
+        k = neg ? -k : k;
+        if (k) {
+            while ((k >> e) > 1)
+                e++;
+            h = (uint16_t)((15 + e) << 10 | ((k << (10 - e)) & 0x3ff));
+        }
+        ((uint16_t *)at)[i] = (uint16_t)(h | (neg ? 0x8000 : 0));
+        break;
+    }
+    case TACL_BFLOAT16: {
+        float f = (float)v;
+        uint32_t b;
+
+        memcpy(&b, &f, 4);
+        ((uint16_t *)at)[i] = (uint16_t)(b >> 16);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static double draw_value(const case_t *c, tt_rng_t *rng)
+{
+    uint64_t x = tt_rng_next(rng);
+
+    if (c->dtype == TACL_FLOAT16 || c->dtype == TACL_BFLOAT16 ||
+        c->dtype == TACL_INT32)
+        return (double)((int)(x % 9) - 4);
+    if (c->exact)
+        return (double)((int)(x % 257) - 128) / 16.0;
+    return ((double)(x >> 11) * 0x1p-53 - 0.5) * 1e3;
+}
+
+/* Row r's values of rank r's row i. */
+static void rank_values(const case_t *c, int r, size_t nnz, void *vals)
+{
+    tt_rng_t rng = {0x2b992ddfa23249d6ull + (uint64_t)r * 7919};
+
+    for (size_t k = 0; k < nnz * c->row_len; k++)
+        put_value(c->dtype, vals, k, draw_value(c, &rng));
+}
+
+/* acc[k] += v[k] for one element in the dtype's own arithmetic. */
+static void add_elem(tacl_dtype_t dtype, void *acc, const void *v, size_t k)
+{
+    switch (dtype) {
+    case TACL_FLOAT32:
+        ((float *)acc)[k] += ((const float *)v)[k];
+        break;
+    case TACL_FLOAT64:
+        ((double *)acc)[k] += ((const double *)v)[k];
+        break;
+    case TACL_INT32:
+        ((int32_t *)acc)[k] += ((const int32_t *)v)[k];
+        break;
+    default: {
+        /* 16-bit types: the test's values keep every sum exact, so adding
+         * the tacl_sparse_allreduce way (through its kernel) or here
+         * cannot differ; add as integers through float. */
+        float a, b;
+        uint16_t ha = ((uint16_t *)acc)[k], hb = ((const uint16_t *)v)[k];
+
+        if (dtype == TACL_BFLOAT16) {
+            uint32_t x = (uint32_t)ha << 16, y = (uint32_t)hb << 16;
+
+            memcpy(&a, &x, 4);
+            memcpy(&b, &y, 4);
+        } else {
+            int ea = (ha >> 10) & 31, eb = (hb >> 10) & 31;
+
+            a = ea ? (float)((1024 | (ha & 0x3ff)) << ea) / (1 << 25) : 0;
+            b = eb ? (float)((1024 | (hb & 0x3ff)) << eb) / (1 << 25) : 0;
+            a = ha & 0x8000 ? -a : a;
+            b = hb & 0x8000 ? -b : b;
+        }
+        put_value(dtype, acc, k, (double)(a + b));
+    }
+    }
+}
+
+static int body_sum(coll_ctx_t *ctx)
+{
+    const case_t *c = ctx->arg;
+    size_t es = tacl_dtype_size(c->dtype), rb = c->row_len * es;
+    size_t ib = c->idx64 ? 8 : 4;
+    uint64_t *idx = malloc(NROWS * sizeof(*idx));
+    uint8_t *ref = calloc(NROWS, rb), *seen = calloc(NROWS, 1);
+    uint8_t *vals = malloc(NROWS * rb), *mine_vals = malloc(NROWS * rb);
+    uint8_t *dense = malloc(NROWS * rb), *mine_idx = malloc(NROWS * ib);
+    size_t mine = 0, nunion = 0;
+    tacl_sparse_result_t res;
+    tacl_comm_t comm = ctx->comm;
+    int failed = 0;
+
+    COLL_CHECK(ctx, idx && ref && seen && vals && mine_vals && dense &&
+                    mine_idx, "out of memory");
+    if (c->two_nodes) {
+        char node[32];
+
+        snprintf(node, sizeof(node), "sparse-node-%d", ctx->rank / 2);
+        setenv("TACL_NODE_ID", node, 1);
+        setenv("UCX_NET_DEVICES", "lo", 1);
+        COLL_CHECK_OK(ctx, tacl_comm_init_rank(ctx->nranks, ctx->id,
+                                               ctx->rank, &comm));
+    }
+    /* The reference: every rank's rows added in rank order. */
+    for (int r = 0; r < ctx->nranks; r++) {
+        size_t nnz = rank_rows(c, r, ctx->nranks, idx);
+
+        rank_values(c, r, nnz, vals);
+        for (size_t i = 0; i < nnz; i++) {
+            for (size_t k = 0; k < c->row_len; k++)
+                add_elem(c->dtype, ref + idx[i] * rb, vals + i * rb, k);
+            nunion += !seen[idx[i]];
+            seen[idx[i]] = 1;
+        }
+        if (r == ctx->rank) {
+            mine = nnz;
+            memcpy(mine_vals, vals, nnz * rb);
+            for (size_t i = 0; i < nnz; i++) {
+                if (c->idx64)
+                    ((int64_t *)mine_idx)[i] = (int64_t)idx[i];
+                else
+                    ((int32_t *)mine_idx)[i] = (int32_t)idx[i];
+            }
+        }
+    }
+    tacl_sparse_t in = {.nrows = NROWS, .row_len = c->row_len,
+                        .index_type = c->idx64 ? TACL_INT64 : TACL_INT32,
+                        .nnz = mine, .indices = mine_idx,
+                        .values = mine_vals};
+
+    COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, c->dtype, TACL_SUM, dense,
+                                             &res, c->scheme, comm));
+    COLL_CHECK(ctx, c->scheme == TACL_SPARSE_AUTO ||
+                    tacl_sparse_last_scheme(comm) == c->scheme,
+               "ran %s", tacl_sparse_scheme_name(
+                             tacl_sparse_last_scheme(comm)));
+    for (size_t row = 0; row < NROWS && !failed; row++)
+        if (memcmp(dense + row * rb, ref + row * rb, rb) != 0)
+            failed = coll_fail(ctx, "%s: dense row %zu differs",
+                               tacl_sparse_scheme_name(c->scheme), row);
+    COLL_CHECK(ctx, res.nnz == nunion, "sparse result has %zu rows, the "
+               "union %zu", res.nnz, nunion);
+    for (size_t i = 0, row = 0; i < res.nnz && !failed; i++, row++) {
+        uint64_t got = c->idx64 ? (uint64_t)((int64_t *)res.indices)[i]
+                                : (uint64_t)((int32_t *)res.indices)[i];
+
+        while (row < NROWS && !seen[row])
+            row++;
+        if (got != row)
+            failed = coll_fail(ctx, "sparse row %zu is %llu, want %zu", i,
+                               (unsigned long long)got, row);
+        else if (memcmp((uint8_t *)res.values + i * rb, ref + row * rb,
+                        rb) != 0)
+            failed = coll_fail(ctx, "sparse row %zu (index %zu) differs",
+                               i, row);
+    }
+    tacl_sparse_result_free(&res);
+    COLL_CHECK(ctx, res.indices == NULL && res.nnz == 0, "not freed");
+    if (c->two_nodes)
+        COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    free(idx);
+    free(ref);
+    free(seen);
+    free(vals);
+    free(mine_vals);
+    free(dense);
+    free(mine_idx);
+    return failed;
+}
+
+static void run_case(int nranks, case_t c)
+{
+    coll_opts_t opts = {.nranks = nranks, .deadline_s = 120, .arg = &c,
+                        .init = c.two_nodes ? COLL_INIT_MANUAL
+                                            : COLL_INIT_AUTO};
+
+    coll_run_opts_expect_pass(&opts, body_sum);
+}
+
+static const tacl_sparse_scheme_t schemes[] = {
+    TACL_SPARSE_ZEN, TACL_SPARSE_AGSPARSE, TACL_SPARSE_PS,
+    TACL_SPARSE_DENSE, TACL_SPARSE_AUTO,
+};
+#define NSCHEMES (sizeof(schemes) / sizeof(schemes[0]))
+
+Test(sparse, every_scheme_every_rank_count, .timeout = 600)
+{
+    static const int ranks[] = {1, 2, 3, 4, 5, 8};
+
+    for (size_t s = 0; s < NSCHEMES; s++)
+        for (size_t n = 0; n < sizeof(ranks) / sizeof(ranks[0]); n++)
+            run_case(ranks[n], (case_t){.scheme = schemes[s],
+                                        .idx64 = (int)(n % 2),
+                                        .row_len = 1 + n * 13,
+                                        .dtype = TACL_FLOAT32,
+                                        .exact = 1});
+}
+
+Test(sparse, sixteen_ranks_and_wide_rows, .timeout = 300)
+{
+    run_case(16, (case_t){.scheme = TACL_SPARSE_ZEN, .row_len = 4,
+                          .dtype = TACL_FLOAT32, .exact = 1});
+    run_case(3, (case_t){.scheme = TACL_SPARSE_ZEN, .row_len = 256,
+                         .idx64 = 1, .dtype = TACL_FLOAT64, .exact = 1});
+    run_case(4, (case_t){.scheme = TACL_SPARSE_AGSPARSE, .row_len = 256,
+                         .dtype = TACL_FLOAT32, .exact = 1});
+}
+
+Test(sparse, rank_order_sums_of_arbitrary_floats, .timeout = 300)
+{
+    for (size_t s = 0; s < 3; s++)
+        run_case(5, (case_t){.scheme = schemes[s], .row_len = 7,
+                             .dtype = TACL_FLOAT32, .exact = 0});
+}
+
+Test(sparse, zero_rows_and_one_rank_giving_all, .timeout = 300)
+{
+    for (size_t s = 0; s < NSCHEMES; s++) {
+        run_case(4, (case_t){.scheme = schemes[s], .row_len = 2,
+                             .dtype = TACL_FLOAT32, .exact = 1,
+                             .pattern = 1});
+        run_case(4, (case_t){.scheme = schemes[s], .row_len = 2,
+                             .dtype = TACL_FLOAT32, .exact = 1,
+                             .pattern = 2});
+    }
+}
+
+Test(sparse, other_dtypes, .timeout = 300)
+{
+    static const tacl_dtype_t dtypes[] = {TACL_FLOAT64, TACL_INT32,
+                                          TACL_FLOAT16, TACL_BFLOAT16};
+
+    for (size_t d = 0; d < 4; d++)
+        for (size_t s = 0; s < 2; s++)
+            run_case(3, (case_t){.scheme = schemes[s], .row_len = 5,
+                                 .dtype = dtypes[d], .exact = 1,
+                                 .idx64 = (int)d % 2});
+}
+
+Test(sparse, two_emulated_nodes, .timeout = 300)
+{
+    for (size_t s = 0; s < NSCHEMES; s++)
+        run_case(4, (case_t){.scheme = schemes[s], .row_len = 3,
+                             .dtype = TACL_FLOAT32, .exact = 1,
+                             .two_nodes = 1});
+}
+
+/* ---- Bad input: an error naming it, on every rank alike. ---- */
+
+static int expect_error(coll_ctx_t *ctx, const tacl_sparse_t *in,
+                        tacl_dtype_t dtype, tacl_op_t op, void *dense,
+                        tacl_sparse_scheme_t scheme, tacl_status_t want,
+                        const char *words)
+{
+    tacl_status_t st = tacl_sparse_allreduce(in, dtype, op, dense, NULL,
+                                             scheme, ctx->comm);
+    const char *msg = tacl_comm_last_error(ctx->comm);
+
+    COLL_CHECK(ctx, st == want, "got %s for '%s'", tacl_status_string(st),
+               words);
+    COLL_CHECK(ctx, strstr(msg, words) != NULL, "message '%s' lacks '%s'",
+               msg, words);
+    return 0;
+}
+
+static int body_errors(coll_ctx_t *ctx)
+{
+    int32_t idx[3] = {4, 9, 4};
+    float vals[6] = {0}, dense[20];
+    tacl_sparse_t in = {.nrows = 10, .row_len = 2,
+                        .index_type = TACL_INT32, .nnz = 3,
+                        .indices = idx, .values = vals};
+
+    if (expect_error(ctx, &in, TACL_FLOAT32, TACL_SUM, dense,
+                     TACL_SPARSE_ZEN, TACL_ERR_INVALID_ARG,
+                     "index 4 appears twice"))
+        return 1;
+    idx[2] = 10;
+    if (expect_error(ctx, &in, TACL_FLOAT32, TACL_SUM, dense,
+                     TACL_SPARSE_ZEN, TACL_ERR_INVALID_ARG,
+                     "index 10 at position 2 is outside"))
+        return 1;
+    idx[2] = -1;
+    if (expect_error(ctx, &in, TACL_FLOAT32, TACL_SUM, dense,
+                     TACL_SPARSE_AGSPARSE, TACL_ERR_INVALID_ARG,
+                     "index -1 at position 2"))
+        return 1;
+    idx[2] = 0;
+    in.values = NULL;
+    if (expect_error(ctx, &in, TACL_FLOAT32, TACL_SUM, dense,
+                     TACL_SPARSE_ZEN, TACL_ERR_INVALID_ARG,
+                     "NULL values pointer"))
+        return 1;
+    in.values = vals;
+    in.index_type = TACL_FLOAT32;
+    if (expect_error(ctx, &in, TACL_FLOAT32, TACL_SUM, dense,
+                     TACL_SPARSE_ZEN, TACL_ERR_INVALID_ARG,
+                     "index type float32 is not taken"))
+        return 1;
+    in.index_type = TACL_INT32;
+    if (expect_error(ctx, &in, TACL_FLOAT32, TACL_MAX, dense,
+                     TACL_SPARSE_ZEN, TACL_ERR_UNSUPPORTED, "only sum"))
+        return 1;
+    if (expect_error(ctx, &in, TACL_FLOAT32, TACL_SUM, NULL,
+                     TACL_SPARSE_ZEN, TACL_ERR_INVALID_ARG,
+                     "neither a dense nor a sparse output"))
+        return 1;
+    if (expect_error(ctx, &in, TACL_FLOAT32, TACL_SUM, dense,
+                     (tacl_sparse_scheme_t)99, TACL_ERR_INVALID_ARG,
+                     "invalid scheme 99"))
+        return 1;
+    /* The communicator still works after every refusal. */
+    in.nnz = 2;
+    COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
+                                             dense, NULL, TACL_SPARSE_ZEN,
+                                             ctx->comm));
+    return 0;
+}
+
+Test(sparse, bad_input_is_named)
+{
+    coll_run_expect_pass(2, body_errors, NULL, NULL);
+}
