@@ -738,6 +738,83 @@ def test_ddp():
                                             zip(ours, theirs)))
 
 
+def sparse_input(salt, shape, sparse_dim, nnz):
+    """A rank's uncoalesced sparse COO tensor: nnz entries (some indices
+    repeated, as autograd leaves them), small integer values."""
+    g = torch.Generator().manual_seed(5000 + 97 * RANK + salt)
+    idx = torch.stack([torch.randint(0, shape[d], (nnz,), generator=g)
+                       for d in range(sparse_dim)])
+    vals = torch.randint(-4, 5, (nnz,) + tuple(shape[sparse_dim:]),
+                         generator=g).float()
+    return torch.sparse_coo_tensor(idx, vals, shape, check_invariants=True)
+
+
+def test_sparse_allreduce():
+    """all_reduce of sparse COO tensors, gloo's contract: the coalesced
+    sum replaces the tensor; every scheme equals gloo's bit for bit."""
+    cases = [((1000, 8), 1, 50), ((40, 30), 2, 60), ((500,), 1, 0 if RANK
+                                                     == 1 else 20)]
+    for k, (shape, sd, nnz) in enumerate(cases):
+        for scheme in ["auto", "zen", "agsparse", "ps", "dense"]:
+            os.environ["TACL_TORCH_SPARSE"] = scheme
+            t = sparse_input(k, shape, sd, nnz)
+            u = t.clone()
+            dist.all_reduce(t)
+            dist.all_reduce(u, group=GLOO)
+            u = u.coalesce()
+            check(f"sparse all_reduce {shape}/{sd} {scheme}: coalesced",
+                  t.is_coalesced())
+            check(f"sparse all_reduce {shape}/{sd} {scheme} equals gloo's",
+                  same(t._indices(), u._indices()) and
+                  same(t._values(), u._values()),
+                  f"{t._nnz()} rows against {u._nnz()}")
+    os.environ.pop("TACL_TORCH_SPARSE")
+    t = sparse_input(9, (10, 4), 1, 3)
+    try:
+        dist.all_reduce(t, op=R.MAX)
+        check("sparse all_reduce MAX refused", False, "no error")
+    except Exception as err:  # noqa: BLE001
+        check("sparse all_reduce MAX refused with its reason",
+              "only SUM" in str(err), str(err))
+
+
+def sparse_ddp_grads(group, find_unused):
+    """DDP over an nn.Embedding(sparse=True): its gradient is a sparse
+    tensor the backend's all_reduce sums."""
+    torch.manual_seed(0)
+    emb = nn.Embedding(300, 8, sparse=True)
+    head = nn.Linear(8, 1)
+    unused = nn.Linear(3, 3)
+    model = nn.ModuleDict({"emb": emb, "head": head, "unused": unused})
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, tokens):
+            return self.m["head"](self.m["emb"](tokens).mean(dim=1))
+
+    ddp = nn.parallel.DistributedDataParallel(
+        Net(), process_group=group, find_unused_parameters=find_unused)
+    g = torch.Generator().manual_seed(300 + RANK)
+    tokens = torch.randint(0, 300, (6, 5), generator=g)
+    ddp(tokens).pow(2).sum().backward()
+    return emb.weight.grad.coalesce(), head.weight.grad.clone()
+
+
+def test_sparse_ddp():
+    for find_unused in (False, True):
+        ours, ours_dense = sparse_ddp_grads(dist.group.WORLD, find_unused)
+        theirs, theirs_dense = sparse_ddp_grads(GLOO, find_unused)
+        check(f"DDP sparse embedding gradient equals gloo's "
+              f"(find_unused_parameters={find_unused})",
+              same(ours._indices(), theirs._indices()) and
+              close(ours._values(), theirs._values()))
+        check("DDP dense gradient beside it equals gloo's",
+              close(ours_dense, theirs_dense))
+
+
 def main():
     global RANK, WORLD, GLOO, BOUND
     # --bind: the default group bound to a device, as NCCL users do; then
@@ -751,7 +828,8 @@ def main():
              test_allgather, test_gather_scatter, test_reduce_scatter,
              test_alltoall, test_uneven, test_p2p_barrier, test_futures_without_wait,
              test_synchronous_calls, test_subgroups, test_counters,
-             test_errors, test_quantized, test_ddp]
+             test_errors, test_quantized, test_ddp,
+             test_sparse_allreduce, test_sparse_ddp]
     only = os.environ.get("TACL_TORCH_TESTS")
     if "--only" in sys.argv[1:]:
         only = sys.argv[sys.argv.index("--only") + 1]

@@ -578,10 +578,8 @@ static void check_device(const at::Tensor &t, const char *what)
                     t.device().str() +
                     " (use a backend string such as \"cpu:tacl,cuda:nccl\")");
     if (t.is_sparse())
-        unsupported(std::string(what) + ": sparse tensors (tacl's sparse "
-                    "all-reduce is not in the binding yet; gloo serves "
-                    "them: a backend string such as \"cpu:gloo\" for that "
-                    "group)");
+        unsupported(std::string(what) + ": sparse tensors (tacl takes "
+                    "them in all_reduce only)");
 }
 
 static View view_of(at::Tensor t, const char *what)
@@ -975,8 +973,94 @@ class TaclBackend : public c10d::Backend {
         const c10d::AllreduceOptions &opts) override
     {
         single(tensors, "allreduce");
+        if (tensors[0].is_sparse())
+            return allreduce_sparse(tensors[0], opts);
         return allreduce_list(tensors, opts.reduceOp, OpType::ALLREDUCE,
                               "tacl:all_reduce", opts.asyncOp);
+    }
+
+    /*
+     * A sparse COO tensor, gloo's contract: the sum over ranks of the
+     * coalesced rows replaces the tensor's rows (coalesced).  Its sparse
+     * dimensions flatten to one row index, its dense ones make the row;
+     * tacl_sparse_allreduce (TACL_TORCH_SPARSE names a scheme, default
+     * auto) runs to its end in this thread.
+     */
+    c10::intrusive_ptr<c10d::Work> allreduce_sparse(
+        at::Tensor &t, const c10d::AllreduceOptions &opts)
+    {
+        if (opts.reduceOp != c10d::ReduceOp::SUM)
+            unsupported("allreduce of a sparse tensor: only SUM (rows a "
+                        "rank does not have count as zeros)");
+        if (t.is_complex())
+            unsupported("allreduce of a sparse complex tensor");
+        std::vector<at::Tensor> tensors{t};
+        auto w = work(OpType::ALLREDUCE, "tacl:all_reduce", tensors,
+                      opts.asyncOp);
+        at::Tensor c = t.coalesce();
+        int64_t sd = c.sparse_dim(), nrows = 1, row_len = 1;
+        for (int64_t d = 0; d < c.dim(); d++)
+            (d < sd ? nrows : row_len) *= c.size(d);
+        at::Tensor idx = c._indices();
+        at::Tensor lin = idx[0].clone();
+        for (int64_t d = 1; d < sd; d++)
+            lin = lin * c.size(d) + idx[d];
+        lin = lin.contiguous();
+        at::Tensor vals = c._values().contiguous();
+        tacl_sparse_t in{};
+        in.nrows = static_cast<size_t>(nrows);
+        in.row_len = static_cast<size_t>(row_len);
+        in.index_type = TACL_INT64;
+        in.nnz = static_cast<size_t>(c._nnz());
+        in.indices = lin.data_ptr();
+        in.values = vals.data_ptr();
+        tacl_sparse_result_t res{};
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_sparse_allreduce(&in,
+                                      dtype_of(vals.scalar_type(),
+                                               "allreduce"),
+                                      TACL_SUM, nullptr, &res,
+                                      sparse_scheme(), comm());
+        }
+        if (s != TACL_OK)
+            fail("tacl_sparse_allreduce", comm(), s);
+        int64_t nnz = static_cast<int64_t>(res.nnz);
+        std::vector<int64_t> vshape{nnz};
+        for (int64_t d = sd; d < c.dim(); d++)
+            vshape.push_back(c.size(d));
+        at::Tensor out_lin =
+            at::from_blob(res.indices, {nnz}, at::kLong).clone();
+        at::Tensor out_vals =
+            at::from_blob(res.values, vshape, vals.options()).clone();
+        tacl_sparse_result_free(&res);
+        at::Tensor out_idx = at::empty({sd, nnz}, at::kLong);
+        for (int64_t d = sd - 1; d >= 0; d--) {
+            out_idx[d].copy_(out_lin.remainder(c.size(d)));
+            out_lin = out_lin.div(c.size(d), "floor");
+        }
+        at::Tensor out = at::_sparse_coo_tensor_unsafe(out_idx, out_vals,
+                                                       c.sizes())
+                             ._coalesced_(true);
+        t.copy_(out);
+        w->ended(TACL_OK, "tacl_sparse_allreduce");
+        return w;
+    }
+
+    /* TACL_TORCH_SPARSE: auto (default), zen, agsparse, ps or dense. */
+    static tacl_sparse_scheme_t sparse_scheme()
+    {
+        const char *v = std::getenv("TACL_TORCH_SPARSE");
+        if (v == nullptr || *v == '\0')
+            return TACL_SPARSE_AUTO;
+        for (int i = 0; i < TACL_NUM_SPARSE_SCHEMES; i++) {
+            auto sc = static_cast<tacl_sparse_scheme_t>(i);
+            if (std::string(v) == tacl_sparse_scheme_name(sc))
+                return sc;
+        }
+        unsupported(std::string("TACL_TORCH_SPARSE=") + v +
+                    " (auto, zen, agsparse, ps or dense)");
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
