@@ -31,6 +31,10 @@
 
 #include "tacl.h"
 
+/** The seed of h0 the library uses: the same on every rank of every job
+ *  (the simulator prices what the library runs). */
+#define TACL__SPARSE_OWNER_SEED 0x7ac15ea5eull
+
 /** Owner functions: Zen's hash, or even ranges of the table. */
 typedef enum {
     TACL__OWNER_HASH,

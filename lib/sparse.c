@@ -48,9 +48,6 @@ TACL_EXPORT const char *tacl_sparse_scheme_name(tacl_sparse_scheme_t scheme)
                                                       : "invalid";
 }
 
-/* The seed of h0: the same on every rank of every job. */
-#define OWNER_SEED 0x7ac15ea5eull
-
 /* Per communicator: the last scheme and the owners' domains. */
 typedef struct {
     tacl__comm_ext_t ext;        /* comm->ext[TACL__EXT_SPARSE] */
@@ -604,7 +601,7 @@ static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
         goto out;
     }
     tacl__owner_init(&o, hashed ? TACL__OWNER_HASH : TACL__OWNER_RANGE, n,
-                     s->nrows, OWNER_SEED);
+                     s->nrows, TACL__SPARSE_OWNER_SEED);
     if (hashed && s->nrows <= UINT32_MAX) {
         st = domains(comm, x, &o);
         if (st != TACL_OK)

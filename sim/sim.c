@@ -993,8 +993,10 @@ static void trace_write(sim_t *s)
 }
 
 /* Build every rank's schedule of args into s->sched, each as the
- * decider chooses it there. */
+ * decider chooses it there; rank r's operation is args[r * stride]
+ * (stride 0: one operation for all). */
 static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
+                               size_t stride,
                                const tacl__algo_force_t *force,
                                unsigned flags)
 {
@@ -1017,6 +1019,7 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
         tacl__topo_view_t v = tacl__sim_view(c, r);
         tacl__choice_t choice;
 
+        a.v = args[(size_t)r * stride].v;
         tacl__sched_init(&s->sched[r], r, c->nranks);
         /* In place by NCCL's rules: one buffer, the rank's block of it. */
         if (in_place && a.type == TACL_COLL_ALLGATHER)
@@ -1075,10 +1078,10 @@ static void fast_run(sim_t *s, const tacl__coll_args_t *args)
     }
 }
 
-tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
-                            const tacl__coll_args_t *args,
-                            const tacl__algo_force_t *force, unsigned flags,
-                            tacl__sim_result_t *res)
+static tacl_status_t sim_run(const tacl__sim_cluster_t *c,
+                             const tacl__coll_args_t *args, size_t stride,
+                             const tacl__algo_force_t *force, unsigned flags,
+                             tacl__sim_result_t *res)
 {
     sim_t s;
     tacl_status_t status;
@@ -1089,7 +1092,7 @@ tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
     s.res = res;
     s.device = args->memtype == TACL_MEM_CUDA;
     s.compact_at = (size_t)1 << 16;
-    status = build_all(&s, args, force, flags);
+    status = build_all(&s, args, stride, force, flags);
     if (status == TACL_OK && s.fast)
         fast_run(&s, args);
     else if (status == TACL_OK)
@@ -1098,6 +1101,22 @@ tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
         trace_write(&s);
     sim_free(&s);
     return status;
+}
+
+tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
+                            const tacl__coll_args_t *args,
+                            const tacl__algo_force_t *force, unsigned flags,
+                            tacl__sim_result_t *res)
+{
+    return sim_run(c, args, 0, force, flags, res);
+}
+
+tacl_status_t tacl__sim_run_each(const tacl__sim_cluster_t *c,
+                                 const tacl__coll_args_t *args,
+                                 const tacl__algo_force_t *force,
+                                 unsigned flags, tacl__sim_result_t *res)
+{
+    return sim_run(c, args, 1, force, flags, res);
 }
 
 tacl_status_t tacl__sim_best(const tacl__sim_cluster_t *c,

@@ -142,6 +142,16 @@ tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
                             tacl__sim_result_t *res);
 
 /**
+ * As tacl__sim_run, but rank r's operation is args[r] (nranks entries):
+ * a variable-count operation with each rank's own count table (args[r].v;
+ * the other fields as args[0]'s).
+ */
+tacl_status_t tacl__sim_run_each(const tacl__sim_cluster_t *c,
+                                 const tacl__coll_args_t *args,
+                                 const tacl__algo_force_t *force,
+                                 unsigned flags, tacl__sim_result_t *res);
+
+/**
  * Simulate every algorithm the tuner may choose for args (supported,
  * not explicit-only) and return the fastest in *best_p with its result;
  * ties go to the earlier registry row.  A candidate that runs past the
