@@ -224,6 +224,11 @@ err_free:
     return status;
 }
 
+uint64_t tacl__snap_store_capacity(const tacl__snap_store_t *st)
+{
+    return st->hdr->capacity;
+}
+
 void tacl__snap_store_close(tacl__snap_store_t *st, int purge)
 {
     if (st == NULL)
@@ -242,11 +247,16 @@ void tacl__snap_store_unlink(const char *key, int holder, int source)
     shm_unlink(name);
 }
 
-/* The slot a new version goes to: not the newest complete one. */
-static int slot_to_write(const store_header_t *h)
+/* The slot version goes to: one holding that version or a later one (a
+ * version abandoned by a restore), else not the newest complete one. */
+static int slot_to_write(const store_header_t *h, uint64_t version)
 {
     int newest = -1;
 
+    for (int s = 0; s < TACL__SNAP_SLOTS; s++)
+        if (slot_state(&h->slot[s]) != TACL__SNAP_EMPTY &&
+            h->slot[s].version >= version)
+            return s;
     for (int s = 0; s < TACL__SNAP_SLOTS; s++)
         if (slot_state(&h->slot[s]) == TACL__SNAP_COMPLETE &&
             (newest < 0 || h->slot[s].version > h->slot[newest].version))
@@ -254,12 +264,20 @@ static int slot_to_write(const store_header_t *h)
     return newest == 0 ? 1 : 0;
 }
 
+void tacl__snap_store_drop_after(tacl__snap_store_t *st, uint64_t version)
+{
+    for (int s = 0; s < TACL__SNAP_SLOTS; s++)
+        if (st->hdr->slot[s].version > version)
+            __atomic_store_n(&st->hdr->slot[s].state, TACL__SNAP_EMPTY,
+                             __ATOMIC_RELEASE);
+}
+
 tacl_status_t tacl__snap_store_begin_copy(tacl__snap_store_t *st,
                                           const tacl__snap_slot_t *desc,
                                           int *slot_p)
 {
     store_header_t *h = st->hdr;
-    int slot = slot_to_write(h);
+    int slot = slot_to_write(h, desc->version);
     tacl__snap_slot_t *s = &h->slot[slot];
 
     if (desc->bytes > h->capacity || desc->nchunks > h->max_chunks ||
@@ -334,16 +352,31 @@ void tacl__snap_store_commit(tacl__snap_store_t *st, int slot)
     __atomic_store_n(&s->state, TACL__SNAP_COMPLETE, __ATOMIC_RELEASE);
 }
 
-/* The region holding byte off of a slot's data ("?" past the end). */
-static const char *region_at(const tacl__snap_slot_t *s, uint64_t off)
+/* The regions bytes [off, off + len) of a slot's data overlap, as
+ * "region 'a'" or "regions 'a' to 'b'", in out. */
+static const char *region_span(const tacl__snap_slot_t *s, uint64_t off,
+                               uint64_t len, char *out, size_t outlen)
 {
+    const char *first = NULL, *last = NULL;
+    uint64_t start = 0;
+
     for (uint32_t i = 0; i < s->nregions && i < TACL__SNAP_MAX_REGIONS;
          i++) {
-        if (off < s->regions[i].bytes)
-            return s->regions[i].name;
-        off -= s->regions[i].bytes;
+        uint64_t end = start + s->regions[i].bytes;
+
+        if (off < end && off + len > start && s->regions[i].bytes > 0) {
+            first = first != NULL ? first : s->regions[i].name;
+            last = s->regions[i].name;
+        }
+        start = end;
     }
-    return "?";
+    if (first == NULL)
+        snprintf(out, outlen, "no region");
+    else if (first == last)
+        snprintf(out, outlen, "region '%.47s'", first);
+    else
+        snprintf(out, outlen, "regions '%.47s' to '%.47s'", first, last);
+    return out;
 }
 
 /* The regions a slot's header names, as "'a' (n bytes), ..." in out. */
@@ -371,15 +404,22 @@ static tacl_status_t check_chunks(tacl__snap_store_t *st, int slot)
     for (uint32_t c = 0; c < s->nchunks; c++) {
         uint32_t got = chunk_crc(st, slot, c);
 
+        uint64_t off = (uint64_t)c * s->chunk_bytes;
+        char where[128];
+
         if (got != crcs[c])
             return tacl__error(TACL_ERR_INTERNAL, SHM,
                                "snapshot of rank %d held by rank %d, "
-                               "version %llu, region '%.47s': chunk %u fails "
-                               "its checksum (stored 0x%08x, computed "
-                               "0x%08x)", st->source, st->holder,
+                               "version %llu, %s: chunk %u (bytes %llu to "
+                               "%llu) fails its checksum (stored 0x%08x, "
+                               "computed 0x%08x)", st->source, st->holder,
                                (unsigned long long)s->version,
-                               region_at(s, (uint64_t)c * s->chunk_bytes),
-                               c, crcs[c], got);
+                               region_span(s, off, s->chunk_bytes, where,
+                                           sizeof(where)),
+                               c, (unsigned long long)off,
+                               (unsigned long long)TACL_MIN(
+                                   off + s->chunk_bytes, s->bytes) - 1,
+                               crcs[c], got);
     }
     return TACL_OK;
 }
@@ -416,17 +456,20 @@ tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot)
                            "regions %s)", st->source, st->holder,
                            (unsigned long long)s->version,
                            region_list(s, list, sizeof(list)));
-    if (end > st->mapped)
+    if (end > st->mapped) {
+        uint64_t kept = st->mapped > data_offset(h, slot)
+                            ? st->mapped - data_offset(h, slot)
+                            : 0;
+
         return tacl__error(TACL_ERR_INTERNAL, SHM,
                            "snapshot of rank %d held by rank %d, version "
-                           "%llu, region '%.47s': the store is truncated "
-                           "(%zu of %llu bytes)", st->source, st->holder,
+                           "%llu, %s: the store is truncated (%zu of %llu "
+                           "bytes)", st->source, st->holder,
                            (unsigned long long)s->version,
-                           region_at(s, st->mapped > data_offset(h, slot)
-                                            ? st->mapped -
-                                                  data_offset(h, slot)
-                                            : 0),
+                           region_span(s, kept, s->bytes - kept, list,
+                                       sizeof(list)),
                            st->mapped, (unsigned long long)end);
+    }
     return check_chunks(st, slot);
 }
 

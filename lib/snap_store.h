@@ -59,6 +59,9 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
                                     uint64_t capacity, uint32_t chunk_bytes,
                                     tacl__snap_store_t **store_p);
 
+/** Data bytes a version may have in this store. */
+uint64_t tacl__snap_store_capacity(const tacl__snap_store_t *st);
+
 /** Unmap and close; with purge also remove the shared memory object. */
 void tacl__snap_store_close(tacl__snap_store_t *st, int purge);
 
@@ -66,7 +69,8 @@ void tacl__snap_store_close(tacl__snap_store_t *st, int purge);
 void tacl__snap_store_unlink(const char *key, int holder, int source);
 
 /**
- * Start writing version into the slot not holding the newest complete
+ * Start writing version into a slot holding that version or a later one
+ * (abandoned by a restore), else the slot not holding the newest complete
  * version, with the given regions (desc->bytes and nchunks are derived
  * from them and the store's chunk size); *slot_p gets the slot.
  */
@@ -106,6 +110,9 @@ tacl_status_t tacl__snap_store_commit_checked(tacl__snap_store_t *st,
  * names the source rank, the region and the version; TACL_ERR_INTERNAL.
  */
 tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot);
+
+/** Forget every version after version (a restore abandoned them). */
+void tacl__snap_store_drop_after(tacl__snap_store_t *st, uint64_t version);
 
 /** The slot holding version complete (not verified), or -1. */
 int tacl__snap_store_find(tacl__snap_store_t *st, uint64_t version);
