@@ -27,10 +27,14 @@
 const char *tacl__place_kind_name(tacl__place_kind_t kind)
 {
     switch (kind) {
-    case TACL__PLACE_AUTO: return "auto";
-    case TACL__PLACE_GROUP: return "group";
-    case TACL__PLACE_RING: return "ring";
-    case TACL__PLACE_MIXED: return "mixed";
+    case TACL__PLACE_AUTO:
+        return "auto";
+    case TACL__PLACE_GROUP:
+        return "group";
+    case TACL__PLACE_RING:
+        return "ring";
+    case TACL__PLACE_MIXED:
+        return "mixed";
     }
     return "unknown";
 }
@@ -70,7 +74,8 @@ tacl_status_t tacl__place_build(int units, int m, tacl__place_kind_t kind,
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "snapshot placement: group placement needs the "
                            "copies (%d) to divide the units (%d); use auto "
-                           "or mixed", m, units);
+                           "or mixed",
+                           m, units);
     p.kind = kind;
     p.holders = malloc((size_t)units * (size_t)m * sizeof(int));
     if (p.holders == NULL)
@@ -131,11 +136,12 @@ tacl_status_t tacl__place_recovery(const tacl__placement_t *p, int k,
     if (p->units > 62)
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
                            "snapshot placement: exact recovery counts at "
-                           "most 62 units, not %d", p->units);
+                           "most 62 units, not %d",
+                           p->units);
     if (k < 0 || k > p->units)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot placement: %d lost units out of %d",
-                           k, p->units);
+                           "snapshot placement: %d lost units out of %d", k,
+                           p->units);
     nmasks = holder_masks(p, masks);
     limit = 1ull << p->units;
     set = k == 0 ? 0 : (1ull << k) - 1;
@@ -189,8 +195,8 @@ double tacl__place_upper_bound(int n, int m)
 }
 
 int tacl__place_rank_holder(const tacl__placement_t *p, int nranks,
-                            const int *node_of, const int *local_of,
-                            int rank, int j)
+                            const int *node_of, const int *local_of, int rank,
+                            int j)
 {
     int unit, hnode, count = 0, want;
 

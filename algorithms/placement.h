@@ -26,10 +26,10 @@ typedef enum {
 
 /** The copies of every unit: holders[u * m + j], j = 0 is u itself. */
 typedef struct {
-    int units;                 /* N */
-    int m;                     /* copies of each unit's state */
-    tacl__place_kind_t kind;   /* resolved: never AUTO */
-    int *holders;              /* units * m entries */
+    int units;               /* N */
+    int m;                   /* copies of each unit's state */
+    tacl__place_kind_t kind; /* resolved: never AUTO */
+    int *holders;            /* units * m entries */
 } tacl__placement_t;
 
 /** The name of a kind ("group", "ring", "mixed", "auto"). */
@@ -87,7 +87,7 @@ double tacl__place_upper_bound(int n, int m);
  * Returns -1 if the holder node has no rank.
  */
 int tacl__place_rank_holder(const tacl__placement_t *p, int nranks,
-                            const int *node_of, const int *local_of,
-                            int rank, int j);
+                            const int *node_of, const int *local_of, int rank,
+                            int j);
 
 #endif /* TACL_ALGORITHMS_PLACEMENT_H */

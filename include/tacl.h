@@ -985,8 +985,25 @@ tacl_status_t tacl_snapshot_register(tacl_snapshot_t snap, const char *name,
  * must increase).  Returns once every rank's state at that version has m
  * committed copies; until then, and if it fails, the previous complete
  * version stays in every store.  The regions may change once it returns.
+ * Every copy received is checked against its sender's CRCs.
  */
 tacl_status_t tacl_snapshot_save(tacl_snapshot_t snap, uint64_t version);
+
+/**
+ * tacl_snapshot_save() without waiting for the copies: the own copy is
+ * taken before it returns (the regions may change at once), the copies
+ * to and from peers travel under *req_p.  Each rank's request completes
+ * once its copy is sent and the copies it keeps for others are committed,
+ * so the version has m committed copies of every rank's state once every
+ * rank's request has completed.  Wait for (or test until complete) the
+ * request before the set's next save, restore or destroy, which agree
+ * with the other ranks that it completed everywhere; from then on
+ * tacl_snapshot_latest reports it.  The request's callback is the set's:
+ * setting another is TACL_ERR_INVALID_USAGE.  The first save of a set
+ * fixes its regions (later registers are TACL_ERR_INVALID_USAGE).
+ */
+tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap, uint64_t version,
+                                    tacl_request_t *req_p);
 
 /**
  * The newest version this set saved or restored completely: *found_p 1

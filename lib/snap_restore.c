@@ -21,7 +21,7 @@
 
 /* One intact stored version: rank source's state at version. */
 typedef struct {
-    int64_t source;       /* -1: an unused entry */
+    int64_t source; /* -1: an unused entry */
     uint64_t version;
 } inv_entry_t;
 
@@ -42,8 +42,7 @@ static int max_held(const struct tacl_snapshot *snap)
 }
 
 /* This rank's intact versions into mine (room for per entries). */
-static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine,
-                      int per)
+static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per)
 {
     int n = 0;
 
@@ -63,9 +62,11 @@ static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine,
             if (d->state == TACL__SNAP_EMPTY)
                 continue;
             if (tacl__snap_store_verify(snap->stores[s], slot) != TACL_OK) {
-                TACL_INFO(COLL, "snapshot restore: rank %d skips its copy "
-                          "of rank %d's version %llu: %s", snap->rank, s,
-                          (unsigned long long)d->version, tacl_last_error());
+                TACL_INFO(COLL,
+                          "snapshot restore: rank %d skips its copy "
+                          "of rank %d's version %llu: %s",
+                          snap->rank, s, (unsigned long long)d->version,
+                          tacl_last_error());
                 continue;
             }
             mine[n++] = (inv_entry_t){.source = s, .version = d->version};
@@ -111,7 +112,8 @@ static tacl_status_t choose(const struct tacl_snapshot *snap,
                 used += (size_t)snprintf(where + used, sizeof(where) - used,
                                          "%s%d", j > 0 ? ", " : "",
                                          tacl__snap_holder(snap, s, j));
-            return tacl__error(TACL_ERR_INTERNAL, COLL, "snapshot restore: "
+            return tacl__error(TACL_ERR_INTERNAL, COLL,
+                               "snapshot restore: "
                                "no intact copy of rank %d's state survives: "
                                "its placement group (ranks %s) lost every "
                                "copy; restore from a file checkpoint",
@@ -129,7 +131,8 @@ static tacl_status_t choose(const struct tacl_snapshot *snap,
             best = i;
     }
     if (best < 0)
-        return tacl__error(TACL_ERR_INTERNAL, COLL, "snapshot restore: no "
+        return tacl__error(TACL_ERR_INTERNAL, COLL,
+                           "snapshot restore: no "
                            "version survives intact for every rank (the "
                            "ranks hold copies of different versions); "
                            "restore from a file checkpoint");
@@ -147,10 +150,11 @@ static tacl_status_t write_regions(struct tacl_snapshot *snap,
     const uint8_t *data;
 
     if (slot < 0)
-        return tacl__error(TACL_ERR_INTERNAL, COLL, "snapshot restore: rank "
+        return tacl__error(TACL_ERR_INTERNAL, COLL,
+                           "snapshot restore: rank "
                            "%d has no copy of its version %llu after the "
-                           "exchange", snap->rank,
-                           (unsigned long long)version);
+                           "exchange",
+                           snap->rank, (unsigned long long)version);
     d = tacl__snap_store_slot(st, slot);
     data = tacl__snap_store_data(st, slot);
     for (int i = 0; i < snap->nregions || i < (int)d->nregions; i++) {
@@ -183,8 +187,8 @@ static tacl_status_t write_regions(struct tacl_snapshot *snap,
 }
 
 /* Who sends whom what, the same on every rank; then the exchange. */
-static tacl_status_t fetch(struct tacl_snapshot *snap,
-                           const inv_entry_t *all, int per, uint64_t version)
+static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
+                           int per, uint64_t version)
 {
     tacl__snap_send_t *sends = calloc((size_t)snap->size, sizeof(*sends));
     tacl__snap_recv_t recv;
@@ -192,7 +196,8 @@ static tacl_status_t fetch(struct tacl_snapshot *snap,
     tacl_status_t status;
 
     if (sends == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "snapshot restore: out "
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot restore: out "
                            "of memory");
     for (int s = 0; s < snap->size; s++) {
         int from = provider(snap, all, per, s, version);
@@ -201,14 +206,16 @@ static tacl_status_t fetch(struct tacl_snapshot *snap,
             continue;
         if (from == snap->rank)
             sends[nsends++] = (tacl__snap_send_t){
-                .peer = s, .st = snap->stores[s],
+                .peer = s,
+                .st = snap->stores[s],
                 .slot = tacl__snap_store_find(snap->stores[s], version)};
         if (s == snap->rank) {
             recv = (tacl__snap_recv_t){.peer = from, .source = s};
             nrecvs = 1;
-            TACL_INFO(COLL, "snapshot restore: rank %d fetches its version "
-                      "%llu from rank %d", s, (unsigned long long)version,
-                      from);
+            TACL_INFO(COLL,
+                      "snapshot restore: rank %d fetches its version "
+                      "%llu from rank %d",
+                      s, (unsigned long long)version, from);
         }
     }
     status = tacl__snap_move(snap, sends, nsends, &recv, nrecvs);
@@ -226,13 +233,18 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
     tacl_status_t status;
 
     if (snap == NULL || found_p == NULL || version_p == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL, "snapshot restore: "
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot restore: "
                            "the set, found_p and version_p are required");
+    status = tacl__snap_settle(snap, "restore");
+    if (status != TACL_OK)
+        return status;
     per = 2 * max_held(snap);
     mine = malloc((size_t)per * sizeof(*mine));
     all = malloc((size_t)per * (size_t)snap->size * sizeof(*all));
     if (mine == NULL || all == NULL) {
-        status = tacl__error(TACL_ERR_NO_MEMORY, COLL, "snapshot restore: "
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                             "snapshot restore: "
                              "out of memory");
         goto out;
     }

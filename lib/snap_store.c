@@ -35,9 +35,9 @@ typedef struct {
     int32_t holder;
     int32_t source;
     uint32_t chunk_bytes;
-    uint64_t capacity;    /* data bytes per slot */
-    uint64_t max_chunks;  /* CRC words per slot */
-    uint64_t total;       /* bytes of the whole object */
+    uint64_t capacity;   /* data bytes per slot */
+    uint64_t max_chunks; /* CRC words per slot */
+    uint64_t total;      /* bytes of the whole object */
     tacl__snap_slot_t slot[TACL__SNAP_SLOTS];
 } store_header_t;
 
@@ -49,7 +49,7 @@ struct tacl__snap_store {
     int holder, source;
     store_header_t *hdr;
     uint8_t *base;
-    size_t mapped;        /* bytes mapped: the object's size at open */
+    size_t mapped; /* bytes mapped: the object's size at open */
 };
 
 static void store_name(char *out, size_t len, const char *key, int holder,
@@ -60,8 +60,7 @@ static void store_name(char *out, size_t len, const char *key, int holder,
 
 static uint64_t layout_total(uint64_t capacity, uint64_t max_chunks)
 {
-    return SNAP_HEADER_BYTES +
-           TACL__SNAP_SLOTS * (max_chunks * 4 + capacity);
+    return SNAP_HEADER_BYTES + TACL__SNAP_SLOTS * (max_chunks * 4 + capacity);
 }
 
 static uint64_t crc_offset(const store_header_t *h, int slot)
@@ -95,9 +94,12 @@ static tacl_status_t store_format(int fd, const char *name, int holder,
                                   uint32_t chunk_bytes)
 {
     uint64_t max_chunks = TACL_DIV_UP(capacity, chunk_bytes);
-    store_header_t h = {.magic = SNAP_MAGIC, .format = SNAP_FORMAT,
-                        .holder = holder, .source = source,
-                        .chunk_bytes = chunk_bytes, .capacity = capacity,
+    store_header_t h = {.magic = SNAP_MAGIC,
+                        .format = SNAP_FORMAT,
+                        .holder = holder,
+                        .source = source,
+                        .chunk_bytes = chunk_bytes,
+                        .capacity = capacity,
                         .max_chunks = max_chunks,
                         .total = layout_total(capacity, max_chunks)};
 
@@ -105,8 +107,8 @@ static tacl_status_t store_format(int fd, const char *name, int holder,
         pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
         return tacl__error(TACL_ERR_SYSTEM, SHM,
                            "snapshot store %s: cannot size it to %llu "
-                           "bytes: %m (is /dev/shm full?)", name,
-                           (unsigned long long)h.total);
+                           "bytes: %m (is /dev/shm full?)",
+                           name, (unsigned long long)h.total);
     return TACL_OK;
 }
 
@@ -155,7 +157,8 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
     int fd;
 
     if (st == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, SHM, "snapshot store: out "
+        return tacl__error(TACL_ERR_NO_MEMORY, SHM,
+                           "snapshot store: out "
                            "of memory");
     store_name(st->name, sizeof(st->name), key, holder, source);
     st->holder = holder;
@@ -167,13 +170,17 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
         return TACL_ERR_INVALID_USAGE;
     }
     if (fd < 0) {
-        status = tacl__error(TACL_ERR_SYSTEM, SHM, "snapshot store %s: "
-                             "shm_open failed: %m", st->name);
+        status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                             "snapshot store %s: "
+                             "shm_open failed: %m",
+                             st->name);
         goto err_free;
     }
     if (fstat(fd, &sb) != 0) {
-        status = tacl__error(TACL_ERR_SYSTEM, SHM, "snapshot store %s: "
-                             "fstat failed: %m", st->name);
+        status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                             "snapshot store %s: "
+                             "fstat failed: %m",
+                             st->name);
         goto err_close;
     }
     memset(&h, 0, sizeof(h));
@@ -185,15 +192,19 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
         if (header_fault(&h, (size_t)sb.st_size, holder, source) != NULL ||
             h.capacity < capacity || h.chunk_bytes != chunk_bytes ||
             (uint64_t)sb.st_size < h.total) {
-            TACL_INFO(SHM, "snapshot store %s: made anew for %llu bytes a "
-                      "version", st->name, (unsigned long long)capacity);
+            TACL_INFO(SHM,
+                      "snapshot store %s: made anew for %llu bytes a "
+                      "version",
+                      st->name, (unsigned long long)capacity);
             status = store_format(fd, st->name, holder, source, capacity,
                                   chunk_bytes);
             if (status != TACL_OK)
                 goto err_close;
             if (fstat(fd, &sb) != 0) {
-                status = tacl__error(TACL_ERR_SYSTEM, SHM, "snapshot store "
-                                     "%s: fstat failed: %m", st->name);
+                status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                                     "snapshot store "
+                                     "%s: fstat failed: %m",
+                                     st->name);
                 goto err_close;
             }
         }
@@ -204,12 +215,13 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
             goto err_close;
     }
     st->mapped = (size_t)sb.st_size;
-    st->base = mmap(NULL, st->mapped, PROT_READ | PROT_WRITE, MAP_SHARED,
-                    fd, 0);
+    st->base = mmap(NULL, st->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                    0);
     if (st->base == MAP_FAILED) {
-        status = tacl__error(TACL_ERR_SYSTEM, SHM, "snapshot store %s: mmap "
-                             "of %zu bytes failed: %m", st->name,
-                             st->mapped);
+        status = tacl__error(TACL_ERR_SYSTEM, SHM,
+                             "snapshot store %s: mmap "
+                             "of %zu bytes failed: %m",
+                             st->name, st->mapped);
         goto err_close;
     }
     close(fd);
@@ -286,26 +298,41 @@ tacl_status_t tacl__snap_store_begin_copy(tacl__snap_store_t *st,
         return tacl__error(TACL_ERR_INVALID_USAGE, SHM,
                            "snapshot of rank %d version %llu: %llu bytes in "
                            "%u chunks of %u do not fit the store held by "
-                           "rank %d (%llu bytes, chunks of %u)", st->source,
-                           (unsigned long long)desc->version,
+                           "rank %d (%llu bytes, chunks of %u)",
+                           st->source, (unsigned long long)desc->version,
                            (unsigned long long)desc->bytes, desc->nchunks,
                            desc->chunk_bytes, st->holder,
                            (unsigned long long)h->capacity, h->chunk_bytes);
     __atomic_store_n(&s->state, TACL__SNAP_WRITING, __ATOMIC_RELEASE);
     atomic_thread_fence(memory_order_seq_cst);
+    tacl__snap_store_describe(st, slot, desc);
+    *slot_p = slot;
+    return TACL_OK;
+}
+
+void tacl__snap_store_describe(tacl__snap_store_t *st, int slot,
+                               const tacl__snap_slot_t *desc)
+{
+    tacl__snap_slot_t *s = &st->hdr->slot[slot];
+
     memcpy((uint8_t *)s + sizeof(s->version) + sizeof(s->state),
            (const uint8_t *)desc + sizeof(s->version) + sizeof(s->state),
            sizeof(*s) - sizeof(s->version) - sizeof(s->state));
     s->version = desc->version;
-    *slot_p = slot;
-    return TACL_OK;
+}
+
+void tacl__snap_store_commit_unchecked(tacl__snap_store_t *st, int slot)
+{
+    __atomic_store_n(&st->hdr->slot[slot].state, TACL__SNAP_COMPLETE,
+                     __ATOMIC_RELEASE);
 }
 
 tacl_status_t tacl__snap_store_begin(tacl__snap_store_t *st, uint64_t version,
                                      const tacl__snap_region_t *regions,
                                      int nregions, int *slot_p)
 {
-    tacl__snap_slot_t d = {.version = version, .nregions = (uint32_t)nregions,
+    tacl__snap_slot_t d = {.version = version,
+                           .nregions = (uint32_t)nregions,
                            .chunk_bytes = st->hdr->chunk_bytes};
 
     for (int i = 0; i < nregions; i++) {
@@ -360,8 +387,7 @@ static const char *region_span(const tacl__snap_slot_t *s, uint64_t off,
     const char *first = NULL, *last = NULL;
     uint64_t start = 0;
 
-    for (uint32_t i = 0; i < s->nregions && i < TACL__SNAP_MAX_REGIONS;
-         i++) {
+    for (uint32_t i = 0; i < s->nregions && i < TACL__SNAP_MAX_REGIONS; i++) {
         uint64_t end = start + s->regions[i].bytes;
 
         if (off < end && off + len > start && s->regions[i].bytes > 0) {
@@ -386,11 +412,12 @@ static const char *region_list(const tacl__snap_slot_t *s, char *out,
     size_t used = 0;
 
     out[0] = '\0';
-    for (uint32_t i = 0; i < s->nregions && i < TACL__SNAP_MAX_REGIONS &&
-                         used < len; i++)
-        used += (size_t)snprintf(out + used, len - used, "%s'%.47s' (%llu "
-                                 "bytes)", i > 0 ? ", " : "",
-                                 s->regions[i].name,
+    for (uint32_t i = 0;
+         i < s->nregions && i < TACL__SNAP_MAX_REGIONS && used < len; i++)
+        used += (size_t)snprintf(out + used, len - used,
+                                 "%s'%.47s' (%llu "
+                                 "bytes)",
+                                 i > 0 ? ", " : "", s->regions[i].name,
                                  (unsigned long long)s->regions[i].bytes);
     return out;
 }
@@ -408,18 +435,18 @@ static tacl_status_t check_chunks(tacl__snap_store_t *st, int slot)
         char where[128];
 
         if (got != crcs[c])
-            return tacl__error(TACL_ERR_INTERNAL, SHM,
-                               "snapshot of rank %d held by rank %d, "
-                               "version %llu, %s: chunk %u (bytes %llu to "
-                               "%llu) fails its checksum (stored 0x%08x, "
-                               "computed 0x%08x)", st->source, st->holder,
-                               (unsigned long long)s->version,
-                               region_span(s, off, s->chunk_bytes, where,
-                                           sizeof(where)),
-                               c, (unsigned long long)off,
-                               (unsigned long long)TACL_MIN(
-                                   off + s->chunk_bytes, s->bytes) - 1,
-                               crcs[c], got);
+            return tacl__error(
+                TACL_ERR_INTERNAL, SHM,
+                "snapshot of rank %d held by rank %d, "
+                "version %llu, %s: chunk %u (bytes %llu to "
+                "%llu) fails its checksum (stored 0x%08x, "
+                "computed 0x%08x)",
+                st->source, st->holder, (unsigned long long)s->version,
+                region_span(s, off, s->chunk_bytes, where, sizeof(where)), c,
+                (unsigned long long)off,
+                (unsigned long long)TACL_MIN(off + s->chunk_bytes, s->bytes) -
+                    1,
+                crcs[c], got);
     }
     return TACL_OK;
 }
@@ -445,15 +472,17 @@ tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot)
     if (slot_state(s) != TACL__SNAP_COMPLETE)
         return tacl__error(TACL_ERR_INTERNAL, SHM,
                            "snapshot of rank %d held by rank %d, version "
-                           "%llu: slot %d was never completed", st->source,
-                           st->holder, (unsigned long long)s->version, slot);
+                           "%llu: slot %d was never completed",
+                           st->source, st->holder,
+                           (unsigned long long)s->version, slot);
     if (slot_meta_crc(s) != s->meta_crc || s->bytes > h->capacity ||
         s->nchunks != TACL_DIV_UP(s->bytes, s->chunk_bytes) ||
         s->chunk_bytes != h->chunk_bytes)
         return tacl__error(TACL_ERR_INTERNAL, SHM,
                            "snapshot of rank %d held by rank %d, version "
                            "%llu: its header fails its checksum (it names "
-                           "regions %s)", st->source, st->holder,
+                           "regions %s)",
+                           st->source, st->holder,
                            (unsigned long long)s->version,
                            region_list(s, list, sizeof(list)));
     if (end > st->mapped) {
@@ -464,7 +493,8 @@ tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot)
         return tacl__error(TACL_ERR_INTERNAL, SHM,
                            "snapshot of rank %d held by rank %d, version "
                            "%llu, %s: the store is truncated (%zu of %llu "
-                           "bytes)", st->source, st->holder,
+                           "bytes)",
+                           st->source, st->holder,
                            (unsigned long long)s->version,
                            region_span(s, kept, s->bytes - kept, list,
                                        sizeof(list)),

@@ -33,18 +33,22 @@ typedef struct {
 
 /** The description of one slot, as stored and as sent to a peer. */
 typedef struct {
-    uint64_t version;     /* the step the caller saved */
-    uint32_t state;       /* TACL__SNAP_EMPTY, _WRITING or _COMPLETE */
+    uint64_t version; /* the step the caller saved */
+    uint32_t state;   /* TACL__SNAP_EMPTY, _WRITING or _COMPLETE */
     uint32_t nregions;
     uint64_t bytes;       /* data bytes: the regions one after another */
     uint32_t chunk_bytes; /* CRC granularity */
     uint32_t nchunks;
-    uint32_t meta_crc;    /* CRC32C of this header with state, meta_crc 0 */
+    uint32_t meta_crc; /* CRC32C of this header with state, meta_crc 0 */
     uint32_t pad;
     tacl__snap_region_t regions[TACL__SNAP_MAX_REGIONS];
 } tacl__snap_slot_t;
 
-enum { TACL__SNAP_EMPTY = 0, TACL__SNAP_WRITING = 1, TACL__SNAP_COMPLETE = 2 };
+enum {
+    TACL__SNAP_EMPTY = 0,
+    TACL__SNAP_WRITING = 1,
+    TACL__SNAP_COMPLETE = 2
+};
 
 typedef struct tacl__snap_store tacl__snap_store_t;
 
@@ -85,6 +89,16 @@ tacl_status_t tacl__snap_store_begin(tacl__snap_store_t *st, uint64_t version,
 tacl_status_t tacl__snap_store_begin_copy(tacl__snap_store_t *st,
                                           const tacl__snap_slot_t *desc,
                                           int *slot_p);
+
+/** Replace the description of a slot being written; its state stays. */
+void tacl__snap_store_describe(tacl__snap_store_t *st, int slot,
+                               const tacl__snap_slot_t *desc);
+
+/**
+ * Commit a slot whose data and CRCs came from a peer without checking
+ * them now (a restore verifies every copy before using it).
+ */
+void tacl__snap_store_commit_unchecked(tacl__snap_store_t *st, int slot);
 
 /** The slot's data (desc->bytes) and its per-chunk CRCs (nchunks). */
 uint8_t *tacl__snap_store_data(tacl__snap_store_t *st, int slot);

@@ -4,7 +4,8 @@
  * after which every unit still has a copy, with group (when m divides N),
  * ring and mixed (the thesis' Algorithm 6.1) placement, beside the bound:
  * Theorem 6.1's best for any placement at k = m, Corollary 6.1's for
- * group placement beyond.  Usage: placement_table [max_n [max_m]] (defaults 16, 3).
+ * group placement beyond.
+ * Usage: placement_table [max_n [max_m]] (defaults 16 and 3).
  */
 #include <stdio.h>
 #include <stdlib.h>

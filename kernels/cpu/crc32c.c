@@ -41,8 +41,9 @@ static uint32_t crc_sw(uint32_t c, const uint8_t *p, size_t len)
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 
-__attribute__((target("sse4.2")))
-static uint32_t crc_hw(uint32_t c, const uint8_t *p, size_t len)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c,
+                                                         const uint8_t *p,
+                                                         size_t len)
 {
     uint64_t c64 = c;
 

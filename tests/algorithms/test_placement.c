@@ -25,8 +25,8 @@ static double recovery_of(int n, int m, tacl__place_kind_t kind, int k)
     tacl__placement_t p;
     double r;
 
-    cr_assert_eq(tacl__place_build(n, m, kind, &p), TACL_OK,
-                 "n %d m %d %s", n, m, tacl__place_kind_name(kind));
+    cr_assert_eq(tacl__place_build(n, m, kind, &p), TACL_OK, "n %d m %d %s",
+                 n, m, tacl__place_kind_name(kind));
     r = recovery(&p, k);
     tacl__place_free(&p);
     return r;
@@ -58,8 +58,8 @@ Test(placement, shape)
                         cr_assert(h[j] >= 0 && h[j] < n);
                         load[h[j]]++;
                         for (int i = 0; i < j; i++)
-                            cr_assert_neq(h[i], h[j], "n %d m %d u %d",
-                                          n, m, u);
+                            cr_assert_neq(h[i], h[j], "n %d m %d u %d", n, m,
+                                          u);
                     }
                 }
                 /* Every unit receives as many copies as it sends. */
@@ -87,17 +87,16 @@ Test(placement, corollary_6_1)
 
                 if (k < 2 * m)
                     cr_assert(fabs(got - cor) < 1e-12,
-                              "n %d m %d k %d: %.15f vs %.15f", n, m, k,
-                              got, cor);
+                              "n %d m %d k %d: %.15f vs %.15f", n, m, k, got,
+                              cor);
                 else
-                    cr_assert(got >= cor - 1e-12, "n %d m %d k %d", n, m,
-                              k);
+                    cr_assert(got >= cor - 1e-12, "n %d m %d k %d", n, m, k);
                 for (int j = 1; j * m <= k && j <= n / m; j++)
-                    fatal += (j % 2 ? 1 : -1) *
-                             tacl__place_choose(n / m, j) *
+                    fatal += (j % 2 ? 1 : -1) * tacl__place_choose(n / m, j) *
                              tacl__place_choose(n - j * m, k - j * m);
-                cr_assert(fabs(got - (1 - fatal / tacl__place_choose(n, k)))
-                              < 1e-12, "n %d m %d k %d", n, m, k);
+                cr_assert(fabs(got - (1 - fatal / tacl__place_choose(n, k))) <
+                              1e-12,
+                          "n %d m %d k %d", n, m, k);
             }
 }
 
@@ -116,8 +115,7 @@ Test(placement, theorem_6_1)
                 cr_assert(fabs(mixed - bound) < 1e-12, "n %d m %d", n, m);
             else
                 cr_assert(bound - mixed <=
-                              (2 * m - 3) / tacl__place_choose(n, m) +
-                                  1e-12,
+                              (2 * m - 3) / tacl__place_choose(n, m) + 1e-12,
                           "n %d m %d: mixed %.6f bound %.6f", n, m, mixed,
                           bound);
         }
@@ -239,8 +237,7 @@ Test(placement, node_domain_rails)
         local_of[r] = r % PER;
     }
     for (int m = 2; m <= 3; m++)
-        for (int kind = TACL__PLACE_AUTO; kind <= TACL__PLACE_MIXED;
-             kind++) {
+        for (int kind = TACL__PLACE_AUTO; kind <= TACL__PLACE_MIXED; kind++) {
             tacl__placement_t p;
 
             if (kind == TACL__PLACE_GROUP)
@@ -248,7 +245,8 @@ Test(placement, node_domain_rails)
             cr_assert_eq(tacl__place_build(NODES, m, kind, &p), TACL_OK);
             for (int r = 0; r < RANKS; r++) {
                 cr_assert_eq(tacl__place_rank_holder(&p, RANKS, node_of,
-                                                     local_of, r, 0), r);
+                                                     local_of, r, 0),
+                             r);
                 for (int j = 1; j < m; j++) {
                     int h = tacl__place_rank_holder(&p, RANKS, node_of,
                                                     local_of, r, j);

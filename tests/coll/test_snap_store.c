@@ -105,7 +105,8 @@ static void assert_reads(tacl__snap_store_t *st, uint64_t version)
     int slot = tacl__snap_store_find(st, version);
     const uint8_t *d;
 
-    cr_assert(slot >= 0, "version %llu not found", (unsigned long long)version);
+    cr_assert(slot >= 0, "version %llu not found",
+              (unsigned long long)version);
     cr_assert_eq(tacl__snap_store_verify(st, slot), TACL_OK, "%s",
                  tacl_last_error());
     cr_assert_eq(tacl__snap_store_slot(st, slot)->bytes, BYTES);
@@ -122,8 +123,7 @@ static void assert_error_names(const char *what)
 
     cr_assert(strstr(msg, "rank 3") != NULL, "%s: %s", what, msg);
     cr_assert(strstr(msg, "version 2") != NULL, "%s: %s", what, msg);
-    cr_assert(strstr(msg, "region 'optimizer'") != NULL, "%s: %s", what,
-              msg);
+    cr_assert(strstr(msg, "region 'optimizer'") != NULL, "%s: %s", what, msg);
 }
 
 TestSuite(snap_store, .init = setup, .fini = teardown);
@@ -228,15 +228,18 @@ Test(snap_store, copy_from_peer_checked)
     write_in_child();
     st = reopen();
     cr_assert_eq(tacl__snap_store_open(key, HOLDER + 1, SOURCE, BYTES, CHUNK,
-                                       &peer), TACL_OK);
+                                       &peer),
+                 TACL_OK);
     slot = tacl__snap_store_find(st, 2);
     cr_assert_eq(tacl__snap_store_begin_copy(peer,
                                              tacl__snap_store_slot(st, slot),
-                                             &pslot), TACL_OK);
-    memcpy(tacl__snap_store_crcs(peer, pslot), tacl__snap_store_crcs(st, slot),
+                                             &pslot),
+                 TACL_OK);
+    memcpy(tacl__snap_store_crcs(peer, pslot),
+           tacl__snap_store_crcs(st, slot),
            4 * tacl__snap_store_slot(st, slot)->nchunks);
-    memcpy(tacl__snap_store_data(peer, pslot), tacl__snap_store_data(st, slot),
-           BYTES);
+    memcpy(tacl__snap_store_data(peer, pslot),
+           tacl__snap_store_data(st, slot), BYTES);
     tacl__snap_store_data(peer, pslot)[5] ^= 1;
     cr_assert_eq(tacl__snap_store_commit_checked(peer, pslot),
                  TACL_ERR_INTERNAL);

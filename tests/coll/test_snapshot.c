@@ -26,12 +26,13 @@
 typedef struct {
     char key[32];
     int replicas;
-    int lose;          /* bit r: rank r's stores vanish before restore */
-    int corrupt_from;  /* a rank that damages its copy of rank 1's newest
+    int lose;         /* bit r: rank r's stores vanish before restore */
+    int corrupt_from; /* a rank that damages its copy of rank 1's newest
                           version, or -1 */
-    int grow_rank;     /* a rank that registers a bigger region, or -1 */
-    int kill_rank;     /* a rank killed after saving, or -1 */
-    int nodes;         /* emulated nodes (node domain), 0: rank domain */
+    int grow_rank;    /* a rank that registers a bigger region, or -1 */
+    int kill_rank;    /* a rank killed after saving, or -1 */
+    int nodes;        /* emulated nodes (node domain), 0: rank domain */
+    int nb;           /* save with tacl_snapshot_save_nb */
 } snap_case_t;
 
 static uint8_t pattern(int rank, uint64_t version, size_t i)
@@ -104,8 +105,8 @@ static int open_set(coll_ctx_t *ctx, const snap_case_t *c, state_t *s,
     s->optim = calloc(1, s->obytes);
     COLL_CHECK(ctx, s->weights != NULL && s->optim != NULL, "no memory");
     COLL_CHECK_OK(ctx, tacl_snapshot_create(ctx->comm, &cfg, snap_p));
-    COLL_CHECK_OK(ctx, tacl_snapshot_register(*snap_p, "weights",
-                                              s->weights, s->wbytes));
+    COLL_CHECK_OK(ctx, tacl_snapshot_register(*snap_p, "weights", s->weights,
+                                              s->wbytes));
     COLL_CHECK_OK(ctx, tacl_snapshot_register(*snap_p, "optim", s->optim,
                                               s->obytes));
     return 0;
@@ -124,14 +125,33 @@ static int body_save(coll_ctx_t *ctx)
     if (open_set(ctx, c, &s, &snap) != 0)
         return 1;
     for (uint64_t v = 1; v <= VERSIONS; v++) {
+        tacl_request_t req;
+
         fill(&s, ctx->rank, v);
-        COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, v));
+        if (!c->nb) {
+            COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, v));
+        } else {
+            /* The regions may change as soon as the call returns; the
+             * previous version is reported once this save agreed it. */
+            COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, v, &req));
+            fill(&s, ctx->rank, 1000 + v);
+            COLL_CHECK_OK(ctx, tacl_request_wait(req));
+            COLL_CHECK_OK(ctx, tacl_request_free(req));
+        }
         COLL_CHECK_OK(ctx, tacl_snapshot_latest(snap, &found, &latest));
-        COLL_CHECK(ctx, found && latest == v, "latest %llu after saving %llu",
-                   (unsigned long long)latest, (unsigned long long)v);
+        COLL_CHECK(ctx,
+                   c->nb ? found == (v > 1) && latest == v - 1
+                         : found && latest == v,
+                   "latest %llu (found %d) after saving %llu",
+                   (unsigned long long)latest, found, (unsigned long long)v);
     }
-    COLL_CHECK(ctx, tacl_snapshot_save(snap, 2) == TACL_ERR_INVALID_ARG,
-               "an older version is refused");
+    COLL_CHECK(ctx,
+               tacl_snapshot_register(snap, "late", s.optim, 1) ==
+                   TACL_ERR_INVALID_USAGE,
+               "a region registered after the first save is refused");
+    if (!c->nb)
+        COLL_CHECK(ctx, tacl_snapshot_save(snap, 2) == TACL_ERR_INVALID_ARG,
+                   "an older version is refused");
     /* The training goes on past the snapshot, then dies. */
     fill(&s, ctx->rank, 99);
     COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
@@ -162,11 +182,13 @@ static int corrupt_copy(coll_ctx_t *ctx, const snap_case_t *c)
     tacl__snap_store_t *st;
     int slot;
 
-    COLL_CHECK_OK(ctx, tacl__snap_store_open(c->key, ctx->rank, 1, 0, 0,
-                                             &st));
+    COLL_CHECK_OK(ctx,
+                  tacl__snap_store_open(c->key, ctx->rank, 1, 0, 0, &st));
     slot = tacl__snap_store_find(st, VERSIONS);
-    COLL_CHECK(ctx, slot >= 0, "rank %d holds no copy of rank 1's version "
-               "%d", ctx->rank, VERSIONS);
+    COLL_CHECK(ctx, slot >= 0,
+               "rank %d holds no copy of rank 1's version "
+               "%d",
+               ctx->rank, VERSIONS);
     tacl__snap_store_data(st, slot)[3000] ^= 0x40;
     tacl__snap_store_close(st, 0);
     return 0;
@@ -190,18 +212,22 @@ static int body_restore(coll_ctx_t *ctx)
     if (open_set(ctx, c, &s, &snap) != 0)
         return 1;
     COLL_CHECK_OK(ctx, tacl_snapshot_restore(snap, &found, &version));
-    COLL_CHECK(ctx, found && version == want, "found %d version %llu, want "
-               "%llu", found, (unsigned long long)version,
-               (unsigned long long)want);
-    COLL_CHECK(ctx, matches(&s, ctx->rank, want), "rank %d's bytes differ "
-               "from version %llu", ctx->rank, (unsigned long long)want);
+    COLL_CHECK(ctx, found && version == want,
+               "found %d version %llu, want "
+               "%llu",
+               found, (unsigned long long)version, (unsigned long long)want);
+    COLL_CHECK(ctx, matches(&s, ctx->rank, want),
+               "rank %d's bytes differ "
+               "from version %llu",
+               ctx->rank, (unsigned long long)want);
     /* Saving goes on from the restored version, and so does a restore. */
     fill(&s, ctx->rank, want + 1);
     COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, want + 1));
     fill(&s, ctx->rank, 0);
     COLL_CHECK_OK(ctx, tacl_snapshot_restore(snap, &found, &version));
-    COLL_CHECK(ctx, found && version == want + 1 &&
-                        matches(&s, ctx->rank, want + 1),
+    COLL_CHECK(ctx,
+               found && version == want + 1 &&
+                   matches(&s, ctx->rank, want + 1),
                "the second restore got version %llu",
                (unsigned long long)version);
     COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
@@ -230,8 +256,9 @@ static int body_restore_fails(coll_ctx_t *ctx)
     msg = tacl_last_error();
     COLL_CHECK(ctx, st != TACL_OK, "the restore passed");
     if (c->grow_rank >= 0 && ctx->rank == c->grow_rank)
-        COLL_CHECK(ctx, strstr(msg, "rank 2 version 3") != NULL &&
-                            strstr(msg, "'optim' of 70000 bytes") != NULL,
+        COLL_CHECK(ctx,
+                   strstr(msg, "rank 2 version 3") != NULL &&
+                       strstr(msg, "'optim' of 70000 bytes") != NULL,
                    "message: %s", msg);
     else if (c->grow_rank >= 0)
         COLL_CHECK(ctx, strstr(msg, "failed on rank 2") != NULL,
@@ -240,8 +267,10 @@ static int body_restore_fails(coll_ctx_t *ctx)
         COLL_CHECK(ctx, strstr(msg, "placement group (ranks 0, 1)") != NULL,
                    "message: %s", msg);
     for (size_t i = 0; i < s.obytes && c->grow_rank < 0; i++)
-        COLL_CHECK(ctx, s.optim[i] == 0, "a failed restore wrote rank %d's "
-                   "regions", ctx->rank);
+        COLL_CHECK(ctx, s.optim[i] == 0,
+                   "a failed restore wrote rank %d's "
+                   "regions",
+                   ctx->rank);
     COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 0));
     free(s.weights);
     free(s.optim);
@@ -258,7 +287,9 @@ static void purge_all(const snap_case_t *c)
 /* Save in one run, restore (or fail to) in another. */
 static void run_case(snap_case_t *c, const char *tag, coll_body_t restore)
 {
-    coll_opts_t opts = {.nranks = NRANKS, .deadline_s = 60, .arg = c,
+    coll_opts_t opts = {.nranks = NRANKS,
+                        .deadline_s = 60,
+                        .arg = c,
                         .destroy_may_fail = c->kill_rank >= 0,
                         .init = c->nodes > 0 ? COLL_INIT_MANUAL
                                              : COLL_INIT_AUTO};
@@ -279,8 +310,10 @@ static void run_case(snap_case_t *c, const char *tag, coll_body_t restore)
 static snap_case_t case_of(int replicas, int lose, int corrupt_from,
                            int kill_rank)
 {
-    return (snap_case_t){.replicas = replicas, .lose = lose,
-                         .corrupt_from = corrupt_from, .grow_rank = -1,
+    return (snap_case_t){.replicas = replicas,
+                         .lose = lose,
+                         .corrupt_from = corrupt_from,
+                         .grow_rank = -1,
                          .kill_rank = kill_rank};
 }
 
@@ -289,6 +322,16 @@ Test(snapshot, restart_restores_newest, .timeout = 120)
     snap_case_t c = case_of(2, 0, -1, 1);
 
     run_case(&c, "restart", body_restore);
+}
+
+/* Non-blocking saves: the newest one, never agreed before the kill, is
+ * what the restore finds, and a rank without its stores fetches it. */
+Test(snapshot, nonblocking_saves_restore, .timeout = 120)
+{
+    snap_case_t c = case_of(2, 1 << 2, -1, 1);
+
+    c.nb = 1;
+    run_case(&c, "nb", body_restore);
 }
 
 Test(snapshot, lost_stores_fetched_from_peer, .timeout = 120)
@@ -355,18 +398,24 @@ static int body_fresh(coll_ctx_t *ctx)
     uint64_t version = 7;
     int found = 1;
 
-    COLL_CHECK(ctx, tacl_snapshot_create(ctx->comm, &bad, &snap) ==
-                        TACL_ERR_INVALID_ARG, "a bad key is refused");
-    bad = (tacl_snapshot_config_t){.job_key = "k", .replicas = 3,
+    COLL_CHECK(ctx,
+               tacl_snapshot_create(ctx->comm, &bad, &snap) ==
+                   TACL_ERR_INVALID_ARG,
+               "a bad key is refused");
+    bad = (tacl_snapshot_config_t){.job_key = "k",
+                                   .replicas = 3,
                                    .placement = TACL_SNAPSHOT_PLACE_GROUP,
                                    .domain = TACL_SNAPSHOT_DOMAIN_RANK};
-    COLL_CHECK(ctx, tacl_snapshot_create(ctx->comm, &bad, &snap) ==
-                        TACL_ERR_INVALID_ARG,
+    COLL_CHECK(ctx,
+               tacl_snapshot_create(ctx->comm, &bad, &snap) ==
+                   TACL_ERR_INVALID_ARG,
                "group placement of 3 copies on 4 ranks is refused");
     if (open_set(ctx, c, &s, &snap) != 0)
         return 1;
-    COLL_CHECK(ctx, tacl_snapshot_register(snap, "weights", s.weights, 1) ==
-                        TACL_ERR_INVALID_USAGE, "a second 'weights'");
+    COLL_CHECK(ctx,
+               tacl_snapshot_register(snap, "weights", s.weights, 1) ==
+                   TACL_ERR_INVALID_USAGE,
+               "a second 'weights'");
     COLL_CHECK_OK(ctx, tacl_snapshot_restore(snap, &found, &version));
     COLL_CHECK(ctx, !found, "a fresh job found version %llu",
                (unsigned long long)version);
