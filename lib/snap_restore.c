@@ -218,7 +218,8 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
                       s, (unsigned long long)version, from);
         }
     }
-    status = tacl__snap_move(snap, sends, nsends, &recv, nrecvs);
+    status = tacl__snap_move(snap, sends, nsends, &recv, nrecvs, "restore",
+                             version);
     free(sends);
     return status;
 }

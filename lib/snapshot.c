@@ -318,7 +318,8 @@ static tacl_status_t group_end(tacl_status_t posted)
 
 tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
                               const tacl__snap_send_t *sends, int nsends,
-                              tacl__snap_recv_t *recvs, int nrecvs)
+                              tacl__snap_recv_t *recvs, int nrecvs,
+                              const char *what, uint64_t version)
 {
     tacl_status_t status = TACL_OK;
 
@@ -343,8 +344,9 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
                 tacl__snap_store_begin_copy(snap->stores[recvs[i].source],
                                             &recvs[i].desc, &recvs[i].slot);
     }
-    /* Every side goes on to the bodies, so no peer waits for a message
-     * that will not come; a failure here fails the set's agreement. */
+    /* The bodies only if every receiver has room: a sender would wait
+     * for a receive that never comes. */
+    status = tacl__snap_agree(snap, status, what, version);
     if (status != TACL_OK)
         return status;
     tacl_group_start();

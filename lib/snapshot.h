@@ -91,15 +91,18 @@ typedef struct {
 } tacl__snap_recv_t;
 
 /**
- * Move stored versions between ranks, all at once: every rank passes what
- * it sends and receives (the two sides must agree).  A received version
- * lands in snap->stores[source] (opened or grown as needed) and is
- * committed only if its chunks match the sender's CRCs.  Returns the
- * first failure; the versions received before it stay committed.
+ * Move stored versions between ranks (collective): every rank passes
+ * what it sends and receives (the two sides must agree).  Headers go
+ * first, so receivers learn the sizes; the ranks then agree that every
+ * receiver has room (what and version name the step in the messages)
+ * before the bodies follow.  A received version lands in
+ * snap->stores[source] (opened or grown as needed) and is committed only
+ * if its chunks match the sender's CRCs.  Returns the first failure.
  */
 tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
                               const tacl__snap_send_t *sends, int nsends,
-                              tacl__snap_recv_t *recvs, int nrecvs);
+                              tacl__snap_recv_t *recvs, int nrecvs,
+                              const char *what, uint64_t version);
 
 /**
  * Finish a collective step: every rank passes its own status; returns it
