@@ -1020,6 +1020,8 @@ tacl_status_t tacl_snapshot_latest(tacl_snapshot_t snap, int *found_p,
  * version written.  A rank whose every copy is lost (a whole placement
  * group gone) is TACL_ERR_INTERNAL naming the rank and where its copies
  * were; so is a registered region of another size than the one saved.
+ * Snapshots saved by a job of another size are TACL_ERR_UNSUPPORTED for
+ * now (their placement differs).
  */
 tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap, int *found_p,
                                     uint64_t *version_p);

@@ -21,9 +21,13 @@
 
 /* One intact stored version: rank source's state at version. */
 typedef struct {
-    int64_t source; /* -1: an unused entry */
+    int64_t source; /* -1: an unused entry; SOURCE_OTHER_SIZE: below */
     uint64_t version;
 } inv_entry_t;
+
+/* An entry saying a copy was saved by a job of `version` ranks, not this
+ * communicator's size. */
+#define SOURCE_OTHER_SIZE (-2)
 
 /* How many ranks' states rank r keeps, the most over all ranks. */
 static int max_held(const struct tacl_snapshot *snap)
@@ -67,6 +71,13 @@ static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per)
                           "of rank %d's version %llu: %s",
                           snap->rank, s, (unsigned long long)d->version,
                           tacl_last_error());
+                continue;
+            }
+            if (d->nranks != (uint32_t)snap->size) {
+                /* Another size of job: placed otherwise, not restorable
+                 * here; every rank must hear of it (SOURCE_OTHER_SIZE). */
+                mine[n++] = (inv_entry_t){.source = SOURCE_OTHER_SIZE,
+                                          .version = d->nranks};
                 continue;
             }
             mine[n++] = (inv_entry_t){.source = s, .version = d->version};
@@ -254,8 +265,22 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
                             snap->comm, NULL);
     if (status != TACL_OK)
         goto out;
-    for (int i = 0; i < per * snap->size; i++)
+    for (int i = 0; i < per * snap->size && status == TACL_OK; i++) {
         any |= all[i].source >= 0;
+        if (all[i].source == SOURCE_OTHER_SIZE)
+            status = tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                                 "snapshot restore: rank %d holds snapshots "
+                                 "'%s' saved by a job of %llu ranks; this "
+                                 "communicator has %d, and restoring onto "
+                                 "another size is not supported yet: "
+                                 "restore from a file checkpoint, or purge "
+                                 "the old snapshots",
+                                 i / per, snap->key,
+                                 (unsigned long long)all[i].version,
+                                 snap->size);
+    }
+    if (status != TACL_OK)
+        goto out;
     if (!any) {
         *found_p = 0;
         goto out;

@@ -72,7 +72,8 @@ static tacl_status_t save_own(struct tacl_snapshot *snap, uint64_t version,
                                   snap->peer_bytes[snap->rank]);
     if (status == TACL_OK)
         status = tacl__snap_store_begin(snap->stores[snap->rank], version,
-                                        desc, snap->nregions, slot_p);
+                                        (uint32_t)snap->size, desc,
+                                        snap->nregions, slot_p);
     if (status != TACL_OK)
         return status;
     data = tacl__snap_store_data(snap->stores[snap->rank], *slot_p);
@@ -93,7 +94,8 @@ static tacl_status_t prepare_receives(struct tacl_snapshot *snap,
     for (int s = 0; s < snap->size && status == TACL_OK; s++) {
         tacl__snap_slot_t d = {.version = version,
                                .bytes = snap->peer_bytes[s],
-                               .chunk_bytes = snap->chunk};
+                               .chunk_bytes = snap->chunk,
+                               .nranks = (uint32_t)snap->size};
 
         if (s == snap->rank || !tacl__snap_holds(snap, s))
             continue;

@@ -328,11 +328,13 @@ void tacl__snap_store_commit_unchecked(tacl__snap_store_t *st, int slot)
 }
 
 tacl_status_t tacl__snap_store_begin(tacl__snap_store_t *st, uint64_t version,
+                                     uint32_t nranks,
                                      const tacl__snap_region_t *regions,
                                      int nregions, int *slot_p)
 {
     tacl__snap_slot_t d = {.version = version,
                            .nregions = (uint32_t)nregions,
+                           .nranks = nranks,
                            .chunk_bytes = st->hdr->chunk_bytes};
 
     for (int i = 0; i < nregions; i++) {

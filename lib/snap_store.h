@@ -40,7 +40,7 @@ typedef struct {
     uint32_t chunk_bytes; /* CRC granularity */
     uint32_t nchunks;
     uint32_t meta_crc; /* CRC32C of this header with state, meta_crc 0 */
-    uint32_t pad;
+    uint32_t nranks;   /* the size of the job that saved it */
     tacl__snap_region_t regions[TACL__SNAP_MAX_REGIONS];
 } tacl__snap_slot_t;
 
@@ -73,12 +73,14 @@ void tacl__snap_store_close(tacl__snap_store_t *st, int purge);
 void tacl__snap_store_unlink(const char *key, int holder, int source);
 
 /**
- * Start writing version into a slot holding that version or a later one
- * (abandoned by a restore), else the slot not holding the newest complete
- * version, with the given regions (desc->bytes and nchunks are derived
- * from them and the store's chunk size); *slot_p gets the slot.
+ * Start writing version, saved by a job of nranks ranks, into a slot
+ * holding that version or a later one (abandoned by a restore), else the
+ * slot not holding the newest complete version, with the given regions
+ * (the bytes and chunks follow from them and the store's chunk size);
+ * *slot_p gets the slot.
  */
 tacl_status_t tacl__snap_store_begin(tacl__snap_store_t *st, uint64_t version,
+                                     uint32_t nranks,
                                      const tacl__snap_region_t *regions,
                                      int nregions, int *slot_p);
 

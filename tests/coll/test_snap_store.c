@@ -48,7 +48,7 @@ static void write_version(tacl__snap_store_t *st, uint64_t version)
     int slot;
     uint8_t *d;
 
-    cr_assert_eq(tacl__snap_store_begin(st, version, regions, 2, &slot),
+    cr_assert_eq(tacl__snap_store_begin(st, version, 8, regions, 2, &slot),
                  TACL_OK);
     d = tacl__snap_store_data(st, slot);
     for (size_t i = 0; i < BYTES; i++)

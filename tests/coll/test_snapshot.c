@@ -389,6 +389,44 @@ Test(snapshot, region_mismatch_is_named, .timeout = 120)
     coll_expect_pass(&restored);
 }
 
+/* Snapshots of a 4-rank job, restored by 2 ranks: refused, named. */
+static int body_restore_other_size(coll_ctx_t *ctx)
+{
+    const snap_case_t *c = ctx->arg;
+    tacl_snapshot_t snap;
+    state_t s;
+    uint64_t version;
+    int found;
+
+    if (open_set(ctx, c, &s, &snap) != 0)
+        return 1;
+    COLL_CHECK(ctx,
+               tacl_snapshot_restore(snap, &found, &version) ==
+                   TACL_ERR_UNSUPPORTED,
+               "a restore onto another size must be refused");
+    COLL_CHECK(ctx, strstr(tacl_last_error(), "job of 4 ranks") != NULL,
+               "message: %s", tacl_last_error());
+    COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 0));
+    free(s.weights);
+    free(s.optim);
+    return 0;
+}
+
+Test(snapshot, other_job_size_refused, .timeout = 120)
+{
+    snap_case_t c = case_of(2, 0, -1, -1);
+    coll_opts_t opts = {.nranks = NRANKS, .deadline_s = 60, .arg = &c};
+    static coll_result_t saved, restored;
+
+    snprintf(c.key, sizeof(c.key), "t%d-size", (int)getpid());
+    coll_run(&opts, body_save, &saved);
+    opts.nranks = 2;
+    coll_run(&opts, body_restore_other_size, &restored);
+    purge_all(&c);
+    coll_expect_pass(&saved);
+    coll_expect_pass(&restored);
+}
+
 static int body_fresh(coll_ctx_t *ctx)
 {
     snap_case_t *c = ctx->arg;
