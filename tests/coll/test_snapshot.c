@@ -26,13 +26,15 @@
 typedef struct {
     char key[32];
     int replicas;
-    int lose;         /* bit r: rank r's stores vanish before restore */
-    int corrupt_from; /* a rank that damages its copy of rank 1's newest
-                          version, or -1 */
-    int grow_rank;    /* a rank that registers a bigger region, or -1 */
-    int kill_rank;    /* a rank killed after saving, or -1 */
-    int nodes;        /* emulated nodes (node domain), 0: rank domain */
-    int nb;           /* save with tacl_snapshot_save_nb */
+    int lose;          /* bit r: rank r's stores vanish before restore */
+    int corrupt_from;  /* a rank that damages its copy of rank 1's newest
+                         version, or -1 */
+    int kill_rank;     /* a rank killed after saving, or -1 */
+    int nodes;         /* emulated nodes (node domain), 0: rank domain */
+    int nb;            /* save with tacl_snapshot_save_nb */
+    int grow_rank;     /* a rank registering a bigger region to restore */
+    int restore_ranks; /* ranks of the restoring job, 0: NRANKS */
+    int restoring;     /* set by run_case for the second run */
 } snap_case_t;
 
 static uint8_t pattern(int rank, uint64_t version, size_t i)
@@ -100,7 +102,8 @@ static int open_set(coll_ctx_t *ctx, const snap_case_t *c, state_t *s,
                                   .job_key = c->key};
 
     s->wbytes = weights_bytes(ctx->rank);
-    s->obytes = OPTIM_BYTES + (ctx->rank == c->grow_rank ? 8 : 0);
+    s->obytes = OPTIM_BYTES +
+                (c->restoring && ctx->rank == c->grow_rank ? 8 : 0);
     s->weights = calloc(1, s->wbytes);
     s->optim = calloc(1, s->obytes);
     COLL_CHECK(ctx, s->weights != NULL && s->optim != NULL, "no memory");
@@ -297,8 +300,11 @@ static void run_case(snap_case_t *c, const char *tag, coll_body_t restore)
 
     snprintf(c->key, sizeof(c->key), "t%d-%s", (int)getpid(), tag);
     purge_all(c);
+    c->restoring = 0;
     coll_run(&opts, body_save, &saved);
     opts.destroy_may_fail = 0;
+    opts.nranks = c->restore_ranks > 0 ? c->restore_ranks : NRANKS;
+    c->restoring = 1;
     coll_run(&opts, restore, &restored);
     purge_all(c);
     coll_expect_pass_but(&saved, c->kill_rank, SIGKILL);
@@ -377,16 +383,9 @@ Test(snapshot, whole_group_lost_is_named, .timeout = 120)
 Test(snapshot, region_mismatch_is_named, .timeout = 120)
 {
     snap_case_t c = case_of(2, 0, -1, -1);
-    coll_opts_t opts = {.nranks = NRANKS, .deadline_s = 60, .arg = &c};
-    static coll_result_t saved, restored;
 
-    snprintf(c.key, sizeof(c.key), "t%d-mismatch", (int)getpid());
-    coll_run(&opts, body_save, &saved);
     c.grow_rank = 2;
-    coll_run(&opts, body_restore_fails, &restored);
-    purge_all(&c);
-    coll_expect_pass(&saved);
-    coll_expect_pass(&restored);
+    run_case(&c, "mismatch", body_restore_fails);
 }
 
 /* Snapshots of a 4-rank job, restored by 2 ranks: refused, named. */
@@ -415,16 +414,9 @@ static int body_restore_other_size(coll_ctx_t *ctx)
 Test(snapshot, other_job_size_refused, .timeout = 120)
 {
     snap_case_t c = case_of(2, 0, -1, -1);
-    coll_opts_t opts = {.nranks = NRANKS, .deadline_s = 60, .arg = &c};
-    static coll_result_t saved, restored;
 
-    snprintf(c.key, sizeof(c.key), "t%d-size", (int)getpid());
-    coll_run(&opts, body_save, &saved);
-    opts.nranks = 2;
-    coll_run(&opts, body_restore_other_size, &restored);
-    purge_all(&c);
-    coll_expect_pass(&saved);
-    coll_expect_pass(&restored);
+    c.restore_ranks = 2;
+    run_case(&c, "size", body_restore_other_size);
 }
 
 static int body_fresh(coll_ctx_t *ctx)
