@@ -28,7 +28,7 @@ typedef struct {
     int replicas;
     int lose;          /* bit r: rank r's stores vanish before restore */
     int corrupt_from;  /* a rank that damages its copy of rank 1's newest
-                         version, or -1 */
+                          version, or -1 */
     int kill_rank;     /* a rank killed after saving, or -1 */
     int nodes;         /* emulated nodes (node domain), 0: rank domain */
     int nb;            /* save with tacl_snapshot_save_nb */
