@@ -151,6 +151,7 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     struct tacl_snapshot *snap;
     tacl_status_t status = config_check(comm, config);
     size_t staging, parts;
+    char why[TACL__ERROR_LEN];
 
     if (status != TACL_OK)
         return status;
@@ -206,8 +207,11 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     return TACL_OK;
 
 err_free:
+    /* Destroying the split communicator clears the thread's last error:
+     * the reason the set was refused must outlive it. */
+    snprintf(why, sizeof(why), "%s", tacl_last_error());
     snap_free(snap, 0);
-    return status;
+    return tacl__error(status, COLL, "%s", why);
 }
 
 TACL_EXPORT tacl_status_t tacl_snapshot_register(tacl_snapshot_t snap,

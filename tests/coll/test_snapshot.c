@@ -440,6 +440,14 @@ static int body_fresh(coll_ctx_t *ctx)
                tacl_snapshot_create(ctx->comm, &bad, &snap) ==
                    TACL_ERR_INVALID_ARG,
                "group placement of 3 copies on 4 ranks is refused");
+    /* The default domain puts copies on other nodes: one node has none. */
+    bad = (tacl_snapshot_config_t){.job_key = "k"};
+    COLL_CHECK(ctx,
+               tacl_snapshot_create(ctx->comm, &bad, &snap) ==
+                       TACL_ERR_INVALID_ARG &&
+                   strstr(tacl_last_error(), "need 2 nodes") != NULL,
+               "the node domain on one node is refused: %s",
+               tacl_last_error());
     if (open_set(ctx, c, &s, &snap) != 0)
         return 1;
     COLL_CHECK(ctx,
