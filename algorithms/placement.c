@@ -71,11 +71,11 @@ tacl_status_t tacl__place_build(int units, int m, tacl__place_kind_t kind,
     if (kind == TACL__PLACE_AUTO)
         kind = units % m == 0 ? TACL__PLACE_GROUP : TACL__PLACE_MIXED;
     if (kind == TACL__PLACE_GROUP && units % m != 0)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot placement: group placement needs the "
-                           "copies (%d) to divide the units (%d); use auto "
-                           "or mixed",
-                           m, units);
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot placement: group placement needs the copies (%d) to "
+            "divide the units (%d); use auto or mixed",
+            m, units);
     p.kind = kind;
     p.holders = malloc((size_t)units * (size_t)m * sizeof(int));
     if (p.holders == NULL)

@@ -67,8 +67,8 @@ static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per)
                 continue;
             if (tacl__snap_store_verify(snap->stores[s], slot) != TACL_OK) {
                 TACL_INFO(COLL,
-                          "snapshot restore: rank %d skips its copy "
-                          "of rank %d's version %llu: %s",
+                          "snapshot restore: rank %d skips its copy of rank "
+                          "%d's version %llu: %s",
                           snap->rank, s, (unsigned long long)d->version,
                           tacl_last_error());
                 continue;
@@ -123,12 +123,12 @@ static tacl_status_t choose(const struct tacl_snapshot *snap,
                 used += (size_t)snprintf(where + used, sizeof(where) - used,
                                          "%s%d", j > 0 ? ", " : "",
                                          tacl__snap_holder(snap, s, j));
-            return tacl__error(TACL_ERR_INTERNAL, COLL,
-                               "snapshot restore: "
-                               "no intact copy of rank %d's state survives: "
-                               "its placement group (ranks %s) lost every "
-                               "copy; restore from a file checkpoint",
-                               s, where);
+            return tacl__error(
+                TACL_ERR_INTERNAL, COLL,
+                "snapshot restore: no intact copy of rank %d's state "
+                "survives: its placement group (ranks %s) lost every copy; "
+                "restore from a file checkpoint",
+                s, where);
         }
     }
     /* Candidates newest first: any version some rank holds. */
@@ -143,10 +143,9 @@ static tacl_status_t choose(const struct tacl_snapshot *snap,
     }
     if (best < 0)
         return tacl__error(TACL_ERR_INTERNAL, COLL,
-                           "snapshot restore: no "
-                           "version survives intact for every rank (the "
-                           "ranks hold copies of different versions); "
-                           "restore from a file checkpoint");
+                           "snapshot restore: no version survives intact for "
+                           "every rank (the ranks hold copies of different "
+                           "versions); restore from a file checkpoint");
     *version_p = all[best].version;
     return TACL_OK;
 }
@@ -162,9 +161,8 @@ static tacl_status_t write_regions(struct tacl_snapshot *snap,
 
     if (slot < 0)
         return tacl__error(TACL_ERR_INTERNAL, COLL,
-                           "snapshot restore: rank "
-                           "%d has no copy of its version %llu after the "
-                           "exchange",
+                           "snapshot restore: rank %d has no copy of its "
+                           "version %llu after the exchange",
                            snap->rank, (unsigned long long)version);
     d = tacl__snap_store_slot(st, slot);
     data = tacl__snap_store_data(st, slot);
@@ -174,21 +172,18 @@ static tacl_status_t write_regions(struct tacl_snapshot *snap,
         if (i >= snap->nregions || i >= (int)d->nregions ||
             strcmp(r->name, d->regions[i].name) != 0 ||
             r->bytes != d->regions[i].bytes)
-            return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                               "snapshot restore: rank %d version %llu "
-                               "does not match the registered regions: "
-                               "region %d is '%.47s' of %llu bytes in the "
-                               "snapshot, '%s' of %llu bytes registered",
-                               snap->rank, (unsigned long long)version, i,
-                               i < (int)d->nregions ? d->regions[i].name
-                                                    : "(none)",
-                               (unsigned long long)(i < (int)d->nregions
-                                                        ? d->regions[i].bytes
-                                                        : 0),
-                               i < snap->nregions ? r->name : "(none)",
-                               (unsigned long long)(i < snap->nregions
-                                                        ? r->bytes
-                                                        : 0));
+            return tacl__error(
+                TACL_ERR_INVALID_USAGE, COLL,
+                "snapshot restore: rank %d version %llu does not match the "
+                "registered regions: region %d is '%.47s' of %llu bytes in "
+                "the snapshot, '%s' of %llu bytes registered",
+                snap->rank, (unsigned long long)version, i,
+                i < (int)d->nregions ? d->regions[i].name : "(none)",
+                (unsigned long long)(i < (int)d->nregions
+                                         ? d->regions[i].bytes
+                                         : 0),
+                i < snap->nregions ? r->name : "(none)",
+                (unsigned long long)(i < snap->nregions ? r->bytes : 0));
     }
     for (int i = 0; i < snap->nregions; i++) {
         memcpy(snap->regions[i].ptr, data, snap->regions[i].bytes);
@@ -208,8 +203,7 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
 
     if (sends == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "snapshot restore: out "
-                           "of memory");
+                           "snapshot restore: out of memory");
     for (int s = 0; s < snap->size; s++) {
         int from = provider(snap, all, per, s, version);
 
@@ -224,8 +218,8 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
             recv = (tacl__snap_recv_t){.peer = from, .source = s};
             nrecvs = 1;
             TACL_INFO(COLL,
-                      "snapshot restore: rank %d fetches its version "
-                      "%llu from rank %d",
+                      "snapshot restore: rank %d fetches its version %llu "
+                      "from rank %d",
                       s, (unsigned long long)version, from);
         }
     }
@@ -245,9 +239,9 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
     tacl_status_t status;
 
     if (snap == NULL || found_p == NULL || version_p == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot restore: "
-                           "the set, found_p and version_p are required");
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot restore: the set, found_p and version_p are required");
     status = tacl__snap_settle(snap, "restore");
     if (status != TACL_OK)
         return status;
@@ -256,8 +250,7 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
     all = malloc((size_t)per * (size_t)snap->size * sizeof(*all));
     if (mine == NULL || all == NULL) {
         status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                             "snapshot restore: "
-                             "out of memory");
+                             "snapshot restore: out of memory");
         goto out;
     }
     inventory(snap, mine, per);
@@ -268,16 +261,14 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
     for (int i = 0; i < per * snap->size && status == TACL_OK; i++) {
         any |= all[i].source >= 0;
         if (all[i].source == SOURCE_OTHER_SIZE)
-            status = tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                                 "snapshot restore: rank %d holds snapshots "
-                                 "'%s' saved by a job of %llu ranks; this "
-                                 "communicator has %d, and restoring onto "
-                                 "another size is not supported yet: "
-                                 "restore from a file checkpoint, or purge "
-                                 "the old snapshots",
-                                 i / per, snap->key,
-                                 (unsigned long long)all[i].version,
-                                 snap->size);
+            status = tacl__error(
+                TACL_ERR_UNSUPPORTED, COLL,
+                "snapshot restore: rank %d holds snapshots '%s' saved by a "
+                "job of %llu ranks; this communicator has %d, and restoring "
+                "onto another size is not supported yet: restore from a file "
+                "checkpoint, or purge the old snapshots",
+                i / per, snap->key, (unsigned long long)all[i].version,
+                snap->size);
     }
     if (status != TACL_OK)
         goto out;

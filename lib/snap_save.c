@@ -42,8 +42,7 @@ static tacl_status_t layout_fix(struct tacl_snapshot *snap)
     if (snap->peer_bytes == NULL || snap->incoming == NULL ||
         snap->in_slot == NULL)
         status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                             "snapshot save: out "
-                             "of memory");
+                             "snapshot save: out of memory");
     else
         status = tacl_allgather(&mine, snap->peer_bytes, 1, TACL_UINT64,
                                 snap->comm, NULL);
@@ -161,13 +160,13 @@ static tacl_status_t finish_received(struct tacl_snapshot *snap,
             in->nregions > TACL__SNAP_MAX_REGIONS) {
             status = TACL_ERR_INTERNAL;
             if (check)
-                tacl__error(status, COLL,
-                            "snapshot save: rank %d's copy "
-                            "of version %llu arrived with a header for "
-                            "version %llu of %llu bytes",
-                            s, (unsigned long long)version,
-                            (unsigned long long)in->version,
-                            (unsigned long long)in->bytes);
+                tacl__error(
+                    status, COLL,
+                    "snapshot save: rank %d's copy of version %llu arrived "
+                    "with a header for version %llu of %llu bytes",
+                    s, (unsigned long long)version,
+                    (unsigned long long)in->version,
+                    (unsigned long long)in->bytes);
             break;
         }
         tacl__snap_store_describe(snap->stores[s], snap->in_slot[s], in);
@@ -201,16 +200,15 @@ tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what)
         return TACL_OK;
     if (!atomic_load(&snap->inflight_done))
         return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                           "snapshot %s: the "
-                           "save of version %llu is in flight; wait for its "
-                           "request first",
+                           "snapshot %s: the save of version %llu is in "
+                           "flight; wait for its request first",
                            what, (unsigned long long)snap->inflight);
     snap->inflight_on = 0;
     mine = atomic_load(&snap->inflight_status);
     if (mine != TACL_OK)
         tacl__error(mine, COLL,
-                    "snapshot save of version %llu failed on "
-                    "rank %d (%s): its copies are not all committed",
+                    "snapshot save of version %llu failed on rank %d (%s): "
+                    "its copies are not all committed",
                     (unsigned long long)snap->inflight, snap->rank,
                     tacl_status_string(mine));
     mine = tacl__snap_agree(snap, mine, "save", snap->inflight);
@@ -229,17 +227,14 @@ static tacl_status_t save_begin(struct tacl_snapshot *snap, uint64_t version,
 
     if (snap == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot %s: the "
-                           "set is NULL",
-                           what);
+                           "snapshot %s: the set is NULL", what);
     status = tacl__snap_settle(snap, what);
     if (status != TACL_OK)
         return status;
     if (snap->have_latest && version <= snap->latest)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot %s: "
-                           "version %llu is not after the last complete "
-                           "one, %llu",
+                           "snapshot %s: version %llu is not after the last "
+                           "complete one, %llu",
                            what, (unsigned long long)version,
                            (unsigned long long)snap->latest);
     status = layout_fix(snap);
@@ -280,8 +275,7 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
 
     if (req_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot save_nb: "
-                           "req_p is NULL");
+                           "snapshot save_nb: req_p is NULL");
     status = save_begin(snap, version, "save_nb", &slot);
     if (status == TACL_OK)
         status = post_version(snap, slot, req_p);

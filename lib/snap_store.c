@@ -106,8 +106,8 @@ static tacl_status_t store_format(int fd, const char *name, int holder,
     if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)h.total) != 0 ||
         pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
         return tacl__error(TACL_ERR_SYSTEM, SHM,
-                           "snapshot store %s: cannot size it to %llu "
-                           "bytes: %m (is /dev/shm full?)",
+                           "snapshot store %s: cannot size it to %llu bytes: "
+                           "%m (is /dev/shm full?)",
                            name, (unsigned long long)h.total);
     return TACL_OK;
 }
@@ -139,8 +139,8 @@ static tacl_status_t header_check(const store_header_t *h, size_t size,
         return TACL_OK;
     return tacl__error(TACL_ERR_INTERNAL, SHM,
                        "snapshot store %s (rank %d's copy held by rank %d, "
-                       "%zu bytes, format %u; this library writes format "
-                       "%u) %s: remove it or purge the job's snapshots",
+                       "%zu bytes, format %u; this library writes format %u) "
+                       "%s: remove it or purge the job's snapshots",
                        name, source, holder, size,
                        size >= sizeof(*h) ? h->format : 0, SNAP_FORMAT,
                        fault);
@@ -158,8 +158,7 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
 
     if (st == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, SHM,
-                           "snapshot store: out "
-                           "of memory");
+                           "snapshot store: out of memory");
     store_name(st->name, sizeof(st->name), key, holder, source);
     st->holder = holder;
     st->source = source;
@@ -171,16 +170,13 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
     }
     if (fd < 0) {
         status = tacl__error(TACL_ERR_SYSTEM, SHM,
-                             "snapshot store %s: "
-                             "shm_open failed: %m",
+                             "snapshot store %s: shm_open failed: %m",
                              st->name);
         goto err_free;
     }
     if (fstat(fd, &sb) != 0) {
         status = tacl__error(TACL_ERR_SYSTEM, SHM,
-                             "snapshot store %s: "
-                             "fstat failed: %m",
-                             st->name);
+                             "snapshot store %s: fstat failed: %m", st->name);
         goto err_close;
     }
     memset(&h, 0, sizeof(h));
@@ -193,8 +189,7 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
             h.capacity < capacity || h.chunk_bytes != chunk_bytes ||
             (uint64_t)sb.st_size < h.total) {
             TACL_INFO(SHM,
-                      "snapshot store %s: made anew for %llu bytes a "
-                      "version",
+                      "snapshot store %s: made anew for %llu bytes a version",
                       st->name, (unsigned long long)capacity);
             status = store_format(fd, st->name, holder, source, capacity,
                                   chunk_bytes);
@@ -202,8 +197,7 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
                 goto err_close;
             if (fstat(fd, &sb) != 0) {
                 status = tacl__error(TACL_ERR_SYSTEM, SHM,
-                                     "snapshot store "
-                                     "%s: fstat failed: %m",
+                                     "snapshot store %s: fstat failed: %m",
                                      st->name);
                 goto err_close;
             }
@@ -218,10 +212,10 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
     st->base = mmap(NULL, st->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                     0);
     if (st->base == MAP_FAILED) {
-        status = tacl__error(TACL_ERR_SYSTEM, SHM,
-                             "snapshot store %s: mmap "
-                             "of %zu bytes failed: %m",
-                             st->name, st->mapped);
+        status =
+            tacl__error(TACL_ERR_SYSTEM, SHM,
+                        "snapshot store %s: mmap of %zu bytes failed: %m",
+                        st->name, st->mapped);
         goto err_close;
     }
     close(fd);
@@ -295,14 +289,13 @@ tacl_status_t tacl__snap_store_begin_copy(tacl__snap_store_t *st,
     if (desc->bytes > h->capacity || desc->nchunks > h->max_chunks ||
         desc->chunk_bytes != h->chunk_bytes ||
         desc->nregions > TACL__SNAP_MAX_REGIONS)
-        return tacl__error(TACL_ERR_INVALID_USAGE, SHM,
-                           "snapshot of rank %d version %llu: %llu bytes in "
-                           "%u chunks of %u do not fit the store held by "
-                           "rank %d (%llu bytes, chunks of %u)",
-                           st->source, (unsigned long long)desc->version,
-                           (unsigned long long)desc->bytes, desc->nchunks,
-                           desc->chunk_bytes, st->holder,
-                           (unsigned long long)h->capacity, h->chunk_bytes);
+        return tacl__error(
+            TACL_ERR_INVALID_USAGE, SHM,
+            "snapshot of rank %d version %llu: %llu bytes in %u chunks of %u "
+            "do not fit the store held by rank %d (%llu bytes, chunks of %u)",
+            st->source, (unsigned long long)desc->version,
+            (unsigned long long)desc->bytes, desc->nchunks, desc->chunk_bytes,
+            st->holder, (unsigned long long)h->capacity, h->chunk_bytes);
     __atomic_store_n(&s->state, TACL__SNAP_WRITING, __ATOMIC_RELEASE);
     atomic_thread_fence(memory_order_seq_cst);
     tacl__snap_store_describe(st, slot, desc);
@@ -417,9 +410,8 @@ static const char *region_list(const tacl__snap_slot_t *s, char *out,
     for (uint32_t i = 0;
          i < s->nregions && i < TACL__SNAP_MAX_REGIONS && used < len; i++)
         used += (size_t)snprintf(out + used, len - used,
-                                 "%s'%.47s' (%llu "
-                                 "bytes)",
-                                 i > 0 ? ", " : "", s->regions[i].name,
+                                 "%s'%.47s' (%llu bytes)", i > 0 ? ", " : "",
+                                 s->regions[i].name,
                                  (unsigned long long)s->regions[i].bytes);
     return out;
 }
@@ -439,10 +431,9 @@ static tacl_status_t check_chunks(tacl__snap_store_t *st, int slot)
         if (got != crcs[c])
             return tacl__error(
                 TACL_ERR_INTERNAL, SHM,
-                "snapshot of rank %d held by rank %d, "
-                "version %llu, %s: chunk %u (bytes %llu to "
-                "%llu) fails its checksum (stored 0x%08x, "
-                "computed 0x%08x)",
+                "snapshot of rank %d held by rank %d, version %llu, %s: "
+                "chunk %u (bytes %llu to %llu) fails its checksum (stored "
+                "0x%08x, computed 0x%08x)",
                 st->source, st->holder, (unsigned long long)s->version,
                 region_span(s, off, s->chunk_bytes, where, sizeof(where)), c,
                 (unsigned long long)off,
@@ -480,27 +471,24 @@ tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot)
     if (slot_meta_crc(s) != s->meta_crc || s->bytes > h->capacity ||
         s->nchunks != TACL_DIV_UP(s->bytes, s->chunk_bytes) ||
         s->chunk_bytes != h->chunk_bytes)
-        return tacl__error(TACL_ERR_INTERNAL, SHM,
-                           "snapshot of rank %d held by rank %d, version "
-                           "%llu: its header fails its checksum (it names "
-                           "regions %s)",
-                           st->source, st->holder,
-                           (unsigned long long)s->version,
-                           region_list(s, list, sizeof(list)));
+        return tacl__error(
+            TACL_ERR_INTERNAL, SHM,
+            "snapshot of rank %d held by rank %d, version %llu: its header "
+            "fails its checksum (it names regions %s)",
+            st->source, st->holder, (unsigned long long)s->version,
+            region_list(s, list, sizeof(list)));
     if (end > st->mapped) {
         uint64_t kept = st->mapped > data_offset(h, slot)
                             ? st->mapped - data_offset(h, slot)
                             : 0;
 
-        return tacl__error(TACL_ERR_INTERNAL, SHM,
-                           "snapshot of rank %d held by rank %d, version "
-                           "%llu, %s: the store is truncated (%zu of %llu "
-                           "bytes)",
-                           st->source, st->holder,
-                           (unsigned long long)s->version,
-                           region_span(s, kept, s->bytes - kept, list,
-                                       sizeof(list)),
-                           st->mapped, (unsigned long long)end);
+        return tacl__error(
+            TACL_ERR_INTERNAL, SHM,
+            "snapshot of rank %d held by rank %d, version %llu, %s: the "
+            "store is truncated (%zu of %llu bytes)",
+            st->source, st->holder, (unsigned long long)s->version,
+            region_span(s, kept, s->bytes - kept, list, sizeof(list)),
+            st->mapped, (unsigned long long)end);
     }
     return check_chunks(st, slot);
 }

@@ -31,25 +31,22 @@ static tacl_status_t config_check(tacl_comm_t comm,
 
     if (comm == NULL || c == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot create: "
-                           "the communicator and configuration are "
-                           "required");
+                           "snapshot create: the communicator and "
+                           "configuration are required");
     if (c->job_key == NULL || (len = strlen(c->job_key)) == 0 || len > 64 ||
-        strspn(c->job_key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
-                           "TUVWXYZ0123456789._-") != len)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot create: "
-                           "the job key must be 1 to 64 letters, digits, "
-                           "'.', '_' or '-' (it names the node-local "
-                           "store)");
+        strspn(c->job_key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+                           "XYZ0123456789._-") != len)
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot create: the job key must be 1 to 64 letters, digits, "
+            "'.', '_' or '-' (it names the node-local store)");
     if (c->replicas < 0 || c->replicas > 8 || c->staging_parts < 0 ||
         (unsigned)c->placement > TACL_SNAPSHOT_PLACE_RING ||
         (unsigned)c->domain > TACL_SNAPSHOT_DOMAIN_RANK)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot create: "
-                           "replicas must be 0 (default 2) to 8, staging "
-                           "parts 0 or more, placement and domain one of "
-                           "tacl.h's values");
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot create: replicas must be 0 (default 2) to 8, staging "
+            "parts 0 or more, placement and domain one of tacl.h's values");
     return TACL_OK;
 }
 
@@ -72,8 +69,7 @@ static tacl_status_t place(struct tacl_snapshot *snap,
         if (all == NULL || snap->node_of == NULL || snap->local_of == NULL) {
             free(all);
             return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                               "snapshot create: "
-                               "out of memory");
+                               "snapshot create: out of memory");
         }
         status = tacl_comm_node(snap->comm, &mine[0]);
         if (status == TACL_OK)
@@ -91,12 +87,12 @@ static tacl_status_t place(struct tacl_snapshot *snap,
         if (status != TACL_OK)
             return status;
         if (units < snap->m)
-            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                               "snapshot create: %d copies in the node "
-                               "domain need %d nodes, this communicator "
-                               "spans %d; use TACL_SNAPSHOT_DOMAIN_RANK or "
-                               "fewer replicas",
-                               snap->m, snap->m, units);
+            return tacl__error(
+                TACL_ERR_INVALID_ARG, COLL,
+                "snapshot create: %d copies in the node domain need %d "
+                "nodes, this communicator spans %d; use "
+                "TACL_SNAPSHOT_DOMAIN_RANK or fewer replicas",
+                snap->m, snap->m, units);
     }
     status = tacl__place_build(units, snap->m, kinds[c->placement],
                                &snap->place);
@@ -106,8 +102,7 @@ static tacl_status_t place(struct tacl_snapshot *snap,
                            sizeof(int));
     if (snap->holders == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "snapshot create: out "
-                           "of memory");
+                           "snapshot create: out of memory");
     for (int r = 0; r < snap->size; r++)
         for (int j = 0; j < snap->m; j++) {
             int h = tacl__place_rank_holder(&snap->place, snap->size,
@@ -115,8 +110,8 @@ static tacl_status_t place(struct tacl_snapshot *snap,
                                             j);
             if (h < 0)
                 return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                                   "snapshot create: rank %d's copy %d "
-                                   "has no rank on its holder node",
+                                   "snapshot create: rank %d's copy %d has "
+                                   "no rank on its holder node",
                                    r, j);
             snap->holders[r * snap->m + j] = h;
         }
@@ -157,13 +152,11 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
         return status;
     if (snap_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot create: "
-                           "snap_p is NULL");
+                           "snapshot create: snap_p is NULL");
     snap = calloc(1, sizeof(*snap));
     if (snap == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "snapshot create: out "
-                           "of memory");
+                           "snapshot create: out of memory");
     snap->m = config->replicas > 0 ? config->replicas : 2;
     snap->domain = config->domain;
     strcpy(snap->key, config->job_key);
@@ -180,9 +173,8 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
         goto err_free;
     if (snap->m > snap->size && snap->domain == TACL_SNAPSHOT_DOMAIN_RANK) {
         status = tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                             "snapshot create: "
-                             "%d copies need %d ranks, the communicator has "
-                             "%d",
+                             "snapshot create: %d copies need %d ranks, the "
+                             "communicator has %d",
                              snap->m, snap->m, snap->size);
         goto err_free;
     }
@@ -192,13 +184,12 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     snap->stores = calloc((size_t)snap->size, sizeof(*snap->stores));
     if (snap->stores == NULL) {
         status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                             "snapshot create: "
-                             "out of memory");
+                             "snapshot create: out of memory");
         goto err_free;
     }
     TACL_INFO(COLL,
-              "snapshot set '%s': %d copies, %s placement over %d "
-              "%s, parts of %u bytes",
+              "snapshot set '%s': %d copies, %s placement over %d %s, parts "
+              "of %u bytes",
               snap->key, snap->m, tacl__place_kind_name(snap->place.kind),
               snap->place.units,
               snap->domain == TACL_SNAPSHOT_DOMAIN_NODE ? "nodes" : "ranks",
@@ -222,37 +213,33 @@ TACL_EXPORT tacl_status_t tacl_snapshot_register(tacl_snapshot_t snap,
 
     if (snap == NULL || name == NULL || name[0] == '\0' ||
         strlen(name) >= TACL__SNAP_NAME_LEN || (ptr == NULL && bytes > 0))
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot register: "
-                           "a set, a name of 1 to %d characters and a "
-                           "pointer (unless bytes is 0) are required",
-                           TACL__SNAP_NAME_LEN - 1);
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot register: a set, a name of 1 to %d characters and a "
+            "pointer (unless bytes is 0) are required",
+            TACL__SNAP_NAME_LEN - 1);
     if (snap->peer_bytes != NULL)
-        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                           "snapshot "
-                           "register: region '%s': the regions are fixed "
-                           "by the set's first save; create a new set to "
-                           "change them",
-                           name);
+        return tacl__error(
+            TACL_ERR_INVALID_USAGE, COLL,
+            "snapshot register: region '%s': the regions are fixed by the "
+            "set's first save; create a new set to change them",
+            name);
     if (snap->nregions == TACL__SNAP_MAX_REGIONS)
-        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                           "snapshot "
-                           "register: region '%s': a set holds at most %d "
-                           "regions",
-                           name, TACL__SNAP_MAX_REGIONS);
+        return tacl__error(
+            TACL_ERR_INVALID_USAGE, COLL,
+            "snapshot register: region '%s': a set holds at most %d regions",
+            name, TACL__SNAP_MAX_REGIONS);
     for (int i = 0; i < snap->nregions; i++)
         if (strcmp(snap->regions[i].name, name) == 0)
-            return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                               "snapshot "
-                               "register: region '%s' is registered "
-                               "already",
-                               name);
+            return tacl__error(
+                TACL_ERR_INVALID_USAGE, COLL,
+                "snapshot register: region '%s' is registered already", name);
     if (bytes > 0 && tacl__memtype_detect(ptr) == TACL_MEM_CUDA)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "snapshot register: "
-                           "region '%s' is device memory, which snapshots "
-                           "do not take yet; register a host copy",
-                           name);
+        return tacl__error(
+            TACL_ERR_UNSUPPORTED, COLL,
+            "snapshot register: region '%s' is device memory, which "
+            "snapshots do not take yet; register a host copy",
+            name);
     r = &snap->regions[snap->nregions++];
     strcpy(r->name, name);
     r->ptr = ptr;
@@ -377,18 +364,15 @@ tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
 
     if (all == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "snapshot %s: out of "
-                           "memory",
-                           what);
+                           "snapshot %s: out of memory", what);
     /* The all-gather clears the thread's last error: keep this rank's. */
     snprintf(why, sizeof(why), "%s", tacl_last_error());
     status = tacl_allgather(&me, all, 1, TACL_INT32, snap->comm, NULL);
     for (int r = 0; r < snap->size && status == TACL_OK; r++)
         if (all[r] != TACL_OK && mine == TACL_OK)
             status = tacl__error(TACL_ERR_REMOTE, COLL,
-                                 "snapshot %s of "
-                                 "version %llu failed on rank %d (%s); see "
-                                 "its message",
+                                 "snapshot %s of version %llu failed on rank "
+                                 "%d (%s); see its message",
                                  what, (unsigned long long)version, r,
                                  tacl_status_string(all[r]));
     free(all);
@@ -402,9 +386,9 @@ TACL_EXPORT tacl_status_t tacl_snapshot_latest(tacl_snapshot_t snap,
                                                uint64_t *version_p)
 {
     if (snap == NULL || found_p == NULL || version_p == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot latest: "
-                           "the set, found_p and version_p are required");
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot latest: the set, found_p and version_p are required");
     *found_p = snap->have_latest;
     *version_p = snap->have_latest ? snap->latest : 0;
     return TACL_OK;
@@ -419,9 +403,8 @@ TACL_EXPORT tacl_status_t tacl_snapshot_destroy(tacl_snapshot_t snap,
         return TACL_OK;
     if (snap->inflight_on && !atomic_load(&snap->inflight_done))
         return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
-                           "snapshot destroy: "
-                           "the save of version %llu is in flight; wait "
-                           "for its request first",
+                           "snapshot destroy: the save of version %llu is in "
+                           "flight; wait for its request first",
                            (unsigned long long)snap->inflight);
     /* Nobody purges a store a peer may still be reading. */
     status = tacl_barrier(snap->comm, NULL);
