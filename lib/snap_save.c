@@ -219,9 +219,13 @@ tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what)
     return mine;
 }
 
-/* What both forms do before their messages; *slot_p: the own copy's. */
-static tacl_status_t save_begin(struct tacl_snapshot *snap, uint64_t version,
-                                const char *what, int *slot_p)
+/*
+ * What both forms check before anything else: the set, the save in
+ * flight (agreed here), the version.  Every rank decides the same, so a
+ * refusal returns at once on every rank.
+ */
+static tacl_status_t save_check(struct tacl_snapshot *snap, uint64_t version,
+                                const char *what)
 {
     tacl_status_t status;
 
@@ -237,7 +241,15 @@ static tacl_status_t save_begin(struct tacl_snapshot *snap, uint64_t version,
                            "complete one, %llu",
                            what, (unsigned long long)version,
                            (unsigned long long)snap->latest);
-    status = layout_fix(snap);
+    return TACL_OK;
+}
+
+/* Then the own copy and the slots of the kept ones; *slot_p: the own. */
+static tacl_status_t save_prepare(struct tacl_snapshot *snap,
+                                  uint64_t version, int *slot_p)
+{
+    tacl_status_t status = layout_fix(snap);
+
     if (status == TACL_OK)
         status = save_own(snap, version, slot_p);
     if (status == TACL_OK)
@@ -249,11 +261,11 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save(tacl_snapshot_t snap,
                                              uint64_t version)
 {
     int slot = 0;
-    tacl_status_t status = save_begin(snap, version, "save", &slot);
+    tacl_status_t status = save_check(snap, version, "save");
 
-    if (snap == NULL || status == TACL_ERR_INVALID_ARG ||
-        status == TACL_ERR_INVALID_USAGE)
+    if (status != TACL_OK)
         return status;
+    status = save_prepare(snap, version, &slot);
     if (status == TACL_OK)
         status = post_version(snap, slot, NULL);
     if (status == TACL_OK)
@@ -276,7 +288,12 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
     if (req_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "snapshot save_nb: req_p is NULL");
-    status = save_begin(snap, version, "save_nb", &slot);
+    status = save_check(snap, version, "save_nb");
+    if (status != TACL_OK)
+        return status;
+    /* A failure from here leaves the peers' requests to end with the
+     * communicator's timeout: the form has no agreement of its own. */
+    status = save_prepare(snap, version, &slot);
     if (status == TACL_OK)
         status = post_version(snap, slot, req_p);
     if (status != TACL_OK)
@@ -287,7 +304,10 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
     atomic_store(&snap->inflight_status, TACL_OK);
     /* From here the callback may run at once, on any thread. */
     status = tacl_request_set_callback(*req_p, save_done, snap);
-    if (status != TACL_OK)
-        save_done(*req_p, status, snap);
+    if (status != TACL_OK) {
+        /* Nothing will commit the copies: the version fails at settle. */
+        atomic_store(&snap->inflight_status, status);
+        atomic_store(&snap->inflight_done, 1);
+    }
     return TACL_OK;
 }
