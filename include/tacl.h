@@ -1015,6 +1015,132 @@ void tacl_sparse_result_free(tacl_sparse_result_t *r);
 
 /** The scheme the latest sparse all-reduce on comm used (AUTO's choice). */
 tacl_sparse_scheme_t tacl_sparse_last_scheme(tacl_comm_t comm);
+ * Snapshots: the training state of every rank kept in host memory of its
+ * own node and of m - 1 peers, so a job that loses a process or a node
+ * resumes from the last step instead of the last file checkpoint.
+ *
+ * Each rank registers its regions (name, pointer, bytes) once; a save
+ * copies them into a node-local store (named shared memory keyed by the
+ * job key: it outlives the process, not the node) and sends a copy to
+ * each of m - 1 peers chosen by the placement (group placement when m
+ * divides the failure units, the mixed group/ring placement otherwise;
+ * in the node failure domain every copy goes to another node, along the
+ * rail).  Each store keeps two versions, each with a CRC32C per chunk.
+ * A restore, on a communicator of the same size after a restart, finds
+ * what every rank and its peers still hold, agrees on the newest version
+ * every rank can get back intact, fetches the missing copies from peers,
+ * verifies them and writes the regions; a damaged copy is skipped (its
+ * message names the rank, region and version), falling back to the other
+ * holder or the previous version.
+ */
+typedef struct tacl_snapshot *tacl_snapshot_t;
+
+/** Where the copies of a rank's state go. */
+typedef enum {
+    TACL_SNAPSHOT_PLACE_AUTO = 0,  /**< group, or mixed when m does not
+                                        divide the units */
+    TACL_SNAPSHOT_PLACE_GROUP,     /**< groups of m (m must divide them) */
+    TACL_SNAPSHOT_PLACE_RING       /**< each unit to the next m - 1 */
+} tacl_snapshot_placement_t;
+
+/** What one failure takes down: the copies must survive its loss. */
+typedef enum {
+    TACL_SNAPSHOT_DOMAIN_NODE = 0, /**< a node: copies on other nodes, on
+                                        the same local rank (rail); needs
+                                        at least m nodes */
+    TACL_SNAPSHOT_DOMAIN_RANK      /**< a process: copies on other ranks */
+} tacl_snapshot_domain_t;
+
+/** A snapshot set's configuration; zeroed fields take the defaults. */
+typedef struct {
+    int replicas;                     /**< copies m, counting the own one;
+                                           0: 2 */
+    tacl_snapshot_placement_t placement;
+    tacl_snapshot_domain_t domain;
+    size_t staging_bytes;             /**< R: bytes in flight per peer;
+                                           0: 64 MiB */
+    int staging_parts;                /**< p: R is sent in parts of R/p
+                                           bytes, also the checksum unit;
+                                           0: 4 */
+    const char *job_key;              /**< names the node-local store
+                                           (letters, digits, '.', '_',
+                                           '-'; at most 64); the same key
+                                           after a restart finds it;
+                                           required */
+} tacl_snapshot_config_t;
+
+/**
+ * Create a snapshot set on comm (collective): every rank passes the same
+ * configuration.  The set talks on a communicator of its own split from
+ * comm, so its messages never meet the caller's.  A configuration that
+ * cannot be placed (more copies than units, group placement whose m does
+ * not divide the units, the node domain on fewer than m nodes) is
+ * TACL_ERR_INVALID_ARG with the reason.
+ */
+tacl_status_t tacl_snapshot_create(tacl_comm_t comm,
+                                   const tacl_snapshot_config_t *config,
+                                   tacl_snapshot_t *snap_p);
+
+/**
+ * Register a region of this rank's state: name (unique in the set, at
+ * most 47 characters), host memory [ptr, ptr + bytes).  Regions are saved
+ * and restored in the order registered.  Device memory is
+ * TACL_ERR_UNSUPPORTED for now: copy it to host memory first.
+ */
+tacl_status_t tacl_snapshot_register(tacl_snapshot_t snap, const char *name,
+                                     void *ptr, size_t bytes);
+
+/**
+ * Save the registered regions as version (collective, blocking; versions
+ * must increase).  Returns once every rank's state at that version has m
+ * committed copies; until then, and if it fails, the previous complete
+ * version stays in every store.  The regions may change once it returns.
+ * Every copy received is checked against its sender's CRCs.
+ */
+tacl_status_t tacl_snapshot_save(tacl_snapshot_t snap, uint64_t version);
+
+/**
+ * tacl_snapshot_save() without waiting for the copies: the own copy is
+ * taken before it returns (the regions may change at once), the copies
+ * to and from peers travel under *req_p.  Each rank's request completes
+ * once its copy is sent and the copies it keeps for others are committed,
+ * so the version has m committed copies of every rank's state once every
+ * rank's request has completed.  Wait for (or test until complete) the
+ * request before the set's next save, restore or destroy, which agree
+ * with the other ranks that it completed everywhere; from then on
+ * tacl_snapshot_latest reports it.  The request's callback is the set's:
+ * setting another is TACL_ERR_INVALID_USAGE.  The first save of a set
+ * fixes its regions (later registers are TACL_ERR_INVALID_USAGE).
+ */
+tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap, uint64_t version,
+                                    tacl_request_t *req_p);
+
+/**
+ * The newest version this set saved or restored completely: *found_p 1
+ * and *version_p set, or *found_p 0.
+ */
+tacl_status_t tacl_snapshot_latest(tacl_snapshot_t snap, int *found_p,
+                                   uint64_t *version_p);
+
+/**
+ * Restore the registered regions (collective) from the newest version
+ * that every rank can get back intact from its own store or its peers'.
+ * *found_p 0 (regions untouched, TACL_OK) when no rank holds any
+ * snapshot under the job key; otherwise *found_p 1 and *version_p the
+ * version written.  A rank whose every copy is lost (a whole placement
+ * group gone) is TACL_ERR_INTERNAL naming the rank and where its copies
+ * were; so is a registered region of another size than the one saved.
+ * Snapshots saved by a job of another size are TACL_ERR_UNSUPPORTED for
+ * now (their placement differs).
+ */
+tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap, int *found_p,
+                                    uint64_t *version_p);
+
+/**
+ * Destroy the set (collective); with purge also remove this rank's
+ * node-local stores (the job is over), else they stay for a restart.
+ */
+tacl_status_t tacl_snapshot_destroy(tacl_snapshot_t snap, int purge);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,93 @@
+/*
+ * Where the copies of a snapshot live (placement.c): which units (nodes in
+ * the node failure domain, ranks in the rank domain) hold the m copies of
+ * each unit's state, and how likely a job survives k units lost at once.
+ * Pure arithmetic: no I/O, no communicator; the snapshot entry points and
+ * the tests call it directly.
+ */
+#ifndef TACL_ALGORITHMS_PLACEMENT_H
+#define TACL_ALGORITHMS_PLACEMENT_H
+
+#include <stdint.h>
+
+#include "tacl.h"
+
+/** How the copies are spread over the units. */
+typedef enum {
+    /** Group when m divides the units, mixed otherwise. */
+    TACL__PLACE_AUTO = 0,
+    /** Groups of m units hold one another's copies (m must divide N). */
+    TACL__PLACE_GROUP,
+    /** Unit u's copies on u, u + 1, ..., u + m - 1 (mod N). */
+    TACL__PLACE_RING,
+    /** Groups, and a ring over the last m + (N mod m) units. */
+    TACL__PLACE_MIXED,
+} tacl__place_kind_t;
+
+/** The copies of every unit: holders[u * m + j], j = 0 is u itself. */
+typedef struct {
+    int units;               /* N */
+    int m;                   /* copies of each unit's state */
+    tacl__place_kind_t kind; /* resolved: never AUTO */
+    int *holders;            /* units * m entries */
+} tacl__placement_t;
+
+/** The name of a kind ("group", "ring", "mixed", "auto"). */
+const char *tacl__place_kind_name(tacl__place_kind_t kind);
+
+/**
+ * Build the placement of `units` units with m copies each (1 <= m <=
+ * units).  GROUP needs m to divide units; AUTO resolves to GROUP or MIXED
+ * (the thesis' Algorithm 6.1).  Free with tacl__place_free.
+ */
+tacl_status_t tacl__place_build(int units, int m, tacl__place_kind_t kind,
+                                tacl__placement_t *p_p);
+
+/** Free what tacl__place_build allocated (a zeroed struct is fine). */
+void tacl__place_free(tacl__placement_t *p);
+
+/** The m units holding unit u's copies, u itself first. */
+static inline const int *tacl__place_holders(const tacl__placement_t *p,
+                                             int u)
+{
+    return p->holders + (size_t)u * (size_t)p->m;
+}
+
+/**
+ * Exactly how many of the C(N, k) sets of k lost units leave every unit
+ * with a surviving copy (*ok_p) out of how many (*total_p), by counting
+ * every set.  Needs N <= 62; the work is C(N, k) times the distinct holder
+ * sets, so keep C(N, k) within a few hundred million.
+ */
+tacl_status_t tacl__place_recovery(const tacl__placement_t *p, int k,
+                                   uint64_t *ok_p, uint64_t *total_p);
+
+/** C(n, k) as a double (exact up to 2^53); 0 when k < 0 or k > n. */
+double tacl__place_choose(int n, int k);
+
+/**
+ * The thesis' Corollary 6.1 bound on recovery with group placement:
+ * 1 for k < m, max(0, 1 - N C(N-m, k-m) / (m C(N, k))) otherwise (exact
+ * while k < 2m).
+ */
+double tacl__place_corollary(int n, int m, int k);
+
+/**
+ * The best recovery any placement can reach at k = m (Theorem 6.1's
+ * proof): 1 - ceil(N / m) / C(N, m).
+ */
+double tacl__place_upper_bound(int n, int m);
+
+/**
+ * The rank holding copy j of `rank` when units are nodes: the rank of the
+ * holder node with the same local index (the same rail), or that index
+ * modulo the holder node's size when nodes differ in size.  node_of and
+ * local_of give each of the nranks ranks' node and local index.  When
+ * units are ranks, pass node_of = NULL: the answer is the holder unit.
+ * Returns -1 if the holder node has no rank.
+ */
+int tacl__place_rank_holder(const tacl__placement_t *p, int nranks,
+                            const int *node_of, const int *local_of, int rank,
+                            int j);
+
+#endif /* TACL_ALGORITHMS_PLACEMENT_H */

@@ -1,0 +1,313 @@
+/*
+ * Saving a snapshot set (tacl.h, tacl_snapshot_save and _save_nb).
+ *
+ * The first save fixes the regions and all-gathers every rank's bytes a
+ * version, so that from then on a rank can post the receives of the
+ * copies it keeps before they arrive: a save is then one group of
+ * messages (to each holder: the version's header, its CRCs, its data in
+ * parts of R/p bytes; from each source the same, straight into a slot of
+ * this rank's store for it).  The own copy is written and checksummed
+ * before the group starts, so the caller may change its regions as soon
+ * as the call returns, also for the non-blocking form.
+ *
+ * The blocking form then checks every received copy against its CRCs,
+ * commits it, and agrees with the other ranks (one small all-gather) that
+ * all did.  The non-blocking form hands back the group's request; its
+ * callback (which must not call tacl, nor take long) checks each received
+ * header and commits the copy unchecked, the restore verifying every copy
+ * before use; the agreement that every rank's request completed waits
+ * for the set's next save or restore, which is when tacl_snapshot_latest
+ * starts to report the version.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+#include "snapshot.h"
+
+/* Every rank's bytes a version, once: the regions are fixed from now. */
+static tacl_status_t layout_fix(struct tacl_snapshot *snap)
+{
+    uint64_t mine = 0;
+    tacl_status_t status;
+
+    if (snap->peer_bytes != NULL)
+        return TACL_OK;
+    for (int i = 0; i < snap->nregions; i++)
+        mine += snap->regions[i].bytes;
+    snap->peer_bytes = malloc((size_t)snap->size * sizeof(uint64_t));
+    snap->incoming = calloc((size_t)snap->size, sizeof(*snap->incoming));
+    snap->in_slot = calloc((size_t)snap->size, sizeof(int));
+    if (snap->peer_bytes == NULL || snap->incoming == NULL ||
+        snap->in_slot == NULL)
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                             "snapshot save: out of memory");
+    else
+        status = tacl_allgather(&mine, snap->peer_bytes, 1, TACL_UINT64,
+                                snap->comm, NULL);
+    if (status != TACL_OK) {
+        free(snap->peer_bytes);
+        snap->peer_bytes = NULL;
+    }
+    return status;
+}
+
+/* The own copy: the regions into this rank's store, checksummed. */
+static tacl_status_t save_own(struct tacl_snapshot *snap, uint64_t version,
+                              int *slot_p)
+{
+    tacl__snap_region_t desc[TACL__SNAP_MAX_REGIONS];
+    uint64_t off = 0;
+    tacl_status_t status;
+    uint8_t *data;
+
+    for (int i = 0; i < snap->nregions; i++) {
+        memset(desc[i].name, 0, sizeof(desc[i].name));
+        strcpy(desc[i].name, snap->regions[i].name);
+        desc[i].bytes = snap->regions[i].bytes;
+    }
+    status = tacl__snap_store_for(snap, snap->rank,
+                                  snap->peer_bytes[snap->rank]);
+    if (status == TACL_OK)
+        status = tacl__snap_store_begin(snap->stores[snap->rank], version,
+                                        (uint32_t)snap->size, desc,
+                                        snap->nregions, slot_p);
+    if (status != TACL_OK)
+        return status;
+    data = tacl__snap_store_data(snap->stores[snap->rank], *slot_p);
+    for (int i = 0; i < snap->nregions; i++) {
+        memcpy(data + off, snap->regions[i].ptr, snap->regions[i].bytes);
+        off += snap->regions[i].bytes;
+    }
+    tacl__snap_store_commit(snap->stores[snap->rank], *slot_p);
+    return TACL_OK;
+}
+
+/* A slot for each copy this rank keeps, described by what it expects. */
+static tacl_status_t prepare_receives(struct tacl_snapshot *snap,
+                                      uint64_t version)
+{
+    tacl_status_t status = TACL_OK;
+
+    for (int s = 0; s < snap->size && status == TACL_OK; s++) {
+        tacl__snap_slot_t d = {.version = version,
+                               .bytes = snap->peer_bytes[s],
+                               .chunk_bytes = snap->chunk,
+                               .nranks = (uint32_t)snap->size};
+
+        if (s == snap->rank || !tacl__snap_holds(snap, s))
+            continue;
+        d.nchunks = (uint32_t)TACL_DIV_UP(d.bytes, d.chunk_bytes);
+        status = tacl__snap_store_for(snap, s, d.bytes);
+        if (status == TACL_OK)
+            status = tacl__snap_store_begin_copy(snap->stores[s], &d,
+                                                 &snap->in_slot[s]);
+    }
+    return status;
+}
+
+/* The version's one group: the own copy out, the kept copies in. */
+static tacl_status_t post_version(struct tacl_snapshot *snap, int own_slot,
+                                  tacl_request_t *req_p)
+{
+    tacl__snap_store_t *own = snap->stores[snap->rank];
+    tacl_status_t status = TACL_OK, ended;
+
+    tacl_group_start();
+    for (int j = 1; j < snap->m && status == TACL_OK; j++) {
+        int h = tacl__snap_holder(snap, snap->rank, j);
+
+        status = tacl__snap_post(snap, 1,
+                                 (void *)tacl__snap_store_slot(own, own_slot),
+                                 sizeof(tacl__snap_slot_t), h,
+                                 TACL__SNAP_TAG_HEADER);
+        if (status == TACL_OK)
+            status = tacl__snap_post_body(snap, 1, own, own_slot, h);
+    }
+    for (int s = 0; s < snap->size && status == TACL_OK; s++) {
+        if (s == snap->rank || !tacl__snap_holds(snap, s))
+            continue;
+        status = tacl__snap_post(snap, 0, &snap->incoming[s],
+                                 sizeof(tacl__snap_slot_t), s,
+                                 TACL__SNAP_TAG_HEADER);
+        if (status == TACL_OK)
+            status = tacl__snap_post_body(snap, 0, snap->stores[s],
+                                          snap->in_slot[s], s);
+    }
+    ended = req_p != NULL ? tacl_group_end_nb(req_p) : tacl_group_end();
+    return status != TACL_OK ? status : ended;
+}
+
+/*
+ * Commit the copies received of version: each header must describe what
+ * was expected; check also verifies the CRCs (and may log).  Without
+ * check it calls nothing of tacl, as a request callback must not.
+ */
+static tacl_status_t finish_received(struct tacl_snapshot *snap,
+                                     uint64_t version, int check)
+{
+    tacl_status_t status = TACL_OK;
+
+    for (int s = 0; s < snap->size && status == TACL_OK; s++) {
+        const tacl__snap_slot_t *in = &snap->incoming[s];
+
+        if (s == snap->rank || !tacl__snap_holds(snap, s))
+            continue;
+        if (in->version != version || in->bytes != snap->peer_bytes[s] ||
+            in->chunk_bytes != snap->chunk ||
+            in->nchunks != TACL_DIV_UP(in->bytes, in->chunk_bytes) ||
+            in->nregions > TACL__SNAP_MAX_REGIONS) {
+            status = TACL_ERR_INTERNAL;
+            if (check)
+                tacl__error(
+                    status, COLL,
+                    "snapshot save: rank %d's copy of version %llu arrived "
+                    "with a header for version %llu of %llu bytes",
+                    s, (unsigned long long)version,
+                    (unsigned long long)in->version,
+                    (unsigned long long)in->bytes);
+            break;
+        }
+        tacl__snap_store_describe(snap->stores[s], snap->in_slot[s], in);
+        if (check)
+            status = tacl__snap_store_commit_checked(snap->stores[s],
+                                                     snap->in_slot[s]);
+        else
+            tacl__snap_store_commit_unchecked(snap->stores[s],
+                                              snap->in_slot[s]);
+    }
+    return status;
+}
+
+/* The non-blocking save's request completed (see the header comment). */
+static void save_done(tacl_request_t req, tacl_status_t status, void *arg)
+{
+    struct tacl_snapshot *snap = arg;
+
+    (void)req;
+    if (status == TACL_OK)
+        status = finish_received(snap, snap->inflight, 0);
+    atomic_store(&snap->inflight_status, status);
+    atomic_store(&snap->inflight_done, 1);
+}
+
+tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what)
+{
+    tacl_status_t mine;
+
+    if (!snap->inflight_on)
+        return TACL_OK;
+    if (!atomic_load(&snap->inflight_done))
+        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                           "snapshot %s: the save of version %llu is in "
+                           "flight; wait for its request first",
+                           what, (unsigned long long)snap->inflight);
+    snap->inflight_on = 0;
+    mine = atomic_load(&snap->inflight_status);
+    if (mine != TACL_OK)
+        tacl__error(mine, COLL,
+                    "snapshot save of version %llu failed on rank %d (%s): "
+                    "its copies are not all committed",
+                    (unsigned long long)snap->inflight, snap->rank,
+                    tacl_status_string(mine));
+    mine = tacl__snap_agree(snap, mine, "save", snap->inflight);
+    if (mine == TACL_OK) {
+        snap->have_latest = 1;
+        snap->latest = snap->inflight;
+    }
+    return mine;
+}
+
+/*
+ * What both forms check before anything else: the set, the save in
+ * flight (agreed here), the version.  Every rank decides the same, so a
+ * refusal returns at once on every rank.
+ */
+static tacl_status_t save_check(struct tacl_snapshot *snap, uint64_t version,
+                                const char *what)
+{
+    tacl_status_t status;
+
+    if (snap == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot %s: the set is NULL", what);
+    status = tacl__snap_settle(snap, what);
+    if (status != TACL_OK)
+        return status;
+    if (snap->have_latest && version <= snap->latest)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot %s: version %llu is not after the last "
+                           "complete one, %llu",
+                           what, (unsigned long long)version,
+                           (unsigned long long)snap->latest);
+    return TACL_OK;
+}
+
+/* Then the own copy and the slots of the kept ones; *slot_p: the own. */
+static tacl_status_t save_prepare(struct tacl_snapshot *snap,
+                                  uint64_t version, int *slot_p)
+{
+    tacl_status_t status = layout_fix(snap);
+
+    if (status == TACL_OK)
+        status = save_own(snap, version, slot_p);
+    if (status == TACL_OK)
+        status = prepare_receives(snap, version);
+    return status;
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_save(tacl_snapshot_t snap,
+                                             uint64_t version)
+{
+    int slot = 0;
+    tacl_status_t status = save_check(snap, version, "save");
+
+    if (status != TACL_OK)
+        return status;
+    status = save_prepare(snap, version, &slot);
+    if (status == TACL_OK)
+        status = post_version(snap, slot, NULL);
+    if (status == TACL_OK)
+        status = finish_received(snap, version, 1);
+    status = tacl__snap_agree(snap, status, "save", version);
+    if (status == TACL_OK) {
+        snap->have_latest = 1;
+        snap->latest = version;
+    }
+    return status;
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
+                                                uint64_t version,
+                                                tacl_request_t *req_p)
+{
+    int slot = 0;
+    tacl_status_t status;
+
+    if (req_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot save_nb: req_p is NULL");
+    status = save_check(snap, version, "save_nb");
+    if (status != TACL_OK)
+        return status;
+    /* A failure from here leaves the peers' requests to end with the
+     * communicator's timeout: the form has no agreement of its own. */
+    status = save_prepare(snap, version, &slot);
+    if (status == TACL_OK)
+        status = post_version(snap, slot, req_p);
+    if (status != TACL_OK)
+        return status;
+    snap->inflight = version;
+    snap->inflight_on = 1;
+    atomic_store(&snap->inflight_done, 0);
+    atomic_store(&snap->inflight_status, TACL_OK);
+    /* From here the callback may run at once, on any thread. */
+    status = tacl_request_set_callback(*req_p, save_done, snap);
+    if (status != TACL_OK) {
+        /* Nothing will commit the copies: the version fails at settle. */
+        atomic_store(&snap->inflight_status, status);
+        atomic_store(&snap->inflight_done, 1);
+    }
+    return TACL_OK;
+}

@@ -1,0 +1,413 @@
+/*
+ * Snapshots (tacl.h, tacl_snapshot_*): in-memory peer checkpoints, after
+ * the thesis' chapter 6 (Gemini): section 6.4's placement
+ * (algorithms/placement.c), a node-local store of two versions with a
+ * CRC32C per chunk (snap_store.c), and the copies moved with tacl's own
+ * tagged point-to-point on a communicator split for the set, so they
+ * never match the caller's messages.
+ *
+ * Create splits the set's communicator and places the copies; saving is
+ * snap_save.c's, restoring snap_restore.c's.  Both move versions with the
+ * helpers here: tacl__snap_post_body sends or receives a stored
+ * version's CRCs and data in parts of R/p bytes, tacl__snap_move moves
+ * versions whose sizes the receivers learn from a header sent first, and
+ * tacl__snap_agree ends a collective step with every rank's status.  What
+ * is not built yet: the background traffic class that would let these
+ * parts yield to collectives (section 6.5), device memory, and the flush
+ * to a file.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+#include "snapshot.h"
+
+static tacl_status_t config_check(tacl_comm_t comm,
+                                  const tacl_snapshot_config_t *c)
+{
+    size_t len;
+
+    if (comm == NULL || c == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot create: the communicator and "
+                           "configuration are required");
+    if (c->job_key == NULL || (len = strlen(c->job_key)) == 0 || len > 64 ||
+        strspn(c->job_key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+                           "XYZ0123456789._-") != len)
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot create: the job key must be 1 to 64 letters, digits, "
+            "'.', '_' or '-' (it names the node-local store)");
+    if (c->replicas < 0 || c->replicas > 8 || c->staging_parts < 0 ||
+        (unsigned)c->placement > TACL_SNAPSHOT_PLACE_RING ||
+        (unsigned)c->domain > TACL_SNAPSHOT_DOMAIN_RANK)
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot create: replicas must be 0 (default 2) to 8, staging "
+            "parts 0 or more, placement and domain one of tacl.h's values");
+    return TACL_OK;
+}
+
+/* Every rank's node and local index (node domain), then the placement
+ * and every rank's holders. */
+static tacl_status_t place(struct tacl_snapshot *snap,
+                           const tacl_snapshot_config_t *c)
+{
+    static const tacl__place_kind_t kinds[] =
+        {[TACL_SNAPSHOT_PLACE_AUTO] = TACL__PLACE_AUTO,
+         [TACL_SNAPSHOT_PLACE_GROUP] = TACL__PLACE_GROUP,
+         [TACL_SNAPSHOT_PLACE_RING] = TACL__PLACE_RING};
+    int units = snap->size, mine[2], *all;
+    tacl_status_t status;
+
+    if (snap->domain == TACL_SNAPSHOT_DOMAIN_NODE) {
+        all = malloc(2 * (size_t)snap->size * sizeof(int));
+        snap->node_of = malloc((size_t)snap->size * sizeof(int));
+        snap->local_of = malloc((size_t)snap->size * sizeof(int));
+        if (all == NULL || snap->node_of == NULL || snap->local_of == NULL) {
+            free(all);
+            return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                               "snapshot create: out of memory");
+        }
+        status = tacl_comm_node(snap->comm, &mine[0]);
+        if (status == TACL_OK)
+            status = tacl_comm_local_rank(snap->comm, &mine[1]);
+        if (status == TACL_OK)
+            status = tacl_allgather(mine, all, 2, TACL_INT32, snap->comm,
+                                    NULL);
+        if (status == TACL_OK)
+            status = tacl_comm_n_nodes(snap->comm, &units);
+        for (int r = 0; r < snap->size && status == TACL_OK; r++) {
+            snap->node_of[r] = all[2 * r];
+            snap->local_of[r] = all[2 * r + 1];
+        }
+        free(all);
+        if (status != TACL_OK)
+            return status;
+        if (units < snap->m)
+            return tacl__error(
+                TACL_ERR_INVALID_ARG, COLL,
+                "snapshot create: %d copies in the node domain need %d "
+                "nodes, this communicator spans %d; use "
+                "TACL_SNAPSHOT_DOMAIN_RANK or fewer replicas",
+                snap->m, snap->m, units);
+    }
+    status = tacl__place_build(units, snap->m, kinds[c->placement],
+                               &snap->place);
+    if (status != TACL_OK)
+        return status;
+    snap->holders = malloc((size_t)snap->size * (size_t)snap->m *
+                           sizeof(int));
+    if (snap->holders == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot create: out of memory");
+    for (int r = 0; r < snap->size; r++)
+        for (int j = 0; j < snap->m; j++) {
+            int h = tacl__place_rank_holder(&snap->place, snap->size,
+                                            snap->node_of, snap->local_of, r,
+                                            j);
+            if (h < 0)
+                return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                                   "snapshot create: rank %d's copy %d has "
+                                   "no rank on its holder node",
+                                   r, j);
+            snap->holders[r * snap->m + j] = h;
+        }
+    return TACL_OK;
+}
+
+static void snap_free(struct tacl_snapshot *snap, int purge)
+{
+    if (snap->stores != NULL)
+        for (int s = 0; s < snap->size; s++) {
+            tacl__snap_store_close(snap->stores[s], purge);
+            if (purge && snap->stores[s] == NULL && tacl__snap_holds(snap, s))
+                tacl__snap_store_unlink(snap->key, snap->rank, s);
+        }
+    if (snap->comm != NULL)
+        tacl_comm_destroy(snap->comm);
+    tacl__place_free(&snap->place);
+    free(snap->stores);
+    free(snap->peer_bytes);
+    free(snap->incoming);
+    free(snap->in_slot);
+    free(snap->holders);
+    free(snap->node_of);
+    free(snap->local_of);
+    free(snap);
+}
+
+TACL_EXPORT tacl_status_t
+tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
+                     tacl_snapshot_t *snap_p)
+{
+    struct tacl_snapshot *snap;
+    tacl_status_t status = config_check(comm, config);
+    size_t staging, parts;
+    char why[TACL__ERROR_LEN];
+
+    if (status != TACL_OK)
+        return status;
+    if (snap_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot create: snap_p is NULL");
+    snap = calloc(1, sizeof(*snap));
+    if (snap == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot create: out of memory");
+    snap->m = config->replicas > 0 ? config->replicas : 2;
+    snap->domain = config->domain;
+    strcpy(snap->key, config->job_key);
+    staging = config->staging_bytes > 0 ? config->staging_bytes : 64 << 20;
+    parts = config->staging_parts > 0 ? (size_t)config->staging_parts : 4;
+    snap->chunk = (uint32_t)TACL_MIN(TACL_MAX(staging / parts, 64),
+                                     (size_t)1 << 30);
+    status = tacl_comm_rank(comm, &snap->rank);
+    if (status == TACL_OK)
+        status = tacl_comm_size(comm, &snap->size);
+    if (status == TACL_OK)
+        status = tacl_comm_split(comm, 0, snap->rank, &snap->comm);
+    if (status != TACL_OK)
+        goto err_free;
+    if (snap->m > snap->size && snap->domain == TACL_SNAPSHOT_DOMAIN_RANK) {
+        status = tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                             "snapshot create: %d copies need %d ranks, the "
+                             "communicator has %d",
+                             snap->m, snap->m, snap->size);
+        goto err_free;
+    }
+    status = place(snap, config);
+    if (status != TACL_OK)
+        goto err_free;
+    snap->stores = calloc((size_t)snap->size, sizeof(*snap->stores));
+    if (snap->stores == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                             "snapshot create: out of memory");
+        goto err_free;
+    }
+    TACL_INFO(COLL,
+              "snapshot set '%s': %d copies, %s placement over %d %s, parts "
+              "of %u bytes",
+              snap->key, snap->m, tacl__place_kind_name(snap->place.kind),
+              snap->place.units,
+              snap->domain == TACL_SNAPSHOT_DOMAIN_NODE ? "nodes" : "ranks",
+              snap->chunk);
+    *snap_p = snap;
+    return TACL_OK;
+
+err_free:
+    /* Destroying the split communicator clears the thread's last error:
+     * the reason the set was refused must outlive it. */
+    snprintf(why, sizeof(why), "%s", tacl_last_error());
+    snap_free(snap, 0);
+    return tacl__error(status, COLL, "%s", why);
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_register(tacl_snapshot_t snap,
+                                                 const char *name, void *ptr,
+                                                 size_t bytes)
+{
+    tacl__snap_user_region_t *r;
+
+    if (snap == NULL || name == NULL || name[0] == '\0' ||
+        strlen(name) >= TACL__SNAP_NAME_LEN || (ptr == NULL && bytes > 0))
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot register: a set, a name of 1 to %d characters and a "
+            "pointer (unless bytes is 0) are required",
+            TACL__SNAP_NAME_LEN - 1);
+    if (snap->peer_bytes != NULL)
+        return tacl__error(
+            TACL_ERR_INVALID_USAGE, COLL,
+            "snapshot register: region '%s': the regions are fixed by the "
+            "set's first save; create a new set to change them",
+            name);
+    if (snap->nregions == TACL__SNAP_MAX_REGIONS)
+        return tacl__error(
+            TACL_ERR_INVALID_USAGE, COLL,
+            "snapshot register: region '%s': a set holds at most %d regions",
+            name, TACL__SNAP_MAX_REGIONS);
+    for (int i = 0; i < snap->nregions; i++)
+        if (strcmp(snap->regions[i].name, name) == 0)
+            return tacl__error(
+                TACL_ERR_INVALID_USAGE, COLL,
+                "snapshot register: region '%s' is registered already", name);
+    if (bytes > 0 && tacl__memtype_detect(ptr) == TACL_MEM_CUDA)
+        return tacl__error(
+            TACL_ERR_UNSUPPORTED, COLL,
+            "snapshot register: region '%s' is device memory, which "
+            "snapshots do not take yet; register a host copy",
+            name);
+    r = &snap->regions[snap->nregions++];
+    strcpy(r->name, name);
+    r->ptr = ptr;
+    r->bytes = bytes;
+    return TACL_OK;
+}
+
+int tacl__snap_holds(const struct tacl_snapshot *snap, int source)
+{
+    for (int j = 0; j < snap->m; j++)
+        if (tacl__snap_holder(snap, source, j) == snap->rank)
+            return 1;
+    return 0;
+}
+
+/* This rank's store of source, opened (and sized) for bytes a version. */
+tacl_status_t tacl__snap_store_for(struct tacl_snapshot *snap, int source,
+                                   uint64_t bytes)
+{
+    tacl__snap_store_t **st = &snap->stores[source];
+
+    if (*st != NULL && tacl__snap_store_capacity(*st) >= bytes)
+        return TACL_OK;
+    tacl__snap_store_close(*st, 0);
+    *st = NULL;
+    return tacl__snap_store_open(snap->key, snap->rank, source,
+                                 TACL_MAX(bytes, 1), snap->chunk, st);
+}
+
+/* Post one message of the set (inside a group). */
+tacl_status_t tacl__snap_post(struct tacl_snapshot *snap, int send, void *buf,
+                              uint64_t bytes, int peer, int tag)
+{
+    if (send)
+        return tacl_send_tag(buf, bytes, TACL_UINT8, peer, tag, snap->comm,
+                             NULL);
+    return tacl_recv_tag(buf, bytes, TACL_UINT8, peer, tag, NULL, snap->comm,
+                         NULL);
+}
+
+tacl_status_t tacl__snap_post_body(struct tacl_snapshot *snap, int send,
+                                   tacl__snap_store_t *st, int slot, int peer)
+{
+    const tacl__snap_slot_t *d = tacl__snap_store_slot(st, slot);
+    uint8_t *data = tacl__snap_store_data(st, slot);
+    tacl_status_t status = TACL_OK;
+
+    if (d->nchunks > 0)
+        status = tacl__snap_post(snap, send, tacl__snap_store_crcs(st, slot),
+                                 4ull * d->nchunks, peer,
+                                 TACL__SNAP_TAG_CRCS);
+    for (uint64_t off = 0; off < d->bytes && status == TACL_OK;
+         off += d->chunk_bytes)
+        status = tacl__snap_post(snap, send, data + off,
+                                 TACL_MIN(d->chunk_bytes, d->bytes - off),
+                                 peer, TACL__SNAP_TAG_DATA);
+    return status;
+}
+
+/* A group of posts: the posts' failure wins over the end's status. */
+static tacl_status_t group_end(tacl_status_t posted)
+{
+    tacl_status_t ended = tacl_group_end();
+
+    return posted != TACL_OK ? posted : ended;
+}
+
+tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
+                              const tacl__snap_send_t *sends, int nsends,
+                              tacl__snap_recv_t *recvs, int nrecvs,
+                              const char *what, uint64_t version)
+{
+    tacl_status_t status = TACL_OK;
+
+    /* The headers first: a receiver sizes its store from them. */
+    tacl_group_start();
+    for (int i = 0; i < nsends && status == TACL_OK; i++)
+        status = tacl__snap_post(snap, 1,
+                                 (void *)tacl__snap_store_slot(sends[i].st,
+                                                               sends[i].slot),
+                                 sizeof(tacl__snap_slot_t), sends[i].peer,
+                                 TACL__SNAP_TAG_HEADER);
+    for (int i = 0; i < nrecvs && status == TACL_OK; i++)
+        status = tacl__snap_post(snap, 0, &recvs[i].desc,
+                                 sizeof(recvs[i].desc), recvs[i].peer,
+                                 TACL__SNAP_TAG_HEADER);
+    status = group_end(status);
+    for (int i = 0; i < nrecvs && status == TACL_OK; i++) {
+        status = tacl__snap_store_for(snap, recvs[i].source,
+                                      recvs[i].desc.bytes);
+        if (status == TACL_OK)
+            status =
+                tacl__snap_store_begin_copy(snap->stores[recvs[i].source],
+                                            &recvs[i].desc, &recvs[i].slot);
+    }
+    /* The bodies only if every receiver has room: a sender would wait
+     * for a receive that never comes. */
+    status = tacl__snap_agree(snap, status, what, version);
+    if (status != TACL_OK)
+        return status;
+    tacl_group_start();
+    for (int i = 0; i < nsends && status == TACL_OK; i++)
+        status = tacl__snap_post_body(snap, 1, sends[i].st, sends[i].slot,
+                                      sends[i].peer);
+    for (int i = 0; i < nrecvs && status == TACL_OK; i++)
+        status = tacl__snap_post_body(snap, 0, snap->stores[recvs[i].source],
+                                      recvs[i].slot, recvs[i].peer);
+    status = group_end(status);
+    for (int i = 0; i < nrecvs && status == TACL_OK; i++)
+        status =
+            tacl__snap_store_commit_checked(snap->stores[recvs[i].source],
+                                            recvs[i].slot);
+    return status;
+}
+
+tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
+                               const char *what, uint64_t version)
+{
+    int32_t me = mine, *all = malloc((size_t)snap->size * sizeof(*all));
+    char why[TACL__ERROR_LEN];
+    tacl_status_t status;
+
+    if (all == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot %s: out of memory", what);
+    /* The all-gather clears the thread's last error: keep this rank's. */
+    snprintf(why, sizeof(why), "%s", tacl_last_error());
+    status = tacl_allgather(&me, all, 1, TACL_INT32, snap->comm, NULL);
+    for (int r = 0; r < snap->size && status == TACL_OK; r++)
+        if (all[r] != TACL_OK && mine == TACL_OK)
+            status = tacl__error(TACL_ERR_REMOTE, COLL,
+                                 "snapshot %s of version %llu failed on rank "
+                                 "%d (%s); see its message",
+                                 what, (unsigned long long)version, r,
+                                 tacl_status_string(all[r]));
+    free(all);
+    if (mine != TACL_OK)
+        return tacl__error(mine, COLL, "%s", why);
+    return status;
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_latest(tacl_snapshot_t snap,
+                                               int *found_p,
+                                               uint64_t *version_p)
+{
+    if (snap == NULL || found_p == NULL || version_p == NULL)
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot latest: the set, found_p and version_p are required");
+    *found_p = snap->have_latest;
+    *version_p = snap->have_latest ? snap->latest : 0;
+    return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_destroy(tacl_snapshot_t snap,
+                                                int purge)
+{
+    tacl_status_t status;
+
+    if (snap == NULL)
+        return TACL_OK;
+    if (snap->inflight_on && !atomic_load(&snap->inflight_done))
+        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                           "snapshot destroy: the save of version %llu is in "
+                           "flight; wait for its request first",
+                           (unsigned long long)snap->inflight);
+    /* Nobody purges a store a peer may still be reading. */
+    status = tacl_barrier(snap->comm, NULL);
+    snap_free(snap, purge);
+    return status;
+}

@@ -1,0 +1,122 @@
+/*
+ * A snapshot set's state and the helpers its entry points share
+ * (snapshot.c: create, register, save, destroy, and moving a stored
+ * version between ranks; snap_restore.c: restore).  Internal to lib/.
+ */
+#ifndef TACL_LIB_SNAPSHOT_H
+#define TACL_LIB_SNAPSHOT_H
+
+#include <stdatomic.h>
+
+#include "placement.h"
+#include "snap_store.h"
+#include "tacl.h"
+
+typedef struct {
+    char name[TACL__SNAP_NAME_LEN];
+    void *ptr;
+    uint64_t bytes;
+} tacl__snap_user_region_t;
+
+struct tacl_snapshot {
+    tacl_comm_t comm; /* the set's own, split from the user's */
+    int rank, size;
+    int m;
+    tacl_snapshot_domain_t domain;
+    char key[65];
+    uint32_t chunk;          /* R / p: message and checksum unit */
+    tacl__placement_t place; /* over nodes or ranks */
+    int *node_of, *local_of; /* every rank's; NULL in the rank domain */
+    int *holders;            /* size * m: rank r's copies at r * m */
+    tacl__snap_user_region_t regions[TACL__SNAP_MAX_REGIONS];
+    int nregions;
+    tacl__snap_store_t **stores; /* this rank's store of each source, or
+                                    NULL */
+    int have_latest;
+    uint64_t latest;
+    /* Saving (snap_save.c).  Every rank's bytes a version, fixed by the
+     * first save (NULL before it); the version in flight and what its
+     * request's callback found; the headers it receives, and the slot
+     * each source's copy goes to. */
+    uint64_t *peer_bytes;
+    int inflight_on; /* a save's version not yet agreed */
+    uint64_t inflight;
+    atomic_int inflight_done;   /* its request completed */
+    atomic_int inflight_status; /* TACL_OK, or why it failed */
+    tacl__snap_slot_t *incoming;
+    int *in_slot;
+};
+
+/* Tags of the set's messages, on its own communicator. */
+#define TACL__SNAP_TAG_HEADER 1
+#define TACL__SNAP_TAG_CRCS 2
+#define TACL__SNAP_TAG_DATA 3
+
+/** The rank holding copy j of rank r's state (j = 0: r itself). */
+static inline int tacl__snap_holder(const struct tacl_snapshot *snap, int r,
+                                    int j)
+{
+    return snap->holders[r * snap->m + j];
+}
+
+/** Whether this rank keeps a copy of rank source's state. */
+int tacl__snap_holds(const struct tacl_snapshot *snap, int source);
+
+/** This rank's store of source, opened and sized for bytes a version. */
+tacl_status_t tacl__snap_store_for(struct tacl_snapshot *snap, int source,
+                                   uint64_t bytes);
+
+/** Post one message of bytes with tag to or from peer (in a group). */
+tacl_status_t tacl__snap_post(struct tacl_snapshot *snap, int send, void *buf,
+                              uint64_t bytes, int peer, int tag);
+
+/** Post a stored version's CRCs and data, in parts of the set's chunk. */
+tacl_status_t tacl__snap_post_body(struct tacl_snapshot *snap, int send,
+                                   tacl__snap_store_t *st, int slot,
+                                   int peer);
+
+/** One stored version to send to a peer. */
+typedef struct {
+    int peer;
+    tacl__snap_store_t *st;
+    int slot;
+} tacl__snap_send_t;
+
+/** One version to receive from peer into this rank's store of source. */
+typedef struct {
+    int peer;
+    int source;
+    tacl__snap_slot_t desc; /* filled by tacl__snap_move */
+    int slot;               /* filled by tacl__snap_move */
+} tacl__snap_recv_t;
+
+/**
+ * Move stored versions between ranks (collective): every rank passes
+ * what it sends and receives (the two sides must agree).  Headers go
+ * first, so receivers learn the sizes; the ranks then agree that every
+ * receiver has room (what and version name the step in the messages)
+ * before the bodies follow.  A received version lands in
+ * snap->stores[source] (opened or grown as needed) and is committed only
+ * if its chunks match the sender's CRCs.  Returns the first failure.
+ */
+tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
+                              const tacl__snap_send_t *sends, int nsends,
+                              tacl__snap_recv_t *recvs, int nrecvs,
+                              const char *what, uint64_t version);
+
+/**
+ * Finish a collective step: every rank passes its own status; returns it
+ * if it failed, else TACL_ERR_REMOTE naming the first rank that failed,
+ * else TACL_OK.  what names the step in that message.
+ */
+tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
+                               const char *what, uint64_t version);
+
+/**
+ * Before a save or restore: agree on the non-blocking save in flight, if
+ * any (snap_save.c).  Its request must have completed on this rank, else
+ * TACL_ERR_INVALID_USAGE naming what (the calling entry point).
+ */
+tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what);
+
+#endif /* TACL_LIB_SNAPSHOT_H */
