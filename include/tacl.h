@@ -1015,6 +1015,8 @@ void tacl_sparse_result_free(tacl_sparse_result_t *r);
 
 /** The scheme the latest sparse all-reduce on comm used (AUTO's choice). */
 tacl_sparse_scheme_t tacl_sparse_last_scheme(tacl_comm_t comm);
+
+/*
  * Snapshots: the training state of every rank kept in host memory of its
  * own node and of m - 1 peers, so a job that loses a process or a node
  * resumes from the last step instead of the last file checkpoint.
