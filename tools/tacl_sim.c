@@ -24,6 +24,9 @@
 #include "log.h"
 #include "parse.h"
 #include "sim.h"
+#include "sparse.h"
+#include "sparse_sim.h"
+#include "sparse_trace.h"
 
 /* The most nodes, and ranks per node, a simulation takes. */
 #define SIM_MAX_COUNT (1 << 20)
@@ -31,6 +34,7 @@
 typedef struct {
     const char *topo;
     const char *trace;
+    const char *sparse;
     int nodes, rpn, device, tuner;
     const char *coll;
     tacl_coll_t kind;
@@ -47,7 +51,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: tacl-sim --topo FILE [--nodes N] [--ranks-per-node G]\n"
         "                [--coll NAME] [--mem host|device] [--tuner]\n"
-        "                [--trace FILE]\n"
+        "                [--trace FILE] [--sparse SPEC]\n"
         "                [perf options: -b -e -i -f -d -o -A -Q -J]\n"
         "  --topo FILE           topology file (topologies/*.topo, or a\n"
         "                        TACL_TOPO_DUMP_FILE dump); its first node\n"
@@ -67,6 +71,11 @@ static void usage(FILE *f)
         "                        numbered from 0 in the order simulated:\n"
         "                        per algorithm and size out of place,\n"
         "                        then in place)\n"
+        "  --sparse SPEC         the sparse all-reduce's schemes on rows of\n"
+        "                        the trace generator instead: SPEC is\n"
+        "                        density=D[,rows=N][,row-len=L][,zipf=S]\n"
+        "                        [,seed=X] (defaults 1048576 rows of 64\n"
+        "                        float32, Zipf 1, seed 1)\n"
         "  -A a,b,...            algorithms to compare (names for the\n"
         "                        collective; auto: the tuner's choice)\n"
         "Times are predictions of the model in sim/sim.h, not measurements.\n");
@@ -109,7 +118,7 @@ static int own_options(int *argc, char **argv, sim_opts_t *o)
         if (strcmp(a, "--topo") != 0 && strcmp(a, "--nodes") != 0 &&
             strcmp(a, "--ranks-per-node") != 0 &&
             strcmp(a, "--coll") != 0 && strcmp(a, "--mem") != 0 &&
-            strcmp(a, "--trace") != 0) {
+            strcmp(a, "--trace") != 0 && strcmp(a, "--sparse") != 0) {
             argv[out++] = argv[i];
             continue;
         }
@@ -128,6 +137,8 @@ static int own_options(int *argc, char **argv, sim_opts_t *o)
             o->coll = v;
         else if (strcmp(a, "--trace") == 0)
             o->trace = v;
+        else if (strcmp(a, "--sparse") == 0)
+            o->sparse = v;
         else if (strcmp(v, "host") == 0 || strcmp(v, "device") == 0)
             o->device = strcmp(v, "device") == 0;
         else
@@ -278,6 +289,132 @@ static int run_algo(const sim_opts_t *so, tacl__perf_opts_t po,
     return 0;
 }
 
+/* The sparse case SPEC names; 0, or 2 after saying why it is bad. */
+static int sparse_spec(const char *spec, uint64_t *rows, size_t *row_len,
+                       double *density, double *zipf, uint64_t *seed)
+{
+    char *copy = strdup(spec), *save = NULL;
+    int rc = copy == NULL;
+
+    for (char *kv = strtok_r(copy, ",", &save); kv != NULL && rc == 0;
+         kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '='), *end = NULL;
+
+        if (eq == NULL) {
+            rc = 2;
+            break;
+        }
+        *eq++ = '\0';
+        if (strcmp(kv, "density") == 0)
+            *density = strtod(eq, &end);
+        else if (strcmp(kv, "zipf") == 0)
+            *zipf = strtod(eq, &end);
+        else if (strcmp(kv, "rows") == 0)
+            *rows = strtoull(eq, &end, 0);
+        else if (strcmp(kv, "row-len") == 0)
+            *row_len = (size_t)strtoull(eq, &end, 0);
+        else if (strcmp(kv, "seed") == 0)
+            *seed = strtoull(eq, &end, 0);
+        rc = end == NULL || *end != '\0' || end == eq ? 2 : 0;
+    }
+    free(copy);
+    if (rc == 0 && (!(*density > 0 && *density <= 1) || *rows == 0 ||
+                    *rows > UINT32_MAX || *row_len == 0))
+        rc = 2;
+    if (rc != 0)
+        fprintf(stderr, "tacl-sim: bad --sparse '%s' (density=D in (0, 1]"
+                "[,rows=N][,row-len=L][,zipf=S][,seed=X])\n", spec);
+    return rc;
+}
+
+/*
+ * Every sparse scheme on the trace's rows: predicted time, against
+ * dense, and Zen's speed-up over it; the trace's densification and
+ * Zen's and even ranges' imbalance (Definition 3.6).
+ */
+static int run_sparse(const sim_opts_t *so, const tacl__sim_cluster_t *c)
+{
+    uint64_t rows = 1u << 20, seed = 1;
+    size_t row_len = 64, nnz, got, nunion = 0;
+    double density = 0, zipf = 1.0, t[TACL__SSIM_COUNT];
+    int n = c->nranks, rc = sparse_spec(so->sparse, &rows, &row_len,
+                                        &density, &zipf, &seed);
+    int64_t **idx;
+    size_t *cnt;
+    tacl__sparse_trace_t tr;
+
+    if (rc != 0)
+        return rc;
+    nnz = (size_t)(density * (double)rows + 0.5);
+    idx = calloc((size_t)n, sizeof(*idx));
+    cnt = calloc((size_t)n, sizeof(*cnt));
+    if (idx == NULL || cnt == NULL ||
+        tacl__sparse_trace_init(&tr, rows, zipf, seed) != TACL_OK) {
+        fail_msg("sparse trace");
+        free(idx);
+        free(cnt);
+        return 1;
+    }
+    for (int r = 0; r < n && rc == 0; r++) {
+        idx[r] = malloc((nnz ? nnz : 1) * sizeof(int64_t));
+        if (idx[r] == NULL) {
+            rc = 1;
+            break;
+        }
+        tacl__sparse_trace_rank(&tr, r, nnz, idx[r], &got);
+        cnt[r] = got;
+    }
+    tacl__sparse_trace_fini(&tr);
+    printf("# sparse all-reduce simulated on %d nodes of %d ranks: %llu "
+           "rows of %zu float32, density %g, Zipf %g\n", c->n_nodes,
+           n / c->n_nodes, (unsigned long long)rows, row_len, density,
+           zipf);
+    for (int o = 0; o < 2 && rc == 0; o++) {
+        tacl__owner_t own;
+        double push, pull;
+
+        tacl__owner_init(&own, o ? TACL__OWNER_RANGE : TACL__OWNER_HASH, n,
+                         rows, TACL__SPARSE_OWNER_SEED);
+        if (tacl__sparse_imbalance(&own, (const void *const *)idx, 1, cnt, n,
+                                   &push, &pull, &nunion) != TACL_OK) {
+            rc = 1;
+            break;
+        }
+        printf("# %s owners: push imbalance %.3f, pull %.3f\n",
+               o ? "even-range" : "hashed (zen)", push, pull);
+    }
+    if (rc == 0)
+        printf("# union %zu rows, densification %.2f, n/(1+d) %.2f\n",
+               nunion, (double)nunion / (double)nnz,
+               n / (1.0 + (double)nunion / (double)nnz));
+    tacl__ssim_case_t k = {.nrows = rows, .row_len = row_len, .elem = 4,
+                           .index_bytes = 4, .nranks = n,
+                           .idx = (const int64_t *const *)idx, .nnz = cnt};
+
+    printf("%-10s %12s %10s %10s\n", "scheme", "time_ms", "x_dense",
+           "zen_x");
+    for (int s = 0; s < TACL__SSIM_COUNT && rc == 0; s++) {
+        tacl__ssim_result_t res;
+
+        if (tacl__sim_sparse(c, &k, (tacl__ssim_scheme_t)s, &res) !=
+            TACL_OK) {
+            fail_msg(tacl__ssim_name((tacl__ssim_scheme_t)s));
+            rc = 1;
+            break;
+        }
+        t[s] = res.seconds;
+    }
+    for (int s = 0; s < TACL__SSIM_COUNT && rc == 0; s++)
+        printf("%-10s %12.3f %10.2f %10.2f\n",
+               tacl__ssim_name((tacl__ssim_scheme_t)s), t[s] * 1e3,
+               t[TACL__SSIM_DENSE] / t[s], t[s] / t[TACL__SSIM_ZEN]);
+    for (int r = 0; r < n; r++)
+        free(idx[r]);
+    free(idx);
+    free(cnt);
+    return rc;
+}
+
 /* Per size: the closed-form choice, the simulated best and their gap. */
 static int run_tuner(const sim_opts_t *so, const tacl__perf_opts_t *po,
                      const tacl__sim_cluster_t *c)
@@ -370,6 +507,11 @@ int main(int argc, char **argv)
             tacl__sim_cluster_fini(&c);
             return 1;
         }
+    }
+    if (so.sparse != NULL) {
+        rc = run_sparse(&so, &c);
+        tacl__sim_cluster_fini(&c);
+        return rc;
     }
     list = strdup(po.algo != NULL ? po.algo : "auto");
     rc = list == NULL;

@@ -273,3 +273,119 @@ Test(sparse_owner, hashed_owners_balance_where_ranges_do_not,
     free(counts);
     tacl__sparse_trace_fini(&t);
 }
+
+/*
+ * ---- The schemes on a modelled cluster (sim/sparse_sim.h): bytes on
+ * the network equal each scheme's closed form from the rows. ----
+ */
+
+#include "sparse_sim.h"
+
+#define SIM_N 4
+#define SIM_ROWS 20000u
+
+/* Network bytes of one fixed-size phase, as the simulator runs it. */
+static uint64_t fixed_net(const tacl__sim_cluster_t *c, tacl_coll_t type)
+{
+    tacl__coll_args_t a = {.type = type, .count = 1, .dtype = TACL_UINT64,
+                           .memtype = TACL_MEM_HOST};
+    tacl__sim_result_t r;
+
+    cr_assert_eq(tacl__sim_run(c, &a, NULL, 0, &r), TACL_OK);
+    return r.bytes[TACL_LINK_NET];
+}
+
+static uint64_t coo(size_t rows, size_t ib, size_t rb)
+{
+    return ((rows * ib + 7) & ~(size_t)7) + rows * rb;
+}
+
+Test(sparse_sim, network_bytes_equal_each_schemes_closed_form)
+{
+    tacl__topo_t topo;
+    tacl__sim_cluster_t c;
+    tacl__sparse_trace_t t;
+    int64_t *sets[SIM_N];
+    size_t nnz[SIM_N], got, rb = 8 * 4, ib = 4;
+    uint8_t *in_union = calloc(SIM_ROWS, 1);
+    tacl__ssim_result_t res;
+
+    cr_assert(in_union);
+    cr_assert_eq(tacl__topo_load(TOPO_DIR "/emulated-1gbit.topo", &topo),
+                 TACL_OK);
+    cr_assert_eq(tacl__sim_cluster_replicate(&c, &topo, SIM_N, 1), TACL_OK);
+    tacl__topo_fini(&topo);
+    cr_assert_eq(tacl__sparse_trace_init(&t, SIM_ROWS, ZIPF_S, 4), TACL_OK);
+    for (int r = 0; r < SIM_N; r++) {
+        sets[r] = malloc(400 * sizeof(int64_t));
+        cr_assert(sets[r]);
+        tacl__sparse_trace_rank(&t, r, 100 * (size_t)(r + 1), sets[r], &got);
+        nnz[r] = got;
+        for (size_t i = 0; i < got; i++)
+            in_union[sets[r][i]] = 1;
+    }
+    tacl__sparse_trace_fini(&t);
+    tacl__ssim_case_t k = {.nrows = SIM_ROWS, .row_len = 8, .elem = 4,
+                           .index_bytes = ib, .nranks = SIM_N,
+                           .idx = (const int64_t *const *)sets, .nnz = nnz};
+    uint64_t ag8 = fixed_net(&c, TACL_COLL_ALLGATHER);
+    uint64_t a2a8 = fixed_net(&c, TACL_COLL_ALLTOALL);
+
+    /* AGSPARSE: every rank's COO block to the n - 1 others. */
+    uint64_t want = ag8;
+
+    for (int r = 0; r < SIM_N; r++)
+        want += (SIM_N - 1) * coo(nnz[r], ib, rb);
+    cr_assert_eq(tacl__sim_sparse(&c, &k, TACL__SSIM_AGSPARSE, &res),
+                 TACL_OK);
+    cr_assert_eq(res.bytes[TACL_LINK_NET], want, "agsparse %llu != %llu",
+                 (unsigned long long)res.bytes[TACL_LINK_NET],
+                 (unsigned long long)want);
+    /* PS and ZEN: each rank's rows to their owners (not itself), each
+     * owner's union rows to the n - 1 others (ZEN: as a bitmap where
+     * fewer bytes). */
+    for (int hashed = 0; hashed < 2; hashed++) {
+        tacl__owner_t o;
+        size_t cnt[SIM_N][SIM_N] = {{0}}, uni[SIM_N] = {0}, dom[SIM_N] = {0};
+
+        tacl__owner_init(&o, hashed ? TACL__OWNER_HASH : TACL__OWNER_RANGE,
+                         SIM_N, SIM_ROWS, TACL__SPARSE_OWNER_SEED);
+        for (int r = 0; r < SIM_N; r++)
+            for (size_t i = 0; i < nnz[r]; i++)
+                cnt[r][tacl__owner_of(&o, (uint64_t)sets[r][i])]++;
+        for (uint64_t row = 0; row < SIM_ROWS; row++) {
+            dom[tacl__owner_of(&o, row)]++;
+            uni[tacl__owner_of(&o, row)] += in_union[row];
+        }
+        want = a2a8 + ag8;
+        for (int i = 0; i < SIM_N; i++) {
+            for (int j = 0; j < SIM_N; j++)
+                if (i != j)
+                    want += coo(cnt[i][j], ib, rb);
+            uint64_t pull = coo(uni[i], ib, rb);
+
+            if (hashed && tacl__sparse_pull_bitmap(uni[i], dom[i], ib))
+                pull = ((tacl__sparse_bitmap_bytes(dom[i]) + 7) & ~7ull) +
+                       uni[i] * rb;
+            want += (SIM_N - 1) * pull;
+        }
+        cr_assert_eq(tacl__sim_sparse(&c, &k, hashed ? TACL__SSIM_ZEN
+                                                     : TACL__SSIM_PS, &res),
+                     TACL_OK);
+        cr_assert_eq(res.bytes[TACL_LINK_NET], want, "%s %llu != %llu",
+                     hashed ? "zen" : "ps",
+                     (unsigned long long)res.bytes[TACL_LINK_NET],
+                     (unsigned long long)want);
+        cr_assert_eq(res.phases, 4);
+    }
+    /* Every scheme runs and takes time. */
+    for (int s = 0; s < TACL__SSIM_COUNT; s++) {
+        cr_assert_eq(tacl__sim_sparse(&c, &k, (tacl__ssim_scheme_t)s, &res),
+                     TACL_OK, "%s", tacl__ssim_name((tacl__ssim_scheme_t)s));
+        cr_assert_gt(res.seconds, 0);
+    }
+    for (int r = 0; r < SIM_N; r++)
+        free(sets[r]);
+    free(in_union);
+    tacl__sim_cluster_fini(&c);
+}
