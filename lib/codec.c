@@ -44,8 +44,8 @@ static void codec_add(const tacl_codec_t *codec)
 static void codec_builtins(void)
 {
     static const tacl_codec_t *const builtin[] = {
-        &tacl__codec_fp16,  &tacl__codec_bf16,      &tacl__codec_int8,
-        &tacl__codec_int4,  &tacl__codec_topk,      &tacl__codec_threshold,
+        &tacl__codec_fp16,  &tacl__codec_bf16, &tacl__codec_int8,
+        &tacl__codec_int4,  &tacl__codec_topk, &tacl__codec_threshold,
         &tacl__codec_randk, &tacl__codec_sign,
     };
     for (size_t i = 0; i < TACL_ARRAY_SIZE(builtin); i++)
@@ -92,7 +92,8 @@ TACL_EXPORT tacl_status_t tacl_codec_register(const tacl_codec_t *codec)
     return st;
 }
 
-TACL_EXPORT tacl_status_t tacl_codec_find(const char *name, const tacl_codec_t **codec_p)
+TACL_EXPORT tacl_status_t tacl_codec_find(const char *name,
+                                          const tacl_codec_t **codec_p)
 {
     const tacl_codec_t *found;
 
@@ -114,7 +115,7 @@ TACL_EXPORT tacl_status_t tacl_codec_find(const char *name, const tacl_codec_t *
 }
 
 TACL_EXPORT tacl_status_t tacl_codec_check(const tacl_codec_t *codec,
-                               const tacl_codec_params_t *params)
+                                           const tacl_codec_params_t *params)
 {
     const char *why;
 
@@ -157,13 +158,12 @@ static tacl_status_t codec_check_list(const char *call,
     return TACL_OK;
 }
 
-TACL_EXPORT tacl_status_t tacl_codec_encoded_bound(const tacl_codec_t *codec,
-                                       const tacl_codec_params_t *params,
-                                       int nbufs, const size_t *counts,
-                                       size_t *bytes_p)
+TACL_EXPORT tacl_status_t tacl_codec_encoded_bound(
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, int nbufs,
+    const size_t *counts, size_t *bytes_p)
 {
-    tacl_status_t st = codec_check_list("codec_encoded_bound", codec,
-                                        params, nbufs, NULL, counts, 0);
+    tacl_status_t st = codec_check_list("codec_encoded_bound", codec, params,
+                                        nbufs, NULL, counts, 0);
     if (st != TACL_OK)
         return st;
     if (bytes_p == NULL)
@@ -174,13 +174,10 @@ TACL_EXPORT tacl_status_t tacl_codec_encoded_bound(const tacl_codec_t *codec,
 }
 
 /* Encode x + e for every buffer with a residual, and update e. */
-static tacl_status_t codec_encode_feedback(const tacl_codec_t *codec,
-                                           const tacl_codec_params_t *params,
-                                           int nbufs,
-                                           const float *const *srcs,
-                                           const size_t *counts,
-                                           float *const *errs, void *dst,
-                                           size_t *bytes_p)
+static tacl_status_t codec_encode_feedback(
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, int nbufs,
+    const float *const *srcs, const size_t *counts, float *const *errs,
+    void *dst, size_t *bytes_p)
 {
     size_t total = tacl__codec_total(nbufs, counts), off = 0;
     float *sum = malloc((total ? total : 1) * sizeof(float));
@@ -188,8 +185,10 @@ static tacl_status_t codec_encode_feedback(const tacl_codec_t *codec,
     tacl_status_t st = TACL_ERR_NO_MEMORY;
 
     if (sum == NULL || view == NULL) {
-        tacl__error(st, ALLOC, "codec %s: no memory for error feedback "
-                               "over %zu values", codec->name, total);
+        tacl__error(st, ALLOC,
+                    "codec %s: no memory for error feedback "
+                    "over %zu values",
+                    codec->name, total);
         goto out_free;
     }
     for (int b = 0; b < nbufs; b++) {
@@ -198,8 +197,8 @@ static tacl_status_t codec_encode_feedback(const tacl_codec_t *codec,
             view[b][i] = srcs[b][i] + (errs[b] ? errs[b][i] : 0.0f);
         off += counts[b];
     }
-    st = codec->encode(params, nbufs, (const float *const *)view, counts,
-                       dst, bytes_p);
+    st = codec->encode(params, nbufs, (const float *const *)view, counts, dst,
+                       bytes_p);
     if (st == TACL_OK)
         st = codec->decode(params, dst, *bytes_p, nbufs, view, counts, 0);
     for (int b = 0; st == TACL_OK && b < nbufs; b++)
@@ -211,11 +210,10 @@ out_free:
     return st;
 }
 
-TACL_EXPORT tacl_status_t tacl_codec_encode(const tacl_codec_t *codec,
-                                const tacl_codec_params_t *params, int nbufs,
-                                const float *const *srcs,
-                                const size_t *counts, float *const *errs,
-                                void *dst, size_t capacity, size_t *bytes_p)
+TACL_EXPORT tacl_status_t tacl_codec_encode(
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, int nbufs,
+    const float *const *srcs, const size_t *counts, float *const *errs,
+    void *dst, size_t capacity, size_t *bytes_p)
 {
     tacl_status_t st = codec_check_list("codec_encode", codec, params, nbufs,
                                         (const void *const *)srcs, counts, 1);
@@ -231,8 +229,8 @@ TACL_EXPORT tacl_status_t tacl_codec_encode(const tacl_codec_t *codec,
                            codec->name, need, dst ? "given" : "NULL",
                            capacity);
     if (errs != NULL)
-        return codec_encode_feedback(codec, params, nbufs, srcs, counts,
-                                     errs, dst, bytes_p);
+        return codec_encode_feedback(codec, params, nbufs, srcs, counts, errs,
+                                     dst, bytes_p);
     return codec->encode(params, nbufs, srcs, counts, dst, bytes_p);
 }
 
@@ -251,24 +249,23 @@ static tacl_status_t codec_decode_any(const char *call,
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: codec %s: src is NULL with %zu bytes", call,
                            codec->name, bytes);
-    return codec->decode(params, src, bytes, nbufs, dsts, counts,
-                         accumulate);
+    return codec->decode(params, src, bytes, nbufs, dsts, counts, accumulate);
 }
 
 TACL_EXPORT tacl_status_t tacl_codec_decode(const tacl_codec_t *codec,
-                                const tacl_codec_params_t *params,
-                                const void *src, size_t bytes, int nbufs,
-                                float *const *dsts, const size_t *counts)
+                                            const tacl_codec_params_t *params,
+                                            const void *src, size_t bytes,
+                                            int nbufs, float *const *dsts,
+                                            const size_t *counts)
 {
     return codec_decode_any("codec_decode", codec, params, src, bytes, nbufs,
                             dsts, counts, 0);
 }
 
-TACL_EXPORT tacl_status_t tacl_codec_decode_accumulate(const tacl_codec_t *codec,
-                                           const tacl_codec_params_t *params,
-                                           const void *src, size_t bytes,
-                                           int nbufs, float *const *dsts,
-                                           const size_t *counts)
+TACL_EXPORT tacl_status_t tacl_codec_decode_accumulate(
+    const tacl_codec_t *codec, const tacl_codec_params_t *params,
+    const void *src, size_t bytes, int nbufs, float *const *dsts,
+    const size_t *counts)
 {
     return codec_decode_any("codec_decode_accumulate", codec, params, src,
                             bytes, nbufs, dsts, counts, 1);

@@ -59,16 +59,18 @@ static tacl_status_t cast_decode(int bf16, const void *src, size_t bytes,
 
 /* One cast codec: its two slots and its table. */
 #define CAST_CODEC(name_, bf16_, dtype_)                                     \
-    static tacl_status_t name_##_encode(                                     \
-        const tacl_codec_params_t *params, int nbufs,                        \
-        const float *const *srcs, const size_t *counts, void *dst,           \
-        size_t *bytes_p)                                                     \
+    static tacl_status_t name_##_encode(const tacl_codec_params_t *params,   \
+                                        int nbufs, const float *const *srcs, \
+                                        const size_t *counts, void *dst,     \
+                                        size_t *bytes_p)                     \
     {                                                                        \
         return cast_encode(bf16_, nbufs, srcs, counts, dst, bytes_p);        \
     }                                                                        \
-    static tacl_status_t name_##_decode(                                     \
-        const tacl_codec_params_t *params, const void *src, size_t bytes,    \
-        int nbufs, float *const *dsts, const size_t *counts, int accumulate) \
+    static tacl_status_t name_##_decode(const tacl_codec_params_t *params,   \
+                                        const void *src, size_t bytes,       \
+                                        int nbufs, float *const *dsts,       \
+                                        const size_t *counts,                \
+                                        int accumulate)                      \
     {                                                                        \
         return cast_decode(bf16_, src, bytes, nbufs, dsts, counts,           \
                            accumulate);                                      \

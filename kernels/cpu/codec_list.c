@@ -68,8 +68,7 @@ void tacl__codec_scatter(int nbufs, float *const *dsts, const size_t *counts,
 }
 
 tacl_status_t tacl__codec_mismatch(const char *codec, const char *what,
-                                   size_t encoded, size_t expected,
-                                   int nbufs)
+                                   size_t encoded, size_t expected, int nbufs)
 {
     return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                        "codec %s: the encoded data holds %zu %s, the "

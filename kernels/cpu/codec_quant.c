@@ -73,20 +73,20 @@ static tacl_status_t quant_decode(const tacl_codec_params_t *params,
                                     "bytes", bytes, want, nbufs);
     for (int b = 0; b < nbufs; b++) {
         const void *one = in;
-        tacl_status_t st = tacl__dequant_reduce(
-            &one, 1, counts[b], quant_block(params), params->bits,
-            TACL_FLOAT32, dsts[b], accumulate);
+        tacl_status_t st = tacl__dequant_reduce(&one, 1, counts[b],
+                                                quant_block(params),
+                                                params->bits, TACL_FLOAT32,
+                                                dsts[b], accumulate);
         if (st != TACL_OK)
             return st;
-        in += tacl__quant_bytes(counts[b], quant_block(params),
-                                params->bits);
+        in += tacl__quant_bytes(counts[b], quant_block(params), params->bits);
     }
     return TACL_OK;
 }
 
 /* One quantizer codec: its check and its table. */
 #define QUANT_CODEC(bits_)                                                   \
-    static const char *int##bits_##_check(const tacl_codec_params_t *p)     \
+    static const char *int##bits_##_check(const tacl_codec_params_t *p)      \
     {                                                                        \
         return quant_check(bits_, p);                                        \
     }                                                                        \

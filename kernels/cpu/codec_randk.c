@@ -37,7 +37,8 @@ static size_t randk_bound(const tacl_codec_params_t *params, int nbufs,
                           const size_t *counts)
 {
     return tacl__codec_kept(params->density,
-                            tacl__codec_total(nbufs, counts)) * sizeof(float);
+                            tacl__codec_total(nbufs, counts)) *
+           sizeof(float);
 }
 
 static tacl_status_t randk_encode(const tacl_codec_params_t *params,
@@ -51,8 +52,8 @@ static tacl_status_t randk_encode(const tacl_codec_params_t *params,
 
     for (int b = 0; b < nbufs && i < k; b++) {
         size_t end = base + counts[b];
-        for (size_t g; i < k && (g = randk_index(params->seed, i, k,
-                                                  total)) < end; i++)
+        for (size_t g;
+             i < k && (g = randk_index(params->seed, i, k, total)) < end; i++)
             val[i] = srcs[b][g - base];
         base = end;
     }
@@ -75,7 +76,8 @@ static tacl_status_t randk_decode(const tacl_codec_params_t *params,
     if (total > UINT32_MAX)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "codec randk: %zu values; it takes fewer than "
-                           "2^32 a group", total);
+                           "2^32 a group",
+                           total);
     idx = malloc((k ? k : 1) * sizeof(uint32_t));
     if (idx == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, ALLOC,

@@ -18,8 +18,8 @@ static size_t sign_bound(const tacl_codec_params_t *params, int nbufs,
     return (size_t)nbufs * sizeof(float) + total / 8 + (total % 8 != 0);
 }
 
-static tacl_status_t sign_encode(const tacl_codec_params_t *params,
-                                 int nbufs, const float *const *srcs,
+static tacl_status_t sign_encode(const tacl_codec_params_t *params, int nbufs,
+                                 const float *const *srcs,
                                  const size_t *counts, void *dst,
                                  size_t *bytes_p)
 {
@@ -46,7 +46,8 @@ static tacl_status_t sign_decode(const tacl_codec_params_t *params,
                                  float *const *dsts, const size_t *counts,
                                  int accumulate)
 {
-    const uint8_t *bits = (const uint8_t *)src + (size_t)nbufs * sizeof(float);
+    const uint8_t *bits = (const uint8_t *)src +
+                          (size_t)nbufs * sizeof(float);
     size_t g = 0, want = sign_bound(params, nbufs, counts);
 
     if (bytes != want)

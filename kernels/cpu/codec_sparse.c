@@ -88,8 +88,8 @@ static float kth_largest(float *a, size_t m, size_t k)
  * Write the sparse encoding of v: every value whose magnitude is above t,
  * then those equal to t, in index order, until limit values are kept.
  */
-static size_t sparse_emit(const float *v, size_t total, float t,
-                          size_t limit, void *dst)
+static size_t sparse_emit(const float *v, size_t total, float t, size_t limit,
+                          void *dst)
 {
     uint64_t head[2] = {total, 0};
     size_t above = 0, n = 0, ties;
@@ -144,8 +144,8 @@ static tacl_status_t sparse_encode(int exact, double density, int nbufs,
     if (total > UINT32_MAX)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "codec %s: %zu values; sparse codecs take fewer "
-                           "than 2^32 a group", exact ? "topk" : "threshold",
-                           total);
+                           "than 2^32 a group",
+                           exact ? "topk" : "threshold", total);
     v = tacl__codec_gather(nbufs, srcs, counts, total);
     if (v == NULL)
         return TACL_ERR_NO_MEMORY;
@@ -204,17 +204,19 @@ static tacl_status_t sparse_decode(const char *name, const void *src,
 
 /* One sparse codec: its two slots and its table. */
 #define SPARSE_CODEC(name_, exact_)                                          \
-    static tacl_status_t name_##_encode(                                     \
-        const tacl_codec_params_t *params, int nbufs,                        \
-        const float *const *srcs, const size_t *counts, void *dst,           \
-        size_t *bytes_p)                                                     \
+    static tacl_status_t name_##_encode(const tacl_codec_params_t *params,   \
+                                        int nbufs, const float *const *srcs, \
+                                        const size_t *counts, void *dst,     \
+                                        size_t *bytes_p)                     \
     {                                                                        \
         return sparse_encode(exact_, params->density, nbufs, srcs, counts,   \
                              dst, bytes_p);                                  \
     }                                                                        \
-    static tacl_status_t name_##_decode(                                     \
-        const tacl_codec_params_t *params, const void *src, size_t bytes,    \
-        int nbufs, float *const *dsts, const size_t *counts, int accumulate) \
+    static tacl_status_t name_##_decode(const tacl_codec_params_t *params,   \
+                                        const void *src, size_t bytes,       \
+                                        int nbufs, float *const *dsts,       \
+                                        const size_t *counts,                \
+                                        int accumulate)                      \
     {                                                                        \
         return sparse_decode(#name_, src, bytes, nbufs, dsts, counts,        \
                              accumulate);                                    \

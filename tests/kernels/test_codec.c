@@ -54,12 +54,14 @@ static void trip(const tacl_codec_t *c, const tacl_codec_params_t *p,
                  TACL_OK);
     t->enc = malloc(t->cap);
     cr_assert_eq(tacl_codec_encode(c, p, NB, (const float *const *)t->x,
-                                   list_counts, errs, t->enc, t->cap, &t->bytes),
+                                   list_counts, errs, t->enc, t->cap,
+                                   &t->bytes),
                  TACL_OK, "%s: %s", c->name, tacl_last_error());
     cr_assert_leq(t->bytes, t->cap);
     if (c->flags & TACL_CODEC_FIXED_SIZE)
         cr_assert_eq(t->bytes, t->cap, "%s: fixed size", c->name);
-    cr_assert_eq(tacl_codec_decode(c, p, t->enc, t->bytes, NB, t->y, list_counts),
+    cr_assert_eq(tacl_codec_decode(c, p, t->enc, t->bytes, NB, t->y,
+                                   list_counts),
                  TACL_OK, "%s: %s", c->name, tacl_last_error());
 }
 
@@ -206,8 +208,8 @@ Test(codec, sign_keeps_signs_and_the_mean_magnitude)
 
 Test(codec, error_feedback_carries_the_residual)
 {
-    const char *names[] = {"fp16", "bf16", "int8", "int4", "topk",
-                           "threshold", "randk", "sign"};
+    const char *names[] = {"fp16", "bf16",      "int8",  "int4",
+                           "topk", "threshold", "randk", "sign"};
     tacl_codec_params_t p = {.density = 0.05, .block = 32, .seed = 5};
 
     for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
@@ -260,22 +262,26 @@ Test(codec, summable_codecs_sum_exactly)
         cr_assert_eq(tacl_codec_encoded_bound(c, &p, 1, cnt, &cap), TACL_OK);
         cr_assert_leq(cap, sizeof(ea));
         cr_assert_eq(tacl_codec_encode(c, &p, 1, (const float *const *)pa,
-                                       cnt, NULL, ea, cap, &ba), TACL_OK);
+                                       cnt, NULL, ea, cap, &ba),
+                     TACL_OK);
         cr_assert_eq(tacl_codec_encode(c, &p, 1, (const float *const *)pb,
-                                       cnt, NULL, eb, cap, &bb), TACL_OK);
+                                       cnt, NULL, eb, cap, &bb),
+                     TACL_OK);
         cr_assert_eq(ba, bb);
         /* What an all-reduce SUM of sum_dtype does to the encodings. */
         cr_assert_eq(tacl__reduce_cpu(ea, ea, eb,
                                       ba / tacl_dtype_size(c->sum_dtype),
-                                      c->sum_dtype, TACL_SUM), TACL_OK);
+                                      c->sum_dtype, TACL_SUM),
+                     TACL_OK);
         cr_assert_eq(tacl_codec_decode(c, &p, ea, ba, 1, ps, cnt), TACL_OK);
         cr_assert_eq(tacl_codec_decode(c, &p, eb, bb, 1, pdb, cnt), 0);
         /* decode(a) + decode(b) through decode-accumulate */
         memcpy(da, db, sizeof(da));
         cr_assert_eq(tacl_codec_encode(c, &p, 1, (const float *const *)pa,
-                                       cnt, NULL, eb, cap, &ba), TACL_OK);
-        cr_assert_eq(tacl_codec_decode_accumulate(c, &p, eb, ba, 1, pda,
-                                                  cnt), TACL_OK);
+                                       cnt, NULL, eb, cap, &ba),
+                     TACL_OK);
+        cr_assert_eq(tacl_codec_decode_accumulate(c, &p, eb, ba, 1, pda, cnt),
+                     TACL_OK);
         for (int i = 0; i < 512; i++)
             cr_assert_eq(sum[i], da[i], "%s [%d]: %g != %g", names[n], i,
                          sum[i], da[i]);
@@ -309,42 +315,41 @@ Test(codec, bad_input_is_an_error_naming_it)
     p.density = 0;
     refused(tacl_codec_check(topk, &p), "density 0", "topk");
     p.density = 1.5;
-    refused(tacl_codec_encode(find("randk"), &p, 2,
-                              (const float *const *)xs, c, NULL, enc,
-                              sizeof(enc), &bytes),
+    refused(tacl_codec_encode(find("randk"), &p, 2, (const float *const *)xs,
+                              c, NULL, enc, sizeof(enc), &bytes),
             "density 1.5", "randk");
     p.density = 0.5;
     p.bits = 0;
     refused(tacl_codec_encoded_bound(int8, &p, 2, c, &bytes), "bits 0",
             "int8");
     p.bits = 8;
-    refused(tacl_codec_encode(NULL, &p, 2, (const float *const *)xs, c,
-                              NULL, enc, sizeof(enc), &bytes),
+    refused(tacl_codec_encode(NULL, &p, 2, (const float *const *)xs, c, NULL,
+                              enc, sizeof(enc), &bytes),
             "NULL", NULL);
     refused(tacl_codec_encode(topk, NULL, 2, (const float *const *)xs, c,
                               NULL, enc, sizeof(enc), &bytes),
             "NULL", NULL);
     xs[1] = NULL;
-    refused(tacl_codec_encode(topk, &p, 2, (const float *const *)xs, c,
-                              NULL, enc, sizeof(enc), &bytes),
+    refused(tacl_codec_encode(topk, &p, 2, (const float *const *)xs, c, NULL,
+                              enc, sizeof(enc), &bytes),
             "buffer 1 is NULL", NULL);
     xs[1] = x;
-    refused(tacl_codec_encode(topk, &p, 0, (const float *const *)xs, c,
-                              NULL, enc, sizeof(enc), &bytes),
+    refused(tacl_codec_encode(topk, &p, 0, (const float *const *)xs, c, NULL,
+                              enc, sizeof(enc), &bytes),
             "nbufs 0", NULL);
-    refused(tacl_codec_encode(topk, &p, 2, (const float *const *)xs, c,
-                              NULL, enc, 3, &bytes),
+    refused(tacl_codec_encode(topk, &p, 2, (const float *const *)xs, c, NULL,
+                              enc, 3, &bytes),
             "capacity 3", NULL);
 
     /* Decoding with a list that does not match what was encoded. */
     const char *names[] = {"fp16", "int8", "topk", "randk", "sign"};
     for (int n = 0; n < 5; n++) {
         const tacl_codec_t *cd = find(names[n]);
-        cr_assert_eq(tacl_codec_encode(cd, &p, 2, (const float *const *)xs,
-                                       c, NULL, enc, sizeof(enc), &bytes),
+        cr_assert_eq(tacl_codec_encode(cd, &p, 2, (const float *const *)xs, c,
+                                       NULL, enc, sizeof(enc), &bytes),
                      TACL_OK, "%s: %s", names[n], tacl_last_error());
-        refused(tacl_codec_decode(cd, &p, enc, bytes, 2, xs, wrong),
-                names[n], "expects");
+        refused(tacl_codec_decode(cd, &p, enc, bytes, 2, xs, wrong), names[n],
+                "expects");
     }
 }
 
@@ -356,9 +361,8 @@ static size_t one_bound(const tacl_codec_params_t *p, int nbufs,
 
 /* A user's codec: sends the sum of the list, decodes it to element 0. */
 static tacl_status_t one_encode(const tacl_codec_params_t *p, int nbufs,
-                                const float *const *srcs,
-                                const size_t *cnt, void *dst,
-                                size_t *bytes_p)
+                                const float *const *srcs, const size_t *cnt,
+                                void *dst, size_t *bytes_p)
 {
     float s = 0;
     for (int b = 0; b < nbufs; b++)
@@ -369,10 +373,9 @@ static tacl_status_t one_encode(const tacl_codec_params_t *p, int nbufs,
     return TACL_OK;
 }
 
-static tacl_status_t one_decode(const tacl_codec_params_t *p,
-                                const void *src, size_t bytes, int nbufs,
-                                float *const *dsts, const size_t *cnt,
-                                int accumulate)
+static tacl_status_t one_decode(const tacl_codec_params_t *p, const void *src,
+                                size_t bytes, int nbufs, float *const *dsts,
+                                const size_t *cnt, int accumulate)
 {
     float s;
     memcpy(&s, src, sizeof(s));
@@ -383,8 +386,10 @@ static tacl_status_t one_decode(const tacl_codec_params_t *p,
 
 Test(codec, a_registered_codec_is_found_and_run)
 {
-    tacl_codec_t mine = {.name = "sum1", .encoded_bound = one_bound,
-                         .encode = one_encode, .decode = one_decode};
+    tacl_codec_t mine = {.name = "sum1",
+                         .encoded_bound = one_bound,
+                         .encode = one_encode,
+                         .decode = one_decode};
     tacl_codec_params_t p = {0};
     float x[4] = {1, 2, 3, 4}, y[4], *xs[1] = {x}, *ys[1] = {y};
     size_t c[1] = {4}, bytes;
