@@ -1,0 +1,139 @@
+/*
+ * tacl's compression planner: which gradients to fuse into one call and
+ * whether to compress each group, so that compression never slows a
+ * training step down.  A consumer of tacl.h only, like the engine.
+ *
+ * The model (Cupcake, thesis section 5.3.1): after the forward pass
+ * (forward seconds), backward computes the tensors' gradients in the
+ * given order, tensor i taking backward[i] seconds.  A group of
+ * consecutive tensors is ready when its last gradient is; it is then
+ * encoded on the compute stream (delaying the backward of later tensors,
+ * as a GPU kernel would), and communicated on the one communication
+ * stream, in group order, as soon as that stream is free; the decoding
+ * of what arrives runs on the communication side.  The step ends when
+ * both streams are done.  A group of x bytes costs
+ *
+ *     uncompressed:  h = 0,
+ *                    g = alpha + beta_allreduce * x
+ *     codec c:       h = encode_fixed + encode_per_byte * x
+ *                    g = alpha + beta * ratio * x + m * decode(x)
+ *
+ * where a summable codec is all-reduced as encoded (beta_allreduce,
+ * m = 1) and any other is all-gathered (beta_allgather per byte a rank
+ * sends, m = ranks decodes).  These are alpha-beta lines; with a
+ * communicator, tacl_planner_comm_fit() fits them to tacl_comm_estimate.
+ *
+ * The search (Algorithm 5.1, with both prunings of Theorem 5.1) is exact
+ * for this model: every cost is affine in the bytes with non-negative
+ * coefficients, which is what the prunings need (docs/design/
+ * compression.md gives the argument).  Each codec option is searched
+ * with every group under it, as the thesis searches for one compression
+ * algorithm; then each group may switch to another option where the
+ * timeline gets shorter.  The plan returned is never predicted slower
+ * than the best uncompressed fusion, which is one of the candidates.
+ */
+#ifndef TACL_PLANNER_H
+#define TACL_PLANNER_H
+
+#include <stddef.h>
+
+#include "tacl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A model's profile: tensors in the order their gradients are ready. */
+typedef struct {
+    int ntensors;
+    const double *bytes;    /**< gradient bytes of each tensor */
+    const double *backward; /**< backward seconds of each tensor */
+    double forward;         /**< forward seconds of the step */
+} tacl_planner_model_t;
+
+/** A codec's measured costs on this machine. */
+typedef struct {
+    char name[32];          /**< tacl_codec_find's name */
+    double encode_fixed;    /**< seconds a call */
+    double encode_per_byte; /**< seconds per input byte */
+    double decode_fixed;
+    double decode_per_byte;
+    double ratio; /**< encoded bytes per input byte */
+    int summable; /**< all-reduced as encoded (1) or gathered */
+} tacl_planner_codec_t;
+
+/** The communication cost lines (seconds = alpha + beta * bytes). */
+typedef struct {
+    int ranks;
+    double alpha;          /**< seconds a collective */
+    double beta_allreduce; /**< seconds per byte all-reduced */
+    double beta_allgather; /**< seconds per byte a rank contributes */
+} tacl_planner_comm_t;
+
+/** Option of a group: uncompressed, or an index into the codecs. */
+#define TACL_PLANNER_NONE (-1)
+
+/** A plan: groups of consecutive tensors and an option each. */
+typedef struct {
+    int ngroups;
+    int *first;               /**< first tensor of each group, increasing */
+    int *option;              /**< TACL_PLANNER_NONE or a codec index */
+    double step_time;         /**< predicted seconds of the step */
+    double uncompressed_time; /**< best uncompressed fusion's */
+    double layerwise_time;    /**< uncompressed, one call a tensor */
+    long visited;             /**< search states the planner expanded */
+} tacl_planner_plan_t;
+
+/** The planner's view of one problem (prefix sums, options). */
+typedef struct tacl_planner tacl_planner_t;
+
+/**
+ * Check the profile and prepare a planner for it (the arrays are copied).
+ * TACL_ERR_INVALID_ARG with tacl_planner_last_error() naming a negative
+ * or non-finite cost, a ratio of 0, no tensors, or a NULL pointer.
+ */
+tacl_status_t tacl_planner_create(const tacl_planner_model_t *model,
+                                  const tacl_planner_comm_t *comm,
+                                  const tacl_planner_codec_t *codecs,
+                                  int ncodecs, tacl_planner_t **planner_p);
+void tacl_planner_destroy(tacl_planner_t *planner);
+
+/** Why the calling thread's last planner call failed. */
+const char *tacl_planner_last_error(void);
+
+/** Compute (h) and communication (g) seconds of tensors first..last
+ *  under an option. */
+void tacl_planner_group_cost(const tacl_planner_t *planner, int option,
+                             int first, int last, double *h_p, double *g_p);
+
+/** Predicted step seconds of a plan (groups and options). */
+double tacl_planner_time(const tacl_planner_t *planner, int ngroups,
+                         const int *first, const int *option);
+
+/**
+ * Cupcake's search for one option (every group under it): the fastest
+ * grouping into first (room for ntensors entries) and *ngroups_p, its
+ * time into *time_p; states expanded into *visited_p (may be NULL).
+ */
+tacl_status_t tacl_planner_fuse(tacl_planner_t *planner, int option,
+                                int *first, int *ngroups_p, double *time_p,
+                                long *visited_p);
+
+/** The plan: the best option's fusion, refined per group, never
+ *  predicted slower than uncompressed.  Free with tacl_planner_plan_free. */
+tacl_status_t tacl_planner_plan(tacl_planner_t *planner,
+                                tacl_planner_plan_t *plan_p);
+void tacl_planner_plan_free(tacl_planner_plan_t *plan);
+
+/**
+ * Fit the communication lines to tacl_comm_estimate on comm (all-reduce
+ * of float32 and all-gather of bytes, from 64 KiB to 64 MiB).
+ */
+tacl_status_t tacl_planner_comm_fit(tacl_comm_t comm,
+                                    tacl_planner_comm_t *comm_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TACL_PLANNER_H */

@@ -1,0 +1,134 @@
+/*
+ * tacl-plan: the compression planner on a profile file.
+ *
+ *     tacl-plan PROFILE
+ *
+ * The profile is text, one item a line ('#' starts a comment):
+ *
+ *     forward SECONDS
+ *     comm RANKS ALPHA BETA_ALLREDUCE BETA_ALLGATHER
+ *     codec NAME ENC_FIXED ENC_PER_BYTE DEC_FIXED DEC_PER_BYTE RATIO SUMMABLE
+ *     tensor BYTES BACKWARD_SECONDS      (in gradient-ready order)
+ *
+ * It prints the groups (first and last tensor, bytes, option) and the
+ * predicted step time against uncompressed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner.h"
+
+#define MAX_CODECS 16
+
+typedef struct {
+    double *bytes, *back;
+    int n, cap;
+    double forward;
+    tacl_planner_comm_t comm;
+    tacl_planner_codec_t codecs[MAX_CODECS];
+    int ncodecs;
+} profile_t;
+
+static int add_tensor(profile_t *pf, double bytes, double back)
+{
+    if (pf->n == pf->cap) {
+        int cap = pf->cap ? 2 * pf->cap : 256;
+        double *b = realloc(pf->bytes, (size_t)cap * sizeof(double));
+        double *t = b ? realloc(pf->back, (size_t)cap * sizeof(double)) : 0;
+        if (b)
+            pf->bytes = b;
+        if (t == NULL)
+            return -1;
+        pf->back = t;
+        pf->cap = cap;
+    }
+    pf->bytes[pf->n] = bytes;
+    pf->back[pf->n++] = back;
+    return 0;
+}
+
+/* One line of the profile; -1 when it is not understood. */
+static int read_line(profile_t *pf, const char *line)
+{
+    tacl_planner_codec_t *k = &pf->codecs[pf->ncodecs];
+    tacl_planner_comm_t *c = &pf->comm;
+    double a, b;
+
+    if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line))
+        return 0;
+    if (sscanf(line, "forward %lf", &pf->forward) == 1)
+        return 0;
+    if (sscanf(line, "comm %d %lf %lf %lf", &c->ranks, &c->alpha,
+               &c->beta_allreduce, &c->beta_allgather) == 4)
+        return 0;
+    if (sscanf(line, "tensor %lf %lf", &a, &b) == 2)
+        return add_tensor(pf, a, b);
+    if (pf->ncodecs < MAX_CODECS &&
+        sscanf(line, "codec %31s %lf %lf %lf %lf %lf %d", k->name,
+               &k->encode_fixed, &k->encode_per_byte, &k->decode_fixed,
+               &k->decode_per_byte, &k->ratio, &k->summable) == 7) {
+        pf->ncodecs++;
+        return 0;
+    }
+    return -1;
+}
+
+static void print_plan(const profile_t *pf, const tacl_planner_plan_t *plan)
+{
+    printf("# %d tensors, %d groups, %ld search states\n", pf->n,
+           plan->ngroups, plan->visited);
+    printf("%-8s %-8s %14s  %s\n", "first", "last", "bytes", "option");
+    for (int g = 0; g < plan->ngroups; g++) {
+        int last = g + 1 < plan->ngroups ? plan->first[g + 1] - 1 : pf->n - 1;
+        double bytes = 0;
+        for (int i = plan->first[g]; i <= last; i++)
+            bytes += pf->bytes[i];
+        printf("%-8d %-8d %14.0f  %s\n", plan->first[g], last, bytes,
+               plan->option[g] == TACL_PLANNER_NONE
+                   ? "none"
+                   : pf->codecs[plan->option[g]].name);
+    }
+    printf("step %.6f s; uncompressed %.6f s (fused), %.6f s (layer-wise); "
+           "speedup %.3fx\n",
+           plan->step_time, plan->uncompressed_time, plan->layerwise_time,
+           plan->uncompressed_time / plan->step_time);
+}
+
+int main(int argc, char **argv)
+{
+    profile_t pf = {.comm = {.ranks = 1}};
+    tacl_planner_model_t model;
+    tacl_planner_plan_t plan;
+    tacl_planner_t *planner;
+    char line[512];
+    int lineno = 0, rc = 1;
+    FILE *f;
+
+    if (argc != 2 || (f = fopen(argv[1], "r")) == NULL) {
+        fprintf(stderr, "usage: tacl-plan PROFILE (a readable file)\n");
+        return 2;
+    }
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (++lineno && read_line(&pf, line) != 0) {
+            fprintf(stderr, "tacl-plan: %s:%d: not understood: %s", argv[1],
+                    lineno, line);
+            goto out;
+        }
+    model = (tacl_planner_model_t){pf.n, pf.bytes, pf.back, pf.forward};
+    if (tacl_planner_create(&model, &pf.comm, pf.codecs, pf.ncodecs,
+                            &planner) != TACL_OK ||
+        tacl_planner_plan(planner, &plan) != TACL_OK) {
+        fprintf(stderr, "tacl-plan: %s\n", tacl_planner_last_error());
+        goto out;
+    }
+    print_plan(&pf, &plan);
+    tacl_planner_plan_free(&plan);
+    tacl_planner_destroy(planner);
+    rc = 0;
+out:
+    fclose(f);
+    free(pf.bytes);
+    free(pf.back);
+    return rc;
+}

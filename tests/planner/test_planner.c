@@ -1,0 +1,187 @@
+/*
+ * The planner: Cupcake's search (with its prunings and the dominance
+ * pruning) against exhaustive search of every contiguous grouping, in the
+ * same timeline model, on 1,000 random profiles of at most 20 tensors, for
+ * each option; the plan never predicted slower than uncompressed; bad
+ * profiles refused with a message naming what is wrong.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "planner.h"
+#include "rng.h"
+
+#define NPROFILES 1000
+#define MAX_TENSORS 20
+
+static tt_rng_t rng = {0x9e3779b97f4a7c15ull};
+
+static double uniform(double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(tt_rng_next(&rng) >> 11) * 0x1p-53;
+}
+
+/* log-uniform in [lo, hi] */
+static double spread(double lo, double hi)
+{
+    return lo * pow(hi / lo, uniform(0, 1));
+}
+
+typedef struct {
+    double bytes[MAX_TENSORS], back[MAX_TENSORS];
+    tacl_planner_model_t model;
+    tacl_planner_comm_t comm;
+    tacl_planner_codec_t codecs[2];
+} profile_t;
+
+/* A random profile: sizes, backward times, network and two codecs (a
+ * summable cast and a gathered sparsifier) over wide ranges, so that
+ * compression wins in some and loses in others. */
+static void random_profile(profile_t *pf, int n)
+{
+    for (int i = 0; i < n; i++) {
+        pf->bytes[i] = floor(spread(1e3, 64e6));
+        pf->back[i] = spread(1e-5, 5e-3);
+    }
+    pf->model = (tacl_planner_model_t){n, pf->bytes, pf->back,
+                                       spread(1e-3, 3e-2)};
+    pf->comm =
+        (tacl_planner_comm_t){.ranks = 2 + (int)(tt_rng_next(&rng) % 15),
+                              .alpha = spread(5e-6, 1e-3),
+                              .beta_allreduce = 2.0 / spread(1e8, 1e11),
+                              .beta_allgather = 1.0 / spread(1e8, 1e11)};
+    pf->codecs[0] = (tacl_planner_codec_t){"fp16",
+                                           spread(5e-6, 2e-4),
+                                           1.0 / spread(1e10, 1e12),
+                                           spread(5e-6, 2e-4),
+                                           1.0 / spread(1e10, 1e12),
+                                           0.5,
+                                           1};
+    pf->codecs[1] = (tacl_planner_codec_t){"topk",
+                                           spread(5e-5, 2e-3),
+                                           1.0 / spread(1e9, 1e11),
+                                           spread(5e-6, 5e-4),
+                                           1.0 / spread(1e10, 1e12),
+                                           spread(0.005, 0.1),
+                                           0};
+}
+
+/* The best end of every grouping of tensors k.. from a state: all of the
+ * 2^(n-1) contiguous groupings, each group under option. */
+static void exhaustive(const tacl_planner_t *p, const profile_t *pf, int opt,
+                       int k, double cmp, double q, double *best)
+{
+    int n = pf->model.ntensors;
+    double back = 0.0;
+
+    if (k == n) {
+        *best = fmin(*best, fmax(cmp, q));
+        return;
+    }
+    for (int i = k; i < n; i++) {
+        double h, g, ready;
+        back += pf->back[i];
+        tacl_planner_group_cost(p, opt, k, i, &h, &g);
+        ready = cmp + back + h;
+        exhaustive(p, pf, opt, i + 1, ready, fmax(ready, q) + g, best);
+    }
+}
+
+static int same_time(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
+}
+
+Test(planner, cupcake_equals_exhaustive_search, .timeout = 300)
+{
+    int compressed = 0, refused = 0, options[MAX_TENSORS], first[MAX_TENSORS];
+
+    for (int pi = 0; pi < NPROFILES; pi++) {
+        int n = 1 + (int)(tt_rng_next(&rng) % MAX_TENSORS), ngroups;
+        tacl_planner_plan_t plan;
+        tacl_planner_t *p;
+        profile_t pf;
+        double best_none = INFINITY, best_any = INFINITY;
+
+        random_profile(&pf, n);
+        cr_assert_eq(tacl_planner_create(&pf.model, &pf.comm, pf.codecs, 2,
+                                         &p),
+                     TACL_OK, "%s", tacl_planner_last_error());
+        for (int o = TACL_PLANNER_NONE; o < 2; o++) {
+            double t, best = INFINITY;
+            cr_assert_eq(tacl_planner_fuse(p, o, first, &ngroups, &t, NULL),
+                         TACL_OK);
+            exhaustive(p, &pf, o, 0, 0.0, 0.0, &best);
+            best += pf.model.forward;
+            cr_assert(same_time(t, best),
+                      "profile %d (%d tensors), option %d: cupcake %.12g, "
+                      "exhaustive %.12g",
+                      pi, n, o, t, best);
+            for (int gi = 0; gi < ngroups; gi++)
+                options[gi] = o;
+            cr_assert(same_time(tacl_planner_time(p, ngroups, first, options),
+                                t),
+                      "the grouping returned takes the time returned");
+            if (o == TACL_PLANNER_NONE)
+                best_none = best;
+            best_any = fmin(best_any, best);
+        }
+        cr_assert_eq(tacl_planner_plan(p, &plan), TACL_OK);
+        cr_assert(same_time(plan.uncompressed_time, best_none));
+        cr_assert_leq(plan.step_time, plan.uncompressed_time,
+                      "profile %d: the plan is slower than uncompressed", pi);
+        cr_assert_leq(plan.step_time, best_any * (1 + 1e-9),
+                      "profile %d: the plan misses the best option", pi);
+        cr_assert_leq(plan.uncompressed_time,
+                      plan.layerwise_time * 1.0000001);
+        cr_assert(same_time(plan.step_time,
+                            tacl_planner_time(p, plan.ngroups, plan.first,
+                                              plan.option)));
+        for (int gi = 0; gi < plan.ngroups; gi++)
+            if (plan.option[gi] != TACL_PLANNER_NONE) {
+                compressed++;
+                break;
+            }
+        refused += plan.step_time == plan.uncompressed_time;
+        tacl_planner_plan_free(&plan);
+        tacl_planner_destroy(p);
+    }
+    /* The profiles cover both sides: compression wins in some. */
+    cr_assert(compressed > 50 && refused > 50, "compressed %d, refused %d",
+              compressed, refused);
+}
+
+Test(planner, bad_profiles_are_refused_by_name)
+{
+    double bytes[2] = {100, -1}, back[2] = {1e-3, 1e-3};
+    tacl_planner_model_t m = {2, bytes, back, 1e-3};
+    tacl_planner_comm_t c = {.ranks = 2,
+                             .alpha = 1e-5,
+                             .beta_allreduce = 1e-9,
+                             .beta_allgather = 1e-9};
+    tacl_planner_codec_t k = {"z", 0, 0, 0, 0, 0.0, 0};
+    tacl_planner_t *p = NULL;
+
+    cr_assert_eq(tacl_planner_create(&m, &c, NULL, 0, &p),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_planner_last_error(), "tensor 1") != NULL, "%s",
+              tacl_planner_last_error());
+    bytes[1] = 5;
+    cr_assert_eq(tacl_planner_create(&m, &c, &k, 1, &p),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_planner_last_error(), "codec 0 (z)") != NULL);
+    m.ntensors = 0;
+    cr_assert_eq(tacl_planner_create(&m, &c, NULL, 0, &p),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_planner_last_error(), "0 tensors") != NULL);
+    cr_assert_null(p, "the output is set only on success");
+    m.ntensors = 2;
+    cr_assert_eq(tacl_planner_create(&m, &c, NULL, 0, &p), TACL_OK);
+    int first[2], ng;
+    double t;
+    cr_assert_eq(tacl_planner_fuse(p, 0, first, &ng, &t, NULL),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_planner_last_error(), "option 0") != NULL);
+    tacl_planner_destroy(p);
+}
