@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "planner.h"
@@ -184,4 +185,59 @@ Test(planner, bad_profiles_are_refused_by_name)
                  TACL_ERR_INVALID_ARG);
     cr_assert(strstr(tacl_planner_last_error(), "option 0") != NULL);
     tacl_planner_destroy(p);
+}
+
+/* Two ranks as threads of this process: the fitted lines follow
+ * tacl_comm_estimate at a size between the fitted ones.  The threads
+ * record; the test's own thread asserts. */
+static tacl_unique_id_t fit_id;
+
+typedef struct {
+    int rank;
+    tacl_status_t st;
+    tacl_planner_comm_t c;
+    tacl_sim_info_t ar, ag;
+} fit_rank_t;
+
+#define FIT_BYTES ((size_t)3 << 20)
+
+static void *fit_rank(void *arg)
+{
+    fit_rank_t *f = arg;
+    tacl_comm_t comm;
+
+    f->st = tacl_comm_init_rank(2, &fit_id, f->rank, &comm);
+    if (f->st != TACL_OK)
+        return NULL;
+    f->st = tacl_planner_comm_fit(comm, &f->c);
+    if (f->st == TACL_OK)
+        f->st = tacl_comm_estimate(comm, TACL_COLL_ALLREDUCE, FIT_BYTES / 4,
+                                   TACL_FLOAT32, TACL_SUM, 0, &f->ar);
+    if (f->st == TACL_OK)
+        f->st = tacl_comm_estimate(comm, TACL_COLL_ALLGATHER, FIT_BYTES,
+                                   TACL_UINT8, TACL_SUM, 0, &f->ag);
+    tacl_comm_destroy(comm);
+    return NULL;
+}
+
+Test(planner, comm_lines_fit_the_estimate, .timeout = 120)
+{
+    fit_rank_t f[2] = {{.rank = 0}, {.rank = 1}};
+    pthread_t t[2];
+
+    cr_assert_eq(tacl_get_unique_id(&fit_id), TACL_OK);
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(pthread_create(&t[r], NULL, fit_rank, &f[r]), 0);
+    for (int r = 0; r < 2; r++) {
+        const tacl_planner_comm_t *c = &f[r].c;
+        pthread_join(t[r], NULL);
+        cr_assert_eq(f[r].st, TACL_OK, "rank %d: %s / %s", r,
+                     tacl_last_error(), tacl_planner_last_error());
+        cr_assert_eq(c->ranks, 2);
+        cr_assert(c->beta_allreduce > 0 && c->beta_allgather > 0);
+        cr_assert_float_eq(c->alpha + c->beta_allreduce * (double)FIT_BYTES,
+                           f[r].ar.seconds, 0.1 * f[r].ar.seconds);
+        cr_assert_float_eq(c->alpha + c->beta_allgather * (double)FIT_BYTES,
+                           f[r].ag.seconds, 0.1 * f[r].ag.seconds);
+    }
 }
