@@ -147,12 +147,12 @@ static void fuse_bootstrap(fuse_search_t *s, int *opt)
         s->cur[i] = i;
         opt[i] = s->option;
     }
-    s->best = tacl_planner_time(p, p->n, s->cur, opt) - p->forward;
+    s->best = tacl_planner_time(p, p->n, s->cur, opt, NULL) - p->forward;
     s->best_n = p->n;
     memcpy(s->best_first, s->cur, (size_t)p->n * sizeof(int));
     for (int m = 1; m <= BOOT_SPLITS && m < p->n; m++) {
         int ng = even_split(s, m);
-        double t = tacl_planner_time(p, ng, s->cur, opt) - p->forward;
+        double t = tacl_planner_time(p, ng, s->cur, opt, NULL) - p->forward;
         if (t < s->best) {
             s->best = t;
             s->best_n = ng;

@@ -163,17 +163,39 @@ void tacl_planner_group_cost(const tacl_planner_t *p, int option, int first,
         *g_p = c->alpha + c->beta_allgather * k->ratio * x + c->ranks * dec;
 }
 
-double tacl_planner_time(const tacl_planner_t *p, int ngroups,
-                         const int *first, const int *option)
+double tacl__planner_timeline(const tacl_planner_t *p, int ngroups,
+                              const int *first, const int *option,
+                              const int *on_cpu, int *gap_before)
 {
-    double cmp = 0.0, q = 0.0;
+    double cmp = 0.0, cpu = 0.0, q = 0.0;
 
     for (int gi = 0; gi < ngroups; gi++) {
-        int last = gi + 1 < ngroups ? first[gi + 1] - 1 : p->n - 1;
-        double h, g;
-        tacl_planner_group_cost(p, option[gi], first[gi], last, &h, &g);
-        cmp += planner_back(p, first[gi], last) + h;
-        q = fmax(cmp, q) + g;
+        int f = first ? first[gi] : gi;
+        int last = gi + 1 == ngroups ? p->n - 1
+                   : first           ? first[gi + 1] - 1
+                                     : gi;
+        double h, g, ready;
+        tacl_planner_group_cost(p, option[gi], f, last, &h, &g);
+        cmp += planner_back(p, f, last);
+        if (on_cpu && on_cpu[gi] && option[gi] != TACL_PLANNER_NONE) {
+            const tacl_planner_codec_t *k = &p->codecs[option[gi]];
+            cpu = fmax(cpu, cmp) + k->cpu_encode_fixed +
+                  k->cpu_encode_per_byte * planner_bytes(p, f, last);
+            ready = cpu;
+        } else {
+            cmp += h;
+            ready = cmp;
+        }
+        if (gap_before != NULL)
+            gap_before[gi] = gi > 0 && ready > q;
+        q = fmax(ready, q) + g;
     }
-    return p->forward + fmax(cmp, q);
+    return p->forward + fmax(fmax(cmp, cpu), q);
+}
+
+double tacl_planner_time(const tacl_planner_t *p, int ngroups,
+                         const int *first, const int *option,
+                         const int *on_cpu)
+{
+    return tacl__planner_timeline(p, ngroups, first, option, on_cpu, NULL);
 }

@@ -60,6 +60,10 @@ typedef struct {
     double decode_per_byte;
     double ratio; /**< encoded bytes per input byte */
     int summable; /**< all-reduced as encoded (1) or gathered */
+    /** Encoding on the progress thread instead of the device (Espresso's
+     *  "CPU"); both 0: the codec has no such kernel. */
+    double cpu_encode_fixed;
+    double cpu_encode_per_byte;
 } tacl_planner_codec_t;
 
 /** The communication cost lines (seconds = alpha + beta * bytes). */
@@ -78,6 +82,7 @@ typedef struct {
     int ngroups;
     int *first;               /**< first tensor of each group, increasing */
     int *option;              /**< TACL_PLANNER_NONE or a codec index */
+    int *on_cpu;              /**< 1: encoded on the progress thread */
     double step_time;         /**< predicted seconds of the step */
     double uncompressed_time; /**< best uncompressed fusion's */
     double layerwise_time;    /**< uncompressed, one call a tensor */
@@ -106,9 +111,11 @@ const char *tacl_planner_last_error(void);
 void tacl_planner_group_cost(const tacl_planner_t *planner, int option,
                              int first, int last, double *h_p, double *g_p);
 
-/** Predicted step seconds of a plan (groups and options). */
+/** Predicted step seconds of a plan: groups, options, and where each
+ *  group is encoded (on_cpu[g]: the progress thread; NULL: the device). */
 double tacl_planner_time(const tacl_planner_t *planner, int ngroups,
-                         const int *first, const int *option);
+                         const int *first, const int *option,
+                         const int *on_cpu);
 
 /**
  * Cupcake's search for one option (every group under it): the fastest
@@ -119,11 +126,40 @@ tacl_status_t tacl_planner_fuse(tacl_planner_t *planner, int option,
                                 int *first, int *ngroups_p, double *time_p,
                                 long *visited_p);
 
-/** The plan: the best option's fusion, refined per group, never
- *  predicted slower than uncompressed.  Free with tacl_planner_plan_free. */
+/** The plan: the best option's fusion, refined per group, or Espresso's
+ *  per-tensor decisions (tacl_planner_decide) where they are faster;
+ *  never predicted slower than uncompressed.  Free with
+ *  tacl_planner_plan_free. */
 tacl_status_t tacl_planner_plan(tacl_planner_t *planner,
                                 tacl_planner_plan_t *plan_p);
 void tacl_planner_plan_free(tacl_planner_plan_t *plan);
+
+/**
+ * Espresso's per-tensor decisions (thesis section 4.7), one collective a
+ * tensor.  Each tensor is uncompressed or under a codec, encoded on the
+ * compute stream (the device) or, where the codec has CPU costs, on the
+ * progress thread (a third stream, in readiness order); communication
+ * keeps one stream in tensor order.
+ *
+ * First the device decisions (Algorithm 4.1): tensors visited by size,
+ * largest first, nearer the output layer first among equals (Property
+ * 2); for each, the option of least step time with the others kept
+ * (Property 3); uncompressed tensors communicated before a bubble of
+ * the communication timeline are never compressed (Property 1).  Then
+ * the offload counts (Algorithm 4.2): compressed tensors grouped by size
+ * and codec, and every vector of counts u_i tried, the u_i tensors of a
+ * group farthest from the output layer going to the progress thread
+ * (Lemma 4.1); past 2^16 vectors the counts are improved one group at a
+ * time instead.  codec[i] is TACL_PLANNER_NONE or a codec index and
+ * on_cpu[i] 0 or 1; *time_p the predicted step seconds, never more than
+ * uncompressed.
+ */
+tacl_status_t tacl_planner_decide(tacl_planner_t *planner, int *codec,
+                                  int *on_cpu, double *time_p);
+
+/** Predicted step seconds of per-tensor decisions (one call a tensor). */
+double tacl_planner_time_decided(const tacl_planner_t *planner,
+                                 const int *codec, const int *on_cpu);
 
 /**
  * Fit the communication lines to tacl_comm_estimate on comm (all-reduce

@@ -33,6 +33,16 @@ static inline double planner_back(const tacl_planner_t *p, int first,
 }
 
 /**
+ * The timeline of planner.h: groups (first NULL: one a tensor) under
+ * options, encoded on the progress thread where on_cpu[g] (NULL: none
+ * is); gap_before[g], when given, says whether group g's communication
+ * waited on the stream being idle (a bubble).  The step's seconds.
+ */
+double tacl__planner_timeline(const tacl_planner_t *p, int ngroups,
+                              const int *first, const int *option,
+                              const int *on_cpu, int *gap_before);
+
+/**
  * tacl_planner_fuse, looking only for a step shorter than cutoff seconds
  * (the best another option reached): none found is *ngroups_p = 0 and
  * *time_p = INFINITY.  A cutoff makes the optimistic outcome prune from

@@ -8,10 +8,12 @@
  *     forward SECONDS
  *     comm RANKS ALPHA BETA_ALLREDUCE BETA_ALLGATHER
  *     codec NAME ENC_FIXED ENC_PER_BYTE DEC_FIXED DEC_PER_BYTE RATIO SUMMABLE
+ *           [CPU_ENC_FIXED CPU_ENC_PER_BYTE]
  *     tensor BYTES BACKWARD_SECONDS      (in gradient-ready order)
  *
  * It prints the groups (first and last tensor, bytes, option) and the
- * predicted step time against uncompressed.
+ * predicted step time against uncompressed, then Espresso's per-tensor
+ * decisions with one call a tensor.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,9 +67,10 @@ static int read_line(profile_t *pf, const char *line)
     if (sscanf(line, "tensor %lf %lf", &a, &b) == 2)
         return add_tensor(pf, a, b);
     if (pf->ncodecs < MAX_CODECS &&
-        sscanf(line, "codec %31s %lf %lf %lf %lf %lf %d", k->name,
+        sscanf(line, "codec %31s %lf %lf %lf %lf %lf %d %lf %lf", k->name,
                &k->encode_fixed, &k->encode_per_byte, &k->decode_fixed,
-               &k->decode_per_byte, &k->ratio, &k->summable) == 7) {
+               &k->decode_per_byte, &k->ratio, &k->summable,
+               &k->cpu_encode_fixed, &k->cpu_encode_per_byte) >= 7) {
         pf->ncodecs++;
         return 0;
     }
@@ -84,15 +87,37 @@ static void print_plan(const profile_t *pf, const tacl_planner_plan_t *plan)
         double bytes = 0;
         for (int i = plan->first[g]; i <= last; i++)
             bytes += pf->bytes[i];
-        printf("%-8d %-8d %14.0f  %s\n", plan->first[g], last, bytes,
+        printf("%-8d %-8d %14.0f  %s%s\n", plan->first[g], last, bytes,
                plan->option[g] == TACL_PLANNER_NONE
                    ? "none"
-                   : pf->codecs[plan->option[g]].name);
+                   : pf->codecs[plan->option[g]].name,
+               plan->on_cpu[g] ? " (cpu)" : "");
     }
     printf("step %.6f s; uncompressed %.6f s (fused), %.6f s (layer-wise); "
            "speedup %.3fx\n",
            plan->step_time, plan->uncompressed_time, plan->layerwise_time,
            plan->uncompressed_time / plan->step_time);
+}
+
+/* Espresso's per-tensor decisions, one call a tensor. */
+static void print_decided(const profile_t *pf, tacl_planner_t *planner)
+{
+    int *codec = malloc((size_t)pf->n * sizeof(int));
+    int *on_cpu = malloc((size_t)pf->n * sizeof(int));
+    double t;
+
+    if (codec && on_cpu &&
+        tacl_planner_decide(planner, codec, on_cpu, &t) == TACL_OK) {
+        printf("# per tensor (one call each): step %.6f s\n", t);
+        for (int i = 0; i < pf->n; i++)
+            printf("tensor %-6d %s%s\n", i,
+                   codec[i] == TACL_PLANNER_NONE ? "none"
+                                                 : pf->codecs[codec[i]].name,
+                   codec[i] != TACL_PLANNER_NONE && on_cpu[i] ? " (cpu)"
+                                                              : "");
+    }
+    free(codec);
+    free(on_cpu);
 }
 
 int main(int argc, char **argv)
@@ -123,6 +148,7 @@ int main(int argc, char **argv)
         goto out;
     }
     print_plan(&pf, &plan);
+    print_decided(&pf, planner);
     tacl_planner_plan_free(&plan);
     tacl_planner_destroy(planner);
     rc = 0;

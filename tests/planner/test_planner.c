@@ -58,13 +58,17 @@ static void random_profile(profile_t *pf, int n)
                                            spread(5e-6, 2e-4),
                                            1.0 / spread(1e10, 1e12),
                                            0.5,
-                                           1};
+                                           1,
+                                           0,
+                                           0};
     pf->codecs[1] = (tacl_planner_codec_t){"topk",
                                            spread(5e-5, 2e-3),
                                            1.0 / spread(1e9, 1e11),
                                            spread(5e-6, 5e-4),
                                            1.0 / spread(1e10, 1e12),
                                            spread(0.005, 0.1),
+                                           0,
+                                           0,
                                            0};
 }
 
@@ -121,7 +125,8 @@ Test(planner, cupcake_equals_exhaustive_search, .timeout = 300)
                       pi, n, o, t, best);
             for (int gi = 0; gi < ngroups; gi++)
                 options[gi] = o;
-            cr_assert(same_time(tacl_planner_time(p, ngroups, first, options),
+            cr_assert(same_time(tacl_planner_time(p, ngroups, first, options,
+                                                  NULL),
                                 t),
                       "the grouping returned takes the time returned");
             if (o == TACL_PLANNER_NONE)
@@ -138,7 +143,7 @@ Test(planner, cupcake_equals_exhaustive_search, .timeout = 300)
                       plan.layerwise_time * 1.0000001);
         cr_assert(same_time(plan.step_time,
                             tacl_planner_time(p, plan.ngroups, plan.first,
-                                              plan.option)));
+                                              plan.option, plan.on_cpu)));
         for (int gi = 0; gi < plan.ngroups; gi++)
             if (plan.option[gi] != TACL_PLANNER_NONE) {
                 compressed++;
@@ -161,7 +166,7 @@ Test(planner, bad_profiles_are_refused_by_name)
                              .alpha = 1e-5,
                              .beta_allreduce = 1e-9,
                              .beta_allgather = 1e-9};
-    tacl_planner_codec_t k = {"z", 0, 0, 0, 0, 0.0, 0};
+    tacl_planner_codec_t k = {"z", 0, 0, 0, 0, 0.0, 0, 0, 0};
     tacl_planner_t *p = NULL;
 
     cr_assert_eq(tacl_planner_create(&m, &c, NULL, 0, &p),
@@ -240,4 +245,94 @@ Test(planner, comm_lines_fit_the_estimate, .timeout = 120)
         cr_assert_float_eq(c->alpha + c->beta_allgather * (double)FIT_BYTES,
                            f[r].ag.seconds, 0.1 * f[r].ag.seconds);
     }
+}
+
+/*
+ * Espresso's decisions against brute force over the reduced option set
+ * {uncompressed, one codec on the device, that codec on the progress
+ * thread} for every tensor (3^n plans), n <= 12: within 5%, and never
+ * slower than uncompressed.
+ */
+#define ESPRESSO_PROFILES 200
+#define ESPRESSO_MAX 12
+
+static double brute_decided(const tacl_planner_t *p, int n, int *codec,
+                            int *on_cpu)
+{
+    int digit[ESPRESSO_MAX] = {0};
+    double best = INFINITY;
+
+    for (;;) {
+        int i = 0;
+        for (int k = 0; k < n; k++) {
+            codec[k] = digit[k] == 0 ? TACL_PLANNER_NONE : 0;
+            on_cpu[k] = digit[k] == 2;
+        }
+        best = fmin(best, tacl_planner_time_decided(p, codec, on_cpu));
+        while (i < n && digit[i] == 2)
+            digit[i++] = 0;
+        if (i == n)
+            return best;
+        digit[i]++;
+    }
+}
+
+Test(planner, espresso_within_five_percent_of_brute_force, .timeout = 300)
+{
+    int codec[ESPRESSO_MAX], on_cpu[ESPRESSO_MAX], first[ESPRESSO_MAX];
+    int compressed = 0, offloaded = 0;
+    double worst = 1.0;
+
+    for (int pi = 0; pi < ESPRESSO_PROFILES; pi++) {
+        int n = 1 + (int)(tt_rng_next(&rng) % ESPRESSO_MAX);
+        double t, brute, none;
+        tacl_planner_t *p;
+        profile_t pf;
+
+        random_profile(&pf, n);
+        pf.codecs[1].cpu_encode_fixed = spread(2e-6, 5e-5);
+        pf.codecs[1].cpu_encode_per_byte = pf.codecs[1].encode_per_byte *
+                                           spread(1, 20);
+        cr_assert_eq(tacl_planner_create(&pf.model, &pf.comm, &pf.codecs[1],
+                                         1, &p),
+                     TACL_OK);
+        cr_assert_eq(tacl_planner_decide(p, codec, on_cpu, &t), TACL_OK);
+        cr_assert(same_time(t, tacl_planner_time_decided(p, codec, on_cpu)));
+        for (int i = 0; i < n; i++) {
+            compressed += codec[i] != TACL_PLANNER_NONE;
+            offloaded += codec[i] != TACL_PLANNER_NONE && on_cpu[i];
+        }
+        /* On the device only, one call a tensor is the fusion model's
+         * layer-wise plan: the two timelines agree. */
+        for (int i = 0; i < n; i++) {
+            first[i] = i;
+            on_cpu[i] = 0;
+        }
+        cr_assert(same_time(tacl_planner_time_decided(p, codec, on_cpu),
+                            tacl_planner_time(p, n, first, codec, NULL)));
+        brute = brute_decided(p, n, codec, on_cpu);
+        for (int i = 0; i < n; i++)
+            codec[i] = TACL_PLANNER_NONE;
+        none = tacl_planner_time_decided(p, codec, on_cpu);
+        cr_assert_leq(t, none, "profile %d: slower than uncompressed", pi);
+        cr_assert_leq(t, brute * 1.05,
+                      "profile %d (%d tensors): espresso %.9g, brute force "
+                      "%.9g",
+                      pi, n, t, brute);
+        worst = fmax(worst, t / brute);
+        /* The plan weighs these decisions against fusion. */
+        tacl_planner_plan_t plan;
+        cr_assert_eq(tacl_planner_plan(p, &plan), TACL_OK);
+        cr_assert_leq(plan.step_time, t * (1 + 1e-12));
+        cr_assert(same_time(plan.step_time,
+                            tacl_planner_time(p, plan.ngroups, plan.first,
+                                              plan.option, plan.on_cpu)));
+        tacl_planner_plan_free(&plan);
+        tacl_planner_destroy(p);
+    }
+    cr_log_info("espresso: worst ratio to brute force %.4f; %d tensors "
+                "compressed, %d of them on the progress thread",
+                worst, compressed, offloaded);
+    cr_assert(compressed > 0 && offloaded > 0, "compressed %d, offloaded %d",
+              compressed, offloaded);
 }
