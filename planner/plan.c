@@ -2,10 +2,11 @@
  * The plan: Cupcake's fusion for each option (uncompressed and every
  * codec), the fastest taken, then each group allowed to switch to another
  * option where the whole timeline gets shorter (a local step, not a
- * search).  The refusal: a plan predicted slower than the best uncompressed fusion is
- * never returned; that fusion is returned instead.  Espresso's per-tensor
- * decisions (espresso.c) are the last candidate: one group a tensor,
- * each with its own option and encoder, taken where they are faster.
+ * search).  Espresso's per-tensor decisions (espresso.c) are the last
+ * candidate: one group a tensor, each with its own option and encoder,
+ * taken where they are faster.  The refusal: a plan predicted slower
+ * than the best uncompressed fusion is never returned; that fusion is
+ * returned instead.
  */
 #include <math.h>
 #include <stdlib.h>

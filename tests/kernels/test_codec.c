@@ -411,3 +411,35 @@ Test(codec, a_registered_codec_is_found_and_run)
     cr_assert_eq(y[0], 10.0f);
     cr_assert_eq(y[3], 0.0f);
 }
+
+/* An empty buffer in the list (NULL, count 0) is valid: every codec
+ * encodes the others and decodes them back in place (exactly, but for
+ * the quantizers' half step and sign's magnitudes). */
+Test(codec, an_empty_buffer_in_the_list_is_skipped)
+{
+    const char *names[] = {"fp16", "bf16",      "int8",  "int4",
+                           "topk", "threshold", "randk", "sign"};
+    float x[5] = {0.5f, -1, 2, -4, 8}, y[5];
+    float *xs[3] = {x, NULL, x + 2}, *ys[3] = {y, NULL, y + 2};
+    size_t c[3] = {2, 0, 3}, bytes;
+    uint8_t enc[256];
+
+    for (int n = 0; n < 8; n++) {
+        tacl_codec_params_t p = {.density = 1, .bits = n == 3 ? 4 : 8};
+        const tacl_codec_t *cd = find(names[n]);
+        memset(y, 0, sizeof(y));
+        cr_assert_eq(tacl_codec_encode(cd, &p, 3, (const float *const *)xs, c,
+                                       NULL, enc, sizeof(enc), &bytes),
+                     TACL_OK, "%s: %s", names[n], tacl_last_error());
+        cr_assert_eq(tacl_codec_decode(cd, &p, enc, bytes, 3, ys, c), TACL_OK,
+                     "%s: %s", names[n], tacl_last_error());
+        for (int i = 0; i < 5; i++) {
+            double tol = n == 2 ? 8.0 / 127 / 2 : n == 3 ? 8.0 / 7 / 2 : 0;
+            if (n == 7) /* sign keeps only the signs */
+                cr_assert_eq(y[i] < 0, x[i] < 0, "sign [%d]", i);
+            else
+                cr_assert_leq(fabs(y[i] - x[i]), tol, "%s [%d]: %g for %g",
+                              names[n], i, y[i], x[i]);
+        }
+    }
+}
