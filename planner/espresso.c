@@ -12,6 +12,7 @@
  * options here are a codec (with its one scheme: all-reduce if summable,
  * all-gather otherwise) on the device or on the progress thread.
  */
+#define _GNU_SOURCE /* qsort_r */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +36,12 @@ double tacl_planner_time_decided(const tacl_planner_t *planner,
 }
 
 /* Property 2: tensors by size, largest first, then nearer the output
- * layer (earlier in gradient-ready order). */
-static const tacl_planner_t *order_planner;
-
-static int by_size_then_output(const void *a, const void *b)
+ * layer (earlier in gradient-ready order).  For qsort_r. */
+static int by_size_then_output(const void *a, const void *b, void *arg)
 {
+    const tacl_planner_t *p = arg;
     int i = *(const int *)a, j = *(const int *)b;
-    double si = planner_bytes(order_planner, i, i);
-    double sj = planner_bytes(order_planner, j, j);
+    double si = planner_bytes(p, i, i), sj = planner_bytes(p, j, j);
 
     if (si != sj)
         return si > sj ? -1 : 1;
@@ -246,8 +245,7 @@ tacl_status_t tacl_planner_decide(tacl_planner_t *p, int *codec, int *on_cpu,
         on_cpu[i] = 0;
         removed[i] = 0;
     }
-    order_planner = p;
-    qsort(order, (size_t)p->n, sizeof(int), by_size_then_output);
+    qsort_r(order, (size_t)p->n, sizeof(int), by_size_then_output, p);
     best = option_pass(p, order, 0, codec, on_cpu, gap, removed);
     best = offload_pass(p, codec, on_cpu, scratch, best);
     /* A second sweep: tensors the device pass left uncompressed (its
