@@ -20,7 +20,7 @@
 #include "planner_int.h"
 
 /* Most offload-count vectors tried exhaustively (Theorem 4.1's product). */
-#define OFFLOAD_MAX_VECTORS 65536
+#define OFFLOAD_MAX_VECTORS 4096
 
 /* The timeline with one group a tensor (model.c). */
 static double decided_time(const tacl_planner_t *p, const int *codec,

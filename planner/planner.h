@@ -149,7 +149,7 @@ void tacl_planner_plan_free(tacl_planner_plan_t *plan);
  * the offload counts (Algorithm 4.2): compressed tensors grouped by size
  * and codec, and every vector of counts u_i tried, the u_i tensors of a
  * group farthest from the output layer going to the progress thread
- * (Lemma 4.1); past 2^16 vectors the counts are improved one group at a
+ * (Lemma 4.1); past 2^12 vectors the counts are improved one group at a
  * time instead.  codec[i] is TACL_PLANNER_NONE or a codec index and
  * on_cpu[i] 0 or 1; *time_p the predicted step seconds, never more than
  * uncompressed.
