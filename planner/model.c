@@ -40,6 +40,7 @@ static tacl_status_t check_codecs(const tacl_planner_codec_t *codecs,
 {
     for (int c = 0; c < ncodecs; c++) {
         const tacl_planner_codec_t *k = &codecs[c];
+        const tacl_codec_t *found;
         if (!cost_ok(k->encode_fixed) || !cost_ok(k->encode_per_byte) ||
             !cost_ok(k->decode_fixed) || !cost_ok(k->decode_per_byte) ||
             !(k->ratio > 0.0) || !isfinite(k->ratio))
@@ -48,6 +49,11 @@ static tacl_status_t check_codecs(const tacl_planner_codec_t *codecs,
                 "planner: codec %d (%s) has a negative or non-finite cost "
                 "or a ratio that is not positive",
                 c, k->name);
+        if (tacl_codec_find(k->name, &found) != TACL_OK)
+            return tacl__planner_fail(TACL_ERR_INVALID_ARG,
+                                      "planner: codec %d (%s) is not a codec "
+                                      "of tacl's: register it first",
+                                      c, k->name);
     }
     return TACL_OK;
 }

@@ -95,7 +95,8 @@ typedef struct tacl_planner tacl_planner_t;
 /**
  * Check the profile and prepare a planner for it (the arrays are copied).
  * TACL_ERR_INVALID_ARG with tacl_planner_last_error() naming a negative
- * or non-finite cost, a ratio of 0, no tensors, or a NULL pointer.
+ * or non-finite cost, a ratio of 0, a codec name tacl_codec_find does not
+ * know, no tensors, or a NULL pointer.
  */
 tacl_status_t tacl_planner_create(const tacl_planner_model_t *model,
                                   const tacl_planner_comm_t *comm,

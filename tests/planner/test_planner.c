@@ -177,6 +177,11 @@ Test(planner, bad_profiles_are_refused_by_name)
     cr_assert_eq(tacl_planner_create(&m, &c, &k, 1, &p),
                  TACL_ERR_INVALID_ARG);
     cr_assert(strstr(tacl_planner_last_error(), "codec 0 (z)") != NULL);
+    k.ratio = 0.5;
+    cr_assert_eq(tacl_planner_create(&m, &c, &k, 1, &p),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_planner_last_error(), "(z) is not a codec") != NULL,
+              "%s", tacl_planner_last_error());
     m.ntensors = 0;
     cr_assert_eq(tacl_planner_create(&m, &c, NULL, 0, &p),
                  TACL_ERR_INVALID_ARG);
