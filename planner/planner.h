@@ -10,8 +10,10 @@
  * encoded on the compute stream (delaying the backward of later tensors,
  * as a GPU kernel would), and communicated on the one communication
  * stream, in group order, as soon as that stream is free; the decoding
- * of what arrives runs on the communication side.  The step ends when
- * both streams are done.  A group of x bytes costs
+ * of what arrives runs on the communication side.  A group may instead
+ * be encoded on the library's progress thread (a third stream, with the
+ * codec's CPU costs), as Espresso offloads to the CPU.  The step ends
+ * when every stream is done.  A group of x bytes costs
  *
  *     uncompressed:  h = 0,
  *                    g = alpha + beta_allreduce * x
@@ -29,8 +31,10 @@
  * compression.md gives the argument).  Each codec option is searched
  * with every group under it, as the thesis searches for one compression
  * algorithm; then each group may switch to another option where the
- * timeline gets shorter.  The plan returned is never predicted slower
- * than the best uncompressed fusion, which is one of the candidates.
+ * timeline gets shorter, and Espresso's per-tensor decisions
+ * (tacl_planner_decide) are taken instead where they are faster.  The
+ * plan returned is never predicted slower than the best uncompressed
+ * fusion, which is one of the candidates.
  */
 #ifndef TACL_PLANNER_H
 #define TACL_PLANNER_H
