@@ -2,6 +2,7 @@
  * tacl-plan: the compression planner on a profile file.
  *
  *     tacl-plan PROFILE
+ *     tacl-run -n N tacl-plan --estimate PROFILE
  *
  * The profile is text, one item a line ('#' starts a comment):
  *
@@ -11,6 +12,8 @@
  *           [CPU_ENC_FIXED CPU_ENC_PER_BYTE]
  *     tensor BYTES BACKWARD_SECONDS      (in gradient-ready order)
  *
+ * With --estimate, under a launcher, the comm line is replaced by lines
+ * fitted to tacl_comm_estimate on the job's communicator.
  * It prints the groups (first and last tensor, bytes, option) and the
  * predicted step time against uncompressed, then Espresso's per-tensor
  * decisions with one call a tensor.
@@ -120,6 +123,37 @@ static void print_decided(const profile_t *pf, tacl_planner_t *planner)
     free(on_cpu);
 }
 
+/*
+ * --estimate: the communication lines from tacl_comm_estimate on the
+ * communicator of the launcher's job (tacl-run -n N tacl-plan ...), in
+ * place of the profile's comm line; *print_p is whether this rank prints.
+ */
+static int comm_from_estimate(profile_t *pf, int *print_p)
+{
+    tacl_comm_t comm;
+    int rank = 0;
+
+    if (tacl_comm_init_env(&comm) != TACL_OK) {
+        fprintf(stderr, "tacl-plan: --estimate needs a launcher: %s\n",
+                tacl_last_error());
+        return -1;
+    }
+    if (tacl_planner_comm_fit(comm, &pf->comm) != TACL_OK ||
+        tacl_comm_rank(comm, &rank) != TACL_OK) {
+        fprintf(stderr, "tacl-plan: %s\n", tacl_planner_last_error());
+        tacl_comm_destroy(comm);
+        return -1;
+    }
+    *print_p = rank == 0;
+    if (*print_p)
+        printf("# lines from tacl_comm_estimate on %d ranks: alpha %g s, "
+               "%g s/B all-reduced, %g s/B gathered\n",
+               pf->comm.ranks, pf->comm.alpha, pf->comm.beta_allreduce,
+               pf->comm.beta_allgather);
+    tacl_comm_destroy(comm);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     profile_t pf = {.comm = {.ranks = 1}};
@@ -127,19 +161,23 @@ int main(int argc, char **argv)
     tacl_planner_plan_t plan;
     tacl_planner_t *planner;
     char line[512];
-    int lineno = 0, rc = 1;
+    int lineno = 0, rc = 1, estimate, print = 1;
     FILE *f;
 
-    if (argc != 2 || (f = fopen(argv[1], "r")) == NULL) {
-        fprintf(stderr, "usage: tacl-plan PROFILE (a readable file)\n");
+    estimate = argc == 3 && strcmp(argv[1], "--estimate") == 0;
+    if (argc != 2 + estimate || (f = fopen(argv[argc - 1], "r")) == NULL) {
+        fprintf(stderr,
+                "usage: tacl-plan [--estimate] PROFILE (a readable file)\n");
         return 2;
     }
     while (fgets(line, sizeof(line), f) != NULL)
         if (++lineno && read_line(&pf, line) != 0) {
-            fprintf(stderr, "tacl-plan: %s:%d: not understood: %s", argv[1],
-                    lineno, line);
+            fprintf(stderr, "tacl-plan: %s:%d: not understood: %s",
+                    argv[argc - 1], lineno, line);
             goto out;
         }
+    if (estimate && comm_from_estimate(&pf, &print) != 0)
+        goto out;
     model = (tacl_planner_model_t){pf.n, pf.bytes, pf.back, pf.forward};
     if (tacl_planner_create(&model, &pf.comm, pf.codecs, pf.ncodecs,
                             &planner) != TACL_OK ||
@@ -147,8 +185,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "tacl-plan: %s\n", tacl_planner_last_error());
         goto out;
     }
-    print_plan(&pf, &plan);
-    print_decided(&pf, planner);
+    if (print) {
+        print_plan(&pf, &plan);
+        print_decided(&pf, planner);
+    }
     tacl_planner_plan_free(&plan);
     tacl_planner_destroy(planner);
     rc = 0;
