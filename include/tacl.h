@@ -1144,6 +1144,128 @@ tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap, int *found_p,
  */
 tacl_status_t tacl_snapshot_destroy(tacl_snapshot_t snap, int purge);
 
+/*
+ * Gradient codecs: compression as plug-ins.  A codec turns a list of
+ * float32 buffers (a fused group of gradients) into one encoded buffer and
+ * back; the list is encoded in one call, so a group pays the codec's fixed
+ * cost once.  Codecs are lossy and never chosen by tacl on its own.
+ *
+ * Built-ins, found by name with tacl_codec_find(): "fp16", "bf16" (casts),
+ * "int8", "int4" (the block quantizers of qwZ/qgZ: one float32 scale per
+ * block of each buffer), "topk" (the largest magnitudes of the whole
+ * group, with their indices), "threshold" (DGC: a threshold estimated
+ * from a sample, every value at or above it kept), "randk" (values at
+ * indices drawn from a seed every rank shares: no indices are sent) and
+ * "sign" (one bit a value and one scale, the mean magnitude, a buffer:
+ * EFSignSGD, onebit).  Each one's bound is in docs/design/compression.md.
+ *
+ * Error feedback (EF-SGD): pass errs, one caller-owned float32 buffer per
+ * input (or NULL entries), zero at first.  Encode then encodes x + e and
+ * leaves e = x + e - decode(encoded), the residual that the next step
+ * adds back.
+ */
+
+/** Codec parameters; a field a codec does not use is ignored. */
+typedef struct {
+    double density;  /**< topk, threshold, randk: share of values kept,
+                          in (0, 1] */
+    int bits;        /**< int8, int4: 8 or 4, the width of the name */
+    uint32_t block;  /**< int8, int4: values per scale (0: 256) */
+    uint64_t seed;   /**< randk: the seed every rank shares; change it
+                          every step (the step number will do) */
+} tacl_codec_params_t;
+
+/**
+ * Codec flags.  SUMMABLE: the encoded buffer is an array of the codec's
+ * sum_dtype, and adding two such arrays elementwise (an all-reduce SUM
+ * with that dtype) gives the encoding of the sum of the decoded inputs,
+ * as that dtype rounds it; so a collective may reduce without decoding.
+ * FIXED_SIZE: the encoded size depends only on the counts and the
+ * parameters, never on the values (encoded_bound is then the exact size).
+ */
+#define TACL_CODEC_SUMMABLE 0x1u
+#define TACL_CODEC_FIXED_SIZE 0x2u
+
+/**
+ * A codec's operations.  The callers of these slots (the tacl_codec_*
+ * wrappers below) have already checked every pointer, the counts and
+ * the parameters (through check), so a codec only does its work.
+ */
+typedef struct tacl_codec {
+    const char *name;      /**< unique, at most 31 characters */
+    unsigned flags;        /**< TACL_CODEC_* */
+    tacl_dtype_t sum_dtype; /**< with TACL_CODEC_SUMMABLE: the element
+                                 type of the encoded array */
+    /** NULL when the parameters suit the codec, else the reason, naming
+     *  the parameter ("density 0 is outside (0, 1]").  May be NULL. */
+    const char *(*check)(const tacl_codec_params_t *params);
+    /** Bytes the encoding of these nbufs buffers takes at most. */
+    size_t (*encoded_bound)(const tacl_codec_params_t *params, int nbufs,
+                            const size_t *counts);
+    /** Encode the buffers into dst (room for encoded_bound bytes); set
+     *  *bytes_p to the bytes written. */
+    tacl_status_t (*encode)(const tacl_codec_params_t *params, int nbufs,
+                            const float *const *srcs, const size_t *counts,
+                            void *dst, size_t *bytes_p);
+    /** Decode src (bytes long) into the buffers; with accumulate, add
+     *  the decoded values to them instead.  TACL_ERR_INVALID_ARG when
+     *  src does not fit the counts (a FIXED_SIZE codec sees that only
+     *  when the size differs; the sparse ones carry the count). */
+    tacl_status_t (*decode)(const tacl_codec_params_t *params,
+                            const void *src, size_t bytes, int nbufs,
+                            float *const *dsts, const size_t *counts,
+                            int accumulate);
+} tacl_codec_t;
+
+/**
+ * Add a codec of the caller's to the table tacl_codec_find() searches.
+ * tacl keeps a copy of *codec (the function pointers and name must stay
+ * valid).  TACL_ERR_INVALID_ARG for a NULL or missing slot (encode,
+ * decode, encoded_bound), an empty or long name, or a name taken
+ * already; TACL_ERR_NO_MEMORY when the table (64 codecs) is full.
+ */
+tacl_status_t tacl_codec_register(const tacl_codec_t *codec);
+
+/** The codec called name (built-in or registered) into *codec_p;
+ *  TACL_ERR_INVALID_ARG naming it when there is none. */
+tacl_status_t tacl_codec_find(const char *name, const tacl_codec_t **codec_p);
+
+/** Check params for a codec: TACL_ERR_INVALID_ARG with the reason. */
+tacl_status_t tacl_codec_check(const tacl_codec_t *codec,
+                               const tacl_codec_params_t *params);
+
+/** The most bytes encoding these buffers can take, into *bytes_p. */
+tacl_status_t tacl_codec_encoded_bound(const tacl_codec_t *codec,
+                                       const tacl_codec_params_t *params,
+                                       int nbufs, const size_t *counts,
+                                       size_t *bytes_p);
+
+/**
+ * Encode nbufs float32 buffers (srcs[i] of counts[i] values) into dst,
+ * which has capacity bytes (at least tacl_codec_encoded_bound); the
+ * bytes written go to *bytes_p.  errs is NULL (no error feedback) or nbufs
+ * caller-owned residual buffers (an entry may be NULL), used and updated
+ * as the section comment says.
+ */
+tacl_status_t tacl_codec_encode(const tacl_codec_t *codec,
+                                const tacl_codec_params_t *params, int nbufs,
+                                const float *const *srcs,
+                                const size_t *counts, float *const *errs,
+                                void *dst, size_t capacity, size_t *bytes_p);
+
+/** Decode bytes of src into the nbufs buffers dsts (counts as encoded). */
+tacl_status_t tacl_codec_decode(const tacl_codec_t *codec,
+                                const tacl_codec_params_t *params,
+                                const void *src, size_t bytes, int nbufs,
+                                float *const *dsts, const size_t *counts);
+
+/** As tacl_codec_decode, adding the decoded values to dsts. */
+tacl_status_t tacl_codec_decode_accumulate(const tacl_codec_t *codec,
+                                           const tacl_codec_params_t *params,
+                                           const void *src, size_t bytes,
+                                           int nbufs, float *const *dsts,
+                                           const size_t *counts);
+
 #ifdef __cplusplus
 }
 #endif
