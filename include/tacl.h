@@ -969,6 +969,12 @@ typedef enum {
     TACL_SPARSE_PS,        /* owners of even row ranges (a parameter
                               server's split), otherwise as ZEN */
     TACL_SPARSE_DENSE,     /* densify, dense all-reduce */
+    TACL_SPARSE_SPARCML,   /* SparCML's recursive doubling of partial
+                              sums, sent dense once that is fewer bytes */
+    TACL_SPARSE_OMNI,      /* OmniReduce's blocks of 256 values to owners
+                              of even block ranges, as PS */
+    TACL_SPARSE_AGPADDED,  /* all-gather of rows padded to the largest
+                              rank's count (gloo's former scheme) */
     TACL_NUM_SPARSE_SCHEMES
 } tacl_sparse_scheme_t;
 
@@ -995,7 +1001,9 @@ typedef struct {
 /**
  * Sum over comm's ranks of each rank's rows (op must be TACL_SUM; a row a
  * rank does not give counts as zeros), summed in rank order: the result
- * is bit for bit the rank-order sum of the densified inputs.  Into
+ * is bit for bit the rank-order sum of the densified inputs (but SPARCML,
+ * which adds partial sums pairwise, and DENSE, in the dense all-reduce's
+ * order).  Into
  * dense_out (nrows * row_len elements, every row written) and/or
  * *sparse_out (the union's rows; free with tacl_sparse_result_free); at
  * least one of them.  Every rank passes the same nrows, row_len, dtype,

@@ -178,7 +178,7 @@ static tacl_status_t check_vcounts(tacl_comm_t comm,
 }
 
 /* Set around the library's own sends and receives (tacl__p2p_own),
- * whose tags lie below the users' (TACL__TAG_MONITOR). */
+ * whose tags lie below the users' (TACL__TAG_MONITOR, _SPARSE). */
 static __thread int internal_call;
 
 static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
@@ -219,8 +219,7 @@ static tacl_status_t validate(tacl_comm_t comm, tacl__coll_args_t *a,
                            a->type == TACL_COLL_RECV
                                ? " nor TACL_ANY_SOURCE"
                                : "");
-    if (peer_used && a->tag < 0 &&
-        !(internal_call && a->tag == TACL__TAG_MONITOR))
+    if (peer_used && a->tag < 0 && !internal_call)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: tag %d is negative (tags are 0 to %d; there "
                            "is no any-tag receive)", name, a->tag,
@@ -594,13 +593,13 @@ TACL_EXPORT tacl_status_t tacl_recv_tag(void *recvbuf, size_t count,
     return post(comm, &a, stream, 1, NULL);
 }
 
-tacl_status_t tacl__p2p_own(tacl_coll_t type, void *buf, int peer, int tag,
-                           int *source, tacl_comm_t comm,
+tacl_status_t tacl__p2p_own(tacl_coll_t type, void *buf, size_t bytes,
+                           int peer, int tag, int *source, tacl_comm_t comm,
                            tacl_request_t *req_p)
 {
     tacl__coll_args_t a = {.type = type, .sendbuf = buf, .recvbuf = buf,
-                           .dtype = TACL_UINT8, .root = peer, .tag = tag,
-                           .source = source};
+                           .count = bytes, .dtype = TACL_UINT8, .root = peer,
+                           .tag = tag, .source = source};
     tacl_status_t status;
 
     internal_call = 1;

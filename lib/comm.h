@@ -285,14 +285,16 @@ typedef struct {
     ((tacl__coll_args_t){.type = TACL_COLL_BARRIER, .dtype = TACL_UINT8})
 
 /*
- * The library's own point-to-point (monitored.c): an empty message of
- * type TACL_COLL_SEND or TACL_COLL_RECV with peer (a receive may name
- * TACL_ANY_SOURCE and get the sender in *source) under a tag below the
- * users' 0..TACL_TAG_MAX, so it never matches theirs; split (coll.c).
+ * The library's own point-to-point (monitored.c, sparse.c): a message of
+ * bytes bytes (type TACL_COLL_SEND or TACL_COLL_RECV) with peer (a
+ * receive may name TACL_ANY_SOURCE and get the sender in *source) under
+ * a tag below the users' 0..TACL_TAG_MAX, so it never matches theirs;
+ * split (coll.c).
  */
 #define TACL__TAG_MONITOR (-2)
-tacl_status_t tacl__p2p_own(tacl_coll_t type, void *buf, int peer, int tag,
-                           int *source, tacl_comm_t comm,
+#define TACL__TAG_SPARSE (-3)
+tacl_status_t tacl__p2p_own(tacl_coll_t type, void *buf, size_t bytes,
+                           int peer, int tag, int *source, tacl_comm_t comm,
                            tacl_request_t *req_p);
 
 /* Collective sequence numbers and p2p ones live in disjoint halves of the

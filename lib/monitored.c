@@ -80,7 +80,7 @@ static tacl_status_t root_waits(tacl_comm_t comm, double timeout_s,
         return tacl__comm_fail(comm, tacl__error(TACL_ERR_NO_MEMORY, COLL,
                                                  "out of memory"));
     for (int r = 1; r < n && status == TACL_OK; r++)
-        status = tacl__p2p_own(TACL_COLL_RECV, NULL, r, TACL__TAG_MONITOR,
+        status = tacl__p2p_own(TACL_COLL_RECV, NULL, 0, r, TACL__TAG_MONITOR,
                                NULL, comm, &req[r]);
     len = (size_t)snprintf(why, sizeof(why), "monitored barrier: rank(s)");
     for (int r = 1; r < n && status == TACL_OK; r++) {
@@ -113,7 +113,7 @@ static tacl_status_t root_waits(tacl_comm_t comm, double timeout_s,
     for (int r = 1; r < n && status == TACL_OK; r++) {
         tacl_request_free(req[r]);
         req[r] = NULL;
-        status = tacl__p2p_own(TACL_COLL_SEND, NULL, r, TACL__TAG_MONITOR,
+        status = tacl__p2p_own(TACL_COLL_SEND, NULL, 0, r, TACL__TAG_MONITOR,
                                NULL, comm, &req[r]);
     }
     for (int r = 1; r < n; r++) {
@@ -134,10 +134,10 @@ static tacl_status_t member_waits(tacl_comm_t comm)
     tacl_request_t req[2] = {NULL, NULL};
     tacl_status_t status, st;
 
-    status = tacl__p2p_own(TACL_COLL_SEND, NULL, 0, TACL__TAG_MONITOR, NULL,
+    status = tacl__p2p_own(TACL_COLL_SEND, NULL, 0, 0, TACL__TAG_MONITOR, NULL,
                            comm, &req[0]);
     if (status == TACL_OK)
-        status = tacl__p2p_own(TACL_COLL_RECV, NULL, 0, TACL__TAG_MONITOR,
+        status = tacl__p2p_own(TACL_COLL_RECV, NULL, 0, 0, TACL__TAG_MONITOR,
                                NULL, comm, &req[1]);
     for (int i = 0; i < 2; i++) {
         if (req[i] == NULL)

@@ -39,7 +39,7 @@
 #include "sparse.h"
 
 static const char *const scheme_names[TACL_NUM_SPARSE_SCHEMES] = {
-    "auto", "zen", "agsparse", "ps", "dense",
+    "auto", "zen", "agsparse", "ps", "dense", "sparcml", "omni", "agpadded",
 };
 
 TACL_EXPORT const char *tacl_sparse_scheme_name(tacl_sparse_scheme_t scheme)
@@ -392,6 +392,52 @@ static tacl_status_t deliver(const shape_t *s, entry_t *e, size_t m,
     return TACL_OK;
 }
 
+/* Deliver the rows of a sorted COO block of m rows. */
+static tacl_status_t deliver_block(const shape_t *s, const uint8_t *block,
+                                   size_t m, void *dense_out,
+                                   tacl_sparse_result_t *sparse_out)
+{
+    entry_t *e = malloc((m ? m : 1) * sizeof(*e));
+    tacl_status_t st;
+
+    if (e == NULL)
+        return TACL_ERR_NO_MEMORY;
+    coo_entries(s, block, m, e);
+    st = deliver(s, e, m, 1, dense_out, sparse_out);
+    free(e);
+    return st;
+}
+
+/* Deliver the rows of a dense table whose set rows a mask names: a byte
+ * per row, or (bits) a bit per row. */
+static tacl_status_t deliver_table(const shape_t *s, const uint8_t *mask,
+                                   int bits, const uint8_t *table,
+                                   void *dense_out,
+                                   tacl_sparse_result_t *sparse_out)
+{
+    size_t m = 0;
+    entry_t *e;
+    tacl_status_t st;
+
+#define ROW_SET(i) (bits ? mask[(i) / 8] >> ((i) % 8) & 1 : mask[i] != 0)
+    for (size_t i = 0; i < s->nrows; i++)
+        m += ROW_SET(i);
+    e = malloc((m ? m : 1) * sizeof(*e));
+    if (e == NULL)
+        return TACL_ERR_NO_MEMORY;
+    m = 0;
+    for (size_t i = 0; i < s->nrows; i++) {
+        if (ROW_SET(i)) {
+            e[m].idx = i;
+            e[m++].row = table + i * s->rb;
+        }
+    }
+#undef ROW_SET
+    st = deliver(s, e, m, 1, dense_out, sparse_out);
+    free(e);
+    return st;
+}
+
 TACL_EXPORT void tacl_sparse_result_free(tacl_sparse_result_t *r)
 {
     if (r == NULL)
@@ -503,7 +549,6 @@ static tacl_status_t run_agsparse(const shape_t *s, const tacl_sparse_t *in,
     size_t *bytes = malloc((size_t)n * sizeof(*bytes));
     size_t *displs = malloc((size_t)n * sizeof(*displs));
     uint8_t *own = NULL, *all = NULL, *sum = NULL;
-    entry_t *e = NULL;
     size_t m;
     tacl_status_t st;
 
@@ -528,15 +573,8 @@ static tacl_status_t run_agsparse(const shape_t *s, const tacl_sparse_t *in,
     if (st != TACL_OK)
         goto out;
     st = sum_blocks(s, all, cnt, n, &sum, &m);
-    if (st != TACL_OK)
-        goto out;
-    e = malloc((m ? m : 1) * sizeof(*e));
-    if (e == NULL) {
-        st = TACL_ERR_NO_MEMORY;
-        goto out;
-    }
-    coo_entries(s, sum, m, e);
-    st = deliver(s, e, m, 1, dense_out, sparse_out);
+    if (st == TACL_OK)
+        st = deliver_block(s, sum, m, dense_out, sparse_out);
 out:
     if (st == TACL_ERR_NO_MEMORY)
         tacl__error(st, COLL, "no memory for an all-gathered sparse "
@@ -548,7 +586,6 @@ out:
     free(own);
     free(all);
     free(sum);
-    free(e);
     return st;
 }
 
@@ -739,8 +776,6 @@ static tacl_status_t run_dense(const shape_t *s, const tacl_sparse_t *in,
     uint8_t *dense = dense_out != NULL ? dense_out
                                        : malloc(s->nrows * s->rb);
     uint8_t *mask = sparse_out != NULL ? calloc(s->nrows, 1) : NULL;
-    entry_t *e = NULL;
-    size_t m = 0;
     tacl_status_t st = TACL_OK;
 
     if (dense == NULL || (sparse_out != NULL && mask == NULL)) {
@@ -763,29 +798,397 @@ static tacl_status_t run_dense(const shape_t *s, const tacl_sparse_t *in,
         goto out;
     st = tacl_allreduce(mask, mask, s->nrows, TACL_UINT8, TACL_MAX, comm,
                         NULL);
-    if (st != TACL_OK)
-        goto out;
-    for (size_t i = 0; i < s->nrows; i++)
-        m += mask[i];
-    e = malloc((m ? m : 1) * sizeof(*e));
-    if (e == NULL) {
-        st = tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for %zu "
-                         "result rows", m);
-        goto out;
-    }
-    m = 0;
-    for (size_t i = 0; i < s->nrows; i++) {
-        if (mask[i]) {
-            e[m].idx = i;
-            e[m++].row = dense + i * s->rb;
-        }
-    }
-    st = deliver(s, e, m, 1, NULL, sparse_out);
+    if (st == TACL_OK)
+        st = deliver_table(s, mask, 0, dense, NULL, sparse_out);
+    if (st == TACL_ERR_NO_MEMORY)
+        tacl__error(st, COLL, "no memory for the union's rows");
 out:
     if (dense != dense_out)
         free(dense);
     free(mask);
+    return st;
+}
+
+/*
+ * SPARCML: SparCML's sparse recursive doubling (Renggli et al., SC'19,
+ * the thesis' Table 3.2: hierarchy, incremental aggregation).  A partial
+ * sum travels as index-sorted rows or, once that is more bytes than the
+ * table, dense with a bitmap of the rows it holds (so the union stays
+ * exact); the lower ranks' partial is added first, so every rank ends
+ * with the same bits.  Ranks past the largest power of two p fold into
+ * rank r - p first and get the result from it last.
+ */
+typedef struct {
+    int dense;
+    size_t m;            /* rows (sparse), set rows (dense) */
+    uint8_t *buf;        /* sparse: a COO block; dense: bitmap, values */
+} part_t;
+
+static size_t dense_bytes(const shape_t *s)
+{
+    return pad8((s->nrows + 7) / 8) + s->nrows * s->rb;
+}
+
+static size_t part_bytes(const shape_t *s, const part_t *p)
+{
+    return p->dense ? dense_bytes(s) : coo_bytes(s, p->m);
+}
+
+/* p as dense (bitmap, then values); frees its sparse block. */
+static tacl_status_t part_densify(const shape_t *s, part_t *p)
+{
+    size_t bm = pad8((s->nrows + 7) / 8);
+    uint8_t *d;
+
+    if (p->dense)
+        return TACL_OK;
+    d = calloc(1, dense_bytes(s));
+    if (d == NULL)
+        return TACL_ERR_NO_MEMORY;
+    for (size_t i = 0; i < p->m; i++) {
+        uint64_t idx = tacl__sparse_index(p->buf, s->idx64, i);
+
+        d[idx / 8] |= (uint8_t)(1u << (idx % 8));
+        memcpy(d + bm + idx * s->rb, p->buf + pad8(p->m * s->ib) +
+               i * s->rb, s->rb);
+    }
+    free(p->buf);
+    p->buf = d;
+    p->dense = 1;
+    return TACL_OK;
+}
+
+/* lo += hi, lo's rows first (hi is freed). */
+static tacl_status_t part_add(const shape_t *s, part_t *lo, part_t *hi)
+{
+    tacl_status_t st = TACL_OK;
+
+    if (lo->dense || hi->dense) {
+        size_t bm = pad8((s->nrows + 7) / 8);
+
+        if ((st = part_densify(s, lo)) != TACL_OK ||
+            (st = part_densify(s, hi)) != TACL_OK)
+            goto out;
+        for (size_t b = 0; b < bm; b++)
+            lo->buf[b] |= hi->buf[b];
+        st = tacl__reduce_cpu(lo->buf + bm, lo->buf + bm, hi->buf + bm,
+                              s->nrows * s->row_len, s->dtype, TACL_SUM);
+        goto out;
+    }
+    /* Two sorted blocks: merge, summing equal indices lo first. */
+    size_t cnt[2] = {lo->m, hi->m}, m;
+    uint8_t *both = malloc(coo_bytes(s, lo->m) + coo_bytes(s, hi->m) + 1);
+    uint8_t *sum = NULL;
+
+    if (both == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    memcpy(both, lo->buf, coo_bytes(s, lo->m));
+    memcpy(both + coo_bytes(s, lo->m), hi->buf, coo_bytes(s, hi->m));
+    st = sum_blocks(s, both, cnt, 2, &sum, &m);
+    free(both);
+    if (st != TACL_OK)
+        goto out;
+    free(lo->buf);
+    lo->buf = sum;
+    lo->m = m;
+    /* The switch: dense once the rows are more bytes than the table. */
+    if (coo_bytes(s, m) > dense_bytes(s))
+        st = part_densify(s, lo);
+out:
+    free(hi->buf);
+    hi->buf = NULL;
+    return st;
+}
+
+/* Exchange parts with peer (either side may only send or receive). */
+static tacl_status_t part_swap(const shape_t *s, tacl_comm_t comm, int peer,
+                               const part_t *out, part_t *in)
+{
+    uint64_t hdr_out = out ? (out->dense ? UINT64_MAX : out->m) : 0;
+    uint64_t hdr_in = 0;
+    tacl_request_t req[2] = {NULL, NULL};
+    tacl_status_t st = TACL_OK;
+
+    /* First how many rows (or dense), then the rows. */
+    for (int phase = 0; phase < 2 && st == TACL_OK; phase++) {
+        if (phase == 1 && in != NULL) {
+            in->dense = hdr_in == UINT64_MAX;
+            in->m = in->dense ? 0 : (size_t)hdr_in;
+            in->buf = malloc(part_bytes(s, in) + 1);
+            if (in->buf == NULL)
+                return TACL_ERR_NO_MEMORY;
+        }
+        if (out != NULL)
+            st = tacl__p2p_own(TACL_COLL_SEND,
+                               phase ? out->buf : (void *)&hdr_out,
+                               phase ? part_bytes(s, out) : 8, peer,
+                               TACL__TAG_SPARSE, NULL, comm, &req[0]);
+        if (st == TACL_OK && in != NULL)
+            st = tacl__p2p_own(TACL_COLL_RECV,
+                               phase ? in->buf : (void *)&hdr_in,
+                               phase ? part_bytes(s, in) : 8, peer,
+                               TACL__TAG_SPARSE, NULL, comm, &req[1]);
+        for (int k = 0; k < 2; k++) {
+            if (req[k] != NULL) {
+                tacl_status_t w = tacl_request_wait(req[k]);
+
+                st = st == TACL_OK ? w : st;
+                tacl_request_free(req[k]);
+                req[k] = NULL;
+            }
+        }
+    }
+    if (st != TACL_OK && in != NULL) {
+        free(in->buf);
+        in->buf = NULL;
+    }
+    return st;
+}
+
+static tacl_status_t run_sparcml(const shape_t *s, const tacl_sparse_t *in,
+                                 void *dense_out,
+                                 tacl_sparse_result_t *sparse_out,
+                                 tacl_comm_t comm)
+{
+    int n = s->n, r = s->rank, p = 1;
+    part_t mine = {0, 0, NULL}, got = {0, 0, NULL};
+    tacl_status_t st;
+
+    while (p * 2 <= n)
+        p *= 2;
+    /* The own rows, index-sorted. */
+    {
+        uint8_t *own = malloc(coo_bytes(s, in->nnz) + 1);
+        size_t cnt = in->nnz;
+
+        if (own == NULL)
+            return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for "
+                               "%zu sparse rows", in->nnz);
+        pack_rows(s, in, NULL, 0, in->nnz, own);
+        st = sum_blocks(s, own, &cnt, 1, &mine.buf, &mine.m);
+        free(own);
+        if (st != TACL_OK)
+            return st;
+    }
+    if (r >= p) {
+        st = part_swap(s, comm, r - p, &mine, NULL);
+        free(mine.buf);
+        mine.buf = NULL;
+        if (st == TACL_OK)
+            st = part_swap(s, comm, r - p, NULL, &mine);
+    } else {
+        if (r + p < n) {
+            st = part_swap(s, comm, r + p, NULL, &got);
+            if (st == TACL_OK)
+                st = part_add(s, &mine, &got);
+        } else {
+            st = TACL_OK;
+        }
+        for (int dist = 1; dist < p && st == TACL_OK; dist *= 2) {
+            int peer = r ^ dist;
+
+            st = part_swap(s, comm, peer, &mine, &got);
+            if (st != TACL_OK)
+                break;
+            if (r < peer) {
+                st = part_add(s, &mine, &got);
+            } else {
+                st = part_add(s, &got, &mine);
+                free(mine.buf);
+                mine = got;
+                got.buf = NULL;
+            }
+        }
+        if (st == TACL_OK && r + p < n)
+            st = part_swap(s, comm, r + p, &mine, NULL);
+    }
+    if (st != TACL_OK)
+        goto out;
+    st = mine.dense ? deliver_table(s, mine.buf, 1, mine.buf +
+                                    pad8((s->nrows + 7) / 8), dense_out,
+                                    sparse_out)
+                    : deliver_block(s, mine.buf, mine.m, dense_out,
+                                    sparse_out);
+out:
+    if (st == TACL_ERR_NO_MEMORY)
+        tacl__error(st, COLL, "no memory for SparCML's partial sums");
+    free(mine.buf);
+    free(got.buf);
+    return st;
+}
+
+/*
+ * OMNI: OmniReduce's scheme (Fei et al., SIGCOMM'21; the thesis' Table
+ * 3.2): the table as blocks of 256 values, a block sent (its id and all
+ * its values) when any of its rows is set, to the owner of its even
+ * block range; owners sum and every rank pulls their non-zero blocks.
+ * The rows of a block a rank does not give are zeros there, so the sums
+ * stay rank-order.  A sparse output needs the union of rows, which
+ * blocks lose: a max all-reduce of a row mask carries it.
+ */
+#define OMNI_BLOCK 256
+
+static tacl_status_t run_omni(const shape_t *s, const tacl_sparse_t *in,
+                              void *dense_out,
+                              tacl_sparse_result_t *sparse_out,
+                              tacl_comm_t comm)
+{
+    size_t es = tacl_dtype_size(s->dtype), L = s->row_len;
+    uint64_t nblocks = (s->nrows * L + OMNI_BLOCK - 1) / OMNI_BLOCK;
+    shape_t b = *s;
+    int64_t *bidx = NULL;
+    uint8_t *bval = NULL, *table = NULL, *mask = NULL;
+    size_t nb = 0;
+    entry_t *e = NULL;
+    tacl_status_t st = TACL_OK;
+
+    b.nrows = nblocks;
+    b.row_len = OMNI_BLOCK;
+    b.rb = OMNI_BLOCK * es;
+    b.idx64 = 1;
+    b.ib = 8;
+    /* This rank's blocks: ids sorted and unique, values zero-filled. */
+    e = malloc((in->nnz ? in->nnz : 1) * sizeof(*e));
+    if (e == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (size_t i = 0; i < in->nnz; i++) {
+        e[i].idx = tacl__sparse_index(in->indices, s->idx64, i);
+        e[i].row = (const uint8_t *)in->values + i * s->rb;
+    }
+    if (sort_entries(e, in->nnz, s->nrows) != TACL_OK) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    bidx = malloc((in->nnz * (L / OMNI_BLOCK + 2) + 1) * sizeof(*bidx));
+    if (bidx == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (size_t i = 0; i < in->nnz; i++)
+        for (uint64_t k = e[i].idx * L / OMNI_BLOCK;
+             k <= ((e[i].idx + 1) * L - 1) / OMNI_BLOCK; k++)
+            if (nb == 0 || (uint64_t)bidx[nb - 1] != k)
+                bidx[nb++] = (int64_t)k;
+    bval = calloc(nb ? nb : 1, b.rb);
+    if (bval == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (size_t i = 0, k = 0; i < in->nnz; i++) {
+        uint64_t first = e[i].idx * L;   /* the row's first element */
+
+        while ((uint64_t)bidx[k] != first / OMNI_BLOCK)
+            k++;
+        for (size_t x = 0; x < L; x++) {
+            uint64_t at = first + x;
+            size_t kk = k + (size_t)(at / OMNI_BLOCK - first / OMNI_BLOCK);
+
+            memcpy(bval + kk * b.rb + (at % OMNI_BLOCK) * es,
+                   e[i].row + x * es, es);
+        }
+    }
+    tacl_sparse_t blocks = {.nrows = nblocks, .row_len = OMNI_BLOCK,
+                            .index_type = TACL_INT64, .nnz = nb,
+                            .indices = bidx, .values = bval};
+
+    table = malloc(nblocks * b.rb);
+    if (table == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    st = run_owners(&b, &blocks, 0, table, NULL, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    if (dense_out != NULL)
+        memcpy(dense_out, table, s->nrows * s->rb);
+    if (sparse_out != NULL) {
+        mask = calloc(s->nrows, 1);
+        if (mask == NULL) {
+            st = TACL_ERR_NO_MEMORY;
+            goto out;
+        }
+        for (size_t i = 0; i < in->nnz; i++)
+            mask[e[i].idx] = 1;
+        st = tacl_allreduce(mask, mask, s->nrows, TACL_UINT8, TACL_MAX, comm,
+                            NULL);
+        if (st == TACL_OK)
+            st = deliver_table(s, mask, 0, table, NULL, sparse_out);
+    }
+out:
+    if (st == TACL_ERR_NO_MEMORY)
+        tacl__error(st, COLL, "no memory for OmniReduce's blocks");
     free(e);
+    free(bidx);
+    free(bval);
+    free(table);
+    free(mask);
+    return st;
+}
+
+/* AGPADDED: every rank's rows padded to the largest count, one
+ * all-gather (the padding rows are never read). */
+static tacl_status_t run_agpadded(const shape_t *s, const tacl_sparse_t *in,
+                                  void *dense_out,
+                                  tacl_sparse_result_t *sparse_out,
+                                  tacl_comm_t comm)
+{
+    uint64_t most = in->nnz, *cnt = malloc((size_t)s->n * sizeof(*cnt));
+    size_t *c = malloc((size_t)s->n * sizeof(*c)), block, m;
+    uint8_t *own = NULL, *all = NULL, *sum = NULL;
+    tacl_status_t st = cnt && c ? TACL_OK : TACL_ERR_NO_MEMORY;
+
+    if (st == TACL_OK)
+        st = tacl_allgather(&most, cnt, 1, TACL_UINT64, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    most = 0;
+    for (int r = 0; r < s->n; r++)
+        most = cnt[r] > most ? cnt[r] : most;
+    block = coo_bytes(s, (size_t)most);
+    own = calloc(1, block + 1);
+    all = malloc(block * (size_t)s->n + 1);
+    if (own == NULL || all == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    pack_rows(s, in, NULL, 0, in->nnz, own);
+    /* pack_rows put the values after this rank's own indices: move them
+     * to the padded block's place. */
+    memmove(own + pad8((size_t)most * s->ib), own + pad8(in->nnz * s->ib),
+            in->nnz * s->rb);
+    st = tacl_allgather(own, all, block, TACL_UINT8, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    /* Each block back to its own count, one after another. */
+    for (int r = 0; r < s->n; r++) {
+        c[r] = (size_t)cnt[r];
+        memmove(all + (size_t)r * block + pad8(c[r] * s->ib),
+                all + (size_t)r * block + pad8((size_t)most * s->ib),
+                c[r] * s->rb);
+    }
+    {
+        size_t at = 0;
+
+        for (int r = 0; r < s->n; r++) {
+            memmove(all + at, all + (size_t)r * block, coo_bytes(s, c[r]));
+            at += coo_bytes(s, c[r]);
+        }
+    }
+    st = sum_blocks(s, all, c, s->n, &sum, &m);
+    if (st == TACL_OK)
+        st = deliver_block(s, sum, m, dense_out, sparse_out);
+out:
+    if (st == TACL_ERR_NO_MEMORY)
+        tacl__error(st, COLL, "no memory for a padded all-gather");
+    free(cnt);
+    free(c);
+    free(own);
+    free(all);
+    free(sum);
     return st;
 }
 
@@ -870,6 +1273,12 @@ static tacl_status_t sparse_allreduce(const tacl_sparse_t *in,
         return run_agsparse(&s, in, dense_out, sparse_out, comm);
     case TACL_SPARSE_DENSE:
         return run_dense(&s, in, dense_out, sparse_out, comm);
+    case TACL_SPARSE_SPARCML:
+        return run_sparcml(&s, in, dense_out, sparse_out, comm);
+    case TACL_SPARSE_OMNI:
+        return run_omni(&s, in, dense_out, sparse_out, comm);
+    case TACL_SPARSE_AGPADDED:
+        return run_agpadded(&s, in, dense_out, sparse_out, comm);
     default:
         return run_owners(&s, in, scheme == TACL_SPARSE_ZEN, dense_out,
                           sparse_out, comm, x);

@@ -260,9 +260,11 @@ static void run_case(int nranks, case_t c)
     coll_run_opts_expect_pass(&opts, body_sum);
 }
 
+/* The rank-order schemes first (rank_order_sums_of_arbitrary_floats). */
 static const tacl_sparse_scheme_t schemes[] = {
     TACL_SPARSE_ZEN, TACL_SPARSE_AGSPARSE, TACL_SPARSE_PS,
-    TACL_SPARSE_DENSE, TACL_SPARSE_AUTO,
+    TACL_SPARSE_OMNI, TACL_SPARSE_AGPADDED, TACL_SPARSE_DENSE,
+    TACL_SPARSE_SPARCML, TACL_SPARSE_AUTO,
 };
 #define NSCHEMES (sizeof(schemes) / sizeof(schemes[0]))
 
@@ -291,7 +293,7 @@ Test(sparse, sixteen_ranks_and_wide_rows, .timeout = 300)
 
 Test(sparse, rank_order_sums_of_arbitrary_floats, .timeout = 300)
 {
-    for (size_t s = 0; s < 3; s++)
+    for (size_t s = 0; s < 5; s++)
         run_case(5, (case_t){.scheme = schemes[s], .row_len = 7,
                              .dtype = TACL_FLOAT32, .exact = 0});
 }
@@ -314,7 +316,7 @@ Test(sparse, other_dtypes, .timeout = 300)
                                           TACL_FLOAT16, TACL_BFLOAT16};
 
     for (size_t d = 0; d < 4; d++)
-        for (size_t s = 0; s < 2; s++)
+        for (size_t s = 0; s < NSCHEMES - 1; s += 3)
             run_case(3, (case_t){.scheme = schemes[s], .row_len = 5,
                                  .dtype = dtypes[d], .exact = 1,
                                  .idx64 = (int)d % 2});

@@ -755,7 +755,8 @@ def test_sparse_allreduce():
     cases = [((1000, 8), 1, 50), ((40, 30), 2, 60), ((500,), 1, 0 if RANK
                                                      == 1 else 20)]
     for k, (shape, sd, nnz) in enumerate(cases):
-        for scheme in ["auto", "zen", "agsparse", "ps", "dense"]:
+        for scheme in ["auto", "zen", "agsparse", "ps", "dense", "sparcml",
+                       "omni", "agpadded"]:
             os.environ["TACL_TORCH_SPARSE"] = scheme
             t = sparse_input(k, shape, sd, nnz)
             u = t.clone()

@@ -1048,7 +1048,8 @@ class TaclBackend : public c10d::Backend {
         return w;
     }
 
-    /* TACL_TORCH_SPARSE: auto (default), zen, agsparse, ps or dense. */
+    /* TACL_TORCH_SPARSE: a scheme's name (tacl_sparse_scheme_name); auto
+     * (the default) lets tacl choose. */
     static tacl_sparse_scheme_t sparse_scheme()
     {
         const char *v = std::getenv("TACL_TORCH_SPARSE");
@@ -1060,7 +1061,8 @@ class TaclBackend : public c10d::Backend {
                 return sc;
         }
         unsupported(std::string("TACL_TORCH_SPARSE=") + v +
-                    " (auto, zen, agsparse, ps or dense)");
+                    " (auto, zen, agsparse, ps, dense, sparcml, omni or "
+                    "agpadded)");
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
