@@ -52,7 +52,8 @@ def worker(args):
         gen = torch.Generator().manual_seed(1000 + rank)
         vals = torch.randn(idx.numel(), args.row_len, generator=gen)
         base = torch.sparse_coo_tensor(idx[None], vals,
-                                       (args.rows, args.row_len)).coalesce()
+                                       (args.rows, args.row_len),
+                                       check_invariants=True).coalesce()
         mean_nnz = idx.numel()
         ref = None
         for it in range(args.iters + 1):
