@@ -25,8 +25,20 @@
  * ranks of a call on several nodes gather first (lib/vmatrix.c), or none
  * (an estimate: count elements everywhere).  Regular layouts only
  * (tacl__hier_layout_ok); elsewhere the flat row serves.
+ *
+ * Hierarchical all-gather-v, the same relays (gather per node, exchange
+ * between nodes, broadcast within, as MiCS section 3.3's hierarchical
+ * all-gather does with fixed counts): the ranks of a node first
+ * exchange their blocks directly; each out-relay packs its node's
+ * blocks, in local order, into one stage and sends it to its in-relay
+ * on the other node, which forwards it to the other ranks of its node;
+ * every rank unpacks the stages it gets into its own displacements.
+ * Every rank knows every rank's count (recvcounts), so nothing is
+ * gathered first.  Node a's blocks cross to each other node once, in one
+ * message, instead of once per remote rank.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "hier.h"
 #include "log.h"
@@ -37,6 +49,7 @@
 #define HV_STEP_GATHER(b, k, m) (2 + (uint64_t)(b) * (k) + (m))
 #define HV_STEP_SCATTER(n, a, k, l)                                          \
     (2 + (uint64_t)(n) + (uint64_t)(a) * (k) + (l))
+#define HV_STEP_FORWARD(a) (2 + (uint64_t)(a))
 
 typedef struct {
     tacl__sched_t *s;
@@ -216,6 +229,156 @@ static void hv_from_relay(hv_t *x, int a, uint64_t tag)
     }
 }
 
+/* Elements of rank (a, l)'s block of an all-gather-v. */
+static size_t hg_count(const hv_t *x, int a, int l)
+{
+    size_t d;
+
+    return tacl__vrecv(x->args, tacl__hier_rank(&x->h, a, l), &d);
+}
+
+/* Node a's stage: block l at off[l], the total at off[k]. */
+static uint64_t hg_layout(hv_t *x, int a)
+{
+    uint64_t at = 0;
+
+    for (int l = 0; l < x->k; l++) {
+        x->off[l] = at;
+        at += hg_count(x, a, l);
+    }
+    x->off[x->k] = at;
+    return at;
+}
+
+/* Node a's stage, got by step id got, into this rank's output. */
+static void hg_unpack(hv_t *x, int a, int32_t stage, int32_t got)
+{
+    hg_layout(x, a);
+    for (int l = 0; l < x->k; l++) {
+        size_t c = hg_count(x, a, l);
+
+        if (c > 0)
+            tacl__sched_copy(x->s, hv_out(x, tacl__hier_rank(&x->h, a, l)),
+                             tacl__bref(stage, x->off[l] * x->es),
+                             (uint64_t)c * x->es, TACL__DEPS(got));
+    }
+}
+
+static tacl_status_t hg_build(hv_t *x, uint64_t tag, int32_t *ids)
+{
+    int me = x->s->rank, nids = 0;
+    size_t mine = hg_count(x, x->node, x->loc);
+    int32_t stage = -1;
+    uint64_t total;
+
+    /* This node's blocks, directly among its ranks. */
+    if (mine > 0)
+        ids[nids++] = tacl__sched_copy(x->s, hv_out(x, me), x->io.in,
+                                       (uint64_t)mine * x->es,
+                                       TACL__NO_DEPS);
+    for (int m = 0; m < x->k; m++) {
+        int peer = tacl__hier_rank(&x->h, x->node, m);
+        size_t c = hg_count(x, x->node, m);
+
+        if (m == x->loc)
+            continue;
+        if (mine > 0)
+            tacl__sched_send(x->s, peer, x->io.in, (uint64_t)mine * x->es,
+                             tag + HV_STEP_LOCAL, TACL__NO_DEPS);
+        if (c > 0)
+            ids[nids++] = tacl__sched_recv(x->s, peer, hv_out(x, peer),
+                                           (uint64_t)c * x->es,
+                                           tag + HV_STEP_LOCAL,
+                                           TACL__NO_DEPS);
+    }
+    /* Out-relay: the node's stage, packed once, to each node it serves. */
+    total = hg_layout(x, x->node);
+    for (int b = 0; b < x->g && total > 0; b++) {
+        if (b == x->node || b % x->k != x->loc)
+            continue;
+        if (stage < 0) {
+            int32_t packs[TACL__MAX_DEPS];
+            int np = 0;
+
+            nids = tacl__sched_fold(x->s, ids, nids);
+            stage = tacl__sched_scratch(x->s, total * x->es,
+                                        x->args->memtype);
+            for (int l = 0; l < x->k; l++) {
+                int from = tacl__hier_rank(&x->h, x->node, l);
+                size_t c = hg_count(x, x->node, l);
+
+                if (c > 0)
+                    packs[np++] = tacl__sched_copy(
+                        x->s, tacl__bref(stage, x->off[l] * x->es),
+                        hv_out(x, from), (uint64_t)c * x->es, ids, nids);
+                if (np == TACL__MAX_DEPS)
+                    np = tacl__sched_fold(x->s, packs, np);
+            }
+            memcpy(ids, packs, (size_t)np * sizeof(*ids));
+            nids = np;
+        }
+        tacl__sched_send(x->s, tacl__hier_rank(&x->h, b, x->node % x->k),
+                         tacl__bref(stage, 0), total * x->es,
+                         tag + HV_STEP_CROSS, ids, nids);
+    }
+    /* Other nodes' stages: from the other node (in-relay, which
+     * forwards them) or from this node's in-relay. */
+    for (int a = 0; a < x->g; a++) {
+        uint64_t size = a == x->node ? 0 : hg_layout(x, a);
+        int32_t in, got;
+
+        if (size == 0)
+            continue;
+        in = tacl__sched_scratch(x->s, size * x->es, x->args->memtype);
+        if (a % x->k == x->loc) {
+            got = tacl__sched_recv(
+                x->s, tacl__hier_rank(&x->h, a, x->node % x->k),
+                tacl__bref(in, 0), size * x->es, tag + HV_STEP_CROSS,
+                TACL__NO_DEPS);
+            for (int m = 0; m < x->k; m++)
+                if (m != x->loc)
+                    tacl__sched_send(
+                        x->s, tacl__hier_rank(&x->h, x->node, m),
+                        tacl__bref(in, 0), size * x->es,
+                        tag + HV_STEP_FORWARD(a), TACL__DEPS(got));
+        } else {
+            got = tacl__sched_recv(
+                x->s, tacl__hier_rank(&x->h, x->node, a % x->k),
+                tacl__bref(in, 0), size * x->es, tag + HV_STEP_FORWARD(a),
+                TACL__NO_DEPS);
+        }
+        hg_unpack(x, a, in, got);
+    }
+    return tacl__sched_status(x->s);
+}
+
+/*
+ * The all-gather-v's modelled time, from its mean block (count, which
+ * every rank shares): the node's blocks among its ranks, each node's
+ * stage across to the other nodes through the relays, then the other
+ * nodes' stages within the node.
+ */
+static double hg_cost(const tacl__coll_args_t *args,
+                      const tacl__topo_view_t *view, double alpha,
+                      double beta)
+{
+    int n = view->nranks, g = view->n_nodes, k = g > 0 ? n / g : 1;
+    int relays = TACL_MAX(1, TACL_MIN(k, g - 1));
+    double m = (double)args->count * (double)tacl_dtype_size(args->dtype);
+    double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
+    double ah = tacl__cost_intra_alpha(args, view);
+    double bh = tacl__cost_intra_beta(args, view);
+    double msg = tacl__cost_host_msg(view);
+    double local = ah + (k - 2) * msg + (k - 1) * m * bh;
+    double cross = ((g - 1 + relays - 1) / relays) * an +
+                   (double)(g - 1) * k * m / relays *
+                       tacl__cost_port_ranks(view, k) /
+                       tacl__cost_port_bw(view, beta, k);
+    double within = ah + (g - 2) * msg + (double)(n - k) * m * bh;
+
+    return local + cross + within;
+}
+
 /*
  * Modelled time: the gather to the out-relays and the scatter from the
  * in-relays each move a rank's remote traffic over the node's links in
@@ -224,9 +387,9 @@ static void hv_from_relay(hv_t *x, int a, uint64_t tag)
  * min(k, n_nodes - 1) of them, on their NIC ports (cost.h).  Priced
  * from every rank's counts, so every rank prices alike.
  */
-double tacl__hierv_cost(const tacl__coll_args_t *args,
-                        const tacl__topo_view_t *view, double alpha,
-                        double beta)
+static double hv_cost(const tacl__coll_args_t *args,
+                      const tacl__topo_view_t *view, double alpha,
+                      double beta)
 {
     int n = view->nranks, g = view->n_nodes, k = g > 0 ? n / g : 1;
     int relays = TACL_MAX(1, TACL_MIN(k, g - 1));
@@ -263,10 +426,20 @@ double tacl__hierv_cost(const tacl__coll_args_t *args,
     return 2 * intra + net;
 }
 
+double tacl__hierv_cost(const tacl__coll_args_t *args,
+                        const tacl__topo_view_t *view, double alpha,
+                        double beta)
+{
+    return args->type == TACL_COLL_ALLGATHERV
+               ? hg_cost(args, view, alpha, beta)
+               : hv_cost(args, view, alpha, beta);
+}
+
 int tacl__hierv_supports(const tacl__coll_args_t *args,
                          const tacl__topo_view_t *view)
 {
-    return args->type == TACL_COLL_ALLTOALLV && tacl__vpairs_known(args) &&
+    return ((args->type == TACL_COLL_ALLTOALLV && tacl__vpairs_known(args)) ||
+            args->type == TACL_COLL_ALLGATHERV) &&
            tacl__hier_layout_ok(view);
 }
 
@@ -306,6 +479,10 @@ tacl_status_t tacl__hierv_build(tacl__sched_t *s,
     status = tacl__algo_io(s, args, send, recv, &x.io);
     if (status != TACL_OK)
         goto out;
+    if (args->type == TACL_COLL_ALLGATHERV) {
+        status = hg_build(&x, tag, ids);
+        goto out;
+    }
     hv_local(&x, tag);
     for (int b = 0; b < x.g && status == TACL_OK; b++) {
         if (b == x.node)

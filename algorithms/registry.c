@@ -70,6 +70,7 @@ const tacl__algo_t tacl__algos[] = {
     ALGO_ROW_(DIRECT, ALLTOALLV, directv, 0),
     ALGO_ROW_(HIER, ALLTOALLV, hierv, HIER_),
     ALGO_ROW_(DIRECT, ALLGATHERV, directv, 0),
+    ALGO_ROW_(HIER, ALLGATHERV, hierv, HIER_),
     ALGO_ROW_(P2P, SEND, p2p, 0),
     ALGO_ROW_(P2P, RECV, p2p, 0),
     ALGO_ROW_(BRUCK, BARRIER, bruck, 0),

@@ -83,8 +83,9 @@ static void inter_node(simrun_t *sr, int n, const int *node_of,
 
 /* The closed form: node a's bytes for other nodes, and the nodes it has
  * anything for (the hierarchical row's messages across). */
-static void inter_node_want(pattern_t p, int n, const int *node_of, int g,
-                            uint64_t *bytes, uint64_t *msgs)
+static void inter_node_want(pattern_t p, int gatherv, int n,
+                            const int *node_of, int g, uint64_t *bytes,
+                            uint64_t *msgs)
 {
     for (int a = 0; a < g; a++)
         for (int b = 0; b < g; b++) {
@@ -93,7 +94,11 @@ static void inter_node_want(pattern_t p, int n, const int *node_of, int g,
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < n; j++)
                     if (node_of[i] == a && node_of[j] == b && a != b)
-                        t += pair_count(p, 0, i, j) * sizeof(int32_t);
+                        t += pair_count(p, gatherv, i, j) * sizeof(int32_t);
+            /* An all-gather-v's node sends its blocks once per node, not
+             * once per rank there. */
+            if (gatherv)
+                t /= (uint64_t)(n / g);
             bytes[a] += t;
             msgs[a] += t > 0;
         }
@@ -221,7 +226,7 @@ static void run_case_on(tacl_coll_t coll, tacl__algo_id_t algo, int n,
         uint64_t want[16] = {0}, want_msgs[16] = {0};
 
         inter_node(sr, n, node_of, got, got_msgs);
-        inter_node_want(p, n, node_of, g, want, want_msgs);
+        inter_node_want(p, gatherv, n, node_of, g, want, want_msgs);
         for (int a = 0; a < g; a++) {
             cr_expect_eq(got[a], want[a], "hier %dx%d pattern %d: node %d "
                          "sent %llu bytes across, the flat exchange's %llu",
@@ -258,8 +263,8 @@ Test(vcounts, allgatherv_every_rank_count)
             run_case(TACL_COLL_ALLGATHERV, nranks_list[i], (pattern_t)p);
 }
 
-/* Nodes x ranks per node: regular layouts the hierarchical row serves. */
-Test(vcounts, hier_alltoallv_on_nodes)
+/* Nodes x ranks per node: regular layouts the hierarchical rows serve. */
+Test(vcounts, hier_on_nodes)
 {
     static const int layouts[][2] = {{2, 2}, {3, 2}, {2, 4}, {4, 3},
                                      {3, 4}};
@@ -270,6 +275,8 @@ Test(vcounts, hier_alltoallv_on_nodes)
 
             run_case_on(TACL_COLL_ALLTOALLV, TACL__ALGO_HIER, g * k, k,
                         (pattern_t)p, 1);
+            run_case_on(TACL_COLL_ALLGATHERV, TACL__ALGO_HIER, g * k, k,
+                        (pattern_t)p, 0);
             /* The flat row's nodes send a message per remote peer. */
             run_case_on(TACL_COLL_ALLTOALLV, TACL__ALGO_DIRECT, g * k, k,
                         (pattern_t)p, 1);

@@ -278,8 +278,6 @@ static int estimate_matches(coll_ctx_t *ctx, tacl_comm_t comm,
                                       comm, NULL));
     COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &counters));
     ran = tacl_comm_last_algorithm(comm);
-    free(send);
-    free(recv);
     COLL_CHECK(ctx, forced == NULL || strcmp(ran, forced) == 0,
                "forced %s, ran %s", forced, ran);
     COLL_CHECK(ctx, strcmp(info.algorithm, ran) == 0 && info.seconds > 0,
@@ -295,6 +293,25 @@ static int estimate_matches(coll_ctx_t *ctx, tacl_comm_t comm,
                "estimate: %llu bytes across, the call sent %llu",
                (unsigned long long)info.bytes[TACL_LINK_NET],
                (unsigned long long)sent);
+    /* An all-gather-v of 100 elements a rank gathers nothing first. */
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLGATHERV, 100,
+                                          TACL_INT32, TACL_SUM, 0, &info));
+    COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
+    COLL_CHECK_OK(ctx, tacl_allgatherv(send, 100, recv, c, d, TACL_INT32,
+                                       comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &counters));
+    ran = tacl_comm_last_algorithm(comm);
+    COLL_CHECK(ctx, (forced == NULL || strcmp(ran, forced) == 0) &&
+                        strcmp(info.algorithm, ran) == 0,
+               "allgatherv: forced %s, estimate names %s, ran %s",
+               forced ? forced : "nothing", info.algorithm, ran);
+    COLL_CHECK(ctx, info.bytes[TACL_LINK_NET] ==
+                        counters.links[TACL_LINK_NET].bytes,
+               "allgatherv estimate: %llu bytes across, the call sent %llu",
+               (unsigned long long)info.bytes[TACL_LINK_NET],
+               (unsigned long long)counters.links[TACL_LINK_NET].bytes);
+    free(send);
+    free(recv);
     return 0;
 }
 
@@ -315,7 +332,8 @@ static int body_patterns_2x2(coll_ctx_t *ctx)
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]) && !failed; i++) {
         char spec[64];
 
-        snprintf(spec, sizeof(spec), "alltoallv=%s", rows[i]);
+        snprintf(spec, sizeof(spec), "alltoallv=%s,allgatherv=%s", rows[i],
+                 rows[i]);
         if (rows[i] != NULL)
             setenv("TACL_ALGO", spec, 1);
         tacl__config_reload();
@@ -326,6 +344,11 @@ static int body_patterns_2x2(coll_ctx_t *ctx)
         COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &counters));
         COLL_CHECK(ctx, counters.links[TACL_LINK_NET].bytes > 0,
                    "nothing crossed the network between the two nodes");
+        /* run_all's last call is an all-gather-v. */
+        COLL_CHECK(ctx, rows[i] == NULL ||
+                   strcmp(tacl_comm_last_algorithm(comm), rows[i]) == 0,
+                   "allgatherv forced to %s ran %s", rows[i],
+                   tacl_comm_last_algorithm(comm));
         failed = estimate_matches(ctx, comm, rows[i]);
     }
     unsetenv("TACL_ALGO");
