@@ -137,6 +137,29 @@ tacl__vcounts_t *tacl__vcounts_with(const tacl__vcounts_t *v,
     return c;
 }
 
+tacl__vcounts_t *tacl__vcounts_of_rank(const tacl__vcounts_t *v, int rank)
+{
+    tacl__vcounts_t *c = vcounts_alloc(v->n, 1);
+    size_t n = (size_t)v->n, sd = 0, rd = 0;
+    uint64_t h = mix((uint64_t)v->n + 0x9e3779b97f4a7c15ull);
+
+    if (c == NULL)
+        return NULL;
+    memcpy(c->matrix, v->matrix, n * n * sizeof(size_t));
+    for (size_t j = 0; j < n; j++) {
+        c->send[j] = v->matrix[(size_t)rank * n + j];
+        c->recv[j] = v->matrix[j * n + (size_t)rank];
+        c->sdispl[j] = sd;
+        c->rdispl[j] = rd;
+        sd += c->send[j];
+        rd += c->recv[j];
+    }
+    for (size_t i = 0; i < 4 * n; i++)
+        h = mix(h ^ (uint64_t)c->send[i]);
+    c->hash = h;
+    return c;
+}
+
 void tacl__vcounts_free(tacl__vcounts_t *v)
 {
     free(v);

@@ -87,6 +87,14 @@ tacl__vcounts_t *tacl__vcounts_new(int n, const size_t *sendcounts,
 tacl__vcounts_t *tacl__vcounts_with(const tacl__vcounts_t *v,
                                     const uint64_t *rows);
 
+/**
+ * Rank's own table of an exchange whose every count v's matrix holds:
+ * its row and column of the matrix, each buffer's regions packed in
+ * rank order, the matrix kept.  What the simulator builds each rank
+ * with (it has no rank's real displacements).  NULL when out of memory.
+ */
+tacl__vcounts_t *tacl__vcounts_of_rank(const tacl__vcounts_t *v, int rank);
+
 /** A copy of v (NULL for NULL, or when out of memory). */
 tacl__vcounts_t *tacl__vcounts_dup(const tacl__vcounts_t *v);
 

@@ -993,13 +993,15 @@ static void trace_write(sim_t *s)
 }
 
 /* Build every rank's schedule of args into s->sched, each as the
- * decider chooses it there. */
+ * decider chooses it there (a variable-count exchange whose table holds
+ * every rank's counts: each rank with its own row and column). */
 static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
                                const tacl__algo_force_t *force,
                                unsigned flags)
 {
     const tacl__sim_cluster_t *c = s->c;
     tacl__coll_args_t a = *args;
+    tacl__vcounts_t *own = NULL;
     tacl_status_t status = TACL_OK;
 
     int in_place = args->sendbuf != NULL && args->sendbuf == args->recvbuf;
@@ -1018,6 +1020,17 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
         tacl__choice_t choice;
 
         tacl__sched_init(&s->sched[r], r, c->nranks);
+        /* A variable-count exchange with every rank's counts: each rank
+         * builds with its own row and column of them. */
+        if (status == TACL_OK && args->v != NULL &&
+            args->v->matrix != NULL) {
+            tacl__vcounts_free(own);
+            own = tacl__vcounts_of_rank(args->v, r);
+            if (own == NULL)
+                status = tacl__error(TACL_ERR_NO_MEMORY, TUNE,
+                                     "out of memory");
+            a.v = own;
+        }
         /* In place by NCCL's rules: one buffer, the rank's block of it. */
         if (in_place && a.type == TACL_COLL_ALLGATHER)
             a.sendbuf = base + (uint64_t)r * block;
@@ -1033,6 +1046,7 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
             if (r != 0)
                 continue;
             s->fast = 1;
+            tacl__vcounts_free(own);
             return TACL_OK;
         }
         if (status == TACL_OK)
@@ -1044,6 +1058,7 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
         if (status == TACL_OK)
             s->off[r + 1] = s->off[r] + s->sched[r].nsteps;
     }
+    tacl__vcounts_free(own);
     s->total = s->off[c->nranks];
     s->res->steps = s->total;
     return status;

@@ -128,7 +128,10 @@ typedef struct {
 /**
  * Simulate one operation (args as a caller would pass them; the buffers
  * are not touched: equal non-NULL sendbuf and recvbuf ask for the
- * in-place form, anything else out of place) as the decider chooses it
+ * in-place form, anything else out of place; a variable-count exchange
+ * without a table moves count elements between every pair, one whose
+ * table holds every rank's counts (tacl__vcounts_with) moves those,
+ * each rank's regions packed) as the decider chooses it
  * on every rank (tacl__algo_choose with force, NULL for none, and flags:
  * TACL__CHOOSE_ALONE for a blocking call alone).  Every rank's schedule
  * is built with the real builder; a choice of the fast engine, which
