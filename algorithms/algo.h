@@ -28,7 +28,7 @@ typedef enum {
     X(MICS, "mics")                /* MiCS hierarchical (all-gather, RS) */ \
     X(HRING, "hring")              /* PaRO H-Ring: inter, then intra */     \
     X(HORING, "horing")            /* PaRO HO-Ring: overlapped rings */     \
-    X(HIER, "hier")                /* hierarchical all-reduce */          \
+    X(HIER, "hier")                /* hierarchical all-reduce, a2av */    \
     X(QWZ, "qwz")                  /* ZeRO++ quantized all-gather */       \
     X(QGZ, "qgz")                  /* ZeRO++ 2-hop quantized RS */       \
     X(FAST, "fast")                /* the fast engine's shared area */

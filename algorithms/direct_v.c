@@ -26,8 +26,10 @@ int tacl__directv_supports(const tacl__coll_args_t *args,
 /*
  * Priced as the fixed-count exchange of the mean block (direct.c's
  * model): an all-gather-v's count is its mean block already; an
- * all-to-all-v's is this rank's larger direction over its peers, or
- * count per block without a table.
+ * all-to-all-v's is the busiest rank's larger direction over its peers
+ * when every rank's counts are known (the same on every rank, which
+ * must choose alike), else this rank's, or count per block without a
+ * table.
  */
 double tacl__directv_cost(const tacl__coll_args_t *args,
                           const tacl__topo_view_t *view, double alpha,
@@ -40,16 +42,27 @@ double tacl__directv_cost(const tacl__coll_args_t *args,
     flat.type = gatherv ? TACL_COLL_ALLGATHER : TACL_COLL_ALLTOALL;
     flat.v = NULL;
     if (!gatherv && args->v != NULL && view->nranks > 1) {
-        for (int j = 0; j < view->nranks; j++) {
-            size_t d;
+        int n = view->nranks, known = tacl__vpairs_known(args);
 
-            if (j == view->rank)
-                continue;
-            sent += tacl__vsend(args, j, &d);
-            got += tacl__vrecv(args, j, &d);
+        for (int i = known ? 0 : view->rank; i < n; i++) {
+            uint64_t out = 0, in = 0;
+
+            for (int j = 0; j < n; j++) {
+                size_t d;
+
+                if (j == i)
+                    continue;
+                out += known ? tacl__vpair(args, n, i, j)
+                             : tacl__vsend(args, j, &d);
+                in += known ? tacl__vpair(args, n, j, i)
+                            : tacl__vrecv(args, j, &d);
+            }
+            sent = TACL_MAX(sent, out);
+            got = TACL_MAX(got, in);
+            if (!known)
+                break;
         }
-        flat.count = (size_t)(TACL_MAX(sent, got) /
-                              (uint64_t)(view->nranks - 1));
+        flat.count = (size_t)(TACL_MAX(sent, got) / (uint64_t)(n - 1));
     }
     return tacl__direct_cost(&flat, view, alpha, beta);
 }

@@ -268,4 +268,7 @@ TACL__ALGO_DECLARE_COST_BUILD_(hring)
 TACL__ALGO_DECLARE_COST_BUILD_(horing)
 TACL__ALGO_DECLARE_(hier)
 
+/* The hierarchical all-to-all-v (hier_v.c). */
+TACL__ALGO_DECLARE_(hierv)
+
 #endif /* TACL_ALGORITHMS_HIER_H */

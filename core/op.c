@@ -48,10 +48,12 @@ int tacl__coll_from_name(const char *name)
     return -1;
 }
 
-/* The table's four arrays live right after it, in one allocation. */
-static tacl__vcounts_t *vcounts_alloc(int n)
+/* The table's arrays live right after it, in one allocation (the
+ * matrix too, when with_matrix). */
+static tacl__vcounts_t *vcounts_alloc(int n, int with_matrix)
 {
-    size_t entries = 4 * (size_t)(n > 0 ? n : 0);
+    size_t un = (size_t)(n > 0 ? n : 0);
+    size_t entries = 4 * un + (with_matrix ? un * un : 0);
     tacl__vcounts_t *v = malloc(sizeof(*v) + entries * sizeof(size_t));
 
     if (v == NULL)
@@ -62,7 +64,16 @@ static tacl__vcounts_t *vcounts_alloc(int n)
     v->sdispl = v->send + n;
     v->recv = v->sdispl + n;
     v->rdispl = v->recv + n;
+    v->matrix = with_matrix ? v->rdispl + n : NULL;
     return v;
+}
+
+/* Entries after the header: the four arrays and the matrix, if any. */
+static size_t vcounts_entries(const tacl__vcounts_t *v)
+{
+    size_t n = (size_t)v->n;
+
+    return 4 * n + (v->matrix != NULL ? n * n : 0);
 }
 
 tacl__vcounts_t *tacl__vcounts_new(int n, const size_t *sendcounts,
@@ -70,7 +81,7 @@ tacl__vcounts_t *tacl__vcounts_new(int n, const size_t *sendcounts,
                                    const size_t *recvcounts,
                                    const size_t *rdispls)
 {
-    tacl__vcounts_t *v = vcounts_alloc(n);
+    tacl__vcounts_t *v = vcounts_alloc(n, 0);
     uint64_t h = tacl__mix64((uint64_t)n + 0x9e3779b97f4a7c15ull);
 
     if (v == NULL)
@@ -93,11 +104,49 @@ tacl__vcounts_t *tacl__vcounts_dup(const tacl__vcounts_t *v)
 
     if (v == NULL)
         return NULL;
-    c = vcounts_alloc(v->n);
+    c = vcounts_alloc(v->n, v->matrix != NULL);
     if (c == NULL)
         return NULL;
-    memcpy(c->send, v->send, 4 * (size_t)v->n * sizeof(size_t));
+    memcpy(c->send, v->send, vcounts_entries(v) * sizeof(size_t));
     c->hash = v->hash;
+    return c;
+}
+
+tacl__vcounts_t *tacl__vcounts_with(const tacl__vcounts_t *v,
+                                    const uint64_t *rows)
+{
+    tacl__vcounts_t *c = vcounts_alloc(v->n, 1);
+    size_t n = (size_t)v->n;
+
+    if (c == NULL)
+        return NULL;
+    memcpy(c->send, v->send, 4 * n * sizeof(size_t));
+    for (size_t i = 0; i < n * n; i++)
+        c->matrix[i] = (size_t)rows[i];
+    c->hash = v->hash;
+    return c;
+}
+
+tacl__vcounts_t *tacl__vcounts_of_rank(const tacl__vcounts_t *v, int rank)
+{
+    tacl__vcounts_t *c = vcounts_alloc(v->n, 1);
+    size_t n = (size_t)v->n, sd = 0, rd = 0;
+    uint64_t h = tacl__mix64((uint64_t)v->n + 0x9e3779b97f4a7c15ull);
+
+    if (c == NULL)
+        return NULL;
+    memcpy(c->matrix, v->matrix, n * n * sizeof(size_t));
+    for (size_t j = 0; j < n; j++) {
+        c->send[j] = v->matrix[(size_t)rank * n + j];
+        c->recv[j] = v->matrix[j * n + (size_t)rank];
+        c->sdispl[j] = sd;
+        c->rdispl[j] = rd;
+        sd += c->send[j];
+        rd += c->recv[j];
+    }
+    for (size_t i = 0; i < 4 * n; i++)
+        h = tacl__mix64(h ^ (uint64_t)c->send[i]);
+    c->hash = h;
     return c;
 }
 
@@ -110,9 +159,10 @@ int tacl__vcounts_same(const tacl__vcounts_t *a, const tacl__vcounts_t *b)
 {
     if (a == b)
         return 1;
-    if (a == NULL || b == NULL || a->n != b->n || a->hash != b->hash)
+    if (a == NULL || b == NULL || a->n != b->n || a->hash != b->hash ||
+        (a->matrix == NULL) != (b->matrix == NULL))
         return 0;
-    return memcmp(a->send, b->send, 4 * (size_t)a->n * sizeof(size_t)) == 0;
+    return memcmp(a->send, b->send, vcounts_entries(a) * sizeof(size_t)) == 0;
 }
 
 size_t tacl__vsend(const tacl__coll_args_t *a, int peer, size_t *displ_p)
@@ -312,8 +362,10 @@ uint64_t tacl__op_sig_hash(const tacl__op_sig_t *s)
     uint64_t h = tacl__mix64(s->count + 0x9e3779b97f4a7c15ull);
 
     h = tacl__mix64(h ^ s->vhash);
-    h = tacl__mix64(h ^ ((uint64_t)(uint32_t)s->coll << 32 | (uint32_t)s->dtype));
-    h = tacl__mix64(h ^ ((uint64_t)(uint32_t)s->op << 32 | (uint32_t)s->root));
+    h = tacl__mix64(h ^ ((uint64_t)(uint32_t)s->coll << 32 |
+                         (uint32_t)s->dtype));
+    h = tacl__mix64(h ^ ((uint64_t)(uint32_t)s->op << 32 |
+                         (uint32_t)s->root));
     return tacl__mix64(h ^ ((uint64_t)(uint32_t)s->qbits << 32 |
                     (uint32_t)s->qblock));
 }

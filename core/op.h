@@ -64,6 +64,8 @@ typedef struct {
     int n;
     uint64_t hash;
     size_t *send, *sdispl, *recv, *rdispl; /* n each, in this allocation */
+    size_t *matrix; /* NULL, or n * n: elements rank i sends rank j at
+                       [i * n + j], every rank's (tacl__vcounts_with) */
 } tacl__vcounts_t;
 
 /**
@@ -75,6 +77,23 @@ tacl__vcounts_t *tacl__vcounts_new(int n, const size_t *sendcounts,
                                    const size_t *sdispls, size_t sendcount,
                                    const size_t *recvcounts,
                                    const size_t *rdispls);
+
+/**
+ * A copy of v that also holds every rank's send counts, rows[i * n + j]
+ * the elements rank i sends rank j (what the ranks of a call gathered):
+ * the hierarchical all-to-all-v relays other ranks' blocks, whose sizes
+ * only their senders know.  NULL when out of memory.
+ */
+tacl__vcounts_t *tacl__vcounts_with(const tacl__vcounts_t *v,
+                                    const uint64_t *rows);
+
+/**
+ * Rank's own table of an exchange whose every count v's matrix holds:
+ * its row and column of the matrix, each buffer's regions packed in
+ * rank order, the matrix kept.  What the simulator builds each rank
+ * with (it has no rank's real displacements).  NULL when out of memory.
+ */
+tacl__vcounts_t *tacl__vcounts_of_rank(const tacl__vcounts_t *v, int rank);
 
 /** A copy of v (NULL for NULL, or when out of memory). */
 tacl__vcounts_t *tacl__vcounts_dup(const tacl__vcounts_t *v);
@@ -151,6 +170,23 @@ size_t tacl__vsend(const tacl__coll_args_t *a, int peer, size_t *displ_p);
 
 /** Elements it receives from peer, and where in recvbuf (*displ_p). */
 size_t tacl__vrecv(const tacl__coll_args_t *a, int peer, size_t *displ_p);
+
+/**
+ * Whether a's counts between every pair of ranks are known here: no
+ * table (count everywhere), or a table with every rank's (matrix).
+ */
+static inline int tacl__vpairs_known(const tacl__coll_args_t *a)
+{
+    return a->v == NULL || a->v->matrix != NULL;
+}
+
+/** Elements rank i sends rank j of nranks (tacl__vpairs_known(a)). */
+static inline size_t tacl__vpair(const tacl__coll_args_t *a, int nranks,
+                                 int i, int j)
+{
+    return a->v != NULL ? a->v->matrix[(size_t)i * (size_t)nranks + j]
+                        : a->count;
+}
 
 /**
  * Bytes of the largest input one rank gives the operation (the same on

@@ -539,7 +539,11 @@ tacl_status_t tacl_alltoall_nb(const void *sendbuf, void *recvbuf,
  * regions: there is no in-place form.  The four arrays are copied
  * before the call returns (also for _nb and inside a group), so the
  * caller may free or reuse them at once; the buffers, as for every
- * collective, must stay until the operation completes.
+ * collective, must stay until the operation completes.  On several
+ * nodes the ranks first gather one another's send counts (nranks^2 of
+ * them), so that all choose alike between the flat exchange and the
+ * hierarchical one, which sends one message per pair of nodes; an _nb
+ * call returns once that small exchange is done.
  */
 tacl_status_t tacl_alltoallv(const void *sendbuf, const size_t *sendcounts,
                              const size_t *sdispls, void *recvbuf,

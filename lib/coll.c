@@ -308,6 +308,12 @@ static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
         op.check_seq = comm->seq;
         comm->seq += TACL__CHECK_SEQS;
     }
+    /* An all-to-all-v on several nodes gathers every rank's counts
+     * first, on a number of its own (vmatrix.c). */
+    if (tacl__vmatrix_wanted(comm, a)) {
+        op.vgather = 1;
+        op.vseq = comm->seq++;
+    }
     /* A send's or receive's number only names it in the flight recorder
      * and the logs: its message carries the user's tag (p2p.c). */
     if (a->type == TACL_COLL_SEND)
@@ -334,7 +340,17 @@ static tacl_status_t post_full(tacl_comm_t comm, tacl__coll_args_t *a,
             return tacl__comm_fail(comm, status);
         pthread_mutex_lock(&comm->x.ctx->lock);
     }
+    if (op.vgather) {
+        pthread_mutex_unlock(&comm->x.ctx->lock);
+        status = tacl__vmatrix_gather(comm, &op);
+        if (status != TACL_OK)
+            return tacl__comm_fail(comm, status);
+        pthread_mutex_lock(&comm->x.ctx->lock);
+    }
     status = tacl__ops_start(comm, &op, 1, blocking && stream == NULL, &exec);
+    /* Built: the gathered counts are needed no more. */
+    if (op.vgather)
+        tacl__vcounts_free((tacl__vcounts_t *)op.args.v);
     if (status != TACL_OK) {
         pthread_mutex_unlock(&comm->x.ctx->lock);
         return tacl__comm_fail(comm, status);

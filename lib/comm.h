@@ -243,6 +243,9 @@ typedef struct {
     int checked;         /* this op reserved its call's check sequence */
     uint64_t check_seq;  /* the first of the two it reserved */
     tacl_stream_t stream; /* the caller's CUDA stream, NULL none */
+    int vgather;         /* it reserved vseq to gather every rank's
+                            counts before it is built (vmatrix.c) */
+    uint64_t vseq;
 } tacl__op_t;
 
 /*
@@ -309,6 +312,22 @@ tacl_status_t tacl__p2p_own(tacl_coll_t type, void *buf, size_t bytes,
 tacl_status_t tacl__coll_post(tacl_comm_t comm, tacl__coll_args_t *a,
                               tacl_stream_t stream, int blocking,
                               tacl_request_t *req_p);
+
+/*
+ * Every rank's counts of an all-to-all-v on several nodes (vmatrix.c):
+ * the hierarchical row relays blocks whose sizes only their senders
+ * know, and the decider must price the rows alike on every rank, so such
+ * a call gathers the ranks' send counts before it is built.
+ */
+/** Whether a's call gathers every rank's counts (the same on every
+ *  rank of a correct call). */
+int tacl__vmatrix_wanted(tacl_comm_t comm, const tacl__coll_args_t *a);
+/**
+ * Gather them on op's reserved sequence number (outside the context's
+ * lock) and point op->args.v at a new table holding them, which the
+ * caller frees (tacl__vcounts_free) once op is built.
+ */
+tacl_status_t tacl__vmatrix_gather(tacl_comm_t comm, tacl__op_t *op);
 
 /** Validate an operation's arguments as the entry points do (coll.c). */
 tacl_status_t tacl__coll_check(tacl_comm_t comm, tacl__coll_args_t *args,

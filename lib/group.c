@@ -91,6 +91,26 @@ static tacl_status_t check_batch(tacl_comm_t comm, const tacl__op_t *batch,
     return TACL_OK;
 }
 
+/*
+ * The all-to-all-v calls of a batch on several nodes: every rank's
+ * counts (vmatrix.c), each op's args.v then a table of the batch's own.
+ * An op that gathered nothing has its vseq set to UINT64_MAX.  status:
+ * the check's verdict; after a failure nothing is gathered.
+ */
+static tacl_status_t gather_counts(tacl_comm_t comm, tacl__op_t *batch,
+                                   int n, tacl_status_t status)
+{
+    for (int i = 0; i < n; i++) {
+        if (!batch[i].vgather)
+            continue;
+        if (status == TACL_OK)
+            status = tacl__vmatrix_gather(comm, &batch[i]);
+        if (status != TACL_OK)
+            batch[i].vseq = UINT64_MAX;
+    }
+    return status;
+}
+
 /* Start one schedule per communicator; execs gets one entry each;
  * waited: the caller waits for them (a blocking end). */
 static tacl_status_t group_launch(int waited, tacl__exec_t **execs,
@@ -121,11 +141,16 @@ static tacl_status_t group_launch(int waited, tacl__exec_t **execs,
         if (status != TACL_OK)
             break;
         status = check_batch(comm, batch, n);
+        status = gather_counts(comm, batch, n, status);
         if (status == TACL_OK) {
             pthread_mutex_lock(&comm->x.ctx->lock);
             status = tacl__ops_start(comm, batch, n, waited, &execs[nexec]);
             pthread_mutex_unlock(&comm->x.ctx->lock);
         }
+        /* Built: the gathered counts are needed no more. */
+        for (int j = 0; j < n; j++)
+            if (batch[j].vgather && batch[j].vseq != UINT64_MAX)
+                tacl__vcounts_free((tacl__vcounts_t *)batch[j].args.v);
         if (status == TACL_OK)
             nexec++;
         else

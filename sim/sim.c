@@ -993,15 +993,15 @@ static void trace_write(sim_t *s)
 }
 
 /* Build every rank's schedule of args into s->sched, each as the
- * decider chooses it there; rank r's operation is args[r * stride]
- * (stride 0: one operation for all). */
+ * decider chooses it there (a variable-count exchange whose table holds
+ * every rank's counts: each rank with its own row and column). */
 static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
-                               size_t stride,
                                const tacl__algo_force_t *force,
                                unsigned flags)
 {
     const tacl__sim_cluster_t *c = s->c;
     tacl__coll_args_t a = *args;
+    tacl__vcounts_t *own = NULL;
     tacl_status_t status = TACL_OK;
 
     int in_place = args->sendbuf != NULL && args->sendbuf == args->recvbuf;
@@ -1019,8 +1019,18 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
         tacl__topo_view_t v = tacl__sim_view(c, r);
         tacl__choice_t choice;
 
-        a.v = args[(size_t)r * stride].v;
         tacl__sched_init(&s->sched[r], r, c->nranks);
+        /* A variable-count exchange with every rank's counts: each rank
+         * builds with its own row and column of them. */
+        if (status == TACL_OK && args->v != NULL &&
+            args->v->matrix != NULL) {
+            tacl__vcounts_free(own);
+            own = tacl__vcounts_of_rank(args->v, r);
+            if (own == NULL)
+                status = tacl__error(TACL_ERR_NO_MEMORY, TUNE,
+                                     "out of memory");
+            a.v = own;
+        }
         /* In place by NCCL's rules: one buffer, the rank's block of it. */
         if (in_place && a.type == TACL_COLL_ALLGATHER)
             a.sendbuf = base + (uint64_t)r * block;
@@ -1036,6 +1046,7 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
             if (r != 0)
                 continue;
             s->fast = 1;
+            tacl__vcounts_free(own);
             return TACL_OK;
         }
         if (status == TACL_OK)
@@ -1047,6 +1058,7 @@ static tacl_status_t build_all(sim_t *s, const tacl__coll_args_t *args,
         if (status == TACL_OK)
             s->off[r + 1] = s->off[r] + s->sched[r].nsteps;
     }
+    tacl__vcounts_free(own);
     s->total = s->off[c->nranks];
     s->res->steps = s->total;
     return status;
@@ -1078,10 +1090,10 @@ static void fast_run(sim_t *s, const tacl__coll_args_t *args)
     }
 }
 
-static tacl_status_t sim_run(const tacl__sim_cluster_t *c,
-                             const tacl__coll_args_t *args, size_t stride,
-                             const tacl__algo_force_t *force, unsigned flags,
-                             tacl__sim_result_t *res)
+tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
+                            const tacl__coll_args_t *args,
+                            const tacl__algo_force_t *force, unsigned flags,
+                            tacl__sim_result_t *res)
 {
     sim_t s;
     tacl_status_t status;
@@ -1092,7 +1104,7 @@ static tacl_status_t sim_run(const tacl__sim_cluster_t *c,
     s.res = res;
     s.device = args->memtype == TACL_MEM_CUDA;
     s.compact_at = (size_t)1 << 16;
-    status = build_all(&s, args, stride, force, flags);
+    status = build_all(&s, args, force, flags);
     if (status == TACL_OK && s.fast)
         fast_run(&s, args);
     else if (status == TACL_OK)
@@ -1101,22 +1113,6 @@ static tacl_status_t sim_run(const tacl__sim_cluster_t *c,
         trace_write(&s);
     sim_free(&s);
     return status;
-}
-
-tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
-                            const tacl__coll_args_t *args,
-                            const tacl__algo_force_t *force, unsigned flags,
-                            tacl__sim_result_t *res)
-{
-    return sim_run(c, args, 0, force, flags, res);
-}
-
-tacl_status_t tacl__sim_run_each(const tacl__sim_cluster_t *c,
-                                 const tacl__coll_args_t *args,
-                                 const tacl__algo_force_t *force,
-                                 unsigned flags, tacl__sim_result_t *res)
-{
-    return sim_run(c, args, 1, force, flags, res);
 }
 
 tacl_status_t tacl__sim_best(const tacl__sim_cluster_t *c,

@@ -128,7 +128,10 @@ typedef struct {
 /**
  * Simulate one operation (args as a caller would pass them; the buffers
  * are not touched: equal non-NULL sendbuf and recvbuf ask for the
- * in-place form, anything else out of place) as the decider chooses it
+ * in-place form, anything else out of place; a variable-count exchange
+ * without a table moves count elements between every pair, one whose
+ * table holds every rank's counts (tacl__vcounts_with) moves those,
+ * each rank's regions packed) as the decider chooses it
  * on every rank (tacl__algo_choose with force, NULL for none, and flags:
  * TACL__CHOOSE_ALONE for a blocking call alone).  Every rank's schedule
  * is built with the real builder; a choice of the fast engine, which
@@ -140,16 +143,6 @@ tacl_status_t tacl__sim_run(const tacl__sim_cluster_t *c,
                             const tacl__coll_args_t *args,
                             const tacl__algo_force_t *force, unsigned flags,
                             tacl__sim_result_t *res);
-
-/**
- * As tacl__sim_run, but rank r's operation is args[r] (nranks entries):
- * a variable-count operation with each rank's own count table (args[r].v;
- * the other fields as args[0]'s).
- */
-tacl_status_t tacl__sim_run_each(const tacl__sim_cluster_t *c,
-                                 const tacl__coll_args_t *args,
-                                 const tacl__algo_force_t *force,
-                                 unsigned flags, tacl__sim_result_t *res);
 
 /**
  * Simulate every algorithm the tuner may choose for args (supported,

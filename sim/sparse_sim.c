@@ -2,8 +2,9 @@
  * The sparse all-reduce's schemes on a modelled cluster (design in
  * sparse_sim.h).  Each phase is one collective whose per-rank sizes come
  * from the rows; the variable-count phases run with every rank's own
- * count table (tacl__sim_run_each), so an owner that gets more rows than
- * the others (the skew of even ranges) is the slow link it would be.
+ * counts (a table with the whole matrix), so an owner that gets more
+ * rows than the others (the skew of even ranges) is the slow link it
+ * would be.
  * Sizes are lib/sparse.c's: a block of c rows is its indices padded to 8
  * bytes, then its values.
  */
@@ -96,60 +97,44 @@ static tacl_status_t phase_fixed(run_t *r, tacl_coll_t type, size_t count,
 
 /*
  * An all-to-all-v of m[i * n + j] bytes from rank i to rank j, or (gv)
- * an all-gather-v of m[j] bytes from each rank j.
+ * an all-gather-v of m[j] bytes from each rank j: one table holding
+ * every rank's counts (its matrix), from which the simulator builds each
+ * rank with its own row and column.
  */
 static tacl_status_t phase_v(run_t *r, const uint64_t *m, int gv)
 {
     int n = r->c->nranks;
-    tacl__coll_args_t *a = calloc((size_t)n, sizeof(*a));
-    tacl__vcounts_t **v = calloc((size_t)n, sizeof(*v));
-    size_t *sc = malloc((size_t)n * sizeof(size_t));
-    size_t *sd = malloc((size_t)n * sizeof(size_t));
-    size_t *rc = malloc((size_t)n * sizeof(size_t));
-    size_t *rd = malloc((size_t)n * sizeof(size_t));
+    uint64_t *rows = malloc((size_t)n * n * sizeof(*rows)), total = 0;
+    size_t *zero = calloc((size_t)n, sizeof(size_t));
+    tacl__vcounts_t *base = NULL, *v = NULL;
     tacl__sim_result_t one;
-    tacl_status_t st = TACL_OK;
-    uint64_t total = 0;
+    tacl_status_t st = TACL_ERR_NO_MEMORY;
 
-    if (!a || !v || !sc || !sd || !rc || !rd) {
-        st = TACL_ERR_NO_MEMORY;
+    if (rows == NULL || zero == NULL)
         goto out;
+    for (int i = 0; i < n; i++) {
+        total += gv ? m[i] : 0;
+        for (int j = 0; j < n; j++)
+            rows[(size_t)i * n + j] = gv ? m[i] : m[(size_t)i * n + j];
     }
-    for (int j = 0; gv && j < n; j++)
-        total += m[j];
-    for (int i = 0; i < n && st == TACL_OK; i++) {
-        size_t so = 0, ro = 0;
-
-        for (int j = 0; j < n; j++) {
-            sc[j] = (size_t)(gv ? m[i] : m[(size_t)i * n + j]);
-            rc[j] = (size_t)(gv ? m[j] : m[(size_t)j * n + i]);
-            sd[j] = so;
-            rd[j] = ro;
-            so += sc[j];
-            ro += rc[j];
-        }
-        v[i] = gv ? tacl__vcounts_new(n, NULL, NULL, sc[0], rc, rd)
-                  : tacl__vcounts_new(n, sc, sd, 0, rc, rd);
-        if (v[i] == NULL)
-            st = TACL_ERR_NO_MEMORY;
-        a[i] = (tacl__coll_args_t){
+    base = gv ? tacl__vcounts_new(n, NULL, NULL, 0, zero, zero)
+              : tacl__vcounts_new(n, zero, zero, 0, zero, zero);
+    v = base != NULL ? tacl__vcounts_with(base, rows) : NULL;
+    if (v != NULL) {
+        tacl__coll_args_t a = {
             .type = gv ? TACL_COLL_ALLGATHERV : TACL_COLL_ALLTOALLV,
-            .count = gv ? (size_t)(total / (uint64_t)n) : 0,
-            .v = v[i], .dtype = TACL_UINT8, .memtype = TACL_MEM_HOST};
+            .count = gv ? (size_t)(total / (uint64_t)n) : 0, .v = v,
+            .dtype = TACL_UINT8, .memtype = TACL_MEM_HOST};
+
+        st = tacl__sim_run(r->c, &a, NULL, 0, &one);
+        if (st == TACL_OK)
+            add(r, &one);
     }
-    if (st == TACL_OK)
-        st = tacl__sim_run_each(r->c, a, NULL, 0, &one);
-    if (st == TACL_OK)
-        add(r, &one);
 out:
-    for (int i = 0; v != NULL && i < n; i++)
-        tacl__vcounts_free(v[i]);
-    free(a);
-    free(v);
-    free(sc);
-    free(sd);
-    free(rc);
-    free(rd);
+    tacl__vcounts_free(base);
+    tacl__vcounts_free(v);
+    free(rows);
+    free(zero);
     return st;
 }
 

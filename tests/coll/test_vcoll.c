@@ -16,6 +16,7 @@
 
 #include <criterion/criterion.h>
 
+#include "config.h"
 #include "harness.h"
 
 /* Elements rank i sends rank j under each pattern. */
@@ -247,34 +248,111 @@ static int body_patterns(coll_ctx_t *ctx)
     return run_all(ctx, ctx->comm);
 }
 
-/* Two emulated nodes of two ranks: the messages to the other node
- * crossed the network. */
-static int body_patterns_2x2(coll_ctx_t *ctx)
+/*
+ * An even exchange of 100 elements a peer, as tacl_comm_estimate prices
+ * it: the estimate names the algorithm the call ran, and this rank's
+ * bytes across the network are what the call sent there, but for the
+ * counts it gathered first.
+ */
+static int estimate_matches(coll_ctx_t *ctx, tacl_comm_t comm,
+                            const char *forced)
 {
+    int n = ctx->nranks;
+    size_t c[COLL_MAX_RANKS], d[COLL_MAX_RANKS];
+    int32_t *send = calloc((size_t)n * 100, sizeof(int32_t));
+    int32_t *recv = calloc((size_t)n * 100, sizeof(int32_t));
     tacl_counters_t counters;
     tacl_sim_info_t info;
+    const char *ran;
+    uint64_t sent;
+
+    COLL_CHECK(ctx, send != NULL && recv != NULL, "out of memory");
+    for (int j = 0; j < n; j++) {
+        c[j] = 100;
+        d[j] = (size_t)j * 100;
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLTOALLV, 100,
+                                          TACL_INT32, TACL_SUM, 0, &info));
+    COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
+    COLL_CHECK_OK(ctx, tacl_alltoallv(send, c, d, recv, c, d, TACL_INT32,
+                                      comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &counters));
+    ran = tacl_comm_last_algorithm(comm);
+    COLL_CHECK(ctx, forced == NULL || strcmp(ran, forced) == 0,
+               "forced %s, ran %s", forced, ran);
+    COLL_CHECK(ctx, strcmp(info.algorithm, ran) == 0 && info.seconds > 0,
+               "estimate names %s (%g s), the call ran %s", info.algorithm,
+               info.seconds, ran);
+    /* The call also gathered every rank's counts (n * n of them, at
+     * most that many bytes of this rank's across), which the estimate
+     * leaves out. */
+    sent = counters.links[TACL_LINK_NET].bytes;
+    COLL_CHECK(ctx, sent >= info.bytes[TACL_LINK_NET] &&
+                        sent - info.bytes[TACL_LINK_NET] <=
+                            (uint64_t)n * (uint64_t)n * sizeof(uint64_t),
+               "estimate: %llu bytes across, the call sent %llu",
+               (unsigned long long)info.bytes[TACL_LINK_NET],
+               (unsigned long long)sent);
+    /* An all-gather-v of 100 elements a rank gathers nothing first. */
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLGATHERV, 100,
+                                          TACL_INT32, TACL_SUM, 0, &info));
+    COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
+    COLL_CHECK_OK(ctx, tacl_allgatherv(send, 100, recv, c, d, TACL_INT32,
+                                       comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &counters));
+    ran = tacl_comm_last_algorithm(comm);
+    COLL_CHECK(ctx, (forced == NULL || strcmp(ran, forced) == 0) &&
+                        strcmp(info.algorithm, ran) == 0,
+               "allgatherv: forced %s, estimate names %s, ran %s",
+               forced ? forced : "nothing", info.algorithm, ran);
+    COLL_CHECK(ctx, info.bytes[TACL_LINK_NET] ==
+                        counters.links[TACL_LINK_NET].bytes,
+               "allgatherv estimate: %llu bytes across, the call sent %llu",
+               (unsigned long long)info.bytes[TACL_LINK_NET],
+               (unsigned long long)counters.links[TACL_LINK_NET].bytes);
+    free(send);
+    free(recv);
+    return 0;
+}
+
+/*
+ * Two emulated nodes of two ranks: as the decider chooses, then each
+ * row forced (TACL_ALGO), the call names the row that ran, the messages
+ * to the other node crossed the network, and the estimate agrees.
+ */
+static int body_patterns_2x2(coll_ctx_t *ctx)
+{
+    static const char *const rows[] = {NULL, "hier", "direct"};
+    tacl_counters_t counters;
     tacl_comm_t comm;
-    int failed;
+    int failed = 0;
 
     COLL_CHECK_OK(ctx, coll_join_node(ctx, "vcoll-node", 2, &comm));
     ctx->comm = comm;
-    failed = run_all(ctx, comm);
-    if (!failed) {
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]) && !failed; i++) {
+        char spec[64];
+
+        snprintf(spec, sizeof(spec), "alltoallv=%s,allgatherv=%s", rows[i],
+                 rows[i]);
+        if (rows[i] != NULL)
+            setenv("TACL_ALGO", spec, 1);
+        tacl__config_reload();
+        COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
+        failed = run_all(ctx, comm);
+        if (failed)
+            break;
         COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &counters));
         COLL_CHECK(ctx, counters.links[TACL_LINK_NET].bytes > 0,
                    "nothing crossed the network between the two nodes");
-        /* The estimate prices an even exchange of 100 elements a peer:
-         * two of this rank's three messages cross the network. */
-        COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLTOALLV, 100,
-                                              TACL_INT32, TACL_SUM, 0,
-                                              &info));
-        COLL_CHECK(ctx, strcmp(info.algorithm, "direct") == 0 &&
-                   info.bytes[TACL_LINK_NET] == 2 * 100 * sizeof(int32_t) &&
-                   info.seconds > 0, "estimate: %s, %llu bytes on the "
-                   "network, %g s", info.algorithm,
-                   (unsigned long long)info.bytes[TACL_LINK_NET],
-                   info.seconds);
+        /* run_all's last call is an all-gather-v. */
+        COLL_CHECK(ctx, rows[i] == NULL ||
+                   strcmp(tacl_comm_last_algorithm(comm), rows[i]) == 0,
+                   "allgatherv forced to %s ran %s", rows[i],
+                   tacl_comm_last_algorithm(comm));
+        failed = estimate_matches(ctx, comm, rows[i]);
     }
+    unsetenv("TACL_ALGO");
+    tacl__config_reload();
     ctx->comm = NULL;
     COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
     return failed;

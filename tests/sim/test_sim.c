@@ -373,3 +373,84 @@ Test(sim, ring_at_1024_ranks)
     cr_assert(r.steps > 2000000, "%llu steps", (unsigned long long)r.steps);
     assert_close(r.seconds, bound, 0.01, "1024-rank ring");
 }
+
+/*
+ * An uneven all-to-all-v, every rank's counts in its table: the network
+ * carries exactly the bytes of the pairs on different nodes, flat or
+ * hierarchical; the hierarchical row in one message per ordered pair of
+ * nodes; and a skewed exchange (rank 0 of every node sends its node's
+ * remote traffic) takes longer than an even one of the same bytes.
+ */
+static tacl__sim_result_t run_v(const tacl__sim_cluster_t *c,
+                                const size_t *m, const char *spec)
+{
+    size_t n = (size_t)c->nranks, *z = calloc(n, sizeof(size_t));
+    uint64_t *rows = malloc(n * n * sizeof(uint64_t));
+    tacl__vcounts_t *v, *with;
+    tacl__coll_args_t a = args_of(TACL_COLL_ALLTOALLV, 0, 1u << 20);
+    tacl__sim_result_t r;
+
+    cr_assert(z != NULL && rows != NULL);
+    for (size_t i = 0; i < n * n; i++)
+        rows[i] = m[i];
+    v = tacl__vcounts_new((int)n, z, z, 0, z, z);
+    with = tacl__vcounts_with(v, rows);
+    cr_assert(v != NULL && with != NULL);
+    a.v = with;
+    a.dtype = TACL_FLOAT32;
+    a.memtype = TACL_MEM_HOST;
+    cr_assert_eq(tacl__sim_run(c, &a, spec_force(spec), 0, &r), TACL_OK,
+                 "%s", tacl__last_error());
+    tacl__vcounts_free(v);
+    tacl__vcounts_free(with);
+    free(rows);
+    free(z);
+    return r;
+}
+
+Test(sim, alltoallv_uneven_counts)
+{
+    tacl__topo_t t;
+    tacl__sim_cluster_t c;
+    int nodes = 4, rpn = 8, n = nodes * rpn;
+    size_t *even = calloc((size_t)n * n, sizeof(size_t));
+    size_t *skew = calloc((size_t)n * n, sizeof(size_t));
+    uint64_t cross = 0;
+
+    cr_assert(even != NULL && skew != NULL);
+    cr_assert_eq(tacl__topo_load(TOPO_DIR "/p4d.24xlarge.topo", &t),
+                 TACL_OK);
+    cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, nodes, rpn), TACL_OK);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            int remote = c.node_of[i] != c.node_of[j];
+
+            even[i * n + j] = 4096;
+            /* The node's remote traffic all from its first rank. */
+            skew[i * n + j] = !remote ? 4096
+                              : c.local_of[i] == 0 ? 4096 * (size_t)rpn
+                                                   : 0;
+            cross += remote ? 4096 * 4 : 0;
+        }
+    for (int k = 0; k < 2; k++) {
+        const char *spec = k ? "alltoallv=hier" : "alltoallv=direct";
+        tacl__sim_result_t e = run_v(&c, even, spec);
+        tacl__sim_result_t s = run_v(&c, skew, spec);
+
+        cr_expect_eq(e.bytes[TACL_LINK_NET], cross, "%s: %llu bytes across",
+                     spec, (unsigned long long)e.bytes[TACL_LINK_NET]);
+        cr_expect_eq(s.bytes[TACL_LINK_NET], cross, "%s skewed: %llu",
+                     spec, (unsigned long long)s.bytes[TACL_LINK_NET]);
+        if (k == 1)
+            cr_expect_eq(e.msgs[TACL_LINK_NET],
+                         (uint64_t)(nodes * (nodes - 1)),
+                         "hier: %llu messages across",
+                         (unsigned long long)e.msgs[TACL_LINK_NET]);
+        cr_expect_gt(s.seconds, e.seconds, "%s: skewed %g s, even %g s",
+                     spec, s.seconds, e.seconds);
+    }
+    tacl__sim_cluster_fini(&c);
+    tacl__topo_fini(&t);
+    free(even);
+    free(skew);
+}
