@@ -101,12 +101,14 @@ enum {
     TACL_OFI_REQ_SEND = 0,
     TACL_OFI_REQ_RECV,
     TACL_OFI_REQ_CTRL_SEND,    /* a control message out (ofi_peer.c) */
-    TACL_OFI_REQ_CTRL_RECV     /* a control buffer posted for one in */
+    TACL_OFI_REQ_CTRL_RECV,    /* a control buffer posted for one in */
+    TACL_OFI_REQ_PEEK          /* a look for a message from any source */
 };
 
 /* Request flags. */
 #define TACL_OFI_REQ_F_PENDING 1u /* the provider holds it */
 #define TACL_OFI_REQ_F_LATE 2u    /* a receive posted after its peer left */
+#define TACL_OFI_REQ_F_CLAIMED 4u /* RECV: of the message a peek claimed */
 
 typedef struct tacl__ofi_req tacl__ofi_req_t;
 typedef struct tacl__ofi tacl__ofi_t;
@@ -128,7 +130,8 @@ struct tacl__ofi_req {
     uint8_t kind;              /* TACL_OFI_REQ_* */
     uint8_t flags;             /* TACL_OFI_REQ_F_* */
     tacl_status_t status;      /* an ending decided before the provider's */
-    uint64_t msg[2];           /* CTRL_*: the control message */
+    uint64_t msg[2];           /* CTRL_*: the control message; PEEK and
+                                * a claimed message: msg[0], tacl's tag */
 };
 
 /** A doubly linked list of requests (pending, or a backlog). */
@@ -155,6 +158,14 @@ typedef struct {
     uint64_t ping_ns;          /* when the ping in flight was sent */
 } tacl__ofi_peer_t;
 
+/*
+ * After a peek found nothing the next waits this long, or until wait()
+ * (which then sleeps no longer) saw something arrive: the executor
+ * probes after every progress round, and a peek answers through the
+ * completion queue, so without a gap waiting would never sleep.
+ */
+#define TACL_OFI_PEEK_GAP_US 200
+
 /* Control receives kept posted. */
 #define TACL_OFI_CTRL_RECVS 8
 
@@ -177,6 +188,10 @@ struct tacl__ofi {
     tacl__ofi_reqq_t backlog_rx;
     tacl__ofi_req_t *free_reqs;   /* a free list, linked through next */
     uint64_t nops;             /* tacl operations pending or backlogged */
+    tacl__ofi_reqq_t claimed;  /* messages peeks claimed, oldest first */
+    tacl__ofi_req_t *peek;     /* the peek in flight, or NULL */
+    uint64_t peek_idle_ns;     /* when the last peek found nothing, or 0 */
+    tacl_status_t peek_failed; /* the provider cannot peek: why */
     int closing;               /* close(): control receives not reposted */
     uint64_t ping_ns;          /* how long an op waits before a ping */
     uint64_t dead_ns;          /* how long a ping may take to go out */
@@ -202,6 +217,17 @@ tacl_status_t tacl__ofi_post(tacl__ofi_t *ofi, tacl__ofi_req_t *req);
 /** Check and post a send (or a receive if recv) of tacl's op. */
 tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
                                 int recv);
+/**
+ * The probe slot's look for a message with tacl tag tag from any
+ * source (ofi.c has the design): a message an earlier peek claimed for
+ * tag is reported at once (1, its sender and length in *peer, *len);
+ * otherwise a peek is posted unless one is in flight or the last found
+ * nothing TACL_OFI_PEEK_GAP_US ago and no wait() has slept since, and 0
+ * is returned.  A negative
+ * status, decided and logged once, when the provider cannot peek.
+ */
+int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer,
+                    uint64_t *len);
 /** Read completions and post what the backlog holds; events handled. */
 int tacl__ofi_poll(tacl__ofi_t *ofi);
 /**
