@@ -32,8 +32,11 @@
  * the wire tag, hence the sender's rank, and the length.  The message
  * waits on the claimed list until a receive for its sender and tag is
  * posted, which names the peek's fi_context with FI_CLAIM to take it.
- * A peek answers through the completion queue, not at once, so probe()
- * reports a claimed message one progress round after its peek.  The
+ * A peek answers through the completion queue; ofi_rxm writes the
+ * answer as the peek is posted, so probe() reads the queue right after
+ * and reports a message found in the same round, and the queue is left
+ * empty for wait() to sleep on (a provider that answers later is read
+ * by the next progress, and probed again the round after).  The
  * oldest message of each sender and tag is the one claimed (FI_ORDER_SAS
  * and the executor, which posts no receive for a sender and tag held
  * behind one from any source), so (source, tag) order holds.  A
@@ -295,12 +298,6 @@ static tacl_status_t ofi_wait(tacl__tl_t *tl, int64_t timeout_us)
     if (tacl__tl_base_ready(&ofi->base) || ofi->ep == NULL) {
         tacl__tl_unlock(ofi->base.lock);
         return TACL_OK;
-    }
-    /* A message from any source is looked for again once this sleep
-     * ends, whether something arrived or a peek's gap passed. */
-    if (ofi->peek_idle_ns != 0) {
-        ofi->peek_idle_ns = 0;
-        timeout_us = TACL_MIN(timeout_us, TACL_OFI_PEEK_GAP_US);
     }
     /* Peers are checked (and pinged) on a clock, not on an event. */
     if (ofi->nops > 0)

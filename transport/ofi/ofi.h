@@ -158,14 +158,6 @@ typedef struct {
     uint64_t ping_ns;          /* when the ping in flight was sent */
 } tacl__ofi_peer_t;
 
-/*
- * After a peek found nothing the next waits this long, or until wait()
- * (which then sleeps no longer) saw something arrive: the executor
- * probes after every progress round, and a peek answers through the
- * completion queue, so without a gap waiting would never sleep.
- */
-#define TACL_OFI_PEEK_GAP_US 200
-
 /* Control receives kept posted. */
 #define TACL_OFI_CTRL_RECVS 8
 
@@ -190,7 +182,6 @@ struct tacl__ofi {
     uint64_t nops;             /* tacl operations pending or backlogged */
     tacl__ofi_reqq_t claimed;  /* messages peeks claimed, oldest first */
     tacl__ofi_req_t *peek;     /* the peek in flight, or NULL */
-    uint64_t peek_idle_ns;     /* when the last peek found nothing, or 0 */
     tacl_status_t peek_failed; /* the provider cannot peek: why */
     int closing;               /* close(): control receives not reposted */
     uint64_t ping_ns;          /* how long an op waits before a ping */
@@ -221,9 +212,8 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
  * The probe slot's look for a message with tacl tag tag from any
  * source (ofi.c has the design): a message an earlier peek claimed for
  * tag is reported at once (1, its sender and length in *peer, *len);
- * otherwise a peek is posted unless one is in flight or the last found
- * nothing TACL_OFI_PEEK_GAP_US ago and no wait() has slept since, and 0
- * is returned.  A negative
+ * otherwise a peek is posted unless one is in flight, its answer read,
+ * and the claimed list asked again; 0 when it has nothing yet.  A negative
  * status, decided and logged once, when the provider cannot peek.
  */
 int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer,

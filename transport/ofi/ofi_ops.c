@@ -369,7 +369,6 @@ static void peek_found(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
                        const struct fi_cq_tagged_entry *e)
 {
     ofi->peek = NULL;
-    ofi->peek_idle_ns = 0;
     req->peer = tacl__tl_wire_src(e->tag);
     if (req->peer >= ofi->base.nranks)
         tacl__tl_base_mark_failed(&ofi->base, tacl__error(
@@ -395,16 +394,14 @@ static tacl_status_t peek_refused(tacl__ofi_t *ofi, const char *how)
 
 /*
  * A peek ended with an error: FI_ENOMSG, nothing there yet, is the
- * common answer; any other means the provider cannot peek, and every
- * later probe fails with that.
+ * common answer (the next probe peeks again); any other means the
+ * provider cannot peek, and every later probe fails with that.
  */
 static void peek_error(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
                        const struct fi_cq_err_entry *err)
 {
     ofi->peek = NULL;
-    if (err->err == FI_ENOMSG)
-        ofi->peek_idle_ns = tacl__now_ns();
-    else if (err->err != FI_ECANCELED) {
+    if (err->err != FI_ENOMSG && err->err != FI_ECANCELED) {
         char how[96];
 
         snprintf(how, sizeof(how), "ended with %s", fi_strerror(err->err));
@@ -584,34 +581,56 @@ void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status)
     fail_queue(ofi, &ofi->claimed, status);
 }
 
-int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer,
-                    uint64_t *len)
+/* The oldest message a peek claimed for tacl tag tag, or NULL. */
+static const tacl__ofi_req_t *claimed_with(const tacl__ofi_t *ofi,
+                                           uint64_t tag)
+{
+    for (const tacl__ofi_req_t *req = ofi->claimed.head; req;
+         req = req->next)
+        if (req->msg[0] == tag)
+            return req;
+    return NULL;
+}
+
+/*
+ * Post a peek for tag unless one is in flight, then read its answer,
+ * which ofi_rxm writes to the queue at once: read here, it leaves the
+ * queue empty, so wait() can sleep until a message comes.
+ */
+static tacl_status_t peek(tacl__ofi_t *ofi, uint64_t tag)
 {
     tacl__ofi_req_t *req;
-    tacl_status_t status;
 
-    for (req = ofi->claimed.head; req != NULL; req = req->next)
-        if (req->msg[0] == tag) {
-            *peer = req->peer;
-            *len = req->len;
-            return 1;
-        }
-    if (ofi->peek_failed != TACL_OK)
-        return ofi->peek_failed;
-    if (ofi->ep == NULL || ofi->peek != NULL ||
-        (ofi->peek_idle_ns != 0 &&
-         tacl__now_ns() - ofi->peek_idle_ns < TACL_OFI_PEEK_GAP_US * 1000))
-        return 0;
+    if (ofi->ep == NULL || ofi->peek != NULL)
+        return TACL_OK;
     req = tacl__ofi_req_get(ofi);
     if (req == NULL)
-        return 0;
+        return TACL_OK;
     req->kind = TACL_OFI_REQ_PEEK;
     req->msg[0] = tag;
-    status = tacl__ofi_post(ofi, req);
-    if (status != TACL_OK) {
+    if (tacl__ofi_post(ofi, req) != TACL_OK) {
         tacl__ofi_req_put(ofi, req);
         return peek_refused(ofi, "refused");
     }
     ofi->peek = req;
-    return 0;
+    /* Completions it reads besides wait on the done queue for the next
+     * progress(), as any read there would. */
+    tacl__ofi_poll(ofi);
+    return TACL_OK;
+}
+
+int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer,
+                    uint64_t *len)
+{
+    const tacl__ofi_req_t *req = claimed_with(ofi, tag);
+
+    if (req == NULL && ofi->peek_failed == TACL_OK) {
+        peek(ofi, tag);
+        req = claimed_with(ofi, tag);
+    }
+    if (req == NULL)
+        return ofi->peek_failed;
+    *peer = req->peer;
+    *len = req->len;
+    return 1;
 }
