@@ -124,5 +124,11 @@ void mn_run_ring(mn_t *mn);
  * case aborts the communicator (mn->comm is NULL after it).
  */
 void mn_run_p2p(mn_t *mn);
+/**
+ * After a barrier the last rank leaves without a word; every other
+ * rank's receive from any source must fail, not hang (mn->comm is NULL
+ * after it).
+ */
+void mn_run_p2p_dead(mn_t *mn);
 
 #endif /* TACL_TESTS_MN_H */

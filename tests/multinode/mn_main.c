@@ -7,6 +7,8 @@
  *   mn_check ring LAYOUT          ring bytes (TACL_ALGO forces the ring)
  *   mn_check p2p LAYOUT           tagged messages and receives from any
  *                                 source (MPI's rules); ends by aborting
+ *   mn_check p2pdead LAYOUT       the last rank dies: receives from any
+ *                                 source elsewhere fail, not hang
  *   mn_check badtopo LAYOUT FILE  init must fail on the malformed FILE
  *
  * LAYOUT is the ranks per node as tacl-cluster's --ranks-per-node-list
@@ -245,7 +247,7 @@ static int run_badtopo(mn_t *mn, const char *file)
 static void usage(void)
 {
     fprintf(stderr, "usage: mn_check check LAYOUT [DIR] | ring LAYOUT | "
-            "p2p LAYOUT | badtopo LAYOUT FILE\n");
+            "p2p LAYOUT | p2pdead LAYOUT | badtopo LAYOUT FILE\n");
     exit(2);
 }
 
@@ -269,7 +271,7 @@ int main(int argc, char **argv)
         return rc;
     }
     if (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "ring") != 0 &&
-        strcmp(argv[1], "p2p") != 0)
+        strcmp(argv[1], "p2p") != 0 && strcmp(argv[1], "p2pdead") != 0)
         usage();
     mn.dir = argc > 3 ? argv[3] : NULL;
     mn_ok(&mn, tacl_comm_init_env(&mn.comm), "tacl_comm_init_env");
@@ -283,6 +285,8 @@ int main(int argc, char **argv)
         mn_run_splits(&mn);
     } else if (strcmp(argv[1], "p2p") == 0) {
         mn_run_p2p(&mn);
+    } else if (strcmp(argv[1], "p2pdead") == 0) {
+        mn_run_p2p_dead(&mn);
     } else {
         mn_run_ring(&mn);
     }

@@ -5,7 +5,7 @@
  * messages in the order they were posted, the sender's rank comes back,
  * a group may receive from itself and from a rank of another node, and
  * a pending receive from any source ends with an error, not a hang, when
- * the communicator is aborted.  Messages of 1 and 20000 elements: ofi's
+ * the communicator is aborted or a peer dies (mn_run_p2p_dead).  Messages of 1 and 20000 elements: ofi's
  * eager and rendezvous protocols both.
  */
 #include <pthread.h>
@@ -225,6 +225,49 @@ static void run_abort(mn_t *mn)
         mn_fail(mn, "%s: it ended %ld s after the abort", what,
                 (long)(t1.tv_sec - t0.tv_sec));
     mn->comm = NULL; /* aborted: freed */
+}
+
+/* Seconds since t0. */
+static double since(const struct timespec *t0)
+{
+    struct timespec t1;
+
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) +
+           (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+void mn_run_p2p_dead(mn_t *mn)
+{
+    const char *what = "any-source: a dead peer ends the receive";
+    struct timespec t0;
+    tacl_status_t st;
+    int32_t x;
+
+    mn_ok(mn, tacl_barrier(mn->comm, NULL), "tacl_barrier");
+    mn->cases++;
+    if (mn->rank == mn->nranks - 1) {
+        /* Gone without a word, as a crash would be. */
+        fflush(stdout);
+        _exit(0);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    st = tacl_recv_tag(&x, 1, TACL_INT32, TACL_ANY_SOURCE, 9, NULL, mn->comm,
+                       NULL);
+    if (st == TACL_OK)
+        mn_fail(mn, "%s: a receive nobody sent completed", what);
+    else if (tacl_comm_last_error(mn->comm)[0] == '\0')
+        mn_fail(mn, "%s: failed with %s but no message", what,
+                tacl_status_string(st));
+    else
+        printf("mn_check rank %d: %s: %s after %.1f s: %s\n", mn->rank,
+               what, tacl_status_string(st), since(&t0),
+               tacl_comm_last_error(mn->comm));
+    if (since(&t0) > 30)
+        mn_fail(mn, "%s: it ended %.1f s after the barrier", what,
+                since(&t0));
+    /* The communicator has failed: what is left of it leaves with us. */
+    mn->comm = NULL;
 }
 
 void mn_run_p2p(mn_t *mn)
