@@ -130,8 +130,9 @@ struct tacl__ofi_req {
     uint8_t kind;              /* TACL_OFI_REQ_* */
     uint8_t flags;             /* TACL_OFI_REQ_F_* */
     tacl_status_t status;      /* an ending decided before the provider's */
-    uint64_t msg[2];           /* CTRL_*: the control message; PEEK and
-                                * a claimed message: msg[0], tacl's tag */
+    uint64_t msg[2];           /* CTRL_*: the control message; PEEK:
+                                * msg[0] tacl's tag, and once claimed
+                                * msg[1] the message's length */
 };
 
 /** A doubly linked list of requests (pending, or a backlog). */

@@ -593,30 +593,31 @@ static const tacl__ofi_req_t *claimed_with(const tacl__ofi_t *ofi,
 }
 
 /*
- * Post a peek for tag unless one is in flight, then read its answer,
+ * Post a peek for tag unless one is in flight (a refusal is noted in
+ * peek_failed), then read its answer,
  * which ofi_rxm writes to the queue at once: read here, it leaves the
  * queue empty, so wait() can sleep until a message comes.
  */
-static tacl_status_t peek(tacl__ofi_t *ofi, uint64_t tag)
+static void peek(tacl__ofi_t *ofi, uint64_t tag)
 {
     tacl__ofi_req_t *req;
 
     if (ofi->ep == NULL || ofi->peek != NULL)
-        return TACL_OK;
+        return;
     req = tacl__ofi_req_get(ofi);
     if (req == NULL)
-        return TACL_OK;
+        return;
     req->kind = TACL_OFI_REQ_PEEK;
     req->msg[0] = tag;
     if (tacl__ofi_post(ofi, req) != TACL_OK) {
         tacl__ofi_req_put(ofi, req);
-        return peek_refused(ofi, "refused");
+        peek_refused(ofi, "refused");
+        return;
     }
     ofi->peek = req;
     /* Completions it reads besides wait on the done queue for the next
      * progress(), as any read there would. */
     tacl__ofi_poll(ofi);
-    return TACL_OK;
 }
 
 int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer,
