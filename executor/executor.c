@@ -420,8 +420,10 @@ static int held_progress(tacl__ctx_t *ctx)
         int found;
 
         next = op->tl_next;
-        found = held_tag(ctx, op, op->tag) ? 0
-                : op->peer < 0              ? held_probe(e, op) : 1;
+        if (held_tag(ctx, op, op->tag))
+            found = 0;
+        else
+            found = op->peer < 0 ? held_probe(e, op) : 1;
         if (found == 0) {
             prev = op;
             continue;

@@ -247,7 +247,7 @@ static int run_badtopo(mn_t *mn, const char *file)
 static void usage(void)
 {
     fprintf(stderr, "usage: mn_check check LAYOUT [DIR] | ring LAYOUT | "
-            "p2p LAYOUT | p2pdead LAYOUT | badtopo LAYOUT FILE\n");
+                    "p2p LAYOUT | p2pdead LAYOUT | badtopo LAYOUT FILE\n");
     exit(2);
 }
 

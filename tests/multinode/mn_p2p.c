@@ -53,8 +53,9 @@ static void run_fifo(mn_t *mn, size_t count)
         for (int m = 0; m < MN_P2P_MSGS; m++) {
             int32_t *buf = message(count, mn->rank * 100 + m);
 
-            mn_ok(mn, tacl_send_tag(buf, count, TACL_INT32, 0, 8, mn->comm,
-                                    NULL), what);
+            mn_ok(mn,
+                  tacl_send_tag(buf, count, TACL_INT32, 0, 8, mn->comm, NULL),
+                  what);
             free(buf);
         }
     } else {
@@ -65,9 +66,10 @@ static void run_fifo(mn_t *mn, size_t count)
 
         for (int k = 0; k < n; k++) {
             got[k] = message(count, -1);
-            mn_ok(mn, tacl_recv_tag_nb(got[k], count, TACL_INT32,
-                                       TACL_ANY_SOURCE, 8, &src[k],
-                                       mn->comm, NULL, &req[k]), what);
+            mn_ok(mn,
+                  tacl_recv_tag_nb(got[k], count, TACL_INT32, TACL_ANY_SOURCE,
+                                   8, &src[k], mn->comm, NULL, &req[k]),
+                  what);
         }
         for (int k = 0; k < n; k++) {
             int32_t v = -1;
@@ -119,8 +121,9 @@ static void run_posting_order(mn_t *mn, size_t count)
         for (int i = 0; i < 4; i++) {
             got[i] = message(count, -1);
             src[i] = -7;
-            mn_ok(mn, tacl_recv_tag_nb(got[i], count, TACL_INT32, peers[i],
-                                       7, &src[i], mn->comm, NULL, &req[i]),
+            mn_ok(mn,
+                  tacl_recv_tag_nb(got[i], count, TACL_INT32, peers[i], 7,
+                                   &src[i], mn->comm, NULL, &req[i]),
                   what);
         }
         mn_ok(mn, tacl_barrier(mn->comm, NULL), "tacl_barrier");
@@ -130,8 +133,10 @@ static void run_posting_order(mn_t *mn, size_t count)
             mn_ok(mn, tacl_request_wait(req[i]), what);
             tacl_request_free(req[i]);
             if (!uniform(got[i], count, &v) || v != i + 1 || src[i] != last)
-                mn_fail(mn, "%s: receive %d got %d from rank %d, want %d "
-                        "from rank %d", what, i, v, src[i], i + 1, last);
+                mn_fail(mn,
+                        "%s: receive %d got %d from rank %d, want %d "
+                        "from rank %d",
+                        what, i, v, src[i], i + 1, last);
             free(got[i]);
         }
     } else {
@@ -139,8 +144,9 @@ static void run_posting_order(mn_t *mn, size_t count)
         for (int i = 0; mn->rank == last && i < 4; i++) {
             int32_t *buf = message(count, i + 1);
 
-            mn_ok(mn, tacl_send_tag(buf, count, TACL_INT32, 0, 7, mn->comm,
-                                    NULL), what);
+            mn_ok(mn,
+                  tacl_send_tag(buf, count, TACL_INT32, 0, 7, mn->comm, NULL),
+                  what);
             free(buf);
         }
     }
@@ -163,16 +169,19 @@ static void run_group_self(mn_t *mn)
     mn_ok(mn, tacl_group_start(), what);
     mn_ok(mn, tacl_send_tag(&mine, 1, TACL_INT32, r, 5, mn->comm, NULL),
           what);
-    mn_ok(mn, tacl_send_tag(&mine, 1, TACL_INT32, (r + 1) % n, 5, mn->comm,
-                            NULL), what);
+    mn_ok(mn,
+          tacl_send_tag(&mine, 1, TACL_INT32, (r + 1) % n, 5, mn->comm, NULL),
+          what);
     for (int i = 0; i < 2; i++)
-        mn_ok(mn, tacl_recv_tag(&got[i], 1, TACL_INT32, TACL_ANY_SOURCE, 5,
-                                &src[i], mn->comm, NULL), what);
+        mn_ok(mn,
+              tacl_recv_tag(&got[i], 1, TACL_INT32, TACL_ANY_SOURCE, 5,
+                            &src[i], mn->comm, NULL),
+              what);
     mn_ok(mn, tacl_group_end(), what);
     if (got[0] != src[0] || got[1] != src[1] ||
         !((src[0] == r && src[1] == prev) || (src[1] == r && src[0] == prev)))
-        mn_fail(mn, "%s: got %d from %d and %d from %d, want %d and %d",
-                what, got[0], src[0], got[1], src[1], r, prev);
+        mn_fail(mn, "%s: got %d from %d and %d from %d, want %d and %d", what,
+                got[0], src[0], got[1], src[1], r, prev);
     mn_ok(mn, tacl_barrier(mn->comm, NULL), "tacl_barrier");
     mn->cases++;
 }
@@ -260,8 +269,8 @@ void mn_run_p2p_dead(mn_t *mn)
         mn_fail(mn, "%s: failed with %s but no message", what,
                 tacl_status_string(st));
     else
-        printf("mn_check rank %d: %s: %s after %.1f s: %s\n", mn->rank,
-               what, tacl_status_string(st), since(&t0),
+        printf("mn_check rank %d: %s: %s after %.1f s: %s\n", mn->rank, what,
+               tacl_status_string(st), since(&t0),
                tacl_comm_last_error(mn->comm));
     if (since(&t0) > 30)
         mn_fail(mn, "%s: it ended %.1f s after the barrier", what,

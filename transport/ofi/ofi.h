@@ -217,8 +217,7 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
  * and the claimed list asked again; 0 when it has nothing yet.  A negative
  * status, decided and logged once, when the provider cannot peek.
  */
-int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer,
-                    uint64_t *len);
+int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len);
 /** Read completions and post what the backlog holds; events handled. */
 int tacl__ofi_poll(tacl__ofi_t *ofi);
 /**

@@ -126,8 +126,7 @@ static const char *req_what(const tacl__ofi_req_t *req)
  * wire tag ignored), and the receive of that claimed message, which
  * names the same fi_context: the provider keeps the claim in it.
  */
-static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
-                          void *desc)
+static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req, void *desc)
 {
     struct iovec iov = {req->buf, req->len};
     struct fi_msg_tagged msg = {0};
@@ -371,10 +370,12 @@ static void peek_found(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
     ofi->peek = NULL;
     req->peer = tacl__tl_wire_src(e->tag);
     if (req->peer >= ofi->base.nranks)
-        tacl__tl_base_mark_failed(&ofi->base, tacl__error(
-            TACL_ERR_INTERNAL, NET, "rank %d: a peek found a message of "
-            "rank %d, not a rank of %d", ofi->base.rank, req->peer,
-            ofi->base.nranks));
+        tacl__tl_base_mark_failed(
+            &ofi->base,
+            tacl__error(TACL_ERR_INTERNAL, NET,
+                        "rank %d: a peek found a message of "
+                        "rank %d, not a rank of %d",
+                        ofi->base.rank, req->peer, ofi->base.nranks));
     req->len = e->len;
     req->msg[1] = e->len;
     tacl__ofi_reqq_push(&ofi->claimed, req);
@@ -385,7 +386,8 @@ static tacl_status_t peek_refused(tacl__ofi_t *ofi, const char *how)
 {
     if (ofi->peek_failed == TACL_OK)
         ofi->peek_failed = tacl__error(
-            TACL_ERR_UNSUPPORTED, NET, "rank %d: provider %s cannot look "
+            TACL_ERR_UNSUPPORTED, NET,
+            "rank %d: provider %s cannot look "
             "for a message from any source (fi_trecvmsg with FI_PEEK | "
             "FI_CLAIM %s); name the sender, or set TACL_NET=ucx",
             ofi->base.rank, ofi->choice.provider, how);
@@ -585,8 +587,7 @@ void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status)
 static const tacl__ofi_req_t *claimed_with(const tacl__ofi_t *ofi,
                                            uint64_t tag)
 {
-    for (const tacl__ofi_req_t *req = ofi->claimed.head; req;
-         req = req->next)
+    for (const tacl__ofi_req_t *req = ofi->claimed.head; req; req = req->next)
         if (req->msg[0] == tag)
             return req;
     return NULL;
@@ -620,8 +621,7 @@ static void peek(tacl__ofi_t *ofi, uint64_t tag)
     tacl__ofi_poll(ofi);
 }
 
-int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer,
-                    uint64_t *len)
+int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len)
 {
     const tacl__ofi_req_t *req = claimed_with(ofi, tag);
 

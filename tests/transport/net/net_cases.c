@@ -630,8 +630,9 @@ void wait_rank(shared_t *sh, int rank)
 /* Message i of sender src: eager and rendezvous sizes, one empty. */
 static uint64_t any_len(int src, int i)
 {
-    return i == 4 ? 0 : i % 3 == 0 ? 70000 + (uint64_t)src
-                                   : (uint64_t)(10 * i + src);
+    return i == 4       ? 0
+           : i % 3 == 0 ? 70000 + (uint64_t)src
+                        : (uint64_t)(10 * i + src);
 }
 
 /*
@@ -641,8 +642,7 @@ static uint64_t any_len(int src, int i)
  * is filled by its sequence number), every one once; a message with
  * another tag is never reported, nor one a receive posted before took.
  */
-static void any_source_receiver(tacl__tl_t *tl, uint64_t tag,
-                                uint64_t other)
+static void any_source_receiver(tacl__tl_t *tl, uint64_t tag, uint64_t other)
 {
     tacl__tl_op_t others[3] = {{0}};
     tacl__tl_op_t ops[3][NANY] = {{{0}}};
@@ -667,9 +667,9 @@ static void any_source_receiver(tacl__tl_t *tl, uint64_t tag,
         }
         CHECK(peer == 1 || peer == 2, "probe reported rank %d", peer);
         CHECK(next[peer] < NANY, "rank %d: more messages than sent", peer);
-        CHECK(len == any_len(peer, next[peer]), "rank %d message %d: "
-              "probe says %llu bytes, %llu sent", peer, next[peer],
-              (unsigned long long)len,
+        CHECK(len == any_len(peer, next[peer]),
+              "rank %d message %d: probe says %llu bytes, %llu sent",
+              peer, next[peer], (unsigned long long)len,
               (unsigned long long)any_len(peer, next[peer]));
         tacl__tl_op_t *op = &ops[peer][next[peer]];
 
@@ -692,11 +692,10 @@ static void any_source_receiver(tacl__tl_t *tl, uint64_t tag,
           "probe found a message after all were received");
     for (int src = 1; src < 3; ++src) {
         for (int i = src == 1; i < NANY; ++i) {
-            CHECK(op_result(&ops[src][i]) == TACL_OK, "recv %d of %d",
-                  i, src);
-            CHECK(verify(ops[src][i].buf, any_len(src, i), src,
-                         (uint64_t)i), "rank %d message %d out of order "
-                  "or corrupted", src, i);
+            CHECK(op_result(&ops[src][i]) == TACL_OK, "recv %d of %d", i,
+                  src);
+            CHECK(verify(ops[src][i].buf, any_len(src, i), src, (uint64_t)i),
+                  "rank %d message %d out of order or corrupted", src, i);
             free(ops[src][i].buf);
         }
         CHECK(verify(others[src].buf, 64, src, other), "other tag");
@@ -725,8 +724,8 @@ void any_source_rank(shared_t *sh, int rank)
     if (rank == 0) {
         any_source_receiver(tl, tag, other);
         CHECK(op_result(&first) == TACL_OK, "the named receive");
-        CHECK(verify(first.buf, first.len, 1, 0), "the named receive "
-              "got another message");
+        CHECK(verify(first.buf, first.len, 1, 0),
+              "the named receive got another message");
         free(first.buf);
     } else {
         /* The other tag first: probe must pass it over. */
