@@ -380,7 +380,8 @@ static void held_drop(tacl__exec_t *e)
 /*
  * A held receive from any peer: whether a transport has a message with
  * its tag; then op->peer is its sender and the step's source word (if
- * any) gets the sender's rank in the communicator.
+ * any) gets the sender's rank in the communicator.  A negative status:
+ * a transport can never answer (the receive fails with it).
  */
 static int held_probe(tacl__exec_t *e, tacl__tl_op_t *op)
 {
@@ -388,9 +389,14 @@ static int held_probe(tacl__exec_t *e, tacl__tl_op_t *op)
     uint64_t len;
     int world = -1;
 
-    for (int t = 0; t < e->ctx->ntl && world < 0; t++)
-        if (!tacl__tl_probe(e->ctx->tls[t], op->tag, &world, &len))
+    for (int t = 0; t < e->ctx->ntl && world < 0; t++) {
+        int found = tacl__tl_probe(e->ctx->tls[t], op->tag, &world, &len);
+
+        if (found < 0)
+            return found;
+        if (found == 0)
             world = -1;
+    }
     if (world < 0)
         return 0;
     op->peer = world;
@@ -411,13 +417,24 @@ static int held_progress(tacl__ctx_t *ctx)
     for (op = ctx->held_head; op != NULL; op = next) {
         tacl__exec_t *e = op->arg;
         tacl_status_t status;
+        int found;
 
         next = op->tl_next;
-        if (held_tag(ctx, op, op->tag) || (op->peer < 0 && !held_probe(e, op))) {
+        if (held_tag(ctx, op, op->tag))
+            found = 0;
+        else
+            found = op->peer < 0 ? held_probe(e, op) : 1;
+        if (found == 0) {
             prev = op;
             continue;
         }
         held_unlink(ctx, prev, op);
+        if (found < 0) {
+            /* Its execution's other held receives go with it. */
+            exec_fail(e, (tacl_status_t)found);
+            exec_check_finished(e);
+            return events + 1;
+        }
         status = post_to(e, (uint32_t)(op - e->ops), op->peer, op->tag);
         if (status != TACL_OK) {
             exec_fail(e, status);

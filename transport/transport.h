@@ -157,7 +157,8 @@ typedef struct tacl__transport_ops {
      * instance reaches, that no receive has taken (the oldest of its
      * sender's).  Returns 1 with
      * its sender (world rank) in *peer and its length in *len, 0 when
-     * there is none.  It never takes the message: a receive posted next
+     * there is none (yet), or a negative status when the instance can
+     * never find one (its provider cannot look): the receive fails.  It never takes the message: a receive posted next
      * for (*peer, tag) matches exactly that one, by the (source, tag)
      * order.  A message a receive already posted will take (the
      * transport pairs them later) is not reported.  The executor holds an any-source receive and asks every

@@ -119,5 +119,16 @@ void mn_run_basic(mn_t *mn);
 void mn_run_splits(mn_t *mn);
 /** Check the bytes of the ring all-gather and reduce-scatter. */
 void mn_run_ring(mn_t *mn);
+/**
+ * Tagged messages and receives from any source by MPI's rules; the last
+ * case aborts the communicator (mn->comm is NULL after it).
+ */
+void mn_run_p2p(mn_t *mn);
+/**
+ * After a barrier the last rank leaves without a word; every other
+ * rank's receive from any source must fail, not hang (mn->comm is NULL
+ * after it).
+ */
+void mn_run_p2p_dead(mn_t *mn);
 
 #endif /* TACL_TESTS_MN_H */

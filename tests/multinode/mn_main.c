@@ -5,6 +5,10 @@
  *   mn_check check LAYOUT [DIR]   topology, every collective, counters,
  *                                 split communicators
  *   mn_check ring LAYOUT          ring bytes (TACL_ALGO forces the ring)
+ *   mn_check p2p LAYOUT           tagged messages and receives from any
+ *                                 source (MPI's rules); ends by aborting
+ *   mn_check p2pdead LAYOUT       the last rank dies: receives from any
+ *                                 source elsewhere fail, not hang
  *   mn_check badtopo LAYOUT FILE  init must fail on the malformed FILE
  *
  * LAYOUT is the ranks per node as tacl-cluster's --ranks-per-node-list
@@ -243,7 +247,7 @@ static int run_badtopo(mn_t *mn, const char *file)
 static void usage(void)
 {
     fprintf(stderr, "usage: mn_check check LAYOUT [DIR] | ring LAYOUT | "
-            "badtopo LAYOUT FILE\n");
+                    "p2p LAYOUT | p2pdead LAYOUT | badtopo LAYOUT FILE\n");
     exit(2);
 }
 
@@ -266,7 +270,8 @@ int main(int argc, char **argv)
         free(mn.node_of);
         return rc;
     }
-    if (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "ring") != 0)
+    if (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "ring") != 0 &&
+        strcmp(argv[1], "p2p") != 0 && strcmp(argv[1], "p2pdead") != 0)
         usage();
     mn.dir = argc > 3 ? argv[3] : NULL;
     mn_ok(&mn, tacl_comm_init_env(&mn.comm), "tacl_comm_init_env");
@@ -278,10 +283,16 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "check") == 0) {
         mn_run_collectives(&mn);
         mn_run_splits(&mn);
+    } else if (strcmp(argv[1], "p2p") == 0) {
+        mn_run_p2p(&mn);
+    } else if (strcmp(argv[1], "p2pdead") == 0) {
+        mn_run_p2p_dead(&mn);
     } else {
         mn_run_ring(&mn);
     }
-    mn_ok(&mn, tacl_comm_destroy(mn.comm), "tacl_comm_destroy");
+    /* p2p ends by aborting the communicator: nothing left to destroy. */
+    if (mn.comm != NULL)
+        mn_ok(&mn, tacl_comm_destroy(mn.comm), "tacl_comm_destroy");
     rc = mn.failures ? 1 : 0;
     printf("mn_check rank %d: %s %s: %d cases, %d failures\n", mn.rank,
            argv[1], argv[2], mn.cases, mn.failures);

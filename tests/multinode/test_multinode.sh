@@ -10,7 +10,10 @@
 #      per-rank net and host bytes equal the ring formula.  This run loads
 #      the first run's dump (TACL_TOPO_FILE) and dumps again; the two files
 #      must be identical byte for byte.
-# Then every algorithm is forced once on one of the layouts; host buffers
+# Then test_p2p_tag's rules (receives from any source) run across nodes
+# on 2x2 and 2+1 (mn_check p2p), and a rank that dies must end the
+# others' pending receives from any source (mn_check p2pdead); every algorithm is forced once on one of
+# the layouts; host buffers
 # run on nodes a topology file says have GPUs; a malformed
 # topology file (bad line 3) must make init fail with an
 # invalid argument naming the file and ":3:", and all_gather_perf runs a
@@ -20,7 +23,9 @@
 # With NET=ofi (a fifth argument) it runs once over the ofi transport
 # (TACL_NET=ofi, libfabric's tcp provider) instead, and only a subset
 # that keeps it short: every collective on 2x2 and on the unequal 2+1,
-# the hierarchical algorithms forced on 3x2, and qgZ/qwZ on 2x2.
+# the hierarchical algorithms forced on 3x2, the receives from any
+# source (mn_check p2p) on 2x2 and 2+1, a dead peer ending them
+# (p2pdead) on 2+1, and qgZ/qwZ on 2x2.
 #
 # Skips (exit 77) where `tacl-cluster --check` fails (not root, no
 # namespaces).
@@ -93,6 +98,14 @@ if [ "$NET" = ofi ]; then
             fail "ofi $name: no rank says \"ofi ready: provider tcp\""
         fi
     done
+    for list in 2,2 2,1; do
+        cluster "ofi $list: receives from any source" \
+            "$TMP/ofi.p2p.$list.log" --ranks-per-node-list "$list" -- \
+            "$CHECK" p2p "$list"
+    done
+    cluster "ofi 2,1: a dead peer ends receives from any source" \
+        "$TMP/ofi.p2pdead.log" --ranks-per-node-list 2,1 -- \
+        "$CHECK" p2pdead 2,1
     cluster "ofi 2,2: qgZ int4 float16" "$TMP/ofi.qgz.log" \
         --ranks-per-node-list 2,2 -- "$RSPERF" -Q 4:64 -d half \
         -b 8008 -e 8008 -n 2 -w 1
@@ -126,6 +139,15 @@ for layout in "2x2 2,2" "3x2 2,2,2" "2+1 2,1"; do
         cat "$dir/topo.1"
     fi
 done
+
+# test_p2p_tag's rules across nodes: any-source receives over shm and ucx.
+for list in 2,2 2,1; do
+    echo "=== receives from any source, ranks per node $list"
+    cluster "$list: receives from any source" "$TMP/p2p.$list.log" \
+        --ranks-per-node-list "$list" -- "$CHECK" p2p "$list"
+done
+cluster "2,1: a dead peer ends receives from any source" \
+    "$TMP/p2pdead.log" --ranks-per-node-list 2,1 -- "$CHECK" p2pdead 2,1
 
 # Every algorithm forced once (the hierarchical ones need equal nodes of
 # two ranks or more; the 2+1 layout takes the flat ones), then the

@@ -21,7 +21,29 @@
  * The completion queue is opened with a file descriptor to wait on
  * (FI_WAIT_FD); wait() asks fi_trywait() whether sleeping is safe, under
  * the instance's lock, and sleeps in poll() without it.  A provider
- * without one gets naps of TACL_OFI_NAP_US instead.  Device memory is
+ * without one gets naps of TACL_OFI_NAP_US instead.
+ *
+ * Receives from any source (the probe slot, ofi_ops.c): libfabric's
+ * tagged peek and claim, which ofi_rxm over tcp (libfabric 1.17) serves
+ * from its queue of unexpected messages.  A peek (fi_trecvmsg with
+ * FI_PEEK | FI_CLAIM, the source bits of the wire tag ignored) takes the
+ * oldest message with the tag from any sender out of the provider's
+ * matching, so no receive can take it meanwhile; its completion carries
+ * the wire tag, hence the sender's rank, and the length.  The message
+ * waits on the claimed list until a receive for its sender and tag is
+ * posted, which names the peek's fi_context with FI_CLAIM to take it.
+ * A peek answers through the completion queue; ofi_rxm writes the
+ * answer as the peek is posted, so probe() reads the queue right after
+ * and reports a message found in the same round, and the queue is left
+ * empty for wait() to sleep on (a provider that answers later is read
+ * by the next progress, and probed again the round after).  The
+ * oldest message of each sender and tag is the one claimed (FI_ORDER_SAS
+ * and the executor, which posts no receive for a sender and tag held
+ * behind one from any source), so (source, tag) order holds.  A
+ * provider that refuses FI_PEEK (it has no capability bit to ask
+ * fi_getinfo for) fails each receive from any source with
+ * TACL_ERR_UNSUPPORTED and a message, never a hang; a failure of the
+ * instance drops what was claimed with the endpoint.  Device memory is
  * not served yet: the instance lists host memory only, and the choice of
  * a transport sends device buffers elsewhere or refuses them.
  */
@@ -241,6 +263,11 @@ static tacl_status_t ofi_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
     return tacl__ofi_post_op((tacl__ofi_t *)tl, op, 1);
 }
 
+static int ofi_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
+{
+    return tacl__ofi_probe((tacl__ofi_t *)tl, tag, peer, len);
+}
+
 static void ofi_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
 {
     tacl__ofi_fail_pending((tacl__ofi_t *)base, status);
@@ -421,7 +448,7 @@ static int ofi_reachable(tacl__tl_t *tl, int peer)
 const tacl__transport_ops_t tacl__tl_ofi_ops = {
     .size = sizeof(tacl__transport_ops_t),
     .name = "ofi",
-    .caps = TACL__TL_CAP_HOST,
+    .caps = TACL__TL_CAP_HOST | TACL__TL_CAP_PROBE,
     .reach = TACL__TL_PEER_NET,
     .init = ofi_init,
     .reachable = ofi_reachable,
@@ -429,9 +456,7 @@ const tacl__transport_ops_t tacl__tl_ofi_ops = {
     .recv = ofi_recv,
     .progress = ofi_progress,
     .wait = ofi_wait,
-    /* Receives from any source are not served yet (FI_PEEK | FI_CLAIM
-     * would): the executor refuses them with a message. */
-    .probe = tacl__tl_probe_none,
+    .probe = ofi_probe,
     .cancel_all = ofi_cancel_all,
     .close = ofi_close,
 };

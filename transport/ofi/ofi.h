@@ -101,12 +101,14 @@ enum {
     TACL_OFI_REQ_SEND = 0,
     TACL_OFI_REQ_RECV,
     TACL_OFI_REQ_CTRL_SEND,    /* a control message out (ofi_peer.c) */
-    TACL_OFI_REQ_CTRL_RECV     /* a control buffer posted for one in */
+    TACL_OFI_REQ_CTRL_RECV,    /* a control buffer posted for one in */
+    TACL_OFI_REQ_PEEK          /* a look for a message from any source */
 };
 
 /* Request flags. */
 #define TACL_OFI_REQ_F_PENDING 1u /* the provider holds it */
 #define TACL_OFI_REQ_F_LATE 2u    /* a receive posted after its peer left */
+#define TACL_OFI_REQ_F_CLAIMED 4u /* RECV: of the message a peek claimed */
 
 typedef struct tacl__ofi_req tacl__ofi_req_t;
 typedef struct tacl__ofi tacl__ofi_t;
@@ -128,7 +130,9 @@ struct tacl__ofi_req {
     uint8_t kind;              /* TACL_OFI_REQ_* */
     uint8_t flags;             /* TACL_OFI_REQ_F_* */
     tacl_status_t status;      /* an ending decided before the provider's */
-    uint64_t msg[2];           /* CTRL_*: the control message */
+    uint64_t msg[2];           /* CTRL_*: the control message; PEEK:
+                                * msg[0] tacl's tag, and once claimed
+                                * msg[1] the message's length */
 };
 
 /** A doubly linked list of requests (pending, or a backlog). */
@@ -177,6 +181,9 @@ struct tacl__ofi {
     tacl__ofi_reqq_t backlog_rx;
     tacl__ofi_req_t *free_reqs;   /* a free list, linked through next */
     uint64_t nops;             /* tacl operations pending or backlogged */
+    tacl__ofi_reqq_t claimed;  /* messages peeks claimed, oldest first */
+    tacl__ofi_req_t *peek;     /* the peek in flight, or NULL */
+    tacl_status_t peek_failed; /* the provider cannot peek: why */
     int closing;               /* close(): control receives not reposted */
     uint64_t ping_ns;          /* how long an op waits before a ping */
     uint64_t dead_ns;          /* how long a ping may take to go out */
@@ -202,6 +209,15 @@ tacl_status_t tacl__ofi_post(tacl__ofi_t *ofi, tacl__ofi_req_t *req);
 /** Check and post a send (or a receive if recv) of tacl's op. */
 tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
                                 int recv);
+/**
+ * The probe slot's look for a message with tacl tag tag from any
+ * source (ofi.c has the design): a message an earlier peek claimed for
+ * tag is reported at once (1, its sender and length in *peer, *len);
+ * otherwise a peek is posted unless one is in flight, its answer read,
+ * and the claimed list asked again; 0 when it has nothing yet.  A negative
+ * status, decided and logged once, when the provider cannot peek.
+ */
+int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len);
 /** Read completions and post what the backlog holds; events handled. */
 int tacl__ofi_poll(tacl__ofi_t *ofi);
 /**

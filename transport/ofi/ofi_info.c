@@ -47,11 +47,23 @@
  * reads its variables when it first loads its providers, so this must
  * come before any call into it, and can only be said through the
  * environment.
+ *
+ * Likewise its segmentation protocol (SAR, for messages above the eager
+ * size up to FI_OFI_RXM_SAR_LIMIT, 128 KB by default) queues each
+ * segment of a message that arrived before its receive as an unexpected
+ * message of the same tag, and a peek (the probe slot, ofi.c) finds and
+ * claims the second segment as a message of its own: the receive from
+ * any source then gets the wrong length and the first never completes.
+ * tacl sets the limit to 0, so messages above the eager size go by
+ * rendezvous, whose single header a peek claims whole, unless
+ * FI_OFI_RXM_SAR_LIMIT says otherwise.
  */
 static void rxm_defaults(void)
 {
     if (tacl__config_env("FI_OFI_RXM_ENABLE_DYN_RBUF") == NULL)
         setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
+    if (tacl__config_env("FI_OFI_RXM_SAR_LIMIT") == NULL)
+        setenv("FI_OFI_RXM_SAR_LIMIT", "0", 0);
 }
 
 /* Hints that say what tacl needs, for provider name (NULL: any). */

@@ -113,9 +113,37 @@ static const char *req_what(const tacl__ofi_req_t *req)
         return "receive from";
     case TACL_OFI_REQ_CTRL_SEND:
         return "control message to";
+    case TACL_OFI_REQ_PEEK:
+        return "look for a message from";
     default:
         return "control receive from";
     }
+}
+
+/*
+ * The two halves of a receive from any source: a peek that claims the
+ * oldest message with the tag from any sender (the source bits of the
+ * wire tag ignored), and the receive of that claimed message, which
+ * names the same fi_context: the provider keeps the claim in it.
+ */
+static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req, void *desc)
+{
+    struct iovec iov = {req->buf, req->len};
+    struct fi_msg_tagged msg = {0};
+    uint64_t flags = FI_COMPLETION | FI_CLAIM;
+
+    msg.addr = FI_ADDR_UNSPEC;
+    msg.context = &req->ctx;
+    if (req->kind == TACL_OFI_REQ_PEEK) {
+        msg.tag = tacl__tl_wire_tag(0, req->msg[0]);
+        msg.ignore = ~TACL__TL_WIRE_ANY_SRC;
+        return fi_trecvmsg(ofi->ep, &msg, flags | FI_PEEK);
+    }
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.tag = tacl__tl_wire_tag(req->peer, req->op->tag);
+    return fi_trecvmsg(ofi->ep, &msg, flags);
 }
 
 /* Hand req to the provider: 0, -FI_EAGAIN, or another error. */
@@ -124,6 +152,9 @@ static ssize_t issue(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
     void *desc = req->mr ? fi_mr_desc(req->mr) : NULL;
     fi_addr_t to = req->peer >= 0 ? ofi->peers[req->peer].addr : 0;
 
+    if (req->kind == TACL_OFI_REQ_PEEK ||
+        (req->flags & TACL_OFI_REQ_F_CLAIMED))
+        return issue_peek(ofi, req, desc);
     switch (req->kind) {
     case TACL_OFI_REQ_SEND:
         return fi_tsend(ofi->ep, req->buf, req->len, desc, to,
@@ -157,7 +188,7 @@ static tacl_status_t register_buf(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 {
     int rc;
 
-    if (!ofi->need_mr || req->mr != NULL)
+    if (!ofi->need_mr || req->mr != NULL || req->kind == TACL_OFI_REQ_PEEK)
         return TACL_OK;
     rc = fi_mr_reg(ofi->domain, req->buf, req->len,
                    is_send(req) ? FI_SEND : FI_RECV, 0, 0, 0, &req->mr,
@@ -205,6 +236,47 @@ tacl_status_t tacl__ofi_post(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
     return TACL_OK;
 }
 
+/*
+ * The message a peek claimed from op's peer with op's tag, the oldest,
+ * taken off the claimed list: op's receive must name its claim, since
+ * the provider no longer matches it against receives.  NULL if none.
+ */
+static tacl__ofi_req_t *take_claimed(tacl__ofi_t *ofi,
+                                     const tacl__tl_op_t *op)
+{
+    for (tacl__ofi_req_t *req = ofi->claimed.head; req; req = req->next)
+        if (req->peer == op->peer && req->msg[0] == op->tag) {
+            tacl__ofi_reqq_remove(&ofi->claimed, req);
+            req->flags |= TACL_OFI_REQ_F_CLAIMED;
+            return req;
+        }
+    return NULL;
+}
+
+/* A request the provider refused goes back: a claim to the head of the
+ * claimed list (it is still the oldest), any other to the free list. */
+static void unpost(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
+{
+    tacl__ofi_reqq_t *q = &ofi->claimed;
+
+    if (!(req->flags & TACL_OFI_REQ_F_CLAIMED)) {
+        tacl__ofi_req_put(ofi, req);
+        return;
+    }
+    req->flags &= (uint8_t)~TACL_OFI_REQ_F_CLAIMED;
+    req->kind = TACL_OFI_REQ_PEEK;
+    req->len = req->msg[1];
+    req->op = NULL;
+    req->prev = NULL;
+    req->next = q->head;
+    if (q->head != NULL)
+        q->head->prev = req;
+    else
+        q->tail = req;
+    q->head = req;
+    ++q->count;
+}
+
 tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
                                 int recv)
 {
@@ -225,20 +297,23 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
         return tacl__error_peer(op->peer, NET, "rank %d: send to rank %d, "
                                 "which closed its transport",
                                 ofi->base.rank, op->peer);
-    req = tacl__ofi_req_get(ofi);
-    if (req == NULL)
-        return TACL_ERR_NO_MEMORY;
+    req = recv ? take_claimed(ofi, op) : NULL;
+    if (req == NULL) {
+        req = tacl__ofi_req_get(ofi);
+        if (req == NULL)
+            return TACL_ERR_NO_MEMORY;
+        /* A receive from a peer gone can match only what is here. */
+        if (recv && peer->state == TACL_OFI_PEER_GONE)
+            req->flags |= TACL_OFI_REQ_F_LATE;
+    }
     req->kind = recv ? TACL_OFI_REQ_RECV : TACL_OFI_REQ_SEND;
     req->op = op;
     req->buf = op->buf;
     req->len = op->len;
     req->peer = op->peer;
-    /* A receive from a peer gone can only match what is here already. */
-    if (peer->state == TACL_OFI_PEER_GONE)
-        req->flags |= TACL_OFI_REQ_F_LATE;
     status = tacl__ofi_post(ofi, req);
     if (status != TACL_OK) {
-        tacl__ofi_req_put(ofi, req);
+        unpost(ofi, req);
         return status;
     }
     if (peer->npending++ == 0)
@@ -262,6 +337,12 @@ static void finish(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
         req->ctrl_done(ofi, req, status);
         return;
     }
+    if (req->kind == TACL_OFI_REQ_PEEK) {
+        /* Ended by a failure or by close: nobody waits on a peek. */
+        ofi->peek = NULL;
+        tacl__ofi_req_put(ofi, req);
+        return;
+    }
     --ofi->peers[req->peer].npending;
     --ofi->nops;
     if (ofi->peers[req->peer].state == TACL_OFI_PEER_UNKNOWN)
@@ -281,12 +362,66 @@ static void leave_pending(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
         --ofi->nrx;
 }
 
+/* A peek found and claimed a message: it waits on the claimed list for
+ * the probe that reports it and the receive that takes it. */
+static void peek_found(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
+                       const struct fi_cq_tagged_entry *e)
+{
+    ofi->peek = NULL;
+    req->peer = tacl__tl_wire_src(e->tag);
+    if (req->peer >= ofi->base.nranks)
+        tacl__tl_base_mark_failed(
+            &ofi->base,
+            tacl__error(TACL_ERR_INTERNAL, NET,
+                        "rank %d: a peek found a message of "
+                        "rank %d, not a rank of %d",
+                        ofi->base.rank, req->peer, ofi->base.nranks));
+    req->len = e->len;
+    req->msg[1] = e->len;
+    tacl__ofi_reqq_push(&ofi->claimed, req);
+}
+
+/* The provider cannot peek (how: what it said): decided once, kept. */
+static tacl_status_t peek_refused(tacl__ofi_t *ofi, const char *how)
+{
+    if (ofi->peek_failed == TACL_OK)
+        ofi->peek_failed = tacl__error(
+            TACL_ERR_UNSUPPORTED, NET,
+            "rank %d: provider %s cannot look "
+            "for a message from any source (fi_trecvmsg with FI_PEEK | "
+            "FI_CLAIM %s); name the sender, or set TACL_NET=ucx",
+            ofi->base.rank, ofi->choice.provider, how);
+    return ofi->peek_failed;
+}
+
+/*
+ * A peek ended with an error: FI_ENOMSG, nothing there yet, is the
+ * common answer (the next probe peeks again); any other means the
+ * provider cannot peek, and every later probe fails with that.
+ */
+static void peek_error(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
+                       const struct fi_cq_err_entry *err)
+{
+    ofi->peek = NULL;
+    if (err->err != FI_ENOMSG && err->err != FI_ECANCELED) {
+        char how[96];
+
+        snprintf(how, sizeof(how), "ended with %s", fi_strerror(err->err));
+        peek_refused(ofi, how);
+    }
+    tacl__ofi_req_put(ofi, req);
+}
+
 static void complete_ok(tacl__ofi_t *ofi, const struct fi_cq_tagged_entry *e)
 {
     tacl__ofi_req_t *req = e->op_context;
     tacl_status_t status = TACL_OK;
 
     leave_pending(ofi, req);
+    if (req->kind == TACL_OFI_REQ_PEEK) {
+        peek_found(ofi, req, e);
+        return;
+    }
     if (req->kind == TACL_OFI_REQ_RECV && e->len != req->len)
         status = tacl__tl_length_error(req->peer, req->op->tag, e->len, 0,
                                        req->len, TACL_SUBSYS_NET);
@@ -349,7 +484,10 @@ static int complete_error(tacl__ofi_t *ofi)
         return 1;
     }
     leave_pending(ofi, req);
-    finish(ofi, req, error_status(ofi, req, &err));
+    if (req->kind == TACL_OFI_REQ_PEEK)
+        peek_error(ofi, req, &err);
+    else
+        finish(ofi, req, error_status(ofi, req, &err));
     return 1;
 }
 
@@ -441,4 +579,59 @@ void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status)
     fail_queue(ofi, &ofi->pending, status);
     fail_queue(ofi, &ofi->backlog_tx, status);
     fail_queue(ofi, &ofi->backlog_rx, status);
+    /* Claimed messages went with the endpoint. */
+    fail_queue(ofi, &ofi->claimed, status);
+}
+
+/* The oldest message a peek claimed for tacl tag tag, or NULL. */
+static const tacl__ofi_req_t *claimed_with(const tacl__ofi_t *ofi,
+                                           uint64_t tag)
+{
+    for (const tacl__ofi_req_t *req = ofi->claimed.head; req; req = req->next)
+        if (req->msg[0] == tag)
+            return req;
+    return NULL;
+}
+
+/*
+ * Post a peek for tag unless one is in flight (a refusal is noted in
+ * peek_failed), then read its answer,
+ * which ofi_rxm writes to the queue at once: read here, it leaves the
+ * queue empty, so wait() can sleep until a message comes.
+ */
+static void peek(tacl__ofi_t *ofi, uint64_t tag)
+{
+    tacl__ofi_req_t *req;
+
+    if (ofi->ep == NULL || ofi->peek != NULL)
+        return;
+    req = tacl__ofi_req_get(ofi);
+    if (req == NULL)
+        return;
+    req->kind = TACL_OFI_REQ_PEEK;
+    req->msg[0] = tag;
+    if (tacl__ofi_post(ofi, req) != TACL_OK) {
+        tacl__ofi_req_put(ofi, req);
+        peek_refused(ofi, "refused");
+        return;
+    }
+    ofi->peek = req;
+    /* Completions it reads besides wait on the done queue for the next
+     * progress(), as any read there would. */
+    tacl__ofi_poll(ofi);
+}
+
+int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len)
+{
+    const tacl__ofi_req_t *req = claimed_with(ofi, tag);
+
+    if (req == NULL && ofi->peek_failed == TACL_OK) {
+        peek(ofi, tag);
+        req = claimed_with(ofi, tag);
+    }
+    if (req == NULL)
+        return ofi->peek_failed;
+    *peer = req->peer;
+    *len = req->len;
+    return 1;
 }

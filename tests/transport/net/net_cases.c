@@ -622,3 +622,128 @@ void wait_rank(shared_t *sh, int rank)
     tacl__tl_close(tl);
 }
 
+
+/* ------------------------------------------------------------------ */
+
+#define NANY 8
+
+/* Message i of sender src: eager and rendezvous sizes, one empty. */
+static uint64_t any_len(int src, int i)
+{
+    return i == 4       ? 0
+           : i % 3 == 0 ? 70000 + (uint64_t)src
+                        : (uint64_t)(10 * i + src);
+}
+
+/*
+ * Rank 0 receives from any source what ranks 1 and 2 send with one tag:
+ * it probes, then posts a receive for the sender and length the probe
+ * reported.  Each sender's messages must come in the order sent (each
+ * is filled by its sequence number), every one once; a message with
+ * another tag is never reported, nor one a receive posted before took.
+ */
+static void any_source_receiver(tacl__tl_t *tl, uint64_t tag, uint64_t other)
+{
+    tacl__tl_op_t others[3] = {{0}};
+    tacl__tl_op_t ops[3][NANY] = {{{0}}};
+    int next[3] = {0, 1, 0}, got = 0, peer, found;
+    uint64_t len, deadline = tacl__now_ns() + 20000000000ull;
+    tacl_status_t st;
+
+    for (int src = 1; src < 3; ++src) {
+        others[src].peer = src;
+        others[src].tag = other;
+        others[src].len = 64;
+        others[src].buf = malloc(64);
+        CHECK(others[src].buf, "malloc");
+    }
+    while (got < 2 * NANY - 1 && tacl__now_ns() < deadline) {
+        CHECK(tacl__tl_progress(tl) >= 0, "progress failed");
+        found = tacl__tl_probe(tl, tag, &peer, &len);
+        CHECK(found >= 0, "probe: %s", tacl_status_string(found));
+        if (found == 0) {
+            tacl__tl_wait(tl, 1000);
+            continue;
+        }
+        CHECK(peer == 1 || peer == 2, "probe reported rank %d", peer);
+        CHECK(next[peer] < NANY, "rank %d: more messages than sent", peer);
+        CHECK(len == any_len(peer, next[peer]),
+              "rank %d message %d: probe says %llu bytes, %llu sent",
+              peer, next[peer], (unsigned long long)len,
+              (unsigned long long)any_len(peer, next[peer]));
+        tacl__tl_op_t *op = &ops[peer][next[peer]];
+
+        op->peer = peer;
+        op->tag = tag;
+        op->len = len;
+        op->buf = malloc(len + 1);
+        CHECK(op->buf, "malloc");
+        CHECK(post(tl, op, 0) == TACL_OK, "recv");
+        ++next[peer];
+        ++got;
+    }
+    CHECK(got == 2 * NANY - 1, "%d of %d messages found by probe", got,
+          2 * NANY - 1);
+    for (int src = 1; src < 3; ++src)
+        CHECK(post(tl, &others[src], 0) == TACL_OK, "recv other");
+    st = drive(tl, 2 * NANY + 2, 20);
+    CHECK(st == TACL_OK, "drive: %s", tacl_status_string(st));
+    CHECK(tacl__tl_probe(tl, tag, &peer, &len) == 0,
+          "probe found a message after all were received");
+    for (int src = 1; src < 3; ++src) {
+        for (int i = src == 1; i < NANY; ++i) {
+            CHECK(op_result(&ops[src][i]) == TACL_OK, "recv %d of %d", i,
+                  src);
+            CHECK(verify(ops[src][i].buf, any_len(src, i), src, (uint64_t)i),
+                  "rank %d message %d out of order or corrupted", src, i);
+            free(ops[src][i].buf);
+        }
+        CHECK(verify(others[src].buf, 64, src, other), "other tag");
+        free(others[src].buf);
+    }
+}
+
+void any_source_rank(shared_t *sh, int rank)
+{
+    const uint64_t tag = TACL__TAG(5, 1), other = TACL__TAG(5, 2);
+    tacl__tl_op_t first = {0}, sends[NANY + 1] = {{0}};
+    xctx_t x;
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl_status_t st;
+
+    if (rank == 0) {
+        /* Rank 1's first message goes to the receive posted for it. */
+        first.peer = 1;
+        first.tag = tag;
+        first.len = any_len(1, 0);
+        first.buf = malloc(first.len);
+        CHECK(first.buf, "malloc");
+        CHECK(post(tl, &first, 0) == TACL_OK, "recv");
+    }
+    CHECK(barrier(sh) == 0, "barrier");
+    if (rank == 0) {
+        any_source_receiver(tl, tag, other);
+        CHECK(op_result(&first) == TACL_OK, "the named receive");
+        CHECK(verify(first.buf, first.len, 1, 0),
+              "the named receive got another message");
+        free(first.buf);
+    } else {
+        /* The other tag first: probe must pass it over. */
+        for (int i = 0; i <= NANY; ++i) {
+            sends[i].peer = 0;
+            sends[i].tag = i == 0 ? other : tag;
+            sends[i].len = i == 0 ? 64 : any_len(rank, i - 1);
+            sends[i].buf = malloc(sends[i].len + 1);
+            CHECK(sends[i].buf, "malloc");
+            fill(sends[i].buf, sends[i].len, rank,
+                 i == 0 ? other : (uint64_t)(i - 1));
+            CHECK(post(tl, &sends[i], 1) == TACL_OK, "send %d", i);
+        }
+        st = drive(tl, NANY + 1, 20);
+        CHECK(st == TACL_OK, "drive: %s", tacl_status_string(st));
+        for (int i = 0; i <= NANY; ++i)
+            free(sends[i].buf);
+    }
+    CHECK(barrier(sh) == 0, "barrier");
+    tacl__tl_close(tl);
+}

@@ -38,6 +38,11 @@ void leave_rank(shared_t *sh, int rank);
 void cancel_rank(shared_t *sh, int rank);
 /* 2 ranks: wait() sleeps while idle and wakes when a message comes. */
 void wait_rank(shared_t *sh, int rank);
+/*
+ * 3 ranks: rank 0 receives what ranks 1 and 2 send through probe, each
+ * sender's messages in order, none of another tag or already taken.
+ */
+void any_source_rank(shared_t *sh, int rank);
 
 /** For run_ranks: rank 1 of 2 dies by SIGKILL. */
 extern const int kill_rank1[2];

@@ -144,3 +144,9 @@ Test(ofi, wait_sleeps_and_wakes, .timeout = 60)
     ofi_env();
     run_ranks(2, wait_rank, NULL, NULL);
 }
+
+Test(ofi, any_source_by_probe_in_order, .timeout = 60)
+{
+    ofi_env();
+    run_ranks(3, any_source_rank, NULL, NULL);
+}

@@ -155,3 +155,9 @@ Test(ucx, wait_sleeps_and_wakes, .timeout = 60)
     ucx_env("tcp");
     run_ranks(2, wait_rank, NULL, NULL);
 }
+
+Test(ucx, any_source_by_probe_in_order, .timeout = 60)
+{
+    ucx_env("tcp");
+    run_ranks(3, any_source_rank, NULL, NULL);
+}
