@@ -29,11 +29,13 @@ import tacl_torch  # noqa: F401  (registers the "tacl" backend)
 
 
 class BagOfWords(nn.Module):
-    def __init__(self, vocab, dim, classes):
+    def __init__(self, vocab, dim, classes, skipped):
         super().__init__()
         self.emb = nn.Embedding(vocab, dim, sparse=True)
         self.head = nn.Linear(dim, classes)
-        self.skipped = nn.Linear(dim, dim)  # unused: --find-unused
+        # A layer the forward never uses (--find-unused): DDP must be
+        # told, or it waits for its gradient.
+        self.skipped = nn.Linear(dim, dim) if skipped else None
 
     def forward(self, tokens):
         return self.head(self.emb(tokens).mean(dim=1))
@@ -55,14 +57,13 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     classes = 8
     torch.manual_seed(0)  # the same model and labelling on every rank
-    model = BagOfWords(args.vocab, args.dim, classes)
+    model = BagOfWords(args.vocab, args.dim, classes, args.find_unused)
     word_class = torch.randint(0, classes, (args.vocab,))
     zipf = 1.0 / torch.arange(1, args.vocab + 1, dtype=torch.float64)
     ddp = nn.parallel.DistributedDataParallel(
         model, find_unused_parameters=args.find_unused)
     opt_sparse = torch.optim.SGD([model.emb.weight], lr=0.5)
-    opt_dense = torch.optim.SGD(list(model.head.parameters()) +
-                                list(model.skipped.parameters()), lr=0.5)
+    opt_dense = torch.optim.SGD(model.head.parameters(), lr=0.5)
 
     g = torch.Generator().manual_seed(1 + rank)  # each rank its own data
     losses, tokens_done, t0 = [], 0, None

@@ -11,6 +11,7 @@
  * (decide_ms); asserts nothing about time.
  */
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "planner.h"
@@ -37,7 +38,7 @@ static void resnet_like(double *bytes, double *back)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     static double bytes[NTENSORS], back[NTENSORS];
     const tacl_planner_codec_t codecs[] = {
@@ -48,6 +49,11 @@ int main(void)
     const double gbits[] = {1, 10, 100};
     tacl_planner_model_t model = {NTENSORS, bytes, back, 0.06};
 
+    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+        printf("planner_perf (tacl planner) tacl %d.%d.%d\n",
+               TACL_VERSION_MAJOR, TACL_VERSION_MINOR, TACL_VERSION_PATCH);
+        return 0;
+    }
     resnet_like(bytes, back);
     printf("# planner on %d tensors, %d codecs; best of %d runs\n", NTENSORS,
            3, REPEAT);
