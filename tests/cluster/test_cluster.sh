@@ -5,7 +5,8 @@
 # inter-node rate, exit codes, --timeout, SIGINT/SIGTERM, concurrent runs,
 # --replace-node (a fresh node of the same identity, its /dev/shm gone,
 # the others' kept), and that no namespace, mount or process is left
-# behind (--cleanup after a SIGKILL).  Skips (exit 77) where the tool cannot run.
+# behind (--cleanup after a SIGKILL).  Skips (exit 77) where the tool
+# cannot run.
 #
 # Usage: test_cluster.sh PATH_TO_TACL_CLUSTER
 
@@ -326,33 +327,36 @@ done
 
 # 13. --replace-node 1 on 2x2: phase 1 leaves a file in each node's
 # /dev/shm; in phase 2 node 1 is a fresh node (another mount namespace,
-# its file gone) with the same host name and address, and node 0 is the
+# its file gone) with the same host name, address and MAC address (so
+# the other nodes' ARP caches hold), and node 0 is the
 # same node, its file still there.  A failure in phase 1 ends the job.
 rtag="tacl-cluster-repl-$$"
 repl='[ "$TACL_CLUSTER_PHASE" = 1 ] && touch /dev/shm/'"$rtag"'.$TACL_RANK
 sleep 0.3
 echo "$TACL_CLUSTER_PHASE $TACL_RANK $(hostname)" \
     "$(ip -4 -o addr show dev eth0 | cut -d" " -f7)" \
+    "$(cat /sys/class/net/eth0/address)" \
     "shm=$(ls /dev/shm | grep "^'"$rtag"'\." | tr "\n" ,)" \
     "repl=$TACL_CLUSTER_REPLACED $(readlink /proc/self/ns/mnt)"'
 run_tool "$TMP/repl" --nodes 2 --ranks-per-node 2 --replace-node 1 \
     --no-prefix --timeout 30 -- sh -c "$repl"
 expect_rc "replace-node run" 0 "$rc"
-cut -d' ' -f1-6 "$TMP/repl" | sort > "$TMP/repl.sorted"
+cut -d' ' -f1-7 "$TMP/repl" | sort > "$TMP/repl.sorted"
 {
     for ph in 1 2; do
-        echo "$ph 0 taclnode0 10.77.0.1/24 shm=$rtag.0,$rtag.1, repl=1"
-        echo "$ph 1 taclnode0 10.77.0.1/24 shm=$rtag.0,$rtag.1, repl=1"
+        s0="10.77.0.1/24 02:00:0a:4d:00:01 shm=$rtag.0,$rtag.1, repl=1"
+        echo "$ph 0 taclnode0 $s0"
+        echo "$ph 1 taclnode0 $s0"
         [ "$ph" = 1 ] && s1="$rtag.2,$rtag.3," || s1=""
-        echo "$ph 2 taclnode1 10.77.0.2/24 shm=$s1 repl=1"
-        echo "$ph 3 taclnode1 10.77.0.2/24 shm=$s1 repl=1"
+        echo "$ph 2 taclnode1 10.77.0.2/24 02:00:0a:4d:00:02 shm=$s1 repl=1"
+        echo "$ph 3 taclnode1 10.77.0.2/24 02:00:0a:4d:00:02 shm=$s1 repl=1"
     done
 } > "$TMP/repl.wanted"
 expect_same "replace-node: node 1 fresh, same identity, node 0 kept" \
     "$TMP/repl.wanted" "$TMP/repl.sorted"
 checks=$((checks + 1))
-m0=$(awk '$2 == 0 || $2 == 1 { print $7 }' "$TMP/repl" | sort -u | wc -l)
-m1=$(awk '$2 == 2 || $2 == 3 { print $7 }' "$TMP/repl" | sort -u | wc -l)
+m0=$(awk '$2 == 0 || $2 == 1 { print $8 }' "$TMP/repl" | sort -u | wc -l)
+m1=$(awk '$2 == 2 || $2 == 3 { print $8 }' "$TMP/repl" | sort -u | wc -l)
 if [ "$m0" = 1 ] && [ "$m1" = 2 ]; then
     ok "replace-node: node 0 keeps its mount namespace, node 1 gets a new one"
 else
