@@ -52,6 +52,10 @@
       "informational")                                                       \
     X(CLUSTER_NNODES, "", "nodes of the cluster tacl-cluster emulates, "     \
       "which it sets for its ranks; informational")                          \
+    X(CLUSTER_PHASE, "", "the phase of a tacl-cluster job (1, or 2 after "   \
+      "--replace-node), which it sets for its ranks; informational")         \
+    X(CLUSTER_REPLACED, "", "the nodes tacl-cluster --replace-node "         \
+      "replaces, which it sets for its ranks; informational")                \
     X(SOCKET_IFNAME, "",                                                     \
       "network interface the bootstrap listens on (default: the first up "   \
       "non-loopback interface, else loopback)")                              \

@@ -3,8 +3,10 @@
 # host name each rank sees in 2x2, 3x2 and 2+1 layouts, private /dev/shm,
 # SysV IPC and PID namespaces per node, TCP between nodes, the shaped
 # inter-node rate, exit codes, --timeout, SIGINT/SIGTERM, concurrent runs,
-# and that no namespace, mount or process is left behind (--cleanup after
-# a SIGKILL).  Skips (exit 77) where the tool cannot run.
+# --replace-node (a fresh node of the same identity, its /dev/shm gone,
+# the others' kept), and that no namespace, mount or process is left
+# behind (--cleanup after a SIGKILL).  Skips (exit 77) where the tool
+# cannot run.
 #
 # Usage: test_cluster.sh PATH_TO_TACL_CLUSTER
 
@@ -321,6 +323,58 @@ for opt in --quickack ""; do
             "$(cat "$TMP/ack")"
     fi
     no_leftovers "route${opt:+ $opt}" "$pid"
+done
+
+# 13. --replace-node 1 on 2x2: phase 1 leaves a file in each node's
+# /dev/shm; in phase 2 node 1 is a fresh node (another mount namespace,
+# its file gone) with the same host name, address and MAC address (so
+# the other nodes' ARP caches hold), and node 0 is the
+# same node, its file still there.  A failure in phase 1 ends the job.
+rtag="tacl-cluster-repl-$$"
+repl='[ "$TACL_CLUSTER_PHASE" = 1 ] && touch /dev/shm/'"$rtag"'.$TACL_RANK
+sleep 0.3
+echo "$TACL_CLUSTER_PHASE $TACL_RANK $(hostname)" \
+    "$(ip -4 -o addr show dev eth0 | cut -d" " -f7)" \
+    "$(cat /sys/class/net/eth0/address)" \
+    "shm=$(ls /dev/shm | grep "^'"$rtag"'\." | tr "\n" ,)" \
+    "repl=$TACL_CLUSTER_REPLACED $(readlink /proc/self/ns/mnt)"'
+run_tool "$TMP/repl" --nodes 2 --ranks-per-node 2 --replace-node 1 \
+    --no-prefix --timeout 30 -- sh -c "$repl"
+expect_rc "replace-node run" 0 "$rc"
+cut -d' ' -f1-7 "$TMP/repl" | sort > "$TMP/repl.sorted"
+{
+    for ph in 1 2; do
+        s0="10.77.0.1/24 02:00:0a:4d:00:01 shm=$rtag.0,$rtag.1, repl=1"
+        echo "$ph 0 taclnode0 $s0"
+        echo "$ph 1 taclnode0 $s0"
+        [ "$ph" = 1 ] && s1="$rtag.2,$rtag.3," || s1=""
+        echo "$ph 2 taclnode1 10.77.0.2/24 02:00:0a:4d:00:02 shm=$s1 repl=1"
+        echo "$ph 3 taclnode1 10.77.0.2/24 02:00:0a:4d:00:02 shm=$s1 repl=1"
+    done
+} > "$TMP/repl.wanted"
+expect_same "replace-node: node 1 fresh, same identity, node 0 kept" \
+    "$TMP/repl.wanted" "$TMP/repl.sorted"
+checks=$((checks + 1))
+m0=$(awk '$2 == 0 || $2 == 1 { print $8 }' "$TMP/repl" | sort -u | wc -l)
+m1=$(awk '$2 == 2 || $2 == 3 { print $8 }' "$TMP/repl" | sort -u | wc -l)
+if [ "$m0" = 1 ] && [ "$m1" = 2 ]; then
+    ok "replace-node: node 0 keeps its mount namespace, node 1 gets a new one"
+else
+    fail "replace-node: mount namespaces node 0 $m0 (want 1), node 1 $m1" \
+        "(want 2): $(cat "$TMP/repl")"
+fi
+no_leftovers "replace-node" "$pid"
+run_tool "$TMP/replf" --nodes 2 --ranks-per-node 1 --replace-node 0 \
+    --timeout 30 -- sh -c 'echo phase $TACL_CLUSTER_PHASE; exit $TACL_RANK'
+expect_rc "replace-node: a failing phase 1" 1 "$rc"
+expect_not "replace-node: no phase 2 after a failing phase 1" \
+    "replace-node: phase 2 ran after phase 1 failed" \
+    grep -q "phase 2" "$TMP/replf"
+no_leftovers "replace-node failing" "$pid"
+for bad in "--replace-node 2" "--replace-node 1,x"; do
+    # shellcheck disable=SC2086
+    "$TOOL" --nodes 2 --ranks-per-node 1 $bad -- true > /dev/null 2>&1
+    expect_rc "refused: $bad" 2 $?
 done
 
 finish
