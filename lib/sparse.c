@@ -183,7 +183,7 @@ static tacl_status_t sort_entries(entry_t *e, size_t m, uint64_t limit)
     return TACL_OK;
 }
 
-/* Entries of a block of cnt rows: indices, then (after pad8) values. */
+/* A block of cnt rows: indices, then (after pad8) values, padded to 8. */
 static size_t pad8(size_t x)
 {
     return (x + 7) & ~(size_t)7;
@@ -191,7 +191,9 @@ static size_t pad8(size_t x)
 
 static size_t coo_bytes(const shape_t *s, size_t cnt)
 {
-    return pad8(cnt * s->ib) + cnt * s->rb;
+    /* Padded at both ends, so blocks laid one after another stay
+     * aligned for their indices and values. */
+    return pad8(pad8(cnt * s->ib) + cnt * s->rb);
 }
 
 static void coo_entries(const shape_t *s, const uint8_t *block, size_t cnt,
@@ -596,7 +598,7 @@ static size_t pull_bytes(const shape_t *s, const sparse_ext_t *x, int bitmap,
     if (bitmap) {
         size_t dsize = x->dstart[j + 1] - x->dstart[j];
 
-        return pad8(tacl__sparse_bitmap_bytes(dsize)) + m * s->rb;
+        return pad8(pad8(tacl__sparse_bitmap_bytes(dsize)) + m * s->rb);
     }
     return coo_bytes(s, m);
 }
@@ -826,7 +828,7 @@ typedef struct {
 
 static size_t dense_bytes(const shape_t *s)
 {
-    return pad8((s->nrows + 7) / 8) + s->nrows * s->rb;
+    return pad8(pad8((s->nrows + 7) / 8) + s->nrows * s->rb);
 }
 
 static size_t part_bytes(const shape_t *s, const part_t *p)

@@ -109,6 +109,8 @@ static void front_filter(fuse_front_t *f)
     double qmin = INFINITY;
     int kept = 0;
 
+    if (f->n == 0)
+        return;
     qsort(f->v, (size_t)f->n, sizeof(*f->v), by_cmp_then_q);
     for (int i = 0; i < f->n; i++)
         if (kept == 0 || f->v[i].q < qmin - DOMINANCE_SLACK * qmin) {

@@ -6,7 +6,7 @@
  * rows than the others (the skew of even ranges) is the slow link it
  * would be.
  * Sizes are lib/sparse.c's: a block of c rows is its indices padded to 8
- * bytes, then its values.
+ * bytes, then its values, padded to 8.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -142,8 +142,8 @@ out:
 
 static size_t coo_bytes(const tacl__ssim_case_t *k, uint64_t rows)
 {
-    return pad8((size_t)rows * k->index_bytes) +
-           (size_t)rows * k->row_len * k->elem;
+    return pad8(pad8((size_t)rows * k->index_bytes) +
+                (size_t)rows * k->row_len * k->elem);
 }
 
 static tacl_status_t run_agsparse(run_t *r, const tacl__ssim_case_t *k)
@@ -203,16 +203,17 @@ static tacl_status_t run_owners(run_t *r, const tacl__ssim_case_t *k,
         for (uint64_t u = 0; u < all.nbits; u++)
             dsize[tacl__owner_of(o, u)]++;
     for (size_t e = 0; e < (size_t)n * n; e++)
-        push[e] = pad8((size_t)push[e] * index_bytes) + push[e] * unit_bytes;
+        push[e] = pad8(pad8((size_t)push[e] * index_bytes) +
+                       push[e] * unit_bytes);
     for (int j = 0; j < n; j++) {
         uint64_t rows = pull[j];
         int bm = bitmap && tacl__sparse_pull_bitmap((size_t)rows,
                                                     (size_t)dsize[j],
                                                     index_bytes);
 
-        pull[j] = (bm ? pad8(tacl__sparse_bitmap_bytes((size_t)dsize[j]))
-                      : pad8((size_t)rows * index_bytes)) +
-                  rows * unit_bytes;
+        pull[j] = pad8((bm ? pad8(tacl__sparse_bitmap_bytes((size_t)dsize[j]))
+                           : pad8((size_t)rows * index_bytes)) +
+                       rows * unit_bytes);
     }
     st = phase_fixed(r, TACL_COLL_ALLTOALL, 1, TACL_UINT64);
     if (st == TACL_OK)

@@ -297,7 +297,7 @@ static uint64_t fixed_net(const tacl__sim_cluster_t *c, tacl_coll_t type)
 
 static uint64_t coo(size_t rows, size_t ib, size_t rb)
 {
-    return ((rows * ib + 7) & ~(size_t)7) + rows * rb;
+    return (((rows * ib + 7) & ~(size_t)7) + rows * rb + 7) & ~(size_t)7;
 }
 
 Test(sparse_sim, network_bytes_equal_each_schemes_closed_form)
@@ -365,8 +365,8 @@ Test(sparse_sim, network_bytes_equal_each_schemes_closed_form)
             uint64_t pull = coo(uni[i], ib, rb);
 
             if (hashed && tacl__sparse_pull_bitmap(uni[i], dom[i], ib))
-                pull = ((tacl__sparse_bitmap_bytes(dom[i]) + 7) & ~7ull) +
-                       uni[i] * rb;
+                pull = (((tacl__sparse_bitmap_bytes(dom[i]) + 7) & ~7ull) +
+                        uni[i] * rb + 7) & ~7ull;
             want += (SIM_N - 1) * pull;
         }
         cr_assert_eq(tacl__sim_sparse(&c, &k, hashed ? TACL__SSIM_ZEN

@@ -229,6 +229,8 @@ static int run_replace(tacl_comm_t comm, const char *key, const char *dir,
         CHECK_OK(tacl_snapshot_destroy(snap, 0));
         printf("rank %d node %d: saved versions 1..%d\n", rank, node,
                VERSIONS);
+        free(w);
+        free(o);
         return failures != 0;
     }
     held = drop_node_stores(key, 0);

@@ -236,11 +236,48 @@ out_free:
 typedef struct {
     tacl__tl_msg_t link;       /* first: its sender and tag */
     ucp_tag_message_h msg;
+    uint64_t len;
 } ucx_claimed_t;
 
 static void claimed_free(tacl__tl_msg_t *m)
 {
     free(m);
+}
+
+/*
+ * Messages claimed for receives that will never be posted (the transport
+ * fails or closes): UCX frees a claimed message only when it is
+ * received, so each is received into a scratch buffer (cancelled if it
+ * has not arrived within half a second: a dead sender's rendezvous).
+ */
+static void claimed_release(tacl__ucx_t *ucx)
+{
+    tacl__tl_msg_t *m;
+
+    while ((m = tacl__tl_msgq_pop(&ucx->claimed)) != NULL) {
+        ucx_claimed_t *c = (ucx_claimed_t *)m;
+        ucp_request_param_t param = {0};
+        void *buf = malloc(c->len ? c->len : 1), *req;
+        uint64_t deadline = tacl__now_ns() + 500000000ull;
+
+        if (buf != NULL && ucx->worker != NULL) {
+            req = ucp_tag_msg_recv_nbx(ucx->worker, buf, (size_t)c->len,
+                                       c->msg, &param);
+            if (UCS_PTR_IS_PTR(req)) {
+                while (ucp_request_check_status(req) == UCS_INPROGRESS &&
+                       tacl__now_ns() < deadline)
+                    ucp_worker_progress(ucx->worker);
+                if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+                    ucp_request_cancel(ucx->worker, req);
+                    while (ucp_request_check_status(req) == UCS_INPROGRESS)
+                        ucp_worker_progress(ucx->worker);
+                }
+                ucp_request_free(req);
+            }
+        }
+        free(buf);
+        claimed_free(m);
+    }
 }
 
 static int ucx_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
@@ -263,6 +300,7 @@ static int ucx_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
     }
     c->link.peer = tacl__tl_wire_src(info.sender_tag);
     c->link.tag = tag;
+    c->len = info.length;
     tacl__tl_msgq_push(&ucx->claimed, &c->link);
     *peer = c->link.peer;
     *len = info.length;
@@ -316,7 +354,7 @@ static void ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
 
     tacl__ucx_stage_fail(ucx, status);
     tacl__ucx_fail_pending(ucx, status);
-    tacl__tl_msgq_drain(&ucx->claimed, claimed_free);
+    claimed_release(ucx);
 }
 
 static int ucx_progress(tacl__tl_t *tl)
@@ -412,6 +450,7 @@ static void ucx_close(tacl__tl_t *tl)
     tacl__ucx_t *ucx = (tacl__ucx_t *)tl;
 
     if (ucx->worker) {
+        claimed_release(ucx);
         if (ucx->pending.head || tacl__ucx_stage_pending(ucx, -1)) {
             TACL_WARN(NET, "rank %d: closing with %llu operations pending; "
                       "they end with TACL_ERR_INVALID_USAGE", ucx->base.rank,
