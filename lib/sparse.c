@@ -94,8 +94,7 @@ TACL_EXPORT tacl_sparse_scheme_t tacl_sparse_last_scheme(tacl_comm_t comm)
 }
 
 /* The domains of the hash owners of an nrows table (cached). */
-static tacl_status_t domains(tacl_comm_t comm, sparse_ext_t *e,
-                             const tacl__owner_t *o)
+static tacl_status_t domains(sparse_ext_t *e, const tacl__owner_t *o)
 {
     int n = o->n;
     size_t *next;
@@ -125,7 +124,6 @@ static tacl_status_t domains(tacl_comm_t comm, sparse_ext_t *e,
         e->members[next[tacl__owner_of(o, i)]++] = (uint32_t)i;
     free(next);
     e->nrows = o->nrows;
-    (void)comm;
     return TACL_OK;
 }
 
@@ -642,7 +640,7 @@ static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
     tacl__owner_init(&o, hashed ? TACL__OWNER_HASH : TACL__OWNER_RANGE, n,
                      s->nrows, TACL__SPARSE_OWNER_SEED);
     if (hashed && s->nrows <= UINT32_MAX) {
-        st = domains(comm, x, &o);
+        st = domains(x, &o);
         if (st != TACL_OK)
             goto out;
     } else {

@@ -248,7 +248,9 @@ static void claimed_free(tacl__tl_msg_t *m)
  * Messages claimed for receives that will never be posted (the transport
  * fails or closes): UCX frees a claimed message only when it is
  * received, so each is received into a scratch buffer (cancelled if it
- * has not arrived within half a second: a dead sender's rendezvous).
+ * has not arrived within half a second: a dead sender's rendezvous; a
+ * cancel that does not end within another half second leaves the
+ * buffer to UCX rather than wait on).
  */
 static void claimed_release(tacl__ucx_t *ucx)
 {
@@ -269,9 +271,13 @@ static void claimed_release(tacl__ucx_t *ucx)
                     ucp_worker_progress(ucx->worker);
                 if (ucp_request_check_status(req) == UCS_INPROGRESS) {
                     ucp_request_cancel(ucx->worker, req);
-                    while (ucp_request_check_status(req) == UCS_INPROGRESS)
+                    deadline = tacl__now_ns() + 500000000ull;
+                    while (ucp_request_check_status(req) == UCS_INPROGRESS &&
+                           tacl__now_ns() < deadline)
                         ucp_worker_progress(ucx->worker);
                 }
+                if (ucp_request_check_status(req) == UCS_INPROGRESS)
+                    buf = NULL; /* UCX may still write it: left to UCX */
                 ucp_request_free(req);
             }
         }
