@@ -47,4 +47,16 @@ void any_source_rank(shared_t *sh, int rank);
 /** For run_ranks: rank 1 of 2 dies by SIGKILL. */
 extern const int kill_rank1[2];
 
+/**
+ * A case of n forked ranks as a Criterion test: SETUP (an expression
+ * choosing the transport's settings) in the test's process, then BODY on
+ * every rank; KILL is run_ranks' expect_kill (NULL: every rank exits 0).
+ */
+#define NET_CASE(suite, name, setup, n, body, kill)                          \
+    Test(suite, name, .timeout = 60)                                         \
+    {                                                                        \
+        setup;                                                               \
+        run_ranks(n, body, kill, NULL);                                      \
+    }
+
 #endif /* TACL_TESTS_TRANSPORT_NET_CASES_H */

@@ -47,7 +47,8 @@ Test(ofi, unknown_provider_refused)
     tacl__config_reload();
     cr_assert_eq(tacl__ofi_choose(NULL, &c), TACL_ERR_UNSUPPORTED);
     cr_assert(strstr(tacl__last_error(), "\"no-such-provider\" is not "
-                     "available") != NULL, "%s", tacl__last_error());
+                                         "available") != NULL,
+              "%s", tacl__last_error());
 }
 
 /* What a provider lacks is named by the entry closest to tacl's needs. */
@@ -73,11 +74,7 @@ Test(ofi, missing_capability_named)
 
 /* ------------------------------------------------------------------ */
 
-Test(ofi, sizes_0_to_64mb, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(2, sizes_rank, NULL, NULL);
-}
+NET_CASE(ofi, sizes_0_to_64mb, ofi_env(), 2, sizes_rank, NULL)
 
 Test(ofi, bandwidth_64mb, .timeout = 60)
 {
@@ -86,67 +83,36 @@ Test(ofi, bandwidth_64mb, .timeout = 60)
     ofi_env();
     run_ranks(2, bw_rank, NULL, &sh);
     cr_assert_gt(sh->bw_gbs, 0.0);
-    fprintf(stderr, "ofi tcp loopback: one 64 MB message at %.2f GB/s "
-            "(best of 2)\n", sh->bw_gbs);
+    fprintf(stderr,
+            "ofi tcp loopback: one 64 MB message at %.2f GB/s "
+            "(best of 2)\n",
+            sh->bw_gbs);
     munmap(sh, sizeof(*sh));
 }
 
-Test(ofi, many_concurrent_4_ranks, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(4, many_rank, NULL, NULL);
-}
+NET_CASE(ofi, many_concurrent_4_ranks, ofi_env(), 4, many_rank, NULL)
 
-Test(ofi, same_source_and_tag_in_order, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(2, fifo_rank, NULL, NULL);
-}
+NET_CASE(ofi, same_source_and_tag_in_order, ofi_env(), 2, fifo_rank, NULL)
 
-Test(ofi, length_mismatch_fails_the_receive_alone, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(2, mismatch_rank, NULL, NULL);
-}
+NET_CASE(ofi, length_mismatch_fails_the_receive_alone, ofi_env(), 2,
+         mismatch_rank, NULL)
 
-Test(ofi, killed_receiver_fails_send, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(2, killed_send_rank, kill_rank1, NULL);
-}
+NET_CASE(ofi, killed_receiver_fails_send, ofi_env(), 2, killed_send_rank,
+         kill_rank1)
 
-Test(ofi, killed_midway_sender_fails_receive, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(2, killed_midway_sender_rank, kill_rank1, NULL);
-}
+NET_CASE(ofi, killed_midway_sender_fails_receive, ofi_env(), 2,
+         killed_midway_sender_rank, kill_rank1)
 
-Test(ofi, killed_sender_fails_receive, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(2, killed_recv_rank, kill_rank1, NULL);
-}
+NET_CASE(ofi, killed_sender_fails_receive, ofi_env(), 2, killed_recv_rank,
+         kill_rank1)
 
-Test(ofi, peer_leaving_idle_is_not_an_error, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(3, leave_rank, NULL, NULL);
-}
+NET_CASE(ofi, peer_leaving_idle_is_not_an_error, ofi_env(), 3, leave_rank,
+         NULL)
 
-Test(ofi, cancel_all_completes_everything, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(2, cancel_rank, NULL, NULL);
-}
+NET_CASE(ofi, cancel_all_completes_everything, ofi_env(), 2, cancel_rank,
+         NULL)
 
-Test(ofi, wait_sleeps_and_wakes, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(2, wait_rank, NULL, NULL);
-}
+NET_CASE(ofi, wait_sleeps_and_wakes, ofi_env(), 2, wait_rank, NULL)
 
-Test(ofi, any_source_by_probe_in_order, .timeout = 60)
-{
-    ofi_env();
-    run_ranks(3, any_source_rank, NULL, NULL);
-}
+NET_CASE(ofi, any_source_by_probe_in_order, ofi_env(), 3, any_source_rank,
+         NULL)

@@ -23,9 +23,8 @@ Test(ucx, tag_encoding)
 
     cr_assert_eq(tacl__ucx_tag(0, 0), 0);
     cr_assert_eq(tacl__ucx_tag(65535, 0), 0xffffull << 48);
-    cr_assert_eq(tacl__ucx_tag(7, t),
-                 (7ull << 48) | (0x123ull << 36) | (0x4321ull << 20) |
-                 0x9876full);
+    cr_assert_eq(tacl__ucx_tag(7, t), (7ull << 48) | (0x123ull << 36) |
+                                          (0x4321ull << 20) | 0x9876full);
     /* The source separates tags that are otherwise equal. */
     cr_assert_neq(tacl__ucx_tag(1, t), tacl__ucx_tag(2, t));
 }
@@ -42,17 +41,9 @@ Test(ucx, bad_arguments)
 
 /* ------------------------------------------------------------------ */
 
-Test(ucx, sizes_tcp, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(2, sizes_rank, NULL, NULL);
-}
+NET_CASE(ucx, sizes_tcp, ucx_env("tcp"), 2, sizes_rank, NULL)
 
-Test(ucx, sizes_default_transports, .timeout = 60)
-{
-    ucx_env(NULL);
-    run_ranks(2, sizes_rank, NULL, NULL);
-}
+NET_CASE(ucx, sizes_default_transports, ucx_env(NULL), 2, sizes_rank, NULL)
 
 
 /* ------------------------------------------------------------------ */
@@ -64,52 +55,26 @@ Test(ucx, bandwidth_64mb_tcp, .timeout = 60)
     ucx_env("tcp");
     run_ranks(2, bw_rank, NULL, &sh);
     cr_assert_gt(sh->bw_gbs, 0.0);
-    fprintf(stderr, "ucx tcp loopback: one 64 MB message at %.2f GB/s "
-            "(best of 2)\n", sh->bw_gbs);
+    fprintf(stderr,
+            "ucx tcp loopback: one 64 MB message at %.2f GB/s "
+            "(best of 2)\n",
+            sh->bw_gbs);
     munmap(sh, sizeof(*sh));
 }
 
 
 /* ------------------------------------------------------------------ */
 
-Test(ucx, many_concurrent_4_ranks, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(4, many_rank, NULL, NULL);
-}
+NET_CASE(ucx, many_concurrent_4_ranks, ucx_env("tcp"), 4, many_rank, NULL)
 
-Test(ucx, many_concurrent_default_transports, .timeout = 60)
-{
-    ucx_env(NULL);
-    run_ranks(3, many_rank, NULL, NULL);
-}
-
-
-/* ------------------------------------------------------------------ */
-
-Test(ucx, same_source_and_tag_in_order, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(2, fifo_rank, NULL, NULL);
-}
-
-
-/* ------------------------------------------------------------------ */
-
-Test(ucx, length_mismatch_is_internal_error, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(2, mismatch_rank, NULL, NULL);
-}
-
-
-/* ------------------------------------------------------------------ */
-
-Test(ucx, killed_receiver_fails_send, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(2, killed_send_rank, kill_rank1, NULL);
-}
+NET_CASE(ucx, many_concurrent_default_transports, ucx_env(NULL), 3, many_rank,
+         NULL)
+NET_CASE(ucx, same_source_and_tag_in_order, ucx_env("tcp"), 2, fifo_rank,
+         NULL)
+NET_CASE(ucx, length_mismatch_is_internal_error, ucx_env("tcp"), 2,
+         mismatch_rank, NULL)
+NET_CASE(ucx, killed_receiver_fails_send, ucx_env("tcp"), 2, killed_send_rank,
+         kill_rank1)
 
 Test(ucx, killed_midway_sender_fails_receive, .timeout = 60)
 {
@@ -123,41 +88,13 @@ Test(ucx, killed_midway_sender_fails_receive, .timeout = 60)
     run_ranks(2, killed_midway_sender_rank, kill_rank1, NULL);
 }
 
-Test(ucx, killed_sender_fails_receive, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(2, killed_recv_rank, kill_rank1, NULL);
-}
+NET_CASE(ucx, killed_sender_fails_receive, ucx_env("tcp"), 2,
+         killed_recv_rank, kill_rank1)
+NET_CASE(ucx, peer_leaving_idle_is_not_an_error, ucx_env("tcp"), 3,
+         leave_rank, NULL)
+NET_CASE(ucx, cancel_all_completes_everything, ucx_env("tcp"), 2, cancel_rank,
+         NULL)
+NET_CASE(ucx, wait_sleeps_and_wakes, ucx_env("tcp"), 2, wait_rank, NULL)
 
-
-/* ------------------------------------------------------------------ */
-
-Test(ucx, peer_leaving_idle_is_not_an_error, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(3, leave_rank, NULL, NULL);
-}
-
-
-/* ------------------------------------------------------------------ */
-
-Test(ucx, cancel_all_completes_everything, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(2, cancel_rank, NULL, NULL);
-}
-
-
-/* ------------------------------------------------------------------ */
-
-Test(ucx, wait_sleeps_and_wakes, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(2, wait_rank, NULL, NULL);
-}
-
-Test(ucx, any_source_by_probe_in_order, .timeout = 60)
-{
-    ucx_env("tcp");
-    run_ranks(3, any_source_rank, NULL, NULL);
-}
+NET_CASE(ucx, any_source_by_probe_in_order, ucx_env("tcp"), 3,
+         any_source_rank, NULL)
