@@ -1171,8 +1171,9 @@ tacl_status_t tacl_snapshot_flush(tacl_snapshot_t snap, uint64_t version,
  * regions.  A missing, damaged or mismatched file fails the restore with
  * a message naming the file, rank, region and version; nothing damaged
  * is ever loaded.  *found_p 0 (TACL_OK) only when no rank holds a
- * snapshot in memory and no rank has a file.  A NULL path is
- * tacl_snapshot_restore().
+ * snapshot in memory and no rank has a file.  Every rank passes a path,
+ * or every rank NULL (then it is tacl_snapshot_restore()); a mix is
+ * TACL_ERR_INVALID_ARG naming a rank.
  */
 tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
                                          const char *path, int *found_p,

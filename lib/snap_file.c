@@ -283,13 +283,49 @@ static tacl_status_t restore_file(struct tacl_snapshot *snap,
 /* What a rank's memory restore leaves to do (all-gathered). */
 enum { MEM_DONE = 0, MEM_TRY_FILE = 1, MEM_FAILED = 2 };
 
+/* One rank's word after the memory restore. */
+typedef struct {
+    int32_t mem;      /* MEM_* */
+    int32_t has_path; /* it passed a path */
+    int32_t has_file; /* that file exists */
+} file_vote_t;
+
+/* The ranks' votes: *worst_p the worst MEM_*, *any_file_p whether some
+ * rank has a file; a rank passing no path where others did is named. */
+static tacl_status_t vote(struct tacl_snapshot *snap, file_vote_t mine,
+                          int *worst_p, int *any_file_p)
+{
+    file_vote_t *all = malloc((size_t)snap->size * sizeof(*all));
+    tacl_status_t status;
+
+    if (all == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot restore: out of memory");
+    status = tacl_allgather(&mine, all, 3, TACL_INT32, snap->comm, NULL);
+    *worst_p = MEM_DONE;
+    *any_file_p = 0;
+    for (int r = 0; r < snap->size && status == TACL_OK; r++) {
+        if (all[r].has_path != all[0].has_path)
+            status = tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                                 "snapshot restore_file: rank %d passed %s "
+                                 "path, rank 0 %s; every rank passes its "
+                                 "own path, or none does",
+                                 r, all[r].has_path ? "a" : "no",
+                                 all[0].has_path ? "did" : "did not");
+        *worst_p = TACL_MAX(*worst_p, all[r].mem);
+        *any_file_p |= all[r].has_file;
+    }
+    free(all);
+    return status;
+}
+
 TACL_EXPORT tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
                                                      const char *path,
                                                      int *found_p,
                                                      uint64_t *version_p)
 {
-    int found = 0, worst = MEM_DONE, absent;
-    int32_t mine, *all;
+    int found = 0, worst = MEM_DONE, any_file = 0;
+    file_vote_t mine;
     uint64_t version = 0;
     char why[TACL__ERROR_LEN], file_why[TACL__ERROR_LEN];
     tacl_status_t status, mem_status;
@@ -298,65 +334,48 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "snapshot restore_file: the set, found_p and "
                            "version_p are required");
-    if (path == NULL || path[0] == '\0')
-        return tacl_snapshot_restore(snap, found_p, version_p);
+    if (path != NULL && path[0] == '\0')
+        path = NULL;
     status = tacl__snap_settle(snap, "restore");
     if (status != TACL_OK)
         return status;
     /* Memory first. */
-    status = mem_status = tacl__snap_restore_memory(snap, &found, &version);
+    mem_status = tacl__snap_restore_memory(snap, &found, &version);
     snprintf(why, sizeof(why), "%s", tacl_last_error());
-    if (status == TACL_OK)
-        mine = found ? MEM_DONE : MEM_TRY_FILE;
-    else if (status == TACL_ERR_INTERNAL || status == TACL_ERR_REMOTE ||
-             status == TACL_ERR_UNSUPPORTED)
-        mine = MEM_TRY_FILE; /* no complete version in memory */
+    if (mem_status == TACL_OK)
+        mine.mem = found ? MEM_DONE : MEM_TRY_FILE;
+    else if (path != NULL && (mem_status == TACL_ERR_INTERNAL ||
+                              mem_status == TACL_ERR_REMOTE ||
+                              mem_status == TACL_ERR_UNSUPPORTED))
+        mine.mem = MEM_TRY_FILE; /* no complete version in memory */
     else
-        mine = MEM_FAILED;
-    all = malloc((size_t)snap->size * sizeof(*all));
-    if (all == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "snapshot restore: out of memory");
-    if (tacl_allgather(&mine, all, 1, TACL_INT32, snap->comm, NULL) !=
-        TACL_OK)
-        worst = MEM_FAILED;
-    for (int r = 0; r < snap->size && worst != MEM_FAILED; r++)
-        worst = TACL_MAX(worst, all[r]);
-    free(all);
+        mine.mem = MEM_FAILED;
+    mine.has_path = path != NULL;
+    mine.has_file = path != NULL && access(path, F_OK) == 0;
+    status = vote(snap, mine, &worst, &any_file);
+    if (status != TACL_OK)
+        return status;
     if (worst == MEM_DONE) {
         *found_p = 1;
         *version_p = version;
         return TACL_OK;
     }
+    if (worst == MEM_FAILED && mem_status == TACL_OK)
+        return tacl__error(TACL_ERR_REMOTE, COLL,
+                           "snapshot restore: another rank's restore failed; "
+                           "see its message");
     if (worst == MEM_FAILED)
-        return tacl__error(status != TACL_OK ? status : TACL_ERR_REMOTE, COLL,
-                           "%s",
-                           status != TACL_OK
-                               ? why
-                               : "snapshot restore: another rank's restore "
-                                 "failed; see its message");
-    if (status != TACL_OK)
+        return tacl__error(mem_status, COLL, "%s", why);
+    /* Nothing anywhere (no snapshot in memory, no file): not found. */
+    if (mem_status == TACL_OK && !any_file) {
+        *found_p = 0;
+        return TACL_OK;
+    }
+    if (mem_status != TACL_OK)
         TACL_WARN(COLL,
                   "snapshot restore: no complete version in peer memory "
                   "(%s); reading the file '%s'",
                   why, path);
-    /* Nothing anywhere (no snapshot, no file on any rank): not found. */
-    mine = access(path, F_OK) != 0;
-    absent = mine;
-    all = malloc((size_t)snap->size * sizeof(*all));
-    if (all == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "snapshot restore: out of memory");
-    status = tacl_allgather(&mine, all, 1, TACL_INT32, snap->comm, NULL);
-    for (int r = 0; r < snap->size; r++)
-        absent &= all[r];
-    free(all);
-    if (status != TACL_OK)
-        return status;
-    if (absent && mem_status == TACL_OK && !found) {
-        *found_p = 0;
-        return TACL_OK;
-    }
     status = restore_file(snap, path, &version);
     if (status != TACL_OK && mem_status != TACL_OK) {
         snprintf(file_why, sizeof(file_why), "%s", tacl_last_error());

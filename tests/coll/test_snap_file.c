@@ -32,6 +32,7 @@ typedef struct {
     char key[32];
     char dir[256];
     int keep_memory; /* restore with the stores intact */
+    int lose_group;  /* only ranks 0 and 1 (a placement group) lose them */
     int flush_last;  /* the newest version flushed */
     int no_file;     /* nothing flushed at all */
     damage_t damage;
@@ -125,6 +126,13 @@ static int body(coll_ctx_t *ctx)
                tacl_snapshot_restore_file(snap, path, NULL, &version) ==
                    TACL_ERR_INVALID_ARG,
                "a NULL found_p is refused");
+    /* A rank without a path where the others have one is named. */
+    COLL_CHECK(ctx,
+               tacl_snapshot_restore_file(snap, ctx->rank == 3 ? NULL : path,
+                                          &found,
+                                          &version) == TACL_ERR_INVALID_ARG &&
+                   strstr(tacl_last_error(), "rank 3 passed no path") != NULL,
+               "a path on some ranks only: %s", tacl_last_error());
     for (uint64_t v = 1; v <= 3; v++) {
         tacl_request_t req;
 
@@ -140,7 +148,9 @@ static int body(coll_ctx_t *ctx)
     }
     fill(&s, ctx->rank, 99);
     /* With purge, every store goes: the job's memory is lost. */
-    COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, !c->keep_memory));
+    COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, c->lose_group
+                                                       ? ctx->rank < 2
+                                                       : !c->keep_memory));
     if (!c->no_file && damage(ctx, c, path) != 0)
         return 1;
     memset(&s, 0, sizeof(s));
@@ -213,6 +223,13 @@ Test(snap_file, memory_lost_restores_from_file, .timeout = 120)
     file_case_t c = {.flush_last = 2};
 
     run_case(&c, "lost");
+}
+
+Test(snap_file, lost_group_falls_back_to_file, .timeout = 120)
+{
+    file_case_t c = {.flush_last = 2, .lose_group = 1};
+
+    run_case(&c, "group");
 }
 
 Test(snap_file, memory_first, .timeout = 120)
