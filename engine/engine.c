@@ -57,6 +57,7 @@ struct engine {
     const uint8_t *text;
     size_t text_len;
     uint64_t step;       /* optimizer steps done */
+    uint64_t data_pos;   /* global batches drawn from the text */
     /* Per layer: the held shards. */
     float **p_hold, **g_hold, **m_hold, **v_hold, **secondary;
     /* Work buffers: two gathered layers, a full gradient, a shard. */
@@ -639,7 +640,7 @@ static void load_batch(engine_t *e, int micro)
     for (int i = 0; i < e->b; i++) {
         uint64_t k = ((uint64_t)micro * e->n + e->rank) * e->b + i;
         uint64_t pos = model_hash64(e->o.seed * 0x100000001b3ULL ^
-                                   model_hash64(e->step) ^ k) % span;
+                                   model_hash64(e->data_pos) ^ k) % span;
 
         memcpy(e->tok + (size_t)i * c1, e->text + pos, (size_t)c1);
     }
@@ -844,6 +845,7 @@ tacl_status_t engine_step(engine_t *e, engine_step_t *out)
     if (st != TACL_OK)
         return st;
     e->step++;
+    e->data_pos++;
     link_bytes(e, &out->my_intra, &out->my_inter);
     sums[0] = loss;
     sums[1] = (double)out->my_intra;
@@ -871,6 +873,30 @@ void engine_shape(const engine_t *e, size_t *psi, int *n, int *m)
     *psi = model_total_padded(&e->model);
     *n = e->n;
     *m = e->m;
+}
+
+void engine_shard(engine_t *e, engine_shard_t kind, int l, float **ptr_p,
+                  size_t *len_p)
+{
+    static const int level_of_kind[] = {0, 1, 2, 2};
+    float **held[] = {e->p_hold, e->g_hold, e->m_hold, e->v_hold};
+    engine_level_t lvl[] = {e->o.p, e->o.g, e->o.os};
+
+    *ptr_p = held[kind][l];
+    *len_p = shard_len(e, l, lvl[level_of_kind[kind]]);
+}
+
+void engine_position(const engine_t *e, uint64_t *step_p,
+                     uint64_t *data_pos_p)
+{
+    *step_p = e->step;
+    *data_pos_p = e->data_pos;
+}
+
+void engine_set_position(engine_t *e, uint64_t step, uint64_t data_pos)
+{
+    e->step = step;
+    e->data_pos = data_pos;
 }
 
 uint64_t engine_step_index(const engine_t *e)
@@ -1029,7 +1055,7 @@ tacl_status_t engine_load(engine_t *e, const char *path)
             ok = 0;
     }
     if (ok)
-        e->step = h.step;
+        e->step = e->data_pos = h.step;
     if (fd >= 0)
         close(fd);
     return ckpt_agree(e, ok);

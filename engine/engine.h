@@ -67,6 +67,24 @@ void engine_state_bytes(const engine_t *e, uint64_t *p, uint64_t *g,
 /* Psi (padded parameter count), world size N, group size M. */
 void engine_shape(const engine_t *e, size_t *psi, int *n, int *m);
 uint64_t engine_step_index(const engine_t *e);
+
+/* The state a rank holds, for snapshots (snapshot.c). */
+typedef enum {
+    ENGINE_SHARD_PARAM,   /* parameters */
+    ENGINE_SHARD_GRAD,    /* accumulated gradients */
+    ENGINE_SHARD_ADAM_M,  /* Adam's first moment */
+    ENGINE_SHARD_ADAM_V   /* Adam's second moment */
+} engine_shard_t;
+#define ENGINE_SHARD_KINDS 4
+
+/* This rank's shard of layer l of a kind: *len_p floats at *ptr_p. */
+void engine_shard(engine_t *e, engine_shard_t kind, int l, float **ptr_p,
+                  size_t *len_p);
+/* Steps done and the data position (global batches drawn): the samples
+ * of the next step follow from the seed and the data position. */
+void engine_position(const engine_t *e, uint64_t *step_p,
+                     uint64_t *data_pos_p);
+void engine_set_position(engine_t *e, uint64_t step, uint64_t data_pos);
 /* The model: layer sizes (count, padded) for reports. */
 const model_t *engine_model(const engine_t *e);
 

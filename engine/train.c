@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <tacl.h>
 
 #include "engine.h"
+#include "snap.h"
 
 #define DEFAULT_DATA "/usr/share/common-licenses/GPL-3"
 
@@ -42,6 +44,20 @@ static void usage(FILE *f)
         "  --data FILE      training text (default %s)\n"
         "  --save FILE --load FILE  checkpoint after the last step / "
         "before the first\n"
+        "  --snapshot-every K     save a snapshot to peers' memory after "
+        "every K-th step\n"
+        "  --snapshot-replicas M  copies of each rank's state, its own "
+        "counted (2)\n"
+        "  --snapshot-key KEY     names the node-local stores (default "
+        "train)\n"
+        "  --snapshot-file PATH   also write PATH.rank<r> after the last "
+        "step\n"
+        "  --snapshot-flush-every F  and after every F-th snapshot\n"
+        "  --resume         restore the newest snapshot (memory, then the "
+        "files)\n"
+        "                   and run on to step K of --steps\n"
+        "  --kill-at R:S    fault injection: rank R SIGKILLs itself after "
+        "step S\n"
         "  --quiet          print only the summary\n", DEFAULT_DATA);
 }
 
@@ -107,7 +123,8 @@ enum {
     OPT_STRATEGY = 256, OPT_GROUP, OPT_HPZ, OPT_QWZ, OPT_QGZ, OPT_QWZ_BITS,
     OPT_QGZ_BITS, OPT_STEPS, OPT_MICRO, OPT_BATCH, OPT_CTX, OPT_EMB,
     OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
-    OPT_QUIET, OPT_HELP
+    OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
+    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_RESUME, OPT_KILL_AT
 };
 
 static const struct option long_opts[] = {
@@ -131,6 +148,13 @@ static const struct option long_opts[] = {
     {"save", required_argument, NULL, OPT_SAVE},
     {"load", required_argument, NULL, OPT_LOAD},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"snapshot-every", required_argument, NULL, OPT_SNAP_EVERY},
+    {"snapshot-replicas", required_argument, NULL, OPT_SNAP_REPLICAS},
+    {"snapshot-key", required_argument, NULL, OPT_SNAP_KEY},
+    {"snapshot-file", required_argument, NULL, OPT_SNAP_FILE},
+    {"snapshot-flush-every", required_argument, NULL, OPT_SNAP_FLUSH},
+    {"resume", no_argument, NULL, OPT_RESUME},
+    {"kill-at", required_argument, NULL, OPT_KILL_AT},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -139,6 +163,9 @@ typedef struct {
     engine_opts_t eo;
     const char *strategy, *data, *save, *load;
     int steps, quiet;
+    engine_snap_opts_t snap;
+    int snapshots, resume;
+    int kill_rank, kill_step; /* -1: none */
 } args_t;
 
 static int parse_args(int argc, char **argv, args_t *a)
@@ -150,6 +177,8 @@ static int parse_args(int argc, char **argv, args_t *a)
     a->strategy = "GGG";
     a->data = DEFAULT_DATA;
     a->steps = 20;
+    a->snap.key = "train";
+    a->kill_rank = a->kill_step = -1;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         ip = NULL;
         switch (c) {
@@ -179,6 +208,20 @@ static int parse_args(int argc, char **argv, args_t *a)
         case OPT_SAVE: a->save = optarg; break;
         case OPT_LOAD: a->load = optarg; break;
         case OPT_QUIET: a->quiet = 1; break;
+        case OPT_SNAP_EVERY: ip = &a->snap.every; break;
+        case OPT_SNAP_REPLICAS: ip = &a->snap.replicas; break;
+        case OPT_SNAP_KEY: a->snap.key = optarg; break;
+        case OPT_SNAP_FILE: a->snap.file = optarg; break;
+        case OPT_SNAP_FLUSH: ip = &a->snap.flush_every; break;
+        case OPT_RESUME: a->resume = 1; break;
+        case OPT_KILL_AT:
+            if (sscanf(optarg, "%d:%d", &a->kill_rank, &a->kill_step) != 2 ||
+                a->kill_rank < 0 || a->kill_step < 1) {
+                fprintf(stderr, "train: --kill-at wants RANK:STEP, not "
+                        "'%s'\n", optarg);
+                bad = 1;
+            }
+            break;
         case OPT_HELP: usage(stdout); exit(0);
         default: bad = 1; break;
         }
@@ -197,6 +240,11 @@ static int parse_args(int argc, char **argv, args_t *a)
                 "parameters and gradients, or an alias)\n", a->strategy);
         bad = 1;
     }
+    a->snapshots = a->snap.every > 0 || a->snap.file != NULL || a->resume;
+    if (!bad && a->resume && a->load != NULL) {
+        fprintf(stderr, "train: --resume and --load exclude each other\n");
+        bad = 1;
+    }
     if (bad)
         usage(stderr);
     return bad ? -1 : 0;
@@ -207,7 +255,9 @@ int main(int argc, char **argv)
     args_t a;
     tacl_comm_t comm;
     engine_t *e = NULL;
+    engine_snap_t *snap = NULL;
     engine_step_t s;
+    uint64_t first = 0, target;
     uint8_t *text;
     size_t len, psi;
     uint64_t bp, bg, bos;
@@ -259,24 +309,67 @@ int main(int argc, char **argv)
         fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
         goto out_engine;
     }
-    for (int i = 0; i < a.steps; i++) {
+    if (a.snapshots &&
+        engine_snap_create(e, comm, &a.snap, &snap, err, sizeof(err)) !=
+            TACL_OK) {
+        fprintf(stderr, "train: rank %d: %s\n", rank, err);
+        goto out_engine;
+    }
+    if (a.resume) {
+        int found;
+
+        if (engine_snap_resume(snap, &found, &first) != TACL_OK) {
+            fprintf(stderr, "train: rank %d: --resume: %s\n", rank, err);
+            goto out_engine;
+        }
+        if (rank == 0 && found)
+            printf("resume: restored step %llu (key %s)\n",
+                   (unsigned long long)first, a.snap.key);
+        else if (rank == 0)
+            printf("resume: nothing saved under key '%s' in peer memory%s%s"
+                   "; starting from step 0\n", a.snap.key,
+                   a.snap.file != NULL ? " nor in files " : "",
+                   a.snap.file != NULL ? a.snap.file : "");
+        fflush(stdout);
+    }
+    /* A resumed job runs on to step --steps; otherwise --steps more. */
+    first = engine_step_index(e);
+    target = a.resume ? (uint64_t)a.steps : first + (uint64_t)a.steps;
+    for (uint64_t i = first; i < target; i++) {
         t0 = now_s();
         st = engine_step(e, &s);
         t1 = now_s();
         if (st != TACL_OK) {
-            fprintf(stderr, "train: rank %d: step %d: %s\n", rank, i + 1,
-                    engine_error(e));
+            fprintf(stderr, "train: rank %d: step %llu: %s\n", rank,
+                    (unsigned long long)i + 1, engine_error(e));
             goto out_engine;
         }
         total_t += t1 - t0;
-        if (rank == 0 && !a.quiet)
+        if (rank == 0 && !a.quiet) {
+            uint64_t bits;
+
+            /* loss_bits: the loss's exact double, for bit-for-bit
+             * comparisons (a resumed run against an uninterrupted one). */
+            memcpy(&bits, &s.loss, sizeof(bits));
             printf("step %llu loss %.9g tokens/s %.0f state_bytes %llu "
-                   "intra_bytes %.0f inter_bytes %.0f\n",
+                   "intra_bytes %.0f inter_bytes %.0f loss_bits %llu\n",
                    (unsigned long long)engine_step_index(e), s.loss,
                    a.eo.batch / (t1 - t0),
                    (unsigned long long)(bp + bg + bos), s.intra_bytes,
-                   s.inter_bytes);
+                   s.inter_bytes, (unsigned long long)bits);
+        }
         fflush(stdout);
+        if (snap != NULL && engine_snap_after_step(snap) != TACL_OK) {
+            fprintf(stderr, "train: rank %d: step %llu: %s\n", rank,
+                    (unsigned long long)i + 1, err);
+            goto out_engine;
+        }
+        if (rank == a.kill_rank && i + 1 == (uint64_t)a.kill_step)
+            raise(SIGKILL);
+    }
+    if (snap != NULL && engine_snap_finish(snap) != TACL_OK) {
+        fprintf(stderr, "train: rank %d: %s\n", rank, err);
+        goto out_engine;
     }
     if (a.save != NULL && engine_save(e, a.save) != TACL_OK) {
         fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
@@ -285,10 +378,13 @@ int main(int argc, char **argv)
     getrusage(RUSAGE_SELF, &ru);
     if (rank == 0)
         printf("summary strategy %s steps %d tokens/s %.0f peak_rss_kb %ld\n",
-               a.strategy, a.steps,
-               total_t > 0 ? a.steps * (double)a.eo.batch / total_t : 0.0,
+               a.strategy, (int)(target - first),
+               total_t > 0 ? (double)(target - first) * a.eo.batch / total_t
+                           : 0.0,
                ru.ru_maxrss);
     rc = 0;
+    /* The job is over: its node-local stores go (the files stay). */
+    engine_snap_destroy(snap, 1);
 out_engine:
     engine_destroy(e);
 out_comm:

@@ -1151,6 +1151,35 @@ tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap, int *found_p,
                                     uint64_t *version_p);
 
 /**
+ * Write this rank's committed version of its own state to a file (the
+ * long-term tier; local, not collective): each rank passes its own path.
+ * The file keeps the version, the job's size, the region names and sizes
+ * and a CRC32C per chunk; it is written under a temporary name, synced
+ * and renamed over path, so a crash leaves the old file or the new one.
+ * A version this rank's store does not hold committed and intact is
+ * TACL_ERR_INVALID_ARG (INTERNAL when its copy is damaged).  It may be
+ * called while a non-blocking save of that version is in flight.
+ */
+tacl_status_t tacl_snapshot_flush(tacl_snapshot_t snap, uint64_t version,
+                                  const char *path);
+
+/**
+ * tacl_snapshot_restore(), then the files (collective; each rank its own
+ * path, as flushed): when peer memory holds no version complete for every
+ * rank, every rank reads its file, checks its header and every chunk's
+ * CRC, and all must hold the same version, which is written into the
+ * regions.  A missing, damaged or mismatched file fails the restore with
+ * a message naming the file, rank, region and version; nothing damaged
+ * is ever loaded.  *found_p 0 (TACL_OK) only when no rank holds a
+ * snapshot in memory and no rank has a file.  Every rank passes a path,
+ * or every rank NULL (then it is tacl_snapshot_restore()); a mix is
+ * TACL_ERR_INVALID_ARG naming a rank.
+ */
+tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
+                                         const char *path, int *found_p,
+                                         uint64_t *version_p);
+
+/**
  * Destroy the set (collective); with purge also remove this rank's
  * node-local stores (the job is over), else they stay for a restart.
  */

@@ -150,9 +150,8 @@ static tacl_status_t choose(const struct tacl_snapshot *snap,
     return TACL_OK;
 }
 
-/* The own copy of version into the registered regions. */
-static tacl_status_t write_regions(struct tacl_snapshot *snap,
-                                   uint64_t version)
+tacl_status_t tacl__snap_write_regions(struct tacl_snapshot *snap,
+                                      uint64_t version)
 {
     tacl__snap_store_t *st = snap->stores[snap->rank];
     int slot = st != NULL ? tacl__snap_store_find(st, version) : -1;
@@ -229,22 +228,25 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
     return status;
 }
 
-TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
-                                                int *found_p,
-                                                uint64_t *version_p)
+void tacl__snap_restored(struct tacl_snapshot *snap, uint64_t version)
+{
+    /* Later versions are abandoned: the next saves reuse their numbers,
+     * and must not meet a damaged or partial old copy. */
+    for (int s = 0; s < snap->size; s++)
+        if (snap->stores[s] != NULL)
+            tacl__snap_store_drop_after(snap->stores[s], version);
+    snap->have_latest = 1;
+    snap->latest = version;
+}
+
+tacl_status_t tacl__snap_restore_memory(struct tacl_snapshot *snap,
+                                        int *found_p, uint64_t *version_p)
 {
     int per, any = 0;
     inv_entry_t *mine, *all;
     uint64_t version = 0;
     tacl_status_t status;
 
-    if (snap == NULL || found_p == NULL || version_p == NULL)
-        return tacl__error(
-            TACL_ERR_INVALID_ARG, COLL,
-            "snapshot restore: the set, found_p and version_p are required");
-    status = tacl__snap_settle(snap, "restore");
-    if (status != TACL_OK)
-        return status;
     per = 2 * max_held(snap);
     mine = malloc((size_t)per * sizeof(*mine));
     all = malloc((size_t)per * (size_t)snap->size * sizeof(*all));
@@ -281,16 +283,10 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
         goto out;
     status = fetch(snap, all, per, version);
     if (status == TACL_OK)
-        status = write_regions(snap, version);
+        status = tacl__snap_write_regions(snap, version);
     status = tacl__snap_agree(snap, status, "restore", version);
     if (status == TACL_OK) {
-        /* Later versions are abandoned: the next saves reuse their
-         * numbers, and must not meet a damaged or partial old copy. */
-        for (int s = 0; s < snap->size; s++)
-            if (snap->stores[s] != NULL)
-                tacl__snap_store_drop_after(snap->stores[s], version);
-        snap->have_latest = 1;
-        snap->latest = version;
+        tacl__snap_restored(snap, version);
         *found_p = 1;
         *version_p = version;
     }
@@ -298,4 +294,20 @@ out:
     free(mine);
     free(all);
     return status;
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
+                                                int *found_p,
+                                                uint64_t *version_p)
+{
+    tacl_status_t status;
+
+    if (snap == NULL || found_p == NULL || version_p == NULL)
+        return tacl__error(
+            TACL_ERR_INVALID_ARG, COLL,
+            "snapshot restore: the set, found_p and version_p are required");
+    status = tacl__snap_settle(snap, "restore");
+    if (status != TACL_OK)
+        return status;
+    return tacl__snap_restore_memory(snap, found_p, version_p);
 }

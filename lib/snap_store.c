@@ -314,6 +314,12 @@ void tacl__snap_store_describe(tacl__snap_store_t *st, int slot,
     s->version = desc->version;
 }
 
+void tacl__snap_store_discard(tacl__snap_store_t *st, int slot)
+{
+    __atomic_store_n(&st->hdr->slot[slot].state, TACL__SNAP_EMPTY,
+                     __ATOMIC_RELEASE);
+}
+
 void tacl__snap_store_commit_unchecked(tacl__snap_store_t *st, int slot)
 {
     __atomic_store_n(&st->hdr->slot[slot].state, TACL__SNAP_COMPLETE,

@@ -96,6 +96,9 @@ tacl_status_t tacl__snap_store_begin_copy(tacl__snap_store_t *st,
 void tacl__snap_store_describe(tacl__snap_store_t *st, int slot,
                                const tacl__snap_slot_t *desc);
 
+/** Empty a slot (a copy found bad before use). */
+void tacl__snap_store_discard(tacl__snap_store_t *st, int slot);
+
 /**
  * Commit a slot whose data and CRCs came from a peer without checking
  * them now (a restore verifies every copy before using it).

@@ -119,4 +119,23 @@ tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
  */
 tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what);
 
+/**
+ * Restore from peer memory (snap_restore.c; collective, the in-flight
+ * save settled): *found_p 0 when no rank holds a snapshot, else the
+ * version written into the regions, or the error.
+ */
+tacl_status_t tacl__snap_restore_memory(struct tacl_snapshot *snap,
+                                        int *found_p, uint64_t *version_p);
+
+/**
+ * The own store's committed version into the registered regions, after
+ * checking they have the saved layout (the message names rank, region
+ * and version).
+ */
+tacl_status_t tacl__snap_write_regions(struct tacl_snapshot *snap,
+                                      uint64_t version);
+
+/** After every rank restored version: drop later ones, report it. */
+void tacl__snap_restored(struct tacl_snapshot *snap, uint64_t version);
+
 #endif /* TACL_LIB_SNAPSHOT_H */

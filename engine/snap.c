@@ -1,0 +1,244 @@
+/*
+ * The engine's in-memory snapshots (tacl.h, tacl_snapshot_*): every
+ * rank's parameter, gradient and Adam shards, its step counter and data
+ * position are registered with a snapshot set; after the optimizer step,
+ * every K steps, they are saved non-blocking (the previous save is waited
+ * for first), and flushed to a file per rank every F saves and at the
+ * end when a file is named.  A resumed job restores from peer memory
+ * first, then from the files, and goes on from the restored step.
+ *
+ * A set holds at most 32 regions, fewer than a deep model's layers times
+ * four, so each kind's shards are packed layer after layer into one
+ * buffer before a save and unpacked after a restore.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snap.h"
+
+static const char *const kind_names[ENGINE_SHARD_KINDS] = {"param", "grad",
+                                                           "adam_m",
+                                                           "adam_v"};
+
+struct engine_snap {
+    engine_t *e;
+    engine_snap_opts_t o;
+    tacl_snapshot_t set;
+    int rank, layers;
+    float *pack[ENGINE_SHARD_KINDS];
+    size_t floats[ENGINE_SHARD_KINDS];
+    uint64_t position[2]; /* step, data position */
+    char path[4096];      /* this rank's file, or "" */
+    tacl_request_t pending;
+    uint64_t pending_step, saved_step, flushed_step;
+    int saves, have_saved, have_flushed;
+    char *err;
+    size_t errlen;
+};
+
+static tacl_status_t fail(engine_snap_t *s, tacl_status_t st,
+                          const char *what)
+{
+    snprintf(s->err, s->errlen, "snapshot %s: %s (%s)", what,
+             tacl_status_string(st), tacl_last_error());
+    return st;
+}
+
+/* Copy every shard of each kind into its pack (to 1) or back (to 0). */
+static void pack(engine_snap_t *s, int to)
+{
+    for (int k = 0; k < ENGINE_SHARD_KINDS; k++) {
+        float *at = s->pack[k];
+
+        for (int l = 0; l < s->layers; l++) {
+            float *shard;
+            size_t len;
+
+            engine_shard(s->e, (engine_shard_t)k, l, &shard, &len);
+            if (to)
+                memcpy(at, shard, len * sizeof(float));
+            else
+                memcpy(shard, at, len * sizeof(float));
+            at += len;
+        }
+    }
+    if (to)
+        engine_position(s->e, &s->position[0], &s->position[1]);
+    else
+        engine_set_position(s->e, s->position[0], s->position[1]);
+}
+
+tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
+                                 const engine_snap_opts_t *o,
+                                 engine_snap_t **snap_p, char *err,
+                                 size_t errlen)
+{
+    tacl_snapshot_config_t cfg = {.replicas = o->replicas, .job_key = o->key};
+    engine_snap_t *s = calloc(1, sizeof(*s));
+    int nodes = 1;
+    tacl_status_t st;
+
+    if (s == NULL) {
+        snprintf(err, errlen, "snapshot: out of memory");
+        return TACL_ERR_NO_MEMORY;
+    }
+    s->e = e;
+    s->o = *o;
+    s->err = err;
+    s->errlen = errlen;
+    s->layers = engine_model(e)->n_layers;
+    tacl_comm_rank(comm, &s->rank);
+    if (o->file != NULL)
+        snprintf(s->path, sizeof(s->path), "%s.rank%d", o->file, s->rank);
+    /* Copies on other nodes when there are enough of them, else on other
+     * ranks (one machine: a killed process, not a lost node). */
+    st = tacl_comm_n_nodes(comm, &nodes);
+    if (st == TACL_OK && nodes < (o->replicas > 0 ? o->replicas : 2))
+        cfg.domain = TACL_SNAPSHOT_DOMAIN_RANK;
+    for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK; k++) {
+        for (int l = 0; l < s->layers; l++) {
+            float *shard;
+            size_t len;
+
+            engine_shard(e, (engine_shard_t)k, l, &shard, &len);
+            s->floats[k] += len;
+        }
+        s->pack[k] = malloc((s->floats[k] > 0 ? s->floats[k] : 1) *
+                            sizeof(float));
+        if (s->pack[k] == NULL) {
+            snprintf(err, errlen, "snapshot: out of memory");
+            st = TACL_ERR_NO_MEMORY;
+        }
+    }
+    if (st == TACL_OK &&
+        (st = tacl_snapshot_create(comm, &cfg, &s->set)) != TACL_OK)
+        fail(s, st, "create");
+    for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK; k++)
+        if ((st = tacl_snapshot_register(s->set, kind_names[k], s->pack[k],
+                                         s->floats[k] * sizeof(float))) !=
+            TACL_OK)
+            fail(s, st, "register");
+    if (st == TACL_OK &&
+        (st = tacl_snapshot_register(s->set, "position", s->position,
+                                     sizeof(s->position))) != TACL_OK)
+        fail(s, st, "register");
+    if (st != TACL_OK) {
+        engine_snap_destroy(s, 0);
+        return st;
+    }
+    *snap_p = s;
+    return TACL_OK;
+}
+
+tacl_status_t engine_snap_resume(engine_snap_t *s, int *found_p,
+                                 uint64_t *step_p)
+{
+    uint64_t version;
+    int found;
+    tacl_status_t st = tacl_snapshot_restore_file(s->set,
+                                                  s->path[0] != '\0' ? s->path
+                                                                     : NULL,
+                                                  &found, &version);
+
+    if (st != TACL_OK)
+        return fail(s, st, "restore");
+    if (found) {
+        pack(s, 0);
+        s->saved_step = version;
+        s->have_saved = 1;
+    }
+    *found_p = found;
+    *step_p = found ? s->position[0] : 0;
+    return TACL_OK;
+}
+
+/* Wait for the save in flight, if any. */
+static tacl_status_t settle(engine_snap_t *s)
+{
+    tacl_status_t st;
+
+    if (s->pending == NULL)
+        return TACL_OK;
+    st = tacl_request_wait(s->pending);
+    tacl_request_free(s->pending);
+    s->pending = NULL;
+    if (st != TACL_OK)
+        return fail(s, st, "save");
+    s->saved_step = s->pending_step;
+    s->have_saved = 1;
+    return TACL_OK;
+}
+
+/* Save the current step non-blocking; flush it when due or forced. */
+static tacl_status_t save(engine_snap_t *s, int flush)
+{
+    uint64_t step, data_pos;
+    tacl_status_t st = settle(s);
+
+    if (st != TACL_OK)
+        return st;
+    engine_position(s->e, &step, &data_pos);
+    pack(s, 1);
+    st = tacl_snapshot_save_nb(s->set, step, &s->pending);
+    if (st != TACL_OK) {
+        s->pending = NULL;
+        return fail(s, st, "save");
+    }
+    s->pending_step = step;
+    s->saves++;
+    flush |= s->o.flush_every > 0 && s->saves % s->o.flush_every == 0;
+    /* The own copy is committed once save_nb returns. */
+    if (flush && s->path[0] != '\0') {
+        st = tacl_snapshot_flush(s->set, step, s->path);
+        if (st != TACL_OK)
+            return fail(s, st, "flush");
+        s->flushed_step = step;
+        s->have_flushed = 1;
+    }
+    return TACL_OK;
+}
+
+tacl_status_t engine_snap_after_step(engine_snap_t *s)
+{
+    uint64_t step, data_pos;
+
+    engine_position(s->e, &step, &data_pos);
+    if (s->o.every <= 0 || step % (uint64_t)s->o.every != 0)
+        return TACL_OK;
+    return save(s, 0);
+}
+
+tacl_status_t engine_snap_finish(engine_snap_t *s)
+{
+    uint64_t step, data_pos;
+    tacl_status_t st;
+
+    engine_position(s->e, &step, &data_pos);
+    if (s->path[0] == '\0' || (s->have_flushed && s->flushed_step == step))
+        return settle(s);
+    if (s->pending != NULL && s->pending_step == step) {
+        st = tacl_snapshot_flush(s->set, step, s->path);
+        if (st != TACL_OK)
+            return fail(s, st, "flush");
+        return settle(s);
+    }
+    /* The last step goes to the file even between two saves. */
+    st = save(s, 1);
+    return st != TACL_OK ? st : settle(s);
+}
+
+void engine_snap_destroy(engine_snap_t *s, int purge)
+{
+    if (s == NULL)
+        return;
+    if (s->pending != NULL) {
+        (void)tacl_request_wait(s->pending);
+        tacl_request_free(s->pending);
+    }
+    if (s->set != NULL)
+        tacl_snapshot_destroy(s->set, purge);
+    for (int k = 0; k < ENGINE_SHARD_KINDS; k++)
+        free(s->pack[k]);
+    free(s);
+}

@@ -1,0 +1,45 @@
+/*
+ * The engine's in-memory snapshots (snap.c): its shards, step counter and
+ * data position saved to peers' memory every K steps, flushed to a file
+ * per rank, and restored on a resumed job.  Uses only tacl.h.
+ */
+#ifndef ENGINE_SNAP_H
+#define ENGINE_SNAP_H
+
+#include <tacl.h>
+
+#include "engine.h"
+
+typedef struct {
+    int replicas;     /* copies counting the own one; 0: tacl's default */
+    int every;        /* save after every K-th step; 0: never */
+    int flush_every;  /* flush every F-th save; 0: only at the end */
+    const char *key;  /* the job key naming the node-local stores */
+    const char *file; /* files FILE.rank<r>, or NULL */
+} engine_snap_opts_t;
+
+typedef struct engine_snap engine_snap_t;
+
+/* A snapshot set over e's state on comm (collective); err gets why not. */
+tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
+                                 const engine_snap_opts_t *o,
+                                 engine_snap_t **snap_p, char *err,
+                                 size_t errlen);
+
+/* Restore (collective): memory first, then the files; *found_p 0 when
+ * nothing was saved, else e holds the state of step *step_p. */
+tacl_status_t engine_snap_resume(engine_snap_t *s, int *found_p,
+                                 uint64_t *step_p);
+
+/* After an optimizer step: save it if it is a K-th step (non-blocking,
+ * the previous save waited for first); flush it when due. */
+tacl_status_t engine_snap_after_step(engine_snap_t *s);
+
+/* After the last step: its state to the file if one is named; wait for
+ * the save in flight. */
+tacl_status_t engine_snap_finish(engine_snap_t *s);
+
+/* Destroy the set (collective); purge removes the node-local stores. */
+void engine_snap_destroy(engine_snap_t *s, int purge);
+
+#endif /* ENGINE_SNAP_H */

@@ -1,0 +1,394 @@
+/*
+ * The long-term tier of a snapshot set (tacl.h, tacl_snapshot_flush and
+ * tacl_snapshot_restore_file): one file per rank holding one committed
+ * version of the rank's own state, and a restore that reads it when peer
+ * memory has no complete version.
+ *
+ * A file is the store's own slot written out: a small header (magic,
+ * format, the rank), the slot's description (version, the job's size,
+ * region names and sizes, chunk size, its own checksum), a CRC32C per
+ * chunk, then the data.  It is written under a temporary name, synced and
+ * renamed, so a crash leaves the old file or the new one, never half of
+ * one.  Reading it back loads it into the rank's own store and checks it
+ * there with the store's checks (header checksum, every chunk), so a
+ * damaged file fails with a message naming the file, the rank, the region
+ * and the version and is never loaded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "log.h"
+#include "snapshot.h"
+
+#define FILE_MAGIC "TACLSNAP"
+#define FILE_FORMAT 1
+
+typedef struct {
+    char magic[8];
+    uint32_t format;
+    int32_t rank;
+    tacl__snap_slot_t desc;
+} file_header_t;
+
+static tacl_status_t write_all(int fd, const void *buf, uint64_t bytes,
+                               const char *path)
+{
+    const uint8_t *p = buf;
+
+    while (bytes > 0) {
+        ssize_t n = write(fd, p, TACL_MIN(bytes, (uint64_t)1 << 30));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return tacl__error(TACL_ERR_SYSTEM, COLL,
+                               "snapshot flush: writing '%s' failed: %m",
+                               path);
+        p += n;
+        bytes -= (uint64_t)n;
+    }
+    return TACL_OK;
+}
+
+/* Read exactly bytes; a short file is *short_p 1 (not an error here). */
+static tacl_status_t read_all(int fd, void *buf, uint64_t bytes,
+                              const char *path, int *short_p)
+{
+    uint8_t *p = buf;
+
+    while (bytes > 0) {
+        ssize_t n = read(fd, p, TACL_MIN(bytes, (uint64_t)1 << 30));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return tacl__error(TACL_ERR_SYSTEM, COLL,
+                               "snapshot file '%s': reading failed: %m",
+                               path);
+        if (n == 0) {
+            *short_p = 1;
+            return TACL_OK;
+        }
+        p += n;
+        bytes -= (uint64_t)n;
+    }
+    return TACL_OK;
+}
+
+/* Sync the folder holding path, so the rename itself is durable. */
+static void sync_dir(const char *path)
+{
+    char *copy = strdup(path);
+    int fd = copy != NULL ? open(dirname(copy), O_RDONLY | O_DIRECTORY) : -1;
+
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_flush(tacl_snapshot_t snap,
+                                              uint64_t version,
+                                              const char *path)
+{
+    tacl__snap_store_t *st;
+    file_header_t h = {.magic = FILE_MAGIC, .format = FILE_FORMAT};
+    char tmp[4096];
+    tacl_status_t status;
+    int slot, fd;
+
+    if (snap == NULL || path == NULL || path[0] == '\0')
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot flush: the set and a path are required");
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path,
+                         (long)getpid()) >= sizeof(tmp))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot flush: path is too long (%zu bytes)",
+                           strlen(path));
+    st = snap->stores[snap->rank];
+    slot = st != NULL ? tacl__snap_store_find(st, version) : -1;
+    if (slot < 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot flush: version %llu is not committed in "
+                           "rank %d's store; save it first",
+                           (unsigned long long)version, snap->rank);
+    /* Never carry a damaged copy into the long-term tier. */
+    status = tacl__snap_store_verify(st, slot);
+    if (status != TACL_OK)
+        return status;
+    h.rank = snap->rank;
+    h.desc = *tacl__snap_store_slot(st, slot);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return tacl__error(TACL_ERR_SYSTEM, COLL,
+                           "snapshot flush: creating '%s' failed: %m", tmp);
+    status = write_all(fd, &h, sizeof(h), tmp);
+    if (status == TACL_OK)
+        status = write_all(fd, tacl__snap_store_crcs(st, slot),
+                           4ull * h.desc.nchunks, tmp);
+    if (status == TACL_OK)
+        status = write_all(fd, tacl__snap_store_data(st, slot), h.desc.bytes,
+                           tmp);
+    if (status == TACL_OK && fsync(fd) != 0)
+        status = tacl__error(TACL_ERR_SYSTEM, COLL,
+                             "snapshot flush: syncing '%s' failed: %m", tmp);
+    close(fd);
+    if (status == TACL_OK && rename(tmp, path) != 0)
+        status = tacl__error(TACL_ERR_SYSTEM, COLL,
+                             "snapshot flush: renaming '%s' to '%s' failed: "
+                             "%m",
+                             tmp, path);
+    if (status != TACL_OK) {
+        unlink(tmp);
+        return status;
+    }
+    sync_dir(path);
+    TACL_INFO(COLL, "snapshot flush: rank %d wrote version %llu to '%s'",
+              snap->rank, (unsigned long long)version, path);
+    return TACL_OK;
+}
+
+/* The header of path, checked against this rank and job. */
+static tacl_status_t header_read(struct tacl_snapshot *snap, int fd,
+                                 const char *path, file_header_t *h)
+{
+    struct stat sb;
+    int short_read = 0;
+    uint64_t want;
+    tacl_status_t status = read_all(fd, h, sizeof(*h), path, &short_read);
+
+    if (status != TACL_OK)
+        return status;
+    if (short_read || memcmp(h->magic, FILE_MAGIC, 8) != 0 ||
+        h->format != FILE_FORMAT)
+        return tacl__error(TACL_ERR_INTERNAL, COLL,
+                           "snapshot file '%s' (rank %d): not a snapshot "
+                           "file of format %d, or its header is cut short",
+                           path, snap->rank, FILE_FORMAT);
+    if (h->rank != snap->rank || h->desc.nranks != (uint32_t)snap->size)
+        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                           "snapshot file '%s' holds rank %d of %u ranks' "
+                           "version %llu; this is rank %d of %d",
+                           path, h->rank, h->desc.nranks,
+                           (unsigned long long)h->desc.version, snap->rank,
+                           snap->size);
+    want = sizeof(*h) + 4ull * h->desc.nchunks + h->desc.bytes;
+    if (fstat(fd, &sb) != 0)
+        return tacl__error(TACL_ERR_SYSTEM, COLL,
+                           "snapshot file '%s': fstat failed: %m", path);
+    if ((uint64_t)sb.st_size != want)
+        return tacl__error(TACL_ERR_INTERNAL, COLL,
+                           "snapshot file '%s' (rank %d, version %llu) has "
+                           "%lld bytes, its header says %llu: truncated or "
+                           "damaged",
+                           path, snap->rank,
+                           (unsigned long long)h->desc.version,
+                           (long long)sb.st_size, (unsigned long long)want);
+    return TACL_OK;
+}
+
+/* This rank's file into its own store, checked there; *version_p. */
+static tacl_status_t file_load(struct tacl_snapshot *snap, const char *path,
+                               uint64_t *version_p)
+{
+    file_header_t h;
+    tacl__snap_store_t **st = &snap->stores[snap->rank];
+    int fd = open(path, O_RDONLY | O_CLOEXEC), slot, short_read = 0;
+    tacl_status_t status;
+
+    if (fd < 0)
+        return tacl__error(errno == ENOENT ? TACL_ERR_INVALID_USAGE
+                                           : TACL_ERR_SYSTEM,
+                           COLL, "snapshot file '%s' (rank %d): %m", path,
+                           snap->rank);
+    status = header_read(snap, fd, path, &h);
+    if (status == TACL_OK)
+        status = tacl__snap_store_for(snap, snap->rank, h.desc.bytes);
+    if (status == TACL_OK)
+        status = tacl__snap_store_begin_copy(*st, &h.desc, &slot);
+    if (status != TACL_OK)
+        goto err_close;
+    status = read_all(fd, tacl__snap_store_crcs(*st, slot),
+                      4ull * h.desc.nchunks, path, &short_read);
+    if (status == TACL_OK)
+        status = read_all(fd, tacl__snap_store_data(*st, slot), h.desc.bytes,
+                          path, &short_read);
+    if (status == TACL_OK) {
+        /* The store's checks: header checksum, size, every chunk. */
+        tacl__snap_store_commit_unchecked(*st, slot);
+        status = tacl__snap_store_verify(*st, slot);
+        if (status != TACL_OK) {
+            char why[TACL__ERROR_LEN];
+
+            snprintf(why, sizeof(why), "%s", tacl_last_error());
+            status = tacl__error(status, COLL, "snapshot file '%s': %s", path,
+                                 why);
+        }
+    }
+    if (status != TACL_OK) {
+        tacl__snap_store_discard(*st, slot);
+        goto err_close;
+    }
+    close(fd);
+    *version_p = h.desc.version;
+    return TACL_OK;
+
+err_close:
+    close(fd);
+    return status;
+}
+
+/* Every rank's file, the same version on all, into the regions. */
+static tacl_status_t restore_file(struct tacl_snapshot *snap,
+                                  const char *path, uint64_t *version_p)
+{
+    uint64_t version = 0, *all;
+    tacl_status_t status = file_load(snap, path, &version);
+
+    status = tacl__snap_agree(snap, status, "restore from file", version);
+    if (status != TACL_OK)
+        return status;
+    all = malloc((size_t)snap->size * sizeof(*all));
+    if (all == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot restore: out of memory");
+    status = tacl_allgather(&version, all, 1, TACL_UINT64, snap->comm, NULL);
+    for (int r = 0; r < snap->size && status == TACL_OK; r++)
+        if (all[r] != all[0])
+            status = tacl__error(
+                TACL_ERR_INTERNAL, COLL,
+                "snapshot restore: the files hold different versions (rank "
+                "0 version %llu, rank %d version %llu); flush one version "
+                "on every rank",
+                (unsigned long long)all[0], r, (unsigned long long)all[r]);
+    free(all);
+    if (status == TACL_OK)
+        status = tacl__snap_write_regions(snap, version);
+    status = tacl__snap_agree(snap, status, "restore from file", version);
+    if (status == TACL_OK) {
+        tacl__snap_restored(snap, version);
+        *version_p = version;
+    }
+    return status;
+}
+
+/* What a rank's memory restore leaves to do (all-gathered). */
+enum { MEM_DONE = 0, MEM_TRY_FILE = 1, MEM_FAILED = 2 };
+
+/* One rank's word after the memory restore. */
+typedef struct {
+    int32_t mem;      /* MEM_* */
+    int32_t has_path; /* it passed a path */
+    int32_t has_file; /* that file exists */
+} file_vote_t;
+
+/* The ranks' votes: *worst_p the worst MEM_*, *any_file_p whether some
+ * rank has a file; a rank passing no path where others did is named. */
+static tacl_status_t vote(struct tacl_snapshot *snap, file_vote_t mine,
+                          int *worst_p, int *any_file_p)
+{
+    file_vote_t *all = malloc((size_t)snap->size * sizeof(*all));
+    tacl_status_t status;
+
+    if (all == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot restore: out of memory");
+    status = tacl_allgather(&mine, all, 3, TACL_INT32, snap->comm, NULL);
+    *worst_p = MEM_DONE;
+    *any_file_p = 0;
+    for (int r = 0; r < snap->size && status == TACL_OK; r++) {
+        if (all[r].has_path != all[0].has_path)
+            status = tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                                 "snapshot restore_file: rank %d passed %s "
+                                 "path, rank 0 %s; every rank passes its "
+                                 "own path, or none does",
+                                 r, all[r].has_path ? "a" : "no",
+                                 all[0].has_path ? "did" : "did not");
+        *worst_p = TACL_MAX(*worst_p, all[r].mem);
+        *any_file_p |= all[r].has_file;
+    }
+    free(all);
+    return status;
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
+                                                     const char *path,
+                                                     int *found_p,
+                                                     uint64_t *version_p)
+{
+    int found = 0, worst = MEM_DONE, any_file = 0;
+    file_vote_t mine;
+    uint64_t version = 0;
+    char why[TACL__ERROR_LEN], file_why[TACL__ERROR_LEN];
+    tacl_status_t status, mem_status;
+
+    if (snap == NULL || found_p == NULL || version_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot restore_file: the set, found_p and "
+                           "version_p are required");
+    if (path != NULL && path[0] == '\0')
+        path = NULL;
+    status = tacl__snap_settle(snap, "restore");
+    if (status != TACL_OK)
+        return status;
+    /* Memory first. */
+    mem_status = tacl__snap_restore_memory(snap, &found, &version);
+    snprintf(why, sizeof(why), "%s", tacl_last_error());
+    if (mem_status == TACL_OK)
+        mine.mem = found ? MEM_DONE : MEM_TRY_FILE;
+    else if (path != NULL && (mem_status == TACL_ERR_INTERNAL ||
+                              mem_status == TACL_ERR_REMOTE ||
+                              mem_status == TACL_ERR_UNSUPPORTED))
+        mine.mem = MEM_TRY_FILE; /* no complete version in memory */
+    else
+        mine.mem = MEM_FAILED;
+    mine.has_path = path != NULL;
+    mine.has_file = path != NULL && access(path, F_OK) == 0;
+    status = vote(snap, mine, &worst, &any_file);
+    if (status != TACL_OK)
+        return status;
+    if (worst == MEM_DONE) {
+        *found_p = 1;
+        *version_p = version;
+        return TACL_OK;
+    }
+    if (worst == MEM_FAILED && mem_status == TACL_OK)
+        return tacl__error(TACL_ERR_REMOTE, COLL,
+                           "snapshot restore: another rank's restore failed; "
+                           "see its message");
+    if (worst == MEM_FAILED)
+        return tacl__error(mem_status, COLL, "%s", why);
+    /* Nothing anywhere (no snapshot in memory, no file): not found. */
+    if (mem_status == TACL_OK && !any_file) {
+        *found_p = 0;
+        return TACL_OK;
+    }
+    if (mem_status != TACL_OK)
+        TACL_WARN(COLL,
+                  "snapshot restore: no complete version in peer memory "
+                  "(%s); reading the file '%s'",
+                  why, path);
+    status = restore_file(snap, path, &version);
+    if (status != TACL_OK && mem_status != TACL_OK) {
+        snprintf(file_why, sizeof(file_why), "%s", tacl_last_error());
+        return tacl__error(status, COLL,
+                           "%s; and peer memory has no complete version: %s",
+                           file_why, why);
+    }
+    if (status != TACL_OK)
+        return status;
+    TACL_INFO(COLL,
+              "snapshot restore: rank %d restored version %llu from '%s'",
+              snap->rank, (unsigned long long)version, path);
+    *found_p = 1;
+    *version_p = version;
+    return TACL_OK;
+}

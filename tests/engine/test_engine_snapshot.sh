@@ -1,0 +1,153 @@
+#!/bin/bash
+# The engine's in-memory snapshots (train --snapshot-*, --resume) on 4
+# local ranks under tacl-run, ZeRO-3, a snapshot every 2 steps:
+#   1. a run killed (rank 1 SIGKILLs itself after step 7) and restarted
+#      with --resume restores a saved step from peer memory, and every
+#      loss from there on is bit-for-bit the uninterrupted run's
+#      (loss_bits, the double's bits);
+#   2. the same with the node-local stores gone (as when every node is
+#      lost): --resume reads the files of --snapshot-file, with the same
+#      bit-for-bit losses;
+#   3. --resume with nothing saved says so and trains from step 0, with
+#      the uninterrupted run's losses;
+#   4. bad input.
+#
+# Usage: test_engine_snapshot.sh TACL_RUN TRAIN
+
+TACL_RUN=${1:?usage: test_engine_snapshot.sh TACL_RUN TRAIN}
+TRAIN=${2:?usage: test_engine_snapshot.sh TACL_RUN TRAIN}
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../common/checks.sh"
+TMP=$(mktemp -d) || exit 1
+KEY=snapeng$$
+trap 'rm -rf "$TMP"; rm -f /dev/shm/tacl-snap-$KEY-*' EXIT
+
+DATA=${ENGINE_DATA:-/usr/share/common-licenses/GPL-3}
+if [ ! -r "$DATA" ]; then
+    echo "SKIP: the training text $DATA (Debian's base-files) is missing"
+    exit 77
+fi
+STEPS=12
+MODEL=(--ctx 4 --emb 8 --hidden 32 --blocks 4 --batch 32 --lr 1e-2
+       --strategy ZeRO-3 --steps $STEPS --snapshot-every 2 --data "$DATA")
+
+# run4 LOG ARGS...: train on 4 local ranks.
+run4() {
+    local log=$1
+    shift
+    "$TACL_RUN" -n 4 --timeout 120 -- "$TRAIN" "${MODEL[@]}" "$@" \
+        > "$log" 2>&1
+}
+
+# same_losses NAME FROM LOG: LOG's steps FROM+1..STEPS have exactly the
+# uninterrupted run's loss bits, and LOG has no other step.
+same_losses() {
+    local out
+    checks=$((checks + 1))
+    out=$(awk -v from="$2" -v last=$STEPS '
+        FNR == 1 { file++ }
+        $1 == "step" && file == 1 { want[$2] = $14 }
+        $1 == "step" && file == 2 {
+            n++
+            if ($2 <= from || !($2 in want) || want[$2] != $14)
+                bad = bad " " $2
+        }
+        END {
+            if (n != last - from) print "steps: " n ", want " last - from
+            else if (bad != "") print "differ at step" bad
+        }' "$TMP/full.log" "$3")
+    if [ -n "$out" ]; then
+        fail "$1: $out"
+        grep '^step\|resume\|train:' "$3" | head -20
+    else
+        ok "$1: steps $(($2 + 1))..$STEPS bit-for-bit"
+    fi
+}
+
+# restored LOG: the step --resume restored ("" if none).
+restored() {
+    awk '$1 == "resume:" && $2 == "restored" { print $4 }' "$1"
+}
+
+run4 "$TMP/full.log" --snapshot-key "$KEY-full"
+expect_rc "uninterrupted run" 0 $?
+
+# 1. A killed rank, the job restarted: from peer memory.
+run4 "$TMP/kill.log" --snapshot-key "$KEY-mem" --kill-at 1:7
+expect_rc "run with rank 1 killed after step 7" 137 $?
+expect_match "tacl-run saw rank 1 killed" -F "rank 1" "$TMP/kill.log"
+run4 "$TMP/resume.log" --snapshot-key "$KEY-mem" --resume
+expect_rc "resumed run" 0 $?
+step=$(restored "$TMP/resume.log")
+checks=$((checks + 1))
+if [ -n "$step" ] && [ "$step" -ge 2 ] && [ "$step" -le 7 ] &&
+   [ $((step % 2)) -eq 0 ]; then
+    ok "resumed from saved step $step"
+    same_losses "restored from memory" "$step" "$TMP/resume.log"
+else
+    fail "resume: restored step '$step', want an even step of 2..6"
+    cat "$TMP/resume.log"
+fi
+
+# 2. Every node-local store lost: from the files.
+run4 "$TMP/killf.log" --snapshot-key "$KEY-file" --kill-at 2:7 \
+    --snapshot-file "$TMP/ckpt" --snapshot-flush-every 1
+expect_rc "run with files, rank 2 killed after step 7" 137 $?
+if [ -d /dev/shm ]; then
+    checks=$((checks + 1))
+    n=$(ls /dev/shm | grep -c "^tacl-snap-$KEY-file-")
+    rm -f /dev/shm/tacl-snap-$KEY-file-*
+    if [ "$n" -gt 0 ] && [ -z "$(ls /dev/shm | grep "^tacl-snap-$KEY-file-")" ]
+    then
+        ok "the killed job's $n stores removed"
+    else
+        fail "the killed job left $n stores, or they did not go"
+    fi
+    run4 "$TMP/resumef.log" --snapshot-key "$KEY-file" --resume \
+        --snapshot-file "$TMP/ckpt"
+    expect_rc "resumed run from the files" 0 $?
+    step=$(restored "$TMP/resumef.log")
+    if [ -n "$step" ]; then
+        same_losses "restored from the files" "$step" "$TMP/resumef.log"
+    else
+        checks=$((checks + 1))
+        fail "resume from the files restored nothing"
+        cat "$TMP/resumef.log"
+    fi
+    # A damaged file is refused, never loaded.
+    printf '\377' | dd of="$TMP/ckpt.rank3" bs=1 seek=3000 conv=notrunc \
+        2> /dev/null
+    rm -f /dev/shm/tacl-snap-$KEY-file-*
+    run4 "$TMP/damaged.log" --snapshot-key "$KEY-file" --resume \
+        --snapshot-file "$TMP/ckpt"
+    rc=$?
+    checks=$((checks + 1))
+    if [ $rc -ne 0 ]; then ok "a damaged file fails the resume (exit $rc)"
+    else fail "a damaged file was resumed from"; fi
+    expect_match "the damaged file is named" -E \
+        "ckpt.rank3.*(checksum|truncated)" "$TMP/damaged.log"
+else
+    echo "note: no /dev/shm here; the file tier part is skipped"
+fi
+
+# 3. Nothing saved under the key.
+run4 "$TMP/fresh.log" --snapshot-key "$KEY-none" --resume
+expect_rc "--resume with nothing saved" 0 $?
+expect_match "--resume with nothing saved says so" -F \
+    "nothing saved under key '$KEY-none'" "$TMP/fresh.log"
+same_losses "--resume with nothing saved trains from step 0" 0 \
+    "$TMP/fresh.log"
+
+# 4. Bad input.
+"$TRAIN" --kill-at x > "$TMP/bad.log" 2>&1
+expect_rc "--kill-at without RANK:STEP" 2 $?
+"$TRAIN" --resume --load "$TMP/none" > "$TMP/bad.log" 2>&1
+expect_rc "--resume with --load" 2 $?
+expect_match "--resume with --load says why" -F "exclude each other" \
+    "$TMP/bad.log"
+"$TRAIN" --snapshot-key "bad/key" --snapshot-every 1 --steps 1 --data "$DATA" \
+    > "$TMP/bad.log" 2>&1
+expect_rc "a bad snapshot key" 1 $?
+expect_match "a bad snapshot key is named" -F "job key" "$TMP/bad.log"
+
+finish
