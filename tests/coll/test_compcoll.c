@@ -1,0 +1,472 @@
+/*
+ * The compressed collectives (tacl_comp_allreduce, _reduce_scatter,
+ * _allgather) against a reference every rank computes alone with the
+ * codec API: every built-in codec, every scheme it takes, with and
+ * without error feedback (two steps, so the second carries the first's
+ * residual), 1 to 8 ranks and two emulated nodes of two.
+ *
+ * The reference encodes every rank's input as the scheme does (whole, or
+ * chunk by chunk) and decodes and adds in rank order, so GATHER and
+ * SHUFFLE must match it bit for bit, and so must the residuals.  SUM adds
+ * encodings in the all-reduce's order, so its inputs are multiples of 1/4
+ * below 8, whose sums are exact in float16, bfloat16 and float32: it too
+ * must match bit for bit.  For the codecs with a bound against the true
+ * value (fp16, bf16, int8, int4), the first step's result is also checked
+ * against the true sum within the sum of the ranks' bounds (and the
+ * owner's re-encoding for SHUFFLE).  Then each kind of bad input, named.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+#include "rng.h"
+
+typedef enum { K_ALLREDUCE, K_REDUCE_SCATTER, K_ALLGATHER } kind_t;
+
+static const char *const kind_names[] = {"allreduce", "reduce_scatter",
+                                         "allgather"};
+
+typedef struct {
+    const char *codec;
+    tacl_codec_params_t params;
+    double rel;  /* bound: rel * |x| (casts) */
+    double step; /* bound: step * max|x| (quantizers); both 0: none */
+} codec_case_t;
+
+static const codec_case_t codecs[] = {
+    {"fp16", {.bits = 0}, 0x1p-11, 0},
+    {"bf16", {.bits = 0}, 0x1p-8, 0},
+    {"int8", {.bits = 8, .block = 64}, 0, 1.0 / 254},
+    {"int4", {.bits = 4, .block = 64}, 0, 1.0 / 14},
+    {"topk", {.density = 0.1}, 0, 0},
+    {"threshold", {.density = 0.1}, 0, 0},
+    {"randk", {.density = 0.25, .seed = 11}, 0, 0},
+    {"sign", {.bits = 0}, 0, 0},
+};
+#define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
+
+/* Values of a rank's input: the call's count argument and the total. */
+static size_t in_count(kind_t k, size_t count, int n)
+{
+    return k == K_REDUCE_SCATTER ? count * (size_t)n : count;
+}
+
+/* Rank r's input at a step: the same on every rank. */
+static void fill_input(float *x, size_t cnt, int r, int step, int exact,
+                       unsigned salt)
+{
+    tt_rng_t rng = {0x7f4a7c159e3779b9ull ^ ((uint64_t)(r + 1) << 32) ^
+                    ((uint64_t)step << 16) ^ salt};
+
+    for (size_t i = 0; i < cnt; i++) {
+        uint64_t u = tt_rng_next(&rng);
+
+        if (exact)
+            x[i] = (float)((int)(u % 63) - 31) / 4.0f;
+        else
+            x[i] = (float)(((double)(u >> 11) * 0x1p-53 - 0.5) *
+                           ldexp(1.0, (int)(u % 9) - 4));
+    }
+}
+
+/* Where chunk j of an encoding starts and its length, as tacl.h says. */
+static void chunk(kind_t k, size_t count, int n, int j, size_t *off,
+                  size_t *len)
+{
+    if (k == K_REDUCE_SCATTER) {
+        *off = (size_t)j * count;
+        *len = count;
+        return;
+    }
+    *off = (size_t)((unsigned __int128)count * (unsigned)j / (unsigned)n);
+    *len = (size_t)((unsigned __int128)count * (unsigned)(j + 1) /
+                    (unsigned)n) -
+           *off;
+}
+
+/* Encode cnt values of x (with err) and decode them into out, or add
+ * them to out; what every scheme does to a piece of a rank's input. */
+static int through_codec(const tacl_codec_t *codec,
+                         const tacl_codec_params_t *p, const float *x,
+                         size_t cnt, float *err, float *out, int add)
+{
+    size_t bound, bytes;
+    void *enc;
+    int rc;
+
+    if (cnt == 0)
+        return 0;
+    if (tacl_codec_encoded_bound(codec, p, 1, &cnt, &bound) != TACL_OK)
+        return -1;
+    enc = malloc(bound);
+    rc = enc == NULL ||
+         tacl_codec_encode(codec, p, 1, &x, &cnt, err ? &err : NULL, enc,
+                           bound, &bytes) != TACL_OK ||
+         (add ? tacl_codec_decode_accumulate(codec, p, enc, bytes, 1, &out,
+                                             &cnt)
+              : tacl_codec_decode(codec, p, enc, bytes, 1, &out, &cnt)) !=
+             TACL_OK;
+    free(enc);
+    return rc ? -1 : 0;
+}
+
+typedef struct {
+    kind_t kind;
+    tacl_comp_scheme_t scheme;
+    const codec_case_t *cc;
+    size_t count;
+    int use_err;
+} call_case_t;
+
+/* Whether scheme s encodes a rank's input chunk by chunk. */
+static int by_chunks(const call_case_t *c)
+{
+    return c->scheme == TACL_COMP_SHUFFLE ||
+           (c->scheme == TACL_COMP_SUM && c->kind == K_REDUCE_SCATTER);
+}
+
+/*
+ * The expected output of this rank (out) and every rank's residual after
+ * the call (errs, n of them, updated), from every rank's input (xs).
+ */
+static int reference(const call_case_t *c, const tacl_codec_t *codec,
+                     const tacl_codec_params_t *p, int n, int rank,
+                     float *const *xs, float *const *errs, float *out)
+{
+    size_t ic = in_count(c->kind, c->count, n), off, len;
+    float *sum = calloc(ic ? ic : 1, sizeof(float));
+    int rc = sum == NULL;
+
+    for (int r = 0; r < n && !rc; r++) {
+        float *e = c->use_err ? errs[r] : NULL;
+
+        if (c->kind == K_ALLGATHER) {
+            rc = through_codec(codec, p, xs[r], ic, e, out + r * ic, 0);
+            continue;
+        }
+        /* Rank r's input piece by piece as the scheme encodes it, decoded
+         * and added in rank order. */
+        for (int j = 0; j < (by_chunks(c) ? n : 1) && !rc; j++) {
+            if (by_chunks(c))
+                chunk(c->kind, c->count, n, j, &off, &len);
+            else
+                off = 0, len = ic;
+            rc = through_codec(codec, p, xs[r] + off, len, e ? e + off : NULL,
+                               sum + off, r > 0);
+        }
+    }
+    if (!rc && c->kind == K_REDUCE_SCATTER)
+        memcpy(out, sum + (size_t)rank * c->count, c->count * sizeof(float));
+    if (!rc && c->kind == K_ALLREDUCE && c->scheme != TACL_COMP_SHUFFLE)
+        memcpy(out, sum, ic * sizeof(float));
+    /* SHUFFLE: each owner's sum is encoded once more. */
+    for (int j = 0; !rc && c->kind == K_ALLREDUCE &&
+                    c->scheme == TACL_COMP_SHUFFLE && j < n;
+         j++) {
+        chunk(c->kind, c->count, n, j, &off, &len);
+        rc = through_codec(codec, p, sum + off, len, NULL, out + off, 0);
+    }
+    free(sum);
+    return rc;
+}
+
+/*
+ * The result against the true sum (or values) within the codec's bound,
+ * for the codecs that state one against the input.
+ */
+static int within_bound(coll_ctx_t *ctx, const call_case_t *c, int n,
+                        float *const *xs, const float *got)
+{
+    const codec_case_t *cc = c->cc;
+    size_t ic = in_count(c->kind, c->count, n);
+    size_t oc = c->kind == K_ALLGATHER        ? ic * (size_t)n
+                : c->kind == K_REDUCE_SCATTER ? c->count
+                                              : ic;
+    double maxabs = 0;
+
+    if (cc->rel == 0 && cc->step == 0)
+        return 0;
+    for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < ic; i++)
+            maxabs = fmax(maxabs, fabs(xs[r][i]));
+    for (size_t o = 0; o < oc; o++) {
+        size_t i = c->kind == K_REDUCE_SCATTER
+                       ? (size_t)ctx->rank * c->count + o
+                       : o;
+        double want = 0, absum = 0, tol;
+        int from = 0, to = n;
+
+        if (c->kind == K_ALLGATHER) {
+            from = (int)(o / ic);
+            to = from + 1;
+            i = o % ic;
+        }
+        for (int r = from; r < to; r++) {
+            want += xs[r][i];
+            absum += fabs(xs[r][i]);
+        }
+        /* Each rank's encoding, float32 additions, and SHUFFLE's second
+         * encoding of a sum of at most n * maxabs. */
+        tol = cc->rel * absum + cc->step * maxabs * (to - from) +
+              0x1p-22 * absum * n + (cc->rel > 0 ? 0x1p-24 * n : 0);
+        if (c->scheme == TACL_COMP_SHUFFLE && c->kind == K_ALLREDUCE)
+            tol += cc->rel * (absum + tol) + cc->step * maxabs * n * 1.1 +
+                   (cc->rel > 0 ? 0x1p-24 : 0);
+        if (fabs(got[o] - want) > tol)
+            return coll_fail(ctx,
+                             "%s %s %s: value %zu is %.9g, the true "
+                             "one %.9g, beyond the bound %.3g",
+                             kind_names[c->kind], cc->codec,
+                             tacl_comp_scheme_name(c->scheme), o,
+                             (double)got[o], want, tol);
+    }
+    return 0;
+}
+
+/* One case over two steps, on comm. */
+static int run_call(coll_ctx_t *ctx, tacl_comm_t comm, const call_case_t *c)
+{
+    int n = ctx->nranks, failed = 0;
+    size_t ic = in_count(c->kind, c->count, n);
+    size_t oc = c->kind == K_ALLGATHER        ? ic * (size_t)n
+                : c->kind == K_REDUCE_SCATTER ? c->count
+                                              : ic;
+    const tacl_codec_t *codec;
+    tacl_codec_params_t p = c->cc->params;
+    float *xs[COLL_MAX_RANKS], *errs[COLL_MAX_RANKS];
+    float *got = malloc(oc * sizeof(float)),
+          *want = malloc(oc * sizeof(float));
+    float *myerr = calloc(ic, sizeof(float));
+    int exact = c->scheme == TACL_COMP_SUM;
+
+    COLL_CHECK(ctx, got && want && myerr, "out of memory");
+    COLL_CHECK_OK(ctx, tacl_codec_find(c->cc->codec, &codec));
+    for (int r = 0; r < n; r++) {
+        xs[r] = malloc(ic * sizeof(float));
+        errs[r] = calloc(ic, sizeof(float));
+        COLL_CHECK(ctx, xs[r] && errs[r], "out of memory");
+    }
+    for (int step = 0; step < 2 && !failed; step++) {
+        if (strcmp(c->cc->codec, "randk") == 0)
+            p.seed = c->cc->params.seed + (uint64_t)step;
+        for (int r = 0; r < n; r++)
+            fill_input(xs[r], ic, r, step, exact, (unsigned)c->count);
+        COLL_CHECK(ctx,
+                   reference(c, codec, &p, n, ctx->rank, xs, errs, want) == 0,
+                   "the reference failed: %s", tacl_comm_last_error(comm));
+        switch (c->kind) {
+        case K_ALLREDUCE:
+            COLL_CHECK_OK(ctx, tacl_comp_allreduce(xs[ctx->rank], got,
+                                                   c->count, codec, &p,
+                                                   c->use_err ? myerr : NULL,
+                                                   c->scheme, comm));
+            break;
+        case K_REDUCE_SCATTER:
+            COLL_CHECK_OK(ctx,
+                          tacl_comp_reduce_scatter(xs[ctx->rank], got,
+                                                   c->count, codec, &p,
+                                                   c->use_err ? myerr : NULL,
+                                                   c->scheme, comm));
+            break;
+        default:
+            COLL_CHECK_OK(ctx, tacl_comp_allgather(xs[ctx->rank], got,
+                                                   c->count, codec, &p,
+                                                   c->use_err ? myerr : NULL,
+                                                   comm));
+        }
+        for (size_t o = 0; o < oc && !failed; o++)
+            if (memcmp(&got[o], &want[o], sizeof(float)) != 0)
+                failed = coll_fail(ctx,
+                                   "%s %s %s err %d step %d, %d ranks:"
+                                   " value %zu is %.9g, want %.9g",
+                                   kind_names[c->kind], c->cc->codec,
+                                   tacl_comp_scheme_name(c->scheme),
+                                   c->use_err, step, n, o, (double)got[o],
+                                   (double)want[o]);
+        if (!failed && c->use_err &&
+            memcmp(myerr, errs[ctx->rank], ic * sizeof(float)) != 0)
+            failed = coll_fail(ctx,
+                               "%s %s %s step %d: the residual "
+                               "differs from the reference's",
+                               kind_names[c->kind], c->cc->codec,
+                               tacl_comp_scheme_name(c->scheme), step);
+        if (!failed && step == 0 && !c->use_err)
+            failed = within_bound(ctx, c, n, xs, got);
+    }
+    for (int r = 0; r < n; r++) {
+        free(xs[r]);
+        free(errs[r]);
+    }
+    free(got);
+    free(want);
+    free(myerr);
+    return failed;
+}
+
+/* Every kind, codec and scheme it takes, with and without feedback. */
+static int body_all(coll_ctx_t *ctx)
+{
+    const int two_nodes = ctx->arg != NULL;
+    tacl_comm_t comm = ctx->comm;
+    int failed = 0;
+
+    if (two_nodes)
+        COLL_CHECK_OK(ctx, coll_join_node(ctx, "compcoll-node", 2, &comm));
+    for (int k = 0; k < 3 && !failed; k++) {
+        for (size_t ci = 0; ci < NCODECS && !failed; ci++) {
+            for (int s = 0; s < TACL_NUM_COMP_SCHEMES && !failed; s++) {
+                const tacl_codec_t *codec;
+                call_case_t c = {.kind = (kind_t)k,
+                                 .scheme = (tacl_comp_scheme_t)s,
+                                 .cc = &codecs[ci],
+                                 .count = k == K_ALLREDUCE        ? 1003
+                                          : k == K_REDUCE_SCATTER ? 131
+                                                                  : 301};
+
+                COLL_CHECK_OK(ctx, tacl_codec_find(codecs[ci].codec, &codec));
+                if (k == K_ALLGATHER && s != TACL_COMP_GATHER)
+                    continue;
+                if (s == TACL_COMP_SUM &&
+                    !(codec->flags & TACL_CODEC_SUMMABLE))
+                    continue;
+                for (c.use_err = 0; c.use_err < 2 && !failed; c.use_err++)
+                    failed = run_call(ctx, comm, &c);
+            }
+        }
+    }
+    if (two_nodes)
+        COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    return failed;
+}
+
+Test(compcoll, every_scheme_one_to_eight_ranks, .timeout = 600)
+{
+    for (int n = 1; n <= 8; n++) {
+        coll_opts_t opts = {.nranks = n, .deadline_s = 240};
+
+        coll_run_opts_expect_pass(&opts, body_all);
+    }
+}
+
+Test(compcoll, two_emulated_nodes_of_two, .timeout = 300)
+{
+    static int two = 1;
+    coll_opts_t opts = {.nranks = 4,
+                        .deadline_s = 240,
+                        .arg = &two,
+                        .init = COLL_INIT_MANUAL};
+
+    coll_run_opts_expect_pass(&opts, body_all);
+}
+
+/* A count of zero: nothing to do, on every scheme. */
+static int body_empty(coll_ctx_t *ctx)
+{
+    const tacl_codec_t *codec;
+    tacl_codec_params_t p = {.bits = 0};
+    float x = 1, y = 7;
+
+    COLL_CHECK_OK(ctx, tacl_codec_find("fp16", &codec));
+    for (int s = 0; s < TACL_NUM_COMP_SCHEMES; s++) {
+        COLL_CHECK_OK(ctx,
+                      tacl_comp_allreduce(&x, &y, 0, codec, &p, NULL,
+                                          (tacl_comp_scheme_t)s, ctx->comm));
+        COLL_CHECK_OK(ctx,
+                      tacl_comp_reduce_scatter(&x, &y, 0, codec, &p, NULL,
+                                               (tacl_comp_scheme_t)s,
+                                               ctx->comm));
+    }
+    COLL_CHECK_OK(ctx,
+                  tacl_comp_allgather(&x, &y, 0, codec, &p, NULL, ctx->comm));
+    COLL_CHECK(ctx, y == 7, "an empty call wrote %g", (double)y);
+    return 0;
+}
+
+Test(compcoll, count_zero, .timeout = 120)
+{
+    coll_run_expect_pass(3, body_empty, NULL, NULL);
+}
+
+/* The call fails with INVALID_ARG and a last error holding word. */
+#define EXPECT_BAD(ctx, call, word)                                          \
+    do {                                                                     \
+        tacl_status_t st_ = (call);                                          \
+        const char *m_ = tacl_comm_last_error((ctx)->comm);                  \
+        COLL_CHECK(ctx, st_ == TACL_ERR_INVALID_ARG,                         \
+                   "%s returned %s, not invalid-argument", #call,            \
+                   tacl_status_string(st_));                                 \
+        COLL_CHECK(ctx, m_ != NULL && strstr(m_, word) != NULL,              \
+                   "%s: message '%s' does not name '%s'", #call,             \
+                   m_ ? m_ : "(null)", word);                                \
+    } while (0)
+
+static int body_bad(coll_ctx_t *ctx)
+{
+    const tacl_codec_t *fp16, *topk;
+    tacl_codec_params_t p = {.density = 0.1}, zero = {.bits = 0};
+    float x[64] = {0}, y[64 * 4];
+    tacl_comm_t comm = ctx->comm;
+
+    COLL_CHECK_OK(ctx, tacl_codec_find("fp16", &fp16));
+    COLL_CHECK_OK(ctx, tacl_codec_find("topk", &topk));
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce(x, y, 64, NULL, &p, NULL, TACL_COMP_GATHER,
+                                   comm),
+               "codec is NULL");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce(x, y, 64, fp16, NULL, NULL,
+                                   TACL_COMP_GATHER, comm),
+               "params");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce(x, y, 64, fp16, &p, NULL,
+                                   (tacl_comp_scheme_t)7, comm),
+               "unknown scheme 7");
+    EXPECT_BAD(ctx,
+               tacl_comp_reduce_scatter(x, y, 16, topk, &p, NULL,
+                                        TACL_COMP_SUM, comm),
+               "topk is not");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce(x, y, 64, topk, &zero, NULL,
+                                   TACL_COMP_GATHER, comm),
+               "density");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce(NULL, y, 64, fp16, &p, NULL,
+                                   TACL_COMP_GATHER, comm),
+               "sendbuf");
+    EXPECT_BAD(ctx, tacl_comp_allgather(x, NULL, 16, fp16, &p, NULL, comm),
+               "recvbuf");
+    /* Disagreements between ranks: every rank fails, naming them. */
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce(x, y, ctx->rank == 1 ? 63 : 64, fp16, &p,
+                                   NULL, TACL_COMP_GATHER, comm),
+               "count");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce(x, y, 64, topk, &p, NULL,
+                                   ctx->rank == 2 ? TACL_COMP_SHUFFLE
+                                                  : TACL_COMP_GATHER,
+                                   comm),
+               "scheme");
+    EXPECT_BAD(ctx,
+               tacl_comp_allgather(x, y, 16, ctx->rank == 0 ? topk : fp16, &p,
+                                   NULL, comm),
+               "codec");
+    /* And the communicator still works. */
+    COLL_CHECK_OK(ctx, tacl_comp_allreduce(x, y, 64, fp16, &p, NULL,
+                                           TACL_COMP_SUM, comm));
+    COLL_CHECK(ctx,
+               strcmp(tacl_comp_scheme_name(TACL_COMP_SHUFFLE), "shuffle") ==
+                       0 &&
+                   strcmp(tacl_comp_scheme_name((tacl_comp_scheme_t)9),
+                          "invalid") == 0,
+               "scheme names");
+    return 0;
+}
+
+Test(compcoll, bad_input_is_named, .timeout = 120)
+{
+    coll_run_expect_pass(3, body_bad, NULL, NULL);
+}
