@@ -1347,6 +1347,23 @@ tacl_status_t tacl_comp_allgather(const float *sendbuf, float *recvbuf,
                                   const tacl_codec_params_t *params,
                                   float *err, tacl_comm_t comm);
 
+/**
+ * Price a compressed collective's communication into *info_p: the sum of
+ * tacl_comm_estimate over the collectives its scheme runs (the header,
+ * size exchanges, the data), each encoding taken at the codec's
+ * encoded_bound (for a sparsifier an upper bound).  coll is
+ * TACL_COLL_ALLREDUCE, _REDUCE_SCATTER or _ALLGATHER (scheme ignored),
+ * count as the call's.  seconds, bytes and messages are summed;
+ * algorithm is the scheme's name, engine "schedule".  Encoding and
+ * decoding are not priced: their cost is the machine's (the planner takes
+ * codec profiles for it).  Purely local, like tacl_comm_estimate.
+ */
+tacl_status_t tacl_comp_estimate(tacl_comm_t comm, tacl_coll_t coll,
+                                 size_t count, const tacl_codec_t *codec,
+                                 const tacl_codec_params_t *params,
+                                 tacl_comp_scheme_t scheme,
+                                 tacl_sim_info_t *info_p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,7 @@
  * exchange of sizes; the others all-to-all or all-gather them.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,7 +53,12 @@ TACL_EXPORT const char *tacl_comp_scheme_name(tacl_comp_scheme_t scheme)
                                                     : "invalid";
 }
 
-typedef enum { KIND_ALLREDUCE, KIND_REDUCE_SCATTER, KIND_ALLGATHER } kind_t;
+typedef enum {
+    KIND_ALLREDUCE,
+    KIND_REDUCE_SCATTER,
+    KIND_ALLGATHER,
+    KIND_NONE /* an estimate of something else */
+} kind_t;
 
 static const char *const kind_names[] = {
     "comp_allreduce",
@@ -72,6 +78,7 @@ typedef struct {
     const tacl_codec_params_t *params;
     float *err;
     tacl_comp_scheme_t scheme;
+    tacl_coll_t coll; /* an estimate's coll argument */
     int n, rank;
     tacl_comm_t comm;
 } call_t;
@@ -532,11 +539,9 @@ static tacl_status_t run_gather_reduce_scatter(const call_t *c)
  * ---- Entry points. ----
  */
 
+/* The arguments every call and estimate takes. */
 static tacl_status_t check_args(const call_t *c)
 {
-    size_t out_count = c->kind == KIND_ALLGATHER ? c->count * (size_t)c->n
-                                                 : c->count;
-
     if (c->codec == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: the codec is NULL (tacl_codec_find gives "
@@ -555,11 +560,20 @@ static tacl_status_t check_args(const call_t *c)
                            "%s: scheme sum needs a summable codec; %s is "
                            "not (use gather or shuffle)",
                            c->name, c->codec->name);
-    if (c->kind == KIND_REDUCE_SCATTER && c->n > 0 &&
+    if (c->kind != KIND_ALLREDUCE && c->n > 0 &&
         c->count > SIZE_MAX / (size_t)c->n)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: count %zu times %d ranks overflows", c->name,
                            c->count, c->n);
+    return tacl_codec_check(c->codec, c->params);
+}
+
+/* The buffers and the context of a call that runs (not an estimate). */
+static tacl_status_t check_buffers(const call_t *c)
+{
+    size_t out_count = c->kind == KIND_ALLGATHER ? c->in_count * (size_t)c->n
+                                                 : c->count;
+
     if ((c->in_count > 0 && c->send == NULL) ||
         (out_count > 0 && c->recv == NULL))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
@@ -577,21 +591,29 @@ static tacl_status_t check_args(const call_t *c)
                            "%s cannot sit in a group (it is several "
                            "collectives in a row)",
                            c->name);
-    return tacl_codec_check(c->codec, c->params);
+    return TACL_OK;
 }
 
-static tacl_status_t comp_run(call_t *c)
+/* Fill in what c's arguments imply and check them. */
+static tacl_status_t comp_prepare(call_t *c)
 {
-    tacl_status_t st;
-
-    c->name = kind_names[c->kind];
+    if (c->name == NULL)
+        c->name = kind_names[c->kind];
     c->n = c->comm->size;
     c->rank = c->comm->rank;
     if (c->kind == KIND_REDUCE_SCATTER && c->count <= SIZE_MAX / (size_t)c->n)
         c->in_count = c->count * (size_t)c->n;
     else
         c->in_count = c->count;
-    st = check_args(c);
+    return check_args(c);
+}
+
+static tacl_status_t comp_run(call_t *c)
+{
+    tacl_status_t st = comp_prepare(c);
+
+    if (st == TACL_OK)
+        st = check_buffers(c);
     if (st != TACL_OK)
         return st;
     switch (c->kind) {
@@ -617,11 +639,122 @@ static tacl_status_t comp_run(call_t *c)
     }
 }
 
-/* Run one call holding its communicator, under the last-error rule. */
-static tacl_status_t comp_entry(kind_t kind, const float *send, float *recv,
-                                size_t count, const tacl_codec_t *codec,
-                                const tacl_codec_params_t *params, float *err,
-                                tacl_comp_scheme_t scheme, tacl_comm_t comm)
+/*
+ * ---- The estimate. ----
+ */
+
+/* One collective a scheme runs, as tacl_comm_estimate takes it. */
+typedef struct {
+    tacl_coll_t coll;
+    size_t count;
+    tacl_dtype_t dtype;
+} step_t;
+
+#define MAX_STEPS 5
+
+/*
+ * The collectives c's scheme runs, in order, with every encoding at its
+ * bound (the run functions above, step for step): the header, then the
+ * data and the size exchanges a codec of variable size needs.
+ */
+static tacl_status_t scheme_steps(const call_t *c, step_t *steps,
+                                  int *nsteps_p)
+{
+    int fixed = (c->codec->flags & TACL_CODEC_FIXED_SIZE) != 0, k = 0;
+    size_t whole, part, off, esz = tacl_dtype_size(c->codec->sum_dtype);
+    tacl_status_t st = bound_of(c, c->in_count, &whole);
+
+    /* The largest chunk: SHUFFLE's blocks are priced as all that size. */
+    chunk_of(c, 0, &off, &part);
+    if (st == TACL_OK)
+        st = bound_of(c, part, &part);
+    if (st != TACL_OK)
+        return st;
+    steps[k++] = (step_t){TACL_COLL_ALLGATHER, H_LEN, TACL_UINT64};
+    if (c->kind == KIND_ALLGATHER || c->scheme == TACL_COMP_GATHER) {
+        steps[k++] = (step_t){TACL_COLL_ALLGATHERV, whole, TACL_UINT8};
+    } else if (c->scheme == TACL_COMP_SUM) {
+        steps[k++] = (step_t){c->kind == KIND_ALLREDUCE
+                                  ? TACL_COLL_ALLREDUCE
+                                  : TACL_COLL_REDUCE_SCATTER,
+                              (c->kind == KIND_ALLREDUCE ? whole : part) /
+                                  esz,
+                              c->codec->sum_dtype};
+    } else {
+        if (!fixed)
+            steps[k++] = (step_t){TACL_COLL_ALLTOALL, 1, TACL_UINT64};
+        steps[k++] = (step_t){TACL_COLL_ALLTOALLV, part, TACL_UINT8};
+        if (c->kind == KIND_ALLREDUCE && !fixed)
+            steps[k++] = (step_t){TACL_COLL_ALLGATHER, 1, TACL_UINT64};
+        if (c->kind == KIND_ALLREDUCE)
+            steps[k++] = (step_t){TACL_COLL_ALLGATHERV, part, TACL_UINT8};
+    }
+    *nsteps_p = k;
+    return TACL_OK;
+}
+
+static tacl_status_t comp_estimate(call_t *c, tacl_sim_info_t *info_p)
+{
+    step_t steps[MAX_STEPS];
+    tacl_sim_info_t sum, one;
+    int nsteps;
+    tacl_status_t st;
+
+    if (info_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "comp_estimate: info_p is NULL");
+    if (c->kind == KIND_NONE)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "comp_estimate: coll %s is not a compressed "
+                           "collective (allreduce, reduce_scatter, "
+                           "allgather)",
+                           tacl_coll_name(c->coll));
+    st = comp_prepare(c);
+    if (st == TACL_OK)
+        st = scheme_steps(c, steps, &nsteps);
+    if (st != TACL_OK)
+        return st;
+    memset(&sum, 0, sizeof(sum));
+    for (int i = 0; i < nsteps; i++) {
+        st = tacl_comm_estimate(c->comm, steps[i].coll, steps[i].count,
+                                steps[i].dtype, TACL_SUM, 0, &one);
+        if (st != TACL_OK)
+            return st;
+        sum.seconds += one.seconds;
+        for (int l = 0; l < TACL_NUM_LINK_CLASSES; l++) {
+            sum.bytes[l] += one.bytes[l];
+            sum.messages[l] += one.messages[l];
+        }
+    }
+    snprintf(sum.algorithm, sizeof(sum.algorithm), "%s",
+             tacl_comp_scheme_name(c->scheme));
+    snprintf(sum.engine, sizeof(sum.engine), "schedule");
+    *info_p = sum;
+    return TACL_OK;
+}
+
+/*
+ * Run one call, or its estimate into *info_p, holding its communicator,
+ * under the last-error rule.
+ */
+static tacl_status_t comp_entry(call_t *c, int estimate,
+                                tacl_sim_info_t *info_p)
+{
+    tacl_status_t st;
+
+    tacl__last_error_clear();
+    st = tacl__comm_enter(c->comm);
+    if (st != TACL_OK)
+        return st;
+    st = estimate ? comp_estimate(c, info_p) : comp_run(c);
+    tacl__comm_leave(c->comm);
+    return st == TACL_OK ? TACL_OK : tacl__comm_fail(c->comm, st);
+}
+
+static call_t call_make(kind_t kind, const float *send, float *recv,
+                        size_t count, const tacl_codec_t *codec,
+                        const tacl_codec_params_t *params, float *err,
+                        tacl_comp_scheme_t scheme, tacl_comm_t comm)
 {
     call_t c = {.kind = kind,
                 .send = send,
@@ -632,15 +765,8 @@ static tacl_status_t comp_entry(kind_t kind, const float *send, float *recv,
                 .err = err,
                 .scheme = scheme,
                 .comm = comm};
-    tacl_status_t st;
 
-    tacl__last_error_clear();
-    st = tacl__comm_enter(comm);
-    if (st != TACL_OK)
-        return st;
-    st = comp_run(&c);
-    tacl__comm_leave(comm);
-    return st == TACL_OK ? TACL_OK : tacl__comm_fail(comm, st);
+    return c;
 }
 
 TACL_EXPORT tacl_status_t tacl_comp_allreduce(
@@ -648,8 +774,10 @@ TACL_EXPORT tacl_status_t tacl_comp_allreduce(
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comp_scheme_t scheme, tacl_comm_t comm)
 {
-    return comp_entry(KIND_ALLREDUCE, sendbuf, recvbuf, count, codec, params,
-                      err, scheme, comm);
+    call_t c = call_make(KIND_ALLREDUCE, sendbuf, recvbuf, count, codec,
+                         params, err, scheme, comm);
+
+    return comp_entry(&c, 0, NULL);
 }
 
 TACL_EXPORT tacl_status_t tacl_comp_reduce_scatter(
@@ -657,8 +785,10 @@ TACL_EXPORT tacl_status_t tacl_comp_reduce_scatter(
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comp_scheme_t scheme, tacl_comm_t comm)
 {
-    return comp_entry(KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, codec,
-                      params, err, scheme, comm);
+    call_t c = call_make(KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount,
+                         codec, params, err, scheme, comm);
+
+    return comp_entry(&c, 0, NULL);
 }
 
 TACL_EXPORT tacl_status_t tacl_comp_allgather(
@@ -666,6 +796,26 @@ TACL_EXPORT tacl_status_t tacl_comp_allgather(
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comm_t comm)
 {
-    return comp_entry(KIND_ALLGATHER, sendbuf, recvbuf, sendcount, codec,
-                      params, err, TACL_COMP_GATHER, comm);
+    call_t c = call_make(KIND_ALLGATHER, sendbuf, recvbuf, sendcount, codec,
+                         params, err, TACL_COMP_GATHER, comm);
+
+    return comp_entry(&c, 0, NULL);
+}
+
+TACL_EXPORT tacl_status_t tacl_comp_estimate(
+    tacl_comm_t comm, tacl_coll_t coll, size_t count,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params,
+    tacl_comp_scheme_t scheme, tacl_sim_info_t *info_p)
+{
+    kind_t kind = coll == TACL_COLL_ALLREDUCE        ? KIND_ALLREDUCE
+                  : coll == TACL_COLL_REDUCE_SCATTER ? KIND_REDUCE_SCATTER
+                  : coll == TACL_COLL_ALLGATHER      ? KIND_ALLGATHER
+                                                     : KIND_NONE;
+    call_t c = call_make(kind, NULL, NULL, count, codec, params, NULL,
+                         kind == KIND_ALLGATHER ? TACL_COMP_GATHER : scheme,
+                         comm);
+
+    c.name = "comp_estimate";
+    c.coll = coll;
+    return comp_entry(&c, 1, info_p);
 }

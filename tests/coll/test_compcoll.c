@@ -470,3 +470,89 @@ Test(compcoll, bad_input_is_named, .timeout = 120)
 {
     coll_run_expect_pass(3, body_bad, NULL, NULL);
 }
+
+/* Bytes this rank sends over every link class. */
+static uint64_t total_bytes(const tacl_sim_info_t *info)
+{
+    uint64_t sum = 0;
+
+    for (int l = 0; l < TACL_NUM_LINK_CLASSES; l++)
+        sum += info->bytes[l];
+    return sum;
+}
+
+/* The estimate is the sum of the collectives the scheme runs. */
+static int body_estimate(coll_ctx_t *ctx)
+{
+    const tacl_codec_t *fp16, *topk, *int8;
+    tacl_codec_params_t p = {.density = 0.01, .bits = 8, .block = 64};
+    tacl_sim_info_t got, hdr, data, data2, plain;
+    size_t chunk_bytes, chunk = 1024;
+    tacl_comm_t comm = ctx->comm;
+
+    COLL_CHECK_OK(ctx, tacl_codec_find("fp16", &fp16));
+    COLL_CHECK_OK(ctx, tacl_codec_find("topk", &topk));
+    COLL_CHECK_OK(ctx, tacl_codec_find("int8", &int8));
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLGATHER, 6,
+                                          TACL_UINT64, TACL_SUM, 0, &hdr));
+    /* SUM: the header and an all-reduce of float16. */
+    COLL_CHECK_OK(ctx, tacl_comp_estimate(comm, TACL_COLL_ALLREDUCE, 4096,
+                                          fp16, &p, TACL_COMP_SUM, &got));
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLREDUCE, 4096,
+                                          TACL_FLOAT16, TACL_SUM, 0, &data));
+    COLL_CHECK(ctx,
+               got.seconds == hdr.seconds + data.seconds &&
+                   total_bytes(&got) ==
+                       total_bytes(&hdr) + total_bytes(&data) &&
+                   strcmp(got.algorithm, "sum") == 0,
+               "sum: %g s %llu bytes (%s), want %g s %llu bytes", got.seconds,
+               (unsigned long long)total_bytes(&got), got.algorithm,
+               hdr.seconds + data.seconds,
+               (unsigned long long)(total_bytes(&hdr) + total_bytes(&data)));
+    /* SHUFFLE of a fixed-size codec: header, all-to-all-v, all-gather-v
+     * of a chunk's encoding (4096 values on 4 ranks: 1024 each). */
+    COLL_CHECK_OK(ctx, tacl_codec_encoded_bound(int8, &p, 1, &chunk,
+                                                &chunk_bytes));
+    COLL_CHECK_OK(ctx, tacl_comp_estimate(comm, TACL_COLL_ALLREDUCE, 4096,
+                                          int8, &p, TACL_COMP_SHUFFLE, &got));
+    COLL_CHECK_OK(ctx,
+                  tacl_comm_estimate(comm, TACL_COLL_ALLTOALLV, chunk_bytes,
+                                     TACL_UINT8, TACL_SUM, 0, &data));
+    COLL_CHECK_OK(ctx,
+                  tacl_comm_estimate(comm, TACL_COLL_ALLGATHERV, chunk_bytes,
+                                     TACL_UINT8, TACL_SUM, 0, &data2));
+    COLL_CHECK(ctx,
+               total_bytes(&got) == total_bytes(&hdr) + total_bytes(&data) +
+                                        total_bytes(&data2),
+               "shuffle: %llu bytes, want %llu",
+               (unsigned long long)total_bytes(&got),
+               (unsigned long long)(total_bytes(&hdr) + total_bytes(&data) +
+                                    total_bytes(&data2)));
+    /* top-k 1% gathered sends far less than the float32 all-reduce. */
+    COLL_CHECK_OK(ctx, tacl_comp_estimate(comm, TACL_COLL_ALLREDUCE, 1 << 16,
+                                          topk, &p, TACL_COMP_GATHER, &got));
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLREDUCE, 1 << 16,
+                                          TACL_FLOAT32, TACL_SUM, 0, &plain));
+    COLL_CHECK(ctx, total_bytes(&got) * 4 < total_bytes(&plain),
+               "topk 1%%: %llu bytes against %llu uncompressed",
+               (unsigned long long)total_bytes(&got),
+               (unsigned long long)total_bytes(&plain));
+    EXPECT_BAD(ctx,
+               tacl_comp_estimate(comm, TACL_COLL_BROADCAST, 16, fp16, &p,
+                                  TACL_COMP_GATHER, &got),
+               "broadcast");
+    EXPECT_BAD(ctx,
+               tacl_comp_estimate(comm, TACL_COLL_REDUCE_SCATTER, 16, topk,
+                                  &p, TACL_COMP_SUM, &got),
+               "topk is not");
+    EXPECT_BAD(ctx,
+               tacl_comp_estimate(comm, TACL_COLL_ALLGATHER, 16, fp16, &p,
+                                  TACL_COMP_GATHER, NULL),
+               "info_p");
+    return 0;
+}
+
+Test(compcoll, estimate_sums_the_schemes_collectives, .timeout = 120)
+{
+    coll_run_expect_pass(4, body_estimate, NULL, NULL);
+}
