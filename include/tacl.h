@@ -1347,6 +1347,30 @@ tacl_status_t tacl_comp_allgather(const float *sendbuf, float *recvbuf,
                                   const tacl_codec_params_t *params,
                                   float *err, tacl_comm_t comm);
 
+/** Which hops of a compressed all-reduce carry encoded data. */
+typedef enum {
+    TACL_COMP_HOPS_ALL = 0, /**< every hop: tacl_comp_allreduce */
+    /** Only those between nodes: a dense reduce-scatter inside each node,
+     *  the compressed all-reduce of each share between the nodes (on the
+     *  rails, tacl_comm_get_rail), a dense all-gather inside each node.
+     *  Needs the same number of ranks on every node.  One node: a dense
+     *  all-reduce.  With err, a rank's slice of it (share l of the
+     *  count, its local rank l, shares of ceil(count / local ranks))
+     *  holds the residual of its node's partial sum of that share. */
+    TACL_COMP_HOPS_INTER,
+    TACL_NUM_COMP_HOPS
+} tacl_comp_hops_t;
+
+/** tacl_comp_allreduce with a choice of the hops that carry encoded
+ *  data (TACL_COMP_HOPS_ALL is tacl_comp_allreduce itself). */
+tacl_status_t tacl_comp_allreduce_hops(const float *sendbuf, float *recvbuf,
+                                       size_t count,
+                                       const tacl_codec_t *codec,
+                                       const tacl_codec_params_t *params,
+                                       float *err, tacl_comp_scheme_t scheme,
+                                       tacl_comp_hops_t hops,
+                                       tacl_comm_t comm);
+
 /**
  * Price a compressed collective's communication into *info_p: the sum of
  * tacl_comm_estimate over the collectives its scheme runs (the header,

@@ -15,8 +15,8 @@
  * tacl's public collectives on comm (holds nest), with the codec between
  * them; so the calls are flat in the sense that this file never looks at
  * the topology: on several nodes the all-gather-v and all-to-all-v are
- * hierarchical themselves, and every hop carries encoded data.  Choosing
- * which hops carry encoded data is not built (docs/design/compression.md).
+ * hierarchical themselves, and every hop carries encoded data; an
+ * all-reduce that keeps the links inside a node dense is comp_hier.c.
  *
  * Sums are taken in rank order on every rank (GATHER) or by the owner
  * before the encoding every rank decodes (SHUFFLE), so every rank gets
@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "compcoll.h"
 #include "log.h"
 
 /* Sizes travel as TACL_UINT64 straight from size_t arrays. */
@@ -539,33 +540,39 @@ static tacl_status_t run_gather_reduce_scatter(const call_t *c)
  * ---- Entry points. ----
  */
 
-/* The arguments every call and estimate takes. */
-static tacl_status_t check_args(const call_t *c)
+tacl_status_t tacl__comp_check(const char *name, const tacl_codec_t *codec,
+                               const tacl_codec_params_t *params,
+                               tacl_comp_scheme_t scheme)
 {
-    if (c->codec == NULL)
+    if (codec == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: the codec is NULL (tacl_codec_find gives "
                            "one by name)",
-                           c->name);
-    if (c->params == NULL)
+                           name);
+    if (params == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: the codec params are NULL", c->name);
-    if ((unsigned)c->scheme >= TACL_NUM_COMP_SCHEMES)
+                           "%s: the codec params are NULL", name);
+    if ((unsigned)scheme >= TACL_NUM_COMP_SCHEMES)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: unknown scheme %d (gather, shuffle or sum)",
-                           c->name, (int)c->scheme);
-    if (c->scheme == TACL_COMP_SUM &&
-        !(c->codec->flags & TACL_CODEC_SUMMABLE))
+                           name, (int)scheme);
+    if (scheme == TACL_COMP_SUM && !(codec->flags & TACL_CODEC_SUMMABLE))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: scheme sum needs a summable codec; %s is "
                            "not (use gather or shuffle)",
-                           c->name, c->codec->name);
+                           name, codec->name);
+    return tacl_codec_check(codec, params);
+}
+
+/* The arguments every call and estimate takes. */
+static tacl_status_t check_args(const call_t *c)
+{
     if (c->kind != KIND_ALLREDUCE && c->n > 0 &&
         c->count > SIZE_MAX / (size_t)c->n)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: count %zu times %d ranks overflows", c->name,
                            c->count, c->n);
-    return tacl_codec_check(c->codec, c->params);
+    return tacl__comp_check(c->name, c->codec, c->params, c->scheme);
 }
 
 /* The buffers and the context of a call that runs (not an estimate). */

@@ -556,3 +556,179 @@ Test(compcoll, estimate_sums_the_schemes_collectives, .timeout = 120)
 {
     coll_run_expect_pass(4, body_estimate, NULL, NULL);
 }
+
+/* Values of share l (share long) that exist in count. */
+static size_t share_len(size_t count, size_t share, int l)
+{
+    size_t start = (size_t)l * share;
+
+    return start >= count ? 0 : count - start < share ? count - start : share;
+}
+
+/*
+ * Hops between nodes only (tacl_comp_allreduce_hops): on nodes of per
+ * ranks, the expected result is the flat reference over the nodes of
+ * each share of the node sums (exact values: the node sums are exact in
+ * any order), the residual of this rank's share that of its node's.
+ */
+static int hier_case(coll_ctx_t *ctx, tacl_comm_t comm, int per,
+                     const call_case_t *c)
+{
+    int n = ctx->nranks, nodes = n / per, node = ctx->rank / per;
+    int lr = ctx->rank % per, failed = 0;
+    size_t count = c->count, share = (count + (size_t)per - 1) / (size_t)per;
+    size_t valid = share_len(count, share, lr);
+    call_case_t rc = *c;
+    const tacl_codec_t *codec;
+    tacl_codec_params_t p = c->cc->params;
+    float *x = malloc(count * sizeof(float));
+    float *got = malloc(count * sizeof(float));
+    float *want = malloc(share * (size_t)per * sizeof(float));
+    float *myerr = calloc(count, sizeof(float));
+    float *ns[COLL_MAX_RANKS], *errs[COLL_MAX_RANKS][COLL_MAX_RANKS];
+
+    COLL_CHECK(ctx, x && got && want && myerr, "out of memory");
+    COLL_CHECK_OK(ctx, tacl_codec_find(c->cc->codec, &codec));
+    for (int j = 0; j < nodes; j++) {
+        ns[j] = malloc(share * (size_t)per * sizeof(float));
+        for (int l = 0; l < per; l++)
+            errs[l][j] = calloc(share, sizeof(float));
+    }
+    for (int step = 0; step < 2 && !failed; step++) {
+        if (strcmp(c->cc->codec, "randk") == 0)
+            p.seed = c->cc->params.seed + (uint64_t)step;
+        for (int j = 0; j < nodes; j++) {
+            memset(ns[j], 0, share * (size_t)per * sizeof(float));
+            for (int r = j * per; r < (j + 1) * per; r++) {
+                fill_input(x, count, r, step, 1, 77);
+                for (size_t i = 0; i < count; i++)
+                    ns[j][i] += x[i];
+            }
+        }
+        for (int l = 0; l < per; l++) {
+            float *xs[COLL_MAX_RANKS];
+
+            /* The rails encode the values of their share that exist. */
+            rc.count = share_len(count, share, l);
+            for (int j = 0; j < nodes; j++)
+                xs[j] = ns[j] + (size_t)l * share;
+            COLL_CHECK(ctx,
+                       reference(&rc, codec, &p, nodes, node, xs, errs[l],
+                                 want + (size_t)l * share) == 0,
+                       "the reference failed");
+        }
+        fill_input(x, count, ctx->rank, step, 1, 77);
+        COLL_CHECK_OK(ctx,
+                      tacl_comp_allreduce_hops(x, got, count, codec, &p,
+                                               c->use_err ? myerr : NULL,
+                                               c->scheme,
+                                               TACL_COMP_HOPS_INTER, comm));
+        for (size_t i = 0; i < count && !failed; i++)
+            if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+                failed = coll_fail(ctx,
+                                   "hops inter %s %s err %d step %d, "
+                                   "%d nodes of %d: value %zu is %.9g, "
+                                   "want %.9g",
+                                   c->cc->codec,
+                                   tacl_comp_scheme_name(c->scheme),
+                                   c->use_err, step, nodes, per, i,
+                                   (double)got[i], (double)want[i]);
+        if (!failed && c->use_err &&
+            memcmp(myerr + (size_t)lr * share, errs[lr][node],
+                   valid * sizeof(float)) != 0)
+            failed = coll_fail(ctx,
+                               "hops inter %s %s step %d: the "
+                               "residual differs",
+                               c->cc->codec, tacl_comp_scheme_name(c->scheme),
+                               step);
+    }
+    for (int j = 0; j < nodes; j++) {
+        free(ns[j]);
+        for (int l = 0; l < per; l++)
+            free(errs[l][j]);
+    }
+    free(x);
+    free(got);
+    free(want);
+    free(myerr);
+    return failed;
+}
+
+static int body_hier(coll_ctx_t *ctx)
+{
+    int per = *(const int *)ctx->arg, failed = 0;
+    tacl_comm_t comm;
+
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "comphier-node", per, &comm));
+    for (size_t ci = 0; ci < NCODECS && !failed; ci++) {
+        const tacl_codec_t *codec;
+
+        COLL_CHECK_OK(ctx, tacl_codec_find(codecs[ci].codec, &codec));
+        for (int s = 0; s < TACL_NUM_COMP_SCHEMES && !failed; s++) {
+            call_case_t c = {.kind = K_ALLREDUCE,
+                             .scheme = (tacl_comp_scheme_t)s,
+                             .cc = &codecs[ci],
+                             .count = 1003};
+
+            if (s == TACL_COMP_SUM && !(codec->flags & TACL_CODEC_SUMMABLE))
+                continue;
+            for (c.use_err = 0; c.use_err < 2 && !failed; c.use_err++)
+                failed = hier_case(ctx, comm, per, &c);
+        }
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    return failed;
+}
+
+Test(compcoll, hops_inter_on_emulated_nodes, .timeout = 600)
+{
+    static const int shapes[][2] = {{4, 2}, {6, 2}, {6, 3}};
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int per = shapes[i][1];
+        coll_opts_t opts = {.nranks = shapes[i][0],
+                            .deadline_s = 240,
+                            .arg = &per,
+                            .init = COLL_INIT_MANUAL};
+
+        coll_run_opts_expect_pass(&opts, body_hier);
+    }
+}
+
+/* On one node the hops between nodes are none: a dense all-reduce. */
+static int body_hier_one_node(coll_ctx_t *ctx)
+{
+    const tacl_codec_t *topk;
+    tacl_codec_params_t p = {.density = 0.1};
+    float x[301], got[301], want[301] = {0};
+
+    COLL_CHECK_OK(ctx, tacl_codec_find("topk", &topk));
+    for (int r = 0; r < ctx->nranks; r++) {
+        fill_input(x, 301, r, 0, 1, 5);
+        for (int i = 0; i < 301; i++)
+            want[i] += x[i];
+    }
+    fill_input(x, 301, ctx->rank, 0, 1, 5);
+    COLL_CHECK_OK(ctx,
+                  tacl_comp_allreduce_hops(x, got, 301, topk, &p, NULL,
+                                           TACL_COMP_GATHER,
+                                           TACL_COMP_HOPS_INTER, ctx->comm));
+    COLL_CHECK(ctx, memcmp(got, want, sizeof(got)) == 0,
+               "one node: not the exact sum");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce_hops(x, got, 301, topk, &p, NULL,
+                                        TACL_COMP_GATHER, (tacl_comp_hops_t)5,
+                                        ctx->comm),
+               "hops 5");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce_hops(x, got, 301, topk, &p, NULL,
+                                        TACL_COMP_SUM, TACL_COMP_HOPS_INTER,
+                                        ctx->comm),
+               "topk is not");
+    return 0;
+}
+
+Test(compcoll, hops_inter_on_one_node, .timeout = 120)
+{
+    coll_run_expect_pass(3, body_hier_one_node, NULL, NULL);
+}

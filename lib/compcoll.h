@@ -1,0 +1,19 @@
+/*
+ * What the compressed collectives (compcoll.c) share with their
+ * hierarchical form (comp_hier.c).
+ */
+#ifndef TACL_LIB_COMPCOLL_H
+#define TACL_LIB_COMPCOLL_H
+
+#include "tacl.h"
+
+/**
+ * Check a compressed call's codec, params and scheme (a summable codec
+ * for TACL_COMP_SUM): TACL_ERR_INVALID_ARG with a message that begins
+ * with name and names the argument.
+ */
+tacl_status_t tacl__comp_check(const char *name, const tacl_codec_t *codec,
+                               const tacl_codec_params_t *params,
+                               tacl_comp_scheme_t scheme);
+
+#endif /* TACL_LIB_COMPCOLL_H */
