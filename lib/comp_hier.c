@@ -50,6 +50,12 @@ static tacl_status_t run_inter(const float *send, float *recv, size_t count,
     float *padded = NULL, *mine = NULL;
     tacl_status_t st;
 
+    /* Every rank agrees on the call before the nodes' steps, which
+     * would otherwise wait on one another's messages of other sizes. */
+    st = tacl__comp_agree(comm, count, codec, params, scheme,
+                          TACL_COMP_HOPS_INTER);
+    if (st != TACL_OK || count == 0)
+        return st;
     if (comm->view.n_nodes == 1)
         return tacl_allreduce(send, recv, count, TACL_FLOAT32, TACL_SUM, comm,
                               NULL);
@@ -130,7 +136,7 @@ TACL_EXPORT tacl_status_t tacl_comp_allreduce_hops(
     if (st != TACL_OK)
         return st;
     st = check_hops(sendbuf, recvbuf, count, codec, params, scheme, hops);
-    if (st == TACL_OK && count > 0)
+    if (st == TACL_OK)
         st = run_inter(sendbuf, recvbuf, count, codec, params, err, scheme,
                        comm);
     tacl__comm_leave(comm);

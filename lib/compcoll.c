@@ -79,7 +79,8 @@ typedef struct {
     const tacl_codec_params_t *params;
     float *err;
     tacl_comp_scheme_t scheme;
-    tacl_coll_t coll; /* an estimate's coll argument */
+    tacl_coll_t coll;      /* an estimate's coll argument */
+    tacl_comp_hops_t hops; /* tacl__comp_agree: the caller's hops */
     int n, rank;
     tacl_comm_t comm;
 } call_t;
@@ -185,7 +186,7 @@ static tacl_status_t exchange_header(const call_t *c, size_t bytes,
     };
     uint64_t mine[H_LEN] = {
         [H_COUNT] = c->count,
-        [H_KIND] = (uint64_t)c->kind,
+        [H_KIND] = (uint64_t)c->kind | (uint64_t)c->hops << 4,
         [H_SCHEME] = (uint64_t)c->scheme,
         [H_CODEC] = hash_name(c->codec->name),
         [H_PARAMS] = hash_params(c->params),
@@ -599,6 +600,34 @@ static tacl_status_t check_buffers(const call_t *c)
                            "collectives in a row)",
                            c->name);
     return TACL_OK;
+}
+
+tacl_status_t tacl__comp_agree(tacl_comm_t comm, size_t count,
+                               const tacl_codec_t *codec,
+                               const tacl_codec_params_t *params,
+                               tacl_comp_scheme_t scheme,
+                               tacl_comp_hops_t hops)
+{
+    call_t c = {.kind = KIND_ALLREDUCE,
+                .name = "comp_allreduce",
+                .count = count,
+                .codec = codec,
+                .params = params,
+                .scheme = scheme,
+                .hops = hops,
+                .comm = comm,
+                .n = comm->size,
+                .rank = comm->rank};
+    size_t *bytes = malloc((size_t)comm->size * sizeof(*bytes));
+    tacl_status_t st;
+
+    if (bytes == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "comp_allreduce: no memory for %d headers",
+                           comm->size);
+    st = exchange_header(&c, 0, bytes);
+    free(bytes);
+    return st;
 }
 
 /* Fill in what c's arguments imply and check them. */

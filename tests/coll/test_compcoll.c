@@ -676,6 +676,37 @@ static int body_hier(coll_ctx_t *ctx)
                 failed = hier_case(ctx, comm, per, &c);
         }
     }
+    /* Ranks that disagree all fail, naming what differs, before the
+     * nodes' steps could wait on one another; then an empty call. */
+    if (!failed) {
+        const tacl_codec_t *fp16;
+        tacl_codec_params_t p = {.bits = 0};
+        float x[64] = {0}, y[64];
+        tacl_comm_t saved = ctx->comm;
+
+        ctx->comm = comm;
+        COLL_CHECK_OK(ctx, tacl_codec_find("fp16", &fp16));
+        EXPECT_BAD(ctx,
+                   tacl_comp_allreduce_hops(x, y,
+                                            ctx->rank == ctx->nranks - 1 ? 63
+                                                                         : 64,
+                                            fp16, &p, NULL, TACL_COMP_GATHER,
+                                            TACL_COMP_HOPS_INTER, comm),
+                   "count");
+        EXPECT_BAD(ctx,
+                   tacl_comp_allreduce_hops(x, y, 64, fp16, &p, NULL,
+                                            TACL_COMP_GATHER,
+                                            ctx->rank == 1
+                                                ? TACL_COMP_HOPS_ALL
+                                                : TACL_COMP_HOPS_INTER,
+                                            comm),
+                   "operation");
+        COLL_CHECK_OK(ctx,
+                      tacl_comp_allreduce_hops(x, y, 0, fp16, &p, NULL,
+                                               TACL_COMP_SUM,
+                                               TACL_COMP_HOPS_INTER, comm));
+        ctx->comm = saved;
+    }
     COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
     return failed;
 }
