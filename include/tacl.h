@@ -1363,13 +1363,10 @@ typedef enum {
 
 /** tacl_comp_allreduce with a choice of the hops that carry encoded
  *  data (TACL_COMP_HOPS_ALL is tacl_comp_allreduce itself). */
-tacl_status_t tacl_comp_allreduce_hops(const float *sendbuf, float *recvbuf,
-                                       size_t count,
-                                       const tacl_codec_t *codec,
-                                       const tacl_codec_params_t *params,
-                                       float *err, tacl_comp_scheme_t scheme,
-                                       tacl_comp_hops_t hops,
-                                       tacl_comm_t comm);
+tacl_status_t tacl_comp_allreduce_hops(
+    const float *sendbuf, float *recvbuf, size_t count,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm);
 
 /**
  * Price a compressed collective's communication into *info_p: the sum of
