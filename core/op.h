@@ -189,6 +189,23 @@ static inline size_t tacl__vpair(const tacl__coll_args_t *a, int nranks,
 }
 
 /**
+ * Displacements of blocks laid end to end: displs[i] is the sum of
+ * sizes[0..i); returns the sum of all n (what a v-collective's caller
+ * computes for its receive buffer).
+ */
+static inline size_t tacl__prefix_sums(const size_t *sizes, int n,
+                                       size_t *displs)
+{
+    size_t sum = 0;
+
+    for (int i = 0; i < n; i++) {
+        displs[i] = sum;
+        sum += sizes[i];
+    }
+    return sum;
+}
+
+/**
  * Bytes of the largest input one rank gives the operation (the same on
  * every rank): the message of an all-reduce, all-gather, broadcast or
  * reduce, the whole send buffer of a reduce-scatter, 0 for a barrier.

@@ -1307,6 +1307,113 @@ tacl_status_t tacl_codec_decode_accumulate(const tacl_codec_t *codec,
                                            int nbufs, float *const *dsts,
                                            const size_t *counts);
 
+/*
+ * Compressed collectives: all-reduce, reduce-scatter and all-gather of
+ * float32 host buffers whose data travels encoded by a codec.  They are
+ * lossy and opt-in: tacl never picks them on its own.  Each is a
+ * sequence of tacl's own collectives on comm with the encoding and
+ * decoding between them, so it is blocking only (the sizes of a
+ * sparsifier's blocks are known only once it has encoded) and cannot sit
+ * in a group.  Every rank must pass the same count, codec, params and
+ * scheme; the ranks first all-gather a small header and all fail with
+ * TACL_ERR_INVALID_ARG, naming what differs, when they do not.
+ *
+ * Schemes:
+ * - GATHER: each rank encodes its whole input, the encoded blocks are
+ *   all-gathered (v), and every rank decodes and adds them in rank order
+ *   (Espresso's indivisible scheme; any codec).
+ * - SHUFFLE: each rank encodes one chunk per destination (rank c owns
+ *   elements [c * count / n, (c + 1) * count / n) of an all-reduce, block
+ *   c of a reduce-scatter), the chunks are exchanged all-to-all (v), each
+ *   owner decodes and adds its chunk in rank order; an all-reduce then
+ *   re-encodes the sum (no error feedback on that second encoding),
+ *   all-gathers (v) it and decodes (the divisible scheme; any codec).
+ * - SUM: for a TACL_CODEC_SUMMABLE codec: the encodings are reduced as
+ *   they are, as arrays of the codec's sum_dtype, and decoded once.
+ *
+ * err: NULL, or a caller-owned float32 residual as long as sendbuf (zero
+ * at first), used for error feedback as tacl_codec_encode's errs.  The
+ * input is encoded before any output is written, so sendbuf may be
+ * recvbuf.
+ */
+typedef enum {
+    TACL_COMP_GATHER = 0,
+    TACL_COMP_SHUFFLE,
+    TACL_COMP_SUM,
+    TACL_NUM_COMP_SCHEMES
+} tacl_comp_scheme_t;
+
+/** "gather", "shuffle", "sum", or "invalid". */
+const char *tacl_comp_scheme_name(tacl_comp_scheme_t scheme);
+
+/** recvbuf (count values) gets the sum over ranks of the decoded inputs. */
+tacl_status_t tacl_comp_allreduce(const float *sendbuf, float *recvbuf,
+                                  size_t count, const tacl_codec_t *codec,
+                                  const tacl_codec_params_t *params,
+                                  float *err, tacl_comp_scheme_t scheme,
+                                  tacl_comm_t comm);
+
+/**
+ * sendbuf holds size * recvcount values (err as many); rank r's recvbuf
+ * gets the sum over ranks of the decoded block r.  GATHER encodes the
+ * whole input and decodes every rank's whole block to keep block r;
+ * SHUFFLE and SUM encode block by block.
+ */
+tacl_status_t tacl_comp_reduce_scatter(const float *sendbuf, float *recvbuf,
+                                       size_t recvcount,
+                                       const tacl_codec_t *codec,
+                                       const tacl_codec_params_t *params,
+                                       float *err, tacl_comp_scheme_t scheme,
+                                       tacl_comm_t comm);
+
+/**
+ * Every rank's sendcount values, encoded, go to every rank, which
+ * decodes rank j's into recvbuf + j * sendcount (the GATHER scheme; an
+ * all-gather has nothing to sum, so it takes no scheme).
+ */
+tacl_status_t tacl_comp_allgather(const float *sendbuf, float *recvbuf,
+                                  size_t sendcount, const tacl_codec_t *codec,
+                                  const tacl_codec_params_t *params,
+                                  float *err, tacl_comm_t comm);
+
+/** Which hops of a compressed all-reduce carry encoded data. */
+typedef enum {
+    TACL_COMP_HOPS_ALL = 0, /**< every hop: tacl_comp_allreduce */
+    /** Only those between nodes: a dense reduce-scatter inside each node,
+     *  the compressed all-reduce of each share between the nodes (on the
+     *  rails, tacl_comm_get_rail), a dense all-gather inside each node.
+     *  Needs the same number of ranks on every node.  One node: a dense
+     *  all-reduce.  With err, a rank's slice of it (share l of the
+     *  count, its local rank l, shares of ceil(count / local ranks))
+     *  holds the residual of its node's partial sum of that share. */
+    TACL_COMP_HOPS_INTER,
+    TACL_NUM_COMP_HOPS
+} tacl_comp_hops_t;
+
+/** tacl_comp_allreduce with a choice of the hops that carry encoded
+ *  data (TACL_COMP_HOPS_ALL is tacl_comp_allreduce itself). */
+tacl_status_t tacl_comp_allreduce_hops(
+    const float *sendbuf, float *recvbuf, size_t count,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm);
+
+/**
+ * Price a compressed collective's communication into *info_p: the sum of
+ * tacl_comm_estimate over the collectives its scheme runs (the header,
+ * size exchanges, the data), each encoding taken at the codec's
+ * encoded_bound (for a sparsifier an upper bound).  coll is
+ * TACL_COLL_ALLREDUCE, _REDUCE_SCATTER or _ALLGATHER (scheme ignored),
+ * count as the call's.  seconds, bytes and messages are summed;
+ * algorithm is the scheme's name, engine "schedule".  Encoding and
+ * decoding are not priced: their cost is the machine's (the planner takes
+ * codec profiles for it).  Purely local, like tacl_comm_estimate.
+ */
+tacl_status_t tacl_comp_estimate(tacl_comm_t comm, tacl_coll_t coll,
+                                 size_t count, const tacl_codec_t *codec,
+                                 const tacl_codec_params_t *params,
+                                 tacl_comp_scheme_t scheme,
+                                 tacl_sim_info_t *info_p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -503,18 +503,6 @@ static tacl_status_t sum_blocks(const shape_t *s, const uint8_t *base,
     return TACL_OK;
 }
 
-/* Prefix sums of sizes into displs; the total. */
-static size_t prefix(const size_t *sizes, int n, size_t *displs)
-{
-    size_t sum = 0;
-
-    for (int i = 0; i < n; i++) {
-        displs[i] = sum;
-        sum += sizes[i];
-    }
-    return sum;
-}
-
 /* The rank's own rows as one COO block, in the order of order[] (or as
  * given when order is NULL). */
 static void pack_rows(const shape_t *s, const tacl_sparse_t *in,
@@ -562,7 +550,7 @@ static tacl_status_t run_agsparse(const shape_t *s, const tacl_sparse_t *in,
         bytes[r] = coo_bytes(s, cnt[r]);
     }
     own = malloc(bytes[s->rank] ? bytes[s->rank] : 1);
-    all = malloc(prefix(bytes, n, displs) + 1);
+    all = malloc(tacl__prefix_sums(bytes, n, displs) + 1);
     if (own == NULL || all == NULL) {
         st = TACL_ERR_NO_MEMORY;
         goto out;
@@ -661,8 +649,8 @@ static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
         sb[j] = coo_bytes(s, cnt_out[j]);
         rb[j] = coo_bytes(s, cnt_in[j]);
     }
-    sendbuf = malloc(prefix(sb, n, sd) + 1);
-    recvbuf = malloc(prefix(rb, n, rd) + 1);
+    sendbuf = malloc(tacl__prefix_sums(sb, n, sd) + 1);
+    recvbuf = malloc(tacl__prefix_sums(rb, n, rd) + 1);
     if (sendbuf == NULL || recvbuf == NULL) {
         st = TACL_ERR_NO_MEMORY;
         goto out;
@@ -692,7 +680,7 @@ static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
                            j, cnt_in[j]);
         total += cnt_in[j];
     }
-    pulled = malloc(prefix(rb, n, rd) + 1);
+    pulled = malloc(tacl__prefix_sums(rb, n, rd) + 1);
     own_block = malloc(rb[s->rank] + 1);
     e = malloc((total ? total : 1) * sizeof(*e));
     if (pulled == NULL || own_block == NULL || e == NULL) {

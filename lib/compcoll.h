@@ -1,0 +1,30 @@
+/*
+ * What the compressed collectives (compcoll.c) share with their
+ * hierarchical form (comp_hier.c).
+ */
+#ifndef TACL_LIB_COMPCOLL_H
+#define TACL_LIB_COMPCOLL_H
+
+#include "tacl.h"
+
+/**
+ * Check a compressed call's codec, params and scheme (a summable codec
+ * for TACL_COMP_SUM): TACL_ERR_INVALID_ARG with a message that begins
+ * with name and names the argument.
+ */
+tacl_status_t tacl__comp_check(const char *name, const tacl_codec_t *codec,
+                               const tacl_codec_params_t *params,
+                               tacl_comp_scheme_t scheme);
+
+/**
+ * All-gather the header of an all-reduce of count values with these
+ * codec, params, scheme and hops on comm: TACL_ERR_INVALID_ARG on every
+ * rank, naming what differs, when the ranks disagree (collective).
+ */
+tacl_status_t tacl__comp_agree(tacl_comm_t comm, size_t count,
+                               const tacl_codec_t *codec,
+                               const tacl_codec_params_t *params,
+                               tacl_comp_scheme_t scheme,
+                               tacl_comp_hops_t hops);
+
+#endif /* TACL_LIB_COMPCOLL_H */

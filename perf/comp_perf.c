@@ -1,0 +1,175 @@
+/*
+ * comp_perf: the compressed all-reduce (tacl_comp_allreduce_hops) against
+ * the dense float32 all-reduce, one line per codec, scheme and hops, with
+ * the median time of the iterations (the slowest rank's) and the bytes
+ * tacl_comp_estimate says a rank sends.  Started by a launcher:
+ *
+ *   tacl-run -n 4 build/perf/comp_perf [--count N] [--iters K]
+ *            [--codecs fp16,int8,topk] [--density D]
+ *
+ * Inputs are random normals; error feedback is on (caller's residual),
+ * as training would run it.  Timings include encoding and decoding.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tacl.h"
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The median over iterations of the slowest rank's time; -1 on error. */
+static double time_calls(tacl_comm_t comm, int iters, const float *x,
+                         float *y, size_t count, const tacl_codec_t *codec,
+                         const tacl_codec_params_t *p, float *err,
+                         tacl_comp_scheme_t scheme, tacl_comp_hops_t hops)
+{
+    double *t = malloc((size_t)iters * sizeof(*t)), med;
+
+    for (int i = 0; i < iters; i++) {
+        double t0 = now();
+        tacl_status_t st = codec == NULL
+                               ? tacl_allreduce(x, y, count, TACL_FLOAT32,
+                                                TACL_SUM, comm, NULL)
+                               : tacl_comp_allreduce_hops(x, y, count, codec,
+                                                          p, err, scheme,
+                                                          hops, comm);
+
+        t[i] = now() - t0;
+        if (st != TACL_OK) {
+            fprintf(stderr, "comp_perf: %s\n", tacl_comm_last_error(comm));
+            free(t);
+            return -1;
+        }
+        if (tacl_allreduce(&t[i], &t[i], 1, TACL_FLOAT64, TACL_MAX, comm,
+                           NULL) != TACL_OK) {
+            free(t);
+            return -1;
+        }
+    }
+    qsort(t, (size_t)iters, sizeof(*t), cmp_double);
+    med = t[iters / 2];
+    free(t);
+    return med;
+}
+
+static uint64_t sent_bytes(const tacl_sim_info_t *info)
+{
+    uint64_t sum = 0;
+
+    for (int l = 0; l < TACL_NUM_LINK_CLASSES; l++)
+        sum += info->bytes[l];
+    return sum;
+}
+
+int main(int argc, char **argv)
+{
+    size_t count = 1 << 22;
+    int iters = 20, rank, rc = 0;
+    double density = 0.01, dense;
+    char codecs[256] = "fp16,bf16,int8,int4,topk,threshold,randk,sign";
+    tacl_comm_t comm;
+    float *x, *y, *err;
+
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--count") == 0)
+            count = strtoull(argv[i + 1], NULL, 0);
+        else if (strcmp(argv[i], "--iters") == 0)
+            iters = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--density") == 0)
+            density = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--codecs") == 0)
+            snprintf(codecs, sizeof(codecs), "%s", argv[i + 1]);
+        else {
+            fprintf(stderr, "comp_perf: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (iters < 1 || count == 0) {
+        fprintf(stderr, "comp_perf: --iters and --count must be positive\n");
+        return 2;
+    }
+    if (tacl_comm_init_env(&comm) != TACL_OK) {
+        fprintf(stderr, "comp_perf: %s\n", tacl_comm_last_error(NULL));
+        return 1;
+    }
+    tacl_comm_rank(comm, &rank);
+    x = malloc(count * sizeof(float));
+    y = malloc(count * sizeof(float));
+    err = calloc(count, sizeof(float));
+    if (x == NULL || y == NULL || err == NULL) {
+        fprintf(stderr, "comp_perf: no memory for %zu values\n", count);
+        return 1;
+    }
+    srand(1234 + (unsigned)rank);
+    for (size_t i = 0; i < count; i++)
+        x[i] = (float)(((double)rand() / RAND_MAX - 0.5) * 2e-3);
+    dense = time_calls(comm, iters, x, y, count, NULL, NULL, NULL, 0, 0);
+    if (rank == 0)
+        printf("%-10s %-8s %-6s %12s %8s %14s\n", "codec", "scheme", "hops",
+               "median_s", "speedup", "est_bytes_sent");
+    if (rank == 0)
+        printf("%-10s %-8s %-6s %12.6f %8.2f %14s\n", "none", "-", "-", dense,
+               1.0, "-");
+    for (char *name = strtok(codecs, ","); name != NULL && dense > 0;
+         name = strtok(NULL, ",")) {
+        const tacl_codec_t *codec;
+        tacl_codec_params_t p = {.density = density, .bits = 8, .seed = 1};
+
+        if (tacl_codec_find(name, &codec) != TACL_OK) {
+            fprintf(stderr, "comp_perf: no codec %s\n", name);
+            rc = 1;
+            continue;
+        }
+        if (strcmp(name, "int4") == 0)
+            p.bits = 4;
+        for (int s = 0; s < TACL_NUM_COMP_SCHEMES; s++) {
+            for (int h = 0; h < TACL_NUM_COMP_HOPS; h++) {
+                tacl_sim_info_t info;
+                double t;
+
+                if (s == TACL_COMP_SUM &&
+                    !(codec->flags & TACL_CODEC_SUMMABLE))
+                    continue;
+                memset(err, 0, count * sizeof(float));
+                t = time_calls(comm, iters, x, y, count, codec, &p, err,
+                               (tacl_comp_scheme_t)s, (tacl_comp_hops_t)h);
+                if (t < 0) {
+                    rc = 1;
+                    continue;
+                }
+                if (rank != 0)
+                    continue;
+                if (tacl_comp_estimate(comm, TACL_COLL_ALLREDUCE, count,
+                                       codec, &p, (tacl_comp_scheme_t)s,
+                                       &info) != TACL_OK)
+                    memset(&info, 0, sizeof(info));
+                printf("%-10s %-8s %-6s %12.6f %8.2f %14llu%s\n", name,
+                       tacl_comp_scheme_name((tacl_comp_scheme_t)s),
+                       h == TACL_COMP_HOPS_ALL ? "all" : "inter", t,
+                       dense / t, (unsigned long long)sent_bytes(&info),
+                       h == TACL_COMP_HOPS_ALL ? "" : " (flat estimate)");
+            }
+        }
+    }
+    free(x);
+    free(y);
+    free(err);
+    tacl_comm_destroy(comm);
+    return rc;
+}
