@@ -353,14 +353,24 @@ static tacl_status_t hg_build(hv_t *x, uint64_t tag, int32_t *ids)
 }
 
 /*
+ * Relays that share one NIC port: the relays are local indices 0 to
+ * relays - 1, and a port serves tacl__cost_port_ranks consecutive ones;
+ * ranks that relay nothing leave the port to those that do.
+ */
+static int hv_port_relays(const tacl__topo_view_t *view, int k, int relays)
+{
+    return TACL_MIN(relays, tacl__cost_port_ranks(view, k));
+}
+
+/*
  * Flows crossing one of the relays' NIC ports at once: the node's
- * n_nodes - 1 messages out, over the ports its relays (local indices
- * 0 to relays - 1) use; what tacl__cost_contention charges.
+ * n_nodes - 1 messages out, over the ports its relays use; what
+ * tacl__cost_contention charges.
  */
 static double hv_port_flows(const tacl__topo_view_t *view, int g, int k,
                             int relays)
 {
-    int on_port = tacl__cost_port_ranks(view, k);
+    int on_port = hv_port_relays(view, k, relays);
 
     return (double)(g - 1) / ((relays + on_port - 1) / on_port);
 }
@@ -385,7 +395,7 @@ static double hg_cost(const tacl__coll_args_t *args,
     double local = ah + (k - 2) * msg + (k - 1) * m * bh;
     double cross = ((g - 1 + relays - 1) / relays) * an +
                    (double)(g - 1) * k * m / relays *
-                       tacl__cost_port_ranks(view, k) /
+                       hv_port_relays(view, k, relays) /
                        tacl__cost_port_bw(view, beta, k) *
                        tacl__cost_contention(
                            hv_port_flows(view, g, k, relays));
@@ -437,7 +447,7 @@ static double hv_cost(const tacl__coll_args_t *args,
         node_out = TACL_MAX(node_out, out[a]);
     free(out);
     net = ((g - 1 + relays - 1) / relays) * an +
-          node_out / relays * tacl__cost_port_ranks(view, k) /
+          node_out / relays * hv_port_relays(view, k, relays) /
               tacl__cost_port_bw(view, beta, k) *
               tacl__cost_contention(hv_port_flows(view, g, k, relays));
     intra = ah + (k - 1) * tacl__cost_host_msg(view) + mine * bh;
