@@ -41,6 +41,10 @@ void tacl__cost_print(FILE *f)
     fprintf(f, "net: one flow at min(net bw, its NIC port's bw / the "
                "port's flows); inside a node the gpu class for device "
                "buffers\n");
+    fprintf(f,
+            "net: each further flow crossing a port at once adds %.3g "
+            "of the port's time (flat exchanges across nodes)\n",
+            TACL__COST_FLOW_SHARE);
 }
 
 /* NICs of view's node and the bytes per second of one. */
@@ -78,6 +82,11 @@ double tacl__cost_flow_bw(const tacl__topo_view_t *view, double beta, int g,
 
     return TACL_MIN(flow, tacl__cost_port_bw(view, beta, g) /
                               TACL_MAX(flows, 1));
+}
+
+double tacl__cost_contention(double flows)
+{
+    return 1 + TACL__COST_FLOW_SHARE * TACL_MAX(flows - 1, 0);
 }
 
 /* Ranks of node m among the first n. */

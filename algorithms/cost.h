@@ -53,6 +53,24 @@ extern const tacl__cost_link_t tacl__cost_links[TACL_NUM_LINK_CLASSES];
 #define TACL__COST_MSG_SHARE 0.3
 
 /**
+ * What each further flow that crosses one NIC port at the same time adds
+ * to the time the port takes for its bytes, as a share of that time:
+ * the flows' congestion windows, losses and retransmissions in the
+ * port's queue, which one flow does not pay (cost.c,
+ * tacl__cost_contention).  The model takes the host link's per-message
+ * share (TACL__COST_MSG_SHARE) rather than a figure of its own.  The
+ * one measurement that separates the two is the sparse all-reduce's
+ * push on the emulated 4x2 cluster at 1 Gbit/s (docs/bench/sparse.md):
+ * the flat all-to-all-v (12 flows on each node's uplink) against the
+ * hierarchical one (3), whose time difference over the push's bytes at
+ * the link's rate gives a share of about 0.26 at 0.1% density, 0.74 at
+ * 1% (a retransmission timeout's stall) and none at 10% (within the
+ * noise); 0.3 is the low end, enough to rank the two rows as the
+ * measurement does without fitting one stall.
+ */
+#define TACL__COST_FLOW_SHARE TACL__COST_MSG_SHARE
+
+/**
  * The fast engine (executor/fastpath.h), as one call costs there: a
  * fixed part (publishing the input, the call's bookkeeping) and a part
  * per peer whose record a rank reads (a cache line brought over); the
@@ -166,6 +184,15 @@ int tacl__cost_port_ranks(const tacl__topo_view_t *view, int g);
  */
 double tacl__cost_flow_bw(const tacl__topo_view_t *view, double beta, int g,
                           int flows);
+
+/**
+ * The factor by which flows concurrent flows on one NIC port stretch
+ * the port's time for their bytes: 1 + TACL__COST_FLOW_SHARE * (flows -
+ * 1), 1 for one flow (or none).  A flat exchange across nodes (every
+ * rank to every remote rank at once) puts a flow per remote rank on
+ * each of its ranks' ports; a hierarchical one a flow per other node.
+ */
+double tacl__cost_contention(double flows);
 
 /**
  * Modelled time of one step of a flat algorithm on several nodes in which

@@ -425,9 +425,13 @@ int tacl__direct_supports(const tacl__coll_args_t *args,
  * phase (all-gather, reduce-scatter) or two (all-reduce) in which each
  * rank moves n - 1 blocks; all are posted at once, so on one node a phase
  * costs one latency, plus the per-message cost of the n - 2 further
- * messages (cost.h), and no pipeline fill.  On several nodes all ranks of
- * a node send to every remote rank at once through the NIC ports of
- * their rails, each message a network latency.
+ * messages (cost.h), and no pipeline fill.  On several nodes an
+ * all-to-all is such a phase of one block per peer: all ranks of a node
+ * send to every remote rank at once through the NIC ports of their
+ * rails, each message a network latency, the port's ranks' flows
+ * sharing it, and every flow beyond the first stretching the port's time
+ * (tacl__cost_contention), which is what a flat exchange's many flows
+ * pay on a slow network and a hierarchical one's few do not.
  */
 double tacl__direct_cost(const tacl__coll_args_t *args,
                          const tacl__topo_view_t *view, double alpha,
@@ -436,28 +440,23 @@ double tacl__direct_cost(const tacl__coll_args_t *args,
     double p = view->nranks, m, blk, phases, peers = p - 1;
 
     m = (double)args->count * (double)tacl_dtype_size(args->dtype);
-    if (args->type == TACL_COLL_ALLTOALL && view->n_nodes > 1)
-        return peers * (alpha + m * beta);
     phases = args->type == TACL_COLL_ALLREDUCE ? 2 : 1;
     blk = args->type == TACL_COLL_ALLREDUCE ? m / p : m;
     if (view->n_nodes > 1) {
         int local = view->local_size > 0 ? view->local_size : 1;
+        int on_port = tacl__cost_port_ranks(view, local);
         double an = tacl__link_alpha(view, TACL_LINK_NET, alpha);
         double bh = tacl__cost_intra_beta(args, view);
         /* Every rank's p - local flows out share its NIC port with the
          * port's other ranks'. */
-        double out = (p - local) * blk *
-                     tacl__cost_port_ranks(view, local) /
-                     tacl__cost_port_bw(view, beta, local);
+        double out = (p - local) * blk * on_port /
+                     tacl__cost_port_bw(view, beta, local) *
+                     tacl__cost_contention((p - local) * on_port);
 
         return phases * (peers * an + TACL_MAX(out, (local - 1) * blk * bh));
     }
     alpha = tacl__link_alpha(view, TACL_LINK_HOST, alpha);
     beta = tacl__link_beta(view, TACL_LINK_HOST, beta);
-    if (args->type == TACL_COLL_ALLTOALL) {
-        phases = 1;
-        blk = m;
-    }
     return phases * (alpha + (peers - 1) * tacl__cost_host_msg(view) +
                      peers * blk * beta) +
            tacl__cost_reduced(args, peers * blk) * TACL__COST_GAMMA_HOST;

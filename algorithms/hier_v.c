@@ -353,6 +353,29 @@ static tacl_status_t hg_build(hv_t *x, uint64_t tag, int32_t *ids)
 }
 
 /*
+ * Relays that share one NIC port: the relays are local indices 0 to
+ * relays - 1, and a port serves tacl__cost_port_ranks consecutive ones;
+ * ranks that relay nothing leave the port to those that do.
+ */
+static int hv_port_relays(const tacl__topo_view_t *view, int k, int relays)
+{
+    return TACL_MIN(relays, tacl__cost_port_ranks(view, k));
+}
+
+/*
+ * Flows crossing one of the relays' NIC ports at once: the node's
+ * n_nodes - 1 messages out, over the ports its relays use; what
+ * tacl__cost_contention charges.
+ */
+static double hv_port_flows(const tacl__topo_view_t *view, int g, int k,
+                            int relays)
+{
+    int on_port = hv_port_relays(view, k, relays);
+
+    return (double)(g - 1) / ((relays + on_port - 1) / on_port);
+}
+
+/*
  * The all-gather-v's modelled time, from its mean block (count, which
  * every rank shares): the node's blocks among its ranks, each node's
  * stage across to the other nodes through the relays, then the other
@@ -372,8 +395,10 @@ static double hg_cost(const tacl__coll_args_t *args,
     double local = ah + (k - 2) * msg + (k - 1) * m * bh;
     double cross = ((g - 1 + relays - 1) / relays) * an +
                    (double)(g - 1) * k * m / relays *
-                       tacl__cost_port_ranks(view, k) /
-                       tacl__cost_port_bw(view, beta, k);
+                       hv_port_relays(view, k, relays) /
+                       tacl__cost_port_bw(view, beta, k) *
+                       tacl__cost_contention(
+                           hv_port_flows(view, g, k, relays));
     double within = ah + (g - 2) * msg + (double)(n - k) * m * bh;
 
     return local + cross + within;
@@ -384,7 +409,9 @@ static double hg_cost(const tacl__coll_args_t *args,
  * in-relays each move a rank's remote traffic over the node's links in
  * k - 1 messages or so, and between them the node's bytes for other
  * nodes leave through its relays, n_nodes - 1 messages spread over
- * min(k, n_nodes - 1) of them, on their NIC ports (cost.h).  Priced
+ * min(k, n_nodes - 1) of them, on their NIC ports, a flow per other
+ * node (cost.h's contention: a flat exchange has one per remote rank
+ * and local rank on the port).  Priced
  * from every rank's counts, so every rank prices alike.
  */
 static double hv_cost(const tacl__coll_args_t *args,
@@ -420,8 +447,9 @@ static double hv_cost(const tacl__coll_args_t *args,
         node_out = TACL_MAX(node_out, out[a]);
     free(out);
     net = ((g - 1 + relays - 1) / relays) * an +
-          node_out / relays * tacl__cost_port_ranks(view, k) /
-              tacl__cost_port_bw(view, beta, k);
+          node_out / relays * hv_port_relays(view, k, relays) /
+              tacl__cost_port_bw(view, beta, k) *
+              tacl__cost_contention(hv_port_flows(view, g, k, relays));
     intra = ah + (k - 1) * tacl__cost_host_msg(view) + mine * bh;
     return 2 * intra + net;
 }

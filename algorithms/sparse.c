@@ -144,3 +144,31 @@ tacl_status_t tacl__sparse_imbalance(const tacl__owner_t *o,
     *union_p = nunion;
     return TACL_OK;
 }
+
+tacl__sparse_bytes_t tacl__sparse_bytes(int n, double total, double nrows,
+                                        double ib, double rb, double u)
+{
+    tacl__sparse_bytes_t b;
+    double mean = total / n, idx = u * ib < nrows / 8 ? u * ib : nrows / 8;
+
+    b.agsparse = (total - mean) * (ib + rb);
+    b.zen = (double)(n - 1) / n * (mean * (ib + rb) + u * rb + idx);
+    b.dense = 2.0 * (n - 1) / n * nrows * rb;
+    return b;
+}
+
+tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, uint64_t total,
+                                            uint64_t nrows, size_t ib,
+                                            size_t rb)
+{
+    double u = (double)(total < nrows ? total : nrows);
+    tacl__sparse_bytes_t b;
+
+    if (n <= 1)
+        return TACL_SPARSE_AGSPARSE;
+    b = tacl__sparse_bytes(n, (double)total, (double)nrows, (double)ib,
+                           (double)rb, u);
+    if (b.agsparse < b.zen && b.agsparse < b.dense)
+        return TACL_SPARSE_AGSPARSE;
+    return b.dense < b.zen ? TACL_SPARSE_DENSE : TACL_SPARSE_ZEN;
+}

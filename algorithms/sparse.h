@@ -102,6 +102,31 @@ static inline int tacl__sparse_pull_bitmap(size_t nnz, size_t dsize,
 }
 
 /**
+ * Bytes a rank receives under AUTO's three real choices (section 3.2.4)
+ * on n ranks giving total rows in all of a table of nrows rows, index
+ * and row bytes ib and rb, a union of u rows: Zen (push, then the pull
+ * as indices or a bitmap, whichever is fewer bytes), the all-gather of
+ * every rank's rows, and the dense all-reduce.
+ */
+typedef struct {
+    double zen, agsparse, dense;
+} tacl__sparse_bytes_t;
+
+tacl__sparse_bytes_t tacl__sparse_bytes(int n, double total, double nrows,
+                                        double ib, double rb, double u);
+
+/**
+ * AUTO's pick: the scheme of tacl__sparse_bytes receiving the fewest
+ * bytes, the union taken at its largest (no overlap: min(total,
+ * nrows)), since that is all every rank knows (the row counts); ZEN on
+ * a tie with the dense all-reduce, AGSPARSE on one rank.  The real call
+ * and tacl_sparse_estimate both ask it.
+ */
+tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, uint64_t total,
+                                            uint64_t nrows, size_t ib,
+                                            size_t rb);
+
+/**
  * Imbalance ratios of Definition 3.6 for one owner function over n
  * ranks' index sets (index lists sets[r] of nnz[r] rows): push is the
  * largest n |I_r^j| / |I_r| over ranks r and owners j; pull is

@@ -1028,6 +1028,37 @@ void tacl_sparse_result_free(tacl_sparse_result_t *r);
 /** The scheme the latest sparse all-reduce on comm used (AUTO's choice). */
 tacl_sparse_scheme_t tacl_sparse_last_scheme(tacl_comm_t comm);
 
+/** What tacl_sparse_estimate predicts. */
+typedef struct {
+    tacl_sparse_scheme_t scheme; /* the scheme that would run: AUTO's
+                                    pick, or the scheme asked for */
+    double seconds;              /* the sum of tacl_comm_estimate's
+                                    times of the collectives it runs */
+} tacl_sparse_estimate_t;
+
+/**
+ * Predict a sparse all-reduce on comm without running it: every rank
+ * giving nnz rows of a table of nrows rows of row_len elements of dtype
+ * with indices of index_type, their union expected_union rows (0: as
+ * large as it can be, min(nranks * nnz, nrows), which is what AUTO
+ * assumes).  scheme AUTO, ZEN, AGSPARSE or DENSE (AUTO's choices; the
+ * others are TACL_ERR_UNSUPPORTED); AUTO reports the scheme the real
+ * call would pick with every rank giving nnz rows.  The time is the sum
+ * of tacl_comm_estimate's for the collectives the scheme runs, with
+ * even blocks (Zen's push an all-to-all-v of an n-th of every rank's
+ * rows to each owner, its pull an all-gather-v of an n-th of the union,
+ * as indices or a bitmap by the real call's byte rule, each after the
+ * small exchange of counts the real call makes; DENSE into dense_out
+ * alone); the work of sorting and summing rows is not priced.  Local:
+ * no rank talks.
+ */
+tacl_status_t tacl_sparse_estimate(tacl_comm_t comm, size_t nnz, size_t nrows,
+                                   size_t row_len, tacl_dtype_t dtype,
+                                   tacl_dtype_t index_type,
+                                   size_t expected_union,
+                                   tacl_sparse_scheme_t scheme,
+                                   tacl_sparse_estimate_t *est_p);
+
 /*
  * Snapshots: the training state of every rank kept in host memory of its
  * own node and of m - 1 peers, so a job that loses a process or a node

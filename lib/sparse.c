@@ -1188,30 +1188,15 @@ static tacl_status_t choose(const shape_t *s, const tacl_sparse_t *in,
                             tacl_comm_t comm, tacl_sparse_scheme_t *pick)
 {
     uint64_t total = in->nnz;
-    double n = s->n, mean, u, ag, zen, dense;
     tacl_status_t st;
 
-    if (s->n == 1) {
-        *pick = TACL_SPARSE_AGSPARSE;
-        return TACL_OK;
+    if (s->n > 1) {
+        st = tacl_allreduce(&total, &total, 1, TACL_UINT64, TACL_SUM, comm,
+                            NULL);
+        if (st != TACL_OK)
+            return st;
     }
-    st = tacl_allreduce(&total, &total, 1, TACL_UINT64, TACL_SUM, comm,
-                        NULL);
-    if (st != TACL_OK)
-        return st;
-    mean = (double)total / n;
-    u = (double)total < (double)s->nrows ? (double)total : (double)s->nrows;
-    ag = ((double)total - mean) * (double)(s->ib + s->rb);
-    zen = (n - 1) / n *
-          (mean * (double)(s->ib + s->rb) + u * (double)s->rb +
-           (u * (double)s->ib < (double)s->nrows / 8
-                ? u * (double)s->ib : (double)s->nrows / 8));
-    dense = 2 * (n - 1) / n * (double)s->nrows * (double)s->rb;
-    *pick = TACL_SPARSE_ZEN;
-    if (ag < zen && ag < dense)
-        *pick = TACL_SPARSE_AGSPARSE;
-    else if (dense < zen)
-        *pick = TACL_SPARSE_DENSE;
+    *pick = tacl__sparse_auto_pick(s->n, total, s->nrows, s->ib, s->rb);
     return TACL_OK;
 }
 

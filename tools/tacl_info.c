@@ -260,6 +260,8 @@ static const struct {
     {TACL_COLL_BROADCAST, 0},
     {TACL_COLL_REDUCE, 0},
     {TACL_COLL_ALLTOALL, 1},
+    {TACL_COLL_ALLTOALLV, 1},   /* even blocks, as an estimate prices */
+    {TACL_COLL_ALLGATHERV, 1},
 };
 
 /*

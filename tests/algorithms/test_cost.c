@@ -277,3 +277,67 @@ Test(cost_model, emulated_choice_near_the_measured_best)
     tacl__topo_fini(&t);
     fclose(f);
 }
+
+/*
+ * The sparse all-reduce's push on the emulated 4x2 cluster at 1 Gbit/s
+ * (docs/bench/sparse.md): an all-to-all-v of bytes, each rank's rows at
+ * density d of 1,048,576 rows of 64 float32 with their 8-byte indices,
+ * an eighth of them to each peer.  Measured: Zen's time with the flat
+ * push (direct) and with the hierarchical one (hier).  Where one row was
+ * faster by more than the noise, the closed-form choice must be that
+ * row; where they tie, the choice must lie within MEASURED_SLACK of the
+ * faster.  On one node there is no hierarchy: the flat row, as before.
+ */
+Test(cost_model, emulated_alltoallv_as_measured)
+{
+    static const struct {
+        double density, direct_ms, hier_ms;
+    } push[] = {{0.001, 63.7, 56.1},
+                {0.01, 496.0, 277.3},
+                {0.1, 2707.6, 2776.6}};
+    /* Rows this close are a tie (10% density: 2.5% apart). */
+    const double tie = 1.05;
+    tacl__topo_t t;
+
+    load(&t, "emulated-1gbit");
+    for (int nodes = 1; nodes <= 4; nodes += 3) {
+        tacl__sim_cluster_t c;
+        tacl__topo_view_t v;
+
+        cr_assert_eq(tacl__sim_cluster_replicate(&c, &t, nodes, 2), TACL_OK);
+        v = tacl__sim_view(&c, 0);
+        for (size_t i = 0; i < sizeof(push) / sizeof(push[0]); i++) {
+            tacl__coll_args_t a = args_of(TACL_COLL_ALLTOALLV, 0, 1);
+            const tacl__algo_t *choice, *d, *h;
+            double mine, best, other;
+
+            a.count = (size_t)(push[i].density * 1048576 * (64 * 4 + 8) /
+                               c.nranks);
+            a.dtype = TACL_UINT8;
+            a.memtype = TACL_MEM_HOST;
+            choice = tacl__algo_select(&a, &v, NULL);
+            d = tacl__algo_row(TACL__ALGO_DIRECT, a.type);
+            h = tacl__algo_row(TACL__ALGO_HIER, a.type);
+            cr_assert(choice != NULL && d != NULL && h != NULL);
+            printf("emulated %dx2 alltoallv %zu B per peer: direct %.1f "
+                   "us, hier %.1f us modelled; choice %s\n",
+                   nodes, a.count, closed_form(d, &a, &v) * 1e6,
+                   h->supports(&a, &v) ? closed_form(h, &a, &v) * 1e6 : 0,
+                   choice->name);
+            if (nodes == 1) {
+                cr_expect_eq(choice, d, "one node: %s", choice->name);
+                continue;
+            }
+            mine = choice == h ? push[i].hier_ms : push[i].direct_ms;
+            other = choice == h ? push[i].direct_ms : push[i].hier_ms;
+            best = mine < other ? mine : other;
+            cr_expect(mine <= best * (mine + other - best <= tie * best
+                                          ? MEASURED_SLACK
+                                          : 1.0),
+                      "density %g: chose %s, measured %g ms against %g ms",
+                      push[i].density, choice->name, mine, other);
+        }
+        tacl__sim_cluster_fini(&c);
+    }
+    tacl__topo_fini(&t);
+}

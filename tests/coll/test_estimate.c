@@ -8,7 +8,9 @@
  * every collective at 8 B, 64 KB and 64 MB, the estimate names the engine
  * and algorithm a real blocking call then reports (the fast engine's
  * "fast" included): one decider answers both; and the same on two
- * emulated nodes of two ranks each.
+ * emulated nodes of two ranks each, there with all-to-all-v and
+ * all-gather-v of even counts too (the flat row or the hierarchical
+ * one, by the cost model's price of their flows across nodes).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -142,15 +144,45 @@ static size_t call_count(tacl_coll_t coll, size_t bytes, int n)
     if (coll == TACL_COLL_BARRIER)
         return 0;
     if (coll == TACL_COLL_ALLGATHER || coll == TACL_COLL_REDUCE_SCATTER ||
-        coll == TACL_COLL_ALLTOALL)
+        coll == TACL_COLL_ALLTOALL || coll == TACL_COLL_ALLTOALLV ||
+        coll == TACL_COLL_ALLGATHERV)
         count /= (size_t)n;
     return count > 0 ? count : 1;
+}
+
+static int vcounted(tacl_coll_t coll)
+{
+    return coll == TACL_COLL_ALLTOALLV || coll == TACL_COLL_ALLGATHERV;
+}
+
+/* The variable-count calls with count elements per block, as an
+ * estimate prices them: even counts, blocks in rank order. */
+static tacl_status_t run_even_v(tacl_coll_t coll, const float *send,
+                                float *recv, size_t count, tacl_comm_t c)
+{
+    size_t counts[8], displs[8];
+    int n = 0;
+
+    if (tacl_comm_size(c, &n) != TACL_OK || n > 8)
+        return TACL_ERR_INVALID_ARG;
+    for (int i = 0; i < n; i++) {
+        counts[i] = count;
+        displs[i] = (size_t)i * count;
+    }
+    if (coll == TACL_COLL_ALLGATHERV)
+        return tacl_allgatherv(send, count, recv, counts, displs,
+                               TACL_FLOAT32, c, NULL);
+    return tacl_alltoallv(send, counts, displs, recv, counts, displs,
+                          TACL_FLOAT32, c, NULL);
 }
 
 static tacl_status_t run_blocking(tacl_coll_t coll, const float *send,
                                   float *recv, size_t count, tacl_comm_t c)
 {
     switch (coll) {
+    case TACL_COLL_ALLTOALLV:
+    case TACL_COLL_ALLGATHERV:
+        return run_even_v(coll, send, recv, count, c);
     case TACL_COLL_ALLGATHER:
         return tacl_allgather(send, recv, count, TACL_FLOAT32, c, NULL);
     case TACL_COLL_REDUCE_SCATTER:
@@ -174,14 +206,17 @@ static tacl_status_t run_blocking(tacl_coll_t coll, const float *send,
 /* Every collective at 8 B, 64 KB and 64 MB on comm: the estimate names
  * what the blocking call then reports.  fast_min: how many of those
  * calls the fast engine must have taken at least (0 across nodes, where
- * no engine maps every peer's memory: then none may). */
-static int names_what_runs(coll_ctx_t *ctx, tacl_comm_t comm, int fast_min)
+ * no engine maps every peer's memory: then none may).  With vcounts,
+ * the variable-count calls too, at 8 B, 64 KB, 1 MB and 64 MB (where
+ * the flat and hierarchical rows trade places across nodes). */
+static int names_what_runs(coll_ctx_t *ctx, tacl_comm_t comm, int fast_min,
+                           int vcounts)
 {
-    static const tacl_coll_t colls[] = {
-        TACL_COLL_ALLGATHER, TACL_COLL_REDUCE_SCATTER, TACL_COLL_ALLREDUCE,
-        TACL_COLL_BROADCAST, TACL_COLL_REDUCE, TACL_COLL_ALLTOALL,
-        TACL_COLL_BARRIER};
-    static const size_t sizes[] = {8, 64 << 10, 64 << 20};
+    static const tacl_coll_t colls[] =
+        {TACL_COLL_ALLGATHER, TACL_COLL_REDUCE_SCATTER, TACL_COLL_ALLREDUCE,
+         TACL_COLL_BROADCAST, TACL_COLL_REDUCE,         TACL_COLL_ALLTOALL,
+         TACL_COLL_BARRIER,   TACL_COLL_ALLTOALLV,      TACL_COLL_ALLGATHERV};
+    static const size_t sizes[] = {8, 64 << 10, 1 << 20, 64 << 20};
     int n = ctx->nranks, fast_seen = 0;
     float *send = calloc((size_t)(64 << 20) / sizeof(float) + 16,
                          sizeof(float));
@@ -196,6 +231,10 @@ static int names_what_runs(coll_ctx_t *ctx, tacl_comm_t comm, int fast_min)
             const char *ran;
 
             if (colls[i] == TACL_COLL_BARRIER && k > 0)
+                break;
+            if (sizes[k] == 1 << 20 && !vcounted(colls[i]))
+                continue;
+            if (vcounted(colls[i]) && !vcounts)
                 break;
             COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, colls[i], count,
                                                   TACL_FLOAT32, TACL_SUM, 0,
@@ -227,7 +266,50 @@ static int body_names_what_runs(coll_ctx_t *ctx)
 {
     /* The 8-byte calls of every collective but alltoall take the engine
      * (and, on 4 and 8 ranks, the 64 KB all-gather's 16 KB per rank). */
-    return names_what_runs(ctx, ctx->comm, 6);
+    return names_what_runs(ctx, ctx->comm, 6, 0);
+}
+
+/* Each variable-count row forced by TACL_ALGO (the flat one, which
+ * the cost model no longer picks here, and the hierarchical one): the
+ * estimate names it, and so does the call. */
+static int forced_v_rows(coll_ctx_t *ctx, tacl_comm_t comm)
+{
+    static const char *const rows[] = {"direct", "hier"};
+    static const tacl_coll_t colls[] = {TACL_COLL_ALLTOALLV,
+                                        TACL_COLL_ALLGATHERV};
+    size_t count = call_count(TACL_COLL_ALLTOALLV, 64 << 10, ctx->nranks);
+    float *send = calloc(count * (size_t)ctx->nranks, sizeof(float));
+    float *recv = calloc(count * (size_t)ctx->nranks, sizeof(float));
+    char spec[64];
+
+    COLL_CHECK(ctx, send != NULL && recv != NULL, "out of memory");
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+        snprintf(spec, sizeof(spec), "alltoallv=%s,allgatherv=%s", rows[r],
+                 rows[r]);
+        setenv("TACL_ALGO", spec, 1);
+        tacl__config_reload();
+        for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++) {
+            tacl_sim_info_t info;
+
+            COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, colls[i], count,
+                                                  TACL_FLOAT32, TACL_SUM, 0,
+                                                  &info));
+            COLL_CHECK_OK(ctx,
+                          run_blocking(colls[i], send, recv, count, comm));
+            COLL_CHECK(ctx,
+                       strcmp(info.algorithm, rows[r]) == 0 &&
+                           strcmp(tacl_comm_last_algorithm(comm), rows[r]) ==
+                               0,
+                       "%s: %s estimated %s, ran %s", spec,
+                       tacl_coll_name(colls[i]), info.algorithm,
+                       tacl_comm_last_algorithm(comm));
+        }
+    }
+    unsetenv("TACL_ALGO");
+    tacl__config_reload();
+    free(send);
+    free(recv);
+    return 0;
 }
 
 /* The same on two emulated nodes of two ranks (TACL_NODE_ID; UCX over
@@ -238,7 +320,9 @@ static int body_names_what_runs_2x2(coll_ctx_t *ctx)
     int failed;
 
     COLL_CHECK_OK(ctx, coll_join_node(ctx, "est2x2-node", 2, &comm));
-    failed = names_what_runs(ctx, comm, 0);
+    failed = names_what_runs(ctx, comm, 0, 1);
+    if (failed == 0)
+        failed = forced_v_rows(ctx, comm);
     COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
     return failed;
 }

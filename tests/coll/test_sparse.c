@@ -332,13 +332,10 @@ Test(sparse, two_emulated_nodes, .timeout = 300)
 
 /* ---- Bad input: an error naming it, on every rank alike. ---- */
 
-static int expect_error(coll_ctx_t *ctx, const tacl_sparse_t *in,
-                        tacl_dtype_t dtype, tacl_op_t op, void *dense,
-                        tacl_sparse_scheme_t scheme, tacl_status_t want,
+/* st is want, and the communicator's last error says words. */
+static int expect_named(coll_ctx_t *ctx, tacl_status_t st, tacl_status_t want,
                         const char *words)
 {
-    tacl_status_t st = tacl_sparse_allreduce(in, dtype, op, dense, NULL,
-                                             scheme, ctx->comm);
     const char *msg = tacl_comm_last_error(ctx->comm);
 
     COLL_CHECK(ctx, st == want, "got %s for '%s'", tacl_status_string(st),
@@ -346,6 +343,17 @@ static int expect_error(coll_ctx_t *ctx, const tacl_sparse_t *in,
     COLL_CHECK(ctx, strstr(msg, words) != NULL, "message '%s' lacks '%s'",
                msg, words);
     return 0;
+}
+
+static int expect_error(coll_ctx_t *ctx, const tacl_sparse_t *in,
+                        tacl_dtype_t dtype, tacl_op_t op, void *dense,
+                        tacl_sparse_scheme_t scheme, tacl_status_t want,
+                        const char *words)
+{
+    return expect_named(ctx,
+                        tacl_sparse_allreduce(in, dtype, op, dense, NULL,
+                                              scheme, ctx->comm),
+                        want, words);
 }
 
 static int body_errors(coll_ctx_t *ctx)
@@ -405,4 +413,137 @@ static int body_errors(coll_ctx_t *ctx)
 Test(sparse, bad_input_is_named)
 {
     coll_run_expect_pass(2, body_errors, NULL, NULL);
+}
+
+/* ---- tacl_sparse_estimate: AUTO's pick as the call makes it. ---- */
+
+static int estimate_error(coll_ctx_t *ctx, size_t nnz, size_t u,
+                          tacl_dtype_t index_type,
+                          tacl_sparse_scheme_t scheme,
+                          tacl_sparse_estimate_t *est, tacl_status_t want,
+                          const char *words)
+{
+    return expect_named(ctx,
+                        tacl_sparse_estimate(ctx->comm, nnz, NROWS, 4,
+                                             TACL_FLOAT32, index_type, u,
+                                             scheme, est),
+                        want, words);
+}
+
+/*
+ * On 4 ranks, rows of 4 float32 with int32 indices in a table of NROWS:
+ * 5, 2000 and 4000 rows per rank are where AUTO's byte rule picks
+ * AGSPARSE, ZEN and DENSE (the union at its largest: 20 rows, then the
+ * whole table); the estimate names the scheme the real call then runs.
+ */
+static int body_estimate(coll_ctx_t *ctx)
+{
+    static const struct {
+        size_t nnz;
+        tacl_sparse_scheme_t want;
+    } cells[] = {{5, TACL_SPARSE_AGSPARSE},
+                 {2000, TACL_SPARSE_ZEN},
+                 {4000, TACL_SPARSE_DENSE}};
+    float *vals = calloc((size_t)NROWS * 4, sizeof(float));
+    float *dense = calloc((size_t)NROWS * 4, sizeof(float));
+    int32_t *idx = calloc(NROWS, sizeof(int32_t));
+    tacl_sparse_estimate_t est;
+    tacl_sim_info_t info;
+
+    COLL_CHECK(ctx, vals != NULL && dense != NULL && idx != NULL,
+               "out of memory");
+    for (size_t c = 0; c < sizeof(cells) / sizeof(cells[0]); c++) {
+        tacl_sparse_t in = {.nrows = NROWS,
+                            .row_len = 4,
+                            .index_type = TACL_INT32,
+                            .nnz = cells[c].nnz,
+                            .indices = idx,
+                            .values = vals};
+
+        for (size_t i = 0; i < cells[c].nnz; i++)
+            idx[i] = (int32_t)(((size_t)ctx->rank * cells[c].nnz + i) %
+                               NROWS);
+        COLL_CHECK_OK(ctx,
+                      tacl_sparse_estimate(ctx->comm, cells[c].nnz, NROWS, 4,
+                                           TACL_FLOAT32, TACL_INT32, 0,
+                                           TACL_SPARSE_AUTO, &est));
+        COLL_CHECK_OK(ctx,
+                      tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
+                                            dense, NULL, TACL_SPARSE_AUTO,
+                                            ctx->comm));
+        COLL_CHECK(ctx,
+                   est.scheme == cells[c].want &&
+                       tacl_sparse_last_scheme(ctx->comm) == est.scheme,
+                   "%zu rows a rank: estimated %s, ran %s, want %s",
+                   cells[c].nnz, tacl_sparse_scheme_name(est.scheme),
+                   tacl_sparse_scheme_name(
+                       tacl_sparse_last_scheme(ctx->comm)),
+                   tacl_sparse_scheme_name(cells[c].want));
+        COLL_CHECK(ctx, est.seconds > 0, "%zu rows: %g s", cells[c].nnz,
+                   est.seconds);
+    }
+    /* DENSE is one all-reduce of the table, priced as tacl_comm_estimate
+     * prices it; Zen's phases cost more than nothing. */
+    COLL_CHECK_OK(ctx, tacl_sparse_estimate(ctx->comm, 100, NROWS, 4,
+                                            TACL_FLOAT32, TACL_INT32, 0,
+                                            TACL_SPARSE_DENSE, &est));
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(ctx->comm, TACL_COLL_ALLREDUCE,
+                                          (size_t)NROWS * 4, TACL_FLOAT32,
+                                          TACL_SUM, 0, &info));
+    COLL_CHECK(ctx,
+               est.scheme == TACL_SPARSE_DENSE && est.seconds == info.seconds,
+               "dense: %s in %g s, the all-reduce %g s",
+               tacl_sparse_scheme_name(est.scheme), est.seconds,
+               info.seconds);
+    COLL_CHECK_OK(ctx, tacl_sparse_estimate(ctx->comm, 100, NROWS, 4,
+                                            TACL_FLOAT32, TACL_INT64, 150,
+                                            TACL_SPARSE_ZEN, &est));
+    COLL_CHECK(ctx, est.scheme == TACL_SPARSE_ZEN && est.seconds > 0,
+               "zen: %s in %g s", tacl_sparse_scheme_name(est.scheme),
+               est.seconds);
+    /* No rows anywhere: a tie at no bytes, which the call breaks too;
+     * only the exchanges of counts cost anything. */
+    {
+        tacl_sparse_t none = {.nrows = NROWS,
+                              .row_len = 4,
+                              .index_type = TACL_INT32,
+                              .nnz = 0,
+                              .indices = idx,
+                              .values = vals};
+
+        COLL_CHECK_OK(ctx, tacl_sparse_estimate(ctx->comm, 0, NROWS, 4,
+                                                TACL_FLOAT32, TACL_INT32, 0,
+                                                TACL_SPARSE_AUTO, &est));
+        COLL_CHECK_OK(ctx,
+                      tacl_sparse_allreduce(&none, TACL_FLOAT32, TACL_SUM,
+                                            dense, NULL, TACL_SPARSE_AUTO,
+                                            ctx->comm));
+        COLL_CHECK(ctx,
+                   est.scheme == tacl_sparse_last_scheme(ctx->comm) &&
+                       est.seconds > 0,
+                   "no rows: estimated %s in %g s, ran %s",
+                   tacl_sparse_scheme_name(est.scheme), est.seconds,
+                   tacl_sparse_scheme_name(
+                       tacl_sparse_last_scheme(ctx->comm)));
+    }
+    if (estimate_error(ctx, 100, 0, TACL_INT32, TACL_SPARSE_AUTO, NULL,
+                       TACL_ERR_INVALID_ARG, "est_p is NULL") ||
+        estimate_error(ctx, 100, 0, TACL_FLOAT32, TACL_SPARSE_AUTO, &est,
+                       TACL_ERR_INVALID_ARG, "index_type float32") ||
+        estimate_error(ctx, NROWS + 1, 0, TACL_INT32, TACL_SPARSE_AUTO, &est,
+                       TACL_ERR_INVALID_ARG, "nnz 5001") ||
+        estimate_error(ctx, 100, 401, TACL_INT32, TACL_SPARSE_AUTO, &est,
+                       TACL_ERR_INVALID_ARG, "expected_union 401") ||
+        estimate_error(ctx, 100, 0, TACL_INT32, TACL_SPARSE_SPARCML, &est,
+                       TACL_ERR_UNSUPPORTED, "sparcml is not priced"))
+        return 1;
+    free(vals);
+    free(dense);
+    free(idx);
+    return 0;
+}
+
+Test(sparse, estimate_names_autos_pick, .timeout = 300)
+{
+    coll_run_expect_pass(4, body_estimate, NULL, NULL);
 }
