@@ -42,6 +42,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -732,6 +733,20 @@ static thread_local Coalescing coalescing;
 
 /* ---- the backend ---- */
 
+/*
+ * The store's key for rank 0's unique id.  torchrun --max-restarts keeps
+ * its store across attempts under the same prefix: a later attempt's
+ * ranks read the dead attempt's id unless the key names the attempt, and
+ * then wait for a listener that is gone (seen: every rank of attempt 1
+ * retrying a connection until the group's timeout).
+ */
+static std::string id_key()
+{
+    const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    return std::string("tacl_unique_id/attempt_") +
+           (attempt != nullptr && *attempt != '\0' ? attempt : "0");
+}
+
 /* Communicators this process bootstrapped through a store (tests). */
 static std::atomic<int> bootstraps{0};
 
@@ -744,7 +759,7 @@ class TaclBackend : public c10d::Backend {
           name_(name.substr(0, 127))
     {
         tacl_unique_id_t id;
-        const std::string key = "tacl_unique_id";
+        const std::string key = id_key();
         NoGil nogil;
         if (rank == 0) {
             tacl_status_t s = tacl_get_unique_id(&id);
@@ -818,6 +833,8 @@ class TaclBackend : public c10d::Backend {
     }
 
     tacl_comm_t comm() const { return comm_->comm; }
+    /* The communicator, kept alive by whoever holds it (Snapshot). */
+    std::shared_ptr<Comm> shared_comm() const { return comm_; }
     bool from_split() const { return from_split_; }
     const char *made_by() const { return from_split_ ? "split" : made_by_; }
 
@@ -1894,6 +1911,187 @@ class TaclBackend : public c10d::Backend {
 };
 
 /*
+ * A snapshot set (tacl_snapshot_*) on a backend's communicator, for
+ * tacl_torch.PeerCheckpointer.  Its regions are host tensors the set
+ * keeps alive (the checkpointer's staging buffers).  A save is
+ * tacl_snapshot_save_nb: the own copy is taken before it returns, the
+ * copies to peers travel while training goes on; wait() ends it and is
+ * called before the next save, a restore or close, as tacl.h asks.
+ * Every call releases the GIL: they are collective, and a peer may need
+ * the GIL-holding threads of its own process to reach them.
+ */
+class Snapshot {
+  public:
+    Snapshot(const TaclBackend &b, const std::string &key, int replicas,
+             const std::string &placement, const std::string &domain)
+        : comm_(b.shared_comm())
+    {
+        tacl_snapshot_config_t cfg{};
+        cfg.replicas = replicas;
+        cfg.job_key = key.c_str();
+        if (placement == "auto")
+            cfg.placement = TACL_SNAPSHOT_PLACE_AUTO;
+        else if (placement == "group")
+            cfg.placement = TACL_SNAPSHOT_PLACE_GROUP;
+        else if (placement == "ring")
+            cfg.placement = TACL_SNAPSHOT_PLACE_RING;
+        else
+            TORCH_CHECK(false, "tacl: snapshot placement \"", placement,
+                        "\" (auto, group or ring)");
+        if (domain == "node")
+            cfg.domain = TACL_SNAPSHOT_DOMAIN_NODE;
+        else if (domain == "rank")
+            cfg.domain = TACL_SNAPSHOT_DOMAIN_RANK;
+        else
+            TORCH_CHECK(false, "tacl: snapshot failure domain \"", domain,
+                        "\" (node or rank)");
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_snapshot_create(comm_->comm, &cfg, &snap_);
+        }
+        if (s != TACL_OK)
+            fail("tacl_snapshot_create", comm_->comm, s);
+    }
+
+    Snapshot(const Snapshot &) = delete;
+    Snapshot &operator=(const Snapshot &) = delete;
+
+    /* A set never closed is left to the process's end: destroying it is
+     * collective, which a garbage collector cannot promise. */
+    ~Snapshot()
+    {
+        if (req_ != nullptr && snap_ != nullptr) {
+            tacl_request_wait(req_);
+            tacl_request_free(req_);
+        }
+    }
+
+    void add(const std::string &name, const at::Tensor &t)
+    {
+        usable();
+        TORCH_CHECK(t.device().is_cpu() && t.is_contiguous() &&
+                        t.layout() == at::kStrided,
+                    "tacl: snapshot region \"", name, "\": a contiguous "
+                    "CPU tensor is needed, got ", t.device(), " ",
+                    t.layout(), t.is_contiguous() ? "" : " (not contiguous)");
+        tacl_status_t s = tacl_snapshot_register(snap_, name.c_str(),
+                                                 t.data_ptr(), t.nbytes());
+        if (s != TACL_OK)
+            fail("tacl_snapshot_register", comm_->comm, s);
+        regions_.push_back(t);
+    }
+
+    void save(uint64_t version)
+    {
+        usable();
+        wait();
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_snapshot_save_nb(snap_, version, &req_);
+        }
+        if (s != TACL_OK) {
+            req_ = nullptr;
+            fail("tacl_snapshot_save_nb (version " + std::to_string(version) +
+                     ")",
+                 comm_->comm, s);
+        }
+    }
+
+    /* Whether the last save's part of this rank is done (or none). */
+    bool done()
+    {
+        if (req_ == nullptr)
+            return true;
+        int flag = 0;
+        tacl_status_t s = tacl_request_test(req_, &flag);
+        if (s != TACL_OK || flag)
+            end_request(s);
+        return flag != 0;
+    }
+
+    void wait()
+    {
+        if (req_ == nullptr)
+            return;
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_request_wait(req_);
+        }
+        end_request(s);
+    }
+
+    py::object latest()
+    {
+        usable();
+        wait();
+        int found = 0;
+        uint64_t v = 0;
+        tacl_status_t s = tacl_snapshot_latest(snap_, &found, &v);
+        if (s != TACL_OK)
+            fail("tacl_snapshot_latest", comm_->comm, s);
+        return found ? py::object(py::int_(v)) : py::none();
+    }
+
+    py::object restore()
+    {
+        usable();
+        wait();
+        int found = 0;
+        uint64_t v = 0;
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_snapshot_restore(snap_, &found, &v);
+        }
+        if (s != TACL_OK)
+            fail("tacl_snapshot_restore", comm_->comm, s);
+        return found ? py::object(py::int_(v)) : py::none();
+    }
+
+    void close(bool purge)
+    {
+        if (snap_ == nullptr)
+            return;
+        wait();
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_snapshot_destroy(snap_, purge ? 1 : 0);
+        }
+        snap_ = nullptr;
+        regions_.clear();
+        if (s != TACL_OK)
+            fail("tacl_snapshot_destroy", comm_->comm, s);
+    }
+
+  private:
+    void usable() const
+    {
+        TORCH_CHECK(snap_ != nullptr, "tacl: the snapshot set is closed");
+    }
+
+    /* Free the save's request; raise its failure with the library's
+     * message (which the request's status alone does not carry). */
+    void end_request(tacl_status_t s)
+    {
+        std::string msg = s != TACL_OK ? tacl_message(comm_->comm, s) : "";
+        tacl_request_free(req_);
+        req_ = nullptr;
+        if (s != TACL_OK)
+            C10_THROW_ERROR(DistBackendError,
+                            "tacl: snapshot save: " + msg);
+    }
+
+    std::shared_ptr<Comm> comm_;
+    tacl_snapshot_t snap_ = nullptr;
+    tacl_request_t req_ = nullptr;
+    std::vector<at::Tensor> regions_;
+};
+
+/*
  * tacl's counters as Python sees them: {"bytes", "messages" (to other
  * ranks: every link class but self), "links": {class: {"bytes",
  * "messages"}}, "transports": {name: {...}}}.
@@ -1928,6 +2126,7 @@ static py::dict counters_dict(const tacl_counters_t &c)
 
 } // namespace tacl_torch
 
+using tacl_torch::Snapshot;
 using tacl_torch::TaclBackend;
 
 PYBIND11_MODULE(_C, m)
@@ -2048,4 +2247,19 @@ PYBIND11_MODULE(_C, m)
                     tacl_torch::fail("tacl_comm_reset_counters", b.comm(), s);
             },
             "tacl_comm_reset_counters.");
+
+    py::class_<Snapshot>(m, "_Snapshot",
+                         "A tacl snapshot set (tacl_snapshot_*) on a "
+                         "backend's communicator; see PeerCheckpointer.")
+        .def(py::init<const TaclBackend &, const std::string &, int,
+                      const std::string &, const std::string &>(),
+             py::arg("backend"), py::arg("key"), py::arg("replicas"),
+             py::arg("placement"), py::arg("domain"))
+        .def("add", &Snapshot::add, py::arg("name"), py::arg("tensor"))
+        .def("save", &Snapshot::save, py::arg("version"))
+        .def("done", &Snapshot::done)
+        .def("wait", &Snapshot::wait)
+        .def("latest", &Snapshot::latest)
+        .def("restore", &Snapshot::restore)
+        .def("close", &Snapshot::close, py::arg("purge") = false);
 }

@@ -35,7 +35,8 @@ Beyond what torch.distributed offers, the functions below run tacl's own
 collectives on a group's communicator: quantized all-gather (qwZ) and
 reduce-scatter (qgZ), the coalesced forms of all-gather and reduce-scatter
 over lists of tensors of different sizes, and the communicator's byte
-counters.
+counters.  PeerCheckpointer (checkpoint.py) keeps a training state in
+peers' host memory through tacl's snapshots.
 """
 from __future__ import annotations
 
@@ -47,9 +48,11 @@ import torch
 import torch.distributed as dist
 
 from ._C import TaclBackend
+from .checkpoint import PeerCheckpointer
 
 __all__ = [
     "TaclBackend",
+    "PeerCheckpointer",
     "all_gather_quantized",
     "reduce_scatter_quantized",
     "all_gather_coalesced",

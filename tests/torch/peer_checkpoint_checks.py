@@ -1,0 +1,84 @@
+"""PeerCheckpointer's contract on 2 ranks (torchrun): nothing saved gives
+None and leaves the state alone; a restore gives back the saved tensors
+bit for bit and the non-tensor leaves; a changed layout, a step that does
+not increase and a bad domain are refused with a message naming them."""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import tacl_torch
+
+
+def expect_error(what, fn, *words):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001  the message is what is checked
+        msg = str(e)
+        missing = [w for w in words if w not in msg]
+        if missing:
+            sys.exit(f"{what}: the error lacks {missing}: {msg}")
+        return
+    sys.exit(f"{what}: no error")
+
+
+def main():
+    dist.init_process_group("tacl")
+    rank = dist.get_rank()
+    key = sys.argv[1]
+
+    expect_error("a bad domain",
+                 lambda: tacl_torch.PeerCheckpointer(key + "-x",
+                                                     domain="planet"),
+                 "planet", "node or rank")
+
+    ckpt = tacl_torch.PeerCheckpointer(key, domain="rank")
+    w = torch.arange(12, dtype=torch.float32).reshape(3, 4) + rank
+    b = torch.full((5,), 0.25 * rank, dtype=torch.float64)
+    state = {"w": w, "inner": {"b": b, "lr": 0.5, "steps": [1, 2, 3]}}
+    if ckpt.restore(state) is not None:
+        sys.exit("restore found a step under a fresh key")
+    if not torch.equal(w, torch.arange(12.0).reshape(3, 4) + rank):
+        sys.exit("a restore that found nothing changed the state")
+
+    saved_w, saved_b = w.clone(), b.clone()
+    ckpt.save(state, 1).wait()
+    w.mul_(-3.0)
+    b.add_(1.0)
+    state["inner"]["lr"] = 0.7
+    state["inner"]["steps"] = [9]
+    step = ckpt.restore(state)
+    if step != 1:
+        sys.exit(f"restore gave step {step}, saved 1")
+    if not (torch.equal(w, saved_w) and torch.equal(b, saved_b)):
+        sys.exit("the restored tensors differ from the saved ones")
+    if state["inner"]["lr"] != 0.5 or state["inner"]["steps"] != [1, 2, 3]:
+        sys.exit(f"the non-tensor leaves came back as {state['inner']}")
+    if ckpt.latest() != 1:
+        sys.exit(f"latest() is {ckpt.latest()} after restoring 1")
+
+    bigger = {"w": torch.zeros(4, 4), "inner": state["inner"]}
+    expect_error("a changed layout", lambda: ckpt.save(bigger, 2),
+                 "layout changed", "('w',)", "[4, 4]")
+
+    def same_step():
+        ckpt.save(state, 1)
+        ckpt.wait()
+    expect_error("a step that does not increase", same_step, "version")
+
+    ckpt.save(state, 2)
+    ckpt.wait()
+    w.zero_()
+    if ckpt.restore(state) != 2 or not torch.equal(w, saved_w):
+        sys.exit("a restore after saving 2 did not give step 2 back")
+    if ckpt.latest() != 2:
+        sys.exit(f"latest() is {ckpt.latest()} after restoring 2")
+    ckpt.close(purge=True)
+    dist.destroy_process_group()
+    print(f"rank {rank}: peer checkpoint checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TACL_TIMEOUT", "60")
+    main()

@@ -1,0 +1,75 @@
+"""Peer checkpoints through torch (run by run_torch.sh "self"):
+
+1. peer_checkpoint_checks.py on 2 ranks: PeerCheckpointer's contract.
+2. examples/torch_peer_resume.py on 4 ranks twice: uninterrupted, and
+   with rank 1 killed (SIGKILL) in step KILL_AT of the first attempt
+   under torchrun --max-restarts 1. The resumed run must restore a step
+   at most two behind the kill (a save still travelling may be lost, never
+   an older one) and every loss it prints must equal the uninterrupted
+   run's loss of that step, bit for bit.
+"""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parent.parent / "examples" / "torch_peer_resume.py"
+STEPS, KILL_AT = 20, 12
+
+
+def torchrun(nproc, restarts, *args):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc-per-node", str(nproc), "--max-restarts", str(restarts),
+           *map(str, args)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def losses(out):
+    return {int(m.group(1)): m.group(2)
+            for m in re.finditer(r"^loss (\d+) (\S+)$", out, re.M)}
+
+
+def main():
+    key = f"peer-resume-{os.getpid()}"
+    rc, out, err = torchrun(2, 0, HERE / "peer_checkpoint_checks.py",
+                            key + "-checks")
+    if rc != 0 or out.count("checks passed") != 2:
+        sys.exit(f"peer_checkpoint_checks.py failed ({rc}):\n{out}\n"
+                 f"{err[-4000:]}")
+    print("contract: passed on 2 ranks")
+
+    rc, out, err = torchrun(4, 0, EXAMPLE, "--key", key + "-whole",
+                            "--steps", STEPS)
+    whole = losses(out)
+    if rc != 0 or sorted(whole) != list(range(STEPS)):
+        sys.exit(f"the uninterrupted run failed ({rc}):\n{out}\n"
+                 f"{err[-4000:]}")
+
+    rc, out, err = torchrun(4, 1, EXAMPLE, "--key", key + "-killed",
+                            "--steps", STEPS, "--kill-at", KILL_AT)
+    m = re.search(r"attempt 1: restored step (\d+)", out)
+    if rc != 0 or m is None:
+        sys.exit(f"the killed run did not resume ({rc}):\n{out}\n"
+                 f"{err[-4000:]}")
+    restored = int(m.group(1))
+    if not KILL_AT - 2 <= restored < KILL_AT:
+        sys.exit(f"restored step {restored}, killed in step {KILL_AT}")
+    resumed = out[m.end():]
+    after = losses(resumed)
+    if sorted(after) != list(range(restored + 1, STEPS)):
+        sys.exit(f"after the restore the steps run were {sorted(after)}")
+    for step, value in sorted(losses(out[:m.start()]).items()) + \
+            sorted(after.items()):
+        if value != whole[step]:
+            sys.exit(f"step {step}: loss {value} after the kill, "
+                     f"{whole[step]} uninterrupted")
+    print(f"killed in step {KILL_AT}, restored step {restored} from peer "
+          f"memory, steps {restored + 1}-{STEPS - 1} bit-identical to the "
+          f"uninterrupted run")
+
+
+if __name__ == "__main__":
+    main()
