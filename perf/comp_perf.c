@@ -16,7 +16,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "parse.h"
 #include "tacl.h"
+
+#define USAGE                                                             \
+    "usage: comp_perf [--count N] [--iters K] [--density D] "            \
+    "[--codecs fp16,int8,...]\n"                                         \
+    "  started by a launcher (tacl-run -n 4 comp_perf ...)\n"
 
 static double now(void)
 {
@@ -86,17 +92,45 @@ int main(int argc, char **argv)
     tacl_comm_t comm;
     float *x, *y, *err;
 
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--count") == 0)
-            count = strtoull(argv[i + 1], NULL, 0);
-        else if (strcmp(argv[i], "--iters") == 0)
-            iters = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--density") == 0)
-            density = atof(argv[i + 1]);
-        else if (strcmp(argv[i], "--codecs") == 0)
-            snprintf(codecs, sizeof(codecs), "%s", argv[i + 1]);
-        else {
-            fprintf(stderr, "comp_perf: unknown option %s\n", argv[i]);
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        tacl__parse_err_t perr = TACL_PARSE_OK;
+        uint64_t n = 0;
+
+        if (strcmp(opt, "--version") == 0) {
+            printf("comp_perf (tacl compressed all-reduce) tacl %d.%d.%d\n",
+                   TACL_VERSION_MAJOR, TACL_VERSION_MINOR,
+                   TACL_VERSION_PATCH);
+            return 0;
+        }
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+            printf("%s", USAGE);
+            return 0;
+        }
+        if (val == NULL) {
+            fprintf(stderr, "comp_perf: %s needs a value\n%s", opt, USAGE);
+            return 2;
+        }
+        i++;
+        if (strcmp(opt, "--count") == 0) {
+            perr = tacl__parse_size(val, 1, (uint64_t)1 << 40, &n);
+            count = (size_t)n;
+        } else if (strcmp(opt, "--iters") == 0) {
+            perr = tacl__parse_int(val, 1, 1 << 24, &iters);
+        } else if (strcmp(opt, "--density") == 0) {
+            perr = tacl__parse_double(val, 0, 1, &density);
+        } else if (strcmp(opt, "--codecs") == 0) {
+            if (strlen(val) >= sizeof(codecs))
+                perr = TACL_PARSE_RANGE;
+            else
+                snprintf(codecs, sizeof(codecs), "%s", val);
+        } else {
+            fprintf(stderr, "comp_perf: unknown option %s\n%s", opt, USAGE);
+            return 2;
+        }
+        if (perr != TACL_PARSE_OK) {
+            fprintf(stderr, "comp_perf: %s \"%s\": %s\n", opt, val,
+                    tacl__parse_strerror(perr));
             return 2;
         }
     }
