@@ -32,8 +32,24 @@ def losses(out):
             for m in re.finditer(r"^loss (\d+) (\S+)$", out, re.M)}
 
 
+def remove_stores(key):
+    """The node-local stores a failed run left (named shared memory,
+    /dev/shm/tacl-snap-KEY-...): a passing run purges its own."""
+    shm = Path("/dev/shm")
+    if shm.is_dir():
+        for p in shm.glob(f"tacl-snap-{key}-*"):
+            p.unlink(missing_ok=True)
+
+
 def main():
     key = f"peer-resume-{os.getpid()}"
+    try:
+        run(key)
+    finally:
+        remove_stores(key)
+
+
+def run(key):
     rc, out, err = torchrun(2, 0, HERE / "peer_checkpoint_checks.py",
                             key + "-checks")
     if rc != 0 or out.count("checks passed") != 2:
