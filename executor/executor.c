@@ -1364,7 +1364,8 @@ void tacl__ctx_idle_wait(tacl__ctx_t *ctx)
     /* Another engine's events come where it says: it sleeps there.  The
      * list is walked under the lock (another thread links and frees its
      * executions); the sleep, which reads only the engine's own state,
-     * outside it. */
+     * outside it, holding that state: the execution may be freed, and
+     * with it the last hold of the state, while this thread sleeps. */
     const tacl__engine_ops_t *engine = NULL;
     void *engine_arg = NULL;
 
@@ -1373,12 +1374,14 @@ void tacl__ctx_idle_wait(tacl__ctx_t *ctx)
         if (e->engine != NULL) {
             engine = e->engine;
             engine_arg = e->engine_arg;
+            engine->hold(engine_arg);
             break;
         }
     }
     pthread_mutex_unlock(&ctx->lock);
     if (engine != NULL) {
         engine->sleep(engine_arg);
+        engine->release(engine_arg);
         return;
     }
     /* Sleep in the transports (shm sleeps on a futex that senders ring);

@@ -92,6 +92,10 @@ typedef struct {
                      size_t len);
     /** exec is freed: let go of what it held of arg (no lock held). */
     void (*release)(void *arg);
+    /** One more hold of arg (lock held), let go with release: a sleep
+     *  outside the lock holds arg, since the execution it was found on
+     *  may be freed, and arg with it, meanwhile (an abort). */
+    void (*hold)(void *arg);
 } tacl__engine_ops_t;
 
 /**

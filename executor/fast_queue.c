@@ -141,10 +141,18 @@ static void engine_describe(void *arg, const tacl__exec_t *exec, char *buf,
              (unsigned long long)fast_blocked_call(b));
 }
 
-/* A split call's execution holds the area until it is freed. */
+/* A split call's execution holds the area until it is freed; so does a
+ * sleep on it outside the lock (engine_hold). */
 static void engine_release(void *arg)
 {
     tacl__fast_free(arg);
+}
+
+static void engine_hold(void *arg)
+{
+    tacl__fast_t *f = arg;
+
+    atomic_fetch_add(&f->refs, 1);
 }
 
 static const tacl__engine_ops_t fast_engine = {
@@ -153,6 +161,7 @@ static const tacl__engine_ops_t fast_engine = {
     .ready = engine_ready,
     .describe = engine_describe,
     .release = engine_release,
+    .hold = engine_hold,
 };
 
 /* Room for one more call: wait, with the lock released in turns, until
