@@ -171,6 +171,27 @@ static int rank_main(int r, void *arg)
     return 0;
 }
 
+/*
+ * Whether a run with a killed rank should be taken again: a survivor
+ * aborted (SIGABRT) on ucx.  UCX 1.13's tcp transport has assertions in
+ * its own failure path that fire about once in 50 killed-peer runs when
+ * the dead peer's socket errors race with the send being failed
+ * ("ep->conn_state != UCT_TCP_EP_CONN_STATE_CLOSED" in tcp_iface.c,
+ * "comp->count > 0" in uct_iface.h); the abort is UCX's, before tacl
+ * sees the error.  One more run must then pass.
+ */
+static int ucx_abort_in_kill_case(const tt_proc_t *procs, int nranks,
+                                  const int *expect_kill)
+{
+    if (expect_kill == NULL || strcmp(net_ops->name, "ucx") != 0)
+        return 0;
+    for (int r = 0; r < nranks; ++r)
+        if (!expect_kill[r] && WIFSIGNALED(procs[r].status) &&
+            WTERMSIG(procs[r].status) == SIGABRT)
+            return 1;
+    return 0;
+}
+
 /* Fork nranks children running fn; expect_kill[r] means r dies by kill. */
 void run_ranks(int nranks, rank_fn_t fn, const int *expect_kill,
                shared_t **sh_p)
@@ -179,10 +200,18 @@ void run_ranks(int nranks, rank_fn_t fn, const int *expect_kill,
     tt_proc_t procs[MAX_RANKS];
 
     cr_assert_not_null(m.sh, "mmap failed");
-    m.sh->nranks = nranks;
-    cr_assert_eq(tt_fork(procs, nranks, rank_main, &m), nranks,
-                 "fork failed");
-    tt_wait(procs, nranks, CHILD_DEADLINE_S, 0);
+    for (int attempt = 0;; ++attempt) {
+        memset(m.sh, 0, sizeof(*m.sh));
+        m.sh->nranks = nranks;
+        cr_assert_eq(tt_fork(procs, nranks, rank_main, &m), nranks,
+                     "fork failed");
+        tt_wait(procs, nranks, CHILD_DEADLINE_S, 0);
+        if (attempt > 0 || !ucx_abort_in_kill_case(procs, nranks, expect_kill))
+            break;
+        fprintf(stderr, "a survivor aborted inside UCX after its peer was "
+                        "killed (a known UCX 1.13 tcp assertion); running "
+                        "the case once more\n");
+    }
     for (int r = 0; r < nranks; ++r) {
         int status = procs[r].status;
 
