@@ -91,6 +91,10 @@
     X(SHM_SPIN, "2000",                                                      \
       "polls without progress before a waiting rank starts yielding its "   \
       "core between polls")                                                  \
+    X(BG_MAX_HOLD_MS, "50",                                                  \
+      "milliseconds a background send (a snapshot's part) waits at most "   \
+      "for the foreground operations in flight to end before it starts "    \
+      "anyway")                                                              \
     X(SHM_YIELD_US, "50",                                                    \
       "microseconds a waiting rank then polls and yields its core before "  \
       "it sleeps until a peer wakes it")                                     \

@@ -261,6 +261,9 @@ static void ctx_wait_settings(tacl__ctx_t *ctx)
         local += ctx->node_of[r] == ctx->node_of[ctx->rank];
     ctx->oversubscribed = ncpu > 0 && local > ncpu;
     ctx->wait_spin = TACL_MAX(tacl__config_int(TACL_CFG_SHM_SPIN), 0);
+    ctx->bg_max_hold_ns =
+        (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_BG_MAX_HOLD_MS), 0) *
+        1000000ull;
     ctx->wait_yield_ns =
         (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_SHM_YIELD_US), 0) *
         1000u;

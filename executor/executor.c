@@ -63,6 +63,9 @@ struct tacl__exec {
     uint8_t **bufptr;         /* resolved base pointer per buffer */
     uint32_t ncomplete;
     uint32_t inflight;        /* posted transport operations */
+    uint32_t bg_sends;        /* of them, background bulk sends */
+    uint64_t bg_held_ns;      /* when a background send was first held
+                                 since one last started; 0: none held */
     uint32_t held;            /* receives on the context's held list */
     tacl_status_t status;
     _Atomic int finished;     /* set last, read without the lock */
@@ -148,6 +151,8 @@ static void exec_unlink(tacl__exec_t *e)
     if (e->engine == NULL)
         atomic_fetch_sub_explicit(&ctx->sched_active, 1,
                                   memory_order_relaxed);
+    if (!e->xc->background)
+        ctx->fg_active--;
     if (e->next != NULL)
         e->next->prev = e->prev;
     e->linked = 0;
@@ -217,11 +222,50 @@ static void step_complete(tacl__exec_t *e, uint32_t id)
     }
 }
 
+/*
+ * Background traffic (tacl__xcomm_t.background): its bulk sends yield to
+ * the foreground executions of the context, as the thesis' section 6.5
+ * sends snapshot chunks in the gaps of training traffic.  A send of at
+ * least TACL__BG_BULK_BYTES waits while a foreground execution is in
+ * flight, for TACL_BG_MAX_HOLD_MS at most (a foreground operation that
+ * waits on a peer which waits on this data cannot hold it for ever), and
+ * while background depth sends of its execution are in flight (the
+ * pipeline of staging parts).  Receives, local steps and small sends
+ * (headers, agreements) never wait.
+ */
+#define TACL__BG_BULK_BYTES (16u << 10)
+
+static int bg_bulk(const tacl__exec_t *e, uint32_t id)
+{
+    const tacl__step_t *st = &e->sched.steps[id];
+
+    return e->xc->background && st->kind == TACL__STEP_SEND &&
+           st->bytes >= TACL__BG_BULK_BYTES;
+}
+
+static int bg_send_held(tacl__exec_t *e, uint32_t id)
+{
+    uint64_t now;
+
+    if (!bg_bulk(e, id))
+        return 0;
+    if (e->bg_sends >= (uint32_t)e->xc->background)
+        return 1;
+    if (e->ctx->fg_active == 0)
+        return 0;
+    now = tacl__now_coarse_ns();
+    if (e->bg_held_ns == 0)
+        e->bg_held_ns = now;
+    return now - e->bg_held_ns < e->ctx->bg_max_hold_ns;
+}
+
 static void op_done(tacl__tl_op_t *op, tacl_status_t status)
 {
     tacl__exec_t *e = op->arg;
 
     e->inflight--;
+    if (bg_bulk(e, (uint32_t)(op - e->ops)))
+        e->bg_sends--;
     if (status != TACL_OK) {
         exec_fail(e, status);
         /* A failed message leaves the peers' schedules out of step with
@@ -298,8 +342,13 @@ static tacl_status_t post_to(tacl__exec_t *e, uint32_t id, int world,
             op->hints |= TACL__TL_HINT_STREAM;
         status = tacl__tl_recv(ctx->tls[tl], op);
     }
-    if (status == TACL_OK)
+    if (status == TACL_OK) {
         e->inflight++;
+        if (bg_bulk(e, id)) {
+            e->bg_sends++;
+            e->bg_held_ns = 0;
+        }
+    }
     return status;
 }
 
@@ -608,6 +657,43 @@ static tacl_status_t run_step(tacl__exec_t *e, uint32_t id)
  * or reduces: a copy or reduction runs only when no send or receive is
  * ready, and a message it releases goes before the next one.
  */
+/* A step that cannot start fails its execution and the context: the
+ * peers' schedules are out of step with ours. */
+static void start_step(tacl__exec_t *e, uint32_t id)
+{
+    tacl_status_t status = run_step(e, id);
+
+    if (status != TACL_OK) {
+        exec_fail(e, status);
+        tacl__ctx_set_fatal(e->ctx, status);
+    }
+}
+
+/*
+ * The ready messages of a background execution: every one that is not
+ * held starts, the held ones stay queued in order (the FIFO is
+ * compacted; a send completing at once may append while this runs).
+ * Returns the steps started.
+ */
+static int bg_drain_msgs(tacl__exec_t *e)
+{
+    uint32_t keep = e->mhead;
+    int n = 0;
+
+    for (uint32_t i = e->mhead; i < e->mtail; i++) {
+        uint32_t id = e->ready_msg[i];
+
+        if (e->status != TACL_OK || bg_send_held(e, id)) {
+            e->ready_msg[keep++] = id;
+            continue;
+        }
+        start_step(e, id);
+        n++;
+    }
+    e->mtail = keep;
+    return n;
+}
+
 static int exec_drain(tacl__exec_t *e)
 {
     int n = 0;
@@ -634,22 +720,23 @@ static int exec_drain(tacl__exec_t *e)
         }
     }
     while (e->status == TACL_OK) {
-        tacl_status_t status;
         uint32_t id;
 
-        if (e->mhead != e->mtail)
+        if (e->mhead != e->mtail && !e->xc->background)
             id = e->ready_msg[e->mhead++];
         else if (e->rhead != e->rtail)
             id = e->ready[e->rhead++];
-        else
+        else if (e->xc->background && e->mhead != e->mtail) {
+            int k = bg_drain_msgs(e);
+
+            if (k == 0)
+                break;
+            n += k;
+            continue;
+        } else
             break;
-        status = run_step(e, id);
+        start_step(e, id);
         n++;
-        if (status != TACL_OK) {
-            exec_fail(e, status);
-            tacl__ctx_set_fatal(e->ctx, status);
-            break;
-        }
     }
     exec_check_finished(e);
     return n;
@@ -805,6 +892,8 @@ static void exec_arm(tacl__exec_t *e, int waited)
         e->next->prev = e;
     e->ctx->active = e;
     e->linked = 1;
+    if (!xc->background)
+        e->ctx->fg_active++;
     if (e->engine == NULL)
         atomic_fetch_add_explicit(&e->ctx->sched_active, 1,
                                   memory_order_relaxed);

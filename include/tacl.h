@@ -1096,6 +1096,20 @@ typedef enum {
     TACL_SNAPSHOT_DOMAIN_RANK      /**< a process: copies on other ranks */
 } tacl_snapshot_domain_t;
 
+/**
+ * How a set's copies share the network with the caller's operations.
+ * BACKGROUND (the default): each copy's parts of R/p bytes start only
+ * while no other operation of the process's tacl context is in flight
+ * (or after 50 ms of waiting, so that a save always ends), at most p of
+ * them at once, so they fill the gaps of training traffic (the thesis'
+ * section 6.5).  FOREGROUND: every part starts at once, as any
+ * collective's messages.
+ */
+typedef enum {
+    TACL_SNAPSHOT_TRAFFIC_BACKGROUND = 0,
+    TACL_SNAPSHOT_TRAFFIC_FOREGROUND
+} tacl_snapshot_traffic_t;
+
 /** A snapshot set's configuration; zeroed fields take the defaults. */
 typedef struct {
     int replicas;                     /**< copies m, counting the own one;
@@ -1107,6 +1121,7 @@ typedef struct {
     int staging_parts;                /**< p: R is sent in parts of R/p
                                            bytes, also the checksum unit;
                                            0: 4 */
+    tacl_snapshot_traffic_t traffic;  /**< 0: background */
     const char *job_key;              /**< names the node-local store
                                            (letters, digits, '.', '_',
                                            '-'; at most 64); the same key

@@ -11,10 +11,10 @@
  * helpers here: tacl__snap_post_body sends or receives a stored
  * version's CRCs and data in parts of R/p bytes, tacl__snap_move moves
  * versions whose sizes the receivers learn from a header sent first, and
- * tacl__snap_agree ends a collective step with every rank's status.  What
- * is not built yet: the background traffic class that would let these
- * parts yield to collectives (section 6.5), device memory, and the flush
- * to a file.
+ * tacl__snap_agree ends a collective step with every rank's status.  The
+ * set's communicator is background traffic (the executor's
+ * tacl__xcomm_t.background) unless the configuration says otherwise.
+ * Device memory is not built yet.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,12 +42,35 @@ static tacl_status_t config_check(tacl_comm_t comm,
             "'.', '_' or '-' (it names the node-local store)");
     if (c->replicas < 0 || c->replicas > 8 || c->staging_parts < 0 ||
         (unsigned)c->placement > TACL_SNAPSHOT_PLACE_RING ||
-        (unsigned)c->domain > TACL_SNAPSHOT_DOMAIN_RANK)
+        (unsigned)c->domain > TACL_SNAPSHOT_DOMAIN_RANK ||
+        (unsigned)c->traffic > TACL_SNAPSHOT_TRAFFIC_FOREGROUND)
         return tacl__error(
             TACL_ERR_INVALID_ARG, COLL,
             "snapshot create: replicas must be 0 (default 2) to 8, staging "
-            "parts 0 or more, placement and domain one of tacl.h's values");
+            "parts 0 or more, placement, domain and traffic one of "
+            "tacl.h's values");
     return TACL_OK;
+}
+
+/*
+ * The set's own communicator, with the parent's timeout and checks.  Its
+ * copies as background traffic move while the caller computes, when no
+ * call of the caller's drives progress, so it has a progress thread.
+ */
+static tacl_status_t split_comm(struct tacl_snapshot *snap, tacl_comm_t comm,
+                                const tacl_snapshot_config_t *c)
+{
+    tacl_config_t cfg = TACL_CONFIG_INIT;
+    char name[64];
+
+    snprintf(name, sizeof(name), "snapshot %s", c->job_key);
+    cfg.timeout = comm->x.timeout_s;
+    cfg.check = comm->check;
+    cfg.progress_thread = c->traffic == TACL_SNAPSHOT_TRAFFIC_BACKGROUND
+                              ? 1
+                              : comm->progress_thread;
+    cfg.name = name;
+    return tacl_comm_split_config(comm, 0, snap->rank, &cfg, &snap->comm);
 }
 
 /* Every rank's node and local index (node domain), then the placement
@@ -168,7 +191,7 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     if (status == TACL_OK)
         status = tacl_comm_size(comm, &snap->size);
     if (status == TACL_OK)
-        status = tacl_comm_split(comm, 0, snap->rank, &snap->comm);
+        status = split_comm(snap, comm, config);
     if (status != TACL_OK)
         goto err_free;
     if (snap->m > snap->size && snap->domain == TACL_SNAPSHOT_DOMAIN_RANK) {
@@ -181,6 +204,9 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     status = place(snap, config);
     if (status != TACL_OK)
         goto err_free;
+    /* From here on the set's copies are background traffic. */
+    if (config->traffic == TACL_SNAPSHOT_TRAFFIC_BACKGROUND)
+        snap->comm->x.background = (int)parts;
     snap->stores = calloc((size_t)snap->size, sizeof(*snap->stores));
     if (snap->stores == NULL) {
         status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
@@ -189,11 +215,12 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     }
     TACL_INFO(COLL,
               "snapshot set '%s': %d copies, %s placement over %d %s, parts "
-              "of %u bytes",
+              "of %u bytes, %s traffic",
               snap->key, snap->m, tacl__place_kind_name(snap->place.kind),
               snap->place.units,
               snap->domain == TACL_SNAPSHOT_DOMAIN_NODE ? "nodes" : "ranks",
-              snap->chunk);
+              snap->chunk,
+              snap->comm->x.background ? "background" : "foreground");
     *snap_p = snap;
     return TACL_OK;
 

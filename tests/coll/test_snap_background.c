@@ -1,0 +1,185 @@
+/*
+ * Snapshot copies as background traffic (tacl.h, tacl_snapshot_traffic_t;
+ * the executor's tacl__xcomm_t.background): a copy's parts wait while an
+ * operation of the caller is in flight, start once it ends, and start
+ * anyway after TACL_BG_MAX_HOLD_MS, so that a save whose peer waits for
+ * it before it answers the caller's operation still ends.  Foreground
+ * copies do not wait.
+ *
+ * Two ranks: rank 0 has a receive from rank 1 in flight (the caller's
+ * operation) when both save; rank 1 sends the matching message after
+ * looking at its save.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "common.h"
+#include "harness.h"
+#include "snap_store.h"
+
+#define STATE_BYTES (1u << 20)
+/* Parts of 64 KiB: bulk sends, which background traffic holds. */
+#define STAGING_BYTES (256u << 10)
+#define STAGING_PARTS 4
+/* Long enough that a held copy is seen not done, short beside the
+ * case's deadline. */
+#define LOOK_MS 300
+
+typedef struct {
+    char key[32];
+    tacl_snapshot_traffic_t traffic;
+    int answer_after_save; /* rank 1 answers rank 0 once its save ended */
+} bg_case_t;
+
+static int open_set(coll_ctx_t *ctx, const bg_case_t *c, uint8_t *state,
+                    tacl_snapshot_t *snap_p)
+{
+    tacl_snapshot_config_t cfg = {.domain = TACL_SNAPSHOT_DOMAIN_RANK,
+                                  .staging_bytes = STAGING_BYTES,
+                                  .staging_parts = STAGING_PARTS,
+                                  .traffic = c->traffic,
+                                  .job_key = c->key};
+
+    for (size_t i = 0; i < STATE_BYTES; i++)
+        state[i] = (uint8_t)(i * 7 + (size_t)ctx->rank * 31);
+    COLL_CHECK_OK(ctx, tacl_snapshot_create(ctx->comm, &cfg, snap_p));
+    COLL_CHECK_OK(ctx, tacl_snapshot_register(*snap_p, "state", state,
+                                              STATE_BYTES));
+    return 0;
+}
+
+/* Wait for req, up to s seconds; whether it completed. */
+static int done_within(coll_ctx_t *ctx, tacl_request_t req, double s)
+{
+    uint64_t end = tacl__now_ns() + (uint64_t)(s * 1e9);
+    int done = 0;
+
+    while (!done && tacl__now_ns() < end) {
+        if (tacl_request_test(req, &done) != TACL_OK)
+            return coll_fail(ctx, "request test failed: %s",
+                             tacl_comm_last_error(ctx->comm)), 0;
+        if (!done)
+            coll_sleep_ms(1);
+    }
+    return done;
+}
+
+static int body(coll_ctx_t *ctx)
+{
+    const bg_case_t *c = ctx->arg;
+    uint8_t *state = malloc(STATE_BYTES);
+    uint64_t msg = 0, latest = 0;
+    tacl_request_t fg = NULL, save;
+    tacl_snapshot_t snap;
+    int done = 0, found = 0;
+
+    COLL_CHECK(ctx, state != NULL, "no memory");
+    {
+        tacl_snapshot_config_t bad = {.traffic = (tacl_snapshot_traffic_t)7,
+                                      .job_key = "k"};
+
+        COLL_CHECK(ctx,
+                   tacl_snapshot_create(ctx->comm, &bad, &snap) ==
+                           TACL_ERR_INVALID_ARG &&
+                       strstr(tacl_last_error(), "traffic") != NULL,
+                   "an unknown traffic class is refused by name: %s",
+                   tacl_last_error());
+    }
+    if (open_set(ctx, c, state, &snap) != 0)
+        return 1;
+    if (ctx->rank == 0)
+        COLL_CHECK_OK(ctx, tacl_recv_nb(&msg, 1, TACL_UINT64, 1, ctx->comm,
+                                        NULL, &fg));
+    COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, 1, &save));
+    if (c->answer_after_save) {
+        /* Rank 1 keeps rank 0's copy: only the hold's bound lets it in. */
+        COLL_CHECK(ctx, done_within(ctx, save, 20.0),
+                   "the save did not end while the peer's operation "
+                   "waited for it");
+    } else {
+        coll_sleep_ms(LOOK_MS);
+        COLL_CHECK_OK(ctx, tacl_request_test(save, &done));
+        if (c->traffic == TACL_SNAPSHOT_TRAFFIC_BACKGROUND)
+            COLL_CHECK(ctx, !done,
+                       "rank %d: the save ended while rank 0's receive "
+                       "was in flight",
+                       ctx->rank);
+        else if (ctx->rank == 0)
+            COLL_CHECK(ctx, done,
+                       "a foreground save waited for the receive in "
+                       "flight");
+    }
+    /* Rank 1 answers once rank 0 has looked (the harness's shared
+     * scratch), else its answer could end rank 0's receive first. */
+    if (ctx->rank == 0) {
+        __atomic_store_n((int *)ctx->scratch, 1, __ATOMIC_SEQ_CST);
+    } else {
+        for (int ms = 0; ms < 20000 && !__atomic_load_n((int *)ctx->scratch,
+                                                        __ATOMIC_SEQ_CST);
+             ms++)
+            coll_sleep_ms(1);
+    }
+    if (ctx->rank == 1) {
+        uint64_t answer = 42;
+
+        COLL_CHECK_OK(ctx, tacl_send(&answer, 1, TACL_UINT64, 0, ctx->comm,
+                                     NULL));
+    } else {
+        COLL_CHECK_OK(ctx, tacl_request_wait(fg));
+        COLL_CHECK_OK(ctx, tacl_request_free(fg));
+        COLL_CHECK(ctx, msg == 42, "received %llu", (unsigned long long)msg);
+    }
+    COLL_CHECK(ctx, done_within(ctx, save, 20.0),
+               "the save did not end once the receive had");
+    COLL_CHECK_OK(ctx, tacl_request_free(save));
+    /* The next save agrees the first one; both copies hold version 1. */
+    COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, 2));
+    COLL_CHECK_OK(ctx, tacl_snapshot_latest(snap, &found, &latest));
+    COLL_CHECK(ctx, found && latest == 2, "latest %llu",
+               (unsigned long long)latest);
+    COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
+    free(state);
+    return 0;
+}
+
+static void run_bg(bg_case_t *c, const char *tag, const char *max_hold_ms)
+{
+    coll_opts_t opts = {.nranks = 2, .deadline_s = 60, .arg = c};
+
+    snprintf(c->key, sizeof(c->key), "t%d-%s", (int)getpid(), tag);
+    setenv("TACL_BG_MAX_HOLD_MS", max_hold_ms, 1);
+    /* Both classes move while the ranks sleep: the difference is the
+     * class, not who drives progress. */
+    setenv("TACL_PROGRESS_THREAD", "1", 1);
+    coll_run_opts_expect_pass(&opts, body);
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 2; s++)
+            tacl__snap_store_unlink(c->key, h, s);
+}
+
+Test(snap_background, copies_wait_for_the_callers_operation, .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND};
+
+    run_bg(&c, "bg", "20000");
+}
+
+Test(snap_background, foreground_copies_do_not_wait, .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_FOREGROUND};
+
+    run_bg(&c, "fg", "20000");
+}
+
+Test(snap_background, a_held_copy_starts_after_the_bound, .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND,
+                   .answer_after_save = 1};
+
+    run_bg(&c, "bound", "100");
+}
