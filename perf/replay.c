@@ -339,6 +339,62 @@ static int time_codec(const tacl_codec_t *codec,
 }
 
 /*
+ * The whole compressed call as the harness makes it (tacl_comp_allreduce
+ * with error feedback, the codec's scheme) timed at two sizes, the
+ * median of three after a warm-up, the slowest rank's: seconds =
+ * *a_p + *b_p * bytes.  This is what the planner's codec terms are
+ * fitted to, so that they carry the call's extra collectives (its header,
+ * a sparsifier's size exchange) and the encode on this stream.
+ */
+static int time_comp_call(const tacl_codec_t *codec,
+                          const tacl_codec_params_t *params, tacl_comm_t comm,
+                          double *a_p, double *b_p)
+{
+    enum { REPS = 4 };
+    const size_t counts[2] = {16384, 1 << 21};
+    double t[2][REPS], x[2], y[2];
+    float *v = malloc(counts[1] * sizeof(float));
+    float *out = malloc(counts[1] * sizeof(float));
+    float *err = calloc(counts[1], sizeof(float));
+    tacl_status_t st = v && out && err ? TACL_OK : TACL_ERR_NO_MEMORY;
+    int rank = 0;
+
+    /* Each rank its own values, as in the steps: a sparsifier keeps
+     * different indices on each, which the decodes pay for. */
+    if (st == TACL_OK)
+        st = tacl_comm_rank(comm, &rank);
+    for (size_t j = 0; st == TACL_OK && j < counts[1]; j++)
+        v[j] = grad_value(rank, j);
+    for (int s = 0; s < 2 && st == TACL_OK; s++) {
+        for (int r = 0; r < REPS && st == TACL_OK; r++) {
+            double t0 = tacl__perf_now();
+
+            st = tacl_comp_allreduce(v, out, counts[s], codec, params, err,
+                                     (codec->flags & TACL_CODEC_SUMMABLE)
+                                         ? TACL_COMP_SUM
+                                         : TACL_COMP_GATHER,
+                                     comm);
+            t[s][r] = tacl__perf_now() - t0;
+        }
+        if (st == TACL_OK)
+            st = tacl_allreduce(t[s], t[s], REPS, TACL_FLOAT64, TACL_MAX,
+                                comm, NULL);
+        x[s] = 4.0 * (double)counts[s];
+        y[s] = tacl__perf_median(t[s] + 1, REPS - 1);
+    }
+    free(v);
+    free(out);
+    free(err);
+    if (st != TACL_OK) {
+        fprintf(stderr, "replay: timing the compressed call failed: %s\n",
+                tacl_comm_last_error(comm));
+        return -1;
+    }
+    fit(x, y, 2, a_p, b_p);
+    return 0;
+}
+
+/*
  * The harness' communication thread: it runs the groups of a step in
  * order as the compute side marks them ready, and says when all are done.
  */
@@ -562,24 +618,26 @@ static int share_plan(tacl_comm_t comm, int n, tacl_planner_plan_t *plan)
 /*
  * The planner's codec: the harness encodes inside tacl_comp_allreduce on
  * its communication thread, so encoding sits on the communication stream
- * with the decodes.  The planner puts m decodes there (m = ranks for a
- * gathered codec, 1 for a summable one): the encode is folded into them
- * as enc / m, with the compressed call's extra collectives (the header,
- * and a sparsifier's size exchange) as alphas.
+ * with the decodes, and the call runs a header collective (and a
+ * sparsifier's size exchange) besides the data.  The planner prices a
+ * compressed group as alpha + beta * ratio * x + m * decode(x) (m =
+ * ranks for a gathered codec, 1 for a summable one), with no encode on
+ * the compute stream here: decode is fitted so that this equals the
+ * timed call, seconds = call_a + call_b * x.
  */
 static tacl_planner_codec_t planner_codec(const tacl_codec_t *codec,
                                           const codec_cost_t *c,
+                                          double call_a, double call_b,
                                           const tacl_planner_comm_t *lines)
 {
     int summable = (codec->flags & TACL_CODEC_SUMMABLE) != 0;
     double m = summable ? 1 : lines->ranks;
-    double extra = (codec->flags & TACL_CODEC_FIXED_SIZE ? 1 : 2) *
-                   lines->alpha;
+    double beta = summable ? lines->beta_allreduce : lines->beta_allgather;
     tacl_planner_codec_t pc = {.ratio = c->ratio, .summable = summable};
 
     snprintf(pc.name, sizeof(pc.name), "%s", codec->name);
-    pc.decode_fixed = c->dec_fixed + (c->enc_fixed + extra) / m;
-    pc.decode_per_byte = c->dec_per_byte + c->enc_per_byte / m;
+    pc.decode_fixed = fmax(0.0, (call_a - lines->alpha) / m);
+    pc.decode_per_byte = fmax(0.0, (call_b - beta * c->ratio) / m);
     return pc;
 }
 
@@ -726,7 +784,7 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     codec_cost_t cost;
     size_t *off = malloc(((size_t)pf->n + 1) * sizeof(size_t));
     int rank, nranks, npol = 0, rc = 1, any_comp = 0;
-    double comm_s, factor, plan_ms = 0;
+    double comm_s, factor, plan_ms = 0, call_a, call_b;
     pthread_t thread;
 
     memset(res, 0, sizeof(res));
@@ -741,9 +799,10 @@ static int run_all(const options_t *o, replay_profile_t *pf,
         goto out;
     }
     factor = scale_compute(pf, &lines, o->ratio, &comm_s);
-    if (time_codec(codec, params, comm, &cost) != 0)
+    if (time_codec(codec, params, comm, &cost) != 0 ||
+        time_comp_call(codec, params, comm, &call_a, &call_b) != 0)
         goto out;
-    pc = planner_codec(codec, &cost, &lines);
+    pc = planner_codec(codec, &cost, call_a, call_b, &lines);
     model = (tacl_planner_model_t){pf->n, pf->bytes, pf->back, pf->forward};
     if (tacl_planner_create(&model, &lines, &pc, 1, &planner) != TACL_OK) {
         fprintf(stderr, "replay: planner: %s\n", tacl_planner_last_error());
@@ -777,11 +836,12 @@ static int run_all(const options_t *o, replay_profile_t *pf,
                lines.ranks, lines.alpha, lines.beta_allreduce,
                lines.beta_allgather);
         printf("- codec timed here: encode %.4g s + %.4g s/B, decode %.4g "
-               "s + %.4g s/B, ratio %.4g; as the planner sees it: codec %s "
-               "0 0 %.4g %.4g %.4g %d\n",
+               "s + %.4g s/B, ratio %.4g; the compressed call %.4g s + "
+               "%.4g s/B; as the planner sees it: codec %s 0 0 %.4g %.4g "
+               "%.4g %d\n",
                cost.enc_fixed, cost.enc_per_byte, cost.dec_fixed,
-               cost.dec_per_byte, cost.ratio, pc.name, pc.decode_fixed,
-               pc.decode_per_byte, pc.ratio, pc.summable);
+               cost.dec_per_byte, cost.ratio, call_a, call_b, pc.name,
+               pc.decode_fixed, pc.decode_per_byte, pc.ratio, pc.summable);
         printf("- planner: %d tensors, %d groups, %.2f ms (fusion and "
                "decisions), %ld search states\n",
                pf->n, plan.ngroups, plan_ms, plan.visited);

@@ -54,6 +54,13 @@ trap 'rm -rf "$TMP"' EXIT
 targets() {
     awk -F'|' '
         function num(s) { gsub(/[ x]/, "", s); return s + 0 }
+        /^- planner: / {
+            ms = $0; sub(/.* groups, /, "", ms); sub(/ ms.*/, "", ms)
+            n = $0; sub(/^- planner: /, "", n); sub(/ tensors.*/, "", n)
+            printf "- planner time: %.2f ms for %d tensors (at most 50 " \
+                "ms for ResNet101 314 tensors): %s\n", ms, n, \
+                (ms + 0 <= 50) ? "met" : "missed"
+        }
         $2 ~ /^ *planned / {
             pm = num($7); vu = num($8); vb = num($9)
             # Comparisons go into variables: among the printf arguments a
