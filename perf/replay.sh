@@ -101,8 +101,8 @@ for cluster in $CLUSTERS; do
         {
             echo
             echo "## $model, $nodes nodes x $per ranks"
-            echo
             if [ $rc -ne 0 ]; then
+                echo
                 echo "job failed (exit $rc):"
                 echo
                 sed 's/^/    /' "$TMP/err" | tail -20
