@@ -92,8 +92,7 @@ static const int even_groups[] = {2, 4, 8, 16, 32};
 
 typedef struct {
     const char *model, *profile, *profiles, *codec;
-    int steps, warmup, spin, check;
-    int inject_error; /* tests only: rank 0's first value made wrong */
+    replay_steps_t run;
     double density, threshold, ratio;
     int want[P_COUNT];
 } options_t;
@@ -146,7 +145,7 @@ static int parse(int argc, char **argv, options_t *o, int *exit_p)
         o->want[p] = 1;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t n;
+        uint64_t n = 0;
 
         *exit_p = 0;
         if (tacl__perf_first_contact(opt, "replay", "tacl replay harness",
@@ -155,8 +154,8 @@ static int parse(int argc, char **argv, options_t *o, int *exit_p)
         *exit_p = 2;
         if (strcmp(opt, "--check") == 0 ||
             strcmp(opt, "--inject-error") == 0) {
-            o->check = 1;
-            o->inject_error |= opt[2] == 'i';
+            o->run.check = 1;
+            o->run.inject_error |= opt[2] == 'i';
             continue;
         }
         if (!takes_value(opt)) {
@@ -192,9 +191,9 @@ static int parse(int argc, char **argv, options_t *o, int *exit_p)
                            "codec") != 0;
             o->codec = val;
         } else if (strcmp(opt, "--steps") == 0) {
-            e = tacl__parse_int(val, 1, 100000, &o->steps);
+            e = tacl__parse_int(val, 1, 100000, &o->run.steps);
         } else if (strcmp(opt, "--warmup") == 0) {
-            e = tacl__parse_int(val, 0, 100000, &o->warmup);
+            e = tacl__parse_int(val, 0, 100000, &o->run.warmup);
         } else if (strcmp(opt, "--density") == 0) {
             e = tacl__parse_double(val, 1e-6, 1, &o->density);
         } else if (strcmp(opt, "--ratio") == 0) {
@@ -205,7 +204,7 @@ static int parse(int argc, char **argv, options_t *o, int *exit_p)
         } else if (strcmp(opt, "--compute") == 0) {
             if (strcmp(val, "sleep") != 0 && strcmp(val, "spin") != 0)
                 return bad(opt, val, "expected sleep or spin") != 0;
-            o->spin = strcmp(val, "spin") == 0;
+            o->run.spin = strcmp(val, "spin") == 0;
         } else if (strcmp(opt, "--policies") == 0) {
             snprintf(policies, sizeof(policies), "%s", val);
             if (strlen(val) >= sizeof(policies) ||
@@ -223,372 +222,6 @@ static int parse(int argc, char **argv, options_t *o, int *exit_p)
                 USAGE);
         return 1;
     }
-    return 0;
-}
-
-/*
- * The gradient values: rank r's value j is an integer in [-2^10, 2^10)
- * times 2^-12, so the sum over up to 2^12 ranks is exact in float32 in
- * any order and the uncompressed result can be checked bit for bit.
- */
-static float grad_value(int rank, size_t j)
-{
-    uint64_t h = ((uint64_t)rank << 40) + j + 0x9e3779b97f4a7c15ull;
-
-    h = (h ^ (h >> 31)) * 0xd6e8feb86659fd93ull;
-    h = (h ^ (h >> 32)) * 0xd6e8feb86659fd93ull;
-    return (float)((int)((h >> 40) & 2047) - 1024) / 4096.0f;
-}
-
-/* Sleep or spin until the monotonic clock reads deadline (seconds). */
-static void wait_until(double deadline, int spin)
-{
-    struct timespec ts;
-
-    if (spin) {
-        while (tacl__perf_now() < deadline)
-            ;
-        return;
-    }
-    ts.tv_sec = (time_t)deadline;
-    ts.tv_nsec = (long)((deadline - (double)ts.tv_sec) * 1e9);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-        ;
-}
-
-/*
- * The codec's costs on this machine: encode (with error feedback) and
- * decode timed at a few sizes, the best of three each, and a line
- * through the smallest and largest; the slowest rank's numbers, so
- * every rank plans alike.
- */
-typedef struct {
-    double enc_fixed, enc_per_byte, dec_fixed, dec_per_byte, ratio;
-} codec_cost_t;
-
-/* The line through the smallest and the largest size: the fixed cost
- * from the first, the cost per byte from the two (a least-squares line
- * would let the large sizes' noise swamp the fixed cost). */
-static void fit(const double *x, const double *y, int n, double *a_p,
-                double *b_p)
-{
-    double b = fmax(0.0, (y[n - 1] - y[0]) / (x[n - 1] - x[0]));
-
-    *b_p = b;
-    *a_p = fmax(0.0, y[0] - b * x[0]);
-}
-
-static int time_codec(const tacl_codec_t *codec,
-                      const tacl_codec_params_t *params, tacl_comm_t comm,
-                      codec_cost_t *cost_p)
-{
-    enum { SIZES = 4 };
-    const size_t counts[SIZES] = {1024, 65536, 1 << 20, 1 << 22};
-    double x[SIZES], enc[SIZES], dec[SIZES], out[5];
-    size_t cap = 0, bytes = 0;
-    float *v = malloc(counts[SIZES - 1] * sizeof(float));
-    float *err = calloc(counts[SIZES - 1], sizeof(float));
-    void *buf = NULL;
-    tacl_status_t st;
-
-    st = tacl_codec_encoded_bound(codec, params, 1, &counts[SIZES - 1], &cap);
-    if (st == TACL_OK)
-        buf = malloc(cap);
-    for (size_t j = 0; v != NULL && j < counts[SIZES - 1]; j++)
-        v[j] = grad_value(7, j);
-    for (int s = 0; s < SIZES && st == TACL_OK && buf && v && err; s++) {
-        const float *src = v;
-        float *dst = v;
-
-        x[s] = 4.0 * (double)counts[s];
-        enc[s] = dec[s] = 1e30;
-        /* The first round warms the buffers and is not counted. */
-        for (int r = 0; r < 4 && st == TACL_OK; r++) {
-            double t0 = tacl__perf_now(), t1;
-
-            st = tacl_codec_encode(codec, params, 1, &src, &counts[s], &err,
-                                   buf, cap, &bytes);
-            t1 = tacl__perf_now();
-            if (st == TACL_OK)
-                st = tacl_codec_decode(codec, params, buf, bytes, 1, &dst,
-                                       &counts[s]);
-            if (r > 0) {
-                enc[s] = fmin(enc[s], t1 - t0);
-                dec[s] = fmin(dec[s], tacl__perf_now() - t1);
-            }
-        }
-    }
-    free(v);
-    free(err);
-    free(buf);
-    if (st != TACL_OK || cap == 0) {
-        fprintf(stderr, "replay: timing codec %s failed: %s\n", codec->name,
-                tacl_last_error());
-        return -1;
-    }
-    fit(x, enc, SIZES, &out[0], &out[1]);
-    fit(x, dec, SIZES, &out[2], &out[3]);
-    out[4] = (double)bytes / x[SIZES - 1];
-    if (tacl_allreduce(out, out, 5, TACL_FLOAT64, TACL_MAX, comm, NULL) !=
-        TACL_OK) {
-        fprintf(stderr, "replay: %s\n", tacl_comm_last_error(comm));
-        return -1;
-    }
-    *cost_p = (codec_cost_t){out[0], out[1], out[2], out[3], out[4]};
-    return 0;
-}
-
-/*
- * The whole compressed call as the harness makes it (tacl_comp_allreduce
- * with error feedback, the codec's scheme) timed at two sizes, the
- * median of three after a warm-up, the slowest rank's: seconds =
- * *a_p + *b_p * bytes.  This is what the planner's codec terms are
- * fitted to, so that they carry the call's extra collectives (its header,
- * a sparsifier's size exchange) and the encode on this stream.
- */
-static int time_comp_call(const tacl_codec_t *codec,
-                          const tacl_codec_params_t *params, tacl_comm_t comm,
-                          double *a_p, double *b_p)
-{
-    enum { REPS = 4 };
-    const size_t counts[2] = {16384, 1 << 21};
-    double t[2][REPS], x[2], y[2];
-    float *v = malloc(counts[1] * sizeof(float));
-    float *out = malloc(counts[1] * sizeof(float));
-    float *err = calloc(counts[1], sizeof(float));
-    tacl_status_t st = v && out && err ? TACL_OK : TACL_ERR_NO_MEMORY;
-    int rank = 0;
-
-    /* Each rank its own values, as in the steps: a sparsifier keeps
-     * different indices on each, which the decodes pay for. */
-    if (st == TACL_OK)
-        st = tacl_comm_rank(comm, &rank);
-    for (size_t j = 0; st == TACL_OK && j < counts[1]; j++)
-        v[j] = grad_value(rank, j);
-    for (int s = 0; s < 2 && st == TACL_OK; s++) {
-        for (int r = 0; r < REPS && st == TACL_OK; r++) {
-            double t0 = tacl__perf_now();
-
-            st = tacl_comp_allreduce(v, out, counts[s], codec, params, err,
-                                     (codec->flags & TACL_CODEC_SUMMABLE)
-                                         ? TACL_COMP_SUM
-                                         : TACL_COMP_GATHER,
-                                     comm);
-            t[s][r] = tacl__perf_now() - t0;
-        }
-        if (st == TACL_OK)
-            st = tacl_allreduce(t[s], t[s], REPS, TACL_FLOAT64, TACL_MAX,
-                                comm, NULL);
-        x[s] = 4.0 * (double)counts[s];
-        y[s] = tacl__perf_median(t[s] + 1, REPS - 1);
-    }
-    free(v);
-    free(out);
-    free(err);
-    if (st != TACL_OK) {
-        fprintf(stderr, "replay: timing the compressed call failed: %s\n",
-                tacl_comm_last_error(comm));
-        return -1;
-    }
-    fit(x, y, 2, a_p, b_p);
-    return 0;
-}
-
-/*
- * The harness' communication thread: it runs the groups of a step in
- * order as the compute side marks them ready, and says when all are done.
- */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int ready, next, done, quit;
-    tacl_status_t st;
-    int failed_group;
-    const replay_policy_t *pol;
-    const size_t *off; /* element offset of each tensor, and the total */
-    int ntensors;
-    const float *src;
-    float *out, *err;
-    tacl_comm_t comm;
-    const tacl_codec_t *codec;
-    tacl_codec_params_t params;
-    tacl_request_t *reqs;
-} comm_thread_t;
-
-static tacl_status_t run_group(comm_thread_t *ct, int g)
-{
-    const replay_policy_t *pol = ct->pol;
-    int last = replay_group_last(pol, ct->ntensors, g);
-    size_t off = ct->off[pol->first[g]], n = ct->off[last + 1] - off;
-
-    if (pol->option[g] == TACL_PLANNER_NONE)
-        return tacl_allreduce_nb(ct->src + off, ct->out + off, n,
-                                 TACL_FLOAT32, TACL_SUM, ct->comm, NULL,
-                                 &ct->reqs[g]);
-    return tacl_comp_allreduce(ct->src + off, ct->out + off, n, ct->codec,
-                               &ct->params, ct->err + off,
-                               (ct->codec->flags & TACL_CODEC_SUMMABLE)
-                                   ? TACL_COMP_SUM
-                                   : TACL_COMP_GATHER,
-                               ct->comm);
-}
-
-static void *comm_main(void *arg)
-{
-    comm_thread_t *ct = arg;
-
-    pthread_mutex_lock(&ct->mu);
-    for (;;) {
-        int g;
-        tacl_status_t st;
-
-        while (!ct->quit && (ct->done || ct->next >= ct->ready))
-            pthread_cond_wait(&ct->cv, &ct->mu);
-        if (ct->quit)
-            break;
-        g = ct->next;
-        pthread_mutex_unlock(&ct->mu);
-        st = run_group(ct, g);
-        if (st != TACL_OK && ct->st == TACL_OK) {
-            ct->st = st;
-            ct->failed_group = g;
-        }
-        if (g + 1 == ct->pol->ngroups || st != TACL_OK) {
-            for (int k = 0; k <= g; k++) {
-                if (ct->reqs[k] == NULL)
-                    continue;
-                st = tacl_request_wait(ct->reqs[k]);
-                if (st != TACL_OK && ct->st == TACL_OK) {
-                    ct->st = st;
-                    ct->failed_group = k;
-                }
-                tacl_request_free(ct->reqs[k]);
-                ct->reqs[k] = NULL;
-            }
-        }
-        pthread_mutex_lock(&ct->mu);
-        ct->next = g + 1;
-        if (g + 1 == ct->pol->ngroups || ct->st != TACL_OK) {
-            ct->done = 1;
-            pthread_cond_broadcast(&ct->cv);
-        }
-    }
-    pthread_mutex_unlock(&ct->mu);
-    return NULL;
-}
-
-static void mark_ready(comm_thread_t *ct, int ngroups)
-{
-    pthread_mutex_lock(&ct->mu);
-    ct->ready = ngroups;
-    pthread_cond_broadcast(&ct->cv);
-    pthread_mutex_unlock(&ct->mu);
-}
-
-/*
- * One step of a policy: forward, then backward tensor by tensor, each
- * group handed over when its last tensor is ready; the seconds until
- * every group is done, or -1 when a collective failed.
- */
-static double run_step(comm_thread_t *ct, const replay_profile_t *pf,
-                       const replay_policy_t *pol, int step, int spin)
-{
-    double t0, at;
-    int g = 0;
-
-    pthread_mutex_lock(&ct->mu);
-    ct->pol = pol;
-    ct->ready = ct->next = ct->done = 0;
-    ct->params.seed = (uint64_t)step + 1;
-    pthread_mutex_unlock(&ct->mu);
-    t0 = tacl__perf_now();
-    at = t0 + pf->forward;
-    wait_until(at, spin);
-    for (int i = 0; i < pf->n; i++) {
-        at += pf->back[i];
-        wait_until(at, spin);
-        if (i == replay_group_last(pol, pf->n, g))
-            mark_ready(ct, ++g);
-    }
-    pthread_mutex_lock(&ct->mu);
-    while (!ct->done)
-        pthread_cond_wait(&ct->cv, &ct->mu);
-    pthread_mutex_unlock(&ct->mu);
-    return ct->st == TACL_OK ? tacl__perf_now() - t0 : -1;
-}
-
-typedef struct {
-    replay_policy_t pol;
-    double measured, predicted; /* seconds */
-    int compressed;             /* groups under the codec */
-} result_t;
-
-/* Whether every rank holds the same output (a checksum's min and max),
- * and for uncompressed runs whether it is the exact sum; 0 when so. */
-static int check_result(comm_thread_t *ct, int nranks, int exact,
-                        const char *policy)
-{
-    size_t total = ct->off[ct->ntensors];
-    double sum[2] = {0, 0}, wrong = 0;
-
-    for (size_t j = 0; j < total; j++) {
-        sum[0] += (double)ct->out[j] * (double)((j % 251) + 1);
-        if (exact) {
-            float want = 0;
-
-            for (int r = 0; r < nranks; r++)
-                want += grad_value(r, j);
-            wrong += ct->out[j] != want;
-        }
-    }
-    sum[1] = -sum[0];
-    if (tacl_allreduce(sum, sum, 2, TACL_FLOAT64, TACL_MAX, ct->comm, NULL) !=
-            TACL_OK ||
-        tacl_allreduce(&wrong, &wrong, 1, TACL_FLOAT64, TACL_SUM, ct->comm,
-                       NULL) != TACL_OK)
-        return -1;
-    if (sum[0] != -sum[1] || wrong != 0) {
-        fprintf(stderr, "replay: check %s: %s\n", policy,
-                wrong != 0 ? "values differ from the exact sum"
-                           : "ranks hold different results");
-        return -1;
-    }
-    return 0;
-}
-
-/* Run one policy's steps; its median over ranks' slowest into res. */
-static int run_policy(comm_thread_t *ct, const replay_profile_t *pf,
-                      const options_t *o, int rank, int nranks, result_t *res)
-{
-    int total = o->warmup + o->steps;
-    double *t = malloc((size_t)total * sizeof(double));
-
-    if (t == NULL)
-        return -1;
-    if (ct->err != NULL)
-        memset(ct->err, 0, ct->off[pf->n] * sizeof(float));
-    for (int s = 0; s < total; s++) {
-        if (tacl_barrier(ct->comm, NULL) != TACL_OK ||
-            (t[s] = run_step(ct, pf, &res->pol, s, o->spin)) < 0) {
-            fprintf(stderr, "replay: policy %s, group %d: %s\n",
-                    res->pol.name, ct->failed_group,
-                    tacl_comm_last_error(ct->comm));
-            free(t);
-            return -1;
-        }
-    }
-    if (tacl_allreduce(t, t, (size_t)total, TACL_FLOAT64, TACL_MAX, ct->comm,
-                       NULL) != TACL_OK) {
-        free(t);
-        return -1;
-    }
-    res->measured = tacl__perf_median(t + o->warmup, o->steps);
-    free(t);
-    if (o->inject_error && rank == 0)
-        ct->out[0] += 1.0f;
-    if (o->check &&
-        check_result(ct, nranks, res->compressed == 0, res->pol.name) != 0)
-        return -1;
     return 0;
 }
 
@@ -615,36 +248,10 @@ static int share_plan(tacl_comm_t comm, int n, tacl_planner_plan_t *plan)
                : 0;
 }
 
-/*
- * The planner's codec: the harness encodes inside tacl_comp_allreduce on
- * its communication thread, so encoding sits on the communication stream
- * with the decodes, and the call runs a header collective (and a
- * sparsifier's size exchange) besides the data.  The planner prices a
- * compressed group as alpha + beta * ratio * x + m * decode(x) (m =
- * ranks for a gathered codec, 1 for a summable one), with no encode on
- * the compute stream here: decode is fitted so that this equals the
- * timed call, seconds = call_a + call_b * x.
- */
-static tacl_planner_codec_t planner_codec(const tacl_codec_t *codec,
-                                          const codec_cost_t *c,
-                                          double call_a, double call_b,
-                                          const tacl_planner_comm_t *lines)
-{
-    int summable = (codec->flags & TACL_CODEC_SUMMABLE) != 0;
-    double m = summable ? 1 : lines->ranks;
-    double beta = summable ? lines->beta_allreduce : lines->beta_allgather;
-    tacl_planner_codec_t pc = {.ratio = c->ratio, .summable = summable};
-
-    snprintf(pc.name, sizeof(pc.name), "%s", codec->name);
-    pc.decode_fixed = fmax(0.0, (call_a - lines->alpha) / m);
-    pc.decode_per_byte = fmax(0.0, (call_b - beta * c->ratio) / m);
-    return pc;
-}
-
 /* Every policy asked for, the planned one from plan. */
 static int build_policies(const replay_profile_t *pf, const options_t *o,
-                          const tacl_planner_plan_t *plan, result_t *res,
-                          int *count_p)
+                          const tacl_planner_plan_t *plan,
+                          replay_result_t *res, int *count_p)
 {
     int k = 0, rc = 0;
 
@@ -681,9 +288,10 @@ static int build_policies(const replay_profile_t *pf, const options_t *o,
 }
 
 /* The fastest measured policy of a family; NULL when none ran. */
-static const result_t *best_of(const result_t *res, int n, const char *fam)
+static const replay_result_t *best_of(const replay_result_t *res, int n,
+                                      const char *fam)
 {
-    const result_t *best = NULL;
+    const replay_result_t *best = NULL;
 
     for (int k = 0; k < n; k++)
         if (strcmp(res[k].pol.family, fam) == 0 &&
@@ -700,10 +308,10 @@ static void print_ratio(double base, double t)
         printf(" %9s |", "-");
 }
 
-static void print_table(const result_t *res, int n)
+static void print_table(const replay_result_t *res, int n)
 {
-    const result_t *bb = best_of(res, n, "bucket");
-    const result_t *be = best_of(res, n, "even");
+    const replay_result_t *bb = best_of(res, n, "bucket");
+    const replay_result_t *be = best_of(res, n, "even");
     double un = 0;
 
     for (int k = 0; k < n; k++)
@@ -768,7 +376,7 @@ static int run_all(const options_t *o, replay_profile_t *pf,
                    const tacl_codec_t *codec,
                    const tacl_codec_params_t *params, tacl_comm_t comm)
 {
-    comm_thread_t ct = {.mu = PTHREAD_MUTEX_INITIALIZER,
+    replay_comm_t ct = {.mu = PTHREAD_MUTEX_INITIALIZER,
                         .cv = PTHREAD_COND_INITIALIZER,
                         .comm = comm,
                         .codec = codec,
@@ -780,8 +388,9 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     tacl_planner_model_t model;
     tacl_planner_plan_t plan = {0};
     tacl_planner_t *planner = NULL;
-    result_t res[P_COUNT + ARRAY_LEN(bucket_mb) + ARRAY_LEN(even_groups)];
-    codec_cost_t cost;
+    replay_result_t
+        res[P_COUNT + ARRAY_LEN(bucket_mb) + ARRAY_LEN(even_groups)];
+    replay_codec_cost_t cost;
     size_t *off = malloc(((size_t)pf->n + 1) * sizeof(size_t));
     int rank, nranks, npol = 0, rc = 1, any_comp = 0;
     double comm_s, factor, plan_ms = 0, call_a, call_b;
@@ -799,10 +408,10 @@ static int run_all(const options_t *o, replay_profile_t *pf,
         goto out;
     }
     factor = scale_compute(pf, &lines, o->ratio, &comm_s);
-    if (time_codec(codec, params, comm, &cost) != 0 ||
-        time_comp_call(codec, params, comm, &call_a, &call_b) != 0)
+    if (replay_time_codec(codec, params, comm, &cost) != 0 ||
+        replay_time_call(codec, params, comm, &call_a, &call_b) != 0)
         goto out;
-    pc = planner_codec(codec, &cost, call_a, call_b, &lines);
+    pc = replay_planner_codec(codec, &cost, call_a, call_b, &lines);
     model = (tacl_planner_model_t){pf->n, pf->bytes, pf->back, pf->forward};
     if (tacl_planner_create(&model, &lines, &pc, 1, &planner) != TACL_OK) {
         fprintf(stderr, "replay: planner: %s\n", tacl_planner_last_error());
@@ -858,14 +467,14 @@ static int run_all(const options_t *o, replay_profile_t *pf,
         goto out_free;
     }
     for (size_t j = 0; j < off[pf->n]; j++)
-        ((float *)ct.src)[j] = grad_value(rank, j);
-    if (pthread_create(&thread, NULL, comm_main, &ct) != 0) {
+        ((float *)ct.src)[j] = replay_value(rank, j);
+    if (pthread_create(&thread, NULL, replay_comm_main, &ct) != 0) {
         fprintf(stderr, "replay: cannot start the communication thread\n");
         goto out_free;
     }
     rc = 0;
     for (int k = 0; k < npol && rc == 0; k++)
-        rc = run_policy(&ct, pf, o, rank, nranks, &res[k]) != 0;
+        rc = replay_run_policy(&ct, pf, &o->run, rank, nranks, &res[k]) != 0;
     pthread_mutex_lock(&ct.mu);
     ct.quit = 1;
     pthread_cond_broadcast(&ct.cv);
@@ -873,7 +482,7 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     pthread_join(thread, NULL);
     if (rc == 0 && rank == 0)
         print_table(res, npol);
-    if (rc == 0 && o->check && rank == 0)
+    if (rc == 0 && o->run.check && rank == 0)
         printf("\ncheck: every policy's result is the same on all %d "
                "ranks; uncompressed ones equal the exact sum\n",
                nranks);
@@ -895,8 +504,7 @@ int main(int argc, char **argv)
 {
     options_t o = {.profiles = REPLAY_PROFILE_DIR,
                    .codec = "topk",
-                   .steps = 10,
-                   .warmup = 2,
+                   .run = {.steps = 10, .warmup = 2},
                    .density = 0.01,
                    .threshold = 1 << 20,
                    .ratio = 0.86};
