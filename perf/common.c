@@ -1009,3 +1009,33 @@ double tacl__perf_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+static int cmp_seconds(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+double tacl__perf_median(double *values, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(values, (size_t)n, sizeof(double), cmp_seconds);
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+int tacl__perf_first_contact(const char *opt, const char *prog,
+                             const char *what, const char *usage)
+{
+    if (strcmp(opt, "--version") == 0) {
+        printf("%s (%s) tacl %d.%d.%d\n", prog, what, TACL_VERSION_MAJOR,
+               TACL_VERSION_MINOR, TACL_VERSION_PATCH);
+        return 1;
+    }
+    if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+        printf("%s", usage);
+        return 1;
+    }
+    return 0;
+}

@@ -226,6 +226,15 @@ void tacl__perf_json_close(FILE *f);
 
 /** Wall-clock seconds from a monotonic clock. */
 double tacl__perf_now(void);
+/**
+ * --version ("PROG (WHAT) tacl X.Y.Z") and --help / -h (usage) for the
+ * perf tools that parse their own options: 1 when opt was one of them
+ * and its answer is printed (exit 0), else 0.
+ */
+int tacl__perf_first_contact(const char *opt, const char *prog,
+                             const char *what, const char *usage);
+/** The median of n values (sorted in place); 0 when n is 0. */
+double tacl__perf_median(double *values, int n);
 
 /*
  * The tacl runner (tacl_harness.c).

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common.h"
 #include "parse.h"
 #include "tacl.h"
 
@@ -97,16 +98,9 @@ int main(int argc, char **argv)
         tacl__parse_err_t perr = TACL_PARSE_OK;
         uint64_t n = 0;
 
-        if (strcmp(opt, "--version") == 0) {
-            printf("comp_perf (tacl compressed all-reduce) tacl %d.%d.%d\n",
-                   TACL_VERSION_MAJOR, TACL_VERSION_MINOR,
-                   TACL_VERSION_PATCH);
+        if (tacl__perf_first_contact(opt, "comp_perf",
+                                     "tacl compressed all-reduce", USAGE))
             return 0;
-        }
-        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
-            printf("%s", USAGE);
-            return 0;
-        }
         if (val == NULL) {
             fprintf(stderr, "comp_perf: %s needs a value\n%s", opt, USAGE);
             return 2;

@@ -1,0 +1,185 @@
+/*
+ * The replay harness' costs: the gradient values every rank holds, and
+ * the codec and compressed call timed in the job, turned into the
+ * planner's codec profile.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "replay.h"
+
+/*
+ * The gradient values: rank r's value j is an integer in [-2^10, 2^10)
+ * times 2^-12, so the sum over up to 2^12 ranks is exact in float32 in
+ * any order and the uncompressed result can be checked bit for bit.
+ */
+float replay_value(int rank, size_t j)
+{
+    uint64_t h = ((uint64_t)rank << 40) + j + 0x9e3779b97f4a7c15ull;
+
+    h = (h ^ (h >> 31)) * 0xd6e8feb86659fd93ull;
+    h = (h ^ (h >> 32)) * 0xd6e8feb86659fd93ull;
+    return (float)((int)((h >> 40) & 2047) - 1024) / 4096.0f;
+}
+
+/*
+ * The codec's costs on this machine: encode (with error feedback) and
+ * decode timed at a few sizes, the best of three each, and a line
+ * through the smallest and largest; the slowest rank's numbers, so
+ * every rank plans alike.
+ */
+/* The line through the smallest and the largest size: the fixed cost
+ * from the first, the cost per byte from the two (a least-squares line
+ * would let the large sizes' noise swamp the fixed cost). */
+static void fit(const double *x, const double *y, int n, double *a_p,
+                double *b_p)
+{
+    double b = fmax(0.0, (y[n - 1] - y[0]) / (x[n - 1] - x[0]));
+
+    *b_p = b;
+    *a_p = fmax(0.0, y[0] - b * x[0]);
+}
+
+int replay_time_codec(const tacl_codec_t *codec,
+                      const tacl_codec_params_t *params, tacl_comm_t comm,
+                      replay_codec_cost_t *cost_p)
+{
+    enum { SIZES = 4 };
+    const size_t counts[SIZES] = {1024, 65536, 1 << 20, 1 << 22};
+    double x[SIZES], enc[SIZES], dec[SIZES], out[5];
+    size_t cap = 0, bytes = 0;
+    float *v = malloc(counts[SIZES - 1] * sizeof(float));
+    float *err = calloc(counts[SIZES - 1], sizeof(float));
+    void *buf = NULL;
+    tacl_status_t st;
+
+    st = tacl_codec_encoded_bound(codec, params, 1, &counts[SIZES - 1], &cap);
+    if (st == TACL_OK)
+        buf = malloc(cap);
+    for (size_t j = 0; v != NULL && j < counts[SIZES - 1]; j++)
+        v[j] = replay_value(7, j);
+    for (int s = 0; s < SIZES && st == TACL_OK && buf && v && err; s++) {
+        const float *src = v;
+        float *dst = v;
+
+        x[s] = 4.0 * (double)counts[s];
+        enc[s] = dec[s] = 1e30;
+        /* The first round warms the buffers and is not counted. */
+        for (int r = 0; r < 4 && st == TACL_OK; r++) {
+            double t0 = tacl__perf_now(), t1;
+
+            st = tacl_codec_encode(codec, params, 1, &src, &counts[s], &err,
+                                   buf, cap, &bytes);
+            t1 = tacl__perf_now();
+            if (st == TACL_OK)
+                st = tacl_codec_decode(codec, params, buf, bytes, 1, &dst,
+                                       &counts[s]);
+            if (r > 0) {
+                enc[s] = fmin(enc[s], t1 - t0);
+                dec[s] = fmin(dec[s], tacl__perf_now() - t1);
+            }
+        }
+    }
+    free(v);
+    free(err);
+    free(buf);
+    if (st != TACL_OK || cap == 0) {
+        fprintf(stderr, "replay: timing codec %s failed: %s\n", codec->name,
+                tacl_last_error());
+        return -1;
+    }
+    fit(x, enc, SIZES, &out[0], &out[1]);
+    fit(x, dec, SIZES, &out[2], &out[3]);
+    out[4] = (double)bytes / x[SIZES - 1];
+    if (tacl_allreduce(out, out, 5, TACL_FLOAT64, TACL_MAX, comm, NULL) !=
+        TACL_OK) {
+        fprintf(stderr, "replay: %s\n", tacl_comm_last_error(comm));
+        return -1;
+    }
+    *cost_p = (replay_codec_cost_t){out[0], out[1], out[2], out[3], out[4]};
+    return 0;
+}
+
+/*
+ * The whole compressed call as the harness makes it (tacl_comp_allreduce
+ * with error feedback, the codec's scheme) timed at two sizes, the
+ * median of three after a warm-up, the slowest rank's: seconds =
+ * *a_p + *b_p * bytes.  This is what the planner's codec terms are
+ * fitted to, so that they carry the call's extra collectives (its header,
+ * a sparsifier's size exchange) and the encode on this stream.
+ */
+int replay_time_call(const tacl_codec_t *codec,
+                     const tacl_codec_params_t *params, tacl_comm_t comm,
+                     double *a_p, double *b_p)
+{
+    enum { REPS = 4 };
+    const size_t counts[2] = {16384, 1 << 21};
+    double t[2][REPS], x[2], y[2];
+    float *v = malloc(counts[1] * sizeof(float));
+    float *out = malloc(counts[1] * sizeof(float));
+    float *err = calloc(counts[1], sizeof(float));
+    tacl_status_t st = v && out && err ? TACL_OK : TACL_ERR_NO_MEMORY;
+    int rank = 0;
+
+    /* Each rank its own values, as in the steps: a sparsifier keeps
+     * different indices on each, which the decodes pay for. */
+    if (st == TACL_OK)
+        st = tacl_comm_rank(comm, &rank);
+    for (size_t j = 0; st == TACL_OK && j < counts[1]; j++)
+        v[j] = replay_value(rank, j);
+    for (int s = 0; s < 2 && st == TACL_OK; s++) {
+        for (int r = 0; r < REPS && st == TACL_OK; r++) {
+            double t0 = tacl__perf_now();
+
+            st = tacl_comp_allreduce(v, out, counts[s], codec, params, err,
+                                     (codec->flags & TACL_CODEC_SUMMABLE)
+                                         ? TACL_COMP_SUM
+                                         : TACL_COMP_GATHER,
+                                     comm);
+            t[s][r] = tacl__perf_now() - t0;
+        }
+        if (st == TACL_OK)
+            st = tacl_allreduce(t[s], t[s], REPS, TACL_FLOAT64, TACL_MAX,
+                                comm, NULL);
+        x[s] = 4.0 * (double)counts[s];
+        y[s] = tacl__perf_median(t[s] + 1, REPS - 1);
+    }
+    free(v);
+    free(out);
+    free(err);
+    if (st != TACL_OK) {
+        fprintf(stderr, "replay: timing the compressed call failed: %s\n",
+                tacl_comm_last_error(comm));
+        return -1;
+    }
+    fit(x, y, 2, a_p, b_p);
+    return 0;
+}
+
+/*
+ * The planner's codec: the harness encodes inside tacl_comp_allreduce on
+ * its communication thread, so encoding sits on the communication stream
+ * with the decodes, and the call runs a header collective (and a
+ * sparsifier's size exchange) besides the data.  The planner prices a
+ * compressed group as alpha + beta * ratio * x + m * decode(x) (m =
+ * ranks for a gathered codec, 1 for a summable one), with no encode on
+ * the compute stream here: decode is fitted so that this equals the
+ * timed call, seconds = call_a + call_b * x.
+ */
+tacl_planner_codec_t replay_planner_codec(const tacl_codec_t *codec,
+                                          const replay_codec_cost_t *c,
+                                          double call_a, double call_b,
+                                          const tacl_planner_comm_t *lines)
+{
+    int summable = (codec->flags & TACL_CODEC_SUMMABLE) != 0;
+    double m = summable ? 1 : lines->ranks;
+    double beta = summable ? lines->beta_allreduce : lines->beta_allgather;
+    tacl_planner_codec_t pc = {.ratio = c->ratio, .summable = summable};
+
+    snprintf(pc.name, sizeof(pc.name), "%s", codec->name);
+    pc.decode_fixed = fmax(0.0, (call_a - lines->alpha) / m);
+    pc.decode_per_byte = fmax(0.0, (call_b - beta * c->ratio) / m);
+    return pc;
+}
