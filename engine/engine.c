@@ -74,6 +74,8 @@ struct engine {
      * or not; ngroups 0: the dense per-layer path above. */
     gcomp_codec_t codec;
     int ngroups, *grp_lo, *grp_hi, *grp_comp;
+    int plan_pending;         /* group whose dense call is in flight, -1 */
+    tacl_request_t plan_req;
     size_t *loff, *ioff;  /* each layer's offset in Psi and in Psi / M */
     float *gflat;         /* every layer's full micro-step gradient */
     float *err_rs, *err_ar; /* residuals: the reduce-scatter, across groups */
@@ -510,6 +512,7 @@ tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
         return TACL_ERR_NO_MEMORY;
     }
     e->o = *opts;
+    e->plan_pending = -1;
     e->world = comm;
     e->text = text;
     e->text_len = len;
@@ -753,49 +756,96 @@ static void backward_timed(engine_t *e, int l, const float *w, float *grad,
         e->prof_bwd[l] = dt;
 }
 
+/* The layers of plan group k: pointers and lengths, lowest layer first. */
+static int plan_group(engine_t *e, int k, float **grads, size_t *counts,
+                      float **dst)
+{
+    int lo = e->grp_lo[k], nl = e->grp_hi[k] - lo + 1;
+
+    for (int i = 0; i < nl; i++) {
+        grads[i] = e->gflat + e->loff[lo + i];
+        counts[i] = e->model.padded[lo + i];
+        dst[i] = e->g_hold[lo + i];
+    }
+    return nl;
+}
+
+/* The communicator of the plan's reduce-scatter and its size. */
+static tacl_comm_t plan_comm(const engine_t *e, int *size_p)
+{
+    int flat = e->o.g == LVL_G && !e->nested;
+
+    *size_p = flat ? e->n : e->m;
+    return flat ? e->world : e->grp;
+}
+
+/*
+ * Finish the dense reduce-scatter of the plan group in flight, if any,
+ * adding its block into the held gradient shards.
+ */
+static tacl_status_t plan_finish(engine_t *e)
+{
+    int k = e->plan_pending, size, L = e->model.n_layers, nl;
+    float *grads[L], *dst[L];
+    size_t counts[L];
+    tacl_status_t st;
+
+    if (k < 0)
+        return TACL_OK;
+    e->plan_pending = -1;
+    st = wait_pending(e, &e->plan_req, "reduce-scatter of gradients");
+    if (st != TACL_OK)
+        return st;
+    plan_comm(e, &size);
+    nl = plan_group(e, k, grads, counts, dst);
+    gcomp_unpack_add(size, nl, counts,
+                     e->shard + e->loff[e->grp_lo[k]] / (size_t)size, dst);
+    return TACL_OK;
+}
+
 /*
  * With a plan: once layer l's gradient is in gflat, reduce the group it
  * completes (the group's lowest layer is the last one ready) to the
  * gradient level as one collective, compressed or not as the plan says:
  * over the world for global gradient shards, inside the partition group
- * for group shards (MiCS's first hop).
+ * for group shards (MiCS's first hop).  A compressed call is blocking; an
+ * uncompressed group's reduce-scatter runs on while the layers below
+ * compute, as the dense path's does, and is finished before the next
+ * group's call (each group packs into its own region of pack and shard).
  */
 static tacl_status_t plan_reduce(engine_t *e, int l)
 {
-    int k = 0, nl;
-    int flat = e->o.g == LVL_G && !e->nested;
-    tacl_comm_t comm = flat ? e->world : e->grp;
-    int size = flat ? e->n : e->m;
+    int k = 0, nl, size, L = e->model.n_layers;
+    tacl_comm_t comm = plan_comm(e, &size);
+    float *grads[L], *dst[L];
+    size_t counts[L], off;
     tacl_status_t st;
 
     while (k < e->ngroups && e->grp_lo[k] != l)
         k++;
     if (k == e->ngroups)
         return TACL_OK;
-    nl = e->grp_hi[k] - l + 1;
-    {
-        float *grads[nl], *dst[nl];
-        size_t counts[nl];
-
-        for (int i = 0; i < nl; i++) {
-            grads[i] = e->gflat + e->loff[l + i];
-            counts[i] = e->model.padded[l + i];
-            dst[i] = e->g_hold[l + i];
-        }
-        if (size == 1) {
-            for (int i = 0; i < nl; i++)
-                cblas_saxpy((int)counts[i], 1.0f, grads[i], 1, dst[i], 1);
-            return TACL_OK;
-        }
-        st = gcomp_reduce_scatter(&e->codec, e->grp_comp[k], comm, size, nl,
-                                  grads, counts, dst, e->err_rs + e->loff[l],
-                                  e->pack, e->shard);
+    st = plan_finish(e);
+    if (st != TACL_OK)
+        return st;
+    nl = plan_group(e, k, grads, counts, dst);
+    if (size == 1) {
+        for (int i = 0; i < nl; i++)
+            cblas_saxpy((int)counts[i], 1.0f, grads[i], 1, dst[i], 1);
+        return TACL_OK;
     }
+    off = e->loff[l];
+    st = gcomp_reduce_scatter(&e->codec, e->grp_comp[k], comm, size, nl,
+                              grads, counts, dst, e->err_rs + off,
+                              e->pack + off, e->shard + off / (size_t)size,
+                              &e->plan_req);
     if (st != TACL_OK)
         return comm_fail(e, comm, st, e->grp_comp[k]
                                           ? "compressed reduce-scatter of "
                                             "gradients"
                                           : "reduce-scatter of gradients");
+    if (!e->grp_comp[k])
+        e->plan_pending = k;
     return TACL_OK;
 }
 
@@ -860,6 +910,8 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
     }
     for (int i = 0; i < 2 && st == TACL_OK; i++)
         st = reduce_finish(e, &red[(L + i) % 2]);
+    if (st == TACL_OK)
+        st = plan_finish(e);
     return st;
 }
 
@@ -1084,6 +1136,7 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
     }
     e->codec = *codec;
     e->ngroups = ngroups;
+    e->plan_pending = -1;
     /* A new layout of the residuals: they start again from zero. */
     memset(e->err_rs, 0, e->loff[L] * sizeof(float));
     memset(e->err_ar, 0, e->ioff[L] * sizeof(float));

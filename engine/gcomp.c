@@ -43,17 +43,11 @@ int gcomp_codec_init(gcomp_codec_t *c, const char *name, double density,
     return 0;
 }
 
-tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
-                                   tacl_comm_t comm, int size, int nl,
-                                   float *const *grads, const size_t *counts,
-                                   float *const *dst, float *err, float *pack,
-                                   float *shard)
+void gcomp_pack(int size, int nl, float *const *grads, const size_t *counts,
+                float *pack)
 {
-    size_t at = 0, block = 0;
-    tacl_status_t st;
+    size_t at = 0;
 
-    for (int i = 0; i < nl; i++)
-        block += counts[i] / (size_t)size;
     for (int r = 0; r < size; r++)
         for (int i = 0; i < nl; i++) {
             size_t chunk = counts[i] / (size_t)size;
@@ -62,6 +56,37 @@ tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
                    chunk * sizeof(float));
             at += chunk;
         }
+}
+
+void gcomp_unpack_add(int size, int nl, const size_t *counts,
+                      const float *shard, float *const *dst)
+{
+    size_t at = 0;
+
+    for (int i = 0; i < nl; i++) {
+        size_t chunk = counts[i] / (size_t)size;
+
+        for (size_t k = 0; k < chunk; k++)
+            dst[i][k] += shard[at + k];
+        at += chunk;
+    }
+}
+
+tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
+                                   tacl_comm_t comm, int size, int nl,
+                                   float *const *grads, const size_t *counts,
+                                   float *const *dst, float *err, float *pack,
+                                   float *shard, tacl_request_t *req_p)
+{
+    size_t block = 0;
+    tacl_status_t st;
+
+    for (int i = 0; i < nl; i++)
+        block += counts[i] / (size_t)size;
+    gcomp_pack(size, nl, grads, counts, pack);
+    if (!compress && req_p != NULL)
+        return tacl_reduce_scatter_nb(pack, shard, block, TACL_FLOAT32,
+                                      TACL_SUM, comm, NULL, req_p);
     if (compress)
         st = tacl_comp_reduce_scatter(pack, shard, block, c->codec,
                                       &c->params,
@@ -72,14 +97,7 @@ tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
                                  comm, NULL);
     if (st != TACL_OK)
         return st;
-    at = 0;
-    for (int i = 0; i < nl; i++) {
-        size_t chunk = counts[i] / (size_t)size;
-
-        for (size_t k = 0; k < chunk; k++)
-            dst[i][k] += shard[at + k];
-        at += chunk;
-    }
+    gcomp_unpack_add(size, nl, counts, shard, dst);
     return TACL_OK;
 }
 

@@ -28,6 +28,13 @@ typedef struct {
 int gcomp_codec_init(gcomp_codec_t *c, const char *name, double density,
                      int bits, char *why, size_t whylen);
 
+/* Pack nl layers (counts[i] floats at grads[i]) block by block. */
+void gcomp_pack(int size, int nl, float *const *grads, const size_t *counts,
+                float *pack);
+/* Add the reduced block (shard) back into each layer's dst[i]. */
+void gcomp_unpack_add(int size, int nl, const size_t *counts,
+                      const float *shard, float *const *dst);
+
 /*
  * Reduce-scatter the nl layers grads[i] (counts[i] floats each, every
  * count a multiple of size) over comm (size ranks), adding each layer's
@@ -36,13 +43,15 @@ int gcomp_codec_init(gcomp_codec_t *c, const char *name, double density,
  * block (every layer's block 0, then block 1, ...) into pack, encoded by
  * c with the residual err (the sum of the counts, in the packed layout)
  * when compress, else the dense float32 reduce-scatter.  pack and shard
- * hold the sum of the counts, and that over size.
+ * hold the sum of the counts, and that over size.  With req_p and not
+ * compress, the dense reduce-scatter is only started (*req_p): wait for
+ * it, then gcomp_unpack_add.
  */
 tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
                                    tacl_comm_t comm, int size, int nl,
                                    float *const *grads, const size_t *counts,
                                    float *const *dst, float *err, float *pack,
-                                   float *shard);
+                                   float *shard, tacl_request_t *req_p);
 
 /*
  * All-reduce the nl buffers bufs[i] (counts[i] floats) in place over
