@@ -436,6 +436,13 @@ int main(int argc, char **argv)
                a.codec.params.density, a.codec.params.bits);
         fflush(stdout);
     }
+    if (rank == 0 && a.compress != NULL &&
+        a.plan_kind != ENGINE_PLAN_NONE &&
+        first + (uint64_t)a.profile_steps >= target)
+        fprintf(stderr, "train: warning: --plan %s profiles %d steps and "
+                "no step is left after them: nothing is compressed (give "
+                "more --steps)\n", engine_plan_name(a.plan_kind),
+                a.profile_steps);
     for (uint64_t i = first; i < target; i++) {
         /* fusion and full: plan from the first profiled steps. */
         if (a.compress != NULL && a.plan_kind != ENGINE_PLAN_NONE &&
