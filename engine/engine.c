@@ -862,7 +862,8 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
     double fwd = 0.0, t0;
 
     load_batch(e, micro);
-    /* randk draws its indices from the seed: a new one every call. */
+    /* randk draws its indices from the seed: the same on every rank, a
+     * new one every micro-step. */
     e->codec.params.seed = e->step * (uint64_t)e->o.micro_steps +
                            (uint64_t)micro + 1;
     model_acts_bind(md, &acts, e->acts_mem, e->b, e->tok);
