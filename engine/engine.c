@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include "engine.h"
+#include "gcomp.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -42,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ENGINE_MAGIC "TACLENG1"
@@ -67,6 +69,20 @@ struct engine {
     int n_allocs, max_allocs;
     uint64_t bytes_p, bytes_g, bytes_os;
     int b;               /* samples per micro-batch per rank */
+    /* Compression (engine_set_plan): groups of consecutive layers
+     * lo[k]..hi[k], in gradient-ready order (hi first), each compressed
+     * or not; ngroups 0: the dense per-layer path above. */
+    gcomp_codec_t codec;
+    int ngroups, *grp_lo, *grp_hi, *grp_comp;
+    int plan_pending;         /* group whose dense call is in flight, -1 */
+    tacl_request_t plan_req;
+    size_t *loff, *ioff;  /* each layer's offset in Psi and in Psi / M */
+    float *gflat;         /* every layer's full micro-step gradient */
+    float *err_rs, *err_ar; /* residuals: the reduce-scatter, across groups */
+    float *pack, *shard;  /* a group packed, and its reduced block */
+    /* The profile: least seconds of a micro-step's forward and of each
+     * layer's backward since engine_profile_reset. */
+    double prof_fwd, *prof_bwd;
     char err[512];
 };
 
@@ -359,15 +375,16 @@ static int alloc_buffers(engine_t *e)
     int L = md->n_layers;
     size_t maxn = 0;
 
-    e->max_allocs = 5 * L + 8;
+    e->max_allocs = 5 * L + 16;
     e->allocs = calloc((size_t)e->max_allocs, sizeof(void *));
     e->p_hold = calloc((size_t)L, sizeof(float *));
     e->g_hold = calloc((size_t)L, sizeof(float *));
     e->m_hold = calloc((size_t)L, sizeof(float *));
     e->v_hold = calloc((size_t)L, sizeof(float *));
     e->secondary = calloc((size_t)L, sizeof(float *));
+    e->prof_bwd = calloc((size_t)L, sizeof(double));
     if (!e->allocs || !e->p_hold || !e->g_hold || !e->m_hold ||
-        !e->v_hold || !e->secondary) {
+        !e->v_hold || !e->secondary || !e->prof_bwd) {
         set_err(e, "out of memory");
         return -1;
     }
@@ -495,6 +512,7 @@ tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
         return TACL_ERR_NO_MEMORY;
     }
     e->o = *opts;
+    e->plan_pending = -1;
     e->world = comm;
     e->text = text;
     e->text_len = len;
@@ -547,6 +565,12 @@ void engine_destroy(engine_t *e)
     free(e->m_hold);
     free(e->v_hold);
     free(e->secondary);
+    free(e->prof_bwd);
+    free(e->grp_lo);
+    free(e->grp_hi);
+    free(e->grp_comp);
+    free(e->loff);
+    free(e->ioff);
     if (e->grp != NULL)
         tacl_comm_destroy(e->grp);
     if (e->inter != NULL)
@@ -712,6 +736,119 @@ static tacl_status_t reduce_finish(engine_t *e, greduce_t *r)
     return TACL_OK;
 }
 
+static double clock_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Layer l's backward into grad, timed for the profile. */
+static void backward_timed(engine_t *e, int l, const float *w, float *grad,
+                           model_acts_t *acts, float scale)
+{
+    double t0 = clock_s(), dt;
+
+    model_backward(&e->model, l, w, grad, acts, scale);
+    dt = clock_s() - t0;
+    if (e->prof_bwd[l] == 0.0 || dt < e->prof_bwd[l])
+        e->prof_bwd[l] = dt;
+}
+
+/* The layers of plan group k: pointers and lengths, lowest layer first. */
+static int plan_group(engine_t *e, int k, float **grads, size_t *counts,
+                      float **dst)
+{
+    int lo = e->grp_lo[k], nl = e->grp_hi[k] - lo + 1;
+
+    for (int i = 0; i < nl; i++) {
+        grads[i] = e->gflat + e->loff[lo + i];
+        counts[i] = e->model.padded[lo + i];
+        dst[i] = e->g_hold[lo + i];
+    }
+    return nl;
+}
+
+/* The communicator of the plan's reduce-scatter and its size. */
+static tacl_comm_t plan_comm(const engine_t *e, int *size_p)
+{
+    int flat = e->o.g == LVL_G && !e->nested;
+
+    *size_p = flat ? e->n : e->m;
+    return flat ? e->world : e->grp;
+}
+
+/*
+ * Finish the dense reduce-scatter of the plan group in flight, if any,
+ * adding its block into the held gradient shards.
+ */
+static tacl_status_t plan_finish(engine_t *e)
+{
+    int k = e->plan_pending, size, L = e->model.n_layers, nl;
+    float *grads[L], *dst[L];
+    size_t counts[L];
+    tacl_status_t st;
+
+    if (k < 0)
+        return TACL_OK;
+    e->plan_pending = -1;
+    st = wait_pending(e, &e->plan_req, "reduce-scatter of gradients");
+    if (st != TACL_OK)
+        return st;
+    plan_comm(e, &size);
+    nl = plan_group(e, k, grads, counts, dst);
+    gcomp_unpack_add(size, nl, counts,
+                     e->shard + e->loff[e->grp_lo[k]] / (size_t)size, dst);
+    return TACL_OK;
+}
+
+/*
+ * With a plan: once layer l's gradient is in gflat, reduce the group it
+ * completes (the group's lowest layer is the last one ready) to the
+ * gradient level as one collective, compressed or not as the plan says:
+ * over the world for global gradient shards, inside the partition group
+ * for group shards (MiCS's first hop).  A compressed call is blocking; an
+ * uncompressed group's reduce-scatter runs on while the layers below
+ * compute, as the dense path's does, and is finished before the next
+ * group's call (each group packs into its own region of pack and shard).
+ */
+static tacl_status_t plan_reduce(engine_t *e, int l)
+{
+    int k = 0, nl, size, L = e->model.n_layers;
+    tacl_comm_t comm = plan_comm(e, &size);
+    float *grads[L], *dst[L];
+    size_t counts[L], off;
+    tacl_status_t st;
+
+    while (k < e->ngroups && e->grp_lo[k] != l)
+        k++;
+    if (k == e->ngroups)
+        return TACL_OK;
+    st = plan_finish(e);
+    if (st != TACL_OK)
+        return st;
+    nl = plan_group(e, k, grads, counts, dst);
+    if (size == 1) {
+        for (int i = 0; i < nl; i++)
+            cblas_saxpy((int)counts[i], 1.0f, grads[i], 1, dst[i], 1);
+        return TACL_OK;
+    }
+    off = e->loff[l];
+    st = gcomp_reduce_scatter(&e->codec, e->grp_comp[k], comm, size, nl,
+                              grads, counts, dst, e->err_rs + off,
+                              e->pack + off, e->shard + off / (size_t)size,
+                              &e->plan_req);
+    if (st != TACL_OK)
+        return comm_fail(e, comm, st, e->grp_comp[k]
+                                          ? "compressed reduce-scatter of "
+                                            "gradients"
+                                          : "reduce-scatter of gradients");
+    if (!e->grp_comp[k])
+        e->plan_pending = k;
+    return TACL_OK;
+}
+
 static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
 {
     const model_t *md = &e->model;
@@ -722,8 +859,13 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
     const float *w;
     tacl_status_t st;
     float scale = 1.0f / (float)e->o.batch;
+    double fwd = 0.0, t0;
 
     load_batch(e, micro);
+    /* randk draws its indices from the seed: the same on every rank, a
+     * new one every micro-step. */
+    e->codec.params.seed = e->step * (uint64_t)e->o.micro_steps +
+                           (uint64_t)micro + 1;
     model_acts_bind(md, &acts, e->acts_mem, e->b, e->tok);
     st = gather_start(e, 0, 0, e->wfull[0], &g[0]);
     for (int l = 0; l < L && st == TACL_OK; l++) {
@@ -732,12 +874,19 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
                               &g[(l + 1) % 2]);
         if (st == TACL_OK)
             st = gather_wait(e, &g[l % 2], &w);
-        if (st == TACL_OK)
+        if (st == TACL_OK) {
+            t0 = clock_s();
             model_forward(md, l, w, &acts);
+            fwd += clock_s() - t0;
+        }
     }
     if (st != TACL_OK)
         return st;
+    t0 = clock_s();
     *loss_p += model_loss_sum(md, &acts);
+    fwd += clock_s() - t0;
+    if (e->prof_fwd == 0.0 || fwd < e->prof_fwd)
+        e->prof_fwd = fwd;
     /* The output layer's parameters are gathered again like any other:
      * Table 3 counts a backward all-gather of every layer. */
     st = gather_start(e, L - 1, 1, e->wfull[(L - 1) % 2], &g[(L - 1) % 2]);
@@ -747,16 +896,23 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
                               &g[(l - 1) % 2]);
         if (st == TACL_OK)
             st = gather_wait(e, &g[l % 2], &w);
+        if (st == TACL_OK && e->ngroups > 0) {
+            backward_timed(e, l, w, e->gflat + e->loff[l], &acts, scale);
+            st = plan_reduce(e, l);
+            continue;
+        }
         /* The buffer's previous layer (l + 2) must be reduced first. */
         if (st == TACL_OK)
             st = reduce_finish(e, &red[l % 2]);
         if (st == TACL_OK) {
-            model_backward(md, l, w, e->gfull[l % 2], &acts, scale);
+            backward_timed(e, l, w, e->gfull[l % 2], &acts, scale);
             st = reduce_start(e, l, l % 2, &red[l % 2]);
         }
     }
     for (int i = 0; i < 2 && st == TACL_OK; i++)
         st = reduce_finish(e, &red[(L + i) % 2]);
+    if (st == TACL_OK)
+        st = plan_finish(e);
     return st;
 }
 
@@ -776,6 +932,33 @@ static void adam(engine_t *e, float *p, const float *grad, float *m,
     }
 }
 
+/*
+ * With a plan, the once-a-step all-reduce of group gradient shards
+ * across groups (MiCS's second hop): one collective a plan group,
+ * compressed as the plan says, with its own residual.
+ */
+static tacl_status_t plan_allreduce_inter(engine_t *e, float **bufs)
+{
+    tacl_status_t st = TACL_OK;
+
+    if (e->ng == 1)
+        return TACL_OK;
+    for (int k = 0; k < e->ngroups && st == TACL_OK; k++) {
+        int lo = e->grp_lo[k], nl = e->grp_hi[k] - lo + 1;
+        size_t counts[nl];
+
+        for (int i = 0; i < nl; i++)
+            counts[i] = shard_len(e, lo + i, LVL_I);
+        st = gcomp_allreduce(&e->codec, e->grp_comp[k], e->inter, nl,
+                             bufs + lo, counts, e->err_ar + e->ioff[lo],
+                             e->pack);
+    }
+    if (st != TACL_OK)
+        return comm_fail(e, e->inter, st,
+                         "all-reduce of gradients across groups");
+    return TACL_OK;
+}
+
 static tacl_status_t update(engine_t *e)
 {
     int L = e->model.n_layers;
@@ -793,7 +976,9 @@ static tacl_status_t update(engine_t *e)
         for (int l = 0; l < L && st == TACL_OK; l++)
             bufs[l] = e->g_hold[l] + shard_off(e, l, LVL_I) -
                       shard_off(e, l, lg);
-        if (st == TACL_OK)
+        if (st == TACL_OK && e->ngroups > 0)
+            st = plan_allreduce_inter(e, bufs);
+        else if (st == TACL_OK)
             st = allreduce_layers(e, HOP_INTER, bufs, LVL_I);
     } else {
         st = reduce_levels(e, lg, LVL_G, bufs, 0, L - 1);
@@ -858,6 +1043,118 @@ tacl_status_t engine_step(engine_t *e, engine_step_t *out)
     out->intra_bytes = sums[1];
     out->inter_bytes = sums[2];
     return TACL_OK;
+}
+
+/* ---- Compression plans ---- */
+
+const char *engine_compress_unsupported(const engine_opts_t *o)
+{
+    int nested = o->p == LVL_I || o->g == LVL_I || o->os == LVL_I;
+
+    if (o->qgz)
+        return "--compress and --qgz both compress the gradients: give one";
+    if (o->g == LVL_G && !nested)
+        return NULL;
+    if (o->g == LVL_I && o->os == LVL_I)
+        return NULL;
+    return "--compress needs a strategy that reduce-scatters gradients in "
+           "one hop (gradients G and no I level: ZeRO-2 (NGG), ZeRO-3 "
+           "(GGG)) or inside the group and then all-reduces them across "
+           "groups (gradients and states I: MiCS (III), NII)";
+}
+
+/* The plan's buffers, once: full gradients, residuals, scratch. */
+static int alloc_plan_buffers(engine_t *e)
+{
+    int L = e->model.n_layers;
+    size_t psi = model_total_padded(&e->model);
+
+    if (e->gflat != NULL)
+        return 0;
+    e->loff = calloc((size_t)L + 1, sizeof(size_t));
+    e->ioff = calloc((size_t)L + 1, sizeof(size_t));
+    if (e->loff == NULL || e->ioff == NULL) {
+        set_err(e, "out of memory");
+        return -1;
+    }
+    for (int l = 0; l < L; l++) {
+        e->loff[l + 1] = e->loff[l] + e->model.padded[l];
+        e->ioff[l + 1] = e->ioff[l] + shard_len(e, l, LVL_I);
+    }
+    if (!(e->gflat = ealloc(e, psi * 4, NULL)) ||
+        !(e->err_rs = ealloc(e, psi * 4, &e->bytes_g)) ||
+        !(e->err_ar = ealloc(e, e->ioff[L] * 4, &e->bytes_g)) ||
+        !(e->pack = ealloc(e, psi * 4, NULL)) ||
+        !(e->shard = ealloc(e, psi * 4, NULL)))
+        return -1;
+    return 0;
+}
+
+tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
+                              int ngroups, const int *first,
+                              const int *compress)
+{
+    int L = e->model.n_layers;
+    const char *why = engine_compress_unsupported(&e->o);
+
+    if (why != NULL) {
+        set_err(e, "%s", why);
+        return TACL_ERR_INVALID_USAGE;
+    }
+    if (codec == NULL || codec->codec == NULL || ngroups < 1 ||
+        ngroups > L || first == NULL || compress == NULL || first[0] != 0) {
+        set_err(e, "engine_set_plan: a NULL codec or plan, or %d groups "
+                "for %d layers", ngroups, L);
+        return TACL_ERR_INVALID_ARG;
+    }
+    for (int k = 1; k < ngroups; k++)
+        if (first[k] <= first[k - 1] || first[k] >= L) {
+            set_err(e, "engine_set_plan: group %d starts at tensor %d, "
+                    "not after %d and below %d", k, first[k], first[k - 1],
+                    L);
+            return TACL_ERR_INVALID_ARG;
+        }
+    if (alloc_plan_buffers(e) != 0)
+        return TACL_ERR_NO_MEMORY;
+    free(e->grp_lo);
+    free(e->grp_hi);
+    free(e->grp_comp);
+    e->grp_lo = calloc((size_t)ngroups, sizeof(int));
+    e->grp_hi = calloc((size_t)ngroups, sizeof(int));
+    e->grp_comp = calloc((size_t)ngroups, sizeof(int));
+    if (!e->grp_lo || !e->grp_hi || !e->grp_comp) {
+        e->ngroups = 0;
+        set_err(e, "out of memory");
+        return TACL_ERR_NO_MEMORY;
+    }
+    /* Tensor i is layer L - 1 - i: gradients are ready from the top. */
+    for (int k = 0; k < ngroups; k++) {
+        int end = k + 1 < ngroups ? first[k + 1] : L;
+
+        e->grp_hi[k] = L - 1 - first[k];
+        e->grp_lo[k] = L - end;
+        e->grp_comp[k] = compress[k] != 0;
+    }
+    e->codec = *codec;
+    e->ngroups = ngroups;
+    e->plan_pending = -1;
+    /* A new layout of the residuals: they start again from zero. */
+    memset(e->err_rs, 0, e->loff[L] * sizeof(float));
+    memset(e->err_ar, 0, e->ioff[L] * sizeof(float));
+    return TACL_OK;
+}
+
+void engine_profile(const engine_t *e, double *forward_p, double *backward)
+{
+    *forward_p = e->prof_fwd;
+    for (int l = 0; l < e->model.n_layers; l++)
+        backward[l] = e->prof_bwd[l];
+}
+
+void engine_profile_reset(engine_t *e)
+{
+    e->prof_fwd = 0.0;
+    memset(e->prof_bwd, 0, (size_t)e->model.n_layers * sizeof(double));
 }
 
 void engine_state_bytes(const engine_t *e, uint64_t *p, uint64_t *g,

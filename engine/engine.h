@@ -13,6 +13,7 @@
 
 #include <tacl.h>
 
+#include "gcomp.h"
 #include "model.h"
 
 typedef enum { LVL_N = 0, LVL_I = 1, LVL_G = 2 } engine_level_t;
@@ -87,6 +88,32 @@ void engine_position(const engine_t *e, uint64_t *step_p,
 void engine_set_position(engine_t *e, uint64_t step, uint64_t data_pos);
 /* The model: layer sizes (count, padded) for reports. */
 const model_t *engine_model(const engine_t *e);
+
+/*
+ * Gradient compression (issue 30).  NULL when the strategy's gradients
+ * can be compressed (reduce-scattered on the world, or inside the group
+ * and then all-reduced across groups), else why not, naming the option.
+ */
+const char *engine_compress_unsupported(const engine_opts_t *opts);
+
+/*
+ * Reduce gradients by a plan from the next micro-step on: ngroups groups
+ * of consecutive tensors in gradient-ready order (tensor i is layer
+ * n_layers - 1 - i), group k starting at tensor first[k] (first[0] = 0,
+ * increasing), compressed with codec where compress[k].  Each group is
+ * one collective; the engine owns an error-feedback residual per
+ * gradient shard, zeroed when a plan is set.  Not collective, but every
+ * rank must set the same plan.
+ */
+tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
+                              int ngroups, const int *first,
+                              const int *compress);
+
+/* The profile: least seconds of a micro-step's forward (the loss
+ * included) and of each layer's backward (backward[l], n_layers values)
+ * since the last reset (or creation). */
+void engine_profile(const engine_t *e, double *forward_p, double *backward);
+void engine_profile_reset(engine_t *e);
 
 /* Checkpoint of the sharded state, readable by any strategy; collective. */
 tacl_status_t engine_save(engine_t *e, const char *path);

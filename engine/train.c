@@ -23,6 +23,7 @@
 #include <tacl.h>
 
 #include "engine.h"
+#include "profile.h"
 #include "snap.h"
 
 #define DEFAULT_DATA "/usr/share/common-licenses/GPL-3"
@@ -58,6 +59,26 @@ static void usage(FILE *f)
         "                   and run on to step K of --steps\n"
         "  --kill-at R:S    fault injection: rank R SIGKILLs itself after "
         "step S\n"
+        "  --compress CODEC compress gradient reduce-scatters (ZeRO-2, "
+        "ZeRO-3, MiCS):\n"
+        "                   fp16 bf16 int8 int4 topk threshold randk sign, "
+        "with error\n"
+        "                   feedback (a residual per gradient shard)\n"
+        "  --density D      topk, threshold, randk: share kept, in (0, 1] "
+        "(0.01)\n"
+        "  --bits B         int8, int4: 8 or 4 (the name's width)\n"
+        "  --plan P         none: every layer compressed on its own "
+        "(default);\n"
+        "                   fusion: the planner's groups, all compressed; "
+        "full: its\n"
+        "                   groups, each compressed or not.  fusion and "
+        "full profile\n"
+        "                   the first --profile-steps steps (uncompressed) "
+        "and print\n"
+        "                   the plan\n"
+        "  --profile-steps N  steps profiled before planning (3)\n"
+        "  --no-error-feedback  drop the residuals (to show what they "
+        "are for)\n"
         "  --quiet          print only the summary\n", DEFAULT_DATA);
 }
 
@@ -124,7 +145,8 @@ enum {
     OPT_QGZ_BITS, OPT_STEPS, OPT_MICRO, OPT_BATCH, OPT_CTX, OPT_EMB,
     OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
-    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_RESUME, OPT_KILL_AT
+    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS,
+    OPT_DENSITY, OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF
 };
 
 static const struct option long_opts[] = {
@@ -155,6 +177,12 @@ static const struct option long_opts[] = {
     {"snapshot-flush-every", required_argument, NULL, OPT_SNAP_FLUSH},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"kill-at", required_argument, NULL, OPT_KILL_AT},
+    {"compress", required_argument, NULL, OPT_COMPRESS},
+    {"density", required_argument, NULL, OPT_DENSITY},
+    {"bits", required_argument, NULL, OPT_BITS},
+    {"plan", required_argument, NULL, OPT_PLAN},
+    {"profile-steps", required_argument, NULL, OPT_PROFILE_STEPS},
+    {"no-error-feedback", no_argument, NULL, OPT_NO_EF},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -166,7 +194,51 @@ typedef struct {
     engine_snap_opts_t snap;
     int snapshots, resume;
     int kill_rank, kill_step; /* -1: none */
+    const char *compress, *plan;  /* codec and plan names, or NULL */
+    double density;               /* 0: the default */
+    int bits, profile_steps, no_ef;
+    gcomp_codec_t codec;
+    engine_plan_kind_t plan_kind;
 } args_t;
+
+/* The compression options against each other and the strategy. */
+static int check_compress(args_t *a)
+{
+    char why[512];
+    const char *no;
+
+    if (a->compress == NULL) {
+        if (a->plan != NULL || a->density > 0.0 || a->bits != 0 ||
+            a->no_ef) {
+            fprintf(stderr, "train: --plan, --density, --bits and "
+                    "--no-error-feedback need --compress CODEC\n");
+            return 1;
+        }
+        return 0;
+    }
+    if (gcomp_codec_init(&a->codec, a->compress, a->density, a->bits, why,
+                         sizeof(why)) != 0) {
+        fprintf(stderr, "train: %s\n", why);
+        return 1;
+    }
+    a->codec.error_feedback = !a->no_ef;
+    if (a->plan != NULL && engine_plan_parse(a->plan, &a->plan_kind) != 0) {
+        fprintf(stderr, "train: --plan wants none, fusion or full, not "
+                "'%s'\n", a->plan);
+        return 1;
+    }
+    if (a->plan_kind != ENGINE_PLAN_NONE && a->profile_steps < 1) {
+        fprintf(stderr, "train: --profile-steps must be at least 1 for "
+                "--plan %s\n", a->plan);
+        return 1;
+    }
+    no = engine_compress_unsupported(&a->eo);
+    if (no != NULL) {
+        fprintf(stderr, "train: strategy %s: %s\n", a->strategy, no);
+        return 1;
+    }
+    return 0;
+}
 
 static int parse_args(int argc, char **argv, args_t *a)
 {
@@ -179,6 +251,7 @@ static int parse_args(int argc, char **argv, args_t *a)
     a->steps = 20;
     a->snap.key = "train";
     a->kill_rank = a->kill_step = -1;
+    a->profile_steps = 3;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         ip = NULL;
         switch (c) {
@@ -222,6 +295,20 @@ static int parse_args(int argc, char **argv, args_t *a)
                 bad = 1;
             }
             break;
+        case OPT_COMPRESS: a->compress = optarg; break;
+        case OPT_DENSITY:
+            a->density = strtod(optarg, &end);
+            if (*end != '\0' || end == optarg || !(a->density > 0.0) ||
+                a->density > 1.0) {
+                fprintf(stderr, "train: --density wants a share in (0, 1], "
+                        "not '%s'\n", optarg);
+                bad = 1;
+            }
+            break;
+        case OPT_BITS: ip = &a->bits; break;
+        case OPT_PLAN: a->plan = optarg; break;
+        case OPT_PROFILE_STEPS: ip = &a->profile_steps; break;
+        case OPT_NO_EF: a->no_ef = 1; break;
         case OPT_HELP: usage(stdout); exit(0);
         default: bad = 1; break;
         }
@@ -240,6 +327,8 @@ static int parse_args(int argc, char **argv, args_t *a)
                 "parameters and gradients, or an alias)\n", a->strategy);
         bad = 1;
     }
+    if (!bad)
+        bad = check_compress(a);
     a->snapshots = a->snap.every > 0 || a->snap.file != NULL || a->resume;
     if (!bad && a->resume && a->load != NULL) {
         fprintf(stderr, "train: --resume and --load exclude each other\n");
@@ -335,7 +424,35 @@ int main(int argc, char **argv)
     /* A resumed job runs on to step --steps; otherwise --steps more. */
     first = engine_step_index(e);
     target = a.resume ? (uint64_t)a.steps : first + (uint64_t)a.steps;
+    if (a.compress != NULL && a.plan_kind == ENGINE_PLAN_NONE &&
+        engine_plan_layerwise(e, &a.codec) != TACL_OK) {
+        fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
+        goto out_engine;
+    }
+    if (rank == 0 && a.compress != NULL && !a.quiet) {
+        printf("compress %s plan %s error-feedback %s density %g bits %d\n",
+               a.compress, engine_plan_name(a.plan_kind),
+               a.codec.error_feedback ? "on" : "off",
+               a.codec.params.density, a.codec.params.bits);
+        fflush(stdout);
+    }
+    if (rank == 0 && a.compress != NULL &&
+        a.plan_kind != ENGINE_PLAN_NONE &&
+        first + (uint64_t)a.profile_steps >= target)
+        fprintf(stderr, "train: warning: --plan %s profiles %d steps and "
+                "no step is left after them: nothing is compressed (give "
+                "more --steps)\n", engine_plan_name(a.plan_kind),
+                a.profile_steps);
     for (uint64_t i = first; i < target; i++) {
+        /* fusion and full: plan from the first profiled steps. */
+        if (a.compress != NULL && a.plan_kind != ENGINE_PLAN_NONE &&
+            i == first + (uint64_t)a.profile_steps &&
+            engine_plan_profiled(e, comm, &a.codec, a.plan_kind, !a.quiet,
+                                 err, sizeof(err)) != TACL_OK) {
+            fprintf(stderr, "train: rank %d: --plan %s: %s\n", rank,
+                    engine_plan_name(a.plan_kind), err);
+            goto out_engine;
+        }
         t0 = now_s();
         st = engine_step(e, &s);
         t1 = now_s();
@@ -377,11 +494,11 @@ int main(int argc, char **argv)
     }
     getrusage(RUSAGE_SELF, &ru);
     if (rank == 0)
-        printf("summary strategy %s steps %d tokens/s %.0f peak_rss_kb %ld\n",
-               a.strategy, (int)(target - first),
+        printf("summary strategy %s steps %d tokens/s %.0f peak_rss_kb %ld "
+               "loss %.9g\n", a.strategy, (int)(target - first),
                total_t > 0 ? (double)(target - first) * a.eo.batch / total_t
                            : 0.0,
-               ru.ru_maxrss);
+               ru.ru_maxrss, target > first ? s.loss : 0.0);
     rc = 0;
     /* The job is over: its node-local stores go (the files stay). */
     engine_snap_destroy(snap, 1);

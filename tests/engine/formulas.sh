@@ -1,4 +1,4 @@
-# PaRO's formulas for the engine's tests; the test scripts source this.
+# PaRO's formulas and the checks the engine's tests share; they source this.
 #
 # Table 2 (memory per rank) in float32: parameters 4 bytes per element,
 # gradients 4, Adam's two moments 8 (K = 8; float32 training keeps no
@@ -115,5 +115,32 @@ check_run() {
         fail "$name: intra/inter bytes per step '$got', formula '$want'"
     else
         ok "$name: intra/inter-group bytes per step $want, as the formula"
+    fi
+}
+
+# bad NAME WANT_RC PATTERN CMD...: a clear message and status, no crash.
+bad() {
+    local name=$1 want=$2 pat=$3 rc
+    shift 3
+    "$@" > "$TMP/bad.log" 2>&1
+    rc=$?
+    checks=$((checks + 1))
+    if [ "$rc" -ne "$want" ] || ! grep -q -- "$pat" "$TMP/bad.log"; then
+        fail "$name: exit $rc (want $want), output:"
+        head -5 "$TMP/bad.log"
+    else
+        ok "$name: exit $rc, says '$pat'"
+    fi
+}
+
+# engine_test_setup: TMP, a folder removed at exit, and DATA, the training
+# text (ENGINE_DATA or Debian's GPL-3); without the text the test skips.
+engine_test_setup() {
+    TMP=$(mktemp -d) || exit 1
+    trap 'rm -rf "$TMP"' EXIT
+    DATA=${ENGINE_DATA:-/usr/share/common-licenses/GPL-3}
+    if [ ! -r "$DATA" ]; then
+        echo "SKIP: the training text $DATA (Debian's base-files) is missing"
+        exit 77
     fi
 }

@@ -23,14 +23,7 @@ TRAIN=${2:?usage: test_engine.sh TACL_RUN TRAIN}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../common/checks.sh"
 . "$HERE/formulas.sh"
-TMP=$(mktemp -d) || exit 1
-trap 'rm -rf "$TMP"' EXIT
-
-DATA=${ENGINE_DATA:-/usr/share/common-licenses/GPL-3}
-if [ ! -r "$DATA" ]; then
-    echo "SKIP: the training text $DATA (Debian's base-files) is missing"
-    exit 77
-fi
+engine_test_setup
 MODEL=(--ctx 4 --emb 8 --hidden 32 --blocks 4 --batch 32 --lr 1e-2
        --data "$DATA")
 N=4 M=2 S=2
@@ -211,20 +204,6 @@ expect_rc "two ranks from torchrun's variables" 0 $((rc0 | $?)) && {
 }
 
 echo "=== bad input"
-# bad NAME WANT_RC PATTERN CMD...: a clear message and status, no crash.
-bad() {
-    local name=$1 want=$2 pat=$3 rc
-    shift 3
-    "$@" > "$TMP/bad.log" 2>&1
-    rc=$?
-    checks=$((checks + 1))
-    if [ "$rc" -ne "$want" ] || ! grep -q -- "$pat" "$TMP/bad.log"; then
-        fail "$name: exit $rc (want $want), output:"
-        head -5 "$TMP/bad.log"
-    else
-        ok "$name: exit $rc, says '$pat'"
-    fi
-}
 bad "invalid strategy GNN" 2 "invalid strategy" "$TRAIN" --strategy GNN
 bad "unknown option" 2 "usage" "$TRAIN" --frobnicate
 bad "missing text" 1 "cannot open" "$TRAIN" --data "$TMP/none"

@@ -8,7 +8,8 @@
 # step the Table 3 formulas (tests/engine/formulas.sh).  ZeRO-3 with hpZ
 # must match it as closely, ZeRO-3 with hpZ+qwZ+qgZ within the bound
 # test_engine.sh states for it.  One cluster job per layout runs all the
-# strategies one after the other.
+# strategies one after the other.  On 2x2, a second job compresses the
+# gradients (ZeRO-3 and MiCS; fp16, int8, top-k 1%; each plan once).
 #
 # Skips (exit 77) where `tacl-cluster --check` fails (not root, no
 # namespaces).  ENGINE_LAYOUTS ("2x2 4x2 3x3") picks layouts.
@@ -35,6 +36,53 @@ fi
 TMP=$(mktemp -d /tmp/tacl-engine.XXXXXX) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 S=2
+
+# compressed LAYOUT NODES PER DIR MODEL...: gradient compression on the
+# cluster (test_engine_compress.sh's bounds): fp16 within 1e-3 and int8
+# within 1e-2 of single-process training at every step, top-k 1% with
+# error feedback falling below 0.9 x its first loss and within 1.5 x the
+# reference at step 20; ZeRO-3 and MiCS, the three plans among them.
+compressed() {
+    local layout=$1 nodes=$2 per=$3 dir=$4 runs v name bound l1 l20
+    shift 4
+    runs="ZeRO-3:fp16:none:1e-3 MiCS:int8:full:1e-2 ZeRO-3:topk:fusion:-
+          MiCS:topk:none:-"
+    "$TOOL" --nodes "$nodes" --ranks-per-node "$per" --timeout 300 -- \
+        sh -c 'dir=$1 runs=$2; shift 2; for v in $runs; do
+            IFS=: read -r st c p b <<EOF2
+$v
+EOF2
+            "$@" --strategy $st --compress $c --plan $p \
+                > "$dir/comp.$st.$c.$p.$TACL_RANK" 2>&1 || exit 1
+            done' sh "$dir" "$runs" "$TRAIN" "$@" > "$dir/comp.log" 2>&1
+    expect_rc "$layout: compressed gradients train" 0 $? ||
+        tail -20 "$dir/comp.log"
+    for v in $runs; do
+        IFS=: read -r st c p bound <<< "$v"
+        name="$layout $st $c plan $p"
+        cat "$dir/comp.$st.$c.$p".* > "$dir/comp.$v.log" 2> /dev/null
+        losses_of "$dir/comp.$v.log" > "$dir/comp.$v.loss"
+        checks=$((checks + 1))
+        if [ "$bound" != - ]; then
+            if out=$(close_losses "$dir/ref.loss" "$dir/comp.$v.loss" \
+                "$bound"); then
+                ok "$name: losses within $bound of single-process ($out)"
+            else
+                fail "$name: losses differ ($out)"
+            fi
+            continue
+        fi
+        l1=$(sed -n 1p "$dir/comp.$v.loss")
+        l20=$(sed -n 20p "$dir/comp.$v.loss")
+        if awk -v a="$l1" -v b="$l20" -v r="$(sed -n 20p "$dir/ref.loss")" \
+            'BEGIN { exit !(b != "" && b <= 0.9 * a && b <= 1.5 * r) }'; then
+            ok "$name: loss $l1 -> $l20, within 1.5 x the reference"
+        else
+            fail "$name: loss $l1 -> $l20 (reference at step 20:" \
+                "$(sed -n 20p "$dir/ref.loss"))"
+        fi
+    done
+}
 
 for layout in ${ENGINE_LAYOUTS:-2x2 4x2 3x3}; do
     nodes=${layout%x*} per=${layout#*x}
@@ -85,5 +133,7 @@ for layout in ${ENGINE_LAYOUTS:-2x2 4x2 3x3}; do
             tail -5 "$dir/$name.log"
         fi
     done
+    [ "$layout" = 2x2 ] && compressed "$layout" "$nodes" "$per" "$dir" \
+        "${model[@]}"
 done
 finish

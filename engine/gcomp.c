@@ -1,0 +1,131 @@
+/*
+ * Compressed gradient reduction (see gcomp.h).
+ *
+ * Cupcake (thesis chapter 5) fuses consecutive gradients into one call so
+ * that a group pays the codec's and the collective's fixed costs once.
+ * tacl's compressed reduce-scatter hands rank r block r of its input, so
+ * a fused group of layers is packed block-major: rank r's block is the
+ * concatenation of every layer's shard r, and what comes back is this
+ * rank's shard of each layer, one after the other.  The residual of
+ * error feedback stays in the packed layout, which is fixed as long as
+ * the plan is.
+ */
+#include "gcomp.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int gcomp_codec_init(gcomp_codec_t *c, const char *name, double density,
+                     int bits, char *why, size_t whylen)
+{
+    memset(c, 0, sizeof(*c));
+    if (tacl_codec_find(name, &c->codec) != TACL_OK) {
+        snprintf(why, whylen, "--compress: %s", tacl_last_error());
+        return -1;
+    }
+    c->params.density = density > 0.0 ? density : 0.01;
+    if (bits > 0)
+        c->params.bits = bits;
+    else
+        c->params.bits = strcmp(name, "int4") == 0 ? 4 : 8;
+    if (density < 0.0 || density > 1.0) {
+        snprintf(why, whylen, "--density %g is outside (0, 1]", density);
+        return -1;
+    }
+    if (tacl_codec_check(c->codec, &c->params) != TACL_OK) {
+        snprintf(why, whylen, "--compress %s with --density/--bits: %s", name,
+                 tacl_last_error());
+        return -1;
+    }
+    c->scheme = (c->codec->flags & TACL_CODEC_SUMMABLE) ? TACL_COMP_SUM
+                                                        : TACL_COMP_SHUFFLE;
+    c->error_feedback = 1;
+    return 0;
+}
+
+void gcomp_pack(int size, int nl, float *const *grads, const size_t *counts,
+                float *pack)
+{
+    size_t at = 0;
+
+    for (int r = 0; r < size; r++)
+        for (int i = 0; i < nl; i++) {
+            size_t chunk = counts[i] / (size_t)size;
+
+            memcpy(pack + at, grads[i] + (size_t)r * chunk,
+                   chunk * sizeof(float));
+            at += chunk;
+        }
+}
+
+void gcomp_unpack_add(int size, int nl, const size_t *counts,
+                      const float *shard, float *const *dst)
+{
+    size_t at = 0;
+
+    for (int i = 0; i < nl; i++) {
+        size_t chunk = counts[i] / (size_t)size;
+
+        for (size_t k = 0; k < chunk; k++)
+            dst[i][k] += shard[at + k];
+        at += chunk;
+    }
+}
+
+tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
+                                   tacl_comm_t comm, int size, int nl,
+                                   float *const *grads, const size_t *counts,
+                                   float *const *dst, float *err, float *pack,
+                                   float *shard, tacl_request_t *req_p)
+{
+    size_t block = 0;
+    tacl_status_t st;
+
+    for (int i = 0; i < nl; i++)
+        block += counts[i] / (size_t)size;
+    gcomp_pack(size, nl, grads, counts, pack);
+    if (!compress && req_p != NULL)
+        return tacl_reduce_scatter_nb(pack, shard, block, TACL_FLOAT32,
+                                      TACL_SUM, comm, NULL, req_p);
+    if (compress)
+        st = tacl_comp_reduce_scatter(pack, shard, block, c->codec,
+                                      &c->params,
+                                      c->error_feedback ? err : NULL,
+                                      c->scheme, comm);
+    else
+        st = tacl_reduce_scatter(pack, shard, block, TACL_FLOAT32, TACL_SUM,
+                                 comm, NULL);
+    if (st != TACL_OK)
+        return st;
+    gcomp_unpack_add(size, nl, counts, shard, dst);
+    return TACL_OK;
+}
+
+tacl_status_t gcomp_allreduce(const gcomp_codec_t *c, int compress,
+                              tacl_comm_t comm, int nl, float *const *bufs,
+                              const size_t *counts, float *err, float *pack)
+{
+    size_t at = 0, total;
+    tacl_status_t st;
+
+    for (int i = 0; i < nl; i++) {
+        memcpy(pack + at, bufs[i], counts[i] * sizeof(float));
+        at += counts[i];
+    }
+    total = at;
+    if (compress)
+        st = tacl_comp_allreduce(pack, pack, total, c->codec, &c->params,
+                                 c->error_feedback ? err : NULL, c->scheme,
+                                 comm);
+    else
+        st = tacl_allreduce(pack, pack, total, TACL_FLOAT32, TACL_SUM, comm,
+                            NULL);
+    if (st != TACL_OK)
+        return st;
+    at = 0;
+    for (int i = 0; i < nl; i++) {
+        memcpy(bufs[i], pack + at, counts[i] * sizeof(float));
+        at += counts[i];
+    }
+    return TACL_OK;
+}

@@ -1,0 +1,65 @@
+/*
+ * Compressed gradient reduction for the engine (issue 30): a fused group
+ * of consecutive layers reduce-scattered (or all-reduced) as one
+ * compressed collective, with an error-feedback residual the engine
+ * owns.  A floor of engine/: it sees buffers and communicators only,
+ * never the engine.
+ */
+#ifndef ENGINE_GCOMP_H
+#define ENGINE_GCOMP_H
+
+#include <stddef.h>
+
+#include <tacl.h>
+
+/* The codec the engine compresses gradients with. */
+typedef struct {
+    const tacl_codec_t *codec;
+    tacl_codec_params_t params;
+    tacl_comp_scheme_t scheme; /* SUM for a summable codec, else SHUFFLE */
+    int error_feedback;        /* 0 only to show what feedback is for */
+} gcomp_codec_t;
+
+/*
+ * Find the codec called name with the given density (topk, threshold,
+ * randk; <= 0: 0.01) and bits (int8, int4; 0: the name's width), and
+ * check it.  0, or -1 with the reason, naming the option, in why.
+ */
+int gcomp_codec_init(gcomp_codec_t *c, const char *name, double density,
+                     int bits, char *why, size_t whylen);
+
+/* Pack nl layers (counts[i] floats at grads[i]) block by block. */
+void gcomp_pack(int size, int nl, float *const *grads, const size_t *counts,
+                float *pack);
+/* Add the reduced block (shard) back into each layer's dst[i]. */
+void gcomp_unpack_add(int size, int nl, const size_t *counts,
+                      const float *shard, float *const *dst);
+
+/*
+ * Reduce-scatter the nl layers grads[i] (counts[i] floats each, every
+ * count a multiple of size) over comm (size ranks), adding each layer's
+ * reduced block (the rank's place in comm) into dst[i] (counts[i] /
+ * size floats).  The layers travel as one collective: packed block by
+ * block (every layer's block 0, then block 1, ...) into pack, encoded by
+ * c with the residual err (the sum of the counts, in the packed layout)
+ * when compress, else the dense float32 reduce-scatter.  pack and shard
+ * hold the sum of the counts, and that over size.  With req_p and not
+ * compress, the dense reduce-scatter is only started (*req_p): wait for
+ * it, then gcomp_unpack_add.
+ */
+tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
+                                   tacl_comm_t comm, int size, int nl,
+                                   float *const *grads, const size_t *counts,
+                                   float *const *dst, float *err, float *pack,
+                                   float *shard, tacl_request_t *req_p);
+
+/*
+ * All-reduce the nl buffers bufs[i] (counts[i] floats) in place over
+ * comm as one collective, packed one after the other into pack; encoded
+ * by c with the residual err (the sum of the counts) when compress.
+ */
+tacl_status_t gcomp_allreduce(const gcomp_codec_t *c, int compress,
+                              tacl_comm_t comm, int nl, float *const *bufs,
+                              const size_t *counts, float *err, float *pack);
+
+#endif /* ENGINE_GCOMP_H */
