@@ -69,12 +69,36 @@ static void pack(engine_snap_t *s, int to)
         engine_set_position(s->e, s->position[0], s->position[1]);
 }
 
+int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode)
+{
+    static const char *const names[] = {"background", "foreground",
+                                        "blocking"};
+
+    for (int m = 0; m < 3; m++)
+        if (strcmp(name, names[m]) == 0) {
+            *mode = (engine_snap_mode_t)m;
+            return 0;
+        }
+    return -1;
+}
+
+/* Parts in flight per copy: tacl's pipeline of staging parts. */
+#define ENGINE_SNAP_PARTS 4
+
 tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
                                  const engine_snap_opts_t *o,
                                  engine_snap_t **snap_p, char *err,
                                  size_t errlen)
 {
-    tacl_snapshot_config_t cfg = {.replicas = o->replicas, .job_key = o->key};
+    size_t part = o->part_bytes > 0 ? (size_t)o->part_bytes : 1u << 20;
+    tacl_snapshot_config_t cfg = {
+        .replicas = o->replicas,
+        .staging_bytes = part * ENGINE_SNAP_PARTS,
+        .staging_parts = ENGINE_SNAP_PARTS,
+        .traffic = o->mode == ENGINE_SNAP_BACKGROUND
+                       ? TACL_SNAPSHOT_TRAFFIC_BACKGROUND
+                       : TACL_SNAPSHOT_TRAFFIC_FOREGROUND,
+        .job_key = o->key};
     engine_snap_t *s = calloc(1, sizeof(*s));
     int nodes = 1;
     tacl_status_t st;
@@ -187,6 +211,8 @@ static tacl_status_t save(engine_snap_t *s, int flush)
     }
     s->pending_step = step;
     s->saves++;
+    if (s->o.mode == ENGINE_SNAP_BLOCKING && (st = settle(s)) != TACL_OK)
+        return st;
     flush |= s->o.flush_every > 0 && s->saves % s->o.flush_every == 0;
     /* The own copy is committed once save_nb returns. */
     if (flush && s->path[0] != '\0') {
@@ -217,7 +243,8 @@ tacl_status_t engine_snap_finish(engine_snap_t *s)
     engine_position(s->e, &step, &data_pos);
     if (s->path[0] == '\0' || (s->have_flushed && s->flushed_step == step))
         return settle(s);
-    if (s->pending != NULL && s->pending_step == step) {
+    if ((s->pending != NULL && s->pending_step == step) ||
+        (s->pending == NULL && s->have_saved && s->saved_step == step)) {
         st = tacl_snapshot_flush(s->set, step, s->path);
         if (st != TACL_OK)
             return fail(s, st, "flush");

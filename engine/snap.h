@@ -10,8 +10,20 @@
 
 #include "engine.h"
 
+/* How a save's copies travel (--snapshot-mode). */
+typedef enum {
+    ENGINE_SNAP_BACKGROUND = 0, /* tacl's background traffic, non-blocking */
+    ENGINE_SNAP_FOREGROUND,     /* every part at once, non-blocking */
+    ENGINE_SNAP_BLOCKING        /* the step waits for the copies */
+} engine_snap_mode_t;
+
+/* mode named by name; -1 for a name it does not know. */
+int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode);
+
 typedef struct {
     int replicas;     /* copies counting the own one; 0: tacl's default */
+    engine_snap_mode_t mode;
+    int part_bytes;   /* bytes of one part of a copy; 0: 1 MiB */
     int every;        /* save after every K-th step; 0: never */
     int flush_every;  /* flush every F-th save; 0: only at the end */
     const char *key;  /* the job key naming the node-local stores */

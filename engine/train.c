@@ -54,6 +54,14 @@ static void usage(FILE *f)
         "  --snapshot-file PATH   also write PATH.rank<r> after the last "
         "step\n"
         "  --snapshot-flush-every F  and after every F-th snapshot\n"
+        "  --snapshot-mode MODE   background (copies fill the gaps of "
+        "training\n"
+        "                   traffic), foreground (copies sent at once, "
+        "overlapping\n"
+        "                   the next step) or blocking (the step waits for "
+        "them)\n"
+        "  --snapshot-part BYTES  bytes of one part of a copy (1 MiB; 4 "
+        "in flight)\n"
         "  --resume         restore the newest snapshot (memory, then the "
         "files)\n"
         "                   and run on to step K of --steps\n"
@@ -145,7 +153,7 @@ enum {
     OPT_QGZ_BITS, OPT_STEPS, OPT_MICRO, OPT_BATCH, OPT_CTX, OPT_EMB,
     OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
-    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS,
+    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS,
     OPT_DENSITY, OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF
 };
 
@@ -175,6 +183,8 @@ static const struct option long_opts[] = {
     {"snapshot-key", required_argument, NULL, OPT_SNAP_KEY},
     {"snapshot-file", required_argument, NULL, OPT_SNAP_FILE},
     {"snapshot-flush-every", required_argument, NULL, OPT_SNAP_FLUSH},
+    {"snapshot-mode", required_argument, NULL, OPT_SNAP_MODE},
+    {"snapshot-part", required_argument, NULL, OPT_SNAP_PART},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"kill-at", required_argument, NULL, OPT_KILL_AT},
     {"compress", required_argument, NULL, OPT_COMPRESS},
@@ -286,6 +296,14 @@ static int parse_args(int argc, char **argv, args_t *a)
         case OPT_SNAP_KEY: a->snap.key = optarg; break;
         case OPT_SNAP_FILE: a->snap.file = optarg; break;
         case OPT_SNAP_FLUSH: ip = &a->snap.flush_every; break;
+        case OPT_SNAP_MODE:
+            if (engine_snap_parse_mode(optarg, &a->snap.mode) != 0) {
+                fprintf(stderr, "train: --snapshot-mode wants background, "
+                        "foreground or blocking, not '%s'\n", optarg);
+                bad = 1;
+            }
+            break;
+        case OPT_SNAP_PART: ip = &a->snap.part_bytes; break;
         case OPT_RESUME: a->resume = 1; break;
         case OPT_KILL_AT:
             if (sscanf(optarg, "%d:%d", &a->kill_rank, &a->kill_step) != 2 ||

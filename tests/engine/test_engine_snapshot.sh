@@ -89,6 +89,29 @@ else
     cat "$TMP/resume.log"
 fi
 
+# 1b. The same with the other ways copies travel: the restored state is
+# the same whatever the traffic class.
+for mode in foreground blocking; do
+    run4 "$TMP/kill-$mode.log" --snapshot-key "$KEY-$mode" --kill-at 1:7 \
+        --snapshot-mode $mode
+    expect_rc "--snapshot-mode $mode: rank 1 killed after step 7" 137 $?
+    run4 "$TMP/resume-$mode.log" --snapshot-key "$KEY-$mode" --resume \
+        --snapshot-mode $mode
+    expect_rc "--snapshot-mode $mode: resumed run" 0 $?
+    step=$(restored "$TMP/resume-$mode.log")
+    if [ -n "$step" ]; then
+        same_losses "--snapshot-mode $mode: restored" "$step" \
+            "$TMP/resume-$mode.log"
+    else
+        checks=$((checks + 1))
+        fail "--snapshot-mode $mode: the resume restored nothing"
+    fi
+done
+"$TRAIN" --snapshot-mode sideways > "$TMP/bad.log" 2>&1
+expect_rc "an unknown --snapshot-mode" 2 $?
+expect_match "an unknown --snapshot-mode is named" -F "sideways" \
+    "$TMP/bad.log"
+
 # 2. Every node-local store lost: from the files.
 run4 "$TMP/killf.log" --snapshot-key "$KEY-file" --kill-at 2:7 \
     --snapshot-file "$TMP/ckpt" --snapshot-flush-every 1
