@@ -678,12 +678,19 @@ static void start_step(tacl__exec_t *e, uint32_t id)
 static int bg_drain_msgs(tacl__exec_t *e)
 {
     uint32_t keep = e->mhead;
-    int n = 0;
+    int n = 0, held = 0;
 
     for (uint32_t i = e->mhead; i < e->mtail; i++) {
         uint32_t id = e->ready_msg[i];
 
-        if (e->status != TACL_OK || bg_send_held(e, id)) {
+        /* Behind a held send, every send waits too: parts of one copy
+         * share a tag, so they must start in order, also a shorter last
+         * part, and also when a send completing at once frees a place in
+         * the pipeline. */
+        if (e->status != TACL_OK ||
+            (e->sched.steps[id].kind == TACL__STEP_SEND && held) ||
+            bg_send_held(e, id)) {
+            held |= e->sched.steps[id].kind == TACL__STEP_SEND;
             e->ready_msg[keep++] = id;
             continue;
         }

@@ -21,7 +21,8 @@
 #include "harness.h"
 #include "snap_store.h"
 
-#define STATE_BYTES (1u << 20)
+/* Not a whole number of parts: the last one is shorter. */
+#define STATE_BYTES ((1u << 20) + 1000)
 /* Parts of 64 KiB: bulk sends, which background traffic holds. */
 #define STAGING_BYTES (256u << 10)
 #define STAGING_PARTS 4
