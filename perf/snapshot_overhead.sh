@@ -1,0 +1,106 @@
+#!/bin/bash
+# Step time with a snapshot every step against none (issue 29's
+# must-show, the thesis' Figure 6.16 beside it): the engine on the
+# emulated cluster, every node uplink shaped to INTER_RATE (1gbit), each
+# strategy without snapshots and with --snapshot-every 1 in each mode:
+# background (tacl's background traffic class), foreground (every part at
+# once) and blocking (the step waits for its copies).  One tacl-cluster
+# job per layout and launch runs every configuration one after the
+# other; the table gives, per layout, strategy and mode, the median over
+# the launches of the summary's tokens/s (which counts what the snapshot
+# holds the loop up) and the step-time ratio to no snapshots.
+#
+# The model (ctx 32, emb 32, hidden 1024, 4 blocks: 2.2 M parameters;
+# global batch 64 in 4 micro-steps) leaves the link idle most of the step
+# at 1 Gbit/s: the copies of one step (each rank's 8.7 MB of ZeRO-3 state
+# to a peer on another node) take about a tenth of it on the wire.
+#
+# Usage: perf/snapshot_overhead.sh BUILD_DIR [OUT_DIR]
+# Environment: LAYOUTS ("2x2 4x2"), STRATEGIES ("ZeRO-3 MiCS"), MODES
+# ("background foreground blocking"), REPEAT (3), STEPS (6), INTER_RATE.
+# Needs root and namespaces (tacl-cluster --check); exit 77 without.
+
+set -u
+build=${1:?usage: snapshot_overhead.sh BUILD_DIR [OUT_DIR]}
+out=${2:-$build/snapshot_overhead}
+HERE=$(cd "$(dirname "$0")" && pwd)
+CLUSTER=$HERE/../tools/tacl-cluster
+TRAIN=$build/engine/train
+LAYOUTS=${LAYOUTS:-2x2 4x2}
+STRATEGIES=${STRATEGIES:-ZeRO-3 MiCS}
+MODES=${MODES:-background foreground blocking}
+REPEAT=${REPEAT:-3}
+STEPS=${STEPS:-6}
+INTER_RATE=${INTER_RATE:-1gbit}
+MODEL="--ctx 32 --emb 32 --hidden 1024 --blocks 4 --batch 64 --micro-steps 4"
+
+if ! "$CLUSTER" --check >/dev/null 2>&1; then
+    echo "snapshot_overhead: tacl-cluster cannot run here (root and" \
+        "namespaces needed)" >&2
+    exit 77
+fi
+[ -x "$TRAIN" ] || { echo "snapshot_overhead: no $TRAIN" >&2; exit 2; }
+work=$(mktemp -d /tmp/tacl-snap-overhead.XXXXXX) || exit 1
+trap 'rm -rf "$work"; rm -f /dev/shm/tacl-snap-sov$$-*' EXIT
+mkdir -p "$out"
+rm -f "$out"/*.log
+for layout in $LAYOUTS; do
+    nodes=${layout%x*} per=${layout#*x}
+    for rep in $(seq 1 "$REPEAT"); do
+        echo "snapshot_overhead: $layout launch $rep of $REPEAT" >&2
+        dir="$work/$layout.$rep"
+        mkdir -p "$dir"
+        # shellcheck disable=SC2016
+        "$CLUSTER" --nodes "$nodes" --ranks-per-node "$per" \
+            --inter-rate "$INTER_RATE" --timeout 1800 -- sh -c '
+            dir=$1 key=$2; shift 2
+            for st in '"$STRATEGIES"'; do
+                for mode in none '"$MODES"'; do
+                    flags="--strategy $st"
+                    [ "$mode" = none ] || flags="$flags --snapshot-every 1 \
+                        --snapshot-mode $mode --snapshot-key $key-$st-$mode"
+                    "$@" $flags > "$dir/$st.$mode.$TACL_RANK" 2>&1 || exit 1
+                done
+            done' sh "$dir" "sov$$-$rep" "$TRAIN" $MODEL --steps "$STEPS" \
+            --quiet > "$dir/job.log" 2>&1 ||
+            { echo "snapshot_overhead: $layout launch $rep failed" >&2;
+              tail -5 "$dir/job.log" >&2; }
+        for st in $STRATEGIES; do
+            for mode in none $MODES; do
+                cp "$dir/$st.$mode.0" "$out/$layout.$rep.$st.$mode.log" \
+                    2>/dev/null
+            done
+        done
+    done
+done
+/usr/bin/python3 - "$out" "$LAYOUTS" "$STRATEGIES" "none $MODES" <<'EOF' |
+import statistics, sys
+out, layouts, strategies, modes = sys.argv[1], *[a.split() for a in sys.argv[2:]]
+print("| layout | strategy | snapshots | tokens/s (median) | launches | "
+      "step time / none |")
+print("|---|---|---|---|---|---|")
+for lay in layouts:
+    for st in strategies:
+        base = None
+        for mode in modes:
+            rates = []
+            for rep in range(1, 100):
+                try:
+                    text = open(f"{out}/{lay}.{rep}.{st}.{mode}.log").read()
+                except OSError:
+                    break
+                for line in text.splitlines():
+                    f = line.split()
+                    if f and f[0] == "summary":
+                        rates.append(float(f[f.index("tokens/s") + 1]))
+            if not rates:
+                print(f"| {lay} | {st} | {mode} | - | 0 | - |")
+                continue
+            med = statistics.median(rates)
+            if mode == "none":
+                base = med
+            ratio = f"{base / med:.3f}" if base else "-"
+            print(f"| {lay} | {st} | {mode} | {med:.1f} | {len(rates)} | "
+                  f"{ratio} |")
+EOF
+    tee "$out/snapshot_overhead.md"
