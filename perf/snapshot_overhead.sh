@@ -11,9 +11,11 @@
 # holds the loop up) and the step-time ratio to no snapshots.
 #
 # The model (ctx 32, emb 32, hidden 1024, 4 blocks: 2.2 M parameters;
-# global batch 64 in 4 micro-steps) leaves the link idle most of the step
-# at 1 Gbit/s: the copies of one step (each rank's 8.7 MB of ZeRO-3 state
-# to a peer on another node) take about a tenth of it on the wire.
+# global batch 64 in 4 micro-steps) has 4 times the compute per step of
+# engine_bench.sh's: on 2x2 at 1 Gbit/s a ZeRO-3 step takes about 1.9 s,
+# 1.0 s at 10 Gbit/s, so about half of it waits on the network.  Each
+# rank's copy is its 8.7 MB of ZeRO-3 state, sent to a peer on another
+# node.
 #
 # Usage: perf/snapshot_overhead.sh BUILD_DIR [OUT_DIR]
 # Environment: LAYOUTS ("2x2 4x2"), STRATEGIES ("ZeRO-3 MiCS"), MODES
