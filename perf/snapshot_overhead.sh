@@ -10,12 +10,11 @@
 # the launches of the summary's tokens/s (which counts what the snapshot
 # holds the loop up) and the step-time ratio to no snapshots.
 #
-# The model (ctx 32, emb 32, hidden 1024, 4 blocks: 2.2 M parameters;
-# global batch 64 in 4 micro-steps) has 4 times the compute per step of
-# engine_bench.sh's: on 2x2 at 1 Gbit/s a ZeRO-3 step takes about 1.9 s,
-# 1.0 s at 10 Gbit/s, so about half of it waits on the network.  Each
-# rank's copy is its 8.7 MB of ZeRO-3 state, sent to a peer on another
-# node.
+# The model (ctx 8, emb 32, hidden 1024, 4 blocks: 2.2 M parameters)
+# with a global batch of 2048 in one micro-step: on 2x2 at 1 Gbit/s a
+# ZeRO-3 step takes about 0.8 s.  Each rank's copy is its 8.7 MB of
+# ZeRO-3 state, sent to a peer on another node (0.14 s of a node's
+# uplink for its two ranks at the line rate).
 #
 # Usage: perf/snapshot_overhead.sh BUILD_DIR [OUT_DIR]
 # Environment: LAYOUTS ("2x2 4x2"), STRATEGIES ("ZeRO-3 MiCS"), MODES
@@ -34,7 +33,7 @@ MODES=${MODES:-background foreground blocking}
 REPEAT=${REPEAT:-3}
 STEPS=${STEPS:-6}
 INTER_RATE=${INTER_RATE:-1gbit}
-MODEL="--ctx 32 --emb 32 --hidden 1024 --blocks 4 --batch 64 --micro-steps 4"
+MODEL="--ctx 8 --emb 32 --hidden 1024 --blocks 4 --batch 2048 --micro-steps 1"
 
 if ! "$CLUSTER" --check >/dev/null 2>&1; then
     echo "snapshot_overhead: tacl-cluster cannot run here (root and" \
