@@ -66,9 +66,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/python.h>
 
-extern "C" {
-#include <tacl.h>
-}
+#include "compress.h"
 
 namespace py = pybind11;
 
@@ -101,7 +99,7 @@ struct NoGil {
  * tacl's own message for a failed call on comm: the communicator's last
  * error, else the thread's, else the status string.
  */
-static std::string tacl_message(tacl_comm_t comm, tacl_status_t s)
+std::string tacl_message(tacl_comm_t comm, tacl_status_t s)
 {
     const char *m = comm != nullptr ? tacl_comm_last_error(comm) : nullptr;
     if (m == nullptr || *m == '\0')
@@ -2133,6 +2131,18 @@ PYBIND11_MODULE(_C, m)
 {
     py::module::import("torch.distributed");
     m.doc() = "tacl collectives as a torch.distributed backend";
+    m.def(
+        "_codec_check",
+        [](const std::string &codec, double density, int bits,
+           int64_t block) {
+            tacl_torch::CodecArgs c{codec, density, bits, block, 0};
+            tacl_torch::codec_check(c);
+            return tacl_torch::codec_summable(c);
+        },
+        py::arg("codec"), py::arg("density"), py::arg("bits"),
+        py::arg("block"),
+        "Raise ValueError naming what is wrong with a codec and its "
+        "parameters; else whether its encodings add up as they are.");
 
     py::class_<TaclBackend, c10d::Backend, c10::intrusive_ptr<TaclBackend>>(
         m, "TaclBackend")
@@ -2171,6 +2181,51 @@ PYBIND11_MODULE(_C, m)
              py::arg("input"), py::arg("op"), py::arg("bits"),
              py::arg("block"), py::arg("async_op") = true,
              py::call_guard<py::gil_scoped_release>())
+        .def(
+            "_compressed_all_reduce",
+            [](TaclBackend &b, at::Tensor tensor, const std::string &codec,
+               double density, int bits, int64_t block, uint64_t seed,
+               std::optional<at::Tensor> err, const std::string &scheme,
+               const std::string &hops) {
+                tacl_torch::comp_all_reduce(
+                    b.comm(), tensor, {codec, density, bits, block, seed},
+                    err, scheme, hops);
+            },
+            py::arg("tensor"), py::arg("codec"), py::arg("density"),
+            py::arg("bits"), py::arg("block"), py::arg("seed"),
+            py::arg("error_feedback"), py::arg("scheme"), py::arg("hops"),
+            py::call_guard<py::gil_scoped_release>(),
+            "tacl_comp_allreduce_hops in place on a float32 CPU tensor "
+            "(blocking).")
+        .def(
+            "_compressed_reduce_scatter",
+            [](TaclBackend &b, at::Tensor output, at::Tensor input,
+               const std::string &codec, double density, int bits,
+               int64_t block, uint64_t seed, std::optional<at::Tensor> err,
+               const std::string &scheme) {
+                tacl_torch::comp_reduce_scatter(
+                    b.comm(), output, input,
+                    {codec, density, bits, block, seed}, err, scheme);
+            },
+            py::arg("output"), py::arg("input"), py::arg("codec"),
+            py::arg("density"), py::arg("bits"), py::arg("block"),
+            py::arg("seed"), py::arg("error_feedback"), py::arg("scheme"),
+            py::call_guard<py::gil_scoped_release>(),
+            "tacl_comp_reduce_scatter of float32 CPU tensors (blocking).")
+        .def(
+            "_compressed_scheme",
+            [](TaclBackend &b, const std::string &codec, double density,
+               int bits, int64_t block, size_t count, bool reduce_scatter,
+               const std::string &scheme) {
+                tacl_torch::CodecArgs c{codec, density, bits, block, 0};
+                return tacl_torch::comp_scheme(b.comm(), c, count,
+                                               reduce_scatter, scheme);
+            },
+            py::arg("codec"), py::arg("density"), py::arg("bits"),
+            py::arg("block"), py::arg("count"), py::arg("reduce_scatter"),
+            py::arg("scheme"), py::call_guard<py::gil_scoped_release>(),
+            "The scheme a compressed call of count values runs (\"auto\": "
+            "the lowest tacl_comp_estimate).")
         .def(
             "_all_gather_coalesced",
             [](TaclBackend &b, std::vector<at::Tensor> outs,
