@@ -16,10 +16,13 @@ on 2 CPU ranks under torchrun (run_torch.sh):
 - compressed reduce-scatter (fp16 exact; topk's residual) and FSDP2's
   custom reduce-scatter training near FSDP2's own;
 - bad arguments: each raises naming the argument, and the ranks still
-  agree afterwards.
+  agree afterwards;
+- torch's powerSGD_hook (whose callback waits on a tacl future) runs
+  past its first PowerSGD step, the replicas equal.
 
 Exit 0 when all pass, 1 when one fails, 77 without torch.
 """
+import faulthandler
 import math
 import sys
 import traceback
@@ -320,6 +323,31 @@ def test_fsdp2():
           f"own (bound {FP16_RTOL:.0%})")
 
 
+def test_torch_powersgd():
+    """torch's powerSGD_hook on this backend: its callback waits for an
+    all-reduce it starts, which another completion thread must finish
+    (with one, the first PowerSGD step hung).  10 steps, PowerSGD from
+    step 2; the replicas must stay equal."""
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+    faulthandler.dump_traceback_later(240, exit=True)
+    state = powerSGD_hook.PowerSGDState(process_group=None,
+                                        matrix_approximation_rank=1,
+                                        start_powerSGD_iter=2)
+    model = torch.nn.parallel.DistributedDataParallel(make_model())
+    model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(10):
+        x, y = batch(step, dist.get_rank())
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    faulthandler.cancel_dump_traceback_later()
+    for i, p in enumerate(model.parameters()):
+        both = gather(p.detach())
+        check(torch.equal(both[0], both[1]), f"powerSGD: parameter {i} "
+              "differs between the ranks")
+
+
 def raises(what, name, f, *args, **kw):
     try:
         f(*args, **kw)
@@ -367,7 +395,7 @@ def test_bad_inputs():
 
 TESTS = [test_fp16, test_topk_error_feedback, test_ddp_fp16_hook,
          test_ddp_topk_hook, test_reduce_scatter, test_bad_inputs,
-         test_ddp_training, test_fsdp2]
+         test_ddp_training, test_fsdp2, test_torch_powersgd]
 
 
 def main():

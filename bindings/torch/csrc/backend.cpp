@@ -166,16 +166,25 @@ static Place place_of(const at::Tensor &t)
 class TaclWork;
 
 /*
- * One thread per process finishes requests nobody waits for.  The
+ * Threads of this process finish requests nobody waits for.  The
  * library's callback only queues the work here (a callback must not call
- * tacl, and marking a future runs arbitrary Python); the thread, asleep
- * on its condition variable until then, finishes it.
+ * tacl, and marking a future runs arbitrary Python); a thread, asleep on
+ * its condition variable until then, finishes it.
+ *
+ * Works are finished one at a time, in the order they completed, by
+ * whichever thread is free, except when the one finishing has been at it
+ * for kStuck: marking a future runs its callbacks, and a callback may
+ * wait for another tacl future (torch's powerSGD_hook waits, inside its
+ * callback, for an all-reduce it has just started), which only a
+ * completion thread can complete.  With one thread that wait never
+ * ended; so the next work goes to another thread once the first is
+ * taken to be waiting, as gloo's second worker thread would.
  */
 class Completer {
   public:
     static Completer &get()
     {
-        /* Never destroyed: the thread may outlive static destructors. */
+        /* Never destroyed: the threads may outlive static destructors. */
         static Completer *c = new Completer();
         return *c;
     }
@@ -183,8 +192,8 @@ class Completer {
     void ready(TaclWork *w);
 
     /*
-     * At interpreter exit (atexit): the thread stops between two rounds
-     * and keeps what it holds.  Marking a future or dropping the last
+     * At interpreter exit (atexit): the threads stop between two works
+     * and keep what they hold.  Marking a future or dropping the last
      * reference to one may take the GIL, and a thread that takes it while
      * Python finalizes is unwound by pthread_exit, which ends the process
      * with "terminate called without an active exception".
@@ -195,23 +204,33 @@ class Completer {
         stop_ = true;
         cv_.notify_all();
         stopped_cv_.wait_for(l, std::chrono::seconds(10),
-                             [this] { return stopped_; });
+                             [this] { return stopped_ == kThreads; });
     }
 
   private:
-    Completer() : thread_([this] { loop(); })
+    /* Threads, and how long a finish runs before the next work may go to
+     * another thread. */
+    static constexpr int kThreads = 4;
+    static constexpr Ms kStuck{20};
+
+    Completer()
     {
-        /* Named for per-thread profiles (perf/torch_probe.py). */
-        pthread_setname_np(thread_.native_handle(), "tacl-complete");
-        thread_.detach();
+        for (int i = 0; i < kThreads; i++) {
+            std::thread t([this] { loop(); });
+            /* Named for per-thread profiles (perf/torch_probe.py). */
+            pthread_setname_np(t.native_handle(), "tacl-complete");
+            t.detach();
+        }
     }
     void loop();
 
     std::mutex mu_;
     std::condition_variable cv_, stopped_cv_;
-    bool stop_ = false, stopped_ = false;
+    bool stop_ = false;
+    int stopped_ = 0;
+    int running_ = 0; /* threads inside a finish */
+    std::chrono::steady_clock::time_point since_; /* the latest began */
     std::deque<c10::intrusive_ptr<TaclWork>> ready_;
-    std::thread thread_;
 };
 
 class TaclWork : public c10d::Work {
@@ -513,21 +532,35 @@ void Completer::ready(TaclWork *w)
 
 void Completer::loop()
 {
+    std::unique_lock<std::mutex> l(mu_);
     for (;;) {
-        std::deque<c10::intrusive_ptr<TaclWork>> ready;
-        {
-            std::unique_lock<std::mutex> l(mu_);
-            cv_.wait(l, [this] { return stop_ || !ready_.empty(); });
-            if (stop_) {
-                stopped_ = true;
-                stopped_cv_.notify_all();
-                return;
-            }
-            ready.swap(ready_);
+        if (stop_) {
+            stopped_++;
+            stopped_cv_.notify_all();
+            return;
         }
-        for (auto &w : ready)
-            w->finish_from_callback();
-        ready.clear(); /* may free works: outside the lock */
+        if (ready_.empty()) {
+            cv_.wait(l);
+            continue;
+        }
+        auto now = std::chrono::steady_clock::now();
+        if (running_ > 0 && now < since_ + kStuck) {
+            /* Another thread is finishing a work: the next waits its
+             * turn, unless that one turns out to be waiting. */
+            cv_.wait_until(l, since_ + kStuck);
+            continue;
+        }
+        c10::intrusive_ptr<TaclWork> w = std::move(ready_.front());
+        ready_.pop_front();
+        running_++;
+        since_ = now;
+        l.unlock();
+        w->finish_from_callback();
+        w.reset(); /* may free the work: outside the lock */
+        l.lock();
+        running_--;
+        if (!ready_.empty())
+            cv_.notify_one();
     }
 }
 
