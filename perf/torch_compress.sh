@@ -2,7 +2,8 @@
 # DDP training with gradient-compression hooks on the emulated cluster:
 # no hook, tacl's hook (fp16; topk 1% with error feedback), torch's
 # fp16_compress_hook and powerSGD_hook, all on the tacl backend (torch
-# 2.15's batched_powerSGD_hook fails: HOOKS=...,torch-bpsgd asks for it).
+# 2.15's batched_powerSGD_hook fails by itself: HOOKS=...,torch-bpsgd
+# asks for it).
 #
 # Design.  perf/torch_compress.py's worker trains one small model (the MLP
 # of tests/torch/test_compress.py, 16 -> WIDTH -> WIDTH -> 1; WIDTH 1024
@@ -18,17 +19,9 @@
 # Usage: perf/torch_compress.sh BUILD_DIR
 # Environment: STEPS (200; 20 for a smoke test), RATE (1gbit), LAUNCHES
 # (3), WIDTH (1024), BATCH (32), HOOKS (none,tacl-fp16,tacl-topk1,
-# torch-fp16), PSGD_HOOKS (torch-psgd), LIMIT (seconds per launch, 1800),
-# PSGD_LIMIT (600).
-#
-# The PowerSGD hooks run in a launch of their own, under PSGD_LIMIT: on
-# this tacl_torch their first PowerSGD step hangs (their future callback
-# waits on a future that only the binding's one completion thread, the
-# one running the callback, can complete), and the other rows must not
-# be lost with it.  Their row then says no run finished.
-# Exit status: 0 on success (a failed PowerSGD launch included), 1 when a
-# launch of HOOKS failed, 77 when the torch environment, the binding or
-# the cluster (root, namespaces) is missing.
+# torch-fp16,torch-psgd), LIMIT (seconds per launch, 1800).
+# Exit status: 0 on success, 1 when a launch failed, 77 when the torch
+# environment, the binding or the cluster (root, namespaces) is missing.
 set -u
 BUILD=$(cd "${1:?usage: torch_compress.sh BUILD_DIR}" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,10 +30,8 @@ RATE=${RATE:-1gbit}
 LAUNCHES=${LAUNCHES:-3}
 WIDTH=${WIDTH:-1024}
 BATCH=${BATCH:-32}
-HOOKS=${HOOKS:-none,tacl-fp16,tacl-topk1,torch-fp16}
-PSGD_HOOKS=${PSGD_HOOKS:-torch-psgd}
+HOOKS=${HOOKS:-none,tacl-fp16,tacl-topk1,torch-fp16,torch-psgd}
 LIMIT=${LIMIT:-1800}
-PSGD_LIMIT=${PSGD_LIMIT:-600}
 
 . "$SRC/tests/common/checks.sh"
 . "$SRC/tests/torch/train_env.sh"
@@ -49,30 +40,18 @@ train_setup "$SRC" "$BUILD"  # sets PY, PYTHONPATH and TMP
 
 echo "# DDP hooks on tacl-cluster 2 nodes x 2 ranks, uplinks $RATE," \
     "$STEPS steps, width $WIDTH, batch $BATCH a rank, $LAUNCHES launches" >&2
-# launch TAG HOOKS LIMIT: one launch's output in $TMP/compress.TAG.
-launch() {
-    "$CLUSTER" --nodes 2 --ranks-per-node 2 --inter-rate "$RATE" \
-        --timeout "$3" --no-prefix -- \
-        "$PY" "$SRC/perf/torch_compress.py" --worker --steps "$STEPS" \
-        --width "$WIDTH" --batch "$BATCH" --hooks "$2" \
-        > "$TMP/compress.$1" 2> "$TMP/err.$1"
-}
-
 for ((l = 1; l <= LAUNCHES; l++)); do
     echo "launch $l: $HOOKS" >&2
-    launch "$l" "$HOOKS" "$LIMIT" || {
+    "$CLUSTER" --nodes 2 --ranks-per-node 2 --inter-rate "$RATE" \
+        --timeout "$LIMIT" --no-prefix -- \
+        "$PY" "$SRC/perf/torch_compress.py" --worker --steps "$STEPS" \
+        --width "$WIDTH" --batch "$BATCH" --hooks "$HOOKS" \
+        > "$TMP/compress.$l" 2> "$TMP/err.$l" || {
         rc=$?
         tail -20 "$TMP/err.$l" >&2
         exit "$rc"
     }
-    [ -n "$PSGD_HOOKS" ] || continue
-    echo "launch $l: $PSGD_HOOKS (at most $PSGD_LIMIT s)" >&2
-    launch "psgd.$l" "$PSGD_HOOKS" "$PSGD_LIMIT" || {
-        echo "launch $l of $PSGD_HOOKS failed ($?); its last lines:" >&2
-        tail -5 "$TMP/err.psgd.$l" >&2
-    }
 done
 echo "# tacl-cluster --nodes 2 --ranks-per-node 2 --inter-rate $RATE," \
     "$STEPS steps, width $WIDTH, batch $BATCH a rank"
-"$PY" "$SRC/perf/torch_compress.py" --report "$TMP" \
-    --hooks "$HOOKS${PSGD_HOOKS:+,$PSGD_HOOKS}"
+"$PY" "$SRC/perf/torch_compress.py" --report "$TMP" --hooks "$HOOKS"
