@@ -27,8 +27,7 @@ and rank 0 prints one line a run,
 steps processed over all ranks; the loss the ranks' mean of the last
 step).  --report DIR [--hooks LIST] reads every launch's output in DIR
 (files compress.*) and prints the table, a row per hook of LIST (a hook
-with no finished run, its launch failed, says so) and per other hook
-found: hook, samples/s (median over launches), ratio to "none", loss at
+with no finished run says so) and per other hook found: hook, samples/s (median over launches), ratio to "none", loss at
 the last step (median).
 """
 import argparse
