@@ -15,7 +15,7 @@ import shlex
 import subprocess
 import sys
 
-SOURCES = ["csrc/backend.cpp"]
+SOURCES = ["csrc/backend.cpp", "csrc/compress.cpp"]
 
 
 def pkg_config(*args):

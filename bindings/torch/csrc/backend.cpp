@@ -66,9 +66,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/python.h>
 
-extern "C" {
-#include <tacl.h>
-}
+#include "compress.h"
 
 namespace py = pybind11;
 
@@ -101,7 +99,7 @@ struct NoGil {
  * tacl's own message for a failed call on comm: the communicator's last
  * error, else the thread's, else the status string.
  */
-static std::string tacl_message(tacl_comm_t comm, tacl_status_t s)
+std::string tacl_message(tacl_comm_t comm, tacl_status_t s)
 {
     const char *m = comm != nullptr ? tacl_comm_last_error(comm) : nullptr;
     if (m == nullptr || *m == '\0')
@@ -168,16 +166,25 @@ static Place place_of(const at::Tensor &t)
 class TaclWork;
 
 /*
- * One thread per process finishes requests nobody waits for.  The
+ * Threads of this process finish requests nobody waits for.  The
  * library's callback only queues the work here (a callback must not call
- * tacl, and marking a future runs arbitrary Python); the thread, asleep
- * on its condition variable until then, finishes it.
+ * tacl, and marking a future runs arbitrary Python); a thread, asleep on
+ * its condition variable until then, finishes it.
+ *
+ * Works are finished one at a time, in the order they completed, by
+ * whichever thread is free, except when the one finishing has been at it
+ * for kStuck: marking a future runs its callbacks, and a callback may
+ * wait for another tacl future (torch's powerSGD_hook waits, inside its
+ * callback, for an all-reduce it has just started), which only a
+ * completion thread can complete.  With one thread that wait never
+ * ended; so the next work goes to another thread once the first is
+ * taken to be waiting, as gloo's second worker thread would.
  */
 class Completer {
   public:
     static Completer &get()
     {
-        /* Never destroyed: the thread may outlive static destructors. */
+        /* Never destroyed: the threads may outlive static destructors. */
         static Completer *c = new Completer();
         return *c;
     }
@@ -185,8 +192,8 @@ class Completer {
     void ready(TaclWork *w);
 
     /*
-     * At interpreter exit (atexit): the thread stops between two rounds
-     * and keeps what it holds.  Marking a future or dropping the last
+     * At interpreter exit (atexit): the threads stop between two works
+     * and keep what they hold.  Marking a future or dropping the last
      * reference to one may take the GIL, and a thread that takes it while
      * Python finalizes is unwound by pthread_exit, which ends the process
      * with "terminate called without an active exception".
@@ -197,23 +204,33 @@ class Completer {
         stop_ = true;
         cv_.notify_all();
         stopped_cv_.wait_for(l, std::chrono::seconds(10),
-                             [this] { return stopped_; });
+                             [this] { return stopped_ == kThreads; });
     }
 
   private:
-    Completer() : thread_([this] { loop(); })
+    /* Threads, and how long a finish runs before the next work may go to
+     * another thread. */
+    static constexpr int kThreads = 4;
+    static constexpr Ms kStuck{20};
+
+    Completer()
     {
-        /* Named for per-thread profiles (perf/torch_probe.py). */
-        pthread_setname_np(thread_.native_handle(), "tacl-complete");
-        thread_.detach();
+        for (int i = 0; i < kThreads; i++) {
+            std::thread t([this] { loop(); });
+            /* Named for per-thread profiles (perf/torch_probe.py). */
+            pthread_setname_np(t.native_handle(), "tacl-complete");
+            t.detach();
+        }
     }
     void loop();
 
     std::mutex mu_;
     std::condition_variable cv_, stopped_cv_;
-    bool stop_ = false, stopped_ = false;
+    bool stop_ = false;
+    int stopped_ = 0;
+    int running_ = 0; /* threads inside a finish */
+    std::chrono::steady_clock::time_point since_; /* the latest began */
     std::deque<c10::intrusive_ptr<TaclWork>> ready_;
-    std::thread thread_;
 };
 
 class TaclWork : public c10d::Work {
@@ -515,21 +532,35 @@ void Completer::ready(TaclWork *w)
 
 void Completer::loop()
 {
+    std::unique_lock<std::mutex> l(mu_);
     for (;;) {
-        std::deque<c10::intrusive_ptr<TaclWork>> ready;
-        {
-            std::unique_lock<std::mutex> l(mu_);
-            cv_.wait(l, [this] { return stop_ || !ready_.empty(); });
-            if (stop_) {
-                stopped_ = true;
-                stopped_cv_.notify_all();
-                return;
-            }
-            ready.swap(ready_);
+        if (stop_) {
+            stopped_++;
+            stopped_cv_.notify_all();
+            return;
         }
-        for (auto &w : ready)
-            w->finish_from_callback();
-        ready.clear(); /* may free works: outside the lock */
+        if (ready_.empty()) {
+            cv_.wait(l);
+            continue;
+        }
+        auto now = std::chrono::steady_clock::now();
+        if (running_ > 0 && now < since_ + kStuck) {
+            /* Another thread is finishing a work: the next waits its
+             * turn, unless that one turns out to be waiting. */
+            cv_.wait_until(l, since_ + kStuck);
+            continue;
+        }
+        c10::intrusive_ptr<TaclWork> w = std::move(ready_.front());
+        ready_.pop_front();
+        running_++;
+        since_ = now;
+        l.unlock();
+        w->finish_from_callback();
+        w.reset(); /* may free the work: outside the lock */
+        l.lock();
+        running_--;
+        if (!ready_.empty())
+            cv_.notify_one();
     }
 }
 
@@ -2133,6 +2164,18 @@ PYBIND11_MODULE(_C, m)
 {
     py::module::import("torch.distributed");
     m.doc() = "tacl collectives as a torch.distributed backend";
+    m.def(
+        "_codec_check",
+        [](const std::string &codec, double density, int bits,
+           int64_t block) {
+            tacl_torch::CodecArgs c{codec, density, bits, block, 0};
+            tacl_torch::codec_check(c);
+            return tacl_torch::codec_summable(c);
+        },
+        py::arg("codec"), py::arg("density"), py::arg("bits"),
+        py::arg("block"),
+        "Raise ValueError naming what is wrong with a codec and its "
+        "parameters; else whether its encodings add up as they are.");
 
     py::class_<TaclBackend, c10d::Backend, c10::intrusive_ptr<TaclBackend>>(
         m, "TaclBackend")
@@ -2171,6 +2214,51 @@ PYBIND11_MODULE(_C, m)
              py::arg("input"), py::arg("op"), py::arg("bits"),
              py::arg("block"), py::arg("async_op") = true,
              py::call_guard<py::gil_scoped_release>())
+        .def(
+            "_compressed_all_reduce",
+            [](TaclBackend &b, at::Tensor tensor, const std::string &codec,
+               double density, int bits, int64_t block, uint64_t seed,
+               std::optional<at::Tensor> err, const std::string &scheme,
+               const std::string &hops) {
+                tacl_torch::comp_all_reduce(
+                    b.comm(), tensor, {codec, density, bits, block, seed},
+                    err, scheme, hops);
+            },
+            py::arg("tensor"), py::arg("codec"), py::arg("density"),
+            py::arg("bits"), py::arg("block"), py::arg("seed"),
+            py::arg("error_feedback"), py::arg("scheme"), py::arg("hops"),
+            py::call_guard<py::gil_scoped_release>(),
+            "tacl_comp_allreduce_hops in place on a float32 CPU tensor "
+            "(blocking).")
+        .def(
+            "_compressed_reduce_scatter",
+            [](TaclBackend &b, at::Tensor output, at::Tensor input,
+               const std::string &codec, double density, int bits,
+               int64_t block, uint64_t seed, std::optional<at::Tensor> err,
+               const std::string &scheme) {
+                tacl_torch::comp_reduce_scatter(
+                    b.comm(), output, input,
+                    {codec, density, bits, block, seed}, err, scheme);
+            },
+            py::arg("output"), py::arg("input"), py::arg("codec"),
+            py::arg("density"), py::arg("bits"), py::arg("block"),
+            py::arg("seed"), py::arg("error_feedback"), py::arg("scheme"),
+            py::call_guard<py::gil_scoped_release>(),
+            "tacl_comp_reduce_scatter of float32 CPU tensors (blocking).")
+        .def(
+            "_compressed_scheme",
+            [](TaclBackend &b, const std::string &codec, double density,
+               int bits, int64_t block, size_t count, bool reduce_scatter,
+               const std::string &scheme) {
+                tacl_torch::CodecArgs c{codec, density, bits, block, 0};
+                return tacl_torch::comp_scheme(b.comm(), c, count,
+                                               reduce_scatter, scheme);
+            },
+            py::arg("codec"), py::arg("density"), py::arg("bits"),
+            py::arg("block"), py::arg("count"), py::arg("reduce_scatter"),
+            py::arg("scheme"), py::call_guard<py::gil_scoped_release>(),
+            "The scheme a compressed call of count values runs (\"auto\": "
+            "the lowest tacl_comp_estimate).")
         .def(
             "_all_gather_coalesced",
             [](TaclBackend &b, std::vector<at::Tensor> outs,

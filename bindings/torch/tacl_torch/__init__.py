@@ -35,7 +35,9 @@ Beyond what torch.distributed offers, the functions below run tacl's own
 collectives on a group's communicator: quantized all-gather (qwZ) and
 reduce-scatter (qgZ), the coalesced forms of all-gather and reduce-scatter
 over lists of tensors of different sizes, and the communicator's byte
-counters.  PeerCheckpointer (checkpoint.py) keeps a training state in
+counters; compressed all-reduce and reduce-scatter through tacl's codecs,
+a DDP communication hook and an FSDP2 reduce-scatter on them
+(compress.py).  PeerCheckpointer (checkpoint.py) keeps a training state in
 peers' host memory through tacl's snapshots.
 """
 from __future__ import annotations
@@ -49,6 +51,9 @@ import torch.distributed as dist
 
 from ._C import TaclBackend
 from .checkpoint import PeerCheckpointer
+from .compress import (CompressedReduceScatter, CompressionState,
+                       compressed_all_reduce, compressed_reduce_scatter,
+                       compression_hook)
 
 __all__ = [
     "TaclBackend",
@@ -57,6 +62,11 @@ __all__ = [
     "reduce_scatter_quantized",
     "all_gather_coalesced",
     "reduce_scatter_coalesced",
+    "compressed_all_reduce",
+    "compressed_reduce_scatter",
+    "CompressionState",
+    "compression_hook",
+    "CompressedReduceScatter",
     "backend_of",
     "counters",
     "reset_counters",

@@ -1,0 +1,325 @@
+"""Gradient compression in torch through tacl's compressed collectives.
+
+tacl's codecs ("fp16", "bf16", "int8", "int4", "topk", "threshold",
+"randk", "sign"; docs/design/compression.md) and its compressed
+all-reduce and reduce-scatter, offered three ways:
+
+- compressed_all_reduce / compressed_reduce_scatter: the collectives on
+  a tensor, with the caller's error-feedback residual;
+- compression_hook with a CompressionState: a DDP communication hook
+  (ddp_model.register_comm_hook(state, compression_hook)) that keeps one
+  residual per gradient bucket;
+- CompressedReduceScatter: FSDP2's custom reduce-scatter
+  (FSDPModule.set_custom_reduce_scatter), with a residual per module.
+
+The library's compressed calls are blocking (a sparsifier's sizes are
+known only after it encodes, so there is no _nb form): each runs to its
+end in the calling thread, and async_op=True returns a work that is
+already complete.  In a DDP hook that means a bucket's communication does
+not overlap the rest of backward.
+
+The calls take float32 CPU tensors; a tensor of another floating dtype
+or on a GPU is copied to float32 on the host for the call and the result
+copied back.  The residual (error_feedback) is the caller's state and
+must already be a float32 CPU tensor of the input's size.  Every bad
+argument raises ValueError or TypeError naming it, before anything is
+sent.
+"""
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from ._C import _codec_check
+
+__all__ = [
+    "compressed_all_reduce",
+    "compressed_reduce_scatter",
+    "CompressionState",
+    "compression_hook",
+    "CompressedReduceScatter",
+]
+
+_SCHEMES = ("auto", "gather", "shuffle", "sum")
+_HOPS = ("all", "inter")
+_PLANS = ("none",)
+
+
+class _Done:
+    """The work of a compressed call that ran to its end (they are
+    blocking): wait() returns at once, its future holds the outputs."""
+
+    def __init__(self, outputs):
+        self._future = torch.futures.Future()
+        self._future.set_result(outputs)
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return True
+
+    def get_future(self):
+        return self._future
+
+
+def _codec_args(codec, density, bits, block):
+    """The arguments tacl's codec takes, checked: ValueError or TypeError
+    naming the one that is wrong.  bits defaults to the width in the
+    quantizers' names (8 for "int8", 4 for "int4")."""
+    if not isinstance(codec, str):
+        raise TypeError(f"tacl: codec must be a codec's name (str), got "
+                        f"{type(codec).__name__}")
+    if bits is None:
+        bits = {"int8": 8, "int4": 4}.get(codec, 0)
+    if density is None:
+        density = 0.0
+    if not isinstance(bits, int) or isinstance(bits, bool):
+        raise TypeError(f"tacl: bits must be an int, got {bits!r}")
+    if not isinstance(block, int) or isinstance(block, bool):
+        raise TypeError(f"tacl: block must be an int, got {block!r}")
+    try:
+        density = float(density)
+    except (TypeError, ValueError):
+        raise TypeError(f"tacl: density must be a number, got "
+                        f"{density!r}") from None
+    summable = _codec_check(codec, density, bits, block)
+    return (codec, density, bits, block), summable
+
+
+def _choice(value, allowed, name):
+    if value not in allowed:
+        raise ValueError(f"tacl: {name} {value!r} is not one of "
+                         f"{', '.join(allowed)}")
+    return value
+
+
+def _average(op, name="op"):
+    """False for SUM, True for AVG; ValueError naming op otherwise."""
+    if op == dist.ReduceOp.SUM:
+        return False
+    if op == dist.ReduceOp.AVG:
+        return True
+    raise ValueError(f"tacl: {name} {op} is not SUM or AVG (compressed "
+                     "collectives sum)")
+
+
+def _staged(t, name):
+    """t as tacl takes it (float32, CPU, contiguous): t itself, or a
+    copy to write back (second value True)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"tacl: {name} must be a tensor, got "
+                        f"{type(t).__name__}")
+    if not t.is_floating_point():
+        raise ValueError(f"tacl: {name} must be a floating-point tensor "
+                         f"(codecs take float32), got {t.dtype}")
+    if t.dtype == torch.float32 and t.device.type == "cpu" and \
+            t.is_contiguous():
+        return t, False
+    return t.detach().to("cpu", torch.float32).contiguous(), True
+
+
+def _residual_arg(err, n):
+    """The residual as tacl takes it, or ValueError naming it."""
+    if err is None:
+        return None
+    if not isinstance(err, torch.Tensor):
+        raise TypeError("tacl: error_feedback must be a tensor or None, "
+                        f"got {type(err).__name__}")
+    if err.dtype != torch.float32 or err.device.type != "cpu" or \
+            not err.is_contiguous():
+        raise ValueError("tacl: error_feedback must be a contiguous float32 "
+                         f"CPU tensor (it carries the residual between "
+                         f"calls), got {err.dtype} on {err.device}")
+    if err.numel() != n:
+        raise ValueError(f"tacl: error_feedback has {err.numel()} elements, "
+                         f"the input {n}")
+    return err
+
+
+def _backend(group):
+    from . import backend_of
+    return backend_of(group)
+
+
+def compressed_all_reduce(tensor, codec="fp16", density=None, bits=None,
+                          block=256, seed=0, error_feedback=None,
+                          scheme="auto", hops="all", op=dist.ReduceOp.SUM,
+                          group=None, async_op=False):
+    """All-reduce tensor in place, every rank's data travelling encoded by
+    `codec` (tacl_comp_allreduce_hops).
+
+    density: the share kept by "topk", "threshold", "randk" (0, 1];
+    bits/block: the quantizers' width (default from the name) and values
+    per scale; seed: "randk"'s draw, the same on every rank and new each
+    step.  error_feedback: None or a float32 CPU tensor of tensor's size,
+    zero at first, which carries what the encoding dropped into the next
+    call.  scheme: "gather", "shuffle", "sum" (summable codecs) or "auto"
+    (the lowest tacl_comp_estimate).  hops: "all", or "inter" (dense
+    inside a node, encoded only between nodes).  op: SUM or AVG.
+    """
+    args, _ = _codec_args(codec, density, bits, block)
+    _choice(scheme, _SCHEMES, "scheme")
+    _choice(hops, _HOPS, "hops")
+    avg = _average(op)
+    buf, copy = _staged(tensor, "tensor")
+    err = _residual_arg(error_feedback, buf.numel())
+    backend = _backend(group)
+    backend._compressed_all_reduce(buf, *args, int(seed), err, scheme, hops)
+    if avg:
+        buf.div_(backend.size())
+    if copy:
+        tensor.copy_(buf)
+    return _Done([tensor]) if async_op else None
+
+
+def compressed_reduce_scatter(output, input, codec="fp16", density=None,
+                              bits=None, block=256, seed=0,
+                              error_feedback=None, scheme="auto",
+                              op=dist.ReduceOp.SUM, group=None,
+                              async_op=False):
+    """Like reduce_scatter_tensor (SUM or AVG), every rank's data
+    travelling encoded by `codec` (tacl_comp_reduce_scatter): input holds
+    world x output.numel() values, output gets this rank's block of the
+    sum.  error_feedback is as input's size; the other arguments as in
+    compressed_all_reduce."""
+    args, _ = _codec_args(codec, density, bits, block)
+    _choice(scheme, _SCHEMES, "scheme")
+    avg = _average(op)
+    src, _ = _staged(input, "input")
+    out, copy = _staged(output, "output")
+    err = _residual_arg(error_feedback, src.numel())
+    backend = _backend(group)
+    backend._compressed_reduce_scatter(out, src, *args, int(seed), err,
+                                       scheme)
+    if avg:
+        out.div_(backend.size())
+    if copy:
+        output.copy_(out)
+    return _Done([output]) if async_op else None
+
+
+class CompressionState:
+    """The state of compression_hook: the codec and its parameters, and
+    one error-feedback residual per DDP gradient bucket.
+
+    process_group: the group DDP reduces over (None: the default group).
+    error_feedback: keep residuals (EF-SGD); a bucket whose size changes
+    (DDP rebuilds its buckets after the first step) starts a new, zero
+    residual and counts in `resets`.  plan: "none" (one compressed
+    all-reduce per DDP bucket; DDP's bucket_cap_mb decides the fusion);
+    the planner's fusion ("fusion") is not built.  The scheme "auto" is
+    resolved once per bucket size with tacl_comp_estimate.
+    """
+
+    def __init__(self, process_group=None, codec="fp16", density=None,
+                 bits=None, block=256, scheme="auto", hops="all",
+                 error_feedback=True, plan="none"):
+        self.process_group = process_group
+        self.codec_args, self.summable = _codec_args(codec, density, bits,
+                                                     block)
+        self.codec = codec
+        self.scheme = _choice(scheme, _SCHEMES, "scheme")
+        self.hops = _choice(hops, _HOPS, "hops")
+        if plan != "none":
+            raise ValueError(
+                f"tacl: plan {plan!r} is not built: only \"none\" (one "
+                "compressed all-reduce per DDP bucket; set DDP's "
+                "bucket_cap_mb for coarser or finer fusion)")
+        self.plan = plan
+        self.error_feedback = bool(error_feedback)
+        self.residuals = {}   # bucket index -> float32 residual
+        self.resets = 0       # residuals restarted at zero (size changed)
+        self.calls = 0        # buckets reduced so far (randk's seed)
+        self._schemes = {}    # bucket size -> scheme
+
+    def residual(self, index, n) -> Optional[torch.Tensor]:
+        """Bucket index's residual of n values (None without error
+        feedback): zero the first time and when the size changed."""
+        if not self.error_feedback:
+            return None
+        err = self.residuals.get(index)
+        if err is None or err.numel() != n:
+            if err is not None:
+                self.resets += 1
+            err = torch.zeros(n, dtype=torch.float32)
+            self.residuals[index] = err
+        return err
+
+    def scheme_for(self, n) -> str:
+        """The scheme a bucket of n values runs."""
+        s = self._schemes.get(n)
+        if s is None:
+            codec, density, bits, block = self.codec_args
+            s = _backend(self.process_group)._compressed_scheme(
+                codec, density, bits, block, n, False, self.scheme)
+            self._schemes[n] = s
+        return s
+
+
+def compression_hook(state: CompressionState,
+                     bucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: the bucket's gradients all-reduced through
+    tacl's compressed all-reduce with state's codec and the bucket's
+    residual, then divided by the group's size (DDP averages).  Returns a
+    completed future of the bucket's tensor (the call is blocking)."""
+    buf = bucket.buffer()
+    n = buf.numel()
+    err = state.residual(bucket.index(), n)
+    seed = state.calls
+    state.calls += 1
+    compressed_all_reduce(buf, *state.codec_args, seed=seed,
+                          error_feedback=err, scheme=state.scheme_for(n),
+                          hops=state.hops, op=dist.ReduceOp.AVG,
+                          group=state.process_group)
+    fut = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+def _fsdp_reduce_scatter_base():
+    """FSDP2's ReduceScatter interface where torch has it."""
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_api import \
+            ReduceScatter
+    except ImportError:
+        return object
+    return ReduceScatter
+
+
+class CompressedReduceScatter(_fsdp_reduce_scatter_base()):
+    """FSDP2's custom reduce-scatter through tacl's compressed
+    reduce-scatter: fully_shard(m); m.set_custom_reduce_scatter(
+    CompressedReduceScatter("topk", density=0.05)).  Give each module its
+    own: it keeps one residual per input size and group (error_feedback)."""
+
+    def __init__(self, codec="fp16", density=None, bits=None, block=256,
+                 scheme="auto", error_feedback=True):
+        self.codec_args, _ = _codec_args(codec, density, bits, block)
+        self.scheme = _choice(scheme, _SCHEMES, "scheme")
+        self.error_feedback = bool(error_feedback)
+        self.residuals = {}  # (group name, input size) -> residual
+        self.calls = 0
+
+    def allocate(self, size, *, dtype, device):
+        return torch.empty(*size, dtype=dtype, device=device)
+
+    def __call__(self, output_tensor, input_tensor, group, op,
+                 async_op=False):
+        err = None
+        if self.error_feedback:
+            key = (dist.get_process_group_ranks(group), input_tensor.numel())
+            key = (tuple(key[0]), key[1])
+            err = self.residuals.get(key)
+            if err is None:
+                err = torch.zeros(input_tensor.numel(), dtype=torch.float32)
+                self.residuals[key] = err
+        seed = self.calls
+        self.calls += 1
+        return compressed_reduce_scatter(
+            output_tensor, input_tensor, *self.codec_args, seed=seed,
+            error_feedback=err, scheme=self.scheme, op=op, group=group,
+            async_op=async_op)

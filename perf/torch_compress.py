@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""DDP training with gradient-compression hooks on the tacl backend.
+
+One launch (--worker, under torchrun or tacl-cluster's launcher) trains
+the same small model (tests/torch/test_compress.py's MLP, 16 -> WIDTH ->
+WIDTH -> 1, on a fixed random teacher's targets) for STEPS steps once per
+hook, every run from the same initial weights and data:
+
+    none          DDP's own all-reduce (on tacl)
+    tacl-fp16     tacl_torch.compression_hook, codec fp16
+    tacl-topk1    tacl_torch.compression_hook, topk 1% with error feedback
+    torch-fp16    torch's fp16_compress_hook
+    torch-psgd    torch's powerSGD_hook (rank 1, PowerSGD from step
+                  min(10, STEPS / 2), error feedback on; before it the
+                  plain all-reduce)
+
+and, asked for by name only, torch-bpsgd: torch's batched_powerSGD_hook
+with the same state.  torch 2.15's fails on its first PowerSGD step
+(_orthogonalize asserts a batch of matrices and is handed one 2-D Q), so
+it is not in the default list.  Every hook runs on the tacl backend.
+
+and rank 0 prints one line a run,
+
+    RUN hook seconds_of_timed_steps timed_steps samples loss_at_last_step
+
+(the timed steps are all but the first WARMUP; samples is what the timed
+steps processed over all ranks; the loss the ranks' mean of the last
+step).  --report DIR [--hooks LIST] reads every launch's output in DIR
+(files compress.*) and prints the table, a row per hook of LIST (a hook
+with no finished run says so) and per other hook found: hook, samples/s (median over launches), ratio to "none", loss at
+the last step (median).
+"""
+import argparse
+import glob
+import os
+import statistics
+import sys
+import time
+
+HOOKS = ["none", "tacl-fp16", "tacl-topk1", "torch-fp16", "torch-psgd"]
+OPTIONAL = ["torch-bpsgd"]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--worker", action="store_true")
+    p.add_argument("--report", metavar="DIR")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--width", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--hooks", default=",".join(HOOKS))
+    return p.parse_args()
+
+
+def make_model(torch, width):
+    torch.manual_seed(1234)
+    return torch.nn.Sequential(
+        torch.nn.Linear(16, width), torch.nn.Tanh(),
+        torch.nn.Linear(width, width), torch.nn.Tanh(),
+        torch.nn.Linear(width, 1))
+
+
+def batch(torch, step, rank, size):
+    w = torch.randn(16, 1, generator=torch.Generator().manual_seed(99)) / 4
+    g = torch.Generator().manual_seed(100003 * step + rank)
+    x = torch.randn(size, 16, generator=g)
+    return x, torch.tanh(x @ w)
+
+
+def register(torch, model, hook, steps):
+    import tacl_torch
+    from torch.distributed.algorithms.ddp_comm_hooks import (
+        default_hooks, powerSGD_hook)
+
+    if hook == "tacl-fp16":
+        model.register_comm_hook(tacl_torch.CompressionState(codec="fp16"),
+                                 tacl_torch.compression_hook)
+    elif hook == "tacl-topk1":
+        model.register_comm_hook(
+            tacl_torch.CompressionState(codec="topk", density=0.01),
+            tacl_torch.compression_hook)
+    elif hook == "torch-fp16":
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif hook in ("torch-psgd", "torch-bpsgd"):
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=1,
+            start_powerSGD_iter=min(10, max(2, steps // 2)))
+        model.register_comm_hook(
+            state, powerSGD_hook.powerSGD_hook if hook == "torch-psgd"
+            else powerSGD_hook.batched_powerSGD_hook)
+    elif hook != "none":
+        raise ValueError(f"unknown hook {hook!r} (one of "
+                         f"{HOOKS + OPTIONAL})")
+
+
+def run(args, hook):
+    import torch
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = torch.nn.parallel.DistributedDataParallel(
+        make_model(torch, args.width))
+    register(torch, model, hook, args.steps)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    losses = []
+    t0 = None
+    for step in range(args.steps):
+        if step == args.warmup:
+            dist.barrier()
+            t0 = time.perf_counter()
+        x, y = batch(torch, step, rank, args.batch)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss.detach()))
+    dist.barrier()
+    seconds = time.perf_counter() - t0
+    last = torch.tensor([losses[-1]], dtype=torch.float64)
+    dist.all_reduce(last)
+    timed = args.steps - args.warmup
+    if rank == 0:
+        print(f"RUN {hook} {seconds:.6f} {timed} "
+              f"{timed * args.batch * world} {last.item() / world:.6g}",
+              flush=True)
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+
+    import tacl_torch  # noqa: F401  (registers the backend)
+
+    if args.steps <= args.warmup:
+        sys.exit(f"--steps {args.steps} must exceed --warmup {args.warmup}")
+    torch.set_num_threads(1)
+    dist.init_process_group("tacl")
+    for hook in args.hooks.split(","):
+        run(args, hook)
+    dist.destroy_process_group()
+
+
+def report(d, hooks):
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(d, "compress.*"))):
+        with open(path) as f:
+            for line in f:
+                w = line.split()
+                if len(w) == 6 and w[0] == "RUN":
+                    rate = int(w[4]) / float(w[2])
+                    runs.setdefault(w[1], []).append((rate, float(w[5])))
+    if "none" not in runs:
+        sys.exit(f"no run of hook 'none' in {d}")
+    base = statistics.median(r for r, _ in runs["none"])
+    print(f"{'hook':<12} {'samples/s':>10} {'vs none':>8} "
+          f"{'loss at last step':>18}  launches")
+    asked = hooks.split(",")
+    for hook in asked + sorted(h for h in runs if h not in asked):
+        if hook not in runs:
+            print(f"{hook:<12} {'-':>10} {'-':>8} {'-':>18}  0 (no run "
+                  "finished: failed or hung, see the log)")
+            continue
+        rate = statistics.median(r for r, _ in runs[hook])
+        loss = statistics.median(v for _, v in runs[hook])
+        print(f"{hook:<12} {rate:>10.1f} {rate / base:>7.2f}x "
+              f"{loss:>18.6f}  {len(runs[hook])}")
+
+
+def main():
+    args = parse_args()
+    if args.report:
+        report(args.report, args.hooks)
+    elif args.worker:
+        worker(args)
+    else:
+        sys.exit("give --worker (under a launcher) or --report DIR")
+
+
+if __name__ == "__main__":
+    main()

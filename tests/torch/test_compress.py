@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""tacl_torch's compressed collectives, DDP hook and FSDP2 reduce-scatter,
+on 2 CPU ranks under torchrun (run_torch.sh):
+
+- fp16 all-reduce (scheme sum) bit for bit against the float16 sum of
+  the ranks' float16 casts; "auto" within the cast's bound;
+- topk with error feedback, two steps: what was sent plus the residual
+  is the input (plus the last residual) bit for bit, exactly ceil(density
+  n) values sent, none dropped larger than one sent, and the result the
+  sum of what the ranks sent;
+- the same through DDP: the fp16 hook's gradients bit for bit against
+  the reference, and the topk hook's residual per bucket on the first
+  step;
+- DDP training, 30 steps, with no hook, the fp16 hook and the topk hook
+  with error feedback: each learns and ends near the uncompressed loss;
+- compressed reduce-scatter (fp16 exact; topk's residual) and FSDP2's
+  custom reduce-scatter training near FSDP2's own;
+- bad arguments: each raises naming the argument, and the ranks still
+  agree afterwards;
+- torch's powerSGD_hook (whose callback waits on a tacl future) runs
+  past its first PowerSGD step, the replicas equal.
+
+Exit 0 when all pass, 1 when one fails, 77 without torch.
+"""
+import faulthandler
+import math
+import sys
+import traceback
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as e:
+    print(f"skipped: no torch ({e})")
+    sys.exit(77)
+
+import tacl_torch  # noqa: E402
+
+STEPS = 30
+# How far the mean loss of the last 5 steps of a compressed run may be
+# from the uncompressed run's, as a share of what the uncompressed run
+# removed (its first 5 steps' mean minus its last 5 steps').
+FP16_RTOL = 0.01
+TOPK_RTOL = 0.2
+FAILED = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILED.append(what)
+        print(f"rank {dist.get_rank()}: FAIL {what}", file=sys.stderr,
+              flush=True)
+
+
+def gather(t):
+    """Every rank's t, in rank order (a plain all-gather copies)."""
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, t.contiguous())
+    return out
+
+
+def fp16_sum(parts):
+    """What scheme sum computes: the float16 casts added as float16."""
+    acc = parts[0].half()
+    for p in parts[1:]:
+        acc = acc + p.half()
+    return acc.float()
+
+
+def data(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, generator=g)
+
+
+def test_fp16():
+    rank = dist.get_rank()
+    x = data(4097, 10 + rank)
+    y = x.clone()
+    tacl_torch.compressed_all_reduce(y, codec="fp16", scheme="sum")
+    xs = gather(x)
+    check(torch.equal(y, fp16_sum(xs)), "fp16 sum: not the float16 sum")
+    z = x.clone()
+    tacl_torch.compressed_all_reduce(z, codec="fp16")
+    exact = sum(p.double() for p in xs)
+    bound = 2.0 ** -11 * (sum(p.abs().double() for p in xs) + exact.abs())
+    check(bool(((z.double() - exact).abs() <= bound).all()),
+          "fp16 auto: beyond the cast's bound")
+    # A bfloat16 tensor is staged through float32 and written back.
+    b = x.to(torch.bfloat16)
+    tacl_torch.compressed_all_reduce(b, codec="fp16", scheme="sum")
+    check(torch.equal(b, fp16_sum([p.to(torch.bfloat16).float()
+                                   for p in xs]).to(torch.bfloat16)),
+          "fp16 on bfloat16 input: not the staged sum")
+
+
+def check_topk_step(x, err_before, err_after, k, what):
+    """x + err_before = sent + err_after bit for bit, sent has k values,
+    none dropped larger than one sent; returns sent."""
+    pre = x + err_before
+    sent = pre - err_after
+    check(torch.equal(sent + err_after, pre), f"{what}: sent + residual "
+          "is not the input")
+    check(bool(((sent == 0) | (err_after == 0)).all()),
+          f"{what}: a value both sent and kept")
+    check(int((sent != 0).sum()) == k, f"{what}: {int((sent != 0).sum())} "
+          f"values sent, not {k}")
+    kept = sent[sent != 0].abs()
+    dropped = err_after[sent == 0].abs()
+    if kept.numel() and dropped.numel():
+        check(float(kept.min()) >= float(dropped.max()),
+              f"{what}: a dropped value larger than a sent one")
+    return sent
+
+
+def test_topk_error_feedback():
+    rank = dist.get_rank()
+    n, density = 1000, 0.01
+    k = math.ceil(density * n)
+    err = torch.zeros(n)
+    for step in range(2):
+        x = data(n, 100 * step + rank)
+        before = err.clone()
+        y = x.clone()
+        tacl_torch.compressed_all_reduce(y, codec="topk", density=density,
+                                         error_feedback=err, scheme="gather")
+        sent = check_topk_step(x, before, err, k, f"topk step {step}")
+        check(torch.equal(y, sum(gather(sent))),
+              f"topk step {step}: the result is not the sum of what the "
+              "ranks sent")
+
+
+def make_model(width=64):
+    torch.manual_seed(1234)
+    return torch.nn.Sequential(
+        torch.nn.Linear(16, width), torch.nn.Tanh(),
+        torch.nn.Linear(width, width), torch.nn.Tanh(),
+        torch.nn.Linear(width, 1))
+
+
+def batch(step, rank, size=32):
+    """A learnable target: a fixed random teacher's tanh(x w)."""
+    w = torch.randn(16, 1, generator=torch.Generator().manual_seed(99)) / 4
+    g = torch.Generator().manual_seed(100003 * step + rank)
+    x = torch.randn(size, 16, generator=g)
+    return x, torch.tanh(x @ w)
+
+
+def ddp(model, state=None, hook=None, bucket_mb=0.01):
+    m = torch.nn.parallel.DistributedDataParallel(
+        model, bucket_cap_mb=bucket_mb)
+    if state is not None:
+        m.register_comm_hook(state, hook or tacl_torch.compression_hook)
+    return m
+
+
+def local_grads(step):
+    """This rank's own gradients of the first step (no DDP)."""
+    model = make_model()
+    x, y = batch(step, dist.get_rank())
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_ddp_fp16_hook():
+    """Two backward passes (DDP rebuilds its buckets after the first),
+    the parameters unchanged: every gradient bit for bit."""
+    state = tacl_torch.CompressionState(codec="fp16", scheme="sum",
+                                        error_feedback=False)
+    model = ddp(make_model(), state)
+    for step in range(2):
+        x, y = batch(step, dist.get_rank())
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        mine = local_grads(step)
+        for i, p in enumerate(model.parameters()):
+            ref = fp16_sum(gather(mine[i])) / dist.get_world_size()
+            check(torch.equal(p.grad, ref), f"fp16 hook step {step}: "
+                  f"gradient {i} is not the float16 sum / world")
+        model.zero_grad()
+    check(state.calls >= 3, f"fp16 hook: {state.calls} buckets in two steps "
+          "(expected several with bucket_cap_mb 0.01)")
+
+
+def test_ddp_topk_hook():
+    """Each bucket of two steps: the residual before plus the input is
+    what was sent plus the residual after, and the result the mean of
+    what the ranks sent."""
+    density = 0.05
+    state = tacl_torch.CompressionState(codec="topk", density=density,
+                                        scheme="gather")
+    seen = []
+
+    def hook(st, bucket):
+        inp = bucket.buffer().clone()
+        before = st.residual(bucket.index(), inp.numel()).clone()
+        fut = tacl_torch.compression_hook(st, bucket)
+        seen.append((bucket.index(), inp, before,
+                     st.residuals[bucket.index()].clone(),
+                     bucket.buffer().clone()))
+        return fut
+
+    model = ddp(make_model(), state, hook)
+    for step in range(2):
+        x, y = batch(step, dist.get_rank())
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        model.zero_grad()
+    check(len(seen) >= 3, f"topk hook: {len(seen)} buckets in two steps")
+    for j, (i, inp, before, err, out) in enumerate(seen):
+        k = math.ceil(density * inp.numel())
+        sent = check_topk_step(inp, before, err, k,
+                               f"topk hook call {j} bucket {i}")
+        check(torch.equal(out, sum(gather(sent)) / dist.get_world_size()),
+              f"topk hook call {j} bucket {i}: the result is not the mean "
+              "of what was sent")
+
+
+def train(state=None, steps=STEPS):
+    model = ddp(make_model(), state, bucket_mb=25)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for step in range(steps):
+        x, y = batch(step, dist.get_rank())
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        every = torch.stack(gather(loss.detach().reshape(1)))
+        losses.append(float(every.mean()))
+    return losses
+
+
+def test_ddp_training():
+    base = train()
+    runs = {
+        "fp16": (train(tacl_torch.CompressionState(codec="fp16")), FP16_RTOL),
+        "topk 10% + EF": (train(tacl_torch.CompressionState(
+            codec="topk", density=0.1)), TOPK_RTOL),
+    }
+    if dist.get_rank() == 0:
+        print(f"ddp {STEPS} steps: none {base[0]:.4f} -> {base[-1]:.4f}; "
+              + "; ".join(f"{k} {v[0][0]:.4f} -> {v[0][-1]:.4f}"
+                          for k, v in runs.items()), flush=True)
+    # Per-step losses are noisy (a new batch a step): means of 5 steps.
+    def head(v):
+        return sum(v[:5]) / 5
+
+    def tail(v):
+        return sum(v[-5:]) / 5
+
+    check(tail(base) < 0.7 * head(base), "uncompressed run did not learn")
+    learned = head(base) - tail(base)
+    for name, (losses, rtol) in runs.items():
+        check(tail(losses) < 0.7 * head(losses), f"{name}: did not learn")
+        lost = (tail(losses) - tail(base)) / learned
+        check(abs(lost) <= rtol, f"{name}: last 5 steps' loss "
+              f"{tail(losses):.5f} against uncompressed {tail(base):.5f}: "
+              f"{lost:.1%} of what training removed (bound {rtol:.0%})")
+
+
+def test_reduce_scatter():
+    rank, world = dist.get_rank(), dist.get_world_size()
+    n = 513
+    x = data(n * world, 300 + rank)
+    out = torch.empty(n)
+    tacl_torch.compressed_reduce_scatter(out, x, codec="fp16", scheme="sum")
+    ref = fp16_sum(gather(x))[rank * n:(rank + 1) * n]
+    check(torch.equal(out, ref), "fp16 reduce-scatter: not the float16 sum")
+    err = torch.zeros(n * world)
+    tacl_torch.compressed_reduce_scatter(out, x, codec="topk", density=0.02,
+                                         error_feedback=err, scheme="gather",
+                                         op=dist.ReduceOp.AVG)
+    sent = check_topk_step(x, torch.zeros_like(x), err,
+                           math.ceil(0.02 * n * world), "topk reduce-scatter")
+    ref = (sum(gather(sent)) / world)[rank * n:(rank + 1) * n]
+    check(torch.equal(out, ref), "topk reduce-scatter: not the mean of what "
+          "was sent")
+
+
+def test_fsdp2():
+    try:
+        from torch.distributed.fsdp import FSDPModule, fully_shard
+        from torch.distributed.device_mesh import init_device_mesh
+    except ImportError:
+        print("fsdp2: skipped, torch has no fully_shard")
+        return
+    if not hasattr(FSDPModule, "set_custom_reduce_scatter"):
+        print("fsdp2: skipped, torch has no set_custom_reduce_scatter")
+        return
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+
+    def run(codec):
+        model = make_model()
+        mods = [fully_shard(m, mesh=mesh) for m in model
+                if isinstance(m, torch.nn.Linear)]
+        mods.append(fully_shard(model, mesh=mesh))
+        scatters = []
+        if codec is not None:
+            for m in mods:
+                s = tacl_torch.CompressedReduceScatter(codec)
+                m.set_custom_reduce_scatter(s)
+                scatters.append(s)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        losses = []
+        for step in range(12):
+            x, y = batch(step, dist.get_rank())
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(float(torch.stack(
+                gather(loss.detach().reshape(1))).mean()))
+        return losses, sum(s.calls for s in scatters)
+
+    base, _ = run(None)
+    fp16, calls = run("fp16")
+    if dist.get_rank() == 0:
+        print(f"fsdp2 12 steps: own {base[0]:.4f} -> {base[-1]:.4f}; "
+              f"fp16 {fp16[0]:.4f} -> {fp16[-1]:.4f}", flush=True)
+    check(calls >= 12, f"fsdp2: the compressed reduce-scatter ran {calls} "
+          "times")
+    check(fp16[-1] < 0.9 * fp16[0], "fsdp2 fp16: did not learn")
+    rel = abs(fp16[-1] - base[-1]) / base[-1]
+    check(rel <= FP16_RTOL, f"fsdp2 fp16: final loss {rel:.1%} from FSDP2's "
+          f"own (bound {FP16_RTOL:.0%})")
+
+
+def test_torch_powersgd():
+    """torch's powerSGD_hook on this backend: its callback waits for an
+    all-reduce it starts, which another completion thread must finish
+    (with one, the first PowerSGD step hung).  10 steps, PowerSGD from
+    step 2; the replicas must stay equal."""
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+    faulthandler.dump_traceback_later(240, exit=True)
+    state = powerSGD_hook.PowerSGDState(process_group=None,
+                                        matrix_approximation_rank=1,
+                                        start_powerSGD_iter=2)
+    model = torch.nn.parallel.DistributedDataParallel(make_model())
+    model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(10):
+        x, y = batch(step, dist.get_rank())
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    faulthandler.cancel_dump_traceback_later()
+    for i, p in enumerate(model.parameters()):
+        both = gather(p.detach())
+        check(torch.equal(both[0], both[1]), f"powerSGD: parameter {i} "
+              "differs between the ranks")
+
+
+def raises(what, name, f, *args, **kw):
+    try:
+        f(*args, **kw)
+    except (ValueError, TypeError) as e:
+        check(name in str(e), f"bad {what}: '{name}' not in: {e}")
+        return
+    check(False, f"bad {what}: no error")
+
+
+def test_bad_inputs():
+    t = torch.ones(64)
+    car = tacl_torch.compressed_all_reduce
+    raises("codec", "'nope'", car, t, codec="nope")
+    raises("codec type", "codec", car, t, codec=3)
+    raises("density 0", "density", car, t, codec="topk", density=0)
+    raises("density 1.5", "density", car, t, codec="randk", density=1.5)
+    raises("density type", "density", car, t, codec="topk", density="x")
+    raises("bits", "bits", car, t, codec="int8", bits=3)
+    raises("scheme", "scheme", car, t, scheme="best")
+    raises("scheme sum on topk", "scheme sum", car, t, codec="topk",
+           density=0.1, scheme="sum")
+    raises("hops", "hops", car, t, hops="some")
+    raises("op", "op", car, t, op=dist.ReduceOp.MAX)
+    raises("dtype", "tensor", car, torch.ones(4, dtype=torch.int32))
+    raises("not a tensor", "tensor", car, [1.0])
+    raises("residual size", "error_feedback", car, t,
+           error_feedback=torch.zeros(3))
+    raises("residual dtype", "error_feedback", car, t,
+           error_feedback=torch.zeros(64, dtype=torch.float64))
+    raises("state plan", "plan", tacl_torch.CompressionState, plan="fusion")
+    raises("state codec", "'nope'", tacl_torch.CompressionState,
+           codec="nope")
+    raises("state density", "density", tacl_torch.CompressionState,
+           codec="threshold", density=-1)
+    raises("rs size", "input", tacl_torch.compressed_reduce_scatter,
+           torch.empty(5), torch.empty(7))
+    raises("fsdp2 codec", "density", tacl_torch.CompressedReduceScatter,
+           "topk")
+    # Nothing was sent: the ranks still agree.
+    u = torch.full((8,), float(dist.get_rank() + 1))
+    tacl_torch.compressed_all_reduce(u, codec="fp16", scheme="sum")
+    check(torch.equal(u, torch.full((8,), 3.0)), "after bad inputs: the "
+          "next call's result is wrong")
+
+
+TESTS = [test_fp16, test_topk_error_feedback, test_ddp_fp16_hook,
+         test_ddp_topk_hook, test_reduce_scatter, test_bad_inputs,
+         test_ddp_training, test_fsdp2, test_torch_powersgd]
+
+
+def main():
+    torch.set_num_threads(1)
+    dist.init_process_group("tacl")
+    only = sys.argv[1:]
+    for t in TESTS:
+        if only and t.__name__ not in only:
+            continue
+        before = len(FAILED)
+        try:
+            t()
+        except Exception:
+            traceback.print_exc()
+            FAILED.append(f"{t.__name__} raised")
+        if dist.get_rank() == 0:
+            print(f"{t.__name__}: "
+                  f"{'ok' if len(FAILED) == before else 'FAILED'}",
+                  flush=True)
+    flag = torch.tensor([len(FAILED)])
+    dist.all_reduce(flag)
+    dist.destroy_process_group()
+    return 1 if flag.item() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
