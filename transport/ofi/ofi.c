@@ -50,6 +50,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -339,6 +340,32 @@ static void ofi_cancel_all(tacl__tl_t *tl, tacl_status_t status)
     tacl__tl_base_cancel_all(tl, status);
 }
 
+/*
+ * Endpoints a failure abandoned (ofi_ops.c, tacl__ofi_fail_pending), kept
+ * reachable to the end of the process: they are not leaks but resources
+ * held on purpose.  Under a mutex, as instances close on any thread.
+ */
+typedef struct abandoned {
+    struct abandoned *next;
+    struct fid_ep *ep;
+} abandoned_t;
+
+static abandoned_t *abandoned_eps;
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep_abandoned(struct fid_ep *ep)
+{
+    abandoned_t *a = malloc(sizeof(*a));
+
+    if (a == NULL)
+        return; /* unreachable then, but still never closed */
+    a->ep = ep;
+    pthread_mutex_lock(&abandoned_lock);
+    a->next = abandoned_eps;
+    abandoned_eps = a;
+    pthread_mutex_unlock(&abandoned_lock);
+}
+
 static void ofi_close(tacl__tl_t *tl)
 {
     tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
@@ -357,6 +384,16 @@ static void ofi_close(tacl__tl_t *tl)
     ofi->closing = 1;
     tacl__ofi_fail_pending(ofi, TACL_ERR_INVALID_USAGE);
     tacl__tl_opq_run(&ofi->base.done);
+    if (ofi->abandoned != NULL) {
+        /* What the open endpoint uses stays too (ofi_ops.c says why). */
+        TACL_INFO(NET, "rank %d: the failed endpoint and its resources "
+                  "are left to the end of the process", ofi->base.rank);
+        keep_abandoned(ofi->abandoned);
+        ofi->av = NULL;
+        ofi->cq = NULL;
+        ofi->domain = NULL;
+        ofi->fabric = NULL;
+    }
     if (ofi->av)
         fi_close(&ofi->av->fid);
     if (ofi->cq)

@@ -169,7 +169,8 @@ struct tacl__ofi {
     struct fid_domain *domain;
     struct fid_av *av;
     struct fid_cq *cq;
-    struct fid_ep *ep;         /* NULL once closed on failure */
+    struct fid_ep *ep;         /* NULL once closed or failed */
+    struct fid_ep *abandoned;  /* the endpoint a failure left open */
     int cq_fd;                 /* the queue's wait descriptor, or -1 */
     int need_mr;               /* FI_MR_LOCAL: register every buffer */
     uint64_t tx_size, rx_size; /* the provider's queue sizes */

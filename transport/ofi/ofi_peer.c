@@ -201,7 +201,6 @@ int tacl__ofi_check_peers(tacl__ofi_t *ofi)
             tacl__tl_base_mark_failed(&ofi->base, tacl__error_peer(
                 r, NET, "rank %d cannot ping rank %d, which %u operations "
                 "wait on", ofi->base.rank, r, peer->npending));
-        ++events;
     }
     return events;
 }

@@ -468,8 +468,13 @@ void killed_midway_sender_rank(shared_t *sh, int rank)
 
         if (n < 0)
             st = n;
-        if (buf[0] == 1 && done_count == 0)
+        if (buf[0] == 1 && done_count == 0 && !atomic_load(&sh->midway)) {
             atomic_store(&sh->midway, 1);
+            /* No progress until rank 1 is dead: ofi's receiver pulls a
+             * rendezvous, and the rest could otherwise arrive between
+             * the first bytes and the kill (seen 1 run in 6). */
+            usleep(200000);
+        }
     }
     CHECK(atomic_load(&sh->midway), "rank 1 did not die mid-transfer");
     CHECK(st == TACL_ERR_REMOTE && op_result(&op) == TACL_ERR_REMOTE,
@@ -618,6 +623,59 @@ void wait_rank(shared_t *sh, int rank)
         }
         CHECK(tacl__now_ns() - t0 < 1000000000ull, "wait overslept");
     }
+    CHECK(barrier(sh) == 0, "barrier");
+    tacl__tl_close(tl);
+}
+
+/*
+ * Rank 1 stays connected but moves nothing for 2.5 s, while rank 0 waits
+ * on a receive from it: progress() must report no events, since the
+ * executor's no-progress timeout is what turns a hung peer or a cut link
+ * into an error.  (ofi's pings to the peer completed every ping period
+ * and were counted, so that timeout never fired.)  Then the message
+ * comes and the receive ends.
+ */
+void quiet_peer_rank(shared_t *sh, int rank)
+{
+    tacl__tl_op_t op = {0};
+    uint64_t word = 0, t0;
+    int events = 0;
+    xctx_t x;
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+
+    op.peer = 1 - rank;
+    op.tag = TACL__TAG(0, 1);
+    op.buf = &word;
+    op.len = sizeof(word);
+    ping(tl, rank, 0, 1, 7);            /* connect both ways first */
+    ping(tl, rank, 1, 0, 8);
+    done_count = 0;
+    if (rank == 0)
+        CHECK(post(tl, &op, 0) == TACL_OK, "recv");
+    CHECK(barrier(sh) == 0, "barrier");
+    if (rank == 0) {
+        t0 = tacl__now_ns();
+        while (tacl__now_ns() - t0 < 2500000000ull) {
+            int n = tacl__tl_progress(tl);
+
+            CHECK(n >= 0, "progress failed: %s", tacl__last_error());
+            events += n;
+            tacl__tl_wait(tl, 20000);
+        }
+        CHECK(events == 0 && done_count == 0, "%d progress events in 2.5 "
+              "s while the peer moved nothing (%d operations done)",
+              events, done_count);
+    } else {
+        usleep(2600000);
+    }
+    CHECK(barrier(sh) == 0, "barrier");
+    if (rank == 1) {
+        word = 42;
+        CHECK(post(tl, &op, 1) == TACL_OK, "send");
+    }
+    CHECK(drive(tl, 1, 10) == TACL_OK, "the message after the quiet spell");
+    if (rank == 0)
+        CHECK(word == 42, "received %llu", (unsigned long long)word);
     CHECK(barrier(sh) == 0, "barrier");
     tacl__tl_close(tl);
 }

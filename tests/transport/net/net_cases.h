@@ -38,6 +38,8 @@ void leave_rank(shared_t *sh, int rank);
 void cancel_rank(shared_t *sh, int rank);
 /* 2 ranks: wait() sleeps while idle and wakes when a message comes. */
 void wait_rank(shared_t *sh, int rank);
+/* 2 ranks: a connected peer that moves nothing is no progress. */
+void quiet_peer_rank(shared_t *sh, int rank);
 /*
  * 3 ranks: rank 0 receives what ranks 1 and 2 send through probe, each
  * sender's messages in order, none of another tag or already taken.

@@ -114,5 +114,8 @@ NET_CASE(ofi, cancel_all_completes_everything, ofi_env(), 2, cancel_rank,
 
 NET_CASE(ofi, wait_sleeps_and_wakes, ofi_env(), 2, wait_rank, NULL)
 
+NET_CASE(ofi, quiet_peer_is_no_progress, ofi_env(), 2, quiet_peer_rank,
+         NULL)
+
 NET_CASE(ofi, any_source_by_probe_in_order, ofi_env(), 3, any_source_rank,
          NULL)

@@ -96,5 +96,8 @@ NET_CASE(ucx, cancel_all_completes_everything, ucx_env("tcp"), 2, cancel_rank,
          NULL)
 NET_CASE(ucx, wait_sleeps_and_wakes, ucx_env("tcp"), 2, wait_rank, NULL)
 
+NET_CASE(ucx, quiet_peer_is_no_progress, ucx_env("tcp"), 2, quiet_peer_rank,
+         NULL)
+
 NET_CASE(ucx, any_source_by_probe_in_order, ucx_env("tcp"), 3,
          any_source_rank, NULL)
