@@ -979,6 +979,12 @@ typedef enum {
                               of even block ranges, as PS */
     TACL_SPARSE_AGPADDED,  /* all-gather of rows padded to the largest
                               rank's count (gloo's former scheme) */
+    TACL_SPARSE_ZEN_HIER,  /* Zen in two levels: rows merged inside each
+                              node, owners' shares across nodes on the
+                              rails, the sums spread inside the node */
+    TACL_SPARSE_DENSE_ZEN, /* dense reduce-scatter inside each node, Zen
+                              across nodes on each slice's rows, dense
+                              all-gather inside the node */
     TACL_NUM_SPARSE_SCHEMES
 } tacl_sparse_scheme_t;
 
@@ -1006,8 +1012,13 @@ typedef struct {
  * Sum over comm's ranks of each rank's rows (op must be TACL_SUM; a row a
  * rank does not give counts as zeros), summed in rank order: the result
  * is bit for bit the rank-order sum of the densified inputs (but SPARCML,
- * which adds partial sums pairwise, and DENSE, in the dense all-reduce's
- * order).  Into
+ * which adds partial sums pairwise, DENSE, in the dense all-reduce's
+ * order, ZEN_HIER, which adds each node's rows in rank order and then
+ * the nodes' sums in the order of their ranks on the rail, and
+ * DENSE_ZEN, which adds each node's rows in the dense reduce-scatter's
+ * order and then the nodes' sums as ZEN_HIER).  ZEN_HIER and DENSE_ZEN
+ * need the same number of ranks on every node (TACL_ERR_UNSUPPORTED
+ * otherwise).  Into
  * dense_out (nrows * row_len elements, every row written) and/or
  * *sparse_out (the union's rows; free with tacl_sparse_result_free); at
  * least one of them.  Every rank passes the same nrows, row_len, dtype,

@@ -246,6 +246,20 @@ TACL_EXPORT tacl_status_t tacl_comm_create_group(tacl_comm_t comm,
                                          newcomm_p);
 }
 
+int tacl__comm_nodes_even(tacl_comm_t comm)
+{
+    int nodes = comm->view.n_nodes, per = comm->size / nodes;
+    int *count = calloc((size_t)nodes, sizeof(*count));
+    int even = count != NULL && comm->size % nodes == 0;
+
+    for (int r = 0; even && r < comm->size; r++)
+        count[comm->node_of[r]]++;
+    for (int j = 0; even && j < nodes; j++)
+        even = count[j] == per;
+    free(count);
+    return even;
+}
+
 /* Make (once) and return a cached derived communicator. */
 static tacl_status_t comm_derived_held(tacl_comm_t comm, int rail,
                                        tacl_comm_t *out_p)
