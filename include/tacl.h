@@ -1052,16 +1052,19 @@ typedef struct {
  * giving nnz rows of a table of nrows rows of row_len elements of dtype
  * with indices of index_type, their union expected_union rows (0: as
  * large as it can be, min(nranks * nnz, nrows), which is what AUTO
- * assumes).  scheme AUTO, ZEN, AGSPARSE or DENSE (AUTO's choices; the
- * others are TACL_ERR_UNSUPPORTED); AUTO reports the scheme the real
+ * assumes).  Every scheme is priced; AUTO reports the scheme the real
  * call would pick with every rank giving nnz rows.  The time is the sum
- * of tacl_comm_estimate's for the collectives the scheme runs, with
- * even blocks (Zen's push an all-to-all-v of an n-th of every rank's
- * rows to each owner, its pull an all-gather-v of an n-th of the union,
- * as indices or a bitmap by the real call's byte rule, each after the
- * small exchange of counts the real call makes; DENSE into dense_out
- * alone); the work of sorting and summing rows is not priced.  Local:
- * no rank talks.
+ * of tacl_comm_estimate's for the collectives the scheme runs on comm,
+ * with even blocks (Zen's push an all-to-all-v of an n-th of every
+ * rank's rows to each owner, its pull an all-gather-v of an n-th of the
+ * union, as indices or a bitmap by the real call's byte rule, each
+ * after the small exchange of counts the real call makes; PS and OMNI
+ * alike, without bitmaps; DENSE into dense_out alone).  SPARCML,
+ * ZEN_HIER and DENSE_ZEN, whose steps run between pairs or on node and
+ * rail communicators, are priced from their bytes per link class at the
+ * links' rates, with a latency a step (ZEN_HIER and DENSE_ZEN on nodes
+ * of unequal rank counts: TACL_ERR_UNSUPPORTED).  The work of sorting
+ * and summing rows is not priced.  Local: no rank talks.
  */
 tacl_status_t tacl_sparse_estimate(tacl_comm_t comm, size_t nnz, size_t nrows,
                                    size_t row_len, tacl_dtype_t dtype,

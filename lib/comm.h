@@ -173,6 +173,12 @@ void tacl__comm_reopen(tacl_comm_t comm);
  * rank: node_of is the same table everywhere).
  */
 int tacl__comm_nodes_even(tacl_comm_t comm);
+/**
+ * TACL_OK where every node of comm has as many ranks, else
+ * TACL_ERR_UNSUPPORTED with a message: "<what> needs the same number of
+ * ranks on every node (...)".
+ */
+tacl_status_t tacl__comm_need_even_nodes(tacl_comm_t comm, const char *what);
 
 /** The memory type of a caller buffer (HOST unless a CUDA pointer). */
 tacl_memtype_t tacl__memtype_detect(const void *ptr);

@@ -260,6 +260,16 @@ int tacl__comm_nodes_even(tacl_comm_t comm)
     return even;
 }
 
+tacl_status_t tacl__comm_need_even_nodes(tacl_comm_t comm, const char *what)
+{
+    if (tacl__comm_nodes_even(comm))
+        return TACL_OK;
+    return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                       "%s needs the same number of ranks on every node "
+                       "(%d ranks on %d nodes)",
+                       what, comm->size, comm->view.n_nodes);
+}
+
 /* Make (once) and return a cached derived communicator. */
 static tacl_status_t comm_derived_held(tacl_comm_t comm, int rail,
                                        tacl_comm_t *out_p)

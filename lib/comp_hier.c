@@ -43,13 +43,9 @@ static tacl_status_t run_inter(const float *send, float *recv, size_t count,
     if (comm->view.n_nodes == 1)
         return tacl_allreduce(send, recv, count, TACL_FLOAT32, TACL_SUM, comm,
                               NULL);
-    if (!tacl__comm_nodes_even(comm))
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "comp_allreduce: hops inter needs the same "
-                           "number of ranks on every node (%d ranks on %d "
-                           "nodes)",
-                           comm->size, comm->view.n_nodes);
-    st = tacl_comm_get_local(comm, &local);
+    st = tacl__comm_need_even_nodes(comm, "comp_allreduce: hops inter");
+    if (st == TACL_OK)
+        st = tacl_comm_get_local(comm, &local);
     if (st == TACL_OK)
         st = tacl_comm_get_rail(comm, &rail);
     if (st != TACL_OK)

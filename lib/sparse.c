@@ -1252,16 +1252,14 @@ static tacl_status_t hier_comms(tacl_sparse_scheme_t scheme,
                                 tacl_comm_t comm, tacl_comm_t *local_p,
                                 tacl_comm_t *rail_p)
 {
+    char what[48];
     tacl_status_t st;
 
-    if (!tacl__comm_nodes_even(comm))
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "sparse all-reduce: %s needs the same number of "
-                           "ranks on every node (%d ranks on %d nodes); "
-                           "use zen",
-                           tacl_sparse_scheme_name(scheme), comm->size,
-                           comm->view.n_nodes);
-    st = tacl_comm_get_local(comm, local_p);
+    snprintf(what, sizeof(what), "sparse all-reduce: %s",
+             tacl_sparse_scheme_name(scheme));
+    st = tacl__comm_need_even_nodes(comm, what);
+    if (st == TACL_OK)
+        st = tacl_comm_get_local(comm, local_p);
     if (st == TACL_OK)
         st = tacl_comm_get_rail(comm, rail_p);
     return st;
@@ -1488,7 +1486,9 @@ out:
 
 /*
  * AUTO: bytes a rank receives under each scheme (section 3.2.4), with
- * the union at its largest (no overlap), from every rank's row count.
+ * the union at its largest (no overlap), from every rank's row count,
+ * those inside a node weighed by their cheaper link; ZEN_HIER only on
+ * several nodes of as many ranks each.
  */
 static tacl_status_t choose(const shape_t *s, const tacl_sparse_t *in,
                             tacl_comm_t comm, tacl_sparse_scheme_t *pick)
@@ -1502,7 +1502,10 @@ static tacl_status_t choose(const shape_t *s, const tacl_sparse_t *in,
         if (st != TACL_OK)
             return st;
     }
-    *pick = tacl__sparse_auto_pick(s->n, total, s->nrows, s->ib, s->rb);
+    *pick = tacl__sparse_auto_pick(s->n, comm->view.n_nodes,
+                                   tacl__comm_nodes_even(comm), total,
+                                   s->nrows, s->row_len, s->ib, s->rb,
+                                   tacl__sparse_intra_weight(&comm->view));
     return TACL_OK;
 }
 

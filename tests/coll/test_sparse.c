@@ -629,9 +629,21 @@ static int body_estimate(coll_ctx_t *ctx)
                        TACL_ERR_INVALID_ARG, "nnz 5001") ||
         estimate_error(ctx, 100, 401, TACL_INT32, TACL_SPARSE_AUTO, &est,
                        TACL_ERR_INVALID_ARG, "expected_union 401") ||
-        estimate_error(ctx, 100, 0, TACL_INT32, TACL_SPARSE_SPARCML, &est,
-                       TACL_ERR_UNSUPPORTED, "sparcml is not priced"))
+        estimate_error(ctx, 100, 0, TACL_INT32, (tacl_sparse_scheme_t)99,
+                       &est, TACL_ERR_INVALID_ARG, "invalid scheme 99"))
         return 1;
+    /* Every scheme is priced, the hierarchical ones on one node too. */
+    for (int sc = 1; sc < TACL_NUM_SPARSE_SCHEMES; sc++) {
+        COLL_CHECK_OK(ctx, tacl_sparse_estimate(ctx->comm, 100, NROWS, 4,
+                                                TACL_FLOAT32, TACL_INT32, 0,
+                                                (tacl_sparse_scheme_t)sc,
+                                                &est));
+        COLL_CHECK(ctx, est.scheme == (tacl_sparse_scheme_t)sc &&
+                            est.seconds > 0,
+                   "%s: %s in %g s",
+                   tacl_sparse_scheme_name((tacl_sparse_scheme_t)sc),
+                   tacl_sparse_scheme_name(est.scheme), est.seconds);
+    }
     free(vals);
     free(dense);
     free(idx);
@@ -641,4 +653,69 @@ static int body_estimate(coll_ctx_t *ctx)
 Test(sparse, estimate_names_autos_pick, .timeout = 300)
 {
     coll_run_expect_pass(4, body_estimate, NULL, NULL);
+}
+
+/*
+ * On 2x2 emulated nodes AUTO weighs the bytes inside a node by their
+ * cheaper link: where flat Zen would win on one node, ZEN_HIER, whose
+ * pull crosses the network once a node, wins; the estimate names what
+ * the real call runs.  On nodes of 2 and 1 ranks AUTO keeps to the flat
+ * schemes, and the estimate refuses the hierarchical ones.
+ */
+static int body_auto_nodes(coll_ctx_t *ctx)
+{
+    int even = ctx->nranks == 4;
+    float *vals = calloc((size_t)NROWS * 4, sizeof(float));
+    float *dense = calloc((size_t)NROWS * 4, sizeof(float));
+    int32_t *idx = calloc(NROWS, sizeof(int32_t));
+    tacl_sparse_estimate_t est;
+    tacl_comm_t comm;
+
+    COLL_CHECK(ctx, vals != NULL && dense != NULL && idx != NULL,
+               "out of memory");
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "sparse-auto", 2, &comm));
+    for (size_t i = 0; i < 2500; i++)
+        idx[i] = (int32_t)(((size_t)ctx->rank * 2500 + i) % NROWS);
+    tacl_sparse_t in = {.nrows = NROWS, .row_len = 4,
+                        .index_type = TACL_INT32, .nnz = 2500,
+                        .indices = idx, .values = vals};
+
+    COLL_CHECK_OK(ctx, tacl_sparse_estimate(comm, 2500, NROWS, 4,
+                                            TACL_FLOAT32, TACL_INT32, 0,
+                                            TACL_SPARSE_AUTO, &est));
+    COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
+                                             dense, NULL, TACL_SPARSE_AUTO,
+                                             comm));
+    COLL_CHECK(ctx,
+               est.scheme == (even ? TACL_SPARSE_ZEN_HIER : TACL_SPARSE_ZEN) &&
+                   tacl_sparse_last_scheme(comm) == est.scheme,
+               "estimated %s, ran %s",
+               tacl_sparse_scheme_name(est.scheme),
+               tacl_sparse_scheme_name(tacl_sparse_last_scheme(comm)));
+    if (!even) {
+        tacl_status_t st = tacl_sparse_estimate(comm, 2500, NROWS, 4,
+                                                TACL_FLOAT32, TACL_INT32, 0,
+                                                TACL_SPARSE_DENSE_ZEN, &est);
+
+        COLL_CHECK(ctx, st == TACL_ERR_UNSUPPORTED &&
+                            strstr(tacl_comm_last_error(comm),
+                                   "needs the same number of ranks") != NULL,
+                   "uneven estimate: %s, '%s'", tacl_status_string(st),
+                   tacl_comm_last_error(comm));
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    free(vals);
+    free(dense);
+    free(idx);
+    return 0;
+}
+
+Test(sparse, auto_picks_zen_hier_on_even_nodes, .timeout = 300)
+{
+    for (int n = 4; n >= 3; n--) {
+        coll_opts_t opts = {.nranks = n, .deadline_s = 120,
+                            .init = COLL_INIT_MANUAL};
+
+        coll_run_opts_expect_pass(&opts, body_auto_nodes);
+    }
 }
