@@ -13,7 +13,9 @@
  * is the same with even row ranges as owners, the parameter server's
  * split whose skew Zen removes.  AGSPARSE all-gathers every rank's rows
  * and sums them everywhere; DENSE densifies and runs the dense
- * all-reduce.  AUTO prices the three real choices from the rows every
+ * all-reduce.  ZEN_HIER and DENSE_ZEN run Zen on the rails between
+ * nodes, after merging a node's rows (as rows, or as a dense table)
+ * inside it.  AUTO prices the three real choices from the rows every
  * rank gives (one small all-reduce) with the byte counts of section
  * 3.2.4 and takes the cheapest.
  *
