@@ -417,6 +417,43 @@ static int body_uneven(coll_ctx_t *ctx)
     return 0;
 }
 
+/* A table of one row on 2x2 nodes: one class (one slice) is empty, so
+ * one rail has nothing to run, and still every rank gets the sum. */
+static int body_one_row(coll_ctx_t *ctx)
+{
+    int64_t idx[1] = {0};
+    int32_t vals[1] = {ctx->rank + 1}, dense[1] = {-1};
+    tacl_sparse_t in = {.nrows = 1, .row_len = 1,
+                        .index_type = TACL_INT64, .nnz = ctx->rank != 2,
+                        .indices = idx, .values = vals};
+    tacl_sparse_result_t res;
+    tacl_comm_t comm;
+
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "sparse-one-row", 2, &comm));
+    for (size_t s = 0; s < 2; s++) {
+        COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, TACL_INT32, TACL_SUM,
+                                                 dense, &res,
+                                                 hier_schemes[s], comm));
+        COLL_CHECK(ctx, dense[0] == 1 + 2 + 4 && res.nnz == 1 &&
+                            ((int64_t *)res.indices)[0] == 0 &&
+                            ((int32_t *)res.values)[0] == 7,
+                   "%s: dense %d, %zu rows",
+                   tacl_sparse_scheme_name(hier_schemes[s]), dense[0],
+                   res.nnz);
+        tacl_sparse_result_free(&res);
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    return 0;
+}
+
+Test(sparse, hierarchical_schemes_on_a_one_row_table, .timeout = 120)
+{
+    coll_opts_t opts = {.nranks = 4, .deadline_s = 60,
+                        .init = COLL_INIT_MANUAL};
+
+    coll_run_opts_expect_pass(&opts, body_one_row);
+}
+
 Test(sparse, hierarchical_schemes_refuse_uneven_nodes, .timeout = 120)
 {
     coll_opts_t opts = {.nranks = 3, .deadline_s = 60,
