@@ -154,8 +154,8 @@ static double dmin(double a, double b)
 /* Zen on N ranks pushing in rows each, pulling out rows of a union over
  * a domain of dom rows (all owners'), as indices or (bitmap) whichever
  * is fewer bytes: bytes one rank receives. */
-static double zen_bytes(int N, double in, double out, double dom,
-                        int bitmap, double ib, double rb)
+static double zen_bytes(int N, double in, double out, double dom, int bitmap,
+                        double ib, double rb)
 {
     double idx = bitmap ? dmin(out * ib, dom / 8) : out * ib;
 
@@ -211,16 +211,16 @@ void tacl__sparse_bytes(const tacl__sparse_shape_t *sh,
     b[TACL_SPARSE_AGSPARSE] = split((sh->total - mean) * (ib + rb), share);
     b[TACL_SPARSE_AGPADDED] = b[TACL_SPARSE_AGSPARSE];
     b[TACL_SPARSE_DENSE] = split(2.0 * (n - 1) / n * table, share);
-    b[TACL_SPARSE_OMNI] =
-        split((double)(n - 1) / n * bb *
-                  (dmin(mean * blocks, nblocks) + dmin(u * blocks, nblocks)),
-              share);
+    b[TACL_SPARSE_OMNI] = split((double)(n - 1) / n * bb *
+                                    (dmin(mean * blocks, nblocks) +
+                                     dmin(u * blocks, nblocks)),
+                                share);
     b[TACL_SPARSE_SPARCML] = sparcml_bytes(sh, L);
-    b[TACL_SPARSE_ZEN_HIER].intra =
-        (double)(L - 1) / L * (mean * (ib + rb) + u * (ib + rb));
+    b[TACL_SPARSE_ZEN_HIER].intra = (double)(L - 1) / L *
+                                    (mean * (ib + rb) + u * (ib + rb));
     b[TACL_SPARSE_ZEN_HIER].inter = zen_bytes(N, part, u / L, cls, 1, ib, rb);
-    b[TACL_SPARSE_DENSE_ZEN].intra =
-        (double)(L - 1) / L * (2 * table + sh->nrows);
+    b[TACL_SPARSE_DENSE_ZEN].intra = (double)(L - 1) / L *
+                                     (2 * table + sh->nrows);
     b[TACL_SPARSE_DENSE_ZEN].inter = b[TACL_SPARSE_ZEN_HIER].inter;
 }
 
@@ -254,9 +254,9 @@ tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, int nodes, int even,
 
     if (n <= 1)
         return TACL_SPARSE_AGSPARSE;
-    tacl__sparse_shape_largest(&sh, n, even ? nodes : 1, even,
-                               (double)total, (double)nrows,
-                               (double)row_len, (double)ib, (double)rb);
+    tacl__sparse_shape_largest(&sh, n, even ? nodes : 1, even, (double)total,
+                               (double)nrows, (double)row_len, (double)ib,
+                               (double)rb);
     tacl__sparse_bytes(&sh, b);
     zen = tacl__sparse_cost(b[TACL_SPARSE_ZEN], w);
     ag = tacl__sparse_cost(b[TACL_SPARSE_AGSPARSE], w);

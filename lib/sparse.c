@@ -1250,9 +1250,8 @@ out:
 
 /* The node and rail communicators of a hierarchical scheme, which needs
  * the same number of ranks on every node (every rail one rank a node). */
-static tacl_status_t hier_comms(tacl_sparse_scheme_t scheme,
-                                tacl_comm_t comm, tacl_comm_t *local_p,
-                                tacl_comm_t *rail_p)
+static tacl_status_t hier_comms(tacl_sparse_scheme_t scheme, tacl_comm_t comm,
+                                tacl_comm_t *local_p, tacl_comm_t *rail_p)
 {
     char what[48];
     tacl_status_t st;
@@ -1326,7 +1325,8 @@ static tacl_status_t run_zen_hier(const shape_t *s, const tacl_sparse_t *in,
     if (s->nrows > UINT32_MAX)
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
                            "sparse all-reduce: zen_hier takes tables of at "
-                           "most 2^32 rows (%zu); use zen", s->nrows);
+                           "most 2^32 rows (%zu); use zen",
+                           s->nrows);
     ls = shape_on(s, local, s->nrows);
     lx = ext_of(local);
     rx = ext_of(rail);
@@ -1407,8 +1407,9 @@ static tacl_status_t run_dense_zen(const shape_t *s, const tacl_sparse_t *in,
         return st;
     share = (s->nrows + (size_t)local->size - 1) / (size_t)local->size;
     lo = (size_t)local->rank * share;
-    valid = lo >= s->nrows ? 0 : s->nrows - lo < share ? s->nrows - lo
-                                                      : share;
+    valid = lo >= s->nrows          ? 0
+            : s->nrows - lo < share ? s->nrows - lo
+                                    : share;
     rx = ext_of(rail);
     table = calloc(share * (size_t)local->size, s->rb);
     mask = calloc(share * (size_t)local->size, 1);
@@ -1441,8 +1442,7 @@ static tacl_status_t run_dense_zen(const shape_t *s, const tacl_sparse_t *in,
         if (smask[i] == 0)
             continue;
         put_index(s, sub, k, i);
-        memcpy(sub + pad8(m * s->ib) + k++ * s->rb, slice + i * s->rb,
-               s->rb);
+        memcpy(sub + pad8(m * s->ib) + k++ * s->rb, slice + i * s->rb, s->rb);
     }
     rs = shape_on(s, rail, valid);
     if (valid > 0) {
@@ -1454,8 +1454,8 @@ static tacl_status_t run_dense_zen(const shape_t *s, const tacl_sparse_t *in,
                               .indices = sub,
                               .values = sub + pad8(m * s->ib)};
 
-        st = run_owners(&rs, &rows, 1, slice, sparse_out ? &got : NULL,
-                        rail, rx);
+        st = run_owners(&rs, &rows, 1, slice, sparse_out ? &got : NULL, rail,
+                        rx);
         if (st != TACL_OK)
             goto out;
     }

@@ -47,14 +47,14 @@ static tacl_status_t owners_phases(tacl_comm_t comm, int hashed, size_t nnz,
 
     st = phase(comm, TACL_COLL_ALLTOALL, 1, TACL_UINT64, t);
     if (st == TACL_OK)
-        st = phase(comm, TACL_COLL_ALLTOALLV, nnz * (ib + rb) / n,
-                   TACL_UINT8, t);
+        st = phase(comm, TACL_COLL_ALLTOALLV, nnz * (ib + rb) / n, TACL_UINT8,
+                   t);
     if (st == TACL_OK)
         st = phase(comm, TACL_COLL_ALLGATHER, 1, TACL_UINT64, t);
     if (st == TACL_OK)
         st = phase(comm, TACL_COLL_ALLGATHERV,
-                   own * rb + (bitmap ? tacl__sparse_bitmap_bytes(dom)
-                                      : own * ib),
+                   own * rb +
+                       (bitmap ? tacl__sparse_bitmap_bytes(dom) : own * ib),
                    TACL_UINT8, t);
     return st;
 }
@@ -81,16 +81,18 @@ static double by_links(tacl_comm_t comm, tacl_sparse_scheme_t scheme,
                                (double)rb);
     sh.u = (double)u;
     tacl__sparse_bytes(&sh, b);
-    return steps_in * tacl__link_alpha(v, TACL_LINK_HOST,
-                                       tacl__cost_links[TACL_LINK_HOST].alpha) +
-           b[scheme].intra * tacl__link_beta(
-                                 v, TACL_LINK_HOST,
-                                 tacl__cost_links[TACL_LINK_HOST].beta) +
-           steps_out * tacl__link_alpha(v, TACL_LINK_NET,
-                                        tacl__cost_links[TACL_LINK_NET].alpha) +
-           b[scheme].inter * tacl__link_beta(
-                                 v, TACL_LINK_NET,
-                                 tacl__cost_links[TACL_LINK_NET].beta);
+    return steps_in *
+               tacl__link_alpha(v, TACL_LINK_HOST,
+                                tacl__cost_links[TACL_LINK_HOST].alpha) +
+           b[scheme].intra *
+               tacl__link_beta(v, TACL_LINK_HOST,
+                               tacl__cost_links[TACL_LINK_HOST].beta) +
+           steps_out *
+               tacl__link_alpha(v, TACL_LINK_NET,
+                                tacl__cost_links[TACL_LINK_NET].alpha) +
+           b[scheme].inter *
+               tacl__link_beta(v, TACL_LINK_NET,
+                               tacl__cost_links[TACL_LINK_NET].beta);
 }
 
 /* Rounds of SparCML's recursive doubling inside a node of L ranks and
@@ -106,8 +108,8 @@ static void sparcml_rounds(int n, int L, int *in_p, int *out_p)
  * runs a collective). */
 static tacl_status_t price(tacl_comm_t comm, tacl_sparse_scheme_t scheme,
                            size_t nnz, size_t nrows, size_t row_len,
-                           tacl_dtype_t dtype, size_t ib, size_t rb,
-                           size_t u, double *t)
+                           tacl_dtype_t dtype, size_t ib, size_t rb, size_t u,
+                           double *t)
 {
     int L = comm->size / comm->view.n_nodes, in, out;
     size_t bl = (row_len + 255) / 256, bb = 256 * tacl_dtype_size(dtype);
@@ -122,9 +124,9 @@ static tacl_status_t price(tacl_comm_t comm, tacl_sparse_scheme_t scheme,
         /* The ranks' row counts, then their rows (padded: one size). */
         st = phase(comm, TACL_COLL_ALLGATHER, 1, TACL_UINT64, t);
         if (st == TACL_OK)
-            st = phase(comm, scheme == TACL_SPARSE_AGSPARSE
-                                 ? TACL_COLL_ALLGATHERV
-                                 : TACL_COLL_ALLGATHER,
+            st = phase(comm,
+                       scheme == TACL_SPARSE_AGSPARSE ? TACL_COLL_ALLGATHERV
+                                                      : TACL_COLL_ALLGATHER,
                        nnz * (ib + rb), TACL_UINT8, t);
         return st;
     case TACL_SPARSE_ZEN:
@@ -180,8 +182,7 @@ static tacl_status_t sparse_estimate(tacl_comm_t comm, size_t nnz,
                            (int)dtype);
     if ((unsigned)scheme >= TACL_NUM_SPARSE_SCHEMES)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "sparse estimate: invalid scheme %d",
-                           (int)scheme);
+                           "sparse estimate: invalid scheme %d", (int)scheme);
     if (index_type != TACL_INT32 && index_type != TACL_INT64)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "sparse estimate: index_type %s is not "

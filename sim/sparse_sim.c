@@ -104,8 +104,7 @@ static tacl_status_t phase_fixed(run_t *r, tacl_coll_t type, size_t count,
  * as a node's or a rail's communicator runs it (the decider would route
  * the whole cluster's through node leaders).
  */
-static tacl_status_t phase_v(run_t *r, const uint64_t *m, int gv,
-                             int direct)
+static tacl_status_t phase_v(run_t *r, const uint64_t *m, int gv, int direct)
 {
     int n = r->c->nranks;
     uint64_t *rows = malloc((size_t)n * n * sizeof(*rows)), total = 0;
@@ -176,9 +175,9 @@ static tacl_status_t run_agsparse(run_t *r, const tacl__ssim_case_t *k)
 static uint64_t pull_bytes(uint64_t rows, uint64_t dsize, size_t index_bytes,
                            size_t unit_bytes)
 {
-    int bm = dsize > 0 && tacl__sparse_pull_bitmap((size_t)rows,
-                                                   (size_t)dsize,
-                                                   index_bytes);
+    int bm = dsize > 0 &&
+             tacl__sparse_pull_bitmap((size_t)rows, (size_t)dsize,
+                                      index_bytes);
 
     return pad8((bm ? pad8(tacl__sparse_bitmap_bytes((size_t)dsize))
                     : pad8((size_t)rows * index_bytes)) +
@@ -326,7 +325,8 @@ static tacl_status_t grid_init(const tacl__sim_cluster_t *c, grid_t *g)
             return tacl__error(TACL_ERR_UNSUPPORTED, TUNE,
                                "sparse simulation: a hierarchical scheme "
                                "needs the same number of ranks on every "
-                               "node (%d ranks on %d nodes)", n, g->N);
+                               "node (%d ranks on %d nodes)",
+                               n, g->N);
     g->node_rank = malloc((size_t)n * sizeof(int));
     g->rail_rank = malloc((size_t)n * sizeof(int));
     g->place = malloc((size_t)n * sizeof(int));
@@ -440,12 +440,13 @@ static tacl_status_t rail_zen(run_t *r, const tacl__ssim_case_t *k,
                 }
             bits_or(&all, &part[i]);
         }
-        for (uint64_t w = 0; w < (nbits + 63) / 64; w++)
-            for (uint64_t x = all.w[w]; x; x &= x - 1)
-                pull[g->rail_rank[l * N +
-                                  tacl__owner_of(&o, w * 64 +
-                                                 (uint64_t)
-                                                     __builtin_ctzll(x))]]++;
+        for (uint64_t w = 0; w < (nbits + 63) / 64; w++) {
+            for (uint64_t x = all.w[w]; x; x &= x - 1) {
+                uint64_t u = w * 64 + (uint64_t)__builtin_ctzll(x);
+
+                pull[g->rail_rank[l * N + tacl__owner_of(&o, u)]]++;
+            }
+        }
         ucount[l] = bits_count(&all);
         for (int q = 0; q < N; q++) {
             int i = g->rail_rank[l * N + q];
@@ -510,8 +511,7 @@ static int class_of(const classes_t *cl, uint64_t row, uint64_t *place)
  * slices and a row mask), the node's rows of each class Zen on its rail,
  * the rails' results all-gathered inside the node (COO, or the slices).
  */
-static tacl_status_t run_hier(run_t *r, const tacl__ssim_case_t *k,
-                              int dense)
+static tacl_status_t run_hier(run_t *r, const tacl__ssim_case_t *k, int dense)
 {
     int n = k->nranks;
     size_t rb = k->row_len * k->elem;
