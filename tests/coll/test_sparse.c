@@ -729,6 +729,14 @@ static int body_auto_nodes(coll_ctx_t *ctx)
                "estimated %s, ran %s",
                tacl_sparse_scheme_name(est.scheme),
                tacl_sparse_scheme_name(tacl_sparse_last_scheme(comm)));
+    for (int h = 0; h < 2 && even; h++) {
+        COLL_CHECK_OK(ctx, tacl_sparse_estimate(comm, 2500, NROWS, 4,
+                                                TACL_FLOAT32, TACL_INT32, 0,
+                                                hier_schemes[h], &est));
+        COLL_CHECK(ctx, est.scheme == hier_schemes[h] && est.seconds > 0,
+                   "%s: %s in %g s", tacl_sparse_scheme_name(hier_schemes[h]),
+                   tacl_sparse_scheme_name(est.scheme), est.seconds);
+    }
     if (!even) {
         tacl_status_t st = tacl_sparse_estimate(comm, 2500, NROWS, 4,
                                                 TACL_FLOAT32, TACL_INT32, 0,
