@@ -1324,8 +1324,8 @@ static tacl_status_t run_zen_hier(const shape_t *s, const tacl_sparse_t *in,
         return st;
     if (s->nrows > UINT32_MAX)
         return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "sparse all-reduce: zen_hier takes tables of at "
-                           "most 2^32 rows (%zu); use zen",
+                           "sparse all-reduce: zen_hier takes tables of "
+                           "fewer than 2^32 rows (%zu); use zen",
                            s->nrows);
     ls = shape_on(s, local, s->nrows);
     lx = ext_of(local);
