@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "cost.h"
 #include "sparse.h"
 
 #define MERSENNE61 ((1ull << 61) - 1)
@@ -145,30 +146,135 @@ tacl_status_t tacl__sparse_imbalance(const tacl__owner_t *o,
     return TACL_OK;
 }
 
-tacl__sparse_bytes_t tacl__sparse_bytes(int n, double total, double nrows,
-                                        double ib, double rb, double u)
+static double dmin(double a, double b)
 {
-    tacl__sparse_bytes_t b;
-    double mean = total / n, idx = u * ib < nrows / 8 ? u * ib : nrows / 8;
+    return a < b ? a : b;
+}
 
-    b.agsparse = (total - mean) * (ib + rb);
-    b.zen = (double)(n - 1) / n * (mean * (ib + rb) + u * rb + idx);
-    b.dense = 2.0 * (n - 1) / n * nrows * rb;
+/* Zen on N ranks pushing in rows each, pulling out rows of a union over
+ * a domain of dom rows (all owners'), as indices or (bitmap) whichever
+ * is fewer bytes: bytes one rank receives. */
+static double zen_bytes(int N, double in, double out, double dom, int bitmap,
+                        double ib, double rb)
+{
+    double idx = bitmap ? dmin(out * ib, dom / 8) : out * ib;
+
+    return (double)(N - 1) / N * (in * (ib + rb) + out * rb + idx);
+}
+
+/* SparCML's recursive doubling: rounds at distance d < p receive the
+ * partial of d ranks; inside the node while d < L. */
+static tacl__sparse_link_bytes_t sparcml_bytes(const tacl__sparse_shape_t *sh,
+                                               int L)
+{
+    tacl__sparse_link_bytes_t b = {0, 0};
+    double mean = sh->total / sh->n;
+    double dense = sh->nrows * sh->rb + sh->nrows / 8;
+
+    for (int d = 1; 2 * d <= sh->n; d *= 2) {
+        double rows = dmin(d * mean, sh->nrows);
+        double got = dmin(rows * (sh->ib + sh->rb), dense);
+
+        if (d < L)
+            b.intra += got;
+        else
+            b.inter += got;
+    }
     return b;
 }
 
-tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, uint64_t total,
-                                            uint64_t nrows, size_t ib,
-                                            size_t rb)
+/* Bytes all inside the node (share 1) or spread as a flat scheme's
+ * peers are (share (L - 1) / (n - 1) inside). */
+static tacl__sparse_link_bytes_t split(double bytes, double share)
 {
-    double u = (double)(total < nrows ? total : nrows);
-    tacl__sparse_bytes_t b;
+    tacl__sparse_link_bytes_t b = {bytes * share, bytes * (1 - share)};
+
+    return b;
+}
+
+void tacl__sparse_bytes(const tacl__sparse_shape_t *sh,
+                        tacl__sparse_link_bytes_t b[TACL_NUM_SPARSE_SCHEMES])
+{
+    int n = sh->n, N = sh->nodes, L = n / N;
+    double mean = sh->total / n, ib = sh->ib, rb = sh->rb, u = sh->u;
+    double share = n > 1 ? (double)(L - 1) / (n - 1) : 1;
+    double blocks = (sh->row_len + 255) / 256, es = rb / sh->row_len;
+    double nblocks = (sh->nrows * sh->row_len + 255) / 256;
+    double bb = 8 + 256 * es, table = sh->nrows * rb;
+    double part = sh->u_node / L, cls = sh->nrows / L;
+
+    memset(b, 0, TACL_NUM_SPARSE_SCHEMES * sizeof(*b));
+    b[TACL_SPARSE_ZEN] = split(zen_bytes(n, mean, u, sh->nrows, 1, ib, rb),
+                               share);
+    b[TACL_SPARSE_PS] = split(zen_bytes(n, mean, u, sh->nrows, 0, ib, rb),
+                              share);
+    b[TACL_SPARSE_AGSPARSE] = split((sh->total - mean) * (ib + rb), share);
+    b[TACL_SPARSE_AGPADDED] = b[TACL_SPARSE_AGSPARSE];
+    b[TACL_SPARSE_DENSE] = split(2.0 * (n - 1) / n * table, share);
+    b[TACL_SPARSE_OMNI] = split((double)(n - 1) / n * bb *
+                                    (dmin(mean * blocks, nblocks) +
+                                     dmin(u * blocks, nblocks)),
+                                share);
+    b[TACL_SPARSE_SPARCML] = sparcml_bytes(sh, L);
+    b[TACL_SPARSE_ZEN_HIER].intra = (double)(L - 1) / L *
+                                    (mean * (ib + rb) + u * (ib + rb));
+    b[TACL_SPARSE_ZEN_HIER].inter = zen_bytes(N, part, u / L, cls, 1, ib, rb);
+    b[TACL_SPARSE_DENSE_ZEN].intra = (double)(L - 1) / L *
+                                     (2 * table + sh->nrows);
+    b[TACL_SPARSE_DENSE_ZEN].inter = b[TACL_SPARSE_ZEN_HIER].inter;
+}
+
+void tacl__sparse_shape_largest(tacl__sparse_shape_t *sh, int n, int nodes,
+                                int even, double total, double nrows,
+                                double row_len, double ib, double rb)
+{
+    int L = n / nodes;
+
+    sh->n = n;
+    sh->nodes = nodes;
+    sh->even = even;
+    sh->total = total;
+    sh->nrows = nrows;
+    sh->row_len = row_len;
+    sh->ib = ib;
+    sh->rb = rb;
+    sh->u = dmin(total, nrows);
+    sh->u_node = dmin(L * total / n, nrows);
+}
+
+tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, int nodes, int even,
+                                            uint64_t total, uint64_t nrows,
+                                            size_t row_len, size_t ib,
+                                            size_t rb, double w)
+{
+    tacl__sparse_shape_t sh;
+    tacl__sparse_link_bytes_t b[TACL_NUM_SPARSE_SCHEMES];
+    double zen, ag, dense;
+    tacl_sparse_scheme_t pick;
 
     if (n <= 1)
         return TACL_SPARSE_AGSPARSE;
-    b = tacl__sparse_bytes(n, (double)total, (double)nrows, (double)ib,
-                           (double)rb, u);
-    if (b.agsparse < b.zen && b.agsparse < b.dense)
-        return TACL_SPARSE_AGSPARSE;
-    return b.dense < b.zen ? TACL_SPARSE_DENSE : TACL_SPARSE_ZEN;
+    tacl__sparse_shape_largest(&sh, n, even ? nodes : 1, even, (double)total,
+                               (double)nrows, (double)row_len, (double)ib,
+                               (double)rb);
+    tacl__sparse_bytes(&sh, b);
+    zen = tacl__sparse_cost(b[TACL_SPARSE_ZEN], w);
+    ag = tacl__sparse_cost(b[TACL_SPARSE_AGSPARSE], w);
+    dense = tacl__sparse_cost(b[TACL_SPARSE_DENSE], w);
+    pick = ag < zen && ag < dense ? TACL_SPARSE_AGSPARSE
+           : dense < zen          ? TACL_SPARSE_DENSE
+                                  : TACL_SPARSE_ZEN;
+    if (even && nodes > 1 &&
+        tacl__sparse_cost(b[TACL_SPARSE_ZEN_HIER], w) <
+            tacl__sparse_cost(b[pick], w))
+        pick = TACL_SPARSE_ZEN_HIER;
+    return pick;
+}
+
+double tacl__sparse_intra_weight(const tacl__topo_view_t *v)
+{
+    return tacl__link_beta(v, TACL_LINK_HOST,
+                           tacl__cost_links[TACL_LINK_HOST].beta) /
+           tacl__link_beta(v, TACL_LINK_NET,
+                           tacl__cost_links[TACL_LINK_NET].beta);
 }

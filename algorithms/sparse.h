@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "tacl.h"
+#include "topo_view.h"
 
 /** The seed of h0 the library uses: the same on every rank of every job
  *  (the simulator prices what the library runs). */
@@ -102,29 +103,71 @@ static inline int tacl__sparse_pull_bitmap(size_t nnz, size_t dsize,
 }
 
 /**
- * Bytes a rank receives under AUTO's three real choices (section 3.2.4)
- * on n ranks giving total rows in all of a table of nrows rows, index
- * and row bytes ib and rb, a union of u rows: Zen (push, then the pull
- * as indices or a bitmap, whichever is fewer bytes), the all-gather of
- * every rank's rows, and the dense all-reduce.
+ * The shape a byte count is taken for: n ranks on nodes nodes (even: the
+ * same number on each; 1: one node), giving total rows in all (mean
+ * total / n each, even blocks) of a table of nrows rows of row_len
+ * elements, ib bytes an index and rb a row, a union of u rows (u_node:
+ * one node's union, min(L mean, nrows) at its largest).
  */
 typedef struct {
-    double zen, agsparse, dense;
-} tacl__sparse_bytes_t;
+    int n, nodes, even;
+    double total, nrows, row_len, ib, rb, u, u_node;
+} tacl__sparse_shape_t;
 
-tacl__sparse_bytes_t tacl__sparse_bytes(int n, double total, double nrows,
-                                        double ib, double rb, double u);
+/** Bytes one rank receives over links inside its node and between. */
+typedef struct {
+    double intra, inter;
+} tacl__sparse_link_bytes_t;
 
 /**
- * AUTO's pick: the scheme of tacl__sparse_bytes receiving the fewest
- * bytes, the union taken at its largest (no overlap: min(total,
- * nrows)), since that is all every rank knows (the row counts); ZEN on
- * a tie with the dense all-reduce, AGSPARSE on one rank.  The real call
- * and tacl_sparse_estimate both ask it.
+ * Bytes a rank receives under every scheme (section 3.2.4's traffic
+ * volumes, with even blocks), per link class, into b (indexed by
+ * tacl_sparse_scheme_t; AUTO's entry is zeros).  A flat scheme's bytes
+ * split over the classes as its peers are: (L - 1) / (n - 1) of them
+ * inside the node of L ranks.  The hierarchical schemes' are their
+ * steps': ZEN_HIER receives (L-1)/L mean rows inside the node, then on
+ * its rail (N nodes) (N-1)/N of its class's u_node / L rows and of the
+ * union's u / L (rows, and indices or a bitmap over the class by the
+ * byte rule) across nodes, then (L-1)/L u rows inside; DENSE_ZEN
+ * receives (L-1)/L of the table and its row mask inside (the
+ * reduce-scatter), the same rail Zen on its slice across nodes, and
+ * (L-1)/L of the table inside again (the all-gather).  SPARCML's
+ * rounds at distance d receive min(d mean, nrows) rows, dense once
+ * fewer bytes, inside the node while d < L.  OMNI's blocks: each row
+ * in ceil(row_len / 256) blocks of 256 values and an id.
  */
-tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, uint64_t total,
-                                            uint64_t nrows, size_t ib,
-                                            size_t rb);
+void tacl__sparse_bytes(const tacl__sparse_shape_t *sh,
+                        tacl__sparse_link_bytes_t b[TACL_NUM_SPARSE_SCHEMES]);
+
+/** The cost of bytes b: intra weighs w (seconds per byte inside a node
+ *  over seconds per byte between nodes), inter 1. */
+static inline double tacl__sparse_cost(tacl__sparse_link_bytes_t b, double w)
+{
+    return b.intra * w + b.inter;
+}
+
+/**
+ * AUTO's pick: among ZEN, AGSPARSE and DENSE the scheme of
+ * tacl__sparse_bytes costing least, the union taken at its largest (no
+ * overlap: min(total, nrows)), since that is all every rank knows (the
+ * row counts); ZEN on a tie with the dense all-reduce, AGSPARSE on one
+ * rank.  On several even nodes ZEN_HIER where it costs less still.  w
+ * is tacl__sparse_cost's weight (tacl__sparse_intra_weight).  The real
+ * call and tacl_sparse_estimate both ask it.
+ */
+tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, int nodes, int even,
+                                            uint64_t total, uint64_t nrows,
+                                            size_t row_len, size_t ib,
+                                            size_t rb, double w);
+
+/** tacl__sparse_cost's w on a cluster: the host link's seconds per byte
+ *  over the network's (the view's figures, else the cost model's). */
+double tacl__sparse_intra_weight(const tacl__topo_view_t *v);
+
+/** The shape AUTO prices: the union and each node's at their largest. */
+void tacl__sparse_shape_largest(tacl__sparse_shape_t *sh, int n, int nodes,
+                                int even, double total, double nrows,
+                                double row_len, double ib, double rb);
 
 /**
  * Imbalance ratios of Definition 3.6 for one owner function over n

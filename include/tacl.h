@@ -979,6 +979,12 @@ typedef enum {
                               of even block ranges, as PS */
     TACL_SPARSE_AGPADDED,  /* all-gather of rows padded to the largest
                               rank's count (gloo's former scheme) */
+    TACL_SPARSE_ZEN_HIER,  /* Zen in two levels: rows merged inside each
+                              node, owners' shares across nodes on the
+                              rails, the sums spread inside the node */
+    TACL_SPARSE_DENSE_ZEN, /* dense reduce-scatter inside each node, Zen
+                              across nodes on each slice's rows, dense
+                              all-gather inside the node */
     TACL_NUM_SPARSE_SCHEMES
 } tacl_sparse_scheme_t;
 
@@ -1006,8 +1012,13 @@ typedef struct {
  * Sum over comm's ranks of each rank's rows (op must be TACL_SUM; a row a
  * rank does not give counts as zeros), summed in rank order: the result
  * is bit for bit the rank-order sum of the densified inputs (but SPARCML,
- * which adds partial sums pairwise, and DENSE, in the dense all-reduce's
- * order).  Into
+ * which adds partial sums pairwise, DENSE, in the dense all-reduce's
+ * order, ZEN_HIER, which adds each node's rows in rank order and then
+ * the nodes' sums in the order of their ranks on the rail, and
+ * DENSE_ZEN, which adds each node's rows in the dense reduce-scatter's
+ * order and then the nodes' sums as ZEN_HIER).  ZEN_HIER and DENSE_ZEN
+ * need the same number of ranks on every node (TACL_ERR_UNSUPPORTED
+ * otherwise).  Into
  * dense_out (nrows * row_len elements, every row written) and/or
  * *sparse_out (the union's rows; free with tacl_sparse_result_free); at
  * least one of them.  Every rank passes the same nrows, row_len, dtype,
@@ -1041,16 +1052,19 @@ typedef struct {
  * giving nnz rows of a table of nrows rows of row_len elements of dtype
  * with indices of index_type, their union expected_union rows (0: as
  * large as it can be, min(nranks * nnz, nrows), which is what AUTO
- * assumes).  scheme AUTO, ZEN, AGSPARSE or DENSE (AUTO's choices; the
- * others are TACL_ERR_UNSUPPORTED); AUTO reports the scheme the real
+ * assumes).  Every scheme is priced; AUTO reports the scheme the real
  * call would pick with every rank giving nnz rows.  The time is the sum
- * of tacl_comm_estimate's for the collectives the scheme runs, with
- * even blocks (Zen's push an all-to-all-v of an n-th of every rank's
- * rows to each owner, its pull an all-gather-v of an n-th of the union,
- * as indices or a bitmap by the real call's byte rule, each after the
- * small exchange of counts the real call makes; DENSE into dense_out
- * alone); the work of sorting and summing rows is not priced.  Local:
- * no rank talks.
+ * of tacl_comm_estimate's for the collectives the scheme runs on comm,
+ * with even blocks (Zen's push an all-to-all-v of an n-th of every
+ * rank's rows to each owner, its pull an all-gather-v of an n-th of the
+ * union, as indices or a bitmap by the real call's byte rule, each
+ * after the small exchange of counts the real call makes; PS and OMNI
+ * alike, without bitmaps; DENSE into dense_out alone).  SPARCML,
+ * ZEN_HIER and DENSE_ZEN, whose steps run between pairs or on node and
+ * rail communicators, are priced from their bytes per link class at the
+ * links' rates, with a latency a step (ZEN_HIER and DENSE_ZEN on nodes
+ * of unequal rank counts: TACL_ERR_UNSUPPORTED).  The work of sorting
+ * and summing rows is not priced.  Local: no rank talks.
  */
 tacl_status_t tacl_sparse_estimate(tacl_comm_t comm, size_t nnz, size_t nrows,
                                    size_t row_len, tacl_dtype_t dtype,

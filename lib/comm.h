@@ -167,6 +167,18 @@ tacl_status_t tacl__comm_close(tacl_comm_t comm);
 tacl_status_t tacl__comm_wait_calls(tacl_comm_t comm, double timeout_s);
 /** Undo tacl__comm_close() for a destroy that refuses. */
 void tacl__comm_reopen(tacl_comm_t comm);
+/**
+ * Whether every node of comm has the same number of ranks, which the
+ * schemes on node and rail communicators need (the same answer on every
+ * rank: node_of is the same table everywhere).
+ */
+int tacl__comm_nodes_even(tacl_comm_t comm);
+/**
+ * TACL_OK where every node of comm has as many ranks, else
+ * TACL_ERR_UNSUPPORTED with a message: "<what> needs the same number of
+ * ranks on every node (...)".
+ */
+tacl_status_t tacl__comm_need_even_nodes(tacl_comm_t comm, const char *what);
 
 /** The memory type of a caller buffer (HOST unless a CUDA pointer). */
 tacl_memtype_t tacl__memtype_detect(const void *ptr);

@@ -246,6 +246,30 @@ TACL_EXPORT tacl_status_t tacl_comm_create_group(tacl_comm_t comm,
                                          newcomm_p);
 }
 
+int tacl__comm_nodes_even(tacl_comm_t comm)
+{
+    int nodes = comm->view.n_nodes, per = comm->size / nodes;
+    int *count = calloc((size_t)nodes, sizeof(*count));
+    int even = count != NULL && comm->size % nodes == 0;
+
+    for (int r = 0; even && r < comm->size; r++)
+        count[comm->node_of[r]]++;
+    for (int j = 0; even && j < nodes; j++)
+        even = count[j] == per;
+    free(count);
+    return even;
+}
+
+tacl_status_t tacl__comm_need_even_nodes(tacl_comm_t comm, const char *what)
+{
+    if (tacl__comm_nodes_even(comm))
+        return TACL_OK;
+    return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                       "%s needs the same number of ranks on every node "
+                       "(%d ranks on %d nodes)",
+                       what, comm->size, comm->view.n_nodes);
+}
+
 /* Make (once) and return a cached derived communicator. */
 static tacl_status_t comm_derived_held(tacl_comm_t comm, int rail,
                                        tacl_comm_t *out_p)

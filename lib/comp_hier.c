@@ -24,22 +24,6 @@
 #include "compcoll.h"
 #include "log.h"
 
-/* Whether every node of comm has the same number of ranks (the same
- * answer on every rank: node_of is the same table everywhere). */
-static int nodes_even(tacl_comm_t comm)
-{
-    int nodes = comm->view.n_nodes, per = comm->size / nodes;
-    int *count = calloc((size_t)nodes, sizeof(*count));
-    int even = count != NULL && comm->size % nodes == 0;
-
-    for (int r = 0; even && r < comm->size; r++)
-        count[comm->node_of[r]]++;
-    for (int j = 0; even && j < nodes; j++)
-        even = count[j] == per;
-    free(count);
-    return even;
-}
-
 static tacl_status_t run_inter(const float *send, float *recv, size_t count,
                                const tacl_codec_t *codec,
                                const tacl_codec_params_t *params, float *err,
@@ -59,13 +43,9 @@ static tacl_status_t run_inter(const float *send, float *recv, size_t count,
     if (comm->view.n_nodes == 1)
         return tacl_allreduce(send, recv, count, TACL_FLOAT32, TACL_SUM, comm,
                               NULL);
-    if (!nodes_even(comm))
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "comp_allreduce: hops inter needs the same "
-                           "number of ranks on every node (%d ranks on %d "
-                           "nodes)",
-                           comm->size, comm->view.n_nodes);
-    st = tacl_comm_get_local(comm, &local);
+    st = tacl__comm_need_even_nodes(comm, "comp_allreduce: hops inter");
+    if (st == TACL_OK)
+        st = tacl_comm_get_local(comm, &local);
     if (st == TACL_OK)
         st = tacl_comm_get_rail(comm, &rail);
     if (st != TACL_OK)

@@ -13,7 +13,9 @@
  * is the same with even row ranges as owners, the parameter server's
  * split whose skew Zen removes.  AGSPARSE all-gathers every rank's rows
  * and sums them everywhere; DENSE densifies and runs the dense
- * all-reduce.  AUTO prices the three real choices from the rows every
+ * all-reduce.  ZEN_HIER and DENSE_ZEN run Zen on the rails between
+ * nodes, after merging a node's rows (as rows, or as a dense table)
+ * inside it.  AUTO prices the three real choices from the rows every
  * rank gives (one small all-reduce) with the byte counts of section
  * 3.2.4 and takes the cheapest.
  *
@@ -40,6 +42,7 @@
 
 static const char *const scheme_names[TACL_NUM_SPARSE_SCHEMES] = {
     "auto", "zen", "agsparse", "ps", "dense", "sparcml", "omni", "agpadded",
+    "zen_hier", "dense_zen",
 };
 
 TACL_EXPORT const char *tacl_sparse_scheme_name(tacl_sparse_scheme_t scheme)
@@ -598,14 +601,16 @@ static int pull_as_bitmap(const shape_t *s, const sparse_ext_t *x,
                                     s->ib);
 }
 
-/* Push to owners, sum at owners, pull every owner's sum. */
-static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
-                                int hashed, void *dense_out,
-                                tacl_sparse_result_t *sparse_out,
-                                tacl_comm_t comm, sparse_ext_t *x)
+/*
+ * Push every row to its owner under o (the ranks of comm, one
+ * all-to-all-v of COO blocks) and sum there in the order of comm's
+ * ranks: the owner's sum as a sorted COO block (*mine_p, *m_p rows).
+ */
+static tacl_status_t owners_push(const shape_t *s, const tacl_sparse_t *in,
+                                 const tacl__owner_t *o, tacl_comm_t comm,
+                                 uint8_t **mine_p, size_t *m_p)
 {
-    int n = s->n;
-    tacl__owner_t o;
+    int n = o->n;
     size_t *cnt_out = malloc((size_t)n * sizeof(size_t));
     size_t *order = malloc((in->nnz ? in->nnz : 1) * sizeof(size_t));
     uint64_t *c64 = malloc(2 * (size_t)n * sizeof(uint64_t));
@@ -614,31 +619,18 @@ static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
     size_t *sd = malloc((size_t)n * sizeof(size_t));
     size_t *rb = malloc((size_t)n * sizeof(size_t));
     size_t *rd = malloc((size_t)n * sizeof(size_t));
-    uint8_t *sendbuf = NULL, *recvbuf = NULL, *mine = NULL, *pulled = NULL;
-    uint8_t *own_block = NULL;
-    entry_t *e = NULL;
-    size_t m = 0, total = 0;
-    uint64_t m64;
+    uint8_t *sendbuf = NULL, *recvbuf = NULL;
     tacl_status_t st = TACL_OK;
 
     if (!cnt_out || !order || !c64 || !cnt_in || !sb || !sd || !rb || !rd) {
         st = TACL_ERR_NO_MEMORY;
         goto out;
     }
-    tacl__owner_init(&o, hashed ? TACL__OWNER_HASH : TACL__OWNER_RANGE, n,
-                     s->nrows, TACL__SPARSE_OWNER_SEED);
-    if (hashed && s->nrows <= UINT32_MAX) {
-        st = domains(x, &o);
-        if (st != TACL_OK)
-            goto out;
-    } else {
-        x = NULL;   /* no bitmap: every pull is an index list */
-    }
-    st = tacl__sparse_partition(&o, in->indices, s->idx64, in->nnz,
-                                cnt_out, order);
+    st = tacl__sparse_partition(o, in->indices, s->idx64, in->nnz, cnt_out,
+                                order);
     if (st != TACL_OK)
         goto out;
-    /* Push: how many rows to each owner, then the rows. */
+    /* How many rows to each owner, then the rows. */
     for (int j = 0; j < n; j++)
         c64[j] = cnt_out[j];
     st = tacl_alltoall(c64, c64 + n, 1, TACL_UINT64, comm, NULL);
@@ -659,84 +651,9 @@ static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
         pack_rows(s, in, order, (size_t)first, cnt_out[j], sendbuf + sd[j]);
     st = tacl_alltoallv(sendbuf, sb, sd, recvbuf, rb, rd, TACL_UINT8, comm,
                         NULL);
-    if (st != TACL_OK)
-        goto out;
-    free(sendbuf);
-    sendbuf = NULL;
-    /* Sum at the owner, in rank order. */
-    st = sum_blocks(s, recvbuf, cnt_in, n, &mine, &m);
-    if (st != TACL_OK)
-        goto out;
-    free(recvbuf);
-    recvbuf = NULL;
-    /* Pull: every owner's row count, then its block. */
-    m64 = m;
-    st = tacl_allgather(&m64, c64, 1, TACL_UINT64, comm, NULL);
-    if (st != TACL_OK)
-        goto out;
-    for (int j = 0; j < n; j++) {
-        cnt_in[j] = (size_t)c64[j];
-        rb[j] = pull_bytes(s, x, pull_as_bitmap(s, x, hashed, j, cnt_in[j]),
-                           j, cnt_in[j]);
-        total += cnt_in[j];
-    }
-    pulled = malloc(tacl__prefix_sums(rb, n, rd) + 1);
-    own_block = malloc(rb[s->rank] + 1);
-    e = malloc((total ? total : 1) * sizeof(*e));
-    if (pulled == NULL || own_block == NULL || e == NULL) {
-        st = TACL_ERR_NO_MEMORY;
-        goto out;
-    }
-    if (pull_as_bitmap(s, x, hashed, s->rank, m)) {
-        uint32_t first = (uint32_t)x->dstart[s->rank];
-        size_t bm = pad8(tacl__sparse_bitmap_bytes(x->dstart[s->rank + 1] -
-                                                   first));
-
-        memset(own_block, 0, bm);
-        for (size_t i = 0; i < m; i++) {
-            uint32_t p = x->pos[tacl__sparse_index(mine, s->idx64, i)];
-
-            own_block[p / 8] |= (uint8_t)(1u << (p % 8));
-        }
-        memcpy(own_block + bm, mine + pad8(m * s->ib), m * s->rb);
-    } else {
-        memcpy(own_block, mine, coo_bytes(s, m));
-    }
-    st = tacl_allgatherv(own_block, rb[s->rank], pulled, rb, rd,
-                         TACL_UINT8, comm, NULL);
-    if (st != TACL_OK)
-        goto out;
-    /* Every owner's rows, owners' domains apart. */
-    for (int j = 0, at = 0; j < n; at += (int)cnt_in[j], j++) {
-        const uint8_t *block = pulled + rd[j];
-
-        if (!pull_as_bitmap(s, x, hashed, j, cnt_in[j])) {
-            coo_entries(s, block, cnt_in[j], e + at);
-            continue;
-        }
-        size_t dsize = x->dstart[j + 1] - x->dstart[j];
-        const uint8_t *rows = block + pad8(tacl__sparse_bitmap_bytes(dsize));
-        size_t k = 0;
-
-        for (size_t p = 0; p < dsize && k < cnt_in[j]; p++) {
-            if (!(block[p / 8] >> (p % 8) & 1))
-                continue;
-            e[at + (int)k].idx = x->members[x->dstart[j] + p];
-            e[at + (int)k].row = rows + k * s->rb;
-            k++;
-        }
-        if (k != cnt_in[j]) {
-            st = tacl__error(TACL_ERR_INTERNAL, COLL, "sparse all-reduce: "
-                             "owner %d's bitmap has %zu rows, its count "
-                             "%zu", j, k, cnt_in[j]);
-            goto out;
-        }
-    }
-    st = deliver(s, e, total, 0, dense_out, sparse_out);
+    if (st == TACL_OK)
+        st = sum_blocks(s, recvbuf, cnt_in, n, mine_p, m_p);
 out:
-    if (st == TACL_ERR_NO_MEMORY)
-        tacl__error(st, COLL, "no memory for a sparse all-reduce of %zu "
-                    "rows", in->nnz);
     free(cnt_out);
     free(order);
     free(c64);
@@ -747,10 +664,157 @@ out:
     free(rd);
     free(sendbuf);
     free(recvbuf);
-    free(mine);
+    return st;
+}
+
+/* Owner rank's sum of m rows (COO, sorted) as it travels in the pull:
+ * the same block, or a bitmap over its domain and the values. */
+static void pull_block(const shape_t *s, const sparse_ext_t *x, int bitmap,
+                       const uint8_t *mine, size_t m, uint8_t *block)
+{
+    uint32_t first;
+    size_t bm;
+
+    if (!bitmap) {
+        memcpy(block, mine, coo_bytes(s, m));
+        return;
+    }
+    first = (uint32_t)x->dstart[s->rank];
+    bm = pad8(tacl__sparse_bitmap_bytes(x->dstart[s->rank + 1] - first));
+    memset(block, 0, bm);
+    for (size_t i = 0; i < m; i++) {
+        uint32_t p = x->pos[tacl__sparse_index(mine, s->idx64, i)];
+
+        block[p / 8] |= (uint8_t)(1u << (p % 8));
+    }
+    memcpy(block + bm, mine + pad8(m * s->ib), m * s->rb);
+}
+
+/* The entries of owner j's pulled block of cnt rows. */
+static tacl_status_t pulled_entries(const shape_t *s, const sparse_ext_t *x,
+                                    int bitmap, int j, const uint8_t *block,
+                                    size_t cnt, entry_t *e)
+{
+    size_t dsize, k = 0;
+    const uint8_t *rows;
+
+    if (!bitmap) {
+        coo_entries(s, block, cnt, e);
+        return TACL_OK;
+    }
+    dsize = x->dstart[j + 1] - x->dstart[j];
+    rows = block + pad8(tacl__sparse_bitmap_bytes(dsize));
+    for (size_t p = 0; p < dsize && k < cnt; p++) {
+        if (!(block[p / 8] >> (p % 8) & 1))
+            continue;
+        e[k].idx = x->members[x->dstart[j] + p];
+        e[k].row = rows + k * s->rb;
+        k++;
+    }
+    if (k != cnt)
+        return tacl__error(TACL_ERR_INTERNAL, COLL, "sparse all-reduce: "
+                           "owner %d's bitmap has %zu rows, its count %zu",
+                           j, k, cnt);
+    return TACL_OK;
+}
+
+/*
+ * Pull every owner's sum (this rank's is mine, m rows) with one
+ * all-gather-v on comm, Zen's by the byte rule (x holds the domains;
+ * NULL: index lists), and deliver the union.
+ */
+static tacl_status_t owners_pull(const shape_t *s, const sparse_ext_t *x,
+                                 int hashed, const uint8_t *mine, size_t m,
+                                 tacl_comm_t comm, void *dense_out,
+                                 tacl_sparse_result_t *sparse_out)
+{
+    int n = s->n;
+    uint64_t m64 = m, *c64 = malloc((size_t)n * sizeof(uint64_t));
+    size_t *cnt = malloc((size_t)n * sizeof(size_t));
+    size_t *rb = malloc((size_t)n * sizeof(size_t));
+    size_t *rd = malloc((size_t)n * sizeof(size_t));
+    uint8_t *pulled = NULL, *own_block = NULL;
+    entry_t *e = NULL;
+    size_t total = 0, at = 0;
+    tacl_status_t st = TACL_OK;
+
+    if (c64 == NULL || cnt == NULL || rb == NULL || rd == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    /* Every owner's row count, then its block. */
+    st = tacl_allgather(&m64, c64, 1, TACL_UINT64, comm, NULL);
+    if (st != TACL_OK)
+        goto out;
+    for (int j = 0; j < n; j++) {
+        cnt[j] = (size_t)c64[j];
+        rb[j] = pull_bytes(s, x, pull_as_bitmap(s, x, hashed, j, cnt[j]), j,
+                           cnt[j]);
+        total += cnt[j];
+    }
+    pulled = malloc(tacl__prefix_sums(rb, n, rd) + 1);
+    own_block = malloc(rb[s->rank] + 1);
+    e = malloc((total ? total : 1) * sizeof(*e));
+    if (pulled == NULL || own_block == NULL || e == NULL) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    pull_block(s, x, pull_as_bitmap(s, x, hashed, s->rank, m), mine, m,
+               own_block);
+    st = tacl_allgatherv(own_block, rb[s->rank], pulled, rb, rd,
+                         TACL_UINT8, comm, NULL);
+    /* Every owner's rows, owners' domains apart. */
+    for (int j = 0; j < n && st == TACL_OK; at += cnt[j], j++)
+        st = pulled_entries(s, x, pull_as_bitmap(s, x, hashed, j, cnt[j]),
+                            j, pulled + rd[j], cnt[j], e + at);
+    if (st == TACL_OK)
+        st = deliver(s, e, total, 0, dense_out, sparse_out);
+out:
+    free(c64);
+    free(cnt);
+    free(rb);
+    free(rd);
     free(pulled);
     free(own_block);
     free(e);
+    return st;
+}
+
+/* The owner function of a flat scheme on s->n ranks, and (Zen) its
+ * cached domains in x; *x_p is NULL where the pull has no bitmap. */
+static tacl_status_t owners_init(const shape_t *s, int hashed,
+                                 sparse_ext_t *x, tacl__owner_t *o,
+                                 sparse_ext_t **x_p)
+{
+    tacl__owner_init(o, hashed ? TACL__OWNER_HASH : TACL__OWNER_RANGE, s->n,
+                     s->nrows, TACL__SPARSE_OWNER_SEED);
+    *x_p = NULL;
+    if (!hashed || s->nrows > UINT32_MAX)
+        return TACL_OK;
+    *x_p = x;
+    return domains(x, o);
+}
+
+/* Push to owners, sum at owners, pull every owner's sum. */
+static tacl_status_t run_owners(const shape_t *s, const tacl_sparse_t *in,
+                                int hashed, void *dense_out,
+                                tacl_sparse_result_t *sparse_out,
+                                tacl_comm_t comm, sparse_ext_t *x)
+{
+    tacl__owner_t o;
+    uint8_t *mine = NULL;
+    size_t m = 0;
+    tacl_status_t st;
+
+    st = owners_init(s, hashed, x, &o, &x);
+    if (st == TACL_OK)
+        st = owners_push(s, in, &o, comm, &mine, &m);
+    if (st == TACL_OK)
+        st = owners_pull(s, x, hashed, mine, m, comm, dense_out, sparse_out);
+    if (st == TACL_ERR_NO_MEMORY)
+        tacl__error(st, COLL, "no memory for a sparse all-reduce of %zu "
+                    "rows", in->nnz);
+    free(mine);
     return st;
 }
 
@@ -1181,8 +1245,252 @@ out:
 }
 
 /*
+ * ---- The hierarchical schemes: a node's ranks, then the rails. ----
+ */
+
+/* The node and rail communicators of a hierarchical scheme, which needs
+ * the same number of ranks on every node (every rail one rank a node). */
+static tacl_status_t hier_comms(tacl_sparse_scheme_t scheme, tacl_comm_t comm,
+                                tacl_comm_t *local_p, tacl_comm_t *rail_p)
+{
+    char what[48];
+    tacl_status_t st;
+
+    snprintf(what, sizeof(what), "sparse all-reduce: %s",
+             tacl_sparse_scheme_name(scheme));
+    st = tacl__comm_need_even_nodes(comm, what);
+    if (st == TACL_OK)
+        st = tacl_comm_get_local(comm, local_p);
+    if (st == TACL_OK)
+        st = tacl_comm_get_rail(comm, rail_p);
+    return st;
+}
+
+/* s seen from one of comm's derived communicators. */
+static shape_t shape_on(const shape_t *s, tacl_comm_t sub, size_t nrows)
+{
+    shape_t t = *s;
+
+    t.n = sub->size;
+    t.rank = sub->rank;
+    t.nrows = nrows;
+    return t;
+}
+
+/* Renumber m indices (a COO block's, or a list) by map: i -> map[i]. */
+static void renumber(const shape_t *s, void *indices, size_t m,
+                     const uint32_t *map)
+{
+    for (size_t i = 0; i < m; i++)
+        put_index(s, indices, i,
+                  map[tacl__sparse_index(indices, s->idx64, i)]);
+}
+
+/*
+ * ZEN_HIER: Zen (section 3.2.4's Balanced Parallelism) in two levels,
+ * for a cluster whose links inside a node are faster than those between
+ * nodes (hierarchical communication, section 4.2.1, Figure 4.1).  The
+ * thesis analyses one GPU a machine (section 3.2.3); with L ranks a
+ * node, flat Zen sends every rank's share for a remote owner across the
+ * slow links, so a row given on every rank of a node crosses them L
+ * times.  Here the owner of a row is two hashes: h0 over the L local
+ * ranks names its class l (its rail), h0 over the N nodes of its place in
+ * that class names the node.  (1) Inside each node every rank pushes
+ * each row to local rank l of its class, which sums the node's rows of
+ * the class in rank order (an all-to-all-v over shared memory).  (2) On
+ * rail l, flat Zen over the class, renumbered 0..|class| so its hash
+ * bitmap spans only the class: each node's sum crosses the slow links
+ * once, to its owner, and every rail carries a 1/L share.  (3) Inside
+ * each node the rails' results are all-gathered (they are disjoint).
+ * The nodes' sums are added in the order of their ranks on the rail, so
+ * the result is the rank-order sum only where that is the nodes' order;
+ * every rank gets the owner's bits, so every rank gets the same.
+ */
+static tacl_status_t run_zen_hier(const shape_t *s, const tacl_sparse_t *in,
+                                  void *dense_out,
+                                  tacl_sparse_result_t *sparse_out,
+                                  tacl_comm_t comm)
+{
+    tacl_comm_t local, rail;
+    shape_t ls, rs;
+    sparse_ext_t *lx, *rx;
+    tacl__owner_t o;
+    uint8_t *mine = NULL;
+    size_t m = 0, first;
+    tacl_sparse_result_t got = {0, NULL, NULL};
+    tacl_status_t st = hier_comms(TACL_SPARSE_ZEN_HIER, comm, &local, &rail);
+
+    if (st != TACL_OK)
+        return st;
+    if (s->nrows > UINT32_MAX)
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                           "sparse all-reduce: zen_hier takes tables of "
+                           "fewer than 2^32 rows (%zu); use zen",
+                           s->nrows);
+    ls = shape_on(s, local, s->nrows);
+    lx = ext_of(local);
+    rx = ext_of(rail);
+    if (lx == NULL || rx == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for the "
+                           "sparse all-reduce's state");
+    /* (1) The classes: local rank l's rows, and their places in it. */
+    tacl__owner_init(&o, TACL__OWNER_HASH, ls.n, s->nrows,
+                     TACL__SPARSE_OWNER_SEED);
+    st = domains(lx, &o);
+    if (st == TACL_OK)
+        st = owners_push(&ls, in, &o, local, &mine, &m);
+    if (st != TACL_OK)
+        goto out;
+    /* (2) Zen on the rail over the class, renumbered. */
+    first = lx->dstart[ls.rank];
+    rs = shape_on(s, rail, lx->dstart[ls.rank + 1] - first);
+    renumber(&ls, mine, m, lx->pos);
+    if (rs.nrows > 0) {
+        tacl_sparse_t class_rows = {.nrows = rs.nrows,
+                                    .row_len = s->row_len,
+                                    .index_type = in->index_type,
+                                    .nnz = m,
+                                    .indices = mine,
+                                    .values = mine + pad8(m * s->ib)};
+
+        st = run_owners(&rs, &class_rows, 1, NULL, &got, rail, rx);
+        if (st != TACL_OK)
+            goto out;
+    }
+    renumber(&ls, got.indices, got.nnz, lx->members + first);
+    /* (3) Every class to every rank of the node. */
+    {
+        tacl_sparse_t sums = {.nrows = s->nrows,
+                              .row_len = s->row_len,
+                              .index_type = in->index_type,
+                              .nnz = got.nnz,
+                              .indices = got.indices,
+                              .values = got.values};
+
+        st = run_agsparse(&ls, &sums, dense_out, sparse_out, local);
+    }
+out:
+    free(mine);
+    tacl_sparse_result_free(&got);
+    return st;
+}
+
+/*
+ * DENSE_ZEN: the thesis' own deployment of Zen (section 3.4.1,
+ * Implementation: "Zen communicates dense tensors within machines with
+ * ReduceScatter/AllGather"), where NVLink makes a dense table cheaper
+ * inside a node than sorting rows.  (1) A dense reduce-scatter inside
+ * each node leaves local rank l with slice l of the node's sum (the
+ * table padded to L equal slices of rows), and a max reduce-scatter of a
+ * row mask with the node's rows of the slice.  (2) On rail l, flat Zen
+ * over the slice's rows (renumbered from the slice's start): only rows
+ * some rank of the node gave cross the slow links.  (3) A dense
+ * all-gather inside the node puts the slices together (and the union's
+ * mask, for a sparse output).  A node's rows are added in the
+ * reduce-scatter's order, then the nodes' sums as ZEN_HIER adds them.
+ */
+static tacl_status_t run_dense_zen(const shape_t *s, const tacl_sparse_t *in,
+                                   void *dense_out,
+                                   tacl_sparse_result_t *sparse_out,
+                                   tacl_comm_t comm)
+{
+    tacl_comm_t local, rail;
+    shape_t rs;
+    size_t share, lo, valid, m = 0;
+    uint8_t *table = NULL, *mask = NULL, *slice = NULL, *smask = NULL;
+    uint8_t *sub = NULL;
+    tacl_sparse_result_t got = {0, NULL, NULL};
+    sparse_ext_t *rx;
+    tacl_status_t st = hier_comms(TACL_SPARSE_DENSE_ZEN, comm, &local, &rail);
+
+    if (st != TACL_OK)
+        return st;
+    share = (s->nrows + (size_t)local->size - 1) / (size_t)local->size;
+    lo = (size_t)local->rank * share;
+    valid = lo >= s->nrows          ? 0
+            : s->nrows - lo < share ? s->nrows - lo
+                                    : share;
+    rx = ext_of(rail);
+    table = calloc(share * (size_t)local->size, s->rb);
+    mask = calloc(share * (size_t)local->size, 1);
+    slice = malloc(share * s->rb + 1);
+    smask = malloc(share + 1);
+    sub = malloc(coo_bytes(s, share) + 1);
+    if (rx == NULL || !table || !mask || !slice || !smask || !sub) {
+        st = TACL_ERR_NO_MEMORY;
+        goto out;
+    }
+    /* (1) The node's sum, a slice a local rank. */
+    for (size_t i = 0; i < in->nnz; i++) {
+        uint64_t idx = tacl__sparse_index(in->indices, s->idx64, i);
+
+        memcpy(table + idx * s->rb, (const uint8_t *)in->values + i * s->rb,
+               s->rb);
+        mask[idx] = 1;
+    }
+    st = tacl_reduce_scatter(table, slice, share * s->row_len, s->dtype,
+                             TACL_SUM, local, NULL);
+    if (st == TACL_OK)
+        st = tacl_reduce_scatter(mask, smask, share, TACL_UINT8, TACL_MAX,
+                                 local, NULL);
+    if (st != TACL_OK)
+        goto out;
+    /* (2) The slice's set rows, from its start, through Zen on the rail. */
+    for (size_t i = 0; i < valid; i++)
+        m += smask[i] != 0;
+    for (size_t i = 0, k = 0; i < valid; i++) {
+        if (smask[i] == 0)
+            continue;
+        put_index(s, sub, k, i);
+        memcpy(sub + pad8(m * s->ib) + k++ * s->rb, slice + i * s->rb, s->rb);
+    }
+    rs = shape_on(s, rail, valid);
+    if (valid > 0) {
+        tacl_sparse_t rows = {.nrows = valid,
+                              .row_len = s->row_len,
+                              .index_type = s->idx64 ? TACL_INT64
+                                                     : TACL_INT32,
+                              .nnz = m,
+                              .indices = sub,
+                              .values = sub + pad8(m * s->ib)};
+
+        st = run_owners(&rs, &rows, 1, slice, sparse_out ? &got : NULL, rail,
+                        rx);
+        if (st != TACL_OK)
+            goto out;
+    }
+    /* (3) The slices (and the union's mask) to every rank of the node. */
+    memset(smask, 0, share);
+    for (size_t i = 0; i < got.nnz; i++)
+        smask[tacl__sparse_index(got.indices, s->idx64, i)] = 1;
+    st = tacl_allgather(slice, table, share * s->row_len, s->dtype, local,
+                        NULL);
+    if (st == TACL_OK && sparse_out != NULL)
+        st = tacl_allgather(smask, mask, share, TACL_UINT8, local, NULL);
+    if (st != TACL_OK)
+        goto out;
+    if (dense_out != NULL)
+        memcpy(dense_out, table, s->nrows * s->rb);
+    if (sparse_out != NULL)
+        st = deliver_table(s, mask, 0, table, NULL, sparse_out);
+out:
+    if (st == TACL_ERR_NO_MEMORY)
+        tacl__error(st, COLL, "no memory for a %zu-row table's slices",
+                    s->nrows);
+    free(table);
+    free(mask);
+    free(slice);
+    free(smask);
+    free(sub);
+    tacl_sparse_result_free(&got);
+    return st;
+}
+
+/*
  * AUTO: bytes a rank receives under each scheme (section 3.2.4), with
- * the union at its largest (no overlap), from every rank's row count.
+ * the union at its largest (no overlap), from every rank's row count,
+ * those inside a node weighed by their cheaper link; ZEN_HIER only on
+ * several nodes of as many ranks each.
  */
 static tacl_status_t choose(const shape_t *s, const tacl_sparse_t *in,
                             tacl_comm_t comm, tacl_sparse_scheme_t *pick)
@@ -1196,7 +1504,10 @@ static tacl_status_t choose(const shape_t *s, const tacl_sparse_t *in,
         if (st != TACL_OK)
             return st;
     }
-    *pick = tacl__sparse_auto_pick(s->n, total, s->nrows, s->ib, s->rb);
+    *pick = tacl__sparse_auto_pick(s->n, comm->view.n_nodes,
+                                   tacl__comm_nodes_even(comm), total,
+                                   s->nrows, s->row_len, s->ib, s->rb,
+                                   tacl__sparse_intra_weight(&comm->view));
     return TACL_OK;
 }
 
@@ -1252,6 +1563,10 @@ static tacl_status_t sparse_allreduce(const tacl_sparse_t *in,
         return run_omni(&s, in, dense_out, sparse_out, comm);
     case TACL_SPARSE_AGPADDED:
         return run_agpadded(&s, in, dense_out, sparse_out, comm);
+    case TACL_SPARSE_ZEN_HIER:
+        return run_zen_hier(&s, in, dense_out, sparse_out, comm);
+    case TACL_SPARSE_DENSE_ZEN:
+        return run_dense_zen(&s, in, dense_out, sparse_out, comm);
     default:
         return run_owners(&s, in, scheme == TACL_SPARSE_ZEN, dense_out,
                           sparse_out, comm, x);

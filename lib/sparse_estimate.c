@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "cost.h"
 #include "log.h"
 #include "sparse.h"
 
@@ -31,6 +32,133 @@ static tacl_status_t phase(tacl_comm_t comm, tacl_coll_t coll, size_t count,
     return st;
 }
 
+/* Zen's phases on comm (or PS's: hashed 0, no bitmap): counts to
+ * owners, the push of an n-th of nnz rows of ib + rb bytes to each, the
+ * owners' counts, the pull of an n-th of the union u (indices or a
+ * bitmap over an n-th of the table's nrows rows). */
+static tacl_status_t owners_phases(tacl_comm_t comm, int hashed, size_t nnz,
+                                   size_t nrows, size_t ib, size_t rb,
+                                   size_t u, double *t)
+{
+    size_t n = (size_t)comm->size, own = (u + n - 1) / n;
+    size_t dom = (nrows + n - 1) / n;
+    int bitmap = hashed && tacl__sparse_pull_bitmap(own, dom, ib);
+    tacl_status_t st;
+
+    st = phase(comm, TACL_COLL_ALLTOALL, 1, TACL_UINT64, t);
+    if (st == TACL_OK)
+        st = phase(comm, TACL_COLL_ALLTOALLV, nnz * (ib + rb) / n, TACL_UINT8,
+                   t);
+    if (st == TACL_OK)
+        st = phase(comm, TACL_COLL_ALLGATHER, 1, TACL_UINT64, t);
+    if (st == TACL_OK)
+        st = phase(comm, TACL_COLL_ALLGATHERV,
+                   own * rb +
+                       (bitmap ? tacl__sparse_bitmap_bytes(dom) : own * ib),
+                   TACL_UINT8, t);
+    return st;
+}
+
+/*
+ * A scheme no one communicator's collectives describe (SparCML's rounds
+ * of pairs; the hierarchical schemes' steps on node and rail
+ * communicators, which an estimate may not create): its bytes per link
+ * class (tacl__sparse_bytes) at the links' rates, and a latency per step
+ * on each.
+ */
+static double by_links(tacl_comm_t comm, tacl_sparse_scheme_t scheme,
+                       size_t nnz, size_t nrows, size_t row_len, size_t ib,
+                       size_t rb, size_t u, int steps_in, int steps_out)
+{
+    const tacl__topo_view_t *v = &comm->view;
+    int n = comm->size, even = tacl__comm_nodes_even(comm);
+    int nodes = even ? v->n_nodes : 1;
+    tacl__sparse_shape_t sh;
+    tacl__sparse_link_bytes_t b[TACL_NUM_SPARSE_SCHEMES];
+
+    tacl__sparse_shape_largest(&sh, n, nodes, even, (double)n * nnz,
+                               (double)nrows, (double)row_len, (double)ib,
+                               (double)rb);
+    sh.u = (double)u;
+    tacl__sparse_bytes(&sh, b);
+    return steps_in *
+               tacl__link_alpha(v, TACL_LINK_HOST,
+                                tacl__cost_links[TACL_LINK_HOST].alpha) +
+           b[scheme].intra *
+               tacl__link_beta(v, TACL_LINK_HOST,
+                               tacl__cost_links[TACL_LINK_HOST].beta) +
+           steps_out *
+               tacl__link_alpha(v, TACL_LINK_NET,
+                                tacl__cost_links[TACL_LINK_NET].alpha) +
+           b[scheme].inter *
+               tacl__link_beta(v, TACL_LINK_NET,
+                               tacl__cost_links[TACL_LINK_NET].beta);
+}
+
+/* Rounds of SparCML's recursive doubling inside a node of L ranks and
+ * between nodes (a header and a part each). */
+static void sparcml_rounds(int n, int L, int *in_p, int *out_p)
+{
+    *in_p = *out_p = 0;
+    for (int d = 1; 2 * d <= n; d *= 2)
+        *(d < L ? in_p : out_p) += 2;
+}
+
+/* Adds the time of the scheme's phases to *t (on one rank only DENSE
+ * runs a collective). */
+static tacl_status_t price(tacl_comm_t comm, tacl_sparse_scheme_t scheme,
+                           size_t nnz, size_t nrows, size_t row_len,
+                           tacl_dtype_t dtype, size_t ib, size_t rb, size_t u,
+                           double *t)
+{
+    int L = comm->size / comm->view.n_nodes, in, out;
+    size_t bl = (row_len + 255) / 256, bb = 256 * tacl_dtype_size(dtype);
+    size_t nb = (nrows * row_len + 255) / 256;
+    tacl_status_t st;
+
+    switch (scheme) {
+    case TACL_SPARSE_DENSE:
+        return phase(comm, TACL_COLL_ALLREDUCE, nrows * row_len, dtype, t);
+    case TACL_SPARSE_AGSPARSE:
+    case TACL_SPARSE_AGPADDED:
+        /* The ranks' row counts, then their rows (padded: one size). */
+        st = phase(comm, TACL_COLL_ALLGATHER, 1, TACL_UINT64, t);
+        if (st == TACL_OK)
+            st = phase(comm,
+                       scheme == TACL_SPARSE_AGSPARSE ? TACL_COLL_ALLGATHERV
+                                                      : TACL_COLL_ALLGATHER,
+                       nnz * (ib + rb), TACL_UINT8, t);
+        return st;
+    case TACL_SPARSE_ZEN:
+    case TACL_SPARSE_PS:
+        return owners_phases(comm, scheme == TACL_SPARSE_ZEN, nnz, nrows, ib,
+                             rb, u, t);
+    case TACL_SPARSE_OMNI:
+        /* PS on blocks of 256 values with 8-byte ids. */
+        nnz = nnz * bl < nb ? nnz * bl : nb;
+        u = u * bl < nb ? u * bl : nb;
+        return owners_phases(comm, 0, nnz, nb, 8, bb, u, t);
+    case TACL_SPARSE_SPARCML:
+        sparcml_rounds(comm->size, L, &in, &out);
+        *t += by_links(comm, scheme, nnz, nrows, row_len, ib, rb, u, in, out);
+        return TACL_OK;
+    case TACL_SPARSE_ZEN_HIER:
+    case TACL_SPARSE_DENSE_ZEN:
+        st = tacl__comm_need_even_nodes(comm, "sparse estimate: a "
+                                              "hierarchical scheme");
+        if (st != TACL_OK)
+            return st;
+        /* Counts and rows both ways inside (DENSE_ZEN: two
+         * reduce-scatters, one all-gather) and on the rail. */
+        *t += by_links(comm, scheme, nnz, nrows, row_len, ib, rb, u,
+                       scheme == TACL_SPARSE_ZEN_HIER ? 4 : 3, 4);
+        return TACL_OK;
+    default:
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse estimate: invalid scheme %d", (int)scheme);
+    }
+}
+
 static tacl_status_t sparse_estimate(tacl_comm_t comm, size_t nnz,
                                      size_t nrows, size_t row_len,
                                      tacl_dtype_t dtype,
@@ -40,7 +168,7 @@ static tacl_status_t sparse_estimate(tacl_comm_t comm, size_t nnz,
 {
     int n = comm->size;
     int automatic = scheme == TACL_SPARSE_AUTO;
-    size_t ib, rb, own, dom, most;
+    size_t ib, rb, most;
     double t = 0;
     tacl_status_t st = TACL_OK;
 
@@ -52,6 +180,9 @@ static tacl_status_t sparse_estimate(tacl_comm_t comm, size_t nnz,
                            "sparse estimate: dtype %d is not a "
                            "tacl_dtype_t",
                            (int)dtype);
+    if ((unsigned)scheme >= TACL_NUM_SPARSE_SCHEMES)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse estimate: invalid scheme %d", (int)scheme);
     if (index_type != TACL_INT32 && index_type != TACL_INT64)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "sparse estimate: index_type %s is not "
@@ -80,48 +211,17 @@ static tacl_status_t sparse_estimate(tacl_comm_t comm, size_t nnz,
     rb = row_len * tacl_dtype_size(dtype);
     /* AUTO first sums the ranks' row counts, then picks. */
     if (automatic) {
-        scheme = tacl__sparse_auto_pick(n, (uint64_t)n * nnz, nrows, ib, rb);
+        scheme = tacl__sparse_auto_pick(n, comm->view.n_nodes,
+                                        tacl__comm_nodes_even(comm),
+                                        (uint64_t)n * nnz, nrows, row_len, ib,
+                                        rb,
+                                        tacl__sparse_intra_weight(
+                                            &comm->view));
         if (n > 1)
             st = phase(comm, TACL_COLL_ALLREDUCE, 1, TACL_UINT64, &t);
     }
-    switch (scheme) {
-    case TACL_SPARSE_DENSE:
-        if (st == TACL_OK)
-            st = phase(comm, TACL_COLL_ALLREDUCE, nrows * row_len, dtype, &t);
-        break;
-    case TACL_SPARSE_AGSPARSE:
-        /* The ranks' row counts, then their rows. */
-        if (st == TACL_OK && n > 1)
-            st = phase(comm, TACL_COLL_ALLGATHER, 1, TACL_UINT64, &t);
-        if (st == TACL_OK && n > 1)
-            st = phase(comm, TACL_COLL_ALLGATHERV, nnz * (ib + rb),
-                       TACL_UINT8, &t);
-        break;
-    case TACL_SPARSE_ZEN:
-        /* An owner's rows and domain; its pull by the byte rule. */
-        own = (u + (size_t)n - 1) / (size_t)n;
-        dom = (nrows + (size_t)n - 1) / (size_t)n;
-        /* Counts to owners, the push, owners' counts, the pull. */
-        if (st == TACL_OK && n > 1)
-            st = phase(comm, TACL_COLL_ALLTOALL, 1, TACL_UINT64, &t);
-        if (st == TACL_OK && n > 1)
-            st = phase(comm, TACL_COLL_ALLTOALLV, nnz * (ib + rb) / (size_t)n,
-                       TACL_UINT8, &t);
-        if (st == TACL_OK && n > 1)
-            st = phase(comm, TACL_COLL_ALLGATHER, 1, TACL_UINT64, &t);
-        if (st == TACL_OK && n > 1)
-            st = phase(comm, TACL_COLL_ALLGATHERV,
-                       own * rb + (tacl__sparse_pull_bitmap(own, dom, ib)
-                                       ? tacl__sparse_bitmap_bytes(dom)
-                                       : own * ib),
-                       TACL_UINT8, &t);
-        break;
-    default:
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "sparse estimate: scheme %s is not priced; "
-                           "AUTO, ZEN, AGSPARSE and DENSE are",
-                           tacl_sparse_scheme_name(scheme));
-    }
+    if (st == TACL_OK && (n > 1 || scheme == TACL_SPARSE_DENSE))
+        st = price(comm, scheme, nnz, nrows, row_len, dtype, ib, rb, u, &t);
     if (st != TACL_OK)
         return st;
     est_p->scheme = scheme;

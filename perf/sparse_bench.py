@@ -28,7 +28,8 @@ import subprocess
 import sys
 import time
 
-VARIANTS = ["zen", "agsparse", "auto", "dense", "gloo"]
+VARIANTS = ["zen", "zen_hier", "dense_zen", "agsparse", "auto", "dense",
+            "gloo"]
 
 
 def worker(args):

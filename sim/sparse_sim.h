@@ -21,6 +21,18 @@
  *   rank exchanging its partial sum's rows with the rank 2^k away, sent
  *   dense once that is fewer bytes; ranks beyond the largest power of
  *   two fold in first and get the result last.
+ * - ZEN_HIER: inside each node every rank pushes each row to the local
+ *   rank of its class (h0 over the node's ranks), which sums them; on
+ *   every rail at once, flat Zen over the class's rows; inside each
+ *   node the rails' sums all-gathered, as lib/sparse.c runs it.
+ * - DENSE_ZEN: inside each node a dense reduce-scatter of the table and
+ *   of a row mask (as the direct pattern: slice j to local rank j), on
+ *   every rail flat Zen over the node's rows of its slice, inside each
+ *   node a dense all-gather of the slices.
+ *   A node's or a rail's collective is an all-to-all-v whose matrix is
+ *   zero between groups, so all groups run at once as they do for real;
+ *   both need the same number of ranks on every node
+ *   (TACL_ERR_UNSUPPORTED otherwise).
  *
  * Row sets are bitsets of the table, so 1024 ranks of a million rows
  * cost 128 MB.  Values are float32 (4 bytes) unless the case says.
@@ -37,10 +49,13 @@ typedef enum {
     TACL__SSIM_OMNI,
     TACL__SSIM_SPARCML,
     TACL__SSIM_ZEN,
+    TACL__SSIM_ZEN_HIER,
+    TACL__SSIM_DENSE_ZEN,
     TACL__SSIM_COUNT
 } tacl__ssim_scheme_t;
 
-/** "dense", "agsparse", "ps", "omni", "sparcml", "zen". */
+/** "dense", "agsparse", "ps", "omni", "sparcml", "zen", "zen_hier",
+ *  "dense_zen". */
 const char *tacl__ssim_name(tacl__ssim_scheme_t scheme);
 
 /** Every rank's rows of one call. */

@@ -30,7 +30,10 @@ typedef struct {
     int exact;        /* values whose sums are exact in any order */
     int pattern;      /* 0 random, 1 one rank gives every row, 2 some
                          ranks give none */
-    int two_nodes;
+    int per_node;     /* ranks per emulated node (node rank / per_node),
+                         0: one node */
+    int node_order;   /* the reference adds each node's rows in rank
+                         order, then the nodes' sums (ZEN_HIER's order) */
 } case_t;
 
 /* Rank r's row count, indices and values: the same on every rank. */
@@ -168,6 +171,7 @@ static int body_sum(coll_ctx_t *ctx)
     uint8_t *ref = calloc(NROWS, rb), *seen = calloc(NROWS, 1);
     uint8_t *vals = malloc(NROWS * rb), *mine_vals = malloc(NROWS * rb);
     uint8_t *dense = malloc(NROWS * rb), *mine_idx = malloc(NROWS * ib);
+    uint8_t *part = calloc(NROWS, rb);
     size_t mine = 0, nunion = 0;
     tacl_sparse_result_t res;
     tacl_comm_t comm = ctx->comm;
@@ -175,25 +179,27 @@ static int body_sum(coll_ctx_t *ctx)
 
     COLL_CHECK(ctx, idx && ref && seen && vals && mine_vals && dense &&
                     mine_idx, "out of memory");
-    if (c->two_nodes) {
-        char node[32];
-
-        snprintf(node, sizeof(node), "sparse-node-%d", ctx->rank / 2);
-        setenv("TACL_NODE_ID", node, 1);
-        setenv("UCX_NET_DEVICES", "lo", 1);
-        COLL_CHECK_OK(ctx, tacl_comm_init_rank(ctx->nranks, ctx->id,
-                                               ctx->rank, &comm));
-    }
-    /* The reference: every rank's rows added in rank order. */
+    COLL_CHECK(ctx, part != NULL, "out of memory");
+    if (c->per_node > 0)
+        COLL_CHECK_OK(ctx, coll_join_node(ctx, "sparse-node", c->per_node,
+                                          &comm));
+    /* The reference: every rank's rows added in rank order (or each
+     * node's, then the nodes' sums: part is the node's). */
     for (int r = 0; r < ctx->nranks; r++) {
         size_t nnz = rank_rows(c, r, ctx->nranks, idx);
+        uint8_t *acc = c->node_order ? part : ref;
 
         rank_values(c, r, nnz, vals);
         for (size_t i = 0; i < nnz; i++) {
             for (size_t k = 0; k < c->row_len; k++)
-                add_elem(c->dtype, ref + idx[i] * rb, vals + i * rb, k);
+                add_elem(c->dtype, acc + idx[i] * rb, vals + i * rb, k);
             nunion += !seen[idx[i]];
             seen[idx[i]] = 1;
+        }
+        if (c->node_order && (r + 1) % c->per_node == 0) {
+            for (size_t k = 0; k < NROWS * c->row_len; k++)
+                add_elem(c->dtype, ref, part, k);
+            memset(part, 0, NROWS * rb);
         }
         if (r == ctx->rank) {
             mine = nnz;
@@ -239,8 +245,9 @@ static int body_sum(coll_ctx_t *ctx)
     }
     tacl_sparse_result_free(&res);
     COLL_CHECK(ctx, res.indices == NULL && res.nnz == 0, "not freed");
-    if (c->two_nodes)
+    if (c->per_node > 0)
         COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    free(part);
     free(idx);
     free(ref);
     free(seen);
@@ -254,7 +261,7 @@ static int body_sum(coll_ctx_t *ctx)
 static void run_case(int nranks, case_t c)
 {
     coll_opts_t opts = {.nranks = nranks, .deadline_s = 120, .arg = &c,
-                        .init = c.two_nodes ? COLL_INIT_MANUAL
+                        .init = c.per_node ? COLL_INIT_MANUAL
                                             : COLL_INIT_AUTO};
 
     coll_run_opts_expect_pass(&opts, body_sum);
@@ -327,7 +334,132 @@ Test(sparse, two_emulated_nodes, .timeout = 300)
     for (size_t s = 0; s < NSCHEMES; s++)
         run_case(4, (case_t){.scheme = schemes[s], .row_len = 3,
                              .dtype = TACL_FLOAT32, .exact = 1,
-                             .two_nodes = 1});
+                             .per_node = 2});
+}
+
+/*
+ * The hierarchical schemes on 2x2, 4x2 and 2x3 emulated nodes and on one
+ * node: integer rows and values exact in any order equal the rank-order
+ * sum bit for bit, whatever order each scheme adds in.
+ */
+static const tacl_sparse_scheme_t hier_schemes[] = {TACL_SPARSE_ZEN_HIER,
+                                                    TACL_SPARSE_DENSE_ZEN};
+
+Test(sparse, hierarchical_schemes_on_emulated_nodes, .timeout = 600)
+{
+    for (size_t s = 0; s < 2; s++) {
+        tacl_sparse_scheme_t sc = hier_schemes[s];
+
+        run_case(4, (case_t){.scheme = sc, .row_len = 1,
+                             .dtype = TACL_FLOAT32, .exact = 1,
+                             .per_node = 2});
+        run_case(8, (case_t){.scheme = sc, .row_len = 9, .idx64 = 1,
+                             .dtype = TACL_FLOAT32, .exact = 1,
+                             .per_node = 2});
+        run_case(4, (case_t){.scheme = sc, .row_len = 3,
+                             .dtype = TACL_INT32, .pattern = 2,
+                             .per_node = 2});
+        run_case(6, (case_t){.scheme = sc, .row_len = 2, .idx64 = 1,
+                             .dtype = TACL_INT32, .pattern = 1,
+                             .per_node = 3});
+        run_case(3, (case_t){.scheme = sc, .row_len = 4,
+                             .dtype = TACL_FLOAT64, .exact = 1});
+    }
+}
+
+/* Arbitrary floats: ZEN_HIER adds each node's rows in rank order, then
+ * the nodes' sums in node order (the rails' order here), bit for bit. */
+Test(sparse, zen_hier_sums_in_its_documented_order, .timeout = 300)
+{
+    run_case(4, (case_t){.scheme = TACL_SPARSE_ZEN_HIER, .row_len = 7,
+                         .dtype = TACL_FLOAT32, .per_node = 2,
+                         .node_order = 1});
+    run_case(8, (case_t){.scheme = TACL_SPARSE_ZEN_HIER, .row_len = 1,
+                         .idx64 = 1, .dtype = TACL_FLOAT64, .per_node = 2,
+                         .node_order = 1});
+}
+
+/* Nodes of 2 and 1 ranks: both hierarchical schemes refuse, naming why,
+ * and the communicator still runs flat Zen. */
+static int body_uneven(coll_ctx_t *ctx)
+{
+    int32_t idx[1] = {ctx->rank};
+    float vals[2] = {1, 2}, dense[20];
+    tacl_sparse_t in = {.nrows = 10, .row_len = 2,
+                        .index_type = TACL_INT32, .nnz = 1,
+                        .indices = idx, .values = vals};
+    tacl_comm_t comm;
+
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "sparse-uneven", 2, &comm));
+    for (size_t s = 0; s < 2; s++) {
+        tacl_status_t st = tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
+                                                 dense, NULL,
+                                                 hier_schemes[s], comm);
+        const char *msg = tacl_comm_last_error(comm);
+
+        COLL_CHECK(ctx, st == TACL_ERR_UNSUPPORTED, "%s: got %s",
+                   tacl_sparse_scheme_name(hier_schemes[s]),
+                   tacl_status_string(st));
+        COLL_CHECK(ctx,
+                   strstr(msg, tacl_sparse_scheme_name(hier_schemes[s])) !=
+                           NULL &&
+                       strstr(msg, "needs the same number of ranks on "
+                                   "every node (3 ranks on 2 nodes)") != NULL,
+                   "message '%s'", msg);
+    }
+    COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
+                                             dense, NULL, TACL_SPARSE_ZEN,
+                                             comm));
+    for (int r = 0; r < 3; r++)
+        COLL_CHECK(ctx, dense[2 * r] == 1 && dense[2 * r + 1] == 2,
+                   "row %d: %g %g", r, dense[2 * r], dense[2 * r + 1]);
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    return 0;
+}
+
+/* A table of one row on 2x2 nodes: one class (one slice) is empty, so
+ * one rail has nothing to run, and still every rank gets the sum. */
+static int body_one_row(coll_ctx_t *ctx)
+{
+    int64_t idx[1] = {0};
+    int32_t vals[1] = {ctx->rank + 1}, dense[1] = {-1};
+    tacl_sparse_t in = {.nrows = 1, .row_len = 1,
+                        .index_type = TACL_INT64, .nnz = ctx->rank != 2,
+                        .indices = idx, .values = vals};
+    tacl_sparse_result_t res;
+    tacl_comm_t comm;
+
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "sparse-one-row", 2, &comm));
+    for (size_t s = 0; s < 2; s++) {
+        COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, TACL_INT32, TACL_SUM,
+                                                 dense, &res,
+                                                 hier_schemes[s], comm));
+        COLL_CHECK(ctx, dense[0] == 1 + 2 + 4 && res.nnz == 1 &&
+                            ((int64_t *)res.indices)[0] == 0 &&
+                            ((int32_t *)res.values)[0] == 7,
+                   "%s: dense %d, %zu rows",
+                   tacl_sparse_scheme_name(hier_schemes[s]), dense[0],
+                   res.nnz);
+        tacl_sparse_result_free(&res);
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    return 0;
+}
+
+Test(sparse, hierarchical_schemes_on_a_one_row_table, .timeout = 120)
+{
+    coll_opts_t opts = {.nranks = 4, .deadline_s = 60,
+                        .init = COLL_INIT_MANUAL};
+
+    coll_run_opts_expect_pass(&opts, body_one_row);
+}
+
+Test(sparse, hierarchical_schemes_refuse_uneven_nodes, .timeout = 120)
+{
+    coll_opts_t opts = {.nranks = 3, .deadline_s = 60,
+                        .init = COLL_INIT_MANUAL};
+
+    coll_run_opts_expect_pass(&opts, body_uneven);
 }
 
 /* ---- Bad input: an error naming it, on every rank alike. ---- */
@@ -534,9 +666,21 @@ static int body_estimate(coll_ctx_t *ctx)
                        TACL_ERR_INVALID_ARG, "nnz 5001") ||
         estimate_error(ctx, 100, 401, TACL_INT32, TACL_SPARSE_AUTO, &est,
                        TACL_ERR_INVALID_ARG, "expected_union 401") ||
-        estimate_error(ctx, 100, 0, TACL_INT32, TACL_SPARSE_SPARCML, &est,
-                       TACL_ERR_UNSUPPORTED, "sparcml is not priced"))
+        estimate_error(ctx, 100, 0, TACL_INT32, (tacl_sparse_scheme_t)99,
+                       &est, TACL_ERR_INVALID_ARG, "invalid scheme 99"))
         return 1;
+    /* Every scheme is priced, the hierarchical ones on one node too. */
+    for (int sc = 1; sc < TACL_NUM_SPARSE_SCHEMES; sc++) {
+        COLL_CHECK_OK(ctx, tacl_sparse_estimate(ctx->comm, 100, NROWS, 4,
+                                                TACL_FLOAT32, TACL_INT32, 0,
+                                                (tacl_sparse_scheme_t)sc,
+                                                &est));
+        COLL_CHECK(ctx, est.scheme == (tacl_sparse_scheme_t)sc &&
+                            est.seconds > 0,
+                   "%s: %s in %g s",
+                   tacl_sparse_scheme_name((tacl_sparse_scheme_t)sc),
+                   tacl_sparse_scheme_name(est.scheme), est.seconds);
+    }
     free(vals);
     free(dense);
     free(idx);
@@ -546,4 +690,77 @@ static int body_estimate(coll_ctx_t *ctx)
 Test(sparse, estimate_names_autos_pick, .timeout = 300)
 {
     coll_run_expect_pass(4, body_estimate, NULL, NULL);
+}
+
+/*
+ * On 2x2 emulated nodes AUTO weighs the bytes inside a node by their
+ * cheaper link: where flat Zen would win on one node, ZEN_HIER, whose
+ * pull crosses the network once a node, wins; the estimate names what
+ * the real call runs.  On nodes of 2 and 1 ranks AUTO keeps to the flat
+ * schemes, and the estimate refuses the hierarchical ones.
+ */
+static int body_auto_nodes(coll_ctx_t *ctx)
+{
+    int even = ctx->nranks == 4;
+    float *vals = calloc((size_t)NROWS * 4, sizeof(float));
+    float *dense = calloc((size_t)NROWS * 4, sizeof(float));
+    int32_t *idx = calloc(NROWS, sizeof(int32_t));
+    tacl_sparse_estimate_t est;
+    tacl_comm_t comm;
+
+    COLL_CHECK(ctx, vals != NULL && dense != NULL && idx != NULL,
+               "out of memory");
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "sparse-auto", 2, &comm));
+    for (size_t i = 0; i < 2500; i++)
+        idx[i] = (int32_t)(((size_t)ctx->rank * 2500 + i) % NROWS);
+    tacl_sparse_t in = {.nrows = NROWS, .row_len = 4,
+                        .index_type = TACL_INT32, .nnz = 2500,
+                        .indices = idx, .values = vals};
+
+    COLL_CHECK_OK(ctx, tacl_sparse_estimate(comm, 2500, NROWS, 4,
+                                            TACL_FLOAT32, TACL_INT32, 0,
+                                            TACL_SPARSE_AUTO, &est));
+    COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
+                                             dense, NULL, TACL_SPARSE_AUTO,
+                                             comm));
+    COLL_CHECK(ctx,
+               est.scheme == (even ? TACL_SPARSE_ZEN_HIER : TACL_SPARSE_ZEN) &&
+                   tacl_sparse_last_scheme(comm) == est.scheme,
+               "estimated %s, ran %s",
+               tacl_sparse_scheme_name(est.scheme),
+               tacl_sparse_scheme_name(tacl_sparse_last_scheme(comm)));
+    for (int h = 0; h < 2 && even; h++) {
+        COLL_CHECK_OK(ctx, tacl_sparse_estimate(comm, 2500, NROWS, 4,
+                                                TACL_FLOAT32, TACL_INT32, 0,
+                                                hier_schemes[h], &est));
+        COLL_CHECK(ctx, est.scheme == hier_schemes[h] && est.seconds > 0,
+                   "%s: %s in %g s", tacl_sparse_scheme_name(hier_schemes[h]),
+                   tacl_sparse_scheme_name(est.scheme), est.seconds);
+    }
+    if (!even) {
+        tacl_status_t st = tacl_sparse_estimate(comm, 2500, NROWS, 4,
+                                                TACL_FLOAT32, TACL_INT32, 0,
+                                                TACL_SPARSE_DENSE_ZEN, &est);
+
+        COLL_CHECK(ctx, st == TACL_ERR_UNSUPPORTED &&
+                            strstr(tacl_comm_last_error(comm),
+                                   "needs the same number of ranks") != NULL,
+                   "uneven estimate: %s, '%s'", tacl_status_string(st),
+                   tacl_comm_last_error(comm));
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    free(vals);
+    free(dense);
+    free(idx);
+    return 0;
+}
+
+Test(sparse, auto_picks_zen_hier_on_even_nodes, .timeout = 300)
+{
+    for (int n = 4; n >= 3; n--) {
+        coll_opts_t opts = {.nranks = n, .deadline_s = 120,
+                            .init = COLL_INIT_MANUAL};
+
+        coll_run_opts_expect_pass(&opts, body_auto_nodes);
+    }
 }

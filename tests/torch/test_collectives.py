@@ -756,7 +756,7 @@ def test_sparse_allreduce():
                                                      == 1 else 20)]
     for k, (shape, sd, nnz) in enumerate(cases):
         for scheme in ["auto", "zen", "agsparse", "ps", "dense", "sparcml",
-                       "omni", "agpadded"]:
+                       "omni", "agpadded", "zen_hier", "dense_zen"]:
             os.environ["TACL_TORCH_SPARSE"] = scheme
             t = sparse_input(k, shape, sd, nnz)
             u = t.clone()

@@ -1109,8 +1109,8 @@ class TaclBackend : public c10d::Backend {
                 return sc;
         }
         unsupported(std::string("TACL_TORCH_SPARSE=") + v +
-                    " (auto, zen, agsparse, ps, dense, sparcml, omni or "
-                    "agpadded)");
+                    " (auto, zen, agsparse, ps, dense, sparcml, omni, "
+                    "agpadded, zen_hier or dense_zen)");
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
