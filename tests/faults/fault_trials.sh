@@ -16,6 +16,11 @@
 # Usage: fault_trials.sh BUILD_DIR
 # Counts: KILLS=50 STOPS=20 THREADS=20 PENDINGS=20 CUTS=10 FLAPS=10
 # (0 skips a kind; cut and flap need root and namespaces, else skipped).
+# FAULT_NET=ucx|ofi runs the kill, stop, thread and pending trials inside
+# tacl-cluster too (2 nodes x 2 ranks: the victim, rank 3, reaches ranks
+# 0 and 1 over that network transport) and the cut and flap trials over
+# it; unset, those four run on one node (tacl-run) and cut and flap over
+# the default choice (TACL_NET=auto).
 # TACL_TIMEOUT defaults to 3 s here (10 s, FLAP_TIMEOUT, for the flaps),
 # FLAP_S to 2; a flap trial runs FLAP_RUN_S (20) seconds of all-reduces.
 set -u
@@ -27,6 +32,8 @@ CLUSTER=$HERE/../../tools/tacl-cluster
 export TACL_TIMEOUT=${TACL_TIMEOUT:-3}
 export TACL_DEBUG=${TACL_DEBUG:-NONE}
 FLAP_S=${FLAP_S:-2}
+NET=${FAULT_NET:-}
+case $NET in ''|ucx|ofi) ;; *) echo "fault_trials: FAULT_NET must be ucx or ofi, not '$NET'"; exit 2 ;; esac
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 status=0
@@ -67,7 +74,7 @@ judge() {
     local kind=$1 out=$2 rc=$3 victim_re=$4 fault_t=$5 victim=$6
     if [ "$rc" = 124 ]; then
         echo "$kind" >> "$TMP/$kind.hang"
-        echo "--- $kind hang:"; tail -5 "$out"
+        echo "--- $kind hang:"; tail -${HANG_LINES:-5} "$out"
         return
     fi
     if grep -Eq 'exit 3|signal (11|6|7|4|8)|SIGSEGV|SIGABRT|AddressSanitizer' "$out"; then
@@ -113,11 +120,22 @@ judge() {
 
 local_trials() {
     local kind=$1 count=$2 out rc fault_t
+    if [ -n "$NET" ] && ! "$CLUSTER" --check > /dev/null 2>&1; then
+        echo "$kind: skipped (FAULT_NET needs tacl-cluster: root and namespaces)"
+        return
+    fi
     for ((i = 0; i < count; i++)); do
         out=$TMP/out
-        FAULT_AFTER_MS=$((200 + RANDOM % 400)) FAULT_RUN_S=15 \
-            "$RUN" -n 4 --keep-going --timeout 40 -- "$RANK_BIN" "$kind" \
-            > "$out" 2>&1
+        if [ -n "$NET" ]; then
+            FAULT_AFTER_MS=$((200 + RANDOM % 400)) FAULT_RUN_S=15 \
+                TACL_NET=$NET "$CLUSTER" --nodes 2 --ranks-per-node 2 \
+                --no-prefix --timeout 40 -- "$RANK_BIN" "$kind" \
+                > "$out" 2>&1
+        else
+            FAULT_AFTER_MS=$((200 + RANDOM % 400)) FAULT_RUN_S=15 \
+                "$RUN" -n 4 --keep-going --timeout 40 -- "$RANK_BIN" \
+                "$kind" > "$out" 2>&1
+        fi
         rc=$?
         fault_t=$(sed -nE 's/.*FAULT rank=[0-9]+ t=([0-9.]+).*/\1/p' "$out" | head -1)
         judge "$kind" "$out" "$rc" 'rank 3([^0-9]|$)' "$fault_t" 3
@@ -137,7 +155,7 @@ cluster_trials() {
         out=$TMP/out
         # A flap must end well within TACL_TIMEOUT: TCP's retransmission
         # backoff resumes a connection up to about twice the outage later.
-        TACL_TIMEOUT=$([ "$kind" = flap ] && echo "${FLAP_TIMEOUT:-10}" ||
+        TACL_NET=${NET:-auto} TACL_TIMEOUT=$([ "$kind" = flap ] && echo "${FLAP_TIMEOUT:-10}" ||
                        echo "$TACL_TIMEOUT") \
         FAULT_RUN_S=$([ "$kind" = flap ] && echo "${FLAP_RUN_S:-20}" || echo 15) \
             "$CLUSTER" --nodes 2 --ranks-per-node 2 --no-prefix --timeout 60 \
@@ -165,7 +183,7 @@ cluster_trials() {
     summarize "$kind" "$count"
 }
 
-echo "fault trials, TACL_TIMEOUT=$TACL_TIMEOUT, $(date -u +%FT%TZ)"
+echo "fault trials, TACL_TIMEOUT=$TACL_TIMEOUT, network ${NET:-auto (kinds without a cluster: one node)}, $(date -u +%FT%TZ)"
 [ "${KILLS:-50}" -gt 0 ] && local_trials kill "${KILLS:-50}"
 [ "${STOPS:-20}" -gt 0 ] && local_trials stop "${STOPS:-20}"
 [ "${THREADS:-20}" -gt 0 ] && local_trials thread "${THREADS:-20}"
