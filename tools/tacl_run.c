@@ -386,11 +386,43 @@ static int rank_of_pid(const run_t *run, pid_t pid)
     return -1;
 }
 
-/* Reaps every rank that ended; the first failure decides the exit code. */
+/* Says why rank r ended with status, and what happens next. */
+static void report_failure(const run_t *run, int r, pid_t pid, int status)
+{
+    int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                   : WEXITSTATUS(status);
+
+    if (run->timed_out || run->interrupted) {
+        return;
+    }
+    if (run->keep_going) {
+        fprintf(stderr, "tacl-run: rank %d (pid %d) %s %d; the others "
+                "keep going (--keep-going)\n", r, (int)pid,
+                WIFSIGNALED(status) ? "was killed by signal"
+                                    : "exited with status",
+                WIFSIGNALED(status) ? WTERMSIG(status) : code);
+    } else if (WIFSIGNALED(status)) {
+        fprintf(stderr, "tacl-run: rank %d (pid %d) was killed by signal "
+                "%d (%s); stopping the other ranks\n", r, (int)pid,
+                WTERMSIG(status), strsignal(WTERMSIG(status)));
+    } else {
+        fprintf(stderr, "tacl-run: rank %d (pid %d) exited with status %d; "
+                "stopping the other ranks\n", r, (int)pid, code);
+    }
+}
+
+/*
+ * Reaps every rank that ended; the first failure decides the exit code.
+ * Ranks found dead in the same pass count as failing together, and one
+ * killed by a signal then wins over one that exited with an error:
+ * waitpid() does not return children in the order they died, and a peer
+ * that noticed a killed rank and exited within milliseconds used to be
+ * reported in its place (seen in the engine's kill tests).
+ */
 static void reap_ranks(run_t *run)
 {
-    int status, r, code;
-    pid_t pid;
+    int status, r, code, first = -1, first_status = 0;
+    pid_t pid, first_pid = 0;
 
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         r = rank_of_pid(run, pid);
@@ -409,28 +441,22 @@ static void reap_ranks(run_t *run)
         if (code == 0 || run->exit_code >= 0) {
             continue;
         }
-        run->exit_code = code;
-        run->failed_rank = r;
-        if (run->keep_going && !run->timed_out && !run->interrupted) {
-            fprintf(stderr, "tacl-run: rank %d (pid %d) %s %d; the others "
-                    "keep going (--keep-going)\n", r, (int)pid,
-                    WIFSIGNALED(status) ? "was killed by signal"
-                                        : "exited with status",
-                    WIFSIGNALED(status) ? WTERMSIG(status) : code);
-            continue;
+        if (first < 0 ||
+            (WIFSIGNALED(status) && !WIFSIGNALED(first_status))) {
+            first = r;
+            first_pid = pid;
+            first_status = status;
         }
-        if (!run->timed_out && !run->interrupted) {
-            if (WIFSIGNALED(status)) {
-                fprintf(stderr, "tacl-run: rank %d (pid %d) was killed by "
-                        "signal %d (%s); stopping the other ranks\n", r,
-                        (int)pid, WTERMSIG(status),
-                        strsignal(WTERMSIG(status)));
-            } else {
-                fprintf(stderr, "tacl-run: rank %d (pid %d) exited with "
-                        "status %d; stopping the other ranks\n", r,
-                        (int)pid, code);
-            }
-        }
+    }
+    if (first < 0) {
+        return;
+    }
+    run->exit_code = WIFSIGNALED(first_status)
+                         ? 128 + WTERMSIG(first_status)
+                         : WEXITSTATUS(first_status);
+    run->failed_rank = first;
+    report_failure(run, first, first_pid, first_status);
+    if (!run->keep_going || run->timed_out || run->interrupted) {
         stop_ranks(run);
     }
 }
