@@ -576,23 +576,37 @@ void cancel_rank(shared_t *sh, int rank)
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * Two ranks connected both ways, op set up as one 8-byte word of tag
+ * (0, 1) to or from the other rank, done_count reset, and receiver's
+ * receive posted.
+ */
+static tacl__tl_t *connected_pair(shared_t *sh, int rank, xctx_t *x,
+                                  tacl__tl_op_t *op, uint64_t *word,
+                                  int receiver)
+{
+    tacl__tl_t *tl = rank_init(sh, rank, x);
+
+    op->peer = 1 - rank;
+    op->tag = TACL__TAG(0, 1);
+    op->buf = word;
+    op->len = sizeof(*word);
+    ping(tl, rank, 0, 1, 7);            /* connect both ways first */
+    ping(tl, rank, 1, 0, 8);
+    done_count = 0;
+    if (rank == receiver)
+        CHECK(post(tl, op, 0) == TACL_OK, "recv");
+    return tl;
+}
+
 void wait_rank(shared_t *sh, int rank)
 {
     tacl__tl_op_t op = {0};
     uint64_t word = 0, t0, sent_at;
     int loops = 0;
     xctx_t x;
-    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl__tl_t *tl = connected_pair(sh, rank, &x, &op, &word, 1);
 
-    op.peer = 1 - rank;
-    op.tag = TACL__TAG(0, 1);
-    op.buf = &word;
-    op.len = sizeof(word);
-    ping(tl, rank, 0, 1, 7);            /* connect both ways first */
-    ping(tl, rank, 1, 0, 8);
-    done_count = 0;
-    if (rank == 1)
-        CHECK(post(tl, &op, 0) == TACL_OK, "recv");
     CHECK(barrier(sh) == 0, "barrier");
     if (rank == 0) {
         usleep(300000);
@@ -641,17 +655,8 @@ void quiet_peer_rank(shared_t *sh, int rank)
     uint64_t word = 0, t0;
     int events = 0;
     xctx_t x;
-    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl__tl_t *tl = connected_pair(sh, rank, &x, &op, &word, 0);
 
-    op.peer = 1 - rank;
-    op.tag = TACL__TAG(0, 1);
-    op.buf = &word;
-    op.len = sizeof(word);
-    ping(tl, rank, 0, 1, 7);            /* connect both ways first */
-    ping(tl, rank, 1, 0, 8);
-    done_count = 0;
-    if (rank == 0)
-        CHECK(post(tl, &op, 0) == TACL_OK, "recv");
     CHECK(barrier(sh) == 0, "barrier");
     if (rank == 0) {
         t0 = tacl__now_ns();
