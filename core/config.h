@@ -59,6 +59,10 @@
     X(SOCKET_IFNAME, "",                                                     \
       "network interface the bootstrap listens on (default: the first up "   \
       "non-loopback interface, else loopback)")                              \
+    X(NICS, "",                                                              \
+      "the node's network interfaces, one per rail, as a comma list of "     \
+      "NAME or NAME@<Gbit/s> (eth0@100,eth1@100); set, it replaces the "     \
+      "PCI network adapters the topology detects (tacl-cluster --rails)")    \
     X(NODE_ID, "",                                                           \
       "identity of this node; ranks with equal ids share memory (default: "  \
       "host name and boot id)")                                              \

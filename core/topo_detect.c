@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <hwloc.h>
 #include <float.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,76 @@ static void count_pci(hwloc_topology_t t, tacl__node_desc_t *node)
                 node->nic_gbps = gbps;
         }
     }
+}
+
+/*
+ * An interface's line rate in Gbit/s as the kernel reports it (sysfs
+ * speed, in Mbit/s), 0 when it reports none (down, or a virtual device).
+ */
+static double sysfs_nic_gbps(const char *name)
+{
+    char path[64 + IF_NAMESIZE];
+    FILE *f;
+    long mbps = 0;
+
+    snprintf(path, sizeof(path), "/sys/class/net/%s/speed", name);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%ld", &mbps) != 1 || mbps < 0)
+        mbps = 0;
+    fclose(f);
+    return mbps / 1000.0;
+}
+
+/* One entry of TACL_NICS, NAME or NAME@<Gbit/s>, into the node. */
+static tacl_status_t add_named_nic(char *entry, tacl__node_desc_t *node)
+{
+    char *at = strchr(entry, '@');
+    double gbps;
+
+    if (at != NULL)
+        *at = '\0';
+    if (entry[0] == '\0' || if_nametoindex(entry) == 0)
+        return tacl__error(TACL_ERR_INVALID_ARG, TOPO,
+                           "TACL_NICS: '%s' is no network interface of this "
+                           "node (ip link lists them)", entry);
+    if (at == NULL)
+        gbps = sysfs_nic_gbps(entry);
+    else if (tacl__parse_double(at + 1, DBL_MIN, DBL_MAX, &gbps) !=
+             TACL_PARSE_OK)
+        return tacl__error(TACL_ERR_INVALID_ARG, TOPO,
+                           "TACL_NICS: '%s@%s': the speed after '@' must "
+                           "be a positive Gbit/s figure", entry, at + 1);
+    node->nics++;
+    if (gbps > node->nic_gbps)
+        node->nic_gbps = gbps;
+    return TACL_OK;
+}
+
+/*
+ * TACL_NICS names the rails where hwloc cannot see them: emulated nodes'
+ * veth uplinks are on no PCI bus, and a host may hold adapters its ranks
+ * must not use.  Set, the list replaces what count_pci found.
+ */
+static tacl_status_t named_nics(tacl__node_desc_t *node)
+{
+    const char *list = tacl__config_str(TACL_CFG_NICS);
+    char buf[512], *tok, *save = NULL;
+    tacl_status_t st = TACL_OK;
+
+    if (list[0] == '\0')
+        return TACL_OK;
+    snprintf(buf, sizeof(buf), "%s", list);
+    node->nics = 0;
+    node->nic_gbps = 0;
+    for (tok = strtok_r(buf, ",", &save); tok != NULL && st == TACL_OK;
+         tok = strtok_r(NULL, ",", &save))
+        st = add_named_nic(tok, node);
+    if (st == TACL_OK && node->nics == 0)
+        st = tacl__error(TACL_ERR_INVALID_ARG, TOPO,
+                         "TACL_NICS is set but names no interface");
+    return st;
 }
 
 /*
@@ -166,6 +237,7 @@ static int nvml_gpu_link(void)
 tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
 {
     hwloc_topology_t t;
+    tacl_status_t st;
 
     memset(node, 0, sizeof(*node));
     gethostname(node->name, sizeof(node->name) - 1);
@@ -184,6 +256,11 @@ tacl_status_t tacl__topo_detect_node(tacl__node_desc_t *node)
     node->pus = count_type(t, HWLOC_OBJ_PU);
     node->llc_bytes = last_level_cache(t);
     count_pci(t, node);
+    st = named_nics(node);
+    if (st != TACL_OK) {
+        hwloc_topology_destroy(t);
+        return st;
+    }
     {
         int peer = 0, cuda = cuda_peer_access(&peer);
         if (cuda > node->gpus)
