@@ -203,6 +203,7 @@ struct tacl_request {
     tacl_comm_t comm;           /* persistent: where it was made */
     tacl__coll_args_t args;     /* persistent: the operation (seq 0) */
     double timeout_s;           /* deferred (nexec 0): a wait's bound */
+    char *why;                  /* deferred: the failure's message */
 };
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
@@ -238,8 +239,10 @@ tacl_status_t tacl__request_persistent(tacl_comm_t comm,
  * timeout_s with TACL_ERR_TIMEOUT, the request still pending.
  */
 tacl_status_t tacl__request_deferred(double timeout_s, tacl_request_t *req_p);
-/** Complete a deferred request with status (once), running its callback. */
-void tacl__request_finish(tacl_request_t req, tacl_status_t status);
+/** Complete a deferred request with status (once), running its callback;
+ *  why (copied) is the message a failed wait repeats in its thread. */
+void tacl__request_finish(tacl_request_t req, tacl_status_t status,
+                          const char *why);
 /** Start an inactive persistent request with sequence number seq; lock
  *  of its context held. */
 tacl_status_t tacl__request_restart(tacl_request_t req, uint64_t seq);

@@ -45,10 +45,11 @@ typedef struct {
     int stopping;                /* the communicator is going */
 } deferred_t;
 
+/* End an operation with status and the thread's last error. */
 static void item_end(deferred_item_t *it, tacl_status_t status)
 {
     free(it->arg);
-    tacl__request_finish(it->req, status);
+    tacl__request_finish(it->req, status, tacl__last_error());
     free(it);
 }
 

@@ -206,8 +206,13 @@ tacl_status_t tacl__request_deferred(double timeout_s, tacl_request_t *req_p)
     return status;
 }
 
-void tacl__request_finish(tacl_request_t req, tacl_status_t status)
+void tacl__request_finish(tacl_request_t req, tacl_status_t status,
+                          const char *why)
 {
+    /* The message was recorded in the worker's thread; the waiter's
+     * thread gets it again from here. */
+    if (status < 0 && why != NULL && why[0] != '\0')
+        req->why = strdup(why);
     request_exec_done(req, status);
 }
 
@@ -277,6 +282,8 @@ static tacl_status_t request_fail(tacl_request_t req, tacl_status_t status)
 
     if (status >= 0)
         return status;
+    if (tacl__last_error()[0] == '\0' && req->why != NULL)
+        tacl__error(status, COLL, "%s", req->why);
     if (tacl__last_error()[0] == '\0' && req->nexec > 0 &&
         (why = tacl__exec_failure(req->execs[0])) != NULL)
         tacl__error(status, COLL, "%s", why);
@@ -406,6 +413,7 @@ TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
         tacl__exec_free(req->execs[i]);
     if (req->execs != &req->one)
         free(req->execs);
+    free(req->why);
     request_dealloc(req);
     return TACL_OK;
 }

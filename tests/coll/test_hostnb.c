@@ -362,6 +362,9 @@ static int body_destroy(coll_ctx_t *ctx)
                    "request %d did not fail with the destroy", i);
         st[i] = tacl_request_wait(req[i]);
         COLL_CHECK(ctx, tacl_request_free(req[i]) == TACL_OK, "free");
+        COLL_CHECK(ctx,
+                   i == 0 || strstr(tacl_last_error(), "destroyed or aborted"),
+                   "the queued request's message: '%s'", tacl_last_error());
     }
     COLL_CHECK(ctx, st[0] < 0 && st[1] == TACL_ERR_INVALID_USAGE &&
                         coll_now() - t0 < 10,
