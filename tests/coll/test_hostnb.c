@@ -166,7 +166,8 @@ static int body_order(coll_ctx_t *ctx)
 {
     static int32_t idx[ROUNDS][NROWS];
     static float val[ROUNDS][NROWS * ROW_LEN];
-    static float want_s[ROUNDS][NROWS * ROW_LEN], got_s[ROUNDS][NROWS * ROW_LEN];
+    static float want_s[ROUNDS][NROWS * ROW_LEN];
+    static float got_s[ROUNDS][NROWS * ROW_LEN];
     static float x[ROUNDS][COUNT], want_c[ROUNDS][COUNT], got_c[ROUNDS][COUNT];
     static float want_d[ROUNDS][COUNT], got_d[ROUNDS][COUNT];
     tacl_codec_params_t p = {.bits = 0};
