@@ -1033,6 +1033,27 @@ tacl_status_t tacl_sparse_allreduce(const tacl_sparse_t *in,
                                     tacl_sparse_scheme_t scheme,
                                     tacl_comm_t comm);
 
+/**
+ * tacl_sparse_allreduce, non-blocking: the arguments are checked now (a
+ * bad one fails this call with the blocking form's message and makes no
+ * request); the operation runs in the communicator's worker, in the
+ * order the host-composed _nb calls (this and the tacl_comp_*_nb ones)
+ * were issued, on a private communicator split from comm at the first
+ * such call (collectively: every rank issues them in the same order).
+ * dense_out and *sparse_out are written when *req_p completes; *in, its
+ * rows and the outputs must stay untouched until then.  The request
+ * obeys tacl_request_wait/test/set_callback/free as any; a wait gives up
+ * after comm's timeout.  Destroying or aborting comm fails operations
+ * not yet started.  tacl_sparse_last_scheme does not see these calls.
+ */
+tacl_status_t tacl_sparse_allreduce_nb(const tacl_sparse_t *in,
+                                       tacl_dtype_t dtype, tacl_op_t op,
+                                       void *dense_out,
+                                       tacl_sparse_result_t *sparse_out,
+                                       tacl_sparse_scheme_t scheme,
+                                       tacl_comm_t comm,
+                                       tacl_request_t *req_p);
+
 /** Free what a sparse all-reduce allocated in *r and zero it. */
 void tacl_sparse_result_free(tacl_sparse_result_t *r);
 
@@ -1456,6 +1477,40 @@ tacl_status_t tacl_comp_allreduce_hops(
     const float *sendbuf, float *recvbuf, size_t count,
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm);
+
+/**
+ * Non-blocking forms of the compressed collectives: the arguments are
+ * checked now, as the blocking form checks them (a bad one fails this
+ * call with the same message and makes no request); the call runs in
+ * comm's host-composed worker, in issue order with the other
+ * host-composed _nb calls (see tacl_sparse_allreduce_nb), on a private
+ * communicator split from comm at the first one.  sendbuf, recvbuf, err,
+ * *codec and *params are used until *req_p completes: leave them alone
+ * until then.  A wait on the request gives up after comm's timeout.
+ */
+tacl_status_t tacl_comp_allreduce_nb(const float *sendbuf, float *recvbuf,
+                                     size_t count, const tacl_codec_t *codec,
+                                     const tacl_codec_params_t *params,
+                                     float *err, tacl_comp_scheme_t scheme,
+                                     tacl_comm_t comm, tacl_request_t *req_p);
+/** tacl_comp_allreduce_hops, non-blocking (tacl_comp_allreduce_nb). */
+tacl_status_t tacl_comp_allreduce_hops_nb(
+    const float *sendbuf, float *recvbuf, size_t count,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm,
+    tacl_request_t *req_p);
+/** tacl_comp_reduce_scatter, non-blocking (tacl_comp_allreduce_nb). */
+tacl_status_t tacl_comp_reduce_scatter_nb(
+    const float *sendbuf, float *recvbuf, size_t recvcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_scheme_t scheme, tacl_comm_t comm, tacl_request_t *req_p);
+/** tacl_comp_allgather, non-blocking (tacl_comp_allreduce_nb). */
+tacl_status_t tacl_comp_allgather_nb(const float *sendbuf, float *recvbuf,
+                                     size_t sendcount,
+                                     const tacl_codec_t *codec,
+                                     const tacl_codec_params_t *params,
+                                     float *err, tacl_comm_t comm,
+                                     tacl_request_t *req_p);
 
 /**
  * Price a compressed collective's communication into *info_p: the sum of

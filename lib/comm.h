@@ -41,6 +41,7 @@ typedef enum {
     TACL__EXT_FAST,            /* fast_area.c: the area and the memo */
     TACL__EXT_TUNE,            /* tune_sim.c: cluster and picks */
     TACL__EXT_SPARSE,          /* sparse.c: owners' domains */
+    TACL__EXT_DEFERRED,        /* deferred.c: shadow comm and worker */
     TACL__EXT_COUNT
 } tacl__ext_slot_t;
 
@@ -213,6 +214,8 @@ struct tacl_request {
     int persistent;
     tacl_comm_t comm;           /* persistent: where it was made */
     tacl__coll_args_t args;     /* persistent: the operation (seq 0) */
+    double timeout_s;           /* deferred (nexec 0): a wait's bound */
+    char *why;                  /* deferred: the failure's message */
 };
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
@@ -242,6 +245,16 @@ tacl_status_t tacl__request_persistent(tacl_comm_t comm,
                                        const tacl__coll_args_t *args,
                                        tacl__exec_t *exec,
                                        tacl_request_t *req_p);
+/**
+ * A request of no execution, completed by tacl__request_finish() from
+ * another thread (deferred.c's worker); a wait on it gives up after
+ * timeout_s with TACL_ERR_TIMEOUT, the request still pending.
+ */
+tacl_status_t tacl__request_deferred(double timeout_s, tacl_request_t *req_p);
+/** Complete a deferred request with status (once), running its callback;
+ *  why (copied) is the message a failed wait repeats in its thread. */
+void tacl__request_finish(tacl_request_t req, tacl_status_t status,
+                          const char *why);
 /** Start an inactive persistent request with sequence number seq; lock
  *  of its context held. */
 tacl_status_t tacl__request_restart(tacl_request_t req, uint64_t seq);

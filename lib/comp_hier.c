@@ -84,11 +84,11 @@ out:
     return st;
 }
 
-static tacl_status_t check_hops(const float *send, const float *recv,
-                                size_t count, const tacl_codec_t *codec,
-                                const tacl_codec_params_t *params,
-                                tacl_comp_scheme_t scheme,
-                                tacl_comp_hops_t hops)
+tacl_status_t tacl__comp_check_hops(const float *send, const float *recv,
+                                    size_t count, const tacl_codec_t *codec,
+                                    const tacl_codec_params_t *params,
+                                    tacl_comp_scheme_t scheme,
+                                    tacl_comp_hops_t hops)
 {
     if (hops != TACL_COMP_HOPS_INTER)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
@@ -115,7 +115,8 @@ TACL_EXPORT tacl_status_t tacl_comp_allreduce_hops(
     st = tacl__comm_enter(comm);
     if (st != TACL_OK)
         return st;
-    st = check_hops(sendbuf, recvbuf, count, codec, params, scheme, hops);
+    st = tacl__comp_check_hops(sendbuf, recvbuf, count, codec, params,
+                               scheme, hops);
     if (st == TACL_OK)
         st = run_inter(sendbuf, recvbuf, count, codec, params, err, scheme,
                        comm);

@@ -769,24 +769,6 @@ static tacl_status_t comp_estimate(call_t *c, tacl_sim_info_t *info_p)
     return TACL_OK;
 }
 
-/*
- * Run one call, or its estimate into *info_p, holding its communicator,
- * under the last-error rule.
- */
-static tacl_status_t comp_entry(call_t *c, int estimate,
-                                tacl_sim_info_t *info_p)
-{
-    tacl_status_t st;
-
-    tacl__last_error_clear();
-    st = tacl__comm_enter(c->comm);
-    if (st != TACL_OK)
-        return st;
-    st = estimate ? comp_estimate(c, info_p) : comp_run(c);
-    tacl__comm_leave(c->comm);
-    return st == TACL_OK ? TACL_OK : tacl__comm_fail(c->comm, st);
-}
-
 static call_t call_make(kind_t kind, const float *send, float *recv,
                         size_t count, const tacl_codec_t *codec,
                         const tacl_codec_params_t *params, float *err,
@@ -803,6 +785,41 @@ static call_t call_make(kind_t kind, const float *send, float *recv,
                 .comm = comm};
 
     return c;
+}
+
+tacl_status_t tacl__comp_check_call(tacl_coll_t coll, const float *send,
+                                   float *recv, size_t count,
+                                   const tacl_codec_t *codec,
+                                   const tacl_codec_params_t *params,
+                                   float *err, tacl_comp_scheme_t scheme,
+                                   tacl_comm_t comm)
+{
+    kind_t kind = coll == TACL_COLL_ALLGATHER        ? KIND_ALLGATHER
+                  : coll == TACL_COLL_REDUCE_SCATTER ? KIND_REDUCE_SCATTER
+                                                     : KIND_ALLREDUCE;
+    call_t c = call_make(kind, send, recv, count, codec, params, err, scheme,
+                         comm);
+    tacl_status_t st = comp_prepare(&c);
+
+    return st == TACL_OK ? check_buffers(&c) : st;
+}
+
+/*
+ * Run one call, or its estimate into *info_p, holding its communicator,
+ * under the last-error rule.
+ */
+static tacl_status_t comp_entry(call_t *c, int estimate,
+                                tacl_sim_info_t *info_p)
+{
+    tacl_status_t st;
+
+    tacl__last_error_clear();
+    st = tacl__comm_enter(c->comm);
+    if (st != TACL_OK)
+        return st;
+    st = estimate ? comp_estimate(c, info_p) : comp_run(c);
+    tacl__comm_leave(c->comm);
+    return st == TACL_OK ? TACL_OK : tacl__comm_fail(c->comm, st);
 }
 
 TACL_EXPORT tacl_status_t tacl_comp_allreduce(

@@ -27,4 +27,23 @@ tacl_status_t tacl__comp_agree(tacl_comm_t comm, size_t count,
                                tacl_comp_scheme_t scheme,
                                tacl_comp_hops_t hops);
 
+/**
+ * Every check the blocking call coll (TACL_COLL_ALLREDUCE,
+ * _REDUCE_SCATTER or _ALLGATHER) makes of its arguments before it runs,
+ * with the same messages: for its non-blocking form, at issue.
+ */
+tacl_status_t tacl__comp_check_call(tacl_coll_t coll, const float *send,
+                                   float *recv, size_t count,
+                                   const tacl_codec_t *codec,
+                                   const tacl_codec_params_t *params,
+                                   float *err, tacl_comp_scheme_t scheme,
+                                   tacl_comm_t comm);
+
+/** The checks of tacl_comp_allreduce_hops with hops other than ALL. */
+tacl_status_t tacl__comp_check_hops(const float *send, const float *recv,
+                                    size_t count, const tacl_codec_t *codec,
+                                    const tacl_codec_params_t *params,
+                                    tacl_comp_scheme_t scheme,
+                                    tacl_comp_hops_t hops);
+
 #endif /* TACL_LIB_COMPCOLL_H */

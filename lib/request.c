@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 #include "comm.h"
@@ -195,6 +196,26 @@ tacl_status_t tacl__request_of_locked(tacl__exec_t *exec,
     return status;
 }
 
+tacl_status_t tacl__request_deferred(double timeout_s, tacl_request_t *req_p)
+{
+    /* The guard is the one completion the worker will give it. */
+    tacl_status_t status = request_new(NULL, 0, 1, req_p);
+
+    if (status == TACL_OK)
+        (*req_p)->timeout_s = timeout_s;
+    return status;
+}
+
+void tacl__request_finish(tacl_request_t req, tacl_status_t status,
+                          const char *why)
+{
+    /* The message was recorded in the worker's thread; the waiter's
+     * thread gets it again from here. */
+    if (status < 0 && why != NULL && why[0] != '\0')
+        req->why = strdup(why);
+    request_exec_done(req, status);
+}
+
 tacl_status_t tacl__request_or_wait(tacl__exec_t *exec,
                                     tacl_status_t status)
 {
@@ -261,6 +282,8 @@ static tacl_status_t request_fail(tacl_request_t req, tacl_status_t status)
 
     if (status >= 0)
         return status;
+    if (tacl__last_error()[0] == '\0' && req->why != NULL)
+        tacl__error(status, COLL, "%s", req->why);
     if (tacl__last_error()[0] == '\0' && req->nexec > 0 &&
         (why = tacl__exec_failure(req->execs[0])) != NULL)
         tacl__error(status, COLL, "%s", why);
@@ -284,6 +307,36 @@ TACL_EXPORT tacl_status_t tacl_request_test(tacl_request_t req, int *done_p)
     return *done_p ? request_fail(req, req->status) : TACL_OK;
 }
 
+static double request_clock(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/*
+ * A deferred request has nothing to drive: its worker finishes it.  The
+ * wait sleeps in short naps (a host-composed operation lasts at least a
+ * few collectives) and is bounded by the communicator's timeout.
+ */
+static tacl_status_t request_wait_deferred(tacl_request_t req)
+{
+    const struct timespec nap = {0, 50000};
+    double deadline = request_clock() + req->timeout_s;
+
+    while (!tacl__request_done(req)) {
+        if (request_clock() > deadline)
+            return tacl__error(TACL_ERR_TIMEOUT, COLL,
+                               "the host-composed operation did not end "
+                               "within the timeout (%g s); it is still "
+                               "pending",
+                               req->timeout_s);
+        nanosleep(&nap, NULL);
+    }
+    return req->status;
+}
+
 TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
 {
     tacl_status_t status;
@@ -293,6 +346,8 @@ TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req is NULL");
     if (tacl__request_done(req))
         return request_fail(req, req->status);
+    if (req->nexec == 0)
+        return request_fail(req, request_wait_deferred(req));
     status = tacl__exec_wait(req->execs, req->nexec);
     /* Every execution finished, so its hook ran: the request is done. */
     if (tacl__request_done(req))
@@ -358,6 +413,7 @@ TACL_EXPORT tacl_status_t tacl_request_free(tacl_request_t req)
         tacl__exec_free(req->execs[i]);
     if (req->execs != &req->one)
         free(req->execs);
+    free(req->why);
     request_dealloc(req);
     return TACL_OK;
 }

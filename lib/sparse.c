@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "deferred.h"
 #include "log.h"
 #include "reduce.h"
 #include "sparse.h"
@@ -1511,15 +1512,16 @@ static tacl_status_t choose(const shape_t *s, const tacl_sparse_t *in,
     return TACL_OK;
 }
 
-static tacl_status_t sparse_allreduce(const tacl_sparse_t *in,
-                                      tacl_dtype_t dtype, tacl_op_t op,
-                                      void *dense_out,
-                                      tacl_sparse_result_t *sparse_out,
-                                      tacl_sparse_scheme_t scheme,
-                                      tacl_comm_t comm)
+/* Check a call's arguments (every one the blocking form checks) and
+ * fill in its shape. */
+static tacl_status_t sparse_prepare(const tacl_sparse_t *in,
+                                    tacl_dtype_t dtype, tacl_op_t op,
+                                    void *dense_out,
+                                    tacl_sparse_result_t *sparse_out,
+                                    tacl_sparse_scheme_t scheme,
+                                    tacl_comm_t comm, shape_t *s_p)
 {
     shape_t s;
-    sparse_ext_t *x;
     tacl_status_t st;
 
     if (sparse_out != NULL)
@@ -1540,6 +1542,24 @@ static tacl_status_t sparse_allreduce(const tacl_sparse_t *in,
     s.n = comm->size;
     s.rank = comm->rank;
     st = check_rows(in, &s);
+    if (st == TACL_OK)
+        *s_p = s;
+    return st;
+}
+
+static tacl_status_t sparse_allreduce(const tacl_sparse_t *in,
+                                      tacl_dtype_t dtype, tacl_op_t op,
+                                      void *dense_out,
+                                      tacl_sparse_result_t *sparse_out,
+                                      tacl_sparse_scheme_t scheme,
+                                      tacl_comm_t comm)
+{
+    shape_t s;
+    sparse_ext_t *x;
+    tacl_status_t st;
+
+    st = sparse_prepare(in, dtype, op, dense_out, sparse_out, scheme, comm,
+                        &s);
     if (st != TACL_OK)
         return st;
     x = ext_of(comm);
@@ -1588,6 +1608,67 @@ TACL_EXPORT tacl_status_t tacl_sparse_allreduce(const tacl_sparse_t *in,
         return st;
     st = sparse_allreduce(in, dtype, op, dense_out, sparse_out, scheme,
                           comm);
+    tacl__comm_leave(comm);
+    return st == TACL_OK ? TACL_OK : tacl__comm_fail(comm, st);
+}
+
+/* A non-blocking call's copy of its arguments, for the worker. */
+typedef struct {
+    tacl_sparse_t in;
+    tacl_dtype_t dtype;
+    void *dense_out;
+    tacl_sparse_result_t *sparse_out;
+    tacl_sparse_scheme_t scheme;
+} sparse_nb_t;
+
+static tacl_status_t sparse_nb_run(void *arg, tacl_comm_t shadow)
+{
+    sparse_nb_t *a = arg;
+
+    return tacl_sparse_allreduce(&a->in, a->dtype, TACL_SUM, a->dense_out,
+                                 a->sparse_out, a->scheme, shadow);
+}
+
+static tacl_status_t sparse_allreduce_nb(const tacl_sparse_t *in,
+                                         tacl_dtype_t dtype, tacl_op_t op,
+                                         void *dense_out,
+                                         tacl_sparse_result_t *sparse_out,
+                                         tacl_sparse_scheme_t scheme,
+                                         tacl_comm_t comm,
+                                         tacl_request_t *req_p)
+{
+    sparse_nb_t *a;
+    shape_t s;
+    tacl_status_t st;
+
+    if (req_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "sparse all-reduce: req_p is NULL");
+    st = sparse_prepare(in, dtype, op, dense_out, sparse_out, scheme, comm,
+                        &s);
+    if (st != TACL_OK)
+        return st;
+    a = malloc(sizeof(*a));
+    if (a == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    *a = (sparse_nb_t){.in = *in, .dtype = dtype, .dense_out = dense_out,
+                       .sparse_out = sparse_out, .scheme = scheme};
+    return tacl__deferred_issue(comm, sparse_nb_run, a, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_sparse_allreduce_nb(
+    const tacl_sparse_t *in, tacl_dtype_t dtype, tacl_op_t op,
+    void *dense_out, tacl_sparse_result_t *sparse_out,
+    tacl_sparse_scheme_t scheme, tacl_comm_t comm, tacl_request_t *req_p)
+{
+    tacl_status_t st;
+
+    tacl__last_error_clear();
+    st = tacl__comm_enter(comm);
+    if (st != TACL_OK)
+        return st;
+    st = sparse_allreduce_nb(in, dtype, op, dense_out, sparse_out, scheme,
+                             comm, req_p);
     tacl__comm_leave(comm);
     return st == TACL_OK ? TACL_OK : tacl__comm_fail(comm, st);
 }
