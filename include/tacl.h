@@ -1484,9 +1484,10 @@ tacl_status_t tacl_comp_allreduce_hops(
  * call with the same message and makes no request); the call runs in
  * comm's host-composed worker, in issue order with the other
  * host-composed _nb calls (see tacl_sparse_allreduce_nb), on a private
- * communicator split from comm at the first one.  sendbuf, recvbuf, err,
- * *codec and *params are used until *req_p completes: leave them alone
- * until then.  A wait on the request gives up after comm's timeout.
+ * communicator split from comm at the first one.  sendbuf, recvbuf, err
+ * and *codec are used until *req_p completes: leave them alone until
+ * then (*params is copied now).  A wait on the request gives up after
+ * comm's timeout.
  */
 tacl_status_t tacl_comp_allreduce_nb(const float *sendbuf, float *recvbuf,
                                      size_t count, const tacl_codec_t *codec,

@@ -3,8 +3,8 @@
  * arguments pass the blocking form's checks in the caller's thread, then
  * the blocking form runs in the communicator's host-composed worker
  * (deferred.c, which says why it owns a private communicator).  The
- * codec, its params and the error-feedback buffer are the caller's and
- * are used until the request completes.
+ * codec and the error-feedback buffer are the caller's and are used
+ * until the request completes; the params are copied at issue.
  */
 #include <stdlib.h>
 
@@ -20,10 +20,11 @@ typedef struct {
     float *recv;
     size_t count;
     const tacl_codec_t *codec;
-    const tacl_codec_params_t *params;
+    const tacl_codec_params_t *params; /* &params_copy or NULL */
     float *err;
     tacl_comp_scheme_t scheme;
     tacl_comp_hops_t hops;
+    tacl_codec_params_t params_copy;
 } comp_nb_t;
 
 static tacl_status_t comp_nb_run(void *arg, tacl_comm_t shadow)
@@ -67,6 +68,13 @@ static tacl_status_t comp_nb_issue(const comp_nb_t *call, tacl_comm_t comm,
     if (a == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
     *a = *call;
+    /* The params are a few numbers a caller keeps on its stack (the
+     * torch binding does): the worker reads its own copy, as the
+     * sanitizers' stack-buffer-underflow in hash_params showed. */
+    if (call->params != NULL) {
+        a->params_copy = *call->params;
+        a->params = &a->params_copy;
+    }
     return tacl__deferred_issue(comm, comp_nb_run, a, req_p);
 }
 
@@ -91,8 +99,10 @@ TACL_EXPORT tacl_status_t tacl_comp_allreduce_hops_nb(
     tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm,
     tacl_request_t *req_p)
 {
-    comp_nb_t c = {TACL_COLL_ALLREDUCE, sendbuf, recvbuf, count, codec,
-                   params, err, scheme, hops};
+    comp_nb_t c = {.coll = TACL_COLL_ALLREDUCE, .send = sendbuf,
+                   .recv = recvbuf, .count = count, .codec = codec,
+                   .params = params, .err = err, .scheme = scheme,
+                   .hops = hops};
 
     return comp_nb_entry(&c, comm, req_p);
 }
@@ -112,8 +122,10 @@ TACL_EXPORT tacl_status_t tacl_comp_reduce_scatter_nb(
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comp_scheme_t scheme, tacl_comm_t comm, tacl_request_t *req_p)
 {
-    comp_nb_t c = {TACL_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount,
-                   codec, params, err, scheme, TACL_COMP_HOPS_ALL};
+    comp_nb_t c = {.coll = TACL_COLL_REDUCE_SCATTER, .send = sendbuf,
+                   .recv = recvbuf, .count = recvcount, .codec = codec,
+                   .params = params, .err = err, .scheme = scheme,
+                   .hops = TACL_COMP_HOPS_ALL};
 
     return comp_nb_entry(&c, comm, req_p);
 }
@@ -123,8 +135,10 @@ TACL_EXPORT tacl_status_t tacl_comp_allgather_nb(
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comm_t comm, tacl_request_t *req_p)
 {
-    comp_nb_t c = {TACL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, codec,
-                   params, err, TACL_COMP_GATHER, TACL_COMP_HOPS_ALL};
+    comp_nb_t c = {.coll = TACL_COLL_ALLGATHER, .send = sendbuf,
+                   .recv = recvbuf, .count = sendcount, .codec = codec,
+                   .params = params, .err = err, .scheme = TACL_COMP_GATHER,
+                   .hops = TACL_COMP_HOPS_ALL};
 
     return comp_nb_entry(&c, comm, req_p);
 }
