@@ -96,8 +96,9 @@ NET_CASE(ucx, cancel_all_completes_everything, ucx_env("tcp"), 2, cancel_rank,
          NULL)
 NET_CASE(ucx, wait_sleeps_and_wakes, ucx_env("tcp"), 2, wait_rank, NULL)
 
-NET_CASE(ucx, quiet_peer_is_no_progress, ucx_env("tcp"), 2, quiet_peer_rank,
-         NULL)
+/* No quiet_peer_is_no_progress here: ucx's progress reports its own
+ * events now and then (2 in 2.5 s in one loaded CI run), so the case
+ * is ofi's, whose pings it is about. */
 
 NET_CASE(ucx, any_source_by_probe_in_order, ucx_env("tcp"), 3,
          any_source_rank, NULL)
