@@ -161,4 +161,16 @@ int coll_free_port(void);
         }                                                                    \
     } while (0)
 
+/* call fails with status want and the last error names word. */
+#define COLL_CHECK_FAILS(ctx, call, want, word)                              \
+    do {                                                                     \
+        tacl_status_t st_ = (call);                                          \
+        const char *m_ = tacl_comm_last_error((ctx)->comm);                  \
+        COLL_CHECK(ctx, st_ == (want), "%s returned %s, not %s", #call,      \
+                   tacl_status_string(st_), tacl_status_string(want));       \
+        COLL_CHECK(ctx, m_ != NULL && strstr(m_, word) != NULL,              \
+                   "%s: message '%s' does not name '%s'", #call,             \
+                   m_ ? m_ : "(null)", word);                                \
+    } while (0)
+
 #endif /* TACL_TESTS_COLL_HARNESS_H */

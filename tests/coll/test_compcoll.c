@@ -393,16 +393,7 @@ Test(compcoll, count_zero, .timeout = 120)
 
 /* The call fails with INVALID_ARG and a last error holding word. */
 #define EXPECT_BAD(ctx, call, word)                                          \
-    do {                                                                     \
-        tacl_status_t st_ = (call);                                          \
-        const char *m_ = tacl_comm_last_error((ctx)->comm);                  \
-        COLL_CHECK(ctx, st_ == TACL_ERR_INVALID_ARG,                         \
-                   "%s returned %s, not invalid-argument", #call,            \
-                   tacl_status_string(st_));                                 \
-        COLL_CHECK(ctx, m_ != NULL && strstr(m_, word) != NULL,              \
-                   "%s: message '%s' does not name '%s'", #call,             \
-                   m_ ? m_ : "(null)", word);                                \
-    } while (0)
+    COLL_CHECK_FAILS(ctx, call, TACL_ERR_INVALID_ARG, word)
 
 static int body_bad(coll_ctx_t *ctx)
 {

@@ -562,6 +562,55 @@ static int estimate_error(coll_ctx_t *ctx, size_t nnz, size_t u,
                         want, words);
 }
 
+/* Rows of 4 float32 with int32 indices for the AUTO cases below. */
+typedef struct {
+    float *vals, *dense;
+    int32_t *idx;
+} auto_bufs_t;
+
+static int auto_bufs_alloc(auto_bufs_t *b)
+{
+    b->vals = calloc((size_t)NROWS * 4, sizeof(float));
+    b->dense = calloc((size_t)NROWS * 4, sizeof(float));
+    b->idx = calloc(NROWS, sizeof(int32_t));
+    return b->vals != NULL && b->dense != NULL && b->idx != NULL;
+}
+
+static void auto_bufs_free(auto_bufs_t *b)
+{
+    free(b->vals);
+    free(b->dense);
+    free(b->idx);
+}
+
+/*
+ * Estimate AUTO for nnz rows a rank, run it on b's first nnz indices and
+ * check that the call ran the scheme the estimate named.
+ */
+static int auto_runs_its_estimate(coll_ctx_t *ctx, tacl_comm_t comm,
+                                  auto_bufs_t *b, size_t nnz,
+                                  tacl_sparse_estimate_t *est)
+{
+    tacl_sparse_t in = {.nrows = NROWS,
+                        .row_len = 4,
+                        .index_type = TACL_INT32,
+                        .nnz = nnz,
+                        .indices = b->idx,
+                        .values = b->vals};
+
+    COLL_CHECK_OK(ctx, tacl_sparse_estimate(comm, nnz, NROWS, 4,
+                                            TACL_FLOAT32, TACL_INT32, 0,
+                                            TACL_SPARSE_AUTO, est));
+    COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
+                                             b->dense, NULL,
+                                             TACL_SPARSE_AUTO, comm));
+    COLL_CHECK(ctx, tacl_sparse_last_scheme(comm) == est->scheme,
+               "%zu rows a rank: estimated %s, ran %s", nnz,
+               tacl_sparse_scheme_name(est->scheme),
+               tacl_sparse_scheme_name(tacl_sparse_last_scheme(comm)));
+    return 0;
+}
+
 /*
  * On 4 ranks, rows of 4 float32 with int32 indices in a table of NROWS:
  * 5, 2000 and 4000 rows per rank are where AUTO's byte rule picks
@@ -576,40 +625,20 @@ static int body_estimate(coll_ctx_t *ctx)
     } cells[] = {{5, TACL_SPARSE_AGSPARSE},
                  {2000, TACL_SPARSE_ZEN},
                  {4000, TACL_SPARSE_DENSE}};
-    float *vals = calloc((size_t)NROWS * 4, sizeof(float));
-    float *dense = calloc((size_t)NROWS * 4, sizeof(float));
-    int32_t *idx = calloc(NROWS, sizeof(int32_t));
+    auto_bufs_t b;
     tacl_sparse_estimate_t est;
     tacl_sim_info_t info;
 
-    COLL_CHECK(ctx, vals != NULL && dense != NULL && idx != NULL,
-               "out of memory");
+    COLL_CHECK(ctx, auto_bufs_alloc(&b), "out of memory");
     for (size_t c = 0; c < sizeof(cells) / sizeof(cells[0]); c++) {
-        tacl_sparse_t in = {.nrows = NROWS,
-                            .row_len = 4,
-                            .index_type = TACL_INT32,
-                            .nnz = cells[c].nnz,
-                            .indices = idx,
-                            .values = vals};
-
         for (size_t i = 0; i < cells[c].nnz; i++)
-            idx[i] = (int32_t)(((size_t)ctx->rank * cells[c].nnz + i) %
-                               NROWS);
-        COLL_CHECK_OK(ctx,
-                      tacl_sparse_estimate(ctx->comm, cells[c].nnz, NROWS, 4,
-                                           TACL_FLOAT32, TACL_INT32, 0,
-                                           TACL_SPARSE_AUTO, &est));
-        COLL_CHECK_OK(ctx,
-                      tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
-                                            dense, NULL, TACL_SPARSE_AUTO,
-                                            ctx->comm));
-        COLL_CHECK(ctx,
-                   est.scheme == cells[c].want &&
-                       tacl_sparse_last_scheme(ctx->comm) == est.scheme,
-                   "%zu rows a rank: estimated %s, ran %s, want %s",
-                   cells[c].nnz, tacl_sparse_scheme_name(est.scheme),
-                   tacl_sparse_scheme_name(
-                       tacl_sparse_last_scheme(ctx->comm)),
+            b.idx[i] = (int32_t)(((size_t)ctx->rank * cells[c].nnz + i) %
+                                 NROWS);
+        if (auto_runs_its_estimate(ctx, ctx->comm, &b, cells[c].nnz, &est))
+            return 1;
+        COLL_CHECK(ctx, est.scheme == cells[c].want,
+                   "%zu rows a rank: AUTO picked %s, want %s", cells[c].nnz,
+                   tacl_sparse_scheme_name(est.scheme),
                    tacl_sparse_scheme_name(cells[c].want));
         COLL_CHECK(ctx, est.seconds > 0, "%zu rows: %g s", cells[c].nnz,
                    est.seconds);
@@ -635,29 +664,10 @@ static int body_estimate(coll_ctx_t *ctx)
                est.seconds);
     /* No rows anywhere: a tie at no bytes, which the call breaks too;
      * only the exchanges of counts cost anything. */
-    {
-        tacl_sparse_t none = {.nrows = NROWS,
-                              .row_len = 4,
-                              .index_type = TACL_INT32,
-                              .nnz = 0,
-                              .indices = idx,
-                              .values = vals};
-
-        COLL_CHECK_OK(ctx, tacl_sparse_estimate(ctx->comm, 0, NROWS, 4,
-                                                TACL_FLOAT32, TACL_INT32, 0,
-                                                TACL_SPARSE_AUTO, &est));
-        COLL_CHECK_OK(ctx,
-                      tacl_sparse_allreduce(&none, TACL_FLOAT32, TACL_SUM,
-                                            dense, NULL, TACL_SPARSE_AUTO,
-                                            ctx->comm));
-        COLL_CHECK(ctx,
-                   est.scheme == tacl_sparse_last_scheme(ctx->comm) &&
-                       est.seconds > 0,
-                   "no rows: estimated %s in %g s, ran %s",
-                   tacl_sparse_scheme_name(est.scheme), est.seconds,
-                   tacl_sparse_scheme_name(
-                       tacl_sparse_last_scheme(ctx->comm)));
-    }
+    if (auto_runs_its_estimate(ctx, ctx->comm, &b, 0, &est))
+        return 1;
+    COLL_CHECK(ctx, est.seconds > 0, "no rows: %s in %g s",
+               tacl_sparse_scheme_name(est.scheme), est.seconds);
     if (estimate_error(ctx, 100, 0, TACL_INT32, TACL_SPARSE_AUTO, NULL,
                        TACL_ERR_INVALID_ARG, "est_p is NULL") ||
         estimate_error(ctx, 100, 0, TACL_FLOAT32, TACL_SPARSE_AUTO, &est,
@@ -681,9 +691,7 @@ static int body_estimate(coll_ctx_t *ctx)
                    tacl_sparse_scheme_name((tacl_sparse_scheme_t)sc),
                    tacl_sparse_scheme_name(est.scheme), est.seconds);
     }
-    free(vals);
-    free(dense);
-    free(idx);
+    auto_bufs_free(&b);
     return 0;
 }
 
@@ -702,33 +710,19 @@ Test(sparse, estimate_names_autos_pick, .timeout = 300)
 static int body_auto_nodes(coll_ctx_t *ctx)
 {
     int even = ctx->nranks == 4;
-    float *vals = calloc((size_t)NROWS * 4, sizeof(float));
-    float *dense = calloc((size_t)NROWS * 4, sizeof(float));
-    int32_t *idx = calloc(NROWS, sizeof(int32_t));
+    auto_bufs_t b;
     tacl_sparse_estimate_t est;
     tacl_comm_t comm;
 
-    COLL_CHECK(ctx, vals != NULL && dense != NULL && idx != NULL,
-               "out of memory");
+    COLL_CHECK(ctx, auto_bufs_alloc(&b), "out of memory");
     COLL_CHECK_OK(ctx, coll_join_node(ctx, "sparse-auto", 2, &comm));
     for (size_t i = 0; i < 2500; i++)
-        idx[i] = (int32_t)(((size_t)ctx->rank * 2500 + i) % NROWS);
-    tacl_sparse_t in = {.nrows = NROWS, .row_len = 4,
-                        .index_type = TACL_INT32, .nnz = 2500,
-                        .indices = idx, .values = vals};
-
-    COLL_CHECK_OK(ctx, tacl_sparse_estimate(comm, 2500, NROWS, 4,
-                                            TACL_FLOAT32, TACL_INT32, 0,
-                                            TACL_SPARSE_AUTO, &est));
-    COLL_CHECK_OK(ctx, tacl_sparse_allreduce(&in, TACL_FLOAT32, TACL_SUM,
-                                             dense, NULL, TACL_SPARSE_AUTO,
-                                             comm));
+        b.idx[i] = (int32_t)(((size_t)ctx->rank * 2500 + i) % NROWS);
+    if (auto_runs_its_estimate(ctx, comm, &b, 2500, &est))
+        return 1;
     COLL_CHECK(ctx,
-               est.scheme == (even ? TACL_SPARSE_ZEN_HIER : TACL_SPARSE_ZEN) &&
-                   tacl_sparse_last_scheme(comm) == est.scheme,
-               "estimated %s, ran %s",
-               tacl_sparse_scheme_name(est.scheme),
-               tacl_sparse_scheme_name(tacl_sparse_last_scheme(comm)));
+               est.scheme == (even ? TACL_SPARSE_ZEN_HIER : TACL_SPARSE_ZEN),
+               "AUTO picked %s", tacl_sparse_scheme_name(est.scheme));
     for (int h = 0; h < 2 && even; h++) {
         COLL_CHECK_OK(ctx, tacl_sparse_estimate(comm, 2500, NROWS, 4,
                                                 TACL_FLOAT32, TACL_INT32, 0,
@@ -749,9 +743,7 @@ static int body_auto_nodes(coll_ctx_t *ctx)
                    tacl_comm_last_error(comm));
     }
     COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
-    free(vals);
-    free(dense);
-    free(idx);
+    auto_bufs_free(&b);
     return 0;
 }
 
