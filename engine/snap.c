@@ -98,7 +98,8 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
         .traffic = o->mode == ENGINE_SNAP_BACKGROUND
                        ? TACL_SNAPSHOT_TRAFFIC_BACKGROUND
                        : TACL_SNAPSHOT_TRAFFIC_FOREGROUND,
-        .job_key = o->key};
+        .job_key = o->key,
+        .max_step_overhead = o->pace > 0 ? o->pace : 0};
     engine_snap_t *s = calloc(1, sizeof(*s));
     int nodes = 1;
     tacl_status_t st;
@@ -232,7 +233,30 @@ tacl_status_t engine_snap_after_step(engine_snap_t *s)
     engine_position(s->e, &step, &data_pos);
     if (s->o.every <= 0 || step % (uint64_t)s->o.every != 0)
         return TACL_OK;
+    if (s->o.pace >= 0 && s->o.mode != ENGINE_SNAP_BLOCKING) {
+        int due = 0;
+        tacl_status_t st = tacl_snapshot_due(s->set, &due);
+
+        if (st != TACL_OK)
+            return fail(s, st, "due");
+        if (!due)
+            return TACL_OK;
+    }
     return save(s, 0);
+}
+
+void engine_snap_report(engine_snap_t *s, char *buf, size_t len)
+{
+    tacl_snapshot_stats_t st = {0};
+
+    (void)tacl_snapshot_stats(s->set, &st);
+    snprintf(buf, len,
+             "snapshots saved %llu skipped_in_flight %llu "
+             "skipped_overhead %llu save_s %.4f step_s %.4f",
+             (unsigned long long)st.saves,
+             (unsigned long long)st.skipped_busy,
+             (unsigned long long)st.skipped_overhead, st.save_seconds,
+             st.step_seconds);
 }
 
 tacl_status_t engine_snap_finish(engine_snap_t *s)

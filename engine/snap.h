@@ -28,6 +28,10 @@ typedef struct {
     int flush_every;  /* flush every F-th save; 0: only at the end */
     const char *key;  /* the job key naming the node-local stores */
     const char *file; /* files FILE.rank<r>, or NULL */
+    double pace;      /* < 0: a due step waits for the previous save;
+                         else tacl_snapshot_due decides (skipping while
+                         copies are in flight) with this step-overhead
+                         bound (0: none) */
 } engine_snap_opts_t;
 
 typedef struct engine_snap engine_snap_t;
@@ -44,8 +48,12 @@ tacl_status_t engine_snap_resume(engine_snap_t *s, int *found_p,
                                  uint64_t *step_p);
 
 /* After an optimizer step: save it if it is a K-th step (non-blocking,
- * the previous save waited for first); flush it when due. */
+ * the previous save waited for first, or with pace skipped while it is
+ * in flight); flush it when due. */
 tacl_status_t engine_snap_after_step(engine_snap_t *s);
+
+/* One line on how the saves went (tacl_snapshot_stats), into buf. */
+void engine_snap_report(engine_snap_t *s, char *buf, size_t len);
 
 /* After the last step: its state to the file if one is named; wait for
  * the save in flight. */

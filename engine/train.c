@@ -62,6 +62,11 @@ static void usage(FILE *f)
         "them)\n"
         "  --snapshot-part BYTES  bytes of one part of a copy (1 MiB; 4 "
         "in flight)\n"
+        "  --snapshot-pace F  a due save is skipped, not waited for, while "
+        "the\n"
+        "                   previous one's copies travel, and spaced so "
+        "its cost\n"
+        "                   stays within share F of a step (0: no bound)\n"
         "  --resume         restore the newest snapshot (memory, then the "
         "files)\n"
         "                   and run on to step K of --steps\n"
@@ -153,7 +158,7 @@ enum {
     OPT_QGZ_BITS, OPT_STEPS, OPT_MICRO, OPT_BATCH, OPT_CTX, OPT_EMB,
     OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
-    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS,
+    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART, OPT_SNAP_PACE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS,
     OPT_DENSITY, OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF
 };
 
@@ -185,6 +190,7 @@ static const struct option long_opts[] = {
     {"snapshot-flush-every", required_argument, NULL, OPT_SNAP_FLUSH},
     {"snapshot-mode", required_argument, NULL, OPT_SNAP_MODE},
     {"snapshot-part", required_argument, NULL, OPT_SNAP_PART},
+    {"snapshot-pace", required_argument, NULL, OPT_SNAP_PACE},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"kill-at", required_argument, NULL, OPT_KILL_AT},
     {"compress", required_argument, NULL, OPT_COMPRESS},
@@ -260,6 +266,7 @@ static int parse_args(int argc, char **argv, args_t *a)
     a->data = DEFAULT_DATA;
     a->steps = 20;
     a->snap.key = "train";
+    a->snap.pace = -1;
     a->kill_rank = a->kill_step = -1;
     a->profile_steps = 3;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
@@ -304,6 +311,15 @@ static int parse_args(int argc, char **argv, args_t *a)
             }
             break;
         case OPT_SNAP_PART: ip = &a->snap.part_bytes; break;
+        case OPT_SNAP_PACE:
+            a->snap.pace = strtod(optarg, &end);
+            if (*optarg == '\0' || *end != '\0' || !(a->snap.pace >= 0) ||
+                a->snap.pace >= 1) {
+                fprintf(stderr, "train: --snapshot-pace wants a share in "
+                        "[0, 1) of the step time, not '%s'\n", optarg);
+                bad = 1;
+            }
+            break;
         case OPT_RESUME: a->resume = 1; break;
         case OPT_KILL_AT:
             if (sscanf(optarg, "%d:%d", &a->kill_rank, &a->kill_step) != 2 ||
@@ -516,6 +532,12 @@ int main(int argc, char **argv)
         goto out_engine;
     }
     getrusage(RUSAGE_SELF, &ru);
+    if (rank == 0 && snap != NULL) {
+        char line[256];
+
+        engine_snap_report(snap, line, sizeof(line));
+        printf("%s\n", line);
+    }
     if (rank == 0)
         printf("summary strategy %s steps %d tokens/s %.0f peak_rss_kb %ld "
                "loss %.9g\n", a.strategy, (int)(target - first),

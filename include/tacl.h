@@ -1162,6 +1162,10 @@ typedef struct {
                                            '-'; at most 64); the same key
                                            after a restart finds it;
                                            required */
+    double max_step_overhead;         /**< share of the caller's step
+                                           time the saves may take in its
+                                           thread (tacl_snapshot_due);
+                                           0: no bound */
 } tacl_snapshot_config_t;
 
 /**
@@ -1209,6 +1213,38 @@ tacl_status_t tacl_snapshot_save(tacl_snapshot_t snap, uint64_t version);
  */
 tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap, uint64_t version,
                                     tacl_request_t *req_p);
+
+/**
+ * Whether a save may start now without holding the caller up
+ * (collective: every rank calls it once a step, in step, and then
+ * tacl_snapshot_save_nb where *due_p is 1).  1 when the previous
+ * non-blocking save's request has completed on every rank, so saves come
+ * no more often than their copies take (the thesis' Equation 6.2,
+ * 1/f >= max(t_ckpt, T_iter)), and, with the configuration's
+ * max_step_overhead, when enough steps passed since the last save that
+ * its cost in the caller's thread (the own copy and its checksums) stays
+ * within that share of the step time measured between calls.  Every
+ * rank gets the same answer (one small all-reduce on the set's
+ * communicator).  A save skipped counts in tacl_snapshot_stats and is
+ * logged (at WARN) the first time for each reason.
+ */
+tacl_status_t tacl_snapshot_due(tacl_snapshot_t snap, int *due_p);
+
+/** How a set's saves went (tacl_snapshot_stats). */
+typedef struct {
+    uint64_t saves;             /**< non-blocking saves started */
+    uint64_t skipped_busy;      /**< due calls answered 0: a save's
+                                     copies still in flight somewhere */
+    uint64_t skipped_overhead;  /**< answered 0 by max_step_overhead */
+    double save_seconds;        /**< the last save_nb's time in the
+                                     caller's thread */
+    double step_seconds;        /**< the last interval between due
+                                     calls */
+} tacl_snapshot_stats_t;
+
+/** This rank's counts for the set (local, no communication). */
+tacl_status_t tacl_snapshot_stats(tacl_snapshot_t snap,
+                                  tacl_snapshot_stats_t *stats_p);
 
 /**
  * The newest version this set saved or restored completely: *found_p 1

@@ -283,6 +283,7 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
                                                 tacl_request_t *req_p)
 {
     int slot = 0;
+    uint64_t t0 = tacl__now_ns();
     tacl_status_t status;
 
     if (req_p == NULL)
@@ -300,6 +301,9 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
         return status;
     snap->inflight = version;
     snap->inflight_on = 1;
+    snap->save_ns = tacl__now_ns() - t0;
+    snap->since_save = 0;
+    snap->stats.saves++;
     atomic_store(&snap->inflight_done, 0);
     atomic_store(&snap->inflight_status, TACL_OK);
     /* From here the callback may run at once, on any thread. */
@@ -309,5 +313,89 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
         atomic_store(&snap->inflight_status, status);
         atomic_store(&snap->inflight_done, 1);
     }
+    return TACL_OK;
+}
+
+/*
+ * Steps a save must be apart for its cost in the caller's thread to stay
+ * within max_overhead of the step time: cost / (bound x step), at least 1.
+ */
+static uint64_t steps_for_overhead(const struct tacl_snapshot *snap)
+{
+    double k;
+
+    if (snap->max_overhead <= 0 || snap->step_ns == 0 || snap->save_ns == 0)
+        return 1;
+    k = (double)snap->save_ns / (snap->max_overhead * (double)snap->step_ns);
+    return k <= 1 ? 1 : (uint64_t)k + (k > (double)(uint64_t)k);
+}
+
+/* Count a skipped save; the first of each reason is logged. */
+static void note_skip(struct tacl_snapshot *snap, int busy, uint64_t need)
+{
+    if (busy) {
+        snap->stats.skipped_busy++;
+        if (!snap->warned_busy++)
+            TACL_WARN(COLL, "snapshot %s: the copies of version %llu are "
+                      "still in flight on a rank: saves now start when the "
+                      "previous one has completed everywhere (no more often "
+                      "than its copies take, Equation 6.2)",
+                      snap->key, (unsigned long long)snap->inflight);
+        return;
+    }
+    snap->stats.skipped_overhead++;
+    if (!snap->warned_overhead++)
+        TACL_WARN(COLL, "snapshot %s: a save costs %.3f s in the caller's "
+                  "thread against a step of %.3f s: saving every %llu steps "
+                  "to stay within the step-overhead bound of %.1f%%",
+                  snap->key, (double)snap->save_ns * 1e-9,
+                  (double)snap->step_ns * 1e-9, (unsigned long long)need,
+                  100 * snap->max_overhead);
+}
+
+/*
+ * The thesis saves no more often than a checkpoint takes (section 6.2,
+ * Equation 6.2: 1/f >= max(t_ckpt, T_iter)), from offline profiles; here
+ * each step asks every rank whether its previous save's request has
+ * completed (MAX of the flags), and how many steps apart its own cost
+ * wants saves (MAX again), so every rank answers the same.
+ */
+TACL_EXPORT tacl_status_t tacl_snapshot_due(tacl_snapshot_t snap, int *due_p)
+{
+    uint64_t now = tacl__now_ns(), want[2];
+    tacl_status_t status;
+
+    if (snap == NULL || due_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot due: the set and due_p are required");
+    *due_p = 0;
+    if (snap->last_due_ns != 0)
+        snap->step_ns = now - snap->last_due_ns;
+    snap->last_due_ns = now;
+    snap->since_save++;
+    want[0] = snap->inflight_on && !atomic_load(&snap->inflight_done);
+    want[1] = steps_for_overhead(snap);
+    status = tacl_allreduce(want, want, 2, TACL_UINT64, TACL_MAX, snap->comm,
+                            NULL);
+    if (status != TACL_OK)
+        return status;
+    if (want[0] || snap->since_save < want[1]) {
+        note_skip(snap, want[0] != 0, want[1]);
+        return TACL_OK;
+    }
+    *due_p = 1;
+    return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_stats(tacl_snapshot_t snap,
+                                              tacl_snapshot_stats_t *stats_p)
+{
+    if (snap == NULL || stats_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot stats: the set and stats_p are "
+                           "required");
+    *stats_p = snap->stats;
+    stats_p->save_seconds = (double)snap->save_ns * 1e-9;
+    stats_p->step_seconds = (double)snap->step_ns * 1e-9;
     return TACL_OK;
 }

@@ -49,6 +49,11 @@ static tacl_status_t config_check(tacl_comm_t comm,
             "snapshot create: replicas must be 0 (default 2) to 8, staging "
             "parts 0 or more, placement, domain and traffic one of "
             "tacl.h's values");
+    if (!(c->max_step_overhead >= 0 && c->max_step_overhead < 1))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot create: max_step_overhead %g is not a "
+                           "share in [0, 1) (0: no bound)",
+                           c->max_step_overhead);
     return TACL_OK;
 }
 
@@ -182,6 +187,7 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
                            "snapshot create: out of memory");
     snap->m = config->replicas > 0 ? config->replicas : 2;
     snap->domain = config->domain;
+    snap->max_overhead = config->max_step_overhead;
     strcpy(snap->key, config->job_key);
     staging = config->staging_bytes > 0 ? config->staging_bytes : 64 << 20;
     parts = config->staging_parts > 0 ? (size_t)config->staging_parts : 4;

@@ -45,6 +45,12 @@ struct tacl_snapshot {
     atomic_int inflight_status; /* TACL_OK, or why it failed */
     tacl__snap_slot_t *incoming;
     int *in_slot;
+    /* Pacing (tacl_snapshot_due): the bound, the last due call, the
+     * steps since the last save, what it cost, and the counts. */
+    double max_overhead;
+    uint64_t last_due_ns, step_ns, save_ns, since_save;
+    tacl_snapshot_stats_t stats;
+    int warned_busy, warned_overhead;
 };
 
 /* Tags of the set's messages, on its own communicator. */

@@ -18,7 +18,10 @@
 #
 # Usage: perf/snapshot_overhead.sh BUILD_DIR [OUT_DIR]
 # Environment: LAYOUTS ("2x2 4x2"), STRATEGIES ("ZeRO-3 MiCS"), MODES
-# ("background foreground blocking"), REPEAT (3), STEPS (6), INTER_RATE.
+# ("background foreground blocking paced"), REPEAT (3), STEPS (6),
+# INTER_RATE.  paced: background copies, a save skipped while the last
+# one's still travel (--snapshot-pace 0, tacl_snapshot_due); the table
+# then gives the saves made.
 # Needs root and namespaces (tacl-cluster --check); exit 77 without.
 
 set -u
@@ -29,7 +32,7 @@ CLUSTER=$HERE/../tools/tacl-cluster
 TRAIN=$build/engine/train
 LAYOUTS=${LAYOUTS:-2x2 4x2}
 STRATEGIES=${STRATEGIES:-ZeRO-3 MiCS}
-MODES=${MODES:-background foreground blocking}
+MODES=${MODES:-background foreground blocking paced}
 REPEAT=${REPEAT:-3}
 STEPS=${STEPS:-6}
 INTER_RATE=${INTER_RATE:-1gbit}
@@ -58,8 +61,13 @@ for layout in $LAYOUTS; do
             for st in '"$STRATEGIES"'; do
                 for mode in none '"$MODES"'; do
                     flags="--strategy $st"
-                    [ "$mode" = none ] || flags="$flags --snapshot-every 1 \
+                    case $mode in
+                    none) ;;
+                    paced) flags="$flags --snapshot-every 1 \
+                        --snapshot-pace 0 --snapshot-key $key-$st-$mode" ;;
+                    *) flags="$flags --snapshot-every 1 \
                         --snapshot-mode $mode --snapshot-key $key-$st-$mode"
+                    esac
                     "$@" $flags > "$dir/$st.$mode.$TACL_RANK" 2>&1 || exit 1
                 done
             done' sh "$dir" "sov$$-$rep" "$TRAIN" $MODEL --steps "$STEPS" \
@@ -78,13 +86,13 @@ done
 import statistics, sys
 out, layouts, strategies, modes = sys.argv[1], *[a.split() for a in sys.argv[2:]]
 print("| layout | strategy | snapshots | tokens/s (median) | launches | "
-      "step time / none |")
-print("|---|---|---|---|---|---|")
+      "step time / none | saves made (median) |")
+print("|---|---|---|---|---|---|---|")
 for lay in layouts:
     for st in strategies:
         base = None
         for mode in modes:
-            rates = []
+            rates, saves = [], []
             for rep in range(1, 100):
                 try:
                     text = open(f"{out}/{lay}.{rep}.{st}.{mode}.log").read()
@@ -94,14 +102,17 @@ for lay in layouts:
                     f = line.split()
                     if f and f[0] == "summary":
                         rates.append(float(f[f.index("tokens/s") + 1]))
+                    if f and f[0] == "snapshots":
+                        saves.append(int(f[2]))
             if not rates:
-                print(f"| {lay} | {st} | {mode} | - | 0 | - |")
+                print(f"| {lay} | {st} | {mode} | - | 0 | - | - |")
                 continue
             med = statistics.median(rates)
             if mode == "none":
                 base = med
             ratio = f"{base / med:.3f}" if base else "-"
+            made = f"{statistics.median(saves):g}" if saves else "-"
             print(f"| {lay} | {st} | {mode} | {med:.1f} | {len(rates)} | "
-                  f"{ratio} |")
+                  f"{ratio} | {made} |")
 EOF
     tee "$out/snapshot_overhead.md"

@@ -8,7 +8,8 @@
  *
  * Two ranks: rank 0 has a receive from rank 1 in flight (the caller's
  * operation) when both save; rank 1 sends the matching message after
- * looking at its save.
+ * looking at its save.  Meanwhile tacl_snapshot_due says no save is due
+ * (the pacing of Equation 6.2).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,25 @@ static int done_within(coll_ctx_t *ctx, tacl_request_t req, double s)
     return done;
 }
 
+/*
+ * With rank 0's copy held, neither rank's request has completed: the
+ * next step's save is not due on any rank (Equation 6.2), and says so.
+ */
+static int due_while_held(coll_ctx_t *ctx, tacl_snapshot_t snap)
+{
+    tacl_snapshot_stats_t st;
+    int due = 1;
+
+    COLL_CHECK_OK(ctx, tacl_snapshot_due(snap, &due));
+    COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
+    COLL_CHECK(ctx, !due && st.skipped_busy == 1 && st.saves == 1,
+               "rank %d: due %d with the copies in flight (saves %llu, "
+               "skipped %llu)",
+               ctx->rank, due, (unsigned long long)st.saves,
+               (unsigned long long)st.skipped_busy);
+    return 0;
+}
+
 static int body(coll_ctx_t *ctx)
 {
     const bg_case_t *c = ctx->arg;
@@ -114,6 +134,9 @@ static int body(coll_ctx_t *ctx)
             COLL_CHECK(ctx, done,
                        "a foreground save waited for the receive in "
                        "flight");
+        if (c->traffic == TACL_SNAPSHOT_TRAFFIC_BACKGROUND &&
+            due_while_held(ctx, snap) != 0)
+            return 1;
     }
     /* Rank 1 answers once rank 0 has looked (the harness's shared
      * scratch), else its answer could end rank 0's receive first. */
@@ -138,6 +161,15 @@ static int body(coll_ctx_t *ctx)
     COLL_CHECK(ctx, done_within(ctx, save, 20.0),
                "the save did not end once the receive had");
     COLL_CHECK_OK(ctx, tacl_request_free(save));
+    if (c->traffic == TACL_SNAPSHOT_TRAFFIC_BACKGROUND &&
+        !c->answer_after_save) {
+        int due = 0;
+
+        /* Every request has completed now: the next save is due. */
+        COLL_CHECK_OK(ctx, tacl_snapshot_due(snap, &due));
+        COLL_CHECK(ctx, due, "rank %d: no save due once the copies ended",
+                   ctx->rank);
+    }
     /* The next save agrees the first one; both copies hold version 1. */
     COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, 2));
     COLL_CHECK_OK(ctx, tacl_snapshot_latest(snap, &found, &latest));
@@ -183,4 +215,70 @@ Test(snap_background, a_held_copy_starts_after_the_bound, .timeout = 90)
                    .answer_after_save = 1};
 
     run_bg(&c, "bound", "100");
+}
+
+/*
+ * A save's cost in the caller's thread against max_step_overhead: with a
+ * bound of 0.01% and steps of 20 ms, one save of 1 MiB (its copy and
+ * checksums) is worth more than a step's share, so the next step's save
+ * is not due although the copies have all ended.  A bound outside
+ * [0, 1) is refused by name.
+ */
+static int body_overhead(coll_ctx_t *ctx)
+{
+    const bg_case_t *c = ctx->arg;
+    uint8_t *state = malloc(STATE_BYTES);
+    tacl_snapshot_config_t cfg = {.domain = TACL_SNAPSHOT_DOMAIN_RANK,
+                                  .max_step_overhead = 1.5,
+                                  .job_key = c->key};
+    tacl_snapshot_stats_t st;
+    tacl_snapshot_t snap;
+    tacl_request_t save;
+    int due = 0;
+
+    COLL_CHECK(ctx, state != NULL, "no memory");
+    memset(state, ctx->rank + 1, STATE_BYTES);
+    COLL_CHECK(ctx,
+               tacl_snapshot_create(ctx->comm, &cfg, &snap) ==
+                       TACL_ERR_INVALID_ARG &&
+                   strstr(tacl_last_error(), "max_step_overhead") != NULL,
+               "a bound of 1.5 is refused by name: %s", tacl_last_error());
+    COLL_CHECK(ctx, tacl_snapshot_due(NULL, &due) == TACL_ERR_INVALID_ARG,
+               "due on no set is refused");
+    cfg.max_step_overhead = 0.0001;
+    COLL_CHECK_OK(ctx, tacl_snapshot_create(ctx->comm, &cfg, &snap));
+    COLL_CHECK_OK(ctx, tacl_snapshot_register(snap, "state", state,
+                                              STATE_BYTES));
+    COLL_CHECK_OK(ctx, tacl_snapshot_due(snap, &due));
+    COLL_CHECK(ctx, due, "the first save is not due");
+    COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, 1, &save));
+    COLL_CHECK_OK(ctx, tacl_request_wait(save));
+    COLL_CHECK_OK(ctx, tacl_request_free(save));
+    COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+    coll_sleep_ms(20);
+    COLL_CHECK_OK(ctx, tacl_snapshot_due(snap, &due));
+    COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
+    COLL_CHECK(ctx,
+               !due && st.skipped_overhead == 1 && st.skipped_busy == 0 &&
+                   st.save_seconds > 0 && st.step_seconds >= 0.015,
+               "rank %d: due %d, skipped %llu for overhead, %llu in flight, "
+               "save %g s, step %g s",
+               ctx->rank, due, (unsigned long long)st.skipped_overhead,
+               (unsigned long long)st.skipped_busy, st.save_seconds,
+               st.step_seconds);
+    COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
+    free(state);
+    return 0;
+}
+
+Test(snap_background, saves_are_spaced_by_their_cost, .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND};
+    coll_opts_t opts = {.nranks = 2, .deadline_s = 60, .arg = &c};
+
+    snprintf(c.key, sizeof(c.key), "t%d-ovh", (int)getpid());
+    coll_run_opts_expect_pass(&opts, body_overhead);
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 2; s++)
+            tacl__snap_store_unlink(c.key, h, s);
 }

@@ -8,6 +8,8 @@
 #   2. the same with the node-local stores gone (as when every node is
 #      lost): --resume reads the files of --snapshot-file, with the same
 #      bit-for-bit losses;
+#   1c. the same with paced saves (--snapshot-pace: skipped, not waited
+#      for, while the previous save's copies travel);
 #   3. --resume with nothing saved says so and trains from step 0, with
 #      the uninterrupted run's losses;
 #   4. bad input.
@@ -69,6 +71,19 @@ restored() {
     awk '$1 == "resume:" && $2 == "restored" { print $4 }' "$1"
 }
 
+# resumed_same NAME LOG: LOG restored a step, and its losses from there
+# are the uninterrupted run's.
+resumed_same() {
+    local step
+    step=$(restored "$2")
+    if [ -n "$step" ]; then
+        same_losses "$1: restored" "$step" "$2"
+    else
+        checks=$((checks + 1))
+        fail "$1: the resume restored nothing"
+    fi
+}
+
 run4 "$TMP/full.log" --snapshot-key "$KEY-full"
 expect_rc "uninterrupted run" 0 $?
 
@@ -98,15 +113,37 @@ for mode in foreground blocking; do
     run4 "$TMP/resume-$mode.log" --snapshot-key "$KEY-$mode" --resume \
         --snapshot-mode $mode
     expect_rc "--snapshot-mode $mode: resumed run" 0 $?
-    step=$(restored "$TMP/resume-$mode.log")
-    if [ -n "$step" ]; then
-        same_losses "--snapshot-mode $mode: restored" "$step" \
-            "$TMP/resume-$mode.log"
-    else
-        checks=$((checks + 1))
-        fail "--snapshot-mode $mode: the resume restored nothing"
-    fi
+    resumed_same "--snapshot-mode $mode" "$TMP/resume-$mode.log"
 done
+# 1c. Paced saves (--snapshot-pace, tacl_snapshot_due): a due save is
+# skipped while the previous one's copies travel.  Every due step is a
+# save or a skip, saved at least once; a resume from what was saved has
+# the same losses.
+run4 "$TMP/paced.log" --snapshot-key "$KEY-paced" --snapshot-pace 0
+expect_rc "--snapshot-pace 0: uninterrupted run" 0 $?
+checks=$((checks + 1))
+out=$(awk -v due=$((STEPS / 2)) '$1 == "snapshots" {
+        n++; s = $3; b = $5; o = $7 }
+    END {
+        if (n != 1) print "no snapshots line"
+        else if (s < 1 || s + b + o != due)
+            print "saved " s ", skipped " b " + " o ", want " due " in all"
+    }' "$TMP/paced.log")
+if [ -z "$out" ]; then
+    ok "--snapshot-pace 0: $(grep '^snapshots' "$TMP/paced.log")"
+else
+    fail "--snapshot-pace 0: $out"
+fi
+run4 "$TMP/kill-paced.log" --snapshot-key "$KEY-paced" --kill-at 1:7 \
+    --snapshot-pace 0
+expect_rc "--snapshot-pace 0: rank 1 killed after step 7" 137 $?
+run4 "$TMP/resume-paced.log" --snapshot-key "$KEY-paced" --resume \
+    --snapshot-pace 0
+expect_rc "--snapshot-pace 0: resumed run" 0 $?
+resumed_same "--snapshot-pace 0" "$TMP/resume-paced.log"
+"$TRAIN" --snapshot-pace 1.5 > "$TMP/bad.log" 2>&1
+expect_rc "--snapshot-pace 1.5" 2 $?
+expect_match "--snapshot-pace 1.5 is named" -F "'1.5'" "$TMP/bad.log"
 "$TRAIN" --snapshot-mode sideways > "$TMP/bad.log" 2>&1
 expect_rc "an unknown --snapshot-mode" 2 $?
 expect_match "an unknown --snapshot-mode is named" -F "sideways" \
