@@ -770,6 +770,7 @@ def test_sparse_allreduce():
                   same(t._values(), u._values()),
                   f"{t._nnz()} rows against {u._nnz()}")
     os.environ.pop("TACL_TORCH_SPARSE")
+    test_sparse_allreduce_async(cases)
     t = sparse_input(9, (10, 4), 1, 3)
     try:
         dist.all_reduce(t, op=R.MAX)
@@ -777,6 +778,51 @@ def test_sparse_allreduce():
     except Exception as err:  # noqa: BLE001
         check("sparse all_reduce MAX refused with its reason",
               "only SUM" in str(err), str(err))
+
+
+def test_sparse_allreduce_async(cases):
+    """async_op=True (DDP's buckets): the call returns before the sum is
+    done, several are in flight at once, and each work's tensor equals
+    gloo's sum once it completes."""
+    store = dist.distributed_c10d._get_default_store()
+    # Every rank's first one splits the worker's communicator; after it,
+    # rank 0's call must return while rank 1 has not even issued its own
+    # (a blocking one would wait for rank 1, which waits for the key).
+    warm = sparse_input(20, (100, 2), 1, 4)
+    dist.all_reduce(warm, async_op=True).wait()
+    t = sparse_input(21, (1000, 8), 1, 50)
+    u = t.clone()
+    if RANK == 0:
+        work = dist.all_reduce(t, async_op=True)
+        store.set("sparse-async-issued", "1")
+    else:
+        try:
+            store.wait(["sparse-async-issued"], timedelta(seconds=60))
+            returned = True
+        except Exception:  # noqa: BLE001
+            returned = False
+        check("async sparse all_reduce returns before the peers issue",
+              returned, "rank 0 did not return within 60 s")
+        work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    dist.all_reduce(u, group=GLOO)
+    check("async sparse all_reduce equals gloo's after wait",
+          t.is_coalesced() and same(t._indices(), u.coalesce()._indices())
+          and same(t._values(), u.coalesce()._values()))
+    # Several in flight, finished through their futures.
+    ins = [sparse_input(30 + k, shape, sd, nnz)
+           for k, (shape, sd, nnz) in enumerate(cases)]
+    refs = [x.clone() for x in ins]
+    works = [dist.all_reduce(x, async_op=True) for x in ins]
+    for w in works:
+        w.get_future().wait()
+    for k, (x, r) in enumerate(zip(ins, refs)):
+        dist.all_reduce(r, group=GLOO)
+        r = r.coalesce()
+        check(f"async sparse all_reduce {k} of {len(ins)} in flight "
+              f"equals gloo's", x.is_coalesced() and
+              same(x._indices(), r._indices()) and
+              same(x._values(), r._values()))
 
 
 def sparse_ddp_grads(group, find_unused):

@@ -26,6 +26,7 @@ import faulthandler
 import math
 import sys
 import traceback
+from datetime import timedelta
 
 try:
     import torch
@@ -91,6 +92,63 @@ def test_fp16():
     check(torch.equal(b, fp16_sum([p.to(torch.bfloat16).float()
                                    for p in xs]).to(torch.bfloat16)),
           "fp16 on bfloat16 input: not the staged sum")
+
+
+def test_async():
+    """async_op=True returns before the peers even issue theirs (rank 1
+    waits for rank 0's key first), several run at once, and each ends
+    with the blocking call's result, averaged where asked."""
+    rank = dist.get_rank()
+    store = dist.distributed_c10d._get_default_store()
+    # The first _nb call on the group splits the worker's communicator,
+    # which waits for every rank.
+    tacl_torch.compressed_all_reduce(torch.ones(8), codec="fp16",
+                                     scheme="sum", async_op=True).wait()
+    x = data(3000, 40 + rank)
+    y = x.clone()
+    if rank == 0:
+        work = tacl_torch.compressed_all_reduce(y, codec="fp16",
+                                                scheme="sum", async_op=True)
+        store.set("comp-async-issued", "1")
+    else:
+        try:
+            store.wait(["comp-async-issued"], timedelta(seconds=60))
+            returned = True
+        except Exception:  # noqa: BLE001
+            returned = False
+        check(returned, "async compressed all_reduce: rank 0 did not "
+              "return before rank 1 issued")
+        work = tacl_torch.compressed_all_reduce(y, codec="fp16",
+                                                scheme="sum", async_op=True)
+    check(work.wait() and work.is_completed() and work.is_success(),
+          "async compressed all_reduce: not complete after wait")
+    xs = gather(x)
+    check(torch.equal(y, fp16_sum(xs)), "async fp16 sum: not the float16 "
+          "sum")
+    # In flight together, one averaged, one staged from bfloat16, one
+    # reduce-scatter; each finished (averaged, written back) by its wait.
+    a, b = x.clone(), x.to(torch.bfloat16)
+    world = dist.get_world_size()
+    xr = data(1500 * world, 60 + rank)
+    out = torch.empty(1500)
+    works = [tacl_torch.compressed_all_reduce(a, codec="fp16", scheme="sum",
+                                              op=dist.ReduceOp.AVG,
+                                              async_op=True),
+             tacl_torch.compressed_all_reduce(b, codec="fp16", scheme="sum",
+                                              async_op=True),
+             tacl_torch.compressed_reduce_scatter(out, xr, codec="fp16",
+                                                  scheme="sum",
+                                                  async_op=True)]
+    vals = [w.get_future().wait() for w in works]
+    works[0].wait()
+    check(torch.equal(a, fp16_sum(xs) / dist.get_world_size()) and
+          vals[0][0] is a, "async AVG: not the float16 sum over the size")
+    check(torch.equal(b, fp16_sum([p.to(torch.bfloat16).float()
+                                   for p in xs]).to(torch.bfloat16)),
+          "async on bfloat16: not the staged sum written back")
+    check(torch.equal(out, fp16_sum(gather(xr))[rank * 1500:
+                                                (rank + 1) * 1500]),
+          "async reduce-scatter: not this rank's block of the sum")
 
 
 def check_topk_step(x, err_before, err_after, k, what):
@@ -192,11 +250,18 @@ def test_ddp_topk_hook():
     def hook(st, bucket):
         inp = bucket.buffer().clone()
         before = st.residual(bucket.index(), inp.numel()).clone()
+        i = bucket.index()
         fut = tacl_torch.compression_hook(st, bucket)
-        seen.append((bucket.index(), inp, before,
-                     st.residuals[bucket.index()].clone(),
-                     bucket.buffer().clone()))
-        return fut
+
+        def record(f):
+            # The hook returns before the call ends: read the residual
+            # and the result when its future completes.
+            out = f.value()
+            seen.append((i, inp, before, st.residuals[i].clone(),
+                         out.clone()))
+            return out
+
+        return fut.then(record)
 
     model = ddp(make_model(), state, hook)
     for step in range(2):
@@ -393,7 +458,7 @@ def test_bad_inputs():
           "next call's result is wrong")
 
 
-TESTS = [test_fp16, test_topk_error_feedback, test_ddp_fp16_hook,
+TESTS = [test_fp16, test_async, test_topk_error_feedback, test_ddp_fp16_hook,
          test_ddp_topk_hook, test_reduce_scatter, test_bad_inputs,
          test_ddp_training, test_fsdp2, test_torch_powersgd]
 

@@ -161,6 +161,64 @@ static Place place_of(const at::Tensor &t)
     return p;
 }
 
+/*
+ * One sparse all-reduce of a COO tensor t: its rows flattened (the
+ * sparse dimensions make one index, the dense ones the row) as the
+ * library reads them, and the result written back into t in gloo's
+ * form.  Held by the work until it completes, since the _nb form reads
+ * the struct and the rows and writes the result until then.
+ */
+struct SparseCall {
+    at::Tensor t, c, lin, vals;
+    int64_t sd = 0;
+    tacl_sparse_t in{};
+    tacl_sparse_result_t res{};
+
+    explicit SparseCall(const at::Tensor &t_) : t(t_), c(t_.coalesce())
+    {
+        int64_t nrows = 1, row_len = 1;
+        sd = c.sparse_dim();
+        for (int64_t d = 0; d < c.dim(); d++)
+            (d < sd ? nrows : row_len) *= c.size(d);
+        at::Tensor idx = c._indices();
+        at::Tensor l = idx[0].clone();
+        for (int64_t d = 1; d < sd; d++)
+            l = l * c.size(d) + idx[d];
+        lin = l.contiguous();
+        vals = c._values().contiguous();
+        in.nrows = static_cast<size_t>(nrows);
+        in.row_len = static_cast<size_t>(row_len);
+        in.index_type = TACL_INT64;
+        in.nnz = static_cast<size_t>(c._nnz());
+        in.indices = lin.data_ptr();
+        in.values = vals.data_ptr();
+    }
+    SparseCall(const SparseCall &) = delete;
+    SparseCall &operator=(const SparseCall &) = delete;
+    ~SparseCall() { tacl_sparse_result_free(&res); }
+
+    /* The summed rows replace t's, coalesced. */
+    void write_back()
+    {
+        int64_t nnz = static_cast<int64_t>(res.nnz);
+        std::vector<int64_t> vshape{nnz};
+        for (int64_t d = sd; d < c.dim(); d++)
+            vshape.push_back(c.size(d));
+        at::Tensor out_lin =
+            at::from_blob(res.indices, {nnz}, at::kLong).clone();
+        at::Tensor out_vals =
+            at::from_blob(res.values, vshape, vals.options()).clone();
+        tacl_sparse_result_free(&res);
+        at::Tensor out_idx = at::empty({sd, nnz}, at::kLong);
+        for (int64_t d = sd - 1; d >= 0; d--) {
+            out_idx[d].copy_(out_lin.remainder(c.size(d)));
+            out_lin = out_lin.div(c.size(d), "floor");
+        }
+        t.copy_(at::_sparse_coo_tensor_unsafe(out_idx, out_vals, c.sizes())
+                    ._coalesced_(true));
+    }
+};
+
 /* ---- works and the completion thread ---- */
 
 class TaclWork;
@@ -1032,7 +1090,11 @@ class TaclBackend : public c10d::Backend {
      * coalesced rows replaces the tensor's rows (coalesced).  Its sparse
      * dimensions flatten to one row index, its dense ones make the row;
      * tacl_sparse_allreduce (TACL_TORCH_SPARSE names a scheme, default
-     * auto) runs to its end in this thread.
+     * auto) runs it.  Asynchronous (DDP's gradient buckets are): the _nb
+     * form in the communicator's worker, and the result replaces the
+     * rows when it completes (the work's epilogue), so backward goes on
+     * meanwhile; the first such call splits the worker's communicator
+     * and waits for every rank.  Otherwise the blocking form runs here.
      */
     c10::intrusive_ptr<c10d::Work> allreduce_sparse(
         at::Tensor &t, const c10d::AllreduceOptions &opts)
@@ -1042,57 +1104,41 @@ class TaclBackend : public c10d::Backend {
                         "rank does not have count as zeros)");
         if (t.is_complex())
             unsupported("allreduce of a sparse complex tensor");
+        if (coalescing.on)
+            unsupported("allreduce of a sparse tensor inside a coalesced "
+                        "group (it is several collectives in a row)");
         std::vector<at::Tensor> tensors{t};
         auto w = work(OpType::ALLREDUCE, "tacl:all_reduce", tensors,
                       opts.asyncOp);
-        at::Tensor c = t.coalesce();
-        int64_t sd = c.sparse_dim(), nrows = 1, row_len = 1;
-        for (int64_t d = 0; d < c.dim(); d++)
-            (d < sd ? nrows : row_len) *= c.size(d);
-        at::Tensor idx = c._indices();
-        at::Tensor lin = idx[0].clone();
-        for (int64_t d = 1; d < sd; d++)
-            lin = lin * c.size(d) + idx[d];
-        lin = lin.contiguous();
-        at::Tensor vals = c._values().contiguous();
-        tacl_sparse_t in{};
-        in.nrows = static_cast<size_t>(nrows);
-        in.row_len = static_cast<size_t>(row_len);
-        in.index_type = TACL_INT64;
-        in.nnz = static_cast<size_t>(c._nnz());
-        in.indices = lin.data_ptr();
-        in.values = vals.data_ptr();
-        tacl_sparse_result_t res{};
+        auto call = std::make_shared<SparseCall>(t);
+        tacl_dtype_t dtype = dtype_of(call->vals.scalar_type(), "allreduce");
         tacl_status_t s;
+        if (!w->async()) {
+            {
+                NoGil nogil;
+                s = tacl_sparse_allreduce(&call->in, dtype, TACL_SUM,
+                                          nullptr, &call->res,
+                                          sparse_scheme(), comm());
+            }
+            if (s != TACL_OK)
+                fail("tacl_sparse_allreduce", comm(), s);
+            call->write_back();
+            w->ended(TACL_OK, "tacl_sparse_allreduce");
+            return w;
+        }
+        /* The epilogue holds the call (its struct, rows and result) until
+         * the work is done; a failed work frees it with the last hold. */
+        w->then([call]() { call->write_back(); });
+        tacl_request_t req = nullptr;
         {
             NoGil nogil;
-            s = tacl_sparse_allreduce(&in,
-                                      dtype_of(vals.scalar_type(),
-                                               "allreduce"),
-                                      TACL_SUM, nullptr, &res,
-                                      sparse_scheme(), comm());
+            s = tacl_sparse_allreduce_nb(&call->in, dtype, TACL_SUM, nullptr,
+                                         &call->res, sparse_scheme(), comm(),
+                                         &req);
         }
         if (s != TACL_OK)
-            fail("tacl_sparse_allreduce", comm(), s);
-        int64_t nnz = static_cast<int64_t>(res.nnz);
-        std::vector<int64_t> vshape{nnz};
-        for (int64_t d = sd; d < c.dim(); d++)
-            vshape.push_back(c.size(d));
-        at::Tensor out_lin =
-            at::from_blob(res.indices, {nnz}, at::kLong).clone();
-        at::Tensor out_vals =
-            at::from_blob(res.values, vshape, vals.options()).clone();
-        tacl_sparse_result_free(&res);
-        at::Tensor out_idx = at::empty({sd, nnz}, at::kLong);
-        for (int64_t d = sd - 1; d >= 0; d--) {
-            out_idx[d].copy_(out_lin.remainder(c.size(d)));
-            out_lin = out_lin.div(c.size(d), "floor");
-        }
-        at::Tensor out = at::_sparse_coo_tensor_unsafe(out_idx, out_vals,
-                                                       c.sizes())
-                             ._coalesced_(true);
-        t.copy_(out);
-        w->ended(TACL_OK, "tacl_sparse_allreduce");
+            fail("tacl_sparse_allreduce_nb", comm(), s);
+        w->start(req, "tacl_sparse_allreduce_nb");
         return w;
     }
 
@@ -1554,6 +1600,38 @@ class TaclBackend : public c10d::Backend {
                                               tacl_message(comm(), s));
     }
 
+    /*
+     * tacl_torch's compressed calls (compress.cpp): blocking, or with
+     * async the _nb form in the communicator's worker and a work holding
+     * the buffers until it completes, so a DDP hook returns at once.
+     */
+    c10::intrusive_ptr<c10d::Work> compressed_all_reduce(
+        at::Tensor &tensor, const tacl_torch::CodecArgs &c,
+        const std::optional<at::Tensor> &err, const std::string &scheme,
+        const std::string &hops, bool async)
+    {
+        auto w = work(OpType::ALLREDUCE, "tacl:compressed_all_reduce",
+                      {tensor}, async);
+        tacl_request_t req = nullptr;
+        tacl_torch::comp_all_reduce(comm(), tensor, c, err, scheme, hops,
+                                    async ? &req : nullptr);
+        return compressed_started(w, err, req, "tacl_comp_allreduce_hops");
+    }
+
+    c10::intrusive_ptr<c10d::Work> compressed_reduce_scatter(
+        at::Tensor &output, const at::Tensor &input,
+        const tacl_torch::CodecArgs &c, const std::optional<at::Tensor> &err,
+        const std::string &scheme, bool async)
+    {
+        auto w = work(OpType::REDUCE_SCATTER, "tacl:compressed_reduce_scatter",
+                      {output}, async);
+        w->keep(input);
+        tacl_request_t req = nullptr;
+        tacl_torch::comp_reduce_scatter(comm(), output, input, c, err, scheme,
+                                        async ? &req : nullptr);
+        return compressed_started(w, err, req, "tacl_comp_reduce_scatter");
+    }
+
     /* ---- what only tacl offers ---- */
 
     c10::intrusive_ptr<c10d::Work> allgather_quantized(at::Tensor &output,
@@ -1670,6 +1748,23 @@ class TaclBackend : public c10d::Backend {
         return c10::make_intrusive<TaclWork>(comm_, getRank(), type, title,
                                              std::move(outputs), async,
                                              place_of(ref));
+    }
+
+    /* A compressed call's work: ended (blocking, req null), or waiting
+     * for req with the residual held too. */
+    c10::intrusive_ptr<c10d::Work> compressed_started(
+        const c10::intrusive_ptr<TaclWork> &w,
+        const std::optional<at::Tensor> &err, tacl_request_t req,
+        const char *what)
+    {
+        if (!w->async()) {
+            w->ended(TACL_OK, what);
+            return w;
+        }
+        if (err.has_value() && err->defined())
+            w->keep(*err);
+        w->start(req, what);
+        return w;
     }
 
     View input_view(TaclWork &w, const at::Tensor &t)
@@ -2219,32 +2314,35 @@ PYBIND11_MODULE(_C, m)
             [](TaclBackend &b, at::Tensor tensor, const std::string &codec,
                double density, int bits, int64_t block, uint64_t seed,
                std::optional<at::Tensor> err, const std::string &scheme,
-               const std::string &hops) {
-                tacl_torch::comp_all_reduce(
-                    b.comm(), tensor, {codec, density, bits, block, seed},
-                    err, scheme, hops);
+               const std::string &hops, bool async) {
+                return b.compressed_all_reduce(
+                    tensor, {codec, density, bits, block, seed}, err, scheme,
+                    hops, async);
             },
             py::arg("tensor"), py::arg("codec"), py::arg("density"),
             py::arg("bits"), py::arg("block"), py::arg("seed"),
             py::arg("error_feedback"), py::arg("scheme"), py::arg("hops"),
+            py::arg("async_op") = false,
             py::call_guard<py::gil_scoped_release>(),
-            "tacl_comp_allreduce_hops in place on a float32 CPU tensor "
-            "(blocking).")
+            "tacl_comp_allreduce_hops in place on a float32 CPU tensor: "
+            "its work (async_op: the _nb form, pending).")
         .def(
             "_compressed_reduce_scatter",
             [](TaclBackend &b, at::Tensor output, at::Tensor input,
                const std::string &codec, double density, int bits,
                int64_t block, uint64_t seed, std::optional<at::Tensor> err,
-               const std::string &scheme) {
-                tacl_torch::comp_reduce_scatter(
-                    b.comm(), output, input,
-                    {codec, density, bits, block, seed}, err, scheme);
+               const std::string &scheme, bool async) {
+                return b.compressed_reduce_scatter(
+                    output, input, {codec, density, bits, block, seed}, err,
+                    scheme, async);
             },
             py::arg("output"), py::arg("input"), py::arg("codec"),
             py::arg("density"), py::arg("bits"), py::arg("block"),
             py::arg("seed"), py::arg("error_feedback"), py::arg("scheme"),
+            py::arg("async_op") = false,
             py::call_guard<py::gil_scoped_release>(),
-            "tacl_comp_reduce_scatter of float32 CPU tensors (blocking).")
+            "tacl_comp_reduce_scatter of float32 CPU tensors: its work "
+            "(async_op: the _nb form, pending).")
         .def(
             "_compressed_scheme",
             [](TaclBackend &b, const std::string &codec, double density,

@@ -134,7 +134,8 @@ static float *residual_of(const std::optional<at::Tensor> &err, int64_t n)
 
 void comp_all_reduce(tacl_comm_t comm, at::Tensor &tensor, const CodecArgs &c,
                      const std::optional<at::Tensor> &err,
-                     const std::string &scheme, const std::string &hops)
+                     const std::string &scheme, const std::string &hops,
+                     tacl_request_t *req)
 {
     check_buffer(tensor, "tensor");
     float *e = residual_of(err, tensor.numel());
@@ -145,11 +146,15 @@ void comp_all_reduce(tacl_comm_t comm, at::Tensor &tensor, const CodecArgs &c,
     size_t n = static_cast<size_t>(tensor.numel());
     tacl_comp_scheme_t s = scheme_of(comm, codec, &p, n, false, scheme);
     float *buf = tensor.data_ptr<float>();
-    tacl_status_t st = tacl_comp_allreduce_hops(buf, buf, n, codec, &p, e, s,
-                                                hops == "all"
-                                                    ? TACL_COMP_HOPS_ALL
-                                                    : TACL_COMP_HOPS_INTER,
-                                                comm);
+    tacl_comp_hops_t h =
+        hops == "all" ? TACL_COMP_HOPS_ALL : TACL_COMP_HOPS_INTER;
+    /* The _nb form copies p now; the buffers stay with the caller's
+     * work until the request completes. */
+    tacl_status_t st =
+        req == nullptr
+            ? tacl_comp_allreduce_hops(buf, buf, n, codec, &p, e, s, h, comm)
+            : tacl_comp_allreduce_hops_nb(buf, buf, n, codec, &p, e, s, h,
+                                          comm, req);
     if (st != TACL_OK)
         comp_fail("compressed_all_reduce", comm, st);
 }
@@ -157,7 +162,7 @@ void comp_all_reduce(tacl_comm_t comm, at::Tensor &tensor, const CodecArgs &c,
 void comp_reduce_scatter(tacl_comm_t comm, at::Tensor &output,
                          const at::Tensor &input, const CodecArgs &c,
                          const std::optional<at::Tensor> &err,
-                         const std::string &scheme)
+                         const std::string &scheme, tacl_request_t *req)
 {
     check_buffer(output, "output");
     check_buffer(input, "input");
@@ -178,9 +183,13 @@ void comp_reduce_scatter(tacl_comm_t comm, at::Tensor &output,
     const tacl_codec_t *codec = codec_of(c, &p);
     size_t n = static_cast<size_t>(output.numel());
     tacl_comp_scheme_t s = scheme_of(comm, codec, &p, n, true, scheme);
-    st = tacl_comp_reduce_scatter(input.data_ptr<float>(),
-                                  output.data_ptr<float>(), n, codec, &p, e,
-                                  s, comm);
+    st = req == nullptr
+             ? tacl_comp_reduce_scatter(input.data_ptr<float>(),
+                                        output.data_ptr<float>(), n, codec,
+                                        &p, e, s, comm)
+             : tacl_comp_reduce_scatter_nb(input.data_ptr<float>(),
+                                           output.data_ptr<float>(), n,
+                                           codec, &p, e, s, comm, req);
     if (st != TACL_OK)
         comp_fail("compressed_reduce_scatter", comm, st);
 }

@@ -50,16 +50,19 @@ std::string comp_scheme(tacl_comm_t comm, const CodecArgs &c, size_t count,
 
 /* tensor (float32, CPU, contiguous) becomes the sum over ranks of the
  * decoded inputs; err is the caller's residual or none; hops "all" or
- * "inter".  Blocking, without the GIL. */
+ * "inter".  Without the GIL; blocking where req is null, else the _nb
+ * form's request in *req (tensor and err held by the caller until it
+ * completes). */
 void comp_all_reduce(tacl_comm_t comm, at::Tensor &tensor, const CodecArgs &c,
                      const std::optional<at::Tensor> &err,
-                     const std::string &scheme, const std::string &hops);
+                     const std::string &scheme, const std::string &hops,
+                     tacl_request_t *req);
 
 /* output (n values) gets block rank of the sum over ranks of input
- * (size x n values), each travelling encoded. */
+ * (size x n values), each travelling encoded; req as comp_all_reduce. */
 void comp_reduce_scatter(tacl_comm_t comm, at::Tensor &output,
                          const at::Tensor &input, const CodecArgs &c,
                          const std::optional<at::Tensor> &err,
-                         const std::string &scheme);
+                         const std::string &scheme, tacl_request_t *req);
 
 } // namespace tacl_torch

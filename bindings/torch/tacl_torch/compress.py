@@ -12,11 +12,13 @@ all-reduce and reduce-scatter, offered three ways:
 - CompressedReduceScatter: FSDP2's custom reduce-scatter
   (FSDPModule.set_custom_reduce_scatter), with a residual per module.
 
-The library's compressed calls are blocking (a sparsifier's sizes are
-known only after it encodes, so there is no _nb form): each runs to its
-end in the calling thread, and async_op=True returns a work that is
-already complete.  In a DDP hook that means a bucket's communication does
-not overlap the rest of backward.
+With async_op=True a call returns at once with a work, the library's
+_nb form running in the communicator's worker (in issue order with the
+other host-composed calls); the average and any copy back happen when it
+completes, before its future does.  The hook runs that way, so a
+bucket's communication overlaps the rest of backward.  The first such
+call on a group waits for every rank (it splits the worker's
+communicator).
 
 The calls take float32 CPU tensors; a tensor of another floating dtype
 or on a GPU is copied to float32 on the host for the call and the result
@@ -45,21 +47,33 @@ _HOPS = ("all", "inter")
 _PLANS = ("none",)
 
 
-class _Done:
-    """The work of a compressed call that ran to its end (they are
-    blocking): wait() returns at once, its future holds the outputs."""
+class _Pending:
+    """The work of an asynchronous compressed call: finish() (the average,
+    the copy back) runs when the library's request completes, before the
+    work's future does; wait() raises the call's failure."""
 
-    def __init__(self, outputs):
-        self._future = torch.futures.Future()
-        self._future.set_result(outputs)
+    def __init__(self, work, finish, outputs):
+        def complete(fut):
+            fut.value()
+            finish()
+            return outputs
+
+        self._future = work.get_future().then(complete)
 
     def wait(self, timeout=None):
+        self._future.wait()
         return True
 
     def is_completed(self):
-        return True
+        return self._future.done()
 
     def is_success(self):
+        if not self._future.done():
+            return False
+        try:
+            self._future.value()
+        except Exception:  # noqa: BLE001
+            return False
         return True
 
     def get_future(self):
@@ -168,12 +182,30 @@ def compressed_all_reduce(tensor, codec="fp16", density=None, bits=None,
     buf, copy = _staged(tensor, "tensor")
     err = _residual_arg(error_feedback, buf.numel())
     backend = _backend(group)
-    backend._compressed_all_reduce(buf, *args, int(seed), err, scheme, hops)
-    if avg:
-        buf.div_(backend.size())
-    if copy:
-        tensor.copy_(buf)
-    return _Done([tensor]) if async_op else None
+    finish = _finisher(buf, avg, backend.size(), tensor, copy)
+    work = backend._compressed_all_reduce(buf, *args, int(seed), err,
+                                          scheme, hops, bool(async_op))
+    return _started(work, finish, [tensor], async_op)
+
+
+def _finisher(buf, avg, size, dst, copy):
+    """What follows a call on buf: the average over size, the copy back
+    to dst where buf is a staged copy."""
+    def finish():
+        if avg:
+            buf.div_(size)
+        if copy:
+            dst.copy_(buf)
+    return finish
+
+
+def _started(work, finish, outputs, async_op):
+    """A compressed call's result: None after finishing a blocking one,
+    else its pending work."""
+    if async_op:
+        return _Pending(work, finish, outputs)
+    finish()
+    return None
 
 
 def compressed_reduce_scatter(output, input, codec="fp16", density=None,
@@ -193,13 +225,10 @@ def compressed_reduce_scatter(output, input, codec="fp16", density=None,
     out, copy = _staged(output, "output")
     err = _residual_arg(error_feedback, src.numel())
     backend = _backend(group)
-    backend._compressed_reduce_scatter(out, src, *args, int(seed), err,
-                                       scheme)
-    if avg:
-        out.div_(backend.size())
-    if copy:
-        output.copy_(out)
-    return _Done([output]) if async_op else None
+    finish = _finisher(out, avg, backend.size(), output, copy)
+    work = backend._compressed_reduce_scatter(out, src, *args, int(seed),
+                                              err, scheme, bool(async_op))
+    return _started(work, finish, [output], async_op)
 
 
 class CompressionState:
@@ -264,20 +293,19 @@ def compression_hook(state: CompressionState,
                      bucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: the bucket's gradients all-reduced through
     tacl's compressed all-reduce with state's codec and the bucket's
-    residual, then divided by the group's size (DDP averages).  Returns a
-    completed future of the bucket's tensor (the call is blocking)."""
+    residual, then divided by the group's size (DDP averages).  Returns
+    the future of the bucket's tensor; the call runs in the background."""
     buf = bucket.buffer()
     n = buf.numel()
     err = state.residual(bucket.index(), n)
     seed = state.calls
     state.calls += 1
-    compressed_all_reduce(buf, *state.codec_args, seed=seed,
-                          error_feedback=err, scheme=state.scheme_for(n),
-                          hops=state.hops, op=dist.ReduceOp.AVG,
-                          group=state.process_group)
-    fut = torch.futures.Future()
-    fut.set_result(buf)
-    return fut
+    work = compressed_all_reduce(buf, *state.codec_args, seed=seed,
+                                 error_feedback=err,
+                                 scheme=state.scheme_for(n), hops=state.hops,
+                                 op=dist.ReduceOp.AVG,
+                                 group=state.process_group, async_op=True)
+    return work.get_future().then(lambda fut: fut.value()[0])
 
 
 def _fsdp_reduce_scatter_base():
