@@ -190,11 +190,42 @@ static tacl_status_t sync_rows(engine_words_t *w)
                                  NULL, w->scheme, w->comm);
 }
 
+/* The bytes comm sent since its counters were last reset; resets them. */
+static uint64_t sent_bytes(tacl_comm_t comm)
+{
+    tacl_counters_t c;
+    uint64_t bytes = 0;
+
+    if (tacl_comm_get_counters(comm, &c) == TACL_OK)
+        bytes = c.links[TACL_LINK_HOST].bytes + c.links[TACL_LINK_GPU].bytes +
+                c.links[TACL_LINK_NET].bytes;
+    tacl_comm_reset_counters(comm);
+    return bytes;
+}
+
+/*
+ * The sync's bytes: the hierarchical schemes run on comm's node and rail
+ * communicators (made by their first call, cached since), whose
+ * counters are their own.
+ */
+static uint64_t sync_bytes(engine_words_t *w, tacl_sparse_scheme_t ran)
+{
+    uint64_t bytes = sent_bytes(w->comm);
+    tacl_comm_t sub;
+
+    if (ran != TACL_SPARSE_ZEN_HIER && ran != TACL_SPARSE_DENSE_ZEN)
+        return bytes;
+    if (tacl_comm_get_local(w->comm, &sub) == TACL_OK)
+        bytes += sent_bytes(sub);
+    if (tacl_comm_get_rail(w->comm, &sub) == TACL_OK)
+        bytes += sent_bytes(sub);
+    return bytes;
+}
+
 tacl_status_t words_sync(engine_words_t *w, uint64_t *bytes_p,
                          tacl_sparse_scheme_t *scheme_p, char *err,
                          size_t errlen)
 {
-    tacl_counters_t c;
     tacl_status_t st;
 
     tacl_comm_reset_counters(w->comm);
@@ -216,11 +247,7 @@ tacl_status_t words_sync(engine_words_t *w, uint64_t *bytes_p,
     *scheme_p = w->scheme == TACL_SPARSE_DENSE
                     ? TACL_SPARSE_DENSE
                     : tacl_sparse_last_scheme(w->comm);
-    *bytes_p = 0;
-    if (tacl_comm_get_counters(w->comm, &c) == TACL_OK)
-        *bytes_p = c.links[TACL_LINK_HOST].bytes +
-                   c.links[TACL_LINK_GPU].bytes +
-                   c.links[TACL_LINK_NET].bytes;
+    *bytes_p = sync_bytes(w, *scheme_p);
     return TACL_OK;
 }
 

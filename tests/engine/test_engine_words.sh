@@ -13,7 +13,8 @@
 #      ranks, where two addends give one float in any order, every
 #      scheme is bit for bit the same; AUTO names the scheme it ran;
 #   3. every rank ends with the same table (a checksum each rank prints),
-#      and the sparse sync sends fewer bytes than the dense one;
+#      and the sparse syncs (ZEN, AUTO's pick) send fewer bytes than the
+#      dense one, but some;
 #   4. a killed rank resumed from a snapshot continues bit for bit, so
 #      the table and its Adam moments are in the snapshot;
 #   5. bad input: an unknown scheme, bad --vocab and --embed-dim.
@@ -146,14 +147,19 @@ for n in 4 2; do
     expect_match "$n ranks: auto names the scheme it ran" -E \
         "^step 1 .* embed_scheme (zen|agsparse|dense|zen_hier)$" \
         "$TMP/auto$n.log"
-    checks=$((checks + 1))
-    zb=$(bytes_of "$TMP/zen$n.log")
+    # AUTO runs ZEN_HIER on the 2 emulated nodes: on the node and rail
+    # communicators, whose bytes count too.  A step's rows (up to 128 of
+    # 1000 a rank) are more than a hundredth of the table's bytes.
     db=$(bytes_of "$TMP/dense$n.log")
-    if [ "$zb" -gt 0 ] && [ "$zb" -lt "$db" ]; then
-        ok "$n ranks: zen sent $zb bytes for the table, dense $db"
-    else
-        fail "$n ranks: zen sent $zb bytes, dense $db"
-    fi
+    for sc in zen auto; do
+        checks=$((checks + 1))
+        sb=$(bytes_of "$TMP/$sc$n.log")
+        if [ "$sb" -gt $((db / 100)) ] && [ "$sb" -lt "$db" ]; then
+            ok "$n ranks: $sc sent $sb bytes for the table, dense $db"
+        else
+            fail "$n ranks: $sc sent $sb bytes, dense $db"
+        fi
+    done
 done
 for sc in dense auto; do
     same_bits "2 ranks: zen and $sc" "$TMP/zen2.log" "$TMP/${sc}2.log"
