@@ -12,6 +12,7 @@
 #      all-reduce's order, so on 4 ranks it is held to 1e-5, and on 2
 #      ranks, where two addends give one float in any order, every
 #      scheme is bit for bit the same; AUTO names the scheme it ran;
+#      MiCS with 2 micro-steps (rows accumulated over them) as well;
 #   3. every rank ends with the same table (a checksum each rank prints),
 #      and the sparse syncs (ZEN, AUTO's pick) send fewer bytes than the
 #      dense one, but some;
@@ -164,6 +165,12 @@ done
 for sc in dense auto; do
     same_bits "2 ranks: zen and $sc" "$TMP/zen2.log" "$TMP/${sc}2.log"
 done
+# Rows of two micro-steps accumulate before the sync (a sample's place
+# in the global batch, so its words, do not depend on the split).
+runn 4 "$TMP/mics.log" --strategy MiCS --micro-steps 2 --sparse-scheme zen
+expect_rc "4 ranks, MiCS, 2 micro-steps" 0 $?
+near_ref "4 ranks, MiCS, 2 micro-steps" "$TMP/mics.log"
+replicas_agree "4 ranks, MiCS, 2 micro-steps" "$TMP/mics.log" 4
 
 echo "=== a killed rank resumed from a snapshot"
 SNAP=(--strategy ZeRO-3 --snapshot-every 2 --steps 12)
