@@ -449,7 +449,7 @@ int main(int argc, char **argv)
     uint64_t bp, bg, bos;
     int rank, n, m, rc = 1;
     char err[512];
-    double t0, t1, total_t = 0.0, embed_t = 0.0;
+    double t0, t1, total_t = 0.0, embed_t = 0.0, embed_b = 0.0;
     struct rusage ru;
     tacl_status_t st;
 
@@ -581,6 +581,7 @@ int main(int argc, char **argv)
             printf("\n");
         }
         embed_t += s.embed_s;
+        embed_b += s.embed_bytes;
         fflush(stdout);
         if (snap != NULL && engine_snap_after_step(snap) != TACL_OK) {
             fprintf(stderr, "train: rank %d: step %llu: %s\n", rank,
@@ -611,9 +612,10 @@ int main(int argc, char **argv)
                            : 0.0,
                ru.ru_maxrss, target > first ? s.loss : 0.0);
         if (a.vocab != NULL)
-            printf(" embed_s %.6f embed_scheme %s", embed_t,
-                   target > first ? tacl_sparse_scheme_name(s.embed_scheme)
-                                  : "none");
+            printf(" embed_s %.6f embed_bytes %.0f embed_scheme %s", embed_t,
+                   embed_b, target > first
+                                ? tacl_sparse_scheme_name(s.embed_scheme)
+                                : "none");
         printf("\n");
     }
     /* Every rank's table: the replicas must agree (the tests compare). */

@@ -143,8 +143,9 @@ for n in 4 2; do
     done
     same_bits "$n ranks: zen and agsparse" "$TMP/zen$n.log" \
         "$TMP/agsparse$n.log"
-    expect_match "$n ranks: dense reports itself" -E \
-        "^summary .* embed_scheme dense$" "$TMP/dense$n.log"
+    expect_match "$n ranks: the summary reports dense's time and bytes" \
+        -E "^summary .* embed_s [0-9.]+ embed_bytes [1-9][0-9]* embed_scheme dense$" \
+        "$TMP/dense$n.log"
     expect_match "$n ranks: auto names the scheme it ran" -E \
         "^step 1 .* embed_scheme (zen|agsparse|dense|zen_hier)$" \
         "$TMP/auto$n.log"
