@@ -33,6 +33,7 @@
 #define _GNU_SOURCE
 #include "engine.h"
 #include "gcomp.h"
+#include "words.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -83,6 +84,7 @@ struct engine {
     /* The profile: least seconds of a micro-step's forward and of each
      * layer's backward since engine_profile_reset. */
     double prof_fwd, *prof_bwd;
+    engine_words_t *words;  /* the word embedding, or NULL */
     char err[512];
 };
 
@@ -102,6 +104,7 @@ void engine_opts_default(engine_opts_t *opts)
     opts->blocks = 4;
     opts->lr = 3e-3f;
     opts->seed = 1;
+    opts->sparse_scheme = TACL_SPARSE_AUTO;
 }
 
 static int level_of(char c, engine_level_t *lvl)
@@ -473,6 +476,39 @@ static tacl_status_t make_groups(engine_t *e)
     return TACL_OK;
 }
 
+/* Bounds of the word embedding: every table (four) in host memory. */
+#define WORDS_MAX_VOCAB (1 << 22)
+#define WORDS_MAX_DIM 1024
+#define WORDS_MAX_FLOATS ((size_t)1 << 26)
+
+static int check_words(engine_t *e)
+{
+    const engine_opts_t *o = &e->o;
+
+    if (o->vocab == 0 && o->embed_dim == 0)
+        return 0;
+    if (o->vocab < 2 || o->vocab > WORDS_MAX_VOCAB) {
+        set_err(e, "--vocab %d: the word vocabulary takes 2 to %d words",
+                o->vocab, WORDS_MAX_VOCAB);
+        return -1;
+    }
+    if (o->embed_dim < 1 || o->embed_dim > WORDS_MAX_DIM) {
+        set_err(e, "--embed-dim %d: a word vector takes 1 to %d floats",
+                o->embed_dim, WORDS_MAX_DIM);
+        return -1;
+    }
+    if ((size_t)o->vocab * (size_t)o->embed_dim > WORDS_MAX_FLOATS) {
+        set_err(e, "--vocab %d x --embed-dim %d is more than %zu floats a "
+                "table", o->vocab, o->embed_dim, WORDS_MAX_FLOATS);
+        return -1;
+    }
+    if ((unsigned)o->sparse_scheme >= TACL_NUM_SPARSE_SCHEMES) {
+        set_err(e, "sparse scheme %d is not a scheme", (int)o->sparse_scheme);
+        return -1;
+    }
+    return 0;
+}
+
 static int check_opts(engine_t *e)
 {
     const engine_opts_t *o = &e->o;
@@ -497,7 +533,7 @@ static int check_opts(engine_t *e)
         set_err(e, "the learning rate must be positive");
         return -1;
     }
-    return 0;
+    return check_words(e);
 }
 
 tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
@@ -522,7 +558,8 @@ tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
     if (check_opts(e) != 0)
         goto err;
     if (model_init(&e->model, opts->ctx, opts->emb, opts->hidden,
-                   opts->blocks, (size_t)e->n) != 0) {
+                   opts->blocks, opts->vocab, opts->embed_dim,
+                   (size_t)e->n) != 0) {
         set_err(e, "bad model shape (ctx %d, emb %d, hidden %d, blocks %d)",
                 opts->ctx, opts->emb, opts->hidden, opts->blocks);
         goto err;
@@ -543,6 +580,12 @@ tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
     if (alloc_buffers(e) != 0)
         goto err;
     init_params(e);
+    if (opts->vocab > 0 &&
+        (st = words_create(comm, &e->model, e->b, opts->micro_steps,
+                           opts->seed, opts->sparse_scheme, &e->words,
+                           &e->bytes_p, &e->bytes_g, &e->bytes_os, e->err,
+                           sizeof(e->err))) != TACL_OK)
+        goto err;
     *engine_p = e;
     return TACL_OK;
 
@@ -571,6 +614,7 @@ void engine_destroy(engine_t *e)
     free(e->grp_comp);
     free(e->loff);
     free(e->ioff);
+    words_destroy(e->words);
     if (e->grp != NULL)
         tacl_comm_destroy(e->grp);
     if (e->inter != NULL)
@@ -655,19 +699,29 @@ static tacl_status_t gather_wait(engine_t *e, gather_t *g,
 
 /* ---- One micro-step ---- */
 
-/* Samples k of the global batch of step t: the same on any world. */
-static void load_batch(engine_t *e, int micro)
+/*
+ * Samples k of the global batch of step t: the same on any world.  A
+ * sample's key places its text and names its words' stream.
+ */
+static tacl_status_t load_batch(engine_t *e, int micro)
 {
     int c1 = e->model.ctx + 1;
     size_t span = e->text_len - (size_t)c1 + 1;
+    tacl_status_t st = TACL_OK;
 
-    for (int i = 0; i < e->b; i++) {
+    for (int i = 0; i < e->b && st == TACL_OK; i++) {
         uint64_t k = ((uint64_t)micro * e->n + e->rank) * e->b + i;
-        uint64_t pos = model_hash64(e->o.seed * 0x100000001b3ULL ^
-                                   model_hash64(e->data_pos) ^ k) % span;
+        uint64_t key = model_hash64(e->o.seed * 0x100000001b3ULL ^
+                                    model_hash64(e->data_pos) ^ k);
 
-        memcpy(e->tok + (size_t)i * c1, e->text + pos, (size_t)c1);
+        memcpy(e->tok + (size_t)i * c1, e->text + key % span, (size_t)c1);
+        if (e->words != NULL)
+            st = words_draw(e->words, i, key,
+                            e->tok[(size_t)i * c1 + c1 - 1]);
     }
+    if (st != TACL_OK)
+        set_err(e, "drawing the words: %s", tacl_last_error());
+    return st;
 }
 
 /*
@@ -861,12 +915,17 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
     float scale = 1.0f / (float)e->o.batch;
     double fwd = 0.0, t0;
 
-    load_batch(e, micro);
+    st = load_batch(e, micro);
+    if (st != TACL_OK)
+        return st;
     /* randk draws its indices from the seed: the same on every rank, a
      * new one every micro-step. */
     e->codec.params.seed = e->step * (uint64_t)e->o.micro_steps +
                            (uint64_t)micro + 1;
-    model_acts_bind(md, &acts, e->acts_mem, e->b, e->tok);
+    model_acts_bind(md, &acts, e->acts_mem, e->b, e->tok,
+                    e->words != NULL ? words_tokens(e->words) : NULL);
+    if (e->words != NULL)
+        words_forward(e->words, &acts);
     st = gather_start(e, 0, 0, e->wfull[0], &g[0]);
     for (int l = 0; l < L && st == TACL_OK; l++) {
         if (l + 1 < L)
@@ -909,6 +968,9 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
             st = reduce_start(e, l, l % 2, &red[l % 2]);
         }
     }
+    /* After layer 0's backward acts->dx is the gradient of x0. */
+    if (st == TACL_OK && e->words != NULL)
+        words_backward(e->words, &acts);
     for (int i = 0; i < 2 && st == TACL_OK; i++)
         st = reduce_finish(e, &red[(L + i) % 2]);
     if (st == TACL_OK)
@@ -1013,11 +1075,35 @@ static void link_bytes(engine_t *e, uint64_t *intra, uint64_t *inter)
     }
 }
 
-tacl_status_t engine_step(engine_t *e, engine_step_t *out)
+/* The word embedding's sync and Adam step, timed for the summary. */
+static tacl_status_t words_update(engine_t *e, engine_step_t *out,
+                                  uint64_t *bytes_p)
 {
-    double loss = 0.0, sums[3];
+    double t0 = clock_s();
+    float *arr[4];
+    size_t len;
     tacl_status_t st;
 
+    st = words_sync(e->words, bytes_p, &out->embed_scheme, e->err,
+                    sizeof(e->err));
+    out->embed_s = clock_s() - t0;
+    if (st != TACL_OK)
+        return st;
+    for (int k = 0; k < 4; k++)
+        arr[k] = words_array(e->words, k, &len);
+    adam(e, arr[0], arr[1], arr[2], arr[3], len);
+    memset(arr[1], 0, len * sizeof(float));
+    return TACL_OK;
+}
+
+tacl_status_t engine_step(engine_t *e, engine_step_t *out)
+{
+    double loss = 0.0, sums[4];
+    uint64_t wbytes = 0;
+    tacl_status_t st;
+
+    out->embed_s = out->embed_bytes = 0.0;
+    out->embed_scheme = TACL_SPARSE_AUTO;
     tacl_comm_reset_counters(e->world);
     tacl_comm_reset_counters(e->grp);
     tacl_comm_reset_counters(e->inter);
@@ -1027,6 +1113,8 @@ tacl_status_t engine_step(engine_t *e, engine_step_t *out)
             return st;
     }
     st = update(e);
+    if (st == TACL_OK && e->words != NULL)
+        st = words_update(e, out, &wbytes);
     if (st != TACL_OK)
         return st;
     e->step++;
@@ -1035,13 +1123,16 @@ tacl_status_t engine_step(engine_t *e, engine_step_t *out)
     sums[0] = loss;
     sums[1] = (double)out->my_intra;
     sums[2] = (double)out->my_inter;
+    sums[3] = (double)wbytes;
+    /* Without words the statistics stay three, as before them. */
     CHECK_COMM(e, e->world,
-               tacl_allreduce(sums, sums, 3, TACL_FLOAT64, TACL_SUM,
-                              e->world, NULL),
+               tacl_allreduce(sums, sums, e->words != NULL ? 4 : 3,
+                              TACL_FLOAT64, TACL_SUM, e->world, NULL),
                "all-reduce of the step's statistics");
     out->loss = sums[0] / e->o.batch;
     out->intra_bytes = sums[1];
     out->inter_bytes = sums[2];
+    out->embed_bytes = e->words != NULL ? sums[3] : 0.0;
     return TACL_OK;
 }
 
@@ -1179,8 +1270,22 @@ void engine_shard(engine_t *e, engine_shard_t kind, int l, float **ptr_p,
     float **held[] = {e->p_hold, e->g_hold, e->m_hold, e->v_hold};
     engine_level_t lvl[] = {e->o.p, e->o.g, e->o.os};
 
+    if (l == e->model.n_layers) {
+        *ptr_p = words_array(e->words, (int)kind, len_p);
+        return;
+    }
     *ptr_p = held[kind][l];
     *len_p = shard_len(e, l, lvl[level_of_kind[kind]]);
+}
+
+int engine_shard_layers(const engine_t *e)
+{
+    return e->model.n_layers + (e->words != NULL);
+}
+
+uint64_t engine_words_checksum(const engine_t *e)
+{
+    return e->words != NULL ? words_checksum(e->words) : 0;
 }
 
 void engine_position(const engine_t *e, uint64_t *step_p,

@@ -26,6 +26,11 @@ typedef struct {
     int micro_steps;          /* s: gradient accumulation steps */
     int batch;                /* global batch (samples per step) */
     int ctx, emb, hidden, blocks;
+    /* The word embedding (issue 31): vocab words (0: none) of embed_dim
+     * floats, replicated, its gradient synchronised by sparse_scheme
+     * (TACL_SPARSE_DENSE: the engine's dense all-reduce of the table). */
+    int vocab, embed_dim;
+    tacl_sparse_scheme_t sparse_scheme;
     float lr;
     uint64_t seed;
 } engine_opts_t;
@@ -37,6 +42,11 @@ typedef struct {
     double intra_bytes;   /* bytes sent inside groups, all ranks summed */
     double inter_bytes;   /* bytes sent between groups, all ranks summed */
     uint64_t my_intra, my_inter;  /* this rank's share */
+    /* The word embedding's gradient sync (0 without one): rank 0's
+     * seconds, bytes all ranks sent for it, the scheme that ran (AUTO's
+     * pick). */
+    double embed_s, embed_bytes;
+    tacl_sparse_scheme_t embed_scheme;
 } engine_step_t;
 
 /*
@@ -78,9 +88,17 @@ typedef enum {
 } engine_shard_t;
 #define ENGINE_SHARD_KINDS 4
 
-/* This rank's shard of layer l of a kind: *len_p floats at *ptr_p. */
+/*
+ * This rank's shard of layer l of a kind: *len_p floats at *ptr_p.  l
+ * runs to engine_shard_layers() - 1: after the model's layers comes the
+ * word table (whole: it is replicated), when there is one.
+ */
 void engine_shard(engine_t *e, engine_shard_t kind, int l, float **ptr_p,
                   size_t *len_p);
+int engine_shard_layers(const engine_t *e);
+/* A hash of the word table's bytes (0 without one): equal on every rank
+ * when the replicas agree. */
+uint64_t engine_words_checksum(const engine_t *e);
 /* Steps done and the data position (global batches drawn): the samples
  * of the next step follow from the seed and the data position. */
 void engine_position(const engine_t *e, uint64_t *step_p,

@@ -21,17 +21,21 @@ static size_t round_up(size_t n, size_t a)
 }
 
 int model_init(model_t *m, int ctx, int emb, int hidden, int blocks,
-               size_t align)
+               int vocab, int wdim, size_t align)
 {
     memset(m, 0, sizeof(*m));
     if (ctx < 1 || emb < 1 || hidden < 1 || blocks < 1 || align < 1 ||
-        ctx > 1024 || emb > 4096 || hidden > 65536 || blocks > 1024)
+        ctx > 1024 || emb > 4096 || hidden > 65536 || blocks > 1024 ||
+        vocab < 0 || wdim < 0 || wdim > 4096 || (vocab > 0) != (wdim > 0))
         return -1;
     m->ctx = ctx;
     m->emb = emb;
     m->hidden = hidden;
     m->blocks = blocks;
-    m->width = ctx * emb;
+    m->vocab = vocab;
+    m->wdim = wdim;
+    m->cwidth = ctx * emb;
+    m->width = m->cwidth + wdim;
     m->n_layers = blocks + 2;
     m->align = align;
     m->count = calloc((size_t)m->n_layers, sizeof(size_t));
@@ -73,14 +77,31 @@ uint64_t model_hash64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* Uniform in [-1, 1), from the seed, a table's tag and an index. */
+static double uniform(uint64_t seed, uint64_t tag, size_t idx)
+{
+    return (double)(model_hash64(seed ^ (tag << 48) ^ idx) >> 11) /
+           9007199254740992.0 * 2.0 - 1.0;
+}
+
+/* The word table's tag: above every layer's (at most 1026 layers). */
+#define WORDS_TAG 0xfffful
+
+float model_words_init_value(const model_t *m, size_t idx, uint64_t seed)
+{
+    if (idx >= (size_t)m->vocab * m->wdim)
+        return 0.0f;
+    /* As the byte embedding's: each word row is a vector of its own. */
+    return (float)(uniform(seed, WORDS_TAG, idx) * 0.5);
+}
+
 float model_init_value(const model_t *m, int l, size_t idx, uint64_t seed)
 {
     double u, scale;
 
     if (idx >= m->count[l])
         return 0.0f;
-    u = (double)(model_hash64(seed ^ ((uint64_t)l << 48) ^ idx) >> 11) /
-        9007199254740992.0 * 2.0 - 1.0;
+    u = uniform(seed, (uint64_t)l, idx);
     if (l == 0) {
         scale = 0.5;
     } else if (l <= m->blocks) {
@@ -109,12 +130,13 @@ size_t model_acts_floats(const model_t *m, int b)
 }
 
 void model_acts_bind(const model_t *m, model_acts_t *acts, float *mem,
-                     int b, const uint8_t *tok)
+                     int b, const uint8_t *tok, const int64_t *words)
 {
     size_t bw = (size_t)b * m->width, bh = (size_t)b * m->hidden;
 
     acts->b = b;
     acts->tok = tok;
+    acts->words = words;
     acts->x = mem;
     mem += (m->blocks + 1) * bw;
     acts->a = mem;
@@ -307,4 +329,35 @@ void model_backward(const model_t *m, int l, const float *w, float *grad,
         backward_output(m, w, grad, acts, scale);
     memset(grad + m->count[l], 0,
            (m->padded[l] - m->count[l]) * sizeof(float));
+}
+
+void model_words_forward(const model_t *m, const float *table,
+                         model_acts_t *acts)
+{
+    int wd = m->wdim;
+    float mean = 1.0f / (float)m->ctx;
+
+    for (int i = 0; i < acts->b; i++) {
+        const int64_t *w = acts->words + (size_t)i * m->ctx;
+        float *x = acts->x + (size_t)i * m->width + m->cwidth;
+
+        memset(x, 0, (size_t)wd * sizeof(float));
+        for (int c = 0; c < m->ctx; c++)
+            cblas_saxpy(wd, mean, table + (size_t)w[c] * wd, 1, x, 1);
+    }
+}
+
+void model_words_backward(const model_t *m, float *grad,
+                          const model_acts_t *acts)
+{
+    int wd = m->wdim;
+    float mean = 1.0f / (float)m->ctx;
+
+    for (int i = 0; i < acts->b; i++) {
+        const int64_t *w = acts->words + (size_t)i * m->ctx;
+        const float *dx = acts->dx + (size_t)i * m->width + m->cwidth;
+
+        for (int c = 0; c < m->ctx; c++)
+            cblas_saxpy(wd, mean, dx, 1, grad + (size_t)w[c] * wd, 1);
+    }
 }

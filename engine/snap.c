@@ -112,7 +112,7 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
     s->o = *o;
     s->err = err;
     s->errlen = errlen;
-    s->layers = engine_model(e)->n_layers;
+    s->layers = engine_shard_layers(e);
     tacl_comm_rank(comm, &s->rank);
     if (o->file != NULL)
         snprintf(s->path, sizeof(s->path), "%s.rank%d", o->file, s->rank);

@@ -8,15 +8,18 @@
  *
  * Rank 0 prints one line per step: the loss of the global batch, tokens
  * per second, the model-state bytes it holds, and the bytes all ranks
- * sent inside partition groups and between them during the step.
+ * sent inside partition groups and between them during the step; with
+ * a word embedding (--vocab) also its sync's seconds, bytes and scheme.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -42,6 +45,17 @@ static void usage(FILE *f)
         "  --batch B        global batch in samples (default 64)\n"
         "  --ctx C --emb E --hidden H --blocks L  model shape (8 16 256 4)\n"
         "  --lr X --seed N  Adam learning rate (3e-3), seed (1)\n"
+        "  --vocab V        add a word embedding of V words (Zipf-drawn, "
+        "a frequency-\n"
+        "                   sorted vocabulary), replicated, its gradient "
+        "synced by the\n"
+        "                   sparse all-reduce (default: none)\n"
+        "  --embed-dim E    floats of a word vector (16)\n"
+        "  --sparse-scheme S  the sync's scheme: auto (default), zen, "
+        "agsparse, ps,\n"
+        "                   sparcml, omni, agpadded, zen_hier, dense_zen, "
+        "or dense\n"
+        "                   (the dense all-reduce of the whole table)\n"
         "  --data FILE      training text (default %s)\n"
         "  --save FILE --load FILE  checkpoint after the last step / "
         "before the first\n"
@@ -158,8 +172,10 @@ enum {
     OPT_QGZ_BITS, OPT_STEPS, OPT_MICRO, OPT_BATCH, OPT_CTX, OPT_EMB,
     OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
-    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART, OPT_SNAP_PACE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS,
-    OPT_DENSITY, OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF
+    OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART,
+    OPT_SNAP_PACE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
+    OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_VOCAB,
+    OPT_EMBED_DIM, OPT_SPARSE_SCHEME
 };
 
 static const struct option long_opts[] = {
@@ -199,6 +215,9 @@ static const struct option long_opts[] = {
     {"plan", required_argument, NULL, OPT_PLAN},
     {"profile-steps", required_argument, NULL, OPT_PROFILE_STEPS},
     {"no-error-feedback", no_argument, NULL, OPT_NO_EF},
+    {"vocab", required_argument, NULL, OPT_VOCAB},
+    {"embed-dim", required_argument, NULL, OPT_EMBED_DIM},
+    {"sparse-scheme", required_argument, NULL, OPT_SPARSE_SCHEME},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -215,7 +234,63 @@ typedef struct {
     int bits, profile_steps, no_ef;
     gcomp_codec_t codec;
     engine_plan_kind_t plan_kind;
+    const char *vocab, *embed_dim, *scheme; /* word options, or NULL */
 } args_t;
+
+/* A scheme named as tacl names it (case aside); -1 for another name. */
+static int parse_scheme(const char *name, tacl_sparse_scheme_t *scheme)
+{
+    for (int i = 0; i < TACL_NUM_SPARSE_SCHEMES; i++)
+        if (strcasecmp(name, tacl_sparse_scheme_name(
+                                 (tacl_sparse_scheme_t)i)) == 0) {
+            *scheme = (tacl_sparse_scheme_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+/*
+ * The word embedding's options: numbers each named in its message; the
+ * embedding's own bounds are the engine's (engine_create says which).
+ */
+static int check_words(args_t *a)
+{
+    if (a->vocab == NULL) {
+        if (a->embed_dim != NULL || a->scheme != NULL) {
+            fprintf(stderr, "train: --embed-dim and --sparse-scheme need "
+                    "--vocab V\n");
+            return 1;
+        }
+        return 0;
+    }
+    if (parse_int(a->vocab, 2, INT32_MAX, &a->eo.vocab) != 0) {
+        fprintf(stderr, "train: --vocab wants a number of words, at least "
+                "2, not '%s'\n", a->vocab);
+        return 1;
+    }
+    a->eo.embed_dim = 16;
+    if (a->embed_dim != NULL &&
+        parse_int(a->embed_dim, 1, INT32_MAX, &a->eo.embed_dim) != 0) {
+        fprintf(stderr, "train: --embed-dim wants a positive number of "
+                "floats, not '%s'\n", a->embed_dim);
+        return 1;
+    }
+    if (a->scheme != NULL && parse_scheme(a->scheme, &a->eo.sparse_scheme)) {
+        fprintf(stderr, "train: --sparse-scheme: unknown scheme '%s'; "
+                "tacl's are", a->scheme);
+        for (int i = 0; i < TACL_NUM_SPARSE_SCHEMES; i++)
+            fprintf(stderr, " %s",
+                    tacl_sparse_scheme_name((tacl_sparse_scheme_t)i));
+        fprintf(stderr, "\n");
+        return 1;
+    }
+    if (a->save != NULL || a->load != NULL) {
+        fprintf(stderr, "train: checkpoints (--save, --load) do not hold "
+                "the word embedding yet; with --vocab use the snapshots\n");
+        return 1;
+    }
+    return 0;
+}
 
 /* The compression options against each other and the strategy. */
 static int check_compress(args_t *a)
@@ -343,6 +418,9 @@ static int parse_args(int argc, char **argv, args_t *a)
         case OPT_PLAN: a->plan = optarg; break;
         case OPT_PROFILE_STEPS: ip = &a->profile_steps; break;
         case OPT_NO_EF: a->no_ef = 1; break;
+        case OPT_VOCAB: a->vocab = optarg; break;
+        case OPT_EMBED_DIM: a->embed_dim = optarg; break;
+        case OPT_SPARSE_SCHEME: a->scheme = optarg; break;
         case OPT_HELP: usage(stdout); exit(0);
         default: bad = 1; break;
         }
@@ -363,6 +441,8 @@ static int parse_args(int argc, char **argv, args_t *a)
     }
     if (!bad)
         bad = check_compress(a);
+    if (!bad)
+        bad = check_words(a);
     a->snapshots = a->snap.every > 0 || a->snap.file != NULL || a->resume;
     if (!bad && a->resume && a->load != NULL) {
         fprintf(stderr, "train: --resume and --load exclude each other\n");
@@ -386,7 +466,7 @@ int main(int argc, char **argv)
     uint64_t bp, bg, bos;
     int rank, n, m, rc = 1;
     char err[512];
-    double t0, t1, total_t = 0.0;
+    double t0, t1, total_t = 0.0, embed_t = 0.0, embed_b = 0.0;
     struct rusage ru;
     tacl_status_t st;
 
@@ -423,6 +503,9 @@ int main(int argc, char **argv)
         for (int l = 0; l < md->n_layers; l++)
             printf(" %zu", md->padded[l]);
         printf("\n");
+        if (a.vocab != NULL)
+            printf("words vocab %d dim %d scheme %s\n", md->vocab, md->wdim,
+                   tacl_sparse_scheme_name(a.eo.sparse_scheme));
     }
     printf("state rank %d p %llu g %llu os %llu\n", rank,
            (unsigned long long)bp, (unsigned long long)bg,
@@ -503,12 +586,19 @@ int main(int argc, char **argv)
              * comparisons (a resumed run against an uninterrupted one). */
             memcpy(&bits, &s.loss, sizeof(bits));
             printf("step %llu loss %.9g tokens/s %.0f state_bytes %llu "
-                   "intra_bytes %.0f inter_bytes %.0f loss_bits %llu\n",
+                   "intra_bytes %.0f inter_bytes %.0f loss_bits %llu",
                    (unsigned long long)engine_step_index(e), s.loss,
                    a.eo.batch / (t1 - t0),
                    (unsigned long long)(bp + bg + bos), s.intra_bytes,
                    s.inter_bytes, (unsigned long long)bits);
+            if (a.vocab != NULL)
+                printf(" embed_s %.6f embed_bytes %.0f embed_scheme %s",
+                       s.embed_s, s.embed_bytes,
+                       tacl_sparse_scheme_name(s.embed_scheme));
+            printf("\n");
         }
+        embed_t += s.embed_s;
+        embed_b += s.embed_bytes;
         fflush(stdout);
         if (snap != NULL && engine_snap_after_step(snap) != TACL_OK) {
             fprintf(stderr, "train: rank %d: step %llu: %s\n", rank,
@@ -538,12 +628,23 @@ int main(int argc, char **argv)
         engine_snap_report(snap, line, sizeof(line));
         printf("%s\n", line);
     }
-    if (rank == 0)
+    if (rank == 0) {
         printf("summary strategy %s steps %d tokens/s %.0f peak_rss_kb %ld "
-               "loss %.9g\n", a.strategy, (int)(target - first),
+               "loss %.9g", a.strategy, (int)(target - first),
                total_t > 0 ? (double)(target - first) * a.eo.batch / total_t
                            : 0.0,
                ru.ru_maxrss, target > first ? s.loss : 0.0);
+        if (a.vocab != NULL)
+            printf(" embed_s %.6f embed_bytes %.0f embed_scheme %s", embed_t,
+                   embed_b, target > first
+                                ? tacl_sparse_scheme_name(s.embed_scheme)
+                                : "none");
+        printf("\n");
+    }
+    /* Every rank's table: the replicas must agree (the tests compare). */
+    if (a.vocab != NULL)
+        printf("words rank %d checksum %016llx\n", rank,
+               (unsigned long long)engine_words_checksum(e));
     rc = 0;
     /* The job is over: its node-local stores go (the files stay). */
     engine_snap_destroy(snap, 1);

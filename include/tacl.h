@@ -1060,6 +1060,34 @@ void tacl_sparse_result_free(tacl_sparse_result_t *r);
 /** The scheme the latest sparse all-reduce on comm used (AUTO's choice). */
 tacl_sparse_scheme_t tacl_sparse_last_scheme(tacl_comm_t comm);
 
+/**
+ * Zipf token streams: tokens of a frequency-sorted vocabulary (token i
+ * the i-th most frequent) drawn from Zipf's law p(i) ~ 1 / (i + 1)^s,
+ * the law of the library's sparse-gradient traces (the thesis' chapter
+ * 3 skew, as tacl-sim and the sparse benchmarks draw it), for a program
+ * that trains an embedding on such tokens.  Local: no rank talks.
+ */
+typedef struct tacl_zipf *tacl_zipf_t;
+
+/**
+ * A law over nrows tokens with exponent s (0 to 8; 1.0 is natural
+ * language) and a seed.  TACL_ERR_INVALID_ARG naming a bad argument;
+ * TACL_ERR_NO_MEMORY (it keeps nrows doubles).
+ */
+tacl_status_t tacl_zipf_create(uint64_t nrows, double s, uint64_t seed,
+                               tacl_zipf_t *zipf_p);
+
+/**
+ * n tokens (repeats kept) of stream `stream` into tokens: the same
+ * seed and stream give the same tokens on any rank.  Reads the law
+ * only, so threads may draw from one law at once.
+ */
+tacl_status_t tacl_zipf_draw(tacl_zipf_t zipf, uint64_t stream, size_t n,
+                             int64_t *tokens);
+
+/** Free the law (NULL is ignored). */
+void tacl_zipf_destroy(tacl_zipf_t zipf);
+
 /** What tacl_sparse_estimate predicts. */
 typedef struct {
     tacl_sparse_scheme_t scheme; /* the scheme that would run: AUTO's

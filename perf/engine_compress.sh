@@ -35,13 +35,9 @@ DENSITY=${DENSITY:-0.01}
 SKIP=${SKIP:-4}
 MODEL=${MODEL:---ctx 8 --emb 32 --hidden 1024 --blocks 4 --batch 64}
 
-if ! "$CLUSTER" --check > /dev/null 2>&1; then
-    echo "engine_compress: tacl-cluster cannot run here (root and" \
-        "namespaces needed)" >&2
-    exit 77
-fi
-[ -x "$TRAIN" ] || { echo "engine_compress: no $TRAIN (libopenblas-dev?)" >&2
-                     exit 2; }
+# shellcheck source=engine_cluster.sh disable=SC2154
+. "$HERE/engine_cluster.sh"
+engine_cluster_setup engine_compress
 # The list of runs: NAME STRATEGY CODEC PLAN, "none" codec uncompressed.
 runs=()
 for st in $STRATEGIES; do
@@ -52,11 +48,6 @@ for st in $STRATEGIES; do
         done
     done
 done
-# The nodes see the host's /tmp; results are copied to OUT_DIR at the end.
-work=$(mktemp -d /tmp/tacl-engine-compress.XXXXXX) || exit 1
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"
-rm -f "$out"/*.log
 printf '%s\n' "${runs[@]}" > "$work/runs"
 echo "engine_compress: ${#runs[@]} runs of $STEPS steps, 2x2 at" \
     "$INTER_RATE" >&2

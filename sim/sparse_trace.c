@@ -61,10 +61,25 @@ static uint64_t draw(const tacl__sparse_trace_t *t, double u)
     return lo;
 }
 
+/* The next token of the random stream at *state. */
+static uint64_t next_token(const tacl__sparse_trace_t *t, uint64_t *state)
+{
+    /* 53 random bits, uniform in (0, 1]. */
+    double u = (double)((tacl__splitmix64(state) >> 11) + 1) * 0x1p-53;
+
+    return draw(t, u);
+}
+
+/* The stream's first state: rank r's stream is stream r + 1. */
+static uint64_t stream_state(const tacl__sparse_trace_t *t, uint64_t stream)
+{
+    return t->seed ^ (0x5851f42d4c957f2dull * stream);
+}
+
 void tacl__sparse_trace_rank(tacl__sparse_trace_t *t, int rank, size_t nnz,
                              int64_t *idx, size_t *got_p)
 {
-    uint64_t state = t->seed ^ (0x5851f42d4c957f2dull * (uint64_t)(rank + 1));
+    uint64_t state = stream_state(t, (uint64_t)rank + 1);
     uint64_t limit = 64 * (uint64_t)nnz > 16 * t->nrows
                          ? 64 * (uint64_t)nnz : 16 * t->nrows;
     size_t got = 0;
@@ -72,9 +87,7 @@ void tacl__sparse_trace_rank(tacl__sparse_trace_t *t, int rank, size_t nnz,
     if (nnz > t->nrows)
         nnz = (size_t)t->nrows;
     for (uint64_t k = 0; k < limit && got < nnz; k++) {
-        /* 53 random bits, uniform in (0, 1]. */
-        double u = (double)((tacl__splitmix64(&state) >> 11) + 1) * 0x1p-53;
-        uint64_t row = draw(t, u);
+        uint64_t row = next_token(t, &state);
 
         if (!t->seen[row]) {
             t->seen[row] = 1;
@@ -84,4 +97,13 @@ void tacl__sparse_trace_rank(tacl__sparse_trace_t *t, int rank, size_t nnz,
     for (size_t i = 0; i < got; i++)
         t->seen[idx[i]] = 0;
     *got_p = got;
+}
+
+void tacl__sparse_trace_tokens(const tacl__sparse_trace_t *t,
+                               uint64_t stream, size_t n, int64_t *tok)
+{
+    uint64_t state = stream_state(t, stream);
+
+    for (size_t i = 0; i < n; i++)
+        tok[i] = (int64_t)next_token(t, &state);
 }

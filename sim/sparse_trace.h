@@ -42,4 +42,13 @@ void tacl__sparse_trace_fini(tacl__sparse_trace_t *t);
 void tacl__sparse_trace_rank(tacl__sparse_trace_t *t, int rank, size_t nnz,
                              int64_t *idx, size_t *got_p);
 
+/**
+ * n tokens of the law into tok, repeats kept: the token stream a batch
+ * reads, where tacl__sparse_trace_rank keeps only the rows it touches.
+ * Stream `stream` of the trace's seed; the same stream gives the same
+ * tokens.
+ */
+void tacl__sparse_trace_tokens(const tacl__sparse_trace_t *t,
+                               uint64_t stream, size_t n, int64_t *tok);
+
 #endif

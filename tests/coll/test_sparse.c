@@ -756,3 +756,52 @@ Test(sparse, auto_picks_zen_hier_on_even_nodes, .timeout = 300)
         coll_run_opts_expect_pass(&opts, body_auto_nodes);
     }
 }
+
+/*
+ * tacl_zipf_*: tokens of the sparse traces' law, repeats kept.  Token
+ * i's share of many draws is Zipf's 1 / ((i + 1) H) (H the vocabulary's
+ * harmonic number), a stream is the same on a second draw and another
+ * stream differs, and bad arguments are named.
+ */
+Test(sparse, zipf_tokens_follow_the_law)
+{
+    enum { V = 1000, DRAWS = 200000 };
+    int64_t *tok = malloc(DRAWS * sizeof(*tok));
+    int64_t *again = malloc(DRAWS * sizeof(*again));
+    size_t count[3] = {0, 0, 0};
+    double h = 0;
+    tacl_zipf_t z, bad;
+
+    cr_assert(tok && again);
+    cr_assert_eq(tacl_zipf_create(V, 1.0, 7, &z), TACL_OK);
+    cr_assert_eq(tacl_zipf_draw(z, 5, DRAWS, tok), TACL_OK);
+    for (int i = 0; i < V; i++)
+        h += 1.0 / (i + 1);
+    for (size_t i = 0; i < DRAWS; i++) {
+        cr_assert(tok[i] >= 0 && tok[i] < V, "token %lld",
+                  (long long)tok[i]);
+        if (tok[i] < 3)
+            count[tok[i]]++;
+    }
+    for (int i = 0; i < 3; i++)
+        cr_assert_float_eq((double)count[i] / DRAWS, 1.0 / ((i + 1) * h),
+                           0.005, "token %d: %zu of %d draws", i, count[i],
+                           DRAWS);
+    cr_assert_eq(tacl_zipf_draw(z, 5, DRAWS, again), TACL_OK);
+    cr_assert_eq(memcmp(tok, again, DRAWS * sizeof(*tok)), 0);
+    cr_assert_eq(tacl_zipf_draw(z, 6, DRAWS, again), TACL_OK);
+    cr_assert_neq(memcmp(tok, again, DRAWS * sizeof(*tok)), 0);
+    cr_assert_eq(tacl_zipf_create(0, 1.0, 7, &bad), TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_last_error(), "0 tokens"), "%s",
+              tacl_last_error());
+    cr_assert_eq(tacl_zipf_create(V, -1.0, 7, &bad), TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_last_error(), "exponent"), "%s",
+              tacl_last_error());
+    cr_assert_eq(tacl_zipf_draw(NULL, 5, 1, tok), TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_last_error(), "NULL law"), "%s",
+              tacl_last_error());
+    tacl_zipf_destroy(z);
+    tacl_zipf_destroy(NULL);
+    free(tok);
+    free(again);
+}

@@ -133,6 +133,43 @@ bad() {
     fi
 }
 
+# The word embedding's runs (train --vocab): test_engine_words.sh and
+# test_engine_cluster.sh.
+
+# bits_of LOG: the step lines' loss bits, one a line.
+bits_of() {
+    awk '$1 == "step" { print $14 }' "$1"
+}
+
+# sums_of LOG: the ranks' table checksums, distinct, one a line.
+sums_of() {
+    awk '$1 == "words" && $2 == "rank" { print $5 }' "$1" | sort -u
+}
+
+# replicas_agree NAME LOG N: N ranks printed a checksum, all the same.
+replicas_agree() {
+    local n
+    checks=$((checks + 1))
+    n=$(grep -c '^words rank' "$2")
+    if [ "$n" -eq "$3" ] && [ "$(sums_of "$2" | wc -l)" -eq 1 ]; then
+        ok "$1: the $3 ranks' tables agree ($(sums_of "$2"))"
+    else
+        fail "$1: $n of $3 checksums, distinct: $(sums_of "$2" | xargs)"
+    fi
+}
+
+# same_bits NAME A B: two runs' losses and tables are bit for bit equal.
+same_bits() {
+    checks=$((checks + 1))
+    if [ -n "$(bits_of "$2")" ] && cmp -s <(bits_of "$2") <(bits_of "$3") &&
+       [ "$(sums_of "$2")" = "$(sums_of "$3")" ]; then
+        ok "$1: losses and tables bit for bit equal"
+    else
+        fail "$1: losses or tables differ"
+        paste <(bits_of "$2") <(bits_of "$3") | head -5
+    fi
+}
+
 # engine_test_setup: TMP, a folder removed at exit, and DATA, the training
 # text (ENGINE_DATA or Debian's GPL-3); without the text the test skips.
 engine_test_setup() {

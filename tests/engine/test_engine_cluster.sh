@@ -9,7 +9,8 @@
 # must match it as closely, ZeRO-3 with hpZ+qwZ+qgZ within the bound
 # test_engine.sh states for it.  One cluster job per layout runs all the
 # strategies one after the other.  On 2x2, a second job compresses the
-# gradients (ZeRO-3 and MiCS; fp16, int8, top-k 1%; each plan once).
+# gradients (ZeRO-3 and MiCS; fp16, int8, top-k 1%; each plan once),
+# and a third trains the word embedding with ZEN, AGSPARSE and AUTO.
 #
 # Skips (exit 77) where `tacl-cluster --check` fails (not root, no
 # namespaces).  ENGINE_LAYOUTS ("2x2 4x2 3x3") picks layouts.
@@ -84,6 +85,41 @@ EOF2
     done
 }
 
+# words LAYOUT NODES PER DIR MODEL...: the word embedding on the cluster
+# (test_engine_words.sh's checks): ZEN, AGSPARSE and AUTO within 1e-5 of
+# one process with it, ZEN and AGSPARSE bit for bit alike, every rank's
+# table the same.
+words() {
+    local layout=$1 nodes=$2 per=$3 dir=$4 sc out
+    shift 4
+    "$TRAIN" "$@" --micro-steps 1 --vocab 1000 --embed-dim 8 \
+        > "$dir/wref.log" 2>&1
+    losses_of "$dir/wref.log" > "$dir/wref.loss"
+    "$TOOL" --nodes "$nodes" --ranks-per-node "$per" --timeout 300 -- \
+        sh -c 'dir=$1; shift; for sc in zen agsparse auto; do
+            "$@" --sparse-scheme $sc > "$dir/words.$sc.$TACL_RANK" 2>&1 ||
+                exit 1
+            done' sh "$dir" "$TRAIN" "$@" --vocab 1000 --embed-dim 8 \
+        > "$dir/words.log" 2>&1
+    expect_rc "$layout: the word embedding trains" 0 $? ||
+        tail -20 "$dir/words.log"
+    for sc in zen agsparse auto; do
+        cat "$dir/words.$sc".* > "$dir/words.$sc.log" 2> /dev/null
+        losses_of "$dir/words.$sc.log" > "$dir/words.$sc.loss"
+        checks=$((checks + 1))
+        if out=$(close_losses "$dir/wref.loss" "$dir/words.$sc.loss" 1e-5)
+        then
+            ok "$layout words $sc: losses as one process ($out)"
+        else
+            fail "$layout words $sc: losses differ ($out)"
+        fi
+        replicas_agree "$layout words $sc" "$dir/words.$sc.log" \
+            $((nodes * per))
+    done
+    same_bits "$layout words: zen and agsparse" "$dir/words.zen.log" \
+        "$dir/words.agsparse.log"
+}
+
 for layout in ${ENGINE_LAYOUTS:-2x2 4x2 3x3}; do
     nodes=${layout%x*} per=${layout#*x}
     n=$((nodes * per))
@@ -134,6 +170,8 @@ for layout in ${ENGINE_LAYOUTS:-2x2 4x2 3x3}; do
         fi
     done
     [ "$layout" = 2x2 ] && compressed "$layout" "$nodes" "$per" "$dir" \
+        "${model[@]}"
+    [ "$layout" = 2x2 ] && words "$layout" "$nodes" "$per" "$dir" \
         "${model[@]}"
 done
 finish
