@@ -256,10 +256,21 @@ void mn_run_p2p_dead(mn_t *mn)
     mn_ok(mn, tacl_barrier(mn->comm, NULL), "tacl_barrier");
     mn->cases++;
     if (mn->rank == mn->nranks - 1) {
-        /* Gone without a word, as a crash would be. */
+        /* Everyone has left the barrier once their word (tag 8) is in:
+         * dying before, this rank could take the barrier's last message
+         * with it and fail the others' barrier instead of their
+         * receive.  Then gone without a word, as a crash would be. */
+        for (int r = 0; r < mn->nranks - 1; r++)
+            mn_ok(mn, tacl_recv_tag(&x, 1, TACL_INT32, r, 8, NULL, mn->comm,
+                                    NULL),
+                  "tacl_recv_tag (left the barrier)");
         fflush(stdout);
         _exit(0);
     }
+    x = mn->rank;
+    mn_ok(mn, tacl_send_tag(&x, 1, TACL_INT32, mn->nranks - 1, 8, mn->comm,
+                            NULL),
+          "tacl_send_tag (left the barrier)");
     clock_gettime(CLOCK_MONOTONIC, &t0);
     st = tacl_recv_tag(&x, 1, TACL_INT32, TACL_ANY_SOURCE, 9, NULL, mn->comm,
                        NULL);
