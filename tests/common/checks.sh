@@ -4,10 +4,13 @@
 
 failures=0
 checks=0
+failed_names=""
 
 fail() {
     echo "FAIL: $*"
     failures=$((failures + 1))
+    failed_names="$failed_names
+FAIL: $*"
 }
 
 ok() {
@@ -73,7 +76,12 @@ expect_not() {
 }
 
 # finish: print the counts; succeeds only when no check failed.
+# finish: the count, and the failed checks again, last, where a log cut
+# to its tail (as CI keeps it) still shows them.
 finish() {
+    if [ "$failures" -gt 0 ]; then
+        echo "failed checks:$failed_names"
+    fi
     echo "$checks checks, $failures failures"
     [ "$failures" -eq 0 ]
 }
