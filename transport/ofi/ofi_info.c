@@ -248,8 +248,12 @@ tacl_status_t tacl__ofi_choose_rail(const char *iface,
         return tacl__error(TACL_ERR_INVALID_ARG, NET, "TACL_NICS names "
                            "rail '%s', but libfabric provider %s has no "
                            "domain of that name (fi_info -p %s lists its "
-                           "domains); name interfaces it lists", iface,
-                           want, want);
+                           "domains); name interfaces it lists%s", iface,
+                           want, want,
+                           tacl__config_env("FI_TCP_IFACE") != NULL
+                               ? ", and unset FI_TCP_IFACE, which holds tcp "
+                                 "to one interface"
+                               : "");
     if (info == NULL)
         return refuse(want);
     describe(info, &c);
