@@ -175,6 +175,71 @@ Test(ofi_rails, striped_both_ways_uneven_rails, .timeout = 90)
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * A look for a message from any source never takes a piece: rank 1
+ * sends a striped 1 MB message and then 100 bytes, both of one tag;
+ * rank 0's probes for that tag find only the 100 bytes (a peek that
+ * claimed piece 0 would report its length and leave the rest
+ * unmatched), then a named receive takes the striped message whole.
+ */
+static void probe_rank(shared_t *sh, int rank)
+{
+    const uint64_t tag = TACL__TAG(9, 1), big = 1u << 20, small = 100;
+    tacl__tl_op_t ops[2] = {{0}};
+    uint64_t len = 0;
+    int peer = -1, found = 0;
+    xctx_t x;
+    tacl__tl_t *tl;
+    tacl_status_t st;
+
+    rails_env("lo,lo");
+    tl = rank_init(sh, rank, &x);
+    for (int i = 0; i < 2; ++i) {
+        ops[i].peer = 1 - rank;
+        ops[i].tag = tag;
+        ops[i].len = i == 0 ? big : small;
+        ops[i].buf = malloc(ops[i].len);
+        CHECK(ops[i].buf, "malloc");
+        fill(ops[i].buf, ops[i].len, 1, tag + (uint64_t)i);
+    }
+    done_count = 0;
+    if (rank == 1) {
+        CHECK(post(tl, &ops[0], 1) == TACL_OK, "send striped");
+        CHECK(post(tl, &ops[1], 1) == TACL_OK, "send small");
+    } else {
+        /* Both are here well before 5 s on loopback. */
+        for (uint64_t t0 = tacl__now_ns();
+             !found && tacl__now_ns() - t0 < 5000000000ull;) {
+            tacl__tl_progress(tl);
+            found = tacl__tl_probe(tl, tag, &peer, &len);
+            CHECK(found >= 0, "probe: %s", tacl_status_string(found));
+        }
+        CHECK(found == 1 && peer == 1 && len == small, "probe found %d: "
+              "rank %d, %llu bytes (wanted the %llu-byte message)", found,
+              peer, (unsigned long long)len, (unsigned long long)small);
+        memset(ops[0].buf, 0, big);
+        memset(ops[1].buf, 0, small);
+        CHECK(post(tl, &ops[0], 0) == TACL_OK, "receive striped");
+        CHECK(post(tl, &ops[1], 0) == TACL_OK, "receive small");
+    }
+    st = drive(tl, 2, 20);
+    CHECK(st == TACL_OK, "drive: %s", tacl_status_string(st));
+    for (int i = 0; i < 2 && rank == 0; ++i)
+        CHECK(verify(ops[i].buf, ops[i].len, 1, tag + (uint64_t)i),
+              "message %d corrupted", i);
+    CHECK(barrier(sh) == 0, "barrier");
+    free(ops[0].buf);
+    free(ops[1].buf);
+    tacl__tl_close(tl);
+}
+
+Test(ofi_rails, probe_never_takes_a_piece, .timeout = 60)
+{
+    run_ranks(2, probe_rank, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+
 /* Both ranks' init fails with status and a message containing words. */
 static void refused_rank(shared_t *sh, int rank)
 {
