@@ -316,6 +316,10 @@ static int pieces_of(const tacl__ofi_t *ofi, const tacl__tl_op_t *op)
 static void post_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op, int n,
                         int recv)
 {
+    uint8_t late = recv && ofi->peers[op->peer].state == TACL_OFI_PEER_GONE
+                       ? TACL_OFI_REQ_F_LATE
+                       : 0;
+
     for (int i = 1; i < n; ++i) {
         tacl__ofi_req_t *req = tacl__ofi_req_get(ofi);
         tacl_status_t status = req != NULL ? TACL_OK : TACL_ERR_NO_MEMORY;
@@ -323,7 +327,8 @@ static void post_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op, int n,
 
         if (req != NULL) {
             req->kind = recv ? TACL_OFI_REQ_RECV : TACL_OFI_REQ_SEND;
-            req->flags = TACL_OFI_REQ_F_PIECE;
+            /* Every piece of a receive from a peer gone ends alike. */
+            req->flags = TACL_OFI_REQ_F_PIECE | late;
             req->op = op;
             req->peer = op->peer;
             req->rail = (uint8_t)i;
@@ -550,9 +555,11 @@ static tacl_status_t error_status(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
     char detail[160] = "", rail[64] = "";
     tacl_status_t status;
 
-    /* A request we cancelled carries the status it ends with. */
-    if (err->err == FI_ECANCELED)
-        return req->status != TACL_OK ? req->status : TACL_ERR_INTERNAL;
+    /* A request we cancelled carries the status it ends with; one the
+     * provider cancelled (a piece on a rail whose connection broke)
+     * is the peer's failure below. */
+    if (err->err == FI_ECANCELED && req->status != TACL_OK)
+        return req->status;
     if (err->err == FI_ETRUNC && req->kind == TACL_OFI_REQ_RECV)
         return tacl__tl_length_error(req->peer, req->op->tag,
                                      req->len + err->olen, err->olen == 0,
