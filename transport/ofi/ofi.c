@@ -229,9 +229,19 @@ static tacl_status_t setup_endpoints(tacl__ofi_t *ofi, uint8_t *names,
                                      size_t *len_p)
 {
     int n = tacl__ofi_rail_names(ofi->rail_names);
+    tacl__ofi_choice_t c;
 
     if (n < 0)
         return (tacl_status_t)n;
+    /* Only tcp names its domains after interfaces; EFA's are devices,
+     * which TACL_NICS (interfaces, for the topology) cannot name. */
+    if (n > 0 && tacl__ofi_choose(NULL, &c) == TACL_OK &&
+        strncmp(c.provider, "tcp", 3) != 0) {
+        TACL_WARN(NET, "rank %d: TACL_NICS names %d rails, but provider "
+                  "%s does not name its domains after interfaces; ofi "
+                  "opens one endpoint", ofi->base.rank, n, c.provider);
+        n = 0;
+    }
     *len_p = 0;
     for (int r = 0; r < TACL_OFI_MAX_RAILS; ++r)
         ofi->rails[r].cq_fd = -1;

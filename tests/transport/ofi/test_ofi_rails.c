@@ -276,6 +276,31 @@ Test(ofi_rails, too_many_rails_refused)
     run_ranks(2, refused_rank, NULL, NULL);
 }
 
+/*
+ * A provider whose domains are not interfaces (shm here, EFA on AWS)
+ * opens one endpoint with TACL_NICS set, as before rails, and works.
+ */
+static void one_endpoint_rank(shared_t *sh, int rank)
+{
+    xctx_t x;
+    tacl__tl_t *tl;
+
+    rails_env("lo,lo");
+    setenv("TACL_OFI_PROVIDER", "shm", 1);
+    tacl__config_reload();
+    tl = rank_init(sh, rank, &x);
+    CHECK(((tacl__ofi_t *)tl)->nrails == 1, "provider shm opened %d rails",
+          ((tacl__ofi_t *)tl)->nrails);
+    ping(tl, rank, 0, 1, TACL__TAG(1, 1));
+    CHECK(barrier(sh) == 0, "barrier");
+    tacl__tl_close(tl);
+}
+
+Test(ofi_rails, other_providers_open_one_endpoint, .timeout = 60)
+{
+    run_ranks(2, one_endpoint_rank, NULL, NULL);
+}
+
 /* ------------------------------------------------------------------ */
 
 /* The network cases with two rails: 1 MB and 64 MB messages striped. */
