@@ -1,9 +1,10 @@
 /*
  * Internal layout of the ofi transport, shared by its files.
  *
- * One instance owns one libfabric endpoint of type FI_EP_RDM (reliable,
- * unconnected) with tagged messages, its completion queue and an address
- * vector holding every rank's endpoint name, gathered at init.  Matching
+ * One instance owns a libfabric endpoint of type FI_EP_RDM (reliable,
+ * unconnected) with tagged messages per rail (one without TACL_NICS),
+ * each with its completion queue and an address vector holding every
+ * rank's endpoint name on that rail, gathered at init.  Matching
  * is the provider's: the source rank travels in the tag (tl_base.h's wire
  * tags), receives name it with a full tag mask, and FI_ORDER_SAS keeps
  * (source, tag) order.  Eager and rendezvous protocols are the provider's

@@ -705,14 +705,15 @@ void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status)
         return;
     /*
      * The provider must never touch a failed operation's buffer again.
-     * A clean close does that by closing the endpoint.  A failure
-     * abandons it instead, with its queue, address vector and domain,
+     * A clean close does that by closing every rail's endpoint.  A
+     * failure abandons them instead, with their queues, address vectors
+     * and domains,
      * until the process ends: closing an ofi_rxm endpoint whose peer
      * was cut off or that another thread aborted crashed inside
      * libfabric 1.17 (about 1 in 16 fault trials, in fi_close).  The
      * providers' data progress is manual (tcp's and EFA's), so nothing
-     * moves once tacl stops calling into the endpoint, which it does
-     * from here on (ep is NULL).
+     * moves once tacl stops calling into the endpoints, which it does
+     * from here on (every rail's ep is NULL).
      */
     for (int r = 0; r < ofi->nrails; ++r) {
         tacl__ofi_rail_t *rail = &ofi->rails[r];
