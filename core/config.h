@@ -73,6 +73,10 @@
     X(OFI_PROVIDER, "auto",                                                  \
       "libfabric provider of the ofi transport: auto (efa when present, "   \
       "else tcp) or a name fi_info lists, such as efa, tcp or shm")          \
+    X(OFI_STRIPE_MIN, "1M",                                                  \
+      "messages of at least this many bytes (256K or more) go over ofi as "  \
+      "one piece per rail shared with the peer (TACL_NICS names the "        \
+      "rails); it must be equal on every rank")                              \
     X(UCX_RNDV_THRESH, "auto",                                               \
       "message size from which ucx uses UCX's rendezvous protocol: auto "    \
       "(inf, always eager, where no RDMA device exists and UCX_RNDV_THRESH " \

@@ -127,12 +127,15 @@ void tacl__net_describe(const tacl__net_choice_t *choice, char *buf,
 #ifdef TACL_HAVE_OFI
     case TACL__NET_OFI: {
         tacl__ofi_choice_t c;
+        char rails[384];
 
-        if (tacl__ofi_choose(NULL, &c) != TACL_OK)
+        if (tacl__ofi_choose(NULL, &c) != TACL_OK) {
             snprintf(buf, len, "refused: %s", tacl__last_error());
-        else
-            snprintf(buf, len, "provider %s, fabric %s, domain %s (%s)",
-                     c.provider, c.fabric, c.domain, c.why);
+            return;
+        }
+        tacl__ofi_describe_rails(rails, sizeof(rails));
+        snprintf(buf, len, "provider %s, fabric %s, domain %s (%s); %s",
+                 c.provider, c.fabric, c.domain, c.why, rails);
         return;
     }
 #endif

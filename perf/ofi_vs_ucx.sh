@@ -12,8 +12,7 @@
 #      (all-reduce: ring and hier), 2 nodes x 2 ranks, 1 MB to 256 MB
 #      (target: ofi at 0.95x ucx's busbw in every cell);
 #   3. 8-byte all-reduce latency across the nodes, 2 x 1, 1000 calls.
-# Multi-rail is not here yet: tacl-cluster --rails exists, but the ofi
-# transport does not stripe a message over rails.
+# Several rails (ofi striping over tacl-cluster --rails): perf/ofi_rails.sh.
 #
 # Usage: perf/ofi_vs_ucx.sh BUILD_DIR [OUT_DIR]
 # Environment: INTER_RATE (1gbit), ITERS (3), WARMUP (1).

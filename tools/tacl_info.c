@@ -154,7 +154,7 @@ static void print_transports(void)
 #endif
     };
     tacl__net_choice_t net;
-    char what[512];
+    char what[1024];
 
     printf("%-6s %-26s %s\n", "name", "reaches", "memory");
     for (size_t i = 0; i < sizeof(tls) / sizeof(tls[0]); i++) {

@@ -120,17 +120,30 @@ int tacl__tl_base_probe_peers(const tacl__tl_base_t *base, const void *peers,
     return 0;
 }
 
-tacl_status_t tacl__tl_base_sleep_fd(const tacl__tl_base_t *base, int fd,
-                                     int64_t timeout_us, const char *what)
+tacl_status_t tacl__tl_base_sleep_fds(const tacl__tl_base_t *base,
+                                      const int *fds, int n,
+                                      int64_t timeout_us, const char *what)
 {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    struct pollfd pfd[8];
     struct timespec ts = {(time_t)(timeout_us / 1000000),
                           (long)(timeout_us % 1000000) * 1000};
 
-    if (ppoll(&pfd, 1, &ts, NULL) < 0 && errno != EINTR)
+    if (n < 1 || n > (int)(sizeof(pfd) / sizeof(pfd[0])))
+        return tacl__error_record(TACL_ERR_INTERNAL, base->subsys, __FILE__,
+                                  __LINE__, "cannot sleep on %d descriptors "
+                                  "of %s", n, what);
+    for (int i = 0; i < n; ++i)
+        pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    if (ppoll(pfd, (nfds_t)n, &ts, NULL) < 0 && errno != EINTR)
         return tacl__error_record(TACL_ERR_SYSTEM, base->subsys, __FILE__,
                                   __LINE__, "poll on %s failed: %m", what);
     return TACL_OK;
+}
+
+tacl_status_t tacl__tl_base_sleep_fd(const tacl__tl_base_t *base, int fd,
+                                     int64_t timeout_us, const char *what)
+{
+    return tacl__tl_base_sleep_fds(base, &fd, 1, timeout_us, what);
 }
 
 tacl_status_t tacl__tl_base_check(tacl__tl_base_t *base,

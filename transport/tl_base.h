@@ -152,6 +152,10 @@ int tacl__tl_base_probe_peers(const tacl__tl_base_t *base, const void *peers,
  */
 tacl_status_t tacl__tl_base_sleep_fd(const tacl__tl_base_t *base, int fd,
                                      int64_t timeout_us, const char *what);
+/** As tacl__tl_base_sleep_fd, until any of n (1 to 8) fds is ready. */
+tacl_status_t tacl__tl_base_sleep_fds(const tacl__tl_base_t *base,
+                                      const int *fds, int n,
+                                      int64_t timeout_us, const char *what);
 
 /** The cancel_all slot: fail every pending op with status, call back. */
 void tacl__tl_base_cancel_all(tacl__tl_t *tl, tacl_status_t status);

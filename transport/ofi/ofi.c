@@ -10,17 +10,23 @@
  *
  * Setup is collective and takes two exchanges, done by every rank even
  * when its own setup failed, so that none waits alone: first every
- * rank's "ok" flag, the length of its endpoint name and the provider it
- * chose, then the names, padded to the longest, which go into the
- * address vector in rank order.  Ranks that chose different providers
- * cannot talk: every rank fails, naming the first that differs.  If
+ * rank's "ok" flag, its number of rails, the length of its longest
+ * endpoint name, its TACL_OFI_STRIPE_MIN and the provider it chose, then
+ * the names of each rank's rails, padded to the longest, which go into
+ * each rail's address vector.  Ranks that chose different providers, or
+ * stripe from different sizes, cannot talk: every rank fails, naming
+ * the first that differs.  Rails (ofi.h): one endpoint per TACL_NICS
+ * entry, on the fi_info whose domain is that interface; rail i of one
+ * rank talks to rail i of another, so a peer with fewer rails is reached
+ * on the first ones.  If
  * every rank is on the same node nobody needs the network, and no
  * libfabric resource is made (every rank sees the same node ids, so all
  * take that branch).
  *
- * The completion queue is opened with a file descriptor to wait on
- * (FI_WAIT_FD); wait() asks fi_trywait() whether sleeping is safe, under
- * the instance's lock, and sleeps in poll() without it.  A provider
+ * Each rail's completion queue is opened with a file descriptor to wait
+ * on (FI_WAIT_FD); wait() asks fi_trywait() of every rail whether
+ * sleeping is safe, under the instance's lock, and sleeps in poll() on
+ * all of their descriptors without it.  A provider
  * without one gets naps of TACL_OFI_NAP_US instead.
  *
  * Receives from any source (the probe slot, ofi_ops.c): libfabric's
@@ -70,9 +76,15 @@
 /** One rank's record in the first setup exchange. */
 typedef struct {
     uint32_t ok;
-    uint32_t name_len;
+    uint32_t nrails;
+    uint32_t name_len;         /* of its longest endpoint name */
+    uint32_t pad;
+    uint64_t stripe_min;
     char provider[64];
 } ofi_record_t;
+
+/* The longest endpoint name tacl takes. */
+#define TACL_OFI_NAME_MAX 256
 
 static int any_remote_rank(const tacl__tl_params_t *params)
 {
@@ -91,8 +103,8 @@ static tacl_status_t fi_error(tacl__ofi_t *ofi, const char *what, int rc)
                        tacl__ofi_strerror(rc));
 }
 
-/* The completion queue, with a descriptor to sleep on where possible. */
-static tacl_status_t open_cq(tacl__ofi_t *ofi)
+/* Rail's completion queue, with a descriptor to sleep on if possible. */
+static tacl_status_t open_cq(tacl__ofi_t *ofi, tacl__ofi_rail_t *rail)
 {
     struct fi_cq_attr attr = {0};
     int rc;
@@ -100,39 +112,28 @@ static tacl_status_t open_cq(tacl__ofi_t *ofi)
     attr.format = FI_CQ_FORMAT_TAGGED;
     attr.size = (size_t)(ofi->tx_size + ofi->rx_size + 64);
     attr.wait_obj = FI_WAIT_FD;
-    rc = fi_cq_open(ofi->domain, &attr, &ofi->cq, NULL);
+    rc = fi_cq_open(rail->domain, &attr, &rail->cq, NULL);
     if (rc == 0 &&
-        fi_control(&ofi->cq->fid, FI_GETWAIT, &ofi->cq_fd) == 0)
+        fi_control(&rail->cq->fid, FI_GETWAIT, &rail->cq_fd) == 0)
         return TACL_OK;
     if (rc == 0)
-        fi_close(&ofi->cq->fid);
+        fi_close(&rail->cq->fid);
     TACL_INFO(NET, "rank %d: provider %s has no completion descriptor to "
               "sleep on; waits nap %d us", ofi->base.rank,
               ofi->choice.provider, TACL_OFI_NAP_US);
-    ofi->cq_fd = -1;
+    rail->cq_fd = -1;
     attr.wait_obj = FI_WAIT_NONE;
-    rc = fi_cq_open(ofi->domain, &attr, &ofi->cq, NULL);
+    rc = fi_cq_open(rail->domain, &attr, &rail->cq, NULL);
     if (rc != 0) {
-        ofi->cq = NULL;
+        rail->cq = NULL;
         return fi_error(ofi, "fi_cq_open", rc);
     }
     return TACL_OK;
 }
 
-/* Fabric, domain, queue, address vector and endpoint; the endpoint's
- * name goes to name/len_p.  Leaves what it made for close. */
-static tacl_status_t setup_endpoint(tacl__ofi_t *ofi, void *name,
-                                    size_t *len_p)
+/* Sizes and modes from rail 0's fi_info; the rails share one provider. */
+static void take_limits(tacl__ofi_t *ofi, const struct fi_info *info)
 {
-    struct fi_info *info;
-    struct fi_av_attr av_attr = {0};
-    tacl_status_t status;
-    int rc;
-
-    status = tacl__ofi_choose(&ofi->info, &ofi->choice);
-    if (status != TACL_OK)
-        return status;
-    info = ofi->info;
     ofi->need_mr = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0 ||
                    (info->mode & FI_LOCAL_MR) != 0;
     ofi->tx_size = info->tx_attr->size ? info->tx_attr->size
@@ -140,116 +141,232 @@ static tacl_status_t setup_endpoint(tacl__ofi_t *ofi, void *name,
     ofi->rx_size = info->rx_attr->size ? info->rx_attr->size
                                        : TACL_OFI_DEFAULT_SIZE;
     ofi->max_msg = info->ep_attr->max_msg_size;
-    rc = fi_fabric(info->fabric_attr, &ofi->fabric, NULL);
+}
+
+/* Fabric, domain, queue, address vector and endpoint of rail (its info
+ * set); the endpoint's name goes to name/len_p.  Leaves what it made
+ * for close. */
+static tacl_status_t setup_rail(tacl__ofi_t *ofi, tacl__ofi_rail_t *rail,
+                                void *name, size_t *len_p)
+{
+    struct fi_info *info = rail->info;
+    struct fi_av_attr av_attr = {0};
+    tacl_status_t status;
+    int rc;
+
+    rc = fi_fabric(info->fabric_attr, &rail->fabric, NULL);
     if (rc != 0) {
-        ofi->fabric = NULL;
+        rail->fabric = NULL;
         return fi_error(ofi, "fi_fabric", rc);
     }
-    rc = fi_domain(ofi->fabric, info, &ofi->domain, NULL);
+    rc = fi_domain(rail->fabric, info, &rail->domain, NULL);
     if (rc != 0) {
-        ofi->domain = NULL;
+        rail->domain = NULL;
         return fi_error(ofi, "fi_domain", rc);
     }
-    status = open_cq(ofi);
+    status = open_cq(ofi, rail);
     if (status != TACL_OK)
         return status;
     av_attr.type = FI_AV_TABLE;
     av_attr.count = (size_t)ofi->base.nranks;
-    rc = fi_av_open(ofi->domain, &av_attr, &ofi->av, NULL);
+    rc = fi_av_open(rail->domain, &av_attr, &rail->av, NULL);
     if (rc != 0) {
-        ofi->av = NULL;
+        rail->av = NULL;
         return fi_error(ofi, "fi_av_open", rc);
     }
-    rc = fi_endpoint(ofi->domain, info, &ofi->ep, NULL);
+    rc = fi_endpoint(rail->domain, info, &rail->ep, NULL);
     if (rc != 0) {
-        ofi->ep = NULL;
+        rail->ep = NULL;
         return fi_error(ofi, "fi_endpoint", rc);
     }
-    rc = fi_ep_bind(ofi->ep, &ofi->cq->fid, FI_TRANSMIT | FI_RECV);
+    rc = fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV);
     if (rc == 0)
-        rc = fi_ep_bind(ofi->ep, &ofi->av->fid, 0);
+        rc = fi_ep_bind(rail->ep, &rail->av->fid, 0);
     if (rc == 0)
-        rc = fi_enable(ofi->ep);
+        rc = fi_enable(rail->ep);
     if (rc != 0)
         return fi_error(ofi, "binding and enabling the endpoint", rc);
-    rc = fi_getname(&ofi->ep->fid, name, len_p);
+    rc = fi_getname(&rail->ep->fid, name, len_p);
     if (rc != 0)
         return fi_error(ofi, "fi_getname", rc);
+    if (*len_p > TACL_OFI_NAME_MAX)
+        return tacl__error(TACL_ERR_INTERNAL, NET, "provider %s has "
+                           "endpoint names of %zu bytes",
+                           ofi->choice.provider, *len_p);
     return TACL_OK;
 }
 
-/* Every rank's name into the address vector, at index = rank. */
-static tacl_status_t insert_names(tacl__ofi_t *ofi, const uint8_t *names,
-                                  size_t stride)
+/* Rail r: iface's fi_info (NULL: the provider's first), its endpoint,
+ * no peer's address yet. */
+static tacl_status_t open_rail(tacl__ofi_t *ofi, int r, const char *iface,
+                               void *name, size_t *len_p)
 {
-    for (int r = 0; r < ofi->base.nranks; ++r) {
-        int rc = fi_av_insert(ofi->av, names + (size_t)r * stride, 1,
-                              &ofi->peers[r].addr, 0, NULL);
+    tacl__ofi_rail_t *rail = &ofi->rails[r];
+    tacl_status_t status;
 
-        if (rc != 1)
-            return tacl__error(TACL_ERR_SYSTEM, NET, "rank %d cannot add "
-                               "rank %d's address (provider %s): %s",
-                               ofi->base.rank, r, ofi->choice.provider,
-                               tacl__ofi_strerror(rc < 0 ? rc : -FI_EINVAL));
+    rail->addrs = malloc((size_t)ofi->base.nranks * sizeof(*rail->addrs));
+    if (rail->addrs == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory");
+    for (int p = 0; p < ofi->base.nranks; ++p)
+        rail->addrs[p] = FI_ADDR_NOTAVAIL;
+    status = tacl__ofi_choose_rail(iface, &rail->info, &ofi->choice);
+    if (status != TACL_OK)
+        return status;
+    if (r == 0)
+        take_limits(ofi, rail->info);
+    if (iface == NULL)
+        snprintf(ofi->rail_names[0], sizeof(ofi->rail_names[0]), "%.31s",
+                 ofi->choice.domain);
+    return setup_rail(ofi, rail, name, len_p);
+}
+
+/*
+ * Every rail of this rank: TACL_NICS's interfaces, or the provider's
+ * first choice when it is unset.  Their names go to names, one per
+ * TACL_OFI_NAME_MAX bytes, the longest's length to *len_p.
+ */
+static tacl_status_t setup_endpoints(tacl__ofi_t *ofi, uint8_t *names,
+                                     size_t *len_p)
+{
+    int n = tacl__ofi_rail_names(ofi->rail_names);
+    tacl__ofi_choice_t c;
+
+    if (n < 0)
+        return (tacl_status_t)n;
+    /* Only tcp names its domains after interfaces; EFA's are devices,
+     * which TACL_NICS (interfaces, for the topology) cannot name. */
+    if (n > 0 && tacl__ofi_choose(NULL, &c) == TACL_OK &&
+        strncmp(c.provider, "tcp", 3) != 0) {
+        TACL_WARN(NET, "rank %d: TACL_NICS names %d rails, but provider "
+                  "%s does not name its domains after interfaces; ofi "
+                  "opens one endpoint", ofi->base.rank, n, c.provider);
+        n = 0;
+    }
+    *len_p = 0;
+    for (int r = 0; r < TACL_OFI_MAX_RAILS; ++r)
+        ofi->rails[r].cq_fd = -1;
+    for (int r = 0; r < TACL_MAX(n, 1); ++r) {
+        size_t len = TACL_OFI_NAME_MAX;
+        tacl_status_t status =
+            open_rail(ofi, r, n > 0 ? ofi->rail_names[r] : NULL,
+                      names + (size_t)r * TACL_OFI_NAME_MAX, &len);
+
+        /* Only whole rails are polled; close takes the rest apart. */
+        if (status != TACL_OK)
+            return status;
+        ofi->nrails = r + 1;
+        *len_p = TACL_MAX(*len_p, len);
     }
     return TACL_OK;
 }
 
-/* The two exchanges; every rank does both unless the first fails. */
+/*
+ * Every rank's names into the rails' address vectors: rail i's vector
+ * holds rail i of every rank that has one.  names holds each rank's
+ * block of maxrails names, stride bytes apart.
+ */
+static tacl_status_t insert_names(tacl__ofi_t *ofi, const uint8_t *names,
+                                  size_t stride, int maxrails)
+{
+    for (int r = 0; r < ofi->base.nranks; ++r)
+        for (int i = 0; i < TACL_MIN(ofi->nrails, ofi->peers[r].nrails);
+             ++i) {
+            const uint8_t *name =
+                names + ((size_t)r * (size_t)maxrails + (size_t)i) * stride;
+            int rc = fi_av_insert(ofi->rails[i].av, name, 1,
+                                  &ofi->rails[i].addrs[r], 0, NULL);
+
+            if (rc != 1)
+                return tacl__error(TACL_ERR_SYSTEM, NET, "rank %d cannot "
+                                   "add rank %d's address on rail %d "
+                                   "(provider %s): %s", ofi->base.rank, r,
+                                   i, ofi->choice.provider,
+                                   tacl__ofi_strerror(rc < 0 ? rc
+                                                             : -FI_EINVAL));
+        }
+    return TACL_OK;
+}
+
+/* Whether every rank's record agrees with this one's; an error if not. */
+static tacl_status_t check_records(tacl__ofi_t *ofi, const ofi_record_t *recs,
+                                   tacl_status_t local)
+{
+    const ofi_record_t *mine = &recs[ofi->base.rank];
+
+    for (int r = 0; r < ofi->base.nranks; ++r) {
+        if (!recs[r].ok)
+            return local != TACL_OK ? local :
+                tacl__error(TACL_ERR_REMOTE, NET, "rank %d could not set "
+                            "up libfabric; see its log", r);
+        if (strcmp(recs[r].provider, mine->provider) != 0)
+            return tacl__error(TACL_ERR_INVALID_USAGE, NET, "rank %d "
+                               "chose libfabric provider %s, rank %d %s; "
+                               "set TACL_OFI_PROVIDER alike on every "
+                               "node", r, recs[r].provider, ofi->base.rank,
+                               mine->provider);
+        if (recs[r].stripe_min != mine->stripe_min)
+            return tacl__error(TACL_ERR_INVALID_USAGE, NET, "rank %d "
+                               "stripes messages from %llu bytes, rank %d "
+                               "from %llu; set TACL_OFI_STRIPE_MIN alike on "
+                               "every node", r,
+                               (unsigned long long)recs[r].stripe_min,
+                               ofi->base.rank,
+                               (unsigned long long)mine->stripe_min);
+        ofi->peers[r].nrails = (uint8_t)recs[r].nrails;
+    }
+    return TACL_OK;
+}
+
+/* The two exchanges; every rank does both unless the first fails.  names
+ * holds this rank's rails' names, TACL_OFI_NAME_MAX bytes apart. */
 static tacl_status_t exchange_names(tacl__ofi_t *ofi,
                                     const tacl__tl_params_t *params,
-                                    tacl_status_t local, const void *name,
-                                    size_t len)
+                                    tacl_status_t local,
+                                    const uint8_t *names, size_t len)
 {
     size_t n = (size_t)ofi->base.nranks, stride = 8;
     ofi_record_t *recs;
-    uint8_t *names = NULL;
+    uint8_t *all = NULL;
     tacl_status_t status;
-    int me = ofi->base.rank;
+    int me = ofi->base.rank, maxrails = 1;
 
     recs = calloc(n, sizeof(*recs));
     if (!recs)
         return tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory");
     recs[me].ok = local == TACL_OK;
+    recs[me].nrails = local == TACL_OK ? (uint32_t)ofi->nrails : 0;
     recs[me].name_len = local == TACL_OK ? (uint32_t)len : 0;
+    recs[me].stripe_min = ofi->stripe_min;
     snprintf(recs[me].provider, sizeof(recs[me].provider), "%s",
              ofi->choice.provider);
     status = params->exchange(params->exchange_ctx, recs, sizeof(*recs));
+    if (status == TACL_OK)
+        status = check_records(ofi, recs, local);
     if (status != TACL_OK)
         goto out_free;
-    for (int r = 0; r < ofi->base.nranks; ++r) {
-        if (!recs[r].ok) {
-            status = local != TACL_OK ? local :
-                tacl__error(TACL_ERR_REMOTE, NET, "rank %d could not set "
-                            "up libfabric; see its log", r);
-            goto out_free;
-        }
-        if (strcmp(recs[r].provider, recs[me].provider) != 0) {
-            status = tacl__error(TACL_ERR_INVALID_USAGE, NET, "rank %d "
-                                 "chose libfabric provider %s, rank %d %s; "
-                                 "set TACL_OFI_PROVIDER alike on every "
-                                 "node", r, recs[r].provider, me,
-                                 recs[me].provider);
-            goto out_free;
-        }
+    for (size_t r = 0; r < n; ++r) {
         stride = TACL_MAX(stride, (size_t)recs[r].name_len);
+        maxrails = TACL_MAX(maxrails, (int)recs[r].nrails);
     }
     stride = TACL_DIV_UP(stride, 8) * 8;
-    names = calloc(n, stride);
-    if (!names) {
+    all = calloc(n * (size_t)maxrails, stride);
+    if (!all) {
         /* The others wait in the second exchange: a local failure here
          * cannot be told to them, so the bootstrap's timeout does. */
         status = tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory for "
-                             "%d endpoint names", ofi->base.nranks);
+                             "%d ranks' endpoint names", ofi->base.nranks);
         goto out_free;
     }
-    memcpy(names + (size_t)me * stride, name, len);
-    status = params->exchange(params->exchange_ctx, names, stride);
+    for (int i = 0; i < ofi->nrails; ++i)
+        memcpy(all + ((size_t)me * (size_t)maxrails + (size_t)i) * stride,
+               names + (size_t)i * TACL_OFI_NAME_MAX, len);
+    status = params->exchange(params->exchange_ctx, all,
+                              (size_t)maxrails * stride);
     if (status == TACL_OK)
-        status = insert_names(ofi, names, stride);
+        status = insert_names(ofi, all, stride, maxrails);
 
 out_free:
-    free(names);
+    free(all);
     free(recs);
     return status;
 }
@@ -283,50 +400,71 @@ static int ofi_progress(tacl__tl_t *tl)
     return tacl__tl_base_finish(&ofi->base, events);
 }
 
+/* A nap of timeout_us at most, TACL_OFI_NAP_US at longest. */
+static tacl_status_t nap(int64_t timeout_us)
+{
+    struct timespec ts;
+
+    timeout_us = TACL_MIN(timeout_us, TACL_OFI_NAP_US);
+    ts.tv_sec = 0;
+    ts.tv_nsec = (long)timeout_us * 1000;
+    nanosleep(&ts, NULL);
+    return TACL_OK;
+}
+
+/*
+ * fi_trywait on every rail's queue, their descriptors into fds: 0 when
+ * all may be slept on, -FI_EAGAIN when one has completions, another
+ * refusal otherwise.  A queue is asked within its own fabric.
+ */
+static int try_wait_rails(tacl__ofi_t *ofi, int *fds)
+{
+    for (int r = 0; r < ofi->nrails; ++r) {
+        struct fid *fid = &ofi->rails[r].cq->fid;
+        int rc = fi_trywait(ofi->rails[r].fabric, &fid, 1);
+
+        if (rc != 0)
+            return rc;
+        fds[r] = ofi->rails[r].cq_fd;
+    }
+    return 0;
+}
+
 static tacl_status_t ofi_wait(tacl__tl_t *tl, int64_t timeout_us)
 {
     tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
-    struct timespec ts;
-    struct fid *fids[1];
-    int rc;
+    int fds[TACL_OFI_MAX_RAILS];
+    int rc, no_fd = 0;
 
-    if (!ofi->info)
+    if (ofi->nrails == 0)
         return TACL_OK;
     timeout_us = tacl__tl_base_wait_us(&ofi->base, timeout_us);
     /* Armed under the instance's lock (another thread may progress the
-     * queue); only the poll is outside. */
+     * queues); only the poll is outside. */
     tacl__tl_lock(ofi->base.lock);
-    if (tacl__tl_base_ready(&ofi->base) || ofi->ep == NULL) {
+    if (tacl__tl_base_ready(&ofi->base) || !tacl__ofi_live(ofi)) {
         tacl__tl_unlock(ofi->base.lock);
         return TACL_OK;
     }
     /* Peers are checked (and pinged) on a clock, not on an event. */
     if (ofi->nops > 0)
         timeout_us = TACL_MIN(timeout_us, (int64_t)(ofi->ping_ns / 4000));
-    if (ofi->backlog_tx.head || ofi->backlog_rx.head || ofi->cq_fd < 0) {
+    for (int r = 0; r < ofi->nrails; ++r)
+        no_fd |= ofi->rails[r].cq_fd < 0;
+    if (ofi->backlog_tx.head || ofi->backlog_rx.head || no_fd) {
         tacl__tl_unlock(ofi->base.lock);
-        timeout_us = TACL_MIN(timeout_us, TACL_OFI_NAP_US);
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)timeout_us * 1000;
-        nanosleep(&ts, NULL);
-        return TACL_OK;
+        return nap(timeout_us);
     }
-    fids[0] = &ofi->cq->fid;
-    rc = fi_trywait(ofi->fabric, fids, 1);
+    rc = try_wait_rails(ofi, fds);
     tacl__tl_unlock(ofi->base.lock);
     if (rc == -FI_EAGAIN)
         return TACL_OK;
-    if (rc != 0) {
-        /* ofi_rxm refuses while a connection it waits on is broken: the
-         * peers are checked on the clock, so nap instead. */
-        timeout_us = TACL_MIN(timeout_us, TACL_OFI_NAP_US);
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)timeout_us * 1000;
-        nanosleep(&ts, NULL);
-        return TACL_OK;
-    }
-    return tacl__tl_base_sleep_fd(&ofi->base, ofi->cq_fd, timeout_us,
-                                  "the completion queue");
+    /* ofi_rxm refuses while a connection it waits on is broken: the
+     * peers are checked on the clock, so nap instead. */
+    if (rc != 0)
+        return nap(timeout_us);
+    return tacl__tl_base_sleep_fds(&ofi->base, fds, ofi->nrails, timeout_us,
+                                   "the completion queues");
 }
 
 static void ofi_cancel_all(tacl__tl_t *tl, tacl_status_t status)
@@ -366,44 +504,56 @@ static void keep_abandoned(struct fid_ep *ep)
     pthread_mutex_unlock(&abandoned_lock);
 }
 
+/* What rail holds, closed, or kept where a failure abandoned its
+ * endpoint (ofi_ops.c says why). */
+static void close_rail(tacl__ofi_t *ofi, tacl__ofi_rail_t *rail)
+{
+    if (rail->abandoned != NULL) {
+        TACL_INFO(NET, "rank %d: the failed endpoint and its resources "
+                  "are left to the end of the process", ofi->base.rank);
+        keep_abandoned(rail->abandoned);
+        rail->av = NULL;
+        rail->cq = NULL;
+        rail->domain = NULL;
+        rail->fabric = NULL;
+    }
+    /* An endpoint a failed setup made is still here; a live one was
+     * closed with its operations (tacl__ofi_fail_pending). */
+    if (rail->ep)
+        fi_close(&rail->ep->fid);
+    if (rail->av)
+        fi_close(&rail->av->fid);
+    if (rail->cq)
+        fi_close(&rail->cq->fid);
+    if (rail->domain)
+        fi_close(&rail->domain->fid);
+    if (rail->fabric)
+        fi_close(&rail->fabric->fid);
+    if (rail->info)
+        fi_freeinfo(rail->info);
+    free(rail->addrs);
+}
+
 static void ofi_close(tacl__tl_t *tl)
 {
     tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
     tacl__ofi_req_t *req;
 
-    if (ofi->ep != NULL && ofi->nops > 0) {
+    if (tacl__ofi_live(ofi) && ofi->nops > 0) {
         TACL_WARN(NET, "rank %d: closing with %llu operations pending; "
                   "they end with TACL_ERR_INVALID_USAGE", ofi->base.rank,
                   (unsigned long long)ofi->nops);
         ofi_cancel_all(tl, TACL_ERR_INVALID_USAGE);
     }
-    if (ofi->ep != NULL)
+    if (tacl__ofi_live(ofi))
         tacl__ofi_say_goodbye(ofi, TACL_MIN(ofi->base.timeout_s,
                                             TACL_OFI_CLOSE_MAX_S));
     /* Control receives still posted end with the endpoint. */
     ofi->closing = 1;
     tacl__ofi_fail_pending(ofi, TACL_ERR_INVALID_USAGE);
     tacl__tl_opq_run(&ofi->base.done);
-    if (ofi->abandoned != NULL) {
-        /* What the open endpoint uses stays too (ofi_ops.c says why). */
-        TACL_INFO(NET, "rank %d: the failed endpoint and its resources "
-                  "are left to the end of the process", ofi->base.rank);
-        keep_abandoned(ofi->abandoned);
-        ofi->av = NULL;
-        ofi->cq = NULL;
-        ofi->domain = NULL;
-        ofi->fabric = NULL;
-    }
-    if (ofi->av)
-        fi_close(&ofi->av->fid);
-    if (ofi->cq)
-        fi_close(&ofi->cq->fid);
-    if (ofi->domain)
-        fi_close(&ofi->domain->fid);
-    if (ofi->fabric)
-        fi_close(&ofi->fabric->fid);
-    if (ofi->info)
-        fi_freeinfo(ofi->info);
+    for (int r = 0; r < TACL_OFI_MAX_RAILS; ++r)
+        close_rail(ofi, &ofi->rails[r]);
     while ((req = ofi->free_reqs) != NULL) {
         ofi->free_reqs = req->next;
         free(req);
@@ -412,14 +562,36 @@ static void ofi_close(tacl__tl_t *tl)
     tacl__tl_base_free(&ofi->base);
 }
 
+/*
+ * TACL_OFI_STRIPE_MIN refused when invalid (the configuration would
+ * take the default quietly, and ranks that differ cannot match pieces),
+ * and the ranks a piece's tag bit leaves room for.
+ */
+static tacl_status_t stripe_setting(tacl__ofi_t *ofi)
+{
+    if (tacl__config_source(TACL_CFG_OFI_STRIPE_MIN) ==
+        TACL_CFG_SRC_INVALID)
+        return tacl__error(TACL_ERR_INVALID_ARG, NET, "TACL_OFI_STRIPE_MIN="
+                           "'%s' is not a size of at least %llu bytes (such "
+                           "as 1M or 4194304)",
+                           tacl__config_raw(TACL_CFG_OFI_STRIPE_MIN),
+                           TACL_OFI_STRIPE_FLOOR);
+    if (ofi->base.nranks > (1 << 15) &&
+        tacl__config_str(TACL_CFG_NICS)[0] != '\0')
+        return tacl__error(TACL_ERR_INVALID_ARG, NET, "ofi serves at most "
+                           "%d ranks with TACL_NICS set (rails), not %d",
+                           1 << 15, ofi->base.nranks);
+    return TACL_OK;
+}
+
 static tacl_status_t ofi_init(const tacl__tl_params_t *params,
                               tacl__tl_t **tl_p)
 {
     tacl__tl_base_t *base;
     tacl__ofi_t *ofi;
     tacl_status_t status, local;
-    uint8_t name[256];
-    size_t len = sizeof(name);
+    uint8_t names[TACL_OFI_MAX_RAILS * TACL_OFI_NAME_MAX] = {0};
+    size_t len = 0;
     double ping_s;
 
     if (params->nranks < 1 || params->nranks > TACL__TL_WIRE_MAX_RANKS ||
@@ -433,7 +605,7 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
     if (status != TACL_OK)
         return status;
     ofi = (tacl__ofi_t *)base;
-    ofi->cq_fd = -1;
+    ofi->stripe_min = tacl__config_size(TACL_CFG_OFI_STRIPE_MIN);
     ofi->peers = calloc((size_t)params->nranks, sizeof(*ofi->peers));
     if (!ofi->peers) {
         status = tacl__error(TACL_ERR_NO_MEMORY, NET, "out of memory for "
@@ -449,23 +621,23 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
         *tl_p = &ofi->base.super;
         return TACL_OK;
     }
-    local = setup_endpoint(ofi, name, &len);
-    if (local == TACL_OK && len > sizeof(name))
-        local = tacl__error(TACL_ERR_INTERNAL, NET, "provider %s has "
-                            "endpoint names of %zu bytes",
-                            ofi->choice.provider, len);
-    status = exchange_names(ofi, params, local, name, len);
+    local = stripe_setting(ofi);
+    if (local == TACL_OK)
+        local = setup_endpoints(ofi, names, &len);
+    status = exchange_names(ofi, params, local, names, len);
     if (status == TACL_OK)
         status = tacl__ofi_ctrl_start(ofi);
     if (status != TACL_OK)
         goto err_close;
     TACL_INFO(NET, "rank %d: ofi ready: provider %s, fabric %s, domain %s "
-              "(%s); queues %llu/%llu, %s registration, %zu-byte names",
-              ofi->base.rank, ofi->choice.provider, ofi->choice.fabric,
-              ofi->choice.domain, ofi->choice.why,
-              (unsigned long long)ofi->tx_size,
+              "(%s); queues %llu/%llu, %s registration, %zu-byte names; "
+              "%d rail%s, striped from %llu bytes", ofi->base.rank,
+              ofi->choice.provider, ofi->choice.fabric, ofi->choice.domain,
+              ofi->choice.why, (unsigned long long)ofi->tx_size,
               (unsigned long long)ofi->rx_size,
-              ofi->need_mr ? "with" : "no", len);
+              ofi->need_mr ? "with" : "no", len, ofi->nrails,
+              ofi->nrails > 1 ? "s" : "",
+              (unsigned long long)ofi->stripe_min);
     *tl_p = &ofi->base.super;
     return TACL_OK;
 
@@ -478,7 +650,7 @@ static int ofi_reachable(tacl__tl_t *tl, int peer)
 {
     tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
 
-    return ofi->info &&
+    return ofi->nrails > 0 &&
            tacl__tl_base_where(&ofi->base, peer) == TACL__TL_PEER_NET;
 }
 

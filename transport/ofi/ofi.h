@@ -1,9 +1,10 @@
 /*
  * Internal layout of the ofi transport, shared by its files.
  *
- * One instance owns one libfabric endpoint of type FI_EP_RDM (reliable,
- * unconnected) with tagged messages, its completion queue and an address
- * vector holding every rank's endpoint name, gathered at init.  Matching
+ * One instance owns a libfabric endpoint of type FI_EP_RDM (reliable,
+ * unconnected) with tagged messages per rail (one without TACL_NICS),
+ * each with its completion queue and an address vector holding every
+ * rank's endpoint name on that rail, gathered at init.  Matching
  * is the provider's: the source rank travels in the tag (tl_base.h's wire
  * tags), receives name it with a full tag mask, and FI_ORDER_SAS keeps
  * (source, tag) order.  Eager and rendezvous protocols are the provider's
@@ -15,6 +16,13 @@
  * provider refused with -FI_EAGAIN, or what exceeds its queue sizes
  * (fi_info's tx and rx sizes), waits on a backlog, in posting order, and
  * is posted by progress() as completions free room.
+ *
+ * Rails: with TACL_NICS set, an instance opens one such endpoint (with
+ * its own fabric, domain, queue and address vector) per interface it
+ * names, a rail; without it, one endpoint as the provider chooses.  A
+ * message of at least TACL_OFI_STRIPE_MIN bytes to a peer that shares n
+ * >= 2 rails with this rank goes as n pieces, piece i on rail i of both
+ * (ofi_ops.c); smaller messages, control messages and peeks use rail 0.
  *
  * Besides tacl's tagged messages the endpoint carries small untagged
  * control messages between the instances (ofi_peer.c): a ping to a peer
@@ -65,6 +73,20 @@ extern const tacl__transport_ops_t tacl__tl_ofi_ops;
 #define TACL_OFI_CAPS (FI_TAGGED | FI_MSG)
 #define TACL_OFI_ORDER FI_ORDER_SAS
 
+/** The most rails an instance opens (TACL_NICS entries). */
+#define TACL_OFI_MAX_RAILS 8
+/** The lowest TACL_OFI_STRIPE_MIN (its pieces stay above eager sizes). */
+#define TACL_OFI_STRIPE_FLOOR (256ull << 10)
+/** Pieces of a striped message start at multiples of this. */
+#define TACL_OFI_PIECE_ALIGN 4096ull
+/**
+ * The wire tag bit of a piece of a striped message: a receive of a
+ * whole message, and a peek, never match a piece.  It is the top bit of
+ * the sender's rank, so an instance with several rails serves at most
+ * 2^15 ranks.
+ */
+#define TACL_OFI_WIRE_PIECE (1ull << 63)
+
 /** The provider chosen, and why, in words (also for tacl-info). */
 typedef struct {
     char provider[64];         /* fi_info's prov_name, e.g. tcp;ofi_rxm */
@@ -83,6 +105,34 @@ typedef struct {
  */
 tacl_status_t tacl__ofi_choose(struct fi_info **info_p,
                                tacl__ofi_choice_t *choice_p);
+
+/**
+ * As tacl__ofi_choose, but the fi_info whose domain is iface (tcp names
+ * its domains after interfaces): a rail.  No such domain is refused with
+ * TACL_ERR_INVALID_ARG and a message naming iface.
+ */
+tacl_status_t tacl__ofi_choose_rail(const char *iface,
+                                    struct fi_info **info_p,
+                                    tacl__ofi_choice_t *choice_p);
+
+/**
+ * The rails TACL_NICS names (NAME or NAME@<Gbit/s>, comma separated),
+ * their interface names into names; how many (0: unset, one endpoint as
+ * the provider chooses), or a negative status, decided and logged, when
+ * it names more than TACL_OFI_MAX_RAILS.
+ */
+int tacl__ofi_rail_names(char names[TACL_OFI_MAX_RAILS][32]);
+
+/** The rails an instance would open, in words, for tacl-info. */
+void tacl__ofi_describe_rails(char *buf, size_t len);
+
+/**
+ * Piece i of n of a striped message of len bytes: its offset and
+ * length.  Pieces are even, their starts aligned to
+ * TACL_OFI_PIECE_ALIGN; the last takes what is left.
+ */
+void tacl__ofi_piece(uint64_t len, int n, int i, uint64_t *off_p,
+                     uint64_t *len_p);
 
 /** Whether provider name (a prefix of prov_name) offers an RDM endpoint. */
 int tacl__ofi_provider_present(const char *name);
@@ -109,6 +159,12 @@ enum {
 #define TACL_OFI_REQ_F_PENDING 1u /* the provider holds it */
 #define TACL_OFI_REQ_F_LATE 2u    /* a receive posted after its peer left */
 #define TACL_OFI_REQ_F_CLAIMED 4u /* RECV: of the message a peek claimed */
+#define TACL_OFI_REQ_F_PIECE 8u   /* SEND, RECV: one piece of a stripe */
+
+/* A striped operation's pieces still out, and the first error of one,
+ * in the operation's transport words (op_fifo.h has [0]). */
+#define TACL_OFI_OP_LEFT(op) ((op)->tl_priv[4])
+#define TACL_OFI_OP_STATUS(op) ((op)->tl_priv[5])
 
 typedef struct tacl__ofi_req tacl__ofi_req_t;
 typedef struct tacl__ofi tacl__ofi_t;
@@ -127,6 +183,7 @@ struct tacl__ofi_req {
     void *buf;                 /* what the provider reads or writes */
     uint64_t len;
     int peer;
+    uint8_t rail;              /* the endpoint it goes to */
     uint8_t kind;              /* TACL_OFI_REQ_* */
     uint8_t flags;             /* TACL_OFI_REQ_F_* */
     tacl_status_t status;      /* an ending decided before the provider's */
@@ -151,10 +208,10 @@ enum {
 
 /** What tacl__ofi_t keeps per world rank. */
 typedef struct {
-    fi_addr_t addr;
     uint32_t npending;         /* operations with it on pending or backlog */
     uint8_t state;             /* TACL_OFI_PEER_* */
-    uint8_t pinging;           /* a ping to it is in flight */
+    uint8_t nrails;            /* the rails it opened */
+    uint8_t pinging;           /* bit r: a ping to it on rail r in flight */
     uint64_t since_ns;         /* last ping sent, or first pending op */
     uint64_t ping_ns;          /* when the ping in flight was sent */
 } tacl__ofi_peer_t;
@@ -162,9 +219,9 @@ typedef struct {
 /* Control receives kept posted. */
 #define TACL_OFI_CTRL_RECVS 8
 
-struct tacl__ofi {
-    tacl__tl_base_t base;      /* first: rank, node, done queue, failure */
-    struct fi_info *info;      /* NULL: every rank is on this node */
+/** One rail: an endpoint and what it needs. */
+typedef struct {
+    struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
     struct fid_av *av;
@@ -172,6 +229,17 @@ struct tacl__ofi {
     struct fid_ep *ep;         /* NULL once closed or failed */
     struct fid_ep *abandoned;  /* the endpoint a failure left open */
     int cq_fd;                 /* the queue's wait descriptor, or -1 */
+    uint64_t bytes;            /* of tacl messages completed on it */
+    fi_addr_t *addrs;          /* per world rank; FI_ADDR_NOTAVAIL where
+                                * that rank has no such rail */
+} tacl__ofi_rail_t;
+
+struct tacl__ofi {
+    tacl__tl_base_t base;      /* first: rank, node, done queue, failure */
+    tacl__ofi_rail_t rails[TACL_OFI_MAX_RAILS];
+    int nrails;                /* 0: every rank is on this node */
+    char rail_names[TACL_OFI_MAX_RAILS][32]; /* TACL_NICS's, if set */
+    uint64_t stripe_min;       /* TACL_OFI_STRIPE_MIN */
     int need_mr;               /* FI_MR_LOCAL: register every buffer */
     uint64_t tx_size, rx_size; /* the provider's queue sizes */
     uint64_t max_msg;
@@ -191,6 +259,12 @@ struct tacl__ofi {
     uint64_t next_check_ns;
     tacl__ofi_choice_t choice;
 };
+
+/** Whether the endpoints are open (not yet closed or failed). */
+static inline int tacl__ofi_live(const tacl__ofi_t *ofi)
+{
+    return ofi->nrails > 0 && ofi->rails[0].ep != NULL;
+}
 
 /** Requests: a free one (NULL, logged, when out of memory), and back. */
 tacl__ofi_req_t *tacl__ofi_req_get(tacl__ofi_t *ofi);
@@ -230,7 +304,7 @@ void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status);
 
 /* ---- control messages and liveness (ofi_peer.c) ---- */
 
-/** Post the control receives; at init. */
+/** Post the control receives on every rail; at init. */
 tacl_status_t tacl__ofi_ctrl_start(tacl__ofi_t *ofi);
 /**
  * Ping each peer an operation has waited on for ping_ns since the last

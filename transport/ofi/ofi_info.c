@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common.h"
 #include "config.h"
 #include "log.h"
 #include "ofi.h"
@@ -110,8 +111,11 @@ static int names(const char *prov_name, const char *name)
            (prov_name[n] == '\0' || prov_name[n] == ';');
 }
 
-/* fi_getinfo for provider name with what tacl needs; NULL if none. */
-static struct fi_info *query(const char *name)
+/*
+ * fi_getinfo for provider name with what tacl needs, the first entry
+ * whose domain is domain (NULL: any); NULL if none.
+ */
+static struct fi_info *query_domain(const char *name, const char *domain)
 {
     struct fi_info *hints, *info = NULL, *keep = NULL;
 
@@ -124,10 +128,17 @@ static struct fi_info *query(const char *name)
     fi_freeinfo(hints);
     /* libfabric matches prov_name loosely; keep the provider asked for. */
     for (struct fi_info *i = info; i != NULL && keep == NULL; i = i->next)
-        if (names(i->fabric_attr->prov_name, name))
+        if (names(i->fabric_attr->prov_name, name) &&
+            (domain == NULL || (i->domain_attr->name != NULL &&
+                                strcmp(i->domain_attr->name, domain) == 0)))
             keep = fi_dupinfo(i);
     fi_freeinfo(info);
     return keep;
+}
+
+static struct fi_info *query(const char *name)
+{
+    return query_domain(name, NULL);
 }
 
 int tacl__ofi_provider_present(const char *name)
@@ -208,8 +219,9 @@ static void describe(const struct fi_info *info, tacl__ofi_choice_t *c)
              info->domain_attr->name ? info->domain_attr->name : "?");
 }
 
-tacl_status_t tacl__ofi_choose(struct fi_info **info_p,
-                               tacl__ofi_choice_t *choice_p)
+tacl_status_t tacl__ofi_choose_rail(const char *iface,
+                                    struct fi_info **info_p,
+                                    tacl__ofi_choice_t *choice_p)
 {
     const char *want = tacl__config_str(TACL_CFG_OFI_PROVIDER);
     tacl__ofi_choice_t c;
@@ -221,16 +233,27 @@ tacl_status_t tacl__ofi_choose(struct fi_info **info_p,
         if (info != NULL) {
             snprintf(c.why, sizeof(c.why), "TACL_OFI_PROVIDER=auto and an "
                      "EFA device is present");
+            want = "efa";
         } else {
-            info = query("tcp");
             snprintf(c.why, sizeof(c.why), "TACL_OFI_PROVIDER=auto and no "
                      "EFA device: libfabric's tcp provider");
             want = "tcp";
         }
+        fi_freeinfo(info);
     } else {
-        info = query(want);
         snprintf(c.why, sizeof(c.why), "TACL_OFI_PROVIDER=%s", want);
     }
+    info = query_domain(want, iface);
+    if (info == NULL && iface != NULL && tacl__ofi_provider_present(want))
+        return tacl__error(TACL_ERR_INVALID_ARG, NET, "TACL_NICS names "
+                           "rail '%s', but libfabric provider %s has no "
+                           "domain of that name (fi_info -p %s lists its "
+                           "domains); name interfaces it lists%s", iface,
+                           want, want,
+                           tacl__config_env("FI_TCP_IFACE") != NULL
+                               ? ", and unset FI_TCP_IFACE, which holds tcp "
+                                 "to one interface"
+                               : "");
     if (info == NULL)
         return refuse(want);
     describe(info, &c);
@@ -240,4 +263,74 @@ tacl_status_t tacl__ofi_choose(struct fi_info **info_p,
         fi_freeinfo(info);
     *choice_p = c;
     return TACL_OK;
+}
+
+tacl_status_t tacl__ofi_choose(struct fi_info **info_p,
+                               tacl__ofi_choice_t *choice_p)
+{
+    return tacl__ofi_choose_rail(NULL, info_p, choice_p);
+}
+
+int tacl__ofi_rail_names(char names[TACL_OFI_MAX_RAILS][32])
+{
+    const char *list = tacl__config_str(TACL_CFG_NICS);
+    char buf[512], *tok, *save = NULL;
+    int n = 0;
+
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        /* The speed after '@' is the topology's (topo_detect.c). */
+        tok[strcspn(tok, "@")] = '\0';
+        if (tok[0] == '\0')
+            continue;
+        if (n == TACL_OFI_MAX_RAILS)
+            return tacl__error(TACL_ERR_INVALID_ARG, NET, "TACL_NICS names "
+                               "more than %d rails; ofi opens at most %d",
+                               TACL_OFI_MAX_RAILS, TACL_OFI_MAX_RAILS);
+        snprintf(names[n++], 32, "%s", tok);
+    }
+    return n;
+}
+
+void tacl__ofi_describe_rails(char *buf, size_t len)
+{
+    char names[TACL_OFI_MAX_RAILS][32];
+    size_t used;
+    int n = tacl__ofi_rail_names(names);
+
+    if (n == 0) {
+        snprintf(buf, len, "one rail (TACL_NICS unset)");
+        return;
+    }
+    if (n < 0) {
+        snprintf(buf, len, "rails refused: %s", tacl__last_error());
+        return;
+    }
+    used = (size_t)snprintf(buf, len, "%d rail%s, striped from %llu bytes:",
+                            n, n > 1 ? "s" : "",
+                            tacl__config_size(TACL_CFG_OFI_STRIPE_MIN));
+    for (int i = 0; i < n && used < len; ++i) {
+        tacl__ofi_choice_t c;
+        struct fi_info *info = NULL;
+
+        if (tacl__ofi_choose_rail(names[i], &info, &c) == TACL_OK)
+            used += (size_t)snprintf(buf + used, len - used, " %d=%s "
+                                     "(fabric %s)", i, names[i], c.fabric);
+        else
+            used += (size_t)snprintf(buf + used, len - used, " %d=%s "
+                                     "(refused)", i, names[i]);
+        fi_freeinfo(info);
+    }
+}
+
+void tacl__ofi_piece(uint64_t len, int n, int i, uint64_t *off_p,
+                     uint64_t *len_p)
+{
+    uint64_t piece = TACL_DIV_UP(TACL_DIV_UP(len, (uint64_t)n),
+                                 TACL_OFI_PIECE_ALIGN) * TACL_OFI_PIECE_ALIGN;
+    uint64_t off = TACL_MIN(piece * (uint64_t)i, len);
+
+    *off_p = off;
+    *len_p = TACL_MIN(piece, len - off);
 }

@@ -12,6 +12,24 @@
  * does not) each buffer is registered for the time its request is
  * posted.
  *
+ * Striping: a message of at least TACL_OFI_STRIPE_MIN bytes to a peer
+ * with which this rank shares n >= 2 rails goes as n pieces
+ * (tacl__ofi_piece), piece i sent and received on rail i of both ranks,
+ * so rail i of one pairs with rail i of the other and a peer with fewer
+ * rails is reached on the ones both have.  Sender and receiver decide
+ * alike from the length, which they must agree on anyway.  A piece's
+ * wire tag is the message's with TACL_OFI_WIRE_PIECE set: the piece
+ * index needs no bits, since each rail carries one piece of a message,
+ * and the per-peer message counter none either, since on each rail the
+ * provider matches a sender's messages of one tag in sending order
+ * (FI_ORDER_SAS), the order the receives of both ranks follow.  The
+ * bit keeps a receive of a whole message, and a peek, off the pieces: a
+ * length mismatch across the threshold is no match at all (the peers
+ * then wait until the no-progress timeout), never half a message.  The
+ * operation counts its pieces out in its transport words
+ * (TACL_OFI_OP_LEFT) and ends when the last does, with the first error
+ * of any.
+ *
  * Flow control: a request goes to the provider only while it holds fewer
  * of that side's requests than fi_info's tx or rx size, and only when no
  * earlier one waits on that side's backlog; a request the provider
@@ -136,38 +154,43 @@ static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req, void *desc)
     msg.context = &req->ctx;
     if (req->kind == TACL_OFI_REQ_PEEK) {
         msg.tag = tacl__tl_wire_tag(0, req->msg[0]);
-        msg.ignore = ~TACL__TL_WIRE_ANY_SRC;
-        return fi_trecvmsg(ofi->ep, &msg, flags | FI_PEEK);
+        /* Any sender, but never a piece of a striped message. */
+        msg.ignore = ~TACL__TL_WIRE_ANY_SRC & ~TACL_OFI_WIRE_PIECE;
+        return fi_trecvmsg(ofi->rails[0].ep, &msg, flags | FI_PEEK);
     }
     msg.msg_iov = &iov;
     msg.desc = &desc;
     msg.iov_count = 1;
     msg.tag = tacl__tl_wire_tag(req->peer, req->op->tag);
-    return fi_trecvmsg(ofi->ep, &msg, flags);
+    return fi_trecvmsg(ofi->rails[0].ep, &msg, flags);
 }
 
 /* Hand req to the provider: 0, -FI_EAGAIN, or another error. */
 static ssize_t issue(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 {
+    const tacl__ofi_rail_t *rail = &ofi->rails[req->rail];
     void *desc = req->mr ? fi_mr_desc(req->mr) : NULL;
-    fi_addr_t to = req->peer >= 0 ? ofi->peers[req->peer].addr : 0;
+    fi_addr_t to = req->peer >= 0 ? rail->addrs[req->peer] : 0;
+    uint64_t piece = (req->flags & TACL_OFI_REQ_F_PIECE) ? TACL_OFI_WIRE_PIECE
+                                                         : 0;
 
     if (req->kind == TACL_OFI_REQ_PEEK ||
         (req->flags & TACL_OFI_REQ_F_CLAIMED))
         return issue_peek(ofi, req, desc);
     switch (req->kind) {
     case TACL_OFI_REQ_SEND:
-        return fi_tsend(ofi->ep, req->buf, req->len, desc, to,
-                        tacl__tl_wire_tag(ofi->base.rank, req->op->tag),
+        return fi_tsend(rail->ep, req->buf, req->len, desc, to,
+                        tacl__tl_wire_tag(ofi->base.rank, req->op->tag) |
+                            piece,
                         &req->ctx);
     case TACL_OFI_REQ_RECV:
-        return fi_trecv(ofi->ep, req->buf, req->len, desc, FI_ADDR_UNSPEC,
-                        tacl__tl_wire_tag(req->peer, req->op->tag), 0,
-                        &req->ctx);
+        return fi_trecv(rail->ep, req->buf, req->len, desc, FI_ADDR_UNSPEC,
+                        tacl__tl_wire_tag(req->peer, req->op->tag) | piece,
+                        0, &req->ctx);
     case TACL_OFI_REQ_CTRL_SEND:
-        return fi_send(ofi->ep, req->buf, req->len, desc, to, &req->ctx);
+        return fi_send(rail->ep, req->buf, req->len, desc, to, &req->ctx);
     default:
-        return fi_recv(ofi->ep, req->buf, req->len, desc, FI_ADDR_UNSPEC,
+        return fi_recv(rail->ep, req->buf, req->len, desc, FI_ADDR_UNSPEC,
                        &req->ctx);
     }
 }
@@ -190,7 +213,7 @@ static tacl_status_t register_buf(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 
     if (!ofi->need_mr || req->mr != NULL || req->kind == TACL_OFI_REQ_PEEK)
         return TACL_OK;
-    rc = fi_mr_reg(ofi->domain, req->buf, req->len,
+    rc = fi_mr_reg(ofi->rails[req->rail].domain, req->buf, req->len,
                    is_send(req) ? FI_SEND : FI_RECV, 0, 0, 0, &req->mr,
                    NULL);
     if (rc != 0) {
@@ -277,12 +300,60 @@ static void unpost(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
     ++q->count;
 }
 
+/* How many pieces op goes as: 1, or the rails shared with its peer. */
+static int pieces_of(const tacl__ofi_t *ofi, const tacl__tl_op_t *op)
+{
+    int n = TACL_MIN(ofi->nrails, (int)ofi->peers[op->peer].nrails);
+
+    return n >= 2 && op->len >= ofi->stripe_min ? n : 1;
+}
+
+/*
+ * Post pieces 1..n-1 of op (piece 0 is posted).  A piece the provider
+ * refuses at once cannot be taken back from the others: its error is
+ * the operation's, and failing the instance ends the pieces posted.
+ */
+static void post_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op, int n,
+                        int recv)
+{
+    uint8_t late = recv && ofi->peers[op->peer].state == TACL_OFI_PEER_GONE
+                       ? TACL_OFI_REQ_F_LATE
+                       : 0;
+
+    for (int i = 1; i < n; ++i) {
+        tacl__ofi_req_t *req = tacl__ofi_req_get(ofi);
+        tacl_status_t status = req != NULL ? TACL_OK : TACL_ERR_NO_MEMORY;
+        uint64_t off;
+
+        if (req != NULL) {
+            req->kind = recv ? TACL_OFI_REQ_RECV : TACL_OFI_REQ_SEND;
+            /* Every piece of a receive from a peer gone ends alike. */
+            req->flags = TACL_OFI_REQ_F_PIECE | late;
+            req->op = op;
+            req->peer = op->peer;
+            req->rail = (uint8_t)i;
+            tacl__ofi_piece(op->len, n, i, &off, &req->len);
+            req->buf = (char *)op->buf + off;
+            status = tacl__ofi_post(ofi, req);
+            if (status != TACL_OK)
+                tacl__ofi_req_put(ofi, req);
+        }
+        if (status == TACL_OK)
+            continue;
+        TACL_OFI_OP_STATUS(op) = (uint64_t)(int64_t)status;
+        TACL_OFI_OP_LEFT(op) -= (uint64_t)(n - i);
+        tacl__tl_base_mark_failed(&ofi->base, status);
+        return;
+    }
+}
+
 tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
                                 int recv)
 {
     tacl_status_t status = tacl__tl_base_check(&ofi->base, op);
     tacl__ofi_peer_t *peer;
     tacl__ofi_req_t *req;
+    int n;
 
     if (status != TACL_OK)
         return status;
@@ -297,7 +368,9 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
         return tacl__error_peer(op->peer, NET, "rank %d: send to rank %d, "
                                 "which closed its transport",
                                 ofi->base.rank, op->peer);
-    req = recv ? take_claimed(ofi, op) : NULL;
+    n = pieces_of(ofi, op);
+    /* A peek claims whole messages only. */
+    req = recv && n == 1 ? take_claimed(ofi, op) : NULL;
     if (req == NULL) {
         req = tacl__ofi_req_get(ofi);
         if (req == NULL)
@@ -311,6 +384,12 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     req->buf = op->buf;
     req->len = op->len;
     req->peer = op->peer;
+    if (n > 1) {
+        req->flags |= TACL_OFI_REQ_F_PIECE;
+        tacl__ofi_piece(op->len, n, 0, &(uint64_t){0}, &req->len);
+        TACL_OFI_OP_LEFT(op) = (uint64_t)n;
+        TACL_OFI_OP_STATUS(op) = (uint64_t)(int64_t)TACL_OK;
+    }
     status = tacl__ofi_post(ofi, req);
     if (status != TACL_OK) {
         unpost(ofi, req);
@@ -319,7 +398,30 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     if (peer->npending++ == 0)
         peer->since_ns = tacl__now_ns();
     ++ofi->nops;
+    if (n > 1)
+        post_pieces(ofi, op, n, recv);
     return TACL_OK;
+}
+
+/*
+ * A piece of a striped operation ended with *status: put back, its
+ * error kept if the first; 1, the operation's status in *status, when
+ * it was the last.
+ */
+static int last_piece(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
+                      tacl_status_t *status)
+{
+    tacl__tl_op_t *op = req->op;
+
+    if (*status != TACL_OK &&
+        (tacl_status_t)(int64_t)TACL_OFI_OP_STATUS(op) == TACL_OK)
+        TACL_OFI_OP_STATUS(op) = (uint64_t)(int64_t)*status;
+    if (--TACL_OFI_OP_LEFT(op) > 0) {
+        tacl__ofi_req_put(ofi, req);
+        return 0;
+    }
+    *status = (tacl_status_t)(int64_t)TACL_OFI_OP_STATUS(op);
+    return 1;
 }
 
 /*
@@ -343,6 +445,9 @@ static void finish(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
         tacl__ofi_req_put(ofi, req);
         return;
     }
+    if ((req->flags & TACL_OFI_REQ_F_PIECE) &&
+        !last_piece(ofi, req, &status))
+        return;
     --ofi->peers[req->peer].npending;
     --ofi->nops;
     if (ofi->peers[req->peer].state == TACL_OFI_PEER_UNKNOWN)
@@ -437,6 +542,8 @@ static int complete_ok(tacl__ofi_t *ofi, const struct fi_cq_tagged_entry *e)
                                        req->len, TACL_SUBSYS_NET);
     if (req->kind == TACL_OFI_REQ_CTRL_RECV)
         req->len = e->len;
+    if (data)
+        ofi->rails[req->rail].bytes += req->len;
     finish(ofi, req, status);
     return data;
 }
@@ -445,12 +552,14 @@ static int complete_ok(tacl__ofi_t *ofi, const struct fi_cq_tagged_entry *e)
 static tacl_status_t error_status(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
                                   const struct fi_cq_err_entry *err)
 {
-    char detail[160] = "";
+    char detail[160] = "", rail[64] = "";
     tacl_status_t status;
 
-    /* A request we cancelled carries the status it ends with. */
-    if (err->err == FI_ECANCELED)
-        return req->status != TACL_OK ? req->status : TACL_ERR_INTERNAL;
+    /* A request we cancelled carries the status it ends with; one the
+     * provider cancelled (a piece on a rail whose connection broke)
+     * is the peer's failure below. */
+    if (err->err == FI_ECANCELED && req->status != TACL_OK)
+        return req->status;
     if (err->err == FI_ETRUNC && req->kind == TACL_OFI_REQ_RECV)
         return tacl__tl_length_error(req->peer, req->op->tag,
                                      req->len + err->olen, err->olen == 0,
@@ -461,30 +570,33 @@ static tacl_status_t error_status(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
                            ofi->base.rank, req_what(req), req->peer);
     if (err->prov_errno != 0)
         snprintf(detail, sizeof(detail), " (%s)",
-                 fi_cq_strerror(ofi->cq, err->prov_errno, err->err_data,
-                                NULL, 0));
+                 fi_cq_strerror(ofi->rails[req->rail].cq, err->prov_errno,
+                                err->err_data, NULL, 0));
+    if (ofi->nrails > 1)
+        snprintf(rail, sizeof(rail), " on rail %d (%s)", req->rail,
+                 ofi->rail_names[req->rail]);
     status = req->peer >= 0
-        ? tacl__error_peer(req->peer, NET, "rank %d: %s rank %d failed: "
+        ? tacl__error_peer(req->peer, NET, "rank %d: %s rank %d%s failed: "
                            "%s%s; check that process's output",
-                           ofi->base.rank, req_what(req), req->peer,
+                           ofi->base.rank, req_what(req), req->peer, rail,
                            fi_strerror(err->err), detail)
-        : tacl__error(TACL_ERR_REMOTE, NET, "rank %d: a %s a peer failed: "
-                      "%s%s", ofi->base.rank, req_what(req),
+        : tacl__error(TACL_ERR_REMOTE, NET, "rank %d: a %s a peer%s "
+                      "failed: %s%s", ofi->base.rank, req_what(req), rail,
                       fi_strerror(err->err), detail);
     /* A broken connection breaks the whole instance. */
     tacl__tl_base_mark_failed(&ofi->base, status);
     return status;
 }
 
-/* Read one error completion; 1 when there was one. */
-static int complete_error(tacl__ofi_t *ofi)
+/* Read one error completion of rail's queue; 1 when there was one. */
+static int complete_error(tacl__ofi_t *ofi, struct fid_cq *cq)
 {
     struct fi_cq_err_entry err;
     tacl__ofi_req_t *req;
     ssize_t rc;
 
     memset(&err, 0, sizeof(err));
-    rc = fi_cq_readerr(ofi->cq, &err, 0);
+    rc = fi_cq_readerr(cq, &err, 0);
     if (rc <= 0)
         return 0;
     req = err.op_context;
@@ -507,7 +619,7 @@ static int drain_backlog(tacl__ofi_t *ofi, tacl__ofi_reqq_t *q, int send)
 {
     int events = 0;
 
-    while (q->head != NULL && ofi->ep != NULL &&
+    while (q->head != NULL && tacl__ofi_live(ofi) &&
            (send ? ofi->ntx < ofi->tx_size : ofi->nrx < ofi->rx_size)) {
         tacl__ofi_req_t *req = q->head;
         ssize_t rc = issue(ofi, req);
@@ -529,25 +641,25 @@ static int drain_backlog(tacl__ofi_t *ofi, tacl__ofi_reqq_t *q, int send)
     return events;
 }
 
-int tacl__ofi_poll(tacl__ofi_t *ofi)
+/* Read the completions of rail r's queue, a budget of batches. */
+static int poll_rail(tacl__ofi_t *ofi, int r)
 {
     struct fi_cq_tagged_entry ents[TACL_OFI_CQ_BATCH];
+    struct fid_cq *cq = ofi->rails[r].cq;
     int events = 0;
 
-    if (ofi->ep == NULL)
-        return 0;
-    for (int b = 0; b < TACL_OFI_CQ_BUDGET; ++b) {
-        ssize_t n = fi_cq_read(ofi->cq, ents, TACL_OFI_CQ_BATCH);
+    for (int b = 0; b < TACL_OFI_CQ_BUDGET && tacl__ofi_live(ofi); ++b) {
+        ssize_t n = fi_cq_read(cq, ents, TACL_OFI_CQ_BATCH);
 
         if (n == -FI_EAVAIL) {
-            events += complete_error(ofi);
+            events += complete_error(ofi, cq);
             continue;
         }
         if (n <= 0) {
             if (n != -FI_EAGAIN)
                 tacl__tl_base_mark_failed(&ofi->base, tacl__error(
                     TACL_ERR_SYSTEM, NET, "rank %d cannot read the "
-                    "completion queue: %s", ofi->base.rank,
+                    "completion queue of rail %d: %s", ofi->base.rank, r,
                     tacl__ofi_strerror(n)));
             break;
         }
@@ -556,6 +668,17 @@ int tacl__ofi_poll(tacl__ofi_t *ofi)
         if (n < TACL_OFI_CQ_BATCH)
             break;
     }
+    return events;
+}
+
+int tacl__ofi_poll(tacl__ofi_t *ofi)
+{
+    int events = 0;
+
+    if (!tacl__ofi_live(ofi))
+        return 0;
+    for (int r = 0; r < ofi->nrails; ++r)
+        events += poll_rail(ofi, r);
     events += drain_backlog(ofi, &ofi->backlog_tx, 1);
     events += drain_backlog(ofi, &ofi->backlog_rx, 0);
     return events;
@@ -582,21 +705,26 @@ void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status)
         return;
     /*
      * The provider must never touch a failed operation's buffer again.
-     * A clean close does that by closing the endpoint.  A failure
-     * abandons it instead, with its queue, address vector and domain,
+     * A clean close does that by closing every rail's endpoint.  A
+     * failure abandons them instead, with their queues, address vectors
+     * and domains,
      * until the process ends: closing an ofi_rxm endpoint whose peer
      * was cut off or that another thread aborted crashed inside
      * libfabric 1.17 (about 1 in 16 fault trials, in fi_close).  The
      * providers' data progress is manual (tcp's and EFA's), so nothing
-     * moves once tacl stops calling into the endpoint, which it does
-     * from here on (ep is NULL).
+     * moves once tacl stops calling into the endpoints, which it does
+     * from here on (every rail's ep is NULL).
      */
-    if (ofi->ep != NULL) {
+    for (int r = 0; r < ofi->nrails; ++r) {
+        tacl__ofi_rail_t *rail = &ofi->rails[r];
+
+        if (rail->ep == NULL)
+            continue;
         if (ofi->closing)
-            fi_close(&ofi->ep->fid);
+            fi_close(&rail->ep->fid);
         else
-            ofi->abandoned = ofi->ep;
-        ofi->ep = NULL;
+            rail->abandoned = rail->ep;
+        rail->ep = NULL;
     }
     fail_queue(ofi, &ofi->pending, status);
     fail_queue(ofi, &ofi->backlog_tx, status);
@@ -625,7 +753,7 @@ static void peek(tacl__ofi_t *ofi, uint64_t tag)
 {
     tacl__ofi_req_t *req;
 
-    if (ofi->ep == NULL || ofi->peek != NULL)
+    if (!tacl__ofi_live(ofi) || ofi->peek != NULL)
         return;
     req = tacl__ofi_req_get(ofi);
     if (req == NULL)

@@ -57,11 +57,10 @@ tacl_status_t exchange(void *arg, void *all, size_t size)
 const char *const node_names[MAX_RANKS] = {"node-a", "node-b",
                                                   "node-c", "node-d"};
 
-tacl__tl_t *rank_init(shared_t *sh, int rank, xctx_t *x)
+tacl_status_t rank_try_init(shared_t *sh, int rank, xctx_t *x,
+                            tacl__tl_t **tl_p)
 {
     tacl__tl_params_t params = {0};
-    tacl__tl_t *tl = NULL;
-    tacl_status_t status;
 
     x->sh = sh;
     x->rank = rank;
@@ -72,7 +71,14 @@ tacl__tl_t *rank_init(shared_t *sh, int rank, xctx_t *x)
     params.timeout_s = 10;
     params.exchange = exchange;
     params.exchange_ctx = x;
-    status = net_ops->init(&params, &tl);
+    return net_ops->init(&params, tl_p);
+}
+
+tacl__tl_t *rank_init(shared_t *sh, int rank, xctx_t *x)
+{
+    tacl__tl_t *tl = NULL;
+    tacl_status_t status = rank_try_init(sh, rank, x, &tl);
+
     CHECK(status == TACL_OK, "init: %s", tacl_status_string(status));
     for (int r = 0; r < sh->nranks; ++r)
         CHECK(tacl__tl_reachable(tl, r) == (r != rank), "reachable(%d)", r);

@@ -53,6 +53,9 @@ extern int done_count;
 int barrier(shared_t *sh);
 /** The params->exchange of the rank processes. */
 tacl_status_t exchange(void *arg, void *all, size_t size);
+/** This rank's instance into *tl_p: net_ops->init's status. */
+tacl_status_t rank_try_init(shared_t *sh, int rank, xctx_t *x,
+                            tacl__tl_t **tl_p);
 /** Create this rank's instance and check reachable() for every rank. */
 tacl__tl_t *rank_init(shared_t *sh, int rank, xctx_t *x);
 /** Post op as a send or receive whose callback counts done_count. */

@@ -1,0 +1,341 @@
+/*
+ * Tests of the ofi transport's rails and striping (ofi_ops.c): several
+ * endpoints on loopback (TACL_NICS=lo,lo), messages from
+ * TACL_OFI_STRIPE_MIN up split one piece per rail, the network cases of
+ * net/net_cases.c run again with two rails, peers with different rail
+ * counts, and refusals of bad settings.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "config.h"
+#include "net_cases.h"
+#include "ofi/ofi.h"
+
+const tacl__transport_ops_t *const net_ops = &tacl__tl_ofi_ops;
+
+#define STRIPE_MIN (256u << 10)
+
+/* Two rails on loopback, striped from the lowest size allowed. */
+static void rails_env(const char *nics)
+{
+    ofi_env();
+    setenv("TACL_NICS", nics, 1);
+    setenv("TACL_OFI_STRIPE_MIN", "256K", 1);
+    tacl__config_reload();
+}
+
+/* ------------------------------------------------------------------ */
+
+/* Pieces are contiguous, cover the message, start aligned, none empty. */
+Test(ofi_rails, pieces_cover_the_message)
+{
+    static const uint64_t lens[] = {STRIPE_MIN, STRIPE_MIN + 1,
+                                    (1u << 20) + 7, (3u << 20) + 4095,
+                                    64ull << 20};
+
+    for (size_t k = 0; k < TACL_ARRAY_SIZE(lens); ++k)
+        for (int n = 2; n <= TACL_OFI_MAX_RAILS; ++n) {
+            uint64_t next = 0, off, len, lo = UINT64_MAX, hi = 0;
+
+            for (int i = 0; i < n; ++i) {
+                tacl__ofi_piece(lens[k], n, i, &off, &len);
+                cr_assert_eq(off, next, "len %llu, piece %d of %d at %llu",
+                             (unsigned long long)lens[k], i, n,
+                             (unsigned long long)off);
+                cr_assert_eq(off % TACL_OFI_PIECE_ALIGN, 0);
+                cr_assert_gt(len, 0, "piece %d of %d empty", i, n);
+                lo = TACL_MIN(lo, len);
+                hi = TACL_MAX(hi, len);
+                next = off + len;
+            }
+            cr_assert_eq(next, lens[k]);
+            /* Even: only alignment makes pieces differ. */
+            cr_assert_leq(hi - lo, (uint64_t)n * TACL_OFI_PIECE_ALIGN);
+        }
+}
+
+/* ------------------------------------------------------------------ */
+
+/* Lengths around the threshold, odd ones, and 0 B. */
+static const uint64_t stripe_sizes[] = {
+    0, STRIPE_MIN - 1, STRIPE_MIN, STRIPE_MIN + 1, (1u << 20) + 7,
+    (3u << 20) + 4095, (8u << 20) + 1};
+#define NSTRIPE TACL_ARRAY_SIZE(stripe_sizes)
+/* Then this many 1 MB messages each way: half of one tag (in order),
+ * half of distinct tags whose receives are posted in reverse. */
+#define NFLIGHT 16
+#define NOPS (NSTRIPE + NFLIGHT)
+
+static uint64_t op_len(size_t i)
+{
+    return i < NSTRIPE ? stripe_sizes[i] : (1u << 20) + 64 * (i - NSTRIPE);
+}
+
+static uint64_t op_tag(size_t i)
+{
+    if (i < NSTRIPE)
+        return TACL__TAG(5, i);
+    return i - NSTRIPE < NFLIGHT / 2 ? TACL__TAG(6, 0) : TACL__TAG(7, i);
+}
+
+/* Post receives (k reversed for distinct tags) or sends of every op. */
+static void post_all(tacl__tl_t *tl, tacl__tl_op_t *ops, int peer,
+                     int rank, int is_send)
+{
+    for (size_t j = 0; j < NOPS; ++j) {
+        size_t i = j;
+        tacl_status_t st;
+
+        /* Receives of distinct tags in reverse; a tag's own in order. */
+        if (!is_send && j >= NSTRIPE + NFLIGHT / 2)
+            i = NOPS - 1 - (j - (NSTRIPE + NFLIGHT / 2));
+        ops[i].peer = peer;
+        ops[i].tag = op_tag(i);
+        ops[i].len = op_len(i);
+        ops[i].buf = ops[i].len ? malloc(ops[i].len) : NULL;
+        CHECK(!ops[i].len || ops[i].buf, "malloc");
+        if (is_send)
+            fill(ops[i].buf, ops[i].len, rank, ops[i].tag + i);
+        else if (ops[i].len)
+            memset(ops[i].buf, 0, ops[i].len);
+        st = post(tl, &ops[i], is_send);
+        CHECK(st == TACL_OK, "post %zu: %s", i, tacl_status_string(st));
+    }
+}
+
+/*
+ * Both ways at once between ranks 0 and 1, data checked byte for byte,
+ * and rail 1 carried bytes when both ranks have it.  Rank 2 (if any)
+ * has one rail: it and rank 0 exchange the same on rail 0 alone.
+ */
+static void stripe_pair(tacl__tl_t *tl, int rank, int peer)
+{
+    tacl__tl_op_t sends[NOPS] = {{0}}, recvs[NOPS] = {{0}};
+    tacl_status_t st;
+
+    done_count = 0;
+    post_all(tl, recvs, peer, rank, 0);
+    post_all(tl, sends, peer, rank, 1);
+    st = drive(tl, 2 * NOPS, 30);
+    CHECK(st == TACL_OK, "drive: %s", tacl_status_string(st));
+    for (size_t i = 0; i < NOPS; ++i) {
+        CHECK(op_result(&sends[i]) == TACL_OK, "send %zu", i);
+        CHECK(op_result(&recvs[i]) == TACL_OK, "recv %zu", i);
+        CHECK(verify(recvs[i].buf, recvs[i].len, peer, recvs[i].tag + i),
+              "message %zu, %llu bytes from rank %d, corrupted", i,
+              (unsigned long long)recvs[i].len, peer);
+        free(sends[i].buf);
+        free(recvs[i].buf);
+    }
+}
+
+static void stripe_rank(shared_t *sh, int rank)
+{
+    xctx_t x;
+    tacl__tl_t *tl;
+    tacl__ofi_t *ofi;
+    uint64_t before;
+
+    /* Rank 0 has three rails, rank 1 two, rank 2 one. */
+    rails_env(rank == 0 ? "lo,lo,lo" : rank == 1 ? "lo,lo" : "lo");
+    tl = rank_init(sh, rank, &x);
+    ofi = (tacl__ofi_t *)tl;
+    CHECK(ofi->nrails == 3 - rank, "rank %d opened %d rails", rank,
+          ofi->nrails);
+    if (rank < 2) {
+        stripe_pair(tl, rank, 1 - rank);
+        /* Two rails shared: each carried about half. */
+        CHECK(ofi->rails[1].bytes > ofi->rails[0].bytes / 2,
+              "rail 1 moved %llu bytes, rail 0 %llu",
+              (unsigned long long)ofi->rails[1].bytes,
+              (unsigned long long)ofi->rails[0].bytes);
+    }
+    if (rank == 0)
+        CHECK(ofi->rails[2].bytes == 0, "rail 2 has no peer, yet moved "
+              "%llu bytes", (unsigned long long)ofi->rails[2].bytes);
+    CHECK(barrier(sh) == 0, "barrier");
+    before = ofi->rails[1].bytes;
+    if (rank != 1)
+        stripe_pair(tl, rank, 2 - rank);
+    if (rank == 0)
+        CHECK(ofi->rails[1].bytes == before, "a peer with one rail was "
+              "reached on rail 1");
+    CHECK(barrier(sh) == 0, "barrier");
+    tacl__tl_close(tl);
+}
+
+Test(ofi_rails, striped_both_ways_uneven_rails, .timeout = 90)
+{
+    run_ranks(3, stripe_rank, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+
+/*
+ * A look for a message from any source never takes a piece: rank 1
+ * sends a striped 1 MB message and then 100 bytes, both of one tag;
+ * rank 0's probes for that tag find only the 100 bytes (a peek that
+ * claimed piece 0 would report its length and leave the rest
+ * unmatched), then a named receive takes the striped message whole.
+ */
+static void probe_rank(shared_t *sh, int rank)
+{
+    const uint64_t tag = TACL__TAG(9, 1), big = 1u << 20, small = 100;
+    tacl__tl_op_t ops[2] = {{0}};
+    uint64_t len = 0;
+    int peer = -1, found = 0;
+    xctx_t x;
+    tacl__tl_t *tl;
+    tacl_status_t st;
+
+    rails_env("lo,lo");
+    tl = rank_init(sh, rank, &x);
+    for (int i = 0; i < 2; ++i) {
+        ops[i].peer = 1 - rank;
+        ops[i].tag = tag;
+        ops[i].len = i == 0 ? big : small;
+        ops[i].buf = malloc(ops[i].len);
+        CHECK(ops[i].buf, "malloc");
+        fill(ops[i].buf, ops[i].len, 1, tag + (uint64_t)i);
+    }
+    done_count = 0;
+    if (rank == 1) {
+        CHECK(post(tl, &ops[0], 1) == TACL_OK, "send striped");
+        CHECK(post(tl, &ops[1], 1) == TACL_OK, "send small");
+    } else {
+        /* Both are here well before 5 s on loopback. */
+        for (uint64_t t0 = tacl__now_ns();
+             !found && tacl__now_ns() - t0 < 5000000000ull;) {
+            tacl__tl_progress(tl);
+            found = tacl__tl_probe(tl, tag, &peer, &len);
+            CHECK(found >= 0, "probe: %s", tacl_status_string(found));
+        }
+        CHECK(found == 1 && peer == 1 && len == small, "probe found %d: "
+              "rank %d, %llu bytes (wanted the %llu-byte message)", found,
+              peer, (unsigned long long)len, (unsigned long long)small);
+        memset(ops[0].buf, 0, big);
+        memset(ops[1].buf, 0, small);
+        CHECK(post(tl, &ops[0], 0) == TACL_OK, "receive striped");
+        CHECK(post(tl, &ops[1], 0) == TACL_OK, "receive small");
+    }
+    st = drive(tl, 2, 20);
+    CHECK(st == TACL_OK, "drive: %s", tacl_status_string(st));
+    for (int i = 0; i < 2 && rank == 0; ++i)
+        CHECK(verify(ops[i].buf, ops[i].len, 1, tag + (uint64_t)i),
+              "message %d corrupted", i);
+    CHECK(barrier(sh) == 0, "barrier");
+    free(ops[0].buf);
+    free(ops[1].buf);
+    tacl__tl_close(tl);
+}
+
+Test(ofi_rails, probe_never_takes_a_piece, .timeout = 60)
+{
+    run_ranks(2, probe_rank, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* Both ranks' init fails with status and a message containing words. */
+static void refused_rank(shared_t *sh, int rank)
+{
+    xctx_t x;
+    tacl__tl_t *tl = NULL;
+    tacl_status_t st = rank_try_init(sh, rank, &x, &tl);
+
+    CHECK(st != TACL_OK && tl == NULL, "init took a bad setting");
+    CHECK(strstr(tacl__last_error(), getenv("WANT_ERROR")) != NULL ||
+              rank != 0,
+          "rank 0's error: %s", tacl__last_error());
+}
+
+Test(ofi_rails, bad_stripe_min_refused)
+{
+    rails_env("lo,lo");
+    setenv("TACL_OFI_STRIPE_MIN", "12K", 1);
+    setenv("WANT_ERROR", "TACL_OFI_STRIPE_MIN='12K' is not a size", 1);
+    tacl__config_reload();
+    run_ranks(2, refused_rank, NULL, NULL);
+}
+
+Test(ofi_rails, unknown_rail_refused)
+{
+    rails_env("lo,no-such-if");
+    setenv("WANT_ERROR", "rail 'no-such-if'", 1);
+    run_ranks(2, refused_rank, NULL, NULL);
+}
+
+Test(ofi_rails, too_many_rails_refused)
+{
+    rails_env("lo,lo,lo,lo,lo,lo,lo,lo,lo");
+    setenv("WANT_ERROR", "more than 8 rails", 1);
+    run_ranks(2, refused_rank, NULL, NULL);
+}
+
+/*
+ * A provider whose domains are not interfaces (shm here, EFA on AWS)
+ * opens one endpoint with TACL_NICS set, as before rails, and works.
+ */
+static void one_endpoint_rank(shared_t *sh, int rank)
+{
+    xctx_t x;
+    tacl__tl_t *tl;
+
+    rails_env("lo,lo");
+    setenv("TACL_OFI_PROVIDER", "shm", 1);
+    tacl__config_reload();
+    tl = rank_init(sh, rank, &x);
+    CHECK(((tacl__ofi_t *)tl)->nrails == 1, "provider shm opened %d rails",
+          ((tacl__ofi_t *)tl)->nrails);
+    ping(tl, rank, 0, 1, TACL__TAG(1, 1));
+    CHECK(barrier(sh) == 0, "barrier");
+    tacl__tl_close(tl);
+}
+
+Test(ofi_rails, other_providers_open_one_endpoint, .timeout = 60)
+{
+    run_ranks(2, one_endpoint_rank, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* The network cases with two rails: 1 MB and 64 MB messages striped. */
+NET_CASE(ofi_rails, sizes_0_to_64mb, rails_env("lo,lo"), 2, sizes_rank,
+         NULL)
+
+NET_CASE(ofi_rails, many_concurrent_4_ranks, rails_env("lo,lo"), 4,
+         many_rank, NULL)
+
+NET_CASE(ofi_rails, same_source_and_tag_in_order, rails_env("lo,lo"), 2,
+         fifo_rank, NULL)
+
+NET_CASE(ofi_rails, length_mismatch_fails_the_receive_alone,
+         rails_env("lo,lo"), 2, mismatch_rank, NULL)
+
+NET_CASE(ofi_rails, killed_receiver_fails_send, rails_env("lo,lo"), 2,
+         killed_send_rank, kill_rank1)
+
+NET_CASE(ofi_rails, killed_midway_sender_fails_receive, rails_env("lo,lo"),
+         2, killed_midway_sender_rank, kill_rank1)
+
+NET_CASE(ofi_rails, killed_sender_fails_receive, rails_env("lo,lo"), 2,
+         killed_recv_rank, kill_rank1)
+
+NET_CASE(ofi_rails, peer_leaving_idle_is_not_an_error, rails_env("lo,lo"),
+         3, leave_rank, NULL)
+
+NET_CASE(ofi_rails, cancel_all_completes_everything, rails_env("lo,lo"), 2,
+         cancel_rank, NULL)
+
+NET_CASE(ofi_rails, wait_sleeps_and_wakes, rails_env("lo,lo"), 2,
+         wait_rank, NULL)
+
+NET_CASE(ofi_rails, quiet_peer_is_no_progress, rails_env("lo,lo"), 2,
+         quiet_peer_rank, NULL)
+
+NET_CASE(ofi_rails, any_source_by_probe_in_order, rails_env("lo,lo"), 3,
+         any_source_rank, NULL)
