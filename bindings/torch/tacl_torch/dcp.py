@@ -48,7 +48,7 @@ from torch.distributed.checkpoint.planner import (LoadItemType, LoadPlan,
 from torch.distributed.checkpoint.storage import (StorageReader,
                                                   StorageWriter, WriteResult)
 
-from .checkpoint import PeerCheckpointer
+from .checkpoint import PeerCheckpointer, _first_difference
 
 
 class PeerCheckpointNotFound(LookupError):
@@ -111,6 +111,7 @@ class PeerStorageWriter(StorageWriter):
         self._items = []
         self._coordinator = False
         self._indexed = False
+        self._layout = None
 
     def reset(self, checkpoint_id=None) -> None:
         self._step = None if checkpoint_id is None else _step_of(
@@ -130,29 +131,45 @@ class PeerStorageWriter(StorageWriter):
 
     def write_data(self, plan: SavePlan,
                    planner: SavePlanner) -> Future[list[WriteResult]]:
-        if self._step is None:
-            raise ValueError("tacl dcp: a save needs its step as "
-                             "checkpoint_id (dcp.save(..., checkpoint_id="
-                             "step))")
-        state = self._state(planner)
-        layout = [(index, tuple(t.shape), t.dtype)
-                  for index, t in zip(state["o"]["items"], state["t"])]
+        # DCP calls reset only with a checkpoint_id: a save without one
+        # must not reuse this step.
+        step, self._step = self._step, None
+        problem = None
+        try:
+            state, layout = self._prepare(step, planner)
+        except (TypeError, ValueError) as e:
+            problem = str(e)
+        _agree(self._sets.group, problem)
         if not self._indexed:
             # Before the first data version, so that a version a fresh
             # process restores always has its layout.
-            self._sets.index.save({"layout": layout}, self._step).wait()
+            self._sets.index.save({"layout": layout}, step).wait()
             self._indexed = True
-        self._sets.data.save(state, self._step).wait()
-        # DCP calls reset only with a checkpoint_id: a save without one
-        # must not reuse this step.
-        self._step = None
+        self._sets.data.save(state, step).wait()
         results = [WriteResult(index=item.index,
                                size_in_bytes=_size(item),
-                               storage_data=self._step)
+                               storage_data=step)
                    for item in plan.items]
         fut: Future = Future()
         fut.set_result(results)
         return fut
+
+    def _prepare(self, step, planner):
+        """The state to save and its layout, checked: the step known, the
+        layout the first save's."""
+        if step is None:
+            raise ValueError("a save needs its step as checkpoint_id "
+                             "(dcp.save(..., checkpoint_id=step))")
+        state = self._state(planner)
+        layout = [(index, tuple(t.shape), t.dtype)
+                  for index, t in zip(state["o"]["items"], state["t"])]
+        if self._layout is None:
+            self._layout = layout
+        elif layout != self._layout:
+            raise ValueError("the state's layout changed since the first "
+                             "save: " +
+                             _first_difference(self._layout, layout))
+        return state, layout
 
     def _state(self, planner):
         """This rank's items as PeerCheckpointer's state: tensors in "t",
@@ -173,7 +190,7 @@ class PeerStorageWriter(StorageWriter):
             # made it before write_data.
             metadata = getattr(planner, "metadata", None)
             if not isinstance(metadata, Metadata):
-                raise TypeError(f"tacl dcp: the save planner "
+                raise TypeError(f"the save planner "
                                 f"{type(planner).__name__} keeps no "
                                 f"Metadata (DefaultSavePlanner does)")
         return {"t": tensors,
@@ -241,10 +258,12 @@ class PeerStorageReader(StorageReader):
             raise PeerCheckpointNotFound(
                 f"tacl dcp: key {self._sets.key!r} has an index but no "
                 f"data in peer memory")
+        problem = None
         if state["o"]["items"] != [entry[0] for entry in layout]:
-            raise RuntimeError(f"tacl dcp: step {step} under key "
-                               f"{self._sets.key!r} was saved with another "
-                               f"list of tensors than its index holds")
+            problem = (f"step {step} under key {self._sets.key!r} was "
+                       f"saved with another list of tensors than its index "
+                       f"holds")
+        _agree(self._sets.group, problem)
         self._tensors = dict(zip(state["o"]["items"], state["t"]))
         self._bytes = dict(state["o"]["bytes"])
         self._metadata = _from_coordinator(state["o"]["metadata"],
@@ -326,6 +345,17 @@ def _name(item) -> str:
     index = item.storage_index
     where = "" if index.offset is None else f" at {list(index.offset)}"
     return f"{index.fqn!r}{where}"
+
+
+def _agree(group, problem: Optional[str]) -> None:
+    """Raise on every rank when any rank found a problem before a
+    collective step, naming the ranks and their problems, so that no rank
+    waits in that step for one that left."""
+    problems = [None] * dist.get_world_size(group)
+    dist.all_gather_object(problems, problem, group=group)
+    found = [f"rank {r}: {p}" for r, p in enumerate(problems) if p]
+    if found:
+        raise ValueError("tacl dcp: " + "; ".join(found))
 
 
 def _from_coordinator(metadata, group):
