@@ -14,7 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from test_peer_resume import check_resumed, losses, torchrun
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from test_peer_resume import check_resumed, losses, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent.parent / "examples" / "torch_dcp_resume.py"
