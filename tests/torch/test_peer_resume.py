@@ -66,26 +66,38 @@ def run(key):
 
     rc, out, err = torchrun(4, 1, EXAMPLE, "--key", key + "-killed",
                             "--steps", STEPS, "--kill-at", KILL_AT)
-    m = re.search(r"attempt 1: restored step (\d+)", out)
-    if rc != 0 or m is None:
-        sys.exit(f"the killed run did not resume ({rc}):\n{out}\n"
-                 f"{err[-4000:]}")
-    restored = int(m.group(1))
-    if not KILL_AT - 2 <= restored < KILL_AT:
-        sys.exit(f"restored step {restored}, killed in step {KILL_AT}")
-    resumed = out[m.end():]
-    after = losses(resumed)
-    if sorted(after) != list(range(restored + 1, STEPS)):
-        sys.exit(f"after the restore the steps run were {sorted(after)}")
-    for step, value in sorted(losses(out[:m.start()]).items()) + \
-            sorted(after.items()):
-        if value != whole[step]:
-            sys.exit(f"step {step}: loss {value} after the kill, "
-                     f"{whole[step]} uninterrupted")
+    restored = check_resumed("peer resume", whole, rc, out, err, STEPS,
+                             KILL_AT)
     print(f"killed in step {KILL_AT}, restored step {restored} from peer "
           f"memory, steps {restored + 1}-{STEPS - 1} bit-identical to the "
           f"uninterrupted run")
 
+
+def check_resumed(name, whole, rc, out, err, steps, kill_at):
+    """A run killed in step kill_at and resumed under torchrun (its exit
+    status and output) against the uninterrupted run's losses `whole`:
+    the step restored ("attempt 1: restored step N") must be at most two
+    behind the kill, and every loss before the kill and after the
+    restore equal bit for bit; else exit naming the first difference.
+    Returns the step restored."""
+    m = re.search(r"attempt 1: restored step (\d+)", out)
+    if rc != 0 or m is None:
+        sys.exit(f"{name}: the killed run did not resume ({rc}):\n{out}\n"
+                 f"{err[-6000:]}")
+    restored = int(m.group(1))
+    if not kill_at - 2 <= restored < kill_at:
+        sys.exit(f"{name}: restored step {restored}, killed in step "
+                 f"{kill_at}")
+    after = losses(out[m.end():])
+    if sorted(after) != list(range(restored + 1, steps)):
+        sys.exit(f"{name}: after the restore the steps run were "
+                 f"{sorted(after)}")
+    for step, value in sorted(losses(out[:m.start()]).items()) + \
+            sorted(after.items()):
+        if value != whole[step]:
+            sys.exit(f"{name}: step {step}: loss {value} after the kill, "
+                     f"{whole[step]} uninterrupted")
+    return restored
 
 if __name__ == "__main__":
     main()

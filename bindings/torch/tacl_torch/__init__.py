@@ -38,7 +38,8 @@ over lists of tensors of different sizes, and the communicator's byte
 counters; compressed all-reduce and reduce-scatter through tacl's codecs,
 a DDP communication hook and an FSDP2 reduce-scatter on them
 (compress.py).  PeerCheckpointer (checkpoint.py) keeps a training state in
-peers' host memory through tacl's snapshots.
+peers' host memory through tacl's snapshots; PeerStorageWriter and
+PeerStorageReader (dcp.py) do the same for torch.distributed.checkpoint.
 """
 from __future__ import annotations
 
@@ -54,10 +55,15 @@ from .checkpoint import PeerCheckpointer
 from .compress import (CompressedReduceScatter, CompressionState,
                        compressed_all_reduce, compressed_reduce_scatter,
                        compression_hook)
+from .dcp import (PeerCheckpointNotFound, PeerStorageReader,
+                  PeerStorageWriter)
 
 __all__ = [
     "TaclBackend",
     "PeerCheckpointer",
+    "PeerStorageWriter",
+    "PeerStorageReader",
+    "PeerCheckpointNotFound",
     "all_gather_quantized",
     "reduce_scatter_quantized",
     "all_gather_coalesced",
