@@ -243,16 +243,15 @@ void tacl__sparse_shape_largest(tacl__sparse_shape_t *sh, int n, int nodes,
 }
 
 /*
- * The share of the flat pick's modelled cost below which AUTO takes
- * ZEN_HIER.  Its bytes win by a few percent where the links are slow
- * and the nodes few, but it runs three collectives where Zen runs two,
- * and the byte model charges neither their latency nor the merges on
- * the node's cores: on the emulated 4x2 cluster at 1 Gbit/s (2 cores
- * for 8 ranks) the simulator put it 4% ahead of flat Zen at 1% density,
- * and it measured 31% behind (355 ms against 270; 3 launches, and
- * behind at 0.1% and 10% too, perf/sparse_bench.sh).
+ * AUTO never takes ZEN_HIER (nor DENSE_ZEN): its bytes win where the
+ * links are slow and the nodes few, but it runs three collectives where
+ * Zen runs two, and the byte model charges neither their latency nor
+ * the merges on the node's cores.  On the emulated 4x2 cluster at 1
+ * Gbit/s (2 cores for 8 ranks) it measured behind flat Zen at every
+ * density in two jobs of 3 launches (at 1%: 355 and 400 ms against 270
+ * and 273, perf/sparse_bench.sh), also when AUTO took it only at under
+ * 0.9 of the flat pick's modelled cost.  It stays a scheme to ask for.
  */
-#define TACL__SPARSE_HIER_MARGIN 0.9
 
 tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, int nodes, int even,
                                             uint64_t total, uint64_t nrows,
@@ -276,10 +275,6 @@ tacl_sparse_scheme_t tacl__sparse_auto_pick(int n, int nodes, int even,
     pick = ag < zen && ag < dense ? TACL_SPARSE_AGSPARSE
            : dense < zen          ? TACL_SPARSE_DENSE
                                   : TACL_SPARSE_ZEN;
-    if (even && nodes > 1 &&
-        tacl__sparse_cost(b[TACL_SPARSE_ZEN_HIER], w) <
-            TACL__SPARSE_HIER_MARGIN * tacl__sparse_cost(b[pick], w))
-        pick = TACL_SPARSE_ZEN_HIER;
     return pick;
 }
 
