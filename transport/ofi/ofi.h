@@ -212,8 +212,13 @@ typedef struct {
     uint8_t state;             /* TACL_OFI_PEER_* */
     uint8_t nrails;            /* the rails it opened */
     uint8_t pinging;           /* bit r: a ping to it on rail r in flight */
+    uint8_t unanswered;        /* bit r: this round's ping on rail r has
+                                * had no answer yet */
+    uint8_t round;             /* the ping round answers must carry */
     uint64_t since_ns;         /* last ping sent, or first pending op */
-    uint64_t ping_ns;          /* when the ping in flight was sent */
+    uint64_t ping_ns;          /* when the oldest control message in
+                                * flight to it was sent */
+    uint64_t round_ns;         /* when this round's pings were sent */
 } tacl__ofi_peer_t;
 
 /* Control receives kept posted. */

@@ -18,8 +18,15 @@
  * timeout.  A ping can also wait behind the data queued before it: a
  * link that needs more than dead_ns for that is reported as a dead peer.
  * With several rails a ping goes on every rail the two ranks share, as
- * pieces of a striped message may wait on any: a cut rail is a ping
- * that does not go out, and the error names the peer and the rail.
+ * pieces of a striped message may wait on any, and the peer answers
+ * each on the rail it came by.  A cut rail is a ping that does not go
+ * out, or, when the kernel took it, one the peer answers on its other
+ * rails but not on that one for dead_ns: the peer is alive and
+ * progressing, so only that rail can be at fault.  Either error names
+ * the peer and the rail.  A peer that answers on no rail may be busy
+ * outside tacl; that is left to the communicator's timeout.  No new
+ * round starts while one still waits for an answer, and an answer
+ * carries its round, so a late one is not taken for the next's.
  *
  * At close an instance says goodbye to every peer it exchanged messages
  * with.  The goodbye travels after that peer's last messages (FI_ORDER_SAS
@@ -32,7 +39,8 @@
  * TACL_OFI_STRIPE_FLOOR), whose send completes only once the receiver
  * has the data, so nothing of a closed peer is still in flight there.
  *
- * Control messages are two words: their kind and the sender's rank.
+ * Control messages are two words: their kind (with a ping's round in
+ * bits 8-15) and the sender's rank.
  * This file posts them through ofi_ops.c and calls nothing else.
  */
 #define _GNU_SOURCE
@@ -43,10 +51,14 @@
 #include "log.h"
 #include "ofi.h"
 
-enum { CTRL_PING = 1, CTRL_BYE = 2 };
+enum { CTRL_PING = 1, CTRL_BYE = 2, CTRL_ANSWER = 3 };
+#define CTRL_KIND(word) ((word) & 0xffu)
+#define CTRL_ROUND(word) ((uint8_t)((word) >> 8))
 
 static void ctrl_recv_done(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
                            tacl_status_t status);
+static tacl_status_t send_ctrl(tacl__ofi_t *ofi, int peer, uint64_t kind,
+                               int rail);
 
 /* Post one control receive on rail. */
 static tacl_status_t post_ctrl_recv(tacl__ofi_t *ofi, int rail)
@@ -95,15 +107,23 @@ static void ctrl_recv_done(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
     if (status != TACL_OK || !tacl__ofi_live(ofi))
         return;
     if (len != sizeof(req->msg) || src >= (uint64_t)ofi->base.nranks ||
-        (kind != CTRL_PING && kind != CTRL_BYE)) {
+        CTRL_KIND(kind) < CTRL_PING || CTRL_KIND(kind) > CTRL_ANSWER) {
         TACL_WARN(NET, "rank %d: dropped a malformed control message "
                   "(%llu bytes, kind %llu, rank %llu)", ofi->base.rank,
                   (unsigned long long)len, (unsigned long long)kind,
                   (unsigned long long)src);
-    } else if (kind == CTRL_BYE) {
+    } else if (CTRL_KIND(kind) == CTRL_BYE) {
         peer_gone(ofi, (int)src);
-    } else if (ofi->peers[src].state == TACL_OFI_PEER_UNKNOWN) {
-        ofi->peers[src].state = TACL_OFI_PEER_TALKED;
+    } else if (CTRL_KIND(kind) == CTRL_ANSWER) {
+        if (CTRL_ROUND(kind) == ofi->peers[src].round)
+            ofi->peers[src].unanswered &= (uint8_t)~(1u << rail);
+    } else {
+        if (ofi->peers[src].state == TACL_OFI_PEER_UNKNOWN)
+            ofi->peers[src].state = TACL_OFI_PEER_TALKED;
+        if (!ofi->closing && send_ctrl(ofi, (int)src, CTRL_ANSWER |
+                                       (kind & 0xff00u), rail) != TACL_OK)
+            TACL_WARN(NET, "rank %d: cannot answer rank %d's ping on "
+                      "rail %d", ofi->base.rank, (int)src, rail);
     }
     if (!ofi->closing && post_ctrl_recv(ofi, rail) != TACL_OK)
         TACL_WARN(NET, "rank %d: cannot post a control receive; a dead "
@@ -152,30 +172,83 @@ static tacl_status_t send_ctrl(tacl__ofi_t *ofi, int peer, uint64_t kind,
         tacl__ofi_req_put(ofi, req);
         return status;
     }
+    if (ofi->peers[peer].pinging == 0)
+        ofi->peers[peer].ping_ns = tacl__now_ns();
     ofi->peers[peer].pinging |= (uint8_t)(1u << rail);
-    ofi->peers[peer].ping_ns = tacl__now_ns();
     return TACL_OK;
 }
 
-/* Ping peer r on every rail both have; 0, or the status of a refusal. */
-static tacl_status_t ping_rails(tacl__ofi_t *ofi, int r)
+/* The rails this rank and peer r both opened, as a mask. */
+static unsigned shared_rails(const tacl__ofi_t *ofi, int r)
 {
     int n = TACL_MIN(ofi->nrails, (int)ofi->peers[r].nrails);
+
+    return (1u << TACL_MAX(n, 1)) - 1;
+}
+
+/* Ping peer r on every rail both have, as a new round; 0, or the status
+ * of a refusal. */
+static tacl_status_t ping_rails(tacl__ofi_t *ofi, int r)
+{
+    tacl__ofi_peer_t *peer = &ofi->peers[r];
+    unsigned rails = shared_rails(ofi, r);
     tacl_status_t status = TACL_OK;
 
-    for (int rail = 0; rail < TACL_MAX(n, 1) && status == TACL_OK; ++rail)
-        status = send_ctrl(ofi, r, CTRL_PING, rail);
+    peer->round++;
+    peer->unanswered = (uint8_t)rails;
+    peer->round_ns = tacl__now_ns();
+    for (int rail = 0; (rails >> rail) != 0 && status == TACL_OK; ++rail)
+        status = send_ctrl(ofi, r, CTRL_PING | (uint64_t)peer->round << 8,
+                           rail);
     return status;
 }
 
-/* The lowest rail whose ping to peer is still in flight. */
-static int stuck_rail(const tacl__ofi_peer_t *peer)
+/* The lowest rail set in mask. */
+static int lowest_rail(unsigned mask)
 {
     int rail = 0;
 
-    while (rail < TACL_OFI_MAX_RAILS && !(peer->pinging & (1u << rail)))
+    while (rail < TACL_OFI_MAX_RAILS && !(mask & (1u << rail)))
         ++rail;
     return rail;
+}
+
+/* Whether peer r answered this round's ping on some rails but not on
+ * every one: the peer progresses, so the others are cut. */
+static int answered_in_part(const tacl__ofi_t *ofi, int r)
+{
+    unsigned waiting = ofi->peers[r].unanswered;
+
+    return waiting != 0 && waiting != shared_rails(ofi, r);
+}
+
+/* Fail the instance: a control message to peer r on rail has not gone
+ * out in waited_ns. */
+static void fail_stuck(tacl__ofi_t *ofi, int r, int rail, uint64_t waited_ns)
+{
+    char where[64] = "";
+
+    if (ofi->nrails > 1)
+        snprintf(where, sizeof(where), " on rail %d (%s)", rail,
+                 ofi->rail_names[rail]);
+    tacl__tl_base_mark_failed(&ofi->base, tacl__error_peer(
+        r, NET, "rank %d: rank %d is gone: a message to it%s has not gone "
+        "out in %.1f s, with %u operations waiting on it; check that "
+        "process's output and its node", ofi->base.rank, r, where,
+        waited_ns * 1e-9, ofi->peers[r].npending));
+}
+
+/* Fail the instance: peer r answered this round's pings on its other
+ * rails but not on rail, for waited_ns. */
+static void fail_unanswered(tacl__ofi_t *ofi, int r, int rail,
+                            uint64_t waited_ns)
+{
+    tacl__tl_base_mark_failed(&ofi->base, tacl__error_peer(
+        r, NET, "rank %d: rail %d (%s) to rank %d is cut: a ping on it had "
+        "no answer in %.1f s, while the pings on the other rails had, with "
+        "%u operations waiting on rank %d; check both nodes' links",
+        ofi->base.rank, rail, ofi->rail_names[rail], r, waited_ns * 1e-9,
+        ofi->peers[r].npending, r));
 }
 
 /* End receives posted after their peer left, unless they matched. */
@@ -213,23 +286,20 @@ int tacl__ofi_check_peers(tacl__ofi_t *ofi)
     for (int r = 0; r < ofi->base.nranks; ++r) {
         tacl__ofi_peer_t *peer = &ofi->peers[r];
 
-        if (peer->pinging && peer->npending > 0 &&
+        if (peer->npending > 0 && peer->pinging &&
             now - peer->ping_ns > ofi->dead_ns) {
-            char rail[64] = "";
-            int stuck = stuck_rail(peer);
-
-            if (ofi->nrails > 1)
-                snprintf(rail, sizeof(rail), " on rail %d (%s)", stuck,
-                         ofi->rail_names[stuck]);
-            tacl__tl_base_mark_failed(&ofi->base, tacl__error_peer(
-                r, NET, "rank %d: rank %d is gone: a message to it%s has "
-                "not gone out in %.1f s, with %u operations waiting on it; "
-                "check that process's output and its node",
-                ofi->base.rank, r, rail, (now - peer->ping_ns) * 1e-9,
-                peer->npending));
+            fail_stuck(ofi, r, lowest_rail(peer->pinging),
+                       now - peer->ping_ns);
+            return events + 1;
+        }
+        if (peer->npending > 0 && answered_in_part(ofi, r) &&
+            now - peer->round_ns > ofi->dead_ns) {
+            fail_unanswered(ofi, r, lowest_rail(peer->unanswered),
+                            now - peer->round_ns);
             return events + 1;
         }
         if (peer->npending == 0 || peer->pinging ||
+            answered_in_part(ofi, r) ||
             peer->state == TACL_OFI_PEER_GONE ||
             now - peer->since_ns < ofi->ping_ns)
             continue;
