@@ -1309,16 +1309,21 @@ tacl_status_t tacl_snapshot_flush(tacl_snapshot_t snap, uint64_t version,
                                   const char *path);
 
 /**
- * tacl_snapshot_restore(), then the files (collective; each rank its own
- * path, as flushed): when peer memory holds no version complete for every
- * rank, every rank reads its file, checks its header and every chunk's
- * CRC, and all must hold the same version, which is written into the
- * regions.  A missing, damaged or mismatched file fails the restore with
- * a message naming the file, rank, region and version; nothing damaged
- * is ever loaded.  *found_p 0 (TACL_OK) only when no rank holds a
- * snapshot in memory and no rank has a file.  Every rank passes a path,
- * or every rank NULL (then it is tacl_snapshot_restore()); a mix is
- * TACL_ERR_INVALID_ARG naming a rank.
+ * tacl_snapshot_restore() with the files as a second tier (collective;
+ * each rank its own path, as flushed): the version restored is the newest
+ * that every rank's state has in some peer's memory or in its own file
+ * (a file's header is read to learn its version), and only the ranks
+ * whose state no memory holds at that version read their files, whose
+ * every chunk's CRC is checked.  So a lost placement group reads its own
+ * ranks' files while the others restore from memory, when the memory
+ * still holds the files' version.  When no version is complete, a
+ * missing, damaged or mismatched file fails the restore with a message
+ * naming the file, rank, region and version; nothing damaged is ever
+ * loaded, and no rank writes its regions unless every rank can.
+ * *found_p 0 (TACL_OK) only when no rank holds a snapshot in memory and
+ * no rank has a file.  Every rank passes a path, or every rank NULL (then
+ * it is tacl_snapshot_restore()); a mix is TACL_ERR_INVALID_ARG naming a
+ * rank.
  */
 tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
                                          const char *path, int *found_p,

@@ -1,8 +1,8 @@
 /*
  * The long-term tier of a snapshot set (tacl.h, tacl_snapshot_flush and
  * tacl_snapshot_restore_file): one file per rank holding one committed
- * version of the rank's own state, and a restore that reads it when peer
- * memory has no complete version.
+ * version of the rank's own state, read back by the restore
+ * (snap_restore.c) where no peer's memory holds the chosen version.
  *
  * A file is the store's own slot written out: a small header (magic,
  * format, the rank), the slot's description (version, the job's size,
@@ -195,13 +195,12 @@ static tacl_status_t header_read(struct tacl_snapshot *snap, int fd,
     return TACL_OK;
 }
 
-/* This rank's file into its own store, checked there; *version_p. */
-static tacl_status_t file_load(struct tacl_snapshot *snap, const char *path,
-                               uint64_t *version_p)
+/* path opened (*fd_p) and its header read and checked into *h; on
+ * failure nothing stays open. */
+static tacl_status_t header_open(struct tacl_snapshot *snap, const char *path,
+                                 int *fd_p, file_header_t *h)
 {
-    file_header_t h;
-    tacl__snap_store_t **st = &snap->stores[snap->rank];
-    int fd = open(path, O_RDONLY | O_CLOEXEC), slot, short_read = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     tacl_status_t status;
 
     if (fd < 0)
@@ -209,7 +208,46 @@ static tacl_status_t file_load(struct tacl_snapshot *snap, const char *path,
                                            : TACL_ERR_SYSTEM,
                            COLL, "snapshot file '%s' (rank %d): %m", path,
                            snap->rank);
-    status = header_read(snap, fd, path, &h);
+    status = header_read(snap, fd, path, h);
+    if (status != TACL_OK)
+        close(fd);
+    else
+        *fd_p = fd;
+    return status;
+}
+
+tacl_status_t tacl__snap_file_version(struct tacl_snapshot *snap,
+                                      const char *path, uint64_t *version_p)
+{
+    file_header_t h;
+    int fd;
+    tacl_status_t status = header_open(snap, path, &fd, &h);
+
+    if (status != TACL_OK)
+        return status;
+    close(fd);
+    *version_p = h.desc.version;
+    return TACL_OK;
+}
+
+tacl_status_t tacl__snap_file_load(struct tacl_snapshot *snap,
+                                   const char *path, uint64_t version)
+{
+    file_header_t h;
+    tacl__snap_store_t **st = &snap->stores[snap->rank];
+    int fd, slot, short_read = 0;
+    tacl_status_t status = header_open(snap, path, &fd, &h);
+
+    if (status != TACL_OK)
+        return status;
+    if (h.desc.version != version)
+        status = tacl__error(TACL_ERR_INTERNAL, COLL,
+                             "snapshot file '%s' (rank %d) now holds version "
+                             "%llu, not the version %llu it held a moment "
+                             "ago: written meanwhile?",
+                             path, snap->rank,
+                             (unsigned long long)h.desc.version,
+                             (unsigned long long)version);
     if (status == TACL_OK)
         status = tacl__snap_store_for(snap, snap->rank, h.desc.bytes);
     if (status == TACL_OK)
@@ -238,84 +276,10 @@ static tacl_status_t file_load(struct tacl_snapshot *snap, const char *path,
         goto err_close;
     }
     close(fd);
-    *version_p = h.desc.version;
     return TACL_OK;
 
 err_close:
     close(fd);
-    return status;
-}
-
-/* Every rank's file, the same version on all, into the regions. */
-static tacl_status_t restore_file(struct tacl_snapshot *snap,
-                                  const char *path, uint64_t *version_p)
-{
-    uint64_t version = 0, *all;
-    tacl_status_t status = file_load(snap, path, &version);
-
-    status = tacl__snap_agree(snap, status, "restore from file", version);
-    if (status != TACL_OK)
-        return status;
-    all = malloc((size_t)snap->size * sizeof(*all));
-    if (all == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "snapshot restore: out of memory");
-    status = tacl_allgather(&version, all, 1, TACL_UINT64, snap->comm, NULL);
-    for (int r = 0; r < snap->size && status == TACL_OK; r++)
-        if (all[r] != all[0])
-            status = tacl__error(
-                TACL_ERR_INTERNAL, COLL,
-                "snapshot restore: the files hold different versions (rank "
-                "0 version %llu, rank %d version %llu); flush one version "
-                "on every rank",
-                (unsigned long long)all[0], r, (unsigned long long)all[r]);
-    free(all);
-    if (status == TACL_OK)
-        status = tacl__snap_write_regions(snap, version);
-    status = tacl__snap_agree(snap, status, "restore from file", version);
-    if (status == TACL_OK) {
-        tacl__snap_restored(snap, version);
-        *version_p = version;
-    }
-    return status;
-}
-
-/* What a rank's memory restore leaves to do (all-gathered). */
-enum { MEM_DONE = 0, MEM_TRY_FILE = 1, MEM_FAILED = 2 };
-
-/* One rank's word after the memory restore. */
-typedef struct {
-    int32_t mem;      /* MEM_* */
-    int32_t has_path; /* it passed a path */
-    int32_t has_file; /* that file exists */
-} file_vote_t;
-
-/* The ranks' votes: *worst_p the worst MEM_*, *any_file_p whether some
- * rank has a file; a rank passing no path where others did is named. */
-static tacl_status_t vote(struct tacl_snapshot *snap, file_vote_t mine,
-                          int *worst_p, int *any_file_p)
-{
-    file_vote_t *all = malloc((size_t)snap->size * sizeof(*all));
-    tacl_status_t status;
-
-    if (all == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "snapshot restore: out of memory");
-    status = tacl_allgather(&mine, all, 3, TACL_INT32, snap->comm, NULL);
-    *worst_p = MEM_DONE;
-    *any_file_p = 0;
-    for (int r = 0; r < snap->size && status == TACL_OK; r++) {
-        if (all[r].has_path != all[0].has_path)
-            status = tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                                 "snapshot restore_file: rank %d passed %s "
-                                 "path, rank 0 %s; every rank passes its "
-                                 "own path, or none does",
-                                 r, all[r].has_path ? "a" : "no",
-                                 all[0].has_path ? "did" : "did not");
-        *worst_p = TACL_MAX(*worst_p, all[r].mem);
-        *any_file_p |= all[r].has_file;
-    }
-    free(all);
     return status;
 }
 
@@ -324,11 +288,7 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
                                                      int *found_p,
                                                      uint64_t *version_p)
 {
-    int found = 0, worst = MEM_DONE, any_file = 0;
-    file_vote_t mine;
-    uint64_t version = 0;
-    char why[TACL__ERROR_LEN], file_why[TACL__ERROR_LEN];
-    tacl_status_t status, mem_status;
+    tacl_status_t status;
 
     if (snap == NULL || found_p == NULL || version_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
@@ -339,56 +299,5 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
     status = tacl__snap_settle(snap, "restore");
     if (status != TACL_OK)
         return status;
-    /* Memory first. */
-    mem_status = tacl__snap_restore_memory(snap, &found, &version);
-    snprintf(why, sizeof(why), "%s", tacl_last_error());
-    if (mem_status == TACL_OK)
-        mine.mem = found ? MEM_DONE : MEM_TRY_FILE;
-    else if (path != NULL && (mem_status == TACL_ERR_INTERNAL ||
-                              mem_status == TACL_ERR_REMOTE ||
-                              mem_status == TACL_ERR_UNSUPPORTED))
-        mine.mem = MEM_TRY_FILE; /* no complete version in memory */
-    else
-        mine.mem = MEM_FAILED;
-    mine.has_path = path != NULL;
-    mine.has_file = path != NULL && access(path, F_OK) == 0;
-    status = vote(snap, mine, &worst, &any_file);
-    if (status != TACL_OK)
-        return status;
-    if (worst == MEM_DONE) {
-        *found_p = 1;
-        *version_p = version;
-        return TACL_OK;
-    }
-    if (worst == MEM_FAILED && mem_status == TACL_OK)
-        return tacl__error(TACL_ERR_REMOTE, COLL,
-                           "snapshot restore: another rank's restore failed; "
-                           "see its message");
-    if (worst == MEM_FAILED)
-        return tacl__error(mem_status, COLL, "%s", why);
-    /* Nothing anywhere (no snapshot in memory, no file): not found. */
-    if (mem_status == TACL_OK && !any_file) {
-        *found_p = 0;
-        return TACL_OK;
-    }
-    if (mem_status != TACL_OK)
-        TACL_WARN(COLL,
-                  "snapshot restore: no complete version in peer memory "
-                  "(%s); reading the file '%s'",
-                  why, path);
-    status = restore_file(snap, path, &version);
-    if (status != TACL_OK && mem_status != TACL_OK) {
-        snprintf(file_why, sizeof(file_why), "%s", tacl_last_error());
-        return tacl__error(status, COLL,
-                           "%s; and peer memory has no complete version: %s",
-                           file_why, why);
-    }
-    if (status != TACL_OK)
-        return status;
-    TACL_INFO(COLL,
-              "snapshot restore: rank %d restored version %llu from '%s'",
-              snap->rank, (unsigned long long)version, path);
-    *found_p = 1;
-    *version_p = version;
-    return TACL_OK;
+    return tacl__snap_restore_from(snap, path, found_p, version_p);
 }

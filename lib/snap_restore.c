@@ -1,19 +1,28 @@
 /*
- * Restoring a snapshot set (tacl.h, tacl_snapshot_restore).
+ * Restoring a snapshot set (tacl.h, tacl_snapshot_restore and
+ * tacl_snapshot_restore_file).
  *
  * Every rank lists the versions it holds intact, its own and those it
  * keeps for peers (a copy failing its checks is left out, its message
- * naming rank, region and version), and the lists are all-gathered, so
- * every rank decides the same thing alone: the newest version that every
- * rank's state has somewhere.  A rank lacking it locally (a replaced
- * node, a purged or damaged store) receives it from its first holder that
- * has it; a rank whose state survives nowhere fails the restore with the
- * holders named, never a partial load.  The version is then checked
- * against the registered regions and written into them, and the ranks
- * agree that every rank did.
+ * naming rank, region and version), and, when restoring with files, the
+ * version its own file holds (only the header is read here).  The lists
+ * are all-gathered, so every rank decides the same thing alone: the
+ * newest version that every rank's state has somewhere, in a peer's
+ * memory or in its own file.  A rank lacking it locally (a replaced
+ * node, a purged or damaged store) receives it from its first holder
+ * that has it, and only a rank whose state survives in no memory reads
+ * its file: a lost placement group costs the file tier its own ranks'
+ * reads, not the whole job's (the thesis' section 6.3: peers' memory
+ * first, the persistent tier for what it lost).  A rank whose state
+ * survives nowhere fails the restore with the holders named, never a
+ * partial load.  The ranks agree that every rank has the version before
+ * any writes it into its regions, checked against their layout, and
+ * then that every rank did.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "log.h"
@@ -28,6 +37,21 @@ typedef struct {
 /* An entry saying a copy was saved by a job of `version` ranks, not this
  * communicator's size. */
 #define SOURCE_OTHER_SIZE (-2)
+
+/* A rank's last entry says what its file offers: its version (FILE), no
+ * usable file though it passed a path (-1), or no path (NO_PATH). */
+#define SOURCE_FILE (-3)
+#define SOURCE_NO_PATH (-4)
+
+/* provider()'s answer for a state that only its own file holds. */
+#define FROM_FILE (-2)
+
+/* The list of one rank: per memory entries, then its file's entry. */
+typedef struct {
+    int per;      /* memory entries a rank */
+    int stride;   /* entries a rank: per + 1 */
+    const char *path;
+} inv_shape_t;
 
 /* How many ranks' states rank r keeps, the most over all ranks. */
 static int max_held(const struct tacl_snapshot *snap)
@@ -85,68 +109,116 @@ static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per)
     }
 }
 
-/* The rank holding s's state at version, preferring s itself and then
- * its holders in order; -1 if none. */
+/* The rank holding s's state at version in memory, preferring s itself
+ * and then its holders in order; else FROM_FILE when s's own file holds
+ * it; -1 if none. */
 static int provider(const struct tacl_snapshot *snap, const inv_entry_t *all,
-                    int per, int s, uint64_t version)
+                    const inv_shape_t *sh, int s, uint64_t version)
 {
+    const inv_entry_t *file = &all[s * sh->stride + sh->per];
+
     for (int j = 0; j < snap->m; j++) {
         int h = tacl__snap_holder(snap, s, j);
 
-        for (int i = 0; i < per; i++)
-            if (all[h * per + i].source == s &&
-                all[h * per + i].version == version)
+        for (int i = 0; i < sh->per; i++)
+            if (all[h * sh->stride + i].source == s &&
+                all[h * sh->stride + i].version == version)
                 return h;
     }
-    return -1;
+    return file->source == SOURCE_FILE && file->version == version
+               ? FROM_FILE
+               : -1;
+}
+
+/* Whether any entry offers rank s's state, in memory or its file. */
+static int offered(const struct tacl_snapshot *snap, const inv_entry_t *all,
+                   const inv_shape_t *sh, int s)
+{
+    for (int r = 0; r < snap->size; r++)
+        for (int i = 0; i < sh->per; i++)
+            if (all[r * sh->stride + i].source == s)
+                return 1;
+    return all[s * sh->stride + sh->per].source == SOURCE_FILE;
+}
+
+/* The error for no complete version: when the files hold different
+ * versions, the first two that differ are named. */
+static tacl_status_t none_complete(const struct tacl_snapshot *snap,
+                                   const inv_entry_t *all,
+                                   const inv_shape_t *sh)
+{
+    const inv_entry_t *first = NULL;
+
+    for (int r = 0; r < snap->size; r++) {
+        const inv_entry_t *f = &all[r * sh->stride + sh->per];
+
+        if (f->source != SOURCE_FILE)
+            continue;
+        if (first == NULL) {
+            first = f;
+        } else if (f->version != first->version) {
+            return tacl__error(
+                TACL_ERR_INTERNAL, COLL,
+                "snapshot restore: no version is complete in peer memory "
+                "and the files, and the files hold different versions "
+                "(rank %d version %llu, rank %d version %llu); flush one "
+                "version on every rank",
+                (int)((first - all) / sh->stride),
+                (unsigned long long)first->version, r,
+                (unsigned long long)f->version);
+        }
+    }
+    return tacl__error(TACL_ERR_INTERNAL, COLL,
+                       "snapshot restore: no version survives intact for "
+                       "every rank (the ranks hold copies of different "
+                       "versions)%s",
+                       sh->path != NULL ? ", in memory or in the files"
+                                        : "; restore from a file checkpoint");
 }
 
 /* The newest version every rank's state has somewhere (*version_p), or
  * the error naming a rank whose state survives nowhere. */
 static tacl_status_t choose(const struct tacl_snapshot *snap,
-                            const inv_entry_t *all, int per,
+                            const inv_entry_t *all, const inv_shape_t *sh,
                             uint64_t *version_p)
 {
-    int total = snap->size * per, best = -1;
+    int total = snap->size * sh->stride, found = 0;
+    uint64_t best = 0;
 
     for (int s = 0; s < snap->size; s++) {
-        int any = 0;
+        char where[256];
+        size_t used = 0;
 
-        for (int i = 0; i < total && !any; i++)
-            any = all[i].source == s;
-        if (!any) {
-            char where[256];
-            size_t used = 0;
-
-            where[0] = '\0';
-            for (int j = 0; j < snap->m && used < sizeof(where); j++)
-                used += (size_t)snprintf(where + used, sizeof(where) - used,
-                                         "%s%d", j > 0 ? ", " : "",
-                                         tacl__snap_holder(snap, s, j));
-            return tacl__error(
-                TACL_ERR_INTERNAL, COLL,
-                "snapshot restore: no intact copy of rank %d's state "
-                "survives: its placement group (ranks %s) lost every copy; "
-                "restore from a file checkpoint",
-                s, where);
-        }
+        if (offered(snap, all, sh, s))
+            continue;
+        where[0] = '\0';
+        for (int j = 0; j < snap->m && used < sizeof(where); j++)
+            used += (size_t)snprintf(where + used, sizeof(where) - used,
+                                     "%s%d", j > 0 ? ", " : "",
+                                     tacl__snap_holder(snap, s, j));
+        return tacl__error(
+            TACL_ERR_INTERNAL, COLL,
+            "snapshot restore: no intact copy of rank %d's state survives: "
+            "its placement group (ranks %s) lost every copy%s",
+            s, where,
+            sh->path != NULL ? ", and its file offers none"
+                             : "; restore from a file checkpoint");
     }
-    /* Candidates newest first: any version some rank holds. */
+    /* Candidates newest first: any version some rank holds or a file. */
     for (int i = 0; i < total; i++) {
-        int complete = all[i].source >= 0 &&
-                       (best < 0 || all[i].version > all[best].version);
+        int complete = (all[i].source >= 0 || all[i].source == SOURCE_FILE) &&
+                       (!found || all[i].version > best);
 
         for (int s = 0; s < snap->size && complete; s++)
-            complete = provider(snap, all, per, s, all[i].version) >= 0;
-        if (complete)
-            best = i;
+            complete = provider(snap, all, sh, s, all[i].version) != -1;
+        if (complete) {
+            best = all[i].version;
+            found = 1;
+        }
     }
-    if (best < 0)
-        return tacl__error(TACL_ERR_INTERNAL, COLL,
-                           "snapshot restore: no version survives intact for "
-                           "every rank (the ranks hold copies of different "
-                           "versions); restore from a file checkpoint");
-    *version_p = all[best].version;
+    if (!found)
+        return none_complete(snap, all, sh);
+    *version_p = best;
     return TACL_OK;
 }
 
@@ -192,22 +264,28 @@ tacl_status_t tacl__snap_write_regions(struct tacl_snapshot *snap,
 }
 
 /* Who sends whom what, the same on every rank; then the exchange. */
+/* Every rank gets version into its own store: from memory (its own, or
+ * its first holder's), or, only where no memory holds it, its file. */
 static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
-                           int per, uint64_t version)
+                           const inv_shape_t *sh, uint64_t version)
 {
     tacl__snap_send_t *sends = calloc((size_t)snap->size, sizeof(*sends));
     tacl__snap_recv_t recv;
-    int nsends = 0, nrecvs = 0;
+    int nsends = 0, nrecvs = 0, from_file = 0;
     tacl_status_t status;
 
     if (sends == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
                            "snapshot restore: out of memory");
     for (int s = 0; s < snap->size; s++) {
-        int from = provider(snap, all, per, s, version);
+        int from = provider(snap, all, sh, s, version);
 
         if (from == s)
             continue;
+        if (from == FROM_FILE) {
+            from_file += s == snap->rank;
+            continue;
+        }
         if (from == snap->rank)
             sends[nsends++] = (tacl__snap_send_t){
                 .peer = s,
@@ -225,6 +303,13 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
     status = tacl__snap_move(snap, sends, nsends, &recv, nrecvs, "restore",
                              version);
     free(sends);
+    if (status == TACL_OK && from_file) {
+        TACL_INFO(COLL,
+                  "snapshot restore: rank %d reads its version %llu from "
+                  "'%s' (no peer's memory holds it)",
+                  snap->rank, (unsigned long long)version, sh->path);
+        status = tacl__snap_file_load(snap, sh->path, version);
+    }
     return status;
 }
 
@@ -239,49 +324,136 @@ void tacl__snap_restored(struct tacl_snapshot *snap, uint64_t version)
     snap->latest = version;
 }
 
-tacl_status_t tacl__snap_restore_memory(struct tacl_snapshot *snap,
-                                        int *found_p, uint64_t *version_p)
+/* This rank's file entry: the version its file's header holds, no
+ * usable file (its reason kept in why), or no path. */
+static inv_entry_t file_entry(struct tacl_snapshot *snap, const char *path,
+                              char *why, size_t why_len)
 {
-    int per, any = 0;
-    inv_entry_t *mine, *all;
-    uint64_t version = 0;
-    tacl_status_t status;
+    uint64_t version;
 
-    per = 2 * max_held(snap);
-    mine = malloc((size_t)per * sizeof(*mine));
-    all = malloc((size_t)per * (size_t)snap->size * sizeof(*all));
-    if (mine == NULL || all == NULL) {
-        status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                             "snapshot restore: out of memory");
-        goto out;
+    why[0] = '\0';
+    if (path == NULL)
+        return (inv_entry_t){.source = SOURCE_NO_PATH};
+    if (access(path, F_OK) != 0)
+        return (inv_entry_t){.source = -1};
+    if (tacl__snap_file_version(snap, path, &version) != TACL_OK) {
+        snprintf(why, why_len, "%s", tacl_last_error());
+        TACL_WARN(COLL, "snapshot restore: rank %d cannot use its file: %s",
+                  snap->rank, why);
+        return (inv_entry_t){.source = -1};
     }
-    inventory(snap, mine, per);
-    status = tacl_allgather(mine, all, (size_t)per * 2, TACL_UINT64,
-                            snap->comm, NULL);
-    if (status != TACL_OK)
-        goto out;
-    for (int i = 0; i < per * snap->size && status == TACL_OK; i++) {
-        any |= all[i].source >= 0;
+    return (inv_entry_t){.source = SOURCE_FILE, .version = version};
+}
+
+/* A rank passing no path where others did is refused, naming it. */
+static tacl_status_t check_paths(const struct tacl_snapshot *snap,
+                                 const inv_entry_t *all,
+                                 const inv_shape_t *sh)
+{
+    int no_path0 = all[sh->per].source == SOURCE_NO_PATH;
+
+    for (int r = 0; r < snap->size; r++) {
+        int no_path = all[r * sh->stride + sh->per].source == SOURCE_NO_PATH;
+
+        if (no_path != no_path0)
+            return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                               "snapshot restore_file: rank %d passed %s "
+                               "path, rank 0 %s; every rank passes its own "
+                               "path, or none does",
+                               r, no_path ? "no" : "a",
+                               no_path0 ? "did not" : "did");
+    }
+    return TACL_OK;
+}
+
+/* Copies saved by a job of another size are refused, naming a rank
+ * holding them; with files they are only ignored while the files serve
+ * (see tacl__snap_restore_from). */
+static tacl_status_t other_size(const struct tacl_snapshot *snap,
+                                const inv_entry_t *all,
+                                const inv_shape_t *sh)
+{
+    for (int i = 0; i < sh->stride * snap->size; i++)
         if (all[i].source == SOURCE_OTHER_SIZE)
-            status = tacl__error(
+            return tacl__error(
                 TACL_ERR_UNSUPPORTED, COLL,
                 "snapshot restore: rank %d holds snapshots '%s' saved by a "
                 "job of %llu ranks; this communicator has %d, and restoring "
                 "onto another size is not supported yet: restore from a file "
                 "checkpoint, or purge the old snapshots",
-                i / per, snap->key, (unsigned long long)all[i].version,
-                snap->size);
+                i / sh->stride, snap->key,
+                (unsigned long long)all[i].version, snap->size);
+    return TACL_OK;
+}
+
+/* Whether any rank offers anything: a memory copy or a file. */
+static int anything(const struct tacl_snapshot *snap, const inv_entry_t *all,
+                    const inv_shape_t *sh)
+{
+    for (int i = 0; i < sh->stride * snap->size; i++)
+        if (all[i].source >= 0 || all[i].source == SOURCE_FILE)
+            return 1;
+    return 0;
+}
+
+/* With why set (this rank's file was unusable), say so beside status's
+ * message. */
+static tacl_status_t with_file_why(tacl_status_t status, const char *why)
+{
+    char msg[TACL__ERROR_LEN];
+
+    if (status == TACL_OK || why[0] == '\0')
+        return status;
+    snprintf(msg, sizeof(msg), "%s", tacl_last_error());
+    return tacl__error(status, COLL, "%s; this rank's file: %s", msg, why);
+}
+
+tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
+                                      const char *path, int *found_p,
+                                      uint64_t *version_p)
+{
+    inv_shape_t sh = {.path = path};
+    inv_entry_t *mine, *all;
+    uint64_t version = 0;
+    char why[TACL__ERROR_LEN];
+    tacl_status_t status;
+
+    sh.per = 2 * max_held(snap);
+    sh.stride = sh.per + 1;
+    mine = malloc((size_t)sh.stride * sizeof(*mine));
+    all = malloc((size_t)sh.stride * (size_t)snap->size * sizeof(*all));
+    if (mine == NULL || all == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                             "snapshot restore: out of memory");
+        goto out;
     }
+    inventory(snap, mine, sh.per);
+    mine[sh.per] = file_entry(snap, path, why, sizeof(why));
+    status = tacl_allgather(mine, all, (size_t)sh.stride * 2, TACL_UINT64,
+                            snap->comm, NULL);
+    if (status == TACL_OK)
+        status = check_paths(snap, all, &sh);
+    if (status == TACL_OK && path == NULL)
+        status = other_size(snap, all, &sh);
     if (status != TACL_OK)
         goto out;
-    if (!any) {
+    if (!anything(snap, all, &sh)) {
+        status = other_size(snap, all, &sh);
         *found_p = 0;
         goto out;
     }
-    status = choose(snap, all, per, &version);
-    if (status != TACL_OK)
+    status = choose(snap, all, &sh, &version);
+    if (status != TACL_OK) {
+        /* Copies of another size explain it best; else this rank's
+         * unusable file, beside choose's message. */
+        tacl_status_t resized = other_size(snap, all, &sh);
+
+        status = resized != TACL_OK ? resized : with_file_why(status, why);
         goto out;
-    status = fetch(snap, all, per, version);
+    }
+    status = fetch(snap, all, &sh, version);
+    /* Nothing is written until every rank has the version. */
+    status = tacl__snap_agree(snap, status, "restore", version);
     if (status == TACL_OK)
         status = tacl__snap_write_regions(snap, version);
     status = tacl__snap_agree(snap, status, "restore", version);
@@ -309,5 +481,5 @@ TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
     status = tacl__snap_settle(snap, "restore");
     if (status != TACL_OK)
         return status;
-    return tacl__snap_restore_memory(snap, found_p, version_p);
+    return tacl__snap_restore_from(snap, NULL, found_p, version_p);
 }

@@ -126,12 +126,29 @@ tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
 tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what);
 
 /**
- * Restore from peer memory (snap_restore.c; collective, the in-flight
- * save settled): *found_p 0 when no rank holds a snapshot, else the
- * version written into the regions, or the error.
+ * Restore (snap_restore.c; collective, the in-flight save settled) the
+ * newest version every rank's state has in peer memory or, with path
+ * (every rank its own, or every rank NULL), in its own file: *found_p 0
+ * when no rank holds a snapshot or file, else the version written into
+ * the regions, or the error.
  */
-tacl_status_t tacl__snap_restore_memory(struct tacl_snapshot *snap,
-                                        int *found_p, uint64_t *version_p);
+tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
+                                      const char *path, int *found_p,
+                                      uint64_t *version_p);
+
+/**
+ * The version the snapshot file at path holds, from its header, checked
+ * against this set and the file's size (snap_file.c).
+ */
+tacl_status_t tacl__snap_file_version(struct tacl_snapshot *snap,
+                                      const char *path, uint64_t *version_p);
+
+/**
+ * This rank's file into its own store, every chunk checked; a file of
+ * another version than version is TACL_ERR_INTERNAL naming both.
+ */
+tacl_status_t tacl__snap_file_load(struct tacl_snapshot *snap,
+                                   const char *path, uint64_t version);
 
 /**
  * The own store's committed version into the registered regions, after

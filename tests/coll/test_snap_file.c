@@ -3,10 +3,12 @@
  * tacl_snapshot_restore_file): forked ranks save versions and flush them,
  * every node-local store is then purged (the whole job's memory lost),
  * and a new set restores from the files byte for byte; with memory intact
- * the newer version in memory wins over an older file; a file with a
- * flipped byte, a truncated file and files of different versions each
- * fail the restore on every rank, naming the file, the rank and the
- * version, and write nothing into the regions.
+ * the newer version in memory wins over an older file; when one
+ * placement group loses its memory, only its ranks read their files (the
+ * others' files are gone, and the restore still succeeds from their
+ * memory); a file with a flipped byte, a truncated file and files of
+ * different versions each fail the restore on every rank, naming the
+ * file, the rank and the version, and write nothing into the regions.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +36,7 @@ typedef struct {
     char dir[256];
     int keep_memory; /* restore with the stores intact */
     int lose_group;  /* only ranks 0 and 1 (a placement group) lose them */
+    int others_no_file; /* ranks 2 and 3 lose their files too */
     int flush_last;  /* the newest version flushed */
     int no_file;     /* nothing flushed at all */
     damage_t damage;
@@ -154,6 +157,8 @@ static int body(coll_ctx_t *ctx)
                                                        : !c->keep_memory));
     if (!c->no_file && damage(ctx, c, path) != 0)
         return 1;
+    if (c->others_no_file && ctx->rank >= 2)
+        COLL_CHECK(ctx, unlink(path) == 0, "unlink %s", path);
     memset(&s, 0, sizeof(s));
     COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
     if (open_set(ctx, c, &s, &snap) != 0)
@@ -246,6 +251,15 @@ Test(snap_file, lost_group_falls_back_to_file, .timeout = 120)
     file_case_t c = {.flush_last = 2, .lose_group = 1};
 
     run_case(&c, "group");
+}
+
+/* Ranks 2 and 3 still hold version 2 in memory: they must not need the
+ * files they lost; ranks 0 and 1 read theirs. */
+Test(snap_file, lost_group_alone_reads_files, .timeout = 120)
+{
+    file_case_t c = {.flush_last = 2, .lose_group = 1, .others_no_file = 1};
+
+    run_case(&c, "alone");
 }
 
 Test(snap_file, memory_first, .timeout = 120)
