@@ -56,6 +56,8 @@
       "--replace-node), which it sets for its ranks; informational")         \
     X(CLUSTER_REPLACED, "", "the nodes tacl-cluster --replace-node "         \
       "replaces, which it sets for its ranks; informational")                \
+    X(CLUSTER_STORAGE, "", "the address of tacl-cluster's storage node "     \
+      "(--storage-rate), which it sets for its ranks; informational")        \
     X(SOCKET_IFNAME, "",                                                     \
       "network interface the bootstrap listens on (default: the first up "   \
       "non-loopback interface, else loopback)")                              \

@@ -81,6 +81,10 @@ static void usage(FILE *f)
         "                   previous one's copies travel, and spaced so "
         "its cost\n"
         "                   stays within share F of a step (0: no bound)\n"
+        "  --snapshot-keep  keep the node-local stores at the end, as a job "
+        "stopped\n"
+        "                   to be resumed later would (default: purge "
+        "them)\n"
         "  --resume         restore the newest snapshot (memory, then the "
         "files)\n"
         "                   and run on to step K of --steps\n"
@@ -173,7 +177,7 @@ enum {
     OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
     OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART,
-    OPT_SNAP_PACE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
+    OPT_SNAP_PACE, OPT_SNAP_KEEP, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
     OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_VOCAB,
     OPT_EMBED_DIM, OPT_SPARSE_SCHEME
 };
@@ -207,6 +211,7 @@ static const struct option long_opts[] = {
     {"snapshot-mode", required_argument, NULL, OPT_SNAP_MODE},
     {"snapshot-part", required_argument, NULL, OPT_SNAP_PART},
     {"snapshot-pace", required_argument, NULL, OPT_SNAP_PACE},
+    {"snapshot-keep", no_argument, NULL, OPT_SNAP_KEEP},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"kill-at", required_argument, NULL, OPT_KILL_AT},
     {"compress", required_argument, NULL, OPT_COMPRESS},
@@ -228,6 +233,7 @@ typedef struct {
     int steps, quiet;
     engine_snap_opts_t snap;
     int snapshots, resume;
+    int keep_snapshots;       /* --snapshot-keep: no purge at the end */
     int kill_rank, kill_step; /* -1: none */
     const char *compress, *plan;  /* codec and plan names, or NULL */
     double density;               /* 0: the default */
@@ -396,6 +402,7 @@ static int parse_args(int argc, char **argv, args_t *a)
             }
             break;
         case OPT_RESUME: a->resume = 1; break;
+        case OPT_SNAP_KEEP: a->keep_snapshots = 1; break;
         case OPT_KILL_AT:
             if (sscanf(optarg, "%d:%d", &a->kill_rank, &a->kill_step) != 2 ||
                 a->kill_rank < 0 || a->kill_step < 1) {
@@ -523,14 +530,17 @@ int main(int argc, char **argv)
     }
     if (a.resume) {
         int found;
+        double t_restore = now_s();
 
         if (engine_snap_resume(snap, &found, &first) != TACL_OK) {
             fprintf(stderr, "train: rank %d: --resume: %s\n", rank, err);
             goto out_engine;
         }
+        /* The restore's time, for the thesis' t_rtvl (Equation 6.1). */
+        t_restore = now_s() - t_restore;
         if (rank == 0 && found)
-            printf("resume: restored step %llu (key %s)\n",
-                   (unsigned long long)first, a.snap.key);
+            printf("resume: restored step %llu (key %s) in %.3f s\n",
+                   (unsigned long long)first, a.snap.key, t_restore);
         else if (rank == 0)
             printf("resume: nothing saved under key '%s' in peer memory%s%s"
                    "; starting from step 0\n", a.snap.key,
@@ -646,8 +656,9 @@ int main(int argc, char **argv)
         printf("words rank %d checksum %016llx\n", rank,
                (unsigned long long)engine_words_checksum(e));
     rc = 0;
-    /* The job is over: its node-local stores go (the files stay). */
-    engine_snap_destroy(snap, 1);
+    /* The job is over: its node-local stores go (the files stay),
+     * unless it is to be resumed. */
+    engine_snap_destroy(snap, !a.keep_snapshots);
 out_engine:
     engine_destroy(e);
 out_comm:

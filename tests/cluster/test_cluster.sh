@@ -4,7 +4,9 @@
 # SysV IPC and PID namespaces per node, TCP between nodes, the shaped
 # inter-node rate, exit codes, --timeout, SIGINT/SIGTERM, concurrent runs,
 # --replace-node (a fresh node of the same identity, its /dev/shm gone,
-# the others' kept), and that no namespace, mount or process is left
+# the others' kept), the storage node behind its own shaped link
+# (--storage-rate, --storage-cmd running perf/storage_node.py), and
+# that no namespace, mount or process is left
 # behind (--cleanup after a SIGKILL).  Skips (exit 77) where the tool
 # cannot run.
 #
@@ -377,6 +379,45 @@ no_leftovers "replace-node failing" "$pid"
 for bad in "--replace-node 2" "--replace-node 1,x"; do
     # shellcheck disable=SC2086
     "$TOOL" --nodes 2 --ranks-per-node 1 $bad -- true > /dev/null 2>&1
+    expect_rc "refused: $bad" 2 $?
+done
+
+# 14. A storage node (--storage-rate 100mbit) runs --storage-cmd, the
+# ranks see its address, each of 2 ranks puts a 4 MiB file on it at once
+# and gets it back intact; the slowest put cannot beat the link's
+# ceiling (8 MiB at 100 Mbit/s is 0.67 s), and nothing is left behind.
+STORE="$HERE/../../perf/storage_node.py"
+mkdir -p "$TMP/storage"
+head -c 4194304 /dev/urandom > "$TMP/blob"
+# shellcheck disable=SC2016
+run_tool "$TMP/st" --nodes 2 --ranks-per-node 1 --no-prefix --timeout 60 \
+    --storage-rate 100mbit \
+    --storage-cmd "exec $PY '$STORE' serve '$TMP/storage' 29710" -- sh -c '
+    echo "addr $TACL_CLUSTER_STORAGE"
+    '"$PY"' "$1" put "$TACL_CLUSTER_STORAGE:29710" "$2" "b$TACL_RANK" &&
+    '"$PY"' "$1" get "$TACL_CLUSTER_STORAGE:29710" "b$TACL_RANK" \
+        "$2.$TACL_RANK" && cmp "$2" "$2.$TACL_RANK" && echo same' \
+    sh "$STORE" "$TMP/blob"
+expect_rc "storage node run" 0 "$rc"
+checks=$((checks + 1))
+if [ "$(grep -c '^addr 10\.77\.0\.250$' "$TMP/st")" = 2 ] &&
+    [ "$(grep -c '^same$' "$TMP/st")" = 2 ]; then
+    ok "storage node: both ranks reach 10.77.0.250, files come back intact"
+else
+    fail "storage node: $(cat "$TMP/st" "$TMP/st.err")"
+fi
+slow=$(awk '$1 == "put" && $4 > m { m = $4 } END { print m + 0 }' "$TMP/st")
+checks=$((checks + 1))
+if "$PY" -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.5 else 1)" \
+    "$slow"; then
+    ok "storage link capped: the slowest put took $slow s (0.67 s at least)"
+else
+    fail "storage link not capped: 8 MiB put in $slow s"
+fi
+no_leftovers "storage node" "$pid"
+for bad in "--storage-cmd true" "--storage-rate fast"; do
+    # shellcheck disable=SC2086
+    "$TOOL" --nodes 1 --ranks-per-node 1 $bad -- true > /dev/null 2>&1
     expect_rc "refused: $bad" 2 $?
 done
 

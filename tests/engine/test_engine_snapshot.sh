@@ -149,6 +149,27 @@ expect_rc "an unknown --snapshot-mode" 2 $?
 expect_match "an unknown --snapshot-mode is named" -F "sideways" \
     "$TMP/bad.log"
 
+# 1d. --snapshot-keep: a job that ends normally keeps its stores, so a
+# later --resume restores its last save from memory (and, without
+# --snapshot-keep, purges them at its own end); the resume says how long
+# the restore took.
+run4 "$TMP/keep.log" --snapshot-key "$KEY-keep" --snapshot-keep
+expect_rc "--snapshot-keep: run" 0 $?
+run4 "$TMP/resume-keep.log" --snapshot-key "$KEY-keep" --resume \
+    --steps $((STEPS + 2))
+expect_rc "--snapshot-keep: resumed run" 0 $?
+expect_grep "--snapshot-keep: the last save restored, with its time" \
+    "^resume: restored step $STEPS \(key $KEY-keep\) in [0-9]+\.[0-9]{3} s$" \
+    "$TMP/resume-keep.log"
+if [ -d /dev/shm ]; then
+    checks=$((checks + 1))
+    if ls /dev/shm | grep -q "^tacl-snap-$KEY-keep-"; then
+        fail "the resumed run (no --snapshot-keep) left its stores"
+    else
+        ok "the resumed run purged its stores at its end"
+    fi
+fi
+
 # 2. Every node-local store lost: from the files.
 run4 "$TMP/killf.log" --snapshot-key "$KEY-file" --kill-at 2:7 \
     --snapshot-file "$TMP/ckpt" --snapshot-flush-every 1
