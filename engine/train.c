@@ -90,6 +90,11 @@ static void usage(FILE *f)
         "                   and run on to step K of --steps\n"
         "  --kill-at R:S    fault injection: rank R SIGKILLs itself after "
         "step S\n"
+        "  --timeline       rank 0 prints \"timeline EVENT T\" (T: wall "
+        "clock, s) at\n"
+        "                   start, communicator, restored, first step, "
+        "a failed\n"
+        "                   step (and the --kill-at rank at kill)\n"
         "  --compress CODEC compress gradient reduce-scatters (ZeRO-2, "
         "ZeRO-3, MiCS):\n"
         "                   fp16 bf16 int8 int4 topk threshold randk sign, "
@@ -163,6 +168,26 @@ static tacl_status_t init_comm(tacl_comm_t *comm_p)
     return tacl_comm_init_rank(1, &id, 0, comm_p);
 }
 
+/* --timeline: "timeline EVENT T" with T the wall clock (CLOCK_REALTIME),
+ * so that the events of processes that come and go (a killed rank, a
+ * restarted job) line up in one recovery timeline
+ * (perf/snapshot_timeline.sh). */
+static void timeline(int on, const char *event, double at)
+{
+    if (!on)
+        return;
+    printf("timeline %s %.6f\n", event, at);
+    fflush(stdout);
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -177,7 +202,7 @@ enum {
     OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
     OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART,
-    OPT_SNAP_PACE, OPT_SNAP_KEEP, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
+    OPT_SNAP_PACE, OPT_SNAP_KEEP, OPT_TIMELINE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
     OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_VOCAB,
     OPT_EMBED_DIM, OPT_SPARSE_SCHEME
 };
@@ -212,6 +237,7 @@ static const struct option long_opts[] = {
     {"snapshot-part", required_argument, NULL, OPT_SNAP_PART},
     {"snapshot-pace", required_argument, NULL, OPT_SNAP_PACE},
     {"snapshot-keep", no_argument, NULL, OPT_SNAP_KEEP},
+    {"timeline", no_argument, NULL, OPT_TIMELINE},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"kill-at", required_argument, NULL, OPT_KILL_AT},
     {"compress", required_argument, NULL, OPT_COMPRESS},
@@ -234,6 +260,7 @@ typedef struct {
     engine_snap_opts_t snap;
     int snapshots, resume;
     int keep_snapshots;       /* --snapshot-keep: no purge at the end */
+    int timeline;             /* --timeline */
     int kill_rank, kill_step; /* -1: none */
     const char *compress, *plan;  /* codec and plan names, or NULL */
     double density;               /* 0: the default */
@@ -403,6 +430,7 @@ static int parse_args(int argc, char **argv, args_t *a)
             break;
         case OPT_RESUME: a->resume = 1; break;
         case OPT_SNAP_KEEP: a->keep_snapshots = 1; break;
+        case OPT_TIMELINE: a->timeline = 1; break;
         case OPT_KILL_AT:
             if (sscanf(optarg, "%d:%d", &a->kill_rank, &a->kill_step) != 2 ||
                 a->kill_rank < 0 || a->kill_step < 1) {
@@ -477,6 +505,8 @@ int main(int argc, char **argv)
     struct rusage ru;
     tacl_status_t st;
 
+    double started = wall_s();
+
     memset(&a, 0, sizeof(a));
     if (parse_args(argc, argv, &a) != 0)
         return 2;
@@ -491,6 +521,10 @@ int main(int argc, char **argv)
         return 1;
     }
     tacl_comm_rank(comm, &rank);
+    if (rank == 0) {
+        timeline(a.timeline, "start", started);
+        timeline(a.timeline, "communicator", wall_s());
+    }
     st = engine_create(comm, &a.eo, text, len, &e, err, sizeof(err));
     if (st != TACL_OK) {
         fprintf(stderr, "train: rank %d: %s\n", rank, err);
@@ -538,6 +572,8 @@ int main(int argc, char **argv)
         }
         /* The restore's time, for the thesis' t_rtvl (Equation 6.1). */
         t_restore = now_s() - t_restore;
+        if (rank == 0)
+            timeline(a.timeline, "restored", wall_s());
         if (rank == 0 && found)
             printf("resume: restored step %llu (key %s) in %.3f s\n",
                    (unsigned long long)first, a.snap.key, t_restore);
@@ -584,6 +620,8 @@ int main(int argc, char **argv)
         st = engine_step(e, &s);
         t1 = now_s();
         if (st != TACL_OK) {
+            if (rank == 0)
+                timeline(a.timeline, "failed", wall_s());
             fprintf(stderr, "train: rank %d: step %llu: %s\n", rank,
                     (unsigned long long)i + 1, engine_error(e));
             goto out_engine;
@@ -620,8 +658,12 @@ int main(int argc, char **argv)
          * wait for the previous save), the step lines do not. */
         if (snap != NULL)
             total_t += now_s() - t1;
-        if (rank == a.kill_rank && i + 1 == (uint64_t)a.kill_step)
+        if (rank == 0 && i == first)
+            timeline(a.timeline, "first_step", wall_s());
+        if (rank == a.kill_rank && i + 1 == (uint64_t)a.kill_step) {
+            timeline(a.timeline, "kill", wall_s());
             raise(SIGKILL);
+        }
     }
     if (snap != NULL && engine_snap_finish(snap) != TACL_OK) {
         fprintf(stderr, "train: rank %d: %s\n", rank, err);

@@ -156,8 +156,24 @@ expect_match "an unknown --snapshot-mode is named" -F "sideways" \
 run4 "$TMP/keep.log" --snapshot-key "$KEY-keep" --snapshot-keep
 expect_rc "--snapshot-keep: run" 0 $?
 run4 "$TMP/resume-keep.log" --snapshot-key "$KEY-keep" --resume \
-    --steps $((STEPS + 2))
+    --steps $((STEPS + 2)) --timeline
 expect_rc "--snapshot-keep: resumed run" 0 $?
+# --timeline: rank 0's wall-clock instants, once each, in order.
+checks=$((checks + 1))
+order=$(awk '$1 == "timeline" { n[$2]++; t[$2] = $3 }
+    END {
+        split("start communicator restored first_step", want, " ")
+        for (i = 1; i <= 4; i++) {
+            if (n[want[i]] != 1) { print want[i] " printed " n[want[i]] + 0 " times"; exit }
+            if (i > 1 && t[want[i]] < t[want[i - 1]]) { print want[i] " before " want[i - 1]; exit }
+        }
+    }' "$TMP/resume-keep.log")
+if [ -z "$order" ]; then
+    ok "--timeline: start, communicator, restored, first_step in order"
+else
+    fail "--timeline: $order"
+    grep "^timeline" "$TMP/resume-keep.log"
+fi
 expect_grep "--snapshot-keep: the last save restored, with its time" \
     "^resume: restored step $STEPS \(key $KEY-keep\) in [0-9]+\.[0-9]{3} s$" \
     "$TMP/resume-keep.log"
