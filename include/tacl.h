@@ -1548,6 +1548,33 @@ tacl_status_t tacl_comp_allreduce_hops(
     tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm);
 
 /**
+ * tacl_comp_reduce_scatter with a choice of hops.  TACL_COMP_HOPS_INTER:
+ * a dense reduce-scatter inside each node leaves local rank l with its
+ * node's sum of the blocks of rail l's ranks (tacl_comm_get_rail), whose
+ * compressed reduce-scatter between the nodes leaves every rank its
+ * block.  Needs the same number of ranks on every node; one node: a
+ * dense reduce-scatter.  With err (size * recvcount values, as the flat
+ * call's), a rank keeps its node's residual of its rail's ranks' blocks
+ * at their places and leaves the other blocks' entries alone.
+ */
+tacl_status_t tacl_comp_reduce_scatter_hops(
+    const float *sendbuf, float *recvbuf, size_t recvcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm);
+
+/**
+ * tacl_comp_allgather with a choice of hops.  TACL_COMP_HOPS_INTER: the
+ * compressed all-gather between the nodes on each rail, then a dense
+ * all-gather inside each node, so every block crosses the slow links
+ * encoded once.  Needs the same number of ranks on every node; one node:
+ * a dense all-gather.  err as the flat call's (sendcount values).
+ */
+tacl_status_t tacl_comp_allgather_hops(
+    const float *sendbuf, float *recvbuf, size_t sendcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_hops_t hops, tacl_comm_t comm);
+
+/**
  * Non-blocking forms of the compressed collectives: the arguments are
  * checked now, as the blocking form checks them (a bad one fails this
  * call with the same message and makes no request); the call runs in
@@ -1581,6 +1608,17 @@ tacl_status_t tacl_comp_allgather_nb(const float *sendbuf, float *recvbuf,
                                      const tacl_codec_params_t *params,
                                      float *err, tacl_comm_t comm,
                                      tacl_request_t *req_p);
+/** tacl_comp_reduce_scatter_hops, non-blocking (tacl_comp_allreduce_nb). */
+tacl_status_t tacl_comp_reduce_scatter_hops_nb(
+    const float *sendbuf, float *recvbuf, size_t recvcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm,
+    tacl_request_t *req_p);
+/** tacl_comp_allgather_hops, non-blocking (tacl_comp_allreduce_nb). */
+tacl_status_t tacl_comp_allgather_hops_nb(
+    const float *sendbuf, float *recvbuf, size_t sendcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_hops_t hops, tacl_comm_t comm, tacl_request_t *req_p);
 
 /**
  * Price a compressed collective's communication into *info_p: the sum of

@@ -1,21 +1,32 @@
 /*
- * The hierarchical compressed all-reduce (tacl.h,
- * tacl_comp_allreduce_hops): Espresso's choice of which hops carry
- * encoded data (thesis section 4.4, the two-level strategies), for the
- * case that matters on a cluster: fast links inside a node stay dense,
- * the slow ones between nodes carry the codec's encoding.
+ * The hierarchical compressed collectives (tacl.h,
+ * tacl_comp_allreduce_hops, _reduce_scatter_hops, _allgather_hops):
+ * Espresso's choice of which hops carry encoded data (thesis section
+ * 4.4, the two-level strategies), for the case that matters on a
+ * cluster: fast links inside a node stay dense, the slow ones between
+ * nodes carry the codec's encoding.
  *
- * Inside each node a dense reduce-scatter leaves local rank l with share
- * l of the node's sum (the input padded with zeros to L equal shares);
- * the ranks of rail l (one per node) run the flat compressed all-reduce
- * (compcoll.c) on that share, with the caller's scheme and codec; a dense
- * all-gather inside each node puts the shares together.  Every rank of a
- * rail gets the same bits, and the all-gather copies them, so every rank
- * of the communicator does.  The node's partial sums are taken in the
- * dense reduce-scatter's order, not rank order.
+ * All-reduce: inside each node a dense reduce-scatter leaves local rank l
+ * with share l of the node's sum (the input padded with zeros to L equal
+ * shares); the ranks of rail l (one per node) run the flat compressed
+ * all-reduce (compcoll.c) on that share, with the caller's scheme and
+ * codec; a dense all-gather inside each node puts the shares together.
  *
- * Each step is a public call (on comm, its local communicator or its
- * rail), as in sparse.c and compcoll.c.
+ * Reduce-scatter: rank r's block must end at rank r, and rank r is on
+ * rail l(r).  Inside each node a dense reduce-scatter leaves local rank l
+ * with the node's sum of the blocks of rail l's ranks, in rail order
+ * (the input permuted so that each rail's blocks are one share); the
+ * rail's flat compressed reduce-scatter then leaves each of its ranks
+ * its own block.  All-gather, the mirror: the rail's flat compressed
+ * all-gather gives each rank its rail's blocks, a dense all-gather inside
+ * the node the other rails', and a permutation puts every block at its
+ * rank's place.
+ *
+ * Every rank of a rail gets the same bits, and the dense steps copy them
+ * (all-reduce, all-gather), so every rank of the communicator does.  The
+ * node's partial sums are taken in the dense reduce-scatter's order, not
+ * rank order.  Each step is a public call (on comm, its local
+ * communicator or its rail), as in sparse.c and compcoll.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,58 +35,159 @@
 #include "compcoll.h"
 #include "log.h"
 
-static tacl_status_t run_inter(const float *send, float *recv, size_t count,
-                               const tacl_codec_t *codec,
-                               const tacl_codec_params_t *params, float *err,
-                               tacl_comp_scheme_t scheme, tacl_comm_t comm)
+static const char *call_name(tacl_coll_t coll)
 {
-    tacl_comm_t local, rail;
-    size_t nl, share, lr, valid;
-    float *padded = NULL, *mine = NULL;
-    tacl_status_t st;
+    return coll == TACL_COLL_REDUCE_SCATTER ? "comp_reduce_scatter"
+           : coll == TACL_COLL_ALLGATHER    ? "comp_allgather"
+                                            : "comp_allreduce";
+}
 
-    /* Every rank agrees on the call before the nodes' steps, which
-     * would otherwise wait on one another's messages of other sizes. */
-    st = tacl__comp_agree(comm, count, codec, params, scheme,
-                          TACL_COMP_HOPS_INTER);
+/* What a hierarchical call needs of comm: its node and rail
+ * communicators, the node count N and ranks a node L. */
+typedef struct {
+    tacl_comm_t local, rail;
+    size_t n_nodes, per_node, local_rank;
+} hier_t;
+
+/* Agree on the call (every rank, before the nodes' steps, which would
+ * otherwise wait on one another's messages of other sizes); *flat_p 1
+ * when there is nothing between nodes to do hierarchically (count 0 or
+ * one node: the caller runs the dense collective or nothing). */
+static tacl_status_t hier_begin(tacl_comm_t comm, tacl_coll_t coll,
+                                size_t count, const tacl_codec_t *codec,
+                                const tacl_codec_params_t *params,
+                                tacl_comp_scheme_t scheme, hier_t *h,
+                                int *flat_p)
+{
+    tacl_status_t st = tacl__comp_agree(comm, coll, count, codec, params,
+                                        scheme, TACL_COMP_HOPS_INTER);
+
+    *flat_p = 1;
+    if (st != TACL_OK || count == 0 || comm->view.n_nodes == 1)
+        return st;
+    *flat_p = 0;
+    st = tacl__comm_need_even_nodes(comm, call_name(coll));
+    if (st == TACL_OK)
+        st = tacl_comm_get_local(comm, &h->local);
+    if (st == TACL_OK)
+        st = tacl_comm_get_rail(comm, &h->rail);
+    h->n_nodes = (size_t)comm->view.n_nodes;
+    h->per_node = (size_t)comm->view.local_size;
+    h->local_rank = (size_t)comm->view.local_rank;
+    return st;
+}
+
+/* order[l * N + j]: the rank that is rail l's j-th (rails and nodes
+ * order ranks by rank, as tacl_comm_get_local/rail split them). */
+static int *rail_order(tacl_comm_t comm, const hier_t *h)
+{
+    int *order = malloc((size_t)comm->size * sizeof(*order));
+    size_t *seen = calloc(h->n_nodes, sizeof(*seen));
+    size_t *filled = calloc(h->per_node, sizeof(*filled));
+
+    if (order != NULL && seen != NULL && filled != NULL) {
+        for (int r = 0; r < comm->size; r++) {
+            size_t l = seen[comm->view.node_of[r]]++;
+
+            order[l * h->n_nodes + filled[l]++] = r;
+        }
+    } else {
+        free(order);
+        order = NULL;
+        tacl__error(TACL_ERR_NO_MEMORY, COLL, "no memory for the order of "
+                    "%d ranks' blocks", comm->size);
+    }
+    free(seen);
+    free(filled);
+    return order;
+}
+
+/* A reduce-scatter's or all-gather's scratch between nodes: the rail
+ * order, every rank's block in rail order, and one rail's N blocks. */
+typedef struct {
+    int *order;
+    float *staged, *part;
+} blocks_t;
+
+static tacl_status_t blocks_get(tacl_comm_t comm, const hier_t *h, size_t c,
+                                tacl_coll_t coll, blocks_t *b)
+{
+    b->order = rail_order(comm, h);
+    b->staged = malloc((size_t)comm->size * c * sizeof(float));
+    b->part = malloc(h->n_nodes * c * sizeof(float));
+    if (b->order == NULL)
+        return TACL_ERR_NO_MEMORY; /* rail_order said so */
+    if (b->staged == NULL || b->part == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "%s: no memory for %d blocks of %zu values",
+                           call_name(coll), comm->size, c);
+    return TACL_OK;
+}
+
+static void blocks_put(blocks_t *b)
+{
+    free(b->order);
+    free(b->staged);
+    free(b->part);
+}
+
+/* Blocks of c values between rank order and rail order: to_rails moves
+ * block order[i] of `ranks` to block i of `rails`, else back. */
+static void permute(float *ranks, float *rails, const int *order, int n,
+                    size_t c, int to_rails)
+{
+    for (int i = 0; i < n; i++) {
+        float *at_rank = ranks + (size_t)order[i] * c, *at_rail = rails + i * c;
+
+        memcpy(to_rails ? at_rail : at_rank, to_rails ? at_rank : at_rail,
+               c * sizeof(float));
+    }
+}
+
+static tacl_status_t allreduce_inter(const float *send, float *recv,
+                                     size_t count, const tacl_codec_t *codec,
+                                     const tacl_codec_params_t *params,
+                                     float *err, tacl_comp_scheme_t scheme,
+                                     tacl_comm_t comm)
+{
+    hier_t h;
+    size_t share, valid;
+    float *padded = NULL, *mine = NULL;
+    int flat;
+    tacl_status_t st = hier_begin(comm, TACL_COLL_ALLREDUCE, count, codec,
+                                  params, scheme, &h, &flat);
+
     if (st != TACL_OK || count == 0)
         return st;
-    if (comm->view.n_nodes == 1)
+    if (flat)
         return tacl_allreduce(send, recv, count, TACL_FLOAT32, TACL_SUM, comm,
                               NULL);
-    st = tacl__comm_need_even_nodes(comm, "comp_allreduce: hops inter");
-    if (st == TACL_OK)
-        st = tacl_comm_get_local(comm, &local);
-    if (st == TACL_OK)
-        st = tacl_comm_get_rail(comm, &rail);
-    if (st != TACL_OK)
-        return st;
-    nl = (size_t)comm->view.local_size;
-    lr = (size_t)comm->view.local_rank;
-    share = (count + nl - 1) / nl;
-    valid = lr * share >= count          ? 0
-            : count - lr * share < share ? count - lr * share
-                                         : share;
-    padded = calloc(share * nl, sizeof(float));
+    share = (count + h.per_node - 1) / h.per_node;
+    valid = h.local_rank * share >= count ? 0
+            : count - h.local_rank * share < share
+                ? count - h.local_rank * share
+                : share;
+    padded = calloc(share * h.per_node, sizeof(float));
     mine = malloc(share * sizeof(float));
     if (padded == NULL || mine == NULL) {
         st = tacl__error(TACL_ERR_NO_MEMORY, COLL,
                          "comp_allreduce: no memory for %zu shares of %zu "
                          "values",
-                         nl, share);
+                         h.per_node, share);
         goto out;
     }
     memcpy(padded, send, count * sizeof(float));
     st = tacl_reduce_scatter(padded, mine, share, TACL_FLOAT32, TACL_SUM,
-                             local, NULL);
+                             h.local, NULL);
     /* Only the share's values that exist are encoded: the padding (zeros,
      * at the end of the last shares) stays out of the codec and of err. */
     if (st == TACL_OK)
         st = tacl_comp_allreduce(mine, mine, valid, codec, params,
-                                 err != NULL ? err + lr * share : NULL,
-                                 scheme, rail);
+                                 err != NULL ? err + h.local_rank * share
+                                             : NULL,
+                                 scheme, h.rail);
     if (st == TACL_OK)
-        st = tacl_allgather(mine, padded, share, TACL_FLOAT32, local, NULL);
+        st = tacl_allgather(mine, padded, share, TACL_FLOAT32, h.local, NULL);
     if (st == TACL_OK)
         memcpy(recv, padded, count * sizeof(float));
 out:
@@ -84,21 +196,126 @@ out:
     return st;
 }
 
-tacl_status_t tacl__comp_check_hops(const float *send, const float *recv,
-                                    size_t count, const tacl_codec_t *codec,
+static tacl_status_t reduce_scatter_inter(const float *send, float *recv,
+                                          size_t c, const tacl_codec_t *codec,
+                                          const tacl_codec_params_t *params,
+                                          float *err,
+                                          tacl_comp_scheme_t scheme,
+                                          tacl_comm_t comm)
+{
+    hier_t h;
+    blocks_t b = {0};
+    int flat;
+    float *rail_err = NULL;
+    const int *mine;
+    tacl_status_t st = hier_begin(comm, TACL_COLL_REDUCE_SCATTER, c, codec,
+                                  params, scheme, &h, &flat);
+
+    if (st != TACL_OK || c == 0)
+        return st;
+    if (flat)
+        return tacl_reduce_scatter(send, recv, c, TACL_FLOAT32, TACL_SUM,
+                                   comm, NULL);
+    st = blocks_get(comm, &h, c, TACL_COLL_REDUCE_SCATTER, &b);
+    if (st == TACL_OK && err != NULL &&
+        (rail_err = malloc(h.n_nodes * c * sizeof(float))) == NULL)
+        st = tacl__error(TACL_ERR_NO_MEMORY, COLL, "comp_reduce_scatter: no "
+                         "memory for the residual of %zu blocks", h.n_nodes);
+    if (st != TACL_OK)
+        goto out;
+    /* This rank's rail's ranks: their residuals are its node's. */
+    mine = b.order + h.local_rank * h.n_nodes;
+    permute((float *)send, b.staged, b.order, comm->size, c, 1);
+    st = tacl_reduce_scatter(b.staged, b.part, h.n_nodes * c, TACL_FLOAT32,
+                             TACL_SUM, h.local, NULL);
+    if (rail_err != NULL)
+        permute(err, rail_err, mine, (int)h.n_nodes, c, 1);
+    if (st == TACL_OK)
+        st = tacl_comp_reduce_scatter(b.part, recv, c, codec, params,
+                                      rail_err, scheme, h.rail);
+    if (st == TACL_OK && rail_err != NULL)
+        permute(err, rail_err, mine, (int)h.n_nodes, c, 0);
+out:
+    blocks_put(&b);
+    free(rail_err);
+    return st;
+}
+
+static tacl_status_t allgather_inter(const float *send, float *recv,
+                                     size_t c, const tacl_codec_t *codec,
+                                     const tacl_codec_params_t *params,
+                                     float *err, tacl_comm_t comm)
+{
+    hier_t h;
+    blocks_t b = {0};
+    int flat;
+    tacl_status_t st = hier_begin(comm, TACL_COLL_ALLGATHER, c, codec,
+                                  params, TACL_COMP_GATHER, &h, &flat);
+
+    if (st != TACL_OK || c == 0)
+        return st;
+    if (flat)
+        return tacl_allgather(send, recv, c, TACL_FLOAT32, comm, NULL);
+    st = blocks_get(comm, &h, c, TACL_COLL_ALLGATHER, &b);
+    if (st == TACL_OK)
+        st = tacl_comp_allgather(send, b.part, c, codec, params, err, h.rail);
+    if (st == TACL_OK)
+        st = tacl_allgather(b.part, b.staged, h.n_nodes * c, TACL_FLOAT32,
+                            h.local, NULL);
+    if (st == TACL_OK)
+        permute(recv, b.staged, b.order, comm->size, c, 0);
+    blocks_put(&b);
+    return st;
+}
+
+tacl_status_t tacl__comp_check_hops(tacl_coll_t coll, const float *send,
+                                    const float *recv, size_t count,
+                                    const tacl_codec_t *codec,
                                     const tacl_codec_params_t *params,
                                     tacl_comp_scheme_t scheme,
                                     tacl_comp_hops_t hops)
 {
+    const char *name = call_name(coll);
+
     if (hops != TACL_COMP_HOPS_INTER)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "comp_allreduce: unknown hops %d (all or inter)",
+                           "%s: unknown hops %d (all or inter)", name,
                            (int)hops);
     if (count > 0 && (send == NULL || recv == NULL))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "comp_allreduce: %s is NULL with count %zu",
+                           "%s: %s is NULL with count %zu", name,
                            send == NULL ? "sendbuf" : "recvbuf", count);
-    return tacl__comp_check("comp_allreduce", codec, params, scheme);
+    return tacl__comp_check(name, codec, params,
+                            coll == TACL_COLL_ALLGATHER ? TACL_COMP_GATHER
+                                                        : scheme);
+}
+
+/* An entry point with hops other than ALL: checks, then the call. */
+static tacl_status_t hops_entry(tacl_coll_t coll, const float *send,
+                                float *recv, size_t count,
+                                const tacl_codec_t *codec,
+                                const tacl_codec_params_t *params, float *err,
+                                tacl_comp_scheme_t scheme,
+                                tacl_comp_hops_t hops, tacl_comm_t comm)
+{
+    tacl_status_t st;
+
+    tacl__last_error_clear();
+    st = tacl__comm_enter(comm);
+    if (st != TACL_OK)
+        return st;
+    st = tacl__comp_check_hops(coll, send, recv, count, codec, params,
+                               scheme, hops);
+    if (st == TACL_OK && coll == TACL_COLL_REDUCE_SCATTER)
+        st = reduce_scatter_inter(send, recv, count, codec, params, err,
+                                  scheme, comm);
+    else if (st == TACL_OK && coll == TACL_COLL_ALLGATHER)
+        st = allgather_inter(send, recv, count, codec, params, err, comm);
+    else if (st == TACL_OK)
+        st = allreduce_inter(send, recv, count, codec, params, err, scheme,
+                             comm);
+    tacl__comm_leave(comm);
+    return st == TACL_OK ? TACL_OK : tacl__comm_fail(comm, st);
 }
 
 TACL_EXPORT tacl_status_t tacl_comp_allreduce_hops(
@@ -106,20 +323,33 @@ TACL_EXPORT tacl_status_t tacl_comp_allreduce_hops(
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm)
 {
-    tacl_status_t st;
-
     if (hops == TACL_COMP_HOPS_ALL)
         return tacl_comp_allreduce(sendbuf, recvbuf, count, codec, params,
                                    err, scheme, comm);
-    tacl__last_error_clear();
-    st = tacl__comm_enter(comm);
-    if (st != TACL_OK)
-        return st;
-    st = tacl__comp_check_hops(sendbuf, recvbuf, count, codec, params,
-                               scheme, hops);
-    if (st == TACL_OK)
-        st = run_inter(sendbuf, recvbuf, count, codec, params, err, scheme,
-                       comm);
-    tacl__comm_leave(comm);
-    return st == TACL_OK ? TACL_OK : tacl__comm_fail(comm, st);
+    return hops_entry(TACL_COLL_ALLREDUCE, sendbuf, recvbuf, count, codec,
+                      params, err, scheme, hops, comm);
+}
+
+TACL_EXPORT tacl_status_t tacl_comp_reduce_scatter_hops(
+    const float *sendbuf, float *recvbuf, size_t recvcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm)
+{
+    if (hops == TACL_COMP_HOPS_ALL)
+        return tacl_comp_reduce_scatter(sendbuf, recvbuf, recvcount, codec,
+                                        params, err, scheme, comm);
+    return hops_entry(TACL_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount,
+                      codec, params, err, scheme, hops, comm);
+}
+
+TACL_EXPORT tacl_status_t tacl_comp_allgather_hops(
+    const float *sendbuf, float *recvbuf, size_t sendcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_hops_t hops, tacl_comm_t comm)
+{
+    if (hops == TACL_COMP_HOPS_ALL)
+        return tacl_comp_allgather(sendbuf, recvbuf, sendcount, codec, params,
+                                   err, comm);
+    return hops_entry(TACL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, codec,
+                      params, err, TACL_COMP_GATHER, hops, comm);
 }

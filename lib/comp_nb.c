@@ -33,12 +33,12 @@ static tacl_status_t comp_nb_run(void *arg, tacl_comm_t shadow)
 
     switch (a->coll) {
     case TACL_COLL_ALLGATHER:
-        return tacl_comp_allgather(a->send, a->recv, a->count, a->codec,
-                                   a->params, a->err, shadow);
+        return tacl_comp_allgather_hops(a->send, a->recv, a->count, a->codec,
+                                        a->params, a->err, a->hops, shadow);
     case TACL_COLL_REDUCE_SCATTER:
-        return tacl_comp_reduce_scatter(a->send, a->recv, a->count,
-                                        a->codec, a->params, a->err,
-                                        a->scheme, shadow);
+        return tacl_comp_reduce_scatter_hops(a->send, a->recv, a->count,
+                                             a->codec, a->params, a->err,
+                                             a->scheme, a->hops, shadow);
     default:
         return tacl_comp_allreduce_hops(a->send, a->recv, a->count,
                                         a->codec, a->params, a->err,
@@ -55,9 +55,9 @@ static tacl_status_t comp_nb_issue(const comp_nb_t *call, tacl_comm_t comm,
     if (req_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL, "req_p is NULL");
     if (call->hops != TACL_COMP_HOPS_ALL)
-        st = tacl__comp_check_hops(call->send, call->recv, call->count,
-                                   call->codec, call->params, call->scheme,
-                                   call->hops);
+        st = tacl__comp_check_hops(call->coll, call->send, call->recv,
+                                   call->count, call->codec, call->params,
+                                   call->scheme, call->hops);
     else
         st = tacl__comp_check_call(call->coll, call->send, call->recv,
                                    call->count, call->codec, call->params,
@@ -117,15 +117,39 @@ TACL_EXPORT tacl_status_t tacl_comp_allreduce_nb(
                                        TACL_COMP_HOPS_ALL, comm, req_p);
 }
 
+TACL_EXPORT tacl_status_t tacl_comp_reduce_scatter_hops_nb(
+    const float *sendbuf, float *recvbuf, size_t recvcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm,
+    tacl_request_t *req_p)
+{
+    comp_nb_t c = {.coll = TACL_COLL_REDUCE_SCATTER, .send = sendbuf,
+                   .recv = recvbuf, .count = recvcount, .codec = codec,
+                   .params = params, .err = err, .scheme = scheme,
+                   .hops = hops};
+
+    return comp_nb_entry(&c, comm, req_p);
+}
+
 TACL_EXPORT tacl_status_t tacl_comp_reduce_scatter_nb(
     const float *sendbuf, float *recvbuf, size_t recvcount,
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comp_scheme_t scheme, tacl_comm_t comm, tacl_request_t *req_p)
 {
-    comp_nb_t c = {.coll = TACL_COLL_REDUCE_SCATTER, .send = sendbuf,
-                   .recv = recvbuf, .count = recvcount, .codec = codec,
-                   .params = params, .err = err, .scheme = scheme,
-                   .hops = TACL_COMP_HOPS_ALL};
+    return tacl_comp_reduce_scatter_hops_nb(sendbuf, recvbuf, recvcount,
+                                            codec, params, err, scheme,
+                                            TACL_COMP_HOPS_ALL, comm, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_comp_allgather_hops_nb(
+    const float *sendbuf, float *recvbuf, size_t sendcount,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
+    tacl_comp_hops_t hops, tacl_comm_t comm, tacl_request_t *req_p)
+{
+    comp_nb_t c = {.coll = TACL_COLL_ALLGATHER, .send = sendbuf,
+                   .recv = recvbuf, .count = sendcount, .codec = codec,
+                   .params = params, .err = err, .scheme = TACL_COMP_GATHER,
+                   .hops = hops};
 
     return comp_nb_entry(&c, comm, req_p);
 }
@@ -135,10 +159,7 @@ TACL_EXPORT tacl_status_t tacl_comp_allgather_nb(
     const tacl_codec_t *codec, const tacl_codec_params_t *params, float *err,
     tacl_comm_t comm, tacl_request_t *req_p)
 {
-    comp_nb_t c = {.coll = TACL_COLL_ALLGATHER, .send = sendbuf,
-                   .recv = recvbuf, .count = sendcount, .codec = codec,
-                   .params = params, .err = err, .scheme = TACL_COMP_GATHER,
-                   .hops = TACL_COMP_HOPS_ALL};
-
-    return comp_nb_entry(&c, comm, req_p);
+    return tacl_comp_allgather_hops_nb(sendbuf, recvbuf, sendcount, codec,
+                                       params, err, TACL_COMP_HOPS_ALL, comm,
+                                       req_p);
 }

@@ -602,14 +602,22 @@ static tacl_status_t check_buffers(const call_t *c)
     return TACL_OK;
 }
 
-tacl_status_t tacl__comp_agree(tacl_comm_t comm, size_t count,
-                               const tacl_codec_t *codec,
+/* The kind of a compressed call of collective coll. */
+static kind_t kind_of(tacl_coll_t coll)
+{
+    return coll == TACL_COLL_ALLGATHER        ? KIND_ALLGATHER
+           : coll == TACL_COLL_REDUCE_SCATTER ? KIND_REDUCE_SCATTER
+                                              : KIND_ALLREDUCE;
+}
+
+tacl_status_t tacl__comp_agree(tacl_comm_t comm, tacl_coll_t coll,
+                               size_t count, const tacl_codec_t *codec,
                                const tacl_codec_params_t *params,
                                tacl_comp_scheme_t scheme,
                                tacl_comp_hops_t hops)
 {
-    call_t c = {.kind = KIND_ALLREDUCE,
-                .name = "comp_allreduce",
+    call_t c = {.kind = kind_of(coll),
+                .name = kind_names[kind_of(coll)],
                 .count = count,
                 .codec = codec,
                 .params = params,
@@ -623,7 +631,7 @@ tacl_status_t tacl__comp_agree(tacl_comm_t comm, size_t count,
 
     if (bytes == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
-                           "comp_allreduce: no memory for %d headers",
+                           "%s: no memory for %d headers", c.name,
                            comm->size);
     st = exchange_header(&c, 0, bytes);
     free(bytes);
@@ -794,11 +802,8 @@ tacl_status_t tacl__comp_check_call(tacl_coll_t coll, const float *send,
                                    float *err, tacl_comp_scheme_t scheme,
                                    tacl_comm_t comm)
 {
-    kind_t kind = coll == TACL_COLL_ALLGATHER        ? KIND_ALLGATHER
-                  : coll == TACL_COLL_REDUCE_SCATTER ? KIND_REDUCE_SCATTER
-                                                     : KIND_ALLREDUCE;
-    call_t c = call_make(kind, send, recv, count, codec, params, err, scheme,
-                         comm);
+    call_t c = call_make(kind_of(coll), send, recv, count, codec, params,
+                         err, scheme, comm);
     tacl_status_t st = comp_prepare(&c);
 
     return st == TACL_OK ? check_buffers(&c) : st;

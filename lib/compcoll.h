@@ -17,12 +17,13 @@ tacl_status_t tacl__comp_check(const char *name, const tacl_codec_t *codec,
                                tacl_comp_scheme_t scheme);
 
 /**
- * All-gather the header of an all-reduce of count values with these
- * codec, params, scheme and hops on comm: TACL_ERR_INVALID_ARG on every
- * rank, naming what differs, when the ranks disagree (collective).
+ * All-gather the header of a compressed coll (TACL_COLL_ALLREDUCE,
+ * _REDUCE_SCATTER or _ALLGATHER) of count values with these codec,
+ * params, scheme and hops on comm: TACL_ERR_INVALID_ARG on every rank,
+ * naming what differs, when the ranks disagree (collective).
  */
-tacl_status_t tacl__comp_agree(tacl_comm_t comm, size_t count,
-                               const tacl_codec_t *codec,
+tacl_status_t tacl__comp_agree(tacl_comm_t comm, tacl_coll_t coll,
+                               size_t count, const tacl_codec_t *codec,
                                const tacl_codec_params_t *params,
                                tacl_comp_scheme_t scheme,
                                tacl_comp_hops_t hops);
@@ -39,9 +40,11 @@ tacl_status_t tacl__comp_check_call(tacl_coll_t coll, const float *send,
                                    float *err, tacl_comp_scheme_t scheme,
                                    tacl_comm_t comm);
 
-/** The checks of tacl_comp_allreduce_hops with hops other than ALL. */
-tacl_status_t tacl__comp_check_hops(const float *send, const float *recv,
-                                    size_t count, const tacl_codec_t *codec,
+/** The checks of tacl_comp_*_hops (coll as tacl__comp_agree's) with
+ *  hops other than ALL. */
+tacl_status_t tacl__comp_check_hops(tacl_coll_t coll, const float *send,
+                                    const float *recv, size_t count,
+                                    const tacl_codec_t *codec,
                                     const tacl_codec_params_t *params,
                                     tacl_comp_scheme_t scheme,
                                     tacl_comp_hops_t hops);

@@ -645,6 +645,121 @@ static int hier_case(coll_ctx_t *ctx, tacl_comm_t comm, int per,
     return failed;
 }
 
+/* The hierarchical call of kind c->kind (reduce-scatter or all-gather). */
+static tacl_status_t call_hops(const call_case_t *c, const float *x,
+                               float *got, const tacl_codec_t *codec,
+                               const tacl_codec_params_t *p, float *err,
+                               tacl_comm_t comm)
+{
+    if (c->kind == K_REDUCE_SCATTER)
+        return tacl_comp_reduce_scatter_hops(x, got, c->count, codec, p, err,
+                                             c->scheme, TACL_COMP_HOPS_INTER,
+                                             comm);
+    return tacl_comp_allgather_hops(x, got, c->count, codec, p, err,
+                                    TACL_COMP_HOPS_INTER, comm);
+}
+
+/*
+ * Reduce-scatter and all-gather with hops between nodes only, on nodes of
+ * per ranks (rank r on node r / per, rail r % per).  Reduce-scatter: the
+ * flat reference over the nodes of rail l's blocks of the node sums (in
+ * node order; exact values, so the node sums are exact in any order);
+ * the residual of those blocks at their places, every other entry
+ * untouched.  All-gather: the flat reference over each rail's ranks, its
+ * blocks put at their ranks' places.
+ */
+static int hier_rs_ag_case(coll_ctx_t *ctx, tacl_comm_t comm, int per,
+                           const call_case_t *c)
+{
+    int n = ctx->nranks, nodes = n / per, node = ctx->rank / per;
+    int lr = ctx->rank % per, rs = c->kind == K_REDUCE_SCATTER, failed = 0;
+    size_t cnt = c->count, ic = in_count(c->kind, cnt, n);
+    size_t oc = rs ? cnt : cnt * (size_t)n, rail_in = rs ? cnt * nodes : cnt;
+    const tacl_codec_t *codec;
+    tacl_codec_params_t p = c->cc->params;
+    float *x = malloc(ic * sizeof(float)), *got = malloc(oc * sizeof(float));
+    float *want = malloc(oc * sizeof(float));
+    float *rail_out = malloc(cnt * nodes * sizeof(float));
+    float *myerr = calloc(ic, sizeof(float));
+    float *xs[COLL_MAX_RANKS], *errs[COLL_MAX_RANKS][COLL_MAX_RANKS];
+
+    COLL_CHECK(ctx, x && got && want && rail_out && myerr, "out of memory");
+    COLL_CHECK_OK(ctx, tacl_codec_find(c->cc->codec, &codec));
+    for (int j = 0; j < nodes; j++) {
+        xs[j] = malloc(rail_in * sizeof(float));
+        for (int l = 0; l < per; l++)
+            errs[l][j] = calloc(rail_in, sizeof(float));
+    }
+    for (int step = 0; step < 2 && !failed; step++) {
+        if (strcmp(c->cc->codec, "randk") == 0)
+            p.seed = c->cc->params.seed + (uint64_t)step;
+        for (int l = 0; l < per; l++) {
+            call_case_t rc = *c;
+
+            /* Rail l's inputs, node by node. */
+            for (int j = 0; j < nodes; j++) {
+                memset(xs[j], 0, rail_in * sizeof(float));
+                for (int r = j * per; r < (j + 1) * per; r++) {
+                    if (!rs && r != j * per + l)
+                        continue;
+                    fill_input(x, ic, r, step, 1, 91);
+                    for (int i = 0; i < (rs ? nodes : 1); i++)
+                        for (size_t v = 0; v < cnt; v++)
+                            xs[j][(size_t)i * cnt + v] +=
+                                x[(rs ? (size_t)(i * per + l) * cnt : 0) + v];
+                }
+            }
+            COLL_CHECK(ctx,
+                       reference(&rc, codec, &p, nodes, node, xs, errs[l],
+                                 rail_out) == 0,
+                       "the reference failed");
+            if (rs && l == lr)
+                memcpy(want, rail_out, cnt * sizeof(float));
+            for (int j = 0; !rs && j < nodes; j++)
+                memcpy(want + (size_t)(j * per + l) * cnt,
+                       rail_out + (size_t)j * cnt, cnt * sizeof(float));
+        }
+        fill_input(x, ic, ctx->rank, step, 1, 91);
+        COLL_CHECK_OK(ctx, call_hops(c, x, got, codec, &p,
+                                     c->use_err ? myerr : NULL, comm));
+        for (size_t i = 0; i < oc && !failed; i++)
+            if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+                failed = coll_fail(ctx,
+                                   "hops inter %s %s %s err %d step %d, %d "
+                                   "nodes of %d: value %zu is %.9g, want "
+                                   "%.9g",
+                                   kind_names[c->kind], c->cc->codec,
+                                   tacl_comp_scheme_name(c->scheme),
+                                   c->use_err, step, nodes, per, i,
+                                   (double)got[i], (double)want[i]);
+        for (size_t i = 0; i < ic && !failed && c->use_err; i++) {
+            size_t b = i / cnt, v = i % cnt;
+            float w = !rs                    ? errs[lr][node][i]
+                      : (int)b % per == lr ? errs[lr][node][b / per * cnt + v]
+                                             : 0.0f;
+
+            if (memcmp(&myerr[i], &w, sizeof(float)) != 0)
+                failed = coll_fail(ctx,
+                                   "hops inter %s %s %s step %d: residual "
+                                   "%zu is %.9g, want %.9g",
+                                   kind_names[c->kind], c->cc->codec,
+                                   tacl_comp_scheme_name(c->scheme), step, i,
+                                   (double)myerr[i], (double)w);
+        }
+    }
+    for (int j = 0; j < nodes; j++) {
+        free(xs[j]);
+        for (int l = 0; l < per; l++)
+            free(errs[l][j]);
+    }
+    free(x);
+    free(got);
+    free(want);
+    free(rail_out);
+    free(myerr);
+    return failed;
+}
+
 static int body_hier(coll_ctx_t *ctx)
 {
     int per = *(const int *)ctx->arg, failed = 0;
@@ -663,8 +778,18 @@ static int body_hier(coll_ctx_t *ctx)
 
             if (s == TACL_COMP_SUM && !(codec->flags & TACL_CODEC_SUMMABLE))
                 continue;
-            for (c.use_err = 0; c.use_err < 2 && !failed; c.use_err++)
+            for (c.use_err = 0; c.use_err < 2 && !failed; c.use_err++) {
                 failed = hier_case(ctx, comm, per, &c);
+                c.kind = K_REDUCE_SCATTER;
+                c.count = 101;
+                if (!failed)
+                    failed = hier_rs_ag_case(ctx, comm, per, &c);
+                c.kind = K_ALLGATHER;
+                if (!failed && s == TACL_COMP_GATHER)
+                    failed = hier_rs_ag_case(ctx, comm, per, &c);
+                c.kind = K_ALLREDUCE;
+                c.count = 1003;
+            }
         }
     }
     /* Ranks that disagree all fail, naming what differs, before the
@@ -747,6 +872,47 @@ static int body_hier_one_node(coll_ctx_t *ctx)
                                         TACL_COMP_SUM, TACL_COMP_HOPS_INTER,
                                         ctx->comm),
                "topk is not");
+    /* The reduce-scatter and the all-gather: dense here too. */
+    {
+        float rsin[3 * 101], rsgot[101], agin[101], agot[3 * 101];
+
+        fill_input(rsin, 3 * 101, ctx->rank, 0, 1, 6);
+        COLL_CHECK_OK(ctx, tacl_comp_reduce_scatter_hops(
+                               rsin, rsgot, 101, topk, &p, NULL,
+                               TACL_COMP_GATHER, TACL_COMP_HOPS_INTER,
+                               ctx->comm));
+        for (int i = 0; i < 101; i++) {
+            float w = 0;
+
+            for (int r = 0; r < ctx->nranks; r++) {
+                fill_input(rsin, 3 * 101, r, 0, 1, 6);
+                w += rsin[ctx->rank * 101 + i];
+            }
+            COLL_CHECK(ctx, rsgot[i] == w,
+                       "one node: reduce-scatter value %d is %g, want %g", i,
+                       (double)rsgot[i], (double)w);
+        }
+        fill_input(agin, 101, ctx->rank, 0, 0, 7);
+        COLL_CHECK_OK(ctx, tacl_comp_allgather_hops(agin, agot, 101, topk, &p,
+                                                    NULL,
+                                                    TACL_COMP_HOPS_INTER,
+                                                    ctx->comm));
+        for (int r = 0; r < ctx->nranks; r++) {
+            fill_input(agin, 101, r, 0, 0, 7);
+            COLL_CHECK(ctx, memcmp(agot + r * 101, agin, sizeof(agin)) == 0,
+                       "one node: rank %d's block is not its input", r);
+        }
+        EXPECT_BAD(ctx,
+                   tacl_comp_allgather_hops(agin, agot, 101, topk, &p, NULL,
+                                            (tacl_comp_hops_t)5, ctx->comm),
+                   "comp_allgather: unknown hops 5");
+        EXPECT_BAD(ctx,
+                   tacl_comp_reduce_scatter_hops(rsin, rsgot, 101, topk, &p,
+                                                 NULL, TACL_COMP_SUM,
+                                                 TACL_COMP_HOPS_INTER,
+                                                 ctx->comm),
+                   "topk is not");
+    }
     return 0;
 }
 

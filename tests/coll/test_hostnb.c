@@ -110,15 +110,16 @@ static int comp_same(coll_ctx_t *ctx, tacl_coll_t coll, const char *name,
                                x, y2, n, codec, &p, e2, scheme, hops, comm,
                                &req));
     } else if (coll == TACL_COLL_REDUCE_SCATTER) {
-        COLL_CHECK_OK(ctx, tacl_comp_reduce_scatter(x, y1, n, codec, &p, e1,
-                                                    scheme, comm));
-        COLL_CHECK_OK(ctx, tacl_comp_reduce_scatter_nb(
-                               x, y2, n, codec, &p, e2, scheme, comm, &req));
+        COLL_CHECK_OK(ctx, tacl_comp_reduce_scatter_hops(
+                               x, y1, n, codec, &p, e1, scheme, hops, comm));
+        COLL_CHECK_OK(ctx, tacl_comp_reduce_scatter_hops_nb(
+                               x, y2, n, codec, &p, e2, scheme, hops, comm,
+                               &req));
     } else {
-        COLL_CHECK_OK(ctx, tacl_comp_allgather(x, y1, n, codec, &p, e1,
-                                               comm));
-        COLL_CHECK_OK(ctx, tacl_comp_allgather_nb(x, y2, n, codec, &p, e2,
-                                                  comm, &req));
+        COLL_CHECK_OK(ctx, tacl_comp_allgather_hops(x, y1, n, codec, &p, e1,
+                                                    hops, comm));
+        COLL_CHECK_OK(ctx, tacl_comp_allgather_hops_nb(
+                               x, y2, n, codec, &p, e2, hops, comm, &req));
     }
     WAIT_FREE(ctx, req);
     COLL_CHECK(ctx,
@@ -146,8 +147,11 @@ static int body_same(coll_ctx_t *ctx)
             comp_same(ctx, colls[i], "topk", TACL_COMP_SHUFFLE,
                       TACL_COMP_HOPS_ALL))
             return 1;
-    return comp_same(ctx, TACL_COLL_ALLREDUCE, "fp16", TACL_COMP_SUM,
-                     TACL_COMP_HOPS_INTER);
+    for (int i = 0; i < 3; i++)
+        if (comp_same(ctx, colls[i], "fp16", TACL_COMP_SUM,
+                      TACL_COMP_HOPS_INTER))
+            return 1;
+    return 0;
 }
 
 Test(hostnb, same_bits_as_blocking, .timeout = 300)
