@@ -329,6 +329,51 @@ NET_CASE(ofi_rails, any_source_of_striped_messages, any_striped_env(), 3,
          any_pieces_rank, NULL)
 
 /*
+ * A receive of another length than the striped message a probe found
+ * is refused with a length error, and the message stays for a receive
+ * of its length, which gets it whole.
+ */
+static void any_wrong_length_rank(shared_t *sh, int rank)
+{
+    const uint64_t tag = TACL__TAG(9, 2), big = (3u << 20) + 5;
+    tacl__tl_op_t op = {0};
+    uint64_t len = 0;
+    xctx_t x;
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl_status_t st;
+
+    op.peer = 1 - rank;
+    op.tag = tag;
+    op.len = big;
+    op.buf = calloc(1, big);
+    CHECK(op.buf, "malloc");
+    done_count = 0;
+    if (rank == 1) {
+        fill(op.buf, big, 1, tag);
+        CHECK(post(tl, &op, 1) == TACL_OK, "send");
+    } else {
+        CHECK(probe_next(tl, tag, &len) == 1 && len == big, "probe "
+              "reported %llu bytes", (unsigned long long)len);
+        op.len = big - 1;
+        st = post(tl, &op, 0);
+        CHECK(st == TACL_ERR_INVALID_USAGE, "a receive a byte short was "
+              "posted: %s", tacl_status_string(st));
+        op.len = big;
+        CHECK(post(tl, &op, 0) == TACL_OK, "receive");
+    }
+    st = drive(tl, 1, 20);
+    CHECK(st == TACL_OK && op_result(&op) == TACL_OK, "drive: %s",
+          tacl_status_string(st));
+    CHECK(rank == 1 || verify(op.buf, big, 1, tag), "message corrupted");
+    CHECK(barrier(sh) == 0, "barrier");
+    free(op.buf);
+    tacl__tl_close(tl);
+}
+
+NET_CASE(ofi_rails, any_source_receive_of_another_length_refused,
+         rails_env("lo,lo"), 2, any_wrong_length_rank, NULL)
+
+/*
  * Messages longer than the provider takes at once (TACL_OFI_MAX_MSG
  * lowered to 64K) go in pieces of at most that: 1 byte, the limit,
  * one more, several MB, on one rail and striped over two.
