@@ -79,6 +79,11 @@
       "messages of at least this many bytes (256K or more) go over ofi as "  \
       "one piece per rail shared with the peer (TACL_NICS names the "        \
       "rails); it must be equal on every rank")                              \
+    X(OFI_MAX_MSG, "auto",                                                   \
+      "largest message ofi hands libfabric at once: auto (the provider's "   \
+      "max_msg_size) or a size of at least 64K; a longer message goes as "   \
+      "pieces of at most this, so it must be equal on every rank (lower it " \
+      "to test splitting)")                                                  \
     X(UCX_RNDV_THRESH, "auto",                                               \
       "message size from which ucx uses UCX's rendezvous protocol: auto "    \
       "(inf, always eager, where no RDMA device exists and UCX_RNDV_THRESH " \

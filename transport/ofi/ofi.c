@@ -42,7 +42,10 @@
  * answer as the peek is posted, so probe() reads the queue right after
  * and reports a message found in the same round, and the queue is left
  * empty for wait() to sleep on (a provider that answers later is read
- * by the next progress, and probed again the round after).  The
+ * by the next progress, and probed again the round after).  A message
+ * sent in pieces (ofi_ops.c) is found by its first piece, which carries
+ * the message's length as completion data; the receive that takes it
+ * posts the other pieces from the sender the peek named.  The
  * oldest message of each sender and tag is the one claimed (FI_ORDER_SAS
  * and the executor, which posts no receive for a sender and tag held
  * behind one from any source), so (source, tag) order holds.  A
@@ -80,6 +83,7 @@ typedef struct {
     uint32_t name_len;         /* of its longest endpoint name */
     uint32_t pad;
     uint64_t stripe_min;
+    uint64_t piece_max;
     char provider[64];
 } ofi_record_t;
 
@@ -141,6 +145,14 @@ static void take_limits(tacl__ofi_t *ofi, const struct fi_info *info)
     ofi->rx_size = info->rx_attr->size ? info->rx_attr->size
                                        : TACL_OFI_DEFAULT_SIZE;
     ofi->max_msg = info->ep_attr->max_msg_size;
+    /* A first piece's length travels as completion data, which a
+     * provider that wants receive buffers for it cannot take. */
+    if (info->domain_attr->cq_data_size == 0 || (info->mode & FI_RX_CQ_DATA))
+        ofi->data_max = 0;
+    else if (info->domain_attr->cq_data_size >= sizeof(uint64_t))
+        ofi->data_max = UINT64_MAX;
+    else
+        ofi->data_max = (1ull << (8 * info->domain_attr->cq_data_size)) - 1;
 }
 
 /* Fabric, domain, queue, address vector and endpoint of rail (its info
@@ -287,11 +299,26 @@ static tacl_status_t insert_names(tacl__ofi_t *ofi, const uint8_t *names,
     return TACL_OK;
 }
 
+/* Whether rank r's size setting (what it does, set by knob) is this
+ * rank's; an error naming both if not: pieces would not match. */
+static tacl_status_t same_size(const tacl__ofi_t *ofi, int r,
+                               const char *what, uint64_t theirs,
+                               uint64_t mine, const char *knob)
+{
+    if (theirs == mine)
+        return TACL_OK;
+    return tacl__error(TACL_ERR_INVALID_USAGE, NET, "rank %d %s %llu "
+                       "bytes, rank %d %s %llu; set %s alike on every node",
+                       r, what, (unsigned long long)theirs, ofi->base.rank,
+                       what, (unsigned long long)mine, knob);
+}
+
 /* Whether every rank's record agrees with this one's; an error if not. */
 static tacl_status_t check_records(tacl__ofi_t *ofi, const ofi_record_t *recs,
                                    tacl_status_t local)
 {
     const ofi_record_t *mine = &recs[ofi->base.rank];
+    tacl_status_t status;
 
     for (int r = 0; r < ofi->base.nranks; ++r) {
         if (!recs[r].ok)
@@ -304,14 +331,15 @@ static tacl_status_t check_records(tacl__ofi_t *ofi, const ofi_record_t *recs,
                                "set TACL_OFI_PROVIDER alike on every "
                                "node", r, recs[r].provider, ofi->base.rank,
                                mine->provider);
-        if (recs[r].stripe_min != mine->stripe_min)
-            return tacl__error(TACL_ERR_INVALID_USAGE, NET, "rank %d "
-                               "stripes messages from %llu bytes, rank %d "
-                               "from %llu; set TACL_OFI_STRIPE_MIN alike on "
-                               "every node", r,
-                               (unsigned long long)recs[r].stripe_min,
-                               ofi->base.rank,
-                               (unsigned long long)mine->stripe_min);
+        status = same_size(ofi, r, "stripes messages from",
+                           recs[r].stripe_min, mine->stripe_min,
+                           "TACL_OFI_STRIPE_MIN");
+        if (status == TACL_OK)
+            status = same_size(ofi, r, "splits messages into pieces of",
+                               recs[r].piece_max, mine->piece_max,
+                               "TACL_OFI_MAX_MSG");
+        if (status != TACL_OK)
+            return status;
         ofi->peers[r].nrails = (uint8_t)recs[r].nrails;
     }
     return TACL_OK;
@@ -337,6 +365,7 @@ static tacl_status_t exchange_names(tacl__ofi_t *ofi,
     recs[me].nrails = local == TACL_OK ? (uint32_t)ofi->nrails : 0;
     recs[me].name_len = local == TACL_OK ? (uint32_t)len : 0;
     recs[me].stripe_min = ofi->stripe_min;
+    recs[me].piece_max = ofi->piece_max;
     snprintf(recs[me].provider, sizeof(recs[me].provider), "%s",
              ofi->choice.provider);
     status = params->exchange(params->exchange_ctx, recs, sizeof(*recs));
@@ -584,6 +613,34 @@ static tacl_status_t stripe_setting(tacl__ofi_t *ofi)
     return TACL_OK;
 }
 
+/*
+ * The longest message or piece handed to the provider: its max_msg_size,
+ * or TACL_OFI_MAX_MSG where lower (a bad value refused), rounded down
+ * to TACL_OFI_PIECE_ALIGN so that pieces of a split message, aligned,
+ * stay within it.
+ */
+static tacl_status_t piece_setting(tacl__ofi_t *ofi)
+{
+    uint64_t max = ofi->max_msg;
+
+    if (tacl__config_source(TACL_CFG_OFI_MAX_MSG) == TACL_CFG_SRC_INVALID)
+        return tacl__error(TACL_ERR_INVALID_ARG, NET, "TACL_OFI_MAX_MSG="
+                           "'%s' is not auto or a size of at least %llu "
+                           "bytes (such as 64K or 1G)",
+                           tacl__config_raw(TACL_CFG_OFI_MAX_MSG),
+                           TACL_OFI_PIECE_FLOOR);
+    if (tacl__config_word(TACL_CFG_OFI_MAX_MSG) != 0)
+        max = TACL_MIN(max, tacl__config_size(TACL_CFG_OFI_MAX_MSG));
+    if (max < TACL_OFI_PIECE_ALIGN)
+        return tacl__error(TACL_ERR_UNSUPPORTED, NET, "rank %d: provider "
+                           "%s takes messages of %llu bytes at most; ofi "
+                           "needs %llu", ofi->base.rank,
+                           ofi->choice.provider, (unsigned long long)max,
+                           TACL_OFI_PIECE_ALIGN);
+    ofi->piece_max = max / TACL_OFI_PIECE_ALIGN * TACL_OFI_PIECE_ALIGN;
+    return TACL_OK;
+}
+
 static tacl_status_t ofi_init(const tacl__tl_params_t *params,
                               tacl__tl_t **tl_p)
 {
@@ -624,6 +681,8 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
     local = stripe_setting(ofi);
     if (local == TACL_OK)
         local = setup_endpoints(ofi, names, &len);
+    if (local == TACL_OK)
+        local = piece_setting(ofi);
     status = exchange_names(ofi, params, local, names, len);
     if (status == TACL_OK)
         status = tacl__ofi_ctrl_start(ofi);
@@ -631,13 +690,15 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
         goto err_close;
     TACL_INFO(NET, "rank %d: ofi ready: provider %s, fabric %s, domain %s "
               "(%s); queues %llu/%llu, %s registration, %zu-byte names; "
-              "%d rail%s, striped from %llu bytes", ofi->base.rank,
+              "%d rail%s, striped from %llu bytes, pieces of %llu at most",
+              ofi->base.rank,
               ofi->choice.provider, ofi->choice.fabric, ofi->choice.domain,
               ofi->choice.why, (unsigned long long)ofi->tx_size,
               (unsigned long long)ofi->rx_size,
               ofi->need_mr ? "with" : "no", len, ofi->nrails,
               ofi->nrails > 1 ? "s" : "",
-              (unsigned long long)ofi->stripe_min);
+              (unsigned long long)ofi->stripe_min,
+              (unsigned long long)ofi->piece_max);
     *tl_p = &ofi->base.super;
     return TACL_OK;
 

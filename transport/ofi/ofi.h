@@ -21,8 +21,10 @@
  * its own fabric, domain, queue and address vector) per interface it
  * names, a rail; without it, one endpoint as the provider chooses.  A
  * message of at least TACL_OFI_STRIPE_MIN bytes to a peer that shares n
- * >= 2 rails with this rank goes as n pieces, piece i on rail i of both
- * (ofi_ops.c); smaller messages, control messages and peeks use rail 0.
+ * >= 2 rails with this rank goes as pieces over them, piece i on rail
+ * i mod n of both, and so does, on rail 0 alone, a message longer than
+ * the provider takes at once (ofi_ops.c); smaller messages, control
+ * messages and peeks use rail 0.
  *
  * Besides tacl's tagged messages the endpoint carries small untagged
  * control messages between the instances (ofi_peer.c): a ping to a peer
@@ -77,13 +79,16 @@ extern const tacl__transport_ops_t tacl__tl_ofi_ops;
 #define TACL_OFI_MAX_RAILS 8
 /** The lowest TACL_OFI_STRIPE_MIN (its pieces stay above eager sizes). */
 #define TACL_OFI_STRIPE_FLOOR (256ull << 10)
+/** The lowest TACL_OFI_MAX_MSG, likewise. */
+#define TACL_OFI_PIECE_FLOOR (64ull << 10)
 /** Pieces of a striped message start at multiples of this. */
 #define TACL_OFI_PIECE_ALIGN 4096ull
 /**
- * The wire tag bit of a piece of a striped message: a receive of a
- * whole message, and a peek, never match a piece.  It is the top bit of
- * the sender's rank, so an instance with several rails serves at most
- * 2^15 ranks.
+ * The wire tag bit of a piece of a split message: a receive of a whole
+ * message never matches a piece.  It is the top bit of the sender's
+ * rank, so split messages need at most 2^15 ranks.  A peek ignores it:
+ * it finds whole messages and first pieces, which carry their message's
+ * length in the completion data (ofi_ops.c).
  */
 #define TACL_OFI_WIRE_PIECE (1ull << 63)
 
@@ -127,11 +132,12 @@ int tacl__ofi_rail_names(char names[TACL_OFI_MAX_RAILS][32]);
 void tacl__ofi_describe_rails(char *buf, size_t len);
 
 /**
- * Piece i of n of a striped message of len bytes: its offset and
- * length.  Pieces are even, their starts aligned to
- * TACL_OFI_PIECE_ALIGN; the last takes what is left.
+ * Piece i of n of a split message of len bytes: its offset and length.
+ * Pieces are even, their starts aligned to TACL_OFI_PIECE_ALIGN, none
+ * longer than a multiple of it that n of them fill, the last ending the
+ * message; none is empty while len has n units of TACL_OFI_PIECE_ALIGN.
  */
-void tacl__ofi_piece(uint64_t len, int n, int i, uint64_t *off_p,
+void tacl__ofi_piece(uint64_t len, uint64_t n, uint64_t i, uint64_t *off_p,
                      uint64_t *len_p);
 
 /** Whether provider name (a prefix of prov_name) offers an RDM endpoint. */
@@ -160,6 +166,8 @@ enum {
 #define TACL_OFI_REQ_F_LATE 2u    /* a receive posted after its peer left */
 #define TACL_OFI_REQ_F_CLAIMED 4u /* RECV: of the message a peek claimed */
 #define TACL_OFI_REQ_F_PIECE 8u   /* SEND, RECV: one piece of a stripe */
+#define TACL_OFI_REQ_F_FIRST 16u  /* SEND: the piece carrying the length;
+                                   * PEEK: it claimed such a piece */
 
 /* A striped operation's pieces still out, and the first error of one,
  * in the operation's transport words (op_fifo.h has [0]). */
@@ -235,6 +243,7 @@ typedef struct {
     struct fid_ep *abandoned;  /* the endpoint a failure left open */
     int cq_fd;                 /* the queue's wait descriptor, or -1 */
     uint64_t bytes;            /* of tacl messages completed on it */
+    uint64_t msgs;             /* tacl messages and pieces completed */
     fi_addr_t *addrs;          /* per world rank; FI_ADDR_NOTAVAIL where
                                 * that rank has no such rail */
 } tacl__ofi_rail_t;
@@ -245,6 +254,8 @@ struct tacl__ofi {
     int nrails;                /* 0: every rank is on this node */
     char rail_names[TACL_OFI_MAX_RAILS][32]; /* TACL_NICS's, if set */
     uint64_t stripe_min;       /* TACL_OFI_STRIPE_MIN */
+    uint64_t piece_max;        /* longest message or piece sent at once */
+    uint64_t data_max;         /* lengths completion data can carry, or 0 */
     int need_mr;               /* FI_MR_LOCAL: register every buffer */
     uint64_t tx_size, rx_size; /* the provider's queue sizes */
     uint64_t max_msg;

@@ -324,13 +324,17 @@ void tacl__ofi_describe_rails(char *buf, size_t len)
     }
 }
 
-void tacl__ofi_piece(uint64_t len, int n, int i, uint64_t *off_p,
+void tacl__ofi_piece(uint64_t len, uint64_t n, uint64_t i, uint64_t *off_p,
                      uint64_t *len_p)
 {
-    uint64_t piece = TACL_DIV_UP(TACL_DIV_UP(len, (uint64_t)n),
-                                 TACL_OFI_PIECE_ALIGN) * TACL_OFI_PIECE_ALIGN;
-    uint64_t off = TACL_MIN(piece * (uint64_t)i, len);
+    /* The message's aligned units (the last may be partial) dealt out
+     * evenly, the first pieces one more where they do not divide. */
+    uint64_t units = TACL_DIV_UP(len, TACL_OFI_PIECE_ALIGN);
+    uint64_t each = units / n, extra = units % n;
+    uint64_t off = (each * i + TACL_MIN(i, extra)) * TACL_OFI_PIECE_ALIGN;
+    uint64_t mine = (each + (i < extra)) * TACL_OFI_PIECE_ALIGN;
 
+    off = TACL_MIN(off, len);
     *off_p = off;
-    *len_p = TACL_MIN(piece, len - off);
+    *len_p = TACL_MIN(mine, len - off);
 }

@@ -12,23 +12,35 @@
  * does not) each buffer is registered for the time its request is
  * posted.
  *
- * Striping: a message of at least TACL_OFI_STRIPE_MIN bytes to a peer
- * with which this rank shares n >= 2 rails goes as n pieces
- * (tacl__ofi_piece), piece i sent and received on rail i of both ranks,
- * so rail i of one pairs with rail i of the other and a peer with fewer
- * rails is reached on the ones both have.  Sender and receiver decide
- * alike from the length, which they must agree on anyway.  A piece's
- * wire tag is the message's with TACL_OFI_WIRE_PIECE set: the piece
- * index needs no bits, since each rail carries one piece of a message,
- * and the per-peer message counter none either, since on each rail the
- * provider matches a sender's messages of one tag in sending order
- * (FI_ORDER_SAS), the order the receives of both ranks follow.  The
- * bit keeps a receive of a whole message, and a peek, off the pieces: a
- * length mismatch across the threshold is no match at all (the peers
- * then wait until the no-progress timeout), never half a message.  The
- * operation counts its pieces out in its transport words
+ * Pieces: a message goes as k pieces (tacl__ofi_piece) when it is
+ * longer than the provider takes at once (piece_max: its max_msg_size,
+ * or TACL_OFI_MAX_MSG where lower), or when it has at least
+ * TACL_OFI_STRIPE_MIN bytes and its peer shares n >= 2 rails with this
+ * rank: then k is a multiple of n and piece i goes on rail i mod n of
+ * both ranks, so rail i of one pairs with rail i of the other and a
+ * peer with fewer rails is reached on the ones both have.  One splitter
+ * serves both reasons.  Sender and receiver decide alike from the
+ * length, which they must agree on anyway, and from settings the setup
+ * checked to be equal.  A piece's wire tag is the message's with
+ * TACL_OFI_WIRE_PIECE set: the piece index needs no bits, nor a
+ * per-peer message counter, since on each rail the provider matches a
+ * sender's messages of one tag in sending order (FI_ORDER_SAS), and
+ * both ranks post a message's pieces of one rail in index order, one
+ * message after the other.  The bit keeps a receive of a whole message
+ * off the pieces: a length mismatch across a threshold is no match at
+ * all (the peers then wait until the no-progress timeout), never half a
+ * message.  The operation counts its pieces out in its transport words
  * (TACL_OFI_OP_LEFT) and ends when the last does, with the first error
  * of any.
+ *
+ * The first piece carries the message's length as completion data
+ * (fi_tsenddata), for a receive from any source: its peek, which
+ * ignores the piece bit, finds on rail 0 the oldest whole message or
+ * first piece of a tag, and a first piece tells the sender (in the
+ * tag) and the length (in the data), from which the receive's other
+ * pieces follow.  A later piece of that message is never the oldest
+ * there: the first is claimed, and the receive that takes it posts the
+ * others at once, before any later peek.
  *
  * Flow control: a request goes to the provider only while it holds fewer
  * of that side's requests than fi_info's tx or rx size, and only when no
@@ -154,14 +166,15 @@ static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req, void *desc)
     msg.context = &req->ctx;
     if (req->kind == TACL_OFI_REQ_PEEK) {
         msg.tag = tacl__tl_wire_tag(0, req->msg[0]);
-        /* Any sender, but never a piece of a striped message. */
-        msg.ignore = ~TACL__TL_WIRE_ANY_SRC & ~TACL_OFI_WIRE_PIECE;
+        /* Any sender; a whole message or a first piece. */
+        msg.ignore = ~TACL__TL_WIRE_ANY_SRC;
         return fi_trecvmsg(ofi->rails[0].ep, &msg, flags | FI_PEEK);
     }
     msg.msg_iov = &iov;
     msg.desc = &desc;
     msg.iov_count = 1;
-    msg.tag = tacl__tl_wire_tag(req->peer, req->op->tag);
+    msg.tag = tacl__tl_wire_tag(req->peer, req->op->tag) |
+              ((req->flags & TACL_OFI_REQ_F_PIECE) ? TACL_OFI_WIRE_PIECE : 0);
     return fi_trecvmsg(ofi->rails[0].ep, &msg, flags);
 }
 
@@ -179,6 +192,14 @@ static ssize_t issue(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
         return issue_peek(ofi, req, desc);
     switch (req->kind) {
     case TACL_OFI_REQ_SEND:
+        if ((req->flags & TACL_OFI_REQ_F_FIRST) &&
+            req->op->len <= ofi->data_max)
+            return fi_tsenddata(rail->ep, req->buf, req->len, desc,
+                                req->op->len, to,
+                                tacl__tl_wire_tag(ofi->base.rank,
+                                                  req->op->tag) |
+                                    piece,
+                                &req->ctx);
         return fi_tsend(rail->ep, req->buf, req->len, desc, to,
                         tacl__tl_wire_tag(ofi->base.rank, req->op->tag) |
                             piece,
@@ -286,7 +307,7 @@ static void unpost(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
         tacl__ofi_req_put(ofi, req);
         return;
     }
-    req->flags &= (uint8_t)~TACL_OFI_REQ_F_CLAIMED;
+    req->flags &= (uint8_t)~(TACL_OFI_REQ_F_CLAIMED | TACL_OFI_REQ_F_PIECE);
     req->kind = TACL_OFI_REQ_PEEK;
     req->len = req->msg[1];
     req->op = NULL;
@@ -300,8 +321,9 @@ static void unpost(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
     ++q->count;
 }
 
-/* How many pieces op goes as: 1, or the rails shared with its peer. */
-static int pieces_of(const tacl__ofi_t *ofi, const tacl__tl_op_t *op)
+/* The rails a message of op's length to its peer is spread over: those
+ * both ranks opened, from stripe_min up; else rail 0 alone. */
+static int rails_of(const tacl__ofi_t *ofi, const tacl__tl_op_t *op)
 {
     int n = TACL_MIN(ofi->nrails, (int)ofi->peers[op->peer].nrails);
 
@@ -309,18 +331,32 @@ static int pieces_of(const tacl__ofi_t *ofi, const tacl__tl_op_t *op)
 }
 
 /*
- * Post pieces 1..n-1 of op (piece 0 is posted).  A piece the provider
+ * How many pieces op goes as: 1 (whole), or a multiple of its rails,
+ * so each carries as many, with none longer than piece_max (a multiple
+ * of TACL_OFI_PIECE_ALIGN, so aligned pieces stay within it).
+ */
+static uint64_t pieces_of(const tacl__ofi_t *ofi, const tacl__tl_op_t *op)
+{
+    uint64_t n = (uint64_t)rails_of(ofi, op);
+    uint64_t k = TACL_MAX(TACL_DIV_UP(op->len, ofi->piece_max), 1);
+
+    return TACL_DIV_UP(k, n) * n;
+}
+
+/*
+ * Post pieces 1..k-1 of op (piece 0 is posted).  A piece the provider
  * refuses at once cannot be taken back from the others: its error is
  * the operation's, and failing the instance ends the pieces posted.
  */
-static void post_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op, int n,
+static void post_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op, uint64_t k,
                         int recv)
 {
     uint8_t late = recv && ofi->peers[op->peer].state == TACL_OFI_PEER_GONE
                        ? TACL_OFI_REQ_F_LATE
                        : 0;
+    uint64_t n = (uint64_t)rails_of(ofi, op);
 
-    for (int i = 1; i < n; ++i) {
+    for (uint64_t i = 1; i < k; ++i) {
         tacl__ofi_req_t *req = tacl__ofi_req_get(ofi);
         tacl_status_t status = req != NULL ? TACL_OK : TACL_ERR_NO_MEMORY;
         uint64_t off;
@@ -331,8 +367,8 @@ static void post_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op, int n,
             req->flags = TACL_OFI_REQ_F_PIECE | late;
             req->op = op;
             req->peer = op->peer;
-            req->rail = (uint8_t)i;
-            tacl__ofi_piece(op->len, n, i, &off, &req->len);
+            req->rail = (uint8_t)(i % n);
+            tacl__ofi_piece(op->len, k, i, &off, &req->len);
             req->buf = (char *)op->buf + off;
             status = tacl__ofi_post(ofi, req);
             if (status != TACL_OK)
@@ -341,10 +377,46 @@ static void post_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op, int n,
         if (status == TACL_OK)
             continue;
         TACL_OFI_OP_STATUS(op) = (uint64_t)(int64_t)status;
-        TACL_OFI_OP_LEFT(op) -= (uint64_t)(n - i);
+        TACL_OFI_OP_LEFT(op) -= k - i;
         tacl__tl_base_mark_failed(&ofi->base, status);
         return;
     }
+}
+
+/*
+ * How many pieces receive op of a message a peek claimed (req) takes:
+ * a whole message is taken whole (a length that differs is the
+ * provider's error, as for any receive); a split one, of the length its
+ * first piece announced, as the sender split it, and a receive of
+ * another length is refused here, the message left claimed.
+ */
+static tacl_status_t claimed_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op,
+                                    const tacl__ofi_req_t *req,
+                                    uint64_t *k_p)
+{
+    if (!(req->flags & TACL_OFI_REQ_F_FIRST)) {
+        *k_p = 1;
+        return TACL_OK;
+    }
+    if (req->msg[1] != op->len)
+        return tacl__tl_length_error(op->peer, op->tag, req->msg[1], 0,
+                                     op->len, TACL_SUBSYS_NET);
+    *k_p = pieces_of(ofi, op);
+    return TACL_OK;
+}
+
+/* Whether the ranks leave room for the piece bit in the wire tag. */
+static tacl_status_t check_split(const tacl__ofi_t *ofi,
+                                 const tacl__tl_op_t *op, uint64_t k)
+{
+    if (k == 1 || ofi->base.nranks <= (1 << 15))
+        return TACL_OK;
+    return tacl__error(TACL_ERR_UNSUPPORTED, NET, "rank %d: a message of "
+                       "%llu bytes goes as %llu pieces, which ofi serves "
+                       "for at most %d ranks, not %d; raise "
+                       "TACL_OFI_STRIPE_MIN or TACL_OFI_MAX_MSG",
+                       ofi->base.rank, (unsigned long long)op->len,
+                       (unsigned long long)k, 1 << 15, ofi->base.nranks);
 }
 
 tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
@@ -353,25 +425,27 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     tacl_status_t status = tacl__tl_base_check(&ofi->base, op);
     tacl__ofi_peer_t *peer;
     tacl__ofi_req_t *req;
-    int n;
+    uint64_t k;
 
     if (status != TACL_OK)
         return status;
-    if (op->len > ofi->max_msg)
-        return tacl__error(TACL_ERR_UNSUPPORTED, NET, "rank %d: a message "
-                           "of %llu bytes exceeds the provider's largest "
-                           "(%llu)", ofi->base.rank,
-                           (unsigned long long)op->len,
-                           (unsigned long long)ofi->max_msg);
     peer = &ofi->peers[op->peer];
     if (peer->state == TACL_OFI_PEER_GONE && !recv)
         return tacl__error_peer(op->peer, NET, "rank %d: send to rank %d, "
                                 "which closed its transport",
                                 ofi->base.rank, op->peer);
-    n = pieces_of(ofi, op);
-    /* A peek claims whole messages only. */
-    req = recv && n == 1 ? take_claimed(ofi, op) : NULL;
-    if (req == NULL) {
+    k = pieces_of(ofi, op);
+    status = check_split(ofi, op, k);
+    if (status != TACL_OK)
+        return status;
+    req = recv ? take_claimed(ofi, op) : NULL;
+    if (req != NULL) {
+        status = claimed_pieces(ofi, op, req, &k);
+        if (status != TACL_OK) {
+            unpost(ofi, req);
+            return status;
+        }
+    } else {
         req = tacl__ofi_req_get(ofi);
         if (req == NULL)
             return TACL_ERR_NO_MEMORY;
@@ -384,10 +458,11 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     req->buf = op->buf;
     req->len = op->len;
     req->peer = op->peer;
-    if (n > 1) {
-        req->flags |= TACL_OFI_REQ_F_PIECE;
-        tacl__ofi_piece(op->len, n, 0, &(uint64_t){0}, &req->len);
-        TACL_OFI_OP_LEFT(op) = (uint64_t)n;
+    if (k > 1) {
+        req->flags |= TACL_OFI_REQ_F_PIECE |
+                      (recv ? 0 : TACL_OFI_REQ_F_FIRST);
+        tacl__ofi_piece(op->len, k, 0, &(uint64_t){0}, &req->len);
+        TACL_OFI_OP_LEFT(op) = k;
         TACL_OFI_OP_STATUS(op) = (uint64_t)(int64_t)TACL_OK;
     }
     status = tacl__ofi_post(ofi, req);
@@ -398,8 +473,8 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     if (peer->npending++ == 0)
         peer->since_ns = tacl__now_ns();
     ++ofi->nops;
-    if (n > 1)
-        post_pieces(ofi, op, n, recv);
+    if (k > 1)
+        post_pieces(ofi, op, k, recv);
     return TACL_OK;
 }
 
@@ -467,13 +542,38 @@ static void leave_pending(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
         --ofi->nrx;
 }
 
-/* A peek found and claimed a message: it waits on the claimed list for
- * the probe that reports it and the receive that takes it. */
+/*
+ * The length of the message whose first piece a peek found (e): the
+ * completion data the sender put there, or 0, decided and logged, where
+ * it could not (a provider with fewer bytes of completion data than the
+ * length needs).  ofi_rxm's peek hands the data over without setting
+ * FI_REMOTE_CQ_DATA, so the flag is not asked for; a message split in
+ * pieces is always longer than its first piece.
+ */
+static uint64_t first_piece_length(tacl__ofi_t *ofi, int peer,
+                                   const struct fi_cq_tagged_entry *e)
+{
+    if (e->data > e->len)
+        return e->data;
+    tacl__tl_base_mark_failed(&ofi->base, tacl__error(
+        TACL_ERR_UNSUPPORTED, NET, "rank %d: a receive from any source "
+        "found a message of "
+        "rank %d sent in pieces without its length (provider %s carries "
+        "lengths up to %llu as completion data); name the sender, or raise "
+        "TACL_OFI_STRIPE_MIN and TACL_OFI_MAX_MSG above the message",
+        ofi->base.rank, peer, ofi->choice.provider,
+        (unsigned long long)ofi->data_max));
+    return 0;
+}
+
+/* A peek found and claimed a message, or the first piece of one: it
+ * waits on the claimed list for the probe that reports it and the
+ * receive that takes it. */
 static void peek_found(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
                        const struct fi_cq_tagged_entry *e)
 {
     ofi->peek = NULL;
-    req->peer = tacl__tl_wire_src(e->tag);
+    req->peer = tacl__tl_wire_src(e->tag & ~TACL_OFI_WIRE_PIECE);
     if (req->peer >= ofi->base.nranks)
         tacl__tl_base_mark_failed(
             &ofi->base,
@@ -482,7 +582,11 @@ static void peek_found(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
                         "rank %d, not a rank of %d",
                         ofi->base.rank, req->peer, ofi->base.nranks));
     req->len = e->len;
-    req->msg[1] = e->len;
+    if (e->tag & TACL_OFI_WIRE_PIECE) {
+        req->flags |= TACL_OFI_REQ_F_FIRST;
+        req->len = first_piece_length(ofi, req->peer, e);
+    }
+    req->msg[1] = req->len;
     tacl__ofi_reqq_push(&ofi->claimed, req);
 }
 
@@ -542,8 +646,10 @@ static int complete_ok(tacl__ofi_t *ofi, const struct fi_cq_tagged_entry *e)
                                        req->len, TACL_SUBSYS_NET);
     if (req->kind == TACL_OFI_REQ_CTRL_RECV)
         req->len = e->len;
-    if (data)
+    if (data) {
         ofi->rails[req->rail].bytes += req->len;
+        ofi->rails[req->rail].msgs++;
+    }
     finish(ofi, req, status);
     return data;
 }

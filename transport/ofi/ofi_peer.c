@@ -36,8 +36,10 @@
  * unless a message already here matches it.  A goodbye from a peer with
  * operations pending fails the instance, naming it.  Goodbyes go on rail
  * 0 alone: pieces on other rails travel by rendezvous (striping starts at
- * TACL_OFI_STRIPE_FLOOR), whose send completes only once the receiver
- * has the data, so nothing of a closed peer is still in flight there.
+ * TACL_OFI_STRIPE_FLOOR, pieces are even and a piece limit is at least
+ * TACL_OFI_PIECE_FLOOR, so they stay above eager sizes), whose send
+ * completes only once the receiver has the data, so nothing of a closed
+ * peer is still in flight there.
  *
  * Control messages are two words: their kind (with a ping's round in
  * bits 8-15) and the sender's rank.

@@ -3,7 +3,8 @@
  * endpoints on loopback (TACL_NICS=lo,lo), messages from
  * TACL_OFI_STRIPE_MIN up split one piece per rail, the network cases of
  * net/net_cases.c run again with two rails, peers with different rail
- * counts, and refusals of bad settings.
+ * counts, messages split into pieces of TACL_OFI_MAX_MSG, receives from
+ * any source of split messages, and refusals of bad settings.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -55,6 +56,35 @@ Test(ofi_rails, pieces_cover_the_message)
             cr_assert_eq(next, lens[k]);
             /* Even: only alignment makes pieces differ. */
             cr_assert_leq(hi - lo, (uint64_t)n * TACL_OFI_PIECE_ALIGN);
+        }
+}
+
+/*
+ * Split for a provider's limit (pieces_of in ofi_ops.c: enough pieces
+ * for the limit, a multiple of the rails): every piece fits it and none
+ * is empty.
+ */
+Test(ofi_rails, pieces_fit_the_limit)
+{
+    static const uint64_t lens[] = {(64u << 10) + 1, (5u << 20) + 3,
+                                    (64ull << 20) - 1};
+    const uint64_t max = 64u << 10;
+
+    for (size_t j = 0; j < TACL_ARRAY_SIZE(lens); ++j)
+        for (uint64_t n = 1; n <= TACL_OFI_MAX_RAILS; ++n) {
+            uint64_t k = TACL_DIV_UP(TACL_DIV_UP(lens[j], max), n) * n;
+            uint64_t off, len, next = 0;
+
+            for (uint64_t i = 0; i < k; ++i) {
+                tacl__ofi_piece(lens[j], k, i, &off, &len);
+                cr_assert_eq(off, next);
+                cr_assert(len > 0 && len <= max, "len %llu, piece %llu of "
+                          "%llu: %llu bytes", (unsigned long long)lens[j],
+                          (unsigned long long)i, (unsigned long long)k,
+                          (unsigned long long)len);
+                next = off + len;
+            }
+            cr_assert_eq(next, lens[j]);
         }
 }
 
@@ -176,67 +206,203 @@ Test(ofi_rails, striped_both_ways_uneven_rails, .timeout = 90)
 /* ------------------------------------------------------------------ */
 
 /*
- * A look for a message from any source never takes a piece: rank 1
- * sends a striped 1 MB message and then 100 bytes, both of one tag;
- * rank 0's probes for that tag find only the 100 bytes (a peek that
- * claimed piece 0 would report its length and leave the rest
- * unmatched), then a named receive takes the striped message whole.
+ * Receives from any source of messages sent in pieces: ranks 1 and 2
+ * each send rank 0 the messages of any_lens, one tag; rank 0 probes,
+ * then receives each from the sender and of the length the probe
+ * reported.  Each sender's messages must come in the order sent, whole
+ * and intact, and rank 0's rails must have completed at least
+ * min_msgs messages and pieces (so that the messages were split).
  */
-static void probe_rank(shared_t *sh, int rank)
+static const uint64_t *any_lens;
+static size_t nany_lens;
+static uint64_t min_msgs;
+
+#define ANY_SENDERS 2
+#define ANY_MAX 8
+
+/* Probe for tag until a message is found or 20 s pass; its sender. */
+static int probe_next(tacl__tl_t *tl, uint64_t tag, uint64_t *len)
 {
-    const uint64_t tag = TACL__TAG(9, 1), big = 1u << 20, small = 100;
-    tacl__tl_op_t ops[2] = {{0}};
-    uint64_t len = 0;
     int peer = -1, found = 0;
-    xctx_t x;
-    tacl__tl_t *tl;
+
+    for (uint64_t t0 = tacl__now_ns();
+         !found && tacl__now_ns() - t0 < 20000000000ull;) {
+        CHECK(tacl__tl_progress(tl) >= 0, "progress failed");
+        found = tacl__tl_probe(tl, tag, &peer, len);
+        CHECK(found >= 0, "probe: %s", tacl_status_string(found));
+        if (!found)
+            tacl__tl_wait(tl, 1000);
+    }
+    CHECK(found == 1, "no message found by probe in 20 s");
+    CHECK(peer >= 1 && peer <= ANY_SENDERS, "probe reported rank %d", peer);
+    return peer;
+}
+
+static void any_pieces_receiver(tacl__tl_t *tl, uint64_t tag)
+{
+    tacl__tl_op_t ops[ANY_SENDERS + 1][ANY_MAX] = {{{0}}};
+    int next[ANY_SENDERS + 1] = {0};
+    tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
+    uint64_t msgs = 0, len;
     tacl_status_t st;
 
-    rails_env("lo,lo");
-    tl = rank_init(sh, rank, &x);
-    for (int i = 0; i < 2; ++i) {
-        ops[i].peer = 1 - rank;
-        ops[i].tag = tag;
-        ops[i].len = i == 0 ? big : small;
-        ops[i].buf = malloc(ops[i].len);
-        CHECK(ops[i].buf, "malloc");
-        fill(ops[i].buf, ops[i].len, 1, tag + (uint64_t)i);
+    for (size_t got = 0; got < ANY_SENDERS * nany_lens; ++got) {
+        int peer = probe_next(tl, tag, &len);
+        tacl__tl_op_t *op = &ops[peer][next[peer]];
+
+        CHECK((size_t)next[peer] < nany_lens, "rank %d: more messages "
+              "than sent", peer);
+        CHECK(len == any_lens[next[peer]], "rank %d message %d: probe "
+              "says %llu bytes, %llu sent", peer, next[peer],
+              (unsigned long long)len,
+              (unsigned long long)any_lens[next[peer]]);
+        op->peer = peer;
+        op->tag = tag;
+        op->len = len;
+        op->buf = calloc(1, len + 1);
+        CHECK(op->buf, "malloc");
+        CHECK(post(tl, op, 0) == TACL_OK, "recv");
+        ++next[peer];
     }
-    done_count = 0;
-    if (rank == 1) {
-        CHECK(post(tl, &ops[0], 1) == TACL_OK, "send striped");
-        CHECK(post(tl, &ops[1], 1) == TACL_OK, "send small");
-    } else {
-        /* Both are here well before 5 s on loopback. */
-        for (uint64_t t0 = tacl__now_ns();
-             !found && tacl__now_ns() - t0 < 5000000000ull;) {
-            tacl__tl_progress(tl);
-            found = tacl__tl_probe(tl, tag, &peer, &len);
-            CHECK(found >= 0, "probe: %s", tacl_status_string(found));
-        }
-        CHECK(found == 1 && peer == 1 && len == small, "probe found %d: "
-              "rank %d, %llu bytes (wanted the %llu-byte message)", found,
-              peer, (unsigned long long)len, (unsigned long long)small);
-        memset(ops[0].buf, 0, big);
-        memset(ops[1].buf, 0, small);
-        CHECK(post(tl, &ops[0], 0) == TACL_OK, "receive striped");
-        CHECK(post(tl, &ops[1], 0) == TACL_OK, "receive small");
-    }
-    st = drive(tl, 2, 20);
+    st = drive(tl, (int)(ANY_SENDERS * nany_lens), 30);
     CHECK(st == TACL_OK, "drive: %s", tacl_status_string(st));
-    for (int i = 0; i < 2 && rank == 0; ++i)
-        CHECK(verify(ops[i].buf, ops[i].len, 1, tag + (uint64_t)i),
-              "message %d corrupted", i);
+    for (int src = 1; src <= ANY_SENDERS; ++src)
+        for (size_t i = 0; i < nany_lens; ++i) {
+            CHECK(op_result(&ops[src][i]) == TACL_OK, "recv %zu of %d", i,
+                  src);
+            CHECK(verify(ops[src][i].buf, any_lens[i], src, tag + i),
+                  "rank %d message %zu (%llu bytes) out of order or "
+                  "corrupted", src, i, (unsigned long long)any_lens[i]);
+            free(ops[src][i].buf);
+        }
+    for (int r = 0; r < ofi->nrails; ++r)
+        msgs += ofi->rails[r].msgs;
+    CHECK(msgs >= min_msgs, "%llu messages and pieces completed, %llu "
+          "expected at least", (unsigned long long)msgs,
+          (unsigned long long)min_msgs);
+}
+
+static void any_pieces_rank(shared_t *sh, int rank)
+{
+    const uint64_t tag = TACL__TAG(9, 1);
+    tacl__tl_op_t sends[ANY_MAX] = {{0}};
+    xctx_t x;
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl_status_t st;
+
+    done_count = 0;
+    if (rank == 0) {
+        any_pieces_receiver(tl, tag);
+    } else {
+        for (size_t i = 0; i < nany_lens; ++i) {
+            sends[i].peer = 0;
+            sends[i].tag = tag;
+            sends[i].len = any_lens[i];
+            sends[i].buf = malloc(any_lens[i]);
+            CHECK(sends[i].buf, "malloc");
+            fill(sends[i].buf, any_lens[i], rank, tag + i);
+            CHECK(post(tl, &sends[i], 1) == TACL_OK, "send %zu", i);
+        }
+        st = drive(tl, (int)nany_lens, 30);
+        CHECK(st == TACL_OK, "drive: %s", tacl_status_string(st));
+        for (size_t i = 0; i < nany_lens; ++i)
+            free(sends[i].buf);
+    }
     CHECK(barrier(sh) == 0, "barrier");
-    free(ops[0].buf);
-    free(ops[1].buf);
     tacl__tl_close(tl);
 }
 
-Test(ofi_rails, probe_never_takes_a_piece, .timeout = 60)
+/* Striped messages (several MB, odd sizes) among whole ones. */
+static const uint64_t striped_lens[] = {(5u << 20) + 3, 100,
+                                        (3u << 20) + 4095, 70000, 8u << 20};
+
+static void any_striped_env(void)
 {
-    run_ranks(2, probe_rank, NULL, NULL);
+    rails_env("lo,lo");
+    any_lens = striped_lens;
+    nany_lens = TACL_ARRAY_SIZE(striped_lens);
+    /* Each of both senders' 3 striped messages went as 2 pieces. */
+    min_msgs = ANY_SENDERS * (2 * 3 + 2);
 }
+
+NET_CASE(ofi_rails, any_source_of_striped_messages, any_striped_env(), 3,
+         any_pieces_rank, NULL)
+
+/*
+ * A receive of another length than the striped message a probe found
+ * is refused with a length error, and the message stays for a receive
+ * of its length, which gets it whole.
+ */
+static void any_wrong_length_rank(shared_t *sh, int rank)
+{
+    const uint64_t tag = TACL__TAG(9, 2), big = (3u << 20) + 5;
+    tacl__tl_op_t op = {0};
+    uint64_t len = 0;
+    xctx_t x;
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl_status_t st;
+
+    op.peer = 1 - rank;
+    op.tag = tag;
+    op.len = big;
+    op.buf = calloc(1, big);
+    CHECK(op.buf, "malloc");
+    done_count = 0;
+    if (rank == 1) {
+        fill(op.buf, big, 1, tag);
+        CHECK(post(tl, &op, 1) == TACL_OK, "send");
+    } else {
+        CHECK(probe_next(tl, tag, &len) == 1 && len == big, "probe "
+              "reported %llu bytes", (unsigned long long)len);
+        op.len = big - 1;
+        st = post(tl, &op, 0);
+        CHECK(st == TACL_ERR_INVALID_USAGE, "a receive a byte short was "
+              "posted: %s", tacl_status_string(st));
+        op.len = big;
+        CHECK(post(tl, &op, 0) == TACL_OK, "receive");
+    }
+    st = drive(tl, 1, 20);
+    CHECK(st == TACL_OK && op_result(&op) == TACL_OK, "drive: %s",
+          tacl_status_string(st));
+    CHECK(rank == 1 || verify(op.buf, big, 1, tag), "message corrupted");
+    CHECK(barrier(sh) == 0, "barrier");
+    free(op.buf);
+    tacl__tl_close(tl);
+}
+
+NET_CASE(ofi_rails, any_source_receive_of_another_length_refused,
+         rails_env("lo,lo"), 2, any_wrong_length_rank, NULL)
+
+/*
+ * Messages longer than the provider takes at once (TACL_OFI_MAX_MSG
+ * lowered to 64K) go in pieces of at most that: 1 byte, the limit,
+ * one more, several MB, on one rail and striped over two.
+ */
+#define PIECE_MAX (64u << 10)
+static const uint64_t limit_lens[] = {1, PIECE_MAX, PIECE_MAX + 1,
+                                      (5u << 20) + 3};
+
+static void pieces_env(const char *nics)
+{
+    rails_env(nics);
+    setenv("TACL_OFI_MAX_MSG", "64K", 1);
+    tacl__config_reload();
+    any_lens = limit_lens;
+    nany_lens = TACL_ARRAY_SIZE(limit_lens);
+    min_msgs = 0;
+    for (size_t i = 0; i < nany_lens; ++i)
+        min_msgs += ANY_SENDERS * TACL_DIV_UP(limit_lens[i], PIECE_MAX);
+}
+
+NET_CASE(ofi_rails, any_source_above_max_msg_one_rail, pieces_env("lo"), 3,
+         any_pieces_rank, NULL)
+
+NET_CASE(ofi_rails, any_source_above_max_msg_two_rails,
+         pieces_env("lo,lo"), 3, any_pieces_rank, NULL)
+
+/* Named receives of every size from 0 B to 64 MB in 64K pieces. */
+NET_CASE(ofi_rails, sizes_0_to_64mb_in_64k_pieces, pieces_env("lo"), 2,
+         sizes_rank, NULL)
 
 /* ------------------------------------------------------------------ */
 
@@ -260,6 +426,30 @@ Test(ofi_rails, bad_stripe_min_refused)
     setenv("WANT_ERROR", "TACL_OFI_STRIPE_MIN='12K' is not a size", 1);
     tacl__config_reload();
     run_ranks(2, refused_rank, NULL, NULL);
+}
+
+Test(ofi_rails, bad_max_msg_refused)
+{
+    rails_env("lo,lo");
+    setenv("TACL_OFI_MAX_MSG", "12K", 1);
+    setenv("WANT_ERROR", "TACL_OFI_MAX_MSG='12K' is not auto or a size", 1);
+    tacl__config_reload();
+    run_ranks(2, refused_rank, NULL, NULL);
+}
+
+/* Ranks whose pieces would differ in size are refused alike. */
+static void unequal_max_msg_rank(shared_t *sh, int rank)
+{
+    setenv("TACL_OFI_MAX_MSG", rank == 0 ? "64K" : "128K", 1);
+    tacl__config_reload();
+    refused_rank(sh, rank);
+}
+
+Test(ofi_rails, unequal_max_msg_refused)
+{
+    rails_env("lo");
+    setenv("WANT_ERROR", "set TACL_OFI_MAX_MSG alike", 1);
+    run_ranks(2, unequal_max_msg_rank, NULL, NULL);
 }
 
 Test(ofi_rails, unknown_rail_refused)
