@@ -370,6 +370,25 @@ static uint32_t chunk_crc(tacl__snap_store_t *st, int slot, uint32_t c)
                         TACL_MIN(s->chunk_bytes, s->bytes - off));
 }
 
+void tacl__snap_store_write(tacl__snap_store_t *st, int slot, uint64_t off,
+                            const void *src, uint64_t len)
+{
+    uint64_t chunk = st->hdr->slot[slot].chunk_bytes;
+    uint32_t *crcs = tacl__snap_store_crcs(st, slot);
+    uint8_t *data = tacl__snap_store_data(st, slot);
+    const uint8_t *p = src;
+
+    while (len > 0) {
+        uint64_t c = off / chunk, in = off % chunk;
+        uint64_t n = TACL_MIN(len, chunk - in);
+
+        crcs[c] = tacl__crc32c_copy(in == 0 ? 0 : crcs[c], data + off, p, n);
+        off += n;
+        p += n;
+        len -= n;
+    }
+}
+
 void tacl__snap_store_commit(tacl__snap_store_t *st, int slot)
 {
     tacl__snap_slot_t *s = &st->hdr->slot[slot];
