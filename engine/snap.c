@@ -255,22 +255,24 @@ void engine_snap_report(engine_snap_t *s, char *buf, size_t len)
 
     (void)tacl_snapshot_stats(s->set, &st);
     /* The breakdown of a save's cost (issue 29): the engine's pack of
-     * its shards, then tacl's own copy, its separate checksum pass (0
-     * when fused) and the transfer to peers; the last save's and the
-     * totals. */
+     * its shards, then in tacl's save the agreement on the previous
+     * one, the own copy, its separate checksum pass (0 when fused), and
+     * the transfer to peers; the last save's and the totals. */
     snprintf(buf, len,
              "snapshots saved %llu skipped_in_flight %llu "
              "skipped_overhead %llu save_s %.4f step_s %.4f pack_s %.6f "
-             "copy_s %.6f crc_s %.6f transfer_s %.6f sent_bytes %llu "
-             "total_pack_s %.6f total_save_s %.6f total_copy_s %.6f "
-             "total_crc_s %.6f total_transfer_s %.6f total_sent_bytes %llu",
+             "agree_s %.6f copy_s %.6f crc_s %.6f transfer_s %.6f "
+             "sent_bytes %llu total_pack_s %.6f total_save_s %.6f "
+             "total_agree_s %.6f total_copy_s %.6f total_crc_s %.6f "
+             "total_transfer_s %.6f total_sent_bytes %llu",
              (unsigned long long)st.saves,
              (unsigned long long)st.skipped_busy,
              (unsigned long long)st.skipped_overhead, st.save_seconds,
-             st.step_seconds, s->pack_s, st.copy_seconds,
+             st.step_seconds, s->pack_s, st.agree_seconds, st.copy_seconds,
              st.checksum_seconds, st.transfer_seconds,
              (unsigned long long)st.bytes_sent, s->total_pack_s,
-             st.total_save_seconds, st.total_copy_seconds,
+             st.total_save_seconds, st.total_agree_seconds,
+             st.total_copy_seconds,
              st.total_checksum_seconds, st.total_transfer_seconds,
              (unsigned long long)st.total_bytes_sent);
 }

@@ -1269,9 +1269,13 @@ typedef struct {
     double step_seconds;        /**< the last interval between due
                                      calls */
     /* Where a non-blocking save's time goes (issue 29): the last one's
-     * phases, then their totals over the set's saves.  copy and
+     * phases, then their totals over the set's saves.  agree, copy and
      * checksum are parts of save_seconds (the rest: fixing the layout,
      * preparing the received copies' slots, posting the messages). */
+    double agree_seconds;       /**< agreeing with every rank that the
+                                     previous save completed (an
+                                     all-gather: it waits for the
+                                     slowest rank) */
     double copy_seconds;        /**< the regions into this rank's store;
                                      with TACL_SNAP_FUSED_CRC 1 (the
                                      default) the checksums are taken in
@@ -1286,6 +1290,7 @@ typedef struct {
                                      peers: the registered bytes times
                                      m - 1 */
     double total_save_seconds;  /**< sum of save_seconds */
+    double total_agree_seconds; /**< sum of agree_seconds */
     double total_copy_seconds;  /**< sum of copy_seconds */
     double total_checksum_seconds; /**< sum of checksum_seconds */
     double total_transfer_seconds; /**< over the completed requests */

@@ -232,6 +232,8 @@ static void add_save(struct tacl_snapshot *snap)
     tacl_snapshot_stats_t *st = &snap->stats;
 
     st->saves++;
+    st->agree_seconds = (double)snap->agree_ns * 1e-9;
+    st->total_agree_seconds += st->agree_seconds;
     st->copy_seconds = (double)snap->copy_ns * 1e-9;
     st->checksum_seconds = (double)snap->checksum_ns * 1e-9;
     st->bytes_sent = snap->sent_bytes;
@@ -342,6 +344,7 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
     status = save_check(snap, version, "save_nb");
     if (status != TACL_OK)
         return status;
+    snap->agree_ns = tacl__now_ns() - t0;
     /* A failure from here leaves the peers' requests to end with the
      * communicator's timeout: the form has no agreement of its own. */
     status = save_prepare(snap, version, &slot);

@@ -55,7 +55,7 @@ struct tacl_snapshot {
      * transfer's start, and its time set by the request's callback
      * before inflight_done. */
     int fused_crc; /* TACL_SNAP_FUSED_CRC */
-    uint64_t copy_ns, checksum_ns, sent_bytes;
+    uint64_t agree_ns, copy_ns, checksum_ns, sent_bytes;
     uint64_t xfer_start_ns, xfer_ns;
     int warned_busy, warned_overhead;
 };

@@ -220,7 +220,8 @@ Test(snap_background, a_held_copy_starts_after_the_bound, .timeout = 90)
 /*
  * The breakdown of a completed save (one region of STATE_BYTES, two
  * copies): the own copy took time, a separate checksum pass took some
- * or none as the fused kernel is off or on, the caller's-thread phases
+ * or none as the fused kernel is off or on, the agreement on the
+ * previous save none (it is the first), the caller's-thread phases
  * fit in the save's time, the transfer (from the call to the request's
  * completion) outlasts it, and the bytes sent are the region's once, one
  * peer copy; the totals of one save equal its figures.
@@ -236,12 +237,15 @@ static int phases_add_up(coll_ctx_t *ctx, tacl_snapshot_t snap)
                st.copy_seconds > 0 &&
                    (fused ? st.checksum_seconds == 0
                           : st.checksum_seconds > 0) &&
-                   st.copy_seconds + st.checksum_seconds <=
+                   st.agree_seconds >= 0 &&
+                   st.agree_seconds + st.copy_seconds +
+                           st.checksum_seconds <=
                        st.save_seconds &&
                    st.transfer_seconds >= st.save_seconds,
-               "rank %d: copy %g s + checksum %g s (fused %d) against a "
-               "save of %g s and a transfer of %g s",
-               ctx->rank, st.copy_seconds, st.checksum_seconds, fused,
+               "rank %d: agree %g s + copy %g s + checksum %g s (fused "
+               "%d) against a save of %g s and a transfer of %g s",
+               ctx->rank, st.agree_seconds, st.copy_seconds,
+               st.checksum_seconds, fused,
                st.save_seconds, st.transfer_seconds);
     COLL_CHECK(ctx, st.bytes_sent == STATE_BYTES &&
                         st.total_bytes_sent == STATE_BYTES,
@@ -250,6 +254,7 @@ static int phases_add_up(coll_ctx_t *ctx, tacl_snapshot_t snap)
                (unsigned long long)st.total_bytes_sent, STATE_BYTES);
     COLL_CHECK(ctx,
                st.total_save_seconds == st.save_seconds &&
+                   st.total_agree_seconds == st.agree_seconds &&
                    st.total_copy_seconds == st.copy_seconds &&
                    st.total_checksum_seconds == st.checksum_seconds &&
                    st.total_transfer_seconds == st.transfer_seconds,
