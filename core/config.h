@@ -110,6 +110,10 @@
       "milliseconds a background send (a snapshot's part) waits at most "   \
       "for the foreground operations in flight to end before it starts "    \
       "anyway")                                                              \
+    X(SNAP_FUSED_CRC, "1",                                                   \
+      "1: a snapshot's own copy takes its CRC32C checksums while copying, "  \
+      "one pass over the regions; 0: a copy, then a second pass for the "    \
+      "checksums (to compare the two in tacl_snapshot_stats)")               \
     X(SHM_YIELD_US, "50",                                                    \
       "microseconds a waiting rank then polls and yields its core before "  \
       "it sleeps until a peer wakes it")                                     \

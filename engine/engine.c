@@ -790,7 +790,7 @@ static tacl_status_t reduce_finish(engine_t *e, greduce_t *r)
     return TACL_OK;
 }
 
-static double clock_s(void)
+double engine_clock_s(void)
 {
     struct timespec ts;
 
@@ -802,10 +802,10 @@ static double clock_s(void)
 static void backward_timed(engine_t *e, int l, const float *w, float *grad,
                            model_acts_t *acts, float scale)
 {
-    double t0 = clock_s(), dt;
+    double t0 = engine_clock_s(), dt;
 
     model_backward(&e->model, l, w, grad, acts, scale);
-    dt = clock_s() - t0;
+    dt = engine_clock_s() - t0;
     if (e->prof_bwd[l] == 0.0 || dt < e->prof_bwd[l])
         e->prof_bwd[l] = dt;
 }
@@ -934,16 +934,16 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
         if (st == TACL_OK)
             st = gather_wait(e, &g[l % 2], &w);
         if (st == TACL_OK) {
-            t0 = clock_s();
+            t0 = engine_clock_s();
             model_forward(md, l, w, &acts);
-            fwd += clock_s() - t0;
+            fwd += engine_clock_s() - t0;
         }
     }
     if (st != TACL_OK)
         return st;
-    t0 = clock_s();
+    t0 = engine_clock_s();
     *loss_p += model_loss_sum(md, &acts);
-    fwd += clock_s() - t0;
+    fwd += engine_clock_s() - t0;
     if (e->prof_fwd == 0.0 || fwd < e->prof_fwd)
         e->prof_fwd = fwd;
     /* The output layer's parameters are gathered again like any other:
@@ -1079,14 +1079,14 @@ static void link_bytes(engine_t *e, uint64_t *intra, uint64_t *inter)
 static tacl_status_t words_update(engine_t *e, engine_step_t *out,
                                   uint64_t *bytes_p)
 {
-    double t0 = clock_s();
+    double t0 = engine_clock_s();
     float *arr[4];
     size_t len;
     tacl_status_t st;
 
     st = words_sync(e->words, bytes_p, &out->embed_scheme, e->err,
                     sizeof(e->err));
-    out->embed_s = clock_s() - t0;
+    out->embed_s = engine_clock_s() - t0;
     if (st != TACL_OK)
         return st;
     for (int k = 0; k < 4; k++)

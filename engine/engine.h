@@ -96,6 +96,8 @@ typedef enum {
 void engine_shard(engine_t *e, engine_shard_t kind, int l, float **ptr_p,
                   size_t *len_p);
 int engine_shard_layers(const engine_t *e);
+/* Seconds on the monotonic clock, for the engine's timings. */
+double engine_clock_s(void);
 /* A hash of the word table's bytes (0 without one): equal on every rank
  * when the replicas agree. */
 uint64_t engine_words_checksum(const engine_t *e);

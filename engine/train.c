@@ -675,7 +675,7 @@ int main(int argc, char **argv)
     }
     getrusage(RUSAGE_SELF, &ru);
     if (rank == 0 && snap != NULL) {
-        char line[256];
+        char line[640];
 
         engine_snap_report(snap, line, sizeof(line));
         printf("%s\n", line);

@@ -1268,6 +1268,33 @@ typedef struct {
                                      caller's thread */
     double step_seconds;        /**< the last interval between due
                                      calls */
+    /* Where a non-blocking save's time goes (issue 29): the last one's
+     * phases, then their totals over the set's saves.  agree, copy and
+     * checksum are parts of save_seconds (the rest: fixing the layout,
+     * preparing the received copies' slots, posting the messages). */
+    double agree_seconds;       /**< agreeing with every rank that the
+                                     previous save completed (an
+                                     all-gather: it waits for the
+                                     slowest rank) */
+    double copy_seconds;        /**< the regions into this rank's store;
+                                     with TACL_SNAP_FUSED_CRC 1 (the
+                                     default) the checksums are taken in
+                                     this one pass */
+    double checksum_seconds;    /**< a separate checksum pass over the own
+                                     copy (TACL_SNAP_FUSED_CRC 0); else 0 */
+    double transfer_seconds;    /**< from the save_nb call to its request
+                                     completing (its copy sent, the copies
+                                     it keeps received), of the last save
+                                     whose request completed */
+    uint64_t bytes_sent;        /**< data bytes the last save sent to
+                                     peers: the registered bytes times
+                                     m - 1 */
+    double total_save_seconds;  /**< sum of save_seconds */
+    double total_agree_seconds; /**< sum of agree_seconds */
+    double total_copy_seconds;  /**< sum of copy_seconds */
+    double total_checksum_seconds; /**< sum of checksum_seconds */
+    double total_transfer_seconds; /**< over the completed requests */
+    uint64_t total_bytes_sent;  /**< sum of bytes_sent */
 } tacl_snapshot_stats_t;
 
 /** This rank's counts for the set (local, no communication). */

@@ -53,14 +53,42 @@ static tacl_status_t layout_fix(struct tacl_snapshot *snap)
     return status;
 }
 
+/*
+ * The regions into the own slot, one after the other, and its chunks'
+ * CRCs: taken while copying (one pass over the data, the fused kernel),
+ * or with TACL_SNAP_FUSED_CRC 0 in a second pass over the copy; either
+ * way the slot is committed.  The phases' times are kept for the stats.
+ */
+static void copy_regions(struct tacl_snapshot *snap, tacl__snap_store_t *st,
+                         int slot)
+{
+    uint8_t *data = tacl__snap_store_data(st, slot);
+    uint64_t off = 0, t0 = tacl__now_ns(), t1;
+
+    for (int i = 0; i < snap->nregions; i++) {
+        const tacl__snap_user_region_t *r = &snap->regions[i];
+
+        if (snap->fused_crc)
+            tacl__snap_store_write(st, slot, off, r->ptr, r->bytes);
+        else if (r->bytes > 0)
+            memcpy(data + off, r->ptr, r->bytes);
+        off += r->bytes;
+    }
+    t1 = tacl__now_ns();
+    if (snap->fused_crc)
+        tacl__snap_store_commit_unchecked(st, slot);
+    else
+        tacl__snap_store_commit(st, slot);
+    snap->copy_ns = t1 - t0;
+    snap->checksum_ns = snap->fused_crc ? 0 : tacl__now_ns() - t1;
+}
+
 /* The own copy: the regions into this rank's store, checksummed. */
 static tacl_status_t save_own(struct tacl_snapshot *snap, uint64_t version,
                               int *slot_p)
 {
     tacl__snap_region_t desc[TACL__SNAP_MAX_REGIONS];
-    uint64_t off = 0;
     tacl_status_t status;
-    uint8_t *data;
 
     for (int i = 0; i < snap->nregions; i++) {
         memset(desc[i].name, 0, sizeof(desc[i].name));
@@ -75,12 +103,7 @@ static tacl_status_t save_own(struct tacl_snapshot *snap, uint64_t version,
                                         snap->nregions, slot_p);
     if (status != TACL_OK)
         return status;
-    data = tacl__snap_store_data(snap->stores[snap->rank], *slot_p);
-    for (int i = 0; i < snap->nregions; i++) {
-        memcpy(data + off, snap->regions[i].ptr, snap->regions[i].bytes);
-        off += snap->regions[i].bytes;
-    }
-    tacl__snap_store_commit(snap->stores[snap->rank], *slot_p);
+    copy_regions(snap, snap->stores[snap->rank], *slot_p);
     return TACL_OK;
 }
 
@@ -114,10 +137,12 @@ static tacl_status_t post_version(struct tacl_snapshot *snap, int own_slot,
     tacl__snap_store_t *own = snap->stores[snap->rank];
     tacl_status_t status = TACL_OK, ended;
 
+    snap->sent_bytes = 0;
     tacl_group_start();
     for (int j = 1; j < snap->m && status == TACL_OK; j++) {
         int h = tacl__snap_holder(snap, snap->rank, j);
 
+        snap->sent_bytes += tacl__snap_store_slot(own, own_slot)->bytes;
         status = tacl__snap_post(snap, 1,
                                  (void *)tacl__snap_store_slot(own, own_slot),
                                  sizeof(tacl__snap_slot_t), h,
@@ -188,8 +213,34 @@ static void save_done(tacl_request_t req, tacl_status_t status, void *arg)
     (void)req;
     if (status == TACL_OK)
         status = finish_received(snap, snap->inflight, 0);
+    snap->xfer_ns = tacl__now_ns() - snap->xfer_start_ns;
     atomic_store(&snap->inflight_status, status);
     atomic_store(&snap->inflight_done, 1);
+}
+
+/* The transfer of the save in flight, its request completed, into st. */
+static void add_transfer(const struct tacl_snapshot *snap,
+                         tacl_snapshot_stats_t *st)
+{
+    st->transfer_seconds = (double)snap->xfer_ns * 1e-9;
+    st->total_transfer_seconds += st->transfer_seconds;
+}
+
+/* The caller's-thread phases of the save just posted, into the stats. */
+static void add_save(struct tacl_snapshot *snap)
+{
+    tacl_snapshot_stats_t *st = &snap->stats;
+
+    st->saves++;
+    st->agree_seconds = (double)snap->agree_ns * 1e-9;
+    st->total_agree_seconds += st->agree_seconds;
+    st->copy_seconds = (double)snap->copy_ns * 1e-9;
+    st->checksum_seconds = (double)snap->checksum_ns * 1e-9;
+    st->bytes_sent = snap->sent_bytes;
+    st->total_save_seconds += (double)snap->save_ns * 1e-9;
+    st->total_copy_seconds += st->copy_seconds;
+    st->total_checksum_seconds += st->checksum_seconds;
+    st->total_bytes_sent += st->bytes_sent;
 }
 
 tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what)
@@ -204,6 +255,7 @@ tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what)
                            "flight; wait for its request first",
                            what, (unsigned long long)snap->inflight);
     snap->inflight_on = 0;
+    add_transfer(snap, &snap->stats);
     mine = atomic_load(&snap->inflight_status);
     if (mine != TACL_OK)
         tacl__error(mine, COLL,
@@ -292,6 +344,7 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
     status = save_check(snap, version, "save_nb");
     if (status != TACL_OK)
         return status;
+    snap->agree_ns = tacl__now_ns() - t0;
     /* A failure from here leaves the peers' requests to end with the
      * communicator's timeout: the form has no agreement of its own. */
     status = save_prepare(snap, version, &slot);
@@ -303,13 +356,15 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
     snap->inflight_on = 1;
     snap->save_ns = tacl__now_ns() - t0;
     snap->since_save = 0;
-    snap->stats.saves++;
+    add_save(snap);
+    snap->xfer_start_ns = t0;
     atomic_store(&snap->inflight_done, 0);
     atomic_store(&snap->inflight_status, TACL_OK);
     /* From here the callback may run at once, on any thread. */
     status = tacl_request_set_callback(*req_p, save_done, snap);
     if (status != TACL_OK) {
         /* Nothing will commit the copies: the version fails at settle. */
+        snap->xfer_ns = 0;
         atomic_store(&snap->inflight_status, status);
         atomic_store(&snap->inflight_done, 1);
     }
@@ -395,6 +450,10 @@ TACL_EXPORT tacl_status_t tacl_snapshot_stats(tacl_snapshot_t snap,
                            "snapshot stats: the set and stats_p are "
                            "required");
     *stats_p = snap->stats;
+    /* A completed request's transfer counts before the next save's
+     * agreement folds it in. */
+    if (snap->inflight_on && atomic_load(&snap->inflight_done))
+        add_transfer(snap, stats_p);
     stats_p->save_seconds = (double)snap->save_ns * 1e-9;
     stats_p->step_seconds = (double)snap->step_ns * 1e-9;
     return TACL_OK;

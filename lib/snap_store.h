@@ -100,8 +100,9 @@ void tacl__snap_store_describe(tacl__snap_store_t *st, int slot,
 void tacl__snap_store_discard(tacl__snap_store_t *st, int slot);
 
 /**
- * Commit a slot whose data and CRCs came from a peer without checking
- * them now (a restore verifies every copy before using it).
+ * Commit a slot whose CRCs are in place without checking them now: a
+ * peer's copy (a restore verifies every copy before using it), or the
+ * own copy written by tacl__snap_store_write.
  */
 void tacl__snap_store_commit_unchecked(tacl__snap_store_t *st, int slot);
 
@@ -112,6 +113,16 @@ uint32_t *tacl__snap_store_crcs(tacl__snap_store_t *st, int slot);
 /** The slot's header. */
 const tacl__snap_slot_t *tacl__snap_store_slot(tacl__snap_store_t *st,
                                                int slot);
+
+/**
+ * Copy len bytes from src to offset off of a slot's data and take its
+ * chunks' CRCs as it goes (one pass, tacl__crc32c_copy).  A slot is
+ * written so from offset 0 on, each call where the last ended, and then
+ * committed with tacl__snap_store_commit_unchecked: a chunk's CRC
+ * continues from the one the previous call left.
+ */
+void tacl__snap_store_write(tacl__snap_store_t *st, int slot, uint64_t off,
+                            const void *src, uint64_t len);
 
 /** Compute the chunk CRCs of a slot written in place, and commit it. */
 void tacl__snap_store_commit(tacl__snap_store_t *st, int slot);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "config.h"
 #include "log.h"
 #include "snapshot.h"
 
@@ -188,6 +189,7 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     snap->m = config->replicas > 0 ? config->replicas : 2;
     snap->domain = config->domain;
     snap->max_overhead = config->max_step_overhead;
+    snap->fused_crc = tacl__config_bool(TACL_CFG_SNAP_FUSED_CRC);
     strcpy(snap->key, config->job_key);
     staging = config->staging_bytes > 0 ? config->staging_bytes : 64 << 20;
     parts = config->staging_parts > 0 ? (size_t)config->staging_parts : 4;

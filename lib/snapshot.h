@@ -50,6 +50,13 @@ struct tacl_snapshot {
     double max_overhead;
     uint64_t last_due_ns, step_ns, save_ns, since_save;
     tacl_snapshot_stats_t stats;
+    /* The breakdown of the last save (tacl_snapshot_stats): its own
+     * copy's phases and bytes sent, set by the caller's thread; the
+     * transfer's start, and its time set by the request's callback
+     * before inflight_done. */
+    int fused_crc; /* TACL_SNAP_FUSED_CRC */
+    uint64_t agree_ns, copy_ns, checksum_ns, sent_bytes;
+    uint64_t xfer_start_ns, xfer_ns;
     int warned_busy, warned_overhead;
 };
 

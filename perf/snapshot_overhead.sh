@@ -21,7 +21,14 @@
 # ("background foreground blocking paced"), REPEAT (3), STEPS (6),
 # INTER_RATE.  paced: background copies, a save skipped while the last
 # one's still travel (--snapshot-pace 0, tacl_snapshot_due); the table
-# then gives the saves made.
+# then gives the saves made.  A second table breaks a save's cost down
+# (the summary's snapshots line, tacl_snapshot_stats): per save, the
+# medians over the launches of rank 0's means of the engine's pack of
+# its shards, tacl's time in the caller's thread (save), in it the
+# agreement that the previous save completed everywhere, its own copy
+# (with the checksums unless TACL_SNAP_FUSED_CRC=0), a separate checksum
+# pass, the transfer from the call to the request's completion, and the
+# MB sent to peers.
 # Needs root and namespaces (tacl-cluster --check); exit 77 without.
 
 set -u
@@ -85,6 +92,18 @@ done
 /usr/bin/python3 - "$out" "$LAYOUTS" "$STRATEGIES" "none $MODES" <<'EOF' |
 import statistics, sys
 out, layouts, strategies, modes = sys.argv[1], *[a.split() for a in sys.argv[2:]]
+
+
+def launches(lay, st, mode):
+    """Each launch's rank 0 log of a configuration, as lists of fields."""
+    for rep in range(1, 100):
+        try:
+            text = open(f"{out}/{lay}.{rep}.{st}.{mode}.log").read()
+        except OSError:
+            return
+        yield [line.split() for line in text.splitlines() if line.split()]
+
+
 print("| layout | strategy | snapshots | tokens/s (median) | launches | "
       "step time / none | saves made (median) |")
 print("|---|---|---|---|---|---|---|")
@@ -93,16 +112,11 @@ for lay in layouts:
         base = None
         for mode in modes:
             rates, saves = [], []
-            for rep in range(1, 100):
-                try:
-                    text = open(f"{out}/{lay}.{rep}.{st}.{mode}.log").read()
-                except OSError:
-                    break
-                for line in text.splitlines():
-                    f = line.split()
-                    if f and f[0] == "summary":
+            for lines in launches(lay, st, mode):
+                for f in lines:
+                    if f[0] == "summary":
                         rates.append(float(f[f.index("tokens/s") + 1]))
-                    if f and f[0] == "snapshots":
+                    if f[0] == "snapshots":
                         saves.append(int(f[2]))
             if not rates:
                 print(f"| {lay} | {st} | {mode} | - | 0 | - | - |")
@@ -114,5 +128,33 @@ for lay in layouts:
             made = f"{statistics.median(saves):g}" if saves else "-"
             print(f"| {lay} | {st} | {mode} | {med:.1f} | {len(rates)} | "
                   f"{ratio} | {made} |")
+
+# The breakdown: per save, the medians over the launches of the means.
+cols = [("pack ms", "total_pack_s", 1e3), ("save ms", "total_save_s", 1e3),
+        ("agree ms", "total_agree_s", 1e3),
+        ("copy ms", "total_copy_s", 1e3), ("checksum ms", "total_crc_s", 1e3),
+        ("transfer ms", "total_transfer_s", 1e3),
+        ("sent MB", "total_sent_bytes", 1e-6)]
+print()
+print("| layout | strategy | snapshots | saves | " +
+      " | ".join(c[0] for c in cols) + " |")
+print("|---|---|---|---|" + "---|" * len(cols))
+for lay in layouts:
+    for st in strategies:
+        for mode in modes[1:]:
+            runs = [dict(zip(f[1::2], f[2::2]))
+                    for lines in launches(lay, st, mode)
+                    for f in lines if f[0] == "snapshots"]
+            runs = [r for r in runs
+                    if "total_save_s" in r and int(r["saved"]) > 0]
+            if not runs:
+                print(f"| {lay} | {st} | {mode} | 0 |" + " - |" * len(cols))
+                continue
+            saves = statistics.median(int(r["saved"]) for r in runs)
+            cells = [statistics.median(float(r[k]) / int(r["saved"])
+                                       for r in runs) * scale
+                     for _, k, scale in cols]
+            print(f"| {lay} | {st} | {mode} | {saves:g} | " +
+                  " | ".join(f"{c:.2f}" for c in cells) + " |")
 EOF
     tee "$out/snapshot_overhead.md"

@@ -17,6 +17,14 @@
  */
 uint32_t tacl__crc32c(uint32_t crc, const void *p, size_t len);
 
+/**
+ * Copy [src, src + len) to dst and return tacl__crc32c(crc, dst, len),
+ * in one pass: each word summed is the word stored.  The buffers must not
+ * overlap; any alignment works.  Same paths (and values) as tacl__crc32c.
+ */
+uint32_t tacl__crc32c_copy(uint32_t crc, void *dst, const void *src,
+                           size_t len);
+
 /** Make the CRC take the table path (nonzero) or choose by CPU (zero). */
 void tacl__crc32c_force_table(int table);
 

@@ -218,6 +218,52 @@ Test(snap_background, a_held_copy_starts_after_the_bound, .timeout = 90)
 }
 
 /*
+ * The breakdown of a completed save (one region of STATE_BYTES, two
+ * copies): the own copy took time, a separate checksum pass took some
+ * or none as the fused kernel is off or on, the agreement on the
+ * previous save none (it is the first), the caller's-thread phases
+ * fit in the save's time, the transfer (from the call to the request's
+ * completion) outlasts it, and the bytes sent are the region's once, one
+ * peer copy; the totals of one save equal its figures.
+ */
+static int phases_add_up(coll_ctx_t *ctx, tacl_snapshot_t snap)
+{
+    tacl_snapshot_stats_t st;
+    int fused = getenv("TACL_SNAP_FUSED_CRC") == NULL ||
+                strcmp(getenv("TACL_SNAP_FUSED_CRC"), "0") != 0;
+
+    COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
+    COLL_CHECK(ctx,
+               st.copy_seconds > 0 &&
+                   (fused ? st.checksum_seconds == 0
+                          : st.checksum_seconds > 0) &&
+                   st.agree_seconds >= 0 &&
+                   st.agree_seconds + st.copy_seconds +
+                           st.checksum_seconds <=
+                       st.save_seconds &&
+                   st.transfer_seconds >= st.save_seconds,
+               "rank %d: agree %g s + copy %g s + checksum %g s (fused "
+               "%d) against a save of %g s and a transfer of %g s",
+               ctx->rank, st.agree_seconds, st.copy_seconds,
+               st.checksum_seconds, fused,
+               st.save_seconds, st.transfer_seconds);
+    COLL_CHECK(ctx, st.bytes_sent == STATE_BYTES &&
+                        st.total_bytes_sent == STATE_BYTES,
+               "rank %d: %llu bytes sent (%llu in all), registered %u",
+               ctx->rank, (unsigned long long)st.bytes_sent,
+               (unsigned long long)st.total_bytes_sent, STATE_BYTES);
+    COLL_CHECK(ctx,
+               st.total_save_seconds == st.save_seconds &&
+                   st.total_agree_seconds == st.agree_seconds &&
+                   st.total_copy_seconds == st.copy_seconds &&
+                   st.total_checksum_seconds == st.checksum_seconds &&
+                   st.total_transfer_seconds == st.transfer_seconds,
+               "rank %d: the totals of one save are not its figures",
+               ctx->rank);
+    return 0;
+}
+
+/*
  * A save's cost in the caller's thread against max_step_overhead: with a
  * bound of 0.01% and steps of 20 ms, one save of 1 MiB (its copy and
  * checksums) is worth more than a step's share, so the next step's save
@@ -254,6 +300,8 @@ static int body_overhead(coll_ctx_t *ctx)
     COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, 1, &save));
     COLL_CHECK_OK(ctx, tacl_request_wait(save));
     COLL_CHECK_OK(ctx, tacl_request_free(save));
+    if (phases_add_up(ctx, snap) != 0)
+        return 1;
     COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
     coll_sleep_ms(20);
     COLL_CHECK_OK(ctx, tacl_snapshot_due(snap, &due));
@@ -277,6 +325,21 @@ Test(snap_background, saves_are_spaced_by_their_cost, .timeout = 90)
     coll_opts_t opts = {.nranks = 2, .deadline_s = 60, .arg = &c};
 
     snprintf(c.key, sizeof(c.key), "t%d-ovh", (int)getpid());
+    coll_run_opts_expect_pass(&opts, body_overhead);
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 2; s++)
+            tacl__snap_store_unlink(c.key, h, s);
+}
+
+/* The same with the checksums in a second pass over the own copy: the
+ * breakdown then shows that pass (TACL_SNAP_FUSED_CRC=0, read at init). */
+Test(snap_background, unfused_checksums_show_in_the_breakdown, .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND};
+    coll_opts_t opts = {.nranks = 2, .deadline_s = 60, .arg = &c};
+
+    setenv("TACL_SNAP_FUSED_CRC", "0", 1);
+    snprintf(c.key, sizeof(c.key), "t%d-unf", (int)getpid());
     coll_run_opts_expect_pass(&opts, body_overhead);
     for (int h = 0; h < 2; h++)
         for (int s = 0; s < 2; s++)

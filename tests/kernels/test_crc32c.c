@@ -68,3 +68,60 @@ Test(crc32c, paths_agree_and_chain)
         cr_assert_eq(part, whole, "cut at %zu", cut);
     }
 }
+
+/*
+ * The fused copy: dst gets exactly src (and nothing around it is
+ * touched), and the value is the plain CRC of the copy, chained from a
+ * nonzero start too, at the sizes around the 8-byte loop's edges and
+ * every misalignment of source and destination, on both paths.
+ */
+static void check_copy(size_t len, size_t src_off, size_t dst_off)
+{
+    static uint8_t src[4096 + 3 + 16], dst[4096 + 3 + 32];
+    const uint8_t guard = 0xA5;
+    uint32_t got, want, start = (uint32_t)(len * 0x9E3779B9u);
+
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (uint8_t)((i + len) * 2654435761u >> 11);
+    memset(dst, guard, sizeof(dst));
+    got = tacl__crc32c_copy(start, dst + 8 + dst_off, src + src_off, len);
+    cr_assert_eq(memcmp(dst + 8 + dst_off, src + src_off, len), 0,
+                 "copy of %zu bytes (source +%zu, destination +%zu)", len,
+                 src_off, dst_off);
+    for (size_t i = 0; i < sizeof(dst); i++)
+        if (i < 8 + dst_off || i >= 8 + dst_off + len)
+            cr_assert_eq(dst[i], guard, "byte %zu outside the copy of %zu "
+                         "bytes was written", i, len);
+    want = tacl__crc32c(start, dst + 8 + dst_off, len);
+    cr_assert_eq(got, want,
+                 "crc of %zu bytes (source +%zu, destination +%zu): 0x%08x, "
+                 "the copy's is 0x%08x",
+                 len, src_off, dst_off, got, want);
+}
+
+static void check_copy_sizes(void)
+{
+    static const size_t sizes[] = {0, 1, 7, 8, 9, 15, 16, 63, 4096 + 3};
+
+    for (size_t n = 0; n < sizeof(sizes) / sizeof(sizes[0]); n++)
+        for (size_t so = 0; so < 8; so++)
+            for (size_t d = 0; d < 8; d += 3)
+                check_copy(sizes[n], so, d);
+}
+
+Test(crc32c, copy_equals_copy_then_crc)
+{
+    tacl__crc32c_force_table(0);
+    check_copy_sizes();
+    cr_assert_eq(tacl__crc32c_copy(0, (char[9]){0}, "123456789", 9),
+                 0xE3069283u);
+}
+
+Test(crc32c, copy_equals_copy_then_crc_table)
+{
+    tacl__crc32c_force_table(1);
+    check_copy_sizes();
+    cr_assert_eq(tacl__crc32c_copy(0, (char[9]){0}, "123456789", 9),
+                 0xE3069283u);
+    tacl__crc32c_force_table(0);
+}
