@@ -13,9 +13,11 @@
 # perf/snapshot_overhead.sh) in phase 1:
 #   1. STEPS steps without snapshots: T_iter = batch / the summary's rate;
 #   2. STEPS steps with a blocking snapshot every step: the step's extra
-#      time over 1 is what a save's copies take, t_ckpt in memory;
+#      time over 1 is what a save costs when the step waits for it;
 #   3. STEPS steps with background snapshots every step (the stores kept
-#      at the end, --snapshot-keep, as if the job had failed there),
+#      at the end, --snapshot-keep, as if the job had failed there): a
+#      save's mean time from its start to its copies' arrival
+#      (tacl_snapshot_stats' transfer) is t_ckpt in memory,
 #      whose files (--snapshot-file, flushed after the last step) every
 #      rank then puts on the storage node at once: the slowest put is
 #      t_ckpt for the file checkpoint; the local files are then removed.
@@ -136,6 +138,16 @@ def rank0(path, key):
     return None
 
 
+def mean_transfer(path):
+    """A save's mean time to its copies' arrival, from the engine's
+    snapshots line (tacl_snapshot_stats)."""
+    f = rank0(path, "snapshots")
+    if not f or "total_transfer_s" not in f:
+        return None
+    saves = int(f[f.index("saved") + 1])
+    return float(f[f.index("total_transfer_s") + 1]) / max(saves, 1)
+
+
 def summary_step(path):
     f = rank0(path, "summary")
     return batch / float(f[f.index("tokens/s") + 1]) if f else None
@@ -169,11 +181,12 @@ def node_bytes(prefix, node, per):
 print(f"# Wasted time per failure (Equation 6.1), {model.strip()}, "
       f"uplinks {rate}, storage link 1/{share} of the nodes' aggregate, "
       "node 1 replaced\n")
-print("| layout | launch | T_iter s | t_ckpt mem s | t_rtvl mem s | "
+print("| layout | launch | T_iter s | blocking save s | "
+      "t_ckpt mem s | t_rtvl mem s | "
       "node 1's restore, share of its link | "
       "T_wasted mem s | t_ckpt file s | t_rtvl file s (get + load) | "
       "T_wasted file s | file / mem |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 link_bits = float(rate[:-4]) * (1e9 if rate.endswith("gbit") else 1e6)
 for lay in layouts.split():
     rows = []
@@ -187,18 +200,21 @@ for lay in layouts.split():
         get = slowest(f"{p}.get.*.log", "get")
         load = restore_s(f"{p}.resume_file.0.log")
         moved = node_bytes(p, 1, int(lay.split("x")[1]))
-        if None in (t_iter, none, blocking, rtvl_mem, put, get, load, moved):
+        ckpt_mem = mean_transfer(f"{p}.background.0.log")
+        if None in (t_iter, none, blocking, rtvl_mem, put, get, load, moved,
+                    ckpt_mem):
             print(f"| {lay} | {rep} | (a run failed: see {p}.*.log) "
-                  "||||||||||")
+                  "|||||||||||")
             continue
         share = moved * 8 / rtvl_mem / link_bits
-        ckpt_mem = max(blocking - none, 0.0)
+        waited = max(blocking - none, 0.0)
         mem = ckpt_mem + max(ckpt_mem, t_iter) / 2 + rtvl_mem
         rtvl_file = get + load
         file = put + max(put, t_iter) / 2 + rtvl_file
-        rows.append((t_iter, ckpt_mem, rtvl_mem, share, mem, put, rtvl_file,
-                     file, file / mem))
-        print(f"| {lay} | {rep} | {t_iter:.3f} | {ckpt_mem:.3f} | "
+        rows.append((t_iter, waited, ckpt_mem, rtvl_mem, share, mem, put,
+                     rtvl_file, file, file / mem))
+        print(f"| {lay} | {rep} | {t_iter:.3f} | {waited:.3f} | "
+              f"{ckpt_mem:.3f} | "
               f"{rtvl_mem:.3f} | {share:.0%} ({moved / 1e6:.1f} MB) | "
               f"{mem:.3f} | {put:.3f} | "
               f"{rtvl_file:.3f} ({get:.3f} + {load:.3f}) | {file:.3f} | "
@@ -206,6 +222,7 @@ for lay in layouts.split():
     if rows:
         med = [statistics.median(c) for c in zip(*rows)]
         print(f"| {lay} | median | {med[0]:.3f} | {med[1]:.3f} | "
-              f"{med[2]:.3f} | {med[3]:.0%} | {med[4]:.3f} | {med[5]:.3f} | "
-              f"{med[6]:.3f} | {med[7]:.3f} | {med[8]:.1f}x |")
+              f"{med[2]:.3f} | {med[3]:.3f} | {med[4]:.0%} | {med[5]:.3f} | "
+              f"{med[6]:.3f} | {med[7]:.3f} | {med[8]:.3f} | "
+              f"{med[9]:.1f}x |")
 EOF
