@@ -2,7 +2,8 @@
  * The long-term tier of a snapshot set (tacl.h, tacl_snapshot_flush and
  * tacl_snapshot_restore_file): one file per rank holding one committed
  * version of the rank's own state, read back by the restore
- * (snap_restore.c) where no peer's memory holds the chosen version.
+ * (snap_restore.c, tacl_snapshot_restore_file) where no peer's memory
+ * holds the chosen version.
  *
  * A file is the store's own slot written out: a small header (magic,
  * format, the rank), the slot's description (version, the job's size,
@@ -281,23 +282,4 @@ tacl_status_t tacl__snap_file_load(struct tacl_snapshot *snap,
 err_close:
     close(fd);
     return status;
-}
-
-TACL_EXPORT tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
-                                                     const char *path,
-                                                     int *found_p,
-                                                     uint64_t *version_p)
-{
-    tacl_status_t status;
-
-    if (snap == NULL || found_p == NULL || version_p == NULL)
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot restore_file: the set, found_p and "
-                           "version_p are required");
-    if (path != NULL && path[0] == '\0')
-        path = NULL;
-    status = tacl__snap_settle(snap, "restore");
-    if (status != TACL_OK)
-        return status;
-    return tacl__snap_restore_from(snap, path, found_p, version_p);
 }

@@ -468,18 +468,36 @@ out:
     return status;
 }
 
-TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
-                                                int *found_p,
-                                                uint64_t *version_p)
+/* Both entry points: the arguments, the save in flight, the restore. */
+static tacl_status_t restore_entry(tacl_snapshot_t snap, const char *path,
+                                   int *found_p, uint64_t *version_p,
+                                   const char *name)
 {
     tacl_status_t status;
 
     if (snap == NULL || found_p == NULL || version_p == NULL)
-        return tacl__error(
-            TACL_ERR_INVALID_ARG, COLL,
-            "snapshot restore: the set, found_p and version_p are required");
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot %s: the set, found_p and version_p are "
+                           "required",
+                           name);
     status = tacl__snap_settle(snap, "restore");
     if (status != TACL_OK)
         return status;
-    return tacl__snap_restore_from(snap, NULL, found_p, version_p);
+    return tacl__snap_restore_from(snap, path, found_p, version_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,
+                                                int *found_p,
+                                                uint64_t *version_p)
+{
+    return restore_entry(snap, NULL, found_p, version_p, "restore");
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_restore_file(tacl_snapshot_t snap,
+                                                     const char *path,
+                                                     int *found_p,
+                                                     uint64_t *version_p)
+{
+    return restore_entry(snap, path != NULL && path[0] != '\0' ? path : NULL,
+                         found_p, version_p, "restore_file");
 }
