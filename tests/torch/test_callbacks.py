@@ -12,11 +12,11 @@ buckets, on 4 CPU ranks under torchrun (run_torch.sh):
   within the group's timeout, never a hang (a watchdog ends the run);
 - torch's powerSGD_hook (rank 1) and batched_powerSGD_hook (rank 8),
   PowerSGD from step 2, 12 steps: the replicas equal and the loss on a
-  fixed set falling.  torch 2.15's
-  batched hook hands _orthogonalize one 2-D Q where it asserts a batch
-  (3-D): that is torch's own failure, on any backend; where it is so,
-  the run says it and patches _orthogonalize to take the 2-D Q as a
-  batch of one, so the hook's communication is still tested.
+  fixed set falling.  torch 2.15's batched hook hands _orthogonalize one
+  2-D Q where it asserts a batch (3-D): that is torch's own failure, on
+  any backend; where it is so, the run says it and patches
+  _orthogonalize to take the 2-D Q as a batch of one, so the hook's
+  communication is still tested.
 
 Exit 0 when all pass, 1 when one fails, 77 without torch.
 """

@@ -105,7 +105,8 @@ def _create(dist_opts, backend_options=None):
     # Collectives started inside future callbacks run on a communicator
     # of their own, bootstrapped through the group's store when first
     # needed (a split or group has no other).
-    backend._set_store(dist_opts.store)
+    if dist_opts.store is not None:
+        backend._set_store(dist_opts.store)
     return backend
 
 
