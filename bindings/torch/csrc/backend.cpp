@@ -265,7 +265,9 @@ struct InCallbacks {
  * A root work whose predecessor's callbacks have run for the group's
  * timeout (one waiting for a later root future, say) goes anyway: no
  * wait is unbounded, and any collective that predecessor waits for has
- * failed by then.
+ * failed by then.  A callback attached to a future already complete runs
+ * at once in the attaching thread; tacl_torch wraps Future.then and
+ * add_done_callback in _as_callbacks, so that one counts too.
  */
 class Completer {
   public:
@@ -307,8 +309,9 @@ class Completer {
         Ms patience{0};     /* the group's timeout */
     };
 
-    /* Threads at the start, and at most (each blocked in a callback's
-     * wait but the last). */
+    /* Threads started at first; another starts whenever a work is ready
+     * and none is free (each may be blocked in a callback's wait), up to
+     * kMaxThreads. */
     static constexpr int kThreads = 2;
     static constexpr int kMaxThreads = 64;
 
