@@ -3,7 +3,7 @@
 # no hook, tacl's hook (fp16; topk 1% with error feedback), torch's
 # fp16_compress_hook and powerSGD_hook, all on the tacl backend (torch
 # 2.15's batched_powerSGD_hook fails by itself: PSGD_HOOKS=torch-bpsgd
-# asks for it).
+# asks for it, in a launch of its own).
 #
 # Design.  perf/torch_compress.py's worker trains one small model (the MLP
 # of tests/torch/test_compress.py, 16 -> WIDTH -> WIDTH -> 1; WIDTH 1024
@@ -19,19 +19,17 @@
 # Usage: perf/torch_compress.sh BUILD_DIR
 # Environment: STEPS (200; 20 for a smoke test), RATE (1gbit), LAUNCHES
 # (3), WIDTH (1024), BATCH (32), HOOKS (none,tacl-fp16,tacl-topk1,
-# torch-fp16), PSGD_HOOKS (torch-psgd), LIMIT (seconds per launch, 1800),
-# PSGD_LIMIT (600).
+# torch-fp16,torch-psgd), PSGD_HOOKS (none), LIMIT (seconds per launch,
+# 1800), PSGD_LIMIT (600).
 #
-# The PowerSGD hooks run in a launch of their own, under PSGD_LIMIT, so
-# that their failure does not lose the other rows: on this tacl_torch a
-# model of several DDP buckets (WIDTH 1024) fails at times (one smoke run
-# of two) at the first PowerSGD step with "remote peer failed" (their
-# future callbacks start collectives from the binding's completion
-# threads while the main thread starts the next bucket's, likely in an
-# order that differs between ranks); a model of one bucket
-# (tests/torch/test_compress.py) runs.  Their row then says no run finished.
-# Exit status: 0 on success (a failed PowerSGD launch included), 1 when a
-# launch of HOOKS failed, 77 when the torch environment, the binding or
+# PSGD_HOOKS run in a launch of their own, under PSGD_LIMIT, so that their
+# failure does not lose the other rows (their row then says no run
+# finished): torch-bpsgd, whose torch 2.15 fails by itself.  torch's
+# powerSGD_hook, whose callbacks start collectives, runs with the others
+# since those go to the binding's callback communicator
+# (docs/design/torch.md, "Completion threads").
+# Exit status: 0 on success (a failed PSGD_HOOKS launch included), 1 when
+# a launch of HOOKS failed, 77 when the torch environment, the binding or
 # the cluster (root, namespaces) is missing.
 set -u
 BUILD=$(cd "${1:?usage: torch_compress.sh BUILD_DIR}" && pwd)
@@ -41,8 +39,8 @@ RATE=${RATE:-1gbit}
 LAUNCHES=${LAUNCHES:-3}
 WIDTH=${WIDTH:-1024}
 BATCH=${BATCH:-32}
-HOOKS=${HOOKS:-none,tacl-fp16,tacl-topk1,torch-fp16}
-PSGD_HOOKS=${PSGD_HOOKS:-torch-psgd}
+HOOKS=${HOOKS:-none,tacl-fp16,tacl-topk1,torch-fp16,torch-psgd}
+PSGD_HOOKS=${PSGD_HOOKS:-}
 LIMIT=${LIMIT:-1800}
 PSGD_LIMIT=${PSGD_LIMIT:-600}
 

@@ -45,6 +45,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -127,6 +128,7 @@ struct Comm {
     tacl_comm_t comm = nullptr;
     std::atomic<bool> aborted{false}; /* aborted or destroyed */
     std::atomic<bool> shut{false};    /* shut down: no new operations */
+    Ms timeout{0};                    /* the group's */
 
     ~Comm()
     {
@@ -219,24 +221,53 @@ struct SparseCall {
     }
 };
 
-/* ---- works and the completion thread ---- */
+/* ---- works and the completion threads ---- */
 
 class TaclWork;
 
 /*
+ * How many tacl futures' callbacks this thread is running (marking a
+ * future runs them here).  A collective started meanwhile is a callback's
+ * (torch's powerSGD_hook all-reduces P and Q inside its callbacks): it
+ * goes to the group's callback communicator and is finished out of order.
+ */
+static thread_local int in_callbacks = 0;
+
+/* While alive, this thread counts as running callbacks. */
+struct InCallbacks {
+    InCallbacks() { in_callbacks++; }
+    ~InCallbacks() { in_callbacks--; }
+    InCallbacks(const InCallbacks &) = delete;
+    InCallbacks &operator=(const InCallbacks &) = delete;
+};
+
+/*
  * Threads of this process finish requests nobody waits for.  The
- * library's callback only queues the work here (a callback must not call
- * tacl, and marking a future runs arbitrary Python); a thread, asleep on
- * its condition variable until then, finishes it.
+ * library's callback only hands the work over here (a callback must not
+ * call tacl, and marking a future runs arbitrary Python); a thread,
+ * asleep on the condition variable until then, finishes it.
  *
- * Works are finished one at a time, in the order they completed, by
- * whichever thread is free, except when the one finishing has been at it
- * for kStuck: marking a future runs its callbacks, and a callback may
- * wait for another tacl future (torch's powerSGD_hook waits, inside its
- * callback, for an all-reduce it has just started), which only a
- * completion thread can complete.  With one thread that wait never
- * ended; so the next work goes to another thread once the first is
- * taken to be waiting, as gloo's second worker thread would.
+ * Callbacks start collectives, and tacl, like NCCL, matches a
+ * communicator's collectives by their order, which must then be the same
+ * on every rank.  NCCL's futures complete when enqueued, their callbacks
+ * run in the issuing thread, in program order; here a future completes
+ * when its request does, in a thread of this pool, while the main thread
+ * goes on starting collectives (DDP's next buckets).  So:
+ * - a callback's collectives go to a communicator of their own (the
+ *   backend's callback communicator), apart from the main thread's;
+ * - works the program started outside callbacks ("root" works, issued())
+ *   are finished one at a time per communicator, in the order they were
+ *   started, so their callbacks, and the collectives those start, come
+ *   in the same order on every rank;
+ * - a callback's own works ("nested") go to any free thread: a callback
+ *   waits for them (powerSGD_hook does), and a thread is started when
+ *   none is free, so that wait always has one to end it.
+ * A root work whose predecessor's callbacks have run for the group's
+ * timeout (one waiting for a later root future, say) goes anyway: no
+ * wait is unbounded, and any collective that predecessor waits for has
+ * failed by then.  A callback attached to a future already complete runs
+ * at once in the attaching thread; tacl_torch wraps Future.then and
+ * add_done_callback in _as_callbacks, so that one counts too.
  */
 class Completer {
   public:
@@ -247,7 +278,9 @@ class Completer {
         return *c;
     }
 
+    void issued(TaclWork *w);
     void ready(TaclWork *w);
+    bool claim(TaclWork *w, std::chrono::steady_clock::time_point until);
 
     /*
      * At interpreter exit (atexit): the threads stop between two works
@@ -262,33 +295,47 @@ class Completer {
         stop_ = true;
         cv_.notify_all();
         stopped_cv_.wait_for(l, std::chrono::seconds(10),
-                             [this] { return stopped_ == kThreads; });
+                             [this] { return stopped_ == threads_; });
     }
 
   private:
-    /* Threads, and how long a finish runs before the next work may go to
-     * another thread. */
-    static constexpr int kThreads = 4;
-    static constexpr Ms kStuck{20};
+    using Clock = std::chrono::steady_clock;
+
+    /* A communicator's root works, in the order they were started. */
+    struct Queue {
+        std::deque<c10::intrusive_ptr<TaclWork>> works;
+        int busy = 0;       /* of them being finished */
+        Clock::time_point since; /* when the latest began */
+        Ms patience{0};     /* the group's timeout */
+    };
+
+    /* Threads started at first; another starts whenever a work is ready
+     * and none is free (each may be blocked in a callback's wait), up to
+     * kMaxThreads. */
+    static constexpr int kThreads = 2;
+    static constexpr int kMaxThreads = 64;
 
     Completer()
     {
-        for (int i = 0; i < kThreads; i++) {
-            std::thread t([this] { loop(); });
-            /* Named for per-thread profiles (perf/torch_probe.py). */
-            pthread_setname_np(t.native_handle(), "tacl-complete");
-            t.detach();
-        }
+        std::lock_guard<std::mutex> l(mu_);
+        for (int i = 0; i < kThreads; i++)
+            spawn_locked();
     }
+    void spawn_locked();
     void loop();
+    c10::intrusive_ptr<TaclWork> take_locked(Clock::time_point now,
+                                             Clock::time_point *wake);
+    bool may_take_locked(Queue &q, TaclWork *w, Clock::time_point now,
+                         Clock::time_point *wake);
+    void done_locked(const Comm *key);
 
     std::mutex mu_;
     std::condition_variable cv_, stopped_cv_;
     bool stop_ = false;
-    int stopped_ = 0;
-    int running_ = 0; /* threads inside a finish */
-    std::chrono::steady_clock::time_point since_; /* the latest began */
-    std::deque<c10::intrusive_ptr<TaclWork>> ready_;
+    int threads_ = 0, idle_ = 0, stopped_ = 0;
+    std::deque<c10::intrusive_ptr<TaclWork>> free_; /* nested, ready */
+    std::deque<c10::intrusive_ptr<TaclWork>> drop_; /* callbacks' holds */
+    std::map<const Comm *, Queue> queues_;
 };
 
 class TaclWork : public c10d::Work {
@@ -297,7 +344,9 @@ class TaclWork : public c10d::Work {
              const char *title, std::vector<at::Tensor> outputs, bool async,
              const Place &place)
         : c10d::Work(rank, type, title), comm_(std::move(comm)),
-          async_(async), place_(place), outputs_(std::move(outputs)),
+          async_(async), place_(place),
+          ordered_(!place.cuda && in_callbacks == 0),
+          outputs_(std::move(outputs)),
           future_(c10::make_intrusive<c10::ivalue::Future>(
               c10::ListType::create(c10::TensorType::get()),
               place.cuda ? std::vector<c10::Device>{c10::Device(
@@ -379,19 +428,32 @@ class TaclWork : public c10d::Work {
         }
         what_ = what;
         req_ = req;
+        /* In the order started, before the request can call back. */
+        if (ordered_)
+            Completer::get().issued(this);
         /* The callback holds a reference until it has run. */
         TaclWork *held =
             c10::intrusive_ptr<TaclWork>::reclaim_copy(this).release();
         tacl_status_t s = tacl_request_set_callback(req, on_done, held);
         if (s != TACL_OK) {
             /* Not expected (a fresh request takes one callback): the
-             * request still runs, so finish it here, within the timeout,
-             * and report why. */
-            c10::intrusive_ptr<TaclWork>::reclaim(held);
+             * request still runs, so end it here, within the timeout,
+             * and report why; the completion threads mark it. */
             tacl_request_wait(req);
-            finish(s);
+            std::unique_lock<std::mutex> l(mu_);
+            complete_locked(s);
+            l.unlock();
+            Completer::get().ready(held);
         }
     }
+
+    /* Finished one at a time in the order started (see Completer). */
+    bool ordered() const { return ordered_; }
+    /* The communicator it runs on: its order's key. */
+    const Comm *comm_key() const { return comm_.get(); }
+    Ms patience() const { return comm_->timeout; }
+    /* Its request completed (set and read under the Completer's lock). */
+    bool ready_ = false;
 
     bool isCompleted() override
     {
@@ -403,13 +465,13 @@ class TaclWork : public c10d::Work {
         std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
         if (!l.owns_lock() || done_)
             return done_;
-        bool fire = false;
         int d = 0;
         tacl_status_t s = tacl_request_test(req_, &d);
         if (d || s < 0)
-            fire = complete_locked(s);
+            complete_locked(s);
         l.unlock();
-        if (fire)
+        /* An ordered work's future waits its turn (see Completer). */
+        if (done_ && !ordered_)
             mark_future();
         return done_;
     }
@@ -437,30 +499,31 @@ class TaclWork : public c10d::Work {
             return true;
         }
 #endif
+        auto end = timeout == kNoTimeout
+                       ? std::chrono::steady_clock::time_point::max()
+                       : std::chrono::steady_clock::now() + timeout;
         std::unique_lock<std::mutex> l(mu_);
-        bool fire = false;
         if (!done_) {
             tacl_status_t s;
             if (timeout == kNoTimeout) {
                 s = tacl_request_wait(req_);
             } else {
-                auto end = std::chrono::steady_clock::now() + timeout;
                 int d = 0;
                 while ((s = tacl_request_test(req_, &d)) == TACL_OK && !d) {
                     if (std::chrono::steady_clock::now() >= end)
-                        C10_THROW_ERROR(DistBackendError,
-                                        std::string("tacl: ") + what_ +
-                                            ": not complete after " +
-                                            std::to_string(timeout.count()) +
-                                            " ms");
+                        not_complete(timeout);
                     std::this_thread::yield();
                 }
             }
-            fire = complete_locked(s);
+            complete_locked(s);
         }
         l.unlock();
-        if (fire)
+        /* An ordered work's future is marked in its turn: here, when it
+         * is first, else by the thread whose turn it is. */
+        if (!ordered_)
             mark_future();
+        else if (!Completer::get().claim(this, end))
+            not_complete(timeout);
         if (error_)
             std::rethrow_exception(error_);
         return true;
@@ -481,15 +544,17 @@ class TaclWork : public c10d::Work {
             tacl_comm_abort(comm_->comm);
     }
 
-    /* The completion thread, after the callback. */
+    /* A completion thread (or wait(), in its turn), once the request
+     * completed. */
     void finish_from_callback()
     {
         std::unique_lock<std::mutex> l(mu_);
-        bool fire = complete_locked(cb_status_);
+        complete_locked(cb_status_);
         l.unlock();
-        if (fire)
-            mark_future();
+        mark_future();
     }
+
+    bool marked() const { return marked_; }
 
   private:
     static void on_done(tacl_request_t, tacl_status_t s, void *arg)
@@ -502,10 +567,17 @@ class TaclWork : public c10d::Work {
     void finish(tacl_status_t s)
     {
         std::unique_lock<std::mutex> l(mu_);
-        bool fire = complete_locked(s);
+        complete_locked(s);
         l.unlock();
-        if (fire)
-            mark_future();
+        mark_future();
+    }
+
+    [[noreturn]] void not_complete(Ms timeout) const
+    {
+        C10_THROW_ERROR(DistBackendError,
+                        std::string("tacl: ") + what_ +
+                            ": not complete after " +
+                            std::to_string(timeout.count()) + " ms");
     }
 
 
@@ -546,9 +618,13 @@ class TaclWork : public c10d::Work {
         epilogue_.clear();
     }
 
-    /* Once, at the end; a work on a stream completed it when enqueued. */
+    /* Once, after complete_locked; a work on a stream completed it when
+     * enqueued.  The callbacks run here, as a callback's (in_callbacks). */
     void mark_future()
     {
+        if (marked_.exchange(true))
+            return;
+        InCallbacks here;
         for (auto &f : followers_)
             f->finish(status_);
         followers_.clear();
@@ -563,6 +639,8 @@ class TaclWork : public c10d::Work {
     std::shared_ptr<Comm> comm_;
     const bool async_;
     const Place place_;
+    const bool ordered_;
+    std::atomic<bool> marked_{false};
 #ifdef TACL_TORCH_CUDA
     at::cuda::CUDAEvent end_;         /* recorded after the operation */
     std::atomic<bool> enqueued_{false};
@@ -581,11 +659,119 @@ class TaclWork : public c10d::Work {
     int source_ = -1;
 };
 
-void Completer::ready(TaclWork *w)
+void Completer::spawn_locked()
+{
+    threads_++;
+    std::thread t([this] { loop(); });
+    /* Named for per-thread profiles (perf/torch_probe.py). */
+    pthread_setname_np(t.native_handle(), "tacl-complete");
+    t.detach();
+}
+
+/* A root work, just started: its turn is after those started before. */
+void Completer::issued(TaclWork *w)
 {
     std::lock_guard<std::mutex> l(mu_);
-    ready_.push_back(c10::intrusive_ptr<TaclWork>::reclaim(w));
-    cv_.notify_one();
+    Queue &q = queues_[w->comm_key()];
+    q.patience = w->patience();
+    q.works.push_back(c10::intrusive_ptr<TaclWork>::reclaim_copy(w));
+}
+
+/* w's request completed; takes over the callback's reference. */
+void Completer::ready(TaclWork *w)
+{
+    auto held = c10::intrusive_ptr<TaclWork>::reclaim(w);
+    std::lock_guard<std::mutex> l(mu_);
+    held->ready_ = true;
+    /* Not dropped here: the last reference may free a future holding
+     * Python objects, which takes the GIL, and this is the library's
+     * progress thread, which a thread holding the GIL may wait for. */
+    (held->ordered() ? drop_ : free_).push_back(std::move(held));
+    /* Every thread may be inside a callback waiting for this one. */
+    if (idle_ == 0 && threads_ < kMaxThreads && !stop_)
+        spawn_locked();
+    cv_.notify_all();
+}
+
+/*
+ * Whether w, first of q and ready, may be finished now: when none of q is
+ * being finished, or the latest has run for q's patience.  Else *wake is
+ * when that will be.
+ */
+bool Completer::may_take_locked(Queue &q, TaclWork *w, Clock::time_point now,
+                                Clock::time_point *wake)
+{
+    if (q.works.empty() || q.works.front().get() != w || !w->ready_)
+        return false;
+    if (q.busy == 0 || now >= q.since + q.patience) {
+        q.works.pop_front();
+        q.busy++;
+        q.since = now;
+        return true;
+    }
+    *wake = std::min(*wake, q.since + q.patience);
+    return false;
+}
+
+/* The next work a thread may finish, if any. */
+c10::intrusive_ptr<TaclWork> Completer::take_locked(Clock::time_point now,
+                                                    Clock::time_point *wake)
+{
+    if (!free_.empty()) {
+        c10::intrusive_ptr<TaclWork> w = std::move(free_.front());
+        free_.pop_front();
+        return w;
+    }
+    for (auto &kq : queues_) {
+        Queue &q = kq.second;
+        if (q.works.empty())
+            continue;
+        c10::intrusive_ptr<TaclWork> w = q.works.front();
+        if (may_take_locked(q, w.get(), now, wake))
+            return w;
+    }
+    return {};
+}
+
+/* A root work of key's queue was finished. */
+void Completer::done_locked(const Comm *key)
+{
+    auto it = queues_.find(key);
+    if (it != queues_.end() && --it->second.busy == 0 &&
+        it->second.works.empty())
+        queues_.erase(it);
+    cv_.notify_all();
+}
+
+/*
+ * wait() on a root work whose request completed: finish it here if it is
+ * its turn, else wait until the thread whose turn it is has; false when
+ * until passed first.
+ */
+bool Completer::claim(TaclWork *w, Clock::time_point until)
+{
+    /* The thread whose turn it is may run Python callbacks, and c10d
+     * calls wait() holding the GIL at times (DDP's bucket rebuild). */
+    NoGil nogil;
+    std::unique_lock<std::mutex> l(mu_);
+    w->ready_ = true;
+    for (;;) {
+        if (w->marked())
+            return true;
+        auto now = Clock::now();
+        auto wake = until;
+        auto it = queues_.find(w->comm_key());
+        if (it != queues_.end() && may_take_locked(it->second, w, now, &wake)) {
+            l.unlock();
+            w->finish_from_callback();
+            l.lock();
+            done_locked(w->comm_key());
+            return true;
+        }
+        if (now >= until)
+            return false;
+        cv_.wait_until(l, wake);
+    }
 }
 
 void Completer::loop()
@@ -597,28 +783,32 @@ void Completer::loop()
             stopped_cv_.notify_all();
             return;
         }
-        if (ready_.empty()) {
-            cv_.wait(l);
+        if (!drop_.empty()) {
+            c10::intrusive_ptr<TaclWork> d = std::move(drop_.front());
+            drop_.pop_front();
+            l.unlock();
+            d.reset();
+            l.lock();
             continue;
         }
-        auto now = std::chrono::steady_clock::now();
-        if (running_ > 0 && now < since_ + kStuck) {
-            /* Another thread is finishing a work: the next waits its
-             * turn, unless that one turns out to be waiting. */
-            cv_.wait_until(l, since_ + kStuck);
+        auto wake = Clock::time_point::max();
+        c10::intrusive_ptr<TaclWork> w = take_locked(Clock::now(), &wake);
+        if (!w) {
+            idle_++;
+            if (wake == Clock::time_point::max())
+                cv_.wait(l);
+            else
+                cv_.wait_until(l, wake);
+            idle_--;
             continue;
         }
-        c10::intrusive_ptr<TaclWork> w = std::move(ready_.front());
-        ready_.pop_front();
-        running_++;
-        since_ = now;
         l.unlock();
         w->finish_from_callback();
+        const Comm *key = w->ordered() ? w->comm_key() : nullptr;
         w.reset(); /* may free the work: outside the lock */
         l.lock();
-        running_--;
-        if (!ready_.empty())
-            cv_.notify_one();
+        if (key != nullptr)
+            done_locked(key);
     }
 }
 
@@ -829,10 +1019,10 @@ static thread_local Coalescing coalescing;
  * then wait for a listener that is gone (seen: every rank of attempt 1
  * retrying a connection until the group's timeout).
  */
-static std::string id_key()
+static std::string id_key(const char *what)
 {
     const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
-    return std::string("tacl_unique_id/attempt_") +
+    return std::string(what) + "/attempt_" +
            (attempt != nullptr && *attempt != '\0' ? attempt : "0");
 }
 
@@ -845,31 +1035,9 @@ class TaclBackend : public c10d::Backend {
     TaclBackend(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                 int size, Ms timeout, const std::string &name)
         : c10d::Backend(rank, size), timeout_(timeout),
-          name_(name.substr(0, 127))
+          name_(name.substr(0, 127)), store_(store)
     {
-        tacl_unique_id_t id;
-        const std::string key = id_key();
-        NoGil nogil;
-        if (rank == 0) {
-            tacl_status_t s = tacl_get_unique_id(&id);
-            if (s != TACL_OK)
-                fail("tacl_get_unique_id", nullptr, s);
-            store->set(key, std::vector<uint8_t>(id.internal,
-                                                 id.internal + sizeof(id)));
-        } else {
-            std::vector<uint8_t> v = store->get(key);
-            TORCH_CHECK(v.size() == sizeof(id),
-                        "tacl backend: the unique id in the store has ",
-                        v.size(), " bytes, not ", sizeof(id));
-            std::copy(v.begin(), v.end(), id.internal);
-        }
-        comm_ = std::make_shared<Comm>();
-        tacl_config_t cfg = config();
-        tacl_status_t s =
-            tacl_comm_init_rank_config(size, &id, rank, &cfg, &comm_->comm);
-        if (s != TACL_OK)
-            fail("tacl_comm_init_rank_config", comm_->comm, s);
-        bootstraps++;
+        comm_ = bootstrap(id_key("tacl_unique_id"), name_);
     }
 
     /* A member of a split of parent (color, key as tacl_comm_split). */
@@ -879,7 +1047,8 @@ class TaclBackend : public c10d::Backend {
           name_(name.substr(0, 127))
     {
         comm_ = std::make_shared<Comm>();
-        tacl_config_t cfg = config();
+        comm_->timeout = timeout;
+        tacl_config_t cfg = config(name_);
         tacl_status_t s = parent.split_comm(color, key, &cfg, &comm_->comm);
         if (s != TACL_OK)
             fail("tacl_comm_split_config", parent.comm(), s);
@@ -902,16 +1071,17 @@ class TaclBackend : public c10d::Backend {
           name_(name.substr(0, 127))
     {
         comm_ = std::make_shared<Comm>();
-        tacl_config_t cfg = config();
+        comm_->timeout = timeout;
+        tacl_config_t cfg = config(name_);
         tacl_status_t s;
         {
             NoGil nogil;
             s = tacl_comm_create_group_config(
-                parent.comm(), static_cast<int>(ranks.size()), ranks.data(),
-                tag, &cfg, &comm_->comm);
+                parent.comm_->comm, static_cast<int>(ranks.size()),
+                ranks.data(), tag, &cfg, &comm_->comm);
         }
         if (s != TACL_OK)
-            fail("tacl_comm_create_group_config", parent.comm(), s);
+            fail("tacl_comm_create_group_config", parent.comm_->comm, s);
         made_by_ = "group";
         int r = -1, n = -1;
         tacl_comm_rank(comm_->comm, &r);
@@ -921,9 +1091,25 @@ class TaclBackend : public c10d::Backend {
                     " of ", size);
     }
 
-    tacl_comm_t comm() const { return comm_->comm; }
-    /* The communicator, kept alive by whoever holds it (Snapshot). */
+    /* The communicator of what this thread starts: the callback
+     * communicator inside a future's callbacks, else the group's. */
+    tacl_comm_t comm() { return issuing()->comm; }
+    /* The group's communicator, kept alive by whoever holds it
+     * (Snapshot). */
     std::shared_ptr<Comm> shared_comm() const { return comm_; }
+    /* The store the callback communicator is bootstrapped through (a
+     * split's or group's: the one c10d gave its creator). */
+    void set_store(const c10::intrusive_ptr<c10d::Store> &store)
+    {
+        std::lock_guard<std::mutex> l(callback_mu_);
+        store_ = store;
+    }
+    /* Whether the callback communicator was made (tests). */
+    bool has_callback_comm()
+    {
+        std::lock_guard<std::mutex> l(callback_mu_);
+        return callback_ != nullptr;
+    }
     bool from_split() const { return from_split_; }
     const char *made_by() const { return from_split_ ? "split" : made_by_; }
 
@@ -932,7 +1118,7 @@ class TaclBackend : public c10d::Backend {
                              tacl_comm_t *out)
     {
         NoGil nogil;
-        return tacl_comm_split_config(comm(), color, key, cfg, out);
+        return tacl_comm_split_config(comm_->comm, color, key, cfg, out);
     }
 
     const std::string getBackendName() const override { return "tacl"; }
@@ -1015,7 +1201,7 @@ class TaclBackend : public c10d::Backend {
     uint64_t getSequenceNumberForGroup() override { return seq_; }
 
     c10::intrusive_ptr<c10d::Backend> split(
-        const c10::intrusive_ptr<c10d::Store> &,
+        const c10::intrusive_ptr<c10d::Store> &store,
         const std::vector<int> &ranks,
         const c10::intrusive_ptr<Options> &opts) override
     {
@@ -1033,27 +1219,39 @@ class TaclBackend : public c10d::Backend {
         int key = static_cast<int>(it - ranks.begin());
         Ms t = opts ? opts->timeout : timeout_;
         std::string name = opts ? opts->group_name : name_ + ":split";
-        return c10::make_intrusive<TaclBackend>(
+        auto b = c10::make_intrusive<TaclBackend>(
             *this, color, key, key, static_cast<int>(ranks.size()), t, name);
+        b->set_store(store);
+        return b;
     }
 
     void abort() override
     {
-        if (!comm_->aborted.exchange(true))
-            tacl_comm_abort(comm_->comm);
+        for (Comm *c : {comm_.get(), callback_comm_or_null().get()})
+            if (c != nullptr && !c->aborted.exchange(true))
+                tacl_comm_abort(c->comm);
     }
 
     /*
-     * New operations are refused from now on.  The communicator goes once
+     * New operations are refused from now on.  A communicator goes once
      * no work holds it (a work's request must be freed before it).
      */
     void shutdown() override
     {
-        comm_->shut = true;
-        if (comm_.use_count() == 1 && comm_->comm != nullptr &&
-            !comm_->aborted.exchange(true)) {
-            NoGil nogil;
-            tacl_comm_destroy(comm_->comm);
+        std::shared_ptr<Comm> cb = callback_comm_or_null();
+        {
+            std::lock_guard<std::mutex> l(callback_mu_);
+            callback_.reset();
+        }
+        for (std::shared_ptr<Comm> *c : {&comm_, &cb}) {
+            if (*c == nullptr)
+                continue;
+            (*c)->shut = true;
+            if (c->use_count() == 1 && (*c)->comm != nullptr &&
+                !(*c)->aborted.exchange(true)) {
+                NoGil nogil;
+                tacl_comm_destroy((*c)->comm);
+            }
         }
     }
 
@@ -1718,11 +1916,12 @@ class TaclBackend : public c10d::Backend {
     }
 
   private:
-    tacl_config_t config() const
+    /* name: at most 127 characters, alive until the communicator is made. */
+    tacl_config_t config(const std::string &name) const
     {
         tacl_config_t cfg = TACL_CONFIG_INIT;
         cfg.timeout = static_cast<double>(timeout_.count()) / 1000.0;
-        cfg.name = name_.c_str(); /* at most 127 characters (the ctor) */
+        cfg.name = name.c_str();
         /* The library completes requests (and calls back) by itself. */
         cfg.progress_thread = 1;
         return cfg;
@@ -1745,7 +1944,7 @@ class TaclBackend : public c10d::Backend {
         if (!ref.defined() && !outputs.empty())
             ref = outputs[0];
         seq_++;
-        return c10::make_intrusive<TaclWork>(comm_, getRank(), type, title,
+        return c10::make_intrusive<TaclWork>(issuing(), getRank(), type, title,
                                              std::move(outputs), async,
                                              place_of(ref));
     }
@@ -2028,9 +2227,77 @@ class TaclBackend : public c10d::Backend {
         });
     }
 
+    /*
+     * A communicator of this group's ranks through the store: rank 0's
+     * unique id goes to the others under key.
+     */
+    std::shared_ptr<Comm> bootstrap(const std::string &key,
+                                    const std::string &name)
+    {
+        tacl_unique_id_t id;
+        NoGil nogil;
+        if (getRank() == 0) {
+            tacl_status_t s = tacl_get_unique_id(&id);
+            if (s != TACL_OK)
+                fail("tacl_get_unique_id", nullptr, s);
+            store_->set(key, std::vector<uint8_t>(id.internal,
+                                                  id.internal + sizeof(id)));
+        } else {
+            std::vector<uint8_t> v = store_->get(key);
+            TORCH_CHECK(v.size() == sizeof(id),
+                        "tacl backend: the unique id in the store has ",
+                        v.size(), " bytes, not ", sizeof(id));
+            std::copy(v.begin(), v.end(), id.internal);
+        }
+        auto c = std::make_shared<Comm>();
+        c->timeout = timeout_;
+        tacl_config_t cfg = config(name);
+        tacl_status_t s = tacl_comm_init_rank_config(getSize(), &id,
+                                                     getRank(), &cfg,
+                                                     &c->comm);
+        if (s != TACL_OK)
+            fail("tacl_comm_init_rank_config", c->comm, s);
+        bootstraps++;
+        return c;
+    }
+
+    /*
+     * What this thread starts runs on: inside a tacl future's callbacks
+     * the callback communicator (see Completer), made by the first
+     * callback's collective.  Through the store, not a split of the
+     * group's communicator: that would be a collective among the main
+     * thread's, which the main thread is starting meanwhile.  Every rank
+     * makes it at its first callback's collective, which is the same one
+     * on every rank: callbacks come in the same order.
+     */
+    std::shared_ptr<Comm> issuing()
+    {
+        if (in_callbacks == 0)
+            return comm_;
+        std::lock_guard<std::mutex> l(callback_mu_);
+        if (callback_ == nullptr) {
+            TORCH_CHECK(store_, "tacl backend: a collective inside a "
+                        "future's callback needs the group's store for its "
+                        "communicator, and group ", name_, " has none");
+            callback_ = bootstrap(id_key("tacl_callback_id"),
+                                  callback_name_);
+        }
+        return callback_;
+    }
+
+    std::shared_ptr<Comm> callback_comm_or_null()
+    {
+        std::lock_guard<std::mutex> l(callback_mu_);
+        return callback_;
+    }
+
     std::shared_ptr<Comm> comm_;
     Ms timeout_;
     std::string name_;
+    std::string callback_name_ = name_.substr(0, 117) + ":callbacks";
+    c10::intrusive_ptr<c10d::Store> store_;
+    std::mutex callback_mu_;
+    std::shared_ptr<Comm> callback_;
     uint64_t seq_ = 0;
     bool from_split_ = false;
     const char *made_by_ = "bootstrap"; /* or "group"; see made_by() */
@@ -2391,12 +2658,26 @@ PYBIND11_MODULE(_C, m)
              py::arg("name"),
              "A communicator of some of parent's ranks, made by them only "
              "(tacl_comm_create_group).")
+        .def("_set_store", &TaclBackend::set_store, py::arg("store"),
+             "The store a split's or group's callback communicator is "
+             "bootstrapped through.")
+        .def("_has_callback_comm", &TaclBackend::has_callback_comm,
+             "True once a collective inside a future's callback made the "
+             "callback communicator.")
         .def("_from_split", &TaclBackend::from_split,
              "True when made by tacl_comm_split, not a new bootstrap.")
         .def("_made_by", &TaclBackend::made_by,
              "How the communicator was made: \"bootstrap\" (through the "
              "store), \"split\" (tacl_comm_split) or \"group\" "
              "(tacl_comm_create_group).")
+        .def_static(
+            "_as_callbacks",
+            [](const py::function &f, const py::args &args) {
+                tacl_torch::InCallbacks here;
+                return f(*args);
+            },
+            "f(*args), this thread counting as running a future's "
+            "callbacks meanwhile (tacl_torch wraps Future.then with it).")
         .def_static(
             "_stop_completer", [] { tacl_torch::Completer::get().stop(); },
             py::call_guard<py::gil_scoped_release>(),

@@ -101,6 +101,18 @@ def _default_tacl():
 
 def _create(dist_opts, backend_options=None):
     """Creator for register_backend(extended_api=True)."""
+    backend = _create_backend(dist_opts)
+    # Collectives started inside future callbacks run on a communicator
+    # of their own, bootstrapped through the group's store when first
+    # needed (a split or group has no other).
+    if dist_opts.store is not None:
+        backend._set_store(dist_opts.store)
+    return backend
+
+
+def _create_backend(dist_opts):
+    """The backend of a new group: a split, a group of some ranks, or a
+    bootstrap through the store."""
     rank, size = dist_opts.group_rank, dist_opts.group_size
     timeout = _timeout_of(dist_opts.timeout)
     name = str(dist_opts.group_id or "tacl")
@@ -157,6 +169,30 @@ def _register() -> None:
 _register()
 # The completion thread must not touch Python objects while it finalizes.
 atexit.register(TaclBackend._stop_completer)
+
+
+def _inline_callbacks_apart(name: str) -> None:
+    """Future.then (and add_done_callback) on a future that is already
+    complete runs the callback at once, in the caller's thread.  A tacl
+    work's future completes in a completion thread, so whether a callback
+    runs there or inline in the main thread differs between ranks; the
+    collectives it starts must go to the group's callback communicator
+    either way (backend.cpp, Completer).  So the call counts as running
+    callbacks; for other backends' futures that changes nothing."""
+    original = getattr(torch._C.Future, name)
+    if getattr(original, "_tacl_wrapped", False):
+        return
+
+    def wrapped(self, callback):
+        return TaclBackend._as_callbacks(original, self, callback)
+
+    wrapped._tacl_wrapped = True
+    wrapped.__doc__ = original.__doc__
+    setattr(torch._C.Future, name, wrapped)
+
+
+for _name in ("then", "add_done_callback"):
+    _inline_callbacks_apart(_name)
 
 
 def backend_of(group=None) -> TaclBackend:
