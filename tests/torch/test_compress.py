@@ -13,7 +13,8 @@ on 2 CPU ranks under torchrun (run_torch.sh):
   step;
 - DDP training, 30 steps, with no hook, the fp16 hook and the topk hook
   with error feedback: each learns and ends near the uncompressed loss;
-- compressed reduce-scatter (fp16 exact; topk's residual) and FSDP2's
+- compressed reduce-scatter (fp16 exact; topk's residual; hops "inter"
+  dense on one node) and FSDP2's
   custom reduce-scatter training near FSDP2's own;
 - bad arguments: each raises naming the argument, and the ranks still
   agree afterwards;
@@ -338,6 +339,12 @@ def test_reduce_scatter():
     ref = (sum(gather(sent)) / world)[rank * n:(rank + 1) * n]
     check(torch.equal(out, ref), "topk reduce-scatter: not the mean of what "
           "was sent")
+    # hops "inter" on one node: the links inside it stay dense, so the
+    # exact sum (two ranks: one addition, the same in any order).
+    tacl_torch.compressed_reduce_scatter(out, x, codec="topk", density=0.02,
+                                         scheme="gather", hops="inter")
+    ref = sum(gather(x))[rank * n:(rank + 1) * n]
+    check(torch.equal(out, ref), "hops inter on one node: not the dense sum")
 
 
 def test_fsdp2():
@@ -449,6 +456,10 @@ def test_bad_inputs():
            codec="threshold", density=-1)
     raises("rs size", "input", tacl_torch.compressed_reduce_scatter,
            torch.empty(5), torch.empty(7))
+    raises("rs hops", "hops", tacl_torch.compressed_reduce_scatter,
+           torch.empty(4), torch.empty(8), hops="some")
+    raises("fsdp2 hops", "hops", tacl_torch.CompressedReduceScatter,
+           hops="some")
     raises("fsdp2 codec", "density", tacl_torch.CompressedReduceScatter,
            "topk")
     # Nothing was sent: the ranks still agree.

@@ -1819,15 +1819,16 @@ class TaclBackend : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> compressed_reduce_scatter(
         at::Tensor &output, const at::Tensor &input,
         const tacl_torch::CodecArgs &c, const std::optional<at::Tensor> &err,
-        const std::string &scheme, bool async)
+        const std::string &scheme, const std::string &hops, bool async)
     {
         auto w = work(OpType::REDUCE_SCATTER, "tacl:compressed_reduce_scatter",
                       {output}, async);
         w->keep(input);
         tacl_request_t req = nullptr;
         tacl_torch::comp_reduce_scatter(comm(), output, input, c, err, scheme,
-                                        async ? &req : nullptr);
-        return compressed_started(w, err, req, "tacl_comp_reduce_scatter");
+                                        hops, async ? &req : nullptr);
+        return compressed_started(w, err, req,
+                                  "tacl_comp_reduce_scatter_hops");
     }
 
     /* ---- what only tacl offers ---- */
@@ -2598,17 +2599,18 @@ PYBIND11_MODULE(_C, m)
             [](TaclBackend &b, at::Tensor output, at::Tensor input,
                const std::string &codec, double density, int bits,
                int64_t block, uint64_t seed, std::optional<at::Tensor> err,
-               const std::string &scheme, bool async) {
+               const std::string &scheme, const std::string &hops,
+               bool async) {
                 return b.compressed_reduce_scatter(
                     output, input, {codec, density, bits, block, seed}, err,
-                    scheme, async);
+                    scheme, hops, async);
             },
             py::arg("output"), py::arg("input"), py::arg("codec"),
             py::arg("density"), py::arg("bits"), py::arg("block"),
             py::arg("seed"), py::arg("error_feedback"), py::arg("scheme"),
-            py::arg("async_op") = false,
+            py::arg("hops") = "all", py::arg("async_op") = false,
             py::call_guard<py::gil_scoped_release>(),
-            "tacl_comp_reduce_scatter of float32 CPU tensors: its work "
+            "tacl_comp_reduce_scatter_hops of float32 CPU tensors: its work "
             "(async_op: the _nb form, pending).")
         .def(
             "_compressed_scheme",

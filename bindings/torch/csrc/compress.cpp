@@ -132,6 +132,14 @@ static float *residual_of(const std::optional<at::Tensor> &err, int64_t n)
     return err->data_ptr<float>();
 }
 
+/* "all" or "inter", else ValueError naming it. */
+static tacl_comp_hops_t hops_of(const std::string &hops)
+{
+    TORCH_CHECK_VALUE(hops == "all" || hops == "inter", "tacl: hops '", hops,
+                      "' is not one of all, inter");
+    return hops == "all" ? TACL_COMP_HOPS_ALL : TACL_COMP_HOPS_INTER;
+}
+
 void comp_all_reduce(tacl_comm_t comm, at::Tensor &tensor, const CodecArgs &c,
                      const std::optional<at::Tensor> &err,
                      const std::string &scheme, const std::string &hops,
@@ -139,15 +147,12 @@ void comp_all_reduce(tacl_comm_t comm, at::Tensor &tensor, const CodecArgs &c,
 {
     check_buffer(tensor, "tensor");
     float *e = residual_of(err, tensor.numel());
-    TORCH_CHECK_VALUE(hops == "all" || hops == "inter", "tacl: hops '", hops,
-                      "' is not one of all, inter");
+    tacl_comp_hops_t h = hops_of(hops);
     tacl_codec_params_t p;
     const tacl_codec_t *codec = codec_of(c, &p);
     size_t n = static_cast<size_t>(tensor.numel());
     tacl_comp_scheme_t s = scheme_of(comm, codec, &p, n, false, scheme);
     float *buf = tensor.data_ptr<float>();
-    tacl_comp_hops_t h =
-        hops == "all" ? TACL_COMP_HOPS_ALL : TACL_COMP_HOPS_INTER;
     /* The _nb form copies p now; the buffers stay with the caller's
      * work until the request completes. */
     tacl_status_t st =
@@ -162,8 +167,10 @@ void comp_all_reduce(tacl_comm_t comm, at::Tensor &tensor, const CodecArgs &c,
 void comp_reduce_scatter(tacl_comm_t comm, at::Tensor &output,
                          const at::Tensor &input, const CodecArgs &c,
                          const std::optional<at::Tensor> &err,
-                         const std::string &scheme, tacl_request_t *req)
+                         const std::string &scheme, const std::string &hops,
+                         tacl_request_t *req)
 {
+    tacl_comp_hops_t h = hops_of(hops);
     check_buffer(output, "output");
     check_buffer(input, "input");
     int size = 0;
@@ -184,12 +191,13 @@ void comp_reduce_scatter(tacl_comm_t comm, at::Tensor &output,
     size_t n = static_cast<size_t>(output.numel());
     tacl_comp_scheme_t s = scheme_of(comm, codec, &p, n, true, scheme);
     st = req == nullptr
-             ? tacl_comp_reduce_scatter(input.data_ptr<float>(),
-                                        output.data_ptr<float>(), n, codec,
-                                        &p, e, s, comm)
-             : tacl_comp_reduce_scatter_nb(input.data_ptr<float>(),
-                                           output.data_ptr<float>(), n,
-                                           codec, &p, e, s, comm, req);
+             ? tacl_comp_reduce_scatter_hops(input.data_ptr<float>(),
+                                             output.data_ptr<float>(), n,
+                                             codec, &p, e, s, h, comm)
+             : tacl_comp_reduce_scatter_hops_nb(input.data_ptr<float>(),
+                                                output.data_ptr<float>(), n,
+                                                codec, &p, e, s, h, comm,
+                                                req);
     if (st != TACL_OK)
         comp_fail("compressed_reduce_scatter", comm, st);
 }

@@ -59,10 +59,12 @@ void comp_all_reduce(tacl_comm_t comm, at::Tensor &tensor, const CodecArgs &c,
                      tacl_request_t *req);
 
 /* output (n values) gets block rank of the sum over ranks of input
- * (size x n values), each travelling encoded; req as comp_all_reduce. */
+ * (size x n values), each travelling encoded on the hops named ("all",
+ * or "inter": tacl_comp_reduce_scatter_hops); req as comp_all_reduce. */
 void comp_reduce_scatter(tacl_comm_t comm, at::Tensor &output,
                          const at::Tensor &input, const CodecArgs &c,
                          const std::optional<at::Tensor> &err,
-                         const std::string &scheme, tacl_request_t *req);
+                         const std::string &scheme, const std::string &hops,
+                         tacl_request_t *req);
 
 } // namespace tacl_torch

@@ -211,15 +211,17 @@ def _started(work, finish, outputs, async_op):
 def compressed_reduce_scatter(output, input, codec="fp16", density=None,
                               bits=None, block=256, seed=0,
                               error_feedback=None, scheme="auto",
-                              op=dist.ReduceOp.SUM, group=None,
+                              hops="all", op=dist.ReduceOp.SUM, group=None,
                               async_op=False):
     """Like reduce_scatter_tensor (SUM or AVG), every rank's data
-    travelling encoded by `codec` (tacl_comp_reduce_scatter): input holds
-    world x output.numel() values, output gets this rank's block of the
-    sum.  error_feedback is as input's size; the other arguments as in
-    compressed_all_reduce."""
+    travelling encoded by `codec` (tacl_comp_reduce_scatter_hops): input
+    holds world x output.numel() values, output gets this rank's block of
+    the sum.  error_feedback is as input's size (with hops "inter" a rank
+    keeps its node's residual of its rail's ranks' blocks); the other
+    arguments as in compressed_all_reduce."""
     args, _ = _codec_args(codec, density, bits, block)
     _choice(scheme, _SCHEMES, "scheme")
+    _choice(hops, _HOPS, "hops")
     avg = _average(op)
     src, _ = _staged(input, "input")
     out, copy = _staged(output, "output")
@@ -227,7 +229,8 @@ def compressed_reduce_scatter(output, input, codec="fp16", density=None,
     backend = _backend(group)
     finish = _finisher(out, avg, backend.size(), output, copy)
     work = backend._compressed_reduce_scatter(out, src, *args, int(seed),
-                                              err, scheme, bool(async_op))
+                                              err, scheme, hops,
+                                              bool(async_op))
     return _started(work, finish, [output], async_op)
 
 
@@ -322,12 +325,15 @@ class CompressedReduceScatter(_fsdp_reduce_scatter_base()):
     """FSDP2's custom reduce-scatter through tacl's compressed
     reduce-scatter: fully_shard(m); m.set_custom_reduce_scatter(
     CompressedReduceScatter("topk", density=0.05)).  Give each module its
-    own: it keeps one residual per input size and group (error_feedback)."""
+    own: it keeps one residual per input size and group (error_feedback).
+    hops="inter" keeps the links inside a node dense (HSDP's shard group
+    spanning nodes is where it pays)."""
 
     def __init__(self, codec="fp16", density=None, bits=None, block=256,
-                 scheme="auto", error_feedback=True):
+                 scheme="auto", error_feedback=True, hops="all"):
         self.codec_args, _ = _codec_args(codec, density, bits, block)
         self.scheme = _choice(scheme, _SCHEMES, "scheme")
+        self.hops = _choice(hops, _HOPS, "hops")
         self.error_feedback = bool(error_feedback)
         self.residuals = {}  # (group name, input size) -> residual
         self.calls = 0
@@ -349,5 +355,5 @@ class CompressedReduceScatter(_fsdp_reduce_scatter_base()):
         self.calls += 1
         return compressed_reduce_scatter(
             output_tensor, input_tensor, *self.codec_args, seed=seed,
-            error_feedback=err, scheme=self.scheme, op=op, group=group,
-            async_op=async_op)
+            error_feedback=err, scheme=self.scheme, hops=self.hops, op=op,
+            group=group, async_op=async_op)
