@@ -1507,6 +1507,10 @@ tacl_status_t tacl_codec_decode_accumulate(const tacl_codec_t *codec,
  *   all-gathers (v) it and decodes (the divisible scheme; any codec).
  * - SUM: for a TACL_CODEC_SUMMABLE codec: the encodings are reduced as
  *   they are, as arrays of the codec's sum_dtype, and decoded once.
+ * - QUANT_A2A ("qgz"): reduce-scatter only, codecs int8 and int4 only:
+ *   qgZ's quantized all-to-all (tacl_reduce_scatter_quantized with the
+ *   codec's bits and block), bit for bit.  qgZ keeps no residual, so err
+ *   must be NULL; its cost is not estimated yet.
  *
  * err: NULL, or a caller-owned float32 residual as long as sendbuf (zero
  * at first), used for error feedback as tacl_codec_encode's errs.  The
@@ -1517,10 +1521,11 @@ typedef enum {
     TACL_COMP_GATHER = 0,
     TACL_COMP_SHUFFLE,
     TACL_COMP_SUM,
+    TACL_COMP_QUANT_A2A,
     TACL_NUM_COMP_SCHEMES
 } tacl_comp_scheme_t;
 
-/** "gather", "shuffle", "sum", or "invalid". */
+/** "gather", "shuffle", "sum", "qgz", or "invalid". */
 const char *tacl_comp_scheme_name(tacl_comp_scheme_t scheme);
 
 /** recvbuf (count values) gets the sum over ranks of the decoded inputs. */

@@ -46,6 +46,7 @@ static const char *const scheme_names[TACL_NUM_COMP_SCHEMES] = {
     "gather",
     "shuffle",
     "sum",
+    "qgz",
 };
 
 TACL_EXPORT const char *tacl_comp_scheme_name(tacl_comp_scheme_t scheme)
@@ -541,6 +542,28 @@ static tacl_status_t run_gather_reduce_scatter(const call_t *c)
  * ---- Entry points. ----
  */
 
+/* The codecs whose encoding is qgZ's block quantization (codec.c). */
+static int is_block_quantizer(const tacl_codec_t *codec)
+{
+    return strcmp(codec->name, "int8") == 0 ||
+           strcmp(codec->name, "int4") == 0;
+}
+
+/*
+ * QUANT_A2A: the qgZ builder itself (algorithms/qgz.c, thesis section
+ * 4.4's divisible all-to-all with requantization between the hops), so
+ * the result is tacl_reduce_scatter_quantized's bit for bit.
+ */
+static tacl_status_t run_qgz(const call_t *c)
+{
+    /* The codec has checked that bits is its name's width. */
+    tacl_quant_t q = {.bits = c->params->bits, .block = c->params->block};
+
+    return tacl_reduce_scatter_quantized(c->send, c->recv, c->count,
+                                         TACL_FLOAT32, TACL_SUM, &q, c->comm,
+                                         NULL);
+}
+
 tacl_status_t tacl__comp_check(const char *name, const tacl_codec_t *codec,
                                const tacl_codec_params_t *params,
                                tacl_comp_scheme_t scheme)
@@ -555,12 +578,18 @@ tacl_status_t tacl__comp_check(const char *name, const tacl_codec_t *codec,
                            "%s: the codec params are NULL", name);
     if ((unsigned)scheme >= TACL_NUM_COMP_SCHEMES)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "%s: unknown scheme %d (gather, shuffle or sum)",
+                           "%s: unknown scheme %d (gather, shuffle, sum or "
+                           "qgz)",
                            name, (int)scheme);
     if (scheme == TACL_COMP_SUM && !(codec->flags & TACL_CODEC_SUMMABLE))
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: scheme sum needs a summable codec; %s is "
                            "not (use gather or shuffle)",
+                           name, codec->name);
+    if (scheme == TACL_COMP_QUANT_A2A && !is_block_quantizer(codec))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: scheme qgz needs a block quantizer (int8 "
+                           "or int4); %s is not",
                            name, codec->name);
     return tacl_codec_check(codec, params);
 }
@@ -568,12 +597,29 @@ tacl_status_t tacl__comp_check(const char *name, const tacl_codec_t *codec,
 /* The arguments every call and estimate takes. */
 static tacl_status_t check_args(const call_t *c)
 {
+    tacl_status_t st;
+
     if (c->kind != KIND_ALLREDUCE && c->n > 0 &&
         c->count > SIZE_MAX / (size_t)c->n)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "%s: count %zu times %d ranks overflows", c->name,
                            c->count, c->n);
-    return tacl__comp_check(c->name, c->codec, c->params, c->scheme);
+    st = tacl__comp_check(c->name, c->codec, c->params, c->scheme);
+    if (st != TACL_OK || c->scheme != TACL_COMP_QUANT_A2A)
+        return st;
+    if (c->kind != KIND_REDUCE_SCATTER)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: scheme qgz is a reduce-scatter (use "
+                           "tacl_comp_reduce_scatter)",
+                           c->name);
+    /* qgZ requantizes between its hops and keeps no residual: an err
+     * here would be left stale, so it is refused, not ignored. */
+    if (c->err != NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "%s: scheme qgz keeps no error feedback; pass "
+                           "err NULL",
+                           c->name);
+    return TACL_OK;
 }
 
 /* The buffers and the context of a call that runs (not an estimate). */
@@ -664,6 +710,8 @@ static tacl_status_t comp_run(call_t *c)
     case KIND_ALLGATHER:
         return run_whole(c, c->recv, 1);
     case KIND_REDUCE_SCATTER:
+        if (c->scheme == TACL_COMP_QUANT_A2A)
+            return run_qgz(c);
         if (c->scheme == TACL_COMP_GATHER)
             return run_gather_reduce_scatter(c);
         if (c->scheme == TACL_COMP_SHUFFLE) {
@@ -754,6 +802,9 @@ static tacl_status_t comp_estimate(call_t *c, tacl_sim_info_t *info_p)
                            "allgather)",
                            tacl_coll_name(c->coll));
     st = comp_prepare(c);
+    if (st == TACL_OK && c->scheme == TACL_COMP_QUANT_A2A)
+        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
+                           "%s: scheme qgz is not estimated yet", c->name);
     if (st == TACL_OK)
         st = scheme_steps(c, steps, &nsteps);
     if (st != TACL_OK)

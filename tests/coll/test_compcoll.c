@@ -318,7 +318,7 @@ static int body_all(coll_ctx_t *ctx)
         COLL_CHECK_OK(ctx, coll_join_node(ctx, "compcoll-node", 2, &comm));
     for (int k = 0; k < 3 && !failed; k++) {
         for (size_t ci = 0; ci < NCODECS && !failed; ci++) {
-            for (int s = 0; s < TACL_NUM_COMP_SCHEMES && !failed; s++) {
+            for (int s = 0; s < TACL_COMP_QUANT_A2A && !failed; s++) {
                 const tacl_codec_t *codec;
                 call_case_t c = {.kind = (kind_t)k,
                                  .scheme = (tacl_comp_scheme_t)s,
@@ -371,7 +371,7 @@ static int body_empty(coll_ctx_t *ctx)
     float x = 1, y = 7;
 
     COLL_CHECK_OK(ctx, tacl_codec_find("fp16", &codec));
-    for (int s = 0; s < TACL_NUM_COMP_SCHEMES; s++) {
+    for (int s = 0; s < TACL_COMP_QUANT_A2A; s++) {
         COLL_CHECK_OK(ctx,
                       tacl_comp_allreduce(&x, &y, 0, codec, &p, NULL,
                                           (tacl_comp_scheme_t)s, ctx->comm));
@@ -770,7 +770,7 @@ static int body_hier(coll_ctx_t *ctx)
         const tacl_codec_t *codec;
 
         COLL_CHECK_OK(ctx, tacl_codec_find(codecs[ci].codec, &codec));
-        for (int s = 0; s < TACL_NUM_COMP_SCHEMES && !failed; s++) {
+        for (int s = 0; s < TACL_COMP_QUANT_A2A && !failed; s++) {
             call_case_t c = {.kind = K_ALLREDUCE,
                              .scheme = (tacl_comp_scheme_t)s,
                              .cc = &codecs[ci],
@@ -919,4 +919,107 @@ static int body_hier_one_node(coll_ctx_t *ctx)
 Test(compcoll, hops_inter_on_one_node, .timeout = 120)
 {
     coll_run_expect_pass(3, body_hier_one_node, NULL, NULL);
+}
+
+/*
+ * Scheme qgz is qgZ itself: tacl_comp_reduce_scatter with it equals
+ * tacl_reduce_scatter_quantized bit for bit, on one node and on two
+ * emulated ones (where qgZ's two hops and requantization run).
+ */
+static int qgz_case(coll_ctx_t *ctx, tacl_comm_t comm, const char *name,
+                    size_t count)
+{
+    const tacl_codec_t *codec;
+    tacl_quant_t q = {.bits = strcmp(name, "int8") == 0 ? 8 : 4,
+                      .block = 64};
+    tacl_codec_params_t p = {.bits = q.bits, .block = 64};
+    int n = ctx->nranks;
+    float *x = malloc(count * (size_t)n * sizeof(float));
+    float *got = malloc(count * sizeof(float));
+    float *want = malloc(count * sizeof(float));
+    int failed = x == NULL || got == NULL || want == NULL;
+
+    COLL_CHECK(ctx, !failed, "no memory");
+    COLL_CHECK_OK(ctx, tacl_codec_find(name, &codec));
+    fill_input(x, count * (size_t)n, ctx->rank, 0, 0, 3);
+    COLL_CHECK_OK(ctx, tacl_reduce_scatter_quantized(x, want, count,
+                                                     TACL_FLOAT32, TACL_SUM,
+                                                     &q, comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_comp_reduce_scatter(x, got, count, codec, &p,
+                                                NULL, TACL_COMP_QUANT_A2A,
+                                                comm));
+    COLL_CHECK(ctx, memcmp(got, want, count * sizeof(float)) == 0,
+               "%s count %zu: scheme qgz differs from qgZ", name, count);
+    free(x);
+    free(got);
+    free(want);
+    return 0;
+}
+
+static int body_qgz(coll_ctx_t *ctx)
+{
+    static const char *const names[] = {"int8", "int4"};
+    static const size_t counts[] = {1, 64, 131, 1000};
+    tacl_comm_t comm = ctx->comm;
+    int failed = 0;
+
+    if (ctx->arg != NULL)
+        COLL_CHECK_OK(ctx, coll_join_node(ctx, "qgz-node", 2, &comm));
+    for (size_t i = 0; i < 2 && !failed; i++)
+        for (size_t j = 0; j < 4 && !failed; j++)
+            failed = qgz_case(ctx, comm, names[i], counts[j]);
+    if (ctx->arg != NULL)
+        COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    return failed;
+}
+
+Test(compcoll, qgz_scheme_is_qgz, .timeout = 300)
+{
+    static int two = 2;
+    coll_opts_t one = {.nranks = 4, .deadline_s = 240};
+    coll_opts_t nodes = {.nranks = 4,
+                         .deadline_s = 240,
+                         .arg = &two,
+                         .init = COLL_INIT_MANUAL};
+
+    coll_run_opts_expect_pass(&one, body_qgz);
+    coll_run_opts_expect_pass(&nodes, body_qgz);
+}
+
+/* Scheme qgz refuses what qgZ cannot do, naming it. */
+static int body_qgz_bad(coll_ctx_t *ctx)
+{
+    const tacl_codec_t *fp16, *int8;
+    tacl_codec_params_t p = {.bits = 8, .block = 64};
+    float x[64] = {0}, y[64] = {0}, err[64] = {0};
+    tacl_sim_info_t info;
+
+    COLL_CHECK_OK(ctx, tacl_codec_find("fp16", &fp16));
+    COLL_CHECK_OK(ctx, tacl_codec_find("int8", &int8));
+    EXPECT_BAD(ctx,
+               tacl_comp_reduce_scatter(x, y, 16, fp16, &p, NULL,
+                                        TACL_COMP_QUANT_A2A, ctx->comm),
+               "fp16 is not");
+    EXPECT_BAD(ctx,
+               tacl_comp_reduce_scatter(x, y, 16, int8, &p, err,
+                                        TACL_COMP_QUANT_A2A, ctx->comm),
+               "no error feedback");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce(x, y, 64, int8, &p, NULL,
+                                   TACL_COMP_QUANT_A2A, ctx->comm),
+               "qgz is a reduce-scatter");
+    COLL_CHECK_FAILS(ctx,
+                     tacl_comp_estimate(ctx->comm, TACL_COLL_REDUCE_SCATTER,
+                                        16, int8, &p, TACL_COMP_QUANT_A2A,
+                                        &info),
+                     TACL_ERR_UNSUPPORTED, "not estimated");
+    COLL_CHECK(ctx,
+               strcmp(tacl_comp_scheme_name(TACL_COMP_QUANT_A2A), "qgz") == 0,
+               "scheme name");
+    return 0;
+}
+
+Test(compcoll, qgz_bad_input_is_named, .timeout = 120)
+{
+    coll_run_expect_pass(4, body_qgz_bad, NULL, NULL);
 }

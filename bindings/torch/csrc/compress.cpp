@@ -77,12 +77,14 @@ static tacl_comp_scheme_t scheme_of(tacl_comm_t comm,
             return s;
     }
     TORCH_CHECK_VALUE(scheme == "auto", "tacl: scheme '", scheme,
-                      "' is not one of auto, gather, shuffle, sum");
+                      "' is not one of auto, gather, shuffle, sum, qgz");
     tacl_comp_scheme_t best = TACL_COMP_GATHER;
     double best_s = std::numeric_limits<double>::infinity();
     for (int i = 0; i < TACL_NUM_COMP_SCHEMES; i++) {
         auto s = static_cast<tacl_comp_scheme_t>(i);
         if (s == TACL_COMP_SUM && !(codec->flags & TACL_CODEC_SUMMABLE))
+            continue;
+        if (s == TACL_COMP_QUANT_A2A) /* not estimated: asked by name only */
             continue;
         tacl_sim_info_t info;
         tacl_status_t st = tacl_comp_estimate(comm,

@@ -42,7 +42,7 @@ __all__ = [
     "CompressedReduceScatter",
 ]
 
-_SCHEMES = ("auto", "gather", "shuffle", "sum")
+_SCHEMES = ("auto", "gather", "shuffle", "sum", "qgz")
 _HOPS = ("all", "inter")
 _PLANS = ("none",)
 
