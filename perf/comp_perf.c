@@ -171,8 +171,10 @@ int main(int argc, char **argv)
                 tacl_sim_info_t info;
                 double t;
 
-                if (s == TACL_COMP_SUM &&
-                    !(codec->flags & TACL_CODEC_SUMMABLE))
+                /* qgz is a reduce-scatter scheme only. */
+                if ((s == TACL_COMP_SUM &&
+                     !(codec->flags & TACL_CODEC_SUMMABLE)) ||
+                    s == TACL_COMP_QUANT_A2A)
                     continue;
                 memset(err, 0, count * sizeof(float));
                 t = time_calls(comm, iters, x, y, count, codec, &p, err,
