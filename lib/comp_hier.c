@@ -35,13 +35,6 @@
 #include "compcoll.h"
 #include "log.h"
 
-static const char *call_name(tacl_coll_t coll)
-{
-    return coll == TACL_COLL_REDUCE_SCATTER ? "comp_reduce_scatter"
-           : coll == TACL_COLL_ALLGATHER    ? "comp_allgather"
-                                            : "comp_allreduce";
-}
-
 /* What a hierarchical call needs of comm: its node and rail
  * communicators, the node count N and ranks a node L. */
 typedef struct {
@@ -66,7 +59,7 @@ static tacl_status_t hier_begin(tacl_comm_t comm, tacl_coll_t coll,
     if (st != TACL_OK || count == 0 || comm->view.n_nodes == 1)
         return st;
     *flat_p = 0;
-    st = tacl__comm_need_even_nodes(comm, call_name(coll));
+    st = tacl__comm_need_even_nodes(comm, tacl__comp_name(coll));
     if (st == TACL_OK)
         st = tacl_comm_get_local(comm, &h->local);
     if (st == TACL_OK)
@@ -120,7 +113,7 @@ static tacl_status_t blocks_get(tacl_comm_t comm, const hier_t *h, size_t c,
     if (b->staged == NULL || b->part == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
                            "%s: no memory for %d blocks of %zu values",
-                           call_name(coll), comm->size, c);
+                           tacl__comp_name(coll), comm->size, c);
     return TACL_OK;
 }
 
@@ -131,17 +124,23 @@ static void blocks_put(blocks_t *b)
     free(b->part);
 }
 
-/* Blocks of c values between rank order and rail order: to_rails moves
- * block order[i] of `ranks` to block i of `rails`, else back. */
-static void permute(float *ranks, float *rails, const int *order, int n,
-                    size_t c, int to_rails)
+/* Blocks of c values from rank order to rail order: block order[i] of
+ * ranks to block i of rails. */
+static void to_rails(const float *ranks, float *rails, const int *order,
+                     int n, size_t c)
 {
-    for (int i = 0; i < n; i++) {
-        float *at_rank = ranks + (size_t)order[i] * c, *at_rail = rails + i * c;
-
-        memcpy(to_rails ? at_rail : at_rank, to_rails ? at_rank : at_rail,
+    for (int i = 0; i < n; i++)
+        memcpy(rails + (size_t)i * c, ranks + (size_t)order[i] * c,
                c * sizeof(float));
-    }
+}
+
+/* The inverse: block i of rails to block order[i] of ranks. */
+static void to_ranks(const float *rails, float *ranks, const int *order,
+                     int n, size_t c)
+{
+    for (int i = 0; i < n; i++)
+        memcpy(ranks + (size_t)order[i] * c, rails + (size_t)i * c,
+               c * sizeof(float));
 }
 
 static tacl_status_t allreduce_inter(const float *send, float *recv,
@@ -225,16 +224,16 @@ static tacl_status_t reduce_scatter_inter(const float *send, float *recv,
         goto out;
     /* This rank's rail's ranks: their residuals are its node's. */
     mine = b.order + h.local_rank * h.n_nodes;
-    permute((float *)send, b.staged, b.order, comm->size, c, 1);
+    to_rails(send, b.staged, b.order, comm->size, c);
     st = tacl_reduce_scatter(b.staged, b.part, h.n_nodes * c, TACL_FLOAT32,
                              TACL_SUM, h.local, NULL);
     if (rail_err != NULL)
-        permute(err, rail_err, mine, (int)h.n_nodes, c, 1);
+        to_rails(err, rail_err, mine, (int)h.n_nodes, c);
     if (st == TACL_OK)
         st = tacl_comp_reduce_scatter(b.part, recv, c, codec, params,
                                       rail_err, scheme, h.rail);
     if (st == TACL_OK && rail_err != NULL)
-        permute(err, rail_err, mine, (int)h.n_nodes, c, 0);
+        to_ranks(rail_err, err, mine, (int)h.n_nodes, c);
 out:
     blocks_put(&b);
     free(rail_err);
@@ -263,7 +262,7 @@ static tacl_status_t allgather_inter(const float *send, float *recv,
         st = tacl_allgather(b.part, b.staged, h.n_nodes * c, TACL_FLOAT32,
                             h.local, NULL);
     if (st == TACL_OK)
-        permute(recv, b.staged, b.order, comm->size, c, 0);
+        to_ranks(b.staged, recv, b.order, comm->size, c);
     blocks_put(&b);
     return st;
 }
@@ -275,7 +274,7 @@ tacl_status_t tacl__comp_check_hops(tacl_coll_t coll, const float *send,
                                     tacl_comp_scheme_t scheme,
                                     tacl_comp_hops_t hops)
 {
-    const char *name = call_name(coll);
+    const char *name = tacl__comp_name(coll);
 
     if (hops != TACL_COMP_HOPS_INTER)
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,

@@ -656,6 +656,11 @@ static kind_t kind_of(tacl_coll_t coll)
                                               : KIND_ALLREDUCE;
 }
 
+const char *tacl__comp_name(tacl_coll_t coll)
+{
+    return kind_names[kind_of(coll)];
+}
+
 tacl_status_t tacl__comp_agree(tacl_comm_t comm, tacl_coll_t coll,
                                size_t count, const tacl_codec_t *codec,
                                const tacl_codec_params_t *params,

@@ -16,6 +16,10 @@ tacl_status_t tacl__comp_check(const char *name, const tacl_codec_t *codec,
                                const tacl_codec_params_t *params,
                                tacl_comp_scheme_t scheme);
 
+/** The name a compressed coll (TACL_COLL_ALLREDUCE, _REDUCE_SCATTER or
+ *  _ALLGATHER) goes by in messages: "comp_allreduce", ... */
+const char *tacl__comp_name(tacl_coll_t coll);
+
 /**
  * All-gather the header of a compressed coll (TACL_COLL_ALLREDUCE,
  * _REDUCE_SCATTER or _ALLGATHER) of count values with these codec,
