@@ -3,7 +3,8 @@
 on 2 CPU ranks under torchrun (run_torch.sh):
 
 - fp16 all-reduce (scheme sum) bit for bit against the float16 sum of
-  the ranks' float16 casts; "auto" within the cast's bound;
+  the ranks' float16 casts; "auto" within the cast's bound; fp16 and
+  bf16 with a residual: the residual after is what the cast rounded away;
 - topk with error feedback, two steps: what was sent plus the residual
   is the input (plus the last residual) bit for bit, exactly ceil(density
   n) values sent, none dropped larger than one sent, and the result the
@@ -93,6 +94,22 @@ def test_fp16():
     check(torch.equal(b, fp16_sum([p.to(torch.bfloat16).float()
                                    for p in xs]).to(torch.bfloat16)),
           "fp16 on bfloat16 input: not the staged sum")
+    # With a residual, the input plus the residual is what is cast, and
+    # the residual after keeps what the cast rounded away, bit for bit;
+    # bf16 the same on its own type.
+    for codec, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        err = data(4097, 20 + rank) * 1e-3
+        pre = x + err
+        r = x.clone()
+        tacl_torch.compressed_all_reduce(r, codec=codec, scheme="sum",
+                                         error_feedback=err)
+        check(torch.equal(err, pre - pre.to(dtype).float()),
+              f"{codec} residual: not what the cast rounded away")
+        acc = None
+        for p in gather(pre):
+            acc = p.to(dtype) if acc is None else acc + p.to(dtype)
+        check(torch.equal(r, acc.float()),
+              f"{codec} sum with residual: not the sum of the casts")
 
 
 def test_async():

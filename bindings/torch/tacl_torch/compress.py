@@ -18,7 +18,9 @@ other host-composed calls); the average and any copy back happen when it
 completes, before its future does.  The hook runs that way, so a
 bucket's communication overlaps the rest of backward.  The first such
 call on a group waits for every rank (it splits the worker's
-communicator).
+communicator).  A cast codec's ("fp16", "bf16") "sum" over all hops runs
+as torch's fp16_compress_hook does: the cast tensor through the
+backend's plain all-reduce, the same sum without the worker.
 
 The calls take float32 CPU tensors; a tensor of another floating dtype
 or on a GPU is copied to float32 on the host for the call and the result
@@ -183,9 +185,51 @@ def compressed_all_reduce(tensor, codec="fp16", density=None, bits=None,
     err = _residual_arg(error_feedback, buf.numel())
     backend = _backend(group)
     finish = _finisher(buf, avg, backend.size(), tensor, copy)
-    work = backend._compressed_all_reduce(buf, *args, int(seed), err,
-                                          scheme, hops, bool(async_op))
+    cast = _CASTS.get(codec)
+    if cast is not None and hops == "all" and \
+            _resolved(backend, args, buf.numel(), scheme) == "sum":
+        work, finish = _cast_sum(buf, cast, err, group, finish)
+        if not async_op:
+            work.wait()
+    else:
+        work = backend._compressed_all_reduce(buf, *args, int(seed), err,
+                                              scheme, hops, bool(async_op))
     return _started(work, finish, [tensor], async_op)
+
+
+# The codecs that are a cast to a narrower float type: their "sum" scheme
+# is the plain all-reduce of the cast tensor, summed in that type.
+_CASTS = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _resolved(backend, args, n, scheme):
+    """The scheme an all-reduce of n values runs ("auto" resolved)."""
+    if scheme != "auto":
+        return scheme
+    codec, density, bits, block = args
+    return backend._compressed_scheme(codec, density, bits, block, n, False,
+                                      scheme)
+
+
+def _cast_sum(buf, dtype, err, group, finish):
+    """A cast codec's sum scheme as torch's fp16_compress_hook runs it:
+    buf (plus the residual) cast to dtype, the backend's own all-reduce of
+    the cast tensor, and the sum cast back into buf (finish's job to
+    average), returned with the work.  Not through the compressed call's worker: the plain
+    all-reduce runs in the communicator's progress like every other
+    collective, and the cast costs one pass each way.  The residual, where
+    there is one, keeps what the cast rounded away."""
+    if err is not None:
+        buf.add_(err)
+    narrow = buf.to(dtype)
+    if err is not None:
+        torch.sub(buf, narrow, out=err)
+    work = dist.all_reduce(narrow, group=group, async_op=True)
+
+    def widen():
+        buf.copy_(narrow)
+        finish()
+    return work, widen
 
 
 def _finisher(buf, avg, size, dst, copy):
