@@ -110,6 +110,11 @@
       "milliseconds a background send (a snapshot's part) waits at most "   \
       "for the foreground operations in flight to end before it starts "    \
       "anyway")                                                              \
+    X(BG_QUIET_US, "2000",                                                   \
+      "microseconds without a foreground send in flight to another node "   \
+      "before a background send to another node may start: the gap "       \
+      "between the steps of one collective is shorter, the compute "       \
+      "between collectives longer")                                          \
     X(SNAP_FUSED_CRC, "1",                                                   \
       "1: a snapshot's own copy takes its CRC32C checksums while copying, "  \
       "one pass over the regions; 0: a copy, then a second pass for the "    \

@@ -264,6 +264,8 @@ static void ctx_wait_settings(tacl__ctx_t *ctx)
     ctx->bg_max_hold_ns =
         (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_BG_MAX_HOLD_MS), 0) *
         1000000ull;
+    ctx->bg_quiet_ns =
+        (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_BG_QUIET_US), 0) * 1000u;
     ctx->wait_yield_ns =
         (uint64_t)TACL_MAX(tacl__config_int(TACL_CFG_SHM_YIELD_US), 0) *
         1000u;

@@ -51,6 +51,8 @@ typedef struct tacl__ctx {
     tacl__tl_op_t *held_tail;
     int fg_active;             /* executions in flight on foreground
                                   communicators (under the lock) */
+    int fg_net_sends;          /* their sends in flight to other nodes */
+    uint64_t fg_net_quiet_ns;  /* when the last of those ended */
     _Atomic int sched_active;  /* of them, schedules (not an engine's);
                                   changed under the lock, a waiter's
                                   poll reads it without */
@@ -64,6 +66,7 @@ typedef struct tacl__ctx {
     long long wait_spin;       /* TACL_SHM_SPIN */
     uint64_t wait_yield_ns;    /* TACL_SHM_YIELD_US */
     uint64_t bg_max_hold_ns;   /* TACL_BG_MAX_HOLD_MS */
+    uint64_t bg_quiet_ns;      /* TACL_BG_QUIET_US */
     uint64_t last_event_ns;    /* last progress round that moved */
     unsigned flight_gen;       /* last TACL_FLIGHT_SIGNAL dumped for */
     /* The progress thread (progress.c), under the lock. */

@@ -224,14 +224,22 @@ static void step_complete(tacl__exec_t *e, uint32_t id)
 
 /*
  * Background traffic (tacl__xcomm_t.background): its bulk sends yield to
- * the foreground executions of the context, as the thesis' section 6.5
+ * the foreground traffic of the context, as the thesis' section 6.5
  * sends snapshot chunks in the gaps of training traffic.  A send of at
- * least TACL__BG_BULK_BYTES waits while a foreground execution is in
- * flight, for TACL_BG_MAX_HOLD_MS at most (a foreground operation that
- * waits on a peer which waits on this data cannot hold it for ever), and
- * while background depth sends of its execution are in flight (the
- * pipeline of staging parts).  Receives, local steps and small sends
- * (headers, agreements) never wait.
+ * least TACL__BG_BULK_BYTES waits while background depth sends of its
+ * execution are in flight (the pipeline of staging parts), and while its
+ * link is busy with foreground traffic:
+ * - to another node: while a foreground send to another node is in
+ *   flight, or ended less than TACL_BG_QUIET_US ago (the gaps between a
+ *   collective's steps are shorter; the compute between collectives,
+ *   the idle link time a snapshot fills, is longer).  A foreground
+ *   execution that only waits, for a peer or a receive, leaves the
+ *   uplink idle and does not hold the send;
+ * - inside the node: while any foreground execution is in flight;
+ * for TACL_BG_MAX_HOLD_MS at most either way (a foreground operation
+ * that waits on a peer which waits on this data cannot hold it for
+ * ever).  Receives, local steps and small sends (headers, agreements)
+ * never wait.
  */
 #define TACL__BG_BULK_BYTES (16u << 10)
 
@@ -243,6 +251,26 @@ static int bg_bulk(const tacl__exec_t *e, uint32_t id)
            st->bytes >= TACL__BG_BULK_BYTES;
 }
 
+/* Whether a send of step st to world rank world is foreground traffic
+ * on this node's network link. */
+static int fg_net_send(const tacl__exec_t *e, const tacl__step_t *st,
+                       int world)
+{
+    const tacl__ctx_t *ctx = e->ctx;
+
+    return !e->xc->background && st->kind == TACL__STEP_SEND &&
+           ctx->node_of[world] != ctx->node_of[ctx->rank];
+}
+
+/* Whether foreground traffic occupies the link to world rank world. */
+static int fg_link_busy(const tacl__ctx_t *ctx, int world)
+{
+    if (ctx->node_of[world] == ctx->node_of[ctx->rank])
+        return ctx->fg_active > 0;
+    return ctx->fg_net_sends > 0 ||
+           tacl__now_ns() - ctx->fg_net_quiet_ns < ctx->bg_quiet_ns;
+}
+
 static int bg_send_held(tacl__exec_t *e, uint32_t id)
 {
     uint64_t now;
@@ -251,7 +279,7 @@ static int bg_send_held(tacl__exec_t *e, uint32_t id)
         return 0;
     if (e->bg_sends >= (uint32_t)e->xc->background)
         return 1;
-    if (e->ctx->fg_active == 0)
+    if (!fg_link_busy(e->ctx, e->xc->world[e->sched.steps[id].peer]))
         return 0;
     now = tacl__now_coarse_ns();
     if (e->bg_held_ns == 0)
@@ -266,6 +294,9 @@ static void op_done(tacl__tl_op_t *op, tacl_status_t status)
     e->inflight--;
     if (bg_bulk(e, (uint32_t)(op - e->ops)))
         e->bg_sends--;
+    if (fg_net_send(e, &e->sched.steps[op - e->ops], op->peer) &&
+        --e->ctx->fg_net_sends == 0)
+        e->ctx->fg_net_quiet_ns = tacl__now_ns();
     if (status != TACL_OK) {
         exec_fail(e, status);
         /* A failed message leaves the peers' schedules out of step with
@@ -323,7 +354,11 @@ static tacl_status_t post_to(tacl__exec_t *e, uint32_t id, int world,
     op->arg = e;
     if (st->kind == TACL__STEP_SEND) {
         op->buf = st->bytes ? bref_ptr(e, st->src) : NULL;
+        /* Counted before the send, which may complete inside it. */
+        ctx->fg_net_sends += fg_net_send(e, st, world);
         status = tacl__tl_send(ctx->tls[tl], op);
+        if (status != TACL_OK)
+            ctx->fg_net_sends -= fg_net_send(e, st, world);
         if (status == TACL_OK) {
             int cls = xc->link_of[st->peer];
             xc->counters.transports[tl].bytes += st->bytes;

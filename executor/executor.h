@@ -35,8 +35,9 @@ typedef struct tacl__xcomm {
     int inflight;              /* executions not yet completed */
     /* Background traffic (tacl__exec_bg_send_held): 0, foreground; else
      * the most bulk sends an execution of it keeps in flight, each
-     * started only while no foreground execution runs in the context
-     * (or after TACL_BG_MAX_HOLD_MS held). */
+     * started only while no foreground traffic of the context occupies
+     * its link (executor.c, "Background traffic"; or after
+     * TACL_BG_MAX_HOLD_MS held). */
     int background;
     tacl__flight_t flight;     /* the last operations, for dumps */
 } tacl__xcomm_t;

@@ -89,6 +89,21 @@ static int due_while_held(coll_ctx_t *ctx, tacl_snapshot_t snap)
     return 0;
 }
 
+/* Rank 0 says it has looked (the harness's shared scratch); the other
+ * rank waits for that, 20 s at most. */
+static void looked_say(coll_ctx_t *ctx)
+{
+    __atomic_store_n((int *)ctx->scratch, 1, __ATOMIC_SEQ_CST);
+}
+
+static void looked_wait(coll_ctx_t *ctx)
+{
+    for (int ms = 0; ms < 20000 && !__atomic_load_n((int *)ctx->scratch,
+                                                    __ATOMIC_SEQ_CST);
+         ms++)
+        coll_sleep_ms(1);
+}
+
 static int body(coll_ctx_t *ctx)
 {
     const bg_case_t *c = ctx->arg;
@@ -141,12 +156,9 @@ static int body(coll_ctx_t *ctx)
     /* Rank 1 answers once rank 0 has looked (the harness's shared
      * scratch), else its answer could end rank 0's receive first. */
     if (ctx->rank == 0) {
-        __atomic_store_n((int *)ctx->scratch, 1, __ATOMIC_SEQ_CST);
+        looked_say(ctx);
     } else {
-        for (int ms = 0; ms < 20000 && !__atomic_load_n((int *)ctx->scratch,
-                                                        __ATOMIC_SEQ_CST);
-             ms++)
-            coll_sleep_ms(1);
+        looked_wait(ctx);
     }
     if (ctx->rank == 1) {
         uint64_t answer = 42;
@@ -215,6 +227,106 @@ Test(snap_background, a_held_copy_starts_after_the_bound, .timeout = 90)
                    .answer_after_save = 1};
 
     run_bg(&c, "bound", "100");
+}
+
+/*
+ * Ranks on two emulated nodes, the copies crossing between them: a copy
+ * waits while a foreground send to the other node is in flight (rank
+ * 0's message of NET_BYTES, which rank 1 receives only after LOOK_MS),
+ * not while a foreground operation only waits (rank 1's receive on a
+ * second communicator of the same context, which rank 0 answers only
+ * after the save: rank 1's uplink is idle all along).  The hold's bound
+ * is far off, so only the link's state decides.
+ */
+#define NET_BYTES (8u << 20)
+
+static int net_body(coll_ctx_t *ctx)
+{
+    const bg_case_t *c = ctx->arg;
+    uint8_t *state = malloc(STATE_BYTES), *msg = malloc(NET_BYTES);
+    uint64_t word = 0;
+    tacl_request_t big = NULL, wait_op = NULL, save;
+    tacl_snapshot_t snap;
+    tacl_comm_t other;
+    int done = 0, failed = 0;
+
+    COLL_CHECK(ctx, state != NULL && msg != NULL, "no memory");
+    memset(msg, ctx->rank == 0 ? 0x5a : 0, NET_BYTES);
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "snapbg-node", 1, &ctx->comm));
+    COLL_CHECK_OK(ctx, tacl_comm_split(ctx->comm, 0, ctx->rank, &other));
+    if (open_set(ctx, c, state, &snap) != 0)
+        return 1;
+    if (ctx->rank == 0)
+        COLL_CHECK_OK(ctx, tacl_send_nb(msg, NET_BYTES, TACL_UINT8, 1,
+                                        ctx->comm, NULL, &big));
+    else
+        COLL_CHECK_OK(ctx, tacl_recv_nb(&word, 1, TACL_UINT64, 0, other,
+                                        NULL, &wait_op));
+    COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, 1, &save));
+    if (ctx->rank == 0) {
+        coll_sleep_ms(LOOK_MS);
+        COLL_CHECK_OK(ctx, tacl_request_test(big, &done));
+        failed |= done;
+        COLL_CHECK(ctx, !done,
+                   "rank 0's send ended before rank 1 received it: the "
+                   "case cannot tell a held copy");
+        COLL_CHECK_OK(ctx, tacl_request_test(save, &done));
+        COLL_CHECK(ctx, !done,
+                   "rank 0's copy went while its send to the other node was "
+                   "in flight");
+        looked_say(ctx);
+    } else {
+        /* Rank 1 receives the message once rank 0 has looked. */
+        looked_wait(ctx);
+        COLL_CHECK_OK(ctx, tacl_recv_nb(msg, NET_BYTES, TACL_UINT8, 0,
+                                        ctx->comm, NULL, &big));
+    }
+    COLL_CHECK_OK(ctx, tacl_request_wait(big));
+    COLL_CHECK_OK(ctx, tacl_request_free(big));
+    COLL_CHECK(ctx, ctx->rank == 0 || msg[NET_BYTES - 1] == 0x5a,
+               "rank 1 received %#x", msg[NET_BYTES - 1]);
+    /* Rank 1's receive on the other communicator still waits. */
+    COLL_CHECK(ctx, done_within(ctx, save, 5.0),
+               "rank %d: the save did not end within 5 s of the send "
+               "(held by a foreground operation that only waits?)",
+               ctx->rank);
+    COLL_CHECK_OK(ctx, tacl_request_free(save));
+    if (ctx->rank == 0) {
+        word = 7;
+        COLL_CHECK_OK(ctx, tacl_send(&word, 1, TACL_UINT64, 1, other, NULL));
+    } else {
+        COLL_CHECK_OK(ctx, tacl_request_wait(wait_op));
+        COLL_CHECK_OK(ctx, tacl_request_free(wait_op));
+    }
+    COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(other));
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(ctx->comm));
+    ctx->comm = NULL;
+    free(msg);
+    free(state);
+    return failed;
+}
+
+Test(snap_background, copies_to_another_node_wait_for_its_sends_only,
+     .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND};
+    coll_opts_t opts = {.nranks = 2,
+                        .deadline_s = 60,
+                        .arg = &c,
+                        .init = COLL_INIT_MANUAL};
+
+    snprintf(c.key, sizeof(c.key), "t%d-net", (int)getpid());
+    setenv("TACL_BG_MAX_HOLD_MS", "20000", 1);
+    /* UCX's rendezvous: a send stays in flight until it is received,
+     * where the eager protocol tacl picks over TCP would end it once
+     * queued. */
+    setenv("TACL_UCX_RNDV_THRESH", "65536", 1);
+    setenv("TACL_PROGRESS_THREAD", "1", 1);
+    coll_run_opts_expect_pass(&opts, net_body);
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 2; s++)
+            tacl__snap_store_unlink(c.key, h, s);
 }
 
 /*
