@@ -1510,7 +1510,7 @@ tacl_status_t tacl_codec_decode_accumulate(const tacl_codec_t *codec,
  * - QUANT_A2A ("qgz"): reduce-scatter only, codecs int8 and int4 only:
  *   qgZ's quantized all-to-all (tacl_reduce_scatter_quantized with the
  *   codec's bits and block), bit for bit.  qgZ keeps no residual, so err
- *   must be NULL; its cost is not estimated yet.
+ *   must be NULL; tacl_comp_estimate prices that qgZ call.
  *
  * err: NULL, or a caller-owned float32 residual as long as sendbuf (zero
  * at first), used for error feedback as tacl_codec_encode's errs.  The

@@ -156,6 +156,15 @@ static inline int tacl__comm_is_owner(tacl_comm_t comm)
 tacl_status_t tacl__comm_fail(tacl_comm_t comm, tacl_status_t status);
 
 /**
+ * tacl_comm_estimate of a checked operation *args (estimate.c): the
+ * decider's answer for a blocking call alone, simulated on comm's
+ * cluster.  Also a quantized call's (qbits set), which the public form
+ * cannot describe.
+ */
+tacl_status_t tacl__estimate_args(tacl_comm_t comm, tacl__coll_args_t *args,
+                                  tacl_sim_info_t *info_p);
+
+/**
  * Close comm (and its derived communicators) to new calls, for an abort
  * or destroy: TACL_ERR_INVALID_USAGE if another thread closed it first.
  */

@@ -790,6 +790,24 @@ static tacl_status_t scheme_steps(const call_t *c, step_t *steps,
     return TACL_OK;
 }
 
+/* QUANT_A2A's estimate: the qgZ call run_qgz makes, as the decider
+ * would run it. */
+static tacl_status_t qgz_estimate(const call_t *c, tacl_sim_info_t *info_p)
+{
+    tacl__coll_args_t a = {.type = TACL_COLL_REDUCE_SCATTER,
+                           .count = c->count,
+                           .dtype = TACL_FLOAT32,
+                           .op = TACL_SUM,
+                           .qbits = c->params->bits,
+                           .qblock = c->params->block};
+    tacl_status_t st = tacl__estimate_args(c->comm, &a, info_p);
+
+    if (st == TACL_OK)
+        snprintf(info_p->algorithm, sizeof(info_p->algorithm), "%s",
+                 tacl_comp_scheme_name(c->scheme));
+    return st;
+}
+
 static tacl_status_t comp_estimate(call_t *c, tacl_sim_info_t *info_p)
 {
     step_t steps[MAX_STEPS];
@@ -808,8 +826,7 @@ static tacl_status_t comp_estimate(call_t *c, tacl_sim_info_t *info_p)
                            tacl_coll_name(c->coll));
     st = comp_prepare(c);
     if (st == TACL_OK && c->scheme == TACL_COMP_QUANT_A2A)
-        return tacl__error(TACL_ERR_UNSUPPORTED, COLL,
-                           "%s: scheme qgz is not estimated yet", c->name);
+        return qgz_estimate(c, info_p);
     if (st == TACL_OK)
         st = scheme_steps(c, steps, &nsteps);
     if (st != TACL_OK)

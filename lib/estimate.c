@@ -21,12 +21,7 @@ static tacl_status_t estimate(tacl_comm_t comm, tacl_coll_t coll,
                               size_t count, tacl_dtype_t dtype, tacl_op_t op,
                               int root, tacl_sim_info_t *info_p)
 {
-    tacl__sim_cluster_t *cluster;
-    tacl__algo_force_t one;
     tacl__coll_args_t a;
-    tacl__choice_t choice;
-    tacl__sim_result_t res;
-    tacl_status_t status;
 
     if (info_p == NULL)
         return tacl__error(TACL_ERR_INVALID_ARG, TUNE,
@@ -59,6 +54,19 @@ static tacl_status_t estimate(tacl_comm_t comm, tacl_coll_t coll,
     a.dtype = dtype;
     a.op = op;
     a.root = root;
+    return tacl__estimate_args(comm, &a, info_p);
+}
+
+tacl_status_t tacl__estimate_args(tacl_comm_t comm, tacl__coll_args_t *args,
+                                  tacl_sim_info_t *info_p)
+{
+    tacl__sim_cluster_t *cluster;
+    tacl__algo_force_t one;
+    tacl__coll_args_t a = *args;
+    tacl__choice_t choice;
+    tacl__sim_result_t res;
+    tacl_status_t status;
+
     a.memtype = TACL_MEM_HOST;
     tacl__coll_mark(&a);
     pthread_mutex_lock(&comm->x.ctx->lock);

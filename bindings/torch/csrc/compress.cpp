@@ -84,7 +84,8 @@ static tacl_comp_scheme_t scheme_of(tacl_comm_t comm,
         auto s = static_cast<tacl_comp_scheme_t>(i);
         if (s == TACL_COMP_SUM && !(codec->flags & TACL_CODEC_SUMMABLE))
             continue;
-        if (s == TACL_COMP_QUANT_A2A) /* not estimated: asked by name only */
+        /* qgz keeps no residual: asked by name only. */
+        if (s == TACL_COMP_QUANT_A2A)
             continue;
         tacl_sim_info_t info;
         tacl_status_t st = tacl_comp_estimate(comm,
