@@ -22,27 +22,36 @@ rank reads a few small items (Adam's step counters, which DCP saves
 once) from every rank's file, so whole files would cost four times the
 bytes.
 
---worker save (phase 1): the model (an MLP of BLOCKS hidden WIDTH x
-WIDTH layers, FSDP2-sharded over the ranks, with Adam: its parameters
-and both moments are the state, about WIDTH^2 * BLOCKS * 12 / ranks
-bytes a rank) trains STEPS steps without checkpoints (T_iter, the mean
-step), then takes SAVES checkpoints by dcp.async_save, each at the best
-sustainable frequency: training goes on, a step at a time, until every
-rank's future has completed (the ranks agree on that after each step),
-and the next save starts after that step.  Per save it records the
+--worker save (phase 1): the model (an MLP without biases, BLOCKS
+hidden WIDTH x WIDTH layers, FSDP2-sharded over the ranks, with Adam:
+its parameters and both moments are the state, about WIDTH^2 * BLOCKS *
+12 / ranks bytes a rank) trains STEPS steps without checkpoints
+(T_iter, the mean step), then takes SAVES checkpoints by
+dcp.async_save, each at the best sustainable frequency: training goes
+on, a step at a time, until every rank's future has completed (the
+ranks agree on that after each step), and the next save starts after
+that step.  Per save it records the
 training thread's time inside async_save (the staging copy and the
 call), the time from the call to the future's completion (t_ckpt), the
 steps trained meanwhile and the slowest rank's upload.  The last save's
-name goes to DIR/latest and each rank's state digest to DIR/digest.RANK.
+name goes to DIR/latest and each rank's state digest (of every save,
+the last kept) to DIR/digest.RANK.
 --worker load (phase 2, node 1 replaced): the same model and optimizer
 made afresh, then dcp.load from FetchingReader: t_rtvl is the slowest
 rank's time from the start of its downloads to its load's end; the
 loaded state's digest must equal the saved one.
 
-Rank 0 prints the lines --report reads:
+With --peer-key KEY the same is done through DCP's API into tacl's peer
+memory (tacl_torch.PeerStorageWriter, then PeerStorageReader: node 1's
+ranks fetch their state from their peers), SAVES saves after the file
+ones and its load before the file load, under digests DIR/digest-peer.*.
+
+Rank 0 prints the lines perf/dcp_wasted.sh reads:
     dcp state BYTES_PER_RANK t_iter SECONDS
     dcp save I t_ckpt S blocked S steps N step S upload S bytes B
     dcp load t_rtvl S get S bytes B
+    dcp peer-save I t_ckpt S blocked S steps N step S
+    dcp peer-load t_rtvl S
 """
 import argparse
 import os
@@ -63,6 +72,8 @@ def parse_args():
     p.add_argument("--width", type=int, default=980)
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--batch", type=int, default=1024)
+    p.add_argument("--peer-key", help="also save and load through "
+                   "tacl_torch.PeerStorageWriter/Reader under this key")
     return p.parse_args()
 
 
@@ -186,10 +197,14 @@ class Job:
         self.torch, self.dist = torch, dist
         self.rank = dist.get_rank()
         torch.manual_seed(1234)
-        layers = [nn.Linear(16, args.width), nn.Tanh()]
+        # No biases: a tacl snapshot set holds at most 32 regions, and
+        # PeerStorageWriter registers one per tensor (a parameter and its
+        # three Adam tensors): 5 weights make 20, with biases 40.
+        layers = [nn.Linear(16, args.width, bias=False), nn.Tanh()]
         for _ in range(args.blocks):
-            layers += [nn.Linear(args.width, args.width), nn.Tanh()]
-        layers.append(nn.Linear(args.width, 1))
+            layers += [nn.Linear(args.width, args.width, bias=False),
+                       nn.Tanh()]
+        layers.append(nn.Linear(args.width, 1, bias=False))
         model = nn.Sequential(*layers)
         mesh = init_device_mesh("cpu", (dist.get_world_size(),))
         for layer in model:
@@ -256,8 +271,59 @@ class Job:
         return bool(t.item())
 
 
-def save_phase(job, args, group):
+def timed_save(job, group, writer, digest_path, checkpoint_id=None):
+    """One dcp.async_save of the state while training goes on until
+    every rank's future has completed; the slowest rank's time in the
+    call and from the call to the completion, the steps trained, their
+    mean time.  The saved state's digest goes to digest_path."""
     import torch.distributed.checkpoint as dcp
+
+    state = job.state()
+    with open(digest_path, "w") as f:
+        f.write(job.digest(state))
+    done = []
+    t0 = time.monotonic()
+    fut = dcp.async_save(state, storage_writer=writer,
+                         checkpoint_id=checkpoint_id, process_group=group)
+    blocked = time.monotonic() - t0
+    # AsyncSaveResponse (a staging future of its own) or the future.
+    fut = getattr(fut, "upload_completion", fut)
+    fut.add_done_callback(lambda _: done.append(time.monotonic()))
+    steps = 0
+    while True:
+        job.step()
+        steps += 1
+        if job.all_true(fut.done()):
+            break
+    fut.result()
+    step_s = (time.monotonic() - t0) / steps
+    t_ckpt, blocked = job.max(done[0] - t0, blocked)
+    return f"t_ckpt {t_ckpt:.4f} blocked {blocked:.4f} steps {steps} " \
+        f"step {step_s:.4f}"
+
+
+def timed_load(job, group, reader, digest_path):
+    """dcp.load from reader into fresh state; the slowest rank's time.
+    The loaded state must equal the saved one's digest."""
+    import torch.distributed.checkpoint as dcp
+
+    with open(digest_path) as f:
+        saved = f.read()
+    state = job.state()  # makes Adam's state for the load to fill
+    job.dist.barrier()
+    t0 = time.monotonic()
+    if hasattr(reader, "find") and reader.find() is None:
+        sys.exit("dcp_wasted: no rank holds the peer checkpoint")
+    dcp.load(state, storage_reader=reader, process_group=group)
+    job.set_state(state)
+    took = time.monotonic() - t0
+    if not job.all_true(job.digest(job.state()) == saved):
+        sys.exit(f"dcp_wasted: the state loaded through "
+                 f"{type(reader).__name__} differs from the saved one")
+    return job.max(took)[0]
+
+
+def save_phase(job, args, group):
     Writer = writer_class()
 
     for _ in range(2):  # warm-up: Adam's state exists after a step
@@ -277,61 +343,47 @@ def save_phase(job, args, group):
     local = os.path.join(args.dir, "local", f"rank{job.rank}")
     for i in range(args.saves):
         name = f"s{i}"
-        state = job.state()
-        if i == args.saves - 1:
-            with open(os.path.join(args.dir, f"digest.{job.rank}"),
-                      "w") as f:
-                f.write(job.digest(state))
         writer = Writer(os.path.join(local, name), args.storage, name + "-")
-        done = []
-        t0 = time.monotonic()
-        fut = dcp.async_save(state, storage_writer=writer,
-                             process_group=group)
-        blocked = time.monotonic() - t0
-        # AsyncSaveResponse (a staging future of its own) or the future.
-        fut = getattr(fut, "upload_completion", fut)
-        fut.add_done_callback(lambda _: done.append(time.monotonic()))
-        steps = 0
-        while True:
-            job.step()
-            steps += 1
-            if job.all_true(fut.done()):
-                break
-        fut.result()
-        step_s = (time.monotonic() - t0) / steps
-        t_ckpt, blocked, upload, up_bytes = job.max(
-            done[0] - t0, blocked, writer.upload_s, writer.upload_bytes)
+        times = timed_save(job, group, writer,
+                           os.path.join(args.dir, f"digest.{job.rank}"))
+        upload, up_bytes = job.max(writer.upload_s, writer.upload_bytes)
         if job.rank == 0:
-            print(f"dcp save {i} t_ckpt {t_ckpt:.4f} blocked "
-                  f"{blocked:.4f} steps {steps} step {step_s:.4f} upload "
-                  f"{upload:.4f} bytes {int(up_bytes)}", flush=True)
+            print(f"dcp save {i} {times} upload {upload:.4f} bytes "
+                  f"{int(up_bytes)}", flush=True)
     if job.rank == 0:
         with open(os.path.join(args.dir, "latest"), "w") as f:
             f.write(f"s{args.saves - 1}\n")
+    if args.peer_key:
+        import tacl_torch
+        writer = tacl_torch.PeerStorageWriter(args.peer_key, group=group)
+        for i in range(args.saves):
+            times = timed_save(job, group, writer, os.path.join(
+                args.dir, f"digest-peer.{job.rank}"), checkpoint_id=i)
+            if job.rank == 0:
+                print(f"dcp peer-save {i} {times}", flush=True)
+        writer.close(purge=False)  # phase 2 restores from it
 
 
 def load_phase(job, args, group):
-    import torch.distributed.checkpoint as dcp
-    Reader = reader_class()
+    if args.peer_key:
+        import tacl_torch
+        reader = tacl_torch.PeerStorageReader(args.peer_key, group=group)
+        took = timed_load(job, group, reader, os.path.join(
+            args.dir, f"digest-peer.{job.rank}"))
+        reader.close()
+        if job.rank == 0:
+            print(f"dcp peer-load t_rtvl {took:.4f}", flush=True)
 
     with open(os.path.join(args.dir, "latest")) as f:
         name = f.read().strip()
-    with open(os.path.join(args.dir, f"digest.{job.rank}")) as f:
-        saved = f.read()
-    state = job.state()  # makes Adam's state for the load to fill
-    reader = Reader(os.path.join(args.dir, "fetched", f"rank{job.rank}"),
-                    args.storage, name + "-")
-    job.dist.barrier()
-    t0 = time.monotonic()
-    dcp.load(state, storage_reader=reader, process_group=group)
-    job.set_state(state)
-    took = time.monotonic() - t0
-    same = job.all_true(job.digest(job.state()) == saved)
-    t_rtvl, get, got = job.max(took, reader.get_s, reader.get_bytes)
-    if not same:
-        sys.exit("dcp_wasted: the loaded state differs from the saved one")
+    reader = reader_class()(
+        os.path.join(args.dir, "fetched", f"rank{job.rank}"), args.storage,
+        name + "-")
+    took = timed_load(job, group, reader,
+                      os.path.join(args.dir, f"digest.{job.rank}"))
+    get, got = job.max(reader.get_s, reader.get_bytes)
     if job.rank == 0:
-        print(f"dcp load t_rtvl {t_rtvl:.4f} get {get:.4f} bytes "
+        print(f"dcp load t_rtvl {took:.4f} get {get:.4f} bytes "
               f"{int(got)}", flush=True)
 
 
