@@ -154,8 +154,12 @@ def fetch(addr, name, dst, offset=None, length=None):
 
 def get(addr, name, local, offset=None, length=None):
     t0 = time.monotonic()
-    with open(local, "wb") as dst:
-        size = fetch(addr, name, dst, offset, length)
+    try:
+        with open(local, "wb") as dst:
+            size = fetch(addr, name, dst, offset, length)
+    except SystemExit:
+        os.unlink(local)  # no partial file where a refusal was answered
+        raise
     print(f"get {name} {size} {time.monotonic() - t0:.3f}")
 
 

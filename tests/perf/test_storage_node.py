@@ -60,6 +60,12 @@ class StorageNode(unittest.TestCase):
             self.assertIn("outside the file's 300000 bytes",
                           str(e.exception))
 
+    def test_refused_get_leaves_no_file(self):
+        local = os.path.join(self.tmp.name, "down")
+        with self.assertRaises(SystemExit):
+            storage_node.get(self.addr, "ckpt.rank0", local, 300000, 1)
+        self.assertFalse(os.path.exists(local))
+
     def test_bad_name(self):
         with self.assertRaises(SystemExit) as e:
             storage_node.fetch(self.addr, "../etc", io.BytesIO())
