@@ -30,12 +30,12 @@ its parameters and both moments are the state, about WIDTH^2 * BLOCKS *
 dcp.async_save, each at the best sustainable frequency: training goes
 on, a step at a time, until every rank's future has completed (the
 ranks agree on that after each step), and the next save starts after
-that step.  Per save it records the
-training thread's time inside async_save (the staging copy and the
-call), the time from the call to the future's completion (t_ckpt), the
-steps trained meanwhile and the slowest rank's upload.  The last save's
-name goes to DIR/latest and each rank's state digest (of every save,
-the last kept) to DIR/digest.RANK.
+that step.  Per save it records the training thread's time inside
+async_save (the staging copy and the call), the time from the call to
+the future's completion (t_ckpt), the steps trained meanwhile, the
+slowest rank's local write (what a remote writer would stream instead)
+and its upload.  The last save's name goes to DIR/latest and each
+rank's state digest (of every save, the last kept) to DIR/digest.RANK.
 --worker load (phase 2, node 1 replaced): the same model and optimizer
 made afresh, then dcp.load from FetchingReader: t_rtvl is the slowest
 rank's time from the start of its downloads to its load's end; the
@@ -48,7 +48,7 @@ ones and its load before the file load, under digests DIR/digest-peer.*.
 
 Rank 0 prints the lines perf/dcp_wasted.sh reads:
     dcp state BYTES_PER_RANK t_iter SECONDS
-    dcp save I t_ckpt S blocked S steps N step S upload S bytes B
+    dcp save I t_ckpt S blocked S steps N step S write S upload S bytes B
     dcp load t_rtvl S get S bytes B
     dcp peer-save I t_ckpt S blocked S steps N step S
     dcp peer-load t_rtvl S
@@ -116,7 +116,7 @@ def writer_class():
         def __init__(self, path, storage, prefix):
             super().__init__(path)
             self.storage, self.prefix = storage, prefix
-            self.upload_s, self.upload_bytes = 0.0, 0
+            self.upload_s, self.upload_bytes, self.write_s = 0.0, 0, 0.0
 
         def _put(self, name):
             local = os.path.join(self.path, name)
@@ -126,7 +126,9 @@ def writer_class():
             self.upload_bytes += os.path.getsize(local)
 
         def write_data(self, plan, planner):
+            t0 = time.monotonic()
             results = super().write_data(plan, planner).wait()
+            self.write_s = time.monotonic() - t0
             for name in sorted({r.storage_data.relative_path
                                 for r in results}):
                 self._put(name)
@@ -346,10 +348,11 @@ def save_phase(job, args, group):
         writer = Writer(os.path.join(local, name), args.storage, name + "-")
         times = timed_save(job, group, writer,
                            os.path.join(args.dir, f"digest.{job.rank}"))
-        upload, up_bytes = job.max(writer.upload_s, writer.upload_bytes)
+        write, upload, up_bytes = job.max(writer.write_s, writer.upload_s,
+                                          writer.upload_bytes)
         if job.rank == 0:
-            print(f"dcp save {i} {times} upload {upload:.4f} bytes "
-                  f"{int(up_bytes)}", flush=True)
+            print(f"dcp save {i} {times} write {write:.4f} upload "
+                  f"{upload:.4f} bytes {int(up_bytes)}", flush=True)
     if job.rank == 0:
         with open(os.path.join(args.dir, "latest"), "w") as f:
             f.write(f"s{args.saves - 1}\n")

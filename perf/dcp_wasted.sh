@@ -206,7 +206,8 @@ def file_cells(state, got):
     rtvl = load["t_rtvl"]
     return [(state["bytes"] / 1e6, ".2f"), (t_iter, ".3f"),
             (mean("blocked"), ".3f"), (mean("steps"), ".1f"),
-            (mean("step") / t_iter, ".2f"), (mean("upload"), ".3f"),
+            (mean("step") / t_iter, ".2f"), (mean("write"), ".3f"),
+            (mean("upload"), ".3f"),
             (ckpt, ".3f"),
             (rtvl, lambda v: f"{v:.3f} ({load['get']:.3f} + "
                              f"{v - load['get']:.3f})"),
@@ -232,7 +233,7 @@ file_med = table(
     "async_save to the storage node (FileSystemWriter, then uploads):",
     "| layout | launch | state MB a rank | T_iter s | blocked in "
     "async_save s | steps a save | step with saves / without | "
-    "upload s (slowest rank) | t_ckpt s | t_rtvl s (get + load) |",
+    "local write s | upload s | t_ckpt s | t_rtvl s (get + load) |",
     file_cells, ("mem", mem[0]) if mem else None)
 peer_med = table(
     "async_save to tacl's peer memory (tacl_torch.PeerStorageWriter):",
