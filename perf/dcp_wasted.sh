@@ -105,6 +105,7 @@ for rep in $(seq 1 "$launches"); do
         tail -8 "$out/$LAYOUT.$rep.log" >&2
     }
     rm -f /dev/shm/tacl-snap-dcpw$$-*
+    rm -rf "$dir"  # its checkpoints: SAVES x the state, twice
 done
 [ "$launches" -eq 0 ] || [ "$failed" -lt "$launches" ] || exit 1
 
