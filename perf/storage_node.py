@@ -10,13 +10,16 @@ and download are timed over the shaped link, not assumed from its rate.
 
 Protocol, one request a connection: "PUT name size\\n" then size bytes,
 answered "OK\\n" once the file is written and synced; "GET name\\n",
-answered "SIZE n\\n" then n bytes, or "ERR why\\n".  Names are one path
-component of letters, digits, '.', '_' and '-'.
+answered "SIZE n\\n" then n bytes, or "ERR why\\n"; "GET name offset
+length\\n" asks for length bytes from offset only (a ranged read, as
+object stores serve them), which must lie inside the file.  Names are
+one path component of letters, digits, '.', '_' and '-'.
 
 Usage:
   storage_node.py serve DIR PORT
   storage_node.py put HOST:PORT FILE NAME   (prints: put NAME BYTES SECONDS)
-  storage_node.py get HOST:PORT NAME FILE   (prints: get NAME BYTES SECONDS)
+  storage_node.py get HOST:PORT NAME FILE [OFFSET LENGTH]
+                                            (prints: get NAME BYTES SECONDS)
 Exit status 0, or 1 with a message naming what failed.
 """
 import os
@@ -60,8 +63,8 @@ class Handler(socketserver.StreamRequestHandler):
             path = os.path.join(self.server.root, words[1])
             if words[0] == "PUT" and len(words) == 3:
                 self.put(path, int(words[2]))
-            elif words[0] == "GET" and len(words) == 2:
-                self.get(path)
+            elif words[0] == "GET" and len(words) in (2, 4):
+                self.get(path, *(int(w) for w in words[2:]))
             else:
                 raise ValueError(f"bad request {words!r}")
         except (ValueError, OSError) as e:
@@ -79,11 +82,17 @@ class Handler(socketserver.StreamRequestHandler):
         os.replace(tmp, path)
         self.wfile.write(b"OK\n")
 
-    def get(self, path):
+    def get(self, path, offset=0, length=None):
         size = os.path.getsize(path)
-        self.wfile.write(f"SIZE {size}\n".encode())
+        if length is None:
+            length = size
+        if offset < 0 or length < 0 or offset + length > size:
+            raise ValueError(f"range {offset}+{length} is outside the "
+                             f"file's {size} bytes")
+        self.wfile.write(f"SIZE {length}\n".encode())
         with open(path, "rb") as f:
-            copy(f, self.wfile, size)
+            f.seek(offset)
+            copy(f, self.wfile, length)
 
 
 class Server(socketserver.ThreadingTCPServer):
@@ -131,15 +140,26 @@ def put(addr, local, name):
     print(f"put {name} {size} {time.monotonic() - t0:.3f}")
 
 
-def get(addr, name, local):
-    t0 = time.monotonic()
+def fetch(addr, name, dst, offset=None, length=None):
+    """Copy the file name (or length bytes of it from offset) into the
+    open file dst at its position; the bytes copied."""
+    ask = f"GET {name}" if offset is None else f"GET {name} {offset} {length}"
     with connect(addr) as s, s.makefile("rwb") as f:
-        f.write(f"GET {name}\n".encode())
+        f.write(f"{ask}\n".encode())
         f.flush()
-        words = answer(f, f"get {name}")
-        size = int(words[1])
+        size = int(answer(f, f"get {name}")[1])
+        copy(f, dst, size)
+    return size
+
+
+def get(addr, name, local, offset=None, length=None):
+    t0 = time.monotonic()
+    try:
         with open(local, "wb") as dst:
-            copy(f, dst, size)
+            size = fetch(addr, name, dst, offset, length)
+    except SystemExit:
+        os.unlink(local)  # no partial file where a refusal was answered
+        raise
     print(f"get {name} {size} {time.monotonic() - t0:.3f}")
 
 
@@ -148,8 +168,10 @@ def main(argv):
         serve(argv[2], int(argv[3]))
     elif len(argv) == 5 and argv[1] == "put":
         put(argv[2], argv[3], argv[4])
-    elif len(argv) == 5 and argv[1] == "get":
-        get(argv[2], argv[3], argv[4])
+    elif len(argv) in (5, 7) and argv[1] == "get":
+        if not all(w.isdigit() for w in argv[5:]):
+            sys.exit("storage_node: OFFSET and LENGTH are byte counts")
+        get(argv[2], argv[3], argv[4], *(int(w) for w in argv[5:]))
     else:
         sys.exit(__doc__.split("Usage:")[1].split("Exit")[0])
     return 0
