@@ -22,7 +22,7 @@ rank reads a few small items (Adam's step counters, which DCP saves
 once) from every rank's file, so whole files would cost four times the
 bytes.
 
---worker save (phase 1): the model (an MLP without biases, BLOCKS
+--worker save (phase 1): the model (an MLP, BLOCKS
 hidden WIDTH x WIDTH layers, FSDP2-sharded over the ranks, with Adam:
 its parameters and both moments are the state, about WIDTH^2 * BLOCKS *
 12 / ranks bytes a rank) trains STEPS steps without checkpoints
@@ -199,14 +199,10 @@ class Job:
         self.torch, self.dist = torch, dist
         self.rank = dist.get_rank()
         torch.manual_seed(1234)
-        # No biases: a tacl snapshot set holds at most 32 regions, and
-        # PeerStorageWriter registers one per tensor (a parameter and its
-        # three Adam tensors): 5 weights make 20, with biases 40.
-        layers = [nn.Linear(16, args.width, bias=False), nn.Tanh()]
+        layers = [nn.Linear(16, args.width), nn.Tanh()]
         for _ in range(args.blocks):
-            layers += [nn.Linear(args.width, args.width, bias=False),
-                       nn.Tanh()]
-        layers.append(nn.Linear(args.width, 1, bias=False))
+            layers += [nn.Linear(args.width, args.width), nn.Tanh()]
+        layers.append(nn.Linear(args.width, 1))
         model = nn.Sequential(*layers)
         mesh = init_device_mesh("cpu", (dist.get_world_size(),))
         for layer in model:

@@ -66,6 +66,11 @@ def _first_difference(want, got) -> str:
     return f"{len(want)} tensors where the state has {len(got)}"
 
 
+# Each tensor's staging starts on a multiple of this many bytes, so its
+# view has its dtype's alignment (and a cache line's).
+_ALIGN = 64
+
+
 def _put(state, path, value):
     node = state
     for key in path[:-1]:
@@ -103,15 +108,24 @@ class PeerCheckpointer:
 
     def _bind(self, state):
         """The state's tensors and other leaves; the first call fixes the
-        layout and registers a staging buffer per tensor."""
+        layout and registers the staging: one buffer for every tensor,
+        each a view at its own aligned offset, so that a model of any
+        number of tensors is two regions (a set holds at most 32)."""
         tensors, others = [], []
         _walk(state, (), tensors, others)
         layout = _layout(tensors)
         if self._layout is None:
-            for i, (_, t) in enumerate(tensors):
-                buf = torch.empty(t.shape, dtype=t.dtype).contiguous()
-                self._set.add(f"t{i}", buf)
-                self._staging.append(buf)
+            offsets, total = [], 0
+            for _, t in tensors:
+                offsets.append(total)
+                total += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
+            flat = torch.empty(total, dtype=torch.uint8)
+            for off, (_, t) in zip(offsets, tensors):
+                nbytes = t.numel() * t.element_size()
+                self._staging.append(
+                    flat[off:off + nbytes].view(t.dtype).view(t.shape))
+            if total > 0:
+                self._set.add("tensors", flat)
             self._set.add("meta", self._meta)
             self._layout = layout
         elif layout != self._layout:
