@@ -50,6 +50,8 @@ stamp=$(cat "$src/include/tacl.h" "$src/bindings/torch/"*.py \
 
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=1
+# Where the tests find the build's programs (tacl-plan).
+export TACL_BUILD_ROOT=$build
 [ "$nproc" = self ] && exec "$venv/bin/python" "$@"
 exec "$venv/bin/torchrun" --standalone --nproc-per-node "$nproc" \
     --max-restarts 0 "$@"

@@ -20,7 +20,9 @@ on 2 CPU ranks under torchrun (run_torch.sh):
 - bad arguments: each raises naming the argument, and the ranks still
   agree afterwards;
 - torch's powerSGD_hook (whose callback waits on a tacl future) runs
-  past its first PowerSGD step, the replicas equal.
+  past its first PowerSGD step, the replicas equal;
+- profile_model: an MLP's gradients in ready order with their bytes and
+  times, read back by tacl-plan.
 
 Exit 0 when all pass, 1 when one fails, 77 without torch.
 """
@@ -486,9 +488,77 @@ def test_bad_inputs():
           "next call's result is wrong")
 
 
+def test_profile():
+    """profile_model on a 3-layer MLP (no communication): every weight and
+    bias in gradient-ready order (the last layer's first), its bytes, the
+    times non-negative and within the step; tacl-plan reads the file."""
+    import os
+    import subprocess
+    import tempfile
+    import time
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.Tanh(),
+                                torch.nn.Linear(64, 32), torch.nn.Tanh(),
+                                torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = data(16 * 256, 40).reshape(256, 16), data(256, 41).reshape(256, 1)
+
+    def after():
+        opt.step()
+        opt.zero_grad()
+    t0 = time.perf_counter()
+    prof = tacl_torch.profile_model(
+        model, lambda: torch.nn.functional.mse_loss(model(x), y), steps=3,
+        after=after)
+    wall = time.perf_counter() - t0
+    names = [n for n, _, _ in prof.tensors]
+    check(sorted(names) == sorted(n for n, _ in model.named_parameters()),
+          f"profile: tensors {names}")
+    check(names.index("4.weight") < names.index("2.weight") <
+          names.index("0.weight"),
+          f"profile: not in gradient-ready order: {names}")
+    sizes = dict(model.named_parameters())
+    check(all(b == sizes[n].numel() * 4 for n, b, _ in prof.tensors),
+          "profile: a tensor's bytes are not its gradient's")
+    back = sum(s for _, _, s in prof.tensors)
+    check(prof.forward > 0 and all(s >= 0 for _, _, s in prof.tensors) and
+          prof.forward + back < wall,
+          f"profile: forward {prof.forward} s, backward {back} s in "
+          f"{wall} s for 4 steps")
+    for bad in (0, -1):
+        try:
+            tacl_torch.profile_model(model, lambda: model(x).sum(),
+                                     steps=bad)
+            check(False, f"profile: steps {bad} accepted")
+        except ValueError as e:
+            check("steps" in str(e), f"profile: {e}")
+    frozen = torch.nn.Linear(4, 4)
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    try:
+        tacl_torch.profile_model(frozen, lambda: frozen(x[:, :4]).sum())
+        check(False, "profile: a model without trainable parameters")
+    except ValueError as e:
+        check("no trainable" in str(e), f"profile: {e}")
+    plan = os.path.join(os.environ.get("TACL_BUILD_ROOT", ""), "planner",
+                        "tacl-plan")
+    if dist.get_rank() != 0 or not os.access(plan, os.X_OK):
+        return
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "mlp.profile")
+        prof.write(path)
+        with open(path, "a") as f:
+            f.write("comm 2 30e-6 1.4e-9 5.6e-9\n")
+        out = subprocess.run([plan, path], capture_output=True, text=True,
+                             timeout=60)
+    check(out.returncode == 0 and "6 tensors" in out.stdout,
+          f"profile: tacl-plan on the written profile: rc "
+          f"{out.returncode}: {out.stdout[-300:]} {out.stderr[-300:]}")
+
+
 TESTS = [test_fp16, test_async, test_topk_error_feedback, test_ddp_fp16_hook,
          test_ddp_topk_hook, test_reduce_scatter, test_bad_inputs,
-         test_ddp_training, test_fsdp2, test_torch_powersgd]
+         test_ddp_training, test_fsdp2, test_torch_powersgd, test_profile]
 
 
 def main():

@@ -57,6 +57,7 @@ from .compress import (CompressedReduceScatter, CompressionState,
                        compression_hook)
 from .dcp import (PeerCheckpointNotFound, PeerStorageReader,
                   PeerStorageWriter)
+from .profile import ModelProfile, profile_model
 
 __all__ = [
     "TaclBackend",
@@ -73,6 +74,8 @@ __all__ = [
     "CompressionState",
     "compression_hook",
     "CompressedReduceScatter",
+    "ModelProfile",
+    "profile_model",
     "backend_of",
     "counters",
     "reset_counters",
