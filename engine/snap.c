@@ -83,7 +83,8 @@ int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode)
     return -1;
 }
 
-/* Parts in flight per copy: tacl's pipeline of staging parts. */
+/* Parts in flight per copy by default: tacl's pipeline of staging
+ * parts (1: unpipelined, one part after the other). */
 #define ENGINE_SNAP_PARTS 4
 
 tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
@@ -92,10 +93,11 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
                                  size_t errlen)
 {
     size_t part = o->part_bytes > 0 ? (size_t)o->part_bytes : 1u << 20;
+    int parts = o->parts > 0 ? o->parts : ENGINE_SNAP_PARTS;
     tacl_snapshot_config_t cfg = {
         .replicas = o->replicas,
-        .staging_bytes = part * ENGINE_SNAP_PARTS,
-        .staging_parts = ENGINE_SNAP_PARTS,
+        .staging_bytes = part * (size_t)parts,
+        .staging_parts = parts,
         .traffic = o->mode == ENGINE_SNAP_BACKGROUND
                        ? TACL_SNAPSHOT_TRAFFIC_BACKGROUND
                        : TACL_SNAPSHOT_TRAFFIC_FOREGROUND,

@@ -74,8 +74,9 @@ static void usage(FILE *f)
         "overlapping\n"
         "                   the next step) or blocking (the step waits for "
         "them)\n"
-        "  --snapshot-part BYTES  bytes of one part of a copy (1 MiB; 4 "
-        "in flight)\n"
+        "  --snapshot-part BYTES  bytes of one part of a copy (1 MiB)\n"
+        "  --snapshot-parts P  parts of a copy in flight at once (4; 1: "
+        "unpipelined)\n"
         "  --snapshot-pace F  a due save is skipped, not waited for, while "
         "the\n"
         "                   previous one's copies travel, and spaced so "
@@ -202,6 +203,7 @@ enum {
     OPT_HIDDEN, OPT_BLOCKS, OPT_LR, OPT_SEED, OPT_DATA, OPT_SAVE, OPT_LOAD,
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
     OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART,
+    OPT_SNAP_PARTS,
     OPT_SNAP_PACE, OPT_SNAP_KEEP, OPT_TIMELINE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
     OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_VOCAB,
     OPT_EMBED_DIM, OPT_SPARSE_SCHEME
@@ -235,6 +237,7 @@ static const struct option long_opts[] = {
     {"snapshot-flush-every", required_argument, NULL, OPT_SNAP_FLUSH},
     {"snapshot-mode", required_argument, NULL, OPT_SNAP_MODE},
     {"snapshot-part", required_argument, NULL, OPT_SNAP_PART},
+    {"snapshot-parts", required_argument, NULL, OPT_SNAP_PARTS},
     {"snapshot-pace", required_argument, NULL, OPT_SNAP_PACE},
     {"snapshot-keep", no_argument, NULL, OPT_SNAP_KEEP},
     {"timeline", no_argument, NULL, OPT_TIMELINE},
@@ -419,6 +422,7 @@ static int parse_args(int argc, char **argv, args_t *a)
             }
             break;
         case OPT_SNAP_PART: ip = &a->snap.part_bytes; break;
+        case OPT_SNAP_PARTS: ip = &a->snap.parts; break;
         case OPT_SNAP_PACE:
             a->snap.pace = strtod(optarg, &end);
             if (*optarg == '\0' || *end != '\0' || !(a->snap.pace >= 0) ||

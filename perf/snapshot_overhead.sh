@@ -18,8 +18,9 @@
 #
 # Usage: perf/snapshot_overhead.sh BUILD_DIR [OUT_DIR]
 # Environment: LAYOUTS ("2x2 4x2"), STRATEGIES ("ZeRO-3 MiCS"), MODES
-# ("background foreground blocking paced"), REPEAT (3), STEPS (6),
-# INTER_RATE.  paced: background copies, a save skipped while the last
+# ("background foreground blocking paced"; also unpipelined: background
+# with one part of a copy in flight at a time, the thesis' unpipelined
+# chunking), REPEAT (3), STEPS (6), INTER_RATE.  paced: background copies, a save skipped while the last
 # one's still travel (--snapshot-pace 0, tacl_snapshot_due); the table
 # then gives the saves made.  A second table breaks a save's cost down
 # (the summary's snapshots line, tacl_snapshot_stats): per save, the
@@ -72,6 +73,8 @@ for layout in $LAYOUTS; do
                     none) ;;
                     paced) flags="$flags --snapshot-every 1 \
                         --snapshot-pace 0 --snapshot-key $key-$st-$mode" ;;
+                    unpipelined) flags="$flags --snapshot-every 1 \
+                        --snapshot-parts 1 --snapshot-key $key-$st-$mode" ;;
                     *) flags="$flags --snapshot-every 1 \
                         --snapshot-mode $mode --snapshot-key $key-$st-$mode"
                     esac
