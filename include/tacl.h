@@ -1336,6 +1336,19 @@ tacl_status_t tacl_snapshot_flush(tacl_snapshot_t snap, uint64_t version,
                                   const char *path);
 
 /**
+ * tacl_snapshot_flush() in the background: the arguments are checked and
+ * the version's slot of this rank's store is pinned now, the file is
+ * written by a thread of tacl's, and *req_p completes when it is renamed
+ * over path (its status the blocking form's).  The caller trains and
+ * saves on meanwhile: the next save goes to the store's other slot; what
+ * would overwrite the pinned slot waits for the flush (a save two
+ * versions on, a restore, another flush).  Wait for the request before
+ * destroying the set (TACL_ERR_INVALID_USAGE otherwise) and free it.
+ */
+tacl_status_t tacl_snapshot_flush_nb(tacl_snapshot_t snap, uint64_t version,
+                                     const char *path, tacl_request_t *req_p);
+
+/**
  * tacl_snapshot_restore() with the files as a second tier (collective;
  * each rank its own path, as flushed): the version restored is the newest
  * that every rank's state has in some peer's memory or in its own file

@@ -96,24 +96,32 @@ static void sync_dir(const char *path)
     free(copy);
 }
 
-TACL_EXPORT tacl_status_t tacl_snapshot_flush(tacl_snapshot_t snap,
-                                              uint64_t version,
-                                              const char *path)
+/* The temporary name a flush writes first: path.tmp.<pid>. */
+static tacl_status_t tmp_name(const char *path, char *tmp, size_t len)
+{
+    if ((size_t)snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid()) >=
+        len)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot flush: path is too long (%zu bytes)",
+                           strlen(path));
+    return TACL_OK;
+}
+
+tacl_status_t tacl__snap_file_slot(struct tacl_snapshot *snap,
+                                   uint64_t version, const char *path,
+                                   int *slot_p)
 {
     tacl__snap_store_t *st;
-    file_header_t h = {.magic = FILE_MAGIC, .format = FILE_FORMAT};
     char tmp[4096];
     tacl_status_t status;
-    int slot, fd;
+    int slot;
 
     if (snap == NULL || path == NULL || path[0] == '\0')
         return tacl__error(TACL_ERR_INVALID_ARG, COLL,
                            "snapshot flush: the set and a path are required");
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path,
-                         (long)getpid()) >= sizeof(tmp))
-        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                           "snapshot flush: path is too long (%zu bytes)",
-                           strlen(path));
+    status = tmp_name(path, tmp, sizeof(tmp));
+    if (status != TACL_OK)
+        return status;
     st = snap->stores[snap->rank];
     slot = st != NULL ? tacl__snap_store_find(st, version) : -1;
     if (slot < 0)
@@ -121,8 +129,22 @@ TACL_EXPORT tacl_status_t tacl_snapshot_flush(tacl_snapshot_t snap,
                            "snapshot flush: version %llu is not committed in "
                            "rank %d's store; save it first",
                            (unsigned long long)version, snap->rank);
+    *slot_p = slot;
+    return TACL_OK;
+}
+
+tacl_status_t tacl__snap_file_write(struct tacl_snapshot *snap, int slot,
+                                    const char *path)
+{
+    tacl__snap_store_t *st = snap->stores[snap->rank];
+    file_header_t h = {.magic = FILE_MAGIC, .format = FILE_FORMAT};
+    char tmp[4096];
+    tacl_status_t status = tmp_name(path, tmp, sizeof(tmp));
+    int fd;
+
     /* Never carry a damaged copy into the long-term tier. */
-    status = tacl__snap_store_verify(st, slot);
+    if (status == TACL_OK)
+        status = tacl__snap_store_verify(st, slot);
     if (status != TACL_OK)
         return status;
     h.rank = snap->rank;
@@ -153,7 +175,7 @@ TACL_EXPORT tacl_status_t tacl_snapshot_flush(tacl_snapshot_t snap,
     }
     sync_dir(path);
     TACL_INFO(COLL, "snapshot flush: rank %d wrote version %llu to '%s'",
-              snap->rank, (unsigned long long)version, path);
+              snap->rank, (unsigned long long)h.desc.version, path);
     return TACL_OK;
 }
 

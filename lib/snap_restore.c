@@ -483,6 +483,8 @@ static tacl_status_t restore_entry(tacl_snapshot_t snap, const char *path,
     status = tacl__snap_settle(snap, "restore");
     if (status != TACL_OK)
         return status;
+    /* A restore may rewrite the own store: the flush reading it first. */
+    tacl__snap_flush_wait(snap, -1);
     return tacl__snap_restore_from(snap, path, found_p, version_p);
 }
 

@@ -97,6 +97,11 @@ static tacl_status_t save_own(struct tacl_snapshot *snap, uint64_t version,
     }
     status = tacl__snap_store_for(snap, snap->rank,
                                   snap->peer_bytes[snap->rank]);
+    /* Not over the version a background flush is writing out. */
+    if (status == TACL_OK)
+        tacl__snap_flush_wait(
+            snap, tacl__snap_store_next_slot(snap->stores[snap->rank],
+                                             version));
     if (status == TACL_OK)
         status = tacl__snap_store_begin(snap->stores[snap->rank], version,
                                         (uint32_t)snap->size, desc,

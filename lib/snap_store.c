@@ -329,6 +329,11 @@ void tacl__snap_store_commit_unchecked(tacl__snap_store_t *st, int slot)
                      __ATOMIC_RELEASE);
 }
 
+int tacl__snap_store_next_slot(tacl__snap_store_t *st, uint64_t version)
+{
+    return slot_to_write(st->hdr, version);
+}
+
 tacl_status_t tacl__snap_store_begin(tacl__snap_store_t *st, uint64_t version,
                                      uint32_t nranks,
                                      const tacl__snap_region_t *regions,

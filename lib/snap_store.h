@@ -79,6 +79,9 @@ void tacl__snap_store_unlink(const char *key, int holder, int source);
  * (the bytes and chunks follow from them and the store's chunk size);
  * *slot_p gets the slot.
  */
+/** The slot tacl__snap_store_begin would take for version. */
+int tacl__snap_store_next_slot(tacl__snap_store_t *st, uint64_t version);
+
 tacl_status_t tacl__snap_store_begin(tacl__snap_store_t *st, uint64_t version,
                                      uint32_t nranks,
                                      const tacl__snap_region_t *regions,

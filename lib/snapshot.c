@@ -441,6 +441,11 @@ TACL_EXPORT tacl_status_t tacl_snapshot_destroy(tacl_snapshot_t snap,
                            "snapshot destroy: the save of version %llu is in "
                            "flight; wait for its request first",
                            (unsigned long long)snap->inflight);
+    if (tacl__snap_flush_running(snap))
+        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                           "snapshot destroy: a background flush is in "
+                           "flight; wait for its request first");
+    tacl__snap_flush_wait(snap, -1);
     /* Nobody purges a store a peer may still be reading. */
     status = tacl_barrier(snap->comm, NULL);
     snap_free(snap, purge);

@@ -6,6 +6,7 @@
 #ifndef TACL_LIB_SNAPSHOT_H
 #define TACL_LIB_SNAPSHOT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "placement.h"
@@ -58,6 +59,12 @@ struct tacl_snapshot {
     uint64_t agree_ns, copy_ns, checksum_ns, sent_bytes;
     uint64_t xfer_start_ns, xfer_ns;
     int warned_busy, warned_overhead;
+    /* A background flush (snap_flush.c), in the caller's thread only: a
+     * thread started and not yet joined, and the own slot it reads. */
+    int flush_busy;
+    int flush_slot;
+    pthread_t flush_thread;
+    atomic_int flush_ended; /* set by the thread before its request ends */
 };
 
 /* Tags of the set's messages, on its own communicator. */
@@ -142,6 +149,45 @@ tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what);
 tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
                                       const char *path, int *found_p,
                                       uint64_t *version_p);
+
+/**
+ * The slot of this rank's own store holding version committed, for a
+ * flush to path (snap_file.c); TACL_ERR_INVALID_ARG naming what is wrong
+ * (no path, too long a path, a version not committed).
+ */
+tacl_status_t tacl__snap_file_slot(struct tacl_snapshot *snap,
+                                   uint64_t version, const char *path,
+                                   int *slot_p);
+
+/**
+ * Write this rank's own store's slot to path (snap_file.c): its CRCs
+ * checked first, then a temporary file, synced and renamed over path.
+ * Reads the slot only, so it may run in a thread of its own while the
+ * caller's thread writes the other slot.
+ */
+tacl_status_t tacl__snap_file_write(struct tacl_snapshot *snap, int slot,
+                                    const char *path);
+
+/**
+ * Wait for the background flush in flight (snap_flush.c), if it reads
+ * slot of the own store (slot -1: whichever it reads): what may write
+ * that slot (a save reusing it, a restore, another flush) must not
+ * overwrite what the flush is writing out.  Returns at once otherwise.
+ * Inline, so every file may ask without a call into snap_flush.c.
+ */
+static inline void tacl__snap_flush_wait(struct tacl_snapshot *snap, int slot)
+{
+    if (!snap->flush_busy || (slot >= 0 && slot != snap->flush_slot))
+        return;
+    pthread_join(snap->flush_thread, NULL);
+    snap->flush_busy = 0;
+}
+
+/** Whether a background flush is started and its thread not ended. */
+static inline int tacl__snap_flush_running(struct tacl_snapshot *snap)
+{
+    return snap->flush_busy && !atomic_load(&snap->flush_ended);
+}
 
 /**
  * The version the snapshot file at path holds, from its header, checked

@@ -39,6 +39,8 @@ typedef struct {
     int others_no_file; /* ranks 2 and 3 lose their files too */
     int flush_last;  /* the newest version flushed */
     int no_file;     /* nothing flushed at all */
+    int flush_nb;    /* flushed in the background, waited for after the
+                        two saves that follow it */
     damage_t damage;
 } file_case_t;
 
@@ -109,6 +111,7 @@ static int body(coll_ctx_t *ctx)
 {
     const file_case_t *c = ctx->arg;
     tacl_snapshot_t snap;
+    tacl_request_t flush = NULL;
     state_t s;
     char path[300];
     uint64_t version = 0;
@@ -137,6 +140,15 @@ static int body(coll_ctx_t *ctx)
                                           &version) == TACL_ERR_INVALID_ARG &&
                    strstr(tacl_last_error(), "rank 3 passed no path") != NULL,
                "a path on some ranks only: %s", tacl_last_error());
+    COLL_CHECK(ctx,
+               tacl_snapshot_flush_nb(snap, 1, path, NULL) ==
+                       TACL_ERR_INVALID_ARG &&
+                   tacl_snapshot_flush_nb(snap, 1, path, &flush) ==
+                       TACL_ERR_INVALID_ARG &&
+                   strstr(tacl_last_error(), "version 1") != NULL,
+               "a background flush of nothing, or with no request, is "
+               "refused: %s",
+               tacl_last_error());
     for (uint64_t v = 1; v <= 3; v++) {
         tacl_request_t req;
 
@@ -145,10 +157,21 @@ static int body(coll_ctx_t *ctx)
         /* The own copy is committed already: flushing may overlap. */
         if (!c->no_file && v == (c->damage == DAMAGE_STALE && ctx->rank == 1
                                      ? 2u
-                                     : (uint64_t)c->flush_last))
-            COLL_CHECK_OK(ctx, tacl_snapshot_flush(snap, v, path));
+                                     : (uint64_t)c->flush_last)) {
+            if (c->flush_nb)
+                COLL_CHECK_OK(ctx,
+                              tacl_snapshot_flush_nb(snap, v, path, &flush));
+            else
+                COLL_CHECK_OK(ctx, tacl_snapshot_flush(snap, v, path));
+        }
         COLL_CHECK_OK(ctx, tacl_request_wait(req));
         COLL_CHECK_OK(ctx, tacl_request_free(req));
+    }
+    /* Versions 2 and 3 were saved meanwhile, 3 into the slot the flush
+     * reads (that save waited for it if it still ran): the file holds 1. */
+    if (flush != NULL) {
+        COLL_CHECK_OK(ctx, tacl_request_wait(flush));
+        COLL_CHECK_OK(ctx, tacl_request_free(flush));
     }
     fill(&s, ctx->rank, 99);
     /* With purge, every store goes: the job's memory is lost. */
@@ -244,6 +267,13 @@ Test(snap_file, memory_lost_restores_from_file, .timeout = 120)
     file_case_t c = {.flush_last = 2};
 
     run_case(&c, "lost");
+}
+
+Test(snap_file, background_flush_restores_from_file, .timeout = 120)
+{
+    file_case_t c = {.flush_last = 1, .flush_nb = 1};
+
+    run_case(&c, "bgflush");
 }
 
 Test(snap_file, lost_group_falls_back_to_file, .timeout = 120)
