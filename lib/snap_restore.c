@@ -304,11 +304,14 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
                              version);
     free(sends);
     if (status == TACL_OK && from_file) {
+        uint64_t t = tacl__now_ns();
+
         TACL_INFO(COLL,
                   "snapshot restore: rank %d reads its version %llu from "
                   "'%s' (no peer's memory holds it)",
                   snap->rank, (unsigned long long)version, sh->path);
         status = tacl__snap_file_load(snap, sh->path, version);
+        snap->stats.restore_fetch_seconds += tacl__snap_lap(&t);
     }
     return status;
 }
@@ -414,7 +417,8 @@ tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
 {
     inv_shape_t sh = {.path = path};
     inv_entry_t *mine, *all;
-    uint64_t version = 0;
+    tacl_snapshot_stats_t *st = &snap->stats;
+    uint64_t version = 0, t = tacl__now_ns();
     char why[TACL__ERROR_LEN];
     tacl_status_t status;
 
@@ -429,6 +433,7 @@ tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
     }
     inventory(snap, mine, sh.per);
     mine[sh.per] = file_entry(snap, path, why, sizeof(why));
+    st->restore_inventory_seconds = tacl__snap_lap(&t);
     status = tacl_allgather(mine, all, (size_t)sh.stride * 2, TACL_UINT64,
                             snap->comm, NULL);
     if (status == TACL_OK)
@@ -451,12 +456,17 @@ tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
         status = resized != TACL_OK ? resized : with_file_why(status, why);
         goto out;
     }
+    st->restore_gather_seconds = tacl__snap_lap(&t);
     status = fetch(snap, all, &sh, version);
+    t = tacl__now_ns();
     /* Nothing is written until every rank has the version. */
     status = tacl__snap_agree(snap, status, "restore", version);
+    st->restore_agree_seconds = tacl__snap_lap(&t);
     if (status == TACL_OK)
         status = tacl__snap_write_regions(snap, version);
+    st->restore_write_seconds = tacl__snap_lap(&t);
     status = tacl__snap_agree(snap, status, "restore", version);
+    st->restore_agree_seconds += tacl__snap_lap(&t);
     if (status == TACL_OK) {
         tacl__snap_restored(snap, version);
         *found_p = 1;
@@ -473,6 +483,8 @@ static tacl_status_t restore_entry(tacl_snapshot_t snap, const char *path,
                                    int *found_p, uint64_t *version_p,
                                    const char *name)
 {
+    tacl_snapshot_stats_t *st;
+    uint64_t t0 = tacl__now_ns();
     tacl_status_t status;
 
     if (snap == NULL || found_p == NULL || version_p == NULL)
@@ -483,7 +495,16 @@ static tacl_status_t restore_entry(tacl_snapshot_t snap, const char *path,
     status = tacl__snap_settle(snap, "restore");
     if (status != TACL_OK)
         return status;
-    return tacl__snap_restore_from(snap, path, found_p, version_p);
+    /* The breakdown is the last restore's: its phases start at zero. */
+    st = &snap->stats;
+    st->restore_inventory_seconds = st->restore_gather_seconds = 0;
+    st->restore_header_seconds = st->restore_fetch_seconds = 0;
+    st->restore_verify_seconds = st->restore_agree_seconds = 0;
+    st->restore_write_seconds = 0;
+    st->restore_bytes_fetched = 0;
+    status = tacl__snap_restore_from(snap, path, found_p, version_p);
+    st->restore_seconds = tacl__snap_lap(&t0);
+    return status;
 }
 
 TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,

@@ -347,7 +347,9 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
                               tacl__snap_recv_t *recvs, int nrecvs,
                               const char *what, uint64_t version)
 {
+    tacl_snapshot_stats_t *st = &snap->stats;
     tacl_status_t status = TACL_OK;
+    uint64_t t = tacl__now_ns();
 
     /* The headers first: a receiver sizes its store from them. */
     tacl_group_start();
@@ -373,6 +375,7 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
     /* The bodies only if every receiver has room: a sender would wait
      * for a receive that never comes. */
     status = tacl__snap_agree(snap, status, what, version);
+    st->restore_header_seconds = tacl__snap_lap(&t);
     if (status != TACL_OK)
         return status;
     tacl_group_start();
@@ -383,10 +386,14 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
         status = tacl__snap_post_body(snap, 0, snap->stores[recvs[i].source],
                                       recvs[i].slot, recvs[i].peer);
     status = group_end(status);
-    for (int i = 0; i < nrecvs && status == TACL_OK; i++)
+    st->restore_fetch_seconds = tacl__snap_lap(&t);
+    for (int i = 0; i < nrecvs && status == TACL_OK; i++) {
         status =
             tacl__snap_store_commit_checked(snap->stores[recvs[i].source],
                                             recvs[i].slot);
+        st->restore_bytes_fetched += recvs[i].desc.bytes;
+    }
+    st->restore_verify_seconds = tacl__snap_lap(&t);
     return status;
 }
 

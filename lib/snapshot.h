@@ -65,6 +65,15 @@ struct tacl_snapshot {
 #define TACL__SNAP_TAG_CRCS 2
 #define TACL__SNAP_TAG_DATA 3
 
+/** Seconds since *t, which moves on to now: one phase of a breakdown. */
+static inline double tacl__snap_lap(uint64_t *t)
+{
+    uint64_t now = tacl__now_ns(), then = *t;
+
+    *t = now;
+    return (double)(now - then) * 1e-9;
+}
+
 /** The rank holding copy j of rank r's state (j = 0: r itself). */
 static inline int tacl__snap_holder(const struct tacl_snapshot *snap, int r,
                                     int j)
@@ -111,6 +120,8 @@ typedef struct {
  * before the bodies follow.  A received version lands in
  * snap->stores[source] (opened or grown as needed) and is committed only
  * if its chunks match the sender's CRCs.  Returns the first failure.
+ * The phases' times go to the set's restore stats (header, fetch,
+ * verify) and the bytes received to restore_bytes_fetched.
  */
 tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
                               const tacl__snap_send_t *sends, int nsends,

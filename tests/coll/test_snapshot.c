@@ -197,6 +197,41 @@ static int corrupt_copy(coll_ctx_t *ctx, const snap_case_t *c)
     return 0;
 }
 
+/*
+ * The last restore's breakdown (tacl_snapshot_stats): every phase within
+ * the whole, and the bytes fetched those of this rank's state when it
+ * lost its stores, else none.
+ */
+static int restore_stats_check(coll_ctx_t *ctx, tacl_snapshot_t snap,
+                               const state_t *s, int fetched)
+{
+    tacl_snapshot_stats_t st;
+    uint64_t want = fetched ? s->wbytes + s->obytes : 0;
+    double phases[] = {0, 0, 0, 0, 0, 0, 0}, sum = 0;
+
+    COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
+    phases[0] = st.restore_inventory_seconds;
+    phases[1] = st.restore_gather_seconds;
+    phases[2] = st.restore_header_seconds;
+    phases[3] = st.restore_fetch_seconds;
+    phases[4] = st.restore_verify_seconds;
+    phases[5] = st.restore_agree_seconds;
+    phases[6] = st.restore_write_seconds;
+    for (int i = 0; i < 7; i++) {
+        COLL_CHECK(ctx, phases[i] >= 0, "restore phase %d took %g s", i,
+                   phases[i]);
+        sum += phases[i];
+    }
+    COLL_CHECK(ctx, st.restore_seconds > 0 && sum <= st.restore_seconds,
+               "restore phases %.6f s against the whole %.6f s", sum,
+               st.restore_seconds);
+    COLL_CHECK(ctx, st.restore_bytes_fetched == want,
+               "rank %d fetched %llu bytes, want %llu", ctx->rank,
+               (unsigned long long)st.restore_bytes_fetched,
+               (unsigned long long)want);
+    return 0;
+}
+
 static int body_restore(coll_ctx_t *ctx)
 {
     const snap_case_t *c = ctx->arg;
@@ -223,6 +258,8 @@ static int body_restore(coll_ctx_t *ctx)
                "rank %d's bytes differ "
                "from version %llu",
                ctx->rank, (unsigned long long)want);
+    if (restore_stats_check(ctx, snap, &s, (c->lose >> ctx->rank) & 1) != 0)
+        return 1;
     /* Saving goes on from the restored version, and so does a restore. */
     fill(&s, ctx->rank, want + 1);
     COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, want + 1));
@@ -233,6 +270,9 @@ static int body_restore(coll_ctx_t *ctx)
                    matches(&s, ctx->rank, want + 1),
                "the second restore got version %llu",
                (unsigned long long)version);
+    /* Every store holds that version now: nothing is fetched. */
+    if (restore_stats_check(ctx, snap, &s, 0) != 0)
+        return 1;
     COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
     free(s.weights);
     free(s.optim);
