@@ -292,7 +292,7 @@ int tacl__snap_holds(const struct tacl_snapshot *snap, int source)
 
 /* This rank's store of source, opened (and sized) for bytes a version. */
 tacl_status_t tacl__snap_store_for(struct tacl_snapshot *snap, int source,
-                                   uint64_t bytes)
+                                   uint64_t bytes, int populate)
 {
     tacl__snap_store_t **st = &snap->stores[source];
 
@@ -300,8 +300,9 @@ tacl_status_t tacl__snap_store_for(struct tacl_snapshot *snap, int source,
         return TACL_OK;
     tacl__snap_store_close(*st, 0);
     *st = NULL;
-    return tacl__snap_store_open(snap->key, snap->rank, source,
-                                 TACL_MAX(bytes, 1), snap->chunk, st);
+    return tacl__snap_store_open_as(snap->key, snap->rank, source,
+                                    TACL_MAX(bytes, 1), snap->chunk, populate,
+                                    st);
 }
 
 /* Post one message of the set (inside a group). */
@@ -366,7 +367,7 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
     status = group_end(status);
     for (int i = 0; i < nrecvs && status == TACL_OK; i++) {
         status = tacl__snap_store_for(snap, recvs[i].source,
-                                      recvs[i].desc.bytes);
+                                      recvs[i].desc.bytes, 0);
         if (status == TACL_OK)
             status =
                 tacl__snap_store_begin_copy(snap->stores[recvs[i].source],
@@ -375,7 +376,7 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
     /* The bodies only if every receiver has room: a sender would wait
      * for a receive that never comes. */
     status = tacl__snap_agree(snap, status, what, version);
-    st->restore_header_seconds = tacl__snap_lap(&t);
+    st->restore_header_seconds += tacl__snap_lap(&t);
     if (status != TACL_OK)
         return status;
     tacl_group_start();
@@ -386,41 +387,56 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
         status = tacl__snap_post_body(snap, 0, snap->stores[recvs[i].source],
                                       recvs[i].slot, recvs[i].peer);
     status = group_end(status);
-    st->restore_fetch_seconds = tacl__snap_lap(&t);
+    st->restore_fetch_seconds += tacl__snap_lap(&t);
     for (int i = 0; i < nrecvs && status == TACL_OK; i++) {
         status =
             tacl__snap_store_commit_checked(snap->stores[recvs[i].source],
                                             recvs[i].slot);
+        recvs[i].damaged = status != TACL_OK;
         st->restore_bytes_fetched += recvs[i].desc.bytes;
     }
-    st->restore_verify_seconds = tacl__snap_lap(&t);
+    st->restore_verify_seconds += tacl__snap_lap(&t);
     return status;
 }
 
-tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
-                               const char *what, uint64_t version)
+tacl_status_t tacl__snap_agree_flag(struct tacl_snapshot *snap,
+                                   tacl_status_t mine, int flag,
+                                   const char *what, uint64_t version,
+                                   int *any_p)
 {
-    int32_t me = mine, *all = malloc((size_t)snap->size * sizeof(*all));
+    int32_t me[2] = {mine, flag != 0},
+            *all = malloc(2 * (size_t)snap->size * sizeof(*all));
     char why[TACL__ERROR_LEN];
     tacl_status_t status;
+    int any = 0;
 
     if (all == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
                            "snapshot %s: out of memory", what);
     /* The all-gather clears the thread's last error: keep this rank's. */
     snprintf(why, sizeof(why), "%s", tacl_last_error());
-    status = tacl_allgather(&me, all, 1, TACL_INT32, snap->comm, NULL);
-    for (int r = 0; r < snap->size && status == TACL_OK; r++)
-        if (all[r] != TACL_OK && mine == TACL_OK)
+    status = tacl_allgather(me, all, 2, TACL_INT32, snap->comm, NULL);
+    for (int r = 0; r < snap->size && status == TACL_OK; r++) {
+        any |= all[2 * r + 1];
+        if (all[2 * r] != TACL_OK && mine == TACL_OK)
             status = tacl__error(TACL_ERR_REMOTE, COLL,
                                  "snapshot %s of version %llu failed on rank "
                                  "%d (%s); see its message",
                                  what, (unsigned long long)version, r,
-                                 tacl_status_string(all[r]));
+                                 tacl_status_string(all[2 * r]));
+    }
     free(all);
+    if (any_p != NULL)
+        *any_p = any;
     if (mine != TACL_OK)
         return tacl__error(mine, COLL, "%s", why);
     return status;
+}
+
+tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
+                               const char *what, uint64_t version)
+{
+    return tacl__snap_agree_flag(snap, mine, 0, what, version, NULL);
 }
 
 TACL_EXPORT tacl_status_t tacl_snapshot_latest(tacl_snapshot_t snap,

@@ -84,9 +84,11 @@ static inline int tacl__snap_holder(const struct tacl_snapshot *snap, int r,
 /** Whether this rank keeps a copy of rank source's state. */
 int tacl__snap_holds(const struct tacl_snapshot *snap, int source);
 
-/** This rank's store of source, opened and sized for bytes a version. */
+/** This rank's store of source, opened and sized for bytes a version;
+ * when made anew, its pages populated at once or not (see
+ * tacl__snap_store_open_as). */
 tacl_status_t tacl__snap_store_for(struct tacl_snapshot *snap, int source,
-                                   uint64_t bytes);
+                                   uint64_t bytes, int populate);
 
 /** Post one message of bytes with tag to or from peer (in a group). */
 tacl_status_t tacl__snap_post(struct tacl_snapshot *snap, int send, void *buf,
@@ -110,6 +112,8 @@ typedef struct {
     int source;
     tacl__snap_slot_t desc; /* filled by tacl__snap_move */
     int slot;               /* filled by tacl__snap_move */
+    int damaged;            /* set by tacl__snap_move: the copy arrived
+                               whole but failed its CRCs */
 } tacl__snap_recv_t;
 
 /**
@@ -135,6 +139,16 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
  */
 tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
                                const char *what, uint64_t version);
+
+/**
+ * tacl__snap_agree carrying a flag of each rank's: *any_p (when not
+ * NULL) is 1 on every rank when some rank passed it set, whatever the
+ * statuses (only an all-gather failure leaves it 0).
+ */
+tacl_status_t tacl__snap_agree_flag(struct tacl_snapshot *snap,
+                                   tacl_status_t mine, int flag,
+                                   const char *what, uint64_t version,
+                                   int *any_p);
 
 /**
  * Before a save or restore: agree on the non-blocking save in flight, if

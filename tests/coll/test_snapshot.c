@@ -29,6 +29,8 @@ typedef struct {
     int lose;          /* bit r: rank r's stores vanish before restore */
     int corrupt_from;  /* a rank that damages its copy of rank 1's newest
                           version, or -1 */
+    int corrupt_own;   /* a rank that damages its own newest version, or
+                          -1: its peer's copy serves */
     int kill_rank;     /* a rank killed after saving, or -1 */
     int nodes;         /* emulated nodes (node domain), 0: rank domain */
     int nb;            /* save with tacl_snapshot_save_nb */
@@ -179,19 +181,19 @@ static void lose_stores(coll_ctx_t *ctx, const snap_case_t *c)
             tacl__snap_store_unlink(c->key, ctx->rank, src);
 }
 
-/* Damage rank 1's newest version in this rank's copy of it. */
-static int corrupt_copy(coll_ctx_t *ctx, const snap_case_t *c)
+/* Damage rank source's newest version in this rank's copy of it. */
+static int corrupt_copy(coll_ctx_t *ctx, const snap_case_t *c, int source)
 {
     tacl__snap_store_t *st;
     int slot;
 
-    COLL_CHECK_OK(ctx,
-                  tacl__snap_store_open(c->key, ctx->rank, 1, 0, 0, &st));
+    COLL_CHECK_OK(ctx, tacl__snap_store_open(c->key, ctx->rank, source, 0,
+                                             0, &st));
     slot = tacl__snap_store_find(st, VERSIONS);
     COLL_CHECK(ctx, slot >= 0,
-               "rank %d holds no copy of rank 1's version "
+               "rank %d holds no copy of rank %d's version "
                "%d",
-               ctx->rank, VERSIONS);
+               ctx->rank, source, VERSIONS);
     tacl__snap_store_data(st, slot)[3000] ^= 0x40;
     tacl__snap_store_close(st, 0);
     return 0;
@@ -199,14 +201,15 @@ static int corrupt_copy(coll_ctx_t *ctx, const snap_case_t *c)
 
 /*
  * The last restore's breakdown (tacl_snapshot_stats): every phase within
- * the whole, and the bytes fetched those of this rank's state when it
- * lost its stores, else none.
+ * the whole, and the bytes fetched this rank's state times fetches: once
+ * when it lost its stores, twice when the first copy fetched was damaged
+ * (the restore verifies what it fetched, then falls back), else none.
  */
 static int restore_stats_check(coll_ctx_t *ctx, tacl_snapshot_t snap,
-                               const state_t *s, int fetched)
+                               const state_t *s, int fetches)
 {
     tacl_snapshot_stats_t st;
-    uint64_t want = fetched ? s->wbytes + s->obytes : 0;
+    uint64_t want = (uint64_t)fetches * (s->wbytes + s->obytes);
     double phases[] = {0, 0, 0, 0, 0, 0, 0}, sum = 0;
 
     COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
@@ -244,7 +247,9 @@ static int body_restore(coll_ctx_t *ctx)
     if (join(ctx, c) != 0)
         return 1;
     lose_stores(ctx, c);
-    if (ctx->rank == c->corrupt_from && corrupt_copy(ctx, c) != 0)
+    if (ctx->rank == c->corrupt_from && corrupt_copy(ctx, c, 1) != 0)
+        return 1;
+    if (ctx->rank == c->corrupt_own && corrupt_copy(ctx, c, ctx->rank) != 0)
         return 1;
     COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
     if (open_set(ctx, c, &s, &snap) != 0)
@@ -258,7 +263,10 @@ static int body_restore(coll_ctx_t *ctx)
                "rank %d's bytes differ "
                "from version %llu",
                ctx->rank, (unsigned long long)want);
-    if (restore_stats_check(ctx, snap, &s, (c->lose >> ctx->rank) & 1) != 0)
+    if (restore_stats_check(ctx, snap, &s,
+                            ((c->lose >> ctx->rank) & 1) *
+                                    (c->corrupt_from >= 0 ? 2 : 1) +
+                                (ctx->rank == c->corrupt_own)) != 0)
         return 1;
     /* Saving goes on from the restored version, and so does a restore. */
     fill(&s, ctx->rank, want + 1);
@@ -359,6 +367,7 @@ static snap_case_t case_of(int replicas, int lose, int corrupt_from,
     return (snap_case_t){.replicas = replicas,
                          .lose = lose,
                          .corrupt_from = corrupt_from,
+                         .corrupt_own = -1,
                          .grow_rank = -1,
                          .kill_rank = kill_rank};
 }
@@ -401,6 +410,16 @@ Test(snapshot, damaged_copy_falls_back, .timeout = 120)
     snap_case_t c = case_of(2, 1 << 1, 0, -1);
 
     run_case(&c, "damaged", body_restore);
+}
+
+/* A rank's own newest copy damaged: it is found before any region is
+ * written, and the rank fetches that version from its peer instead. */
+Test(snapshot, damaged_own_copy_fetched_from_peer, .timeout = 120)
+{
+    snap_case_t c = case_of(2, 0, -1, -1);
+
+    c.corrupt_own = 1;
+    run_case(&c, "own", body_restore);
 }
 
 /* Two emulated nodes of two ranks, node domain: every copy lives on the
