@@ -453,32 +453,38 @@ static const char *region_list(const tacl__snap_slot_t *s, char *out,
     return out;
 }
 
+tacl_status_t tacl__snap_store_check_chunk(tacl__snap_store_t *st, int slot,
+                                          uint32_t c)
+{
+    const tacl__snap_slot_t *s = &st->hdr->slot[slot];
+    uint32_t got = chunk_crc(st, slot, c), want = tacl__snap_store_crcs(
+                                                      st, slot)[c];
+    uint64_t off = (uint64_t)c * s->chunk_bytes;
+    char where[128];
+
+    if (got == want)
+        return TACL_OK;
+    return tacl__error(
+        TACL_ERR_INTERNAL, SHM,
+        "snapshot of rank %d held by rank %d, version %llu, %s: chunk %u "
+        "(bytes %llu to %llu) fails its checksum (stored 0x%08x, computed "
+        "0x%08x)",
+        st->source, st->holder, (unsigned long long)s->version,
+        region_span(s, off, s->chunk_bytes, where, sizeof(where)), c,
+        (unsigned long long)off,
+        (unsigned long long)TACL_MIN(off + s->chunk_bytes, s->bytes) - 1,
+        want, got);
+}
+
 /* Every chunk against its stored CRC; the first bad one decides. */
 static tacl_status_t check_chunks(tacl__snap_store_t *st, int slot)
 {
-    const tacl__snap_slot_t *s = &st->hdr->slot[slot];
-    const uint32_t *crcs = tacl__snap_store_crcs(st, slot);
+    tacl_status_t status = TACL_OK;
 
-    for (uint32_t c = 0; c < s->nchunks; c++) {
-        uint32_t got = chunk_crc(st, slot, c);
-
-        uint64_t off = (uint64_t)c * s->chunk_bytes;
-        char where[128];
-
-        if (got != crcs[c])
-            return tacl__error(
-                TACL_ERR_INTERNAL, SHM,
-                "snapshot of rank %d held by rank %d, version %llu, %s: "
-                "chunk %u (bytes %llu to %llu) fails its checksum (stored "
-                "0x%08x, computed 0x%08x)",
-                st->source, st->holder, (unsigned long long)s->version,
-                region_span(s, off, s->chunk_bytes, where, sizeof(where)), c,
-                (unsigned long long)off,
-                (unsigned long long)TACL_MIN(off + s->chunk_bytes, s->bytes) -
-                    1,
-                crcs[c], got);
-    }
-    return TACL_OK;
+    for (uint32_t c = 0; c < st->hdr->slot[slot].nchunks && status == TACL_OK;
+         c++)
+        status = tacl__snap_store_check_chunk(st, slot, c);
+    return status;
 }
 
 tacl_status_t tacl__snap_store_commit_checked(tacl__snap_store_t *st,

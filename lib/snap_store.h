@@ -140,6 +140,13 @@ void tacl__snap_store_write(tacl__snap_store_t *st, int slot, uint64_t off,
 void tacl__snap_store_commit(tacl__snap_store_t *st, int slot);
 
 /**
+ * Check chunk c of a slot against its CRC (in tacl__snap_store_crcs);
+ * the message names the source rank, the region(s) and the version.
+ */
+tacl_status_t tacl__snap_store_check_chunk(tacl__snap_store_t *st, int slot,
+                                          uint32_t c);
+
+/**
  * Check a slot written from a peer's data against the CRCs it sent (in
  * tacl__snap_store_crcs already), and commit it when they agree.
  */

@@ -335,6 +335,72 @@ tacl_status_t tacl__snap_post_body(struct tacl_snapshot *snap, int send,
     return status;
 }
 
+/* The receives of recv's version into its slot: the CRCs, then a
+ * request a part.  Those posted are counted, for recv_finish. */
+static tacl_status_t recv_post(struct tacl_snapshot *snap,
+                               tacl__snap_recv_t *recv)
+{
+    tacl__snap_store_t *st = snap->stores[recv->source];
+    const tacl__snap_slot_t *d = tacl__snap_store_slot(st, recv->slot);
+    uint8_t *data = tacl__snap_store_data(st, recv->slot);
+    tacl_status_t status = TACL_OK;
+
+    if (d->nchunks == 0)
+        return TACL_OK;
+    recv->reqs = calloc((size_t)d->nchunks + 1, sizeof(*recv->reqs));
+    if (recv->reqs == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot: out of memory");
+    status = tacl_recv_tag_nb(tacl__snap_store_crcs(st, recv->slot),
+                              4ull * d->nchunks, TACL_UINT8, recv->peer,
+                              TACL__SNAP_TAG_CRCS, NULL, snap->comm, NULL,
+                              &recv->reqs[0]);
+    recv->nreqs += status == TACL_OK;
+    for (uint64_t off = 0; off < d->bytes && status == TACL_OK;
+         off += d->chunk_bytes) {
+        status = tacl_recv_tag_nb(data + off,
+                                  TACL_MIN(d->chunk_bytes, d->bytes - off),
+                                  TACL_UINT8, recv->peer, TACL__SNAP_TAG_DATA,
+                                  NULL, snap->comm, NULL,
+                                  &recv->reqs[recv->nreqs]);
+        recv->nreqs += status == TACL_OK;
+    }
+    return status;
+}
+
+/*
+ * Wait for recv's requests in order, checking each part against its CRC
+ * once it is in; every request is waited for, also after a failure.
+ * The copy is committed when every part passed; a part that fails marks
+ * it damaged (its message names rank, region and version).
+ */
+static tacl_status_t recv_finish(struct tacl_snapshot *snap,
+                                 tacl__snap_recv_t *recv)
+{
+    tacl__snap_store_t *st = snap->stores[recv->source];
+    tacl_status_t status = TACL_OK, checked = TACL_OK;
+    int nchunks = (int)tacl__snap_store_slot(st, recv->slot)->nchunks;
+
+    for (int i = 0; i < recv->nreqs; i++) {
+        tacl_status_t got = tacl_request_wait(recv->reqs[i]);
+
+        tacl_request_free(recv->reqs[i]);
+        status = status != TACL_OK ? status : got;
+        if (i > 0 && status == TACL_OK && checked == TACL_OK)
+            checked = tacl__snap_store_check_chunk(st, recv->slot,
+                                                   (uint32_t)(i - 1));
+    }
+    free(recv->reqs);
+    recv->reqs = NULL;
+    if (status == TACL_OK && recv->nreqs < (nchunks > 0 ? nchunks + 1 : 0))
+        status = TACL_ERR_INTERNAL; /* a post failed: its error is set */
+    recv->damaged = status == TACL_OK && checked != TACL_OK;
+    if (status != TACL_OK || checked != TACL_OK)
+        return status != TACL_OK ? status : checked;
+    tacl__snap_store_commit_unchecked(st, recv->slot);
+    return TACL_OK;
+}
+
 /* A group of posts: the posts' failure wins over the end's status. */
 static tacl_status_t group_end(tacl_status_t posted)
 {
@@ -379,23 +445,29 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
     st->restore_header_seconds += tacl__snap_lap(&t);
     if (status != TACL_OK)
         return status;
-    tacl_group_start();
-    for (int i = 0; i < nsends && status == TACL_OK; i++)
-        status = tacl__snap_post_body(snap, 1, sends[i].st, sends[i].slot,
-                                      sends[i].peer);
+    /* Each received part is its own request, so that it is checked as
+     * it lands while the next ones travel; they are posted before this
+     * rank's sends start. */
+    for (int i = 0; i < nrecvs; i++) {
+        recvs[i].reqs = NULL;
+        recvs[i].nreqs = 0;
+    }
     for (int i = 0; i < nrecvs && status == TACL_OK; i++)
-        status = tacl__snap_post_body(snap, 0, snap->stores[recvs[i].source],
-                                      recvs[i].slot, recvs[i].peer);
-    status = group_end(status);
-    st->restore_fetch_seconds += tacl__snap_lap(&t);
-    for (int i = 0; i < nrecvs && status == TACL_OK; i++) {
-        status =
-            tacl__snap_store_commit_checked(snap->stores[recvs[i].source],
-                                            recvs[i].slot);
-        recvs[i].damaged = status != TACL_OK;
+        status = recv_post(snap, &recvs[i]);
+    if (nsends > 0) {
+        tacl_group_start();
+        for (int i = 0; i < nsends && status == TACL_OK; i++)
+            status = tacl__snap_post_body(snap, 1, sends[i].st,
+                                          sends[i].slot, sends[i].peer);
+        status = group_end(status);
+    }
+    for (int i = 0; i < nrecvs; i++) {
+        tacl_status_t got = recv_finish(snap, &recvs[i]);
+
+        status = status != TACL_OK ? status : got;
         st->restore_bytes_fetched += recvs[i].desc.bytes;
     }
-    st->restore_verify_seconds += tacl__snap_lap(&t);
+    st->restore_fetch_seconds += tacl__snap_lap(&t);
     return status;
 }
 

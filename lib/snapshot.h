@@ -114,6 +114,8 @@ typedef struct {
     int slot;               /* filled by tacl__snap_move */
     int damaged;            /* set by tacl__snap_move: the copy arrived
                                whole but failed its CRCs */
+    tacl_request_t *reqs;   /* tacl__snap_move's: its CRCs and parts */
+    int nreqs;
 } tacl__snap_recv_t;
 
 /**
