@@ -1300,8 +1300,11 @@ typedef struct {
      * bookkeeping between them.  All zero before a restore. */
     double restore_seconds;         /**< the whole tacl_snapshot_restore
                                          or _restore_file call */
-    double restore_inventory_seconds; /**< verifying the copies this rank
-                                         holds (every chunk's CRC) */
+    double restore_inventory_seconds; /**< listing the copies this rank
+                                         holds (their headers checked;
+                                         every chunk too when a damaged
+                                         copy made the restore run
+                                         again) */
     double restore_gather_seconds;  /**< all-gathering the ranks' lists
                                          of intact versions and choosing
                                          one */
@@ -1310,10 +1313,12 @@ typedef struct {
                                          agreement that every receiver
                                          has room */
     double restore_fetch_seconds;   /**< the fetched versions' bodies on
-                                         the wire (and a file tier read) */
-    double restore_verify_seconds;  /**< checking the fetched bodies
-                                         against their CRCs, where not
-                                         overlapped with the fetch */
+                                         the wire, each part checked
+                                         against its CRC as it lands (and
+                                         a file tier read) */
+    double restore_verify_seconds;  /**< checking this rank's own copy
+                                         of the version against its CRCs,
+                                         after the fetch */
     double restore_agree_seconds;   /**< the two agreements: every rank
                                          has the version, every rank
                                          wrote it */
