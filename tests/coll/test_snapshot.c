@@ -27,6 +27,8 @@ typedef struct {
     char key[32];
     int replicas;
     int lose;          /* bit r: rank r's stores vanish before restore */
+    int lose_own;      /* bit r: only rank r's store of its own state
+                          vanishes (it still holds its peers' copies) */
     int corrupt_from;  /* a rank that damages its copy of rank 1's newest
                           version, or -1 */
     int corrupt_own;   /* a rank that damages its own newest version, or
@@ -179,6 +181,8 @@ static void lose_stores(coll_ctx_t *ctx, const snap_case_t *c)
     if (c->lose & (1 << ctx->rank))
         for (int src = 0; src < ctx->nranks; src++)
             tacl__snap_store_unlink(c->key, ctx->rank, src);
+    if (c->lose_own & (1 << ctx->rank))
+        tacl__snap_store_unlink(c->key, ctx->rank, ctx->rank);
 }
 
 /* Damage rank source's newest version in this rank's copy of it. */
@@ -264,7 +268,7 @@ static int body_restore(coll_ctx_t *ctx)
                "from version %llu",
                ctx->rank, (unsigned long long)want);
     if (restore_stats_check(ctx, snap, &s,
-                            ((c->lose >> ctx->rank) & 1) *
+                            (((c->lose | c->lose_own) >> ctx->rank) & 1) *
                                     (c->corrupt_from >= 0 ? 2 : 1) +
                                 (ctx->rank == c->corrupt_own)) != 0)
         return 1;
@@ -410,6 +414,17 @@ Test(snapshot, damaged_copy_falls_back, .timeout = 120)
     snap_case_t c = case_of(2, 1 << 1, 0, -1);
 
     run_case(&c, "damaged", body_restore);
+}
+
+/* m = 3 on 4 ranks (a ring of all four): ranks 0 and 1 lose their own
+ * states only, so rank 1 sends rank 0's copy while it fetches its own
+ * from rank 2 in the same exchange. */
+Test(snapshot, fetching_rank_also_sends, .timeout = 120)
+{
+    snap_case_t c = case_of(3, 0, -1, -1);
+
+    c.lose_own = (1 << 0) | (1 << 1);
+    run_case(&c, "both", body_restore);
 }
 
 /* A rank's own newest copy damaged: it is found before any region is
