@@ -18,6 +18,12 @@
  * partial load.  The ranks agree that every rank has the version before
  * any writes it into its regions, checked against their layout, and
  * then that every rank did.
+ *
+ * That careful restore is the second attempt.  The first lists copies by
+ * their headers and verifies only those the chosen version uses, as they
+ * are used (restore_attempt), so an intact set of copies costs no pass
+ * over every slot before the first byte moves; anything it finds wrong
+ * sends every rank alike to the careful one before a region is written.
  */
 #include <stdio.h>
 #include <stdlib.h>
