@@ -314,9 +314,9 @@ void engine_snap_restore_report(engine_snap_t *s, char *buf, size_t len)
 
     (void)tacl_snapshot_stats(s->set, &st);
     /* The restore's phases in order (issue 29): this rank's copies
-     * verified, the lists all-gathered, the fetched headers and room,
-     * the bodies on the wire, their CRCs after arrival, the two
-     * agreements, the regions written. */
+     * listed, the lists all-gathered, the fetched headers and room, the
+     * bodies on the wire (checked part by part), the own copy's check,
+     * the two agreements, the regions written. */
     snprintf(buf, len,
              "restore rank %d restore_s %.6f inventory_s %.6f gather_s %.6f "
              "header_s %.6f fetch_s %.6f verify_s %.6f agree_s %.6f "
