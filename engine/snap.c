@@ -7,9 +7,11 @@
  * end when a file is named.  A resumed job restores from peer memory
  * first, then from the files, and goes on from the restored step.
  *
- * A set holds at most 32 regions, fewer than a deep model's layers times
- * four, so each kind's shards are packed layer after layer into one
- * buffer before a save and unpacked after a restore.
+ * A set holds at most 32 regions.  When the shards fit (layers times
+ * four, and the position), each is registered as it is, so a save copies
+ * straight from them and a restore writes straight into them; else, as
+ * a deep model's do not, each kind's shards are packed layer after layer
+ * into one buffer before a save and unpacked after a restore.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@ struct engine_snap {
     engine_snap_opts_t o;
     tacl_snapshot_t set;
     int rank, layers;
+    int direct; /* every shard its own region: no packs */
     float *pack[ENGINE_SHARD_KINDS];
     size_t floats[ENGINE_SHARD_KINDS];
     uint64_t position[2]; /* step, data position */
@@ -46,10 +49,11 @@ static tacl_status_t fail(engine_snap_t *s, tacl_status_t st,
     return st;
 }
 
-/* Copy every shard of each kind into its pack (to 1) or back (to 0). */
+/* Copy every shard of each kind into its pack (to 1) or back (to 0),
+ * unless they are registered as they are; then the position. */
 static void pack(engine_snap_t *s, int to)
 {
-    for (int k = 0; k < ENGINE_SHARD_KINDS; k++) {
+    for (int k = 0; k < ENGINE_SHARD_KINDS && !s->direct; k++) {
         float *at = s->pack[k];
 
         for (int l = 0; l < s->layers; l++) {
@@ -70,6 +74,31 @@ static void pack(engine_snap_t *s, int to)
         engine_set_position(s->e, s->position[0], s->position[1]);
 }
 
+/* The shards' regions: one a shard (direct), or one pack a kind. */
+static tacl_status_t register_shards(engine_snap_t *s)
+{
+    tacl_status_t st = TACL_OK;
+    char name[48];
+
+    for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK; k++) {
+        for (int l = 0; l < s->layers && s->direct && st == TACL_OK; l++) {
+            float *shard;
+            size_t len;
+
+            engine_shard(s->e, (engine_shard_t)k, l, &shard, &len);
+            snprintf(name, sizeof(name), "%s.%d", kind_names[k], l);
+            st = tacl_snapshot_register(s->set, name, len > 0 ? shard : NULL,
+                                        len * sizeof(float));
+        }
+        if (!s->direct)
+            st = tacl_snapshot_register(s->set, kind_names[k], s->pack[k],
+                                        s->floats[k] * sizeof(float));
+    }
+    if (st != TACL_OK)
+        fail(s, st, "register");
+    return st;
+}
+
 int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode)
 {
     static const char *const names[] = {"background", "foreground",
@@ -82,6 +111,9 @@ int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode)
         }
     return -1;
 }
+
+/* The most regions a snapshot set holds (tacl_snapshot_register). */
+#define ENGINE_SNAP_REGIONS 32
 
 /* Parts in flight per copy by default: tacl's pipeline of staging
  * parts (1: unpipelined, one part after the other). */
@@ -124,7 +156,9 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
     st = tacl_comm_n_nodes(comm, &nodes);
     if (st == TACL_OK && nodes < (o->replicas > 0 ? o->replicas : 2))
         cfg.domain = TACL_SNAPSHOT_DOMAIN_RANK;
-    for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK; k++) {
+    s->direct = s->layers * ENGINE_SHARD_KINDS + 1 <= ENGINE_SNAP_REGIONS;
+    for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK && !s->direct;
+         k++) {
         for (int l = 0; l < s->layers; l++) {
             float *shard;
             size_t len;
@@ -142,11 +176,8 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
     if (st == TACL_OK &&
         (st = tacl_snapshot_create(comm, &cfg, &s->set)) != TACL_OK)
         fail(s, st, "create");
-    for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK; k++)
-        if ((st = tacl_snapshot_register(s->set, kind_names[k], s->pack[k],
-                                         s->floats[k] * sizeof(float))) !=
-            TACL_OK)
-            fail(s, st, "register");
+    if (st == TACL_OK)
+        st = register_shards(s);
     if (st == TACL_OK &&
         (st = tacl_snapshot_register(s->set, "position", s->position,
                                      sizeof(s->position))) != TACL_OK)
@@ -277,6 +308,26 @@ void engine_snap_report(engine_snap_t *s, char *buf, size_t len)
              st.total_copy_seconds,
              st.total_checksum_seconds, st.total_transfer_seconds,
              (unsigned long long)st.total_bytes_sent);
+}
+
+void engine_snap_restore_report(engine_snap_t *s, char *buf, size_t len)
+{
+    tacl_snapshot_stats_t st = {0};
+
+    (void)tacl_snapshot_stats(s->set, &st);
+    /* The restore's phases in order (issue 29): this rank's copies
+     * listed, the lists all-gathered, the fetched headers and room, the
+     * bodies on the wire (checked part by part), the own copy's check,
+     * the two agreements, the regions written. */
+    snprintf(buf, len,
+             "restore rank %d restore_s %.6f inventory_s %.6f gather_s %.6f "
+             "header_s %.6f fetch_s %.6f verify_s %.6f agree_s %.6f "
+             "write_s %.6f fetched_bytes %llu",
+             s->rank, st.restore_seconds, st.restore_inventory_seconds,
+             st.restore_gather_seconds, st.restore_header_seconds,
+             st.restore_fetch_seconds, st.restore_verify_seconds,
+             st.restore_agree_seconds, st.restore_write_seconds,
+             (unsigned long long)st.restore_bytes_fetched);
 }
 
 tacl_status_t engine_snap_finish(engine_snap_t *s)

@@ -56,6 +56,10 @@ tacl_status_t engine_snap_after_step(engine_snap_t *s);
 /* One line on how the saves went (tacl_snapshot_stats), into buf. */
 void engine_snap_report(engine_snap_t *s, char *buf, size_t len);
 
+/* One line on where the last restore's time went on this rank
+ * (tacl_snapshot_stats' restore fields), into buf. */
+void engine_snap_restore_report(engine_snap_t *s, char *buf, size_t len);
+
 /* After the last step: its state to the file if one is named; wait for
  * the save in flight. */
 tacl_status_t engine_snap_finish(engine_snap_t *s);

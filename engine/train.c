@@ -586,6 +586,14 @@ int main(int argc, char **argv)
                    "; starting from step 0\n", a.snap.key,
                    a.snap.file != NULL ? " nor in files " : "",
                    a.snap.file != NULL ? a.snap.file : "");
+        if (found) {
+            char line[320];
+
+            /* Every rank's: a replaced node's ranks fetch, rank 0 may
+             * not. */
+            engine_snap_restore_report(snap, line, sizeof(line));
+            printf("%s\n", line);
+        }
         fflush(stdout);
     }
     /* A resumed job runs on to step --steps; otherwise --steps more. */

@@ -1295,6 +1295,37 @@ typedef struct {
     double total_checksum_seconds; /**< sum of checksum_seconds */
     double total_transfer_seconds; /**< over the completed requests */
     uint64_t total_bytes_sent;  /**< sum of bytes_sent */
+    /* Where the last restore's time went on this rank (issue 29), its
+     * phases in order; they add up to restore_seconds but for the
+     * bookkeeping between them.  All zero before a restore. */
+    double restore_seconds;         /**< the whole tacl_snapshot_restore
+                                         or _restore_file call */
+    double restore_inventory_seconds; /**< listing the copies this rank
+                                         holds (their headers checked;
+                                         every chunk too when a damaged
+                                         copy made the restore run
+                                         again) */
+    double restore_gather_seconds;  /**< all-gathering the ranks' lists
+                                         of intact versions and choosing
+                                         one */
+    double restore_header_seconds;  /**< the fetched versions' headers,
+                                         the receiving slots, and the
+                                         agreement that every receiver
+                                         has room */
+    double restore_fetch_seconds;   /**< the fetched versions' bodies on
+                                         the wire, each part checked
+                                         against its CRC as it lands (and
+                                         a file tier read) */
+    double restore_verify_seconds;  /**< checking this rank's own copy
+                                         of the version against its CRCs,
+                                         after the fetch */
+    double restore_agree_seconds;   /**< the two agreements: every rank
+                                         has the version, every rank
+                                         wrote it */
+    double restore_write_seconds;   /**< the version into the regions */
+    uint64_t restore_bytes_fetched; /**< data bytes this rank received
+                                         from a peer (0 when it held its
+                                         own state) */
 } tacl_snapshot_stats_t;
 
 /** This rank's counts for the set (local, no communication). */

@@ -272,7 +272,7 @@ tacl_status_t tacl__snap_file_load(struct tacl_snapshot *snap,
                              (unsigned long long)h.desc.version,
                              (unsigned long long)version);
     if (status == TACL_OK)
-        status = tacl__snap_store_for(snap, snap->rank, h.desc.bytes);
+        status = tacl__snap_store_for(snap, snap->rank, h.desc.bytes, 0);
     if (status == TACL_OK)
         status = tacl__snap_store_begin_copy(*st, &h.desc, &slot);
     if (status != TACL_OK)

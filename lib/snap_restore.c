@@ -18,6 +18,12 @@
  * partial load.  The ranks agree that every rank has the version before
  * any writes it into its regions, checked against their layout, and
  * then that every rank did.
+ *
+ * That careful restore is the second attempt.  The first lists copies by
+ * their headers and verifies only those the chosen version uses, as they
+ * are used (restore_attempt), so an intact set of copies costs no pass
+ * over every slot before the first byte moves; anything it finds wrong
+ * sends every rank alike to the careful one before a region is written.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,8 +75,10 @@ static int max_held(const struct tacl_snapshot *snap)
     return most;
 }
 
-/* This rank's intact versions into mine (room for per entries). */
-static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per)
+/* This rank's intact versions into mine (room for per entries): with
+ * full every chunk checked, else the headers only. */
+static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per,
+                      int full)
 {
     int n = 0;
 
@@ -89,7 +97,9 @@ static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per)
 
             if (d->state == TACL__SNAP_EMPTY)
                 continue;
-            if (tacl__snap_store_verify(snap->stores[s], slot) != TACL_OK) {
+            if ((full ? tacl__snap_store_verify(snap->stores[s], slot)
+                      : tacl__snap_store_verify_header(snap->stores[s],
+                                                       slot)) != TACL_OK) {
                 TACL_INFO(COLL,
                           "snapshot restore: rank %d skips its copy of rank "
                           "%d's version %llu: %s",
@@ -267,11 +277,12 @@ tacl_status_t tacl__snap_write_regions(struct tacl_snapshot *snap,
 /* Every rank gets version into its own store: from memory (its own, or
  * its first holder's), or, only where no memory holds it, its file. */
 static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
-                           const inv_shape_t *sh, uint64_t version)
+                           const inv_shape_t *sh, uint64_t version, int full,
+                           int *damaged_p)
 {
     tacl__snap_send_t *sends = calloc((size_t)snap->size, sizeof(*sends));
-    tacl__snap_recv_t recv;
-    int nsends = 0, nrecvs = 0, from_file = 0;
+    tacl__snap_recv_t recv = {.damaged = 0};
+    int nsends = 0, nrecvs = 0, from_file = 0, own = 0;
     tacl_status_t status;
 
     if (sends == NULL)
@@ -280,6 +291,7 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
     for (int s = 0; s < snap->size; s++) {
         int from = provider(snap, all, sh, s, version);
 
+        own |= from == s && s == snap->rank;
         if (from == s)
             continue;
         if (from == FROM_FILE) {
@@ -303,12 +315,27 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
     status = tacl__snap_move(snap, sends, nsends, &recv, nrecvs, "restore",
                              version);
     free(sends);
+    *damaged_p = recv.damaged;
+    if (status == TACL_OK && own && !full) {
+        /* The quick attempt's own copy, checked while peers check what
+         * they fetched. */
+        uint64_t t = tacl__now_ns();
+        tacl__snap_store_t *mine = snap->stores[snap->rank];
+
+        status = tacl__snap_store_verify(
+            mine, tacl__snap_store_find(mine, version));
+        *damaged_p = status != TACL_OK;
+        snap->stats.restore_verify_seconds += tacl__snap_lap(&t);
+    }
     if (status == TACL_OK && from_file) {
+        uint64_t t = tacl__now_ns();
+
         TACL_INFO(COLL,
                   "snapshot restore: rank %d reads its version %llu from "
                   "'%s' (no peer's memory holds it)",
                   snap->rank, (unsigned long long)version, sh->path);
         status = tacl__snap_file_load(snap, sh->path, version);
+        snap->stats.restore_fetch_seconds += tacl__snap_lap(&t);
     }
     return status;
 }
@@ -408,16 +435,30 @@ static tacl_status_t with_file_why(tacl_status_t status, const char *why)
     return tacl__error(status, COLL, "%s; this rank's file: %s", msg, why);
 }
 
-tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
-                                      const char *path, int *found_p,
-                                      uint64_t *version_p)
+/*
+ * One attempt at the restore.  A careful one (full) lists only copies
+ * whose every chunk passes its CRC, as the header comment says.  A quick
+ * one lists every copy whose header is intact and verifies only what
+ * the chosen version uses, where it is used: a fetched copy against its
+ * sender's CRCs as it lands (tacl__snap_move), a rank's own copy after
+ * the fetch; a damaged one, or a refusal decided from the lists (which
+ * the careful lists might decide otherwise), sets *again_p on every rank
+ * alike, before any rank writes its regions.
+ */
+static tacl_status_t restore_attempt(struct tacl_snapshot *snap,
+                                     const char *path, int full,
+                                     int *again_p, int *found_p,
+                                     uint64_t *version_p)
 {
     inv_shape_t sh = {.path = path};
     inv_entry_t *mine, *all;
-    uint64_t version = 0;
+    tacl_snapshot_stats_t *st = &snap->stats;
+    uint64_t version = 0, t = tacl__now_ns();
     char why[TACL__ERROR_LEN];
     tacl_status_t status;
+    int damaged = 0;
 
+    *again_p = 0;
     sh.per = 2 * max_held(snap);
     sh.stride = sh.per + 1;
     mine = malloc((size_t)sh.stride * sizeof(*mine));
@@ -427,16 +468,18 @@ tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
                              "snapshot restore: out of memory");
         goto out;
     }
-    inventory(snap, mine, sh.per);
+    inventory(snap, mine, sh.per, full);
     mine[sh.per] = file_entry(snap, path, why, sizeof(why));
+    st->restore_inventory_seconds += tacl__snap_lap(&t);
     status = tacl_allgather(mine, all, (size_t)sh.stride * 2, TACL_UINT64,
                             snap->comm, NULL);
-    if (status == TACL_OK)
-        status = check_paths(snap, all, &sh);
+    if (status != TACL_OK)
+        goto out;
+    status = check_paths(snap, all, &sh);
     if (status == TACL_OK && path == NULL)
         status = other_size(snap, all, &sh);
     if (status != TACL_OK)
-        goto out;
+        goto refused;
     if (!anything(snap, all, &sh)) {
         status = other_size(snap, all, &sh);
         *found_p = 0;
@@ -449,23 +492,53 @@ tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
         tacl_status_t resized = other_size(snap, all, &sh);
 
         status = resized != TACL_OK ? resized : with_file_why(status, why);
-        goto out;
+        goto refused;
     }
-    status = fetch(snap, all, &sh, version);
+    st->restore_gather_seconds += tacl__snap_lap(&t);
+    status = fetch(snap, all, &sh, version, full, &damaged);
+    t = tacl__now_ns();
     /* Nothing is written until every rank has the version. */
-    status = tacl__snap_agree(snap, status, "restore", version);
+    status = tacl__snap_agree_flag(snap, status, damaged, "restore", version,
+                                   again_p);
+    st->restore_agree_seconds += tacl__snap_lap(&t);
+    if (*again_p)
+        goto out;
     if (status == TACL_OK)
         status = tacl__snap_write_regions(snap, version);
+    st->restore_write_seconds += tacl__snap_lap(&t);
     status = tacl__snap_agree(snap, status, "restore", version);
+    st->restore_agree_seconds += tacl__snap_lap(&t);
     if (status == TACL_OK) {
         tacl__snap_restored(snap, version);
         *found_p = 1;
         *version_p = version;
     }
+    goto out;
+refused:
+    /* Every rank decided it from the same lists. */
+    *again_p = !full;
 out:
     free(mine);
     free(all);
     return status;
+}
+
+/* The quick attempt, and the careful one when it asks (see above). */
+tacl_status_t tacl__snap_restore_from(struct tacl_snapshot *snap,
+                                      const char *path, int *found_p,
+                                      uint64_t *version_p)
+{
+    int again;
+    tacl_status_t status =
+        restore_attempt(snap, path, 0, &again, found_p, version_p);
+
+    if (!again)
+        return status;
+    TACL_INFO(COLL,
+              "snapshot restore: rank %d restores again, verifying every "
+              "copy it holds first (%s)",
+              snap->rank, tacl_last_error());
+    return restore_attempt(snap, path, 1, &again, found_p, version_p);
 }
 
 /* Both entry points: the arguments, the save in flight, the restore. */
@@ -473,6 +546,8 @@ static tacl_status_t restore_entry(tacl_snapshot_t snap, const char *path,
                                    int *found_p, uint64_t *version_p,
                                    const char *name)
 {
+    tacl_snapshot_stats_t *st;
+    uint64_t t0 = tacl__now_ns();
     tacl_status_t status;
 
     if (snap == NULL || found_p == NULL || version_p == NULL)
@@ -485,7 +560,16 @@ static tacl_status_t restore_entry(tacl_snapshot_t snap, const char *path,
         return status;
     /* A restore may rewrite the own store: the flush reading it first. */
     tacl__snap_flush_wait(snap, -1);
-    return tacl__snap_restore_from(snap, path, found_p, version_p);
+    /* The breakdown is the last restore's: its phases start at zero. */
+    st = &snap->stats;
+    st->restore_inventory_seconds = st->restore_gather_seconds = 0;
+    st->restore_header_seconds = st->restore_fetch_seconds = 0;
+    st->restore_verify_seconds = st->restore_agree_seconds = 0;
+    st->restore_write_seconds = 0;
+    st->restore_bytes_fetched = 0;
+    status = tacl__snap_restore_from(snap, path, found_p, version_p);
+    st->restore_seconds = tacl__snap_lap(&t0);
+    return status;
 }
 
 TACL_EXPORT tacl_status_t tacl_snapshot_restore(tacl_snapshot_t snap,

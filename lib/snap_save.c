@@ -96,7 +96,7 @@ static tacl_status_t save_own(struct tacl_snapshot *snap, uint64_t version,
         desc[i].bytes = snap->regions[i].bytes;
     }
     status = tacl__snap_store_for(snap, snap->rank,
-                                  snap->peer_bytes[snap->rank]);
+                                  snap->peer_bytes[snap->rank], 1);
     /* Not over the version a background flush is writing out. */
     if (status == TACL_OK)
         tacl__snap_flush_wait(
@@ -127,7 +127,7 @@ static tacl_status_t prepare_receives(struct tacl_snapshot *snap,
         if (s == snap->rank || !tacl__snap_holds(snap, s))
             continue;
         d.nchunks = (uint32_t)TACL_DIV_UP(d.bytes, d.chunk_bytes);
-        status = tacl__snap_store_for(snap, s, d.bytes);
+        status = tacl__snap_store_for(snap, s, d.bytes, 1);
         if (status == TACL_OK)
             status = tacl__snap_store_begin_copy(snap->stores[s], &d,
                                                  &snap->in_slot[s]);

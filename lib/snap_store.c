@@ -146,9 +146,10 @@ static tacl_status_t header_check(const store_header_t *h, size_t size,
                        fault);
 }
 
-tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
-                                    uint64_t capacity, uint32_t chunk_bytes,
-                                    tacl__snap_store_t **store_p)
+tacl_status_t tacl__snap_store_open_as(const char *key, int holder,
+                                       int source, uint64_t capacity,
+                                       uint32_t chunk_bytes, int populate,
+                                       tacl__snap_store_t **store_p)
 {
     tacl__snap_store_t *st = calloc(1, sizeof(*st));
     store_header_t h;
@@ -213,7 +214,7 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
      * (one a slot) take a page fault every 4 KiB in their copies, in the
      * caller's thread (issue 29's breakdown). */
     st->base = mmap(NULL, st->mapped, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_POPULATE, fd, 0);
+                    MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
     if (st->base == MAP_FAILED) {
         status =
             tacl__error(TACL_ERR_SYSTEM, SHM,
@@ -231,6 +232,14 @@ err_close:
 err_free:
     free(st);
     return status;
+}
+
+tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
+                                    uint64_t capacity, uint32_t chunk_bytes,
+                                    tacl__snap_store_t **store_p)
+{
+    return tacl__snap_store_open_as(key, holder, source, capacity,
+                                    chunk_bytes, 1, store_p);
 }
 
 uint64_t tacl__snap_store_capacity(const tacl__snap_store_t *st)
@@ -449,32 +458,38 @@ static const char *region_list(const tacl__snap_slot_t *s, char *out,
     return out;
 }
 
+tacl_status_t tacl__snap_store_check_chunk(tacl__snap_store_t *st, int slot,
+                                          uint32_t c)
+{
+    const tacl__snap_slot_t *s = &st->hdr->slot[slot];
+    uint32_t got = chunk_crc(st, slot, c), want = tacl__snap_store_crcs(
+                                                      st, slot)[c];
+    uint64_t off = (uint64_t)c * s->chunk_bytes;
+    char where[128];
+
+    if (got == want)
+        return TACL_OK;
+    return tacl__error(
+        TACL_ERR_INTERNAL, SHM,
+        "snapshot of rank %d held by rank %d, version %llu, %s: chunk %u "
+        "(bytes %llu to %llu) fails its checksum (stored 0x%08x, computed "
+        "0x%08x)",
+        st->source, st->holder, (unsigned long long)s->version,
+        region_span(s, off, s->chunk_bytes, where, sizeof(where)), c,
+        (unsigned long long)off,
+        (unsigned long long)TACL_MIN(off + s->chunk_bytes, s->bytes) - 1,
+        want, got);
+}
+
 /* Every chunk against its stored CRC; the first bad one decides. */
 static tacl_status_t check_chunks(tacl__snap_store_t *st, int slot)
 {
-    const tacl__snap_slot_t *s = &st->hdr->slot[slot];
-    const uint32_t *crcs = tacl__snap_store_crcs(st, slot);
+    tacl_status_t status = TACL_OK;
 
-    for (uint32_t c = 0; c < s->nchunks; c++) {
-        uint32_t got = chunk_crc(st, slot, c);
-
-        uint64_t off = (uint64_t)c * s->chunk_bytes;
-        char where[128];
-
-        if (got != crcs[c])
-            return tacl__error(
-                TACL_ERR_INTERNAL, SHM,
-                "snapshot of rank %d held by rank %d, version %llu, %s: "
-                "chunk %u (bytes %llu to %llu) fails its checksum (stored "
-                "0x%08x, computed 0x%08x)",
-                st->source, st->holder, (unsigned long long)s->version,
-                region_span(s, off, s->chunk_bytes, where, sizeof(where)), c,
-                (unsigned long long)off,
-                (unsigned long long)TACL_MIN(off + s->chunk_bytes, s->bytes) -
-                    1,
-                crcs[c], got);
-    }
-    return TACL_OK;
+    for (uint32_t c = 0; c < st->hdr->slot[slot].nchunks && status == TACL_OK;
+         c++)
+        status = tacl__snap_store_check_chunk(st, slot, c);
+    return status;
 }
 
 tacl_status_t tacl__snap_store_commit_checked(tacl__snap_store_t *st,
@@ -488,7 +503,8 @@ tacl_status_t tacl__snap_store_commit_checked(tacl__snap_store_t *st,
     return status;
 }
 
-tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot)
+tacl_status_t tacl__snap_store_verify_header(tacl__snap_store_t *st,
+                                             int slot)
 {
     const store_header_t *h = st->hdr;
     const tacl__snap_slot_t *s = &h->slot[slot];
@@ -523,7 +539,14 @@ tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot)
             region_span(s, kept, s->bytes - kept, list, sizeof(list)),
             st->mapped, (unsigned long long)end);
     }
-    return check_chunks(st, slot);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot)
+{
+    tacl_status_t status = tacl__snap_store_verify_header(st, slot);
+
+    return status == TACL_OK ? check_chunks(st, slot) : status;
 }
 
 int tacl__snap_store_find(tacl__snap_store_t *st, uint64_t version)

@@ -63,6 +63,18 @@ tacl_status_t tacl__snap_store_open(const char *key, int holder, int source,
                                     uint64_t capacity, uint32_t chunk_bytes,
                                     tacl__snap_store_t **store_p);
 
+/**
+ * tacl__snap_store_open, its pages populated at once (populate 1, as a
+ * save wants: its copy runs in the caller's thread) or on first touch
+ * (0, as a restore's fetch wants: the receives touch them as the bytes
+ * arrive, while the link is the bound, instead of zeroing two slots
+ * before the first byte may come).
+ */
+tacl_status_t tacl__snap_store_open_as(const char *key, int holder,
+                                       int source, uint64_t capacity,
+                                       uint32_t chunk_bytes, int populate,
+                                       tacl__snap_store_t **store_p);
+
 /** Data bytes a version may have in this store. */
 uint64_t tacl__snap_store_capacity(const tacl__snap_store_t *st);
 
@@ -131,6 +143,13 @@ void tacl__snap_store_write(tacl__snap_store_t *st, int slot, uint64_t off,
 void tacl__snap_store_commit(tacl__snap_store_t *st, int slot);
 
 /**
+ * Check chunk c of a slot against its CRC (in tacl__snap_store_crcs);
+ * the message names the source rank, the region(s) and the version.
+ */
+tacl_status_t tacl__snap_store_check_chunk(tacl__snap_store_t *st, int slot,
+                                          uint32_t c);
+
+/**
  * Check a slot written from a peer's data against the CRCs it sent (in
  * tacl__snap_store_crcs already), and commit it when they agree.
  */
@@ -143,6 +162,14 @@ tacl_status_t tacl__snap_store_commit_checked(tacl__snap_store_t *st,
  * names the source rank, the region and the version; TACL_ERR_INTERNAL.
  */
 tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot);
+
+/**
+ * tacl__snap_store_verify without the chunks' CRCs: the slot is complete,
+ * its header intact and its data within the object, so it may be read
+ * (and sent, the receiver checking the CRCs).
+ */
+tacl_status_t tacl__snap_store_verify_header(tacl__snap_store_t *st,
+                                             int slot);
 
 /** Forget every version after version (a restore abandoned them). */
 void tacl__snap_store_drop_after(tacl__snap_store_t *st, uint64_t version);

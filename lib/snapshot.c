@@ -292,7 +292,7 @@ int tacl__snap_holds(const struct tacl_snapshot *snap, int source)
 
 /* This rank's store of source, opened (and sized) for bytes a version. */
 tacl_status_t tacl__snap_store_for(struct tacl_snapshot *snap, int source,
-                                   uint64_t bytes)
+                                   uint64_t bytes, int populate)
 {
     tacl__snap_store_t **st = &snap->stores[source];
 
@@ -300,8 +300,9 @@ tacl_status_t tacl__snap_store_for(struct tacl_snapshot *snap, int source,
         return TACL_OK;
     tacl__snap_store_close(*st, 0);
     *st = NULL;
-    return tacl__snap_store_open(snap->key, snap->rank, source,
-                                 TACL_MAX(bytes, 1), snap->chunk, st);
+    return tacl__snap_store_open_as(snap->key, snap->rank, source,
+                                    TACL_MAX(bytes, 1), snap->chunk, populate,
+                                    st);
 }
 
 /* Post one message of the set (inside a group). */
@@ -334,6 +335,72 @@ tacl_status_t tacl__snap_post_body(struct tacl_snapshot *snap, int send,
     return status;
 }
 
+/* The receives of recv's version into its slot: the CRCs, then a
+ * request a part.  Those posted are counted, for recv_finish. */
+static tacl_status_t recv_post(struct tacl_snapshot *snap,
+                               tacl__snap_recv_t *recv)
+{
+    tacl__snap_store_t *st = snap->stores[recv->source];
+    const tacl__snap_slot_t *d = tacl__snap_store_slot(st, recv->slot);
+    uint8_t *data = tacl__snap_store_data(st, recv->slot);
+    tacl_status_t status = TACL_OK;
+
+    if (d->nchunks == 0)
+        return TACL_OK;
+    recv->reqs = calloc((size_t)d->nchunks + 1, sizeof(*recv->reqs));
+    if (recv->reqs == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot: out of memory");
+    status = tacl_recv_tag_nb(tacl__snap_store_crcs(st, recv->slot),
+                              4ull * d->nchunks, TACL_UINT8, recv->peer,
+                              TACL__SNAP_TAG_CRCS, NULL, snap->comm, NULL,
+                              &recv->reqs[0]);
+    recv->nreqs += status == TACL_OK;
+    for (uint64_t off = 0; off < d->bytes && status == TACL_OK;
+         off += d->chunk_bytes) {
+        status = tacl_recv_tag_nb(data + off,
+                                  TACL_MIN(d->chunk_bytes, d->bytes - off),
+                                  TACL_UINT8, recv->peer, TACL__SNAP_TAG_DATA,
+                                  NULL, snap->comm, NULL,
+                                  &recv->reqs[recv->nreqs]);
+        recv->nreqs += status == TACL_OK;
+    }
+    return status;
+}
+
+/*
+ * Wait for recv's requests in order, checking each part against its CRC
+ * once it is in; every request is waited for, also after a failure.
+ * The copy is committed when every part passed; a part that fails marks
+ * it damaged (its message names rank, region and version).
+ */
+static tacl_status_t recv_finish(struct tacl_snapshot *snap,
+                                 tacl__snap_recv_t *recv)
+{
+    tacl__snap_store_t *st = snap->stores[recv->source];
+    tacl_status_t status = TACL_OK, checked = TACL_OK;
+    int nchunks = (int)tacl__snap_store_slot(st, recv->slot)->nchunks;
+
+    for (int i = 0; i < recv->nreqs; i++) {
+        tacl_status_t got = tacl_request_wait(recv->reqs[i]);
+
+        tacl_request_free(recv->reqs[i]);
+        status = status != TACL_OK ? status : got;
+        if (i > 0 && status == TACL_OK && checked == TACL_OK)
+            checked = tacl__snap_store_check_chunk(st, recv->slot,
+                                                   (uint32_t)(i - 1));
+    }
+    free(recv->reqs);
+    recv->reqs = NULL;
+    if (status == TACL_OK && recv->nreqs < (nchunks > 0 ? nchunks + 1 : 0))
+        status = TACL_ERR_INTERNAL; /* a post failed: its error is set */
+    recv->damaged = status == TACL_OK && checked != TACL_OK;
+    if (status != TACL_OK || checked != TACL_OK)
+        return status != TACL_OK ? status : checked;
+    tacl__snap_store_commit_unchecked(st, recv->slot);
+    return TACL_OK;
+}
+
 /* A group of posts: the posts' failure wins over the end's status. */
 static tacl_status_t group_end(tacl_status_t posted)
 {
@@ -347,7 +414,9 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
                               tacl__snap_recv_t *recvs, int nrecvs,
                               const char *what, uint64_t version)
 {
+    tacl_snapshot_stats_t *st = &snap->stats;
     tacl_status_t status = TACL_OK;
+    uint64_t t = tacl__now_ns();
 
     /* The headers first: a receiver sizes its store from them. */
     tacl_group_start();
@@ -364,7 +433,7 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
     status = group_end(status);
     for (int i = 0; i < nrecvs && status == TACL_OK; i++) {
         status = tacl__snap_store_for(snap, recvs[i].source,
-                                      recvs[i].desc.bytes);
+                                      recvs[i].desc.bytes, 0);
         if (status == TACL_OK)
             status =
                 tacl__snap_store_begin_copy(snap->stores[recvs[i].source],
@@ -373,47 +442,73 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
     /* The bodies only if every receiver has room: a sender would wait
      * for a receive that never comes. */
     status = tacl__snap_agree(snap, status, what, version);
+    st->restore_header_seconds += tacl__snap_lap(&t);
     if (status != TACL_OK)
         return status;
-    tacl_group_start();
-    for (int i = 0; i < nsends && status == TACL_OK; i++)
-        status = tacl__snap_post_body(snap, 1, sends[i].st, sends[i].slot,
-                                      sends[i].peer);
+    /* Each received part is its own request, so that it is checked as
+     * it lands while the next ones travel; they are posted before this
+     * rank's sends start. */
+    for (int i = 0; i < nrecvs; i++) {
+        recvs[i].reqs = NULL;
+        recvs[i].nreqs = 0;
+    }
     for (int i = 0; i < nrecvs && status == TACL_OK; i++)
-        status = tacl__snap_post_body(snap, 0, snap->stores[recvs[i].source],
-                                      recvs[i].slot, recvs[i].peer);
-    status = group_end(status);
-    for (int i = 0; i < nrecvs && status == TACL_OK; i++)
-        status =
-            tacl__snap_store_commit_checked(snap->stores[recvs[i].source],
-                                            recvs[i].slot);
+        status = recv_post(snap, &recvs[i]);
+    if (nsends > 0) {
+        tacl_group_start();
+        for (int i = 0; i < nsends && status == TACL_OK; i++)
+            status = tacl__snap_post_body(snap, 1, sends[i].st,
+                                          sends[i].slot, sends[i].peer);
+        status = group_end(status);
+    }
+    for (int i = 0; i < nrecvs; i++) {
+        tacl_status_t got = recv_finish(snap, &recvs[i]);
+
+        status = status != TACL_OK ? status : got;
+        st->restore_bytes_fetched += recvs[i].desc.bytes;
+    }
+    st->restore_fetch_seconds += tacl__snap_lap(&t);
     return status;
 }
 
-tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
-                               const char *what, uint64_t version)
+tacl_status_t tacl__snap_agree_flag(struct tacl_snapshot *snap,
+                                   tacl_status_t mine, int flag,
+                                   const char *what, uint64_t version,
+                                   int *any_p)
 {
-    int32_t me = mine, *all = malloc((size_t)snap->size * sizeof(*all));
+    int32_t me[2] = {mine, flag != 0},
+            *all = malloc(2 * (size_t)snap->size * sizeof(*all));
     char why[TACL__ERROR_LEN];
     tacl_status_t status;
+    int any = 0;
 
     if (all == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
                            "snapshot %s: out of memory", what);
     /* The all-gather clears the thread's last error: keep this rank's. */
     snprintf(why, sizeof(why), "%s", tacl_last_error());
-    status = tacl_allgather(&me, all, 1, TACL_INT32, snap->comm, NULL);
-    for (int r = 0; r < snap->size && status == TACL_OK; r++)
-        if (all[r] != TACL_OK && mine == TACL_OK)
+    status = tacl_allgather(me, all, 2, TACL_INT32, snap->comm, NULL);
+    for (int r = 0; r < snap->size && status == TACL_OK; r++) {
+        any |= all[2 * r + 1];
+        if (all[2 * r] != TACL_OK && mine == TACL_OK)
             status = tacl__error(TACL_ERR_REMOTE, COLL,
                                  "snapshot %s of version %llu failed on rank "
                                  "%d (%s); see its message",
                                  what, (unsigned long long)version, r,
-                                 tacl_status_string(all[r]));
+                                 tacl_status_string(all[2 * r]));
+    }
     free(all);
+    if (any_p != NULL)
+        *any_p = any;
     if (mine != TACL_OK)
         return tacl__error(mine, COLL, "%s", why);
     return status;
+}
+
+tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
+                               const char *what, uint64_t version)
+{
+    return tacl__snap_agree_flag(snap, mine, 0, what, version, NULL);
 }
 
 TACL_EXPORT tacl_status_t tacl_snapshot_latest(tacl_snapshot_t snap,

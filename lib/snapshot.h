@@ -72,6 +72,15 @@ struct tacl_snapshot {
 #define TACL__SNAP_TAG_CRCS 2
 #define TACL__SNAP_TAG_DATA 3
 
+/** Seconds since *t, which moves on to now: one phase of a breakdown. */
+static inline double tacl__snap_lap(uint64_t *t)
+{
+    uint64_t now = tacl__now_ns(), then = *t;
+
+    *t = now;
+    return (double)(now - then) * 1e-9;
+}
+
 /** The rank holding copy j of rank r's state (j = 0: r itself). */
 static inline int tacl__snap_holder(const struct tacl_snapshot *snap, int r,
                                     int j)
@@ -82,9 +91,11 @@ static inline int tacl__snap_holder(const struct tacl_snapshot *snap, int r,
 /** Whether this rank keeps a copy of rank source's state. */
 int tacl__snap_holds(const struct tacl_snapshot *snap, int source);
 
-/** This rank's store of source, opened and sized for bytes a version. */
+/** This rank's store of source, opened and sized for bytes a version;
+ * when made anew, its pages populated at once or not (see
+ * tacl__snap_store_open_as). */
 tacl_status_t tacl__snap_store_for(struct tacl_snapshot *snap, int source,
-                                   uint64_t bytes);
+                                   uint64_t bytes, int populate);
 
 /** Post one message of bytes with tag to or from peer (in a group). */
 tacl_status_t tacl__snap_post(struct tacl_snapshot *snap, int send, void *buf,
@@ -108,6 +119,10 @@ typedef struct {
     int source;
     tacl__snap_slot_t desc; /* filled by tacl__snap_move */
     int slot;               /* filled by tacl__snap_move */
+    int damaged;            /* set by tacl__snap_move: the copy arrived
+                               whole but failed its CRCs */
+    tacl_request_t *reqs;   /* tacl__snap_move's: its CRCs and parts */
+    int nreqs;
 } tacl__snap_recv_t;
 
 /**
@@ -118,6 +133,8 @@ typedef struct {
  * before the bodies follow.  A received version lands in
  * snap->stores[source] (opened or grown as needed) and is committed only
  * if its chunks match the sender's CRCs.  Returns the first failure.
+ * The phases' times go to the set's restore stats (header, fetch,
+ * verify) and the bytes received to restore_bytes_fetched.
  */
 tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
                               const tacl__snap_send_t *sends, int nsends,
@@ -131,6 +148,16 @@ tacl_status_t tacl__snap_move(struct tacl_snapshot *snap,
  */
 tacl_status_t tacl__snap_agree(struct tacl_snapshot *snap, tacl_status_t mine,
                                const char *what, uint64_t version);
+
+/**
+ * tacl__snap_agree carrying a flag of each rank's: *any_p (when not
+ * NULL) is 1 on every rank when some rank passed it set, whatever the
+ * statuses (only an all-gather failure leaves it 0).
+ */
+tacl_status_t tacl__snap_agree_flag(struct tacl_snapshot *snap,
+                                   tacl_status_t mine, int flag,
+                                   const char *what, uint64_t version,
+                                   int *any_p);
 
 /**
  * Before a save or restore: agree on the non-blocking save in flight, if

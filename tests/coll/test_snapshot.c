@@ -27,8 +27,12 @@ typedef struct {
     char key[32];
     int replicas;
     int lose;          /* bit r: rank r's stores vanish before restore */
+    int lose_own;      /* bit r: only rank r's store of its own state
+                          vanishes (it still holds its peers' copies) */
     int corrupt_from;  /* a rank that damages its copy of rank 1's newest
                           version, or -1 */
+    int corrupt_own;   /* a rank that damages its own newest version, or
+                          -1: its peer's copy serves */
     int kill_rank;     /* a rank killed after saving, or -1 */
     int nodes;         /* emulated nodes (node domain), 0: rank domain */
     int nb;            /* save with tacl_snapshot_save_nb */
@@ -177,23 +181,61 @@ static void lose_stores(coll_ctx_t *ctx, const snap_case_t *c)
     if (c->lose & (1 << ctx->rank))
         for (int src = 0; src < ctx->nranks; src++)
             tacl__snap_store_unlink(c->key, ctx->rank, src);
+    if (c->lose_own & (1 << ctx->rank))
+        tacl__snap_store_unlink(c->key, ctx->rank, ctx->rank);
 }
 
-/* Damage rank 1's newest version in this rank's copy of it. */
-static int corrupt_copy(coll_ctx_t *ctx, const snap_case_t *c)
+/* Damage rank source's newest version in this rank's copy of it. */
+static int corrupt_copy(coll_ctx_t *ctx, const snap_case_t *c, int source)
 {
     tacl__snap_store_t *st;
     int slot;
 
-    COLL_CHECK_OK(ctx,
-                  tacl__snap_store_open(c->key, ctx->rank, 1, 0, 0, &st));
+    COLL_CHECK_OK(ctx, tacl__snap_store_open(c->key, ctx->rank, source, 0,
+                                             0, &st));
     slot = tacl__snap_store_find(st, VERSIONS);
     COLL_CHECK(ctx, slot >= 0,
-               "rank %d holds no copy of rank 1's version "
+               "rank %d holds no copy of rank %d's version "
                "%d",
-               ctx->rank, VERSIONS);
+               ctx->rank, source, VERSIONS);
     tacl__snap_store_data(st, slot)[3000] ^= 0x40;
     tacl__snap_store_close(st, 0);
+    return 0;
+}
+
+/*
+ * The last restore's breakdown (tacl_snapshot_stats): every phase within
+ * the whole, and the bytes fetched this rank's state times fetches: once
+ * when it lost its stores, twice when the first copy fetched was damaged
+ * (the restore verifies what it fetched, then falls back), else none.
+ */
+static int restore_stats_check(coll_ctx_t *ctx, tacl_snapshot_t snap,
+                               const state_t *s, int fetches)
+{
+    tacl_snapshot_stats_t st;
+    uint64_t want = (uint64_t)fetches * (s->wbytes + s->obytes);
+    double phases[] = {0, 0, 0, 0, 0, 0, 0}, sum = 0;
+
+    COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
+    phases[0] = st.restore_inventory_seconds;
+    phases[1] = st.restore_gather_seconds;
+    phases[2] = st.restore_header_seconds;
+    phases[3] = st.restore_fetch_seconds;
+    phases[4] = st.restore_verify_seconds;
+    phases[5] = st.restore_agree_seconds;
+    phases[6] = st.restore_write_seconds;
+    for (int i = 0; i < 7; i++) {
+        COLL_CHECK(ctx, phases[i] >= 0, "restore phase %d took %g s", i,
+                   phases[i]);
+        sum += phases[i];
+    }
+    COLL_CHECK(ctx, st.restore_seconds > 0 && sum <= st.restore_seconds,
+               "restore phases %.6f s against the whole %.6f s", sum,
+               st.restore_seconds);
+    COLL_CHECK(ctx, st.restore_bytes_fetched == want,
+               "rank %d fetched %llu bytes, want %llu", ctx->rank,
+               (unsigned long long)st.restore_bytes_fetched,
+               (unsigned long long)want);
     return 0;
 }
 
@@ -209,7 +251,9 @@ static int body_restore(coll_ctx_t *ctx)
     if (join(ctx, c) != 0)
         return 1;
     lose_stores(ctx, c);
-    if (ctx->rank == c->corrupt_from && corrupt_copy(ctx, c) != 0)
+    if (ctx->rank == c->corrupt_from && corrupt_copy(ctx, c, 1) != 0)
+        return 1;
+    if (ctx->rank == c->corrupt_own && corrupt_copy(ctx, c, ctx->rank) != 0)
         return 1;
     COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
     if (open_set(ctx, c, &s, &snap) != 0)
@@ -223,6 +267,11 @@ static int body_restore(coll_ctx_t *ctx)
                "rank %d's bytes differ "
                "from version %llu",
                ctx->rank, (unsigned long long)want);
+    if (restore_stats_check(ctx, snap, &s,
+                            (((c->lose | c->lose_own) >> ctx->rank) & 1) *
+                                    (c->corrupt_from >= 0 ? 2 : 1) +
+                                (ctx->rank == c->corrupt_own)) != 0)
+        return 1;
     /* Saving goes on from the restored version, and so does a restore. */
     fill(&s, ctx->rank, want + 1);
     COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, want + 1));
@@ -233,6 +282,9 @@ static int body_restore(coll_ctx_t *ctx)
                    matches(&s, ctx->rank, want + 1),
                "the second restore got version %llu",
                (unsigned long long)version);
+    /* Every store holds that version now: nothing is fetched. */
+    if (restore_stats_check(ctx, snap, &s, 0) != 0)
+        return 1;
     COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
     free(s.weights);
     free(s.optim);
@@ -319,6 +371,7 @@ static snap_case_t case_of(int replicas, int lose, int corrupt_from,
     return (snap_case_t){.replicas = replicas,
                          .lose = lose,
                          .corrupt_from = corrupt_from,
+                         .corrupt_own = -1,
                          .grow_rank = -1,
                          .kill_rank = kill_rank};
 }
@@ -361,6 +414,27 @@ Test(snapshot, damaged_copy_falls_back, .timeout = 120)
     snap_case_t c = case_of(2, 1 << 1, 0, -1);
 
     run_case(&c, "damaged", body_restore);
+}
+
+/* m = 3 on 4 ranks (a ring of all four): ranks 0 and 1 lose their own
+ * states only, so rank 1 sends rank 0's copy while it fetches its own
+ * from rank 2 in the same exchange. */
+Test(snapshot, fetching_rank_also_sends, .timeout = 120)
+{
+    snap_case_t c = case_of(3, 0, -1, -1);
+
+    c.lose_own = (1 << 0) | (1 << 1);
+    run_case(&c, "both", body_restore);
+}
+
+/* A rank's own newest copy damaged: it is found before any region is
+ * written, and the rank fetches that version from its peer instead. */
+Test(snapshot, damaged_own_copy_fetched_from_peer, .timeout = 120)
+{
+    snap_case_t c = case_of(2, 0, -1, -1);
+
+    c.corrupt_own = 1;
+    run_case(&c, "own", body_restore);
 }
 
 /* Two emulated nodes of two ranks, node domain: every copy lives on the

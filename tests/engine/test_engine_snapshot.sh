@@ -41,10 +41,11 @@ run4() {
         > "$log" 2>&1
 }
 
-# same_losses NAME FROM LOG: LOG's steps FROM+1..STEPS have exactly the
-# uninterrupted run's loss bits, and LOG has no other step.
+# same_losses NAME FROM LOG [FULL]: LOG's steps FROM+1..STEPS have
+# exactly the uninterrupted run's (FULL's, full.log by default) loss
+# bits, and LOG has no other step.
 same_losses() {
-    local out
+    local out full=${4:-$TMP/full.log}
     checks=$((checks + 1))
     out=$(awk -v from="$2" -v last=$STEPS '
         FNR == 1 { file++ }
@@ -57,7 +58,7 @@ same_losses() {
         END {
             if (n != last - from) print "steps: " n ", want " last - from
             else if (bad != "") print "differ at step" bad
-        }' "$TMP/full.log" "$3")
+        }' "$full" "$3")
     if [ -n "$out" ]; then
         fail "$1: $out"
         grep '^step\|resume\|train:' "$3" | head -20
@@ -115,6 +116,25 @@ for mode in foreground blocking; do
     expect_rc "--snapshot-mode $mode: resumed run" 0 $?
     resumed_same "--snapshot-mode $mode" "$TMP/resume-$mode.log"
 done
+# 1b'. A deeper model, more shards than a set holds regions (10 layers
+# times 4 kinds): each kind's shards travel packed; above, each shard
+# is its own region.
+run4 "$TMP/deep-full.log" --snapshot-key "$KEY-deepf" --blocks 8
+expect_rc "deep model: uninterrupted run" 0 $?
+run4 "$TMP/deep-kill.log" --snapshot-key "$KEY-deep" --blocks 8 \
+    --kill-at 1:7
+expect_rc "deep model: rank 1 killed after step 7" 137 $?
+run4 "$TMP/deep-resume.log" --snapshot-key "$KEY-deep" --blocks 8 --resume
+expect_rc "deep model: resumed run" 0 $?
+step=$(restored "$TMP/deep-resume.log")
+checks=$((checks + 1))
+if [ -n "$step" ]; then
+    ok "deep model: resumed from saved step $step"
+    same_losses "deep model (packed shards)" "$step" \
+        "$TMP/deep-resume.log" "$TMP/deep-full.log"
+else
+    fail "deep model: the resume restored nothing"
+fi
 # 1c. Paced saves (--snapshot-pace, tacl_snapshot_due): a due save is
 # skipped while the previous one's copies travel.  Every due step is a
 # save or a skip, saved at least once; a resume from what was saved has
