@@ -34,6 +34,7 @@ struct engine_snap {
     uint64_t position[2]; /* step, data position */
     char path[4096];      /* this rank's file, or "" */
     tacl_request_t pending;
+    tacl_request_t flushing; /* the periodic flush in the background */
     uint64_t pending_step, saved_step, flushed_step;
     int saves, have_saved, have_flushed;
     double pack_s, total_pack_s; /* the last save's pack, and all */
@@ -229,10 +230,25 @@ static tacl_status_t settle(engine_snap_t *s)
     return TACL_OK;
 }
 
-/* Save the current step non-blocking; flush it when due or forced. */
+/* Wait for the background flush, if any. */
+static tacl_status_t flush_settle(engine_snap_t *s)
+{
+    tacl_status_t st;
+
+    if (s->flushing == NULL)
+        return TACL_OK;
+    st = tacl_request_wait(s->flushing);
+    tacl_request_free(s->flushing);
+    s->flushing = NULL;
+    return st != TACL_OK ? fail(s, st, "flush") : TACL_OK;
+}
+
+/* Save the current step non-blocking; flush it when due (in the
+ * background, training on) or forced (the last step: at once). */
 static tacl_status_t save(engine_snap_t *s, int flush)
 {
     uint64_t step, data_pos;
+    int due;
     tacl_status_t st = settle(s);
 
     if (st != TACL_OK)
@@ -251,10 +267,14 @@ static tacl_status_t save(engine_snap_t *s, int flush)
     s->saves++;
     if (s->o.mode == ENGINE_SNAP_BLOCKING && (st = settle(s)) != TACL_OK)
         return st;
-    flush |= s->o.flush_every > 0 && s->saves % s->o.flush_every == 0;
+    due = s->o.flush_every > 0 && s->saves % s->o.flush_every == 0;
     /* The own copy is committed once save_nb returns. */
-    if (flush && s->path[0] != '\0') {
-        st = tacl_snapshot_flush(s->set, step, s->path);
+    if ((flush || due) && s->path[0] != '\0') {
+        st = flush_settle(s);
+        if (st == TACL_OK)
+            st = flush ? tacl_snapshot_flush(s->set, step, s->path)
+                       : tacl_snapshot_flush_nb(s->set, step, s->path,
+                                                &s->flushing);
         if (st != TACL_OK)
             return fail(s, st, "flush");
         s->flushed_step = step;
@@ -336,6 +356,9 @@ tacl_status_t engine_snap_finish(engine_snap_t *s)
     tacl_status_t st;
 
     engine_position(s->e, &step, &data_pos);
+    st = flush_settle(s);
+    if (st != TACL_OK)
+        return st;
     if (s->path[0] == '\0' || (s->have_flushed && s->flushed_step == step))
         return settle(s);
     if ((s->pending != NULL && s->pending_step == step) ||
@@ -357,6 +380,10 @@ void engine_snap_destroy(engine_snap_t *s, int purge)
     if (s->pending != NULL) {
         (void)tacl_request_wait(s->pending);
         tacl_request_free(s->pending);
+    }
+    if (s->flushing != NULL) {
+        (void)tacl_request_wait(s->flushing);
+        tacl_request_free(s->flushing);
     }
     if (s->set != NULL)
         tacl_snapshot_destroy(s->set, purge);
