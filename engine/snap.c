@@ -213,6 +213,19 @@ tacl_status_t engine_snap_resume(engine_snap_t *s, int *found_p,
     return TACL_OK;
 }
 
+/* Wait for *req, if any, and free it: its status. */
+static tacl_status_t finish_request(tacl_request_t *req)
+{
+    tacl_status_t st;
+
+    if (*req == NULL)
+        return TACL_OK;
+    st = tacl_request_wait(*req);
+    tacl_request_free(*req);
+    *req = NULL;
+    return st;
+}
+
 /* Wait for the save in flight, if any. */
 static tacl_status_t settle(engine_snap_t *s)
 {
@@ -220,9 +233,7 @@ static tacl_status_t settle(engine_snap_t *s)
 
     if (s->pending == NULL)
         return TACL_OK;
-    st = tacl_request_wait(s->pending);
-    tacl_request_free(s->pending);
-    s->pending = NULL;
+    st = finish_request(&s->pending);
     if (st != TACL_OK)
         return fail(s, st, "save");
     s->saved_step = s->pending_step;
@@ -233,13 +244,8 @@ static tacl_status_t settle(engine_snap_t *s)
 /* Wait for the background flush, if any. */
 static tacl_status_t flush_settle(engine_snap_t *s)
 {
-    tacl_status_t st;
+    tacl_status_t st = finish_request(&s->flushing);
 
-    if (s->flushing == NULL)
-        return TACL_OK;
-    st = tacl_request_wait(s->flushing);
-    tacl_request_free(s->flushing);
-    s->flushing = NULL;
     return st != TACL_OK ? fail(s, st, "flush") : TACL_OK;
 }
 
@@ -377,14 +383,8 @@ void engine_snap_destroy(engine_snap_t *s, int purge)
 {
     if (s == NULL)
         return;
-    if (s->pending != NULL) {
-        (void)tacl_request_wait(s->pending);
-        tacl_request_free(s->pending);
-    }
-    if (s->flushing != NULL) {
-        (void)tacl_request_wait(s->flushing);
-        tacl_request_free(s->flushing);
-    }
+    (void)finish_request(&s->pending);
+    (void)finish_request(&s->flushing);
     if (s->set != NULL)
         tacl_snapshot_destroy(s->set, purge);
     for (int k = 0; k < ENGINE_SHARD_KINDS; k++)
