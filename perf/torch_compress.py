@@ -7,15 +7,17 @@ WIDTH -> 1, on a fixed random teacher's targets) for STEPS steps once per
 hook, every run from the same initial weights and data:
 
     none          DDP's own all-reduce (on tacl)
-    tacl-fp16     tacl_torch.compression_hook, codec fp16
+    tacl-fp16     tacl_torch.compression_hook, codec fp16 (with its
+                  residual, CompressionState's default)
     tacl-topk1    tacl_torch.compression_hook, topk 1% with error feedback
     torch-fp16    torch's fp16_compress_hook
     torch-psgd    torch's powerSGD_hook (rank 1, PowerSGD from step
                   min(10, STEPS / 2), error feedback on; before it the
                   plain all-reduce)
 
-and, asked for by name only, torch-bpsgd: torch's batched_powerSGD_hook
-with the same state.  torch 2.15's fails on its first PowerSGD step
+and, asked for by name only, tacl-fp16-noef (fp16 without the residual,
+as torch's fp16_compress_hook keeps none) and torch-bpsgd: torch's
+batched_powerSGD_hook with the same state.  torch 2.15's fails on its first PowerSGD step
 (_orthogonalize asserts a batch of matrices and is handed one 2-D Q), so
 it is not in the default list.  Every hook runs on the tacl backend.
 
@@ -38,7 +40,7 @@ import sys
 import time
 
 HOOKS = ["none", "tacl-fp16", "tacl-topk1", "torch-fp16", "torch-psgd"]
-OPTIONAL = ["torch-bpsgd"]
+OPTIONAL = ["torch-bpsgd", "tacl-fp16-noef"]
 
 
 def parse_args():
@@ -74,9 +76,11 @@ def register(torch, model, hook, steps):
     from torch.distributed.algorithms.ddp_comm_hooks import (
         default_hooks, powerSGD_hook)
 
-    if hook == "tacl-fp16":
-        model.register_comm_hook(tacl_torch.CompressionState(codec="fp16"),
-                                 tacl_torch.compression_hook)
+    if hook in ("tacl-fp16", "tacl-fp16-noef"):
+        model.register_comm_hook(
+            tacl_torch.CompressionState(codec="fp16",
+                                        error_feedback=hook == "tacl-fp16"),
+            tacl_torch.compression_hook)
     elif hook == "tacl-topk1":
         model.register_comm_hook(
             tacl_torch.CompressionState(codec="topk", density=0.01),
