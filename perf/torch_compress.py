@@ -158,17 +158,17 @@ def report(d, hooks):
     if "none" not in runs:
         sys.exit(f"no run of hook 'none' in {d}")
     base = statistics.median(r for r, _ in runs["none"])
-    print(f"{'hook':<12} {'samples/s':>10} {'vs none':>8} "
+    print(f"{'hook':<14} {'samples/s':>10} {'vs none':>8} "
           f"{'loss at last step':>18}  launches")
     asked = hooks.split(",")
     for hook in asked + sorted(h for h in runs if h not in asked):
         if hook not in runs:
-            print(f"{hook:<12} {'-':>10} {'-':>8} {'-':>18}  0 (no run "
+            print(f"{hook:<14} {'-':>10} {'-':>8} {'-':>18}  0 (no run "
                   "finished: failed or hung, see the log)")
             continue
         rate = statistics.median(r for r, _ in runs[hook])
         loss = statistics.median(v for _, v in runs[hook])
-        print(f"{hook:<12} {rate:>10.1f} {rate / base:>7.2f}x "
+        print(f"{hook:<14} {rate:>10.1f} {rate / base:>7.2f}x "
               f"{loss:>18.6f}  {len(runs[hook])}")
 
 
