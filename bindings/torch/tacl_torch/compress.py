@@ -329,9 +329,8 @@ class CompressionState:
         """The scheme a bucket of n values runs."""
         s = self._schemes.get(n)
         if s is None:
-            codec, density, bits, block = self.codec_args
-            s = _backend(self.process_group)._compressed_scheme(
-                codec, density, bits, block, n, False, self.scheme)
+            s = _resolved(_backend(self.process_group), self.codec_args, n,
+                          self.scheme)
             self._schemes[n] = s
         return s
 
