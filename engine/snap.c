@@ -1,14 +1,20 @@
 /*
  * The engine's in-memory snapshots (tacl.h, tacl_snapshot_*): every
- * rank's parameter, gradient and Adam shards, its step counter and data
- * position are registered with a snapshot set; after the optimizer step,
+ * rank's parameter and Adam shards, its step counter and data position
+ * are registered with a snapshot set; after the optimizer step,
  * every K steps, they are saved non-blocking (the previous save is waited
  * for first), and flushed to a file per rank every F saves and at the
  * end when a file is named.  A resumed job restores from peer memory
  * first, then from the files, and goes on from the restored step.
  *
+ * Gradient shards are not saved: a save follows a step, whose optimizer
+ * update zeroes every gradient shard (update, words_update), so they
+ * would add a quarter to every copy and carry nothing; a restore zeroes
+ * them, as a step boundary has them.  (A checkpoint of DeepSpeed or torch
+ * DCP holds no gradients either.)
+ *
  * A set holds at most 32 regions.  When the shards fit (layers times
- * four, and the position), each is registered as it is, so a save copies
+ * three, and the position), each is registered as it is, so a save copies
  * straight from them and a restore writes straight into them; else, as
  * a deep model's do not, each kind's shards are packed layer after layer
  * into one buffer before a save and unpacked after a restore.
@@ -50,12 +56,32 @@ static tacl_status_t fail(engine_snap_t *s, tacl_status_t st,
     return st;
 }
 
+/* The kinds a snapshot holds: all but the gradients (see above). */
+static int kind_saved(int k)
+{
+    return k != ENGINE_SHARD_GRAD;
+}
+
+#define ENGINE_SAVED_KINDS (ENGINE_SHARD_KINDS - 1)
+
 /* Copy every shard of each kind into its pack (to 1) or back (to 0),
- * unless they are registered as they are; then the position. */
+ * unless they are registered as they are; then the position.  Back, the
+ * gradients are zeroed. */
 static void pack(engine_snap_t *s, int to)
 {
+    for (int l = 0; l < s->layers && !to; l++) {
+        float *shard;
+        size_t len;
+
+        engine_shard(s->e, ENGINE_SHARD_GRAD, l, &shard, &len);
+        if (len > 0)
+            memset(shard, 0, len * sizeof(float));
+    }
     for (int k = 0; k < ENGINE_SHARD_KINDS && !s->direct; k++) {
         float *at = s->pack[k];
+
+        if (!kind_saved(k))
+            continue;
 
         for (int l = 0; l < s->layers; l++) {
             float *shard;
@@ -82,6 +108,8 @@ static tacl_status_t register_shards(engine_snap_t *s)
     char name[48];
 
     for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK; k++) {
+        if (!kind_saved(k))
+            continue;
         for (int l = 0; l < s->layers && s->direct && st == TACL_OK; l++) {
             float *shard;
             size_t len;
@@ -157,9 +185,11 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
     st = tacl_comm_n_nodes(comm, &nodes);
     if (st == TACL_OK && nodes < (o->replicas > 0 ? o->replicas : 2))
         cfg.domain = TACL_SNAPSHOT_DOMAIN_RANK;
-    s->direct = s->layers * ENGINE_SHARD_KINDS + 1 <= ENGINE_SNAP_REGIONS;
+    s->direct = s->layers * ENGINE_SAVED_KINDS + 1 <= ENGINE_SNAP_REGIONS;
     for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK && !s->direct;
          k++) {
+        if (!kind_saved(k))
+            continue;
         for (int l = 0; l < s->layers; l++) {
             float *shard;
             size_t len;

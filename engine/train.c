@@ -83,6 +83,12 @@ static void usage(FILE *f)
         "                   previous one's copies travel, and spaced so "
         "its cost\n"
         "                   stays within share F of a step (0: no bound)\n"
+        "  --snapshot-alternate B  measure a save's cost: saves before the "
+        "steps of\n"
+        "                   every other block of B steps only (with "
+        "--snapshot-every 1);\n"
+        "                   the summary compares those steps' times with "
+        "the others'\n"
         "  --snapshot-keep  keep the node-local stores at the end, as a job "
         "stopped\n"
         "                   to be resumed later would (default: purge "
@@ -190,6 +196,15 @@ static double wall_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* This process's CPU time, all its threads. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -205,7 +220,7 @@ enum {
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
     OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART,
     OPT_SNAP_PARTS,
-    OPT_SNAP_PACE, OPT_SNAP_KEEP, OPT_TIMELINE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
+    OPT_SNAP_PACE, OPT_SNAP_ALT, OPT_SNAP_KEEP, OPT_TIMELINE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
     OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_VOCAB,
     OPT_EMBED_DIM, OPT_SPARSE_SCHEME
 };
@@ -241,6 +256,7 @@ static const struct option long_opts[] = {
     {"snapshot-parts", required_argument, NULL, OPT_SNAP_PARTS},
     {"snapshot-pace", required_argument, NULL, OPT_SNAP_PACE},
     {"snapshot-keep", no_argument, NULL, OPT_SNAP_KEEP},
+    {"snapshot-alternate", required_argument, NULL, OPT_SNAP_ALT},
     {"timeline", no_argument, NULL, OPT_TIMELINE},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"kill-at", required_argument, NULL, OPT_KILL_AT},
@@ -264,6 +280,7 @@ typedef struct {
     engine_snap_opts_t snap;
     int snapshots, resume;
     int keep_snapshots;       /* --snapshot-keep: no purge at the end */
+    int alternate;            /* --snapshot-alternate B, or 0 */
     int timeline;             /* --timeline */
     int kill_rank, kill_step; /* -1: none */
     const char *compress, *plan;  /* codec and plan names, or NULL */
@@ -424,6 +441,7 @@ static int parse_args(int argc, char **argv, args_t *a)
             break;
         case OPT_SNAP_PART: ip = &a->snap.part_bytes; break;
         case OPT_SNAP_PARTS: ip = &a->snap.parts; break;
+        case OPT_SNAP_ALT: ip = &a->alternate; break;
         case OPT_SNAP_PACE:
             a->snap.pace = strtod(optarg, &end);
             if (*optarg == '\0' || *end != '\0' || !(a->snap.pace >= 0) ||
@@ -484,6 +502,12 @@ static int parse_args(int argc, char **argv, args_t *a)
     if (!bad)
         bad = check_words(a);
     a->snapshots = a->snap.every > 0 || a->snap.file != NULL || a->resume;
+    if (!bad && a->alternate != 0 &&
+        (a->alternate < 0 || a->snap.every != 1 || a->resume)) {
+        fprintf(stderr, "train: --snapshot-alternate wants a block of at "
+                "least 1 step, --snapshot-every 1 and no --resume\n");
+        bad = 1;
+    }
     if (!bad && a->resume && a->load != NULL) {
         fprintf(stderr, "train: --resume and --load exclude each other\n");
         bad = 1;
@@ -491,6 +515,47 @@ static int parse_args(int argc, char **argv, args_t *a)
     if (bad)
         usage(stderr);
     return bad ? -1 : 0;
+}
+
+/* --snapshot-alternate B: step k (from 0, the first step of the run) is
+ * in a block with saves when k / B is odd, so the first block, with the
+ * warm-up step, has none. */
+static int alt_on(const args_t *a, uint64_t k)
+{
+    return (int)((k / (uint64_t)a->alternate) % 2);
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+
+    return (a > b) - (a < b);
+}
+
+/* The steps with a save before them against those without: counts,
+ * means and medians of their times, and the ratios (the first step is
+ * left out of both). */
+static void alt_report(double *t[2], const int n[2], const double cpu[2])
+{
+    double mean[2] = {0, 0}, median[2] = {0, 0};
+
+    for (int on = 0; on < 2; on++) {
+        for (int j = 0; j < n[on]; j++)
+            mean[on] += t[on][j] / n[on];
+        qsort(t[on], (size_t)n[on], sizeof(double), cmp_double);
+        if (n[on] > 0)
+            median[on] = n[on] % 2 ? t[on][n[on] / 2]
+                                   : (t[on][n[on] / 2 - 1] +
+                                      t[on][n[on] / 2]) / 2;
+    }
+    printf("alternate steps_with %d steps_without %d mean_with_s %.6f "
+           "mean_without_s %.6f median_with_s %.6f median_without_s %.6f "
+           "mean_ratio %.4f median_ratio %.4f cpu_with_s %.6f "
+           "cpu_without_s %.6f\n",
+           n[1], n[0], mean[1], mean[0], median[1], median[0],
+           mean[0] > 0 ? mean[1] / mean[0] : 0.0,
+           median[0] > 0 ? median[1] / median[0] : 0.0,
+           n[1] > 0 ? cpu[1] / n[1] : 0.0, n[0] > 0 ? cpu[0] / n[0] : 0.0);
 }
 
 int main(int argc, char **argv)
@@ -507,6 +572,12 @@ int main(int argc, char **argv)
     int rank, n, m, rc = 1;
     char err[512];
     double t0, t1, total_t = 0.0, embed_t = 0.0, embed_b = 0.0;
+    double first_t = 0.0; /* the first step's share of total_t */
+    /* --snapshot-alternate: each step's time from the previous step's
+     * end (so with the save made before it), by whether it had one. */
+    double *alt_t[2] = {NULL, NULL}, last_end = 0.0;
+    double alt_cpu[2] = {0, 0}, last_cpu = 0.0; /* this process's CPU */
+    int alt_n[2] = {0, 0};
     struct rusage ru;
     tacl_status_t st;
 
@@ -619,6 +690,14 @@ int main(int argc, char **argv)
                 "no step is left after them: nothing is compressed (give "
                 "more --steps)\n", engine_plan_name(a.plan_kind),
                 a.profile_steps);
+    if (a.alternate > 0) {
+        alt_t[0] = calloc(target - first + 1, sizeof(double));
+        alt_t[1] = calloc(target - first + 1, sizeof(double));
+        if (alt_t[0] == NULL || alt_t[1] == NULL) {
+            fprintf(stderr, "train: rank %d: out of memory\n", rank);
+            goto out_engine;
+        }
+    }
     for (uint64_t i = first; i < target; i++) {
         /* fusion and full: plan from the first profiled steps. */
         if (a.compress != NULL && a.plan_kind != ENGINE_PLAN_NONE &&
@@ -640,6 +719,14 @@ int main(int argc, char **argv)
             goto out_engine;
         }
         total_t += t1 - t0;
+        if (a.alternate > 0 && i > first) {
+            int on = alt_on(&a, i - first);
+
+            alt_t[on][alt_n[on]++] = t1 - last_end;
+            alt_cpu[on] += cpu_s() - last_cpu;
+        }
+        last_end = t1;
+        last_cpu = a.alternate > 0 ? cpu_s() : 0.0;
         if (rank == 0 && !a.quiet) {
             uint64_t bits;
 
@@ -661,7 +748,9 @@ int main(int argc, char **argv)
         embed_t += s.embed_s;
         embed_b += s.embed_bytes;
         fflush(stdout);
-        if (snap != NULL && engine_snap_after_step(snap) != TACL_OK) {
+        if (snap != NULL &&
+            (a.alternate == 0 || alt_on(&a, i + 1 - first)) &&
+            engine_snap_after_step(snap) != TACL_OK) {
             fprintf(stderr, "train: rank %d: step %llu: %s\n", rank,
                     (unsigned long long)i + 1, err);
             goto out_engine;
@@ -671,6 +760,8 @@ int main(int argc, char **argv)
          * wait for the previous save), the step lines do not. */
         if (snap != NULL)
             total_t += now_s() - t1;
+        if (i == first)
+            first_t = total_t;
         if (rank == 0 && i == first)
             timeline(a.timeline, "first_step", wall_s());
         if (rank == a.kill_rank && i + 1 == (uint64_t)a.kill_step) {
@@ -699,6 +790,12 @@ int main(int argc, char **argv)
                total_t > 0 ? (double)(target - first) * a.eo.batch / total_t
                            : 0.0,
                ru.ru_maxrss, target > first ? s.loss : 0.0);
+        /* Without the first step (its warm-up, a first save's stores
+         * and layout): the steady rate, when there are steps after it. */
+        if (target - first > 1 && total_t > first_t)
+            printf(" steady_tokens/s %.0f",
+                   (double)(target - first - 1) * a.eo.batch /
+                       (total_t - first_t));
         if (a.vocab != NULL)
             printf(" embed_s %.6f embed_bytes %.0f embed_scheme %s", embed_t,
                    embed_b, target > first
@@ -706,6 +803,8 @@ int main(int argc, char **argv)
                                 : "none");
         printf("\n");
     }
+    if (rank == 0 && a.alternate > 0)
+        alt_report(alt_t, alt_n, alt_cpu);
     /* Every rank's table: the replicas must agree (the tests compare). */
     if (a.vocab != NULL)
         printf("words rank %d checksum %016llx\n", rank,
@@ -715,6 +814,8 @@ int main(int argc, char **argv)
      * unless it is to be resumed. */
     engine_snap_destroy(snap, !a.keep_snapshots);
 out_engine:
+    free(alt_t[0]);
+    free(alt_t[1]);
     engine_destroy(e);
 out_comm:
     if (rc != 0)

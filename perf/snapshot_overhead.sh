@@ -8,7 +8,22 @@
 # job per layout and launch runs every configuration one after the
 # other; the table gives, per layout, strategy and mode, the median over
 # the launches of the summary's tokens/s (which counts what the snapshot
-# holds the loop up) and the step-time ratio to no snapshots.
+# holds the loop up) and the step-time ratio to no snapshots; beside it
+# the steady ratio (the summary's steady_tokens/s: the steps after the
+# first, whose warm-up and first save's store setup happen once a job),
+# taken per launch against that launch's own run without snapshots, its
+# median and range over the launches.  Even launches run the modes in
+# reverse order.
+#
+# ALTERNATE=B measures inside each run instead: the engine saves before
+# the steps of every other block of B steps only (--snapshot-alternate),
+# so steps with a save's copies and steps without alternate every few
+# seconds in one job, and a slow minute of the shared machine weighs on
+# both alike.  No run without snapshots is made then (paced is
+# skipped), and the table gives per mode the median over the launches of
+# each run's ratio of its steps' median times (with a save before / none),
+# their range, the mean-time ratio, rank 0's CPU time a step with and
+# without a save (all its threads) and the transfer a save.
 #
 # The model (ctx 8, emb 32, hidden 1024, 4 blocks: 2.2 M parameters)
 # with a global batch of 2048 in one micro-step: on 2x2 at 1 Gbit/s a
@@ -41,8 +56,17 @@ TRAIN=$build/engine/train
 LAYOUTS=${LAYOUTS:-2x2 4x2}
 STRATEGIES=${STRATEGIES:-ZeRO-3 MiCS}
 MODES=${MODES:-background foreground blocking paced}
+ALTERNATE=${ALTERNATE:-0}
+if [ "$ALTERNATE" -gt 0 ]; then
+    MODES=$(echo $MODES | tr " " "\n" | grep -vx paced | tr "\n" " ")
+    ALT_FLAGS="--snapshot-alternate $ALTERNATE"
+    FIRST=""
+else
+    ALT_FLAGS=""
+    FIRST=none
+fi
 REPEAT=${REPEAT:-3}
-STEPS=${STEPS:-6}
+STEPS=${STEPS:-12}
 INTER_RATE=${INTER_RATE:-1gbit}
 MODEL="--ctx 8 --emb 32 --hidden 1024 --blocks 4 --batch 2048 --micro-steps 1"
 
@@ -62,12 +86,17 @@ for layout in $LAYOUTS; do
         echo "snapshot_overhead: $layout launch $rep of $REPEAT" >&2
         dir="$work/$layout.$rep"
         mkdir -p "$dir"
+        # Even launches run the modes in the reverse order, so that a
+        # drift of the machine over a launch does not favour one mode.
+        order="$FIRST $MODES"
+        [ $((rep % 2)) -eq 0 ] &&
+            order=$(echo $order | tr " " "\n" | tac | tr "\n" " ")
         # shellcheck disable=SC2016
         "$CLUSTER" --nodes "$nodes" --ranks-per-node "$per" \
             --inter-rate "$INTER_RATE" --timeout 1800 -- sh -c '
             dir=$1 key=$2; shift 2
             for st in '"$STRATEGIES"'; do
-                for mode in none '"$MODES"'; do
+                for mode in '"$order"'; do
                     flags="--strategy $st"
                     case $mode in
                     none) ;;
@@ -78,6 +107,7 @@ for layout in $LAYOUTS; do
                     *) flags="$flags --snapshot-every 1 \
                         --snapshot-mode $mode --snapshot-key $key-$st-$mode"
                     esac
+                    [ "$mode" = none ] || flags="$flags '"$ALT_FLAGS"'"
                     "$@" $flags > "$dir/$st.$mode.$TACL_RANK" 2>&1 || exit 1
                 done
             done' sh "$dir" "sov$$-$rep" "$TRAIN" $MODEL --steps "$STEPS" \
@@ -85,16 +115,18 @@ for layout in $LAYOUTS; do
             { echo "snapshot_overhead: $layout launch $rep failed" >&2;
               tail -5 "$dir/job.log" >&2; }
         for st in $STRATEGIES; do
-            for mode in none $MODES; do
+            for mode in $FIRST $MODES; do
                 cp "$dir/$st.$mode.0" "$out/$layout.$rep.$st.$mode.log" \
                     2>/dev/null
             done
         done
     done
 done
-/usr/bin/python3 - "$out" "$LAYOUTS" "$STRATEGIES" "none $MODES" <<'EOF' |
+/usr/bin/python3 - "$out" "$LAYOUTS" "$STRATEGIES" "$FIRST $MODES" \
+    "$ALTERNATE" <<'EOF' |
 import statistics, sys
-out, layouts, strategies, modes = sys.argv[1], *[a.split() for a in sys.argv[2:]]
+out, layouts, strategies, modes = sys.argv[1], *[a.split() for a in sys.argv[2:5]]
+alternate = int(sys.argv[5])
 
 
 def launches(lay, st, mode):
@@ -107,9 +139,61 @@ def launches(lay, st, mode):
         yield [line.split() for line in text.splitlines() if line.split()]
 
 
+def alternate_table():
+    """Per mode: each run's steps with a save against those without."""
+    print("| layout | strategy | snapshots | launches | step time with a "
+          "save / without (median of runs' median ratios) | range | "
+          "mean-time ratio (median) | CPU ms a step with / without | "
+          "transfer ms a save |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for lay in layouts:
+        for st in strategies:
+            for mode in modes:
+                runs = []
+                for lines in launches(lay, st, mode):
+                    alt = [dict(zip(f[1::2], map(float, f[2::2])))
+                           for f in lines if f[0] == "alternate"]
+                    snap = [dict(zip(f[1::2], f[2::2]))
+                            for f in lines if f[0] == "snapshots"]
+                    if alt and snap:
+                        a = alt[0]
+                        a["xfer"] = (float(snap[0]["total_transfer_s"]) /
+                                     max(1, int(snap[0]["saved"])))
+                        runs.append(a)
+                if not runs:
+                    print(f"| {lay} | {st} | {mode} | 0 |" + " - |" * 5)
+                    continue
+
+                def med(key, scale=1.0):
+                    return statistics.median(r[key] for r in runs) * scale
+                ratios = [r["median_ratio"] for r in runs]
+                print(f"| {lay} | {st} | {mode} | {len(runs)} | "
+                      f"**{med('median_ratio'):.3f}** | "
+                      f"{min(ratios):.3f}-{max(ratios):.3f} | "
+                      f"{med('mean_ratio'):.3f} | "
+                      f"{med('cpu_with_s', 1e3):.0f} / "
+                      f"{med('cpu_without_s', 1e3):.0f} | "
+                      f"{med('xfer', 1e3):.0f} |")
+
+
+if alternate:
+    alternate_table()
+    sys.exit(0)
+
 print("| layout | strategy | snapshots | tokens/s (median) | launches | "
-      "step time / none | saves made (median) |")
-print("|---|---|---|---|---|---|---|")
+      "step time / none | steady step time / none, paired | "
+      "saves made (median) |")
+print("|---|---|---|---|---|---|---|---|")
+
+
+def steady(lay, st, mode):
+    """Per launch, the steady rate (steps after the first), or None."""
+    out = []
+    for lines in launches(lay, st, mode):
+        got = [float(f[f.index("steady_tokens/s") + 1]) for f in lines
+               if f[0] == "summary" and "steady_tokens/s" in f]
+        out.append(got[0] if got else None)
+    return out
 for lay in layouts:
     for st in strategies:
         base = None
@@ -129,8 +213,16 @@ for lay in layouts:
                 base = med
             ratio = f"{base / med:.3f}" if base else "-"
             made = f"{statistics.median(saves):g}" if saves else "-"
+            # Each launch's own ratio (the same launch's none against this
+            # mode, run minutes apart at most), then their median.
+            pairs = [n / m for n, m in zip(steady(lay, st, "none"),
+                                           steady(lay, st, mode))
+                     if n and m]
+            paired = (f"{statistics.median(pairs):.3f} "
+                      f"({min(pairs):.3f}-{max(pairs):.3f})"
+                      if pairs else "-")
             print(f"| {lay} | {st} | {mode} | {med:.1f} | {len(rates)} | "
-                  f"{ratio} | {made} |")
+                  f"{ratio} | {paired} | {made} |")
 
 # The breakdown: per save, the medians over the launches of the means.
 cols = [("pack ms", "total_pack_s", 1e3), ("save ms", "total_save_s", 1e3),
