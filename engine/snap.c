@@ -144,9 +144,15 @@ int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode)
 /* The most regions a snapshot set holds (tacl_snapshot_register). */
 #define ENGINE_SNAP_REGIONS 32
 
-/* Parts in flight per copy by default: tacl's pipeline of staging
- * parts (1: unpipelined, one part after the other). */
-#define ENGINE_SNAP_PARTS 4
+/* Parts in flight per copy by default: one part after the other.  The
+ * thesis pipelines its staging parts (Figure 6.16); here a part handed
+ * to the transport waits in its TCP socket, ahead of the step's own
+ * messages to that peer, so more parts in flight delayed them more:
+ * measured inside one run (ALTERNATE=2 perf/snapshot_overhead.sh, 2x2
+ * at 1 Gbit/s, 3 launches) 4 parts cost ZeRO-3 1.18x and MiCS 1.13x a
+ * step, 1 part 1.07x and 1.05x (docs/bench/compression_snapshots.md).
+ * --snapshot-parts P pipelines. */
+#define ENGINE_SNAP_PARTS 1
 
 tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
                                  const engine_snap_opts_t *o,

@@ -27,15 +27,17 @@
 #
 # The model (ctx 8, emb 32, hidden 1024, 4 blocks: 2.2 M parameters)
 # with a global batch of 2048 in one micro-step: on 2x2 at 1 Gbit/s a
-# ZeRO-3 step takes about 0.8 s.  Each rank's copy is its 8.7 MB of
-# ZeRO-3 state, sent to a peer on another node (0.14 s of a node's
-# uplink for its two ranks at the line rate).
+# ZeRO-3 step takes about 0.8 s.  Each rank's copy is its 6.5 MB of
+# ZeRO-3 state (parameters and Adam's moments), sent to a peer on
+# another node (0.1 s of a node's uplink for its two ranks at the line
+# rate).
 #
 # Usage: perf/snapshot_overhead.sh BUILD_DIR [OUT_DIR]
 # Environment: LAYOUTS ("2x2 4x2"), STRATEGIES ("ZeRO-3 MiCS"), MODES
 # ("background foreground blocking paced"; also unpipelined: background
 # with one part of a copy in flight at a time, the thesis' unpipelined
-# chunking), REPEAT (3), STEPS (6), INTER_RATE.  paced: background copies, a save skipped while the last
+# chunking and the engine's default now, and pipelined: four parts in
+# flight), REPEAT (3), STEPS (12), INTER_RATE.  paced: background copies, a save skipped while the last
 # one's still travel (--snapshot-pace 0, tacl_snapshot_due); the table
 # then gives the saves made.  A second table breaks a save's cost down
 # (the summary's snapshots line, tacl_snapshot_stats): per save, the
@@ -104,6 +106,8 @@ for layout in $LAYOUTS; do
                         --snapshot-pace 0 --snapshot-key $key-$st-$mode" ;;
                     unpipelined) flags="$flags --snapshot-every 1 \
                         --snapshot-parts 1 --snapshot-key $key-$st-$mode" ;;
+                    pipelined) flags="$flags --snapshot-every 1 \
+                        --snapshot-parts 4 --snapshot-key $key-$st-$mode" ;;
                     *) flags="$flags --snapshot-every 1 \
                         --snapshot-mode $mode --snapshot-key $key-$st-$mode"
                     esac
