@@ -4,7 +4,8 @@
 #   run_torch.sh SOURCE_ROOT BUILD_ROOT NPROC SCRIPT [ARGS...]
 #
 # NPROC "self": the script runs under the environment's python and starts
-# torchrun itself (after checks that may skip it, exit 77).
+# torchrun itself (after checks that may skip it, exit 77); NPROC
+# "build": step 2 only.
 #
 # 1. The cached virtual environment with torch (tools/torch-venv.sh):
 #    exit 77 (SKIP) with its reason when it cannot be made, for instance
@@ -48,6 +49,8 @@ stamp=$(cat "$src/include/tacl.h" "$src/bindings/torch/"*.py \
     fi
 ) 9>"$build/tests/torch/.binding.lock"
 
+# NPROC "build": the binding is built (or current); nothing runs.
+[ "$nproc" = build ] && exit 0
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=1
 # Where the tests find the build's programs (tacl-plan).
