@@ -28,6 +28,9 @@ Exit 0 when all pass, 1 when one fails, 77 without torch.
 """
 import faulthandler
 import math
+import os
+import subprocess
+import tempfile
 import sys
 import traceback
 from datetime import timedelta
@@ -468,7 +471,7 @@ def test_bad_inputs():
            error_feedback=torch.zeros(3))
     raises("residual dtype", "error_feedback", car, t,
            error_feedback=torch.zeros(64, dtype=torch.float64))
-    raises("state plan", "plan", tacl_torch.CompressionState, plan="fusion")
+    raises("state plan", "groups", tacl_torch.CompressionState, plan="fusion")
     raises("state codec", "'nope'", tacl_torch.CompressionState,
            codec="nope")
     raises("state density", "density", tacl_torch.CompressionState,
@@ -556,9 +559,116 @@ def test_profile():
           f"{out.returncode}: {out.stdout[-300:]} {out.stderr[-300:]}")
 
 
+def fusion_run(groups, codec="fp16", steps=2):
+    """DDP on the plan's groups for `steps` backward passes: each step's
+    gradients against the mean of the ranks' own (fp16 groups: of their
+    float16 casts), bit for bit (two ranks: a + b in any order); the
+    state, for its count of calls."""
+    model = make_model()
+    state = tacl_torch.CompressionState(codec=codec, scheme="sum",
+                                        error_feedback=False, plan="fusion",
+                                        groups=groups, model=model)
+    option = {n: opt for opt, names in groups for n in names}
+    m = ddp(model, state)
+    for step in range(steps):
+        x, y = batch(step, dist.get_rank())
+        torch.nn.functional.mse_loss(m(x), y).backward()
+        mine = local_grads(step)
+        for i, (name, p) in enumerate(model.named_parameters()):
+            parts = gather(mine[i])
+            ref = (fp16_sum(parts) if option[name] != "none"
+                   else sum(parts)) / dist.get_world_size()
+            check(torch.equal(p.grad, ref), f"fusion step {step}: "
+                  f"{name} ({option[name]}) is not the mean of the ranks'")
+        m.zero_grad()
+    return state
+
+
+def test_ddp_fusion():
+    """The planner's groups in the DDP hook: one call a group, not a
+    bucket; tacl-plan's own output read back; bad plans named."""
+    names = [n for n, _ in make_model().named_parameters()]
+    ready = names[::-1]     # backward makes the last layer's ready first
+    # Hand-made: the last two layers in float16, the first dense.
+    groups = [("fp16", ready[:4]), ("none", ready[4:])]
+    state = fusion_run(groups)
+    check(state.calls == 4, f"fusion: {state.calls} calls in 2 steps of 2 "
+          "groups (DDP's buckets: at least 3 a step)")
+    # The whole model one group: one call a step.
+    state = fusion_run([("none", ready)])
+    check(state.calls == 2, f"fusion: {state.calls} calls in 2 steps of "
+          "one group")
+    # tacl-plan's groups for this model (rank 0 plans, all read them).
+    plan = os.path.join(os.environ.get("TACL_BUILD_ROOT", ""), "planner",
+                        "tacl-plan")
+    got = [None]
+    if dist.get_rank() == 0 and os.access(plan, os.X_OK):
+        model = make_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        x, y = batch(0, 0)
+
+        def after():
+            opt.step()
+            opt.zero_grad()
+        prof = tacl_torch.profile_model(
+            model, lambda: torch.nn.functional.mse_loss(model(x), y),
+            steps=2, after=after)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "mlp.profile")
+            prof.write(path)
+            with open(path, "a") as f:
+                f.write("comm 2 30e-6 1.4e-9 5.6e-9\n")
+            out = subprocess.run([plan, path], capture_output=True,
+                                 text=True, timeout=60)
+            with open(os.path.join(d, "plan"), "w") as f:
+                f.write(out.stdout)
+            got[0] = tacl_torch.read_plan(os.path.join(d, "plan"), prof)
+            # A plan whose groups skip a tensor is refused.
+            lines = out.stdout.splitlines()
+            head = lines.index("first    last              bytes  option"
+                               ) if "first    last              bytes  "\
+                "option" in lines else None
+            if head is not None and len(got[0]) > 1:
+                bad = lines[:head + 1] + lines[head + 2:]
+                with open(os.path.join(d, "bad"), "w") as f:
+                    f.write("\n".join(bad) + "\n")
+                raises("plan file", "group 0", tacl_torch.read_plan,
+                       os.path.join(d, "bad"), prof)
+    dist.broadcast_object_list(got, src=0)
+    if got[0] is not None:
+        planned = got[0]
+        check(sorted(n for _, ns in planned for n in ns) == sorted(names),
+              f"read_plan: the groups {planned} do not hold every "
+              "parameter once")
+        state = fusion_run(planned)
+        check(state.calls == 2 * len(planned), f"fusion on tacl-plan's "
+              f"{len(planned)} groups: {state.calls} calls in 2 steps")
+        if dist.get_rank() == 0:
+            print(f"fusion: tacl-plan's groups {[len(ns) for _, ns in planned]}"
+                  f" ({', '.join(o for o, _ in planned)})", flush=True)
+    # Bad plans, each named.
+    model = make_model()
+
+    def state(**kw):
+        return tacl_torch.CompressionState(codec="fp16", plan="fusion",
+                                           model=model, **kw)
+    raises("fusion option", "'topk'", state,
+           groups=[("topk", ready)])
+    raises("fusion name", "'nope'", state,
+           groups=[("none", ready + ["nope"])])
+    raises("fusion twice", "twice", state,
+           groups=[("none", ready), ("none", ready[:1])])
+    raises("fusion missing", "leaves out", state,
+           groups=[("none", ready[1:])])
+    raises("fusion without groups", "groups",
+           tacl_torch.CompressionState, plan="fusion")
+    raises("plan", "'best'", tacl_torch.CompressionState, plan="best")
+
+
 TESTS = [test_fp16, test_async, test_topk_error_feedback, test_ddp_fp16_hook,
          test_ddp_topk_hook, test_reduce_scatter, test_bad_inputs,
-         test_ddp_training, test_fsdp2, test_torch_powersgd, test_profile]
+         test_ddp_training, test_fsdp2, test_torch_powersgd, test_profile,
+         test_ddp_fusion]
 
 
 def main():

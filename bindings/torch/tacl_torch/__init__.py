@@ -57,7 +57,7 @@ from .compress import (CompressedReduceScatter, CompressionState,
                        compression_hook)
 from .dcp import (PeerCheckpointNotFound, PeerStorageReader,
                   PeerStorageWriter)
-from .profile import ModelProfile, profile_model
+from .profile import ModelProfile, profile_model, read_plan
 
 __all__ = [
     "TaclBackend",
@@ -76,6 +76,7 @@ __all__ = [
     "CompressedReduceScatter",
     "ModelProfile",
     "profile_model",
+    "read_plan",
     "backend_of",
     "counters",
     "reset_counters",

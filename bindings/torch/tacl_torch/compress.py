@@ -29,6 +29,7 @@ must already be a float32 CPU tensor of the input's size.  Every bad
 argument raises ValueError or TypeError naming it, before anything is
 sent.
 """
+import threading
 from typing import Optional
 
 import torch
@@ -286,31 +287,154 @@ class CompressionState:
     error_feedback: keep residuals (EF-SGD); a bucket whose size changes
     (DDP rebuilds its buckets after the first step) starts a new, zero
     residual and counts in `resets`.  plan: "none" (one compressed
-    all-reduce per DDP bucket; DDP's bucket_cap_mb decides the fusion);
-    the planner's fusion ("fusion") is not built.  The scheme "auto" is
-    resolved once per bucket size with tacl_comp_estimate.
+    all-reduce per DDP bucket; DDP's bucket_cap_mb decides the fusion),
+    or "fusion": the planner's groups (`groups`, a list of (option,
+    parameter names) in gradient-ready order, as read_plan gives them
+    from tacl-plan's output; option "none" or this state's codec) over
+    `model`'s parameters.  The hook then holds each bucket until its
+    group's parameters have all arrived, and reduces the group in one
+    call: a plain all-reduce for "none", the compressed one with the
+    group's residual otherwise.  DDP's buckets are split along the
+    groups: each gradient goes with its parameter's group, and a
+    bucket's future completes when every group it feeds has; the
+    iteration's last bucket sends whatever is still held.  The scheme
+    "auto" is resolved once per bucket (or group) size with
+    tacl_comp_estimate.
     """
 
     def __init__(self, process_group=None, codec="fp16", density=None,
                  bits=None, block=256, scheme="auto", hops="all",
-                 error_feedback=True, plan="none"):
+                 error_feedback=True, plan="none", groups=None,
+                 model=None):
         self.process_group = process_group
         self.codec_args, self.summable = _codec_args(codec, density, bits,
                                                      block)
         self.codec = codec
         self.scheme = _choice(scheme, _SCHEMES, "scheme")
         self.hops = _choice(hops, _HOPS, "hops")
-        if plan != "none":
-            raise ValueError(
-                f"tacl: plan {plan!r} is not built: only \"none\" (one "
-                "compressed all-reduce per DDP bucket; set DDP's "
-                "bucket_cap_mb for coarser or finer fusion)")
+        if plan not in ("none", "fusion"):
+            raise ValueError(f"tacl: plan {plan!r} (\"none\": one call "
+                             "per DDP bucket, or \"fusion\": the "
+                             "planner's groups)")
+        if (plan == "fusion") != (groups is not None and model is not None):
+            raise ValueError("tacl: plan \"fusion\" takes groups and "
+                             "model, and only it does")
         self.plan = plan
+        self.groups = []       # (option, names) of plan "fusion"
+        self._group_of = {}    # a parameter's data_ptr -> its group
+        self._count = []       # parameters a group
+        self._held = {}        # group -> [(gradient, its bucket's entry)]
+        self._lock = threading.Lock()
         self.error_feedback = bool(error_feedback)
         self.residuals = {}   # bucket index -> float32 residual
         self.resets = 0       # residuals restarted at zero (size changed)
         self.calls = 0        # buckets reduced so far (randk's seed)
         self._schemes = {}    # bucket size -> scheme
+        if plan == "fusion":
+            self._fusion_setup(groups, model)
+
+    def _fusion_setup(self, groups, model):
+        """Check the groups against the model's trainable parameters."""
+        params = {n: p for n, p in model.named_parameters()
+                  if p.requires_grad}
+        seen = set()
+        for g, (option, names) in enumerate(groups):
+            if option not in ("none", self.codec):
+                raise ValueError(
+                    f"tacl: plan group {g} has option {option!r}: \"none\" "
+                    f"or this state's codec {self.codec!r}")
+            if not names:
+                raise ValueError(f"tacl: plan group {g} is empty")
+            for name in names:
+                if name not in params:
+                    raise ValueError(f"tacl: plan group {g} names "
+                                     f"{name!r}, not a trainable parameter "
+                                     "of the model")
+                if name in seen:
+                    raise ValueError(f"tacl: plan names {name!r} twice")
+                seen.add(name)
+                self._group_of[params[name].data_ptr()] = g
+            self.groups.append((option, list(names)))
+            self._count.append(len(names))
+        missing = [n for n in params if n not in seen]
+        if missing:
+            raise ValueError(f"tacl: plan leaves out {len(missing)} "
+                             f"trainable parameters, the first "
+                             f"{missing[0]!r}")
+
+    def _hold(self, bucket):
+        """Plan "fusion": the bucket's future.  Each of its gradients
+        joins its parameter's group; a group goes out when all its
+        parameters are in, and everything held with the iteration's last
+        bucket; the future is set when every group it feeds is done."""
+        params, grads = bucket.parameters(), bucket.gradients()
+        groups = [self._group_of.get(p.data_ptr()) for p in params]
+        if None in groups:
+            raise RuntimeError("tacl: a DDP bucket holds a parameter the "
+                               "plan does not name (was the model given "
+                               "to CompressionState the one DDP wraps?)")
+        entry = {"buf": bucket.buffer(), "fut": torch.futures.Future(),
+                 "left": len(set(groups))}
+        for g, grad in zip(groups, grads):
+            self._held.setdefault(g, []).append((grad.view(-1), entry))
+        for g in sorted(set(groups)):
+            if len(self._held.get(g, ())) >= self._count[g]:
+                self._send(g)
+        if bucket.is_last():
+            for g in sorted(self._held):
+                self._send(g)
+        return entry["fut"]
+
+    def _send(self, g):
+        """Group g's held gradients in one call, copied back when it
+        ends; a bucket whose last group this was gets its result."""
+        held = self._held.pop(g, [])
+        if not held:
+            return
+        flat = torch.cat([v for v, _ in held])
+        option = self.groups[g][0]
+        seed = self.calls
+        self.calls += 1
+        if option == "none":
+            size = dist.get_world_size(self.process_group)
+            work = dist.all_reduce(flat, group=self.process_group,
+                                   async_op=True)
+        else:
+            size = 1   # the compressed call averages (op AVG)
+            work = compressed_all_reduce(
+                flat, *self.codec_args, seed=seed,
+                error_feedback=self.residual(("group", g), flat.numel()),
+                scheme=self.scheme_for(flat.numel()), hops=self.hops,
+                op=dist.ReduceOp.AVG, group=self.process_group,
+                async_op=True)
+        entries = list({id(e): e for _, e in held}.values())
+
+        def done(f):
+            try:
+                f.value()
+            except Exception as e:  # noqa: BLE001
+                for entry in entries:
+                    with self._lock:
+                        first = not entry["fut"].done()
+                    if first:
+                        entry["fut"].set_exception(e)
+                return None
+            if size > 1:
+                flat.div_(size)
+            off = 0
+            for v, _ in held:
+                v.copy_(flat[off:off + v.numel()])
+                off += v.numel()
+            for entry in entries:
+                # Groups end on the library's threads, maybe at once.
+                with self._lock:
+                    entry["left"] -= 1
+                    last = entry["left"] == 0
+                if last:
+                    entry["fut"].set_result(entry["buf"])
+            return None
+
+        work.get_future().then(done)
 
     def residual(self, index, n) -> Optional[torch.Tensor]:
         """Bucket index's residual of n values (None without error
@@ -340,7 +464,11 @@ def compression_hook(state: CompressionState,
     """DDP communication hook: the bucket's gradients all-reduced through
     tacl's compressed all-reduce with state's codec and the bucket's
     residual, then divided by the group's size (DDP averages).  Returns
-    the future of the bucket's tensor; the call runs in the background."""
+    the future of the bucket's tensor; the call runs in the background.
+    With plan "fusion" the state's groups decide the calls (see
+    CompressionState)."""
+    if state.plan == "fusion":
+        return state._hold(bucket)
     buf = bucket.buffer()
     n = buf.numel()
     err = state.residual(bucket.index(), n)

@@ -24,7 +24,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-__all__ = ["ModelProfile", "profile_model"]
+__all__ = ["ModelProfile", "profile_model", "read_plan"]
 
 
 class ModelProfile:
@@ -110,3 +110,40 @@ def profile_model(model: torch.nn.Module, forward: Callable[[], torch.Tensor],
     tensors = [(n, size[n], statistics.median(g[k] for g in gaps))
                for k, n in enumerate(order)]
     return ModelProfile(statistics.median(forwards), tensors, steps)
+
+
+def read_plan(path: str, profile: ModelProfile) -> List[Tuple[str, List[str]]]:
+    """The groups tacl-plan printed (its table of first and last tensor,
+    bytes and option) for `profile`, as CompressionState(plan="fusion",
+    groups=...) takes them: (option, parameter names) in gradient-ready
+    order.  ValueError when the file has no table, or its groups do not
+    cover the profile's tensors once each, in order."""
+    groups, table = [], False
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if w == ["first", "last", "bytes", "option"]:
+                table = True
+                continue
+            if not table or not w:
+                continue
+            if w[0] == "step" or len(w) != 4:
+                break
+            first, last = int(w[0]), int(w[1])
+            want = groups[-1][1] + 1 if groups else 0
+            if first != want or last < first or \
+                    last >= len(profile.tensors):
+                raise ValueError(f"read_plan: {path}: group {len(groups)} "
+                                 f"spans tensors {first}-{last}; expected "
+                                 f"to start at {want} and end before "
+                                 f"{len(profile.tensors)}")
+            groups.append((first, last, w[3]))
+    if not groups:
+        raise ValueError(f"read_plan: {path}: no table of groups (tacl-plan's "
+                         "\"first last bytes option\")")
+    if groups[-1][1] != len(profile.tensors) - 1:
+        raise ValueError(f"read_plan: {path}: the groups end at tensor "
+                         f"{groups[-1][1]}, the profile has "
+                         f"{len(profile.tensors)}")
+    return [(opt, [profile.tensors[i][0] for i in range(a, b + 1)])
+            for a, b, opt in groups]
