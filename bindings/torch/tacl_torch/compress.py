@@ -414,8 +414,11 @@ class CompressionState:
                 f.value()
             except Exception as e:  # noqa: BLE001
                 for entry in entries:
+                    # Another group of the bucket may fail at once: the
+                    # first to mark it sets the exception.
                     with self._lock:
-                        first = not entry["fut"].done()
+                        first = not entry.get("failed")
+                        entry["failed"] = True
                     if first:
                         entry["fut"].set_exception(e)
                 return None
@@ -429,7 +432,7 @@ class CompressionState:
                 # Groups end on the library's threads, maybe at once.
                 with self._lock:
                     entry["left"] -= 1
-                    last = entry["left"] == 0
+                    last = entry["left"] == 0 and not entry.get("failed")
                 if last:
                     entry["fut"].set_result(entry["buf"])
             return None
