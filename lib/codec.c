@@ -7,10 +7,11 @@
  *
  * Every argument is checked here, once, before a codec's slot runs:
  * pointers, the buffer list, then the parameters through check.  Error
- * feedback is done here too, for every codec alike: encode x + e, decode
- * it back, and leave e = x + e - decode.  That costs a decode and a
- * temporary copy of the list; a codec with a fused kernel can take that
- * over later without changing the interface.
+ * feedback is done here too: encode x + e, decode it back, and leave
+ * e = x + e - decode.  That costs a decode and a temporary copy of the
+ * list; a built-in with a fused kernel (the sparsifiers: the kept values
+ * travel exact, so e is x + e with the kept places zeroed) does it in
+ * place instead (tacl__codec_fused_feedback).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -180,10 +181,14 @@ static tacl_status_t codec_encode_feedback(
     void *dst, size_t *bytes_p)
 {
     size_t total = tacl__codec_total(nbufs, counts), off = 0;
-    float *sum = malloc((total ? total : 1) * sizeof(float));
-    float **view = malloc((size_t)nbufs * sizeof(float *));
+    tacl__codec_feedback_t fused = tacl__codec_fused_feedback(codec);
+    float *sum, **view;
     tacl_status_t st = TACL_ERR_NO_MEMORY;
 
+    if (fused != NULL)
+        return fused(params, nbufs, srcs, counts, errs, dst, bytes_p);
+    sum = malloc((total ? total : 1) * sizeof(float));
+    view = malloc((size_t)nbufs * sizeof(float *));
     if (sum == NULL || view == NULL) {
         tacl__error(st, ALLOC,
                     "codec %s: no memory for error feedback "

@@ -21,25 +21,6 @@ const char *tacl__codec_check_density(const tacl_codec_params_t *params)
     return why;
 }
 
-float *tacl__codec_gather(int nbufs, const float *const *srcs,
-                          const size_t *counts, size_t total)
-{
-    float *all = malloc((total ? total : 1) * sizeof(float));
-    size_t off = 0;
-
-    if (all == NULL) {
-        tacl__error(TACL_ERR_NO_MEMORY, ALLOC,
-                    "codec: no memory for %zu values", total);
-        return NULL;
-    }
-    for (int b = 0; b < nbufs; b++) {
-        if (counts[b])
-            memcpy(all + off, srcs[b], counts[b] * sizeof(float));
-        off += counts[b];
-    }
-    return all;
-}
-
 void tacl__codec_zero(int nbufs, float *const *dsts, const size_t *counts)
 {
     for (int b = 0; b < nbufs; b++)

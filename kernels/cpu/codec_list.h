@@ -21,6 +21,22 @@ extern const tacl_codec_t tacl__codec_threshold;
 extern const tacl_codec_t tacl__codec_randk;
 extern const tacl_codec_t tacl__codec_sign;
 
+/**
+ * Error feedback fused with a codec's encoding: encode x + e for every
+ * buffer with a residual (errs[b] may be NULL) and leave e = x + e -
+ * decode, as tacl_codec_encode's errs says, without the decode.
+ */
+typedef tacl_status_t (*tacl__codec_feedback_t)(
+    const tacl_codec_params_t *params, int nbufs, const float *const *srcs,
+    const size_t *counts, float *const *errs, void *dst, size_t *bytes_p);
+
+/**
+ * A built-in codec's fused error feedback, or NULL for a codec without
+ * one (codec_sparse.c).  Known by the encode slot: the codec table holds
+ * copies of the built-ins.
+ */
+tacl__codec_feedback_t tacl__codec_fused_feedback(const tacl_codec_t *codec);
+
 /** The values of the whole list. */
 static inline size_t tacl__codec_total(int nbufs, const size_t *counts)
 {
@@ -47,14 +63,6 @@ static inline size_t tacl__codec_kept(double density, size_t total)
 
 /** The reason a density is refused, or NULL (check slots). */
 const char *tacl__codec_check_density(const tacl_codec_params_t *params);
-
-/**
- * The list's values, gathered into one newly allocated array (NULL with
- * an error recorded when out of memory; an empty list gives a 1-element
- * array).
- */
-float *tacl__codec_gather(int nbufs, const float *const *srcs,
-                          const size_t *counts, size_t total);
 
 /**
  * Write val[i] (or add it, with accumulate) at global index idx[i] of the
