@@ -25,15 +25,19 @@
  * The exact k-th magnitude costs about one pass over the list.  A sample
  * of 16384 values, one at a jittered place in each stretch of the list,
  * brackets the k-th magnitude between two of its order statistics with
- * a margin of four standard deviations; one pass counts the values above
- * the bracket and copies the magnitudes inside it, and a selection among
- * those few gives the exact answer.  When the bracket misses (a rare
- * sample, or many equal values), or the list is small, a radix selection
- * on the magnitudes' bits (three passes, no memory) gives it instead.
- * Nothing here copies the list: a fused group is read where it lies, and
- * error feedback (tacl__codec_fused_feedback) sums into the caller's
- * residual and zeroes the kept places, which is what decoding and
- * subtracting would leave, in two passes instead of six.
+ * a margin of four standard deviations.  One pass (the sweep) counts the
+ * values above the bracket, keeps the magnitudes inside it and the
+ * places of both; a selection among the few inside gives the exact
+ * answer, and the encoding is written from the places, not from another
+ * pass.  When the bracket misses (a rare sample, or many equal values),
+ * or the list is small, a radix selection on the magnitudes' bits (three
+ * passes, no memory) gives it instead.  threshold sweeps once with its
+ * estimate as the bracket's floor.
+ *
+ * Nothing here copies the list: a fused group is read where it lies.
+ * Error feedback (tacl__codec_fused_feedback) sums x into the caller's
+ * residual in the sweep itself and then zeroes the kept places, which is
+ * what decoding and subtracting would leave.
  */
 #include "codec_list.h"
 
@@ -50,21 +54,30 @@
 /* Below this many values the radix selection is as quick as bracketing. */
 #define BRACKET_MIN (4 * BRACKET_SAMPLE)
 
-/* A buffer list read in place: nbufs buffers, counts[b] values each. */
+/*
+ * A buffer list read in place: nbufs buffers of counts[b] values.  With
+ * error feedback the values encoded are x + e, summed into e by the first
+ * pass (summed says it is done); a buffer without a residual (e NULL, or
+ * e[b] NULL) encodes x.
+ */
 typedef struct {
     int nbufs;
-    const float *const *v;
+    const float *const *x;
+    float *const *e;
     const size_t *counts;
     size_t total;
+    int summed;
 } list_t;
 
-/* Where a selection starts: the bracket's scratch, taken beforehand so
- * that error feedback never fails after it has touched the residual. */
+/* What a sweep over the list records: the places of the values at or
+ * above lo, in order, and the magnitudes of those at or below hi. */
 typedef struct {
     uint32_t *sample; /* BRACKET_SAMPLE */
-    uint32_t *inside; /* cap */
-    size_t cap;
-} scratch_t;
+    uint32_t *pos, *inside;
+    size_t pos_cap, inside_cap;
+    size_t npos, ninside, above; /* above: values above hi */
+    int overflow;                /* a cap was passed: the rest is unknown */
+} sweep_t;
 
 static size_t sparse_bytes(size_t n)
 {
@@ -101,6 +114,31 @@ static inline uint32_t mag(float x)
     return u & 0x7fffffffu;
 }
 
+/* The residual buffer b's first pass sums into, or NULL. */
+static float *pending(const list_t *l, int b)
+{
+    return !l->summed && l->e != NULL ? l->e[b] : NULL;
+}
+
+/* Where buffer b's encoded values are once summed. */
+static const float *values(const list_t *l, int b)
+{
+    return l->e != NULL && l->e[b] != NULL ? l->e[b] : l->x[b];
+}
+
+/* The sum pass alone, for the paths that do not sweep. */
+static void sum_all(list_t *l)
+{
+    for (int b = 0; b < l->nbufs; b++) {
+        float *e = pending(l, b);
+        const float *x = l->x[b];
+        if (e != NULL)
+            for (size_t i = 0; i < l->counts[b]; i++)
+                e[i] = x[i] + e[i];
+    }
+    l->summed = 1;
+}
+
 /*
  * The passes go a block of values at a time: a test of the whole block
  * that the compiler vectorizes, and a value at a time only in the few
@@ -108,15 +146,13 @@ static inline uint32_t mag(float x)
  */
 #define BLOCK 16
 
-/* Whether any of the block's magnitudes lies in [lo, hi]. */
-static inline int block_any_in(const float *v, uint32_t lo, uint32_t hi)
+/* Whether any of the block's magnitudes is at least t. */
+static inline int block_any(const float *v, uint32_t t)
 {
     int any = 0;
 
-    for (int j = 0; j < BLOCK; j++) {
-        uint32_t u = mag(v[j]);
-        any |= (u >= lo) & (u <= hi);
-    }
+    for (int j = 0; j < BLOCK; j++)
+        any |= mag(v[j]) >= t;
     return any;
 }
 
@@ -130,6 +166,13 @@ static inline size_t block_above(const float *v, uint32_t t)
     return above;
 }
 
+/* e = x + e over a block. */
+static inline void block_sum(float *e, const float *x)
+{
+    for (int j = 0; j < BLOCK; j++)
+        e[j] = x[j] + e[j];
+}
+
 /* A reader of the list at increasing global indices. */
 typedef struct {
     const list_t *l;
@@ -137,12 +180,18 @@ typedef struct {
     size_t base; /* global index of buffer b's first value */
 } cursor_t;
 
-/* The magnitude at global index i, at or after the last one read. */
-static uint32_t mag_at(cursor_t *c, size_t i)
+/* The value at global index i, at or after the last one read. */
+static float value_at(cursor_t *c, size_t i)
 {
-    while (i - c->base >= c->l->counts[c->b])
-        c->base += c->l->counts[c->b++];
-    return mag(c->l->v[c->b][i - c->base]);
+    const list_t *l = c->l;
+    size_t j;
+
+    while (i - c->base >= l->counts[c->b])
+        c->base += l->counts[c->b++];
+    j = i - c->base;
+    if (pending(l, c->b) != NULL)
+        return l->x[c->b][j] + l->e[c->b][j];
+    return values(l, c->b)[j];
 }
 
 /* The k-th largest (1-based) of m magnitudes, reordering them (Hoare's
@@ -176,9 +225,9 @@ static uint32_t kth_largest(uint32_t *a, size_t m, size_t k)
 }
 
 /*
- * The k-th largest magnitude of the list by its bits, eleven, eleven and
- * ten at a time: each pass counts the values that share the digits found
- * so far by their next digit.
+ * The k-th largest magnitude of the (summed) list by its bits, eleven,
+ * eleven and ten at a time: each pass counts the values that share the
+ * digits found so far by their next digit.
  */
 static uint32_t radix_kth(const list_t *l, size_t k)
 {
@@ -190,12 +239,14 @@ static uint32_t radix_kth(const list_t *l, size_t k)
     for (int d = 0; d < 3; d++) {
         uint32_t hist[2048] = {0};
         uint32_t top = digits[d] - 1;
-        for (int b = 0; b < l->nbufs; b++)
+        for (int b = 0; b < l->nbufs; b++) {
+            const float *v = values(l, b);
             for (size_t i = 0; i < l->counts[b]; i++) {
-                uint32_t u = mag(l->v[b][i]);
+                uint32_t u = mag(v[i]);
                 if ((u & known) == prefix)
                     hist[(u >> shift[d]) & top]++;
             }
+        }
         for (uint32_t g = top;; g--) {
             if (hist[g] >= want || g == 0) {
                 prefix |= g << shift[d];
@@ -208,20 +259,17 @@ static uint32_t radix_kth(const list_t *l, size_t k)
     return prefix;
 }
 
-/* Values of magnitude above t and equal to it. */
-static void count_around(const list_t *l, uint32_t t, size_t *above_p,
-                         size_t *equal_p)
+/* Values of the (summed) list of magnitude above t. */
+static size_t count_above(const list_t *l, uint32_t t)
 {
-    size_t above = 0, equal = 0;
+    size_t above = 0;
 
-    for (int b = 0; b < l->nbufs; b++)
-        for (size_t i = 0; i < l->counts[b]; i++) {
-            uint32_t u = mag(l->v[b][i]);
-            above += u > t;
-            equal += u == t;
-        }
-    *above_p = above;
-    *equal_p = equal;
+    for (int b = 0; b < l->nbufs; b++) {
+        const float *v = values(l, b);
+        for (size_t i = 0; i < l->counts[b]; i++)
+            above += mag(v[i]) > t;
+    }
+    return above;
 }
 
 /* Room for the magnitudes inside a bracket: twice what it holds on
@@ -234,43 +282,116 @@ static size_t bracket_cap(size_t total, size_t k)
     return (size_t)(4.0 * margin * (double)total / BRACKET_SAMPLE) + 1024;
 }
 
-static tacl_status_t scratch_take(size_t total, size_t k, scratch_t *s)
+/* Take the sweep's memory (before the residual is touched, so that error
+ * feedback never fails halfway). */
+static tacl_status_t sweep_take(int exact, double density, size_t total,
+                                sweep_t *w)
 {
-    *s = (scratch_t){0};
-    if (total < BRACKET_MIN)
+    size_t k = tacl__codec_kept(density, total);
+
+    *w = (sweep_t){0};
+    if (total >= BRACKET_MIN) {
+        w->inside_cap = bracket_cap(total, k);
+        w->pos_cap = k + w->inside_cap;
+    }
+    if (!exact && w->pos_cap < threshold_cap(density, total))
+        w->pos_cap = threshold_cap(density, total);
+    if (w->pos_cap == 0)
         return TACL_OK;
-    s->cap = bracket_cap(total, k);
-    s->sample = malloc(BRACKET_SAMPLE * sizeof(uint32_t));
-    s->inside = malloc(s->cap * sizeof(uint32_t));
-    if (s->sample != NULL && s->inside != NULL)
+    w->sample = malloc(BRACKET_SAMPLE * sizeof(uint32_t));
+    w->pos = malloc(w->pos_cap * sizeof(uint32_t));
+    w->inside = malloc((w->inside_cap ? w->inside_cap : 1) * sizeof(uint32_t));
+    if (w->sample != NULL && w->pos != NULL && w->inside != NULL)
         return TACL_OK;
-    free(s->sample);
-    free(s->inside);
+    free(w->sample);
+    free(w->pos);
+    free(w->inside);
     return tacl__error(TACL_ERR_NO_MEMORY, ALLOC,
                        "codec: no memory to select among %zu values", total);
 }
 
-static void scratch_free(scratch_t *s)
+static void sweep_free(sweep_t *w)
 {
-    free(s->sample);
-    free(s->inside);
+    free(w->sample);
+    free(w->pos);
+    free(w->inside);
+}
+
+/* Record one value of magnitude u at global index g; with inside, one
+ * at or below hi is kept among the candidates, else counted above. */
+static inline void sweep_one(sweep_t *w, uint32_t u, size_t g, uint32_t lo,
+                             uint32_t hi, int inside)
+{
+    int in = inside && u <= hi;
+
+    if (u < lo)
+        return;
+    if (w->npos == w->pos_cap || (in && w->ninside == w->inside_cap)) {
+        w->overflow = 1;
+        return;
+    }
+    w->pos[w->npos++] = (uint32_t)g;
+    if (in)
+        w->inside[w->ninside++] = u;
+    else
+        w->above++;
 }
 
 /*
- * The k-th largest magnitude through a sample's bracket [lo, hi]: 1 with
- * *t_p and the count above it when the bracket holds it, 0 when it
- * missed.
+ * One pass over the list: sum the residuals where they are pending, and
+ * record the places of the values at or above lo, counting those above
+ * hi (or, without inside, all of them) and keeping the others'
+ * magnitudes.  Once a cap is passed only the sums go on.
  */
-static int bracket_kth(const list_t *l, size_t k, scratch_t *s,
-                       uint32_t *t_p, size_t *above_p)
+static void sweep(list_t *l, uint32_t lo, uint32_t hi, int inside,
+                  sweep_t *w)
+{
+    size_t base = 0;
+
+    w->npos = w->ninside = w->above = 0;
+    w->overflow = 0;
+    for (int b = 0; b < l->nbufs; b++) {
+        float *e = pending(l, b);
+        const float *x = l->x[b], *v = values(l, b);
+        size_t cnt = l->counts[b], i = 0;
+        if (w->overflow && e == NULL) {
+            base += cnt;
+            continue;
+        }
+        for (; i + BLOCK <= cnt; i += BLOCK) {
+            if (e != NULL)
+                block_sum(e + i, x + i);
+            if (w->overflow || !block_any(v + i, lo))
+                continue;
+            for (int q = 0; q < BLOCK; q++)
+                sweep_one(w, mag(v[i + q]), base + i + q, lo, hi, inside);
+        }
+        for (; i < cnt; i++) {
+            if (e != NULL)
+                e[i] = x[i] + e[i];
+            if (!w->overflow)
+                sweep_one(w, mag(v[i]), base + i, lo, hi, inside);
+        }
+        base += cnt;
+    }
+    l->summed = 1;
+}
+
+/*
+ * The k-th largest magnitude through a sample's bracket [lo, hi], the
+ * list swept (and summed) on the way: 1 with *t_p and the count above
+ * it when the bracket holds it, w->pos the places of every candidate; 0
+ * when it missed.
+ */
+static int bracket_kth(list_t *l, size_t k, sweep_t *w, uint32_t *t_p,
+                       size_t *above_p)
 {
     const size_t m = BRACKET_SAMPLE;
     double p = (double)k * (double)m / (double)l->total;
     double margin = 4.0 * sqrt(p) + 8.0;
     size_t r_hi = p > margin ? (size_t)(p - margin) : 0;
-    size_t r_lo = (size_t)(p + margin) + 1;
+    size_t r_lo = (size_t)(p + margin) + 1, above;
     uint32_t hi = UINT32_MAX, lo, t;
-    size_t above = 0, n = 0;
     cursor_t c = {l, 0, 0};
 
     /* One value in each stretch of the list, at a hashed place in it, so
@@ -278,76 +399,58 @@ static int bracket_kth(const list_t *l, size_t k, scratch_t *s,
     for (size_t j = 0; j < m; j++) {
         size_t start = j * l->total / m, end = (j + 1) * l->total / m;
         uint64_t h = (j + 1) * 0x9e3779b97f4a7c15ull;
-        s->sample[j] = mag_at(&c, start + (h >> 32) % (end - start));
+        w->sample[j] = mag(value_at(&c, start + (h >> 32) % (end - start)));
     }
     if (r_lo > m)
         r_lo = m;
-    lo = kth_largest(s->sample, m, r_lo);
+    lo = kth_largest(w->sample, m, r_lo);
     if (r_hi > 0)
-        hi = kth_largest(s->sample, m, r_hi);
-    for (int b = 0; b < l->nbufs; b++) {
-        const float *v = l->v[b];
-        size_t cnt = l->counts[b], j = 0;
-        for (; j + BLOCK <= cnt; j += BLOCK) {
-            above += block_above(v + j, hi);
-            if (!block_any_in(v + j, lo, hi))
-                continue;
-            for (int q = 0; q < BLOCK; q++) {
-                uint32_t u = mag(v[j + q]);
-                if (u >= lo && u <= hi && n++ < s->cap)
-                    s->inside[n - 1] = u;
-            }
-            if (n > s->cap)
-                return 0;
-        }
-        for (; j < cnt; j++) {
-            uint32_t u = mag(v[j]);
-            above += u > hi;
-            if (u >= lo && u <= hi && n++ < s->cap)
-                s->inside[n - 1] = u;
-        }
-    }
-    if (n > s->cap || above >= k || above + n < k)
+        hi = kth_largest(w->sample, m, r_hi);
+    sweep(l, lo, hi, 1, w);
+    if (w->overflow || w->above >= k || w->above + w->ninside < k)
         return 0;
-    t = kth_largest(s->inside, n, k - above);
-    for (size_t i = 0; i < n; i++)
-        above += s->inside[i] > t;
+    t = kth_largest(w->inside, w->ninside, k - w->above);
+    above = w->above;
+    for (size_t i = 0; i < w->ninside; i++)
+        above += w->inside[i] > t;
     *t_p = t;
     *above_p = above;
     return 1;
 }
 
-/* The k-th largest magnitude of the list and how many lie above it. */
-static void exact_kth(const list_t *l, size_t k, scratch_t *s, uint32_t *t_p,
-                      size_t *above_p)
-{
-    size_t equal;
-
-    if (s->sample != NULL && bracket_kth(l, k, s, t_p, above_p))
-        return;
-    *t_p = radix_kth(l, k);
-    count_around(l, *t_p, above_p, &equal);
-}
-
 /*
- * Write the sparse encoding of the list: every value whose magnitude is
- * above t (there are above of them), then those equal to t, in index
- * order, until limit values are kept.
+ * Write the sparse encoding: every value whose magnitude is above t
+ * (there are above of them), then those equal to t, in index order,
+ * until limit values are kept; taken from the places in pos (npos of
+ * them, every value at or above t among them) or, with pos NULL, from
+ * the whole list.
  */
-static size_t sparse_emit(const list_t *l, uint32_t t, size_t above,
-                          size_t limit, void *dst)
+static size_t sparse_emit(const list_t *l, const uint32_t *pos, size_t npos,
+                          uint32_t t, size_t above, size_t limit, void *dst)
 {
     uint64_t head[2] = {l->total, 0};
     size_t ties = limit - above, n = 0, base = 0;
     uint32_t *idx = (uint32_t *)((uint8_t *)dst + SPARSE_HEADER);
     float *val = (float *)(idx + limit);
 
-    for (int b = 0; b < l->nbufs && n < limit; b++) {
-        const float *v = l->v[b];
+    if (pos != NULL) {
+        cursor_t c = {l, 0, 0};
+        for (size_t i = 0; i < npos && n < limit; i++) {
+            float f = value_at(&c, pos[i]);
+            uint32_t u = mag(f);
+            if (u > t || (u == t && ties > 0)) {
+                ties -= u == t;
+                idx[n] = pos[i];
+                val[n++] = f;
+            }
+        }
+    }
+    for (int b = 0; pos == NULL && b < l->nbufs && n < limit; b++) {
+        const float *v = values(l, b);
         size_t cnt = l->counts[b];
         for (size_t i = 0; i < cnt && n < limit;) {
             size_t end = i + BLOCK < cnt ? i + BLOCK : cnt;
-            if (end - i == BLOCK && !block_any_in(v + i, t, UINT32_MAX)) {
+            if (end - i == BLOCK && !block_any(v + i, t)) {
                 i = end;
                 continue;
             }
@@ -371,15 +474,15 @@ static size_t sparse_emit(const list_t *l, uint32_t t, size_t above,
 
 /* The threshold codec's estimate: the sample's k-th largest magnitude,
  * every (total / m)-th value. */
-static uint32_t threshold_estimate(const list_t *l, double density,
-                                   uint32_t *sample)
+static uint32_t threshold_estimate(const list_t *l, double density)
 {
     size_t m = l->total < THRESHOLD_SAMPLE ? l->total : THRESHOLD_SAMPLE;
     size_t stride = l->total / m;
+    uint32_t sample[THRESHOLD_SAMPLE];
     cursor_t c = {l, 0, 0};
 
     for (size_t i = 0; i < m; i++)
-        sample[i] = mag_at(&c, i * stride);
+        sample[i] = mag(value_at(&c, i * stride));
     return kth_largest(sample, m, tacl__codec_kept(density, m));
 }
 
@@ -391,23 +494,27 @@ static tacl_status_t too_long(int exact, size_t total)
                        exact ? "topk" : "threshold", total);
 }
 
-/* Encode the list (scratch taken for it); cannot fail. */
-static size_t sparse_select_emit(int exact, double density, const list_t *l,
-                                 scratch_t *s, void *dst)
+/* Encode the list, its sweep's memory taken; cannot fail. */
+static size_t sparse_select_emit(int exact, double density, list_t *l,
+                                 sweep_t *w, void *dst)
 {
-    size_t k = tacl__codec_kept(density, l->total), above = 0, equal;
-    uint32_t t = 0, sample[THRESHOLD_SAMPLE];
+    size_t k = tacl__codec_kept(density, l->total), above;
+    uint32_t t;
 
     if (l->total == 0)
-        return sparse_emit(l, 0, 0, 0, dst);
+        return sparse_emit(l, NULL, 0, 0, 0, 0, dst);
     if (!exact) {
-        t = threshold_estimate(l, density, sample);
-        count_around(l, t, &above, &equal);
-        if (above + equal <= threshold_cap(density, l->total))
-            return sparse_emit(l, t, above, above + equal, dst);
+        /* Every value at or above the estimate, if at most 2k. */
+        t = threshold_estimate(l, density);
+        sweep(l, t, 0, 0, w);
+        if (!w->overflow && w->npos <= threshold_cap(density, l->total))
+            return sparse_emit(l, w->pos, w->npos, t, 0, w->npos, dst);
     }
-    exact_kth(l, k, s, &t, &above);
-    return sparse_emit(l, t, above, k, dst);
+    if (w->inside_cap > 0 && bracket_kth(l, k, w, &t, &above))
+        return sparse_emit(l, w->pos, w->npos, t, above, k, dst);
+    sum_all(l);
+    t = radix_kth(l, k);
+    return sparse_emit(l, NULL, 0, t, count_above(l, t), k, dst);
 }
 
 static tacl_status_t sparse_encode(int exact, double density, int nbufs,
@@ -415,26 +522,27 @@ static tacl_status_t sparse_encode(int exact, double density, int nbufs,
                                    const size_t *counts, void *dst,
                                    size_t *bytes_p)
 {
-    list_t l = {nbufs, srcs, counts, tacl__codec_total(nbufs, counts)};
-    scratch_t s;
+    list_t l = {nbufs, srcs, NULL, counts, tacl__codec_total(nbufs, counts),
+                1};
+    sweep_t w;
     tacl_status_t st;
 
     if (l.total > UINT32_MAX)
         return too_long(exact, l.total);
-    st = scratch_take(l.total, tacl__codec_kept(density, l.total), &s);
+    st = sweep_take(exact, density, l.total, &w);
     if (st != TACL_OK)
         return st;
-    *bytes_p = sparse_select_emit(exact, density, &l, &s, dst);
-    scratch_free(&s);
+    *bytes_p = sparse_select_emit(exact, density, &l, &w, dst);
+    sweep_free(&w);
     return TACL_OK;
 }
 
 /*
- * Error feedback fused with the encoding: e += x where a buffer has a
- * residual (its sum is what is encoded), then e = 0 where a value was
- * kept, exactly what e = x + e - decode(encode(x + e)) gives, since the
- * kept values travel exact.  Everything that can fail is done before the
- * residual is touched.
+ * Error feedback fused with the encoding: the first pass sums e += x
+ * where a buffer has a residual (that sum is what is encoded), and then
+ * e = 0 where a value was kept, exactly what e = x + e - decode(encode(x
+ * + e)) gives, since the kept values travel exact.  Everything that can
+ * fail is done before the residual is touched.
  */
 static tacl_status_t sparse_feedback(int exact, double density, int nbufs,
                                      const float *const *srcs,
@@ -442,35 +550,21 @@ static tacl_status_t sparse_feedback(int exact, double density, int nbufs,
                                      float *const *errs, void *dst,
                                      size_t *bytes_p)
 {
-    list_t l = {nbufs, NULL, counts, tacl__codec_total(nbufs, counts)};
-    const float **view;
+    list_t l = {nbufs, srcs, errs, counts, tacl__codec_total(nbufs, counts),
+                0};
     const uint32_t *idx = (const uint32_t *)((uint8_t *)dst + SPARSE_HEADER);
     uint64_t head[2];
     size_t base = 0, i = 0;
-    scratch_t s;
+    sweep_t w;
     tacl_status_t st;
 
     if (l.total > UINT32_MAX)
         return too_long(exact, l.total);
-    view = malloc((size_t)(nbufs > 0 ? nbufs : 1) * sizeof(*view));
-    if (view == NULL)
-        return tacl__error(TACL_ERR_NO_MEMORY, ALLOC,
-                           "codec: no memory for %d buffers", nbufs);
-    st = scratch_take(l.total, tacl__codec_kept(density, l.total), &s);
-    if (st != TACL_OK) {
-        free(view);
+    st = sweep_take(exact, density, l.total, &w);
+    if (st != TACL_OK)
         return st;
-    }
-    for (int b = 0; b < nbufs; b++) {
-        float *e = errs[b];
-        const float *x = srcs[b];
-        if (e != NULL)
-            for (size_t j = 0; j < counts[b]; j++)
-                e[j] = x[j] + e[j];
-        view[b] = e != NULL ? e : x;
-    }
-    l.v = view;
-    *bytes_p = sparse_select_emit(exact, density, &l, &s, dst);
+    *bytes_p = sparse_select_emit(exact, density, &l, &w, dst);
+    sweep_free(&w);
     memcpy(head, dst, sizeof(head));
     for (int b = 0; b < nbufs; b++) {
         size_t end = base + counts[b];
@@ -479,8 +573,6 @@ static tacl_status_t sparse_feedback(int exact, double density, int nbufs,
                 errs[b][idx[i] - base] = 0.0f;
         base = end;
     }
-    scratch_free(&s);
-    free(view);
     return TACL_OK;
 }
 
