@@ -1595,7 +1595,11 @@ tacl_status_t tacl_comp_reduce_scatter(const float *sendbuf, float *recvbuf,
 /**
  * Every rank's sendcount values, encoded, go to every rank, which
  * decodes rank j's into recvbuf + j * sendcount (the GATHER scheme; an
- * all-gather has nothing to sum, so it takes no scheme).
+ * all-gather has nothing to sum, so it takes no scheme).  With a block
+ * quantizer (int8, int4) and err NULL the call is qwZ itself
+ * (tacl_allgather_quantized with the codec's bits and block), bit for
+ * bit: the caller's own block is exact, and tacl_comp_estimate prices
+ * that call (named "qwz").
  */
 tacl_status_t tacl_comp_allgather(const float *sendbuf, float *recvbuf,
                                   size_t sendcount, const tacl_codec_t *codec,

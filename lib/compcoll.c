@@ -11,6 +11,11 @@
  *   the sum, all-gather (v), decode (reduce-scatter stops after the sum);
  * - SUM, for summable codecs: reduce the encodings as they are.
  *
+ * qwZ and qgZ are codec and scheme pairs of these calls: an all-gather
+ * with int8 or int4 and no residual is tacl_allgather_quantized, and
+ * scheme QUANT_A2A ("qgz") of a reduce-scatter is
+ * tacl_reduce_scatter_quantized, each bit for bit.
+ *
  * Like the sparse all-reduce (sparse.c), a scheme is a sequence of
  * tacl's public collectives on comm (holds nest), with the codec between
  * them; so the calls are flat in the sense that this file never looks at
@@ -550,6 +555,27 @@ static int is_block_quantizer(const tacl_codec_t *codec)
 }
 
 /*
+ * An all-gather with a block quantizer and no residual is qwZ itself
+ * (tacl_allgather_quantized: every all-gather algorithm, hierarchical
+ * ones included, with the quantization inside the schedule), so its
+ * result is qwZ's bit for bit and the caller's own block is exact.  With
+ * a residual it stays GATHER, which keeps one (qwZ does not).
+ */
+static int is_qwz(const call_t *c)
+{
+    return c->kind == KIND_ALLGATHER && c->err == NULL &&
+           is_block_quantizer(c->codec);
+}
+
+static tacl_status_t run_qwz(const call_t *c)
+{
+    tacl_quant_t q = {.bits = c->params->bits, .block = c->params->block};
+
+    return tacl_allgather_quantized(c->send, c->recv, c->count, TACL_FLOAT32,
+                                    &q, c->comm, NULL);
+}
+
+/*
  * QUANT_A2A: the qgZ builder itself (algorithms/qgz.c, thesis section
  * 4.4's divisible all-to-all with requantization between the hops), so
  * the result is tacl_reduce_scatter_quantized's bit for bit.
@@ -713,7 +739,7 @@ static tacl_status_t comp_run(call_t *c)
         return st;
     switch (c->kind) {
     case KIND_ALLGATHER:
-        return run_whole(c, c->recv, 1);
+        return is_qwz(c) ? run_qwz(c) : run_whole(c, c->recv, 1);
     case KIND_REDUCE_SCATTER:
         if (c->scheme == TACL_COMP_QUANT_A2A)
             return run_qgz(c);
@@ -790,11 +816,13 @@ static tacl_status_t scheme_steps(const call_t *c, step_t *steps,
     return TACL_OK;
 }
 
-/* QUANT_A2A's estimate: the qgZ call run_qgz makes, as the decider
- * would run it. */
-static tacl_status_t qgz_estimate(const call_t *c, tacl_sim_info_t *info_p)
+/* The estimate of a call that is qwZ or qgZ itself: that call, as the
+ * decider would run it, named after its scheme. */
+static tacl_status_t quant_estimate(const call_t *c, tacl_sim_info_t *info_p)
 {
-    tacl__coll_args_t a = {.type = TACL_COLL_REDUCE_SCATTER,
+    int qwz = c->kind == KIND_ALLGATHER;
+    tacl__coll_args_t a = {.type = qwz ? TACL_COLL_ALLGATHER
+                                       : TACL_COLL_REDUCE_SCATTER,
                            .count = c->count,
                            .dtype = TACL_FLOAT32,
                            .op = TACL_SUM,
@@ -804,7 +832,7 @@ static tacl_status_t qgz_estimate(const call_t *c, tacl_sim_info_t *info_p)
 
     if (st == TACL_OK)
         snprintf(info_p->algorithm, sizeof(info_p->algorithm), "%s",
-                 tacl_comp_scheme_name(c->scheme));
+                 qwz ? "qwz" : tacl_comp_scheme_name(c->scheme));
     return st;
 }
 
@@ -825,8 +853,8 @@ static tacl_status_t comp_estimate(call_t *c, tacl_sim_info_t *info_p)
                            "allgather)",
                            tacl_coll_name(c->coll));
     st = comp_prepare(c);
-    if (st == TACL_OK && c->scheme == TACL_COMP_QUANT_A2A)
-        return qgz_estimate(c, info_p);
+    if (st == TACL_OK && (c->scheme == TACL_COMP_QUANT_A2A || is_qwz(c)))
+        return quant_estimate(c, info_p);
     if (st == TACL_OK)
         st = scheme_steps(c, steps, &nsteps);
     if (st != TACL_OK)

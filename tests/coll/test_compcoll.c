@@ -129,6 +129,15 @@ static int by_chunks(const call_case_t *c)
            (c->scheme == TACL_COMP_SUM && c->kind == K_REDUCE_SCATTER);
 }
 
+/* Whether the call is qwZ itself: an all-gather with a block quantizer
+ * and no residual, which keeps the caller's own block exact. */
+static int is_qwz(const call_case_t *c, const tacl_codec_t *codec)
+{
+    return c->kind == K_ALLGATHER && !c->use_err &&
+           (strcmp(codec->name, "int8") == 0 ||
+            strcmp(codec->name, "int4") == 0);
+}
+
 /*
  * The expected output of this rank (out) and every rank's residual after
  * the call (errs, n of them, updated), from every rank's input (xs).
@@ -144,6 +153,10 @@ static int reference(const call_case_t *c, const tacl_codec_t *codec,
     for (int r = 0; r < n && !rc; r++) {
         float *e = c->use_err ? errs[r] : NULL;
 
+        if (c->kind == K_ALLGATHER && r == rank && is_qwz(c, codec)) {
+            memcpy(out + r * ic, xs[r], ic * sizeof(float));
+            continue;
+        }
         if (c->kind == K_ALLGATHER) {
             rc = through_codec(codec, p, xs[r], ic, e, out + r * ic, 0);
             continue;
@@ -959,6 +972,43 @@ static int qgz_priced(coll_ctx_t *ctx, tacl_comm_t comm,
     return 0;
 }
 
+/*
+ * The all-gather with a block quantizer and no residual is qwZ: the same
+ * bits as tacl_allgather_quantized, and priced as that call ("qwz").
+ */
+static int qwz_case(coll_ctx_t *ctx, tacl_comm_t comm,
+                    const tacl_codec_t *codec, const tacl_quant_t *q,
+                    const tacl_codec_params_t *p, const float *x,
+                    size_t count)
+{
+    size_t out = count * (size_t)ctx->nranks;
+    float *got = malloc(out * sizeof(float));
+    float *want = malloc(out * sizeof(float));
+    tacl_sim_info_t info;
+
+    COLL_CHECK(ctx, got != NULL && want != NULL, "no memory");
+    COLL_CHECK_OK(ctx, tacl_allgather_quantized(x, want, count, TACL_FLOAT32,
+                                                q, comm, NULL));
+    COLL_CHECK_OK(ctx,
+                  tacl_comp_allgather(x, got, count, codec, p, NULL, comm));
+    COLL_CHECK(ctx, memcmp(got, want, out * sizeof(float)) == 0,
+               "%s count %zu: the all-gather differs from qwZ",
+               codec->name, count);
+    COLL_CHECK(ctx,
+               memcmp(got + (size_t)ctx->rank * count, x,
+                      count * sizeof(float)) == 0,
+               "%s count %zu: the own block is not exact", codec->name,
+               count);
+    COLL_CHECK_OK(ctx, tacl_comp_estimate(comm, TACL_COLL_ALLGATHER, count,
+                                          codec, p, TACL_COMP_GATHER, &info));
+    COLL_CHECK(ctx, strcmp(info.algorithm, "qwz") == 0,
+               "%s: the all-gather is priced as %s, not qwz", codec->name,
+               info.algorithm);
+    free(got);
+    free(want);
+    return 0;
+}
+
 static int qgz_case(coll_ctx_t *ctx, tacl_comm_t comm, const char *name,
                     size_t count)
 {
@@ -983,6 +1033,8 @@ static int qgz_case(coll_ctx_t *ctx, tacl_comm_t comm, const char *name,
                                                 comm));
     COLL_CHECK(ctx, memcmp(got, want, count * sizeof(float)) == 0,
                "%s count %zu: scheme qgz differs from qgZ", name, count);
+    if (qwz_case(ctx, comm, codec, &q, &p, x, count) != 0)
+        return 1;
     if (count >= 1000 && qgz_priced(ctx, comm, codec, &p, count) != 0)
         return 1;
     free(x);
@@ -1008,7 +1060,7 @@ static int body_qgz(coll_ctx_t *ctx)
     return failed;
 }
 
-Test(compcoll, qgz_scheme_is_qgz, .timeout = 300)
+Test(compcoll, qgz_scheme_is_qgz_and_int8_allgather_qwz, .timeout = 300)
 {
     static int two = 2;
     coll_opts_t one = {.nranks = 4, .deadline_s = 240};
