@@ -14,9 +14,13 @@
  * harness' communication thread, which runs the groups in order on the
  * communicator: an uncompressed group is posted with tacl_allreduce_nb
  * (progressed by the library's progress thread) and a compressed one runs
- * tacl_comp_allreduce, which is blocking (there is no _nb form: a
+ * tacl_comp_allreduce_hops, which is blocking (there is no _nb form: a
  * sparsifier's sizes are known only after its encode), with the group's
  * slice of an error-feedback buffer.  So compute overlaps both kinds.
+ * Its hops (--hops): encoded on every hop, or only between nodes with
+ * dense hops inside each node; auto (the default) times both calls and
+ * takes the one quicker for a group of a sixteenth of the model, the
+ * choice Espresso's decision tree makes per tensor, made here once.
  * The step ends when every group is done; its time is the median over
  * the steps after the warm-up of the slowest rank's.
  *
@@ -69,6 +73,8 @@
     "  --policies LIST    comma list of uncompressed, layerwise, "           \
     "threshold,\n"                                                           \
     "                     bucket, even, planned (default: all)\n"            \
+    "  --hops H           all, inter or auto (default): the hops that carry\n" \
+    "                     encoded data in compressed groups\n"             \
     "  --compute MODE     sleep (default) or spin for compute stand-ins\n"   \
     "  --check            compare results: uncompressed against a local\n"   \
     "                     reference, every policy across ranks\n"            \
@@ -94,6 +100,7 @@ typedef struct {
     const char *model, *profile, *profiles, *codec;
     replay_steps_t run;
     double density, threshold, ratio;
+    int hops; /* a tacl_comp_hops_t, or -1: auto */
     int want[P_COUNT];
 } options_t;
 
@@ -103,7 +110,7 @@ static int takes_value(const char *opt)
     static const char *const opts[] = {
         "--model", "--profile", "--profiles", "--codec",
         "--steps", "--warmup",  "--density",  "--threshold",
-        "--ratio", "--compute", "--policies",
+        "--ratio", "--compute", "--policies", "--hops",
     };
 
     for (size_t k = 0; k < ARRAY_LEN(opts); k++)
@@ -205,6 +212,13 @@ static int parse(int argc, char **argv, options_t *o, int *exit_p)
             if (strcmp(val, "sleep") != 0 && strcmp(val, "spin") != 0)
                 return bad(opt, val, "expected sleep or spin") != 0;
             o->run.spin = strcmp(val, "spin") == 0;
+        } else if (strcmp(opt, "--hops") == 0) {
+            if (strcmp(val, "all") != 0 && strcmp(val, "inter") != 0 &&
+                strcmp(val, "auto") != 0)
+                return bad(opt, val, "expected all, inter or auto") != 0;
+            o->hops = strcmp(val, "all") == 0     ? TACL_COMP_HOPS_ALL
+                      : strcmp(val, "inter") == 0 ? TACL_COMP_HOPS_INTER
+                                                  : -1;
         } else if (strcmp(opt, "--policies") == 0) {
             snprintf(policies, sizeof(policies), "%s", val);
             if (strlen(val) >= sizeof(policies) ||
@@ -372,6 +386,35 @@ static int make_plan(tacl_planner_t *planner, tacl_comm_t comm, int n,
     return share_plan(comm, n, plan);
 }
 
+/*
+ * The compressed call's line over the hops asked for; with auto, both
+ * timed (line[0] all, line[1] inter: fixed seconds and seconds a byte)
+ * and the one quicker for a group of a sixteenth of the model's bytes
+ * kept.
+ */
+static int time_hops(const options_t *o, const tacl_codec_t *codec,
+                     const tacl_codec_params_t *params, tacl_comm_t comm,
+                     double model_bytes, tacl_comp_hops_t *hops_p,
+                     double line[2][2])
+{
+    double x = model_bytes / 16;
+
+    if (o->hops >= 0) {
+        *hops_p = (tacl_comp_hops_t)o->hops;
+        return replay_time_call(codec, params, *hops_p, comm,
+                                &line[*hops_p][0], &line[*hops_p][1]);
+    }
+    if (replay_time_call(codec, params, TACL_COMP_HOPS_ALL, comm,
+                         &line[0][0], &line[0][1]) != 0 ||
+        replay_time_call(codec, params, TACL_COMP_HOPS_INTER, comm,
+                         &line[1][0], &line[1][1]) != 0)
+        return -1;
+    *hops_p = line[1][0] + line[1][1] * x < line[0][0] + line[0][1] * x
+                  ? TACL_COMP_HOPS_INTER
+                  : TACL_COMP_HOPS_ALL;
+    return 0;
+}
+
 static int run_all(const options_t *o, replay_profile_t *pf,
                    const tacl_codec_t *codec,
                    const tacl_codec_params_t *params, tacl_comm_t comm)
@@ -393,7 +436,7 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     replay_codec_cost_t cost;
     size_t *off = malloc(((size_t)pf->n + 1) * sizeof(size_t));
     int rank, nranks, npol = 0, rc = 1, any_comp = 0;
-    double comm_s, factor, plan_ms = 0, call_a, call_b;
+    double comm_s, factor, plan_ms = 0, call_a, call_b, line[2][2];
     pthread_t thread;
 
     memset(res, 0, sizeof(res));
@@ -409,8 +452,11 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     }
     factor = scale_compute(pf, &lines, o->ratio, &comm_s);
     if (replay_time_codec(codec, params, comm, &cost) != 0 ||
-        replay_time_call(codec, params, comm, &call_a, &call_b) != 0)
+        time_hops(o, codec, params, comm, (double)off[pf->n] * 4.0, &ct.hops,
+                  line) != 0)
         goto out;
+    call_a = line[ct.hops][0];
+    call_b = line[ct.hops][1];
     pc = replay_planner_codec(codec, &cost, call_a, call_b, &lines);
     model = (tacl_planner_model_t){pf->n, pf->bytes, pf->back, pf->forward};
     if (tacl_planner_create(&model, &lines, &pc, 1, &planner) != TACL_OK) {
@@ -451,6 +497,15 @@ static int run_all(const options_t *o, replay_profile_t *pf,
                cost.enc_fixed, cost.enc_per_byte, cost.dec_fixed,
                cost.dec_per_byte, cost.ratio, call_a, call_b, pc.name,
                pc.decode_fixed, pc.decode_per_byte, pc.ratio, pc.summable);
+        if (o->hops < 0)
+            printf("- hops (auto, for %.1f MB groups): all %.4g s + %.4g "
+                   "s/B, inter %.4g s + %.4g s/B: %s\n",
+                   (double)off[pf->n] * 4.0 / 16 / 1e6, line[0][0],
+                   line[0][1], line[1][0], line[1][1],
+                   ct.hops == TACL_COMP_HOPS_INTER ? "inter" : "all");
+        else
+            printf("- hops: %s (--hops)\n",
+                   ct.hops == TACL_COMP_HOPS_INTER ? "inter" : "all");
         printf("- planner: %d tensors, %d groups, %.2f ms (fusion and "
                "decisions), %ld search states\n",
                pf->n, plan.ngroups, plan_ms, plan.visited);
@@ -507,7 +562,8 @@ int main(int argc, char **argv)
                    .run = {.steps = 10, .warmup = 2},
                    .density = 0.01,
                    .threshold = 1 << 20,
-                   .ratio = 0.86};
+                   .ratio = 0.86,
+                   .hops = -1};
     tacl_config_t config = TACL_CONFIG_INIT;
     tacl_codec_params_t params = {.bits = 8, .seed = 1};
     const tacl_codec_t *codec;

@@ -89,10 +89,11 @@ typedef struct {
 int replay_time_codec(const tacl_codec_t *codec,
                       const tacl_codec_params_t *params, tacl_comm_t comm,
                       replay_codec_cost_t *cost_p);
-/** The compressed call timed: seconds = *a_p + *b_p * bytes. */
+/** The compressed call over hops timed: seconds = *a_p + *b_p * bytes. */
 int replay_time_call(const tacl_codec_t *codec,
-                     const tacl_codec_params_t *params, tacl_comm_t comm,
-                     double *a_p, double *b_p);
+                     const tacl_codec_params_t *params,
+                     tacl_comp_hops_t hops, tacl_comm_t comm, double *a_p,
+                     double *b_p);
 /** The planner's profile of the codec, priced as the timed call. */
 tacl_planner_codec_t replay_planner_codec(const tacl_codec_t *codec,
                                           const replay_codec_cost_t *c,
@@ -120,6 +121,7 @@ typedef struct {
     tacl_comm_t comm;
     const tacl_codec_t *codec;
     tacl_codec_params_t params;
+    tacl_comp_hops_t hops; /* of the compressed groups */
     tacl_request_t *reqs;
 } replay_comm_t;
 

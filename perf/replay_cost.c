@@ -104,15 +104,16 @@ int replay_time_codec(const tacl_codec_t *codec,
 
 /*
  * The whole compressed call as the harness makes it (tacl_comp_allreduce
- * with error feedback, the codec's scheme) timed at two sizes, the
+ * with error feedback, the codec's scheme, over hops) timed at two sizes, the
  * median of three after a warm-up, the slowest rank's: seconds =
  * *a_p + *b_p * bytes.  This is what the planner's codec terms are
  * fitted to, so that they carry the call's extra collectives (its header,
  * a sparsifier's size exchange) and the encode on this stream.
  */
 int replay_time_call(const tacl_codec_t *codec,
-                     const tacl_codec_params_t *params, tacl_comm_t comm,
-                     double *a_p, double *b_p)
+                     const tacl_codec_params_t *params,
+                     tacl_comp_hops_t hops, tacl_comm_t comm, double *a_p,
+                     double *b_p)
 {
     enum { REPS = 4 };
     const size_t counts[2] = {16384, 1 << 21};
@@ -133,11 +134,11 @@ int replay_time_call(const tacl_codec_t *codec,
         for (int r = 0; r < REPS && st == TACL_OK; r++) {
             double t0 = tacl__perf_now();
 
-            st = tacl_comp_allreduce(v, out, counts[s], codec, params, err,
-                                     (codec->flags & TACL_CODEC_SUMMABLE)
-                                         ? TACL_COMP_SUM
-                                         : TACL_COMP_GATHER,
-                                     comm);
+            st = tacl_comp_allreduce_hops(
+                v, out, counts[s], codec, params, err,
+                (codec->flags & TACL_CODEC_SUMMABLE) ? TACL_COMP_SUM
+                                                      : TACL_COMP_GATHER,
+                hops, comm);
             t[s][r] = tacl__perf_now() - t0;
         }
         if (st == TACL_OK)

@@ -39,12 +39,12 @@ static tacl_status_t run_group(replay_comm_t *ct, int g)
         return tacl_allreduce_nb(ct->src + off, ct->out + off, n,
                                  TACL_FLOAT32, TACL_SUM, ct->comm, NULL,
                                  &ct->reqs[g]);
-    return tacl_comp_allreduce(ct->src + off, ct->out + off, n, ct->codec,
-                               &ct->params, ct->err + off,
-                               (ct->codec->flags & TACL_CODEC_SUMMABLE)
-                                   ? TACL_COMP_SUM
-                                   : TACL_COMP_GATHER,
-                               ct->comm);
+    return tacl_comp_allreduce_hops(
+        ct->src + off, ct->out + off, n, ct->codec, &ct->params,
+        ct->err + off,
+        (ct->codec->flags & TACL_CODEC_SUMMABLE) ? TACL_COMP_SUM
+                                                  : TACL_COMP_GATHER,
+        ct->hops, ct->comm);
 }
 
 void *replay_comm_main(void *arg)

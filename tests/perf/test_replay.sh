@@ -35,6 +35,9 @@ expect_grep "uncompressed: DDP's buckets (1 MB, then 25 MB)" \
     "^\| uncompressed +\| +2 \| +0 \|" "$TMP/out"
 expect_grep "planner line" "^- planner: 6 tensors, [0-9]+ groups" \
     "$TMP/out"
+expect_grep "both hops timed, one chosen" \
+    "^- hops \\(auto, for [0-9.]+ MB groups\\): all .* inter .*: (all|inter)$" \
+    "$TMP/out"
 expect_grep "the check passed" \
     "^check: every policy's result is the same on all 4 ranks" "$TMP/out"
 
@@ -61,6 +64,8 @@ bad "steps not a number" "bad value 'abc' for --steps" --model vgg16 \
     --steps abc
 bad "density out of range" "bad value '2' for --density" --model vgg16 \
     --density 2
+bad "unknown hops" "bad value 'some' for --hops" --model vgg16 \
+    --hops some
 bad "unknown policy" "bad value 'uncompressed,fast' for --policies" \
     --model vgg16 --policies uncompressed,fast
 bad "unknown option" "unknown option '--mod'" --mod vgg16
