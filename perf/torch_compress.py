@@ -10,6 +10,13 @@ hook, every run from the same initial weights and data:
     tacl-fp16     tacl_torch.compression_hook, codec fp16 (with its
                   residual, CompressionState's default)
     tacl-topk1    tacl_torch.compression_hook, topk 1% with error feedback
+    tacl-topk1-plan  the same codec on tacl-plan's groups and choices
+                  (CompressionState plan="fusion"): rank 0 profiles the
+                  bare model (tacl_torch.profile_model), every rank times
+                  the all-reduce, the all-gather and the compressed call
+                  at two sizes (the slowest rank's medians), and the
+                  planner gets those lines as the replay harness fits
+                  them (perf/replay_cost.c); its table is printed
     torch-fp16    torch's fp16_compress_hook
     torch-psgd    torch's powerSGD_hook (rank 1, PowerSGD from step
                   min(10, STEPS / 2), error feedback on; before it the
@@ -39,7 +46,8 @@ import statistics
 import sys
 import time
 
-HOOKS = ["none", "tacl-fp16", "tacl-topk1", "torch-fp16", "torch-psgd"]
+HOOKS = ["none", "tacl-fp16", "tacl-topk1", "tacl-topk1-plan", "torch-fp16",
+         "torch-psgd"]
 OPTIONAL = ["torch-bpsgd", "tacl-fp16-noef"]
 
 
@@ -53,6 +61,8 @@ def parse_args():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--hooks", default=",".join(HOOKS))
+    p.add_argument("--plan-tool", default="tacl-plan",
+                   help="tacl-plan's path (for tacl-topk1-plan)")
     return p.parse_args()
 
 
@@ -71,7 +81,94 @@ def batch(torch, step, rank, size):
     return x, torch.tanh(x @ w)
 
 
-def register(torch, model, hook, steps):
+def slowest_median(torch, fn, reps=5):
+    """fn's median seconds over reps calls after one, the slowest rank's."""
+    import torch.distributed as dist
+
+    fn()
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    t = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def line_through(torch, make_fn, sizes=(16384, 1 << 20)):
+    """(fixed seconds, seconds per byte) through the timings of
+    make_fn(count)() at two counts of float32 values."""
+    x = [4.0 * n for n in sizes]
+    y = [slowest_median(torch, make_fn(n)) for n in sizes]
+    b = max(0.0, (y[1] - y[0]) / (x[1] - x[0]))
+    return max(0.0, y[0] - b * x[0]), b
+
+
+def planned_groups(torch, args, density=0.01):
+    """tacl-plan's (option, parameter names) groups for the model on this
+    job, with the topk codec at density: see the module's docstring."""
+    import subprocess
+    import tempfile
+
+    import torch.distributed as dist
+    import tacl_torch
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    bare = make_model(torch, args.width)
+    opt = torch.optim.SGD(bare.parameters(), lr=0.0)
+    x, y = batch(torch, 0, rank, args.batch)
+
+    def after():
+        opt.step()
+        opt.zero_grad()
+    prof = tacl_torch.profile_model(
+        bare, lambda: torch.nn.functional.mse_loss(bare(x), y), steps=5,
+        after=after)
+
+    def all_reduce(n):
+        t = torch.ones(n)
+        return lambda: dist.all_reduce(t)
+
+    def all_gather(n):
+        t, out = torch.ones(n), torch.empty(n * world)
+        return lambda: dist.all_gather_into_tensor(out, t)
+
+    def call(n):
+        t, err = torch.randn(n), torch.zeros(n)
+        return lambda: tacl_torch.compressed_all_reduce(
+            t, codec="topk", density=density, error_feedback=err)
+    a_ar, b_ar = line_through(torch, all_reduce)
+    a_ag, b_ag = line_through(torch, all_gather)
+    call_a, call_b = line_through(torch, call)
+    alpha, ratio = min(a_ar, a_ag), 2 * density
+    # The call encodes on the backend's thread: the planner sees it as
+    # decode terms that make its price equal the timed call.
+    dec_a = max(0.0, (call_a - alpha) / world)
+    dec_b = max(0.0, (call_b - b_ag * ratio) / world)
+    got = [None]
+    if rank == 0:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "model.profile")
+            prof.write(path)
+            with open(path, "a") as f:
+                f.write(f"comm {world} {alpha:.6g} {b_ar:.6g} {b_ag:.6g}\n"
+                        f"codec topk 0 0 {dec_a:.6g} {dec_b:.6g} "
+                        f"{ratio:.6g} 0\n")
+            out = subprocess.run([args.plan_tool, path], capture_output=True,
+                                 text=True, timeout=120, check=True)
+            with open(os.path.join(d, "plan"), "w") as f:
+                f.write(out.stdout)
+            got[0] = tacl_torch.read_plan(os.path.join(d, "plan"), prof)
+            with open(path) as f:
+                print("PLAN profile:\n" + f.read() + "PLAN tacl-plan:\n"
+                      + out.stdout, file=sys.stderr, flush=True)
+    dist.broadcast_object_list(got, src=0)
+    return got[0]
+
+
+def register(torch, model, hook, steps, args):
     import tacl_torch
     from torch.distributed.algorithms.ddp_comm_hooks import (
         default_hooks, powerSGD_hook)
@@ -84,6 +181,12 @@ def register(torch, model, hook, steps):
     elif hook == "tacl-topk1":
         model.register_comm_hook(
             tacl_torch.CompressionState(codec="topk", density=0.01),
+            tacl_torch.compression_hook)
+    elif hook == "tacl-topk1-plan":
+        model.register_comm_hook(
+            tacl_torch.CompressionState(
+                codec="topk", density=0.01, plan="fusion",
+                groups=planned_groups(torch, args), model=model.module),
             tacl_torch.compression_hook)
     elif hook == "torch-fp16":
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
@@ -106,7 +209,7 @@ def run(args, hook):
     rank, world = dist.get_rank(), dist.get_world_size()
     model = torch.nn.parallel.DistributedDataParallel(
         make_model(torch, args.width))
-    register(torch, model, hook, args.steps)
+    register(torch, model, hook, args.steps, args)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     losses = []
     t0 = None
@@ -158,17 +261,17 @@ def report(d, hooks):
     if "none" not in runs:
         sys.exit(f"no run of hook 'none' in {d}")
     base = statistics.median(r for r, _ in runs["none"])
-    print(f"{'hook':<14} {'samples/s':>10} {'vs none':>8} "
+    print(f"{'hook':<16} {'samples/s':>10} {'vs none':>8} "
           f"{'loss at last step':>18}  launches")
     asked = hooks.split(",")
     for hook in asked + sorted(h for h in runs if h not in asked):
         if hook not in runs:
-            print(f"{hook:<14} {'-':>10} {'-':>8} {'-':>18}  0 (no run "
+            print(f"{hook:<16} {'-':>10} {'-':>8} {'-':>18}  0 (no run "
                   "finished: failed or hung, see the log)")
             continue
         rate = statistics.median(r for r, _ in runs[hook])
         loss = statistics.median(v for _, v in runs[hook])
-        print(f"{hook:<14} {rate:>10.1f} {rate / base:>7.2f}x "
+        print(f"{hook:<16} {rate:>10.1f} {rate / base:>7.2f}x "
               f"{loss:>18.6f}  {len(runs[hook])}")
 
 

@@ -1,6 +1,7 @@
 #!/bin/bash
 # DDP training with gradient-compression hooks on the emulated cluster:
-# no hook, tacl's hook (fp16; topk 1% with error feedback), torch's
+# no hook, tacl's hook (fp16; topk 1% with error feedback, on DDP's
+# buckets and on tacl-plan's groups), torch's
 # fp16_compress_hook and powerSGD_hook, all on the tacl backend (torch
 # 2.15's batched_powerSGD_hook fails by itself: PSGD_HOOKS=torch-bpsgd
 # asks for it, in a launch of its own).
@@ -19,7 +20,7 @@
 # Usage: perf/torch_compress.sh BUILD_DIR
 # Environment: STEPS (200; 20 for a smoke test), RATE (1gbit), LAUNCHES
 # (3), WIDTH (1024), BATCH (32), HOOKS (none,tacl-fp16,tacl-topk1,
-# torch-fp16,torch-psgd), PSGD_HOOKS (none), LIMIT (seconds per launch,
+# tacl-topk1-plan,torch-fp16,torch-psgd), PSGD_HOOKS (none), LIMIT (seconds per launch,
 # 1800), PSGD_LIMIT (600).
 #
 # PSGD_HOOKS run in a launch of their own, under PSGD_LIMIT, so that their
@@ -39,7 +40,7 @@ RATE=${RATE:-1gbit}
 LAUNCHES=${LAUNCHES:-3}
 WIDTH=${WIDTH:-1024}
 BATCH=${BATCH:-32}
-HOOKS=${HOOKS:-none,tacl-fp16,tacl-topk1,torch-fp16,torch-psgd}
+HOOKS=${HOOKS:-none,tacl-fp16,tacl-topk1,tacl-topk1-plan,torch-fp16,torch-psgd}
 PSGD_HOOKS=${PSGD_HOOKS:-}
 LIMIT=${LIMIT:-1800}
 PSGD_LIMIT=${PSGD_LIMIT:-600}
@@ -57,6 +58,7 @@ launch() {
         --timeout "$3" --no-prefix -- \
         "$PY" "$SRC/perf/torch_compress.py" --worker --steps "$STEPS" \
         --width "$WIDTH" --batch "$BATCH" --hooks "$2" \
+        --plan-tool "$BUILD/planner/tacl-plan" \
         > "$TMP/compress.$1" 2> "$TMP/err.$1"
 }
 
@@ -78,3 +80,9 @@ echo "# tacl-cluster --nodes 2 --ranks-per-node 2 --inter-rate $RATE," \
     "$STEPS steps, width $WIDTH, batch $BATCH a rank"
 "$PY" "$SRC/perf/torch_compress.py" --report "$TMP" \
     --hooks "$HOOKS${PSGD_HOOKS:+,$PSGD_HOOKS}"
+# The plan tacl-topk1-plan ran with in each launch: tacl-plan's table.
+for f in "$TMP"/err.[0-9]*; do
+    grep -q '^PLAN tacl-plan:' "$f" || continue
+    echo "# tacl-plan in launch ${f##*.}:"
+    sed -n '/^PLAN tacl-plan:/,/^step /p' "$f" | sed 1d
+done
