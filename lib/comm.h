@@ -229,11 +229,12 @@ struct tacl_request {
 
 tacl_status_t tacl__request_create(tacl__exec_t **execs, int nexec,
                                    tacl_request_t *req_p);
-/** Whether req is done (its status final). */
+/** Whether req is done: its status final and any callback returned, so
+ *  that a test or wait that reports it done comes after the callback. */
 static inline int tacl__request_done(tacl_request_t req)
 {
-    return atomic_load_explicit(&req->state, memory_order_acquire) >=
-           TACL__REQ_CALLING;
+    return atomic_load_explicit(&req->state, memory_order_acquire) ==
+           TACL__REQ_DONE;
 }
 /**
  * The request of one execution just started, with its context's lock

@@ -349,7 +349,12 @@ TACL_EXPORT tacl_status_t tacl_request_wait(tacl_request_t req)
     if (req->nexec == 0)
         return request_fail(req, request_wait_deferred(req));
     status = tacl__exec_wait(req->execs, req->nexec);
-    /* Every execution finished, so its hook ran: the request is done. */
+    /* Every execution finished, so its hook ran: the request is complete,
+     * and done once a callback running in the completing thread returns
+     * (callbacks are short and call nothing of tacl). */
+    while (atomic_load_explicit(&req->pending, memory_order_acquire) == 0 &&
+           !tacl__request_done(req))
+        sched_yield();
     if (tacl__request_done(req))
         status = req->status;
     return request_fail(req, status);
