@@ -517,41 +517,21 @@ static size_t sparse_select_emit(int exact, double density, list_t *l,
     return sparse_emit(l, NULL, 0, t, count_above(l, t), k, dst);
 }
 
+/*
+ * Encode the list; with errs (error feedback fused with the encoding),
+ * the first pass sums e += x where a buffer has a residual (that sum is
+ * what is encoded), and then e = 0 where a value was kept, exactly what
+ * e = x + e - decode(encode(x + e)) gives, since the kept values travel
+ * exact.  Everything that can fail is done before the residual is
+ * touched.
+ */
 static tacl_status_t sparse_encode(int exact, double density, int nbufs,
                                    const float *const *srcs,
-                                   const size_t *counts, void *dst,
-                                   size_t *bytes_p)
-{
-    list_t l = {nbufs, srcs, NULL, counts, tacl__codec_total(nbufs, counts),
-                1};
-    sweep_t w;
-    tacl_status_t st;
-
-    if (l.total > UINT32_MAX)
-        return too_long(exact, l.total);
-    st = sweep_take(exact, density, l.total, &w);
-    if (st != TACL_OK)
-        return st;
-    *bytes_p = sparse_select_emit(exact, density, &l, &w, dst);
-    sweep_free(&w);
-    return TACL_OK;
-}
-
-/*
- * Error feedback fused with the encoding: the first pass sums e += x
- * where a buffer has a residual (that sum is what is encoded), and then
- * e = 0 where a value was kept, exactly what e = x + e - decode(encode(x
- * + e)) gives, since the kept values travel exact.  Everything that can
- * fail is done before the residual is touched.
- */
-static tacl_status_t sparse_feedback(int exact, double density, int nbufs,
-                                     const float *const *srcs,
-                                     const size_t *counts,
-                                     float *const *errs, void *dst,
-                                     size_t *bytes_p)
+                                   const size_t *counts, float *const *errs,
+                                   void *dst, size_t *bytes_p)
 {
     list_t l = {nbufs, srcs, errs, counts, tacl__codec_total(nbufs, counts),
-                0};
+                errs == NULL};
     const uint32_t *idx = (const uint32_t *)((uint8_t *)dst + SPARSE_HEADER);
     uint64_t head[2];
     size_t base = 0, i = 0;
@@ -566,7 +546,7 @@ static tacl_status_t sparse_feedback(int exact, double density, int nbufs,
     *bytes_p = sparse_select_emit(exact, density, &l, &w, dst);
     sweep_free(&w);
     memcpy(head, dst, sizeof(head));
-    for (int b = 0; b < nbufs; b++) {
+    for (int b = 0; errs != NULL && b < nbufs; b++) {
         size_t end = base + counts[b];
         for (; i < head[1] && idx[i] < end; i++)
             if (errs[b] != NULL)
@@ -618,7 +598,7 @@ static tacl_status_t sparse_decode(const char *name, const void *src,
                                         size_t *bytes_p)                     \
     {                                                                        \
         return sparse_encode(exact_, params->density, nbufs, srcs, counts,   \
-                             dst, bytes_p);                                  \
+                             NULL, dst, bytes_p);                            \
     }                                                                        \
     static tacl_status_t name_##_decode(const tacl_codec_params_t *params,   \
                                         const void *src, size_t bytes,       \
@@ -634,8 +614,8 @@ static tacl_status_t sparse_decode(const char *name, const void *src,
         const float *const *srcs, const size_t *counts, float *const *errs,  \
         void *dst, size_t *bytes_p)                                          \
     {                                                                        \
-        return sparse_feedback(exact_, params->density, nbufs, srcs, counts, \
-                               errs, dst, bytes_p);                          \
+        return sparse_encode(exact_, params->density, nbufs, srcs, counts,   \
+                             errs, dst, bytes_p);                            \
     }                                                                        \
     const tacl_codec_t tacl__codec_##name_ = {                               \
         .name = #name_,                                                      \
