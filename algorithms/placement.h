@@ -90,4 +90,35 @@ int tacl__place_rank_holder(const tacl__placement_t *p, int nranks,
                             const int *node_of, const int *local_of, int rank,
                             int j);
 
+/** What the thesis' Algorithm 6.2 partitions, and over what link. */
+typedef struct {
+    uint64_t copy_bytes; /* C: one copy of the unit's state */
+    int copies;          /* m - 1: the copies sent to peers */
+    uint64_t part_bytes; /* R / p: the largest partition */
+    double alpha_s;      /* f(s) = alpha + s / bytes_per_s: a partition's */
+    double bytes_per_s;  /*   time on the link (B) */
+    double mu;           /* share of each idle span to fill, in (0, 1] */
+    int whole_parts;     /* partitions only of R/p, or a copy's shorter
+                            last part: no span takes a cut one */
+} tacl__partition_in_t;
+
+/**
+ * The thesis' Algorithm 6.2 (section 6.5.3): fill the idle spans
+ * span_s[0..n) of a step (seconds, in the order they come) with
+ * partitions of the copies.  Each span takes partitions of R/p bytes
+ * while mu times its length still holds f(R/p), then one of what the
+ * rest of it carries, (rest - alpha) B; the copies are sent one after
+ * the other.  budget[i] gets the bytes of the partitions in span i; the
+ * last span also takes what the spans cannot hold (its length counts as
+ * infinite, line 2), which is returned: 0 when the copies fit in the
+ * idle time.  With whole_parts a span ends its round where the next
+ * whole part does not fit, as when parts are also the checksum unit.
+ * Two slips of the pseudo-code are mended: a span charges f(size) of
+ * the partition it took (not f of what is left of the copy), and a span
+ * too short for any byte ends its round instead of looping.  n >= 1.
+ */
+uint64_t tacl__snap_partition(const double *span_s, int n,
+                              const tacl__partition_in_t *in,
+                              uint64_t *budget);
+
 #endif /* TACL_ALGORITHMS_PLACEMENT_H */

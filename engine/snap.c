@@ -131,9 +131,9 @@ static tacl_status_t register_shards(engine_snap_t *s)
 int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode)
 {
     static const char *const names[] = {"background", "foreground",
-                                        "blocking"};
+                                        "blocking", "scheduled"};
 
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < 4; m++)
         if (strcmp(name, names[m]) == 0) {
             *mode = (engine_snap_mode_t)m;
             return 0;
@@ -154,6 +154,10 @@ int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode)
  * --snapshot-parts P pipelines. */
 #define ENGINE_SNAP_PARTS 1
 
+/* Steps scheduled copies watch before their plan (the thesis profiles
+ * 20 iterations; tacl's default is 10). */
+#define ENGINE_SNAP_LEARN 10
+
 tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
                                  const engine_snap_opts_t *o,
                                  engine_snap_t **snap_p, char *err,
@@ -167,9 +171,12 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
         .staging_parts = parts,
         .traffic = o->mode == ENGINE_SNAP_BACKGROUND
                        ? TACL_SNAPSHOT_TRAFFIC_BACKGROUND
+                   : o->mode == ENGINE_SNAP_SCHEDULED
+                       ? TACL_SNAPSHOT_TRAFFIC_SCHEDULED
                        : TACL_SNAPSHOT_TRAFFIC_FOREGROUND,
         .job_key = o->key,
-        .max_step_overhead = o->pace > 0 ? o->pace : 0};
+        .max_step_overhead = o->pace > 0 ? o->pace : 0,
+        .profile_steps = ENGINE_SNAP_LEARN};
     engine_snap_t *s = calloc(1, sizeof(*s));
     int nodes = 1;
     tacl_status_t st;
@@ -325,12 +332,19 @@ static tacl_status_t save(engine_snap_t *s, int flush)
     return TACL_OK;
 }
 
-tacl_status_t engine_snap_after_step(engine_snap_t *s)
+tacl_status_t engine_snap_after_step(engine_snap_t *s, int want)
 {
     uint64_t step, data_pos;
 
     engine_position(s->e, &step, &data_pos);
-    if (s->o.every <= 0 || step % (uint64_t)s->o.every != 0)
+    /* Every step, saved or not, is a step the scheduled copies learn. */
+    if (s->o.mode == ENGINE_SNAP_SCHEDULED) {
+        tacl_status_t st = tacl_snapshot_step(s->set);
+
+        if (st != TACL_OK)
+            return fail(s, st, "step");
+    }
+    if (!want || s->o.every <= 0 || step % (uint64_t)s->o.every != 0)
         return TACL_OK;
     if (s->o.pace >= 0 && s->o.mode != ENGINE_SNAP_BLOCKING) {
         int due = 0;
@@ -344,6 +358,11 @@ tacl_status_t engine_snap_after_step(engine_snap_t *s)
     return save(s, 0);
 }
 
+int engine_snap_learning_steps(const engine_snap_t *s)
+{
+    return s->o.mode == ENGINE_SNAP_SCHEDULED ? ENGINE_SNAP_LEARN : 0;
+}
+
 void engine_snap_report(engine_snap_t *s, char *buf, size_t len)
 {
     tacl_snapshot_stats_t st = {0};
@@ -352,14 +371,17 @@ void engine_snap_report(engine_snap_t *s, char *buf, size_t len)
     /* The breakdown of a save's cost (issue 29): the engine's pack of
      * its shards, then in tacl's save the agreement on the previous
      * one, the own copy, its separate checksum pass (0 when fused), and
-     * the transfer to peers; the last save's and the totals. */
+     * the transfer to peers; the last save's and the totals; then the
+     * scheduled copies' plan (zeros for other modes): the network's idle
+     * spans in a step, their time, and what did not fit in them. */
     snprintf(buf, len,
              "snapshots saved %llu skipped_in_flight %llu "
              "skipped_overhead %llu save_s %.4f step_s %.4f pack_s %.6f "
              "agree_s %.6f copy_s %.6f crc_s %.6f transfer_s %.6f "
              "sent_bytes %llu total_pack_s %.6f total_save_s %.6f "
              "total_agree_s %.6f total_copy_s %.6f total_crc_s %.6f "
-             "total_transfer_s %.6f total_sent_bytes %llu",
+             "total_transfer_s %.6f total_sent_bytes %llu plan_spans %d "
+             "plan_step_s %.6f plan_idle_s %.6f plan_beyond_bytes %llu",
              (unsigned long long)st.saves,
              (unsigned long long)st.skipped_busy,
              (unsigned long long)st.skipped_overhead, st.save_seconds,
@@ -369,7 +391,9 @@ void engine_snap_report(engine_snap_t *s, char *buf, size_t len)
              st.total_save_seconds, st.total_agree_seconds,
              st.total_copy_seconds,
              st.total_checksum_seconds, st.total_transfer_seconds,
-             (unsigned long long)st.total_bytes_sent);
+             (unsigned long long)st.total_bytes_sent, st.plan_spans,
+             st.plan_step_seconds, st.plan_idle_seconds,
+             (unsigned long long)st.plan_beyond_bytes);
 }
 
 void engine_snap_restore_report(engine_snap_t *s, char *buf, size_t len)

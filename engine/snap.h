@@ -14,7 +14,10 @@
 typedef enum {
     ENGINE_SNAP_BACKGROUND = 0, /* tacl's background traffic, non-blocking */
     ENGINE_SNAP_FOREGROUND,     /* every part at once, non-blocking */
-    ENGINE_SNAP_BLOCKING        /* the step waits for the copies */
+    ENGINE_SNAP_BLOCKING,       /* the step waits for the copies */
+    ENGINE_SNAP_SCHEDULED       /* background, in the idle spans of the
+                                   network learned from the first steps
+                                   (the thesis' Algorithm 6.2) */
 } engine_snap_mode_t;
 
 /* mode named by name; -1 for a name it does not know. */
@@ -48,10 +51,15 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
 tacl_status_t engine_snap_resume(engine_snap_t *s, int *found_p,
                                  uint64_t *step_p);
 
-/* After an optimizer step: save it if it is a K-th step (non-blocking,
- * the previous save waited for first, or with pace skipped while it is
- * in flight); flush it when due. */
-tacl_status_t engine_snap_after_step(engine_snap_t *s);
+/* After every optimizer step: mark the next step's start (scheduled
+ * copies), then save it if wanted and a K-th step (non-blocking, the
+ * previous save waited for first, or with pace skipped while it is in
+ * flight); flush it when due. */
+tacl_status_t engine_snap_after_step(engine_snap_t *s, int want);
+
+/* Steps the scheduled copies watch before they follow a plan (0 for
+ * other modes). */
+int engine_snap_learning_steps(const engine_snap_t *s);
 
 /* One line on how the saves went (tacl_snapshot_stats), into buf. */
 void engine_snap_report(engine_snap_t *s, char *buf, size_t len);

@@ -73,8 +73,12 @@ static void usage(FILE *f)
         "training\n"
         "                   traffic), foreground (copies sent at once, "
         "overlapping\n"
-        "                   the next step) or blocking (the step waits for "
-        "them)\n"
+        "                   the next step), blocking (the step waits for "
+        "them) or\n"
+        "                   scheduled (background, in the network's idle "
+        "spans\n"
+        "                   learned from the first 10 steps: the thesis' "
+        "Algorithm 6.2)\n"
         "  --snapshot-part BYTES  bytes of one part of a copy (1 MiB)\n"
         "  --snapshot-parts P  parts of a copy in flight at once (1: "
         "unpipelined,\n"
@@ -436,7 +440,8 @@ static int parse_args(int argc, char **argv, args_t *a)
         case OPT_SNAP_MODE:
             if (engine_snap_parse_mode(optarg, &a->snap.mode) != 0) {
                 fprintf(stderr, "train: --snapshot-mode wants background, "
-                        "foreground or blocking, not '%s'\n", optarg);
+                        "foreground, blocking or scheduled, not '%s'\n",
+                        optarg);
                 bad = 1;
             }
             break;
@@ -535,7 +540,8 @@ static int cmp_double(const void *x, const void *y)
 
 /* The steps with a save before them against those without: counts,
  * means and medians of their times, and the ratios (the first step is
- * left out of both). */
+ * left out of both, and, for scheduled copies, the steps they learn
+ * from). */
 static void alt_report(double *t[2], const int n[2], const double cpu[2])
 {
     double mean[2] = {0, 0}, median[2] = {0, 0};
@@ -720,7 +726,10 @@ int main(int argc, char **argv)
             goto out_engine;
         }
         total_t += t1 - t0;
-        if (a.alternate > 0 && i > first) {
+        /* Scheduled copies: the steps before their plan are left out. */
+        if (a.alternate > 0 &&
+            i > first + (snap != NULL ? engine_snap_learning_steps(snap)
+                                      : 0)) {
             int on = alt_on(&a, i - first);
 
             alt_t[on][alt_n[on]++] = t1 - last_end;
@@ -750,8 +759,9 @@ int main(int argc, char **argv)
         embed_b += s.embed_bytes;
         fflush(stdout);
         if (snap != NULL &&
-            (a.alternate == 0 || alt_on(&a, i + 1 - first)) &&
-            engine_snap_after_step(snap) != TACL_OK) {
+            engine_snap_after_step(snap, a.alternate == 0 ||
+                                             alt_on(&a, i + 1 - first)) !=
+                TACL_OK) {
             fprintf(stderr, "train: rank %d: step %llu: %s\n", rank,
                     (unsigned long long)i + 1, err);
             goto out_engine;

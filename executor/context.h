@@ -30,6 +30,9 @@
 
 typedef struct tacl__exec tacl__exec_t;
 
+/* Intervals of network use a context remembers (tacl__exec_net_idle). */
+#define TACL__NETLOG 1024
+
 typedef struct tacl__ctx {
     int refcount;              /* communicators using it (under lock) */
     int rank;                  /* world rank */
@@ -53,6 +56,18 @@ typedef struct tacl__ctx {
                                   communicators (under the lock) */
     int fg_net_sends;          /* their sends in flight to other nodes */
     uint64_t fg_net_quiet_ns;  /* when the last of those ended */
+    /* When foreground sends kept the link to other nodes busy
+     * (tacl__exec_net_idle; executor.c, netlog_mark), while someone
+     * asks (netlog_users): netlog_n intervals so far, the oldest
+     * overwritten, the last one held open while sends are in flight
+     * (netlog_open); the link carries their bytes until carry_ns at
+     * ns_per_byte (under the lock). */
+    int netlog_users;
+    int netlog_open;
+    uint64_t netlog_n;
+    uint64_t netlog_carry_ns;
+    double netlog_ns_per_byte;
+    uint64_t netlog[TACL__NETLOG][2];
     _Atomic int sched_active;  /* of them, schedules (not an engine's);
                                   changed under the lock, a waiter's
                                   poll reads it without */

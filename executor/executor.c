@@ -138,6 +138,39 @@ static int sched_active(const tacl__ctx_t *ctx)
     return atomic_load_explicit(&ctx->sched_active, memory_order_relaxed);
 }
 
+/*
+ * The context's record of network use (tacl__exec_net_idle), while
+ * someone asks: a foreground send of bytes to another node starts
+ * (busy 1; its bytes take the link bytes / rate after what it carries
+ * already) or the last one in flight ended (busy 0).  A send over TCP
+ * may end once its bytes are queued, long before the link has carried
+ * them, so an interval lasts while sends are in flight and while the
+ * link still carries their bytes at the rate.  Lock held.
+ */
+static void netlog_mark(tacl__ctx_t *ctx, int busy, uint64_t bytes)
+{
+    uint64_t now, *iv;
+
+    if (ctx->netlog_users == 0)
+        return;
+    now = tacl__now_ns();
+    iv = ctx->netlog[(ctx->netlog_n + TACL__NETLOG - 1) % TACL__NETLOG];
+    if (busy && (ctx->netlog_n == 0 ||
+                 (!ctx->netlog_open && iv[1] < now))) {
+        iv = ctx->netlog[ctx->netlog_n++ % TACL__NETLOG];
+        iv[0] = iv[1] = now;
+    }
+    if (busy) {
+        ctx->netlog_carry_ns =
+            TACL_MAX(ctx->netlog_carry_ns, now) +
+            (uint64_t)((double)bytes * ctx->netlog_ns_per_byte);
+        iv[1] = TACL_MAX(iv[1], ctx->netlog_carry_ns);
+    } else {
+        iv[1] = TACL_MAX(iv[1], now);
+    }
+    ctx->netlog_open = busy;
+}
+
 static void exec_unlink(tacl__exec_t *e)
 {
     tacl__ctx_t *ctx = e->ctx;
@@ -271,6 +304,27 @@ static int fg_link_busy(const tacl__ctx_t *ctx, int world)
            tacl__now_ns() - ctx->fg_net_quiet_ns < ctx->bg_quiet_ns;
 }
 
+/*
+ * On a plan (tacl__bg_plan_t): whether a send of bytes waits for a later
+ * span; one that may go is charged to its span.
+ */
+static int bg_plan_held(tacl__bg_plan_t *p, uint64_t bytes)
+{
+    uint64_t now = tacl__now_ns();
+
+    for (int i = 0; i < p->n; i++) {
+        if (now < p->start_ns[i])
+            return 1;
+        if (i == p->n - 1)
+            return 0;
+        if (now >= p->end_ns[i] || p->left[i] < bytes)
+            continue;
+        p->left[i] -= bytes;
+        return 0;
+    }
+    return 1;
+}
+
 static int bg_send_held(tacl__exec_t *e, uint32_t id)
 {
     uint64_t now;
@@ -279,6 +333,8 @@ static int bg_send_held(tacl__exec_t *e, uint32_t id)
         return 0;
     if (e->bg_sends >= (uint32_t)e->xc->background)
         return 1;
+    if (e->xc->bg_plan != NULL && e->xc->bg_plan->n > 0)
+        return bg_plan_held(e->xc->bg_plan, e->sched.steps[id].bytes);
     if (!fg_link_busy(e->ctx, e->xc->world[e->sched.steps[id].peer]))
         return 0;
     now = tacl__now_coarse_ns();
@@ -295,8 +351,10 @@ static void op_done(tacl__tl_op_t *op, tacl_status_t status)
     if (bg_bulk(e, (uint32_t)(op - e->ops)))
         e->bg_sends--;
     if (fg_net_send(e, &e->sched.steps[op - e->ops], op->peer) &&
-        --e->ctx->fg_net_sends == 0)
+        --e->ctx->fg_net_sends == 0) {
         e->ctx->fg_net_quiet_ns = tacl__now_ns();
+        netlog_mark(e->ctx, 0, 0);
+    }
     if (status != TACL_OK) {
         exec_fail(e, status);
         /* A failed message leaves the peers' schedules out of step with
@@ -355,10 +413,14 @@ static tacl_status_t post_to(tacl__exec_t *e, uint32_t id, int world,
     if (st->kind == TACL__STEP_SEND) {
         op->buf = st->bytes ? bref_ptr(e, st->src) : NULL;
         /* Counted before the send, which may complete inside it. */
-        ctx->fg_net_sends += fg_net_send(e, st, world);
+        if (fg_net_send(e, st, world)) {
+            ctx->fg_net_sends++;
+            netlog_mark(ctx, 1, st->bytes);
+        }
         status = tacl__tl_send(ctx->tls[tl], op);
-        if (status != TACL_OK)
-            ctx->fg_net_sends -= fg_net_send(e, st, world);
+        if (status != TACL_OK && fg_net_send(e, st, world) &&
+            --ctx->fg_net_sends == 0)
+            netlog_mark(ctx, 0, 0);
         if (status == TACL_OK) {
             int cls = xc->link_of[st->peer];
             xc->counters.transports[tl].bytes += st->bytes;
@@ -1698,4 +1760,95 @@ tacl_status_t tacl__exec_wait(tacl__exec_t **execs, int nexec)
     if (ctxs != ctx_local)
         free(ctxs);
     return status;
+}
+
+void tacl__exec_bg_plan(tacl__xcomm_t *xc, tacl__bg_plan_t *plan,
+                        const tacl__bg_plan_t *src)
+{
+    pthread_mutex_lock(&xc->ctx->lock);
+    if (plan != NULL && src != NULL)
+        *plan = *src;
+    xc->bg_plan = plan;
+    pthread_mutex_unlock(&xc->ctx->lock);
+}
+
+void tacl__exec_netlog_use(tacl__ctx_t *ctx, int on)
+{
+    pthread_mutex_lock(&ctx->lock);
+    if (on > 0 && ctx->netlog_users++ == 0) {
+        int local = 0;
+
+        /* A fresh record, at the node link's rate shared by its ranks. */
+        for (int r = 0; r < ctx->nranks; r++)
+            local += ctx->node_of[r] == ctx->node_of[ctx->rank];
+        ctx->netlog_ns_per_byte =
+            ctx->topo.link[TACL_LINK_NET].bw > 0
+                ? local / ctx->topo.link[TACL_LINK_NET].bw
+                : 0;
+        ctx->netlog_n = 0;
+        ctx->netlog_open = 0;
+        ctx->netlog_carry_ns = 0;
+        if (ctx->fg_net_sends > 0)
+            netlog_mark(ctx, 1, 0);
+    } else if (on < 0 && ctx->netlog_users > 0) {
+        ctx->netlog_users--;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Add the span [s, s + l) to n in time order, keeping the max longest. */
+static void add_span(uint64_t *start, uint64_t *len, int *n, int max,
+                     uint64_t s, uint64_t l)
+{
+    int k = 0;
+
+    if (*n == max) {
+        for (int i = 1; i < max; i++)
+            if (len[i] < len[k])
+                k = i;
+        if (len[k] >= l)
+            return;
+        for (int i = k; i + 1 < max; i++) {
+            start[i] = start[i + 1];
+            len[i] = len[i + 1];
+        }
+        (*n)--;
+    }
+    start[*n] = s;
+    len[*n] = l;
+    (*n)++;
+}
+
+int tacl__exec_net_idle(tacl__ctx_t *ctx, uint64_t from, uint64_t to,
+                        uint64_t min_ns, uint64_t *start, uint64_t *len,
+                        int max)
+{
+    uint64_t cursor = from, first, last;
+    int n = 0;
+
+    pthread_mutex_lock(&ctx->lock);
+    last = ctx->netlog_n;
+    first = last > TACL__NETLOG ? last - TACL__NETLOG : 0;
+    /* Overwritten intervals may have ended after from. */
+    if (first > 0 && ctx->netlog[first % TACL__NETLOG][0] > from) {
+        pthread_mutex_unlock(&ctx->lock);
+        return -1;
+    }
+    for (uint64_t k = first; k < last && cursor < to; k++) {
+        const uint64_t *iv = ctx->netlog[k % TACL__NETLOG];
+        uint64_t b = iv[0], e = iv[1];
+
+        /* The last interval lasts while sends are in flight. */
+        if (k + 1 == last && ctx->netlog_open)
+            e = TACL_MAX(e, to);
+        if (e <= cursor)
+            continue;
+        if (b > cursor && (b < to ? b : to) - cursor > min_ns)
+            add_span(start, len, &n, max, cursor, (b < to ? b : to) - cursor);
+        cursor = e;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    if (cursor < to && to - cursor > min_ns)
+        add_span(start, len, &n, max, cursor, to - cursor);
+    return n;
 }

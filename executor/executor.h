@@ -22,6 +22,24 @@
 /** Bytes of a communicator's name, its terminating NUL included. */
 #define TACL__COMM_NAME_LEN 128
 
+/** The most idle spans a background plan holds (tacl__bg_plan_t). */
+#define TACL__BG_SPANS 32
+
+/*
+ * When a background communicator's bulk sends may start, planned (the
+ * thesis' Algorithm 6.2, lib/snap_sched.c) instead of the quiet-link
+ * gate: only inside a span, each span releasing at most left[] bytes
+ * (a send larger than what is left waits for the next span); the last
+ * span never closes and has no bound, so every send starts at last.
+ * Times are tacl__now_ns().
+ */
+typedef struct {
+    int n;                             /* spans; 0: no plan */
+    uint64_t start_ns[TACL__BG_SPANS]; /* in order */
+    uint64_t end_ns[TACL__BG_SPANS];
+    uint64_t left[TACL__BG_SPANS];
+} tacl__bg_plan_t;
+
 /** What the executor needs of a communicator. */
 typedef struct tacl__xcomm {
     tacl__ctx_t *ctx;
@@ -39,6 +57,10 @@ typedef struct tacl__xcomm {
      * its link (executor.c, "Background traffic"; or after
      * TACL_BG_MAX_HOLD_MS held). */
     int background;
+    tacl__bg_plan_t *bg_plan;  /* background sends on a plan instead of
+                                  the gate, or NULL; owned by whoever set
+                                  it (tacl__exec_bg_plan), read and
+                                  changed under the lock */
     tacl__flight_t flight;     /* the last operations, for dumps */
 } tacl__xcomm_t;
 
@@ -53,6 +75,30 @@ static inline void tacl__ctx_flight_poll(tacl__ctx_t *ctx)
         tacl__flight_dump_signalled(ctx, ctx->flight_gen);
     }
 }
+
+/**
+ * Put xc's background sends on plan (NULL: back to the quiet-link
+ * gate).  The executor keeps the pointer and spends the spans' bytes in
+ * it; its owner changes it only through this call, which copies from
+ * src into plan under the lock (src NULL: leaves it as it is), and keeps
+ * it until the call with NULL.
+ */
+void tacl__exec_bg_plan(tacl__xcomm_t *xc, tacl__bg_plan_t *plan,
+                        const tacl__bg_plan_t *src);
+
+/**
+ * Record (on > 0) or stop recording (on < 0; counted) when the caller's
+ * operations keep the network busy: foreground sends to other nodes in
+ * flight, and the time the node's link (its topology rate shared by the
+ * node's ranks) takes to carry their bytes.  The idle spans of
+ * [from, to) longer than min_ns go to start[] and len[] (at most max,
+ * the longest kept, in time order); returns their number, or -1 when
+ * the record no longer reaches back to from.  Takes the lock.
+ */
+void tacl__exec_netlog_use(tacl__ctx_t *ctx, int on);
+int tacl__exec_net_idle(tacl__ctx_t *ctx, uint64_t from, uint64_t to,
+                        uint64_t min_ns, uint64_t *start, uint64_t *len,
+                        int max);
 
 /**
  * Take ownership of a built schedule and start it on xc.  The caller

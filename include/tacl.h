@@ -1166,11 +1166,23 @@ typedef enum {
  * (or after 50 ms of waiting, so that a save always ends), at most p of
  * them at once, so they fill the gaps of training traffic (the thesis'
  * section 6.5).  FOREGROUND: every part starts at once, as any
- * collective's messages.
+ * collective's messages.  SCHEDULED: the thesis' Algorithm 6.2 learned
+ * online.  The set watches the caller's first profile_steps steps (a
+ * step: from one tacl_snapshot_step call to the next; for a caller that
+ * never calls it, from one tacl_snapshot_due to the next, or else from
+ * one save to the next) for the spans when none of
+ * the process's operations to other nodes is in flight, averages them,
+ * and plans which bytes of a copy go in which span (mu times each span's
+ * length, parts of R/p, the link's rate and latency from the topology);
+ * from then each step's spans open their bytes as the step starts, and
+ * what the spans cannot hold goes in the step's last span.  Until the
+ * plan is made, and when no step had an idle span, it is BACKGROUND.
+ * tacl_snapshot_stats reports the plan.
  */
 typedef enum {
     TACL_SNAPSHOT_TRAFFIC_BACKGROUND = 0,
-    TACL_SNAPSHOT_TRAFFIC_FOREGROUND
+    TACL_SNAPSHOT_TRAFFIC_FOREGROUND,
+    TACL_SNAPSHOT_TRAFFIC_SCHEDULED
 } tacl_snapshot_traffic_t;
 
 /** A snapshot set's configuration; zeroed fields take the defaults. */
@@ -1194,6 +1206,11 @@ typedef struct {
                                            time the saves may take in its
                                            thread (tacl_snapshot_due);
                                            0: no bound */
+    int profile_steps;                /**< SCHEDULED: steps watched before
+                                           the plan (2..64); 0: 10 */
+    double span_share;                /**< SCHEDULED: mu, the share of
+                                           each idle span planned full
+                                           (0 < mu <= 1); 0: 0.8 */
 } tacl_snapshot_config_t;
 
 /**
@@ -1257,6 +1274,15 @@ tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap, uint64_t version,
  * logged (at WARN) the first time for each reason.
  */
 tacl_status_t tacl_snapshot_due(tacl_snapshot_t snap, int *due_p);
+
+/**
+ * A step of the caller starts now (local, no communication): the marks
+ * SCHEDULED traffic watches and plans by (tacl_snapshot_traffic_t), for
+ * a caller that saves on some steps only and does not ask
+ * tacl_snapshot_due each step.  Call it at the same point of every step,
+ * before the step's save if it saves.  Nothing for other traffic.
+ */
+tacl_status_t tacl_snapshot_step(tacl_snapshot_t snap);
 
 /** How a set's saves went (tacl_snapshot_stats). */
 typedef struct {
@@ -1326,6 +1352,17 @@ typedef struct {
     uint64_t restore_bytes_fetched; /**< data bytes this rank received
                                          from a peer (0 when it held its
                                          own state) */
+    /* SCHEDULED traffic's plan on this rank (all zero before it). */
+    int plan_spans;                 /**< idle spans of a step planned */
+    double plan_step_seconds;       /**< a watched step's mean length */
+    double plan_idle_seconds;       /**< the spans' mean length together
+                                         (the link's idle share of a
+                                         step: this over the step) */
+    uint64_t plan_bytes;            /**< bytes a save sends (C(m - 1)) */
+    uint64_t plan_beyond_bytes;     /**< of them, what the spans (mu of
+                                         each) cannot hold: they go in
+                                         the step's last span, the
+                                         thesis' t_d = infinity */
 } tacl_snapshot_stats_t;
 
 /** This rank's counts for the set (local, no communication). */

@@ -349,6 +349,9 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save_nb(tacl_snapshot_t snap,
     status = save_check(snap, version, "save_nb");
     if (status != TACL_OK)
         return status;
+    /* A caller that never marks its steps marks them by its saves. */
+    if (snap->due_calls == 0 && snap->step_calls == 0)
+        tacl__snap_sched_mark(snap);
     snap->agree_ns = tacl__now_ns() - t0;
     /* A failure from here leaves the peers' requests to end with the
      * communicator's timeout: the form has no agreement of its own. */
@@ -439,11 +442,24 @@ TACL_EXPORT tacl_status_t tacl_snapshot_due(tacl_snapshot_t snap, int *due_p)
                             NULL);
     if (status != TACL_OK)
         return status;
+    snap->due_calls++;
+    if (snap->step_calls == 0)
+        tacl__snap_sched_mark(snap);
     if (want[0] || snap->since_save < want[1]) {
         note_skip(snap, want[0] != 0, want[1]);
         return TACL_OK;
     }
     *due_p = 1;
+    return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_snapshot_step(tacl_snapshot_t snap)
+{
+    if (snap == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot step: the set is NULL");
+    snap->step_calls++;
+    tacl__snap_sched_mark(snap);
     return TACL_OK;
 }
 
@@ -459,6 +475,7 @@ TACL_EXPORT tacl_status_t tacl_snapshot_stats(tacl_snapshot_t snap,
      * agreement folds it in. */
     if (snap->inflight_on && atomic_load(&snap->inflight_done))
         add_transfer(snap, stats_p);
+    tacl__snap_sched_stats(snap, stats_p);
     stats_p->save_seconds = (double)snap->save_ns * 1e-9;
     stats_p->step_seconds = (double)snap->step_ns * 1e-9;
     return TACL_OK;

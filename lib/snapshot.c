@@ -44,7 +44,7 @@ static tacl_status_t config_check(tacl_comm_t comm,
     if (c->replicas < 0 || c->replicas > 8 || c->staging_parts < 0 ||
         (unsigned)c->placement > TACL_SNAPSHOT_PLACE_RING ||
         (unsigned)c->domain > TACL_SNAPSHOT_DOMAIN_RANK ||
-        (unsigned)c->traffic > TACL_SNAPSHOT_TRAFFIC_FOREGROUND)
+        (unsigned)c->traffic > TACL_SNAPSHOT_TRAFFIC_SCHEDULED)
         return tacl__error(
             TACL_ERR_INVALID_ARG, COLL,
             "snapshot create: replicas must be 0 (default 2) to 8, staging "
@@ -55,6 +55,17 @@ static tacl_status_t config_check(tacl_comm_t comm,
                            "snapshot create: max_step_overhead %g is not a "
                            "share in [0, 1) (0: no bound)",
                            c->max_step_overhead);
+    if (c->profile_steps != 0 &&
+        (c->profile_steps < 2 || c->profile_steps > TACL__SNAP_PROFILE_MAX))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot create: profile_steps %d is not 2 to "
+                           "%d (0: 10)",
+                           c->profile_steps, TACL__SNAP_PROFILE_MAX);
+    if (!(c->span_share >= 0 && c->span_share <= 1))
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot create: span_share %g is not a share "
+                           "in (0, 1] (0: 0.8)",
+                           c->span_share);
     return TACL_OK;
 }
 
@@ -149,6 +160,7 @@ static tacl_status_t place(struct tacl_snapshot *snap,
 
 static void snap_free(struct tacl_snapshot *snap, int purge)
 {
+    tacl__snap_sched_free(snap);
     if (snap->stores != NULL)
         for (int s = 0; s < snap->size; s++) {
             tacl__snap_store_close(snap->stores[s], purge);
@@ -213,8 +225,12 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     if (status != TACL_OK)
         goto err_free;
     /* From here on the set's copies are background traffic. */
-    if (config->traffic == TACL_SNAPSHOT_TRAFFIC_BACKGROUND)
+    if (config->traffic != TACL_SNAPSHOT_TRAFFIC_FOREGROUND)
         snap->comm->x.background = (int)parts;
+    if (config->traffic == TACL_SNAPSHOT_TRAFFIC_SCHEDULED)
+        status = tacl__snap_sched_init(snap, config);
+    if (status != TACL_OK)
+        goto err_free;
     snap->stores = calloc((size_t)snap->size, sizeof(*snap->stores));
     if (snap->stores == NULL) {
         status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
@@ -228,7 +244,9 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
               snap->place.units,
               snap->domain == TACL_SNAPSHOT_DOMAIN_NODE ? "nodes" : "ranks",
               snap->chunk,
-              snap->comm->x.background ? "background" : "foreground");
+              snap->sched != NULL         ? "scheduled"
+              : snap->comm->x.background ? "background"
+                                         : "foreground");
     *snap_p = snap;
     return TACL_OK;
 

@@ -65,7 +65,32 @@ struct tacl_snapshot {
     int flush_slot;
     pthread_t flush_thread;
     atomic_int flush_ended; /* set by the thread before its request ends */
+    /* SCHEDULED traffic (snap_sched.c), or NULL; step marks come from
+     * tacl_snapshot_step, else from tacl_snapshot_due, else from the
+     * saves (the calls counted). */
+    struct tacl__snap_sched *sched;
+    uint64_t step_calls, due_calls;
 };
+
+/* The most steps SCHEDULED traffic watches before its plan. */
+#define TACL__SNAP_PROFILE_MAX 64
+
+/** Set up SCHEDULED traffic (snapshot create), recording network use. */
+tacl_status_t tacl__snap_sched_init(struct tacl_snapshot *snap,
+                                    const tacl_snapshot_config_t *config);
+
+/**
+ * A step of the caller starts now: watch the one that ended, plan once
+ * enough were watched, and open this step's spans (caller's thread).
+ */
+void tacl__snap_sched_mark(struct tacl_snapshot *snap);
+
+/** The plan's figures into st (tacl_snapshot_stats). */
+void tacl__snap_sched_stats(const struct tacl_snapshot *snap,
+                            tacl_snapshot_stats_t *st);
+
+/** Stop recording and drop the plan (NULL sched: nothing). */
+void tacl__snap_sched_free(struct tacl_snapshot *snap);
 
 /* Tags of the set's messages, on its own communicator. */
 #define TACL__SNAP_TAG_HEADER 1

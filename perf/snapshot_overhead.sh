@@ -36,8 +36,10 @@
 # Environment: LAYOUTS ("2x2 4x2"), STRATEGIES ("ZeRO-3 MiCS"), MODES
 # ("background foreground blocking paced"; also unpipelined: background
 # with one part of a copy in flight at a time, the thesis' unpipelined
-# chunking and the engine's default now, and pipelined: four parts in
-# flight), REPEAT (3), STEPS (12), INTER_RATE.  paced: background copies, a save skipped while the last
+# chunking and the engine's default now, pipelined: four parts in
+# flight, and scheduled: the thesis' Algorithm 6.2 on the network's idle
+# spans learned from the first 10 steps, whose plan a third table gives;
+# with ALTERNATE, its steps are counted from the 11th), REPEAT (3), STEPS (12), INTER_RATE.  paced: background copies, a save skipped while the last
 # one's still travel (--snapshot-pace 0, tacl_snapshot_due); the table
 # then gives the saves made.  A second table breaks a save's cost down
 # (the summary's snapshots line, tacl_snapshot_stats): per save, the
@@ -240,7 +242,7 @@ print("| layout | strategy | snapshots | saves | " +
 print("|---|---|---|---|" + "---|" * len(cols))
 for lay in layouts:
     for st in strategies:
-        for mode in modes[1:]:
+        for mode in [m for m in modes if m != "none"]:
             runs = [dict(zip(f[1::2], f[2::2]))
                     for lines in launches(lay, st, mode)
                     for f in lines if f[0] == "snapshots"]
@@ -255,5 +257,30 @@ for lay in layouts:
                      for _, k, scale in cols]
             print(f"| {lay} | {st} | {mode} | {saves:g} | " +
                   " | ".join(f"{c:.2f}" for c in cells) + " |")
+
+# The scheduled copies' plan (Algorithm 6.2 on the idle spans rank 0
+# watched): medians over the launches.
+plans = []
+for lay in layouts:
+    for st in strategies:
+        for mode in modes:
+            runs = [dict(zip(f[1::2], f[2::2]))
+                    for lines in launches(lay, st, mode)
+                    for f in lines if f[0] == "snapshots"]
+            runs = [r for r in runs if int(r.get("plan_spans", 0)) > 0]
+            if runs:
+                med = lambda k: statistics.median(float(r[k]) for r in runs)
+                plans.append(f"| {lay} | {st} | {mode} | {len(runs)} | "
+                             f"{med('plan_spans'):g} | "
+                             f"{med('plan_step_s') * 1e3:.1f} | "
+                             f"{med('plan_idle_s') * 1e3:.1f} | "
+                             f"{med('plan_idle_s') / med('plan_step_s'):.2f}"
+                             f" | {med('plan_beyond_bytes') * 1e-6:.2f} |")
+if plans:
+    print()
+    print("| layout | strategy | snapshots | launches | idle spans | "
+          "step ms | idle ms | idle share | beyond MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(plans))
 EOF
     tee "$out/snapshot_overhead.md"

@@ -11,6 +11,8 @@
 
 #include "placement.h"
 
+#define PARTITION_SPANS 8
+
 static double recovery(const tacl__placement_t *p, int k)
 {
     uint64_t ok, total;
@@ -278,4 +280,117 @@ Test(placement, bad_arguments)
     cr_assert_eq(tacl__place_recovery(&p, 5, &ok, &total),
                  TACL_ERR_INVALID_ARG);
     tacl__place_free(&p);
+}
+
+/*
+ * The thesis' Algorithm 6.2, worked by hand: a 100 MB/s link with 0.1 ms
+ * of latency, parts of 256 KiB (f = 2.72144 ms), 0.9 of each span.
+ */
+static const tacl__partition_in_t link_in = {.copy_bytes = 1000000,
+                                             .copies = 1,
+                                             .part_bytes = 262144,
+                                             .alpha_s = 1e-4,
+                                             .bytes_per_s = 1e8,
+                                             .mu = 0.9};
+
+/* Within a byte: a span's cut partition is (rest - alpha) B, rounded. */
+#define NEAR(a, b) (llabs((long long)(a) - (long long)(b)) <= 1)
+
+Test(partition, spans_take_whole_parts_then_what_is_left_of_them)
+{
+    /* 9 ms: three parts (8.16 ms), then (0.836 - 0.1) ms = 73568 bytes;
+     * 1.8 ms: the copy's last 140000; 45 ms: nothing left. */
+    double spans[3] = {0.010, 0.002, 0.050};
+    uint64_t b[3];
+
+    cr_assert_eq(tacl__snap_partition(spans, 3, &link_in, b), 0);
+    cr_assert(NEAR(b[0], 3 * 262144 + 73568), "span 0: %llu",
+              (unsigned long long)b[0]);
+    cr_assert(NEAR(b[1], 140000), "span 1: %llu", (unsigned long long)b[1]);
+    cr_assert_eq(b[2], 0);
+}
+
+Test(partition, copies_follow_one_another)
+{
+    /* Two copies: span 1 ends the first (140000 bytes, 1.5 ms) and starts
+     * the second with (0.3 - 0.1) ms = 20000 bytes; span 2 takes the
+     * second's other 980000 in three parts and 193568. */
+    double spans[3] = {0.010, 0.002, 0.050};
+    tacl__partition_in_t in = link_in;
+    uint64_t b[3];
+
+    in.copies = 2;
+    cr_assert_eq(tacl__snap_partition(spans, 3, &in, b), 0);
+    cr_assert(NEAR(b[1], 160000), "span 1: %llu", (unsigned long long)b[1]);
+    cr_assert(NEAR(b[2], 980000), "span 2: %llu", (unsigned long long)b[2]);
+    cr_assert_eq(b[0] + b[1] + b[2], 2000000);
+}
+
+Test(partition, what_the_spans_cannot_hold_goes_last)
+{
+    /* 0.9 ms carries 80000 bytes, 0.45 ms 35000; a span under alpha
+     * (45 us) none; the rest is beyond, in the last span. */
+    double spans[3] = {0.001, 0.00005, 0.0005};
+    uint64_t b[3], beyond = tacl__snap_partition(spans, 3, &link_in, b);
+
+    cr_assert(NEAR(b[0], 80000), "span 0: %llu", (unsigned long long)b[0]);
+    cr_assert_eq(b[1], 0);
+    cr_assert(NEAR(beyond, 1000000 - 80000 - 35000), "beyond %llu",
+              (unsigned long long)beyond);
+    cr_assert_eq(b[2], 35000 + beyond);
+}
+
+Test(partition, every_byte_of_every_copy_is_planned_once)
+{
+    srand(7);
+    for (int t = 0; t < 2000; t++) {
+        double spans[PARTITION_SPANS];
+        int n = 1 + rand() % PARTITION_SPANS;
+        tacl__partition_in_t in = link_in;
+        uint64_t b[PARTITION_SPANS], sum = 0, beyond;
+
+        in.copies = 1 + rand() % 3;
+        in.copy_bytes = (uint64_t)(rand() % 5000000);
+        in.part_bytes = 4096 + (uint64_t)(rand() % 1000000);
+        in.mu = 0.1 + 0.9 * (rand() / (double)RAND_MAX);
+        in.whole_parts = rand() % 2;
+        for (int i = 0; i < n; i++)
+            spans[i] = (rand() % 100) * 1e-3;
+        beyond = tacl__snap_partition(spans, n, &in, b);
+        for (int i = 0; i < n; i++)
+            sum += b[i];
+        cr_assert_eq(sum, in.copy_bytes * (uint64_t)in.copies);
+        cr_assert_leq(beyond, b[n - 1]);
+        /* No span but the last holds more than mu of it carries; with
+         * whole parts, every one holds whole parts and copies' ends. */
+        for (int i = 0; i + 1 < n; i++) {
+            cr_assert_leq((double)b[i],
+                          in.mu * spans[i] * in.bytes_per_s + 1,
+                          "span %d of %g s: %llu bytes", i, spans[i],
+                          (unsigned long long)b[i]);
+            if (in.whole_parts && in.copy_bytes % in.part_bytes == 0)
+                cr_assert_eq(b[i] % in.part_bytes, 0);
+        }
+    }
+}
+
+Test(partition, whole_parts_leave_no_cut_part_in_a_span)
+{
+    /* The first case's spans in whole parts: 9 ms holds three, 1.8 ms
+     * none (the copy's last 213568 bytes need 2.24 ms), 45 ms takes
+     * them. */
+    double spans[3] = {0.010, 0.002, 0.050};
+    tacl__partition_in_t in = link_in;
+    uint64_t b[3];
+
+    in.whole_parts = 1;
+    cr_assert_eq(tacl__snap_partition(spans, 3, &in, b), 0);
+    cr_assert_eq(b[0], 3 * 262144);
+    cr_assert_eq(b[1], 0);
+    cr_assert_eq(b[2], 1000000 - 3 * 262144);
+    /* A span that holds the shorter last part takes it. */
+    spans[1] = 0.0026;
+    cr_assert_eq(tacl__snap_partition(spans, 3, &in, b), 0);
+    cr_assert_eq(b[1], 1000000 - 3 * 262144);
+    cr_assert_eq(b[2], 0);
 }

@@ -11,6 +11,7 @@
  * looking at its save.  Meanwhile tacl_snapshot_due says no save is due
  * (the pacing of Equation 6.2).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "common.h"
 #include "harness.h"
 #include "snap_store.h"
+#include "snapshot.h"
 
 /* Not a whole number of parts: the last one is shorter. */
 #define STATE_BYTES ((1u << 20) + 1000)
@@ -35,6 +37,8 @@ typedef struct {
     char key[32];
     tacl_snapshot_traffic_t traffic;
     int answer_after_save; /* rank 1 answers rank 0 once its save ended */
+    int profile_steps;     /* SCHEDULED: steps watched */
+    double link_bps;       /* SCHEDULED: the link's rate, bytes/s */
 } bg_case_t;
 
 static int open_set(coll_ctx_t *ctx, const bg_case_t *c, uint8_t *state,
@@ -44,7 +48,8 @@ static int open_set(coll_ctx_t *ctx, const bg_case_t *c, uint8_t *state,
                                   .staging_bytes = STAGING_BYTES,
                                   .staging_parts = STAGING_PARTS,
                                   .traffic = c->traffic,
-                                  .job_key = c->key};
+                                  .job_key = c->key,
+                                  .profile_steps = c->profile_steps};
 
     for (size_t i = 0; i < STATE_BYTES; i++)
         state[i] = (uint8_t)(i * 7 + (size_t)ctx->rank * 31);
@@ -456,4 +461,214 @@ Test(snap_background, unfused_checksums_show_in_the_breakdown, .timeout = 90)
     for (int h = 0; h < 2; h++)
         for (int s = 0; s < 2; s++)
             tacl__snap_store_unlink(c.key, h, s);
+}
+
+/*
+ * SCHEDULED traffic (the thesis' Algorithm 6.2 on spans watched online):
+ * two emulated nodes, one rank each, whose steps are alike: SPAN0_MS
+ * idle, then BUSY_MS with a send of SCHED_NET_BYTES to the other node in
+ * flight (UCX's rendezvous: it ends when the other rank receives it,
+ * after BUSY_MS; the link carries it in less at either rate), then
+ * TAIL_MS idle.  After PROFILE_STEPS steps the plan
+ * has two spans.  At 10 MB/s (TACL_LINK_NET) the link carries a few 64
+ * KiB parts in 0.8 of the first and the rest of the copy in the tail, so
+ * a save made as a step starts sends those parts, holds the rest while
+ * the send is in flight (the quiet-link gate would let them go after
+ * TACL_BG_MAX_HOLD_MS, 20 ms here), and sends it in the tail.  At 1 MB/s
+ * the copy does not fit in the spans: what is beyond them goes in the
+ * tail too.
+ */
+#define SPAN0_MS 40
+#define BUSY_MS 300
+#define TAIL_MS 300
+#define PROFILE_STEPS 3
+#define SCHED_NET_BYTES (256u << 10)
+
+/* Bytes rank's set sent to the other node so far. */
+static uint64_t net_sent(tacl_snapshot_t snap)
+{
+    tacl_counters_t c;
+
+    if (tacl_comm_get_counters(snap->comm, &c) != TACL_OK)
+        return UINT64_MAX;
+    return c.links[TACL_LINK_NET].bytes;
+}
+
+/* One step after its mark: SPAN0_MS idle, BUSY_MS with a send to the
+ * other node in flight, TAIL_MS idle; looks at the save in flight, if
+ * any, in the middle of the busy part (*sent_p: the set's bytes sent
+ * then). */
+static int sched_step(coll_ctx_t *ctx, tacl_snapshot_t snap,
+                      tacl_request_t save, uint8_t *out, uint8_t *in,
+                      uint64_t *sent_p)
+{
+    tacl_request_t r;
+    int done = 0;
+
+    coll_sleep_ms(SPAN0_MS);
+    memset(out, 0x30 + ctx->rank, SCHED_NET_BYTES);
+    COLL_CHECK_OK(ctx, tacl_send_nb(out, SCHED_NET_BYTES, TACL_UINT8,
+                                    1 - ctx->rank, ctx->comm, NULL, &r));
+    coll_sleep_ms(BUSY_MS / 2);
+    if (save != NULL) {
+        *sent_p = net_sent(snap);
+        COLL_CHECK_OK(ctx, tacl_request_test(save, &done));
+        COLL_CHECK(ctx, !done, "rank %d: the save ended inside the busy "
+                   "part of the step", ctx->rank);
+    }
+    coll_sleep_ms(BUSY_MS / 2);
+    COLL_CHECK_OK(ctx, tacl_recv(in, SCHED_NET_BYTES, TACL_UINT8,
+                                 1 - ctx->rank, ctx->comm, NULL));
+    COLL_CHECK_OK(ctx, tacl_request_wait(r));
+    COLL_CHECK_OK(ctx, tacl_request_free(r));
+    COLL_CHECK(ctx, in[SCHED_NET_BYTES - 1] == 0x30 + 1 - ctx->rank,
+               "received %#x", in[SCHED_NET_BYTES - 1]);
+    coll_sleep_ms(TAIL_MS);
+    return 0;
+}
+
+static int sched_body(coll_ctx_t *ctx)
+{
+    const bg_case_t *c = ctx->arg;
+    uint8_t *state = malloc(STATE_BYTES), *back = malloc(STATE_BYTES),
+            *out = malloc(SCHED_NET_BYTES), *in = malloc(SCHED_NET_BYTES);
+    tacl_snapshot_stats_t st;
+    tacl_request_t save = NULL;
+    tacl_snapshot_t snap;
+    uint64_t before, during = 0, version = 0;
+    double beyond, first;
+    int due = 0, found = 0;
+
+    COLL_CHECK(ctx, state != NULL && back != NULL && out != NULL &&
+                        in != NULL,
+               "no memory");
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "snapsched-node", 1, &ctx->comm));
+    {
+        tacl_snapshot_config_t bad = {.traffic = c->traffic,
+                                      .job_key = "k",
+                                      .profile_steps = 1};
+
+        COLL_CHECK(ctx,
+                   tacl_snapshot_create(ctx->comm, &bad, &snap) ==
+                           TACL_ERR_INVALID_ARG &&
+                       strstr(tacl_last_error(), "profile_steps") != NULL,
+                   "one step to watch is refused by name: %s",
+                   tacl_last_error());
+        bad.profile_steps = 0;
+        bad.span_share = 1.5;
+        COLL_CHECK(ctx,
+                   tacl_snapshot_create(ctx->comm, &bad, &snap) ==
+                           TACL_ERR_INVALID_ARG &&
+                       strstr(tacl_last_error(), "span_share") != NULL,
+                   "a share above 1 is refused by name: %s",
+                   tacl_last_error());
+    }
+    if (open_set(ctx, c, state, &snap) != 0)
+        return 1;
+    /* The watched steps: marks by due, no save (nothing in flight). */
+    for (int k = 0; k < PROFILE_STEPS; k++) {
+        COLL_CHECK_OK(ctx, tacl_snapshot_due(snap, &due));
+        COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
+        COLL_CHECK(ctx, st.plan_spans == 0, "a plan after %d steps", k);
+        if (sched_step(ctx, snap, NULL, out, in, NULL) != 0)
+            return 1;
+    }
+    /* This mark plans and opens the step's spans; the save goes now. */
+    COLL_CHECK_OK(ctx, tacl_snapshot_due(snap, &due));
+    COLL_CHECK(ctx, due, "rank %d: no save due", ctx->rank);
+    COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
+    /* Beyond: the copy less what 0.8 of the idle time carries. */
+    beyond = (double)STATE_BYTES - 0.8 * st.plan_idle_seconds * c->link_bps;
+    COLL_CHECK(ctx,
+               st.plan_spans == 2 && st.plan_bytes == STATE_BYTES &&
+                   (beyond < 0 ? st.plan_beyond_bytes == 0
+                               : fabs((double)st.plan_beyond_bytes -
+                                      beyond) < 3 * 65536.0) &&
+                   st.plan_idle_seconds > (SPAN0_MS + TAIL_MS) * 0.9e-3 &&
+                   st.plan_idle_seconds < st.plan_step_seconds &&
+                   st.plan_step_seconds >=
+                       (SPAN0_MS + BUSY_MS + TAIL_MS) * 1e-3,
+               "rank %d: the plan: %d spans, %.3f s idle of a %.3f s step, "
+               "%llu bytes, %llu beyond (about %.0f wanted)",
+               ctx->rank, st.plan_spans, st.plan_idle_seconds,
+               st.plan_step_seconds, (unsigned long long)st.plan_bytes,
+               (unsigned long long)st.plan_beyond_bytes, beyond);
+    before = net_sent(snap);
+    COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, 1, &save));
+    if (sched_step(ctx, snap, save, out, in, &during) != 0)
+        return 1;
+    /* In the first span no more than it holds (and its headers), at
+     * least a part when a part fits. */
+    first = 0.8 * (SPAN0_MS + 20) * 1e-3 * c->link_bps + 4096;
+    COLL_CHECK(ctx,
+               (double)(during - before) <= first &&
+                   (first < 2.0 * STAGING_BYTES / STAGING_PARTS ||
+                    during - before >= STAGING_BYTES / STAGING_PARTS),
+               "rank %d: %llu bytes sent before the busy part's middle, "
+               "the first span holds about %.0f",
+               ctx->rank, (unsigned long long)(during - before), first);
+    COLL_CHECK(ctx, done_within(ctx, save, 10.0),
+               "rank %d: the save did not end in the step's tail",
+               ctx->rank);
+    COLL_CHECK_OK(ctx, tacl_request_free(save));
+    COLL_CHECK(ctx, net_sent(snap) - before >= STATE_BYTES,
+               "rank %d: %llu bytes sent for a copy of %u", ctx->rank,
+               (unsigned long long)(net_sent(snap) - before), STATE_BYTES);
+    /* The copies are whole: a restore gives back what was saved. */
+    memcpy(back, state, STATE_BYTES);
+    memset(state, 0, STATE_BYTES);
+    COLL_CHECK_OK(ctx, tacl_snapshot_restore(snap, &found, &version));
+    COLL_CHECK(ctx, found && version == 1 &&
+                        memcmp(state, back, STATE_BYTES) == 0,
+               "rank %d: restored version %llu (found %d), equal %d",
+               ctx->rank, (unsigned long long)version, found,
+               memcmp(state, back, STATE_BYTES) == 0);
+    COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(ctx->comm));
+    ctx->comm = NULL;
+    free(in);
+    free(out);
+    free(back);
+    free(state);
+    return 0;
+}
+
+static void run_sched(bg_case_t *c, const char *tag, const char *link)
+{
+    coll_opts_t opts = {.nranks = 2,
+                        .deadline_s = 60,
+                        .arg = c,
+                        .init = COLL_INIT_MANUAL};
+
+    snprintf(c->key, sizeof(c->key), "t%d-%s", (int)getpid(), tag);
+    c->traffic = TACL_SNAPSHOT_TRAFFIC_SCHEDULED;
+    c->profile_steps = PROFILE_STEPS;
+    /* Short: were the quiet-link gate deciding, its bound would let every
+     * part go in the busy part.  A send stays in flight until received
+     * (UCX's rendezvous). */
+    setenv("TACL_BG_MAX_HOLD_MS", "20", 1);
+    setenv("TACL_UCX_RNDV_THRESH", "65536", 1);
+    setenv("TACL_LINK_NET", link, 1);
+    setenv("TACL_PROGRESS_THREAD", "1", 1);
+    coll_run_opts_expect_pass(&opts, sched_body);
+    unsetenv("TACL_LINK_NET");
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 2; s++)
+            tacl__snap_store_unlink(c->key, h, s);
+}
+
+Test(snap_background, scheduled_copies_fill_the_learned_spans,
+     .timeout = 90)
+{
+    bg_case_t c = {.link_bps = 1e7};
+
+    run_sched(&c, "sched", "bw=0.01,lat=100");
+}
+
+Test(snap_background, scheduled_copies_beyond_the_spans_go_last,
+     .timeout = 90)
+{
+    bg_case_t c = {.link_bps = 1e6};
+
+    run_sched(&c, "schedb", "bw=0.001,lat=100");
 }
