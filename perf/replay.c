@@ -7,7 +7,10 @@
  *       build/perf/replay --model bert-base [--steps 10] [--codec topk]
  *
  * Each rank holds one flat float32 gradient buffer of random values (on a
- * grid whose sums are exact, so --check can compare bit for bit).  A step
+ * grid whose sums are exact, so --check can compare bit for bit), reduced
+ * in place as DDP reduces its buckets and refilled before each step, out
+ * of the step's time: with no second copy, VGG16 (553 MB of gradients)
+ * runs 8 ranks on one 24 GB machine.  A step
  * waits the forward seconds, then each tensor's backward seconds in
  * gradient-ready order (sleeping, or spinning with --compute spin); when
  * the last tensor of a group is ready, the group is handed to the
@@ -16,7 +19,8 @@
  * (progressed by the library's progress thread) and a compressed one runs
  * tacl_comp_allreduce_hops, which is blocking (there is no _nb form: a
  * sparsifier's sizes are known only after its encode), with the group's
- * slice of an error-feedback buffer.  So compute overlaps both kinds.
+ * slice of an error-feedback buffer, allocated while a policy that
+ * compresses runs.  So compute overlaps both kinds.
  * Its hops (--hops): encoded on every hop, or only between nodes with
  * dense hops inside each node; auto (the default) times both calls and
  * takes the one quicker for a group of a sixteenth of the model, the
@@ -46,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "common.h"
@@ -415,6 +420,37 @@ static int time_hops(const options_t *o, const tacl_codec_t *codec,
     return 0;
 }
 
+/* This process' peak resident memory in MB, 0 when unknown. */
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+
+    /* Linux gives ru_maxrss in kilobytes. */
+    return getrusage(RUSAGE_SELF, &ru) == 0
+               ? (double)ru.ru_maxrss * 1024 / 1e6
+               : 0;
+}
+
+/* The ranks' peak resident memory beside what the harness holds; every
+ * rank calls it, rank 0 prints. */
+static int print_memory(tacl_comm_t comm, int rank, size_t values)
+{
+    double mb[2] = {peak_rss_mb(), 0}, buf = (double)values * 4 / 1e6;
+
+    mb[1] = -mb[0];
+    if (tacl_allreduce(mb, mb, 2, TACL_FLOAT64, TACL_MAX, comm, NULL) !=
+        TACL_OK) {
+        fprintf(stderr, "replay: %s\n", tacl_comm_last_error(comm));
+        return -1;
+    }
+    if (rank == 0)
+        printf("\nmemory: peak RSS %.0f to %.0f MB a rank; the harness "
+               "holds %.0f MB of gradients (reduced in place) and, while a "
+               "policy compresses, at most as many residuals\n",
+               -mb[1], mb[0], buf);
+    return 0;
+}
+
 static int run_all(const options_t *o, replay_profile_t *pf,
                    const tacl_codec_t *codec,
                    const tacl_codec_params_t *params, tacl_comm_t comm)
@@ -435,7 +471,7 @@ static int run_all(const options_t *o, replay_profile_t *pf,
         res[P_COUNT + ARRAY_LEN(bucket_mb) + ARRAY_LEN(even_groups)];
     replay_codec_cost_t cost;
     size_t *off = malloc(((size_t)pf->n + 1) * sizeof(size_t));
-    int rank, nranks, npol = 0, rc = 1, any_comp = 0;
+    int rank, nranks, npol = 0, rc = 1;
     double comm_s, factor, plan_ms = 0, call_a, call_b, line[2][2];
     pthread_t thread;
 
@@ -469,7 +505,6 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     for (int k = 0; k < npol; k++) {
         for (int g = 0; g < res[k].pol.ngroups; g++)
             res[k].compressed += res[k].pol.option[g] != TACL_PLANNER_NONE;
-        any_comp |= res[k].compressed > 0;
         res[k].predicted = tacl_planner_time(planner, res[k].pol.ngroups,
                                              res[k].pol.first,
                                              res[k].pol.option, NULL);
@@ -512,17 +547,12 @@ static int run_all(const options_t *o, replay_profile_t *pf,
         fflush(stdout);
     }
     ct.off = off;
-    ct.src = malloc(off[pf->n] * sizeof(float));
-    ct.out = malloc(off[pf->n] * sizeof(float));
-    ct.err = any_comp ? malloc(off[pf->n] * sizeof(float)) : NULL;
+    ct.grad = malloc(off[pf->n] * sizeof(float));
     ct.reqs = calloc((size_t)pf->n, sizeof(tacl_request_t));
-    if (ct.src == NULL || ct.out == NULL || ct.reqs == NULL ||
-        (any_comp && ct.err == NULL)) {
+    if (ct.grad == NULL || ct.reqs == NULL) {
         fprintf(stderr, "replay: no memory for %zu values\n", off[pf->n]);
         goto out_free;
     }
-    for (size_t j = 0; j < off[pf->n]; j++)
-        ((float *)ct.src)[j] = replay_value(rank, j);
     if (pthread_create(&thread, NULL, replay_comm_main, &ct) != 0) {
         fprintf(stderr, "replay: cannot start the communication thread\n");
         goto out_free;
@@ -537,14 +567,14 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     pthread_join(thread, NULL);
     if (rc == 0 && rank == 0)
         print_table(res, npol);
+    if (rc == 0)
+        rc = print_memory(comm, rank, off[pf->n]) != 0;
     if (rc == 0 && o->run.check && rank == 0)
         printf("\ncheck: every policy's result is the same on all %d "
                "ranks; uncompressed ones equal the exact sum\n",
                nranks);
 out_free:
-    free((void *)ct.src);
-    free(ct.out);
-    free(ct.err);
+    free(ct.grad);
     free(ct.reqs);
 out:
     for (int k = 0; k < npol; k++)

@@ -79,6 +79,9 @@ typedef struct {
  */
 float replay_value(int rank, size_t j);
 
+/** v[j] = replay_value(rank, j) for j < n. */
+void replay_fill(float *v, size_t n, int rank);
+
 /** The codec's costs timed alone: seconds = fixed + per_byte * bytes. */
 typedef struct {
     double enc_fixed, enc_per_byte, dec_fixed, dec_per_byte, ratio;
@@ -105,7 +108,8 @@ tacl_planner_codec_t replay_planner_codec(const tacl_codec_t *codec,
  * pointer to this): it runs the groups of a step in order as the compute
  * side marks them ready, and says when all are done.  Uncompressed
  * groups are posted with tacl_allreduce_nb, compressed ones run the
- * blocking tacl_comp_allreduce.  Start it with done = 1.
+ * blocking tacl_comp_allreduce, both in place in grad (as DDP reduces
+ * its buckets).  Start it with done = 1.
  */
 typedef struct {
     pthread_mutex_t mu;
@@ -116,8 +120,8 @@ typedef struct {
     const replay_policy_t *pol;
     const size_t *off; /* element offset of each tensor, and the total */
     int ntensors;
-    const float *src;
-    float *out, *err;
+    float *grad; /* every tensor's gradient, reduced in place */
+    float *err;  /* residuals: allocated while a policy compresses */
     tacl_comm_t comm;
     const tacl_codec_t *codec;
     tacl_codec_params_t params;
@@ -137,7 +141,12 @@ typedef struct {
  * Run one policy's steps: res->measured the median over the measured
  * steps of the slowest rank's; with check, the results compared (exact
  * sums when nothing is compressed, the same on every rank always).
- * 0, or -1 after a message.
+ * The policy runs on a communicator split from ct->comm for it and
+ * destroyed at its end, so that the library's scratch for its groups
+ * goes with it.  Before each step, outside its time, grad is refilled
+ * with this rank's values; when the policy compresses, ct->err is
+ * allocated for it, its compressed groups' residuals zeroed, and freed
+ * at the end.  0, or -1 after a message.
  */
 int replay_run_policy(replay_comm_t *ct, const replay_profile_t *pf,
                       const replay_steps_t *o, int rank, int nranks,

@@ -24,6 +24,12 @@ float replay_value(int rank, size_t j)
     return (float)((int)((h >> 40) & 2047) - 1024) / 4096.0f;
 }
 
+void replay_fill(float *v, size_t n, int rank)
+{
+    for (size_t j = 0; j < n; j++)
+        v[j] = replay_value(rank, j);
+}
+
 /*
  * The codec's costs on this machine: encode (with error feedback) and
  * decode timed at a few sizes, the best of three each, and a line
@@ -58,8 +64,8 @@ int replay_time_codec(const tacl_codec_t *codec,
     st = tacl_codec_encoded_bound(codec, params, 1, &counts[SIZES - 1], &cap);
     if (st == TACL_OK)
         buf = malloc(cap);
-    for (size_t j = 0; v != NULL && j < counts[SIZES - 1]; j++)
-        v[j] = replay_value(7, j);
+    if (v != NULL)
+        replay_fill(v, counts[SIZES - 1], 7);
     for (int s = 0; s < SIZES && st == TACL_OK && buf && v && err; s++) {
         const float *src = v;
         float *dst = v;
@@ -128,8 +134,8 @@ int replay_time_call(const tacl_codec_t *codec,
      * different indices on each, which the decodes pay for. */
     if (st == TACL_OK)
         st = tacl_comm_rank(comm, &rank);
-    for (size_t j = 0; st == TACL_OK && j < counts[1]; j++)
-        v[j] = replay_value(rank, j);
+    if (st == TACL_OK)
+        replay_fill(v, counts[1], rank);
     for (int s = 0; s < 2 && st == TACL_OK; s++) {
         for (int r = 0; r < REPS && st == TACL_OK; r++) {
             double t0 = tacl__perf_now();

@@ -36,11 +36,11 @@ static tacl_status_t run_group(replay_comm_t *ct, int g)
     size_t off = ct->off[pol->first[g]], n = ct->off[last + 1] - off;
 
     if (pol->option[g] == TACL_PLANNER_NONE)
-        return tacl_allreduce_nb(ct->src + off, ct->out + off, n,
+        return tacl_allreduce_nb(ct->grad + off, ct->grad + off, n,
                                  TACL_FLOAT32, TACL_SUM, ct->comm, NULL,
                                  &ct->reqs[g]);
     return tacl_comp_allreduce_hops(
-        ct->src + off, ct->out + off, n, ct->codec, &ct->params,
+        ct->grad + off, ct->grad + off, n, ct->codec, &ct->params,
         ct->err + off,
         (ct->codec->flags & TACL_CODEC_SUMMABLE) ? TACL_COMP_SUM
                                                   : TACL_COMP_GATHER,
@@ -140,13 +140,13 @@ static int check_result(replay_comm_t *ct, int nranks, int exact,
     double sum[2] = {0, 0}, wrong = 0;
 
     for (size_t j = 0; j < total; j++) {
-        sum[0] += (double)ct->out[j] * (double)((j % 251) + 1);
+        sum[0] += (double)ct->grad[j] * (double)((j % 251) + 1);
         if (exact) {
             float want = 0;
 
             for (int r = 0; r < nranks; r++)
                 want += replay_value(r, j);
-            wrong += ct->out[j] != want;
+            wrong += ct->grad[j] != want;
         }
     }
     sum[1] = -sum[0];
@@ -164,39 +164,97 @@ static int check_result(replay_comm_t *ct, int nranks, int exact,
     return 0;
 }
 
-/* Run one policy: replay.h says what. */
-int replay_run_policy(replay_comm_t *ct, const replay_profile_t *pf,
-                      const replay_steps_t *o, int rank, int nranks,
-                      replay_result_t *res)
+/*
+ * The residuals of a policy that compresses: only its compressed groups'
+ * are zeroed (the steps touch no others), so that those pages are faulted
+ * in here rather than in a timed step, and the rest of the allocation,
+ * never touched, takes no memory.  0, or -1 after a message.
+ */
+static int residuals_alloc(replay_comm_t *ct, const replay_policy_t *pol)
 {
-    int total = o->warmup + o->steps;
-    double *t = malloc((size_t)total * sizeof(double));
-
-    if (t == NULL)
+    ct->err = malloc(ct->off[ct->ntensors] * sizeof(float));
+    if (ct->err == NULL) {
+        fprintf(stderr, "replay: policy %s: no memory for %zu residuals\n",
+                pol->name, ct->off[ct->ntensors]);
         return -1;
-    if (ct->err != NULL)
-        memset(ct->err, 0, ct->off[pf->n] * sizeof(float));
-    for (int s = 0; s < total; s++) {
+    }
+    for (int g = 0; g < pol->ngroups; g++) {
+        size_t a = ct->off[pol->first[g]];
+        size_t b = ct->off[replay_group_last(pol, ct->ntensors, g) + 1];
+
+        if (pol->option[g] != TACL_PLANNER_NONE)
+            memset(ct->err + a, 0, (b - a) * sizeof(float));
+    }
+    return 0;
+}
+
+/* The steps of one policy, their seconds to t; 0, or -1 after a
+ * message. */
+static int run_steps(replay_comm_t *ct, const replay_profile_t *pf,
+                     const replay_steps_t *o, int rank, replay_result_t *res,
+                     double *t)
+{
+    for (int s = 0; s < o->warmup + o->steps; s++) {
+        /* The last step left its sums here: every step starts from the
+         * same gradients, refilled before the barrier, out of its time. */
+        replay_fill(ct->grad, ct->off[pf->n], rank);
         if (tacl_barrier(ct->comm, NULL) != TACL_OK ||
             (t[s] = run_step(ct, pf, &res->pol, s, o->spin)) < 0) {
             fprintf(stderr, "replay: policy %s, group %d: %s\n",
                     res->pol.name, ct->failed_group,
                     tacl_comm_last_error(ct->comm));
-            free(t);
             return -1;
         }
     }
-    if (tacl_allreduce(t, t, (size_t)total, TACL_FLOAT64, TACL_MAX, ct->comm,
-                       NULL) != TACL_OK) {
+    return 0;
+}
+
+/* Run one policy: replay.h says what. */
+int replay_run_policy(replay_comm_t *ct, const replay_profile_t *pf,
+                      const replay_steps_t *o, int rank, int nranks,
+                      replay_result_t *res)
+{
+    int total = o->warmup + o->steps, rc = -1;
+    double *t = malloc((size_t)total * sizeof(double));
+    tacl_comm_t job = ct->comm;
+
+    if (t == NULL)
+        return -1;
+    /* The library keeps scratch for the largest calls a communicator has
+     * run (the executor's pool, and the node and rail communicators of
+     * the compressed hops): on a communicator of its own, a policy's
+     * scratch goes when it ends instead of adding to the next one's.  It
+     * shares the job's connections; its first step pays what a first
+     * call pays, as the first policy's always did (--warmup). */
+    if (tacl_comm_split(job, 0, rank, &ct->comm) != TACL_OK) {
+        fprintf(stderr, "replay: policy %s: %s\n", res->pol.name,
+                tacl_comm_last_error(job));
+        ct->comm = job;
         free(t);
         return -1;
     }
+    if (res->compressed > 0 && residuals_alloc(ct, &res->pol) != 0)
+        goto out_destroy;
+    if (run_steps(ct, pf, o, rank, res, t) != 0 ||
+        tacl_allreduce(t, t, (size_t)total, TACL_FLOAT64, TACL_MAX, ct->comm,
+                       NULL) != TACL_OK)
+        goto out_destroy;
     res->measured = tacl__perf_median(t + o->warmup, o->steps);
-    free(t);
     if (o->inject_error && rank == 0)
-        ct->out[0] += 1.0f;
+        ct->grad[0] += 1.0f;
     if (o->check &&
         check_result(ct, nranks, res->compressed == 0, res->pol.name) != 0)
-        return -1;
-    return 0;
+        goto out_destroy;
+    rc = 0;
+out_destroy:
+    free(ct->err);
+    ct->err = NULL;
+    if (tacl_comm_destroy(ct->comm) != TACL_OK && rc == 0) {
+        fprintf(stderr, "replay: policy %s: %s\n", res->pol.name,
+                tacl_last_error());
+        rc = -1;
+    }
+    ct->comm = job;
+    free(t);
+    return rc;
 }

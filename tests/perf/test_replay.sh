@@ -1,8 +1,10 @@
 #!/bin/sh
 # The replay harness on a tiny profile: every policy runs and its table
 # row is printed; the uncompressed results equal the exact sum and every
-# policy's are the same on all ranks (--check), and a wrong value is
-# caught (--inject-error); bad options and a bad profile are named.
+# policy's are the same on all ranks (--check: the buffers are reduced in
+# place, so this also shows that every step starts from the same values),
+# the peak memory is printed, and a wrong value is caught
+# (--inject-error); bad options and a bad profile are named.
 #
 # Usage: test_replay.sh TACL_RUN REPLAY PROFILE
 
@@ -37,6 +39,9 @@ expect_grep "planner line" "^- planner: 6 tensors, [0-9]+ groups" \
     "$TMP/out"
 expect_grep "both hops timed, one chosen" \
     "^- hops \\(auto, for [0-9.]+ MB groups\\): all .* inter .*: (all|inter)$" \
+    "$TMP/out"
+expect_grep "the peak memory and the gradients' 3.4 MB, once (in place)" \
+    "^memory: peak RSS [0-9]+ to [0-9]+ MB a rank; the harness holds 3 MB" \
     "$TMP/out"
 expect_grep "the check passed" \
     "^check: every policy's result is the same on all 4 ranks" "$TMP/out"
