@@ -182,8 +182,37 @@ def alternate_table():
                       f"{med('xfer', 1e3):.0f} |")
 
 
+def plan_table():
+    """The scheduled copies' plan (Algorithm 6.2 on the idle spans rank 0
+    watched): medians over the launches."""
+    plans = []
+    for lay in layouts:
+        for st in strategies:
+            for mode in modes:
+                runs = [dict(zip(f[1::2], f[2::2]))
+                        for lines in launches(lay, st, mode)
+                        for f in lines if f[0] == "snapshots"]
+                runs = [r for r in runs if int(r.get("plan_spans", 0)) > 0]
+                if not runs:
+                    continue
+                med = lambda k: statistics.median(float(r[k]) for r in runs)
+                plans.append(f"| {lay} | {st} | {mode} | {len(runs)} | "
+                             f"{med('plan_spans'):g} | "
+                             f"{med('plan_step_s') * 1e3:.1f} | "
+                             f"{med('plan_idle_s') * 1e3:.1f} | "
+                             f"{med('plan_idle_s') / med('plan_step_s'):.2f}"
+                             f" | {med('plan_beyond_bytes') * 1e-6:.2f} |")
+    if plans:
+        print()
+        print("| layout | strategy | snapshots | launches | idle spans | "
+              "step ms | idle ms | idle share | beyond MB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(plans))
+
+
 if alternate:
     alternate_table()
+    plan_table()
     sys.exit(0)
 
 print("| layout | strategy | snapshots | tokens/s (median) | launches | "
@@ -257,30 +286,7 @@ for lay in layouts:
                      for _, k, scale in cols]
             print(f"| {lay} | {st} | {mode} | {saves:g} | " +
                   " | ".join(f"{c:.2f}" for c in cells) + " |")
+plan_table()
 
-# The scheduled copies' plan (Algorithm 6.2 on the idle spans rank 0
-# watched): medians over the launches.
-plans = []
-for lay in layouts:
-    for st in strategies:
-        for mode in modes:
-            runs = [dict(zip(f[1::2], f[2::2]))
-                    for lines in launches(lay, st, mode)
-                    for f in lines if f[0] == "snapshots"]
-            runs = [r for r in runs if int(r.get("plan_spans", 0)) > 0]
-            if runs:
-                med = lambda k: statistics.median(float(r[k]) for r in runs)
-                plans.append(f"| {lay} | {st} | {mode} | {len(runs)} | "
-                             f"{med('plan_spans'):g} | "
-                             f"{med('plan_step_s') * 1e3:.1f} | "
-                             f"{med('plan_idle_s') * 1e3:.1f} | "
-                             f"{med('plan_idle_s') / med('plan_step_s'):.2f}"
-                             f" | {med('plan_beyond_bytes') * 1e-6:.2f} |")
-if plans:
-    print()
-    print("| layout | strategy | snapshots | launches | idle spans | "
-          "step ms | idle ms | idle share | beyond MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(plans))
 EOF
     tee "$out/snapshot_overhead.md"
