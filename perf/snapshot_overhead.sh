@@ -37,9 +37,10 @@
 # ("background foreground blocking paced"; also unpipelined: background
 # with one part of a copy in flight at a time, the thesis' unpipelined
 # chunking and the engine's default now, pipelined: four parts in
-# flight, and scheduled: the thesis' Algorithm 6.2 on the network's idle
+# flight, scheduled: the thesis' Algorithm 6.2 on the network's idle
 # spans learned from the first 10 steps, whose plan a third table gives;
-# with ALTERNATE, its steps are counted from the 11th), REPEAT (3), STEPS (12), INTER_RATE.  paced: background copies, a save skipped while the last
+# with ALTERNATE, its steps are counted from the 11th; and own: the own
+# copy alone, one replica, what a save costs without the network), REPEAT (3), STEPS (12), INTER_RATE.  paced: background copies, a save skipped while the last
 # one's still travel (--snapshot-pace 0, tacl_snapshot_due); the table
 # then gives the saves made.  A second table breaks a save's cost down
 # (the summary's snapshots line, tacl_snapshot_stats): per save, the
@@ -110,6 +111,8 @@ for layout in $LAYOUTS; do
                         --snapshot-parts 1 --snapshot-key $key-$st-$mode" ;;
                     pipelined) flags="$flags --snapshot-every 1 \
                         --snapshot-parts 4 --snapshot-key $key-$st-$mode" ;;
+                    own) flags="$flags --snapshot-every 1 \
+                        --snapshot-replicas 1 --snapshot-key $key-$st-$mode" ;;
                     *) flags="$flags --snapshot-every 1 \
                         --snapshot-mode $mode --snapshot-key $key-$st-$mode"
                     esac

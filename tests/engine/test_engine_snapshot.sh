@@ -106,8 +106,9 @@ else
 fi
 
 # 1b. The same with the other ways copies travel: the restored state is
-# the same whatever the traffic class.
-for mode in foreground blocking; do
+# the same whatever the traffic class (scheduled copies still learn
+# their plan at step 7: coll_snap_background holds the planned ones).
+for mode in foreground blocking scheduled; do
     run4 "$TMP/kill-$mode.log" --snapshot-key "$KEY-$mode" --kill-at 1:7 \
         --snapshot-mode $mode
     expect_rc "--snapshot-mode $mode: rank 1 killed after step 7" 137 $?
