@@ -259,6 +259,7 @@ static void ctx_wait_settings(tacl__ctx_t *ctx)
 
     for (int r = 0; r < ctx->nranks; r++)
         local += ctx->node_of[r] == ctx->node_of[ctx->rank];
+    ctx->local_ranks = local;
     ctx->oversubscribed = ncpu > 0 && local > ncpu;
     ctx->wait_spin = TACL_MAX(tacl__config_int(TACL_CFG_SHM_SPIN), 0);
     ctx->bg_max_hold_ns =

@@ -77,6 +77,7 @@ typedef struct tacl__ctx {
     char fatal_msg[TACL__ERROR_LEN];
     uint64_t last_check_ns;    /* last bootstrap liveness check */
     /* The wait policy's settings (wait.h), read at creation. */
+    int local_ranks;           /* ranks on this node, itself counted */
     int oversubscribed;        /* more ranks on this node than cores */
     long long wait_spin;       /* TACL_SHM_SPIN */
     uint64_t wait_yield_ns;    /* TACL_SHM_YIELD_US */

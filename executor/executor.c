@@ -1776,14 +1776,10 @@ void tacl__exec_netlog_use(tacl__ctx_t *ctx, int on)
 {
     pthread_mutex_lock(&ctx->lock);
     if (on > 0 && ctx->netlog_users++ == 0) {
-        int local = 0;
-
         /* A fresh record, at the node link's rate shared by its ranks. */
-        for (int r = 0; r < ctx->nranks; r++)
-            local += ctx->node_of[r] == ctx->node_of[ctx->rank];
         ctx->netlog_ns_per_byte =
             ctx->topo.link[TACL_LINK_NET].bw > 0
-                ? local / ctx->topo.link[TACL_LINK_NET].bw
+                ? ctx->local_ranks / ctx->topo.link[TACL_LINK_NET].bw
                 : 0;
         ctx->netlog_n = 0;
         ctx->netlog_open = 0;

@@ -97,9 +97,9 @@ static void watch(struct tacl_snapshot *snap, uint64_t now)
 {
     struct tacl__snap_sched *sc = snap->sched;
     uint64_t start[TACL__BG_SPANS];
-    const tacl__ctx_t *ctx = snap->comm->x.ctx;
+    tacl__ctx_t *ctx = snap->comm->x.ctx;
     int w = sc->watched,
-        n = tacl__exec_net_idle(snap->comm->x.ctx, sc->mark_ns, now,
+        n = tacl__exec_net_idle(ctx, sc->mark_ns, now,
                                 TACL_MAX(ctx->bg_quiet_ns, SCHED_MIN_GAP_NS),
                                 start, sc->len[w], TACL__BG_SPANS);
 
@@ -139,14 +139,11 @@ static void link_rate(const struct tacl_snapshot *snap,
                       tacl__partition_in_t *in)
 {
     const tacl__ctx_t *ctx = snap->comm->x.ctx;
-    int h = snap->m > 1 ? tacl__snap_holder(snap, snap->rank, 1) : snap->rank,
-        cls = snap->comm->x.link_of[h], local = 0;
-    const tacl__link_t *link = &ctx->topo.link[cls];
+    int h = snap->m > 1 ? tacl__snap_holder(snap, snap->rank, 1) : snap->rank;
+    const tacl__link_t *link = &ctx->topo.link[snap->comm->x.link_of[h]];
 
-    for (int r = 0; r < ctx->nranks; r++)
-        local += ctx->node_of[r] == ctx->node_of[ctx->rank];
     in->alpha_s = link->lat * 1e-6;
-    in->bytes_per_s = link->bw * 1e9 / (local > 0 ? local : 1);
+    in->bytes_per_s = link->bw * 1e9 / TACL_MAX(ctx->local_ranks, 1);
 }
 
 static void plan(struct tacl_snapshot *snap)
