@@ -64,8 +64,10 @@
  * 94% (a 64 MB ring all-gather between two emulated nodes: 573 ms
  * against 281 ms); without the buffer (FI_TCP_PREFETCH_RBUF_SIZE=0) the
  * same run took 291 ms.  tacl turns it off unless the user set it.
- * (rxm's rendezvous by writes instead of reads was as fast, but in 1.17
- * it lost track of a killed receiver and hung the cluster suite.)
+ * rxm's rendezvous stays a read: by writes it is as fast, and two rails
+ * do not lose the stretches a read loses when both directions are busy
+ * (docs/bench/ofi.md), but a send then ends only once its receiver polls
+ * again, and a peer that stopped polling fails the liveness check.
  */
 static void provider_defaults(void)
 {
