@@ -144,6 +144,7 @@ static tacl_status_t profile_codec(const gcomp_codec_t *c,
                            : 0.0;
     pc->ratio = (double)bytes[1] / x1;
     pc->summable = (c->codec->flags & TACL_CODEC_SUMMABLE) != 0;
+    pc->min_bytes = tacl_planner_min_bytes_default(pc->name);
     return TACL_OK;
 }
 

@@ -42,9 +42,10 @@ int main(int argc, char **argv)
 {
     static double bytes[NTENSORS], back[NTENSORS];
     const tacl_planner_codec_t codecs[] = {
-        {"fp16", 20e-6, 1 / 20e9, 20e-6, 1 / 20e9, 0.5, 1, 5e-6, 1 / 4e9},
-        {"int8", 30e-6, 1 / 10e9, 20e-6, 1 / 15e9, 0.26, 0, 5e-6, 1 / 2e9},
-        {"topk", 200e-6, 1 / 2e9, 30e-6, 1 / 20e9, 0.02, 0, 10e-6, 1 / 0.5e9},
+        {"fp16", 20e-6, 1 / 20e9, 20e-6, 1 / 20e9, 0.5, 1, 5e-6, 1 / 4e9, 0},
+        {"int8", 30e-6, 1 / 10e9, 20e-6, 1 / 15e9, 0.26, 0, 5e-6, 1 / 2e9, 0},
+        {"topk", 200e-6, 1 / 2e9, 30e-6, 1 / 20e9, 0.02, 0, 10e-6, 1 / 0.5e9,
+         65536},
     };
     const double gbits[] = {1, 10, 100};
     tacl_planner_model_t model = {NTENSORS, bytes, back, 0.06};

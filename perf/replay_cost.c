@@ -186,6 +186,7 @@ tacl_planner_codec_t replay_planner_codec(const tacl_codec_t *codec,
     tacl_planner_codec_t pc = {.ratio = c->ratio, .summable = summable};
 
     snprintf(pc.name, sizeof(pc.name), "%s", codec->name);
+    pc.min_bytes = tacl_planner_min_bytes_default(pc.name);
     pc.decode_fixed = fmax(0.0, (call_a - lines->alpha) / m);
     pc.decode_per_byte = fmax(0.0, (call_b - beta * c->ratio) / m);
     return pc;

@@ -256,6 +256,7 @@ tacl_status_t tacl_planner_decide(tacl_planner_t *p, int *codec, int *on_cpu,
         removed[i] = 0;
     best = fmin(best, option_pass(p, order, 1, codec, on_cpu, gap, removed));
     best = offload_pass(p, codec, on_cpu, scratch, best);
+    tacl__planner_settle(p, p->n, NULL, codec, on_cpu);
     *time_p = best;
     free(order);
     return TACL_OK;

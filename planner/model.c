@@ -43,11 +43,12 @@ static tacl_status_t check_codecs(const tacl_planner_codec_t *codecs,
         const tacl_codec_t *found;
         if (!cost_ok(k->encode_fixed) || !cost_ok(k->encode_per_byte) ||
             !cost_ok(k->decode_fixed) || !cost_ok(k->decode_per_byte) ||
-            !(k->ratio > 0.0) || !isfinite(k->ratio))
+            !cost_ok(k->min_bytes) || !(k->ratio > 0.0) ||
+            !isfinite(k->ratio))
             return tacl__planner_fail(
                 TACL_ERR_INVALID_ARG,
                 "planner: codec %d (%s) has a negative or non-finite cost "
-                "or a ratio that is not positive",
+                "or min_bytes, or a ratio that is not positive",
                 c, k->name);
         if (tacl_codec_find(k->name, &found) != TACL_OK)
             return tacl__planner_fail(TACL_ERR_INVALID_ARG,
@@ -155,7 +156,7 @@ void tacl_planner_group_cost(const tacl_planner_t *p, int option, int first,
     const tacl_planner_codec_t *k;
     double dec;
 
-    if (option == TACL_PLANNER_NONE) {
+    if (!planner_encodes(p, option, first, last)) {
         *h_p = 0.0;
         *g_p = c->alpha + c->beta_allreduce * x;
         return;
@@ -176,14 +177,12 @@ double tacl__planner_timeline(const tacl_planner_t *p, int ngroups,
     double cmp = 0.0, cpu = 0.0, q = 0.0;
 
     for (int gi = 0; gi < ngroups; gi++) {
-        int f = first ? first[gi] : gi;
-        int last = gi + 1 == ngroups ? p->n - 1
-                   : first           ? first[gi + 1] - 1
-                                     : gi;
+        int f, last;
         double h, g, ready;
+        planner_group(p, ngroups, first, gi, &f, &last);
         tacl_planner_group_cost(p, option[gi], f, last, &h, &g);
         cmp += planner_back(p, f, last);
-        if (on_cpu && on_cpu[gi] && option[gi] != TACL_PLANNER_NONE) {
+        if (on_cpu && on_cpu[gi] && planner_encodes(p, option[gi], f, last)) {
             const tacl_planner_codec_t *k = &p->codecs[option[gi]];
             cpu = fmax(cpu, cmp) + k->cpu_encode_fixed +
                   k->cpu_encode_per_byte * planner_bytes(p, f, last);
@@ -197,6 +196,32 @@ double tacl__planner_timeline(const tacl_planner_t *p, int ngroups,
         q = fmax(ready, q) + g;
     }
     return p->forward + fmax(fmax(cmp, cpu), q);
+}
+
+void tacl__planner_settle(const tacl_planner_t *p, int ngroups,
+                          const int *first, int *option, int *on_cpu)
+{
+    for (int gi = 0; gi < ngroups; gi++) {
+        int f, last;
+        planner_group(p, ngroups, first, gi, &f, &last);
+        if (planner_encodes(p, option[gi], f, last))
+            continue;
+        option[gi] = TACL_PLANNER_NONE;
+        if (on_cpu != NULL)
+            on_cpu[gi] = 0;
+    }
+}
+
+double tacl_planner_min_bytes_default(const char *name)
+{
+    static const char *const sparse[] = {"topk", "threshold", "randk",
+                                         "sign"};
+
+    for (size_t i = 0; name != NULL && i < sizeof(sparse) / sizeof(*sparse);
+         i++)
+        if (strcmp(name, sparse[i]) == 0)
+            return 65536.0;
+    return 0.0;
 }
 
 double tacl_planner_time(const tacl_planner_t *p, int ngroups,

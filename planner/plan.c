@@ -126,6 +126,8 @@ tacl_status_t tacl_planner_plan(tacl_planner_t *p,
             plan.on_cpu[gi] = 0;
         }
     }
+    tacl__planner_settle(p, plan.ngroups, plan.first, plan.option,
+                         plan.on_cpu);
     plan.step_time = best;
     *plan_p = plan;
     plan.first = plan.option = plan.on_cpu = NULL;

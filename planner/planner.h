@@ -34,7 +34,10 @@
  * timeline gets shorter, and Espresso's per-tensor decisions
  * (tacl_planner_decide) are taken instead where they are faster.  The
  * plan returned is never predicted slower than the best uncompressed
- * fusion, which is one of the candidates.
+ * fusion, which is one of the candidates.  A codec's min_bytes makes a
+ * smaller group go uncompressed under it; the search is then exact only
+ * where no group falls below a minimum (a step in the cost is not
+ * affine), and every plan's prediction stays the timeline's.
  */
 #ifndef TACL_PLANNER_H
 #define TACL_PLANNER_H
@@ -68,7 +71,18 @@ typedef struct {
      *  "CPU"); both 0: the codec has no such kernel. */
     double cpu_encode_fixed;
     double cpu_encode_per_byte;
+    /** A group of fewer bytes is never encoded with this codec: it goes
+     *  uncompressed (0: no minimum).  A sparsifier keeps its share of
+     *  each group it encodes, so a small group holding, say, the output
+     *  layer is starved, and training suffers; see
+     *  tacl_planner_min_bytes_default(). */
+    double min_bytes;
 } tacl_planner_codec_t;
+
+/** The minimum group a codec called name is used on by default: 64 KiB
+ *  for those that keep a share of the values or one bit each ("topk",
+ *  "threshold", "randk", "sign"), 0 for the casts and quantizers. */
+double tacl_planner_min_bytes_default(const char *name);
 
 /** The communication cost lines (seconds = alpha + beta * bytes). */
 typedef struct {

@@ -25,6 +25,32 @@ static inline double planner_bytes(const tacl_planner_t *p, int first,
     return p->pre_bytes[last + 1] - p->pre_bytes[first];
 }
 
+/** Tensors *f_p..*last_p of group gi of ngroups (first NULL: one group a
+ *  tensor). */
+static inline void planner_group(const tacl_planner_t *p, int ngroups,
+                                 const int *first, int gi, int *f_p,
+                                 int *last_p)
+{
+    *f_p = first ? first[gi] : gi;
+    *last_p = gi + 1 == ngroups ? p->n - 1
+              : first           ? first[gi + 1] - 1
+                                : gi;
+}
+
+/** Whether option encodes tensors first..last (a codec's min_bytes makes a
+ *  smaller group go uncompressed). */
+static inline int planner_encodes(const tacl_planner_t *p, int option,
+                                  int first, int last)
+{
+    return option != TACL_PLANNER_NONE &&
+           planner_bytes(p, first, last) >= p->codecs[option].min_bytes;
+}
+
+/** Label NONE (on the device) each group its option does not encode
+ *  (first NULL: one group a tensor; on_cpu may be NULL). */
+void tacl__planner_settle(const tacl_planner_t *p, int ngroups,
+                          const int *first, int *option, int *on_cpu);
+
 /** Backward seconds of tensors first..last. */
 static inline double planner_back(const tacl_planner_t *p, int first,
                                   int last)

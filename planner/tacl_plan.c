@@ -10,6 +10,9 @@
  *     comm RANKS ALPHA BETA_ALLREDUCE BETA_ALLGATHER
  *     codec NAME ENC_FIXED ENC_PER_BYTE DEC_FIXED DEC_PER_BYTE RATIO SUMMABLE
  *           [CPU_ENC_FIXED CPU_ENC_PER_BYTE]
+ *     min_bytes NAME BYTES               (after codec NAME: its smallest
+ *                                         group; tacl_planner_min_bytes_
+ *                                         default's by default)
  *     tensor BYTES BACKWARD_SECONDS      (in gradient-ready order)
  *
  * With --estimate, under a launcher, the comm line is replaced by lines
@@ -58,6 +61,7 @@ static int read_line(profile_t *pf, const char *line)
 {
     tacl_planner_codec_t *k = &pf->codecs[pf->ncodecs];
     tacl_planner_comm_t *c = &pf->comm;
+    char name[32];
     double a, b;
 
     if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line))
@@ -74,9 +78,16 @@ static int read_line(profile_t *pf, const char *line)
                &k->encode_fixed, &k->encode_per_byte, &k->decode_fixed,
                &k->decode_per_byte, &k->ratio, &k->summable,
                &k->cpu_encode_fixed, &k->cpu_encode_per_byte) >= 7) {
+        k->min_bytes = tacl_planner_min_bytes_default(k->name);
         pf->ncodecs++;
         return 0;
     }
+    if (sscanf(line, "min_bytes %31s %lf", name, &a) == 2)
+        for (int i = pf->ncodecs - 1; i >= 0; i--)
+            if (strcmp(pf->codecs[i].name, name) == 0) {
+                pf->codecs[i].min_bytes = a;
+                return 0;
+            }
     return -1;
 }
 

@@ -60,6 +60,7 @@ static void random_profile(profile_t *pf, int n)
                                            0.5,
                                            1,
                                            0,
+                                           0,
                                            0};
     pf->codecs[1] = (tacl_planner_codec_t){"topk",
                                            spread(5e-5, 2e-3),
@@ -67,6 +68,7 @@ static void random_profile(profile_t *pf, int n)
                                            spread(5e-6, 5e-4),
                                            1.0 / spread(1e10, 1e12),
                                            spread(0.005, 0.1),
+                                           0,
                                            0,
                                            0,
                                            0};
@@ -166,7 +168,7 @@ Test(planner, bad_profiles_are_refused_by_name)
                              .alpha = 1e-5,
                              .beta_allreduce = 1e-9,
                              .beta_allgather = 1e-9};
-    tacl_planner_codec_t k = {"z", 0, 0, 0, 0, 0.0, 0, 0, 0};
+    tacl_planner_codec_t k = {"z", 0, 0, 0, 0, 0.0, 0, 0, 0, 0};
     tacl_planner_t *p = NULL;
 
     cr_assert_eq(tacl_planner_create(&m, &c, NULL, 0, &p),
@@ -195,6 +197,103 @@ Test(planner, bad_profiles_are_refused_by_name)
                  TACL_ERR_INVALID_ARG);
     cr_assert(strstr(tacl_planner_last_error(), "option 0") != NULL);
     tacl_planner_destroy(p);
+}
+
+/* Bytes of group gi of a plan over n tensors. */
+static double group_bytes(const profile_t *pf, const tacl_planner_plan_t *pl,
+                          int gi)
+{
+    int end = gi + 1 < pl->ngroups ? pl->first[gi + 1]
+                                   : pf->model.ntensors;
+    double x = 0;
+
+    for (int i = pl->first[gi]; i < end; i++)
+        x += pf->bytes[i];
+    return x;
+}
+
+/*
+ * A codec's min_bytes: no group (plan) or tensor (decisions) smaller than
+ * it is labelled with that codec, the prediction is the timeline's of
+ * what is returned, and the refusal still holds; one small tensor whose
+ * compression wins is compressed below the minimum only.
+ */
+Test(planner, min_bytes_keeps_small_groups_uncompressed, .timeout = 300)
+{
+    int compressed = 0, kept_dense = 0;
+
+    for (int t = 0; t < 300; t++) {
+        profile_t pf;
+        tacl_planner_t *p;
+        tacl_planner_plan_t pl;
+        int n = 1 + (int)(tt_rng_next(&rng) % 12), codec[MAX_TENSORS],
+            on_cpu[MAX_TENSORS];
+        double tdec;
+
+        random_profile(&pf, n);
+        pf.codecs[1].min_bytes = spread(1e3, 64e6);
+        cr_assert_eq(tacl_planner_create(&pf.model, &pf.comm, pf.codecs, 2,
+                                         &p),
+                     TACL_OK, "%s", tacl_planner_last_error());
+        cr_assert_eq(tacl_planner_plan(p, &pl), TACL_OK);
+        for (int gi = 0; gi < pl.ngroups; gi++) {
+            double x = group_bytes(&pf, &pl, gi);
+            if (pl.option[gi] == 1) {
+                cr_assert_geq(x, pf.codecs[1].min_bytes,
+                              "profile %d: group %d of %.0f bytes under topk",
+                              t, gi, x);
+                compressed++;
+            }
+            if (pl.option[gi] == 1 || x >= pf.codecs[1].min_bytes)
+                continue;
+            kept_dense++;
+        }
+        cr_assert_float_eq(pl.step_time,
+                           tacl_planner_time(p, pl.ngroups, pl.first,
+                                             pl.option, pl.on_cpu),
+                           1e-9 * pl.step_time, "profile %d", t);
+        cr_assert_leq(pl.step_time, pl.uncompressed_time * (1 + 1e-12));
+        cr_assert_eq(tacl_planner_decide(p, codec, on_cpu, &tdec), TACL_OK);
+        for (int i = 0; i < n; i++)
+            cr_assert(codec[i] != 1 || pf.bytes[i] >= pf.codecs[1].min_bytes,
+                      "profile %d: tensor %d of %.0f bytes under topk", t, i,
+                      pf.bytes[i]);
+        cr_assert_float_eq(tdec, tacl_planner_time_decided(p, codec, on_cpu),
+                           1e-9 * tdec);
+        tacl_planner_plan_free(&pl);
+        tacl_planner_destroy(p);
+    }
+    cr_assert_gt(compressed, 0, "no profile compressed a group");
+    cr_assert_gt(kept_dense, 0, "no profile had a small group");
+
+    /* One 32 KiB tensor on a slow link: topk wins, unless its minimum is
+     * above the tensor. */
+    double bytes[1] = {32768}, back[1] = {1e-3};
+    tacl_planner_model_t m = {1, bytes, back, 1e-3};
+    tacl_planner_comm_t c = {.ranks = 4,
+                             .alpha = 1e-5,
+                             .beta_allreduce = 2e-8,
+                             .beta_allgather = 1e-8};
+    tacl_planner_codec_t k = {"topk", 0, 1e-11, 0, 1e-11, 0.02, 0, 0, 0, 0};
+    for (int above = 0; above < 2; above++) {
+        tacl_planner_t *p;
+        tacl_planner_plan_t pl;
+        k.min_bytes = above ? 65536 : 0;
+        cr_assert_eq(tacl_planner_create(&m, &c, &k, 1, &p), TACL_OK);
+        cr_assert_eq(tacl_planner_plan(p, &pl), TACL_OK);
+        cr_assert_eq(pl.ngroups, 1);
+        cr_assert_eq(pl.option[0], above ? TACL_PLANNER_NONE : 0,
+                     "min_bytes %.0f", k.min_bytes);
+        tacl_planner_plan_free(&pl);
+        tacl_planner_destroy(p);
+    }
+    k.min_bytes = -1;
+    cr_assert_eq(tacl_planner_create(&m, &c, &k, 1, &(tacl_planner_t *){0}),
+                 TACL_ERR_INVALID_ARG);
+    cr_assert(strstr(tacl_planner_last_error(), "codec 0 (topk)") != NULL,
+              "%s", tacl_planner_last_error());
+    cr_assert_eq(tacl_planner_min_bytes_default("topk"), 65536.0);
+    cr_assert_eq(tacl_planner_min_bytes_default("fp16"), 0.0);
 }
 
 /* Two ranks as threads of this process: the fitted lines follow
