@@ -5,8 +5,9 @@ and error feedback applied to different groupings of its six gradients
 (CompressionState plan "fusion" with the groups given here), beside no
 compression and DDP's own buckets.  A sparsifier keeps its share of every
 group it encodes, so a small group (the output layer's 1,025 values keep
-10) is starved; the planner leaves groups under a codec's min_bytes
-uncompressed for that reason (planner.h).
+10) is starved; the planner and the hook leave groups under a codec's
+min_bytes uncompressed for that reason (planner.h), so every grouping
+here runs with min_bytes 0.
 
     PYTHONPATH=BUILD/tests/torch/site torchrun --nproc-per-node 4 \\
         perf/torch_group_loss.py [CONFIG ...]
@@ -48,13 +49,14 @@ def train(name, rank, world):
     groups = GROUPINGS[name]
     if groups == "buckets":
         model.register_comm_hook(
-            tacl_torch.CompressionState(codec="topk", density=0.01),
+            tacl_torch.CompressionState(codec="topk", density=0.01,
+                                        min_bytes=0),
             tacl_torch.compression_hook)
     elif groups is not None:
         model.register_comm_hook(
             tacl_torch.CompressionState(codec="topk", density=0.01,
                                         plan="fusion", groups=groups,
-                                        model=model.module),
+                                        model=model.module, min_bytes=0),
             tacl_torch.compression_hook)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     for step in range(STEPS):

@@ -267,7 +267,7 @@ def test_ddp_topk_hook():
     what the ranks sent."""
     density = 0.05
     state = tacl_torch.CompressionState(codec="topk", density=density,
-                                        scheme="gather")
+                                        scheme="gather", min_bytes=0)
     seen = []
 
     def hook(st, bucket):
@@ -301,6 +301,42 @@ def test_ddp_topk_hook():
               "of what was sent")
 
 
+def test_min_bytes():
+    """A topk bucket below min_bytes goes through the plain all-reduce:
+    the mean of the ranks' gradients, no residual; at or above it, the
+    compressed call.  The same for FSDP2's reduce-scatter input."""
+    model = make_model()
+    small = max(4 * p.numel() for p in model.parameters()) + 4
+    big = 4 * sum(p.numel() for p in model.parameters())
+    for limit, dense in ((None, True), (big + 4, True), (small, False)):
+        state = tacl_torch.CompressionState(codec="topk", density=0.05,
+                                            scheme="gather",
+                                            min_bytes=limit)
+        m = ddp(make_model(), state, bucket_mb=25)
+        x, y = batch(0, dist.get_rank())
+        torch.nn.functional.mse_loss(m(x), y).backward()
+        mine = local_grads(0)
+        exact = all(torch.allclose(p.grad, sum(gather(mine[i])) /
+                                   dist.get_world_size(), rtol=1e-6,
+                                   atol=1e-7)
+                    for i, p in enumerate(m.parameters()))
+        what = f"min_bytes {limit} (model {big} bytes)"
+        check(state.dense_calls == (1 if dense else 0),
+              f"{what}: {state.dense_calls} dense calls")
+        check(exact == dense, f"{what}: gradients "
+              f"{'differ from' if dense else 'equal'} the plain mean")
+        check(bool(state.residuals) != dense,
+              f"{what}: residuals {list(state.residuals)}")
+    check(tacl_torch.CompressionState(codec="fp16").min_bytes == 0,
+          "fp16's default min_bytes is not 0")
+    rs = tacl_torch.CompressedReduceScatter("topk", density=0.05)
+    out, inp = torch.empty(8), torch.ones(16) * (dist.get_rank() + 1)
+    rs(out, inp, dist.group.WORLD, dist.ReduceOp.SUM)
+    check(rs.dense_calls == 1 and torch.equal(out, torch.full((8,), 3.0)),
+          f"fsdp2 reduce-scatter below min_bytes: {rs.dense_calls} dense "
+          f"calls, {out.tolist()}")
+
+
 def train(state=None, steps=STEPS):
     model = ddp(make_model(), state, bucket_mb=25)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -321,7 +357,7 @@ def test_ddp_training():
     runs = {
         "fp16": (train(tacl_torch.CompressionState(codec="fp16")), FP16_RTOL),
         "topk 10% + EF": (train(tacl_torch.CompressionState(
-            codec="topk", density=0.1)), TOPK_RTOL),
+            codec="topk", density=0.1, min_bytes=0)), TOPK_RTOL),
     }
     if dist.get_rank() == 0:
         print(f"ddp {STEPS} steps: none {base[0]:.4f} -> {base[-1]:.4f}; "
@@ -484,6 +520,10 @@ def test_bad_inputs():
            hops="some")
     raises("fsdp2 codec", "density", tacl_torch.CompressedReduceScatter,
            "topk")
+    raises("state min_bytes", "min_bytes", tacl_torch.CompressionState,
+           codec="topk", density=0.1, min_bytes=-1)
+    raises("fsdp2 min_bytes", "min_bytes",
+           tacl_torch.CompressedReduceScatter, "fp16", min_bytes=1.5)
     # Nothing was sent: the ranks still agree.
     u = torch.full((8,), float(dist.get_rank() + 1))
     tacl_torch.compressed_all_reduce(u, codec="fp16", scheme="sum")
@@ -666,9 +706,9 @@ def test_ddp_fusion():
 
 
 TESTS = [test_fp16, test_async, test_topk_error_feedback, test_ddp_fp16_hook,
-         test_ddp_topk_hook, test_reduce_scatter, test_bad_inputs,
-         test_ddp_training, test_fsdp2, test_torch_powersgd, test_profile,
-         test_ddp_fusion]
+         test_ddp_topk_hook, test_min_bytes, test_reduce_scatter,
+         test_bad_inputs, test_ddp_training, test_fsdp2, test_torch_powersgd,
+         test_profile, test_ddp_fusion]
 
 
 def main():

@@ -107,6 +107,24 @@ def _codec_args(codec, density, bits, block):
     return (codec, density, bits, block), summable
 
 
+# The codecs that keep a share of the values or one bit each, and the
+# least bytes they are used on by default: below it a call goes dense
+# (planner.h, tacl_planner_min_bytes_default, says why).
+_SPARSE_CODECS = ("topk", "threshold", "randk", "sign")
+_SPARSE_MIN_BYTES = 65536
+
+
+def _min_bytes(codec, min_bytes):
+    """The least bytes codec is used on: min_bytes, or its default."""
+    if min_bytes is None:
+        return _SPARSE_MIN_BYTES if codec in _SPARSE_CODECS else 0
+    if (not isinstance(min_bytes, int) or isinstance(min_bytes, bool)
+            or min_bytes < 0):
+        raise ValueError(f"tacl: min_bytes must be an int >= 0, got "
+                         f"{min_bytes!r}")
+    return min_bytes
+
+
 def _choice(value, allowed, name):
     if value not in allowed:
         raise ValueError(f"tacl: {name} {value!r} is not one of "
@@ -299,17 +317,23 @@ class CompressionState:
     bucket's future completes when every group it feeds has; the
     iteration's last bucket sends whatever is still held.  The scheme
     "auto" is resolved once per bucket (or group) size with
-    tacl_comp_estimate.
+    tacl_comp_estimate.  min_bytes: a bucket (or group) of fewer bytes
+    goes through the plain all-reduce, counted in `dense_calls` (None:
+    64 KiB for topk, threshold, randk and sign, which would starve a
+    small bucket's gradients by keeping only their share of it; 0 for the
+    others).
     """
 
     def __init__(self, process_group=None, codec="fp16", density=None,
                  bits=None, block=256, scheme="auto", hops="all",
                  error_feedback=True, plan="none", groups=None,
-                 model=None):
+                 model=None, min_bytes=None):
         self.process_group = process_group
         self.codec_args, self.summable = _codec_args(codec, density, bits,
                                                      block)
         self.codec = codec
+        self.min_bytes = _min_bytes(codec, min_bytes)
+        self.dense_calls = 0  # calls below min_bytes, sent uncompressed
         self.scheme = _choice(scheme, _SCHEMES, "scheme")
         self.hops = _choice(hops, _HOPS, "hops")
         if plan not in ("none", "fusion"):
@@ -393,6 +417,9 @@ class CompressionState:
             return
         flat = torch.cat([v for v, _ in held])
         option = self.groups[g][0]
+        if option != "none" and 4 * flat.numel() < self.min_bytes:
+            option = "none"
+            self.dense_calls += 1
         seed = self.calls
         self.calls += 1
         if option == "none":
@@ -474,6 +501,11 @@ def compression_hook(state: CompressionState,
         return state._hold(bucket)
     buf = bucket.buffer()
     n = buf.numel()
+    if 4 * n < state.min_bytes:
+        state.dense_calls += 1
+        size = dist.get_world_size(state.process_group)
+        work = dist.all_reduce(buf, group=state.process_group, async_op=True)
+        return work.get_future().then(lambda fut: fut.value()[0].div_(size))
     err = state.residual(bucket.index(), n)
     seed = state.calls
     state.calls += 1
@@ -501,11 +533,16 @@ class CompressedReduceScatter(_fsdp_reduce_scatter_base()):
     CompressedReduceScatter("topk", density=0.05)).  Give each module its
     own: it keeps one residual per input size and group (error_feedback).
     hops="inter" keeps the links inside a node dense (HSDP's shard group
-    spanning nodes is where it pays)."""
+    spanning nodes is where it pays).  min_bytes: an input of fewer bytes
+    goes through the plain reduce-scatter, counted in `dense_calls` (None:
+    as CompressionState's)."""
 
     def __init__(self, codec="fp16", density=None, bits=None, block=256,
-                 scheme="auto", error_feedback=True, hops="all"):
+                 scheme="auto", error_feedback=True, hops="all",
+                 min_bytes=None):
         self.codec_args, _ = _codec_args(codec, density, bits, block)
+        self.min_bytes = _min_bytes(codec, min_bytes)
+        self.dense_calls = 0
         self.scheme = _choice(scheme, _SCHEMES, "scheme")
         self.hops = _choice(hops, _HOPS, "hops")
         self.error_feedback = bool(error_feedback)
@@ -517,6 +554,11 @@ class CompressedReduceScatter(_fsdp_reduce_scatter_base()):
 
     def __call__(self, output_tensor, input_tensor, group, op,
                  async_op=False):
+        if 4 * input_tensor.numel() < self.min_bytes:
+            self.dense_calls += 1
+            return dist.reduce_scatter_tensor(output_tensor, input_tensor,
+                                              op=op, group=group,
+                                              async_op=async_op)
         err = None
         if self.error_feedback:
             key = (dist.get_process_group_ranks(group), input_tensor.numel())
