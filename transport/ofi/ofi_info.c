@@ -66,8 +66,8 @@
  * same run took 291 ms.  tacl turns it off unless the user set it.
  * rxm's rendezvous stays a read: by writes it is as fast, and two rails
  * do not lose the stretches a read loses when both directions are busy
- * (docs/bench/ofi.md), but a send then ends only once its receiver polls
- * again, and a peer that stopped polling fails the liveness check.
+ * (docs/bench/ofi.md), but pings to a live peer then wait behind large
+ * messages its receives have not matched (docs/design/ofi.md).
  */
 static void provider_defaults(void)
 {
