@@ -125,6 +125,11 @@ def _min_bytes(codec, min_bytes):
     return min_bytes
 
 
+def _nbytes(t):
+    """t's bytes in its own dtype (DDP's buckets may be half precision)."""
+    return t.numel() * t.element_size()
+
+
 def _choice(value, allowed, name):
     if value not in allowed:
         raise ValueError(f"tacl: {name} {value!r} is not one of "
@@ -417,7 +422,7 @@ class CompressionState:
             return
         flat = torch.cat([v for v, _ in held])
         option = self.groups[g][0]
-        if option != "none" and 4 * flat.numel() < self.min_bytes:
+        if option != "none" and _nbytes(flat) < self.min_bytes:
             option = "none"
             self.dense_calls += 1
         seed = self.calls
@@ -501,7 +506,7 @@ def compression_hook(state: CompressionState,
         return state._hold(bucket)
     buf = bucket.buffer()
     n = buf.numel()
-    if 4 * n < state.min_bytes:
+    if _nbytes(buf) < state.min_bytes:
         state.dense_calls += 1
         size = dist.get_world_size(state.process_group)
         work = dist.all_reduce(buf, group=state.process_group, async_op=True)
@@ -554,7 +559,7 @@ class CompressedReduceScatter(_fsdp_reduce_scatter_base()):
 
     def __call__(self, output_tensor, input_tensor, group, op,
                  async_op=False):
-        if 4 * input_tensor.numel() < self.min_bytes:
+        if _nbytes(input_tensor) < self.min_bytes:
             self.dense_calls += 1
             return dist.reduce_scatter_tensor(output_tensor, input_tensor,
                                               op=op, group=group,
