@@ -80,8 +80,10 @@
       "one piece per rail shared with the peer (TACL_NICS names the "        \
       "rails); it must be equal on every rank")                              \
     X(OFI_MAX_MSG, "auto",                                                   \
-      "largest message ofi hands libfabric at once: auto (the provider's "   \
-      "max_msg_size) or a size of at least 64K; a longer message goes as "   \
+      "largest message ofi hands libfabric at once: auto (over ofi_rxm, "   \
+      "its eager size, FI_OFI_RXM_BUFFER_SIZE, which tacl sets to 64K; "    \
+      "else the provider's max_msg_size) or a size of at least 64K; a "     \
+      "longer message goes as "                                              \
       "pieces of at most this, so it must be equal on every rank (lower it " \
       "to test splitting)")                                                  \
     X(UCX_RNDV_THRESH, "auto",                                               \

@@ -30,14 +30,20 @@
  * without one gets naps of TACL_OFI_NAP_US instead.
  *
  * Receives from any source (the probe slot, ofi_ops.c): libfabric's
- * tagged peek and claim, which ofi_rxm over tcp (libfabric 1.17) serves
- * from its queue of unexpected messages.  A peek (fi_trecvmsg with
- * FI_PEEK | FI_CLAIM, the source bits of the wire tag ignored) takes the
- * oldest message with the tag from any sender out of the provider's
- * matching, so no receive can take it meanwhile; its completion carries
- * the wire tag, hence the sender's rank, and the length.  The message
- * waits on the claimed list until a receive for its sender and tag is
- * posted, which names the peek's fi_context with FI_CLAIM to take it.
+ * tagged peek, which ofi_rxm over tcp (libfabric 1.17) serves from its
+ * queue of unexpected messages.  A peek (fi_trecvmsg with FI_PEEK, the
+ * source bits of the wire tag ignored) names the oldest message with the
+ * tag from any sender and leaves it there; its completion carries the
+ * wire tag, hence the sender's rank, and the length, which wait on the
+ * found list until a receive for that sender and tag is posted, and that
+ * receive matches the message by (source, tag) order (FI_ORDER_SAS).
+ * Nothing else takes it meanwhile: the executor posts the receive right
+ * after the probe reports, and no receive for a tag held behind one
+ * from any source; a peek posted while receives wait on the backlog
+ * reaches the provider after them.  A peek does not claim (FI_CLAIM):
+ * ofi_rxm 1.17 hands a claimed message over as one buffer, and of a
+ * message sent by segments (SAR, ofi_info.c) the later segments then
+ * stay behind as messages of their own.
  * A peek answers through the completion queue; ofi_rxm writes the
  * answer as the peek is posted, so probe() reads the queue right after
  * and reports a message found in the same round, and the queue is left
@@ -45,14 +51,11 @@
  * by the next progress, and probed again the round after).  A message
  * sent in pieces (ofi_ops.c) is found by its first piece, which carries
  * the message's length as completion data; the receive that takes it
- * posts the other pieces from the sender the peek named.  The
- * oldest message of each sender and tag is the one claimed (FI_ORDER_SAS
- * and the executor, which posts no receive for a sender and tag held
- * behind one from any source), so (source, tag) order holds.  A
+ * posts the other pieces from the sender the peek named.  A
  * provider that refuses FI_PEEK (it has no capability bit to ask
  * fi_getinfo for) fails each receive from any source with
  * TACL_ERR_UNSUPPORTED and a message, never a hang; a failure of the
- * instance drops what was claimed with the endpoint.  Device memory is
+ * instance forgets what peeks found.  Device memory is
  * not served yet: the instance lists host memory only, and the choice of
  * a transport sends device buffers elsewhere or refuses them.
  */
@@ -337,7 +340,7 @@ static tacl_status_t check_records(tacl__ofi_t *ofi, const ofi_record_t *recs,
         if (status == TACL_OK)
             status = same_size(ofi, r, "splits messages into pieces of",
                                recs[r].piece_max, mine->piece_max,
-                               "TACL_OFI_MAX_MSG");
+                               "TACL_OFI_MAX_MSG and FI_OFI_RXM_BUFFER_SIZE");
         if (status != TACL_OK)
             return status;
         ofi->peers[r].nrails = (uint8_t)recs[r].nrails;
@@ -617,11 +620,14 @@ static tacl_status_t stripe_setting(tacl__ofi_t *ofi)
  * The longest message or piece handed to the provider: its max_msg_size,
  * or TACL_OFI_MAX_MSG where lower (a bad value refused), rounded down
  * to TACL_OFI_PIECE_ALIGN so that pieces of a split message, aligned,
- * stay within it.
+ * stay within it.  With TACL_OFI_MAX_MSG=auto over ofi_rxm, its eager
+ * size, where that is a whole number of TACL_OFI_PIECE_ALIGN units:
+ * longer messages would go by segments or a rendezvous (ofi_info.c).
  */
 static tacl_status_t piece_setting(tacl__ofi_t *ofi)
 {
     uint64_t max = ofi->max_msg;
+    uint64_t eager = tacl__ofi_rxm_eager();
 
     if (tacl__config_source(TACL_CFG_OFI_MAX_MSG) == TACL_CFG_SRC_INVALID)
         return tacl__error(TACL_ERR_INVALID_ARG, NET, "TACL_OFI_MAX_MSG="
@@ -631,6 +637,9 @@ static tacl_status_t piece_setting(tacl__ofi_t *ofi)
                            TACL_OFI_PIECE_FLOOR);
     if (tacl__config_word(TACL_CFG_OFI_MAX_MSG) != 0)
         max = TACL_MIN(max, tacl__config_size(TACL_CFG_OFI_MAX_MSG));
+    else if (strstr(ofi->choice.provider, "ofi_rxm") != NULL &&
+             eager >= TACL_OFI_PIECE_ALIGN)
+        max = TACL_MIN(max, eager);
     if (max < TACL_OFI_PIECE_ALIGN)
         return tacl__error(TACL_ERR_UNSUPPORTED, NET, "rank %d: provider "
                            "%s takes messages of %llu bytes at most; ofi "

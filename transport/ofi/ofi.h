@@ -81,6 +81,8 @@ extern const tacl__transport_ops_t tacl__tl_ofi_ops;
 #define TACL_OFI_STRIPE_FLOOR (256ull << 10)
 /** The lowest TACL_OFI_MAX_MSG, likewise. */
 #define TACL_OFI_PIECE_FLOOR (64ull << 10)
+/** The eager size tacl asks of ofi_rxm (ofi_info.c says why). */
+#define TACL_OFI_RXM_EAGER (64ull << 10)
 /** Pieces of a striped message start at multiples of this. */
 #define TACL_OFI_PIECE_ALIGN 4096ull
 /**
@@ -140,6 +142,13 @@ void tacl__ofi_describe_rails(char *buf, size_t len);
 void tacl__ofi_piece(uint64_t len, uint64_t n, uint64_t i, uint64_t *off_p,
                      uint64_t *len_p);
 
+/**
+ * ofi_rxm's eager size in this process: FI_OFI_RXM_BUFFER_SIZE as
+ * libfabric reads it, which tacl sets before loading libfabric unless
+ * the user did (0 where it is not a positive number).
+ */
+uint64_t tacl__ofi_rxm_eager(void);
+
 /** Whether provider name (a prefix of prov_name) offers an RDM endpoint. */
 int tacl__ofi_provider_present(const char *name);
 
@@ -164,10 +173,9 @@ enum {
 /* Request flags. */
 #define TACL_OFI_REQ_F_PENDING 1u /* the provider holds it */
 #define TACL_OFI_REQ_F_LATE 2u    /* a receive posted after its peer left */
-#define TACL_OFI_REQ_F_CLAIMED 4u /* RECV: of the message a peek claimed */
 #define TACL_OFI_REQ_F_PIECE 8u   /* SEND, RECV: one piece of a stripe */
 #define TACL_OFI_REQ_F_FIRST 16u  /* SEND: the piece carrying the length;
-                                   * PEEK: it claimed such a piece */
+                                   * PEEK: it found such a piece */
 
 /* A striped operation's pieces still out, and the first error of one,
  * in the operation's transport words (op_fifo.h has [0]). */
@@ -196,7 +204,7 @@ struct tacl__ofi_req {
     uint8_t flags;             /* TACL_OFI_REQ_F_* */
     tacl_status_t status;      /* an ending decided before the provider's */
     uint64_t msg[2];           /* CTRL_*: the control message; PEEK:
-                                * msg[0] tacl's tag, and once claimed
+                                * msg[0] tacl's tag, and once found
                                 * msg[1] the message's length */
 };
 
@@ -266,7 +274,7 @@ struct tacl__ofi {
     tacl__ofi_reqq_t backlog_rx;
     tacl__ofi_req_t *free_reqs;   /* a free list, linked through next */
     uint64_t nops;             /* tacl operations pending or backlogged */
-    tacl__ofi_reqq_t claimed;  /* messages peeks claimed, oldest first */
+    tacl__ofi_reqq_t found;    /* messages peeks found, oldest first */
     tacl__ofi_req_t *peek;     /* the peek in flight, or NULL */
     tacl_status_t peek_failed; /* the provider cannot peek: why */
     int closing;               /* close(): control receives not reposted */
@@ -302,10 +310,10 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
                                 int recv);
 /**
  * The probe slot's look for a message with tacl tag tag from any
- * source (ofi.c has the design): a message an earlier peek claimed for
+ * source (ofi.c has the design): a message an earlier peek found for
  * tag is reported at once (1, its sender and length in *peer, *len);
  * otherwise a peek is posted unless one is in flight, its answer read,
- * and the claimed list asked again; 0 when it has nothing yet.  A negative
+ * and the found list asked again; 0 when it has nothing yet.  A negative
  * status, decided and logged once, when the provider cannot peek.
  */
 int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len);

@@ -49,25 +49,30 @@
  * come before any call into it, and can only be said through the
  * environment.
  *
- * Likewise its segmentation protocol (SAR, for messages above the eager
- * size up to FI_OFI_RXM_SAR_LIMIT, 128 KB by default) queues each
- * segment of a message that arrived before its receive as an unexpected
- * message of the same tag, and a peek (the probe slot, ofi.c) finds and
- * claims the second segment as a message of its own: the receive from
- * any source then gets the wrong length and the first never completes.
- * tacl sets the limit to 0, so messages above the eager size go by
- * rendezvous, whose single header a peek claims whole, unless
- * FI_OFI_RXM_SAR_LIMIT says otherwise.
+ * Above its eager size rxm sends a message by segments (SAR, up to
+ * FI_OFI_RXM_SAR_LIMIT, 128 KB by default) or by rendezvous.  Neither
+ * serves tacl in libfabric 1.17:
+ * - a peer that dies while a message of segments is half received
+ *   leaves rxm looping forever as it closes the connection (its list of
+ *   such messages is unlinked through the wrong entry), so tacl sets the
+ *   limit to 0 unless FI_OFI_RXM_SAR_LIMIT says otherwise;
+ * - the rendezvous is a read by the receiver, and the tcp provider
+ *   queues each read's response ahead of everything else the endpoint
+ *   sends, its own rendezvous headers and read requests among them: on
+ *   a connection busy both ways the two directions take turns, so two
+ *   rails moved a ring all-gather at 1.6x one rail, and a 2x2 MiCS
+ *   all-gather ran at 0.74x of UCX (docs/bench/ofi.md).
+ * So over rxm tacl sends nothing above the eager size: a longer message
+ * goes as pieces of at most that (ofi.c's piece_setting), and tacl
+ * raises the eager size to TACL_OFI_RXM_EAGER (64 KB) unless
+ * FI_OFI_RXM_BUFFER_SIZE says otherwise, which costs rxm 128 receive
+ * buffers of that size per connection.
  *
  * The tcp provider reads a socket through a small prefetch buffer, and
  * a rendezvous then moved at 57% of a 1 Gbit/s link where UCX moved at
  * 94% (a 64 MB ring all-gather between two emulated nodes: 573 ms
  * against 281 ms); without the buffer (FI_TCP_PREFETCH_RBUF_SIZE=0) the
  * same run took 291 ms.  tacl turns it off unless the user set it.
- * rxm's rendezvous stays a read: by writes it is as fast, and two rails
- * do not lose the stretches a read loses when both directions are busy
- * (docs/bench/ofi.md), but pings to a live peer then wait behind large
- * messages its receives have not matched (docs/design/ofi.md).
  */
 static void provider_defaults(void)
 {
@@ -75,8 +80,26 @@ static void provider_defaults(void)
         setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
     if (tacl__config_env("FI_OFI_RXM_SAR_LIMIT") == NULL)
         setenv("FI_OFI_RXM_SAR_LIMIT", "0", 0);
+    if (tacl__config_env("FI_OFI_RXM_BUFFER_SIZE") == NULL) {
+        char size[24];
+
+        snprintf(size, sizeof(size), "%llu", TACL_OFI_RXM_EAGER);
+        setenv("FI_OFI_RXM_BUFFER_SIZE", size, 0);
+    }
     if (tacl__config_env("FI_TCP_PREFETCH_RBUF_SIZE") == NULL)
         setenv("FI_TCP_PREFETCH_RBUF_SIZE", "0", 0);
+}
+
+uint64_t tacl__ofi_rxm_eager(void)
+{
+    const char *size = tacl__config_env("FI_OFI_RXM_BUFFER_SIZE");
+    long n;
+
+    if (size == NULL)
+        return TACL_OFI_RXM_EAGER;
+    /* Read as libfabric reads it. */
+    n = strtol(size, NULL, 0);
+    return n > 0 ? (uint64_t)n : 0;
 }
 
 /* Hints that say what tacl needs, for provider name (NULL: any). */

@@ -39,8 +39,9 @@
  * first piece of a tag, and a first piece tells the sender (in the
  * tag) and the length (in the data), from which the receive's other
  * pieces follow.  A later piece of that message is never the oldest
- * there: the first is claimed, and the receive that takes it posts the
- * others at once, before any later peek.
+ * there: the receive posted for the first posts the others at once, and
+ * a later peek reaches the provider after them (a backlog keeps the
+ * posting order).
  *
  * Flow control: a request goes to the provider only while it holds fewer
  * of that side's requests than fi_info's tx or rx size, and only when no
@@ -151,31 +152,21 @@ static const char *req_what(const tacl__ofi_req_t *req)
 }
 
 /*
- * The two halves of a receive from any source: a peek that claims the
- * oldest message with the tag from any sender (the source bits of the
- * wire tag ignored), and the receive of that claimed message, which
- * names the same fi_context: the provider keeps the claim in it.
+ * The look of a receive from any source: a peek for the oldest message
+ * with the tag from any sender (the source bits of the wire tag
+ * ignored).  It takes nothing: the receive posted next for the sender
+ * and tag it names matches that message by (source, tag) order.
  */
-static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req, void *desc)
+static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 {
-    struct iovec iov = {req->buf, req->len};
     struct fi_msg_tagged msg = {0};
-    uint64_t flags = FI_COMPLETION | FI_CLAIM;
 
     msg.addr = FI_ADDR_UNSPEC;
     msg.context = &req->ctx;
-    if (req->kind == TACL_OFI_REQ_PEEK) {
-        msg.tag = tacl__tl_wire_tag(0, req->msg[0]);
-        /* Any sender; a whole message or a first piece. */
-        msg.ignore = ~TACL__TL_WIRE_ANY_SRC;
-        return fi_trecvmsg(ofi->rails[0].ep, &msg, flags | FI_PEEK);
-    }
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.tag = tacl__tl_wire_tag(req->peer, req->op->tag) |
-              ((req->flags & TACL_OFI_REQ_F_PIECE) ? TACL_OFI_WIRE_PIECE : 0);
-    return fi_trecvmsg(ofi->rails[0].ep, &msg, flags);
+    msg.tag = tacl__tl_wire_tag(0, req->msg[0]);
+    /* Any sender; a whole message or a first piece. */
+    msg.ignore = ~TACL__TL_WIRE_ANY_SRC;
+    return fi_trecvmsg(ofi->rails[0].ep, &msg, FI_COMPLETION | FI_PEEK);
 }
 
 /* Hand req to the provider: 0, -FI_EAGAIN, or another error. */
@@ -187,10 +178,9 @@ static ssize_t issue(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
     uint64_t piece = (req->flags & TACL_OFI_REQ_F_PIECE) ? TACL_OFI_WIRE_PIECE
                                                          : 0;
 
-    if (req->kind == TACL_OFI_REQ_PEEK ||
-        (req->flags & TACL_OFI_REQ_F_CLAIMED))
-        return issue_peek(ofi, req, desc);
     switch (req->kind) {
+    case TACL_OFI_REQ_PEEK:
+        return issue_peek(ofi, req);
     case TACL_OFI_REQ_SEND:
         if ((req->flags & TACL_OFI_REQ_F_FIRST) &&
             req->op->len <= ofi->data_max)
@@ -280,45 +270,15 @@ tacl_status_t tacl__ofi_post(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
     return TACL_OK;
 }
 
-/*
- * The message a peek claimed from op's peer with op's tag, the oldest,
- * taken off the claimed list: op's receive must name its claim, since
- * the provider no longer matches it against receives.  NULL if none.
- */
-static tacl__ofi_req_t *take_claimed(tacl__ofi_t *ofi,
-                                     const tacl__tl_op_t *op)
+/* The message a peek found from op's peer with op's tag, the oldest,
+ * or NULL: op's receive matches it. */
+static tacl__ofi_req_t *found_for(const tacl__ofi_t *ofi,
+                                  const tacl__tl_op_t *op)
 {
-    for (tacl__ofi_req_t *req = ofi->claimed.head; req; req = req->next)
-        if (req->peer == op->peer && req->msg[0] == op->tag) {
-            tacl__ofi_reqq_remove(&ofi->claimed, req);
-            req->flags |= TACL_OFI_REQ_F_CLAIMED;
+    for (tacl__ofi_req_t *req = ofi->found.head; req; req = req->next)
+        if (req->peer == op->peer && req->msg[0] == op->tag)
             return req;
-        }
     return NULL;
-}
-
-/* A request the provider refused goes back: a claim to the head of the
- * claimed list (it is still the oldest), any other to the free list. */
-static void unpost(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
-{
-    tacl__ofi_reqq_t *q = &ofi->claimed;
-
-    if (!(req->flags & TACL_OFI_REQ_F_CLAIMED)) {
-        tacl__ofi_req_put(ofi, req);
-        return;
-    }
-    req->flags &= (uint8_t)~(TACL_OFI_REQ_F_CLAIMED | TACL_OFI_REQ_F_PIECE);
-    req->kind = TACL_OFI_REQ_PEEK;
-    req->len = req->msg[1];
-    req->op = NULL;
-    req->prev = NULL;
-    req->next = q->head;
-    if (q->head != NULL)
-        q->head->prev = req;
-    else
-        q->tail = req;
-    q->head = req;
-    ++q->count;
 }
 
 /* The rails a message of op's length to its peer is spread over: those
@@ -384,25 +344,19 @@ static void post_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op, uint64_t k,
 }
 
 /*
- * How many pieces receive op of a message a peek claimed (req) takes:
- * a whole message is taken whole (a length that differs is the
- * provider's error, as for any receive); a split one, of the length its
- * first piece announced, as the sender split it, and a receive of
- * another length is refused here, the message left claimed.
+ * Whether receive op may take the message a peek found (req): a whole
+ * message may (a length that differs is the provider's error, as for
+ * any receive); a split one only with the length its first piece
+ * announced, since the pieces follow from it.  Another length is
+ * refused here, the message left found.
  */
-static tacl_status_t claimed_pieces(tacl__ofi_t *ofi, tacl__tl_op_t *op,
-                                    const tacl__ofi_req_t *req,
-                                    uint64_t *k_p)
+static tacl_status_t found_fits(const tacl__ofi_req_t *req,
+                                const tacl__tl_op_t *op)
 {
-    if (!(req->flags & TACL_OFI_REQ_F_FIRST)) {
-        *k_p = 1;
+    if (!(req->flags & TACL_OFI_REQ_F_FIRST) || req->msg[1] == op->len)
         return TACL_OK;
-    }
-    if (req->msg[1] != op->len)
-        return tacl__tl_length_error(op->peer, op->tag, req->msg[1], 0,
-                                     op->len, TACL_SUBSYS_NET);
-    *k_p = pieces_of(ofi, op);
-    return TACL_OK;
+    return tacl__tl_length_error(op->peer, op->tag, req->msg[1], 0, op->len,
+                                 TACL_SUBSYS_NET);
 }
 
 /* Whether the ranks leave room for the piece bit in the wire tag. */
@@ -438,21 +392,20 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     status = check_split(ofi, op, k);
     if (status != TACL_OK)
         return status;
-    req = recv ? take_claimed(ofi, op) : NULL;
+    req = recv ? found_for(ofi, op) : NULL;
     if (req != NULL) {
-        status = claimed_pieces(ofi, op, req, &k);
-        if (status != TACL_OK) {
-            unpost(ofi, req);
+        status = found_fits(req, op);
+        if (status != TACL_OK)
             return status;
-        }
-    } else {
-        req = tacl__ofi_req_get(ofi);
-        if (req == NULL)
-            return TACL_ERR_NO_MEMORY;
-        /* A receive from a peer gone can match only what is here. */
-        if (recv && peer->state == TACL_OFI_PEER_GONE)
-            req->flags |= TACL_OFI_REQ_F_LATE;
+        tacl__ofi_reqq_remove(&ofi->found, req);
+        tacl__ofi_req_put(ofi, req);
     }
+    req = tacl__ofi_req_get(ofi);
+    if (req == NULL)
+        return TACL_ERR_NO_MEMORY;
+    /* A receive from a peer gone can match only what is here. */
+    if (recv && peer->state == TACL_OFI_PEER_GONE)
+        req->flags |= TACL_OFI_REQ_F_LATE;
     req->kind = recv ? TACL_OFI_REQ_RECV : TACL_OFI_REQ_SEND;
     req->op = op;
     req->buf = op->buf;
@@ -467,7 +420,7 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     }
     status = tacl__ofi_post(ofi, req);
     if (status != TACL_OK) {
-        unpost(ofi, req);
+        tacl__ofi_req_put(ofi, req);
         return status;
     }
     if (peer->npending++ == 0)
@@ -566,9 +519,9 @@ static uint64_t first_piece_length(tacl__ofi_t *ofi, int peer,
     return 0;
 }
 
-/* A peek found and claimed a message, or the first piece of one: it
- * waits on the claimed list for the probe that reports it and the
- * receive that takes it. */
+/* A peek found a message, or the first piece of one: its sender and
+ * length wait on the found list for the probe that reports them and the
+ * receive that takes the message. */
 static void peek_found(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
                        const struct fi_cq_tagged_entry *e)
 {
@@ -587,7 +540,7 @@ static void peek_found(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
         req->len = first_piece_length(ofi, req->peer, e);
     }
     req->msg[1] = req->len;
-    tacl__ofi_reqq_push(&ofi->claimed, req);
+    tacl__ofi_reqq_push(&ofi->found, req);
 }
 
 /* The provider cannot peek (how: what it said): decided once, kept. */
@@ -597,8 +550,8 @@ static tacl_status_t peek_refused(tacl__ofi_t *ofi, const char *how)
         ofi->peek_failed = tacl__error(
             TACL_ERR_UNSUPPORTED, NET,
             "rank %d: provider %s cannot look "
-            "for a message from any source (fi_trecvmsg with FI_PEEK | "
-            "FI_CLAIM %s); name the sender, or set TACL_NET=ucx",
+            "for a message from any source (fi_trecvmsg with FI_PEEK "
+            "%s); name the sender, or set TACL_NET=ucx",
             ofi->base.rank, ofi->choice.provider, how);
     return ofi->peek_failed;
 }
@@ -835,15 +788,15 @@ void tacl__ofi_fail_pending(tacl__ofi_t *ofi, tacl_status_t status)
     fail_queue(ofi, &ofi->pending, status);
     fail_queue(ofi, &ofi->backlog_tx, status);
     fail_queue(ofi, &ofi->backlog_rx, status);
-    /* Claimed messages went with the endpoint. */
-    fail_queue(ofi, &ofi->claimed, status);
+    /* What peeks found went with the endpoint. */
+    fail_queue(ofi, &ofi->found, status);
 }
 
-/* The oldest message a peek claimed for tacl tag tag, or NULL. */
-static const tacl__ofi_req_t *claimed_with(const tacl__ofi_t *ofi,
+/* The oldest message a peek found for tacl tag tag, or NULL. */
+static const tacl__ofi_req_t *found_with(const tacl__ofi_t *ofi,
                                            uint64_t tag)
 {
-    for (const tacl__ofi_req_t *req = ofi->claimed.head; req; req = req->next)
+    for (const tacl__ofi_req_t *req = ofi->found.head; req; req = req->next)
         if (req->msg[0] == tag)
             return req;
     return NULL;
@@ -879,11 +832,11 @@ static void peek(tacl__ofi_t *ofi, uint64_t tag)
 
 int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len)
 {
-    const tacl__ofi_req_t *req = claimed_with(ofi, tag);
+    const tacl__ofi_req_t *req = found_with(ofi, tag);
 
     if (req == NULL && ofi->peek_failed == TACL_OK) {
         peek(ofi, tag);
-        req = claimed_with(ofi, tag);
+        req = found_with(ofi, tag);
     }
     if (req == NULL)
         return ofi->peek_failed;

@@ -203,6 +203,57 @@ Test(ofi_rails, striped_both_ways_uneven_rails, .timeout = 90)
     run_ranks(3, stripe_rank, NULL, NULL);
 }
 
+/*
+ * Over ofi_rxm nothing longer than its eager size reaches the provider
+ * unless TACL_OFI_MAX_MSG says so (ofi_info.c says why): with one rail,
+ * every message both ways goes as ceil(len / WANT_PIECE) pieces, which
+ * the rail's completions count exactly, and arrives intact.
+ */
+static void eager_pieces_rank(shared_t *sh, int rank)
+{
+    const uint64_t piece = strtoull(getenv("WANT_PIECE"), NULL, 0);
+    xctx_t x;
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
+    uint64_t want = 0;
+
+    CHECK(ofi->piece_max == piece, "pieces of %llu bytes at most, not "
+          "%llu", (unsigned long long)ofi->piece_max,
+          (unsigned long long)piece);
+    stripe_pair(tl, rank, 1 - rank);
+    for (size_t i = 0; i < NOPS; ++i)
+        want += 2 * TACL_MAX(TACL_DIV_UP(op_len(i), piece), 1);
+    CHECK(ofi->rails[0].msgs == want, "%llu messages and pieces, %llu "
+          "expected", (unsigned long long)ofi->rails[0].msgs,
+          (unsigned long long)want);
+    CHECK(barrier(sh) == 0, "barrier");
+    tacl__tl_close(tl);
+}
+
+Test(ofi_rails, pieces_of_the_eager_size, .timeout = 60)
+{
+    rails_env("lo");
+    setenv("WANT_PIECE", "65536", 1);
+    run_ranks(2, eager_pieces_rank, NULL, NULL);
+}
+
+Test(ofi_rails, pieces_of_the_eager_size_asked, .timeout = 60)
+{
+    rails_env("lo");
+    setenv("FI_OFI_RXM_BUFFER_SIZE", "32768", 1);
+    setenv("WANT_PIECE", "32768", 1);
+    run_ranks(2, eager_pieces_rank, NULL, NULL);
+}
+
+Test(ofi_rails, pieces_of_max_msg_asked, .timeout = 60)
+{
+    rails_env("lo");
+    setenv("TACL_OFI_MAX_MSG", "1M", 1);
+    setenv("WANT_PIECE", "1048576", 1);
+    tacl__config_reload();
+    run_ranks(2, eager_pieces_rank, NULL, NULL);
+}
+
 /* ------------------------------------------------------------------ */
 
 /*
@@ -448,7 +499,7 @@ static void unequal_max_msg_rank(shared_t *sh, int rank)
 Test(ofi_rails, unequal_max_msg_refused)
 {
     rails_env("lo");
-    setenv("WANT_ERROR", "set TACL_OFI_MAX_MSG alike", 1);
+    setenv("WANT_ERROR", "set TACL_OFI_MAX_MSG and FI_OFI_RXM_BUFFER_SIZE alike", 1);
     run_ranks(2, unequal_max_msg_rank, NULL, NULL);
 }
 
