@@ -81,7 +81,7 @@
       "rails); it must be equal on every rank")                              \
     X(OFI_MAX_MSG, "auto",                                                   \
       "largest message ofi hands libfabric at once: auto (over ofi_rxm, "   \
-      "its eager size, FI_OFI_RXM_BUFFER_SIZE, which tacl sets to 64K; "    \
+      "its eager size, FI_OFI_RXM_BUFFER_SIZE or 16K; "                      \
       "else the provider's max_msg_size) or a size of at least 64K; a "     \
       "longer message goes as "                                              \
       "pieces of at most this, so it must be equal on every rank (lower it " \
@@ -91,11 +91,13 @@
       "(inf, always eager, where no RDMA device exists and UCX_RNDV_THRESH " \
       "is not set; else UCX's own) or a value UCX accepts, such as 64K")     \
     X(UCX_CUDA_CHUNK, "2M",                                                  \
-      "bytes of one pinned host chunk through which ucx stages CUDA device " \
-      "memory between nodes; a device message travels as chunks of this "   \
+      "bytes of one pinned host chunk through which ucx and ofi stage CUDA " \
+      "device memory between nodes; a device message travels as chunks of " \
+      "this "                                                                \
       "size, so it must be equal on every rank")                             \
     X(UCX_CUDA_CHUNKS, "8",                                                  \
-      "pinned staging chunks per ucx instance, half for sends and half for " \
+      "pinned staging chunks per ucx or ofi instance, half for sends and "  \
+      "half for "                                                            \
       "receives: how many chunks of device messages are in flight at once")  \
     X(SHM_MODE, "auto",                                                      \
       "how shm moves large messages: cma (single copy through cross-memory " \

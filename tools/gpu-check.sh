@@ -278,9 +278,9 @@ phase_ipc() {
 phase_coll() {
     local rc
     criterion_phase "$OUT/tests.log" tests/cuda/test_coll_cuda \
-        tests/transport/ucx/test_ucx_cuda
+        tests/transport/test_ucx_cuda tests/transport/test_ofi_cuda
     rc=$?
-    [ -x "$BIN/tests/transport/ucx/test_ucx_cuda" ] ||
+    [ -x "$BIN/tests/transport/test_ucx_cuda" ] ||
         say "$(cat "$STATE/$PHASE.note"); no ucx_cuda test: this build has" \
             "no UCX (carry .gpu-deps)"
     return $rc

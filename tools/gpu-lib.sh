@@ -9,7 +9,8 @@ GPU_PROGRAMS=(
     tests/kernels/test_reduce_cuda
     tests/kernels/test_quant_cuda
     tests/transport/test_transport_cuda_ipc
-    tests/transport/ucx/test_ucx_cuda
+    tests/transport/test_ucx_cuda
+    tests/transport/test_ofi_cuda
     tests/cuda/test_coll_cuda
     perf/micro/cuda_kernel_bench
     perf/all_reduce_perf
@@ -18,7 +19,8 @@ GPU_PROGRAMS=(
 )
 
 # The Debian packages the check may need there: pkg-config, hwloc,
-# Criterion and the libraries it links, UCX and the libraries it links.
+# Criterion and the libraries it links, UCX, libfabric and the libraries
+# they link.
 GPU_PACKAGES=(
     pkgconf pkgconf-bin libpkgconf3
     libhwloc15 libhwloc-dev libnuma1 libudev1 libltdl7
@@ -27,6 +29,7 @@ GPU_PACKAGES=(
     libffi8 libpcre2-8-0 libgssapi-krb5-2 libkrb5-3 libk5crypto3
     libkrb5support0 libkeyutils1 libcom-err2
     libucx0 libucx-dev libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200
+    libfabric1 libfabric-dev libpsm-infinipath1 libpsm2-2 libatomic1
     libssl3
 )
 

@@ -99,7 +99,7 @@ EOF
         echo "gpu_arch 90"
         echo "glibc $(ldd --version | head -1 | awk '{print $NF}')"
         echo "nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
-        echo "ucx $([ -f .gpu-prebuilt/tests/transport/ucx/test_ucx_cuda ] &&
+        echo "ucx $([ -f .gpu-prebuilt/tests/transport/test_ucx_cuda ] &&
                    echo yes || echo no)"
     } > .gpu-prebuilt/MANIFEST
     echo "gpu-prepare: .gpu-prebuilt: $(find .gpu-prebuilt -type f | wc -l)" \

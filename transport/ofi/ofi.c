@@ -55,9 +55,15 @@
  * provider that refuses FI_PEEK (it has no capability bit to ask
  * fi_getinfo for) fails each receive from any source with
  * TACL_ERR_UNSUPPORTED and a message, never a hang; a failure of the
- * instance forgets what peeks found.  Device memory is
- * not served yet: the instance lists host memory only, and the choice of
- * a transport sends device buffers elsewhere or refuses them.
+ * instance forgets what peeks found.
+ *
+ * Device memory: built with CUDA and with a device usable at init, the
+ * instance lists CUDA memory too and hands device buffers to the staging
+ * through pinned host chunks that ucx uses (transport/stage.c), lending
+ * it its host data path: a chunk goes as a host message of the same
+ * tag, and a receive chunk is taken once a peek for its sender and tag
+ * (tacl__ofi_arrived) finds it.  FI_HMEM (device buffers straight to an
+ * EFA NIC) is not used yet.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -403,14 +409,28 @@ out_free:
     return status;
 }
 
+/* A device buffer goes to the staging (transport/stage.c), which posts
+ * its chunks as host messages through tacl__ofi_post_op. */
+static tacl_status_t ofi_post(tacl__ofi_t *ofi, tacl__tl_op_t *op, int recv)
+{
+    tacl_status_t status;
+
+    if (op->memtype != TACL_MEM_CUDA || op->len == 0)
+        return tacl__ofi_post_op(ofi, op, recv);
+    status = tacl__tl_base_check(&ofi->base, op);
+    if (status != TACL_OK)
+        return status;
+    return tacl__stage_post(ofi->stage, op, recv);
+}
+
 static tacl_status_t ofi_send(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
-    return tacl__ofi_post_op((tacl__ofi_t *)tl, op, 0);
+    return ofi_post((tacl__ofi_t *)tl, op, 0);
 }
 
 static tacl_status_t ofi_recv(tacl__tl_t *tl, tacl__tl_op_t *op)
 {
-    return tacl__ofi_post_op((tacl__ofi_t *)tl, op, 1);
+    return ofi_post((tacl__ofi_t *)tl, op, 1);
 }
 
 static int ofi_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
@@ -418,9 +438,13 @@ static int ofi_probe(tacl__tl_t *tl, uint64_t tag, int *peer, uint64_t *len)
     return tacl__ofi_probe((tacl__ofi_t *)tl, tag, peer, len);
 }
 
+/* The base's fail: staged device messages first, then the posted ops. */
 static void ofi_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
 {
-    tacl__ofi_fail_pending((tacl__ofi_t *)base, status);
+    tacl__ofi_t *ofi = (tacl__ofi_t *)base;
+
+    tacl__stage_fail(ofi->stage, status);
+    tacl__ofi_fail_pending(ofi, status);
 }
 
 static int ofi_progress(tacl__tl_t *tl)
@@ -429,6 +453,9 @@ static int ofi_progress(tacl__tl_t *tl)
     int events = tacl__ofi_poll(ofi);
 
     events += tacl__ofi_check_peers(ofi);
+    /* A failed instance has nothing staged any more. */
+    if (ofi->base.failed == TACL_OK)
+        events += tacl__stage_progress(ofi->stage);
     return tacl__tl_base_finish(&ofi->base, events);
 }
 
@@ -483,7 +510,9 @@ static tacl_status_t ofi_wait(tacl__tl_t *tl, int64_t timeout_us)
         timeout_us = TACL_MIN(timeout_us, (int64_t)(ofi->ping_ns / 4000));
     for (int r = 0; r < ofi->nrails; ++r)
         no_fd |= ofi->rails[r].cq_fd < 0;
-    if (ofi->backlog_tx.head || ofi->backlog_rx.head || no_fd) {
+    /* Staging copies finish without waking the queues: nap. */
+    if (ofi->backlog_tx.head || ofi->backlog_rx.head || no_fd ||
+        tacl__stage_pending(ofi->stage, -1)) {
         tacl__tl_unlock(ofi->base.lock);
         return nap(timeout_us);
     }
@@ -505,7 +534,7 @@ static void ofi_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 
     /* Ending what the provider holds closes the endpoint: the instance
      * has failed from then on. */
-    if (ofi->nops > 0)
+    if (ofi->nops > 0 || tacl__stage_pending(ofi->stage, -1))
         tacl__tl_base_mark_failed(&ofi->base, status);
     tacl__tl_base_cancel_all(tl, status);
 }
@@ -571,7 +600,8 @@ static void ofi_close(tacl__tl_t *tl)
     tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
     tacl__ofi_req_t *req;
 
-    if (tacl__ofi_live(ofi) && ofi->nops > 0) {
+    if (tacl__ofi_live(ofi) &&
+        (ofi->nops > 0 || tacl__stage_pending(ofi->stage, -1))) {
         TACL_WARN(NET, "rank %d: closing with %llu operations pending; "
                   "they end with TACL_ERR_INVALID_USAGE", ofi->base.rank,
                   (unsigned long long)ofi->nops);
@@ -586,6 +616,8 @@ static void ofi_close(tacl__tl_t *tl)
     tacl__tl_opq_run(&ofi->base.done);
     for (int r = 0; r < TACL_OFI_MAX_RAILS; ++r)
         close_rail(ofi, &ofi->rails[r]);
+    tacl__stage_close(ofi->stage);
+    ofi->stage = NULL;
     while ((req = ofi->free_reqs) != NULL) {
         ofi->free_reqs = req->next;
         free(req);
@@ -650,6 +682,61 @@ static tacl_status_t piece_setting(tacl__ofi_t *ofi)
     return TACL_OK;
 }
 
+/* What the staging of device memory borrows (transport/stage.h). */
+static tacl_status_t net_post(tacl__tl_base_t *tl, tacl__tl_op_t *op,
+                              int recv)
+{
+    return tacl__ofi_post_op((tacl__ofi_t *)tl, op, recv);
+}
+
+static int net_arrived(tacl__tl_base_t *tl, int peer, uint64_t tag,
+                       uint64_t *len, void **handle)
+{
+    *handle = NULL;
+    return tacl__ofi_arrived((tacl__ofi_t *)tl, peer, tag, len);
+}
+
+/* The receive posted next takes the message the peek found. */
+static tacl_status_t net_take(tacl__tl_base_t *tl, tacl__tl_op_t *op,
+                              void *handle)
+{
+    (void)handle;
+    return tacl__ofi_post_op((tacl__ofi_t *)tl, op, 1);
+}
+
+static tacl_status_t net_can_send(tacl__tl_base_t *tl, int peer)
+{
+    const tacl__ofi_t *ofi = (const tacl__ofi_t *)tl;
+
+    if (ofi->peers[peer].state == TACL_OFI_PEER_GONE)
+        return tacl__error_peer(peer, NET, "rank %d: send to rank %d, "
+                                "which closed its transport",
+                                ofi->base.rank, peer);
+    return TACL_OK;
+}
+
+static const tacl__stage_net_t ofi_net = {
+    .post = net_post,
+    .arrived = net_arrived,
+    .take = net_take,
+    .can_send = net_can_send,
+    .name = "ofi",
+};
+
+/*
+ * The ops of an instance that also moves CUDA memory through the
+ * staging: those of tacl__tl_ofi_ops with CUDA among the capabilities,
+ * made once.
+ */
+static tacl__transport_ops_t ofi_cuda_ops;
+static pthread_once_t ofi_cuda_ops_once = PTHREAD_ONCE_INIT;
+
+static void make_cuda_ops(void)
+{
+    ofi_cuda_ops = tacl__tl_ofi_ops;
+    ofi_cuda_ops.caps |= TACL__TL_CAP_CUDA;
+}
+
 static tacl_status_t ofi_init(const tacl__tl_params_t *params,
                               tacl__tl_t **tl_p)
 {
@@ -697,6 +784,13 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
         status = tacl__ofi_ctrl_start(ofi);
     if (status != TACL_OK)
         goto err_close;
+    ofi->stage = tacl__stage_new(
+        &ofi->base, &ofi_net, tacl__config_size(TACL_CFG_UCX_CUDA_CHUNK),
+        tacl__config_int(TACL_CFG_UCX_CUDA_CHUNKS));
+    if (ofi->stage != NULL) {
+        pthread_once(&ofi_cuda_ops_once, make_cuda_ops);
+        ofi->base.super.ops = &ofi_cuda_ops;
+    }
     TACL_INFO(NET, "rank %d: ofi ready: provider %s, fabric %s, domain %s "
               "(%s); queues %llu/%llu, %s registration, %zu-byte names; "
               "%d rail%s, striped from %llu bytes, pieces of %llu at most",

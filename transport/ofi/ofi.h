@@ -64,6 +64,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "stage.h"
 #include "tl_base.h"
 
 /** The ofi transport's ops table. */
@@ -81,8 +82,8 @@ extern const tacl__transport_ops_t tacl__tl_ofi_ops;
 #define TACL_OFI_STRIPE_FLOOR (256ull << 10)
 /** The lowest TACL_OFI_MAX_MSG, likewise. */
 #define TACL_OFI_PIECE_FLOOR (64ull << 10)
-/** The eager size tacl asks of ofi_rxm (ofi_info.c says why). */
-#define TACL_OFI_RXM_EAGER (64ull << 10)
+/** ofi_rxm's eager size unless FI_OFI_RXM_BUFFER_SIZE is set. */
+#define TACL_OFI_RXM_EAGER (16ull << 10)
 /** Pieces of a striped message start at multiples of this. */
 #define TACL_OFI_PIECE_ALIGN 4096ull
 /**
@@ -144,8 +145,8 @@ void tacl__ofi_piece(uint64_t len, uint64_t n, uint64_t i, uint64_t *off_p,
 
 /**
  * ofi_rxm's eager size in this process: FI_OFI_RXM_BUFFER_SIZE as
- * libfabric reads it, which tacl sets before loading libfabric unless
- * the user did (0 where it is not a positive number).
+ * libfabric reads it, else TACL_OFI_RXM_EAGER (0 where it is not a
+ * positive number).
  */
 uint64_t tacl__ofi_rxm_eager(void);
 
@@ -276,6 +277,7 @@ struct tacl__ofi {
     uint64_t nops;             /* tacl operations pending or backlogged */
     tacl__ofi_reqq_t found;    /* messages peeks found, oldest first */
     tacl__ofi_req_t *peek;     /* the peek in flight, or NULL */
+    tacl__stage_t *stage;      /* CUDA staging; NULL: host memory only */
     tacl_status_t peek_failed; /* the provider cannot peek: why */
     int closing;               /* close(): control receives not reposted */
     uint64_t ping_ns;          /* how long an op waits before a ping */
@@ -317,6 +319,15 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
  * status, decided and logged once, when the provider cannot peek.
  */
 int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len);
+/**
+ * The staging's look for the next message from peer with tag, as the
+ * probe's for one from any source: 1 and its length in *len when it has
+ * arrived (the receive posted next takes it), 0 when not yet, a negative
+ * status when it never will (the provider cannot peek, or the peer
+ * closed its transport).
+ */
+int tacl__ofi_arrived(tacl__ofi_t *ofi, int peer, uint64_t tag,
+                      uint64_t *len);
 /** Read completions and post what the backlog holds; events handled. */
 int tacl__ofi_poll(tacl__ofi_t *ofi);
 /**

@@ -63,10 +63,10 @@
  *   rails moved a ring all-gather at 1.6x one rail, and a 2x2 MiCS
  *   all-gather ran at 0.74x of UCX (docs/bench/ofi.md).
  * So over rxm tacl sends nothing above the eager size: a longer message
- * goes as pieces of at most that (ofi.c's piece_setting), and tacl
- * raises the eager size to TACL_OFI_RXM_EAGER (64 KB) unless
- * FI_OFI_RXM_BUFFER_SIZE says otherwise, which costs rxm 128 receive
- * buffers of that size per connection.
+ * goes as pieces of at most that (ofi.c's piece_setting).  The eager
+ * size stays libfabric's 16 KB unless FI_OFI_RXM_BUFFER_SIZE says
+ * otherwise: with 64 KB four rails moved a ring all-gather at 3.2-3.3x
+ * one rail, with 16 KB at 3.7-3.9x (docs/bench/ofi.md).
  *
  * The tcp provider reads a socket through a small prefetch buffer, and
  * a rendezvous then moved at 57% of a 1 Gbit/s link where UCX moved at
@@ -80,12 +80,6 @@ static void provider_defaults(void)
         setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
     if (tacl__config_env("FI_OFI_RXM_SAR_LIMIT") == NULL)
         setenv("FI_OFI_RXM_SAR_LIMIT", "0", 0);
-    if (tacl__config_env("FI_OFI_RXM_BUFFER_SIZE") == NULL) {
-        char size[24];
-
-        snprintf(size, sizeof(size), "%llu", TACL_OFI_RXM_EAGER);
-        setenv("FI_OFI_RXM_BUFFER_SIZE", size, 0);
-    }
     if (tacl__config_env("FI_TCP_PREFETCH_RBUF_SIZE") == NULL)
         setenv("FI_TCP_PREFETCH_RBUF_SIZE", "0", 0);
 }

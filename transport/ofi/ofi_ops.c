@@ -154,8 +154,9 @@ static const char *req_what(const tacl__ofi_req_t *req)
 /*
  * The look of a receive from any source: a peek for the oldest message
  * with the tag from any sender (the source bits of the wire tag
- * ignored).  It takes nothing: the receive posted next for the sender
- * and tag it names matches that message by (source, tag) order.
+ * ignored), or from the sender req names (staging's look for a chunk).
+ * It takes nothing: the receive posted next for the sender and tag it
+ * names matches that message by (source, tag) order.
  */
 static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 {
@@ -163,9 +164,10 @@ static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 
     msg.addr = FI_ADDR_UNSPEC;
     msg.context = &req->ctx;
-    msg.tag = tacl__tl_wire_tag(0, req->msg[0]);
-    /* Any sender; a whole message or a first piece. */
-    msg.ignore = ~TACL__TL_WIRE_ANY_SRC;
+    msg.tag = tacl__tl_wire_tag(TACL_MAX(req->peer, 0), req->msg[0]);
+    /* A whole message or a first piece; from any sender unless named. */
+    msg.ignore = req->peer < 0 ? ~TACL__TL_WIRE_ANY_SRC
+                               : TACL_OFI_WIRE_PIECE;
     return fi_trecvmsg(ofi->rails[0].ep, &msg, FI_COMPLETION | FI_PEEK);
 }
 
@@ -803,12 +805,12 @@ static const tacl__ofi_req_t *found_with(const tacl__ofi_t *ofi,
 }
 
 /*
- * Post a peek for tag unless one is in flight (a refusal is noted in
- * peek_failed), then read its answer,
+ * Post a peek for tag from peer (any sender if -1) unless one is in
+ * flight (a refusal is noted in peek_failed), then read its answer,
  * which ofi_rxm writes to the queue at once: read here, it leaves the
  * queue empty, so wait() can sleep until a message comes.
  */
-static void peek(tacl__ofi_t *ofi, uint64_t tag)
+static void peek(tacl__ofi_t *ofi, int peer, uint64_t tag)
 {
     tacl__ofi_req_t *req;
 
@@ -818,6 +820,7 @@ static void peek(tacl__ofi_t *ofi, uint64_t tag)
     if (req == NULL)
         return;
     req->kind = TACL_OFI_REQ_PEEK;
+    req->peer = peer;
     req->msg[0] = tag;
     if (tacl__ofi_post(ofi, req) != TACL_OK) {
         tacl__ofi_req_put(ofi, req);
@@ -835,7 +838,7 @@ int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len)
     const tacl__ofi_req_t *req = found_with(ofi, tag);
 
     if (req == NULL && ofi->peek_failed == TACL_OK) {
-        peek(ofi, tag);
+        peek(ofi, -1, tag);
         req = found_with(ofi, tag);
     }
     if (req == NULL)
@@ -843,4 +846,27 @@ int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len)
     *peer = req->peer;
     *len = req->len;
     return 1;
+}
+
+int tacl__ofi_arrived(tacl__ofi_t *ofi, int peer, uint64_t tag,
+                      uint64_t *len)
+{
+    const tacl__tl_op_t key = {.peer = peer, .tag = tag};
+    const tacl__ofi_req_t *req = found_for(ofi, &key);
+
+    if (req == NULL && ofi->peek_failed == TACL_OK) {
+        peek(ofi, peer, tag);
+        req = found_for(ofi, &key);
+    }
+    if (req != NULL) {
+        *len = req->len;
+        return 1;
+    }
+    if (ofi->peek_failed != TACL_OK)
+        return ofi->peek_failed;
+    if (ofi->peers[peer].state == TACL_OFI_PEER_GONE)
+        return tacl__error_peer(peer, NET, "rank %d: receive from rank %d, "
+                                "which closed its transport",
+                                ofi->base.rank, peer);
+    return 0;
 }

@@ -340,7 +340,7 @@ static tacl_status_t ucx_post(tacl__tl_t *tl, tacl__tl_op_t *op, int recv)
     status = tacl__ucx_check_op(ucx, op);
     if (status != TACL_OK)
         return status;
-    return tacl__ucx_stage_post(ucx, op, recv);
+    return tacl__stage_post(ucx->stage, op, recv);
 }
 
 static tacl_status_t ucx_send(tacl__tl_t *tl, tacl__tl_op_t *op)
@@ -358,7 +358,7 @@ static void ucx_fail_pending(tacl__tl_base_t *base, tacl_status_t status)
 {
     tacl__ucx_t *ucx = (tacl__ucx_t *)base;
 
-    tacl__ucx_stage_fail(ucx, status);
+    tacl__stage_fail(ucx->stage, status);
     tacl__ucx_fail_pending(ucx, status);
     claimed_release(ucx);
 }
@@ -370,7 +370,7 @@ static int ucx_progress(tacl__tl_t *tl)
 
     /* A failed instance has nothing staged any more. */
     if (ucx->base.failed == TACL_OK)
-        events += tacl__ucx_stage_progress(ucx);
+        events += tacl__stage_progress(ucx->stage);
     return tacl__tl_base_finish(&ucx->base, events);
 }
 
@@ -390,7 +390,7 @@ static tacl_status_t ucx_wait(tacl__tl_t *tl, int64_t timeout_us)
         return TACL_OK;
     }
     /* Staging copies finish without waking the worker: poll them. */
-    if (tacl__ucx_stage_pending(ucx, -1))
+    if (tacl__stage_pending(ucx->stage, -1))
         timeout_us = TACL_MIN(timeout_us, TACL_UCX_STAGE_POLL_US);
     st = ucp_worker_arm(ucx->worker);
     tacl__tl_unlock(ucx->base.lock);
@@ -403,7 +403,7 @@ static void ucx_cancel_all(tacl__tl_t *tl, tacl_status_t status)
 
     /* Cancelling UCX's requests closes every endpoint by force: the
      * instance has failed from then on. */
-    if (ucx->pending.head || tacl__ucx_stage_pending(ucx, -1))
+    if (ucx->pending.head || tacl__stage_pending(ucx->stage, -1))
         tacl__tl_base_mark_failed(&ucx->base, status);
     tacl__tl_base_cancel_all(tl, status);
 }
@@ -457,7 +457,7 @@ static void ucx_close(tacl__tl_t *tl)
 
     if (ucx->worker) {
         claimed_release(ucx);
-        if (ucx->pending.head || tacl__ucx_stage_pending(ucx, -1)) {
+        if (ucx->pending.head || tacl__stage_pending(ucx->stage, -1)) {
             TACL_WARN(NET, "rank %d: closing with %llu operations pending; "
                       "they end with TACL_ERR_INVALID_USAGE", ucx->base.rank,
                       (unsigned long long)ucx->npending);
@@ -466,7 +466,8 @@ static void ucx_close(tacl__tl_t *tl)
         shut_down_eps(ucx, TACL_MIN(ucx->base.timeout_s, TACL_UCX_CLOSE_MAX_S));
         ucp_worker_destroy(ucx->worker);
     }
-    tacl__ucx_stage_close(ucx);
+    tacl__stage_close(ucx->stage);
+    ucx->stage = NULL;
     tacl__tl_msgq_drain(&ucx->claimed, claimed_free);
     if (ucx->context)
         ucp_cleanup(ucx->context);

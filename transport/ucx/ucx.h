@@ -17,9 +17,10 @@
  * completed, or it was released with ucp_request_free().
  *
  * CUDA device buffers (when built with CUDA and a device is usable at
- * init) are handed by ucx.c's send and recv to ucx_cuda.c, which stages
- * them through pinned host chunks and posts the chunks as host messages
- * of the same tag through ucx_ops.c.
+ * init) are handed by ucx.c's send and recv to the staging of
+ * transport/stage.c, which copies them through pinned host chunks and
+ * posts the chunks as host messages of the same tag through ucx_ops.c
+ * (ucx_cuda.c lends it that host data path).
  */
 #ifndef TACL_TRANSPORT_UCX_UCX_H
 #define TACL_TRANSPORT_UCX_UCX_H
@@ -29,6 +30,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "stage.h"
 #include "tl_base.h"
 
 /** The ucx transport's ops table. */
@@ -65,8 +67,6 @@ enum {
 #define TACL_UCX_OP_F_POSTING 4u   /* inside the post call */
 #define TACL_UCX_OP_F_EARLY 8u     /* UCX called back inside the post */
 
-typedef struct tacl__ucx_stage tacl__ucx_stage_t;
-
 typedef struct {
     tacl__tl_base_t base;      /* first: rank, node, done queue, failure */
     ucp_context_h context;     /* NULL when no rank has a remote peer */
@@ -81,10 +81,7 @@ typedef struct {
     tacl__tl_opq_t pending;    /* posted, not completed by UCX yet; also
                                   linked backwards through OP_PREV */
     uint64_t npending;
-    tacl__ucx_stage_t *stage;  /* CUDA staging; NULL: host memory only */
-    tacl__tl_msgq_t staged;    /* device messages being staged, in posting
-                                  order (ucx_cuda.c's; here so that the
-                                  endpoints see which peers are busy) */
+    tacl__stage_t *stage;      /* CUDA staging; NULL: host memory only */
     tacl__tl_msgq_t claimed;   /* messages probe() took out of UCX for the
                                   receive posted next (ucx.c) */
 } tacl__ucx_t;
@@ -121,21 +118,10 @@ tacl_status_t tacl__ucx_sleep(tacl__ucx_t *ucx, ucs_status_t armed,
 void tacl__ucx_fail_pending(tacl__ucx_t *ucx, tacl_status_t status);
 
 /*
- * CUDA device memory staged through pinned host chunks (ucx_cuda.c).
- * Without CUDA in the build these do nothing (and post refuses).
+ * CUDA device memory staged through pinned host chunks (ucx_cuda.c, the
+ * ucx side of transport/stage.c): the stage's calls take ucx->stage.
  */
 /** At init: 1 when a device is usable, and then ucx->stage is set. */
 int tacl__ucx_stage_init(tacl__ucx_t *ucx);
-/** Post a checked send (or receive if recv) of a non-empty device buffer. */
-tacl_status_t tacl__ucx_stage_post(tacl__ucx_t *ucx, tacl__tl_op_t *op,
-                                   int recv);
-/** Poll the copies and start chunks; never blocks.  Events handled. */
-int tacl__ucx_stage_progress(tacl__ucx_t *ucx);
-/** Whether a device message with peer (any peer if -1) is staged. */
-int tacl__ucx_stage_pending(const tacl__ucx_t *ucx, int peer);
-/** End every staged message with status (waits for its copies). */
-void tacl__ucx_stage_fail(tacl__ucx_t *ucx, tacl_status_t status);
-/** Free the chunks, events and stream; after the worker is gone. */
-void tacl__ucx_stage_close(tacl__ucx_t *ucx);
 
 #endif /* TACL_TRANSPORT_UCX_UCX_H */

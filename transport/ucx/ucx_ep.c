@@ -8,9 +8,9 @@
  * (TACL_ERR_REMOTE); one to a peer with nothing pending (say it finished
  * and closed) only marks that peer, so a later operation naming it fails.
  * "Pending" counts host operations UCX holds (the pending list) and
- * device messages being staged (the staged queue), both read from the
- * instance: this file calls nothing else of the transport, and every
- * other file of it builds on this one.
+ * device messages being staged (transport/stage.c's queue): this file
+ * calls nothing else of the transport, and every other file of it
+ * builds on this one.
  */
 #include "common.h"
 #include "log.h"
@@ -22,10 +22,7 @@ static int peer_busy(const tacl__ucx_t *ucx, int peer)
     for (const tacl__tl_op_t *op = ucx->pending.head; op; op = op->tl_next)
         if (op->peer == peer)
             return 1;
-    for (const tacl__tl_msg_t *m = ucx->staged.head; m; m = m->next)
-        if (m->peer == peer)
-            return 1;
-    return 0;
+    return tacl__stage_pending(ucx->stage, peer);
 }
 
 static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st)

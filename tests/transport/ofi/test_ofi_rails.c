@@ -233,7 +233,7 @@ static void eager_pieces_rank(shared_t *sh, int rank)
 Test(ofi_rails, pieces_of_the_eager_size, .timeout = 60)
 {
     rails_env("lo");
-    setenv("WANT_PIECE", "65536", 1);
+    setenv("WANT_PIECE", "16384", 1);
     run_ranks(2, eager_pieces_rank, NULL, NULL);
 }
 

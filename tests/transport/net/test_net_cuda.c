@@ -1,7 +1,8 @@
 /*
- * Tests of the ucx transport's CUDA staging (transport/ucx/ucx_cuda.c):
- * device buffers between two emulated nodes on one machine, moved through
- * pinned host chunks.
+ * Tests of the CUDA staging of the network transports (transport/
+ * stage.c), built once per transport (NET_OFI: ofi over libfabric's tcp
+ * provider; else ucx over tcp): device buffers between two emulated
+ * nodes on one machine, moved through pinned host chunks.
  *
  * The ranks are forked processes, and the CUDA runtime does not survive
  * a fork: this process never touches CUDA.  Whether a device is usable is
@@ -24,9 +25,18 @@
 
 #include "cuda_device.h"
 #include "harness.h"
-#include "ucx/ucx.h"
 
+#ifdef NET_OFI
+#include "ofi/ofi.h"
+const tacl__transport_ops_t *const net_ops = &tacl__tl_ofi_ops;
+#define SUITE ofi_cuda
+#define NET_ENV() ofi_env()
+#else
+#include "ucx/ucx.h"
 const tacl__transport_ops_t *const net_ops = &tacl__tl_ucx_ops;
+#define SUITE ucx_cuda
+#define NET_ENV() ucx_env("tcp")
+#endif
 
 /* Chunk size the cases set, small so that messages span many chunks. */
 #define CHUNK (64 * 1024)
@@ -38,7 +48,7 @@ static void skip_without_device(void)
 
 static void stage_env(void)
 {
-    ucx_env("tcp");
+    NET_ENV();
     setenv("TACL_UCX_CUDA_CHUNK", "64K", 1);
     setenv("TACL_UCX_CUDA_CHUNKS", "4", 1);
 }
@@ -77,7 +87,7 @@ static void caps_rank(shared_t *sh, int rank)
     tacl__tl_close(tl);
 }
 
-Test(ucx_cuda, caps_follow_the_device)
+Test(SUITE, caps_follow_the_device)
 {
     stage_env();
     run_ranks(2, caps_rank, NULL, NULL);
@@ -192,7 +202,7 @@ static void dev_rank(shared_t *sh, int rank)
     tacl__tl_close(tl);
 }
 
-Test(ucx_cuda, device_messages_both_ways)
+Test(SUITE, device_messages_both_ways)
 {
     skip_without_device();
     stage_env();
