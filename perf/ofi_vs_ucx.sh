@@ -10,17 +10,23 @@
 #      (the issue's bar: ofi at 85% of the line rate or more);
 #   2. all-gather, reduce-scatter and all-reduce with ring and MiCS
 #      (all-reduce: ring and hier), 2 nodes x 2 ranks, 1 MB to 256 MB
-#      (target: ofi at 0.95x ucx's busbw in every cell);
+#      (target: ofi at 0.95x ucx's busbw in every cell); 1 and 4 MB in
+#      a launch of their own with SMALL_ITERS (30) timed calls, since a
+#      few calls of a few milliseconds differ by 2x between launches;
 #   3. 8-byte all-reduce latency across the nodes, 2 x 1, 1000 calls.
+# At the end a table: each cell's ucx and ofi times (out-of-place /
+# in-place, microseconds, node 0 rank 0's line) and ucx's time over
+# ofi's, which is ofi's busbw over ucx's.
 # Several rails (ofi striping over tacl-cluster --rails): perf/ofi_rails.sh.
 #
 # Usage: perf/ofi_vs_ucx.sh BUILD_DIR [OUT_DIR]
-# Environment: INTER_RATE (1gbit), ITERS (3), WARMUP (1).
+# Environment: INTER_RATE (1gbit), ITERS (3), SMALL_ITERS (30), WARMUP (1).
 set -u
 BUILD=${1:?usage: perf/ofi_vs_ucx.sh BUILD_DIR [OUT_DIR]}
 OUT=${2:-ofi_vs_ucx.out}
 RATE=${INTER_RATE:-1gbit}
 ITERS=${ITERS:-3}
+SMALL_ITERS=${SMALL_ITERS:-30}
 WARMUP=${WARMUP:-1}
 TOOL=$(dirname "$0")/../tools/tacl-cluster
 status=0
@@ -43,20 +49,38 @@ run() {
 run ring_2x1 --nodes 2 --ranks-per-node 1 -- \
     "$BUILD/perf/all_gather_perf" -A allgather=ring -b 64M -e 64M \
     -n "$ITERS" -w "$WARMUP"
+# coll NAME PERF ALGO: 1-4 MB and 16-256 MB, 2 x 2.
+coll() {
+    run "$1_small" --nodes 2 --ranks-per-node 2 -- "$BUILD/perf/$2" \
+        -A "$3" -b 1M -e 4M -f 4 -n "$SMALL_ITERS" -w "$WARMUP"
+    run "$1" --nodes 2 --ranks-per-node 2 -- "$BUILD/perf/$2" \
+        -A "$3" -b 16M -e 256M -f 4 -n "$ITERS" -w "$WARMUP"
+}
 for algo in ring mics; do
-    run "allgather_$algo" --nodes 2 --ranks-per-node 2 -- \
-        "$BUILD/perf/all_gather_perf" -A "allgather=$algo" -b 1M -e 256M \
-        -f 4 -n "$ITERS" -w "$WARMUP"
-    run "reducescatter_$algo" --nodes 2 --ranks-per-node 2 -- \
-        "$BUILD/perf/reduce_scatter_perf" -A "reducescatter=$algo" \
-        -b 1M -e 256M -f 4 -n "$ITERS" -w "$WARMUP"
+    coll "allgather_$algo" all_gather_perf "allgather=$algo"
+    coll "reducescatter_$algo" reduce_scatter_perf "reducescatter=$algo"
 done
 for algo in ring hier; do
-    run "allreduce_$algo" --nodes 2 --ranks-per-node 2 -- \
-        "$BUILD/perf/all_reduce_perf" -A "allreduce=$algo" -b 1M -e 256M \
-        -f 4 -n "$ITERS" -w "$WARMUP"
+    coll "allreduce_$algo" all_reduce_perf "allreduce=$algo"
 done
 run latency_8b --nodes 2 --ranks-per-node 1 -- \
     "$BUILD/perf/all_reduce_perf" -b 8 -e 8 -n 1000 -w 100
-echo "logs in $OUT; compare each pair's busbw columns" >&2
+# The table: node 0 rank 0's rows (size, out-of-place and in-place
+# times) of each pair of logs, joined by size.
+echo "| run | bytes | ucx us (out / in) | ofi us (out / in) | ucx/ofi out | in |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+for u in "$OUT"/*.ucx.log; do
+    o=${u%.ucx.log}.ofi.log
+    [ -f "$o" ] || continue
+    name=$(basename "${u%.ucx.log}")
+    awk -v name="${name%_small}" '
+        $1 == "[node" && $5 ~ /^[0-9]+$/ && NF >= 17 {
+            if (FILENAME == ARGV[1]) { uo[$5] = $10; ui[$5] = $14; next }
+            if ($5 in uo)
+                printf "| %s | %s | %s / %s | %s / %s | %.2f | %.2f |\n",
+                    name, $5, uo[$5], ui[$5], $10, $14,
+                    uo[$5] / $10, ui[$5] / $14
+        }' "$u" "$o"
+done
+echo "logs in $OUT" >&2
 exit $status
