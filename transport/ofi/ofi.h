@@ -176,12 +176,18 @@ enum {
 #define TACL_OFI_REQ_F_LATE 2u    /* a receive posted after its peer left */
 #define TACL_OFI_REQ_F_PIECE 8u   /* SEND, RECV: one piece of a stripe */
 #define TACL_OFI_REQ_F_FIRST 16u  /* SEND: the piece carrying the length;
-                                   * PEEK: it found such a piece */
+                                   * RECV: the first piece, whose end
+                                   * posts the others; PEEK: it found
+                                   * a first piece */
 
 /* A striped operation's pieces still out, and the first error of one,
  * in the operation's transport words (op_fifo.h has [0]). */
 #define TACL_OFI_OP_LEFT(op) ((op)->tl_priv[4])
 #define TACL_OFI_OP_STATUS(op) ((op)->tl_priv[5])
+/* A receive in pieces whose others wait for its first (ofi_ops.c): 1,
+ * and the next such operation, on the instance's deferred list. */
+#define TACL_OFI_OP_DEFERRED(op) ((op)->tl_priv[2])
+#define TACL_OFI_OP_NEXT(op) ((op)->tl_priv[1])
 
 typedef struct tacl__ofi_req tacl__ofi_req_t;
 typedef struct tacl__ofi tacl__ofi_t;
@@ -277,6 +283,8 @@ struct tacl__ofi {
     uint64_t nops;             /* tacl operations pending or backlogged */
     tacl__ofi_reqq_t found;    /* messages peeks found, oldest first */
     tacl__ofi_req_t *peek;     /* the peek in flight, or NULL */
+    tacl__tl_op_t *deferred;   /* receives whose pieces wait for their
+                                * first, linked by TACL_OFI_OP_NEXT */
     tacl__stage_t *stage;      /* CUDA staging; NULL: host memory only */
     tacl_status_t peek_failed; /* the provider cannot peek: why */
     int closing;               /* close(): control receives not reposted */

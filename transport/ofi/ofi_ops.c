@@ -361,6 +361,37 @@ static tacl_status_t found_fits(const tacl__ofi_req_t *req,
                                  TACL_SUBSYS_NET);
 }
 
+static void deferred_remove(tacl__ofi_t *ofi, tacl__tl_op_t *op)
+{
+    tacl__tl_op_t **p = &ofi->deferred;
+
+    while (*p != NULL && *p != op)
+        p = (tacl__tl_op_t **)(uintptr_t)&TACL_OFI_OP_NEXT(*p);
+    if (*p == op)
+        *p = (tacl__tl_op_t *)(uintptr_t)TACL_OFI_OP_NEXT(op);
+    TACL_OFI_OP_DEFERRED(op) = 0;
+}
+
+/*
+ * Post now the other pieces of every deferred receive with tag from
+ * peer (any peer if -1): before a later receive of pieces with the same
+ * sender and tag, whose pieces the provider would otherwise match to
+ * this one's, and before a peek, which would otherwise find a piece of
+ * it that came.
+ */
+static void undefer(tacl__ofi_t *ofi, int peer, uint64_t tag)
+{
+    tacl__tl_op_t *op = ofi->deferred, *next;
+
+    for (; op != NULL; op = next) {
+        next = (tacl__tl_op_t *)(uintptr_t)TACL_OFI_OP_NEXT(op);
+        if (op->tag != tag || (peer >= 0 && op->peer != peer))
+            continue;
+        deferred_remove(ofi, op);
+        post_pieces(ofi, op, pieces_of(ofi, op), 1);
+    }
+}
+
 /* Whether the ranks leave room for the piece bit in the wire tag. */
 static tacl_status_t check_split(const tacl__ofi_t *ofi,
                                  const tacl__tl_op_t *op, uint64_t k)
@@ -382,6 +413,7 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     tacl__ofi_peer_t *peer;
     tacl__ofi_req_t *req;
     uint64_t k;
+    int found = 0;
 
     if (status != TACL_OK)
         return status;
@@ -394,6 +426,8 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     status = check_split(ofi, op, k);
     if (status != TACL_OK)
         return status;
+    if (recv && k > 1)
+        undefer(ofi, op->peer, op->tag);
     req = recv ? found_for(ofi, op) : NULL;
     if (req != NULL) {
         status = found_fits(req, op);
@@ -401,6 +435,7 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
             return status;
         tacl__ofi_reqq_remove(&ofi->found, req);
         tacl__ofi_req_put(ofi, req);
+        found = 1;
     }
     req = tacl__ofi_req_get(ofi);
     if (req == NULL)
@@ -414,8 +449,11 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     req->len = op->len;
     req->peer = op->peer;
     if (k > 1) {
+        /* A receive's other pieces wait for its first (first_piece_came),
+         * unless a peek found the message: it is arriving, and no later
+         * peek may find one of its pieces. */
         req->flags |= TACL_OFI_REQ_F_PIECE |
-                      (recv ? 0 : TACL_OFI_REQ_F_FIRST);
+                      (recv && found ? 0 : TACL_OFI_REQ_F_FIRST);
         tacl__ofi_piece(op->len, k, 0, &(uint64_t){0}, &req->len);
         TACL_OFI_OP_LEFT(op) = k;
         TACL_OFI_OP_STATUS(op) = (uint64_t)(int64_t)TACL_OK;
@@ -428,9 +466,40 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     if (peer->npending++ == 0)
         peer->since_ns = tacl__now_ns();
     ++ofi->nops;
-    if (k > 1)
+    if (k > 1 && recv && (req->flags & TACL_OFI_REQ_F_FIRST)) {
+        TACL_OFI_OP_DEFERRED(op) = 1;
+        TACL_OFI_OP_NEXT(op) = (uint64_t)(uintptr_t)ofi->deferred;
+        ofi->deferred = op;
+    } else if (k > 1) {
         post_pieces(ofi, op, k, recv);
+    }
     return TACL_OK;
+}
+
+/*
+ * The first piece of a receive in pieces ended with status: the others
+ * are posted now, or, if it failed, never (their count is taken off).
+ * Posted all with the first, the pieces of messages still to come held
+ * the provider's receive slots (fi_info's rx size), while the receive
+ * of the message arriving now waited on the backlog behind them, and
+ * the ranks waited on each other (a 2x2 ring all-reduce of 256 MB in
+ * 16 KB pieces); now a message not yet arriving holds one slot.  The
+ * copy is the same: rxm lands an eager message in its own buffer either
+ * way.  If the first failed, pieces that arrive stay in the provider.
+ */
+static void first_piece_came(tacl__ofi_t *ofi, tacl__tl_op_t *op,
+                             tacl_status_t status)
+{
+    uint64_t k = pieces_of(ofi, op);
+
+    if (!TACL_OFI_OP_DEFERRED(op))
+        return;
+    deferred_remove(ofi, op);
+    if (status == TACL_OK && ofi->base.failed == TACL_OK) {
+        post_pieces(ofi, op, k, 1);
+        return;
+    }
+    TACL_OFI_OP_LEFT(op) -= k - 1;
 }
 
 /*
@@ -475,6 +544,10 @@ static void finish(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
         tacl__ofi_req_put(ofi, req);
         return;
     }
+    if (req->kind == TACL_OFI_REQ_RECV &&
+        (req->flags & (TACL_OFI_REQ_F_PIECE | TACL_OFI_REQ_F_FIRST)) ==
+            (TACL_OFI_REQ_F_PIECE | TACL_OFI_REQ_F_FIRST))
+        first_piece_came(ofi, op, status);
     if ((req->flags & TACL_OFI_REQ_F_PIECE) &&
         !last_piece(ofi, req, &status))
         return;
@@ -816,6 +889,7 @@ static void peek(tacl__ofi_t *ofi, int peer, uint64_t tag)
 
     if (!tacl__ofi_live(ofi) || ofi->peek != NULL)
         return;
+    undefer(ofi, peer, tag);
     req = tacl__ofi_req_get(ofi);
     if (req == NULL)
         return;

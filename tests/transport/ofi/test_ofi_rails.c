@@ -254,6 +254,86 @@ Test(ofi_rails, pieces_of_max_msg_asked, .timeout = 60)
     run_ranks(2, eager_pieces_rank, NULL, NULL);
 }
 
+/*
+ * A chain: rank 1 sends message i only once rank 0 has acknowledged
+ * message i-1, and rank 0 posted the receives latest first, with more
+ * pieces than the provider has receive slots (FI_OFI_RXM_RX_SIZE=64,
+ * 1 MB messages of 64 pieces).  Slots held by messages still to come
+ * must not keep the receive of the one arriving on the backlog: posted
+ * whole, the last message's pieces filled the slots and the chain
+ * stalled until the deadline.
+ */
+#define CHAIN 6
+#define CHAIN_LEN (1u << 20)
+
+/* Progress until op ends or 20 s pass; its result. */
+static tacl_status_t wait_op(tacl__tl_t *tl, const tacl__tl_op_t *op)
+{
+    uint64_t deadline = tacl__now_ns() + 20000000000ull;
+
+    while (op_result(op) == TACL_IN_PROGRESS && tacl__now_ns() < deadline)
+        if (tacl__tl_progress(tl) == 0)
+            tacl__tl_wait(tl, 1000);
+    return op_result(op);
+}
+
+static void chain_rank(shared_t *sh, int rank)
+{
+    tacl__tl_op_t msgs[CHAIN] = {{0}}, acks[CHAIN] = {{0}};
+    uint64_t ackbuf[CHAIN] = {0};
+    xctx_t x;
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
+
+    CHECK(ofi->rx_size == 64, "%llu receive slots, not 64",
+          (unsigned long long)ofi->rx_size);
+    for (int j = 0; j < CHAIN; ++j) {
+        int i = rank == 0 ? CHAIN - 1 - j : j;
+
+        msgs[i].peer = acks[i].peer = 1 - rank;
+        msgs[i].tag = TACL__TAG(11, i);
+        msgs[i].len = CHAIN_LEN;
+        msgs[i].buf = calloc(1, CHAIN_LEN);
+        acks[i].tag = TACL__TAG(12, i);
+        acks[i].len = sizeof(ackbuf[i]);
+        acks[i].buf = &ackbuf[i];
+        CHECK(msgs[i].buf, "malloc");
+        if (rank == 0)
+            CHECK(post(tl, &msgs[i], 0) == TACL_OK, "recv %d", i);
+    }
+    for (int i = 0; i < CHAIN; ++i) {
+        tacl__tl_op_t *first = rank == 0 ? &msgs[i] : &acks[i];
+
+        if (rank == 1) {
+            fill(msgs[i].buf, CHAIN_LEN, 1, msgs[i].tag);
+            CHECK(post(tl, &msgs[i], 1) == TACL_OK, "send %d", i);
+            CHECK(post(tl, &acks[i], 0) == TACL_OK, "ack recv %d", i);
+        }
+        CHECK(wait_op(tl, first) == TACL_OK, "rank %d: %s %d: %s", rank,
+              rank == 0 ? "message" : "acknowledgement", i,
+              tacl_status_string(op_result(first)));
+        if (rank == 0) {
+            CHECK(verify(msgs[i].buf, CHAIN_LEN, 1, msgs[i].tag),
+                  "message %d corrupted", i);
+            CHECK(post(tl, &acks[i], 1) == TACL_OK, "ack %d", i);
+        }
+    }
+    for (int i = 0; i < CHAIN; ++i) {
+        CHECK(wait_op(tl, rank == 0 ? &acks[i] : &msgs[i]) == TACL_OK,
+              "rank %d: op %d", rank, i);
+        free(msgs[i].buf);
+    }
+    CHECK(barrier(sh) == 0, "barrier");
+    tacl__tl_close(tl);
+}
+
+Test(ofi_rails, receive_slots_held_by_later_messages, .timeout = 90)
+{
+    rails_env("lo");
+    setenv("FI_OFI_RXM_RX_SIZE", "64", 1);
+    run_ranks(2, chain_rank, NULL, NULL);
+}
+
 /* ------------------------------------------------------------------ */
 
 /*
