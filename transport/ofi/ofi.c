@@ -659,7 +659,7 @@ static tacl_status_t stripe_setting(tacl__ofi_t *ofi)
 static tacl_status_t piece_setting(tacl__ofi_t *ofi)
 {
     uint64_t max = ofi->max_msg;
-    uint64_t eager = tacl__ofi_rxm_eager();
+    uint64_t eager = tacl__ofi_rxm_eager(ofi->choice.provider);
 
     if (tacl__config_source(TACL_CFG_OFI_MAX_MSG) == TACL_CFG_SRC_INVALID)
         return tacl__error(TACL_ERR_INVALID_ARG, NET, "TACL_OFI_MAX_MSG="
@@ -669,8 +669,7 @@ static tacl_status_t piece_setting(tacl__ofi_t *ofi)
                            TACL_OFI_PIECE_FLOOR);
     if (tacl__config_word(TACL_CFG_OFI_MAX_MSG) != 0)
         max = TACL_MIN(max, tacl__config_size(TACL_CFG_OFI_MAX_MSG));
-    else if (strstr(ofi->choice.provider, "ofi_rxm") != NULL &&
-             eager >= TACL_OFI_PIECE_ALIGN)
+    else if (eager >= TACL_OFI_PIECE_ALIGN)
         max = TACL_MIN(max, eager);
     if (max < TACL_OFI_PIECE_ALIGN)
         return tacl__error(TACL_ERR_UNSUPPORTED, NET, "rank %d: provider "

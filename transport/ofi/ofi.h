@@ -144,11 +144,12 @@ void tacl__ofi_piece(uint64_t len, uint64_t n, uint64_t i, uint64_t *off_p,
                      uint64_t *len_p);
 
 /**
- * ofi_rxm's eager size in this process: FI_OFI_RXM_BUFFER_SIZE as
- * libfabric reads it, else TACL_OFI_RXM_EAGER (0 where it is not a
- * positive number).
+ * For provider prov_name ("tcp;ofi_rxm"), ofi_rxm's eager size in this
+ * process: FI_OFI_RXM_BUFFER_SIZE as libfabric reads it, else
+ * TACL_OFI_RXM_EAGER; 0 where rxm is not among its layers or the
+ * setting is not a positive number.
  */
-uint64_t tacl__ofi_rxm_eager(void);
+uint64_t tacl__ofi_rxm_eager(const char *prov_name);
 
 /** Whether provider name (a prefix of prov_name) offers an RDM endpoint. */
 int tacl__ofi_provider_present(const char *name);
@@ -176,16 +177,15 @@ enum {
 #define TACL_OFI_REQ_F_LATE 2u    /* a receive posted after its peer left */
 #define TACL_OFI_REQ_F_PIECE 8u   /* SEND, RECV: one piece of a stripe */
 #define TACL_OFI_REQ_F_FIRST 16u  /* SEND: the piece carrying the length;
-                                   * RECV: the first piece, whose end
-                                   * posts the others; PEEK: it found
-                                   * a first piece */
+                                   * PEEK: it found such a piece */
 
 /* A striped operation's pieces still out, and the first error of one,
  * in the operation's transport words (op_fifo.h has [0]). */
 #define TACL_OFI_OP_LEFT(op) ((op)->tl_priv[4])
 #define TACL_OFI_OP_STATUS(op) ((op)->tl_priv[5])
-/* A receive in pieces whose others wait for its first (ofi_ops.c): 1,
- * and the next such operation, on the instance's deferred list. */
+/* A receive in pieces: 1 while its others wait for its first, which is
+ * then its only piece posted (ofi_ops.c), and the next such operation
+ * on the instance's deferred list. */
 #define TACL_OFI_OP_DEFERRED(op) ((op)->tl_priv[2])
 #define TACL_OFI_OP_NEXT(op) ((op)->tl_priv[1])
 

@@ -84,18 +84,6 @@ static void provider_defaults(void)
         setenv("FI_TCP_PREFETCH_RBUF_SIZE", "0", 0);
 }
 
-uint64_t tacl__ofi_rxm_eager(void)
-{
-    const char *size = tacl__config_env("FI_OFI_RXM_BUFFER_SIZE");
-    long n;
-
-    if (size == NULL)
-        return TACL_OFI_RXM_EAGER;
-    /* Read as libfabric reads it. */
-    n = strtol(size, NULL, 0);
-    return n > 0 ? (uint64_t)n : 0;
-}
-
 /* Hints that say what tacl needs, for provider name (NULL: any). */
 static struct fi_info *make_hints(const char *name)
 {
@@ -128,6 +116,24 @@ static int names(const char *prov_name, const char *name)
 
     return prov_name != NULL && strncasecmp(prov_name, name, n) == 0 &&
            (prov_name[n] == '\0' || prov_name[n] == ';');
+}
+
+uint64_t tacl__ofi_rxm_eager(const char *prov_name)
+{
+    const char *size = tacl__config_env("FI_OFI_RXM_BUFFER_SIZE");
+    const char *layer = strchr(prov_name, ';');
+    long n;
+
+    /* "tcp;ofi_rxm": the utility provider is a layer after the core. */
+    while (layer != NULL && !names(layer + 1, "ofi_rxm"))
+        layer = strchr(layer + 1, ';');
+    if (layer == NULL)
+        return 0;
+    if (size == NULL)
+        return TACL_OFI_RXM_EAGER;
+    /* Read as libfabric reads it. */
+    n = strtol(size, NULL, 0);
+    return n > 0 ? (uint64_t)n : 0;
 }
 
 /*

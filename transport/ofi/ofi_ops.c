@@ -413,7 +413,7 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     tacl__ofi_peer_t *peer;
     tacl__ofi_req_t *req;
     uint64_t k;
-    int found = 0;
+    int defer;
 
     if (status != TACL_OK)
         return status;
@@ -435,8 +435,11 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
             return status;
         tacl__ofi_reqq_remove(&ofi->found, req);
         tacl__ofi_req_put(ofi, req);
-        found = 1;
     }
+    /* A receive's other pieces wait for its first (first_piece_came),
+     * unless a peek found the message: it is arriving, and no later peek
+     * may find one of its pieces. */
+    defer = recv && k > 1 && req == NULL;
     req = tacl__ofi_req_get(ofi);
     if (req == NULL)
         return TACL_ERR_NO_MEMORY;
@@ -449,11 +452,9 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     req->len = op->len;
     req->peer = op->peer;
     if (k > 1) {
-        /* A receive's other pieces wait for its first (first_piece_came),
-         * unless a peek found the message: it is arriving, and no later
-         * peek may find one of its pieces. */
         req->flags |= TACL_OFI_REQ_F_PIECE |
-                      (recv && found ? 0 : TACL_OFI_REQ_F_FIRST);
+                      (recv ? 0 : TACL_OFI_REQ_F_FIRST);
+        TACL_OFI_OP_DEFERRED(op) = 0;
         tacl__ofi_piece(op->len, k, 0, &(uint64_t){0}, &req->len);
         TACL_OFI_OP_LEFT(op) = k;
         TACL_OFI_OP_STATUS(op) = (uint64_t)(int64_t)TACL_OK;
@@ -466,7 +467,7 @@ tacl_status_t tacl__ofi_post_op(tacl__ofi_t *ofi, tacl__tl_op_t *op,
     if (peer->npending++ == 0)
         peer->since_ns = tacl__now_ns();
     ++ofi->nops;
-    if (k > 1 && recv && (req->flags & TACL_OFI_REQ_F_FIRST)) {
+    if (defer) {
         TACL_OFI_OP_DEFERRED(op) = 1;
         TACL_OFI_OP_NEXT(op) = (uint64_t)(uintptr_t)ofi->deferred;
         ofi->deferred = op;
@@ -492,8 +493,6 @@ static void first_piece_came(tacl__ofi_t *ofi, tacl__tl_op_t *op,
 {
     uint64_t k = pieces_of(ofi, op);
 
-    if (!TACL_OFI_OP_DEFERRED(op))
-        return;
     deferred_remove(ofi, op);
     if (status == TACL_OK && ofi->base.failed == TACL_OK) {
         post_pieces(ofi, op, k, 1);
@@ -544,9 +543,9 @@ static void finish(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
         tacl__ofi_req_put(ofi, req);
         return;
     }
+    /* While a receive is deferred its first piece is its only one. */
     if (req->kind == TACL_OFI_REQ_RECV &&
-        (req->flags & (TACL_OFI_REQ_F_PIECE | TACL_OFI_REQ_F_FIRST)) ==
-            (TACL_OFI_REQ_F_PIECE | TACL_OFI_REQ_F_FIRST))
+        (req->flags & TACL_OFI_REQ_F_PIECE) && TACL_OFI_OP_DEFERRED(op))
         first_piece_came(ofi, op, status);
     if ((req->flags & TACL_OFI_REQ_F_PIECE) &&
         !last_piece(ofi, req, &status))
