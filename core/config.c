@@ -76,6 +76,9 @@ static const cfg_type_t config_types[TACL_CFG_COUNT] = {
     [TACL_CFG_OFI_STRIPE_MIN] = {CFG_SIZE, 262144, NULL},
     /* ofi.h's TACL_OFI_PIECE_FLOOR: pieces above the eager sizes. */
     [TACL_CFG_OFI_MAX_MSG] = {CFG_SIZE, 65536, "auto"},
+    [TACL_CFG_OFI_REGISTER] = {CFG_WORD, 0, "auto|always"},
+    [TACL_CFG_OFI_MR_CACHE] = {CFG_INT, 0, NULL},
+    [TACL_CFG_OFI_HMEM] = {CFG_WORD, 0, "auto|on|off"},
     [TACL_CFG_UCX_CUDA_CHUNK] = {CFG_SIZE, 4096, NULL},
     [TACL_CFG_UCX_CUDA_CHUNKS] = {CFG_INT, 2, NULL},
     [TACL_CFG_SHM_MODE] = {CFG_WORD, 0, "auto|cma|copy"},

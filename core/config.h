@@ -86,6 +86,20 @@
       "longer message goes as "                                              \
       "pieces of at most this, so it must be equal on every rank (lower it " \
       "to test splitting)")                                                  \
+    X(OFI_REGISTER, "auto",                                                  \
+      "who registers ofi's buffers: auto (the provider where it can, so "    \
+      "its own cache serves, as EFA's does; tacl where it must, "            \
+      "FI_MR_LOCAL) or always (tacl registers every buffer, through its "    \
+      "cache; for providers whose cache is off, and for tests)")             \
+    X(OFI_MR_CACHE, "256",                                                   \
+      "registrations tacl's ofi cache keeps (tacl_mem_alloc segments and "   \
+      "device allocations, each whole, per rail), the least recently used "  \
+      "going first; 0: register each buffer for its message only")           \
+    X(OFI_HMEM, "auto",                                                      \
+      "device buffers straight to the network where the provider offers "    \
+      "FI_HMEM for CUDA: auto (when offered, else staged through pinned "    \
+      "host chunks), on (refuse a provider without it), off (always "        \
+      "staged)")                                                             \
     X(UCX_RNDV_THRESH, "auto",                                               \
       "message size from which ucx uses UCX's rendezvous protocol: auto "    \
       "(inf, always eager, where no RDMA device exists and UCX_RNDV_THRESH " \

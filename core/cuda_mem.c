@@ -15,6 +15,7 @@
 #include "common.h"
 #include "cu_driver.h"
 #include "cuda_mem.h"
+#include "memseg.h"
 #include "log.h"
 
 #if TACL_HAVE_CUDA
@@ -178,6 +179,7 @@ int tacl__cuda_mem_free(void *ptr, tacl_status_t *status_p)
     pthread_mutex_unlock(&cm_lock);
     if (a == NULL)
         return 0;
+    tacl__mem_released_note(ptr, a->size);
     /* Peers' imported handles keep the physical memory until they unmap. */
     pushed = tacl__cu_push(a->device) == 0;
     res = cu->cuMemUnmap(a->base, a->size);

@@ -316,6 +316,7 @@ TACL_EXPORT tacl_status_t tacl_mem_free(void *ptr)
                            "tacl_mem_alloc (or is already freed)", ptr);
     /* Peers that mapped it drop their mapping when they see this. */
     atomic_store(&header_of(seg->base, seg->size)->freed, 1);
+    tacl__mem_released_note(seg->base, seg->data);
     munmap(seg->base, seg->size);
     if (seg->fd >= 0)
         close(seg->fd);
@@ -400,4 +401,23 @@ int tacl__memseg_freed(const void *base, uint64_t size)
 void tacl__memseg_detach(void *base, uint64_t size)
 {
     munmap(base, size);
+}
+
+int tacl__memseg_range(const void *ptr, uint64_t len, uintptr_t *base_p,
+                       uint64_t *bytes_p)
+{
+    const uint8_t *p = ptr;
+    int found = 0;
+
+    pthread_mutex_lock(&memseg_lock);
+    for (const memseg_t *seg = memseg_list; seg && !found; seg = seg->next) {
+        if (p < seg->base || p >= seg->base + seg->data ||
+            len > (uint64_t)(seg->base + seg->data - p))
+            continue;
+        *base_p = (uintptr_t)seg->base;
+        *bytes_p = seg->data;
+        found = 1;
+    }
+    pthread_mutex_unlock(&memseg_lock);
+    return found;
 }

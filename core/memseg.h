@@ -47,4 +47,40 @@ int tacl__memseg_freed(const void *base, uint64_t size);
 /** Unmap a segment mapped by attach. */
 void tacl__memseg_detach(void *base, uint64_t size);
 
+/**
+ * Whether [ptr, ptr + len) lies inside one of this process's segments,
+ * shared or private: the segment's data (its base and bytes) into
+ * *base_p and *bytes_p when it does.
+ */
+int tacl__memseg_range(const void *ptr, uint64_t len, uintptr_t *base_p,
+                       uint64_t *bytes_p);
+
+/*
+ * The release log: every tacl_mem_free, of host or device memory, notes
+ * the range it gives back before the memory goes, so that a transport
+ * caching something about that memory (ofi's registrations) learns it
+ * went, in its own thread, by reading the log.  Reading costs one atomic
+ * load while nothing was freed.
+ */
+typedef struct {
+    uintptr_t base;
+    uint64_t len;
+} tacl__mem_range_t;
+
+#define TACL__MEM_RELEASED_RING 128
+
+/** Note that [base, base + len) is being given back (core's frees). */
+void tacl__mem_released_note(const void *base, uint64_t len);
+
+/** How many ranges were ever noted: a cursor at the present. */
+uint64_t tacl__mem_released_count(void);
+
+/**
+ * The ranges noted since *cursor: up to max into out, their count
+ * returned, *cursor advanced past them; -1 (and *cursor brought to the
+ * present) when some were lost, being older than the ring's last
+ * TACL__MEM_RELEASED_RING: the reader must then forget all it knows.
+ */
+int tacl__mem_released(uint64_t *cursor, tacl__mem_range_t *out, int max);
+
 #endif /* TACL_CORE_MEMSEG_H */

@@ -134,8 +134,9 @@ void tacl__net_describe(const tacl__net_choice_t *choice, char *buf,
             return;
         }
         tacl__ofi_describe_rails(rails, sizeof(rails));
-        snprintf(buf, len, "provider %s, fabric %s, domain %s (%s); %s",
-                 c.provider, c.fabric, c.domain, c.why, rails);
+        snprintf(buf, len, "provider %s, fabric %s, domain %s (%s); %s; "
+                 "%s", c.provider, c.fabric, c.domain, c.why, rails,
+                 c.memory);
         return;
     }
 #endif

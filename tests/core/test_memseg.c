@@ -183,3 +183,40 @@ Test(memseg, another_process_maps_the_segment, .timeout = 30)
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "the child's checks failed");
 }
+
+/* Every free is noted in the release log, in order, range and all; a
+ * reader that fell more than the ring behind is told to forget. */
+Test(memseg, frees_are_noted_in_the_release_log)
+{
+    uint64_t cursor = tacl__mem_released_count(), late = cursor;
+    tacl__mem_range_t r[4];
+    void *a = NULL, *b = NULL;
+    uintptr_t base;
+    uint64_t bytes;
+
+    cr_assert_eq(tacl__mem_released(&cursor, r, 4), 0);
+    cr_assert_eq(tacl_mem_alloc(&a, 5000, TACL_MEM_HOST), TACL_OK);
+    cr_assert_eq(tacl_mem_alloc(&b, 1 << 20, TACL_MEM_HOST), TACL_OK);
+    cr_assert(tacl__memseg_range((char *)a + 100, 4000, &base, &bytes));
+    cr_assert_eq(base, (uintptr_t)a);
+    cr_assert_eq(bytes, 8192, "%llu bytes", (unsigned long long)bytes);
+    cr_assert(!tacl__memseg_range((char *)a + 100, 9000, &base, &bytes));
+    cr_assert_eq(tacl_mem_free(b), TACL_OK);
+    cr_assert_eq(tacl_mem_free(a), TACL_OK);
+    cr_assert(!tacl__memseg_range(a, 1, &base, &bytes));
+    cr_assert_eq(tacl__mem_released(&cursor, r, 1), 1);
+    cr_assert_eq(r[0].base, (uintptr_t)b);
+    cr_assert_eq(r[0].len, 1u << 20);
+    cr_assert_eq(tacl__mem_released(&cursor, r, 4), 1);
+    cr_assert_eq(r[0].base, (uintptr_t)a);
+    cr_assert_eq(tacl__mem_released(&cursor, r, 4), 0);
+
+    for (int i = 0; i < TACL__MEM_RELEASED_RING; ++i) {
+        cr_assert_eq(tacl_mem_alloc(&a, 4096, TACL_MEM_HOST), TACL_OK);
+        cr_assert_eq(tacl_mem_free(a), TACL_OK);
+    }
+    /* late saw none of the ring's last frees plus the two above. */
+    cr_assert_eq(tacl__mem_released(&late, r, 4), -1);
+    cr_assert_eq(late, tacl__mem_released_count());
+    cr_assert_eq(tacl__mem_released(&cursor, r, 4), 4);
+}

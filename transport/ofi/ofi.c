@@ -147,8 +147,7 @@ static tacl_status_t open_cq(tacl__ofi_t *ofi, tacl__ofi_rail_t *rail)
 /* Sizes and modes from rail 0's fi_info; the rails share one provider. */
 static void take_limits(tacl__ofi_t *ofi, const struct fi_info *info)
 {
-    ofi->need_mr = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0 ||
-                   (info->mode & FI_LOCAL_MR) != 0;
+    ofi->need_mr = tacl__ofi_registers(info);
     ofi->tx_size = info->tx_attr->size ? info->tx_attr->size
                                        : TACL_OFI_DEFAULT_SIZE;
     ofi->rx_size = info->rx_attr->size ? info->rx_attr->size
@@ -409,13 +408,14 @@ out_free:
     return status;
 }
 
-/* A device buffer goes to the staging (transport/stage.c), which posts
- * its chunks as host messages through tacl__ofi_post_op. */
+/* A device buffer goes to the provider as it is where it offers FI_HMEM
+ * (registered by ofi_mr.c), else to the staging (transport/stage.c),
+ * which posts its chunks as host messages through tacl__ofi_post_op. */
 static tacl_status_t ofi_post(tacl__ofi_t *ofi, tacl__tl_op_t *op, int recv)
 {
     tacl_status_t status;
 
-    if (op->memtype != TACL_MEM_CUDA || op->len == 0)
+    if (op->memtype != TACL_MEM_CUDA || op->len == 0 || ofi->hmem)
         return tacl__ofi_post_op(ofi, op, recv);
     status = tacl__tl_base_check(&ofi->base, op);
     if (status != TACL_OK)
@@ -614,6 +614,7 @@ static void ofi_close(tacl__tl_t *tl)
     ofi->closing = 1;
     tacl__ofi_fail_pending(ofi, TACL_ERR_INVALID_USAGE);
     tacl__tl_opq_run(&ofi->base.done);
+    tacl__ofi_mr_forget(ofi);
     for (int r = 0; r < TACL_OFI_MAX_RAILS; ++r)
         close_rail(ofi, &ofi->rails[r]);
     tacl__stage_close(ofi->stage);
@@ -645,6 +646,29 @@ static tacl_status_t stripe_setting(tacl__ofi_t *ofi)
         return tacl__error(TACL_ERR_INVALID_ARG, NET, "ofi serves at most "
                            "%d ranks with TACL_NICS set (rails), not %d",
                            1 << 15, ofi->base.nranks);
+    return TACL_OK;
+}
+
+/* The registration and device-memory settings refused when invalid
+ * (the configuration would take the default quietly). */
+static tacl_status_t memory_settings(void)
+{
+    static const struct {
+        int entry;
+        const char *name, *want;
+    } settings[] = {
+        {TACL_CFG_OFI_REGISTER, "TACL_OFI_REGISTER", "auto or always"},
+        {TACL_CFG_OFI_HMEM, "TACL_OFI_HMEM", "auto, on or off"},
+        {TACL_CFG_OFI_MR_CACHE, "TACL_OFI_MR_CACHE",
+         "a count of registrations (0: none kept)"},
+    };
+
+    for (size_t i = 0; i < TACL_ARRAY_SIZE(settings); ++i)
+        if (tacl__config_source(settings[i].entry) == TACL_CFG_SRC_INVALID)
+            return tacl__error(TACL_ERR_INVALID_ARG, NET, "%s='%s' is not "
+                               "%s", settings[i].name,
+                               tacl__config_raw(settings[i].entry),
+                               settings[i].want);
     return TACL_OK;
 }
 
@@ -757,6 +781,7 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
     if (status != TACL_OK)
         return status;
     ofi = (tacl__ofi_t *)base;
+    tacl__ofi_mr_init(ofi);
     ofi->stripe_min = tacl__config_size(TACL_CFG_OFI_STRIPE_MIN);
     ofi->peers = calloc((size_t)params->nranks, sizeof(*ofi->peers));
     if (!ofi->peers) {
@@ -773,7 +798,9 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
         *tl_p = &ofi->base.super;
         return TACL_OK;
     }
-    local = stripe_setting(ofi);
+    local = memory_settings();
+    if (local == TACL_OK)
+        local = stripe_setting(ofi);
     if (local == TACL_OK)
         local = setup_endpoints(ofi, names, &len);
     if (local == TACL_OK)
@@ -783,21 +810,23 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
         status = tacl__ofi_ctrl_start(ofi);
     if (status != TACL_OK)
         goto err_close;
-    ofi->stage = tacl__stage_new(
-        &ofi->base, &ofi_net, tacl__config_size(TACL_CFG_UCX_CUDA_CHUNK),
-        tacl__config_int(TACL_CFG_UCX_CUDA_CHUNKS));
-    if (ofi->stage != NULL) {
+    ofi->hmem = (ofi->choice.ask & TACL_OFI_ASK_HMEM) != 0;
+    if (!ofi->hmem)
+        ofi->stage = tacl__stage_new(
+            &ofi->base, &ofi_net, tacl__config_size(TACL_CFG_UCX_CUDA_CHUNK),
+            tacl__config_int(TACL_CFG_UCX_CUDA_CHUNKS));
+    if (ofi->stage != NULL || ofi->hmem) {
         pthread_once(&ofi_cuda_ops_once, make_cuda_ops);
         ofi->base.super.ops = &ofi_cuda_ops;
     }
     TACL_INFO(NET, "rank %d: ofi ready: provider %s, fabric %s, domain %s "
-              "(%s); queues %llu/%llu, %s registration, %zu-byte names; "
+              "(%s); queues %llu/%llu; %s; %zu-byte names; "
               "%d rail%s, striped from %llu bytes, pieces of %llu at most",
               ofi->base.rank,
               ofi->choice.provider, ofi->choice.fabric, ofi->choice.domain,
               ofi->choice.why, (unsigned long long)ofi->tx_size,
               (unsigned long long)ofi->rx_size,
-              ofi->need_mr ? "with" : "no", len, ofi->nrails,
+              ofi->choice.memory, len, ofi->nrails,
               ofi->nrails > 1 ? "s" : "",
               (unsigned long long)ofi->stripe_min,
               (unsigned long long)ofi->piece_max);

@@ -34,7 +34,8 @@
  *
  * The files call one another one way, each only those listed before it:
  * ofi_load.c (libfabric itself, loaded on first use), ofi_info.c
- * (choosing the provider), ofi_ops.c (requests, posting,
+ * (choosing the provider), ofi_mr.c (registrations), ofi_ops.c
+ * (requests, posting,
  * completions), ofi_peer.c (control messages, liveness), then ofi.c (the
  * ops table: init, progress, wait, close).
  */
@@ -70,6 +71,9 @@
 /** The ofi transport's ops table. */
 extern const tacl__transport_ops_t tacl__tl_ofi_ops;
 
+/** The message of a libfabric error code, for logs (ofi_load.c). */
+const char *tacl__ofi_strerror(ssize_t rc);
+
 /* ---- choosing the provider (ofi_info.c) ---- */
 
 /** What tacl asks of a provider, as fi_getinfo hints say it. */
@@ -95,13 +99,47 @@ extern const tacl__transport_ops_t tacl__tl_ofi_ops;
  */
 #define TACL_OFI_WIRE_PIECE (1ull << 63)
 
+/*
+ * What a query asks of a provider beyond what tacl always needs
+ * (tacl__ofi_asks): FI_MR_LOCAL offered, so that a provider may leave
+ * registration to tacl; FI_HMEM with FI_MR_HMEM, device buffers handed
+ * to the provider as they are (registered by tacl).  tacl offers
+ * FI_MR_LOCAL only after asking without it (TACL_OFI_REGISTER=auto):
+ * EFA then registers what it needs through its own cache, which a
+ * memory monitor keeps true as memory is freed, and which it turns off
+ * when the application takes FI_MR_LOCAL.
+ */
+#define TACL_OFI_ASK_MR_LOCAL 1
+#define TACL_OFI_ASK_HMEM 2
+/* TACL_OFI_REGISTER's and TACL_OFI_HMEM's words (config.c's order). */
+#define TACL_OFI_REGISTER_ALWAYS 1
+#define TACL_OFI_HMEM_ON 1
+#define TACL_OFI_HMEM_OFF 2
+
+/**
+ * The asks to try, in order, into ask (at most 4), their count: with
+ * FI_HMEM first where TACL_OFI_HMEM is not off and a CUDA device is
+ * usable (only with it where on), and within each, without FI_MR_LOCAL
+ * first unless TACL_OFI_REGISTER=always.
+ */
+int tacl__ofi_asks(int ask[4]);
+
 /** The provider chosen, and why, in words (also for tacl-info). */
 typedef struct {
     char provider[64];         /* fi_info's prov_name, e.g. tcp;ofi_rxm */
     char fabric[64];
     char domain[64];
     char why[256];
+    char memory[192];          /* who registers; how device memory goes */
+    int ask;                   /* the TACL_OFI_ASK_* it answered */
 } tacl__ofi_choice_t;
+
+/**
+ * Whether tacl registers the buffers it hands the provider of info: it
+ * wants local buffers registered (FI_MR_LOCAL), or
+ * TACL_OFI_REGISTER=always.
+ */
+int tacl__ofi_registers(const struct fi_info *info);
 
 /**
  * Choose the provider by TACL_OFI_PROVIDER (auto: efa when present, else
@@ -161,6 +199,51 @@ int tacl__ofi_provider_present(const char *name);
  */
 const char *tacl__ofi_missing(const struct fi_info *list);
 
+/* ---- registrations (ofi_mr.c) ---- */
+
+typedef struct tacl__ofi_mr_entry tacl__ofi_mr_entry_t;
+typedef struct tacl__ofi_req tacl__ofi_req_t;
+typedef struct tacl__ofi tacl__ofi_t;
+
+/** What the registration cache did, for tests and the log at close. */
+typedef struct {
+    uint64_t regs;             /* registrations made for the cache */
+    uint64_t hits;             /* uses that found one made */
+    uint64_t per_msg;          /* buffers registered for one message */
+    uint64_t released;         /* dropped: tacl_mem_free gave it back */
+    uint64_t stale;            /* dropped: another device allocation */
+    uint64_t evicted;          /* dropped for room */
+} tacl__ofi_mr_stats_t;
+
+typedef struct {
+    tacl__ofi_mr_entry_t *head;    /* cached */
+    tacl__ofi_mr_entry_t *dropped; /* gone, still used by a request */
+    uint32_t count, max;       /* max: TACL_OFI_MR_CACHE */
+    uint64_t cursor;           /* in core's release log (memseg.h) */
+    uint64_t tick;
+    uint64_t keys;             /* the last key asked for */
+    tacl__ofi_mr_stats_t stats;
+} tacl__ofi_mr_cache_t;
+
+/** An instance's empty cache; at init, before any registration. */
+void tacl__ofi_mr_init(tacl__ofi_t *ofi);
+/**
+ * Register req's buffer (kind, rail, buf and len set) where tacl must:
+ * the provider wants local buffers registered, or device_mem (device
+ * memory handed to an FI_HMEM provider).  Cached where the memory is
+ * a tacl_mem_alloc segment or a device allocation, else registered for
+ * this request.  A registration that fails is decided and logged.
+ */
+tacl_status_t tacl__ofi_mr_get(tacl__ofi_t *ofi, tacl__ofi_req_t *req,
+                               int device_mem);
+/** The descriptor to post req's buffer with (NULL: none needed). */
+void *tacl__ofi_mr_desc(const tacl__ofi_req_t *req);
+/** req is done with its registration (kept if cached). */
+void tacl__ofi_mr_put(tacl__ofi_t *ofi, tacl__ofi_req_t *req);
+/** Close every registration, with a line of what the cache did; before
+ * the domains close. */
+void tacl__ofi_mr_forget(tacl__ofi_t *ofi);
+
 /* ---- requests, posting and completions (ofi_ops.c) ---- */
 
 /* What a request is for. */
@@ -201,7 +284,8 @@ struct tacl__ofi_req {
     tacl__ofi_req_t *prev;     /* on the pending list or a backlog */
     tacl__ofi_req_t *next;
     tacl__tl_op_t *op;         /* SEND, RECV: the operation */
-    struct fid_mr *mr;         /* its registration, where one is needed */
+    struct fid_mr *mr;         /* its own registration, or */
+    tacl__ofi_mr_entry_t *mr_entry; /* a cached one it holds */
     tacl__ofi_ctrl_fn_t ctrl_done; /* CTRL_*: its completion */
     void *buf;                 /* what the provider reads or writes */
     uint64_t len;
@@ -271,7 +355,9 @@ struct tacl__ofi {
     uint64_t stripe_min;       /* TACL_OFI_STRIPE_MIN */
     uint64_t piece_max;        /* longest message or piece sent at once */
     uint64_t data_max;         /* lengths completion data can carry, or 0 */
-    int need_mr;               /* FI_MR_LOCAL: register every buffer */
+    int need_mr;               /* tacl registers every buffer */
+    int hmem;                  /* device buffers go as they are */
+    tacl__ofi_mr_cache_t mrs;  /* registrations kept (ofi_mr.c) */
     uint64_t tx_size, rx_size; /* the provider's queue sizes */
     uint64_t max_msg;
     uint64_t ntx, nrx;         /* requests of each side it holds */
@@ -306,8 +392,6 @@ void tacl__ofi_req_put(tacl__ofi_t *ofi, tacl__ofi_req_t *req);
 void tacl__ofi_reqq_push(tacl__ofi_reqq_t *q, tacl__ofi_req_t *req);
 void tacl__ofi_reqq_remove(tacl__ofi_reqq_t *q, tacl__ofi_req_t *req);
 
-/** The message of a libfabric error code, for logs. */
-const char *tacl__ofi_strerror(ssize_t rc);
 
 /**
  * Post req (its kind, peer, buf and len set) now, or put it on the

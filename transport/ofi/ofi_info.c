@@ -29,6 +29,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "cu_driver.h"
 #include "log.h"
 #include "ofi.h"
 
@@ -84,20 +85,23 @@ static void provider_defaults(void)
         setenv("FI_TCP_PREFETCH_RBUF_SIZE", "0", 0);
 }
 
-/* Hints that say what tacl needs, for provider name (NULL: any). */
-static struct fi_info *make_hints(const char *name)
+/* What a query asks for beyond what tacl always needs (TACL_OFI_ASK_*
+ * in ofi.h). */
+static struct fi_info *make_hints(const char *name, int ask)
 {
     struct fi_info *hints = fi_allocinfo();
 
     if (hints == NULL)
         return NULL;
-    hints->caps = TACL_OFI_CAPS;
+    hints->caps = TACL_OFI_CAPS | ((ask & TACL_OFI_ASK_HMEM) ? FI_HMEM : 0);
     hints->mode = FI_CONTEXT;
     hints->ep_attr->type = FI_EP_RDM;
     hints->tx_attr->msg_order = TACL_OFI_ORDER;
     hints->rx_attr->msg_order = TACL_OFI_ORDER;
-    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-                                  FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    hints->domain_attr->mr_mode =
+        FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+        ((ask & TACL_OFI_ASK_MR_LOCAL) ? FI_MR_LOCAL : 0) |
+        ((ask & TACL_OFI_ASK_HMEM) ? FI_MR_HMEM : 0);
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     if (name != NULL) {
         hints->fabric_attr->prov_name = strdup(name);
@@ -107,6 +111,46 @@ static struct fi_info *make_hints(const char *name)
         }
     }
     return hints;
+}
+
+/*
+ * Whether to ask for FI_HMEM: TACL_OFI_HMEM is not off and a CUDA device
+ * is usable here.
+ */
+static int hmem_wanted(void)
+{
+#if TACL_HAVE_CUDA
+    const tacl__cu_t *cu;
+    int n = 0;
+
+    if (tacl__config_word(TACL_CFG_OFI_HMEM) == TACL_OFI_HMEM_OFF)
+        return 0;
+    cu = tacl__cu();
+    return cu != NULL && cu->cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0;
+#else
+    return 0;
+#endif
+}
+
+int tacl__ofi_asks(int ask[4])
+{
+    int always = tacl__config_word(TACL_CFG_OFI_REGISTER) ==
+                 TACL_OFI_REGISTER_ALWAYS;
+    int hmem = hmem_wanted(), n = 0;
+
+    /* Device memory straight to the NIC first, then staged; within
+     * each, the provider's registrations (its cache) before tacl's. */
+    for (int h = hmem ? 0 : 1; h < 2; ++h) {
+        int base = h == 0 ? TACL_OFI_ASK_HMEM : 0;
+
+        if (h == 1 && tacl__config_word(TACL_CFG_OFI_HMEM) ==
+                          TACL_OFI_HMEM_ON)
+            break;
+        if (!always)
+            ask[n++] = base;
+        ask[n++] = base | TACL_OFI_ASK_MR_LOCAL;
+    }
+    return n;
 }
 
 /* Whether prov_name ("tcp;ofi_rxm") names provider name ("tcp"). */
@@ -138,32 +182,48 @@ uint64_t tacl__ofi_rxm_eager(const char *prov_name)
 
 /*
  * fi_getinfo for provider name with what tacl needs, the first entry
- * whose domain is domain (NULL: any); NULL if none.
+ * whose domain is domain (NULL: any), asked as ask[0..nask) say in turn,
+ * the first answer kept and its ask into *ask_p; NULL if none.
  */
-static struct fi_info *query_domain(const char *name, const char *domain)
+static struct fi_info *query_domain(const char *name, const char *domain,
+                                    const int *ask, int nask, int *ask_p)
 {
-    struct fi_info *hints, *info = NULL, *keep = NULL;
+    struct fi_info *keep = NULL;
 
     provider_defaults();
-    hints = make_hints(name);
-    if (hints == NULL)
-        return NULL;
-    if (fi_getinfo(TACL_OFI_VERSION, NULL, NULL, 0, hints, &info) != 0)
-        info = NULL;
-    fi_freeinfo(hints);
-    /* libfabric matches prov_name loosely; keep the provider asked for. */
-    for (struct fi_info *i = info; i != NULL && keep == NULL; i = i->next)
-        if (names(i->fabric_attr->prov_name, name) &&
-            (domain == NULL || (i->domain_attr->name != NULL &&
-                                strcmp(i->domain_attr->name, domain) == 0)))
-            keep = fi_dupinfo(i);
-    fi_freeinfo(info);
+    for (int a = 0; a < nask && keep == NULL; ++a) {
+        struct fi_info *hints = make_hints(name, ask[a]), *info = NULL;
+        /* FI_HMEM and fi_mr_attr's iface came with API 1.10. */
+        uint32_t version = (ask[a] & TACL_OFI_ASK_HMEM) ? FI_VERSION(1, 10)
+                                                       : TACL_OFI_VERSION;
+
+        if (hints == NULL)
+            return NULL;
+        if (fi_getinfo(version, NULL, NULL, 0, hints, &info) != 0)
+            info = NULL;
+        fi_freeinfo(hints);
+        /* libfabric matches prov_name loosely; keep the one asked for. */
+        for (struct fi_info *i = info; i != NULL && keep == NULL;
+             i = i->next)
+            if (names(i->fabric_attr->prov_name, name) &&
+                (domain == NULL ||
+                 (i->domain_attr->name != NULL &&
+                  strcmp(i->domain_attr->name, domain) == 0))) {
+                keep = fi_dupinfo(i);
+                if (ask_p != NULL)
+                    *ask_p = ask[a];
+            }
+        fi_freeinfo(info);
+    }
     return keep;
 }
 
+/* Whether provider name serves tacl at all, device memory aside. */
 static struct fi_info *query(const char *name)
 {
-    return query_domain(name, NULL);
+    static const int plain[] = {0, TACL_OFI_ASK_MR_LOCAL};
+
+    return query_domain(name, NULL, plain, 2, NULL);
 }
 
 int tacl__ofi_provider_present(const char *name)
@@ -234,8 +294,31 @@ static tacl_status_t refuse(const char *name)
                        "support (see fi_info -v)");
 }
 
-static void describe(const struct fi_info *info, tacl__ofi_choice_t *c)
+int tacl__ofi_registers(const struct fi_info *info)
 {
+    return (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0 ||
+           (info->mode & FI_LOCAL_MR) != 0 ||
+           tacl__config_word(TACL_CFG_OFI_REGISTER) ==
+               TACL_OFI_REGISTER_ALWAYS;
+}
+
+static void describe(const struct fi_info *info, int ask,
+                     tacl__ofi_choice_t *c)
+{
+    int cache = tacl__config_int(TACL_CFG_OFI_MR_CACHE);
+
+    c->ask = ask;
+    snprintf(c->memory, sizeof(c->memory), "%s; device memory %s",
+             !tacl__ofi_registers(info)
+                 ? "the provider registers buffers (its cache)"
+             : cache > 0
+                 ? "tacl registers buffers: tacl_mem_alloc and device "
+                   "memory cached, others per message"
+                 : "tacl registers each buffer per message",
+             (ask & TACL_OFI_ASK_HMEM) ? "straight to the NIC (FI_HMEM)"
+                                       : "staged through pinned host "
+                                         "chunks");
+
     snprintf(c->provider, sizeof(c->provider), "%s",
              info->fabric_attr->prov_name);
     snprintf(c->fabric, sizeof(c->fabric), "%s",
@@ -251,6 +334,7 @@ tacl_status_t tacl__ofi_choose_rail(const char *iface,
     const char *want = tacl__config_str(TACL_CFG_OFI_PROVIDER);
     tacl__ofi_choice_t c;
     struct fi_info *info = NULL;
+    int asks[4], nask = tacl__ofi_asks(asks), ask = 0;
 
     memset(&c, 0, sizeof(c));
     if (strcasecmp(want, "auto") == 0) {
@@ -268,7 +352,21 @@ tacl_status_t tacl__ofi_choose_rail(const char *iface,
     } else {
         snprintf(c.why, sizeof(c.why), "TACL_OFI_PROVIDER=%s", want);
     }
-    info = query_domain(want, iface);
+    info = query_domain(want, iface, asks, nask, &ask);
+    if (info == NULL && tacl__config_word(TACL_CFG_OFI_HMEM) ==
+                            TACL_OFI_HMEM_ON) {
+        if (!hmem_wanted())
+            return tacl__error(TACL_ERR_UNSUPPORTED, NET, "TACL_OFI_HMEM="
+                               "on, but no CUDA device is usable here (%s)",
+                               tacl__cu_why()[0] ? tacl__cu_why()
+                                                 : "no device");
+        if (tacl__ofi_provider_present(want))
+            return tacl__error(TACL_ERR_UNSUPPORTED, NET, "TACL_OFI_HMEM="
+                               "on, but libfabric provider %s does not "
+                               "offer FI_HMEM (device memory) with what "
+                               "tacl needs; set TACL_OFI_HMEM=auto to "
+                               "stage device memory", want);
+    }
     if (info == NULL && iface != NULL && tacl__ofi_provider_present(want))
         return tacl__error(TACL_ERR_INVALID_ARG, NET, "TACL_NICS names "
                            "rail '%s', but libfabric provider %s has no "
@@ -281,7 +379,7 @@ tacl_status_t tacl__ofi_choose_rail(const char *iface,
                                : "");
     if (info == NULL)
         return refuse(want);
-    describe(info, &c);
+    describe(info, ask, &c);
     if (info_p != NULL)
         *info_p = info;
     else

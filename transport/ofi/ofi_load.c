@@ -87,3 +87,8 @@ const char *tacl__fi_strerror(int errnum)
 {
     return api_ready() ? api.strerror(errnum) : "libfabric is not loaded";
 }
+
+const char *tacl__ofi_strerror(ssize_t rc)
+{
+    return fi_strerror((int)(rc < 0 ? -rc : rc));
+}

@@ -7,10 +7,9 @@
  * A send goes out as fi_tsend with the sender's rank folded into the tag
  * (tl_base.h's wire tags); a receive as fi_trecv from any address with
  * the expected sender's tag and no ignored bits, so the provider's
- * matching gives (source, tag) order with FI_ORDER_SAS.  Where the
- * provider wants local buffers registered (FI_MR_LOCAL: EFA does, tcp
- * does not) each buffer is registered for the time its request is
- * posted.
+ * matching gives (source, tag) order with FI_ORDER_SAS.  Where tacl
+ * registers buffers (ofi_mr.c), a request holds its registration from
+ * posting until it is put back.
  *
  * Pieces: a message goes as k pieces (tacl__ofi_piece) when it is
  * longer than the provider takes at once (piece_max: its max_msg_size,
@@ -90,9 +89,7 @@ tacl__ofi_req_t *tacl__ofi_req_get(tacl__ofi_t *ofi)
 
 void tacl__ofi_req_put(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 {
-    if (req->mr != NULL)
-        fi_close(&req->mr->fid);
-    req->mr = NULL;
+    tacl__ofi_mr_put(ofi, req);
     req->next = ofi->free_reqs;
     ofi->free_reqs = req;
 }
@@ -121,11 +118,6 @@ void tacl__ofi_reqq_remove(tacl__ofi_reqq_t *q, tacl__ofi_req_t *req)
         q->tail = req->prev;
     req->prev = req->next = NULL;
     --q->count;
-}
-
-const char *tacl__ofi_strerror(ssize_t rc)
-{
-    return fi_strerror((int)(rc < 0 ? -rc : rc));
 }
 
 static int is_send(const tacl__ofi_req_t *req)
@@ -175,7 +167,7 @@ static ssize_t issue_peek(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 static ssize_t issue(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 {
     const tacl__ofi_rail_t *rail = &ofi->rails[req->rail];
-    void *desc = req->mr ? fi_mr_desc(req->mr) : NULL;
+    void *desc = tacl__ofi_mr_desc(req);
     fi_addr_t to = req->peer >= 0 ? rail->addrs[req->peer] : 0;
     uint64_t piece = (req->flags & TACL_OFI_REQ_F_PIECE) ? TACL_OFI_WIRE_PIECE
                                                          : 0;
@@ -219,28 +211,6 @@ static void now_pending(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
         ++ofi->nrx;
 }
 
-/* Register req's buffer where the provider needs it. */
-static tacl_status_t register_buf(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
-{
-    int rc;
-
-    if (!ofi->need_mr || req->mr != NULL || req->kind == TACL_OFI_REQ_PEEK)
-        return TACL_OK;
-    rc = fi_mr_reg(ofi->rails[req->rail].domain, req->buf, req->len,
-                   is_send(req) ? FI_SEND : FI_RECV, 0, 0, 0, &req->mr,
-                   NULL);
-    if (rc != 0) {
-        req->mr = NULL;
-        return tacl__error(rc == -FI_ENOMEM ? TACL_ERR_NO_MEMORY
-                                            : TACL_ERR_SYSTEM,
-                           NET, "rank %d cannot register %llu bytes for a "
-                           "%s rank %d: %s", ofi->base.rank,
-                           (unsigned long long)req->len, req_what(req),
-                           req->peer, tacl__ofi_strerror(rc));
-    }
-    return TACL_OK;
-}
-
 tacl_status_t tacl__ofi_post(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 {
     int send = is_send(req);
@@ -252,7 +222,11 @@ tacl_status_t tacl__ofi_post(tacl__ofi_t *ofi, tacl__ofi_req_t *req)
 
     if (req->len == 0)
         req->buf = empty_buf;
-    status = register_buf(ofi, req);
+    status = req->kind == TACL_OFI_REQ_PEEK
+                 ? TACL_OK
+                 : tacl__ofi_mr_get(ofi, req,
+                                    req->op != NULL &&
+                                        req->op->memtype == TACL_MEM_CUDA);
     if (status != TACL_OK)
         return status;
     if (backlog->head != NULL || held >= room) {
