@@ -29,6 +29,7 @@ typedef struct {
     int nranks;
     double bw_gbs;             /* measured by the bandwidth case */
     _Atomic int midway;        /* a rank died with part of a message in */
+    char skip[256];            /* a rank found the case cannot run: why */
     uint8_t xchg[XCHG_BYTES];
 } shared_t;
 

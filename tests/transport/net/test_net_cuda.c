@@ -14,12 +14,17 @@
  * With one, every case must pass: messages of one byte to many chunks in
  * both directions at once, more chunks than the pool holds, receives
  * posted in the reverse order of the sends, a device send to a host
- * receive (one chunk), all compared byte for byte.
+ * receive (one chunk), all compared byte for byte.  ofi runs the same
+ * messages once more with device buffers handed to the provider as they
+ * are (FI_HMEM), where its provider offers that.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <cuda_runtime_api.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +54,8 @@ static void skip_without_device(void)
 static void stage_env(void)
 {
     NET_ENV();
+    /* Staged, even where the provider could take device memory. */
+    setenv("TACL_OFI_HMEM", "off", 1);
     setenv("TACL_UCX_CUDA_CHUNK", "64K", 1);
     setenv("TACL_UCX_CUDA_CHUNKS", "4", 1);
 }
@@ -113,14 +120,12 @@ static void *dev_buf(uint64_t len)
  * in reverse order, device to device; then rank 0 sends one chunk from
  * the device to a host buffer of rank 1.
  */
-static void dev_rank(shared_t *sh, int rank)
+static void dev_messages(shared_t *sh, int rank, tacl__tl_t *tl)
 {
     tacl__tl_op_t sends[NDEV] = {{0}}, recvs[NDEV] = {{0}};
     tacl__tl_op_t mixed = {0};
     uint8_t *host = NULL;
     int peer = 1 - rank;
-    xctx_t x;
-    tacl__tl_t *tl = rank_init(sh, rank, &x);
     tacl_status_t st;
 
     CHECK(tl->ops->caps & TACL__TL_CAP_CUDA, "no CUDA capability");
@@ -199,6 +204,15 @@ static void dev_rank(shared_t *sh, int rank)
         cudaFree(mixed.buf);
     free(host);
     CHECK(barrier(sh) == 0, "barrier");
+}
+
+static void dev_rank(shared_t *sh, int rank)
+{
+    xctx_t x;
+
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+
+    dev_messages(sh, rank, tl);
     tacl__tl_close(tl);
 }
 
@@ -208,5 +222,47 @@ Test(SUITE, device_messages_both_ways)
     stage_env();
     run_ranks(2, dev_rank, NULL, NULL);
 }
+
+#ifdef NET_OFI
+/*
+ * The same messages with TACL_OFI_HMEM=on: device buffers handed to the
+ * provider as they are, registered by tacl (ofi_mr.c), nothing staged.
+ * A provider without FI_HMEM refuses at init, alike on both ranks: the
+ * case then skips, naming it.
+ */
+static void hmem_rank(shared_t *sh, int rank)
+{
+    xctx_t x;
+    tacl__tl_t *tl = NULL;
+    tacl_status_t st = rank_try_init(sh, rank, &x, &tl);
+
+    if (st == TACL_ERR_UNSUPPORTED &&
+        strstr(tacl__last_error(), "FI_HMEM") != NULL) {
+        if (rank == 0)
+            snprintf(sh->skip, sizeof(sh->skip), "%s", tacl__last_error());
+        return;
+    }
+    CHECK(st == TACL_OK, "init: %s", tacl__last_error());
+    CHECK(((tacl__ofi_t *)tl)->hmem && ((tacl__ofi_t *)tl)->stage == NULL,
+          "TACL_OFI_HMEM=on, yet device memory is staged");
+    dev_messages(sh, rank, tl);
+    CHECK(((tacl__ofi_t *)tl)->mrs.stats.regs > 0, "no device memory "
+          "was registered");
+    tacl__tl_close(tl);
+}
+
+Test(SUITE, device_messages_straight_to_the_provider)
+{
+    shared_t *sh = NULL;
+
+    skip_without_device();
+    NET_ENV();
+    setenv("TACL_OFI_HMEM", "on", 1);
+    run_ranks(2, hmem_rank, NULL, &sh);
+    if (sh->skip[0] != '\0')
+        cr_skip_test("%s", sh->skip);
+    munmap(sh, sizeof(*sh));
+}
+#endif
 
 TT_CUDA_TEST_MAIN()

@@ -264,3 +264,33 @@ Test(ofi_mr, bad_hmem_refused)
     run_ranks(2, refused_rank, NULL, NULL);
     unsetenv("TACL_OFI_HMEM");
 }
+
+/* The queries' order: without FI_MR_LOCAL first unless tacl must
+ * register everything; with TACL_OFI_HMEM=on and no device, none, and
+ * the choice says why. */
+Test(ofi_mr, queries_in_order_and_hmem_refused_without_device)
+{
+    int ask[4], n;
+    tacl__ofi_choice_t c;
+
+    mr_env(NULL, "256");
+    n = tacl__ofi_asks(ask);
+    if (n > 0 && (ask[0] & TACL_OFI_ASK_HMEM))
+        cr_skip_test("a CUDA device is usable here");
+    cr_assert_eq(n, 2);
+    cr_assert_eq(ask[0], 0);
+    cr_assert_eq(ask[1], TACL_OFI_ASK_MR_LOCAL);
+    mr_env("always", "256");
+    n = tacl__ofi_asks(ask);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(ask[0], TACL_OFI_ASK_MR_LOCAL);
+
+    setenv("TACL_OFI_HMEM", "on", 1);
+    tacl__config_reload();
+    cr_assert_eq(tacl__ofi_asks(ask), 0);
+    cr_assert_eq(tacl__ofi_choose(NULL, &c), TACL_ERR_UNSUPPORTED);
+    cr_assert(strstr(tacl__last_error(), "TACL_OFI_HMEM=on, but no CUDA "
+                     "device is usable here") != NULL, "%s",
+              tacl__last_error());
+    unsetenv("TACL_OFI_HMEM");
+}
