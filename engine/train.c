@@ -126,6 +126,9 @@ static void usage(FILE *f)
         "and print\n"
         "                   the plan\n"
         "  --profile-steps N  steps profiled before planning (3)\n"
+        "  --warmup-steps N  steps 1..N uncompressed, counted from the "
+        "job's start\n"
+        "                   (as 1-bit Adam's freeze_step; 0)\n"
         "  --no-error-feedback  drop the residuals (to show what they "
         "are for)\n"
         "  --quiet          print only the summary\n", DEFAULT_DATA);
@@ -226,7 +229,7 @@ enum {
     OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART,
     OPT_SNAP_PARTS,
     OPT_SNAP_PACE, OPT_SNAP_ALT, OPT_SNAP_KEEP, OPT_TIMELINE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
-    OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_VOCAB,
+    OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_WARMUP, OPT_VOCAB,
     OPT_EMBED_DIM, OPT_SPARSE_SCHEME
 };
 
@@ -271,6 +274,7 @@ static const struct option long_opts[] = {
     {"plan", required_argument, NULL, OPT_PLAN},
     {"profile-steps", required_argument, NULL, OPT_PROFILE_STEPS},
     {"no-error-feedback", no_argument, NULL, OPT_NO_EF},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP},
     {"vocab", required_argument, NULL, OPT_VOCAB},
     {"embed-dim", required_argument, NULL, OPT_EMBED_DIM},
     {"sparse-scheme", required_argument, NULL, OPT_SPARSE_SCHEME},
@@ -291,6 +295,7 @@ typedef struct {
     const char *compress, *plan;  /* codec and plan names, or NULL */
     double density;               /* 0: the default */
     int bits, profile_steps, no_ef;
+    int warmup;                   /* --warmup-steps */
     gcomp_codec_t codec;
     engine_plan_kind_t plan_kind;
     const char *vocab, *embed_dim, *scheme; /* word options, or NULL */
@@ -359,9 +364,10 @@ static int check_compress(args_t *a)
 
     if (a->compress == NULL) {
         if (a->plan != NULL || a->density > 0.0 || a->bits != 0 ||
-            a->no_ef) {
-            fprintf(stderr, "train: --plan, --density, --bits and "
-                    "--no-error-feedback need --compress CODEC\n");
+            a->no_ef || a->warmup > 0) {
+            fprintf(stderr, "train: --plan, --density, --bits, "
+                    "--warmup-steps and --no-error-feedback need "
+                    "--compress CODEC\n");
             return 1;
         }
         return 0;
@@ -482,6 +488,7 @@ static int parse_args(int argc, char **argv, args_t *a)
         case OPT_PLAN: a->plan = optarg; break;
         case OPT_PROFILE_STEPS: ip = &a->profile_steps; break;
         case OPT_NO_EF: a->no_ef = 1; break;
+        case OPT_WARMUP: ip = &a->warmup; break;
         case OPT_VOCAB: a->vocab = optarg; break;
         case OPT_EMBED_DIM: a->embed_dim = optarg; break;
         case OPT_SPARSE_SCHEME: a->scheme = optarg; break;
@@ -572,7 +579,7 @@ int main(int argc, char **argv)
     engine_t *e = NULL;
     engine_snap_t *snap = NULL;
     engine_step_t s;
-    uint64_t first = 0, target;
+    uint64_t first = 0, target, plan_at;
     uint8_t *text;
     size_t len, psi;
     uint64_t bp, bg, bos;
@@ -678,25 +685,27 @@ int main(int argc, char **argv)
     /* A resumed job runs on to step --steps; otherwise --steps more. */
     first = engine_step_index(e);
     target = a.resume ? (uint64_t)a.steps : first + (uint64_t)a.steps;
-    if (a.compress != NULL && a.plan_kind == ENGINE_PLAN_NONE &&
-        engine_plan_layerwise(e, &a.codec) != TACL_OK) {
-        fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
-        goto out_engine;
-    }
+    /* Compression starts at step plan_at: after fusion's and full's
+     * profiled steps, and not before --warmup-steps (counted from the
+     * job's start, so a resumed job past them compresses at once). */
+    plan_at = first + (a.plan_kind == ENGINE_PLAN_NONE
+                           ? 0
+                           : (uint64_t)a.profile_steps);
+    plan_at = plan_at > (uint64_t)a.warmup ? plan_at : (uint64_t)a.warmup;
     if (rank == 0 && a.compress != NULL && !a.quiet) {
-        printf("compress %s plan %s error-feedback %s density %g bits %d\n",
-               a.compress, engine_plan_name(a.plan_kind),
+        printf("compress %s plan %s error-feedback %s density %g bits %d "
+               "warmup %d\n", a.compress, engine_plan_name(a.plan_kind),
                a.codec.error_feedback ? "on" : "off",
-               a.codec.params.density, a.codec.params.bits);
+               a.codec.params.density, a.codec.params.bits, a.warmup);
         fflush(stdout);
     }
-    if (rank == 0 && a.compress != NULL &&
-        a.plan_kind != ENGINE_PLAN_NONE &&
-        first + (uint64_t)a.profile_steps >= target)
-        fprintf(stderr, "train: warning: --plan %s profiles %d steps and "
-                "no step is left after them: nothing is compressed (give "
-                "more --steps)\n", engine_plan_name(a.plan_kind),
-                a.profile_steps);
+    if (rank == 0 && a.compress != NULL && plan_at >= target)
+        fprintf(stderr, "train: warning: compression would start after "
+                "step %llu (--plan %s profiles %d steps, --warmup-steps "
+                "%d): nothing is compressed (give more --steps)\n",
+                (unsigned long long)plan_at, engine_plan_name(a.plan_kind),
+                a.plan_kind == ENGINE_PLAN_NONE ? 0 : a.profile_steps,
+                a.warmup);
     if (a.alternate > 0) {
         alt_t[0] = calloc(target - first + 1, sizeof(double));
         alt_t[1] = calloc(target - first + 1, sizeof(double));
@@ -706,9 +715,15 @@ int main(int argc, char **argv)
         }
     }
     for (uint64_t i = first; i < target; i++) {
-        /* fusion and full: plan from the first profiled steps. */
+        /* none: every layer alone; fusion and full: plan from the
+         * profiled steps. */
+        if (a.compress != NULL && a.plan_kind == ENGINE_PLAN_NONE &&
+            i == plan_at && engine_plan_layerwise(e, &a.codec) != TACL_OK) {
+            fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
+            goto out_engine;
+        }
         if (a.compress != NULL && a.plan_kind != ENGINE_PLAN_NONE &&
-            i == first + (uint64_t)a.profile_steps &&
+            i == plan_at &&
             engine_plan_profiled(e, comm, &a.codec, a.plan_kind, !a.quiet,
                                  err, sizeof(err)) != TACL_OK) {
             fprintf(stderr, "train: rank %d: --plan %s: %s\n", rank,

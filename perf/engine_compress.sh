@@ -17,7 +17,9 @@
 # Usage: perf/engine_compress.sh BUILD_DIR [OUT_DIR]
 # Environment: STEPS (200; STEPS=20 is a smoke test), INTER_RATE (1gbit),
 # STRATEGIES ("ZeRO-3 MiCS"), CODECS ("topk int8"), PLANS ("none fusion
-# full"), DENSITY (0.01), SKIP (4), MODEL (the engine's shape options).
+# full"), DENSITY (0.01), WARMUP (0: steps uncompressed first, the
+# engine's --warmup-steps), EXTRA (more options for the compressed runs,
+# such as --freeze-variance), SKIP (4), MODEL (the engine's shape options).
 # Needs root and namespaces (tacl-cluster --check); exit 77 without.
 
 set -u
@@ -32,6 +34,9 @@ STRATEGIES=${STRATEGIES:-ZeRO-3 MiCS}
 CODECS=${CODECS:-topk int8}
 PLANS=${PLANS:-none fusion full}
 DENSITY=${DENSITY:-0.01}
+WARMUP=${WARMUP:-0}
+EXTRA=${EXTRA:-}
+export EXTRA
 SKIP=${SKIP:-4}
 MODEL=${MODEL:---ctx 8 --emb 32 --hidden 1024 --blocks 4 --batch 64}
 
@@ -54,13 +59,14 @@ echo "engine_compress: ${#runs[@]} runs of $STEPS steps, 2x2 at" \
 # shellcheck disable=SC2016
 "$CLUSTER" --nodes 2 --ranks-per-node 2 --inter-rate "$INTER_RATE" \
     --timeout 20000 -- sh -c '
-    dir=$1 density=$2; shift 2
+    dir=$1 density=$2 warmup=$3; shift 3
     while read -r st codec plan; do
         flags="--strategy $st"
         [ "$codec" = none ] ||
-            flags="$flags --compress $codec --plan $plan --density $density"
+            flags="$flags --compress $codec --plan $plan --density $density \
+                --warmup-steps $warmup $EXTRA"
         "$@" $flags > "$dir/$st.$codec.$plan.$TACL_RANK" 2>&1 || exit 1
-    done < "$dir/runs"' sh "$work" "$DENSITY" "$TRAIN" $MODEL \
+    done < "$dir/runs"' sh "$work" "$DENSITY" "$WARMUP" "$TRAIN" $MODEL \
     --steps "$STEPS" > "$work/job.log" 2>&1 ||
     { echo "engine_compress: the job failed:" >&2; tail -20 "$work/job.log" >&2; }
 for r in "${runs[@]}"; do
@@ -84,7 +90,7 @@ stats() {
 }
 {
     echo "2 nodes x 2 ranks, inter-node $INTER_RATE, $STEPS steps," \
-        "top-k density $DENSITY (error feedback on)"
+        "top-k density $DENSITY (error feedback on), $WARMUP steps uncompressed first"
     echo
     echo "| strategy | codec | plan | loss@$STEPS | ratio | mean last 10 | ratio | tokens/s | ratio |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"

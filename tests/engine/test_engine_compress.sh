@@ -12,7 +12,8 @@
 #      step than uncompressed; fusion and full print their plan, and
 #      full's predicted step is never slower than uncompressed;
 #   3. error feedback is used: top-k with and without it agree for two
-#      steps and differ later;
+#      steps and differ later; with --warmup-steps 5 the first six
+#      losses are the uncompressed run's, later ones differ;
 #   4. bad input: unknown codec, bad density and bits, --plan without
 #      --compress, an unknown plan, strategies that do not reduce-scatter
 #      their gradients, and --qgz with --compress, each named.
@@ -134,6 +135,29 @@ for st in ZeRO-3 MiCS; do
     fi
 done
 
+# Warm-up (--warmup-steps, 1-bit Adam's freeze_step): steps 1-5 run
+# uncompressed, so the losses of steps 1-6 are the uncompressed run's
+# to the last printed digit (step 6's compressed reduction first shows
+# in step 7's loss), and later ones are not.
+for st in ZeRO-3 MiCS; do
+    name="$st topk --warmup-steps 5"
+    log=$TMP/$st.topk.warm.log
+    run4 "$log" --strategy "$st" --compress topk --warmup-steps 5
+    ran "$name" $? "$log" || continue
+    losses_of "$log" > "$log.loss"
+    checks=$((checks + 1))
+    if paste "$TMP/$st.ref.log.loss" "$log.loss" | awk '
+        NR <= 6 && $1 != $2 { bad = 1 }
+        NR > 6 && $1 != $2 { differ++ }
+        END { exit (bad || NR != 20 || differ == 0) }'; then
+        ok "$name: steps 1-6 as uncompressed, later ones compressed"
+    else
+        fail "$name: against uncompressed, losses:"
+        paste "$TMP/$st.ref.log.loss" "$log.loss" | head -8
+    fi
+    expect_grep "$name: says so" "warmup 5$" "$log"
+done
+
 echo "=== bad input"
 bad "unknown codec" 2 "no codec called 'zip'" "$TRAIN" --compress zip
 bad "density 0" 2 "\-\-density wants a share in (0, 1]" "$TRAIN" \
@@ -144,6 +168,8 @@ bad "int8 with 4 bits" 2 "int8 quantizes to 8 bits" "$TRAIN" \
     --compress int8 --bits 4
 bad "--plan without --compress" 2 "need --compress CODEC" "$TRAIN" \
     --plan full
+bad "--warmup-steps without --compress" 2 "need --compress CODEC" \
+    "$TRAIN" --warmup-steps 3
 bad "unknown plan" 2 "\-\-plan wants none, fusion or full" "$TRAIN" \
     --compress fp16 --plan most
 bad "DDP does not reduce-scatter" 2 \
