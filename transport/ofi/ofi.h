@@ -322,7 +322,10 @@ typedef struct {
     uint8_t unanswered;        /* bit r: this round's ping on rail r has
                                 * had no answer yet */
     uint8_t round;             /* the ping round answers must carry */
-    uint64_t since_ns;         /* last ping sent, or first pending op */
+    uint64_t since_ns;         /* last ping sent, or first pending op
+                                * (or first wait of the staging) */
+    uint64_t asked_ns;         /* the staging last found no message from
+                                * it (tacl__ofi_arrived); 0: not asked */
     uint64_t ping_ns;          /* when the oldest control message in
                                 * flight to it was sent */
     uint64_t round_ns;         /* when this round's pings were sent */
@@ -374,11 +377,20 @@ struct tacl__ofi {
     tacl__stage_t *stage;      /* CUDA staging; NULL: host memory only */
     tacl_status_t peek_failed; /* the provider cannot peek: why */
     int closing;               /* close(): control receives not reposted */
+    uint64_t asked_ns;         /* the staging last waited on any peer */
     uint64_t ping_ns;          /* how long an op waits before a ping */
     uint64_t dead_ns;          /* how long a ping may take to go out */
     uint64_t next_check_ns;
     tacl__ofi_choice_t choice;
 };
+
+/** Whether the staging waits on peer p at now: it found no message
+ * from it within the last ping_ns (tacl__ofi_arrived). */
+static inline int tacl__ofi_awaited(const tacl__ofi_t *ofi,
+                                    const tacl__ofi_peer_t *p, uint64_t now)
+{
+    return p->asked_ns != 0 && now - p->asked_ns < ofi->ping_ns;
+}
 
 /** Whether the endpoints are open (not yet closed or failed). */
 static inline int tacl__ofi_live(const tacl__ofi_t *ofi)
@@ -416,7 +428,10 @@ int tacl__ofi_probe(tacl__ofi_t *ofi, uint64_t tag, int *peer, uint64_t *len);
  * probe's for one from any source: 1 and its length in *len when it has
  * arrived (the receive posted next takes it), 0 when not yet, a negative
  * status when it never will (the provider cannot peek, or the peer
- * closed its transport).
+ * closed its transport).  While it keeps answering 0 the peer counts as
+ * waited on, so it is pinged as for a posted operation (ofi_peer.c):
+ * a staged receive from a dead peer fails instead of waiting out the
+ * communicator's timeout.
  */
 int tacl__ofi_arrived(tacl__ofi_t *ofi, int peer, uint64_t tag,
                       uint64_t *len);

@@ -900,20 +900,35 @@ int tacl__ofi_arrived(tacl__ofi_t *ofi, int peer, uint64_t tag,
 {
     const tacl__tl_op_t key = {.peer = peer, .tag = tag};
     const tacl__ofi_req_t *req = found_for(ofi, &key);
+    tacl__ofi_peer_t *p = &ofi->peers[peer];
+    uint64_t now;
 
+    if (ofi->base.failed != TACL_OK) {
+        p->asked_ns = 0;
+        return ofi->base.failed;
+    }
     if (req == NULL && ofi->peek_failed == TACL_OK) {
         peek(ofi, peer, tag);
         req = found_for(ofi, &key);
     }
+    if (req != NULL || ofi->peek_failed != TACL_OK ||
+        p->state == TACL_OFI_PEER_GONE)
+        p->asked_ns = 0;
     if (req != NULL) {
         *len = req->len;
         return 1;
     }
     if (ofi->peek_failed != TACL_OK)
         return ofi->peek_failed;
-    if (ofi->peers[peer].state == TACL_OFI_PEER_GONE)
+    if (p->state == TACL_OFI_PEER_GONE)
         return tacl__error_peer(peer, NET, "rank %d: receive from rank %d, "
                                 "which closed its transport",
                                 ofi->base.rank, peer);
+    /* A wait begins: the peer's ping clock starts unless an operation
+     * already started it. */
+    now = tacl__now_ns();
+    if (!tacl__ofi_awaited(ofi, p, now) && p->npending == 0)
+        p->since_ns = now;
+    p->asked_ns = ofi->asked_ns = now;
     return 0;
 }

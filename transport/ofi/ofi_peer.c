@@ -4,7 +4,9 @@
  *
  * A reliable-datagram endpoint has no connection whose loss tacl could
  * watch, and a receive from any address never learns that its sender
- * died.  So an instance watches the peers it waits on itself: when an
+ * died.  So an instance watches the peers it waits on itself (posted
+ * operations, and a staged device receive whose first chunk has not
+ * come: tacl__ofi_arrived): when an
  * operation with a peer has been pending for ping_ns (a tenth of the
  * instance's timeout, between 100 ms and 1 s), it sends that peer a
  * small untagged control message, a ping, and again every ping_ns while
@@ -224,9 +226,10 @@ static int answered_in_part(const tacl__ofi_t *ofi, int r)
     return waiting != 0 && waiting != shared_rails(ofi, r);
 }
 
-/* Fail the instance: a control message to peer r on rail has not gone
- * out in waited_ns. */
-static void fail_stuck(tacl__ofi_t *ofi, int r, int rail, uint64_t waited_ns)
+/* Fail the instance: a control message to peer r, which waiting
+ * operations wait on, on rail has not gone out in waited_ns. */
+static void fail_stuck(tacl__ofi_t *ofi, int r, int rail, uint64_t waited_ns,
+                       uint32_t waiting)
 {
     char where[64] = "";
 
@@ -237,20 +240,20 @@ static void fail_stuck(tacl__ofi_t *ofi, int r, int rail, uint64_t waited_ns)
         r, NET, "rank %d: rank %d is gone: a message to it%s has not gone "
         "out in %.1f s, with %u operations waiting on it; check that "
         "process's output and its node", ofi->base.rank, r, where,
-        waited_ns * 1e-9, ofi->peers[r].npending));
+        waited_ns * 1e-9, waiting));
 }
 
 /* Fail the instance: peer r answered this round's pings on its other
  * rails but not on rail, for waited_ns. */
 static void fail_unanswered(tacl__ofi_t *ofi, int r, int rail,
-                            uint64_t waited_ns)
+                            uint64_t waited_ns, uint32_t waiting)
 {
     tacl__tl_base_mark_failed(&ofi->base, tacl__error_peer(
         r, NET, "rank %d: rail %d (%s) to rank %d is cut: a ping on it had "
         "no answer in %.1f s, while the pings on the other rails had, with "
         "%u operations waiting on rank %d; check both nodes' links",
         ofi->base.rank, rail, ofi->rail_names[rail], r, waited_ns * 1e-9,
-        ofi->peers[r].npending, r));
+        waiting, r));
 }
 
 /* End receives posted after their peer left, unless they matched. */
@@ -278,40 +281,44 @@ int tacl__ofi_check_peers(tacl__ofi_t *ofi)
     uint64_t now;
     int events = 0;
 
-    if (!tacl__ofi_live(ofi) || ofi->nops == 0)
+    if (!tacl__ofi_live(ofi) || ofi->base.failed != TACL_OK)
         return 0;
     now = tacl__now_ns();
-    if (now < ofi->next_check_ns)
+    if (now < ofi->next_check_ns ||
+        (ofi->nops == 0 && now - ofi->asked_ns >= ofi->ping_ns))
         return 0;
     ofi->next_check_ns = now + ofi->ping_ns / 4;
     events += end_late_receives(ofi);
     for (int r = 0; r < ofi->base.nranks; ++r) {
         tacl__ofi_peer_t *peer = &ofi->peers[r];
+        /* Posted operations, and a staged receive still to begin. */
+        uint32_t waiting = peer->npending +
+                           (tacl__ofi_awaited(ofi, peer, now) ? 1u : 0u);
 
-        if (peer->npending > 0 && peer->pinging &&
+        if (waiting > 0 && peer->pinging &&
             now - peer->ping_ns > ofi->dead_ns) {
             fail_stuck(ofi, r, lowest_rail(peer->pinging),
-                       now - peer->ping_ns);
+                       now - peer->ping_ns, waiting);
             return events + 1;
         }
-        if (peer->npending > 0 && answered_in_part(ofi, r) &&
+        if (waiting > 0 && answered_in_part(ofi, r) &&
             now - peer->round_ns > ofi->dead_ns) {
             fail_unanswered(ofi, r, lowest_rail(peer->unanswered),
-                            now - peer->round_ns);
+                            now - peer->round_ns, waiting);
             return events + 1;
         }
-        if (peer->npending == 0 || peer->pinging ||
+        if (waiting == 0 || peer->pinging ||
             answered_in_part(ofi, r) ||
             peer->state == TACL_OFI_PEER_GONE ||
             now - peer->since_ns < ofi->ping_ns)
             continue;
         peer->since_ns = now;
         TACL_TRACE(NET, "rank %d: pinging rank %d, which %u operations "
-                   "wait on", ofi->base.rank, r, peer->npending);
+                   "wait on", ofi->base.rank, r, waiting);
         if (ping_rails(ofi, r) != TACL_OK)
             tacl__tl_base_mark_failed(&ofi->base, tacl__error_peer(
                 r, NET, "rank %d cannot ping rank %d, which %u operations "
-                "wait on", ofi->base.rank, r, peer->npending));
+                "wait on", ofi->base.rank, r, waiting));
     }
     return events;
 }

@@ -5,7 +5,10 @@
  * provider.
  */
 #define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include <criterion/criterion.h>
@@ -119,3 +122,45 @@ NET_CASE(ofi, quiet_peer_is_no_progress, ofi_env(), 2, quiet_peer_rank,
 
 NET_CASE(ofi, any_source_by_probe_in_order, ofi_env(), 3, any_source_rank,
          NULL)
+
+/*
+ * The staging of device memory waits for a message's first chunk by
+ * asking tacl__ofi_arrived, with no receive posted: rank 0 waits so on
+ * rank 1, which dies before it sends.  The wait must end with an error
+ * naming rank 1 (the peer is pinged as for a posted receive), not run
+ * on until the communicator's timeout.
+ */
+static void staged_wait_rank(shared_t *sh, int rank)
+{
+    xctx_t x;
+    tacl__tl_t *tl = rank_init(sh, rank, &x);
+    tacl__ofi_t *ofi = (tacl__ofi_t *)tl;
+    uint64_t len = 0, t0;
+    int got = 0;
+
+    /* They talk once, so rank 0 has a connection to lose. */
+    ping(tl, rank, 1, 0, TACL__TAG(8, 0));
+    if (rank == 1) {
+        CHECK(barrier(sh) == 0, "barrier");
+        raise(SIGKILL);
+    }
+    CHECK(barrier(sh) == 0, "barrier");
+    t0 = tacl__now_ns();
+    while (got == 0 && tacl__now_ns() - t0 < 8000000000ull) {
+        got = tacl__ofi_arrived(ofi, 1, TACL__TAG(8, 1), &len);
+        if (got == 0 && tacl__tl_progress(tl) < 0)
+            got = tacl__ofi_arrived(ofi, 1, TACL__TAG(8, 1), &len);
+        if (got == 0)
+            tacl__tl_wait(tl, 1000);
+    }
+    CHECK(got < 0, "after %.1f s the wait on a dead peer still %s",
+          (tacl__now_ns() - t0) * 1e-9, got == 0 ? "waits" : "found one");
+    CHECK(strstr(tacl__last_error(), "rank 1") != NULL, "the error does "
+          "not name rank 1: %s", tacl__last_error());
+    fprintf(stderr, "ofi: dead peer of a staged wait noticed after %.3f s\n",
+            (tacl__now_ns() - t0) * 1e-9);
+    tacl__tl_close(tl);
+}
+
+NET_CASE(ofi, killed_sender_fails_a_staged_wait, ofi_env(), 2,
+         staged_wait_rank, kill_rank1)
