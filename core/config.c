@@ -79,8 +79,8 @@ static const cfg_type_t config_types[TACL_CFG_COUNT] = {
     [TACL_CFG_OFI_REGISTER] = {CFG_WORD, 0, "auto|always"},
     [TACL_CFG_OFI_MR_CACHE] = {CFG_INT, 0, NULL},
     [TACL_CFG_OFI_HMEM] = {CFG_WORD, 0, "auto|on|off"},
-    [TACL_CFG_UCX_CUDA_CHUNK] = {CFG_SIZE, 4096, NULL},
-    [TACL_CFG_UCX_CUDA_CHUNKS] = {CFG_INT, 2, NULL},
+    [TACL_CFG_NET_CUDA_CHUNK] = {CFG_SIZE, 4096, NULL},
+    [TACL_CFG_NET_CUDA_CHUNKS] = {CFG_INT, 2, NULL},
     [TACL_CFG_SHM_MODE] = {CFG_WORD, 0, "auto|cma|copy"},
     [TACL_CFG_SHM_MAP] = {CFG_BOOL, 0, NULL},
     [TACL_CFG_SHM_EAGER_LIMIT] = {CFG_SIZE, 0, NULL},
@@ -223,6 +223,25 @@ unsigned tacl__config_generation(void)
     return atomic_load_explicit(&config_gen, memory_order_acquire);
 }
 
+/* Entries renamed, read under their former names too (the new name
+ * wins when both are set). */
+static const struct {
+    const char *former;
+    tacl__cfg_t id;
+} config_former[] = {
+    {"UCX_CUDA_CHUNK", TACL_CFG_NET_CUDA_CHUNK},   /* ofi stages too */
+    {"UCX_CUDA_CHUNKS", TACL_CFG_NET_CUDA_CHUNKS},
+};
+
+static int former_index(const char *name, size_t len)
+{
+    for (size_t i = 0; i < TACL_ARRAY_SIZE(config_former); i++)
+        if (strlen(config_former[i].former) == len &&
+            strncmp(config_former[i].former, name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
 static void config_read(void)
 {
     char var[64];
@@ -233,6 +252,13 @@ static void config_read(void)
 
         snprintf(var, sizeof(var), "TACL_%s", e->name);
         e->value = getenv(var);
+        for (size_t f = 0; e->value == NULL && f < TACL_ARRAY_SIZE(config_former);
+             f++)
+            if (config_former[f].id == (tacl__cfg_t)i) {
+                snprintf(var, sizeof(var), "TACL_%s",
+                         config_former[f].former);
+                e->value = getenv(var);
+            }
         /* An empty value of a typed entry means unset, as in a shell. */
         e->src = e->value == NULL || (e->value[0] == '\0' &&
                                       config_types[i].kind != CFG_STR)
@@ -262,6 +288,7 @@ static void config_read(void)
 
         if (len <= 5 || strncmp(*env, "TACL_", 5) != 0 ||
             entry_index(*env + 5, len - 5) >= 0 ||
+            former_index(*env + 5, len - 5) >= 0 ||
             config_n_unknown == CONFIG_MAX_UNKNOWN)
             continue;
         snprintf(config_unknown[config_n_unknown++], sizeof(config_unknown[0]),

@@ -104,15 +104,17 @@
       "message size from which ucx uses UCX's rendezvous protocol: auto "    \
       "(inf, always eager, where no RDMA device exists and UCX_RNDV_THRESH " \
       "is not set; else UCX's own) or a value UCX accepts, such as 64K")     \
-    X(UCX_CUDA_CHUNK, "2M",                                                  \
+    X(NET_CUDA_CHUNK, "2M",                                                  \
       "bytes of one pinned host chunk through which ucx and ofi stage CUDA " \
       "device memory between nodes; a device message travels as chunks of " \
       "this "                                                                \
-      "size, so it must be equal on every rank")                             \
-    X(UCX_CUDA_CHUNKS, "8",                                                  \
+      "size, so it must be equal on every rank (formerly "                   \
+      "TACL_UCX_CUDA_CHUNK, still read)")                                    \
+    X(NET_CUDA_CHUNKS, "8",                                                  \
       "pinned staging chunks per ucx or ofi instance, half for sends and "  \
       "half for "                                                            \
-      "receives: how many chunks of device messages are in flight at once")  \
+      "receives: how many chunks of device messages are in flight at once "  \
+      "(formerly TACL_UCX_CUDA_CHUNKS, still read)")                         \
     X(SHM_MODE, "auto",                                                      \
       "how shm moves large messages: cma (single copy through cross-memory " \
       "attach), copy (through shared staging buffers) or auto")              \

@@ -5,7 +5,7 @@
  *
  * A device message of len bytes travels as ceil(len / C) host messages
  * of C bytes (the last shorter), C the chunk size the transport gives
- * (TACL_UCX_CUDA_CHUNK), all with the message's tag: the transports
+ * (TACL_NET_CUDA_CHUNK), all with the message's tag: the transports
  * match messages of one sender and tag in the order they were sent, and
  * the executor never has two messages with the same tag in flight
  * between two ranks, so chunk k meets chunk k.  A message of at most C
@@ -17,7 +17,7 @@
  * pinned chunk and copies it to the device the same way.  progress()
  * polls the events (cudaEventQuery: it never blocks) and starts the next
  * chunks, so copies and network transfers of consecutive chunks overlap.
- * The chunks (TACL_UCX_CUDA_CHUNKS of them) are allocated once per
+ * The chunks (TACL_NET_CUDA_CHUNKS of them) are allocated once per
  * instance, at its first device message (cudaHostAlloc), half for sends
  * and half for receives.
  *

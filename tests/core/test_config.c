@@ -136,3 +136,24 @@ Test(config, report_counts_bad_and_unknown_variables)
     cr_expect_eq(tacl__config_report(), 0);
     set("TACL_DEBUG", NULL);
 }
+
+/* A renamed entry is read under its former name too; the new one wins,
+ * and the former is no unknown variable. */
+Test(config, former_names_still_read)
+{
+    set("TACL_DEBUG", "NONE");
+    set("TACL_UCX_CUDA_CHUNK", "64K");
+    cr_expect_eq(tacl__config_size(TACL_CFG_NET_CUDA_CHUNK), 64u << 10);
+    cr_expect_eq(tacl__config_source(TACL_CFG_NET_CUDA_CHUNK),
+                 TACL_CFG_SRC_ENV);
+    cr_expect_eq(tacl__config_report(), 0);
+    set("TACL_NET_CUDA_CHUNK", "128K");
+    cr_expect_eq(tacl__config_size(TACL_CFG_NET_CUDA_CHUNK), 128u << 10);
+    set("TACL_NET_CUDA_CHUNK", NULL);
+    set("TACL_UCX_CUDA_CHUNK", NULL);
+    cr_expect_eq(tacl__config_size(TACL_CFG_NET_CUDA_CHUNK), 2u << 20);
+    set("TACL_UCX_CUDA_CHUNKS", "6");
+    cr_expect_eq(tacl__config_int(TACL_CFG_NET_CUDA_CHUNKS), 6);
+    set("TACL_UCX_CUDA_CHUNKS", NULL);
+    set("TACL_DEBUG", NULL);
+}

@@ -813,8 +813,8 @@ static tacl_status_t ofi_init(const tacl__tl_params_t *params,
     ofi->hmem = (ofi->choice.ask & TACL_OFI_ASK_HMEM) != 0;
     if (!ofi->hmem)
         ofi->stage = tacl__stage_new(
-            &ofi->base, &ofi_net, tacl__config_size(TACL_CFG_UCX_CUDA_CHUNK),
-            tacl__config_int(TACL_CFG_UCX_CUDA_CHUNKS));
+            &ofi->base, &ofi_net, tacl__config_size(TACL_CFG_NET_CUDA_CHUNK),
+            tacl__config_int(TACL_CFG_NET_CUDA_CHUNKS));
     if (ofi->stage != NULL || ofi->hmem) {
         pthread_once(&ofi_cuda_ops_once, make_cuda_ops);
         ofi->base.super.ops = &ofi_cuda_ops;

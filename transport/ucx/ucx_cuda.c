@@ -62,7 +62,7 @@ static const tacl__stage_net_t ucx_net = {
 int tacl__ucx_stage_init(tacl__ucx_t *ucx)
 {
     ucx->stage = tacl__stage_new(
-        &ucx->base, &ucx_net, tacl__config_size(TACL_CFG_UCX_CUDA_CHUNK),
-        tacl__config_int(TACL_CFG_UCX_CUDA_CHUNKS));
+        &ucx->base, &ucx_net, tacl__config_size(TACL_CFG_NET_CUDA_CHUNK),
+        tacl__config_int(TACL_CFG_NET_CUDA_CHUNKS));
     return ucx->stage != NULL;
 }

@@ -56,8 +56,8 @@ static void stage_env(void)
     NET_ENV();
     /* Staged, even where the provider could take device memory. */
     setenv("TACL_OFI_HMEM", "off", 1);
-    setenv("TACL_UCX_CUDA_CHUNK", "64K", 1);
-    setenv("TACL_UCX_CUDA_CHUNKS", "4", 1);
+    setenv("TACL_NET_CUDA_CHUNK", "64K", 1);
+    setenv("TACL_NET_CUDA_CHUNKS", "4", 1);
 }
 
 /*
