@@ -22,11 +22,16 @@ hook, every run from the same initial weights and data:
                   min(10, STEPS / 2), error feedback on; before it the
                   plain all-reduce)
 
+    torch-bpsgd-fix  torch's batched_powerSGD_hook with the same state,
+                  its _orthogonalize taking a 2-D Q as a batch of one:
+                  torch 2.15's own fails on its first PowerSGD step
+                  (_orthogonalize asserts a batch of matrices and is
+                  handed one 2-D Q, on every backend;
+                  tests/torch/test_callbacks.py patches it alike)
+
 and, asked for by name only, tacl-fp16-noef (fp16 without the residual,
 as torch's fp16_compress_hook keeps none) and torch-bpsgd: torch's
-batched_powerSGD_hook with the same state.  torch 2.15's fails on its first PowerSGD step
-(_orthogonalize asserts a batch of matrices and is handed one 2-D Q), so
-it is not in the default list.  Every hook runs on the tacl backend.
+batched hook unpatched.  Every hook runs on the tacl backend.
 
 and rank 0 prints one line a run,
 
@@ -47,7 +52,7 @@ import sys
 import time
 
 HOOKS = ["none", "tacl-fp16", "tacl-topk1", "tacl-topk1-plan", "torch-fp16",
-         "torch-psgd"]
+         "torch-psgd", "torch-bpsgd-fix"]
 OPTIONAL = ["torch-bpsgd", "tacl-fp16-noef"]
 
 
@@ -190,16 +195,31 @@ def register(torch, model, hook, steps, args):
             tacl_torch.compression_hook)
     elif hook == "torch-fp16":
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    elif hook in ("torch-psgd", "torch-bpsgd"):
+    elif hook in ("torch-psgd", "torch-bpsgd", "torch-bpsgd-fix"):
         state = powerSGD_hook.PowerSGDState(
             process_group=None, matrix_approximation_rank=1,
             start_powerSGD_iter=min(10, max(2, steps // 2)))
+        if hook == "torch-bpsgd-fix":
+            batch_of_one(powerSGD_hook)
         model.register_comm_hook(
             state, powerSGD_hook.powerSGD_hook if hook == "torch-psgd"
             else powerSGD_hook.batched_powerSGD_hook)
     elif hook != "none":
         raise ValueError(f"unknown hook {hook!r} (one of "
                          f"{HOOKS + OPTIONAL})")
+
+
+def batch_of_one(psgd):
+    """Make psgd._orthogonalize take a 2-D Q as a batch of one (once)."""
+    original = psgd._orthogonalize
+    if getattr(original, "tacl_batch_of_one", False):
+        return
+
+    def orthogonalize(m, epsilon=0):
+        original(m.unsqueeze(0) if m.dim() == 2 else m, epsilon)
+
+    orthogonalize.tacl_batch_of_one = True
+    psgd._orthogonalize = orthogonalize
 
 
 def run(args, hook):

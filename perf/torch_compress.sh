@@ -2,9 +2,10 @@
 # DDP training with gradient-compression hooks on the emulated cluster:
 # no hook, tacl's hook (fp16; topk 1% with error feedback, on DDP's
 # buckets and on tacl-plan's groups), torch's
-# fp16_compress_hook and powerSGD_hook, all on the tacl backend (torch
-# 2.15's batched_powerSGD_hook fails by itself: PSGD_HOOKS=torch-bpsgd
-# asks for it, in a launch of its own).
+# fp16_compress_hook, powerSGD_hook and batched_powerSGD_hook (with
+# torch 2.15's _orthogonalize bug patched: torch-bpsgd-fix), all on the
+# tacl backend (the unpatched batched hook fails by itself:
+# PSGD_HOOKS=torch-bpsgd asks for it, in a launch of its own).
 #
 # Design.  perf/torch_compress.py's worker trains one small model (the MLP
 # of tests/torch/test_compress.py, 16 -> WIDTH -> WIDTH -> 1; WIDTH 1024
@@ -20,7 +21,7 @@
 # Usage: perf/torch_compress.sh BUILD_DIR
 # Environment: STEPS (200; 20 for a smoke test), RATE (1gbit), LAUNCHES
 # (3), WIDTH (1024), BATCH (32), HOOKS (none,tacl-fp16,tacl-topk1,
-# tacl-topk1-plan,torch-fp16,torch-psgd), PSGD_HOOKS (none), LIMIT (seconds per launch,
+# tacl-topk1-plan,torch-fp16,torch-psgd,torch-bpsgd-fix), PSGD_HOOKS (none), LIMIT (seconds per launch,
 # 1800), PSGD_LIMIT (600).
 #
 # PSGD_HOOKS run in a launch of their own, under PSGD_LIMIT, so that their
@@ -40,7 +41,7 @@ RATE=${RATE:-1gbit}
 LAUNCHES=${LAUNCHES:-3}
 WIDTH=${WIDTH:-1024}
 BATCH=${BATCH:-32}
-HOOKS=${HOOKS:-none,tacl-fp16,tacl-topk1,tacl-topk1-plan,torch-fp16,torch-psgd}
+HOOKS=${HOOKS:-none,tacl-fp16,tacl-topk1,tacl-topk1-plan,torch-fp16,torch-psgd,torch-bpsgd-fix}
 PSGD_HOOKS=${PSGD_HOOKS:-}
 LIMIT=${LIMIT:-1800}
 PSGD_LIMIT=${PSGD_LIMIT:-600}
