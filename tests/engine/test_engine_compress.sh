@@ -50,6 +50,22 @@ step_field() {
     awk -v s="$2" -v f="$3" '$1 == "step" && $2 == s { print $f }' "$1"
 }
 
+# same_then_apart NAME A B K WHAT: one check, that loss lists A and B
+# (20 steps) agree to the printed digit for steps 1-K and differ in some
+# later step; WHAT says so when they do.
+same_then_apart() {
+    checks=$((checks + 1))
+    if paste "$2" "$3" | awk -v k="$4" '
+        NR <= k && $1 != $2 { bad = 1 }
+        NR > k && $1 != $2 { differ++ }
+        END { exit (bad || NR != 20 || differ == 0) }'; then
+        ok "$1: $5"
+    else
+        fail "$1: not $5; losses:"
+        paste "$2" "$3" | head -$(($4 + 2))
+    fi
+}
+
 # expect_ratio NAME GOT REF LIMIT: GOT <= LIMIT x REF.
 expect_ratio() {
     checks=$((checks + 1))
@@ -123,16 +139,8 @@ for st in ZeRO-3 MiCS; do
     run4 "$log.noef" --strategy "$st" --compress topk --no-error-feedback
     ran "$name without error feedback" $? "$log.noef" || continue
     losses_of "$log.noef" > "$log.noef.loss"
-    checks=$((checks + 1))
-    if paste "$log.loss" "$log.noef.loss" | awk '
-        NR <= 2 && $1 != $2 { bad = 1 }
-        NR > 2 && $1 != $2 { differ++ }
-        END { exit (bad || NR != 20 || differ == 0) }'; then
-        ok "$name: error feedback leaves steps 1-2 alone, changes later ones"
-    else
-        fail "$name: with and without error feedback, losses:"
-        paste "$log.loss" "$log.noef.loss" | head -5
-    fi
+    same_then_apart "$name" "$log.loss" "$log.noef.loss" 2 \
+        "error feedback leaves steps 1-2 alone, changes later ones"
 done
 
 # Warm-up (--warmup-steps, 1-bit Adam's freeze_step): steps 1-5 run
@@ -145,16 +153,8 @@ for st in ZeRO-3 MiCS; do
     run4 "$log" --strategy "$st" --compress topk --warmup-steps 5
     ran "$name" $? "$log" || continue
     losses_of "$log" > "$log.loss"
-    checks=$((checks + 1))
-    if paste "$TMP/$st.ref.log.loss" "$log.loss" | awk '
-        NR <= 6 && $1 != $2 { bad = 1 }
-        NR > 6 && $1 != $2 { differ++ }
-        END { exit (bad || NR != 20 || differ == 0) }'; then
-        ok "$name: steps 1-6 as uncompressed, later ones compressed"
-    else
-        fail "$name: against uncompressed, losses:"
-        paste "$TMP/$st.ref.log.loss" "$log.loss" | head -8
-    fi
+    same_then_apart "$name" "$TMP/$st.ref.log.loss" "$log.loss" 6 \
+        "steps 1-6 as uncompressed, later ones compressed"
     expect_grep "$name: says so" "warmup 5$" "$log"
 done
 
