@@ -18,8 +18,7 @@
 # Environment: STEPS (200; STEPS=20 is a smoke test), INTER_RATE (1gbit),
 # STRATEGIES ("ZeRO-3 MiCS"), CODECS ("topk int8"), PLANS ("none fusion
 # full"), DENSITY (0.01), WARMUP (0: steps uncompressed first, the
-# engine's --warmup-steps), EXTRA (more options for the compressed runs,
-# such as --freeze-variance), SKIP (4), MODEL (the engine's shape options).
+# engine's --warmup-steps), SKIP (4), MODEL (the engine's shape options).
 # Needs root and namespaces (tacl-cluster --check); exit 77 without.
 
 set -u
@@ -35,8 +34,6 @@ CODECS=${CODECS:-topk int8}
 PLANS=${PLANS:-none fusion full}
 DENSITY=${DENSITY:-0.01}
 WARMUP=${WARMUP:-0}
-EXTRA=${EXTRA:-}
-export EXTRA
 SKIP=${SKIP:-4}
 MODEL=${MODEL:---ctx 8 --emb 32 --hidden 1024 --blocks 4 --batch 64}
 
@@ -64,7 +61,7 @@ echo "engine_compress: ${#runs[@]} runs of $STEPS steps, 2x2 at" \
         flags="--strategy $st"
         [ "$codec" = none ] ||
             flags="$flags --compress $codec --plan $plan --density $density \
-                --warmup-steps $warmup $EXTRA"
+                --warmup-steps $warmup"
         "$@" $flags > "$dir/$st.$codec.$plan.$TACL_RANK" 2>&1 || exit 1
     done < "$dir/runs"' sh "$work" "$DENSITY" "$WARMUP" "$TRAIN" $MODEL \
     --steps "$STEPS" > "$work/job.log" 2>&1 ||

@@ -272,8 +272,6 @@ enum {
 #define TACL_OFI_OP_DEFERRED(op) ((op)->tl_priv[2])
 #define TACL_OFI_OP_NEXT(op) ((op)->tl_priv[1])
 
-typedef struct tacl__ofi_req tacl__ofi_req_t;
-typedef struct tacl__ofi tacl__ofi_t;
 
 /** Called when a control request completes (ofi_peer.c's). */
 typedef void (*tacl__ofi_ctrl_fn_t)(tacl__ofi_t *ofi, tacl__ofi_req_t *req,

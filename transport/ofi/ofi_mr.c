@@ -139,23 +139,20 @@ static int reg(tacl__ofi_t *ofi, int rail, uintptr_t base, uint64_t len,
     /* Unless the provider makes keys (FI_MR_PROV_KEY) each registration
      * of a domain asks for its own; tacl's never leave this process. */
     uint64_t key = ++ofi->mrs.keys;
+    struct iovec iov = {.iov_base = (void *)base, .iov_len = len};
+    struct fi_mr_attr attr;
 
     if (device < 0)
         return fi_mr_reg(domain, (void *)base, len, access, 0, key, 0, mr_p,
                          NULL);
-    {
-        struct iovec iov = {.iov_base = (void *)base, .iov_len = len};
-        struct fi_mr_attr attr;
-
-        memset(&attr, 0, sizeof(attr));
-        attr.mr_iov = &iov;
-        attr.iov_count = 1;
-        attr.access = access;
-        attr.requested_key = key;
-        attr.iface = FI_HMEM_CUDA;
-        attr.device.cuda = device;
-        return fi_mr_regattr(domain, &attr, 0, mr_p);
-    }
+    memset(&attr, 0, sizeof(attr));
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = access;
+    attr.requested_key = key;
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = device;
+    return fi_mr_regattr(domain, &attr, 0, mr_p);
 }
 
 /*
