@@ -74,6 +74,9 @@ struct engine {
      * lo[k]..hi[k], in gradient-ready order (hi first), each compressed
      * or not; ngroups 0: the dense per-layer path above. */
     gcomp_codec_t codec;
+    /* How the compressed calls of the plan's reduce-scatter and of the
+     * all-reduce across groups run (codec.hops on those communicators). */
+    gcomp_route_t route_rs, route_ar;
     int ngroups, *grp_lo, *grp_hi, *grp_comp;
     int plan_pending;         /* group whose dense call is in flight, -1 */
     tacl_request_t plan_req;
@@ -874,6 +877,7 @@ static tacl_status_t plan_reduce(engine_t *e, int l)
     float *grads[L], *dst[L];
     size_t counts[L], off;
     tacl_status_t st;
+    int compress;
 
     while (k < e->ngroups && e->grp_lo[k] != l)
         k++;
@@ -889,16 +893,18 @@ static tacl_status_t plan_reduce(engine_t *e, int l)
         return TACL_OK;
     }
     off = e->loff[l];
-    st = gcomp_reduce_scatter(&e->codec, e->grp_comp[k], comm, size, nl,
-                              grads, counts, dst, e->err_rs + off,
+    /* A group inside one node goes dense, and runs on like one. */
+    compress = e->grp_comp[k] && e->route_rs != GCOMP_ROUTE_DENSE;
+    st = gcomp_reduce_scatter(&e->codec, compress, e->route_rs, comm, size,
+                              nl, grads, counts, dst, e->err_rs + off,
                               e->pack + off, e->shard + off / (size_t)size,
                               &e->plan_req);
     if (st != TACL_OK)
-        return comm_fail(e, comm, st, e->grp_comp[k]
+        return comm_fail(e, comm, st, compress
                                           ? "compressed reduce-scatter of "
                                             "gradients"
                                           : "reduce-scatter of gradients");
-    if (!e->grp_comp[k])
+    if (!compress)
         e->plan_pending = k;
     return TACL_OK;
 }
@@ -1011,7 +1017,8 @@ static tacl_status_t plan_allreduce_inter(engine_t *e, float **bufs)
 
         for (int i = 0; i < nl; i++)
             counts[i] = shard_len(e, lo + i, LVL_I);
-        st = gcomp_allreduce(&e->codec, e->grp_comp[k], e->inter, nl,
+        st = gcomp_allreduce(&e->codec, e->grp_comp[k], e->route_ar,
+                             e->inter, nl,
                              bufs + lo, counts, e->err_ar + e->ioff[lo],
                              e->pack);
     }
@@ -1185,8 +1192,10 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
                               int ngroups, const int *first,
                               const int *compress)
 {
-    int L = e->model.n_layers;
+    int L = e->model.n_layers, size, bad;
     const char *why = engine_compress_unsupported(&e->o);
+    gcomp_route_t rs, ar = GCOMP_ROUTE_FLAT;
+    char why_hops[256], why_ar[256];
 
     if (why != NULL) {
         set_err(e, "%s", why);
@@ -1207,6 +1216,21 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
         }
     if (alloc_plan_buffers(e) != 0)
         return TACL_ERR_NO_MEMORY;
+    /* Both routes are agreed on before either may fail, so that no rank
+     * waits in the second agreement for one that gave up. */
+    bad = gcomp_route(codec->hops, plan_comm(e, &size), e->world, &rs,
+                      why_hops, sizeof(why_hops)) != 0;
+    if (e->ng > 1 && gcomp_route(codec->hops, e->inter, e->world, &ar,
+                                 why_ar, sizeof(why_ar)) != 0 && !bad) {
+        bad = 1;
+        memcpy(why_hops, why_ar, sizeof(why_hops));
+    }
+    if (bad) {
+        set_err(e, "%s", why_hops);
+        return TACL_ERR_INVALID_USAGE;
+    }
+    e->route_rs = rs;
+    e->route_ar = ar;
     free(e->grp_lo);
     free(e->grp_hi);
     free(e->grp_comp);

@@ -122,8 +122,10 @@ const char *engine_compress_unsupported(const engine_opts_t *opts);
  * n_layers - 1 - i), group k starting at tensor first[k] (first[0] = 0,
  * increasing), compressed with codec where compress[k].  Each group is
  * one collective; the engine owns an error-feedback residual per
- * gradient shard, zeroed when a plan is set.  Not collective, but every
- * rank must set the same plan.
+ * gradient shard, zeroed when a plan is set.  codec->hops says which
+ * hops carry encoded data (gcomp_route on the reduce-scatter's and the
+ * cross-group communicators: a reduce-scatter inside one node goes
+ * dense).  Collective: every rank sets the same plan at the same point.
  */
 tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
                               int ngroups, const int *first,

@@ -40,6 +40,70 @@ int gcomp_codec_init(gcomp_codec_t *c, const char *name, double density,
     c->scheme = (c->codec->flags & TACL_CODEC_SUMMABLE) ? TACL_COMP_SUM
                                                         : TACL_COMP_SHUFFLE;
     c->error_feedback = 1;
+    c->hops = GCOMP_HOPS_AUTO;
+    return 0;
+}
+
+static const char *const hops_names[] = {"auto", "inter", "all"};
+
+int gcomp_hops_parse(const char *name, gcomp_hops_t *hops_p)
+{
+    for (int k = 0; k < 3; k++)
+        if (strcmp(name, hops_names[k]) == 0) {
+            *hops_p = (gcomp_hops_t)k;
+            return 0;
+        }
+    return -1;
+}
+
+const char *gcomp_hops_name(gcomp_hops_t hops)
+{
+    return (unsigned)hops < 3 ? hops_names[hops] : "invalid";
+}
+
+int gcomp_route(gcomp_hops_t hops, tacl_comm_t comm, tacl_comm_t world,
+                gcomp_route_t *route_p, char *why, size_t whylen)
+{
+    int nodes = 1, world_nodes = 1, size = 1, local = 1, span[2];
+    tacl_status_t st;
+
+    *route_p = GCOMP_ROUTE_FLAT;
+    if (hops == GCOMP_HOPS_ALL)
+        return 0;
+    st = tacl_comm_n_nodes(comm, &nodes);
+    if (st == TACL_OK)
+        st = tacl_comm_n_nodes(world, &world_nodes);
+    if (st == TACL_OK)
+        st = tacl_comm_size(comm, &size);
+    if (st == TACL_OK)
+        st = tacl_comm_local_size(comm, &local);
+    /* The fewest and (negated) the most ranks a node of comm has. */
+    span[0] = local;
+    span[1] = -local;
+    if (st == TACL_OK && nodes > 1)
+        st = tacl_allreduce(span, span, 2, TACL_INT32, TACL_MIN, comm, NULL);
+    if (st != TACL_OK) {
+        snprintf(why, whylen, "--compress-hops: %s", tacl_last_error());
+        return -1;
+    }
+    if (nodes == 1) {
+        /* Nothing between nodes: dense, but a one-node job compresses
+         * where it asked to. */
+        if (hops == GCOMP_HOPS_INTER || world_nodes > 1)
+            *route_p = GCOMP_ROUTE_DENSE;
+        return 0;
+    }
+    if (span[0] != -span[1]) {
+        if (hops == GCOMP_HOPS_AUTO)
+            return 0;
+        snprintf(why, whylen, "--compress-hops inter needs the same number "
+                 "of ranks on every node (%d ranks on %d nodes, %d to %d a "
+                 "node)", size, nodes, span[0], -span[1]);
+        return -1;
+    }
+    /* One rank a node: every hop is between nodes, the flat call. */
+    if (span[0] > 1)
+        *route_p = GCOMP_ROUTE_INTER;
     return 0;
 }
 
@@ -72,8 +136,14 @@ void gcomp_unpack_add(int size, int nl, const size_t *counts,
     }
 }
 
+static tacl_comp_hops_t comp_hops(gcomp_route_t route)
+{
+    return route == GCOMP_ROUTE_INTER ? TACL_COMP_HOPS_INTER
+                                      : TACL_COMP_HOPS_ALL;
+}
+
 tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
-                                   tacl_comm_t comm, int size, int nl,
+                                   gcomp_route_t route, tacl_comm_t comm, int size, int nl,
                                    float *const *grads, const size_t *counts,
                                    float *const *dst, float *err, float *pack,
                                    float *shard, tacl_request_t *req_p)
@@ -83,15 +153,16 @@ tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
 
     for (int i = 0; i < nl; i++)
         block += counts[i] / (size_t)size;
+    compress = compress && route != GCOMP_ROUTE_DENSE;
     gcomp_pack(size, nl, grads, counts, pack);
     if (!compress && req_p != NULL)
         return tacl_reduce_scatter_nb(pack, shard, block, TACL_FLOAT32,
                                       TACL_SUM, comm, NULL, req_p);
     if (compress)
-        st = tacl_comp_reduce_scatter(pack, shard, block, c->codec,
-                                      &c->params,
-                                      c->error_feedback ? err : NULL,
-                                      c->scheme, comm);
+        st = tacl_comp_reduce_scatter_hops(pack, shard, block, c->codec,
+                                           &c->params,
+                                           c->error_feedback ? err : NULL,
+                                           c->scheme, comp_hops(route), comm);
     else
         st = tacl_reduce_scatter(pack, shard, block, TACL_FLOAT32, TACL_SUM,
                                  comm, NULL);
@@ -102,7 +173,7 @@ tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
 }
 
 tacl_status_t gcomp_allreduce(const gcomp_codec_t *c, int compress,
-                              tacl_comm_t comm, int nl, float *const *bufs,
+                              gcomp_route_t route, tacl_comm_t comm, int nl, float *const *bufs,
                               const size_t *counts, float *err, float *pack)
 {
     size_t at = 0, total;
@@ -113,10 +184,11 @@ tacl_status_t gcomp_allreduce(const gcomp_codec_t *c, int compress,
         at += counts[i];
     }
     total = at;
-    if (compress)
-        st = tacl_comp_allreduce(pack, pack, total, c->codec, &c->params,
-                                 c->error_feedback ? err : NULL, c->scheme,
-                                 comm);
+    if (compress && route != GCOMP_ROUTE_DENSE)
+        st = tacl_comp_allreduce_hops(pack, pack, total, c->codec,
+                                      &c->params,
+                                      c->error_feedback ? err : NULL,
+                                      c->scheme, comp_hops(route), comm);
     else
         st = tacl_allreduce(pack, pack, total, TACL_FLOAT32, TACL_SUM, comm,
                             NULL);

@@ -129,6 +129,12 @@ static void usage(FILE *f)
         "  --warmup-steps N  steps 1..N uncompressed, counted from the "
         "job's start\n"
         "                   (as 1-bit Adam's freeze_step; 0)\n"
+        "  --compress-hops H  which hops carry encoded data: inter (dense "
+        "inside a\n"
+        "                   node, encoded between nodes), all (flat), auto "
+        "(inter on\n"
+        "                   a job of several nodes, all on one: the "
+        "default)\n"
         "  --no-error-feedback  drop the residuals (to show what they "
         "are for)\n"
         "  --quiet          print only the summary\n", DEFAULT_DATA);
@@ -230,7 +236,7 @@ enum {
     OPT_SNAP_PARTS,
     OPT_SNAP_PACE, OPT_SNAP_ALT, OPT_SNAP_KEEP, OPT_TIMELINE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
     OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_WARMUP, OPT_VOCAB,
-    OPT_EMBED_DIM, OPT_SPARSE_SCHEME
+    OPT_EMBED_DIM, OPT_SPARSE_SCHEME, OPT_HOPS
 };
 
 static const struct option long_opts[] = {
@@ -275,6 +281,7 @@ static const struct option long_opts[] = {
     {"profile-steps", required_argument, NULL, OPT_PROFILE_STEPS},
     {"no-error-feedback", no_argument, NULL, OPT_NO_EF},
     {"warmup-steps", required_argument, NULL, OPT_WARMUP},
+    {"compress-hops", required_argument, NULL, OPT_HOPS},
     {"vocab", required_argument, NULL, OPT_VOCAB},
     {"embed-dim", required_argument, NULL, OPT_EMBED_DIM},
     {"sparse-scheme", required_argument, NULL, OPT_SPARSE_SCHEME},
@@ -293,6 +300,7 @@ typedef struct {
     int timeline;             /* --timeline */
     int kill_rank, kill_step; /* -1: none */
     const char *compress, *plan;  /* codec and plan names, or NULL */
+    const char *hops;             /* --compress-hops, or NULL */
     double density;               /* 0: the default */
     int bits, profile_steps, no_ef;
     int warmup;                   /* --warmup-steps */
@@ -364,10 +372,10 @@ static int check_compress(args_t *a)
 
     if (a->compress == NULL) {
         if (a->plan != NULL || a->density > 0.0 || a->bits != 0 ||
-            a->no_ef || a->warmup > 0) {
+            a->no_ef || a->warmup > 0 || a->hops != NULL) {
             fprintf(stderr, "train: --plan, --density, --bits, "
-                    "--warmup-steps and --no-error-feedback need "
-                    "--compress CODEC\n");
+                    "--warmup-steps, --compress-hops and "
+                    "--no-error-feedback need --compress CODEC\n");
             return 1;
         }
         return 0;
@@ -378,6 +386,11 @@ static int check_compress(args_t *a)
         return 1;
     }
     a->codec.error_feedback = !a->no_ef;
+    if (a->hops != NULL && gcomp_hops_parse(a->hops, &a->codec.hops) != 0) {
+        fprintf(stderr, "train: --compress-hops wants auto, inter or all, "
+                "not '%s'\n", a->hops);
+        return 1;
+    }
     if (a->plan != NULL && engine_plan_parse(a->plan, &a->plan_kind) != 0) {
         fprintf(stderr, "train: --plan wants none, fusion or full, not "
                 "'%s'\n", a->plan);
@@ -489,6 +502,7 @@ static int parse_args(int argc, char **argv, args_t *a)
         case OPT_PROFILE_STEPS: ip = &a->profile_steps; break;
         case OPT_NO_EF: a->no_ef = 1; break;
         case OPT_WARMUP: ip = &a->warmup; break;
+        case OPT_HOPS: a->hops = optarg; break;
         case OPT_VOCAB: a->vocab = optarg; break;
         case OPT_EMBED_DIM: a->embed_dim = optarg; break;
         case OPT_SPARSE_SCHEME: a->scheme = optarg; break;
@@ -694,9 +708,11 @@ int main(int argc, char **argv)
     plan_at = plan_at > (uint64_t)a.warmup ? plan_at : (uint64_t)a.warmup;
     if (rank == 0 && a.compress != NULL && !a.quiet) {
         printf("compress %s plan %s error-feedback %s density %g bits %d "
-               "warmup %d\n", a.compress, engine_plan_name(a.plan_kind),
+               "warmup %d hops %s\n", a.compress,
+               engine_plan_name(a.plan_kind),
                a.codec.error_feedback ? "on" : "off",
-               a.codec.params.density, a.codec.params.bits, a.warmup);
+               a.codec.params.density, a.codec.params.bits, a.warmup,
+               gcomp_hops_name(a.codec.hops));
         fflush(stdout);
     }
     if (rank == 0 && a.compress != NULL && plan_at >= target)

@@ -18,7 +18,8 @@
 # Environment: STEPS (200; STEPS=20 is a smoke test), INTER_RATE (1gbit),
 # STRATEGIES ("ZeRO-3 MiCS"), CODECS ("topk int8"), PLANS ("none fusion
 # full"), DENSITY (0.01), WARMUP (0: steps uncompressed first, the
-# engine's --warmup-steps), SKIP (4), MODEL (the engine's shape options).
+# engine's --warmup-steps), HOPS (auto: --compress-hops, which hops carry
+# encoded data), SKIP (4), MODEL (the engine's shape options).
 # Needs root and namespaces (tacl-cluster --check); exit 77 without.
 
 set -u
@@ -34,6 +35,7 @@ CODECS=${CODECS:-topk int8}
 PLANS=${PLANS:-none fusion full}
 DENSITY=${DENSITY:-0.01}
 WARMUP=${WARMUP:-0}
+HOPS=${HOPS:-auto}
 SKIP=${SKIP:-4}
 MODEL=${MODEL:---ctx 8 --emb 32 --hidden 1024 --blocks 4 --batch 64}
 
@@ -56,14 +58,14 @@ echo "engine_compress: ${#runs[@]} runs of $STEPS steps, 2x2 at" \
 # shellcheck disable=SC2016
 "$CLUSTER" --nodes 2 --ranks-per-node 2 --inter-rate "$INTER_RATE" \
     --timeout 20000 -- sh -c '
-    dir=$1 density=$2 warmup=$3; shift 3
+    dir=$1 density=$2 warmup=$3 hops=$4; shift 4
     while read -r st codec plan; do
         flags="--strategy $st"
         [ "$codec" = none ] ||
             flags="$flags --compress $codec --plan $plan --density $density \
-                --warmup-steps $warmup"
+                --warmup-steps $warmup --compress-hops $hops"
         "$@" $flags > "$dir/$st.$codec.$plan.$TACL_RANK" 2>&1 || exit 1
-    done < "$dir/runs"' sh "$work" "$DENSITY" "$WARMUP" "$TRAIN" $MODEL \
+    done < "$dir/runs"' sh "$work" "$DENSITY" "$WARMUP" "$HOPS" "$TRAIN" $MODEL \
     --steps "$STEPS" > "$work/job.log" 2>&1 ||
     { echo "engine_compress: the job failed:" >&2; tail -20 "$work/job.log" >&2; }
 for r in "${runs[@]}"; do

@@ -92,6 +92,21 @@ close_losses() {
               exit (bad || n == 0 || worst > rel) }'
 }
 
+# expect_close NAME WANT GOT REL [WHAT]: one check, that loss lists WANT
+# and GOT agree within REL (close_losses); WHAT names WANT's run
+# (single-process training).
+expect_close() {
+    local out what=${5:-single-process training}
+    checks=$((checks + 1))
+    if out=$(close_losses "$2" "$3" "$4"); then
+        ok "$1: losses within $4 of $what ($out)"
+    else
+        fail "$1: losses differ from $what's by more than $4 ($out)"
+        paste "$2" "$3" | head -25
+        return 1
+    fi
+}
+
 # check_run NAME LOG STRATEGY N M S HPZ: the state bytes of every rank and
 # the bytes of every step against the formulas.
 check_run() {

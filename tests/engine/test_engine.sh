@@ -48,18 +48,6 @@ expect_ok() {
     ok "$1 ran"
 }
 
-# expect_close NAME WANT GOT REL: two loss lists agree.
-expect_close() {
-    local out
-    checks=$((checks + 1))
-    if out=$(close_losses "$2" "$3" "$4"); then
-        ok "$1: losses within $4 of single-process training ($out)"
-    else
-        fail "$1: losses differ by more than $4 ($out)"
-        paste "$2" "$3" | head -25
-    fi
-}
-
 "$TRAIN" "${MODEL[@]}" --steps 20 > "$TMP/ref.log" 2>&1
 expect_ok "single process" $? "$TMP/ref.log" || { finish; exit 1; }
 losses_of "$TMP/ref.log" > "$TMP/ref.loss"

@@ -63,16 +63,11 @@ EOF2
         name="$layout $st $c plan $p"
         cat "$dir/comp.$st.$c.$p".* > "$dir/comp.$v.log" 2> /dev/null
         losses_of "$dir/comp.$v.log" > "$dir/comp.$v.loss"
-        checks=$((checks + 1))
         if [ "$bound" != - ]; then
-            if out=$(close_losses "$dir/ref.loss" "$dir/comp.$v.loss" \
-                "$bound"); then
-                ok "$name: losses within $bound of single-process ($out)"
-            else
-                fail "$name: losses differ ($out)"
-            fi
+            expect_close "$name" "$dir/ref.loss" "$dir/comp.$v.loss" "$bound"
             continue
         fi
+        checks=$((checks + 1))
         l1=$(sed -n 1p "$dir/comp.$v.loss")
         l20=$(sed -n 20p "$dir/comp.$v.loss")
         if awk -v a="$l1" -v b="$l20" -v r="$(sed -n 20p "$dir/ref.loss")" \
@@ -106,13 +101,8 @@ words() {
     for sc in zen agsparse auto; do
         cat "$dir/words.$sc".* > "$dir/words.$sc.log" 2> /dev/null
         losses_of "$dir/words.$sc.log" > "$dir/words.$sc.loss"
-        checks=$((checks + 1))
-        if out=$(close_losses "$dir/wref.loss" "$dir/words.$sc.loss" 1e-5)
-        then
-            ok "$layout words $sc: losses as one process ($out)"
-        else
-            fail "$layout words $sc: losses differ ($out)"
-        fi
+        expect_close "$layout words $sc" "$dir/wref.loss" \
+            "$dir/words.$sc.loss" 1e-5 "one process"
         replicas_agree "$layout words $sc" "$dir/words.$sc.log" \
             $((nodes * per))
     done
@@ -145,13 +135,8 @@ for layout in ${ENGINE_LAYOUTS:-2x2 4x2 3x3}; do
     for st in $ALL_STRATEGIES; do
         cat "$dir/$st".* > "$dir/$st.log" 2>/dev/null
         losses_of "$dir/$st.log" > "$dir/$st.loss"
-        checks=$((checks + 1))
-        if out=$(close_losses "$dir/ref.loss" "$dir/$st.loss" 1e-5); then
-            ok "$layout $st: losses as single-process training ($out)"
-        else
-            fail "$layout $st: losses differ ($out)"
+        expect_close "$layout $st" "$dir/ref.loss" "$dir/$st.loss" 1e-5 ||
             tail -5 "$dir/$st.log"
-        fi
         check_run "$layout $st" "$dir/$st.log" "$st" $n "$per" $S 0
     done
     # The bounds test_engine.sh states: hpZ exact, hpZ+qwZ+qgZ (4-bit
@@ -160,14 +145,8 @@ for layout in ${ENGINE_LAYOUTS:-2x2 4x2 3x3}; do
         name=${v%%:*} bound=${v#*:}
         cat "$dir/$name".* > "$dir/$name.log" 2>/dev/null
         losses_of "$dir/$name.log" > "$dir/$name.loss"
-        checks=$((checks + 1))
-        if out=$(close_losses "$dir/ref.loss" "$dir/$name.loss" "$bound")
-        then
-            ok "$layout $name: losses within $bound of single-process ($out)"
-        else
-            fail "$layout $name: losses differ ($out)"
-            tail -5 "$dir/$name.log"
-        fi
+        expect_close "$layout $name" "$dir/ref.loss" "$dir/$name.loss" \
+            "$bound" || tail -5 "$dir/$name.log"
     done
     [ "$layout" = 2x2 ] && compressed "$layout" "$nodes" "$per" "$dir" \
         "${model[@]}"

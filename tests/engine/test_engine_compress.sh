@@ -6,15 +6,22 @@
 #      on), each with --plan none, fusion and full: the run succeeds, the
 #      loss falls (step 20 below 0.9 x step 1), and stays near the
 #      uncompressed run's: fp16 within 1e-3 relative at every step, int8
-#      within 1e-2, top-k 1% (a coarse compression of a tiny model, twice
-#      on MiCS's two hops) at step 20 within 1.5 x;
+#      within 1e-2, top-k 1% (a coarse compression of a tiny model) at
+#      step 20 within 1.5 x;
 #   2. plans none and fusion really compress: fewer bytes cross nodes per
 #      step than uncompressed; fusion and full print their plan, and
 #      full's predicted step is never slower than uncompressed;
 #   3. error feedback is used: top-k with and without it agree for two
 #      steps and differ later; with --warmup-steps 5 the first six
 #      losses are the uncompressed run's, later ones differ;
-#   4. bad input: unknown codec, bad density and bits, --plan without
+#   4. which hops carry encoded data (--compress-hops): by default only
+#      those between nodes, so ZeRO-3 sends fewer bytes between nodes than
+#      with every hop encoded and MiCS's reduce-scatter inside the node
+#      goes dense (more bytes inside the node, the same between nodes);
+#      inside one node "inter" is the uncompressed run, "auto" still
+#      compresses; nodes of 2 and 1 ranks: "inter" refused, naming why,
+#      "auto" runs flat;
+#   5. bad input: unknown codec, bad density and bits, --plan without
 #      --compress, an unknown plan, strategies that do not reduce-scatter
 #      their gradients, and --qgz with --compress, each named.
 #
@@ -96,12 +103,8 @@ for st in ZeRO-3 MiCS; do
             fp16 | int8)
                 rel=1e-3
                 [ "$codec" = int8 ] && rel=1e-2
-                checks=$((checks + 1))
-                if out=$(close_losses "$ref.loss" "$log.loss" $rel); then
-                    ok "$name: losses within $rel of uncompressed ($out)"
-                else
-                    fail "$name: losses differ by more than $rel ($out)"
-                fi
+                expect_close "$name" "$ref.loss" "$log.loss" $rel \
+                    uncompressed
                 ;;
             topk)
                 expect_ratio "$name: loss at step 20 near uncompressed" \
@@ -155,10 +158,89 @@ for st in ZeRO-3 MiCS; do
     losses_of "$log" > "$log.loss"
     same_then_apart "$name" "$TMP/$st.ref.log.loss" "$log.loss" 6 \
         "steps 1-6 as uncompressed, later ones compressed"
-    expect_grep "$name: says so" "warmup 5$" "$log"
+    expect_grep "$name: says so" "warmup 5 hops" "$log"
 done
 
+# Hops.  The default (auto) runs above were the inter-node route.
+for st in ZeRO-3 MiCS; do
+    name="$st topk --compress-hops all"
+    log=$TMP/$st.topk.all.log
+    run4 "$log" --strategy "$st" --compress topk --compress-hops all
+    ran "$name" $? "$log" || continue
+    losses_of "$log" > "$log.loss"
+    auto=$TMP/$st.topk.none.log
+    expect_grep "$st topk: the default hops said" "hops auto$" "$auto"
+    checks=$((checks + 1))
+    if ! cmp -s "$auto.loss" "$log.loss"; then
+        ok "$name: other losses than the default's"
+    else
+        fail "$name: the same losses as the default's"
+    fi
+    a_intra=$(step_field "$auto" 20 10)
+    a_inter=$(step_field "$auto" 20 12)
+    f_intra=$(step_field "$log" 20 10)
+    f_inter=$(step_field "$log" 20 12)
+    checks=$((checks + 1))
+    if [ "$st" = ZeRO-3 ] && [ "$a_inter" -lt "$f_inter" ]; then
+        ok "$st: fewer bytes between nodes encoding only there" \
+            "($a_inter < $f_inter)"
+    elif [ "$st" = MiCS ] && [ "$a_inter" -eq "$f_inter" ] &&
+        [ "$a_intra" -gt "$f_intra" ]; then
+        ok "$st: the group's reduce-scatter dense inside the node" \
+            "(intra $a_intra > $f_intra, inter $a_inter both)"
+    else
+        fail "$st: bytes a step, default intra $a_intra inter $a_inter," \
+            "all hops intra $f_intra inter $f_inter"
+    fi
+done
+
+# One node: nothing is between nodes, so "inter" is the dense reduction
+# (the uncompressed losses) and "auto" compresses as asked.
+run1() {
+    local log=$1
+    shift
+    "$TACL_RUN" -n 4 --timeout 120 -- "$TRAIN" "${MODEL[@]}" "$@" \
+        > "$log" 2>&1
+}
+one=$TMP/one
+run1 "$one.ref" --strategy ZeRO-3
+ran "one node uncompressed" $? "$one.ref" && losses_of "$one.ref" > "$one.ref.loss"
+run1 "$one.inter" --strategy ZeRO-3 --compress topk --compress-hops inter
+if ran "one node, --compress-hops inter" $? "$one.inter"; then
+    losses_of "$one.inter" > "$one.inter.loss"
+    expect_close "one node, inter" "$one.ref.loss" "$one.inter.loss" 1e-6 \
+        uncompressed
+fi
+run1 "$one.auto" --strategy ZeRO-3 --compress topk
+if ran "one node, auto" $? "$one.auto"; then
+    losses_of "$one.auto" > "$one.auto.loss"
+    same_then_apart "one node, auto" "$one.ref.loss" "$one.auto.loss" 1 \
+        "compresses (step 1 as uncompressed, later steps not)"
+fi
+
+# Nodes of 2 and 1 ranks: no inter-node route.
+run3() {
+    local log=$1
+    shift
+    "$TACL_RUN" -n 3 --timeout 120 -- sh -c \
+        'TACL_NODE_ID=enginenode$((TACL_RANK / 2)) exec "$@"' sh \
+        "$TRAIN" "${MODEL[@]}" --batch 30 --group-size 1 --strategy ZeRO-3 \
+        --compress topk "$@" \
+        > "$log" 2>&1
+}
+run3 "$TMP/uneven.inter" --compress-hops inter
+expect_rc "uneven nodes, inter refused" 1 $?
+expect_grep "uneven nodes, inter: says why" \
+    "compress-hops inter needs the same number of ranks on every node .3 ranks on 2 nodes, 1 to 2 a node." \
+    "$TMP/uneven.inter"
+run3 "$TMP/uneven.auto"
+ran "uneven nodes, auto runs flat" $? "$TMP/uneven.auto"
+
 echo "=== bad input"
+bad "unknown hops" 2 "\-\-compress-hops wants auto, inter or all, not 'most'" \
+    "$TRAIN" --compress topk --compress-hops most
+bad "--compress-hops without --compress" 2 "need --compress CODEC" \
+    "$TRAIN" --compress-hops inter
 bad "unknown codec" 2 "no codec called 'zip'" "$TRAIN" --compress zip
 bad "density 0" 2 "\-\-density wants a share in (0, 1]" "$TRAIN" \
     --compress topk --density 0

@@ -46,14 +46,8 @@ runn() {
 
 # near_ref NAME LOG: LOG's losses within 1e-5 of one process's.
 near_ref() {
-    local out
-    checks=$((checks + 1))
     losses_of "$2" > "$TMP/got.loss"
-    if out=$(close_losses "$TMP/ref.loss" "$TMP/got.loss" 1e-5); then
-        ok "$1: within 1e-5 of one process ($out)"
-    else
-        fail "$1: differs from one process ($out)"
-    fi
+    expect_close "$1" "$TMP/ref.loss" "$TMP/got.loss" 1e-5 "one process"
 }
 
 # bytes_of LOG: the embedding's bytes summed over the steps.
