@@ -1738,6 +1738,44 @@ tacl_status_t tacl_comp_allgather_hops_nb(
     tacl_comp_hops_t hops, tacl_comm_t comm, tacl_request_t *req_p);
 
 /**
+ * Coalesced compressed collectives: a list of nbufs buffers travels as
+ * one call (Cupcake's fused group): one header, one encoding of the
+ * whole list, one sequence of collectives, so the group pays the codec's
+ * and the collectives' fixed costs once.  Buffer i holds counts[i]
+ * values: an all-reduce's input and output, a reduce-scatter's output
+ * (its input size * counts[i], block r going to rank r), an all-gather's
+ * input (its output size * counts[i], rank j's block at j * counts[i]).
+ * The list is packed into one staging buffer as the single call with
+ * hops would see it, a reduce-scatter's block by block (block r of the
+ * packed input is every buffer's block r), so the result is that call's
+ * on the packed input, bit for bit, residuals included; the packing
+ * costs a copy of the data each way.  errs: NULL, or one residual per
+ * buffer, as long as that buffer's input; written back only when the
+ * call succeeds.  sendbufs[i] may be recvbufs[i].  Every rank passes
+ * the same nbufs and counts: the ranks first all-gather a digest of
+ * them, and all fail with TACL_ERR_INVALID_ARG naming a rank whose list
+ * differs.  nbufs 0 is an empty call.  tacl_comp_estimate on the sum of
+ * the counts prices one.
+ */
+tacl_status_t tacl_comp_allreduce_coalesced(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *counts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm);
+/** The reduce-scatter of a list (tacl_comp_allreduce_coalesced). */
+tacl_status_t tacl_comp_reduce_scatter_coalesced(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *recvcounts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm);
+/** The all-gather of a list (tacl_comp_allreduce_coalesced). */
+tacl_status_t tacl_comp_allgather_coalesced(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *sendcounts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_hops_t hops, tacl_comm_t comm);
+
+/**
  * Price a compressed collective's communication into *info_p: the sum of
  * tacl_comm_estimate over the collectives its scheme runs (the header,
  * size exchanges, the data), each encoding taken at the codec's

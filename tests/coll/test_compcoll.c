@@ -1109,3 +1109,232 @@ Test(compcoll, qgz_bad_input_is_named, .timeout = 120)
 {
     coll_run_expect_pass(4, body_qgz_bad, NULL, NULL);
 }
+
+/*
+ * ---- Coalesced calls: a list of buffers as one compressed call. ----
+ *
+ * The reference is the single call with hops on the list packed by hand:
+ * element k of block b of buffer i (a reduce-scatter's input and an
+ * all-gather's output have n blocks a buffer, the rest one) is element
+ * b * total + off[i] + k of the packed array.  The coalesced call must
+ * give the same bits, outputs and residuals, over two steps.
+ */
+static const size_t list_counts[] = {5, 0, 37, 64};
+#define NLIST 4
+
+typedef struct {
+    kind_t kind;
+    const char *codec;
+    tacl_codec_params_t params;
+    tacl_comp_scheme_t scheme;
+} list_case_t;
+
+/* Copy between the buffers (blocks each) and the packed array. */
+static void by_hand(float *const *bufs, float *packed, size_t blocks,
+                    int to_packed)
+{
+    size_t total = 0, off[NLIST];
+
+    for (int i = 0; i < NLIST; i++) {
+        off[i] = total;
+        total += list_counts[i];
+    }
+    for (int i = 0; i < NLIST; i++)
+        for (size_t e = 0; e < blocks * list_counts[i]; e++) {
+            size_t b = e / list_counts[i], k = e % list_counts[i];
+            float *p = packed + b * total + off[i] + k;
+
+            if (to_packed)
+                *p = bufs[i][e];
+            else
+                bufs[i][e] = *p;
+        }
+}
+
+static tacl_status_t single_call(const list_case_t *lc, const float *x,
+                                 float *y, size_t total,
+                                 const tacl_codec_t *codec, float *err,
+                                 tacl_comp_hops_t hops, tacl_comm_t comm)
+{
+    if (lc->kind == K_ALLREDUCE)
+        return tacl_comp_allreduce_hops(x, y, total, codec, &lc->params, err,
+                                        lc->scheme, hops, comm);
+    if (lc->kind == K_REDUCE_SCATTER)
+        return tacl_comp_reduce_scatter_hops(x, y, total, codec, &lc->params,
+                                             err, lc->scheme, hops, comm);
+    return tacl_comp_allgather_hops(x, y, total, codec, &lc->params, err,
+                                    hops, comm);
+}
+
+static tacl_status_t list_call(const list_case_t *lc, float *const *x,
+                               float *const *y, const tacl_codec_t *codec,
+                               float *const *errs, tacl_comp_hops_t hops,
+                               tacl_comm_t comm)
+{
+    const float *const *cx = (const float *const *)x;
+
+    if (lc->kind == K_ALLREDUCE)
+        return tacl_comp_allreduce_coalesced(NLIST, cx, y, list_counts, codec,
+                                             &lc->params, errs, lc->scheme,
+                                             hops, comm);
+    if (lc->kind == K_REDUCE_SCATTER)
+        return tacl_comp_reduce_scatter_coalesced(NLIST, cx, y, list_counts,
+                                                  codec, &lc->params, errs,
+                                                  lc->scheme, hops, comm);
+    return tacl_comp_allgather_coalesced(NLIST, cx, y, list_counts, codec,
+                                         &lc->params, errs, hops, comm);
+}
+
+static int list_case(coll_ctx_t *ctx, tacl_comm_t comm,
+                     const list_case_t *lc, tacl_comp_hops_t hops,
+                     int in_place)
+{
+    const tacl_codec_t *codec;
+    size_t total = 0, nb = (size_t)ctx->nranks;
+    size_t ib = lc->kind == K_REDUCE_SCATTER ? nb : 1;
+    size_t ob = lc->kind == K_ALLGATHER ? nb : 1;
+    float *px, *pe, *py, *ge, *gy, *bx[NLIST], *be[NLIST], *by[NLIST];
+    int failed = 0;
+
+    for (int i = 0; i < NLIST; i++)
+        total += list_counts[i];
+    COLL_CHECK_OK(ctx, tacl_codec_find(lc->codec, &codec));
+    px = malloc(total * ib * sizeof(float));
+    pe = calloc(total * ib, sizeof(float));
+    py = malloc(total * ob * sizeof(float));
+    ge = malloc(total * ib * sizeof(float));
+    gy = malloc(total * ob * sizeof(float));
+    for (int i = 0; i < NLIST; i++) {
+        bx[i] = malloc((list_counts[i] * ib + 1) * sizeof(float));
+        be[i] = calloc(list_counts[i] * ib + 1, sizeof(float));
+        by[i] = in_place ? bx[i]
+                         : malloc((list_counts[i] * ob + 1) * sizeof(float));
+    }
+    for (int step = 0; step < 2 && !failed; step++) {
+        fill_input(px, total * ib, ctx->rank, step, 0, 77);
+        by_hand(bx, px, ib, 0);
+        COLL_CHECK_OK(ctx, single_call(lc, px, py, total, codec, pe, hops,
+                                       comm));
+        COLL_CHECK_OK(ctx, list_call(lc, bx, by, codec, be, hops, comm));
+        by_hand(by, gy, ob, 1);
+        by_hand(be, ge, ib, 1);
+        failed = memcmp(gy, py, total * ob * sizeof(float)) != 0 ||
+                 memcmp(ge, pe, total * ib * sizeof(float)) != 0;
+        COLL_CHECK(ctx, !failed,
+                   "coalesced %s %s %s hops %s%s, step %d: the %s differ "
+                   "from the single call's",
+                   kind_names[lc->kind], lc->codec,
+                   tacl_comp_scheme_name(lc->scheme),
+                   hops == TACL_COMP_HOPS_ALL ? "all" : "inter",
+                   in_place ? " in place" : "", step,
+                   memcmp(gy, py, total * ob * sizeof(float)) ? "outputs"
+                                                              : "residuals");
+    }
+    for (int i = 0; i < NLIST; i++) {
+        if (!in_place)
+            free(by[i]);
+        free(bx[i]);
+        free(be[i]);
+    }
+    free(px);
+    free(pe);
+    free(py);
+    free(ge);
+    free(gy);
+    return failed;
+}
+
+static int body_coalesced(coll_ctx_t *ctx)
+{
+    static const list_case_t cases[] = {
+        {K_ALLREDUCE, "fp16", {.bits = 0}, TACL_COMP_SUM},
+        {K_ALLREDUCE, "topk", {.density = 0.1}, TACL_COMP_SHUFFLE},
+        {K_ALLREDUCE, "int8", {.bits = 8, .block = 16}, TACL_COMP_GATHER},
+        {K_REDUCE_SCATTER, "topk", {.density = 0.1}, TACL_COMP_SHUFFLE},
+        {K_REDUCE_SCATTER, "bf16", {.bits = 0}, TACL_COMP_SUM},
+        {K_REDUCE_SCATTER, "sign", {.bits = 0}, TACL_COMP_GATHER},
+        {K_ALLGATHER, "randk", {.density = 0.25, .seed = 3}, TACL_COMP_GATHER},
+        {K_ALLGATHER, "int4", {.bits = 4, .block = 16}, TACL_COMP_GATHER},
+    };
+    int per = *(const int *)ctx->arg, failed = 0;
+    tacl_comm_t comm = ctx->comm;
+
+    if (per > 0)
+        COLL_CHECK_OK(ctx, coll_join_node(ctx, "complist-node", per, &comm));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !failed; i++)
+        for (int h = 0; h < TACL_NUM_COMP_HOPS && !failed; h++)
+            failed = list_case(ctx, comm, &cases[i], (tacl_comp_hops_t)h,
+                               cases[i].kind == K_ALLREDUCE && h == 0);
+    if (per > 0)
+        COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    return failed;
+}
+
+Test(compcoll, coalesced_lists_are_the_single_call, .timeout = 300)
+{
+    int one_node = 0, per = 2;
+    coll_opts_t opts = {.nranks = 4,
+                        .deadline_s = 240,
+                        .arg = &per,
+                        .init = COLL_INIT_MANUAL};
+
+    coll_run_expect_pass(3, body_coalesced, &one_node, NULL);
+    coll_run_opts_expect_pass(&opts, body_coalesced);
+}
+
+static int body_coalesced_bad(coll_ctx_t *ctx)
+{
+    const tacl_codec_t *topk;
+    tacl_codec_params_t p = {.density = 0.1};
+    float a[8] = {0}, b[8] = {0}, c[8];
+    const float *xs[2] = {a, b};
+    float *ys[2] = {c, c + 4}, *nul[2] = {a, NULL};
+    size_t counts[2] = {4, 4}, other[2] = {3, 5};
+    tacl_comm_t comm = ctx->comm;
+
+    COLL_CHECK_OK(ctx, tacl_codec_find("topk", &topk));
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce_coalesced(-1, xs, ys, counts, topk, &p,
+                                             NULL, TACL_COMP_GATHER,
+                                             TACL_COMP_HOPS_ALL, comm),
+               "nbufs -1");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce_coalesced(2, xs, ys, NULL, topk, &p, NULL,
+                                             TACL_COMP_GATHER,
+                                             TACL_COMP_HOPS_ALL, comm),
+               "counts is NULL");
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce_coalesced(2, xs, nul, counts, topk, &p,
+                                             NULL, TACL_COMP_GATHER,
+                                             TACL_COMP_HOPS_ALL, comm),
+               "buffer 1: recvbufs[i] is NULL");
+    /* The same total split otherwise on one rank: every rank fails. */
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce_coalesced(2, xs, ys,
+                                             ctx->rank == 1 ? other : counts,
+                                             topk, &p, NULL, TACL_COMP_GATHER,
+                                             TACL_COMP_HOPS_ALL, comm),
+               "passes another list of buffers");
+    /* What the single call refuses, the list's call refuses alike. */
+    EXPECT_BAD(ctx,
+               tacl_comp_allreduce_coalesced(2, xs, ys, counts, topk, &p,
+                                             NULL, TACL_COMP_SUM,
+                                             TACL_COMP_HOPS_ALL, comm),
+               "topk is not");
+    /* An empty list, then the communicator still works. */
+    COLL_CHECK_OK(ctx, tacl_comp_allgather_coalesced(0, NULL, NULL, NULL,
+                                                     topk, &p, NULL,
+                                                     TACL_COMP_HOPS_ALL,
+                                                     comm));
+    COLL_CHECK_OK(ctx, tacl_comp_allreduce_coalesced(2, xs, ys, counts, topk,
+                                                     &p, NULL,
+                                                     TACL_COMP_GATHER,
+                                                     TACL_COMP_HOPS_ALL,
+                                                     comm));
+    return 0;
+}
+
+Test(compcoll, coalesced_bad_input_is_named, .timeout = 120)
+{
+    coll_run_expect_pass(3, body_coalesced_bad, NULL, NULL);
+}
