@@ -1188,9 +1188,10 @@ static int alloc_plan_buffers(engine_t *e)
     return 0;
 }
 
-tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
+/* engine_set_plan; keep: the residuals as they are (a restored plan's). */
+static tacl_status_t set_plan(engine_t *e, const gcomp_codec_t *codec,
                               int ngroups, const int *first,
-                              const int *compress)
+                              const int *compress, int keep)
 {
     int L = e->model.n_layers, size, bad;
     const char *why = engine_compress_unsupported(&e->o);
@@ -1254,8 +1255,62 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
     e->ngroups = ngroups;
     e->plan_pending = -1;
     /* A new layout of the residuals: they start again from zero. */
-    memset(e->err_rs, 0, e->loff[L] * sizeof(float));
-    memset(e->err_ar, 0, e->ioff[L] * sizeof(float));
+    if (!keep) {
+        memset(e->err_rs, 0, e->loff[L] * sizeof(float));
+        memset(e->err_ar, 0, e->ioff[L] * sizeof(float));
+    }
+    return TACL_OK;
+}
+
+tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
+                              int ngroups, const int *first,
+                              const int *compress)
+{
+    return set_plan(e, codec, ngroups, first, compress, 0);
+}
+
+size_t engine_plan_words(const engine_t *e)
+{
+    return 2 * (size_t)e->model.n_layers + 1;
+}
+
+void engine_plan_export(const engine_t *e, int32_t *words)
+{
+    int L = e->model.n_layers;
+
+    memset(words, 0, engine_plan_words(e) * sizeof(*words));
+    words[0] = e->ngroups;
+    for (int k = 0; k < e->ngroups; k++) {
+        words[1 + k] = L - 1 - e->grp_hi[k];
+        words[1 + L + k] = e->grp_comp[k];
+    }
+}
+
+tacl_status_t engine_plan_import(engine_t *e, const gcomp_codec_t *codec,
+                                 const int32_t *words)
+{
+    int L = e->model.n_layers, first[L], compress[L];
+
+    for (int k = 0; k < L; k++) {
+        first[k] = words[1 + k];
+        compress[k] = words[1 + L + k];
+    }
+    return set_plan(e, codec, words[0], first, compress, 1);
+}
+
+tacl_status_t engine_residuals(engine_t *e, float **rs_p, size_t *rs_len_p,
+                               float **ar_p, size_t *ar_len_p)
+{
+    int L = e->model.n_layers;
+
+    if (engine_compress_unsupported(&e->o) != NULL)
+        return TACL_ERR_INVALID_USAGE;
+    if (alloc_plan_buffers(e) != 0)
+        return TACL_ERR_NO_MEMORY;
+    *rs_p = e->err_rs;
+    *rs_len_p = e->loff[L];
+    *ar_p = e->err_ar;
+    *ar_len_p = e->ioff[L];
     return TACL_OK;
 }
 

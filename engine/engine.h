@@ -131,6 +131,25 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
                               int ngroups, const int *first,
                               const int *compress);
 
+/*
+ * The plan in engine_plan_words() int32 words, for a snapshot:
+ * ngroups (0: none set), then first[] and compress[] (n_layers each, as
+ * engine_set_plan takes them).  engine_plan_import sets such a plan
+ * again (collective, as engine_set_plan) keeping the residuals as they
+ * are, for a restored job whose residuals were restored with it.
+ */
+size_t engine_plan_words(const engine_t *e);
+void engine_plan_export(const engine_t *e, int32_t *words);
+tacl_status_t engine_plan_import(engine_t *e, const gcomp_codec_t *codec,
+                                 const int32_t *words);
+
+/* The error-feedback residuals (allocated now if not yet): the
+ * reduce-scatter's and the cross-group all-reduce's, in the plan's
+ * packed layouts.  TACL_ERR_INVALID_USAGE for a strategy that cannot
+ * compress. */
+tacl_status_t engine_residuals(engine_t *e, float **rs_p, size_t *rs_len_p,
+                               float **ar_p, size_t *ar_len_p);
+
 /* The profile: least seconds of a micro-step's forward (the loss
  * included) and of each layer's backward (backward[l], n_layers values)
  * since the last reset (or creation). */

@@ -44,6 +44,24 @@ int gcomp_codec_init(gcomp_codec_t *c, const char *name, double density,
     return 0;
 }
 
+uint64_t gcomp_digest(const gcomp_codec_t *c)
+{
+    uint64_t h = 1469598103934665603ull, v[5];
+    const char *name = c->codec->name;
+
+    while (*name)
+        h = (h ^ (uint8_t)*name++) * 1099511628211ull;
+    memcpy(&v[0], &c->params.density, sizeof(v[0]));
+    v[1] = (uint64_t)c->params.bits << 32 | (uint64_t)c->params.block;
+    v[2] = (uint64_t)c->scheme;
+    v[3] = (uint64_t)c->error_feedback;
+    v[4] = (uint64_t)c->hops;
+    for (int i = 0; i < 5; i++)
+        for (int b = 0; b < 8; b++)
+            h = (h ^ ((v[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
+    return h;
+}
+
 static const char *const hops_names[] = {"auto", "inter", "all"};
 
 int gcomp_hops_parse(const char *name, gcomp_hops_t *hops_p)

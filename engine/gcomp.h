@@ -9,6 +9,7 @@
 #define ENGINE_GCOMP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <tacl.h>
 
@@ -40,6 +41,11 @@ typedef struct {
     int error_feedback;        /* 0 only to show what feedback is for */
     gcomp_hops_t hops;         /* AUTO unless asked */
 } gcomp_codec_t;
+
+/* A digest of everything that shapes the residuals and the encodings
+ * (codec, parameters, scheme, error feedback, hops), to tell whether a
+ * snapshot's residuals were made under the same settings. */
+uint64_t gcomp_digest(const gcomp_codec_t *c);
 
 /*
  * Find the codec called name with the given density (topk, threshold,

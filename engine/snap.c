@@ -13,6 +13,12 @@
  * them, as a step boundary has them.  (A checkpoint of DeepSpeed or torch
  * DCP holds no gradients either.)
  *
+ * With gradient compression the error-feedback residuals are saved too,
+ * with the plan that lays them out and a digest of the compression
+ * settings: a resumed job sets that plan again without zeroing them, so
+ * its losses are the uninterrupted run's (as 1-bit Adam keeps its error
+ * buffers in the optimizer state a checkpoint holds).
+ *
  * A set holds at most 32 regions.  When the shards fit (layers times
  * three, and the position), each is registered as it is, so a save copies
  * straight from them and a restore writes straight into them; else, as
@@ -38,6 +44,8 @@ struct engine_snap {
     float *pack[ENGINE_SHARD_KINDS];
     size_t floats[ENGINE_SHARD_KINDS];
     uint64_t position[2]; /* step, data position */
+    int32_t *plan;        /* with compression: the plan, then the digest */
+    size_t plan_words;    /* engine_plan_words */
     char path[4096];      /* this rank's file, or "" */
     tacl_request_t pending;
     tacl_request_t flushing; /* the periodic flush in the background */
@@ -99,6 +107,49 @@ static void pack(engine_snap_t *s, int to)
         engine_position(s->e, &s->position[0], &s->position[1]);
     else
         engine_set_position(s->e, s->position[0], s->position[1]);
+    if (to && s->plan != NULL) {
+        uint64_t d = gcomp_digest(s->o.codec);
+
+        engine_plan_export(s->e, s->plan);
+        memcpy(s->plan + s->plan_words, &d, sizeof(d));
+    }
+}
+
+/* With compression: the residuals and the plan, each one region. */
+static tacl_status_t register_compression(engine_snap_t *s)
+{
+    float *rs, *ar;
+    size_t rs_n, ar_n;
+    tacl_status_t st = engine_residuals(s->e, &rs, &rs_n, &ar, &ar_n);
+
+    if (st != TACL_OK)
+        return fail(s, st, "residuals");
+    s->plan_words = engine_plan_words(s->e);
+    s->plan = calloc(s->plan_words + 2, sizeof(int32_t));
+    if (s->plan == NULL)
+        return fail(s, TACL_ERR_NO_MEMORY, "plan");
+    st = tacl_snapshot_register(s->set, "residual.rs", rs_n ? rs : NULL,
+                                rs_n * sizeof(float));
+    if (st == TACL_OK)
+        st = tacl_snapshot_register(s->set, "residual.ar", ar_n ? ar : NULL,
+                                    ar_n * sizeof(float));
+    if (st == TACL_OK)
+        st = tacl_snapshot_register(s->set, "plan", s->plan,
+                                    (s->plan_words + 2) * sizeof(int32_t));
+    return st == TACL_OK ? TACL_OK : fail(s, st, "register");
+}
+
+int engine_snap_restored_plan(const engine_snap_t *s, const int32_t **words_p)
+{
+    uint64_t d;
+
+    if (s->plan == NULL || !s->have_saved || s->plan[0] == 0)
+        return 0;
+    memcpy(&d, s->plan + s->plan_words, sizeof(d));
+    if (d != gcomp_digest(s->o.codec))
+        return -1;
+    *words_p = s->plan;
+    return 1;
 }
 
 /* The shards' regions: one a shard (direct), or one pack a kind. */
@@ -198,7 +249,9 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
     st = tacl_comm_n_nodes(comm, &nodes);
     if (st == TACL_OK && nodes < (o->replicas > 0 ? o->replicas : 2))
         cfg.domain = TACL_SNAPSHOT_DOMAIN_RANK;
-    s->direct = s->layers * ENGINE_SAVED_KINDS + 1 <= ENGINE_SNAP_REGIONS;
+    s->direct = s->layers * ENGINE_SAVED_KINDS + 1 +
+                    (o->codec != NULL ? 3 : 0) <=
+                ENGINE_SNAP_REGIONS;
     for (int k = 0; k < ENGINE_SHARD_KINDS && st == TACL_OK && !s->direct;
          k++) {
         if (!kind_saved(k))
@@ -226,6 +279,8 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
         (st = tacl_snapshot_register(s->set, "position", s->position,
                                      sizeof(s->position))) != TACL_OK)
         fail(s, st, "register");
+    if (st == TACL_OK && o->codec != NULL)
+        st = register_compression(s);
     if (st != TACL_OK) {
         engine_snap_destroy(s, 0);
         return st;
@@ -449,5 +504,6 @@ void engine_snap_destroy(engine_snap_t *s, int purge)
         tacl_snapshot_destroy(s->set, purge);
     for (int k = 0; k < ENGINE_SHARD_KINDS; k++)
         free(s->pack[k]);
+    free(s->plan);
     free(s);
 }

@@ -36,6 +36,9 @@ typedef struct {
                          else tacl_snapshot_due decides (skipping while
                          copies are in flight) with this step-overhead
                          bound (0: none) */
+    /* The gradient compression, or NULL: its error-feedback residuals
+     * and the plan they are laid out by are saved with the shards. */
+    const gcomp_codec_t *codec;
 } engine_snap_opts_t;
 
 typedef struct engine_snap engine_snap_t;
@@ -50,6 +53,15 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
  * nothing was saved, else e holds the state of step *step_p. */
 tacl_status_t engine_snap_resume(engine_snap_t *s, int *found_p,
                                  uint64_t *step_p);
+
+/*
+ * After a restore with compression: 1 and the plan's words
+ * (engine_plan_import) when a plan was saved under the same compression
+ * settings, its residuals restored into the engine; 0 when no plan was
+ * set yet at the saved step; -1 when the settings differ (the residuals
+ * then mean nothing: set a new plan, which zeroes them).
+ */
+int engine_snap_restored_plan(const engine_snap_t *s, const int32_t **words_p);
 
 /* After every optimizer step: mark the next step's start (scheduled
  * copies), then save it if wanted and a K-th step (non-blocking, the

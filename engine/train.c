@@ -409,6 +409,32 @@ static int check_compress(args_t *a)
     return 0;
 }
 
+/*
+ * After a restore with compression: the saved plan again, its residuals
+ * kept (*planned_p 1), or say why the residuals start from zero.
+ */
+static int resume_plan(engine_t *e, engine_snap_t *snap, const args_t *a,
+                       int rank, int *planned_p)
+{
+    const int32_t *words;
+    int got = engine_snap_restored_plan(snap, &words);
+
+    if (got > 0 && engine_plan_import(e, &a->codec, words) != TACL_OK) {
+        fprintf(stderr, "train: rank %d: --resume: the saved plan: %s\n",
+                rank, engine_error(e));
+        return -1;
+    }
+    *planned_p = got > 0;
+    if (rank == 0 && got > 0)
+        printf("resume: plan of %d groups and its residuals restored\n",
+               (int)words[0]);
+    else if (rank == 0 && got < 0)
+        printf("resume: the snapshot's residuals were made under other "
+               "compression settings; they start from zero\n");
+    fflush(stdout);
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, args_t *a)
 {
     int c, bad = 0, *ip;
@@ -594,6 +620,7 @@ int main(int argc, char **argv)
     engine_snap_t *snap = NULL;
     engine_step_t s;
     uint64_t first = 0, target, plan_at;
+    int planned = 0; /* a plan restored with its residuals */
     uint8_t *text;
     size_t len, psi;
     uint64_t bp, bg, bos;
@@ -660,6 +687,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
         goto out_engine;
     }
+    a.snap.codec = a.compress != NULL ? &a.codec : NULL;
     if (a.snapshots &&
         engine_snap_create(e, comm, &a.snap, &snap, err, sizeof(err)) !=
             TACL_OK) {
@@ -695,6 +723,9 @@ int main(int argc, char **argv)
             printf("%s\n", line);
         }
         fflush(stdout);
+        if (found && a.compress != NULL &&
+            resume_plan(e, snap, &a, rank, &planned) != 0)
+            goto out_engine;
     }
     /* A resumed job runs on to step --steps; otherwise --steps more. */
     first = engine_step_index(e);
@@ -734,12 +765,13 @@ int main(int argc, char **argv)
         /* none: every layer alone; fusion and full: plan from the
          * profiled steps. */
         if (a.compress != NULL && a.plan_kind == ENGINE_PLAN_NONE &&
-            i == plan_at && engine_plan_layerwise(e, &a.codec) != TACL_OK) {
+            i == plan_at && !planned &&
+            engine_plan_layerwise(e, &a.codec) != TACL_OK) {
             fprintf(stderr, "train: rank %d: %s\n", rank, engine_error(e));
             goto out_engine;
         }
         if (a.compress != NULL && a.plan_kind != ENGINE_PLAN_NONE &&
-            i == plan_at &&
+            i == plan_at && !planned &&
             engine_plan_profiled(e, comm, &a.codec, a.plan_kind, !a.quiet,
                                  err, sizeof(err)) != TACL_OK) {
             fprintf(stderr, "train: rank %d: --plan %s: %s\n", rank,

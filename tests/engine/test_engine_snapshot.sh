@@ -12,6 +12,12 @@
 #      for, while the previous save's copies travel);
 #   3. --resume with nothing saved says so and trains from step 0, with
 #      the uninterrupted run's losses;
+#   5. with gradient compression (top-k 1%, error feedback) the residuals
+#      and the plan are saved too: a resumed run's losses are the
+#      uninterrupted run's bit for bit (plan none), and the killed run's
+#      up to its kill (plan fusion, whose groups come from each run's
+#      own timings); resumed under other settings it says the residuals
+#      start from zero;
 #   4. bad input.
 #
 # Usage: test_engine_snapshot.sh TACL_RUN TRAIN
@@ -255,6 +261,69 @@ expect_match "--resume with nothing saved says so" -F \
     "nothing saved under key '$KEY-none'" "$TMP/fresh.log"
 same_losses "--resume with nothing saved trains from step 0" 0 \
     "$TMP/fresh.log"
+
+# 5. Compressed gradients: the residuals and the plan travel with the
+# shards.
+run4 "$TMP/ctop-full.log" --snapshot-key "$KEY-ctf" --compress topk
+expect_rc "top-k: uninterrupted run" 0 $?
+run4 "$TMP/ctop-kill.log" --snapshot-key "$KEY-ctk" --compress topk \
+    --kill-at 1:7
+expect_rc "top-k: rank 1 killed after step 7" 137 $?
+run4 "$TMP/ctop-resume.log" --snapshot-key "$KEY-ctk" --compress topk \
+    --resume
+expect_rc "top-k: resumed run" 0 $?
+expect_match "top-k: the plan and residuals restored" -E \
+    "^resume: plan of 6 groups and its residuals restored" \
+    "$TMP/ctop-resume.log"
+step=$(restored "$TMP/ctop-resume.log")
+if [ -n "$step" ]; then
+    same_losses "top-k, plan none: restored" "$step" "$TMP/ctop-resume.log" \
+        "$TMP/ctop-full.log"
+else
+    checks=$((checks + 1))
+    fail "top-k: the resume restored nothing"
+fi
+
+# A fusion plan is drawn from each run's timings, so the resumed run is
+# held against the killed one, whose plan it restores, over the steps
+# both ran.
+run4 "$TMP/cfus-kill.log" --snapshot-key "$KEY-cfk" --compress topk \
+    --plan fusion --profile-steps 2 --snapshot-every 4 --kill-at 1:11
+expect_rc "top-k fusion: rank 1 killed after step 11" 137 $?
+run4 "$TMP/cfus-resume.log" --snapshot-key "$KEY-cfk" --compress topk \
+    --plan fusion --profile-steps 2 --snapshot-every 4 --resume
+expect_rc "top-k fusion: resumed run" 0 $?
+step=$(restored "$TMP/cfus-resume.log")
+checks=$((checks + 1))
+out=$(awk -v from="${step:-99}" '
+    FNR == 1 { file++ }
+    $1 == "step" && file == 1 { want[$2] = $14 }
+    $1 == "step" && file == 2 && $2 in want {
+        n++
+        if ($2 <= from || want[$2] != $14) bad = bad " " $2
+    }
+    END { if (n == 0) print "no step in common"
+          else if (bad != "") print "differ at step" bad
+          else print n " steps" }' "$TMP/cfus-kill.log" "$TMP/cfus-resume.log")
+if [ -n "$step" ] && grep -q "^resume: plan of [1-9][0-9]* groups" \
+    "$TMP/cfus-resume.log" && [ "${out% steps}" != "$out" ]; then
+    ok "top-k fusion: the plan restored, steps after $step as the killed" \
+        "run's ($out)"
+else
+    fail "top-k fusion: restored '$step': $out"
+    grep '^step\|resume\|plan' "$TMP/cfus-resume.log" | head -12
+fi
+
+# Resumed under another density: the residuals mean nothing there.
+run4 "$TMP/cdens-kill.log" --snapshot-key "$KEY-cdk" --compress topk \
+    --kill-at 1:7
+expect_rc "top-k: killed again" 137 $?
+run4 "$TMP/cdens-resume.log" --snapshot-key "$KEY-cdk" --compress topk \
+    --density 0.02 --resume
+expect_rc "top-k: resumed at another density" 0 $?
+expect_match "top-k: another density starts the residuals from zero" -F \
+    "made under other compression settings; they start from zero" \
+    "$TMP/cdens-resume.log"
 
 # 4. Bad input.
 "$TRAIN" --kill-at x > "$TMP/bad.log" 2>&1
