@@ -1302,9 +1302,12 @@ tacl_status_t engine_residuals(engine_t *e, float **rs_p, size_t *rs_len_p,
                                float **ar_p, size_t *ar_len_p)
 {
     int L = e->model.n_layers;
+    const char *why = engine_compress_unsupported(&e->o);
 
-    if (engine_compress_unsupported(&e->o) != NULL)
+    if (why != NULL) {
+        set_err(e, "%s", why);
         return TACL_ERR_INVALID_USAGE;
+    }
     if (alloc_plan_buffers(e) != 0)
         return TACL_ERR_NO_MEMORY;
     *rs_p = e->err_rs;

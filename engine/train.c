@@ -661,6 +661,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "train: rank %d: %s\n", rank, err);
         goto out_comm;
     }
+    /* The residuals now, so that the state line counts them. */
+    if (a.compress != NULL) {
+        float *rs, *ar;
+        size_t rs_n, ar_n;
+
+        if (engine_residuals(e, &rs, &rs_n, &ar, &ar_n) != TACL_OK) {
+            fprintf(stderr, "train: rank %d: the residuals: %s\n", rank,
+                    engine_error(e));
+            goto out_engine;
+        }
+    }
     engine_shape(e, &psi, &n, &m);
     engine_state_bytes(e, &bp, &bg, &bos);
     if (rank == 0)
