@@ -1774,6 +1774,30 @@ tacl_status_t tacl_comp_allgather_coalesced(
     const size_t *sendcounts, const tacl_codec_t *codec,
     const tacl_codec_params_t *params, float *const *errs,
     tacl_comp_hops_t hops, tacl_comm_t comm);
+/**
+ * Non-blocking forms of the coalesced calls (tacl_comp_allreduce_nb):
+ * the list is checked now, its arrays (not the buffers) and *params
+ * copied, and the blocking form runs in comm's host-composed worker, the
+ * ranks' digests agreed there.  The buffers, residuals and *codec are
+ * used until *req_p completes.
+ */
+tacl_status_t tacl_comp_allreduce_coalesced_nb(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *counts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm,
+    tacl_request_t *req_p);
+tacl_status_t tacl_comp_reduce_scatter_coalesced_nb(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *recvcounts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm,
+    tacl_request_t *req_p);
+tacl_status_t tacl_comp_allgather_coalesced_nb(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *sendcounts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_hops_t hops, tacl_comm_t comm, tacl_request_t *req_p);
 
 /**
  * Price a compressed collective's communication into *info_p: the sum of

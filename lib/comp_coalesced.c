@@ -12,6 +12,11 @@
  * A reduce-scatter's list is packed block by block, so that block r of
  * the packed input (which goes to rank r) is every buffer's block r.
  *
+ * The _nb forms check the list at issue, copy it (the arrays, not the
+ * buffers) and the params, and run the blocking form in the
+ * communicator's host-composed worker (deferred.c), as comp_nb.c does
+ * for the single calls.
+ *
  * Before the data moves the ranks all-gather a digest of their lists
  * (nbufs and the counts): ranks whose lists split the same total
  * differently would otherwise get each other's values in the wrong
@@ -22,6 +27,8 @@
 #include <string.h>
 
 #include "comm.h"
+#include "compcoll.h"
+#include "deferred.h"
 #include "log.h"
 
 typedef enum { LIST_ALLREDUCE, LIST_REDUCE_SCATTER, LIST_ALLGATHER } list_kind_t;
@@ -272,4 +279,125 @@ TACL_EXPORT tacl_status_t tacl_comp_allgather_coalesced(
                          sendcounts, errs);
 
     return list_run(&l, codec, params, TACL_COMP_GATHER, hops, comm);
+}
+
+/* A non-blocking call's copy of its list, in one block with it. */
+typedef struct {
+    list_kind_t kind;
+    int nbufs;
+    const float **send;
+    float **recv;
+    size_t *counts;
+    float **errs;
+    const tacl_codec_t *codec;
+    tacl_codec_params_t params;
+    tacl_comp_scheme_t scheme;
+    tacl_comp_hops_t hops;
+} list_nb_t;
+
+static tacl_status_t list_nb_run(void *arg, tacl_comm_t shadow)
+{
+    const list_nb_t *a = arg;
+    list_t l = list_make(a->kind, a->nbufs, (const float *const *)a->send,
+                         a->recv, a->counts, a->errs);
+
+    return list_run(&l, a->codec, &a->params, a->scheme, a->hops, shadow);
+}
+
+/* Check the call as the blocking form would (but for the agreement, the
+ * worker's), copy the list and queue it. */
+static tacl_status_t list_nb_issue(list_t *l, const tacl_codec_t *codec,
+                                   const tacl_codec_params_t *params,
+                                   tacl_comp_scheme_t scheme,
+                                   tacl_comp_hops_t hops, tacl_comm_t comm,
+                                   tacl_request_t *req_p)
+{
+    size_t nb = l->nbufs > 0 ? (size_t)l->nbufs : 0;
+    list_nb_t *a;
+    tacl_status_t st;
+
+    if (req_p == NULL)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL, "%s: req_p is NULL",
+                           l->name);
+    l->n = comm->size;
+    st = list_check(l);
+    if (st == TACL_OK)
+        st = tacl__comp_check(l->name, codec, params, scheme);
+    if (st == TACL_OK && (unsigned)hops >= TACL_NUM_COMP_HOPS)
+        st = tacl__error(TACL_ERR_INVALID_ARG, COLL, "%s: unknown hops %d",
+                         l->name, (int)hops);
+    if (st != TACL_OK)
+        return st;
+    a = malloc(sizeof(*a) + nb * (3 * sizeof(void *) + sizeof(size_t)));
+    if (a == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL, "out of memory");
+    a->kind = l->kind;
+    a->nbufs = l->nbufs;
+    a->send = (const float **)(a + 1);
+    a->recv = (float **)(a->send + nb);
+    a->errs = l->errs != NULL ? (float **)(a->recv + nb) : NULL;
+    a->counts = (size_t *)((float **)(a->recv + nb) + nb);
+    for (size_t i = 0; i < nb; i++) {
+        a->send[i] = l->send[i];
+        a->recv[i] = l->recv[i];
+        a->counts[i] = l->counts[i];
+        if (a->errs != NULL)
+            a->errs[i] = l->errs[i];
+    }
+    a->codec = codec;
+    a->params = *params;
+    a->scheme = scheme;
+    a->hops = hops;
+    return tacl__deferred_issue(comm, list_nb_run, a, req_p);
+}
+
+static tacl_status_t list_nb_entry(list_t *l, const tacl_codec_t *codec,
+                                   const tacl_codec_params_t *params,
+                                   tacl_comp_scheme_t scheme,
+                                   tacl_comp_hops_t hops, tacl_comm_t comm,
+                                   tacl_request_t *req_p)
+{
+    TACL__COMM_HELD(comm, tacl__comm_fail(comm, list_nb_issue(l, codec,
+                                                              params, scheme,
+                                                              hops, comm,
+                                                              req_p)));
+}
+
+TACL_EXPORT tacl_status_t tacl_comp_allreduce_coalesced_nb(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *counts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm,
+    tacl_request_t *req_p)
+{
+    list_t l = list_make(LIST_ALLREDUCE, nbufs, sendbufs, recvbufs, counts,
+                         errs);
+
+    return list_nb_entry(&l, codec, params, scheme, hops, comm, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_comp_reduce_scatter_coalesced_nb(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *recvcounts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops, tacl_comm_t comm,
+    tacl_request_t *req_p)
+{
+    list_t l = list_make(LIST_REDUCE_SCATTER, nbufs, sendbufs, recvbufs,
+                         recvcounts, errs);
+
+    return list_nb_entry(&l, codec, params, scheme, hops, comm, req_p);
+}
+
+TACL_EXPORT tacl_status_t tacl_comp_allgather_coalesced_nb(
+    int nbufs, const float *const *sendbufs, float *const *recvbufs,
+    const size_t *sendcounts, const tacl_codec_t *codec,
+    const tacl_codec_params_t *params, float *const *errs,
+    tacl_comp_hops_t hops, tacl_comm_t comm, tacl_request_t *req_p)
+{
+    list_t l = list_make(LIST_ALLGATHER, nbufs, sendbufs, recvbufs,
+                         sendcounts, errs);
+
+    return list_nb_entry(&l, codec, params, TACL_COMP_GATHER, hops, comm,
+                         req_p);
 }

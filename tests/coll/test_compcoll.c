@@ -1113,7 +1113,8 @@ Test(compcoll, qgz_bad_input_is_named, .timeout = 120)
 /*
  * ---- Coalesced calls: a list of buffers as one compressed call. ----
  *
- * The reference is the single call with hops on the list packed by hand:
+ * The reference (for the blocking and the _nb forms alike) is the single
+ * call with hops on the list packed by hand:
  * element k of block b of buffer i (a reduce-scatter's input and an
  * all-gather's output have n blocks a buffer, the rest one) is element
  * b * total + off[i] + k of the packed array.  The coalesced call must
@@ -1166,13 +1167,44 @@ static tacl_status_t single_call(const list_case_t *lc, const float *x,
                                     hops, comm);
 }
 
+static tacl_status_t list_call_nb(const list_case_t *lc, float *const *x,
+                                  float *const *y, const tacl_codec_t *codec,
+                                  float *const *errs, tacl_comp_hops_t hops,
+                                  tacl_comm_t comm)
+{
+    const float *const *cx = (const float *const *)x;
+    tacl_request_t req = NULL;
+    tacl_status_t st;
+
+    if (lc->kind == K_ALLREDUCE)
+        st = tacl_comp_allreduce_coalesced_nb(NLIST, cx, y, list_counts,
+                                              codec, &lc->params, errs,
+                                              lc->scheme, hops, comm, &req);
+    else if (lc->kind == K_REDUCE_SCATTER)
+        st = tacl_comp_reduce_scatter_coalesced_nb(
+            NLIST, cx, y, list_counts, codec, &lc->params, errs, lc->scheme,
+            hops, comm, &req);
+    else
+        st = tacl_comp_allgather_coalesced_nb(NLIST, cx, y, list_counts,
+                                              codec, &lc->params, errs, hops,
+                                              comm, &req);
+    if (st != TACL_OK)
+        return st;
+    st = tacl_request_wait(req);
+    tacl_request_free(req);
+    return st;
+}
+
+/* The coalesced call, blocking or (nb) its _nb form waited for. */
 static tacl_status_t list_call(const list_case_t *lc, float *const *x,
                                float *const *y, const tacl_codec_t *codec,
                                float *const *errs, tacl_comp_hops_t hops,
-                               tacl_comm_t comm)
+                               tacl_comm_t comm, int nb)
 {
     const float *const *cx = (const float *const *)x;
 
+    if (nb)
+        return list_call_nb(lc, x, y, codec, errs, hops, comm);
     if (lc->kind == K_ALLREDUCE)
         return tacl_comp_allreduce_coalesced(NLIST, cx, y, list_counts, codec,
                                              &lc->params, errs, lc->scheme,
@@ -1187,12 +1219,12 @@ static tacl_status_t list_call(const list_case_t *lc, float *const *x,
 
 static int list_case(coll_ctx_t *ctx, tacl_comm_t comm,
                      const list_case_t *lc, tacl_comp_hops_t hops,
-                     int in_place)
+                     int in_place, int nb)
 {
     const tacl_codec_t *codec;
-    size_t total = 0, nb = (size_t)ctx->nranks;
-    size_t ib = lc->kind == K_REDUCE_SCATTER ? nb : 1;
-    size_t ob = lc->kind == K_ALLGATHER ? nb : 1;
+    size_t total = 0, n = (size_t)ctx->nranks;
+    size_t ib = lc->kind == K_REDUCE_SCATTER ? n : 1;
+    size_t ob = lc->kind == K_ALLGATHER ? n : 1;
     float *px, *pe, *py, *ge, *gy, *bx[NLIST], *be[NLIST], *by[NLIST];
     int failed = 0;
 
@@ -1215,15 +1247,15 @@ static int list_case(coll_ctx_t *ctx, tacl_comm_t comm,
         by_hand(bx, px, ib, 0);
         COLL_CHECK_OK(ctx, single_call(lc, px, py, total, codec, pe, hops,
                                        comm));
-        COLL_CHECK_OK(ctx, list_call(lc, bx, by, codec, be, hops, comm));
+        COLL_CHECK_OK(ctx, list_call(lc, bx, by, codec, be, hops, comm, nb));
         by_hand(by, gy, ob, 1);
         by_hand(be, ge, ib, 1);
         failed = memcmp(gy, py, total * ob * sizeof(float)) != 0 ||
                  memcmp(ge, pe, total * ib * sizeof(float)) != 0;
         COLL_CHECK(ctx, !failed,
-                   "coalesced %s %s %s hops %s%s, step %d: the %s differ "
-                   "from the single call's",
-                   kind_names[lc->kind], lc->codec,
+                   "coalesced %s%s %s %s hops %s%s, step %d: the %s "
+                   "differ from the single call's",
+                   kind_names[lc->kind], nb ? " _nb" : "", lc->codec,
                    tacl_comp_scheme_name(lc->scheme),
                    hops == TACL_COMP_HOPS_ALL ? "all" : "inter",
                    in_place ? " in place" : "", step,
@@ -1263,8 +1295,10 @@ static int body_coalesced(coll_ctx_t *ctx)
         COLL_CHECK_OK(ctx, coll_join_node(ctx, "complist-node", per, &comm));
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !failed; i++)
         for (int h = 0; h < TACL_NUM_COMP_HOPS && !failed; h++)
-            failed = list_case(ctx, comm, &cases[i], (tacl_comp_hops_t)h,
-                               cases[i].kind == K_ALLREDUCE && h == 0);
+            for (int nb = 0; nb < 2 && !failed; nb++)
+                failed = list_case(ctx, comm, &cases[i], (tacl_comp_hops_t)h,
+                                   cases[i].kind == K_ALLREDUCE && h == 0,
+                                   nb);
     if (per > 0)
         COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
     return failed;
@@ -1321,6 +1355,27 @@ static int body_coalesced_bad(coll_ctx_t *ctx)
                                              NULL, TACL_COMP_SUM,
                                              TACL_COMP_HOPS_ALL, comm),
                "topk is not");
+    /* The _nb forms check at issue, with the same messages. */
+    {
+        tacl_request_t req = NULL;
+
+        EXPECT_BAD(ctx,
+                   tacl_comp_reduce_scatter_coalesced_nb(
+                       2, xs, nul, counts, topk, &p, NULL, TACL_COMP_GATHER,
+                       TACL_COMP_HOPS_ALL, comm, &req),
+                   "buffer 1: recvbufs[i] is NULL");
+        EXPECT_BAD(ctx,
+                   tacl_comp_allreduce_coalesced_nb(
+                       2, xs, ys, counts, topk, &p, NULL, TACL_COMP_SUM,
+                       TACL_COMP_HOPS_ALL, comm, &req),
+                   "topk is not");
+        EXPECT_BAD(ctx,
+                   tacl_comp_allgather_coalesced_nb(
+                       2, xs, ys, counts, topk, &p, NULL,
+                       (tacl_comp_hops_t)5, comm, &req),
+                   "unknown hops 5");
+        COLL_CHECK(ctx, req == NULL, "a refused call made a request");
+    }
     /* An empty list, then the communicator still works. */
     COLL_CHECK_OK(ctx, tacl_comp_allgather_coalesced(0, NULL, NULL, NULL,
                                                      topk, &p, NULL,
