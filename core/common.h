@@ -57,6 +57,18 @@ static inline uint64_t tacl__mix64(uint64_t h)
     return h ^ (h >> 31);
 }
 
+/* FNV-1a of len bytes at p, on from h (TACL__FNV1A_SEED to start):
+ * a digest that ranks compare, and a key's hash. */
+#define TACL__FNV1A_SEED 1469598103934665603ull
+static inline uint64_t tacl__fnv1a(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 /* The next number of splitmix64's stream from *state. */
 static inline uint64_t tacl__splitmix64(uint64_t *state)
 {

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "config.h"
 #include "log.h"
 #include "parse.h"
@@ -107,12 +108,8 @@ static tacl_status_t launch_int(const launcher_t *ln, const char *name,
 
 int tacl__launch_port(const char *key)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    uint64_t h = tacl__fnv1a(TACL__FNV1A_SEED, key, strlen(key));
 
-    for (const char *p = key; *p != '\0'; p++) {
-        h ^= (unsigned char)*p;
-        h *= 1099511628211ULL;
-    }
     return TACL__LAUNCH_PORT_BASE + (int)(h % TACL__LAUNCH_PORT_SPAN);
 }
 

@@ -39,7 +39,7 @@ static const char *const list_names[] = {
     "comp_allgather_coalesced",
 };
 
-/* One coalesced call: the caller's list and the staging buffers. */
+/* One coalesced call: the caller's list. */
 typedef struct {
     list_kind_t kind;
     const char *name;
@@ -48,9 +48,7 @@ typedef struct {
     float *const *recv;
     const size_t *counts;
     float *const *errs;
-    size_t total;       /* the sum of the counts */
-    size_t in, out;     /* values a rank sends in, gets out (staged) */
-    float *sin, *sout, *serr;
+    size_t total; /* the sum of the counts */
 } list_t;
 
 /* The arguments, each buffer in host memory. */
@@ -102,15 +100,11 @@ static tacl_status_t list_check(list_t *l)
 /* FNV-1a over nbufs and the counts. */
 static uint64_t list_digest(const list_t *l)
 {
-    uint64_t h = 1469598103934665603ull, v = (uint64_t)l->nbufs;
+    uint64_t h = tacl__fnv1a(TACL__FNV1A_SEED, &l->nbufs, sizeof(l->nbufs));
 
-    for (int i = -1; i < l->nbufs; i++) {
-        if (i >= 0)
-            v = l->counts[i];
-        for (int b = 0; b < 8; b++)
-            h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
-    }
-    return h;
+    return l->nbufs > 0 ? tacl__fnv1a(h, l->counts,
+                                      (size_t)l->nbufs * sizeof(size_t))
+                        : h;
 }
 
 /* Every rank's digest against this rank's: all fail alike. */
@@ -176,7 +170,8 @@ static tacl_status_t list_run(list_t *l, const tacl_codec_t *codec,
                               tacl_comp_scheme_t scheme,
                               tacl_comp_hops_t hops, tacl_comm_t comm)
 {
-    float *err = NULL;
+    float *sin = NULL, *sout = NULL, *err = NULL;
+    size_t in, out;
     tacl_status_t st;
 
     tacl__last_error_clear();
@@ -188,45 +183,46 @@ static tacl_status_t list_run(list_t *l, const tacl_codec_t *codec,
         st = list_agree(l, comm);
     if (st != TACL_OK)
         return tacl__comm_fail(comm, st);
-    l->in = l->total * in_blocks(l);
-    l->out = l->total * out_blocks(l);
-    l->sin = malloc((l->in ? l->in : 1) * sizeof(float));
-    l->sout = malloc((l->out ? l->out : 1) * sizeof(float));
+    /* Values a rank stages in and gets out. */
+    in = l->total * in_blocks(l);
+    out = l->total * out_blocks(l);
+    sin = malloc((in ? in : 1) * sizeof(float));
+    sout = malloc((out ? out : 1) * sizeof(float));
     if (l->errs != NULL)
-        err = l->serr = malloc((l->in ? l->in : 1) * sizeof(float));
-    if (l->sin == NULL || l->sout == NULL || (l->errs && l->serr == NULL)) {
+        err = malloc((in ? in : 1) * sizeof(float));
+    if (sin == NULL || sout == NULL || (l->errs != NULL && err == NULL)) {
         st = tacl__comm_fail(comm, tacl__error(TACL_ERR_NO_MEMORY, COLL,
                                                "%s: no memory to stage "
                                                "%zu values",
-                                               l->name, l->in + l->out));
+                                               l->name, in + out));
         goto out;
     }
-    list_copy(l, (float *const *)l->send, l->sin, in_blocks(l), 1);
+    list_copy(l, (float *const *)l->send, sin, in_blocks(l), 1);
     if (err != NULL)
         list_copy(l, l->errs, err, in_blocks(l), 1);
     switch (l->kind) {
     case LIST_ALLREDUCE:
-        st = tacl_comp_allreduce_hops(l->sin, l->sout, l->total, codec,
-                                      params, err, scheme, hops, comm);
+        st = tacl_comp_allreduce_hops(sin, sout, l->total, codec, params, err,
+                                      scheme, hops, comm);
         break;
     case LIST_REDUCE_SCATTER:
-        st = tacl_comp_reduce_scatter_hops(l->sin, l->sout, l->total, codec,
-                                           params, err, scheme, hops, comm);
+        st = tacl_comp_reduce_scatter_hops(sin, sout, l->total, codec, params,
+                                           err, scheme, hops, comm);
         break;
     default:
-        st = tacl_comp_allgather_hops(l->sin, l->sout, l->total, codec,
-                                      params, err, hops, comm);
+        st = tacl_comp_allgather_hops(sin, sout, l->total, codec, params, err,
+                                      hops, comm);
         break;
     }
     if (st != TACL_OK)
         goto out;
-    list_copy(l, l->recv, l->sout, out_blocks(l), 0);
+    list_copy(l, l->recv, sout, out_blocks(l), 0);
     if (err != NULL)
         list_copy(l, l->errs, err, in_blocks(l), 0);
 out:
-    free(l->sin);
-    free(l->sout);
-    free(l->serr);
+    free(sin);
+    free(sout);
+    free(err);
     return st;
 }
 

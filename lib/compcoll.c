@@ -164,11 +164,7 @@ static uint64_t mix(uint64_t h, uint64_t v)
 
 static uint64_t hash_name(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-
-    while (*s)
-        h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-    return h;
+    return tacl__fnv1a(TACL__FNV1A_SEED, s, strlen(s));
 }
 
 static uint64_t hash_params(const tacl_codec_params_t *p)
