@@ -17,14 +17,18 @@
  * harness' communication thread, which runs the groups in order on the
  * communicator: an uncompressed group is posted with tacl_allreduce_nb
  * (progressed by the library's progress thread) and a compressed one runs
- * tacl_comp_allreduce_hops, which is blocking (there is no _nb form: a
- * sparsifier's sizes are known only after its encode), with the group's
+ * the blocking tacl_comp_allreduce_hops over its route, with the group's
  * slice of an error-feedback buffer, allocated while a policy that
  * compresses runs.  So compute overlaps both kinds.
- * Its hops (--hops): encoded on every hop, or only between nodes with
- * dense hops inside each node; auto (the default) times both calls and
- * takes the one quicker for a group of a sixteenth of the model, the
- * choice Espresso's decision tree makes per tensor, made here once.
+ * A compressed group's route is the call's scheme (the codec's own,
+ * gather or sum, or shuffle: Espresso's indivisible and divisible
+ * schemes) and its hops (encoded on every hop, or only between nodes
+ * with dense hops inside each node).  Every route asked for (--schemes,
+ * --hops; on one node only every hop) is timed, and each is a codec
+ * option of its own to the planner, which so chooses a route per group,
+ * as Espresso's decision tree does per tensor.  The layer-wise and
+ * threshold policies take one route for all: the codec's own scheme
+ * over the hops quicker for a group of a sixteenth of the model.
  * The step ends when every group is done; its time is the median over
  * the steps after the warm-up of the slowest rank's.
  *
@@ -80,6 +84,8 @@
     "                     bucket, even, planned (default: all)\n"            \
     "  --hops H           all, inter or auto (default): the hops that carry\n" \
     "                     encoded data in compressed groups\n"             \
+    "  --schemes S        own (the codec's: gather, or sum if summable) or\n" \
+    "                     all (default: also shuffle) for planned groups\n" \
     "  --compute MODE     sleep (default) or spin for compute stand-ins\n"   \
     "  --check            compare results: uncompressed against a local\n"   \
     "                     reference, every policy across ranks\n"            \
@@ -105,7 +111,8 @@ typedef struct {
     const char *model, *profile, *profiles, *codec;
     replay_steps_t run;
     double density, threshold, ratio;
-    int hops; /* a tacl_comp_hops_t, or -1: auto */
+    int hops;    /* a tacl_comp_hops_t, or -1: auto */
+    int shuffle; /* planned groups may take the shuffle scheme */
     int want[P_COUNT];
 } options_t;
 
@@ -116,6 +123,7 @@ static int takes_value(const char *opt)
         "--model", "--profile", "--profiles", "--codec",
         "--steps", "--warmup",  "--density",  "--threshold",
         "--ratio", "--compute", "--policies", "--hops",
+        "--schemes",
     };
 
     for (size_t k = 0; k < ARRAY_LEN(opts); k++)
@@ -224,6 +232,10 @@ static int parse(int argc, char **argv, options_t *o, int *exit_p)
             o->hops = strcmp(val, "all") == 0     ? TACL_COMP_HOPS_ALL
                       : strcmp(val, "inter") == 0 ? TACL_COMP_HOPS_INTER
                                                   : -1;
+        } else if (strcmp(opt, "--schemes") == 0) {
+            if (strcmp(val, "own") != 0 && strcmp(val, "all") != 0)
+                return bad(opt, val, "expected own or all") != 0;
+            o->shuffle = strcmp(val, "all") == 0;
         } else if (strcmp(opt, "--policies") == 0) {
             snprintf(policies, sizeof(policies), "%s", val);
             if (strlen(val) >= sizeof(policies) ||
@@ -377,6 +389,28 @@ static double scale_compute(replay_profile_t *pf,
     return f;
 }
 
+/* Each route's timed call, the planner's view of it and the planned
+ * groups under it; route 0 is the layer-wise policies'. */
+static void print_routes(const replay_route_t *routes, int n,
+                         double line[][2], const tacl_planner_codec_t *pc,
+                         const tacl_planner_plan_t *plan)
+{
+    for (int k = 0; k < n; k++) {
+        char name[32];
+        int groups = 0;
+
+        for (int g = 0; g < plan->ngroups; g++)
+            groups += plan->option[g] == k;
+        replay_route_name(&routes[k], name, sizeof(name));
+        printf("- route %s%s: the compressed call %.4g s + %.4g s/B; as "
+               "the planner sees it: codec %s 0 0 %.4g %.4g %.4g %d; "
+               "planned groups %d\n",
+               name, k == 0 ? " (layer-wise policies)" : "", line[k][0],
+               line[k][1], pc[k].name, pc[k].decode_fixed,
+               pc[k].decode_per_byte, pc[k].ratio, pc[k].summable, groups);
+    }
+}
+
 /* Plan (timed) and share rank 0's plan; its wall seconds to *ms_p. */
 static int make_plan(tacl_planner_t *planner, tacl_comm_t comm, int n,
                      tacl_planner_plan_t *plan, double *ms_p)
@@ -391,33 +425,60 @@ static int make_plan(tacl_planner_t *planner, tacl_comm_t comm, int n,
     return share_plan(comm, n, plan);
 }
 
+/* Most routes offered: two schemes over two choices of hops. */
+enum { MAX_ROUTES = 4 };
+
 /*
- * The compressed call's line over the hops asked for; with auto, both
- * timed (line[0] all, line[1] inter: fixed seconds and seconds a byte)
- * and the one quicker for a group of a sixteenth of the model's bytes
- * kept.
+ * The routes asked for, each timed (line[k]: fixed seconds and seconds a
+ * byte).  Route 0 is the one for every compressed group of the layer-wise
+ * policies: the codec's own scheme over the hops asked for, or with auto
+ * the hops quicker for a group of a sixteenth of the model's bytes.  Both
+ * hops are tried only on a communicator of several nodes (on one, inter
+ * is the dense call).  The number of routes, or -1 after a message.
  */
-static int time_hops(const options_t *o, const tacl_codec_t *codec,
-                     const tacl_codec_params_t *params, tacl_comm_t comm,
-                     double model_bytes, tacl_comp_hops_t *hops_p,
-                     double line[2][2])
+static int time_routes(const options_t *o, const tacl_codec_t *codec,
+                       const tacl_codec_params_t *params, tacl_comm_t comm,
+                       double model_bytes, replay_route_t *routes,
+                       double line[][2])
 {
+    tacl_comp_scheme_t own = (codec->flags & TACL_CODEC_SUMMABLE)
+                                 ? TACL_COMP_SUM
+                                 : TACL_COMP_GATHER;
+    tacl_comp_hops_t hops[2] = {TACL_COMP_HOPS_ALL, TACL_COMP_HOPS_INTER};
+    int nhops = 2, nodes = 1, n = 0;
     double x = model_bytes / 16;
 
-    if (o->hops >= 0) {
-        *hops_p = (tacl_comp_hops_t)o->hops;
-        return replay_time_call(codec, params, *hops_p, comm,
-                                &line[*hops_p][0], &line[*hops_p][1]);
-    }
-    if (replay_time_call(codec, params, TACL_COMP_HOPS_ALL, comm,
-                         &line[0][0], &line[0][1]) != 0 ||
-        replay_time_call(codec, params, TACL_COMP_HOPS_INTER, comm,
-                         &line[1][0], &line[1][1]) != 0)
+    if (tacl_comm_n_nodes(comm, &nodes) != TACL_OK)
         return -1;
-    *hops_p = line[1][0] + line[1][1] * x < line[0][0] + line[0][1] * x
-                  ? TACL_COMP_HOPS_INTER
-                  : TACL_COMP_HOPS_ALL;
-    return 0;
+    if (o->hops >= 0) {
+        hops[0] = (tacl_comp_hops_t)o->hops;
+        nhops = 1;
+    } else if (nodes == 1) {
+        nhops = 1;
+    }
+    for (int s = 0; s < 1 + o->shuffle; s++)
+        for (int h = 0; h < nhops; h++) {
+            routes[n] = (replay_route_t){s ? TACL_COMP_SHUFFLE : own,
+                                         hops[h]};
+            if (replay_time_call(codec, params, &routes[n], comm,
+                                 &line[n][0], &line[n][1]) != 0)
+                return -1;
+            n++;
+        }
+    /* Route 0 first: the own scheme over the quicker hops. */
+    if (nhops == 2 && line[1][0] + line[1][1] * x <
+                          line[0][0] + line[0][1] * x) {
+        replay_route_t r = routes[0];
+        double l0 = line[0][0], l1 = line[0][1];
+
+        routes[0] = routes[1];
+        routes[1] = r;
+        line[0][0] = line[1][0];
+        line[0][1] = line[1][1];
+        line[1][0] = l0;
+        line[1][1] = l1;
+    }
+    return n;
 }
 
 /* This process' peak resident memory in MB, 0 when unknown. */
@@ -463,7 +524,8 @@ static int run_all(const options_t *o, replay_profile_t *pf,
                         .done = 1,
                         .ntensors = pf->n};
     tacl_planner_comm_t lines;
-    tacl_planner_codec_t pc;
+    tacl_planner_codec_t pc[MAX_ROUTES];
+    replay_route_t routes[MAX_ROUTES];
     tacl_planner_model_t model;
     tacl_planner_plan_t plan = {0};
     tacl_planner_t *planner = NULL;
@@ -472,7 +534,8 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     replay_codec_cost_t cost;
     size_t *off = malloc(((size_t)pf->n + 1) * sizeof(size_t));
     int rank, nranks, npol = 0, rc = 1;
-    double comm_s, factor, plan_ms = 0, call_a, call_b, line[2][2];
+    double comm_s, factor, plan_ms = 0, line[MAX_ROUTES][2];
+    int nroutes = 0;
     pthread_t thread;
 
     memset(res, 0, sizeof(res));
@@ -488,14 +551,18 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     }
     factor = scale_compute(pf, &lines, o->ratio, &comm_s);
     if (replay_time_codec(codec, params, comm, &cost) != 0 ||
-        time_hops(o, codec, params, comm, (double)off[pf->n] * 4.0, &ct.hops,
-                  line) != 0)
+        (nroutes = time_routes(o, codec, params, comm,
+                               (double)off[pf->n] * 4.0, routes, line)) < 0)
         goto out;
-    call_a = line[ct.hops][0];
-    call_b = line[ct.hops][1];
-    pc = replay_planner_codec(codec, &cost, call_a, call_b, &lines);
+    ct.routes = routes;
+    for (int k = 0; k < nroutes; k++)
+        pc[k] = replay_planner_codec(codec, &cost, line[k][0], line[k][1],
+                                     &lines);
     model = (tacl_planner_model_t){pf->n, pf->bytes, pf->back, pf->forward};
-    if (tacl_planner_create(&model, &lines, &pc, 1, &planner) != TACL_OK) {
+    /* The layer-wise policies' groups are under option 0 (route 0); the
+     * planned policy's under any route. */
+    if (tacl_planner_create(&model, &lines, pc, nroutes, &planner) !=
+        TACL_OK) {
         fprintf(stderr, "replay: planner: %s\n", tacl_planner_last_error());
         goto out;
     }
@@ -526,21 +593,10 @@ static int run_all(const options_t *o, replay_profile_t *pf,
                lines.ranks, lines.alpha, lines.beta_allreduce,
                lines.beta_allgather);
         printf("- codec timed here: encode %.4g s + %.4g s/B, decode %.4g "
-               "s + %.4g s/B, ratio %.4g; the compressed call %.4g s + "
-               "%.4g s/B; as the planner sees it: codec %s 0 0 %.4g %.4g "
-               "%.4g %d\n",
+               "s + %.4g s/B, ratio %.4g\n",
                cost.enc_fixed, cost.enc_per_byte, cost.dec_fixed,
-               cost.dec_per_byte, cost.ratio, call_a, call_b, pc.name,
-               pc.decode_fixed, pc.decode_per_byte, pc.ratio, pc.summable);
-        if (o->hops < 0)
-            printf("- hops (auto, for %.1f MB groups): all %.4g s + %.4g "
-                   "s/B, inter %.4g s + %.4g s/B: %s\n",
-                   (double)off[pf->n] * 4.0 / 16 / 1e6, line[0][0],
-                   line[0][1], line[1][0], line[1][1],
-                   ct.hops == TACL_COMP_HOPS_INTER ? "inter" : "all");
-        else
-            printf("- hops: %s (--hops)\n",
-                   ct.hops == TACL_COMP_HOPS_INTER ? "inter" : "all");
+               cost.dec_per_byte, cost.ratio);
+        print_routes(routes, nroutes, line, pc, &plan);
         printf("- planner: %d tensors, %d groups, %.2f ms (fusion and "
                "decisions), %ld search states\n",
                pf->n, plan.ngroups, plan_ms, plan.visited);
@@ -593,7 +649,8 @@ int main(int argc, char **argv)
                    .density = 0.01,
                    .threshold = 1 << 20,
                    .ratio = 0.86,
-                   .hops = -1};
+                   .hops = -1,
+                   .shuffle = 1};
     tacl_config_t config = TACL_CONFIG_INIT;
     tacl_codec_params_t params = {.bits = 8, .seed = 1};
     const tacl_codec_t *codec;

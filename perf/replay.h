@@ -92,11 +92,25 @@ typedef struct {
 int replay_time_codec(const tacl_codec_t *codec,
                       const tacl_codec_params_t *params, tacl_comm_t comm,
                       replay_codec_cost_t *cost_p);
-/** The compressed call over hops timed: seconds = *a_p + *b_p * bytes. */
+/**
+ * How a compressed group travels: the compressed call's scheme and the
+ * hops that carry encoded data (Espresso's decision tree, less the
+ * device/CPU choice).  The planner gets one codec option a route.
+ */
+typedef struct {
+    tacl_comp_scheme_t scheme;
+    tacl_comp_hops_t hops;
+} replay_route_t;
+
+/** The route's name, "gather/all" and the like, into buf. */
+void replay_route_name(const replay_route_t *r, char *buf, size_t size);
+
+/** The compressed call over a route timed: seconds = *a_p + *b_p *
+ *  bytes. */
 int replay_time_call(const tacl_codec_t *codec,
                      const tacl_codec_params_t *params,
-                     tacl_comp_hops_t hops, tacl_comm_t comm, double *a_p,
-                     double *b_p);
+                     const replay_route_t *route, tacl_comm_t comm,
+                     double *a_p, double *b_p);
 /** The planner's profile of the codec, priced as the timed call. */
 tacl_planner_codec_t replay_planner_codec(const tacl_codec_t *codec,
                                           const replay_codec_cost_t *c,
@@ -108,8 +122,8 @@ tacl_planner_codec_t replay_planner_codec(const tacl_codec_t *codec,
  * pointer to this): it runs the groups of a step in order as the compute
  * side marks them ready, and says when all are done.  Uncompressed
  * groups are posted with tacl_allreduce_nb, compressed ones run the
- * blocking tacl_comp_allreduce, both in place in grad (as DDP reduces
- * its buckets).  Start it with done = 1.
+ * blocking tacl_comp_allreduce_hops over their option's route, both in
+ * place in grad (as DDP reduces its buckets).  Start it with done = 1.
  */
 typedef struct {
     pthread_mutex_t mu;
@@ -125,7 +139,7 @@ typedef struct {
     tacl_comm_t comm;
     const tacl_codec_t *codec;
     tacl_codec_params_t params;
-    tacl_comp_hops_t hops; /* of the compressed groups */
+    const replay_route_t *routes; /* of each codec option */
     tacl_request_t *reqs;
 } replay_comm_t;
 

@@ -108,9 +108,15 @@ int replay_time_codec(const tacl_codec_t *codec,
     return 0;
 }
 
+void replay_route_name(const replay_route_t *r, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s", tacl_comp_scheme_name(r->scheme),
+             r->hops == TACL_COMP_HOPS_INTER ? "inter" : "all");
+}
+
 /*
  * The whole compressed call as the harness makes it (tacl_comp_allreduce
- * with error feedback, the codec's scheme, over hops) timed at two sizes, the
+ * with error feedback, over the route's scheme and hops) timed at two sizes, the
  * median of three after a warm-up, the slowest rank's: seconds =
  * *a_p + *b_p * bytes.  This is what the planner's codec terms are
  * fitted to, so that they carry the call's extra collectives (its header,
@@ -118,8 +124,8 @@ int replay_time_codec(const tacl_codec_t *codec,
  */
 int replay_time_call(const tacl_codec_t *codec,
                      const tacl_codec_params_t *params,
-                     tacl_comp_hops_t hops, tacl_comm_t comm, double *a_p,
-                     double *b_p)
+                     const replay_route_t *route, tacl_comm_t comm,
+                     double *a_p, double *b_p)
 {
     enum { REPS = 4 };
     const size_t counts[2] = {16384, 1 << 21};
@@ -140,11 +146,9 @@ int replay_time_call(const tacl_codec_t *codec,
         for (int r = 0; r < REPS && st == TACL_OK; r++) {
             double t0 = tacl__perf_now();
 
-            st = tacl_comp_allreduce_hops(
-                v, out, counts[s], codec, params, err,
-                (codec->flags & TACL_CODEC_SUMMABLE) ? TACL_COMP_SUM
-                                                      : TACL_COMP_GATHER,
-                hops, comm);
+            st = tacl_comp_allreduce_hops(v, out, counts[s], codec, params,
+                                          err, route->scheme, route->hops,
+                                          comm);
             t[s][r] = tacl__perf_now() - t0;
         }
         if (st == TACL_OK)

@@ -41,10 +41,8 @@ static tacl_status_t run_group(replay_comm_t *ct, int g)
                                  &ct->reqs[g]);
     return tacl_comp_allreduce_hops(
         ct->grad + off, ct->grad + off, n, ct->codec, &ct->params,
-        ct->err + off,
-        (ct->codec->flags & TACL_CODEC_SUMMABLE) ? TACL_COMP_SUM
-                                                  : TACL_COMP_GATHER,
-        ct->hops, ct->comm);
+        ct->err + off, ct->routes[pol->option[g]].scheme,
+        ct->routes[pol->option[g]].hops, ct->comm);
 }
 
 void *replay_comm_main(void *arg)

@@ -6,11 +6,11 @@
  * states the model; this file keeps one collective a tensor, as Espresso
  * does, and leaves fusion to Cupcake's search (fusion.c).
  *
- * Deviation: Espresso's decision tree also chooses flat or hierarchical
- * schemes, gather or shuffle, and which hops carry encoded data; those
- * need the compressed collectives, which are not built yet, so the
- * options here are a codec (with its one scheme: all-reduce if summable,
- * all-gather otherwise) on the device or on the progress thread.
+ * Espresso's decision tree also chooses the scheme (gather or shuffle)
+ * and which hops carry encoded data.  The options here are codec
+ * profiles on the device or on the progress thread; a consumer offers a
+ * codec over each scheme and hops as an option of its own, priced by its
+ * call (perf/replay does), and the choice of option is then that one.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include <math.h>

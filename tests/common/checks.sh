@@ -61,6 +61,23 @@ expect_no_grep() {
     fi
 }
 
+# expect_eq NAME WANTED GOT: one check, that two strings are equal.
+expect_eq() {
+    checks=$((checks + 1))
+    if [ "$2" != "$3" ]; then
+        fail "$1: got '$3', wanted '$2'"
+    else
+        ok "$1 ($3)"
+    fi
+}
+
+# expect_count NAME N PATTERN FILE: one check, that exactly N lines of
+# FILE match PATTERN (-E).
+expect_count() {
+    expect_eq "$1: lines matching '$3'" "$2" \
+        "$(grep -Ec -- "$3" "$4")"
+}
+
 # expect_not OK FAILURE COMMAND [ARGS...]: one check, that COMMAND fails
 # (finds nothing): reported as OK, else failed as FAILURE.  COMMAND's
 # output is dropped.

@@ -16,9 +16,11 @@ TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 . "$HERE/../common/checks.sh"
 
-echo "=== every policy on 4 ranks, checked"
-"$RUN" -n 4 --timeout 100 "$REPLAY" --profile "$PROFILE" --steps 3 \
-    --warmup 1 --check > "$TMP/out" 2>&1
+echo "=== every policy on 4 ranks as 2 nodes of 2, checked"
+"$RUN" -n 4 --timeout 100 sh -c \
+    'TACL_NODE_ID=replaynode$((TACL_RANK / 2)) exec "$@"' sh \
+    "$REPLAY" --profile "$PROFILE" --steps 3 --warmup 1 --check \
+    > "$TMP/out" 2>&1
 expect_rc "replay --check" 0 $?
 for p in uncompressed layerwise threshold bucket-2MB bucket-4MB bucket-8MB \
     bucket-16MB bucket-32MB bucket-64MB even-2 even-4 even-8 even-16 \
@@ -37,14 +39,44 @@ expect_grep "uncompressed: DDP's buckets (1 MB, then 25 MB)" \
     "^\| uncompressed +\| +2 \| +0 \|" "$TMP/out"
 expect_grep "planner line" "^- planner: 6 tensors, [0-9]+ groups" \
     "$TMP/out"
-expect_grep "both hops timed, one chosen" \
-    "^- hops \\(auto, for [0-9.]+ MB groups\\): all .* inter .*: (all|inter)$" \
+# Four routes timed, each a planner option: the codec's own scheme over
+# the hops quicker for the layer-wise policies first, then the other
+# hops, then shuffle over both; the planned groups are counted by route.
+expect_grep "route 0: gather, the layer-wise policies'" \
+    "^- route gather/(all|inter) \\(layer-wise policies\\): the compressed call [0-9.e-]+ s \\+ [0-9.e-]+ s/B; .*planned groups [0-9]+$" \
     "$TMP/out"
+expect_count "gather over both hops, shuffle over both" 4 \
+    "^- route (gather/all|gather/inter|shuffle/all|shuffle/inter)[ :]" \
+    "$TMP/out"
+for r in gather/all gather/inter shuffle/all shuffle/inter; do
+    expect_grep "route $r offered" "^- route $r[ :]" "$TMP/out"
+done
+planned=$(awk -F'|' '$2 ~ /^ *planned / {print $4 + 0}' "$TMP/out")
+routed=$(sed -n 's/^- route .*planned groups \([0-9]*\)$/\1/p' "$TMP/out" |
+    awk '{s += $1} END {print s + 0}')
+expect_eq "the routes' planned groups are the planned row's compressed" \
+    "$planned" "$routed"
 expect_grep "the peak memory and the gradients' 3.4 MB, once (in place)" \
     "^memory: peak RSS [0-9]+ to [0-9]+ MB a rank; the harness holds 3 MB" \
     "$TMP/out"
 expect_grep "the check passed" \
     "^check: every policy's result is the same on all 4 ranks" "$TMP/out"
+
+echo "=== one node: every hop only; --schemes own: no shuffle"
+"$RUN" -n 2 --timeout 100 "$REPLAY" --profile "$PROFILE" --steps 1 \
+    --warmup 0 --policies planned > "$TMP/out" 2>&1
+expect_rc "replay on one node" 0 $?
+expect_count "on one node, gather and shuffle over every hop" 2 \
+    "^- route (gather|shuffle)/all[ :]" "$TMP/out"
+expect_count "no inter route on one node" 0 "^- route [a-z]+/inter" \
+    "$TMP/out"
+"$RUN" -n 4 --timeout 100 sh -c \
+    'TACL_NODE_ID=replaynode$((TACL_RANK / 2)) exec "$@"' sh \
+    "$REPLAY" --profile "$PROFILE" --steps 1 --warmup 0 --policies planned \
+    --schemes own --hops inter > "$TMP/out" 2>&1
+expect_rc "replay --schemes own --hops inter" 0 $?
+expect_count "one route: gather between nodes" 1 "^- route " "$TMP/out"
+expect_grep "and it is gather/inter" "^- route gather/inter " "$TMP/out"
 
 echo "=== a wrong value is caught"
 "$RUN" -n 2 --timeout 100 "$REPLAY" --profile "$PROFILE" --steps 1 \
@@ -71,6 +103,8 @@ bad "density out of range" "bad value '2' for --density" --model vgg16 \
     --density 2
 bad "unknown hops" "bad value 'some' for --hops" --model vgg16 \
     --hops some
+bad "unknown schemes" "bad value 'some' for --schemes" --model vgg16 \
+    --schemes some
 bad "unknown policy" "bad value 'uncompressed,fast' for --policies" \
     --model vgg16 --policies uncompressed,fast
 bad "unknown option" "unknown option '--mod'" --mod vgg16
