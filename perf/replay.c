@@ -389,9 +389,13 @@ static double scale_compute(replay_profile_t *pf,
     return f;
 }
 
+/* Most routes offered: two schemes over two choices of hops. */
+enum { MAX_ROUTES = 4 };
+
 /* Each route's timed call, the planner's view of it and the planned
- * groups under it; route 0 is the layer-wise policies'. */
-static void print_routes(const replay_route_t *routes, int n,
+ * groups under it (the first noffered were offered); route 0 is the
+ * layer-wise policies'. */
+static void print_routes(const replay_route_t *routes, int n, int noffered,
                          double line[][2], const tacl_planner_codec_t *pc,
                          const tacl_planner_plan_t *plan)
 {
@@ -402,13 +406,79 @@ static void print_routes(const replay_route_t *routes, int n,
         for (int g = 0; g < plan->ngroups; g++)
             groups += plan->option[g] == k;
         replay_route_name(&routes[k], name, sizeof(name));
-        printf("- route %s%s: the compressed call %.4g s + %.4g s/B; as "
-               "the planner sees it: codec %s 0 0 %.4g %.4g %.4g %d; "
-               "planned groups %d\n",
+        printf("- route %s%s: the compressed call %.4g s + %.4g s/B; ",
                name, k == 0 ? " (layer-wise policies)" : "", line[k][0],
-               line[k][1], pc[k].name, pc[k].decode_fixed,
-               pc[k].decode_per_byte, pc[k].ratio, pc[k].summable, groups);
+               line[k][1]);
+        if (k < noffered)
+            printf("as the planner sees it: codec %s 0 0 %.4g %.4g %.4g %d; "
+                   "planned groups %d\n",
+                   pc[k].name, pc[k].decode_fixed, pc[k].decode_per_byte,
+                   pc[k].ratio, pc[k].summable, groups);
+        else
+            printf("not offered (never the quickest call for a group of "
+                   "the model's sizes)\n");
     }
+}
+
+/* Whether line k is the lowest of the n lines (seconds = fixed + per
+ * byte * x) somewhere in [lo, hi]: at an end or where two lines cross. */
+static int ever_lowest(double line[][2], int n, int k, double lo,
+                       double hi)
+{
+    double x[2 + MAX_ROUTES * MAX_ROUTES];
+    int nx = 0;
+
+    x[nx++] = lo;
+    x[nx++] = hi;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            double db = line[i][1] - line[j][1];
+            double c = db != 0 ? (line[j][0] - line[i][0]) / db : -1;
+
+            if (c > lo && c < hi)
+                x[nx++] = c;
+        }
+    for (int t = 0; t < nx; t++) {
+        double mine = line[k][0] + line[k][1] * x[t];
+        int lowest = 1;
+
+        for (int j = 0; j < n && lowest; j++)
+            lowest = j == k || mine <= line[j][0] + line[j][1] * x[t];
+        if (lowest)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * The routes offered to the planner moved to the front, route 0 kept
+ * first (the layer-wise policies' groups are under it); returns how many.
+ * The routes differ only in their calls' lines (the same codec, ratio and
+ * minimum), so a group under a route whose line is above another's at
+ * its size is never quicker in any timeline: a route that is the lowest
+ * at no size from the codec's minimum group to the whole model is left
+ * out, which keeps the plan and shortens the search.
+ */
+static int offer_routes(replay_route_t *routes, double line[][2], int n,
+                        double lo, double hi)
+{
+    int m = 1;
+
+    for (int k = 1; k < n; k++) {
+        if (!ever_lowest(line, n, k, lo, hi))
+            continue;
+        replay_route_t r = routes[m];
+        double l0 = line[m][0], l1 = line[m][1];
+
+        routes[m] = routes[k];
+        line[m][0] = line[k][0];
+        line[m][1] = line[k][1];
+        routes[k] = r;
+        line[k][0] = l0;
+        line[k][1] = l1;
+        m++;
+    }
+    return m;
 }
 
 /* Plan (timed) and share rank 0's plan; its wall seconds to *ms_p. */
@@ -424,9 +494,6 @@ static int make_plan(tacl_planner_t *planner, tacl_comm_t comm, int n,
     *ms_p = 1e3 * (tacl__perf_now() - t0);
     return share_plan(comm, n, plan);
 }
-
-/* Most routes offered: two schemes over two choices of hops. */
-enum { MAX_ROUTES = 4 };
 
 /*
  * The routes asked for, each timed (line[k]: fixed seconds and seconds a
@@ -535,7 +602,7 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     size_t *off = malloc(((size_t)pf->n + 1) * sizeof(size_t));
     int rank, nranks, npol = 0, rc = 1;
     double comm_s, factor, plan_ms = 0, line[MAX_ROUTES][2];
-    int nroutes = 0;
+    int nroutes = 0, noffered = 0;
     pthread_t thread;
 
     memset(res, 0, sizeof(res));
@@ -555,13 +622,16 @@ static int run_all(const options_t *o, replay_profile_t *pf,
                                (double)off[pf->n] * 4.0, routes, line)) < 0)
         goto out;
     ct.routes = routes;
-    for (int k = 0; k < nroutes; k++)
+    noffered = offer_routes(routes, line, nroutes,
+                            tacl_planner_min_bytes_default(codec->name),
+                            (double)off[pf->n] * 4.0);
+    for (int k = 0; k < noffered; k++)
         pc[k] = replay_planner_codec(codec, &cost, line[k][0], line[k][1],
                                      &lines);
     model = (tacl_planner_model_t){pf->n, pf->bytes, pf->back, pf->forward};
     /* The layer-wise policies' groups are under option 0 (route 0); the
      * planned policy's under any route. */
-    if (tacl_planner_create(&model, &lines, pc, nroutes, &planner) !=
+    if (tacl_planner_create(&model, &lines, pc, noffered, &planner) !=
         TACL_OK) {
         fprintf(stderr, "replay: planner: %s\n", tacl_planner_last_error());
         goto out;
@@ -596,7 +666,7 @@ static int run_all(const options_t *o, replay_profile_t *pf,
                "s + %.4g s/B, ratio %.4g\n",
                cost.enc_fixed, cost.enc_per_byte, cost.dec_fixed,
                cost.dec_per_byte, cost.ratio);
-        print_routes(routes, nroutes, line, pc, &plan);
+        print_routes(routes, nroutes, noffered, line, pc, &plan);
         printf("- planner: %d tensors, %d groups, %.2f ms (fusion and "
                "decisions), %ld search states\n",
                pf->n, plan.ngroups, plan_ms, plan.visited);
