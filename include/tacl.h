@@ -1816,6 +1816,26 @@ tacl_status_t tacl_comp_estimate(tacl_comm_t comm, tacl_coll_t coll,
                                  tacl_comp_scheme_t scheme,
                                  tacl_sim_info_t *info_p);
 
+/**
+ * tacl_comp_estimate for the _hops forms.  HOPS_ALL is tacl_comp_estimate.
+ * HOPS_INTER: on one node (or count 0) the dense collective's
+ * tacl_comm_estimate; otherwise the header, the dense steps inside each
+ * node and the rails' compressed call, priced by the bytes each sends on
+ * the host link and on the network at the topology's rates (the node and
+ * rail communicators are made by the first real call, and an estimate
+ * makes none): bytes[TACL_LINK_HOST] are the dense steps',
+ * bytes[TACL_LINK_NET] the rail's, algorithm "<scheme>/inter".  Nodes
+ * with unequal rank counts get TACL_ERR_INVALID_ARG naming the counts, as
+ * the call does.
+ */
+tacl_status_t tacl_comp_estimate_hops(tacl_comm_t comm, tacl_coll_t coll,
+                                      size_t count,
+                                      const tacl_codec_t *codec,
+                                      const tacl_codec_params_t *params,
+                                      tacl_comp_scheme_t scheme,
+                                      tacl_comp_hops_t hops,
+                                      tacl_sim_info_t *info_p);
+
 #ifdef __cplusplus
 }
 #endif

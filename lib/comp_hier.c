@@ -33,6 +33,7 @@
 
 #include "comm.h"
 #include "compcoll.h"
+#include "cost.h"
 #include "log.h"
 
 /* What a hierarchical call needs of comm: its node and rail
@@ -351,4 +352,121 @@ TACL_EXPORT tacl_status_t tacl_comp_allgather_hops(
                                    err, comm);
     return hops_entry(TACL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, codec,
                       params, err, TACL_COMP_GATHER, hops, comm);
+}
+
+/*
+ * ---- The estimate (tacl_comp_estimate_hops). ----
+ *
+ * The node and rail communicators a hierarchical call runs on are made
+ * by its first call; an estimate may not make them (it is local), so the
+ * dense steps inside the node and the rails' compressed call are priced
+ * by bytes per link class, as the sparse estimate prices its
+ * hierarchical schemes: inside the node ring steps at the host link's
+ * alpha and beta; on the rails the flat call's steps on N ranks
+ * (tacl__comp_flat_bytes), the L rails of a node at once, each flow at
+ * its share of the node's NIC port (tacl__cost_flow_bw).  The header the
+ * ranks agree on first is tacl_comm_estimate's all-gather on comm.
+ */
+
+/* Adds one phase: bytes and messages a rank sends on link class cls. */
+static void add_phase(tacl_sim_info_t *info, tacl_link_class_t cls,
+                      double bytes, int messages, double alpha,
+                      double bytes_per_s)
+{
+    if (messages == 0)
+        return;
+    info->seconds += messages * alpha + bytes / bytes_per_s;
+    info->bytes[cls] += (uint64_t)bytes;
+    info->messages[cls] += (uint64_t)messages;
+}
+
+static tacl_status_t estimate_inter(tacl_comm_t comm, tacl_coll_t coll,
+                                    size_t count, const tacl_codec_t *codec,
+                                    const tacl_codec_params_t *params,
+                                    tacl_comp_scheme_t scheme,
+                                    tacl_sim_info_t *info_p)
+{
+    const tacl__topo_view_t *v = &comm->view;
+    size_t N = (size_t)v->n_nodes, L = (size_t)v->local_size;
+    /* Values a rank holds inside the node after the dense reduce-scatter
+     * (before the dense all-gather), and the rail call's count. */
+    size_t local = coll == TACL_COLL_ALLREDUCE ? (count + L - 1) / L
+                                               : count * N;
+    size_t rail = coll == TACL_COLL_ALLREDUCE ? local : count;
+    int dense_steps = coll == TACL_COLL_ALLREDUCE ? 2 : 1, rail_msgs;
+    double rail_bytes, host_bw = 1.0 / tacl__cost_host_beta(v);
+    double net_beta = tacl__cost_links[TACL_LINK_NET].beta;
+    double flow_bw = tacl__cost_flow_bw(v, net_beta, (int)L,
+                                        tacl__cost_port_ranks(v, (int)L));
+    tacl_sim_info_t hdr;
+    tacl_status_t st;
+
+    st = tacl__comm_need_even_nodes(comm, "comp_estimate");
+    if (st == TACL_OK)
+        st = tacl_comm_estimate(comm, TACL_COLL_ALLGATHER, 6, TACL_UINT64,
+                                TACL_SUM, 0, &hdr);
+    if (st == TACL_OK)
+        st = tacl__comp_flat_bytes(coll, rail, codec, params, scheme, (int)N,
+                                   &rail_bytes, &rail_msgs);
+    if (st != TACL_OK)
+        return st;
+    *info_p = hdr;
+    add_phase(info_p, TACL_LINK_HOST,
+              (double)dense_steps * (double)(L - 1) * (double)local * 4.0,
+              dense_steps * (int)(L - 1), tacl__cost_host_alpha(v), host_bw);
+    add_phase(info_p, TACL_LINK_NET, rail_bytes, rail_msgs,
+              tacl__link_alpha(v, TACL_LINK_NET,
+                               tacl__cost_links[TACL_LINK_NET].alpha),
+              flow_bw);
+    snprintf(info_p->algorithm, sizeof(info_p->algorithm), "%s/inter",
+             tacl_comp_scheme_name(coll == TACL_COLL_ALLGATHER
+                                       ? TACL_COMP_GATHER
+                                       : scheme));
+    snprintf(info_p->engine, sizeof(info_p->engine), "schedule");
+    return TACL_OK;
+}
+
+TACL_EXPORT tacl_status_t tacl_comp_estimate_hops(
+    tacl_comm_t comm, tacl_coll_t coll, size_t count,
+    const tacl_codec_t *codec, const tacl_codec_params_t *params,
+    tacl_comp_scheme_t scheme, tacl_comp_hops_t hops,
+    tacl_sim_info_t *info_p)
+{
+    tacl_status_t st;
+
+    if (hops == TACL_COMP_HOPS_ALL)
+        return tacl_comp_estimate(comm, coll, count, codec, params, scheme,
+                                  info_p);
+    tacl__last_error_clear();
+    st = tacl__comm_enter(comm);
+    if (st != TACL_OK)
+        return st;
+    if (info_p == NULL)
+        st = tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                         "comp_estimate: info_p is NULL");
+    else if (coll != TACL_COLL_ALLREDUCE &&
+             coll != TACL_COLL_REDUCE_SCATTER &&
+             coll != TACL_COLL_ALLGATHER)
+        st = tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                         "comp_estimate: coll %s is not a compressed "
+                         "collective (allreduce, reduce_scatter, "
+                         "allgather)",
+                         tacl_coll_name(coll));
+    else if (hops != TACL_COMP_HOPS_INTER)
+        st = tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                         "comp_estimate: unknown hops %d (all or inter)",
+                         (int)hops);
+    else
+        st = tacl__comp_check("comp_estimate", codec, params,
+                              coll == TACL_COLL_ALLGATHER ? TACL_COMP_GATHER
+                                                          : scheme);
+    /* One node (or nothing to send): the call is the dense collective. */
+    if (st == TACL_OK && (comm->view.n_nodes == 1 || count == 0))
+        st = tacl_comm_estimate(comm, coll, count, TACL_FLOAT32, TACL_SUM, 0,
+                                info_p);
+    else if (st == TACL_OK)
+        st = estimate_inter(comm, coll, count, codec, params, scheme,
+                            info_p);
+    tacl__comm_leave(comm);
+    return st == TACL_OK ? TACL_OK : tacl__comm_fail(comm, st);
 }

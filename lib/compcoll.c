@@ -812,6 +812,46 @@ static tacl_status_t scheme_steps(const call_t *c, step_t *steps,
     return TACL_OK;
 }
 
+tacl_status_t tacl__comp_flat_bytes(tacl_coll_t coll, size_t count,
+                                    const tacl_codec_t *codec,
+                                    const tacl_codec_params_t *params,
+                                    tacl_comp_scheme_t scheme, int n,
+                                    double *bytes_p, int *messages_p)
+{
+    call_t c = {.kind = kind_of(coll),
+                .count = count,
+                .codec = codec,
+                .params = params,
+                .scheme = scheme};
+    step_t steps[MAX_STEPS];
+    int nsteps = 0;
+    tacl_status_t st;
+
+    *bytes_p = 0;
+    *messages_p = 0;
+    c.n = n;
+    c.in_count = c.kind == KIND_REDUCE_SCATTER ? count * (size_t)n : count;
+    /* qgZ's quantized blocks go all-to-all once: SHUFFLE's first half. */
+    if (scheme == TACL_COMP_QUANT_A2A)
+        c.scheme = TACL_COMP_SHUFFLE;
+    if (n < 2)
+        return TACL_OK;
+    st = scheme_steps(&c, steps, &nsteps);
+    for (int i = 0; i < nsteps && st == TACL_OK; i++) {
+        double b = (double)steps[i].count *
+                   (double)tacl_dtype_size(steps[i].dtype);
+
+        if (steps[i].coll == TACL_COLL_ALLREDUCE) {
+            *bytes_p += 2.0 * (n - 1) / n * b;
+            *messages_p += 2 * (n - 1);
+        } else {
+            *bytes_p += (double)(n - 1) * b;
+            *messages_p += n - 1;
+        }
+    }
+    return st;
+}
+
 /* The estimate of a call that is qwZ or qgZ itself: that call, as the
  * decider would run it, named after its scheme. */
 static tacl_status_t quant_estimate(const call_t *c, tacl_sim_info_t *info_p)

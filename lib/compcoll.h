@@ -53,4 +53,18 @@ tacl_status_t tacl__comp_check_hops(tacl_coll_t coll, const float *send,
                                     tacl_comp_scheme_t scheme,
                                     tacl_comp_hops_t hops);
 
+/**
+ * What one rank of a flat compressed call of coll (as tacl__comp_agree's)
+ * with count on n ranks sends, each encoding at its bound: the bytes and
+ * messages of its scheme's collectives (tacl_comp_estimate's steps) as
+ * ring algorithms move them ((n - 1) blocks; an all-reduce 2 (n - 1) / n
+ * of its vector).  For the rails of a hierarchical call, which an
+ * estimate may not create.  qgZ's scheme is priced as its all-to-all.
+ */
+tacl_status_t tacl__comp_flat_bytes(tacl_coll_t coll, size_t count,
+                                    const tacl_codec_t *codec,
+                                    const tacl_codec_params_t *params,
+                                    tacl_comp_scheme_t scheme, int n,
+                                    double *bytes_p, int *messages_p);
+
 #endif /* TACL_LIB_COMPCOLL_H */

@@ -1,8 +1,9 @@
 /*
  * comp_perf: the compressed all-reduce (tacl_comp_allreduce_hops) against
  * the dense float32 all-reduce, one line per codec, scheme and hops, with
- * the median time of the iterations (the slowest rank's) and the bytes
- * tacl_comp_estimate says a rank sends.  Started by a launcher:
+ * the median time of the iterations (the slowest rank's) beside
+ * tacl_comp_estimate_hops' seconds, the bytes it says a rank sends
+ * between nodes and in all.  Started by a launcher:
  *
  *   tacl-run -n 4 build/perf/comp_perf [--count N] [--iters K]
  *            [--codecs fp16,int8,topk] [--density D]
@@ -149,11 +150,12 @@ int main(int argc, char **argv)
         x[i] = (float)(((double)rand() / RAND_MAX - 0.5) * 2e-3);
     dense = time_calls(comm, iters, x, y, count, NULL, NULL, NULL, 0, 0);
     if (rank == 0)
-        printf("%-10s %-8s %-6s %12s %8s %14s\n", "codec", "scheme", "hops",
-               "median_s", "speedup", "est_bytes_sent");
+        printf("%-10s %-8s %-6s %12s %8s %12s %14s %14s\n", "codec",
+               "scheme", "hops", "median_s", "speedup", "est_s",
+               "est_net_bytes", "est_bytes_sent");
     if (rank == 0)
-        printf("%-10s %-8s %-6s %12.6f %8.2f %14s\n", "none", "-", "-", dense,
-               1.0, "-");
+        printf("%-10s %-8s %-6s %12.6f %8.2f %12s %14s %14s\n", "none", "-",
+               "-", dense, 1.0, "-", "-", "-");
     for (char *name = strtok(codecs, ","); name != NULL && dense > 0;
          name = strtok(NULL, ",")) {
         const tacl_codec_t *codec;
@@ -185,15 +187,17 @@ int main(int argc, char **argv)
                 }
                 if (rank != 0)
                     continue;
-                if (tacl_comp_estimate(comm, TACL_COLL_ALLREDUCE, count,
-                                       codec, &p, (tacl_comp_scheme_t)s,
-                                       &info) != TACL_OK)
+                if (tacl_comp_estimate_hops(comm, TACL_COLL_ALLREDUCE, count,
+                                            codec, &p, (tacl_comp_scheme_t)s,
+                                            (tacl_comp_hops_t)h,
+                                            &info) != TACL_OK)
                     memset(&info, 0, sizeof(info));
-                printf("%-10s %-8s %-6s %12.6f %8.2f %14llu%s\n", name,
-                       tacl_comp_scheme_name((tacl_comp_scheme_t)s),
+                printf("%-10s %-8s %-6s %12.6f %8.2f %12.6f %14llu %14llu\n",
+                       name, tacl_comp_scheme_name((tacl_comp_scheme_t)s),
                        h == TACL_COMP_HOPS_ALL ? "all" : "inter", t,
-                       dense / t, (unsigned long long)sent_bytes(&info),
-                       h == TACL_COMP_HOPS_ALL ? "" : " (flat estimate)");
+                       dense / t, info.seconds,
+                       (unsigned long long)info.bytes[TACL_LINK_NET],
+                       (unsigned long long)sent_bytes(&info));
             }
         }
     }

@@ -855,6 +855,186 @@ Test(compcoll, hops_inter_on_emulated_nodes, .timeout = 600)
     }
 }
 
+/*
+ * tacl_comp_estimate_hops: HOPS_ALL is tacl_comp_estimate; HOPS_INTER on
+ * nodes of per ranks sends the dense steps' bytes on the host link
+ * (reduce-scatter and all-gather of ceil(count / per) values a rank) and
+ * only the rail's encoded bytes on the network, fewer there than every
+ * hop encoded; one node is the dense all-reduce's estimate; uneven nodes
+ * and bad hops are named.
+ */
+static int body_estimate_hops(coll_ctx_t *ctx)
+{
+    int per = *(const int *)ctx->arg, nodes = ctx->nranks / per;
+    const tacl_codec_t *topk;
+    tacl_codec_params_t p = {.density = 0.01};
+    tacl_sim_info_t all, flat, inter, dense, hdr;
+    size_t count = 1 << 20, share = (count + (size_t)per - 1) / per;
+    size_t share_bound, header = 6 * 8;
+    tacl_comm_t comm;
+    int failed = 0;
+
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "compest-node", per, &comm));
+    COLL_CHECK_OK(ctx, tacl_codec_find("topk", &topk));
+    if (ctx->nranks % per != 0) {
+        tacl_comm_t saved = ctx->comm;
+
+        ctx->comm = comm;
+        COLL_CHECK_FAILS(ctx,
+                         tacl_comp_estimate_hops(comm, TACL_COLL_ALLREDUCE,
+                                                 count, topk, &p,
+                                                 TACL_COMP_GATHER,
+                                                 TACL_COMP_HOPS_INTER,
+                                                 &inter),
+                         TACL_ERR_UNSUPPORTED,
+                         "same number of ranks on every node (3 ranks on 2 "
+                         "nodes)");
+        ctx->comm = saved;
+        COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+        return 0;
+    }
+    COLL_CHECK_OK(ctx, tacl_comp_estimate_hops(comm, TACL_COLL_ALLREDUCE,
+                                               count, topk, &p,
+                                               TACL_COMP_GATHER,
+                                               TACL_COMP_HOPS_ALL, &all));
+    COLL_CHECK_OK(ctx, tacl_comp_estimate(comm, TACL_COLL_ALLREDUCE, count,
+                                          topk, &p, TACL_COMP_GATHER, &flat));
+    COLL_CHECK(ctx,
+               all.seconds == flat.seconds &&
+                   memcmp(all.bytes, flat.bytes, sizeof(all.bytes)) == 0,
+               "hops all: %g s, not tacl_comp_estimate's %g s", all.seconds,
+               flat.seconds);
+    COLL_CHECK_OK(ctx, tacl_comp_estimate_hops(comm, TACL_COLL_ALLREDUCE,
+                                               count, topk, &p,
+                                               TACL_COMP_GATHER,
+                                               TACL_COMP_HOPS_INTER, &inter));
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLREDUCE, count,
+                                          TACL_FLOAT32, TACL_SUM, 0, &dense));
+    if (nodes == 1) {
+        COLL_CHECK(ctx,
+                   inter.seconds == dense.seconds &&
+                       strcmp(inter.algorithm, dense.algorithm) == 0,
+                   "one node: %g s (%s), not the dense all-reduce's %g s "
+                   "(%s)",
+                   inter.seconds, inter.algorithm, dense.seconds,
+                   dense.algorithm);
+        COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+        return 0;
+    }
+    COLL_CHECK_OK(ctx, tacl_codec_encoded_bound(topk, &p, 1, &share,
+                                                &share_bound));
+    /* First the header all-gather on the whole communicator. */
+    COLL_CHECK_OK(ctx, tacl_comm_estimate(comm, TACL_COLL_ALLGATHER, 6,
+                                          TACL_UINT64, TACL_SUM, 0, &hdr));
+    /* Inside the node: two ring steps' worth per other local rank. */
+    COLL_CHECK(ctx,
+               inter.bytes[TACL_LINK_HOST] ==
+                   hdr.bytes[TACL_LINK_HOST] +
+                       2 * (uint64_t)(per - 1) * share * 4,
+               "%d nodes of %d: %llu bytes inside the node, want %llu", nodes,
+               per, (unsigned long long)inter.bytes[TACL_LINK_HOST],
+               (unsigned long long)(hdr.bytes[TACL_LINK_HOST] +
+                                    2 * (uint64_t)(per - 1) * share * 4));
+    /* Between nodes: the rail's header and its encoded share from each
+     * other node. */
+    COLL_CHECK(ctx,
+               inter.bytes[TACL_LINK_NET] ==
+                   hdr.bytes[TACL_LINK_NET] +
+                       (uint64_t)(nodes - 1) * (header + share_bound),
+               "%d nodes of %d: %llu bytes between nodes, want %llu", nodes,
+               per, (unsigned long long)inter.bytes[TACL_LINK_NET],
+               (unsigned long long)(hdr.bytes[TACL_LINK_NET] +
+                                    (uint64_t)(nodes - 1) *
+                                        (header + share_bound)));
+    /* Summed over the ranks (a ring's edges inside a node send nothing
+     * between nodes, so one rank's bytes say little). */
+    {
+        uint64_t net[2] = {inter.bytes[TACL_LINK_NET],
+                           all.bytes[TACL_LINK_NET]};
+
+        COLL_CHECK_OK(ctx, tacl_allreduce(net, net, 2, TACL_UINT64, TACL_SUM,
+                                          comm, NULL));
+        COLL_CHECK(ctx,
+                   net[0] < net[1] &&
+                       strcmp(inter.algorithm, "gather/inter") == 0,
+                   "%d nodes of %d: %llu bytes between nodes (%s), not "
+                   "fewer than every hop encoded's %llu",
+                   nodes, per, (unsigned long long)net[0], inter.algorithm,
+                   (unsigned long long)net[1]);
+    }
+    COLL_CHECK(ctx, inter.seconds > 0 && inter.seconds < dense.seconds,
+               "%d nodes of %d: %g s, not below the dense all-reduce's %g s",
+               nodes, per, inter.seconds, dense.seconds);
+    /* The reduce-scatter and all-gather forms price their own shapes. */
+    {
+        tacl_sim_info_t rs, ag;
+
+        COLL_CHECK_OK(ctx, tacl_comp_estimate_hops(
+                               comm, TACL_COLL_REDUCE_SCATTER, 4096, topk, &p,
+                               TACL_COMP_SHUFFLE, TACL_COMP_HOPS_INTER, &rs));
+        COLL_CHECK_OK(ctx, tacl_comp_estimate_hops(
+                               comm, TACL_COLL_ALLGATHER, 4096, topk, &p,
+                               TACL_COMP_SUM, TACL_COMP_HOPS_INTER, &ag));
+        uint64_t want = hdr.bytes[TACL_LINK_HOST] +
+                        (uint64_t)(per - 1) * nodes * 4096 * 4;
+
+        COLL_CHECK(ctx,
+                   rs.bytes[TACL_LINK_HOST] == want &&
+                       ag.bytes[TACL_LINK_HOST] == want &&
+                       strcmp(rs.algorithm, "shuffle/inter") == 0 &&
+                       strcmp(ag.algorithm, "gather/inter") == 0,
+                   "reduce-scatter %llu bytes inside (%s), all-gather %llu "
+                   "(%s): want %llu each",
+                   (unsigned long long)rs.bytes[TACL_LINK_HOST], rs.algorithm,
+                   (unsigned long long)ag.bytes[TACL_LINK_HOST], ag.algorithm,
+                   (unsigned long long)want);
+    }
+    {
+        tacl_comm_t saved = ctx->comm;
+
+        ctx->comm = comm;
+        EXPECT_BAD(ctx,
+                   tacl_comp_estimate_hops(comm, TACL_COLL_ALLREDUCE, count,
+                                           topk, &p, TACL_COMP_GATHER,
+                                           (tacl_comp_hops_t)5, &inter),
+                   "unknown hops 5");
+        EXPECT_BAD(ctx,
+                   tacl_comp_estimate_hops(comm, TACL_COLL_ALLREDUCE, count,
+                                           topk, &p, TACL_COMP_SUM,
+                                           TACL_COMP_HOPS_INTER, &inter),
+                   "topk is not");
+        EXPECT_BAD(ctx,
+                   tacl_comp_estimate_hops(comm, TACL_COLL_BROADCAST, count,
+                                           topk, &p, TACL_COMP_GATHER,
+                                           TACL_COMP_HOPS_INTER, &inter),
+                   "broadcast");
+        EXPECT_BAD(ctx,
+                   tacl_comp_estimate_hops(comm, TACL_COLL_ALLREDUCE, count,
+                                           topk, &p, TACL_COMP_GATHER,
+                                           TACL_COMP_HOPS_INTER, NULL),
+                   "info_p");
+        ctx->comm = saved;
+    }
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(comm));
+    return failed;
+}
+
+Test(compcoll, estimate_hops_prices_each_link, .timeout = 300)
+{
+    /* 2 nodes of 2, 3 of 2, one node of 3, nodes of 2 and 1. */
+    static const int shapes[][2] = {{4, 2}, {6, 2}, {3, 3}, {3, 2}};
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int per = shapes[i][1];
+        coll_opts_t opts = {.nranks = shapes[i][0],
+                            .deadline_s = 120,
+                            .arg = &per,
+                            .init = COLL_INIT_MANUAL};
+
+        coll_run_opts_expect_pass(&opts, body_estimate_hops);
+    }
+}
+
 /* On one node the hops between nodes are none: a dense all-reduce. */
 static int body_hier_one_node(coll_ctx_t *ctx)
 {
