@@ -4,7 +4,13 @@
  * option where the whole timeline gets shorter (a local step, not a
  * search).  Espresso's per-tensor decisions (espresso.c) are the last
  * candidate: one group a tensor, each with its own option and encoder,
- * taken where they are faster.  The refusal: a plan predicted slower
+ * taken where they are faster by more than a millionth (PLAN_TIE): where
+ * the communication hides under the compute, fusion and one call a
+ * tensor are predicted alike, and the plan of fewer calls is kept (each
+ * call has costs the model leaves out: the ranks' skew, the scheduler).
+ * For the same reason neighbouring groups are then merged wherever that
+ * leaves the predicted step as it is (merge_ties): of the plans the
+ * search finds equally fast, one of the fewest calls.  The refusal: a plan predicted slower
  * than the best uncompressed fusion is never returned; that fusion is
  * returned instead.
  */
@@ -13,6 +19,9 @@
 #include <string.h>
 
 #include "planner_int.h"
+
+/* A plan of more calls must be quicker by this share to be taken. */
+#define PLAN_TIE 1e-6
 
 /* Passes of the per-group switch; each one that changes nothing ends it. */
 #define REFINE_PASSES 4
@@ -43,6 +52,68 @@ static double refine(const tacl_planner_t *p, int ngroups, const int *first,
     return time;
 }
 
+/* Relative slack of "as fast": the same costs summed in another order. */
+#define MERGE_SLACK 1e-12
+
+/* Remove group gi + 1 (merging it into gi), or put it back. */
+static void group_remove(tacl_planner_plan_t *pl, int gi)
+{
+    int tail = pl->ngroups - gi - 2;
+
+    memmove(pl->first + gi + 1, pl->first + gi + 2, tail * sizeof(int));
+    memmove(pl->option + gi + 1, pl->option + gi + 2, tail * sizeof(int));
+    memmove(pl->on_cpu + gi + 1, pl->on_cpu + gi + 2, tail * sizeof(int));
+    pl->ngroups--;
+}
+
+static void group_restore(tacl_planner_plan_t *pl, int gi, int first,
+                          int option, int on_cpu)
+{
+    int tail = pl->ngroups - gi - 1;
+
+    memmove(pl->first + gi + 2, pl->first + gi + 1, tail * sizeof(int));
+    memmove(pl->option + gi + 2, pl->option + gi + 1, tail * sizeof(int));
+    memmove(pl->on_cpu + gi + 2, pl->on_cpu + gi + 1, tail * sizeof(int));
+    pl->first[gi + 1] = first;
+    pl->option[gi + 1] = option;
+    pl->on_cpu[gi + 1] = on_cpu;
+    pl->ngroups++;
+}
+
+/*
+ * Fewer calls at the same predicted step: merge each group with the next
+ * (under either one's option, both encoded on the device) wherever the
+ * step does not grow past best; the step of the plan left.
+ */
+static double merge_ties(const tacl_planner_t *p, tacl_planner_plan_t *pl,
+                         double best)
+{
+    double limit = best * (1.0 + MERGE_SLACK);
+
+    for (int gi = 0; gi + 1 < pl->ngroups;) {
+        int f = pl->first[gi + 1], o = pl->option[gi + 1];
+        int c = pl->on_cpu[gi + 1], own = pl->option[gi], merged = 0;
+
+        if (pl->on_cpu[gi] || c) {
+            gi++;
+            continue;
+        }
+        group_remove(pl, gi);
+        for (int k = 0; k < 2 && !merged; k++) {
+            pl->option[gi] = k == 0 ? own : o;
+            merged = tacl_planner_time(p, pl->ngroups, pl->first, pl->option,
+                                       pl->on_cpu) <= limit;
+        }
+        if (!merged) {
+            pl->option[gi] = own;
+            group_restore(pl, gi, f, o, c);
+            gi++;
+        }
+    }
+    return tacl_planner_time(p, pl->ngroups, pl->first, pl->option,
+                             pl->on_cpu);
+}
+
 /* Uncompressed, one call a tensor; scratch has room for 2n ints. */
 static double layerwise_time(const tacl_planner_t *p, int *scratch)
 {
@@ -54,14 +125,14 @@ static double layerwise_time(const tacl_planner_t *p, int *scratch)
 }
 
 /* Take Espresso's per-tensor decisions (one group a tensor) when they
- * beat the fusion; try holds room for 2n ints. */
+ * beat the fusion by more than PLAN_TIE; try holds room for 2n ints. */
 static tacl_status_t take_decided(tacl_planner_t *p, tacl_planner_plan_t *pl,
                                   int *try, double *best_p)
 {
     double t;
     tacl_status_t st = tacl_planner_decide(p, try, try + p->n, &t);
 
-    if (st != TACL_OK || t >= *best_p)
+    if (st != TACL_OK || t >= *best_p * (1.0 - PLAN_TIE))
         return st;
     for (int i = 0; i < p->n; i++) {
         pl->first[i] = i;
@@ -113,6 +184,8 @@ tacl_status_t tacl_planner_plan(tacl_planner_t *p,
         best = refine(p, plan.ngroups, plan.first, plan.option, best);
         st = take_decided(p, &plan, try_first, &best);
     }
+    if (st == TACL_OK)
+        best = merge_ties(p, &plan, best);
     if (st != TACL_OK)
         goto out;
     plan.layerwise_time = layerwise_time(p, try_first);

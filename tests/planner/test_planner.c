@@ -424,10 +424,11 @@ Test(planner, espresso_within_five_percent_of_brute_force, .timeout = 300)
                       "%.9g",
                       pi, n, t, brute);
         worst = fmax(worst, t / brute);
-        /* The plan weighs these decisions against fusion. */
+        /* The plan weighs these decisions against fusion (a fusion within
+         * a millionth of them is kept: fewer calls). */
         tacl_planner_plan_t plan;
         cr_assert_eq(tacl_planner_plan(p, &plan), TACL_OK);
-        cr_assert_leq(plan.step_time, t * (1 + 1e-12));
+        cr_assert_leq(plan.step_time, t * (1 + 1e-6));
         cr_assert(same_time(plan.step_time,
                             tacl_planner_time(p, plan.ngroups, plan.first,
                                               plan.option, plan.on_cpu)));
