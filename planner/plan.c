@@ -83,31 +83,42 @@ static void group_restore(tacl_planner_plan_t *pl, int gi, int first,
 /*
  * Fewer calls at the same predicted step: merge each group with the next
  * (under either one's option, both encoded on the device) wherever the
- * step does not grow past best; the step of the plan left.
+ * step does not grow past best (a merge may also shorten it, and then
+ * that is the step to keep), pass after pass until none merges; the step
+ * of the plan left.
  */
 static double merge_ties(const tacl_planner_t *p, tacl_planner_plan_t *pl,
                          double best)
 {
-    double limit = best * (1.0 + MERGE_SLACK);
+    int merges = 1;
 
-    for (int gi = 0; gi + 1 < pl->ngroups;) {
-        int f = pl->first[gi + 1], o = pl->option[gi + 1];
-        int c = pl->on_cpu[gi + 1], own = pl->option[gi], merged = 0;
+    while (merges > 0) {
+        merges = 0;
+        for (int gi = 0; gi + 1 < pl->ngroups;) {
+            int f = pl->first[gi + 1], o = pl->option[gi + 1];
+            int c = pl->on_cpu[gi + 1], own = pl->option[gi], merged = 0;
 
-        if (pl->on_cpu[gi] || c) {
-            gi++;
-            continue;
-        }
-        group_remove(pl, gi);
-        for (int k = 0; k < 2 && !merged; k++) {
-            pl->option[gi] = k == 0 ? own : o;
-            merged = tacl_planner_time(p, pl->ngroups, pl->first, pl->option,
-                                       pl->on_cpu) <= limit;
-        }
-        if (!merged) {
-            pl->option[gi] = own;
-            group_restore(pl, gi, f, o, c);
-            gi++;
+            if (pl->on_cpu[gi] || c) {
+                gi++;
+                continue;
+            }
+            group_remove(pl, gi);
+            for (int k = 0; k < 2 && !merged; k++) {
+                double t;
+
+                pl->option[gi] = k == 0 ? own : o;
+                t = tacl_planner_time(p, pl->ngroups, pl->first, pl->option,
+                                      pl->on_cpu);
+                merged = t <= best * (1.0 + MERGE_SLACK);
+                if (merged && t < best)
+                    best = t;
+            }
+            merges += merged;
+            if (!merged) {
+                pl->option[gi] = own;
+                group_restore(pl, gi, f, o, c);
+                gi++;
+            }
         }
     }
     return tacl_planner_time(p, pl->ngroups, pl->first, pl->option,
@@ -184,8 +195,13 @@ tacl_status_t tacl_planner_plan(tacl_planner_t *p,
         best = refine(p, plan.ngroups, plan.first, plan.option, best);
         st = take_decided(p, &plan, try_first, &best);
     }
-    if (st == TACL_OK)
+    /* Small groups' options as they are priced (uncompressed), so that a
+     * merge may take that option too. */
+    if (st == TACL_OK) {
+        tacl__planner_settle(p, plan.ngroups, plan.first, plan.option,
+                             plan.on_cpu);
         best = merge_ties(p, &plan, best);
+    }
     if (st != TACL_OK)
         goto out;
     plan.layerwise_time = layerwise_time(p, try_first);
