@@ -7,10 +7,7 @@
  * taken where they are faster by more than a millionth (PLAN_TIE): where
  * the communication hides under the compute, fusion and one call a
  * tensor are predicted alike, and the plan of fewer calls is kept (each
- * call has costs the model leaves out: the ranks' skew, the scheduler).
- * For the same reason neighbouring groups are then merged wherever that
- * leaves the predicted step as it is (merge_ties): of the plans the
- * search finds equally fast, one of the fewest calls.  The refusal: a plan predicted slower
+ * call has costs the model leaves out: the ranks' skew, the scheduler).  The refusal: a plan predicted slower
  * than the best uncompressed fusion is never returned; that fusion is
  * returned instead.
  */
@@ -50,79 +47,6 @@ static double refine(const tacl_planner_t *p, int ngroups, const int *first,
             break;
     }
     return time;
-}
-
-/* Relative slack of "as fast": the same costs summed in another order. */
-#define MERGE_SLACK 1e-12
-
-/* Remove group gi + 1 (merging it into gi), or put it back. */
-static void group_remove(tacl_planner_plan_t *pl, int gi)
-{
-    int tail = pl->ngroups - gi - 2;
-
-    memmove(pl->first + gi + 1, pl->first + gi + 2, tail * sizeof(int));
-    memmove(pl->option + gi + 1, pl->option + gi + 2, tail * sizeof(int));
-    memmove(pl->on_cpu + gi + 1, pl->on_cpu + gi + 2, tail * sizeof(int));
-    pl->ngroups--;
-}
-
-static void group_restore(tacl_planner_plan_t *pl, int gi, int first,
-                          int option, int on_cpu)
-{
-    int tail = pl->ngroups - gi - 1;
-
-    memmove(pl->first + gi + 2, pl->first + gi + 1, tail * sizeof(int));
-    memmove(pl->option + gi + 2, pl->option + gi + 1, tail * sizeof(int));
-    memmove(pl->on_cpu + gi + 2, pl->on_cpu + gi + 1, tail * sizeof(int));
-    pl->first[gi + 1] = first;
-    pl->option[gi + 1] = option;
-    pl->on_cpu[gi + 1] = on_cpu;
-    pl->ngroups++;
-}
-
-/*
- * Fewer calls at the same predicted step: merge each group with the next
- * (under either one's option, both encoded on the device) wherever the
- * step does not grow past best (a merge may also shorten it, and then
- * that is the step to keep), pass after pass until none merges; the step
- * of the plan left.
- */
-static double merge_ties(const tacl_planner_t *p, tacl_planner_plan_t *pl,
-                         double best)
-{
-    int merges = 1;
-
-    while (merges > 0) {
-        merges = 0;
-        for (int gi = 0; gi + 1 < pl->ngroups;) {
-            int f = pl->first[gi + 1], o = pl->option[gi + 1];
-            int c = pl->on_cpu[gi + 1], own = pl->option[gi], merged = 0;
-
-            if (pl->on_cpu[gi] || c) {
-                gi++;
-                continue;
-            }
-            group_remove(pl, gi);
-            for (int k = 0; k < 2 && !merged; k++) {
-                double t;
-
-                pl->option[gi] = k == 0 ? own : o;
-                t = tacl_planner_time(p, pl->ngroups, pl->first, pl->option,
-                                      pl->on_cpu);
-                merged = t <= best * (1.0 + MERGE_SLACK);
-                if (merged && t < best)
-                    best = t;
-            }
-            merges += merged;
-            if (!merged) {
-                pl->option[gi] = own;
-                group_restore(pl, gi, f, o, c);
-                gi++;
-            }
-        }
-    }
-    return tacl_planner_time(p, pl->ngroups, pl->first, pl->option,
-                             pl->on_cpu);
 }
 
 /* Uncompressed, one call a tensor; scratch has room for 2n ints. */
@@ -194,13 +118,6 @@ tacl_status_t tacl_planner_plan(tacl_planner_t *p,
     if (st == TACL_OK) {
         best = refine(p, plan.ngroups, plan.first, plan.option, best);
         st = take_decided(p, &plan, try_first, &best);
-    }
-    /* Small groups' options as they are priced (uncompressed), so that a
-     * merge may take that option too. */
-    if (st == TACL_OK) {
-        tacl__planner_settle(p, plan.ngroups, plan.first, plan.option,
-                             plan.on_cpu);
-        best = merge_ties(p, &plan, best);
     }
     if (st != TACL_OK)
         goto out;
