@@ -452,14 +452,9 @@ TACL_EXPORT tacl_status_t tacl_comp_estimate_hops(
                          "collective (allreduce, reduce_scatter, "
                          "allgather)",
                          tacl_coll_name(coll));
-    else if (hops != TACL_COMP_HOPS_INTER)
-        st = tacl__error(TACL_ERR_INVALID_ARG, COLL,
-                         "comp_estimate: unknown hops %d (all or inter)",
-                         (int)hops);
-    else
-        st = tacl__comp_check("comp_estimate", codec, params,
-                              coll == TACL_COLL_ALLGATHER ? TACL_COMP_GATHER
-                                                          : scheme);
+    else /* the call's own checks; no buffers with count 0 */
+        st = tacl__comp_check_hops(coll, NULL, NULL, 0, codec, params,
+                                   scheme, hops);
     /* One node (or nothing to send): the call is the dense collective. */
     if (st == TACL_OK && (comm->view.n_nodes == 1 || count == 0))
         st = tacl_comm_estimate(comm, coll, count, TACL_FLOAT32, TACL_SUM, 0,

@@ -392,6 +392,21 @@ static double scale_compute(replay_profile_t *pf,
 /* Most routes offered: two schemes over two choices of hops. */
 enum { MAX_ROUTES = 4 };
 
+/* Swap routes i and j with their lines. */
+static void swap_routes(replay_route_t *routes, double line[][2], int i,
+                        int j)
+{
+    replay_route_t r = routes[i];
+    double l0 = line[i][0], l1 = line[i][1];
+
+    routes[i] = routes[j];
+    line[i][0] = line[j][0];
+    line[i][1] = line[j][1];
+    routes[j] = r;
+    line[j][0] = l0;
+    line[j][1] = l1;
+}
+
 /* Each route's timed call, the planner's view of it and the planned
  * groups under it (the first noffered were offered); route 0 is the
  * layer-wise policies'. */
@@ -465,18 +480,8 @@ static int offer_routes(replay_route_t *routes, double line[][2], int n,
     int m = 1;
 
     for (int k = 1; k < n; k++) {
-        if (!ever_lowest(line, n, k, lo, hi))
-            continue;
-        replay_route_t r = routes[m];
-        double l0 = line[m][0], l1 = line[m][1];
-
-        routes[m] = routes[k];
-        line[m][0] = line[k][0];
-        line[m][1] = line[k][1];
-        routes[k] = r;
-        line[k][0] = l0;
-        line[k][1] = l1;
-        m++;
+        if (ever_lowest(line, n, k, lo, hi))
+            swap_routes(routes, line, m++, k);
     }
     return m;
 }
@@ -534,17 +539,8 @@ static int time_routes(const options_t *o, const tacl_codec_t *codec,
         }
     /* Route 0 first: the own scheme over the quicker hops. */
     if (nhops == 2 && line[1][0] + line[1][1] * x <
-                          line[0][0] + line[0][1] * x) {
-        replay_route_t r = routes[0];
-        double l0 = line[0][0], l1 = line[0][1];
-
-        routes[0] = routes[1];
-        routes[1] = r;
-        line[0][0] = line[1][0];
-        line[0][1] = line[1][1];
-        line[1][0] = l0;
-        line[1][1] = l1;
-    }
+                          line[0][0] + line[0][1] * x)
+        swap_routes(routes, line, 0, 1);
     return n;
 }
 
