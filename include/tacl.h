@@ -906,7 +906,9 @@ typedef struct {
     tacl_link_counter_t links[TACL_NUM_LINK_CLASSES];
 } tacl_counters_t;
 
-/** Bytes and messages this rank sent on comm since creation or reset. */
+/** Bytes and messages this rank sent on comm since creation or reset,
+ *  those of the non-blocking host-composed calls issued on it
+ *  (tacl_comp_*_nb, tacl_sparse_allreduce_nb) included. */
 tacl_status_t tacl_comm_get_counters(tacl_comm_t comm,
                                      tacl_counters_t *counters_p);
 tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm);

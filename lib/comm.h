@@ -31,9 +31,12 @@
  * begins with a tacl__comm_ext_t, sits in its slot of comm->ext from the
  * feature's first use, and is freed with the communicator by its own
  * free(), which destroy calls for every slot without naming features.
+ * A feature that sends comm's traffic on a communicator of its own sets
+ * traffic to it, and comm's counters include that one's.
  */
 typedef struct tacl__comm_ext {
     void (*free)(struct tacl__comm_ext *ext);
+    struct tacl_comm *traffic;
 } tacl__comm_ext_t;
 
 typedef enum {

@@ -260,6 +260,30 @@ COMM_QUERY(tacl_comm_n_nodes, comm->view.n_nodes)
 COMM_QUERY(tacl_comm_local_rank, comm->view.local_rank)
 COMM_QUERY(tacl_comm_local_size, comm->view.local_size)
 
+/* Add b's counts into a (two communicators of one context: the same
+ * transports in the same order). */
+static void counters_add(tacl_counters_t *a, const tacl_counters_t *b)
+{
+    for (int t = 0; t < a->n_transports; t++) {
+        a->transports[t].bytes += b->transports[t].bytes;
+        a->transports[t].messages += b->transports[t].messages;
+    }
+    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++) {
+        a->links[c].bytes += b->links[c].bytes;
+        a->links[c].messages += b->links[c].messages;
+    }
+}
+
+static void counters_zero(tacl_counters_t *a)
+{
+    for (int t = 0; t < a->n_transports; t++)
+        a->transports[t].bytes = a->transports[t].messages = 0;
+    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++)
+        a->links[c].bytes = a->links[c].messages = 0;
+}
+
+/* Communicators a feature sends comm's traffic on (the host-composed
+ * worker's, deferred.c) count as comm. */
 TACL_EXPORT tacl_status_t tacl_comm_get_counters(tacl_comm_t comm,
                                                  tacl_counters_t *counters_p)
 {
@@ -271,6 +295,9 @@ TACL_EXPORT tacl_status_t tacl_comm_get_counters(tacl_comm_t comm,
         return status;
     pthread_mutex_lock(&comm->x.ctx->lock);
     *counters_p = comm->x.counters;
+    for (int i = 0; i < TACL__EXT_COUNT; i++)
+        if (comm->ext[i] != NULL && comm->ext[i]->traffic != NULL)
+            counters_add(counters_p, &comm->ext[i]->traffic->x.counters);
     pthread_mutex_unlock(&comm->x.ctx->lock);
     tacl__comm_leave(comm);
     return TACL_OK;
@@ -283,14 +310,10 @@ TACL_EXPORT tacl_status_t tacl_comm_reset_counters(tacl_comm_t comm)
     if (status != TACL_OK)
         return status;
     pthread_mutex_lock(&comm->x.ctx->lock);
-    for (int t = 0; t < comm->x.counters.n_transports; t++) {
-        comm->x.counters.transports[t].bytes = 0;
-        comm->x.counters.transports[t].messages = 0;
-    }
-    for (int c = 0; c < TACL_NUM_LINK_CLASSES; c++) {
-        comm->x.counters.links[c].bytes = 0;
-        comm->x.counters.links[c].messages = 0;
-    }
+    counters_zero(&comm->x.counters);
+    for (int i = 0; i < TACL__EXT_COUNT; i++)
+        if (comm->ext[i] != NULL && comm->ext[i]->traffic != NULL)
+            counters_zero(&comm->ext[i]->traffic->x.counters);
     pthread_mutex_unlock(&comm->x.ctx->lock);
     tacl__comm_leave(comm);
     return TACL_OK;

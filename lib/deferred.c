@@ -144,6 +144,7 @@ static tacl_status_t deferred_of(tacl_comm_t comm, deferred_t **d_p)
         goto err_destroy_shadow;
     }
     d->ext.free = deferred_free;
+    d->ext.traffic = d->shadow; /* its operations are comm's */
     comm->ext[TACL__EXT_DEFERRED] = &d->ext;
     *d_p = d;
     return TACL_OK;

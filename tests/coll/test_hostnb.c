@@ -1,6 +1,7 @@
 /*
  * The non-blocking host-composed operations (tacl_sparse_allreduce_nb,
- * tacl_comp_*_nb): results bit for bit those of the blocking forms;
+ * tacl_comp_*_nb): results bit for bit those of the blocking forms, and
+ * the compressed calls' traffic counted on the communicator alike;
  * several issued back to back, between ordinary _nb collectives on the
  * same communicator, each right (the worker runs on its own communicator
  * in issue order); a callback once; an abort from another thread and a
@@ -96,6 +97,7 @@ static int comp_same(coll_ctx_t *ctx, tacl_coll_t coll, const char *name,
     size_t n = coll == TACL_COLL_ALLREDUCE ? COUNT : COUNT / 4;
     tacl_request_t req;
     tacl_comm_t comm = ctx->comm;
+    tacl_counters_t c1, c2;
 
     COLL_CHECK_OK(ctx, tacl_codec_find(name, &codec));
     values_of(ctx->rank, (int)coll, x, COUNT * 4);
@@ -103,30 +105,51 @@ static int comp_same(coll_ctx_t *ctx, tacl_coll_t coll, const char *name,
     memset(e2, 0, sizeof(e2));
     memset(y1, 0xff, sizeof(y1));
     memset(y2, 0xff, sizeof(y2));
+    /* Each call's traffic counted on comm alone: the _nb call's runs on
+     * the worker's communicator, and is still comm's. */
+    COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
     if (coll == TACL_COLL_ALLREDUCE) {
         COLL_CHECK_OK(ctx, tacl_comp_allreduce_hops(x, y1, n, codec, &p, e1,
                                                     scheme, hops, comm));
+        COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &c1));
+        COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
         COLL_CHECK_OK(ctx, tacl_comp_allreduce_hops_nb(
                                x, y2, n, codec, &p, e2, scheme, hops, comm,
                                &req));
     } else if (coll == TACL_COLL_REDUCE_SCATTER) {
         COLL_CHECK_OK(ctx, tacl_comp_reduce_scatter_hops(
                                x, y1, n, codec, &p, e1, scheme, hops, comm));
+        COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &c1));
+        COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
         COLL_CHECK_OK(ctx, tacl_comp_reduce_scatter_hops_nb(
                                x, y2, n, codec, &p, e2, scheme, hops, comm,
                                &req));
     } else {
         COLL_CHECK_OK(ctx, tacl_comp_allgather_hops(x, y1, n, codec, &p, e1,
                                                     hops, comm));
+        COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &c1));
+        COLL_CHECK_OK(ctx, tacl_comm_reset_counters(comm));
         COLL_CHECK_OK(ctx, tacl_comp_allgather_hops_nb(
                                x, y2, n, codec, &p, e2, hops, comm, &req));
     }
     WAIT_FREE(ctx, req);
+    COLL_CHECK_OK(ctx, tacl_comm_get_counters(comm, &c2));
     COLL_CHECK(ctx,
                memcmp(y1, y2, sizeof(y1)) == 0 &&
                    memcmp(e1, e2, sizeof(e1)) == 0,
                "%s %s: _nb differs from the blocking result",
                tacl_coll_name(coll), name);
+    for (int k = 0; k < TACL_NUM_LINK_CLASSES; k++)
+        COLL_CHECK(ctx,
+                   c1.links[k].bytes == c2.links[k].bytes &&
+                       c1.links[k].messages == c2.links[k].messages,
+                   "%s %s: comm counted %llu bytes in %llu messages on "
+                   "link %s for the blocking call, %llu in %llu for _nb",
+                   tacl_coll_name(coll), name,
+                   (unsigned long long)c1.links[k].bytes,
+                   (unsigned long long)c1.links[k].messages,
+                   c1.links[k].name, (unsigned long long)c2.links[k].bytes,
+                   (unsigned long long)c2.links[k].messages);
     return 0;
 }
 
