@@ -622,8 +622,9 @@ static int run_all(const options_t *o, replay_profile_t *pf,
                             tacl_planner_min_bytes_default(codec->name),
                             (double)off[pf->n] * 4.0);
     for (int k = 0; k < noffered; k++)
-        pc[k] = replay_planner_codec(codec, &cost, line[k][0], line[k][1],
-                                     &lines);
+        pc[k] = tacl_planner_codec_from_call(
+            codec->name, (codec->flags & TACL_CODEC_SUMMABLE) != 0,
+            cost.ratio, line[k][0], line[k][1], &lines);
     model = (tacl_planner_model_t){pf->n, pf->bytes, pf->back, pf->forward};
     /* The layer-wise policies' groups are under option 0 (route 0); the
      * planned policy's under any route. */

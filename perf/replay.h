@@ -111,11 +111,6 @@ int replay_time_call(const tacl_codec_t *codec,
                      const tacl_codec_params_t *params,
                      const replay_route_t *route, tacl_comm_t comm,
                      double *a_p, double *b_p);
-/** The planner's profile of the codec, priced as the timed call. */
-tacl_planner_codec_t replay_planner_codec(const tacl_codec_t *codec,
-                                          const replay_codec_cost_t *c,
-                                          double call_a, double call_b,
-                                          const tacl_planner_comm_t *lines);
 
 /**
  * The harness' communication thread (replay_comm_main, started with a

@@ -114,84 +114,62 @@ void replay_route_name(const replay_route_t *r, char *buf, size_t size)
              r->hops == TACL_COMP_HOPS_INTER ? "inter" : "all");
 }
 
+/* One compressed call of the route on the harness' buffers. */
+typedef struct {
+    const tacl_codec_t *codec;
+    const tacl_codec_params_t *params;
+    const replay_route_t *route;
+    tacl_comm_t comm;
+    float *v, *out, *err;
+} call_arg_t;
+
+static tacl_status_t run_call(void *arg, size_t count)
+{
+    call_arg_t *c = arg;
+
+    return tacl_comp_allreduce_hops(c->v, c->out, count, c->codec,
+                                    c->params, c->err, c->route->scheme,
+                                    c->route->hops, c->comm);
+}
+
 /*
  * The whole compressed call as the harness makes it (tacl_comp_allreduce
- * with error feedback, over the route's scheme and hops) timed at two sizes, the
- * median of three after a warm-up, the slowest rank's: seconds =
- * *a_p + *b_p * bytes.  This is what the planner's codec terms are
- * fitted to, so that they carry the call's extra collectives (its header,
- * a sparsifier's size exchange) and the encode on this stream.
+ * with error feedback, over the route's scheme and hops) timed at two
+ * sizes by tacl_planner_time_call: seconds = *a_p + *b_p * bytes.  This
+ * is what the planner's codec terms are fitted to
+ * (tacl_planner_codec_from_call), so that they carry the call's extra
+ * collectives (its header, a sparsifier's size exchange) and the encode,
+ * which the harness runs on its communication thread.
  */
 int replay_time_call(const tacl_codec_t *codec,
                      const tacl_codec_params_t *params,
                      const replay_route_t *route, tacl_comm_t comm,
                      double *a_p, double *b_p)
 {
-    enum { REPS = 4 };
     const size_t counts[2] = {16384, 1 << 21};
-    double t[2][REPS], x[2], y[2];
-    float *v = malloc(counts[1] * sizeof(float));
-    float *out = malloc(counts[1] * sizeof(float));
-    float *err = calloc(counts[1], sizeof(float));
-    tacl_status_t st = v && out && err ? TACL_OK : TACL_ERR_NO_MEMORY;
+    call_arg_t c = {codec, params, route, comm,
+                    malloc(counts[1] * sizeof(float)),
+                    malloc(counts[1] * sizeof(float)),
+                    calloc(counts[1], sizeof(float))};
+    tacl_status_t st = c.v && c.out && c.err ? TACL_OK : TACL_ERR_NO_MEMORY;
     int rank = 0;
 
     /* Each rank its own values, as in the steps: a sparsifier keeps
      * different indices on each, which the decodes pay for. */
     if (st == TACL_OK)
         st = tacl_comm_rank(comm, &rank);
-    if (st == TACL_OK)
-        replay_fill(v, counts[1], rank);
-    for (int s = 0; s < 2 && st == TACL_OK; s++) {
-        for (int r = 0; r < REPS && st == TACL_OK; r++) {
-            double t0 = tacl__perf_now();
-
-            st = tacl_comp_allreduce_hops(v, out, counts[s], codec, params,
-                                          err, route->scheme, route->hops,
-                                          comm);
-            t[s][r] = tacl__perf_now() - t0;
-        }
-        if (st == TACL_OK)
-            st = tacl_allreduce(t[s], t[s], REPS, TACL_FLOAT64, TACL_MAX,
-                                comm, NULL);
-        x[s] = 4.0 * (double)counts[s];
-        y[s] = tacl__perf_median(t[s] + 1, REPS - 1);
+    if (st == TACL_OK) {
+        replay_fill(c.v, counts[1], rank);
+        st = tacl_planner_time_call(comm, run_call, &c, counts,
+                                    sizeof(float), a_p, b_p);
     }
-    free(v);
-    free(out);
-    free(err);
+    free(c.v);
+    free(c.out);
+    free(c.err);
     if (st != TACL_OK) {
         fprintf(stderr, "replay: timing the compressed call failed: %s\n",
-                tacl_comm_last_error(comm));
+                tacl_planner_last_error());
         return -1;
     }
-    fit(x, y, 2, a_p, b_p);
     return 0;
-}
-
-/*
- * The planner's codec: the harness encodes inside tacl_comp_allreduce on
- * its communication thread, so encoding sits on the communication stream
- * with the decodes, and the call runs a header collective (and a
- * sparsifier's size exchange) besides the data.  The planner prices a
- * compressed group as alpha + beta * ratio * x + m * decode(x) (m =
- * ranks for a gathered codec, 1 for a summable one), with no encode on
- * the compute stream here: decode is fitted so that this equals the
- * timed call, seconds = call_a + call_b * x.
- */
-tacl_planner_codec_t replay_planner_codec(const tacl_codec_t *codec,
-                                          const replay_codec_cost_t *c,
-                                          double call_a, double call_b,
-                                          const tacl_planner_comm_t *lines)
-{
-    int summable = (codec->flags & TACL_CODEC_SUMMABLE) != 0;
-    double m = summable ? 1 : lines->ranks;
-    double beta = summable ? lines->beta_allreduce : lines->beta_allgather;
-    tacl_planner_codec_t pc = {.ratio = c->ratio, .summable = summable};
-
-    snprintf(pc.name, sizeof(pc.name), "%s", codec->name);
-    pc.min_bytes = tacl_planner_min_bytes_default(pc.name);
-    pc.decode_fixed = fmax(0.0, (call_a - lines->alpha) / m);
-    pc.decode_per_byte = fmax(0.0, (call_b - beta * c->ratio) / m);
-    return pc;
 }

@@ -187,6 +187,37 @@ double tacl_planner_time_decided(const tacl_planner_t *planner,
 tacl_status_t tacl_planner_comm_fit(tacl_comm_t comm,
                                     tacl_planner_comm_t *comm_p);
 
+/** One run of a collective at count elements (tacl_planner_time_call). */
+typedef tacl_status_t (*tacl_planner_call_fn)(void *arg, size_t count);
+
+/**
+ * Time a call on comm, collectively: call(arg, counts[i]) four times at
+ * each of the two counts, the first run of each left out, the slowest
+ * rank's median kept, and the line through the two (seconds = *a_p +
+ * *b_p * bytes, bytes = elem_size * count; neither below 0), so that
+ * every rank gets the same line.  A failed call fails this one with its
+ * status, on every rank that saw it.
+ */
+tacl_status_t tacl_planner_time_call(tacl_comm_t comm,
+                                     tacl_planner_call_fn call, void *arg,
+                                     const size_t counts[2],
+                                     size_t elem_size, double *a_p,
+                                     double *b_p);
+
+/**
+ * A codec option priced as a timed compressed call (seconds = call_a +
+ * call_b * bytes) rather than from its kernels: the planner prices a
+ * compressed group as alpha + beta * ratio * x + m * decode(x) on the
+ * communication stream (beta and m the all-reduce's and 1 for a summable
+ * codec, the all-gather's and the ranks otherwise) after encode(x) on
+ * the compute stream.  For a call that encodes off the compute stream
+ * (a non-blocking call, or a communication thread), encode is 0 and the
+ * decode terms take what the lines leave of the call.
+ */
+tacl_planner_codec_t tacl_planner_codec_from_call(
+    const char *name, int summable, double ratio, double call_a,
+    double call_b, const tacl_planner_comm_t *lines);
+
 #ifdef __cplusplus
 }
 #endif

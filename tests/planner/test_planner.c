@@ -8,7 +8,10 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "planner.h"
 #include "rng.h"
@@ -440,4 +443,124 @@ Test(planner, espresso_within_five_percent_of_brute_force, .timeout = 300)
                 worst, compressed, offloaded);
     cr_assert(compressed > 0 && offloaded > 0, "compressed %d, offloaded %d",
               compressed, offloaded);
+}
+
+/*
+ * tacl_planner_time_call on two ranks (threads) whose call sleeps a known
+ * line, rank 1 twice rank 0's: every rank gets the slowest rank's line.
+ * Then a call that fails on rank 1 alone at the larger count: both ranks
+ * get its status, and neither waits for the other past the agreement.
+ */
+static tacl_unique_id_t time_id;
+
+#define SLEEP_FIXED 2e-3
+#define SLEEP_PER_BYTE 1e-9
+
+typedef struct {
+    int rank;
+    size_t fail_at; /* a count this rank's call fails at, or 0 */
+    tacl_status_t st, st_fail;
+    double a, b;
+    char why[256];
+} time_rank_t;
+
+static tacl_status_t sleep_call(void *arg, size_t count)
+{
+    const time_rank_t *t = arg;
+    double s = (1 + t->rank) * (SLEEP_FIXED + SLEEP_PER_BYTE * 4.0 *
+                                                  (double)count);
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+
+    if (count == t->fail_at)
+        return TACL_ERR_INVALID_ARG;
+    nanosleep(&ts, NULL);
+    return TACL_OK;
+}
+
+static void *time_rank(void *arg)
+{
+    time_rank_t *t = arg;
+    const size_t counts[2] = {1 << 20, 1 << 22};
+    double a, b;
+    tacl_comm_t comm;
+
+    t->st = tacl_comm_init_rank(2, &time_id, t->rank, &comm);
+    if (t->st != TACL_OK)
+        return NULL;
+    t->st = tacl_planner_time_call(comm, sleep_call, t, counts, 4, &t->a,
+                                   &t->b);
+    t->fail_at = t->rank == 1 ? counts[1] : 0;
+    t->st_fail = tacl_planner_time_call(comm, sleep_call, t, counts, 4, &a,
+                                        &b);
+    snprintf(t->why, sizeof(t->why), "%s", tacl_planner_last_error());
+    tacl_comm_destroy(comm);
+    return NULL;
+}
+
+Test(planner, time_call_takes_the_slowest_ranks_line, .timeout = 120)
+{
+    time_rank_t t[2] = {{.rank = 0}, {.rank = 1}};
+    pthread_t th[2];
+
+    cr_assert_eq(tacl_get_unique_id(&time_id), TACL_OK);
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(pthread_create(&th[r], NULL, time_rank, &t[r]), 0);
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(t[r].st, TACL_OK, "rank %d: %s", r, t[r].why);
+        /* Rank 1's line: 4 ms + 2 ns a byte.  Sleeps overshoot, by
+         * about the same at both sizes, so the slope is the tighter. */
+        cr_expect(t[r].b > 2 * SLEEP_PER_BYTE * 0.9 &&
+                      t[r].b < 2 * SLEEP_PER_BYTE * 1.25,
+                  "rank %d: %g s a byte, not rank 1's %g", r, t[r].b,
+                  2 * SLEEP_PER_BYTE);
+        cr_expect(t[r].a > 2 * SLEEP_FIXED * 0.9 &&
+                      t[r].a < 2 * SLEEP_FIXED + 3e-3,
+                  "rank %d: %g s fixed, not rank 1's %g", r, t[r].a,
+                  2 * SLEEP_FIXED);
+        cr_expect_eq(t[r].st_fail, TACL_ERR_INVALID_ARG,
+                     "rank %d: a call failing on rank 1 gave %d", r,
+                     t[r].st_fail);
+        cr_expect(strstr(t[r].why, "failed at 4194304 elements") != NULL,
+                  "rank %d: '%s'", r, t[r].why);
+    }
+    cr_expect(strstr(t[0].why, "on a peer") != NULL, "'%s'", t[0].why);
+    cr_expect(t[0].a == t[1].a && t[0].b == t[1].b,
+              "the ranks' lines differ");
+}
+
+/*
+ * A codec priced by its timed call: a group of one tensor compressed
+ * costs, after the backward, exactly the call's line, for a summable
+ * codec (all-reduced as encoded) and for a gathered one (the ranks'
+ * decodes counted); nothing is encoded on the compute stream.
+ */
+Test(planner, codec_from_call_prices_the_call)
+{
+    const tacl_planner_comm_t comm = {4, 1e-4, 8e-9, 6e-9};
+    const char *names[2] = {"fp16", "topk"};
+    const double ratio[2] = {0.5, 0.02}, call_a = 3e-3, call_b = 9e-9;
+
+    for (int k = 0; k < 2; k++) {
+        double bytes = 8e6, back = 0.05, fwd = 0.02;
+        tacl_planner_model_t m = {1, &bytes, &back, fwd};
+        tacl_planner_codec_t pc = tacl_planner_codec_from_call(
+            names[k], k == 0, ratio[k], call_a, call_b, &comm);
+        tacl_planner_t *p = NULL;
+        int first = 0, opt = 0;
+        double t;
+
+        cr_assert_str_eq(pc.name, names[k]);
+        cr_assert_eq(pc.summable, k == 0);
+        cr_assert_eq(pc.encode_fixed + pc.encode_per_byte, 0.0);
+        cr_assert_eq(pc.min_bytes, tacl_planner_min_bytes_default(names[k]));
+        cr_assert_eq(tacl_planner_create(&m, &comm, &pc, 1, &p), TACL_OK,
+                     "%s", tacl_planner_last_error());
+        t = tacl_planner_time(p, 1, &first, &opt, NULL);
+        cr_expect_float_eq(t, fwd + back + call_a + call_b * bytes, 1e-12,
+                           "%s: %.9g s, the call %.9g s", names[k], t,
+                           fwd + back + call_a + call_b * bytes);
+        tacl_planner_destroy(p);
+    }
 }
