@@ -78,8 +78,7 @@ struct engine {
      * all-reduce across groups run (codec.hops on those communicators). */
     gcomp_route_t route_rs, route_ar;
     int ngroups, *grp_lo, *grp_hi, *grp_comp;
-    int plan_pending;         /* group whose dense call is in flight, -1 */
-    tacl_request_t plan_req;
+    tacl_request_t *grp_req;  /* each group's call in flight, or NULL */
     size_t *loff, *ioff;  /* each layer's offset in Psi and in Psi / M */
     float *gflat;         /* every layer's full micro-step gradient */
     float *err_rs, *err_ar; /* residuals: the reduce-scatter, across groups */
@@ -551,7 +550,6 @@ tacl_status_t engine_create(tacl_comm_t comm, const engine_opts_t *opts,
         return TACL_ERR_NO_MEMORY;
     }
     e->o = *opts;
-    e->plan_pending = -1;
     e->world = comm;
     e->text = text;
     e->text_len = len;
@@ -615,6 +613,7 @@ void engine_destroy(engine_t *e)
     free(e->grp_lo);
     free(e->grp_hi);
     free(e->grp_comp);
+    free(e->grp_req);
     free(e->loff);
     free(e->ioff);
     words_destroy(e->words);
@@ -836,39 +835,58 @@ static tacl_comm_t plan_comm(const engine_t *e, int *size_p)
     return flat ? e->world : e->grp;
 }
 
-/*
- * Finish the dense reduce-scatter of the plan group in flight, if any,
- * adding its block into the held gradient shards.
- */
-static tacl_status_t plan_finish(engine_t *e)
+/* Whether plan group k's call is encoded: a communicator inside one
+ * node goes dense. */
+static int plan_compressed(const engine_t *e, int k)
 {
-    int k = e->plan_pending, size, L = e->model.n_layers, nl;
-    float *grads[L], *dst[L];
-    size_t counts[L];
-    tacl_status_t st;
-
-    if (k < 0)
-        return TACL_OK;
-    e->plan_pending = -1;
-    st = wait_pending(e, &e->plan_req, "reduce-scatter of gradients");
-    if (st != TACL_OK)
-        return st;
-    plan_comm(e, &size);
-    nl = plan_group(e, k, grads, counts, dst);
-    gcomp_unpack_add(size, nl, counts,
-                     e->shard + e->loff[e->grp_lo[k]] / (size_t)size, dst);
-    return TACL_OK;
+    return e->grp_comp[k] && e->route_rs != GCOMP_ROUTE_DENSE;
 }
 
 /*
- * With a plan: once layer l's gradient is in gflat, reduce the group it
- * completes (the group's lowest layer is the last one ready) to the
- * gradient level as one collective, compressed or not as the plan says:
- * over the world for global gradient shards, inside the partition group
- * for group shards (MiCS's first hop).  A compressed call is blocking; an
- * uncompressed group's reduce-scatter runs on while the layers below
- * compute, as the dense path's does, and is finished before the next
- * group's call (each group packs into its own region of pack and shard).
+ * Finish the plan groups' reduce-scatters in flight, in the order they
+ * were started, adding each group's reduced block into its held gradient
+ * shards.  Every call is waited for, even after one failed, so that
+ * none is left using the buffers; the first failure is returned.
+ */
+static tacl_status_t plan_finish(engine_t *e)
+{
+    int size, L = e->model.n_layers, nl;
+    float *grads[L], *dst[L];
+    size_t counts[L];
+    tacl_status_t st = TACL_OK, st_k;
+
+    plan_comm(e, &size);
+    for (int k = 0; k < e->ngroups; k++) {
+        if (e->grp_req[k] == NULL)
+            continue;
+        st_k = wait_pending(e, &e->grp_req[k],
+                            plan_compressed(e, k)
+                                ? "compressed reduce-scatter of gradients"
+                                : "reduce-scatter of gradients");
+        if (st_k != TACL_OK) {
+            st = st != TACL_OK ? st : st_k;
+            continue;
+        }
+        if (st != TACL_OK)
+            continue;
+        nl = plan_group(e, k, grads, counts, dst);
+        gcomp_unpack_add(size, nl, counts,
+                         e->shard + e->loff[e->grp_lo[k]] / (size_t)size,
+                         dst);
+    }
+    return st;
+}
+
+/*
+ * With a plan: once layer l's gradient is in gflat, start the reduction
+ * of the group it completes (the group's lowest layer is the last one
+ * ready) to the gradient level as one collective, compressed or not as
+ * the plan says: over the world for global gradient shards, inside the
+ * partition group for group shards (MiCS's first hop).  Each group's
+ * call runs on while the layers below compute (a compressed one encodes
+ * in the library's worker), in its own region of pack, shard and the
+ * residual, as the planner's timeline has it; plan_finish ends them all
+ * after the backward.
  */
 static tacl_status_t plan_reduce(engine_t *e, int l)
 {
@@ -883,9 +901,6 @@ static tacl_status_t plan_reduce(engine_t *e, int l)
         k++;
     if (k == e->ngroups)
         return TACL_OK;
-    st = plan_finish(e);
-    if (st != TACL_OK)
-        return st;
     nl = plan_group(e, k, grads, counts, dst);
     if (size == 1) {
         for (int i = 0; i < nl; i++)
@@ -893,19 +908,16 @@ static tacl_status_t plan_reduce(engine_t *e, int l)
         return TACL_OK;
     }
     off = e->loff[l];
-    /* A group inside one node goes dense, and runs on like one. */
-    compress = e->grp_comp[k] && e->route_rs != GCOMP_ROUTE_DENSE;
+    compress = plan_compressed(e, k);
     st = gcomp_reduce_scatter(&e->codec, compress, e->route_rs, comm, size,
                               nl, grads, counts, dst, e->err_rs + off,
                               e->pack + off, e->shard + off / (size_t)size,
-                              &e->plan_req);
+                              &e->grp_req[k]);
     if (st != TACL_OK)
         return comm_fail(e, comm, st, compress
                                           ? "compressed reduce-scatter of "
                                             "gradients"
                                           : "reduce-scatter of gradients");
-    if (!compress)
-        e->plan_pending = k;
     return TACL_OK;
 }
 
@@ -1235,10 +1247,12 @@ static tacl_status_t set_plan(engine_t *e, const gcomp_codec_t *codec,
     free(e->grp_lo);
     free(e->grp_hi);
     free(e->grp_comp);
+    free(e->grp_req);
     e->grp_lo = calloc((size_t)ngroups, sizeof(int));
     e->grp_hi = calloc((size_t)ngroups, sizeof(int));
     e->grp_comp = calloc((size_t)ngroups, sizeof(int));
-    if (!e->grp_lo || !e->grp_hi || !e->grp_comp) {
+    e->grp_req = calloc((size_t)ngroups, sizeof(tacl_request_t));
+    if (!e->grp_lo || !e->grp_hi || !e->grp_comp || !e->grp_req) {
         e->ngroups = 0;
         set_err(e, "out of memory");
         return TACL_ERR_NO_MEMORY;
@@ -1253,7 +1267,6 @@ static tacl_status_t set_plan(engine_t *e, const gcomp_codec_t *codec,
     }
     e->codec = *codec;
     e->ngroups = ngroups;
-    e->plan_pending = -1;
     /* A new layout of the residuals: they start again from zero. */
     if (!keep) {
         memset(e->err_rs, 0, e->loff[L] * sizeof(float));
@@ -1267,6 +1280,26 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
                               const int *compress)
 {
     return set_plan(e, codec, ngroups, first, compress, 0);
+}
+
+tacl_status_t engine_plan_route(engine_t *e, const gcomp_codec_t *codec,
+                                tacl_comm_t *comm_p, int *size_p,
+                                gcomp_route_t *route_p)
+{
+    const char *why = engine_compress_unsupported(&e->o);
+    char why_hops[256];
+
+    if (why != NULL) {
+        set_err(e, "%s", why);
+        return TACL_ERR_INVALID_USAGE;
+    }
+    *comm_p = plan_comm(e, size_p);
+    if (gcomp_route(codec->hops, *comm_p, e->world, route_p, why_hops,
+                    sizeof(why_hops)) != 0) {
+        set_err(e, "%s", why_hops);
+        return TACL_ERR_INVALID_USAGE;
+    }
+    return TACL_OK;
 }
 
 size_t engine_plan_words(const engine_t *e)

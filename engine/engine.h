@@ -132,6 +132,19 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
                               const int *compress);
 
 /*
+ * The communicator a plan's groups are reduce-scattered over (the world,
+ * or the partition group for group shards), its size, and the route of
+ * codec's calls on it (gcomp_route under codec->hops), as
+ * engine_set_plan would take them: for pricing the calls before a plan
+ * is set.  Collective on the world.  TACL_ERR_INVALID_USAGE with the
+ * reason in engine_error when the strategy or the hops rule compression
+ * out.
+ */
+tacl_status_t engine_plan_route(engine_t *e, const gcomp_codec_t *codec,
+                                tacl_comm_t *comm_p, int *size_p,
+                                gcomp_route_t *route_p);
+
+/*
  * The plan in engine_plan_words() int32 words, for a snapshot:
  * ngroups (0: none set), then first[] and compress[] (n_layers each, as
  * engine_set_plan takes them).  engine_plan_import sets such a plan

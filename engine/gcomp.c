@@ -173,7 +173,12 @@ tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
         block += counts[i] / (size_t)size;
     compress = compress && route != GCOMP_ROUTE_DENSE;
     gcomp_pack(size, nl, grads, counts, pack);
-    if (!compress && req_p != NULL)
+    if (compress && req_p != NULL)
+        return tacl_comp_reduce_scatter_hops_nb(
+            pack, shard, block, c->codec, &c->params,
+            c->error_feedback ? err : NULL, c->scheme, comp_hops(route),
+            comm, req_p);
+    if (req_p != NULL)
         return tacl_reduce_scatter_nb(pack, shard, block, TACL_FLOAT32,
                                       TACL_SUM, comm, NULL, req_p);
     if (compress)

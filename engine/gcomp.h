@@ -80,9 +80,10 @@ void gcomp_unpack_add(int size, int nl, const size_t *counts,
  * block (every layer's block 0, then block 1, ...) into pack, encoded by
  * c with the residual err (the sum of the counts, in the packed layout)
  * when compress, else the dense float32 reduce-scatter.  pack and shard
- * hold the sum of the counts, and that over size.  With req_p and not
- * compress, the dense reduce-scatter is only started (*req_p): wait for
- * it, then gcomp_unpack_add.
+ * hold the sum of the counts, and that over size.  With req_p the call
+ * is only started (*req_p; a compressed one encodes in the library's
+ * worker, off the caller's thread): leave pack, shard and err alone
+ * until it completes, then gcomp_unpack_add.
  */
 tacl_status_t gcomp_reduce_scatter(const gcomp_codec_t *c, int compress,
                                    gcomp_route_t route, tacl_comm_t comm, int size, int nl,

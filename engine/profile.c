@@ -3,17 +3,16 @@
  *
  * Cupcake's planner (thesis chapter 5) needs a profile of the job it
  * plans for: each tensor's bytes and backward time in gradient-ready
- * order, the forward time, the codec's costs on this machine and the
- * network's cost lines.  The engine times its own forward and backward
- * (engine_profile: the least time of a micro-step over the profiled
- * steps, which on a shared machine is the one least disturbed); the
- * codec is timed here on two sizes of synthetic gradients, a line through
- * the two giving the fixed and per-byte costs; the communication lines
- * are fitted to tacl_comm_estimate.  Rank 0 plans alone and broadcasts
- * its plan, so that every rank runs the same collectives even when their
- * timings differ.  The model is one group after another on one
- * communicator, as the planner's timeline; MiCS's second hop, once a
- * step, is not in it.
+ * order, the forward time, and what a group costs to reduce.  The engine
+ * times its own forward and backward (engine_profile: the least time of
+ * a micro-step over the profiled steps, which on a shared machine is the
+ * one least disturbed); every rank then times the plan's reduce-scatter
+ * itself, dense and encoded, as a step runs it (time_lines), which
+ * prices the groups.  Rank 0 plans alone and broadcasts its plan, so
+ * that every rank runs the same collectives even when their timings
+ * differ.  The model is one group after another on one communicator,
+ * each running on while the layers below compute, as the planner's
+ * timeline; MiCS's second hop, once a step, is not in it.
  */
 #define _GNU_SOURCE
 #include "profile.h"
@@ -21,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "planner.h"
 
@@ -54,36 +52,21 @@ tacl_status_t engine_plan_layerwise(engine_t *e, const gcomp_codec_t *codec)
     return engine_set_plan(e, codec, L, first, compress);
 }
 
-static double clock_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-#define PROFILE_TRIES 7
-
 /*
- * Least seconds of encoding (and of decoding) n synthetic gradient
- * values with the codec, error feedback on as in training; *bytes_p the
- * encoded bytes.
+ * The codec's encoded bytes per input byte on n synthetic gradient
+ * values, error feedback on as in training, into *ratio_p.
  */
-static tacl_status_t time_codec(const gcomp_codec_t *c, size_t n,
-                                double *enc_p, double *dec_p, size_t *bytes_p)
+static tacl_status_t codec_ratio(const gcomp_codec_t *c, double *ratio_p)
 {
+    const size_t n = 262144;
     float *src = malloc(n * sizeof(float)), *err = calloc(n, sizeof(float));
-    float *out = malloc(n * sizeof(float));
-    const float *srcs[1];
-    float *errs[1], *outs[1];
+    const float *srcs[1] = {src};
+    float *errs[1] = {err};
     size_t cap = 0, bytes = 0;
     void *enc = NULL;
     tacl_status_t st = TACL_ERR_NO_MEMORY;
 
-    srcs[0] = src;
-    errs[0] = err;
-    outs[0] = out;
-    if (src == NULL || err == NULL || out == NULL)
+    if (src == NULL || err == NULL)
         goto out;
     for (size_t i = 0; i < n; i++)
         src[i] = (float)((double)(model_hash64(i) >> 11) /
@@ -91,70 +74,139 @@ static tacl_status_t time_codec(const gcomp_codec_t *c, size_t n,
                          0.5) *
                  1e-3f;
     st = tacl_codec_encoded_bound(c->codec, &c->params, 1, &n, &cap);
-    if (st != TACL_OK || (enc = malloc(cap ? cap : 1)) == NULL)
+    if (st == TACL_OK && (enc = malloc(cap ? cap : 1)) == NULL)
+        st = TACL_ERR_NO_MEMORY;
+    if (st != TACL_OK)
         goto out;
-    *enc_p = *dec_p = 1e30;
-    for (int t = 0; t < PROFILE_TRIES && st == TACL_OK; t++) {
-        double t0 = clock_s(), t1, t2;
-
-        st = tacl_codec_encode(c->codec, &c->params, 1, srcs, &n, errs, enc,
-                               cap, &bytes);
-        t1 = clock_s();
-        if (st == TACL_OK)
-            st = tacl_codec_decode(c->codec, &c->params, enc, bytes, 1, outs,
-                                   &n);
-        t2 = clock_s();
-        *enc_p = t1 - t0 < *enc_p ? t1 - t0 : *enc_p;
-        *dec_p = t2 - t1 < *dec_p ? t2 - t1 : *dec_p;
-    }
-    *bytes_p = bytes;
+    st = tacl_codec_encode(c->codec, &c->params, 1, srcs, &n, errs, enc, cap,
+                           &bytes);
+    *ratio_p = (double)bytes / (4.0 * (double)n);
 out:
     free(src);
     free(err);
-    free(out);
     free(enc);
     return st;
 }
 
-/* The codec's line through two sizes: fixed and per-byte costs. */
-static tacl_status_t profile_codec(const gcomp_codec_t *c,
-                                   tacl_planner_codec_t *pc)
+/* One reduce-scatter of the plan as a step runs it: started, waited
+ * for, its block added into dst; on scratch buffers. */
+typedef struct {
+    const gcomp_codec_t *codec;
+    int compress, size;
+    gcomp_route_t route;
+    tacl_comm_t comm;
+    float *grad, *dst, *err, *pack, *shard;
+} rs_call_t;
+
+static tacl_status_t rs_call(void *arg, size_t count)
 {
-    const size_t n[2] = {4096, 262144};
-    double enc[2], dec[2], x0 = n[0] * 4.0, x1 = n[1] * 4.0;
-    size_t bytes[2];
+    rs_call_t *c = arg;
+    tacl_request_t req = NULL;
     tacl_status_t st;
 
-    memset(pc, 0, sizeof(*pc));
-    for (int i = 0; i < 2; i++) {
-        st = time_codec(c, n[i], &enc[i], &dec[i], &bytes[i]);
-        if (st != TACL_OK)
-            return st;
+    st = gcomp_reduce_scatter(c->codec, c->compress, c->route, c->comm,
+                              c->size, 1, &c->grad, &count, &c->dst, c->err,
+                              c->pack, c->shard, &req);
+    if (st == TACL_OK) {
+        st = tacl_request_wait(req);
+        tacl_request_free(req);
     }
-    snprintf(pc->name, sizeof(pc->name), "%s", c->codec->name);
-    pc->encode_per_byte = enc[1] > enc[0] ? (enc[1] - enc[0]) / (x1 - x0)
-                                          : 0.0;
-    pc->encode_fixed = enc[0] > pc->encode_per_byte * x0
-                           ? enc[0] - pc->encode_per_byte * x0
-                           : 0.0;
-    pc->decode_per_byte = dec[1] > dec[0] ? (dec[1] - dec[0]) / (x1 - x0)
-                                          : 0.0;
-    pc->decode_fixed = dec[0] > pc->decode_per_byte * x0
-                           ? dec[0] - pc->decode_per_byte * x0
-                           : 0.0;
-    pc->ratio = (double)bytes[1] / x1;
-    pc->summable = (c->codec->flags & TACL_CODEC_SUMMABLE) != 0;
-    pc->min_bytes = tacl_planner_min_bytes_default(pc->name);
-    return TACL_OK;
+    if (st == TACL_OK)
+        gcomp_unpack_add(c->size, 1, &count, c->shard, &c->dst);
+    return st;
+}
+
+/*
+ * The plan's reduce-scatter timed on every rank, dense into dense[2] and
+ * encoded along its route into comp[2] (seconds = [0] + [1] * bytes),
+ * at the model's smallest layer and at the whole model, the slowest
+ * rank's (tacl_planner_time_call).  These are what a plan's groups cost
+ * in a step, where the lines fitted to tacl_comm_estimate price an
+ * all-reduce on the world, which the engine does not run.  Zero lines
+ * on a partition of one rank.
+ */
+static tacl_status_t time_lines(engine_t *e, const gcomp_codec_t *codec,
+                                double *dense, double *comp, char *err,
+                                size_t errlen)
+{
+    const model_t *md = engine_model(e);
+    size_t counts[2] = {SIZE_MAX, model_total_padded(md)}, n;
+    rs_call_t c = {.codec = codec};
+    tacl_status_t st;
+    int rank = 0, bad;
+
+    dense[0] = dense[1] = comp[0] = comp[1] = 0.0;
+    st = engine_plan_route(e, codec, &c.comm, &c.size, &c.route);
+    if (st != TACL_OK) {
+        snprintf(err, errlen, "%s", engine_error(e));
+        return st;
+    }
+    if (c.size == 1)
+        return TACL_OK;
+    for (int l = 0; l < md->n_layers; l++)
+        if (md->padded[l] < counts[0])
+            counts[0] = md->padded[l];
+    if (counts[0] >= counts[1]) {
+        counts[0] = counts[1] / 16 / (size_t)c.size * (size_t)c.size;
+        counts[0] = counts[0] ? counts[0] : (size_t)c.size;
+    }
+    n = counts[1];
+    c.grad = malloc(n * sizeof(float));
+    c.dst = calloc(n / (size_t)c.size, sizeof(float));
+    c.err = calloc(n, sizeof(float));
+    c.pack = malloc(n * sizeof(float));
+    c.shard = malloc(n / (size_t)c.size * sizeof(float));
+    /* Every rank learns whether any is short of memory, so that none
+     * times a collective alone. */
+    bad = !(c.grad && c.dst && c.err && c.pack && c.shard);
+    st = tacl_allreduce(&bad, &bad, 1, TACL_INT32, TACL_MAX, c.comm, NULL);
+    if (st != TACL_OK)
+        snprintf(err, errlen, "timing the reduce-scatter: %s",
+                 tacl_comm_last_error(c.comm));
+    else if (bad) {
+        st = TACL_ERR_NO_MEMORY;
+        snprintf(err, errlen, "out of memory for timing the reduce-scatter "
+                 "(%zu floats, here or on a peer)", n);
+    }
+    /* Each rank its own values, as in a step: a sparsifier keeps other
+     * places on each, which the decodes pay for. */
+    if (st == TACL_OK)
+        st = tacl_comm_rank(c.comm, &rank);
+    for (size_t i = 0; st == TACL_OK && i < n; i++)
+        c.grad[i] = (float)((double)(model_hash64(i + n * (size_t)rank) >>
+                                     11) /
+                                9007199254740992.0 -
+                            0.5) *
+                    1e-3f;
+    for (int k = 0; k < 2 && st == TACL_OK; k++) {
+        c.compress = k;
+        st = tacl_planner_time_call(c.comm, rs_call, &c, counts,
+                                    sizeof(float), k ? &comp[0] : &dense[0],
+                                    k ? &comp[1] : &dense[1]);
+        if (st != TACL_OK)
+            snprintf(err, errlen, "timing the %s reduce-scatter: %s",
+                     k ? "compressed" : "dense", tacl_planner_last_error());
+    }
+    free(c.grad);
+    free(c.dst);
+    free(c.err);
+    free(c.pack);
+    free(c.shard);
+    return st;
 }
 
 /*
  * Rank 0's plan into first[] and compress[] (L entries each) and the
  * group count into *ngroups_p; the predicted times into times[3] (plan,
- * best uncompressed fusion, layer-wise).
+ * best uncompressed fusion, layer-wise).  A group is priced by the
+ * timed lines of time_lines: uncompressed as the dense reduce-scatter,
+ * compressed as the encoded call, which encodes in the library's worker
+ * and so takes nothing from the compute stream
+ * (tacl_planner_codec_from_call).
  */
 static tacl_status_t plan_on_root(engine_t *e, tacl_comm_t comm,
                                   const gcomp_codec_t *codec,
+                                  const double *dense, const double *comp,
                                   engine_plan_kind_t kind, int *first,
                                   int *compress, int *ngroups_p,
                                   double *times, char *err, size_t errlen)
@@ -166,6 +218,7 @@ static tacl_status_t plan_on_root(engine_t *e, tacl_comm_t comm,
     tacl_planner_comm_t pcomm;
     tacl_planner_codec_t pc;
     tacl_planner_t *planner = NULL;
+    double ratio = 0.0;
     tacl_planner_plan_t plan;
     tacl_status_t st;
 
@@ -175,13 +228,21 @@ static tacl_status_t plan_on_root(engine_t *e, tacl_comm_t comm,
         bytes[i] = (double)md->padded[L - 1 - i] * sizeof(float);
         bwd[i] = bwd_layer[L - 1 - i];
     }
-    st = profile_codec(codec, &pc);
+    st = codec_ratio(codec, &ratio);
     if (st != TACL_OK) {
-        snprintf(err, errlen, "timing codec %s: %s", codec->codec->name,
-                 tacl_last_error());
+        snprintf(err, errlen, "encoding with codec %s: %s",
+                 codec->codec->name, tacl_last_error());
         return st;
     }
     st = tacl_planner_comm_fit(comm, &pcomm);
+    /* On a partition of one rank nothing travels and the lines are 0. */
+    if (dense[0] > 0.0 || dense[1] > 0.0) {
+        pcomm.alpha = dense[0];
+        pcomm.beta_allreduce = dense[1];
+    }
+    pc = tacl_planner_codec_from_call(
+        codec->codec->name, (codec->codec->flags & TACL_CODEC_SUMMABLE) != 0,
+        ratio, comp[0], comp[1], &pcomm);
     if (st == TACL_OK)
         st = tacl_planner_create(&pm, &pcomm, &pc, 1, &planner);
     if (st != TACL_OK) {
@@ -245,13 +306,21 @@ tacl_status_t engine_plan_profiled(engine_t *e, tacl_comm_t comm,
 {
     int L = engine_model(e)->n_layers, rank;
     int msg[2 * L + 1], ng = -1;
-    double times[3] = {0, 0, 0};
+    double times[3] = {0, 0, 0}, dense[2], comp[2];
     tacl_status_t st;
 
     tacl_comm_rank(comm, &rank);
+    st = time_lines(e, codec, dense, comp, err, errlen);
+    if (st != TACL_OK)
+        return st;
+    if (rank == 0 && verbose)
+        printf("plan lines: reduce-scatter dense %.4g s + %.4g s/B, "
+               "%s %.4g s + %.4g s/B\n",
+               dense[0], dense[1], codec->codec->name, comp[0], comp[1]);
     snprintf(err, errlen, "rank 0 could not plan (its message says why)");
-    if (rank == 0 && plan_on_root(e, comm, codec, kind, msg + 1, msg + 1 + L,
-                                  &ng, times, err, errlen) != TACL_OK)
+    if (rank == 0 &&
+        plan_on_root(e, comm, codec, dense, comp, kind, msg + 1,
+                     msg + 1 + L, &ng, times, err, errlen) != TACL_OK)
         ng = -1;
     msg[0] = ng;
     st = tacl_broadcast(msg, msg, (size_t)(2 * L + 1), TACL_INT32, 0, comm,

@@ -23,12 +23,12 @@ const char *engine_plan_name(engine_plan_kind_t kind);
 tacl_status_t engine_plan_layerwise(engine_t *e, const gcomp_codec_t *codec);
 
 /*
- * Collective on comm (the engine's world): rank 0 takes the engine's
- * profile (the steps since engine_profile_reset), times the codec on
- * this machine, fits the communication lines to tacl_comm_estimate on
- * comm, plans, and prints the plan when verbose; the plan is broadcast
- * so every rank sets the same one.  On error every rank returns it, with
- * the reason in err.
+ * Collective on comm (the engine's world): every rank times the plan's
+ * reduce-scatter, dense and encoded with codec along its route; rank 0
+ * takes the engine's profile (the steps since engine_profile_reset),
+ * prices the groups by those lines, plans, and prints the lines and the
+ * plan when verbose; the plan is broadcast so every rank sets the same
+ * one.  On error every rank returns it, with the reason in err.
  */
 tacl_status_t engine_plan_profiled(engine_t *e, tacl_comm_t comm,
                                    const gcomp_codec_t *codec,
