@@ -1200,15 +1200,41 @@ static int alloc_plan_buffers(engine_t *e)
     return 0;
 }
 
+/*
+ * The routes of codec's calls on the plan's communicator (*rs) and
+ * across groups (*ar; FLAT on one group), collectively.  Both are agreed
+ * on before either may fail, so that no rank waits in the second
+ * agreement for one that gave up.
+ */
+static tacl_status_t plan_routes(engine_t *e, const gcomp_codec_t *codec,
+                                 gcomp_route_t *rs, gcomp_route_t *ar)
+{
+    char why_hops[256], why_ar[256];
+    int size, bad;
+
+    *ar = GCOMP_ROUTE_FLAT;
+    bad = gcomp_route(codec->hops, plan_comm(e, &size), e->world, rs,
+                      why_hops, sizeof(why_hops)) != 0;
+    if (e->ng > 1 && gcomp_route(codec->hops, e->inter, e->world, ar,
+                                 why_ar, sizeof(why_ar)) != 0 && !bad) {
+        bad = 1;
+        memcpy(why_hops, why_ar, sizeof(why_hops));
+    }
+    if (bad) {
+        set_err(e, "%s", why_hops);
+        return TACL_ERR_INVALID_USAGE;
+    }
+    return TACL_OK;
+}
+
 /* engine_set_plan; keep: the residuals as they are (a restored plan's). */
 static tacl_status_t set_plan(engine_t *e, const gcomp_codec_t *codec,
                               int ngroups, const int *first,
                               const int *compress, int keep)
 {
-    int L = e->model.n_layers, size, bad;
+    int L = e->model.n_layers;
     const char *why = engine_compress_unsupported(&e->o);
-    gcomp_route_t rs, ar = GCOMP_ROUTE_FLAT;
-    char why_hops[256], why_ar[256];
+    gcomp_route_t rs, ar;
 
     if (why != NULL) {
         set_err(e, "%s", why);
@@ -1229,19 +1255,8 @@ static tacl_status_t set_plan(engine_t *e, const gcomp_codec_t *codec,
         }
     if (alloc_plan_buffers(e) != 0)
         return TACL_ERR_NO_MEMORY;
-    /* Both routes are agreed on before either may fail, so that no rank
-     * waits in the second agreement for one that gave up. */
-    bad = gcomp_route(codec->hops, plan_comm(e, &size), e->world, &rs,
-                      why_hops, sizeof(why_hops)) != 0;
-    if (e->ng > 1 && gcomp_route(codec->hops, e->inter, e->world, &ar,
-                                 why_ar, sizeof(why_ar)) != 0 && !bad) {
-        bad = 1;
-        memcpy(why_hops, why_ar, sizeof(why_hops));
-    }
-    if (bad) {
-        set_err(e, "%s", why_hops);
+    if (plan_routes(e, codec, &rs, &ar) != TACL_OK)
         return TACL_ERR_INVALID_USAGE;
-    }
     e->route_rs = rs;
     e->route_ar = ar;
     free(e->grp_lo);
@@ -1282,22 +1297,24 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
     return set_plan(e, codec, ngroups, first, compress, 0);
 }
 
-tacl_status_t engine_plan_route(engine_t *e, const gcomp_codec_t *codec,
-                                tacl_comm_t *comm_p, int *size_p,
-                                gcomp_route_t *route_p)
+tacl_status_t engine_plan_comms(engine_t *e, const gcomp_codec_t *codec,
+                                engine_plan_comms_t *pc)
 {
     const char *why = engine_compress_unsupported(&e->o);
-    char why_hops[256];
 
     if (why != NULL) {
         set_err(e, "%s", why);
         return TACL_ERR_INVALID_USAGE;
     }
-    *comm_p = plan_comm(e, size_p);
-    if (gcomp_route(codec->hops, *comm_p, e->world, route_p, why_hops,
-                    sizeof(why_hops)) != 0) {
-        set_err(e, "%s", why_hops);
+    memset(pc, 0, sizeof(*pc));
+    pc->rs_comm = plan_comm(e, &pc->rs_size);
+    if (plan_routes(e, codec, &pc->rs_route, &pc->ar_route) != TACL_OK)
         return TACL_ERR_INVALID_USAGE;
+    /* The groups' all-reduce across groups: state sharded in the group
+     * (MiCS) over several groups (plan_allreduce_inter). */
+    if (e->o.os == LVL_I && e->ng > 1) {
+        pc->ar_comm = e->inter;
+        pc->ar_div = e->m;
     }
     return TACL_OK;
 }

@@ -131,18 +131,28 @@ tacl_status_t engine_set_plan(engine_t *e, const gcomp_codec_t *codec,
                               int ngroups, const int *first,
                               const int *compress);
 
+/* Where a plan's groups travel (engine_plan_comms). */
+typedef struct {
+    tacl_comm_t rs_comm;     /* the reduce-scatter's: world, or the group */
+    int rs_size;             /* its ranks */
+    gcomp_route_t rs_route;
+    tacl_comm_t ar_comm;     /* the all-reduce across groups, or NULL */
+    int ar_div;              /* a group's bytes over this: its shard there */
+    gcomp_route_t ar_route;
+} engine_plan_comms_t;
+
 /*
- * The communicator a plan's groups are reduce-scattered over (the world,
- * or the partition group for group shards), its size, and the route of
- * codec's calls on it (gcomp_route under codec->hops), as
- * engine_set_plan would take them: for pricing the calls before a plan
- * is set.  Collective on the world.  TACL_ERR_INVALID_USAGE with the
- * reason in engine_error when the strategy or the hops rule compression
- * out.
+ * The communicators a plan's groups are reduced over and the routes of
+ * codec's calls on them (gcomp_route under codec->hops), as
+ * engine_set_plan would take them, for pricing the calls before a plan
+ * is set: the reduce-scatter over the world (or the partition group for
+ * group shards), and for MiCS the once-a-step all-reduce of each group's
+ * shard across groups.  Collective on the world.  TACL_ERR_INVALID_USAGE
+ * with the reason in engine_error when the strategy or the hops rule
+ * compression out.
  */
-tacl_status_t engine_plan_route(engine_t *e, const gcomp_codec_t *codec,
-                                tacl_comm_t *comm_p, int *size_p,
-                                gcomp_route_t *route_p);
+tacl_status_t engine_plan_comms(engine_t *e, const gcomp_codec_t *codec,
+                                engine_plan_comms_t *pc);
 
 /*
  * The plan in engine_plan_words() int32 words, for a snapshot:

@@ -6,13 +6,13 @@
  * order, the forward time, and what a group costs to reduce.  The engine
  * times its own forward and backward (engine_profile: the least time of
  * a micro-step over the profiled steps, which on a shared machine is the
- * one least disturbed); every rank then times the plan's reduce-scatter
- * itself, dense and encoded, as a step runs it (time_lines), which
- * prices the groups.  Rank 0 plans alone and broadcasts its plan, so
- * that every rank runs the same collectives even when their timings
- * differ.  The model is one group after another on one communicator,
- * each running on while the layers below compute, as the planner's
- * timeline; MiCS's second hop, once a step, is not in it.
+ * one least disturbed); every rank then times the plan's calls itself,
+ * dense and encoded, as a step runs them (time_lines), which prices the
+ * groups.  Rank 0 plans alone and broadcasts its plan, so that every
+ * rank runs the same collectives even when their timings differ.  The
+ * model is one group after another, each running on while the layers
+ * below compute, as the planner's timeline; MiCS's all-reduces across
+ * groups, priced with their group, run after the backward instead.
  */
 #define _GNU_SOURCE
 #include "profile.h"
@@ -88,19 +88,20 @@ out:
     return st;
 }
 
-/* One reduce-scatter of the plan as a step runs it: started, waited
- * for, its block added into dst; on scratch buffers. */
+/* One call of the plan as a step runs it, on scratch buffers: the
+ * reduce-scatter (started, waited for, its block added into dst) or the
+ * all-reduce across groups (MiCS's second hop, in place in grad). */
 typedef struct {
     const gcomp_codec_t *codec;
     int compress, size;
     gcomp_route_t route;
     tacl_comm_t comm;
     float *grad, *dst, *err, *pack, *shard;
-} rs_call_t;
+} plan_call_t;
 
 static tacl_status_t rs_call(void *arg, size_t count)
 {
-    rs_call_t *c = arg;
+    plan_call_t *c = arg;
     tacl_request_t req = NULL;
     tacl_status_t st;
 
@@ -116,76 +117,122 @@ static tacl_status_t rs_call(void *arg, size_t count)
     return st;
 }
 
+static tacl_status_t ar_call(void *arg, size_t count)
+{
+    plan_call_t *c = arg;
+
+    return gcomp_allreduce(c->codec, c->compress, c->route, c->comm, 1,
+                           &c->grad, &count, c->err, c->pack);
+}
+
+/* Lines (seconds = [0] + [1] * bytes) of the plan's calls, dense [0] and
+ * encoded [1]: the reduce-scatter's of a group's bytes, and the
+ * all-reduce's across groups of its shard (ar_div 0: none). */
+typedef struct {
+    double rs[2][2], ar[2][2];
+    int ar_div;
+} plan_lines_t;
+
+/* Time call dense and encoded on c->comm at counts into line[2][2]. */
+static tacl_status_t time_pair(plan_call_t *c, tacl_planner_call_fn call,
+                               const size_t *counts, double line[2][2],
+                               const char *what, char *err, size_t errlen)
+{
+    tacl_status_t st = TACL_OK;
+
+    for (int k = 0; k < 2 && st == TACL_OK; k++) {
+        c->compress = k;
+        st = tacl_planner_time_call(c->comm, call, c, counts, sizeof(float),
+                                    &line[k][0], &line[k][1]);
+        if (st != TACL_OK)
+            snprintf(err, errlen, "timing the %s %s: %s",
+                     k ? "compressed" : "dense", what,
+                     tacl_planner_last_error());
+    }
+    return st;
+}
+
 /*
- * The plan's reduce-scatter timed on every rank, dense into dense[2] and
- * encoded along its route into comp[2] (seconds = [0] + [1] * bytes),
- * at the model's smallest layer and at the whole model, the slowest
- * rank's (tacl_planner_time_call).  These are what a plan's groups cost
- * in a step, where the lines fitted to tacl_comm_estimate price an
- * all-reduce on the world, which the engine does not run.  Zero lines
- * on a partition of one rank.
+ * The plan's calls timed on every rank (tacl_planner_time_call: the
+ * slowest rank's), dense and encoded along their routes, at the model's
+ * smallest layer and at the whole model: these are what a plan's groups
+ * cost in a step, where lines fitted to tacl_comm_estimate would price
+ * an all-reduce on the world, which the engine does not run.  All zero
+ * on a partition of one rank.  Collective on world, the engine's.
  */
-static tacl_status_t time_lines(engine_t *e, const gcomp_codec_t *codec,
-                                double *dense, double *comp, char *err,
-                                size_t errlen)
+static tacl_status_t time_lines(engine_t *e, tacl_comm_t world,
+                                const gcomp_codec_t *codec, plan_lines_t *pl,
+                                char *err, size_t errlen)
 {
     const model_t *md = engine_model(e);
     size_t counts[2] = {SIZE_MAX, model_total_padded(md)}, n;
-    rs_call_t c = {.codec = codec};
+    engine_plan_comms_t pc;
+    plan_call_t c = {.codec = codec};
     tacl_status_t st;
     int rank = 0, bad;
 
-    dense[0] = dense[1] = comp[0] = comp[1] = 0.0;
-    st = engine_plan_route(e, codec, &c.comm, &c.size, &c.route);
+    memset(pl, 0, sizeof(*pl));
+    st = engine_plan_comms(e, codec, &pc);
     if (st != TACL_OK) {
         snprintf(err, errlen, "%s", engine_error(e));
         return st;
     }
-    if (c.size == 1)
+    if (pc.rs_size == 1 && pc.ar_comm == NULL)
         return TACL_OK;
     for (int l = 0; l < md->n_layers; l++)
         if (md->padded[l] < counts[0])
             counts[0] = md->padded[l];
     if (counts[0] >= counts[1]) {
-        counts[0] = counts[1] / 16 / (size_t)c.size * (size_t)c.size;
-        counts[0] = counts[0] ? counts[0] : (size_t)c.size;
+        counts[0] = counts[1] / 16 / (size_t)pc.rs_size *
+                    (size_t)pc.rs_size;
+        counts[0] = counts[0] ? counts[0] : (size_t)pc.rs_size;
     }
     n = counts[1];
     c.grad = malloc(n * sizeof(float));
-    c.dst = calloc(n / (size_t)c.size, sizeof(float));
+    c.dst = calloc(n, sizeof(float));
     c.err = calloc(n, sizeof(float));
     c.pack = malloc(n * sizeof(float));
-    c.shard = malloc(n / (size_t)c.size * sizeof(float));
+    c.shard = malloc(n * sizeof(float));
     /* Every rank learns whether any is short of memory, so that none
      * times a collective alone. */
     bad = !(c.grad && c.dst && c.err && c.pack && c.shard);
-    st = tacl_allreduce(&bad, &bad, 1, TACL_INT32, TACL_MAX, c.comm, NULL);
+    st = tacl_allreduce(&bad, &bad, 1, TACL_INT32, TACL_MAX, world,
+                        NULL);
     if (st != TACL_OK)
-        snprintf(err, errlen, "timing the reduce-scatter: %s",
-                 tacl_comm_last_error(c.comm));
+        snprintf(err, errlen, "timing the plan's calls: %s",
+                 tacl_comm_last_error(world));
     else if (bad) {
         st = TACL_ERR_NO_MEMORY;
-        snprintf(err, errlen, "out of memory for timing the reduce-scatter "
+        snprintf(err, errlen, "out of memory for timing the plan's calls "
                  "(%zu floats, here or on a peer)", n);
     }
     /* Each rank its own values, as in a step: a sparsifier keeps other
      * places on each, which the decodes pay for. */
     if (st == TACL_OK)
-        st = tacl_comm_rank(c.comm, &rank);
+        st = tacl_comm_rank(world, &rank);
     for (size_t i = 0; st == TACL_OK && i < n; i++)
         c.grad[i] = (float)((double)(model_hash64(i + n * (size_t)rank) >>
                                      11) /
                                 9007199254740992.0 -
                             0.5) *
                     1e-3f;
-    for (int k = 0; k < 2 && st == TACL_OK; k++) {
-        c.compress = k;
-        st = tacl_planner_time_call(c.comm, rs_call, &c, counts,
-                                    sizeof(float), k ? &comp[0] : &dense[0],
-                                    k ? &comp[1] : &dense[1]);
-        if (st != TACL_OK)
-            snprintf(err, errlen, "timing the %s reduce-scatter: %s",
-                     k ? "compressed" : "dense", tacl_planner_last_error());
+    if (st == TACL_OK && pc.rs_size > 1) {
+        c.comm = pc.rs_comm;
+        c.size = pc.rs_size;
+        c.route = pc.rs_route;
+        st = time_pair(&c, rs_call, counts, pl->rs, "reduce-scatter", err,
+                       errlen);
+    }
+    /* MiCS's second hop: each group's shard, 1/ar_div of its bytes. */
+    if (st == TACL_OK && pc.ar_comm != NULL) {
+        const size_t shard[2] = {counts[0] / (size_t)pc.ar_div,
+                                 counts[1] / (size_t)pc.ar_div};
+
+        c.comm = pc.ar_comm;
+        c.route = pc.ar_route;
+        pl->ar_div = pc.ar_div;
+        st = time_pair(&c, ar_call, shard, pl->ar, "all-reduce across groups",
+                       err, errlen);
     }
     free(c.grad);
     free(c.dst);
@@ -193,6 +240,14 @@ static tacl_status_t time_lines(engine_t *e, const gcomp_codec_t *codec,
     free(c.pack);
     free(c.shard);
     return st;
+}
+
+/* The planner's price of a group's calls, dense (k 0) or encoded (k 1):
+ * the reduce-scatter's line and the all-reduce's of its shard. */
+static void group_line(const plan_lines_t *pl, int k, double *line)
+{
+    line[0] = pl->rs[k][0] + pl->ar[k][0];
+    line[1] = pl->rs[k][1] + (pl->ar_div ? pl->ar[k][1] / pl->ar_div : 0.0);
 }
 
 /*
@@ -206,7 +261,7 @@ static tacl_status_t time_lines(engine_t *e, const gcomp_codec_t *codec,
  */
 static tacl_status_t plan_on_root(engine_t *e, tacl_comm_t comm,
                                   const gcomp_codec_t *codec,
-                                  const double *dense, const double *comp,
+                                  const plan_lines_t *pl,
                                   engine_plan_kind_t kind, int *first,
                                   int *compress, int *ngroups_p,
                                   double *times, char *err, size_t errlen)
@@ -218,7 +273,7 @@ static tacl_status_t plan_on_root(engine_t *e, tacl_comm_t comm,
     tacl_planner_comm_t pcomm;
     tacl_planner_codec_t pc;
     tacl_planner_t *planner = NULL;
-    double ratio = 0.0;
+    double ratio = 0.0, dense[2], comp[2];
     tacl_planner_plan_t plan;
     tacl_status_t st;
 
@@ -234,6 +289,8 @@ static tacl_status_t plan_on_root(engine_t *e, tacl_comm_t comm,
                  codec->codec->name, tacl_last_error());
         return st;
     }
+    group_line(pl, 0, dense);
+    group_line(pl, 1, comp);
     st = tacl_planner_comm_fit(comm, &pcomm);
     /* On a partition of one rank nothing travels and the lines are 0. */
     if (dense[0] > 0.0 || dense[1] > 0.0) {
@@ -279,6 +336,19 @@ static tacl_status_t plan_on_root(engine_t *e, tacl_comm_t comm,
     return st;
 }
 
+static void print_lines(const plan_lines_t *pl, const char *codec)
+{
+    printf("plan lines: reduce-scatter dense %.4g s + %.4g s/B, %s %.4g s "
+           "+ %.4g s/B\n",
+           pl->rs[0][0], pl->rs[0][1], codec, pl->rs[1][0], pl->rs[1][1]);
+    if (pl->ar_div > 0)
+        printf("plan lines across groups: all-reduce of a group's shard "
+               "(1/%d of its bytes) dense %.4g s + %.4g s/B, %s %.4g s + "
+               "%.4g s/B\n",
+               pl->ar_div, pl->ar[0][0], pl->ar[0][1], codec, pl->ar[1][0],
+               pl->ar[1][1]);
+}
+
 static void print_plan(const engine_t *e, const gcomp_codec_t *codec,
                        engine_plan_kind_t kind, int ng, const int *first,
                        const int *compress, const double *times)
@@ -306,20 +376,19 @@ tacl_status_t engine_plan_profiled(engine_t *e, tacl_comm_t comm,
 {
     int L = engine_model(e)->n_layers, rank;
     int msg[2 * L + 1], ng = -1;
-    double times[3] = {0, 0, 0}, dense[2], comp[2];
+    double times[3] = {0, 0, 0};
+    plan_lines_t pl;
     tacl_status_t st;
 
     tacl_comm_rank(comm, &rank);
-    st = time_lines(e, codec, dense, comp, err, errlen);
+    st = time_lines(e, comm, codec, &pl, err, errlen);
     if (st != TACL_OK)
         return st;
     if (rank == 0 && verbose)
-        printf("plan lines: reduce-scatter dense %.4g s + %.4g s/B, "
-               "%s %.4g s + %.4g s/B\n",
-               dense[0], dense[1], codec->codec->name, comp[0], comp[1]);
+        print_lines(&pl, codec->codec->name);
     snprintf(err, errlen, "rank 0 could not plan (its message says why)");
     if (rank == 0 &&
-        plan_on_root(e, comm, codec, dense, comp, kind, msg + 1,
+        plan_on_root(e, comm, codec, &pl, kind, msg + 1,
                      msg + 1 + L, &ng, times, err, errlen) != TACL_OK)
         ng = -1;
     msg[0] = ng;

@@ -10,7 +10,8 @@
 #      step 20 within 1.5 x;
 #   2. plans none and fusion really compress: fewer bytes cross nodes per
 #      step than uncompressed; fusion and full print their plan and the
-#      lines of the dense and the encoded reduce-scatter they timed, and
+#      lines of the dense and the encoded reduce-scatter they timed (and
+#      for MiCS of the all-reduce across groups), and
 #      full's predicted step is never slower than uncompressed;
 #   3. error feedback is used: top-k with and without it agree for two
 #      steps and differ later; with --warmup-steps 5 the first six
@@ -131,6 +132,19 @@ for st in ZeRO-3 MiCS; do
                 else
                     fail "$name: no timed lines of the calls:" \
                         "$(grep '^plan lines' "$log")"
+                fi
+                # MiCS's groups are also all-reduced across groups, which
+                # is where its compression pays: that call timed too.
+                if [ "$st" = MiCS ]; then
+                    if awk -v c="$codec" '$3 == "across" &&
+                            $20 == c && $15 + $18 > 0 && $21 + $24 > 0 &&
+                            $18 >= 0 && $24 >= 0 { found = 1 }
+                            END { exit !found }' "$log"; then
+                        ok "$name: the all-reduce across groups timed"
+                    else
+                        fail "$name: no timed line across groups:" \
+                            "$(grep '^plan lines across' "$log")"
+                    fi
                 fi
             fi
             if [ "$plan" = full ]; then
