@@ -86,6 +86,21 @@ expect_ratio() {
     fi
 }
 
+# expect_timed NAME LOG PREFIX K CODEC: LOG has a line starting PREFIX
+# whose fields K+1..K+10 read "dense A s + B s/B, CODEC A s + B s/B",
+# each line costing time and neither falling with size.
+expect_timed() {
+    if awk -v p="$3" -v k="$4" -v c="$5" 'index($0, p) == 1 &&
+            $(k + 6) == c && $(k + 1) + $(k + 4) > 0 &&
+            $(k + 7) + $(k + 10) > 0 && $(k + 4) >= 0 && $(k + 10) >= 0 {
+            found = 1 }
+            END { exit !found }' "$2"; then
+        ok "$1"
+    else
+        fail "$1: no such line: $(grep "^$3" "$2")"
+    fi
+}
+
 for st in ZeRO-3 MiCS; do
     ref=$TMP/$st.ref.log
     run4 "$ref" --strategy "$st"
@@ -124,28 +139,13 @@ for st in ZeRO-3 MiCS; do
                 # plan lines: reduce-scatter dense A s + B s/B, CODEC A s
                 # + B s/B: both calls timed, each costing time (on this
                 # tiny model a line's slope may be lost in the noise).
-                if awk -v c="$codec" '$1 == "plan" && $2 == "lines:" &&
-                        $10 == c && $5 + $8 > 0 && $11 + $14 > 0 &&
-                        $8 >= 0 && $14 >= 0 { found = 1 }
-                        END { exit !found }' "$log"; then
-                    ok "$name: the plan priced by both calls, timed"
-                else
-                    fail "$name: no timed lines of the calls:" \
-                        "$(grep '^plan lines' "$log")"
-                fi
+                expect_timed "$name: the plan priced by both calls, timed" \
+                    "$log" 'plan lines:' 4 "$codec"
                 # MiCS's groups are also all-reduced across groups, which
                 # is where its compression pays: that call timed too.
-                if [ "$st" = MiCS ]; then
-                    if awk -v c="$codec" '$3 == "across" &&
-                            $20 == c && $15 + $18 > 0 && $21 + $24 > 0 &&
-                            $18 >= 0 && $24 >= 0 { found = 1 }
-                            END { exit !found }' "$log"; then
-                        ok "$name: the all-reduce across groups timed"
-                    else
-                        fail "$name: no timed line across groups:" \
-                            "$(grep '^plan lines across' "$log")"
-                    fi
-                fi
+                [ "$st" = MiCS ] &&
+                    expect_timed "$name: the all-reduce across groups timed" \
+                        "$log" 'plan lines across groups:' 14 "$codec"
             fi
             if [ "$plan" = full ]; then
                 # plan predicted P ms a micro-step, uncompressed U ms ...
