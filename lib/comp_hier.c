@@ -107,8 +107,9 @@ static tacl_status_t blocks_get(tacl_comm_t comm, const hier_t *h, size_t c,
                                 tacl_coll_t coll, blocks_t *b)
 {
     b->order = rail_order(comm, h);
-    b->staged = malloc((size_t)comm->size * c * sizeof(float));
-    b->part = malloc(h->n_nodes * c * sizeof(float));
+    b->staged = tacl__comp_scratch(comm, (size_t)comm->size * c *
+                                             sizeof(float));
+    b->part = tacl__comp_scratch(comm, h->n_nodes * c * sizeof(float));
     if (b->order == NULL)
         return TACL_ERR_NO_MEMORY; /* rail_order said so */
     if (b->staged == NULL || b->part == NULL)
@@ -118,11 +119,11 @@ static tacl_status_t blocks_get(tacl_comm_t comm, const hier_t *h, size_t c,
     return TACL_OK;
 }
 
-static void blocks_put(blocks_t *b)
+static void blocks_put(tacl_comm_t comm, blocks_t *b)
 {
     free(b->order);
-    free(b->staged);
-    free(b->part);
+    tacl__comp_scratch_put(comm, b->staged);
+    tacl__comp_scratch_put(comm, b->part);
 }
 
 /* Blocks of c values from rank order to rail order: block order[i] of
@@ -167,8 +168,8 @@ static tacl_status_t allreduce_inter(const float *send, float *recv,
             : count - h.local_rank * share < share
                 ? count - h.local_rank * share
                 : share;
-    padded = calloc(share * h.per_node, sizeof(float));
-    mine = malloc(share * sizeof(float));
+    padded = tacl__comp_scratch(comm, share * h.per_node * sizeof(float));
+    mine = tacl__comp_scratch(comm, share * sizeof(float));
     if (padded == NULL || mine == NULL) {
         st = tacl__error(TACL_ERR_NO_MEMORY, COLL,
                          "comp_allreduce: no memory for %zu shares of %zu "
@@ -177,6 +178,7 @@ static tacl_status_t allreduce_inter(const float *send, float *recv,
         goto out;
     }
     memcpy(padded, send, count * sizeof(float));
+    memset(padded + count, 0, (share * h.per_node - count) * sizeof(float));
     st = tacl_reduce_scatter(padded, mine, share, TACL_FLOAT32, TACL_SUM,
                              h.local, NULL);
     /* Only the share's values that exist are encoded: the padding (zeros,
@@ -191,8 +193,8 @@ static tacl_status_t allreduce_inter(const float *send, float *recv,
     if (st == TACL_OK)
         memcpy(recv, padded, count * sizeof(float));
 out:
-    free(padded);
-    free(mine);
+    tacl__comp_scratch_put(comm, padded);
+    tacl__comp_scratch_put(comm, mine);
     return st;
 }
 
@@ -218,7 +220,8 @@ static tacl_status_t reduce_scatter_inter(const float *send, float *recv,
                                    comm, NULL);
     st = blocks_get(comm, &h, c, TACL_COLL_REDUCE_SCATTER, &b);
     if (st == TACL_OK && err != NULL &&
-        (rail_err = malloc(h.n_nodes * c * sizeof(float))) == NULL)
+        (rail_err = tacl__comp_scratch(comm, h.n_nodes * c *
+                                                 sizeof(float))) == NULL)
         st = tacl__error(TACL_ERR_NO_MEMORY, COLL, "comp_reduce_scatter: no "
                          "memory for the residual of %zu blocks", h.n_nodes);
     if (st != TACL_OK)
@@ -236,8 +239,8 @@ static tacl_status_t reduce_scatter_inter(const float *send, float *recv,
     if (st == TACL_OK && rail_err != NULL)
         to_ranks(rail_err, err, mine, (int)h.n_nodes, c);
 out:
-    blocks_put(&b);
-    free(rail_err);
+    blocks_put(comm, &b);
+    tacl__comp_scratch_put(comm, rail_err);
     return st;
 }
 
@@ -264,7 +267,7 @@ static tacl_status_t allgather_inter(const float *send, float *recv,
                             h.local, NULL);
     if (st == TACL_OK)
         to_ranks(b.staged, recv, b.order, comm->size, c);
-    blocks_put(&b);
+    blocks_put(comm, &b);
     return st;
 }
 

@@ -520,10 +520,31 @@ out:
     return st;
 }
 
+void *tacl__comp_scratch(tacl_comm_t comm, size_t bytes)
+{
+    void *ptr;
+
+    pthread_mutex_lock(&comm->x.ctx->lock);
+    ptr = tacl__scratch_get(&comm->x.scratch, bytes, 0);
+    pthread_mutex_unlock(&comm->x.ctx->lock);
+    return ptr;
+}
+
+void tacl__comp_scratch_put(tacl_comm_t comm, void *ptr)
+{
+    if (ptr == NULL)
+        return;
+    pthread_mutex_lock(&comm->x.ctx->lock);
+    tacl__scratch_put(&comm->x.scratch, ptr, 0);
+    pthread_mutex_unlock(&comm->x.ctx->lock);
+}
+
 /* GATHER of a reduce-scatter: decode every whole input, keep block r. */
 static tacl_status_t run_gather_reduce_scatter(const call_t *c)
 {
-    float *all = malloc((c->in_count ? c->in_count : 1) * sizeof(float));
+    float *all = tacl__comp_scratch(c->comm, (c->in_count ? c->in_count
+                                                         : 1) *
+                                                 sizeof(float));
     tacl_status_t st;
 
     if (all == NULL)
@@ -535,7 +556,7 @@ static tacl_status_t run_gather_reduce_scatter(const call_t *c)
     if (st == TACL_OK)
         memcpy(c->recv, all + (size_t)c->rank * c->count,
                c->count * sizeof(float));
-    free(all);
+    tacl__comp_scratch_put(c->comm, all);
     return st;
 }
 

@@ -67,4 +67,14 @@ tacl_status_t tacl__comp_flat_bytes(tacl_coll_t coll, size_t count,
                                     tacl_comp_scheme_t scheme, int n,
                                     double *bytes_p, int *messages_p);
 
+/**
+ * Host scratch of bytes for a compressed call on comm, from comm's
+ * scratch pool (the executor's: reused across calls and huge-page
+ * backed, so a large call does not fault in fresh pages every time);
+ * NULL when out of memory.  Give it back with tacl__comp_scratch_put
+ * (NULL is ignored).
+ */
+void *tacl__comp_scratch(tacl_comm_t comm, size_t bytes);
+void tacl__comp_scratch_put(tacl_comm_t comm, void *ptr);
+
 #endif /* TACL_LIB_COMPCOLL_H */
