@@ -1,12 +1,17 @@
 /*
- * comp_perf: the compressed all-reduce (tacl_comp_allreduce_hops) against
- * the dense float32 all-reduce, one line per codec, scheme and hops, with
+ * comp_perf: the compressed all-reduce (tacl_comp_allreduce_hops), or with
+ * --coll reduce_scatter the compressed reduce-scatter, against the dense
+ * float32 collective, one line per codec, scheme and hops, with
  * the median time of the iterations (the slowest rank's) beside
  * tacl_comp_estimate_hops' seconds, the bytes it says a rank sends
  * between nodes and in all.  Started by a launcher:
  *
  *   tacl-run -n 4 build/perf/comp_perf [--count N] [--iters K]
  *            [--codecs fp16,int8,topk] [--density D]
+ *            [--coll allreduce|reduce_scatter]
+ *
+ * N is the values each rank sends (a reduce-scatter's input, whose
+ * block is N / ranks).
  *
  * Inputs are random normals; error feedback is on (caller's residual),
  * as training would run it.  Timings include encoding and decoding.
@@ -24,6 +29,7 @@
 #define USAGE                                                             \
     "usage: comp_perf [--count N] [--iters K] [--density D] "            \
     "[--codecs fp16,int8,...]\n"                                         \
+    "                 [--coll allreduce|reduce_scatter]\n"                \
     "  started by a launcher (tacl-run -n 4 comp_perf ...)\n"
 
 static double now(void)
@@ -41,9 +47,30 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* One call of coll: dense without a codec; count as the call's. */
+static tacl_status_t call_once(tacl_comm_t comm, tacl_coll_t coll,
+                               const float *x, float *y, size_t count,
+                               const tacl_codec_t *codec,
+                               const tacl_codec_params_t *p, float *err,
+                               tacl_comp_scheme_t scheme,
+                               tacl_comp_hops_t hops)
+{
+    if (coll == TACL_COLL_REDUCE_SCATTER)
+        return codec == NULL
+                   ? tacl_reduce_scatter(x, y, count, TACL_FLOAT32, TACL_SUM,
+                                         comm, NULL)
+                   : tacl_comp_reduce_scatter_hops(x, y, count, codec, p, err,
+                                                   scheme, hops, comm);
+    return codec == NULL ? tacl_allreduce(x, y, count, TACL_FLOAT32, TACL_SUM,
+                                          comm, NULL)
+                         : tacl_comp_allreduce_hops(x, y, count, codec, p,
+                                                    err, scheme, hops, comm);
+}
+
 /* The median over iterations of the slowest rank's time; -1 on error. */
-static double time_calls(tacl_comm_t comm, int iters, const float *x,
-                         float *y, size_t count, const tacl_codec_t *codec,
+static double time_calls(tacl_comm_t comm, tacl_coll_t coll, int iters,
+                         const float *x, float *y, size_t count,
+                         const tacl_codec_t *codec,
                          const tacl_codec_params_t *p, float *err,
                          tacl_comp_scheme_t scheme, tacl_comp_hops_t hops)
 {
@@ -51,12 +78,8 @@ static double time_calls(tacl_comm_t comm, int iters, const float *x,
 
     for (int i = 0; i < iters; i++) {
         double t0 = now();
-        tacl_status_t st = codec == NULL
-                               ? tacl_allreduce(x, y, count, TACL_FLOAT32,
-                                                TACL_SUM, comm, NULL)
-                               : tacl_comp_allreduce_hops(x, y, count, codec,
-                                                          p, err, scheme,
-                                                          hops, comm);
+        tacl_status_t st = call_once(comm, coll, x, y, count, codec, p, err,
+                                     scheme, hops);
 
         t[i] = now() - t0;
         if (st != TACL_OK) {
@@ -87,8 +110,9 @@ static uint64_t sent_bytes(const tacl_sim_info_t *info)
 
 int main(int argc, char **argv)
 {
-    size_t count = 1 << 22;
-    int iters = 20, rank, rc = 0;
+    size_t count = 1 << 22, call_count;
+    tacl_coll_t coll = TACL_COLL_ALLREDUCE;
+    int iters = 20, rank, size, rc = 0;
     double density = 0.01, dense;
     char codecs[256] = "fp16,bf16,int8,int4,topk,threshold,randk,sign";
     tacl_comm_t comm;
@@ -114,6 +138,13 @@ int main(int argc, char **argv)
             perr = tacl__parse_int(val, 1, 1 << 24, &iters);
         } else if (strcmp(opt, "--density") == 0) {
             perr = tacl__parse_double(val, 0, 1, &density);
+        } else if (strcmp(opt, "--coll") == 0) {
+            if (strcmp(val, "allreduce") == 0)
+                coll = TACL_COLL_ALLREDUCE;
+            else if (strcmp(val, "reduce_scatter") == 0)
+                coll = TACL_COLL_REDUCE_SCATTER;
+            else
+                perr = TACL_PARSE_RANGE;
         } else if (strcmp(opt, "--codecs") == 0) {
             if (strlen(val) >= sizeof(codecs))
                 perr = TACL_PARSE_RANGE;
@@ -138,6 +169,14 @@ int main(int argc, char **argv)
         return 1;
     }
     tacl_comm_rank(comm, &rank);
+    tacl_comm_size(comm, &size);
+    call_count = coll == TACL_COLL_REDUCE_SCATTER ? count / (size_t)size
+                                                  : count;
+    if (call_count == 0) {
+        fprintf(stderr, "comp_perf: --count %zu is below the %d ranks\n",
+                count, size);
+        return 2;
+    }
     x = malloc(count * sizeof(float));
     y = malloc(count * sizeof(float));
     err = calloc(count, sizeof(float));
@@ -148,7 +187,10 @@ int main(int argc, char **argv)
     srand(1234 + (unsigned)rank);
     for (size_t i = 0; i < count; i++)
         x[i] = (float)(((double)rand() / RAND_MAX - 0.5) * 2e-3);
-    dense = time_calls(comm, iters, x, y, count, NULL, NULL, NULL, 0, 0);
+    dense = time_calls(comm, coll, iters, x, y, call_count, NULL, NULL, NULL,
+                       0, 0);
+    if (rank == 0)
+        printf("# %s of %zu values a rank\n", tacl_coll_name(coll), count);
     if (rank == 0)
         printf("%-10s %-8s %-6s %12s %8s %12s %14s %14s\n", "codec",
                "scheme", "hops", "median_s", "speedup", "est_s",
@@ -179,15 +221,16 @@ int main(int argc, char **argv)
                     s == TACL_COMP_QUANT_A2A)
                     continue;
                 memset(err, 0, count * sizeof(float));
-                t = time_calls(comm, iters, x, y, count, codec, &p, err,
-                               (tacl_comp_scheme_t)s, (tacl_comp_hops_t)h);
+                t = time_calls(comm, coll, iters, x, y, call_count, codec,
+                               &p, err, (tacl_comp_scheme_t)s,
+                               (tacl_comp_hops_t)h);
                 if (t < 0) {
                     rc = 1;
                     continue;
                 }
                 if (rank != 0)
                     continue;
-                if (tacl_comp_estimate_hops(comm, TACL_COLL_ALLREDUCE, count,
+                if (tacl_comp_estimate_hops(comm, coll, call_count,
                                             codec, &p, (tacl_comp_scheme_t)s,
                                             (tacl_comp_hops_t)h,
                                             &info) != TACL_OK)
