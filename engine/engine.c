@@ -86,6 +86,10 @@ struct engine {
     /* The profile: least seconds of a micro-step's forward and of each
      * layer's backward since engine_profile_reset. */
     double prof_fwd, *prof_bwd;
+    /* What the planner predicts, measured (engine_plan_span): the last
+     * micro-step less its waits for parameter gathers, and the step's
+     * all-reduce across groups with a plan. */
+    double gather_wait_s, span_s;
     engine_words_t *words;  /* the word embedding, or NULL */
     char err[512];
 };
@@ -678,20 +682,22 @@ static tacl_status_t gather_wait(engine_t *e, gather_t *g,
     int l = g->layer;
     tacl_status_t st;
 
+    double t0 = engine_clock_s();
+
     if (e->o.p == LVL_N) {
         *w_p = e->p_hold[l];
         return TACL_OK;
     }
     st = wait_pending(e, &g->req, "all-gather of parameters");
-    if (st != TACL_OK)
-        return st;
-    if (e->o.p == LVL_G && e->nested && !(g->backward && e->o.hpz)) {
+    if (st == TACL_OK && e->o.p == LVL_G && e->nested &&
+        !(g->backward && e->o.hpz)) {
         float *buf = g->dst;
 
         st = hop_run(e, 0, HOP_GROUP, &buf, l, l, NULL);
-        if (st != TACL_OK)
-            return st;
     }
+    e->gather_wait_s += engine_clock_s() - t0;
+    if (st != TACL_OK)
+        return st;
     if (e->o.hpz && !g->backward)
         memcpy(e->secondary[l], g->dst + shard_off(e, l, LVL_I),
                shard_len(e, l, LVL_I) * sizeof(float));
@@ -931,8 +937,9 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
     const float *w;
     tacl_status_t st;
     float scale = 1.0f / (float)e->o.batch;
-    double fwd = 0.0, t0;
+    double fwd = 0.0, t0, start = engine_clock_s();
 
+    e->gather_wait_s = 0.0;
     st = load_batch(e, micro);
     if (st != TACL_OK)
         return st;
@@ -993,6 +1000,7 @@ static tacl_status_t micro_step(engine_t *e, int micro, double *loss_p)
         st = reduce_finish(e, &red[(L + i) % 2]);
     if (st == TACL_OK)
         st = plan_finish(e);
+    e->span_s = engine_clock_s() - start - e->gather_wait_s;
     return st;
 }
 
@@ -1057,8 +1065,12 @@ static tacl_status_t update(engine_t *e)
         for (int l = 0; l < L && st == TACL_OK; l++)
             bufs[l] = e->g_hold[l] + shard_off(e, l, LVL_I) -
                       shard_off(e, l, lg);
-        if (st == TACL_OK && e->ngroups > 0)
+        if (st == TACL_OK && e->ngroups > 0) {
+            double t0 = engine_clock_s();
+
             st = plan_allreduce_inter(e, bufs);
+            e->span_s += engine_clock_s() - t0;
+        }
         else if (st == TACL_OK)
             st = allreduce_layers(e, HOP_INTER, bufs, LVL_I);
     } else {
@@ -1372,6 +1384,11 @@ void engine_profile(const engine_t *e, double *forward_p, double *backward)
     *forward_p = e->prof_fwd;
     for (int l = 0; l < e->model.n_layers; l++)
         backward[l] = e->prof_bwd[l];
+}
+
+double engine_plan_span(const engine_t *e)
+{
+    return e->span_s;
 }
 
 void engine_profile_reset(engine_t *e)

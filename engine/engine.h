@@ -179,6 +179,15 @@ tacl_status_t engine_residuals(engine_t *e, float **rs_p, size_t *rs_len_p,
 void engine_profile(const engine_t *e, double *forward_p, double *backward);
 void engine_profile_reset(engine_t *e);
 
+/*
+ * What a plan's predicted micro-step covers, measured on the last step:
+ * seconds of its last micro-step less the waits for parameter gathers
+ * (forward, backward and the gradients' reduce-scatters), plus the
+ * step's all-reduce across groups under a plan (MiCS's, which the
+ * planner prices with each group).  Not the optimizer's step.
+ */
+double engine_plan_span(const engine_t *e);
+
 /* Checkpoint of the sharded state, readable by any strategy; collective. */
 tacl_status_t engine_save(engine_t *e, const char *path);
 tacl_status_t engine_load(engine_t *e, const char *path);

@@ -585,6 +585,15 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* The median of n values (sorted here); 0 for none. */
+static double median_of(double *v, int n)
+{
+    if (n <= 0)
+        return 0.0;
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* The steps with a save before them against those without: counts,
  * means and medians of their times, and the ratios (the first step is
  * left out of both, and, for scheduled copies, the steps they learn
@@ -596,11 +605,7 @@ static void alt_report(double *t[2], const int n[2], const double cpu[2])
     for (int on = 0; on < 2; on++) {
         for (int j = 0; j < n[on]; j++)
             mean[on] += t[on][j] / n[on];
-        qsort(t[on], (size_t)n[on], sizeof(double), cmp_double);
-        if (n[on] > 0)
-            median[on] = n[on] % 2 ? t[on][n[on] / 2]
-                                   : (t[on][n[on] / 2 - 1] +
-                                      t[on][n[on] / 2]) / 2;
+        median[on] = median_of(t[on], n[on]);
     }
     printf("alternate steps_with %d steps_without %d mean_with_s %.6f "
            "mean_without_s %.6f median_with_s %.6f median_without_s %.6f "
@@ -633,6 +638,10 @@ int main(int argc, char **argv)
     double *alt_t[2] = {NULL, NULL}, last_end = 0.0;
     double alt_cpu[2] = {0, 0}, last_cpu = 0.0; /* this process's CPU */
     int alt_n[2] = {0, 0};
+    /* The measured counterpart of a plan made in this run's prediction
+     * (engine_plan_span), a step after the plan's first. */
+    double *spans = NULL;
+    int nspans = 0, profiled = 0;
     struct rusage ru;
     tacl_status_t st;
 
@@ -764,6 +773,11 @@ int main(int argc, char **argv)
                 (unsigned long long)plan_at, engine_plan_name(a.plan_kind),
                 a.plan_kind == ENGINE_PLAN_NONE ? 0 : a.profile_steps,
                 a.warmup);
+    if (a.compress != NULL && a.plan_kind != ENGINE_PLAN_NONE &&
+        (spans = calloc(target - first + 1, sizeof(double))) == NULL) {
+        fprintf(stderr, "train: rank %d: out of memory\n", rank);
+        goto out_engine;
+    }
     if (a.alternate > 0) {
         alt_t[0] = calloc(target - first + 1, sizeof(double));
         alt_t[1] = calloc(target - first + 1, sizeof(double));
@@ -789,6 +803,9 @@ int main(int argc, char **argv)
                     engine_plan_name(a.plan_kind), err);
             goto out_engine;
         }
+        if (a.compress != NULL && a.plan_kind != ENGINE_PLAN_NONE &&
+            i == plan_at && !planned)
+            profiled = 1;
         t0 = now_s();
         st = engine_step(e, &s);
         t1 = now_s();
@@ -800,6 +817,8 @@ int main(int argc, char **argv)
             goto out_engine;
         }
         total_t += t1 - t0;
+        if (profiled && i > plan_at)
+            spans[nspans++] = engine_plan_span(e);
         /* Scheduled copies: the steps before their plan are left out. */
         if (a.alternate > 0 &&
             i > first + (snap != NULL ? engine_snap_learning_steps(snap)
@@ -869,6 +888,11 @@ int main(int argc, char **argv)
         engine_snap_report(snap, line, sizeof(line));
         printf("%s\n", line);
     }
+    if (rank == 0 && nspans > 0 && !a.quiet)
+        printf("plan measured %.3f ms a micro-step (median of %d steps "
+               "after the plan's first; the waits for parameter gathers and "
+               "the optimizer left out, as in the prediction)\n",
+               1e3 * median_of(spans, nspans), nspans);
     if (rank == 0) {
         printf("summary strategy %s steps %d tokens/s %.0f peak_rss_kb %ld "
                "loss %.9g", a.strategy, (int)(target - first),
@@ -899,6 +923,7 @@ int main(int argc, char **argv)
      * unless it is to be resumed. */
     engine_snap_destroy(snap, !a.keep_snapshots);
 out_engine:
+    free(spans);
     free(alt_t[0]);
     free(alt_t[1]);
     engine_destroy(e);

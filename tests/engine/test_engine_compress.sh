@@ -11,7 +11,8 @@
 #   2. plans none and fusion really compress: fewer bytes cross nodes per
 #      step than uncompressed; fusion and full print their plan and the
 #      lines of the dense and the encoded reduce-scatter they timed (and
-#      for MiCS of the all-reduce across groups), and
+#      for MiCS of the all-reduce across groups) and the measured
+#      counterpart of the predicted micro-step, and
 #      full's predicted step is never slower than uncompressed;
 #   3. error feedback is used: top-k with and without it agree for two
 #      steps and differ later; with --warmup-steps 5 the first six
@@ -146,6 +147,14 @@ for st in ZeRO-3 MiCS; do
                 [ "$st" = MiCS ] &&
                     expect_timed "$name: the all-reduce across groups timed" \
                         "$log" 'plan lines across groups:' 14 "$codec"
+                # The prediction's measured counterpart, after the steps.
+                if awk '$1 == "plan" && $2 == "measured" && $3 > 0 &&
+                        $9 > 0 { found = 1 } END { exit !found }' "$log"; then
+                    ok "$name: prints the measured micro-step"
+                else
+                    fail "$name: no measured micro-step:" \
+                        "$(grep '^plan measured' "$log")"
+                fi
             fi
             if [ "$plan" = full ]; then
                 # plan predicted P ms a micro-step, uncompressed U ms ...
