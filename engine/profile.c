@@ -297,9 +297,11 @@ static tacl_status_t plan_on_root(engine_t *e, tacl_comm_t comm,
         pcomm.alpha = dense[0];
         pcomm.beta_allreduce = dense[1];
     }
-    pc = tacl_planner_codec_from_call(
-        codec->codec->name, (codec->codec->flags & TACL_CODEC_SUMMABLE) != 0,
-        ratio, comp[0], comp[1], &pcomm);
+    if (st == TACL_OK)
+        st = tacl_planner_codec_from_call(
+            codec->codec->name,
+            (codec->codec->flags & TACL_CODEC_SUMMABLE) != 0, ratio, comp[0],
+            comp[1], &pcomm, &pc);
     if (st == TACL_OK)
         st = tacl_planner_create(&pm, &pcomm, &pc, 1, &planner);
     if (st != TACL_OK) {

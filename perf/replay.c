@@ -599,6 +599,7 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     int rank, nranks, npol = 0, rc = 1;
     double comm_s, factor, plan_ms = 0, line[MAX_ROUTES][2];
     int nroutes = 0, noffered = 0;
+    tacl_status_t st = TACL_OK;
     pthread_t thread;
 
     memset(res, 0, sizeof(res));
@@ -621,15 +622,16 @@ static int run_all(const options_t *o, replay_profile_t *pf,
     noffered = offer_routes(routes, line, nroutes,
                             tacl_planner_min_bytes_default(codec->name),
                             (double)off[pf->n] * 4.0);
-    for (int k = 0; k < noffered; k++)
-        pc[k] = tacl_planner_codec_from_call(
-            codec->name, (codec->flags & TACL_CODEC_SUMMABLE) != 0,
-            cost.ratio, line[k][0], line[k][1], &lines);
     model = (tacl_planner_model_t){pf->n, pf->bytes, pf->back, pf->forward};
+    for (int k = 0; k < noffered && st == TACL_OK; k++)
+        st = tacl_planner_codec_from_call(
+            codec->name, (codec->flags & TACL_CODEC_SUMMABLE) != 0,
+            cost.ratio, line[k][0], line[k][1], &lines, &pc[k]);
     /* The layer-wise policies' groups are under option 0 (route 0); the
      * planned policy's under any route. */
-    if (tacl_planner_create(&model, &lines, pc, noffered, &planner) !=
-        TACL_OK) {
+    if (st != TACL_OK ||
+        tacl_planner_create(&model, &lines, pc, noffered, &planner) !=
+            TACL_OK) {
         fprintf(stderr, "replay: planner: %s\n", tacl_planner_last_error());
         goto out;
     }

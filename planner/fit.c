@@ -140,17 +140,32 @@ tacl_status_t tacl_planner_time_call(tacl_comm_t comm,
     return TACL_OK;
 }
 
-tacl_planner_codec_t tacl_planner_codec_from_call(
-    const char *name, int summable, double ratio, double call_a,
-    double call_b, const tacl_planner_comm_t *lines)
+tacl_status_t tacl_planner_codec_from_call(const char *name, int summable,
+                                           double ratio, double call_a,
+                                           double call_b,
+                                           const tacl_planner_comm_t *lines,
+                                           tacl_planner_codec_t *codec_p)
 {
-    double m = summable ? 1 : lines->ranks;
-    double beta = summable ? lines->beta_allreduce : lines->beta_allgather;
     tacl_planner_codec_t pc = {.ratio = ratio, .summable = summable != 0};
+    double m, beta;
 
+    if (name == NULL || lines == NULL || codec_p == NULL)
+        return tacl__planner_fail(TACL_ERR_INVALID_ARG,
+                                  "planner_codec_from_call: a NULL name, "
+                                  "lines or codec_p");
+    if (!(ratio > 0.0) || !isfinite(ratio) || !(call_a >= 0.0) ||
+        !isfinite(call_a) || !(call_b >= 0.0) || !isfinite(call_b))
+        return tacl__planner_fail(TACL_ERR_INVALID_ARG,
+                                  "planner_codec_from_call: codec %s: ratio "
+                                  "%g (above 0) or call line %g s + %g s/B "
+                                  "(finite, not negative)",
+                                  name, ratio, call_a, call_b);
+    m = summable ? 1 : lines->ranks;
+    beta = summable ? lines->beta_allreduce : lines->beta_allgather;
     snprintf(pc.name, sizeof(pc.name), "%s", name);
     pc.min_bytes = tacl_planner_min_bytes_default(pc.name);
     pc.decode_fixed = fmax(0.0, (call_a - lines->alpha) / m);
     pc.decode_per_byte = fmax(0.0, (call_b - beta * ratio) / m);
-    return pc;
+    *codec_p = pc;
+    return TACL_OK;
 }

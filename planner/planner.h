@@ -212,11 +212,15 @@ tacl_status_t tacl_planner_time_call(tacl_comm_t comm,
  * codec, the all-gather's and the ranks otherwise) after encode(x) on
  * the compute stream.  For a call that encodes off the compute stream
  * (a non-blocking call, or a communication thread), encode is 0 and the
- * decode terms take what the lines leave of the call.
+ * decode terms take what the lines leave of the call.  The codec into
+ * *codec_p; TACL_ERR_INVALID_ARG with tacl_planner_last_error() naming a
+ * NULL pointer, a ratio not above 0 or a negative or non-finite cost.
  */
-tacl_planner_codec_t tacl_planner_codec_from_call(
-    const char *name, int summable, double ratio, double call_a,
-    double call_b, const tacl_planner_comm_t *lines);
+tacl_status_t tacl_planner_codec_from_call(const char *name, int summable,
+                                           double ratio, double call_a,
+                                           double call_b,
+                                           const tacl_planner_comm_t *lines,
+                                           tacl_planner_codec_t *codec_p);
 
 #ifdef __cplusplus
 }

@@ -545,11 +545,14 @@ Test(planner, codec_from_call_prices_the_call)
     for (int k = 0; k < 2; k++) {
         double bytes = 8e6, back = 0.05, fwd = 0.02;
         tacl_planner_model_t m = {1, &bytes, &back, fwd};
-        tacl_planner_codec_t pc = tacl_planner_codec_from_call(
-            names[k], k == 0, ratio[k], call_a, call_b, &comm);
+        tacl_planner_codec_t pc;
         tacl_planner_t *p = NULL;
         int first = 0, opt = 0;
         double t;
+
+        cr_assert_eq(tacl_planner_codec_from_call(names[k], k == 0, ratio[k],
+                                                  call_a, call_b, &comm, &pc),
+                     TACL_OK, "%s", tacl_planner_last_error());
 
         cr_assert_str_eq(pc.name, names[k]);
         cr_assert_eq(pc.summable, k == 0);
@@ -562,5 +565,38 @@ Test(planner, codec_from_call_prices_the_call)
                            "%s: %.9g s, the call %.9g s", names[k], t,
                            fwd + back + call_a + call_b * bytes);
         tacl_planner_destroy(p);
+    }
+}
+
+/* Bad input to tacl_planner_codec_from_call is refused by name. */
+Test(planner, codec_from_call_refuses_bad_input)
+{
+    const tacl_planner_comm_t comm = {4, 1e-4, 8e-9, 6e-9};
+    tacl_planner_codec_t pc;
+    struct {
+        const char *name;
+        double ratio, a, b;
+        const tacl_planner_comm_t *lines;
+        tacl_planner_codec_t *out;
+        const char *says;
+    } bad[] = {
+        {NULL, 0.5, 1e-3, 1e-9, &comm, &pc, "NULL"},
+        {"fp16", 0.5, 1e-3, 1e-9, NULL, &pc, "NULL"},
+        {"fp16", 0.5, 1e-3, 1e-9, &comm, NULL, "NULL"},
+        {"fp16", 0.0, 1e-3, 1e-9, &comm, &pc, "ratio 0"},
+        {"fp16", 0.5, -1e-3, 1e-9, &comm, &pc, "-0.001 s"},
+        {"fp16", 0.5, 1e-3, NAN, &comm, &pc, "nan s/B"},
+        {"fp16", INFINITY, 1e-3, 1e-9, &comm, &pc, "ratio inf"},
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_expect_eq(tacl_planner_codec_from_call(bad[i].name, 1,
+                                                  bad[i].ratio, bad[i].a,
+                                                  bad[i].b, bad[i].lines,
+                                                  bad[i].out),
+                     TACL_ERR_INVALID_ARG, "case %zu accepted", i);
+        cr_expect(strstr(tacl_planner_last_error(), bad[i].says) != NULL,
+                  "case %zu: '%s' does not say '%s'", i,
+                  tacl_planner_last_error(), bad[i].says);
     }
 }
