@@ -52,6 +52,16 @@ tacl_status_t engine_plan_layerwise(engine_t *e, const gcomp_codec_t *codec)
     return engine_set_plan(e, codec, L, first, compress);
 }
 
+/* n synthetic gradient values in [-5e-4, 5e-4), the hash of i + salt. */
+static void synthetic_grads(float *v, size_t n, size_t salt)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)((double)(model_hash64(i + salt) >> 11) /
+                           9007199254740992.0 -
+                       0.5) *
+               1e-3f;
+}
+
 /*
  * The codec's encoded bytes per input byte on n synthetic gradient
  * values, error feedback on as in training, into *ratio_p.
@@ -68,11 +78,7 @@ static tacl_status_t codec_ratio(const gcomp_codec_t *c, double *ratio_p)
 
     if (src == NULL || err == NULL)
         goto out;
-    for (size_t i = 0; i < n; i++)
-        src[i] = (float)((double)(model_hash64(i) >> 11) /
-                             9007199254740992.0 -
-                         0.5) *
-                 1e-3f;
+    synthetic_grads(src, n, 0);
     st = tacl_codec_encoded_bound(c->codec, &c->params, 1, &n, &cap);
     if (st == TACL_OK && (enc = malloc(cap ? cap : 1)) == NULL)
         st = TACL_ERR_NO_MEMORY;
@@ -210,12 +216,8 @@ static tacl_status_t time_lines(engine_t *e, tacl_comm_t world,
      * places on each, which the decodes pay for. */
     if (st == TACL_OK)
         st = tacl_comm_rank(world, &rank);
-    for (size_t i = 0; st == TACL_OK && i < n; i++)
-        c.grad[i] = (float)((double)(model_hash64(i + n * (size_t)rank) >>
-                                     11) /
-                                9007199254740992.0 -
-                            0.5) *
-                    1e-3f;
+    if (st == TACL_OK)
+        synthetic_grads(c.grad, n, n * (size_t)rank);
     if (st == TACL_OK && pc.rs_size > 1) {
         c.comm = pc.rs_comm;
         c.size = pc.rs_size;
