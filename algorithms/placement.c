@@ -214,3 +214,113 @@ int tacl__place_rank_holder(const tacl__placement_t *p, int nranks,
             return r;
     return -1;
 }
+
+/* The members of rank r's group on node (all members without nodes):
+ * how many, into out; *at_p gets r's place among them when r is one. */
+static int members_on(int nranks, const int *group_of, const int *node_of,
+                      int r, int node, int *out, int *at_p)
+{
+    int n = 0;
+
+    for (int q = 0; q < nranks; q++) {
+        if (group_of[q] != group_of[r] ||
+            (node_of != NULL && node_of[q] != node))
+            continue;
+        if (q == r && at_p != NULL)
+            *at_p = n;
+        out[n++] = q;
+    }
+    return n;
+}
+
+/* One group's holders, r its first member; units[] and its length count
+ * the group's units (nodes, or members), mem[] is room for its members. */
+static tacl_status_t place_one_group(int nranks, const int *group_of,
+                                     const int *node_of, const int *local_of,
+                                     int m, tacl__place_kind_t kind,
+                                     const int *units, int nunits, int *mem,
+                                     int *holders, int *shared, int first)
+{
+    tacl__placement_t p;
+    tacl_status_t status;
+
+    if (kind == TACL__PLACE_GROUP && nunits % m != 0)
+        kind = TACL__PLACE_AUTO;
+    status = tacl__place_build(nunits, m, kind, &p);
+    if (status != TACL_OK)
+        return status;
+    for (int r = first; r < nranks; r++) {
+        int u = 0, at = 0;
+
+        if (group_of[r] != group_of[first])
+            continue;
+        while (units[u] != (node_of != NULL ? node_of[r] : r))
+            u++;
+        if (node_of != NULL)
+            members_on(nranks, group_of, node_of, r, node_of[r], mem, &at);
+        shared[r] = 1;
+        holders[(size_t)r * (size_t)m] = r;
+        for (int j = 1; j < m; j++) {
+            int hu = tacl__place_holders(&p, u)[j], n, pick;
+
+            if (node_of == NULL) {
+                holders[(size_t)r * (size_t)m + (size_t)j] = units[hu];
+                continue;
+            }
+            n = members_on(nranks, group_of, node_of, r, units[hu], mem,
+                           NULL);
+            pick = mem[at % n];
+            for (int i = 0; i < n; i++)
+                if (local_of[mem[i]] == local_of[r])
+                    pick = mem[i];
+            holders[(size_t)r * (size_t)m + (size_t)j] = pick;
+        }
+    }
+    tacl__place_free(&p);
+    return TACL_OK;
+}
+
+tacl_status_t tacl__place_shared(int nranks, const int *group_of,
+                                 const int *node_of, const int *local_of,
+                                 int m, tacl__place_kind_t kind, int *holders,
+                                 int *shared)
+{
+    int *units = malloc((size_t)nranks * sizeof(int)),
+        *mem = malloc((size_t)nranks * sizeof(int));
+    tacl_status_t status = TACL_OK;
+
+    if (units == NULL || mem == NULL) {
+        free(units);
+        free(mem);
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot placement: out of memory");
+    }
+    for (int r = 0; r < nranks; r++)
+        shared[r] = 0;
+    for (int r = 0; r < nranks && status == TACL_OK; r++) {
+        int first = 1, nunits = 0;
+
+        for (int q = 0; q < r && first; q++)
+            first = group_of[q] != group_of[r];
+        if (group_of[r] < 0 || !first)
+            continue;
+        /* The group's units, in the order of their first member. */
+        for (int q = r; q < nranks; q++) {
+            int unit = node_of != NULL ? node_of[q] : q, seen = 0;
+
+            if (group_of[q] != group_of[r])
+                continue;
+            for (int i = 0; i < nunits && !seen; i++)
+                seen = units[i] == unit;
+            if (!seen)
+                units[nunits++] = unit;
+        }
+        if (nunits >= m)
+            status = place_one_group(nranks, group_of, node_of, local_of, m,
+                                     kind, units, nunits, mem, holders,
+                                     shared, r);
+    }
+    free(units);
+    free(mem);
+    return status;
+}

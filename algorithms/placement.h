@@ -103,6 +103,23 @@ typedef struct {
 } tacl__partition_in_t;
 
 /**
+ * Copies among declared replicas (tacl_snapshot_replicated): ranks with
+ * the same group_of[r] >= 0 hold the same state, so each one's own copy
+ * serves as the others'.  For every rank whose group spans at least m
+ * units (nodes when node_of is given, else ranks), shared[r] is 1 and
+ * holders[r * m + j] its m holders inside its group, r first: the
+ * group's units (in rank order) placed by kind (GROUP becomes AUTO where
+ * m does not divide them), copy j on the holder node's member with r's
+ * local index, else the one at r's place among its own node's members
+ * (modulo their count).  Other ranks get shared[r] 0 and their holders
+ * are left as they are.
+ */
+tacl_status_t tacl__place_shared(int nranks, const int *group_of,
+                                 const int *node_of, const int *local_of,
+                                 int m, tacl__place_kind_t kind, int *holders,
+                                 int *shared);
+
+/**
  * The thesis' Algorithm 6.2 (section 6.5.3): fill the idle spans
  * span_s[0..n) of a step (seconds, in the order they come) with
  * partitions of the copies.  Each span takes partitions of R/p bytes

@@ -1237,6 +1237,25 @@ tacl_status_t tacl_snapshot_register(tacl_snapshot_t snap, const char *name,
                                      void *ptr, size_t bytes);
 
 /**
+ * Declare this rank's registered state replicated (collective; before the
+ * set's first save or restore; a restarted job declares it again before
+ * its restore): ranks passing the same group >= 0 hold byte-identical
+ * regions, with the same names and sizes, at every save, as
+ * data-parallel replicas do (DDP's whole model; MiCS's and HSDP's shard
+ * on every shard group).  Their own copies then serve as one another's:
+ * the set places each rank's m - 1 copies on its replicas (on other
+ * nodes in the node domain, same placement rules) and a save sends them
+ * its header and CRCs only, which each holds against its own copy, so
+ * the copies cost no bulk traffic.  A save whose replicas differ fails,
+ * naming the two ranks, the region and the version, and that version is
+ * never handed to another rank; a restore fetches a lost rank's state
+ * from a replica that matched it.  group -1: state of its own.  A rank
+ * whose group spans fewer than m nodes (ranks in the rank domain) keeps
+ * the copies of the ordinary placement, which are sent as usual.
+ */
+tacl_status_t tacl_snapshot_replicated(tacl_snapshot_t snap, int group);
+
+/**
  * Save the registered regions as version (collective, blocking; versions
  * must increase).  Returns once every rank's state at that version has m
  * committed copies; until then, and if it fails, the previous complete
@@ -1314,15 +1333,17 @@ typedef struct {
                                      completing (its copy sent, the copies
                                      it keeps received), of the last save
                                      whose request completed */
-    uint64_t bytes_sent;        /**< data bytes the last save sent to
-                                     peers: the registered bytes times
-                                     m - 1 */
+    uint64_t bytes_sent;        /**< bytes the last save (either form)
+                                     sent to peers: the registered bytes
+                                     times m - 1; with replicas
+                                     (tacl_snapshot_replicated) a header
+                                     and the CRCs per copy */
     double total_save_seconds;  /**< sum of save_seconds */
     double total_agree_seconds; /**< sum of agree_seconds */
     double total_copy_seconds;  /**< sum of copy_seconds */
     double total_checksum_seconds; /**< sum of checksum_seconds */
     double total_transfer_seconds; /**< over the completed requests */
-    uint64_t total_bytes_sent;  /**< sum of bytes_sent */
+    uint64_t total_bytes_sent;  /**< sum of bytes_sent, both forms */
     /* Where the last restore's time went on this rank (issue 29), its
      * phases in order; they add up to restore_seconds but for the
      * bookkeeping between them.  All zero before a restore. */

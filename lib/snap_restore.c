@@ -38,7 +38,13 @@
 typedef struct {
     int64_t source; /* -1: an unused entry; SOURCE_OTHER_SIZE: below */
     uint64_t version;
+    uint64_t matched; /* the own copy matched its replicas' at the save */
 } inv_entry_t;
+
+/* inv_entry_t in 64-bit words, as it is all-gathered. */
+#define INV_WORDS 3
+_Static_assert(sizeof(inv_entry_t) == INV_WORDS * sizeof(uint64_t),
+               "inventory entries are all-gathered as 64-bit words");
 
 /* An entry saying a copy was saved by a job of `version` ranks, not this
  * communicator's size. */
@@ -83,9 +89,11 @@ static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per,
     int n = 0;
 
     for (int i = 0; i < per; i++)
-        mine[i].source = -1;
+        mine[i] = (inv_entry_t){.source = -1};
     for (int s = 0; s < snap->size; s++) {
-        if (!tacl__snap_holds(snap, s))
+        /* A replica's copy is its holder's own: no store of it here. */
+        if (!tacl__snap_holds(snap, s) ||
+            (s != snap->rank && tacl__snap_shared(snap, s)))
             continue;
         if (snap->stores[s] == NULL &&
             tacl__snap_store_open(snap->key, snap->rank, s, 0, 0,
@@ -114,9 +122,23 @@ static void inventory(struct tacl_snapshot *snap, inv_entry_t *mine, int per,
                                           .version = d->nranks};
                 continue;
             }
-            mine[n++] = (inv_entry_t){.source = s, .version = d->version};
+            mine[n++] = (inv_entry_t){
+                .source = s,
+                .version = d->version,
+                .matched = s == snap->rank &&
+                           tacl__snap_store_matched(snap->stores[s], slot)};
         }
     }
+}
+
+/* Whether entry e of holder h offers copy j of rank s's state: a copy
+ * of s's, or for replicas h's own copy, matched at its save. */
+static int holds_for(const struct tacl_snapshot *snap, const inv_entry_t *e,
+                     int s, int j, int h)
+{
+    if (j == 0 || !tacl__snap_shared(snap, s))
+        return e->source == s;
+    return e->source == h && e->matched;
 }
 
 /* The rank holding s's state at version in memory, preferring s itself
@@ -131,7 +153,7 @@ static int provider(const struct tacl_snapshot *snap, const inv_entry_t *all,
         int h = tacl__snap_holder(snap, s, j);
 
         for (int i = 0; i < sh->per; i++)
-            if (all[h * sh->stride + i].source == s &&
+            if (holds_for(snap, &all[h * sh->stride + i], s, j, h) &&
                 all[h * sh->stride + i].version == version)
                 return h;
     }
@@ -148,6 +170,13 @@ static int offered(const struct tacl_snapshot *snap, const inv_entry_t *all,
         for (int i = 0; i < sh->per; i++)
             if (all[r * sh->stride + i].source == s)
                 return 1;
+    for (int j = 1; j < snap->m; j++) {
+        int h = tacl__snap_holder(snap, s, j);
+
+        for (int i = 0; i < sh->per; i++)
+            if (holds_for(snap, &all[h * sh->stride + i], s, j, h))
+                return 1;
+    }
     return all[s * sh->stride + sh->per].source == SOURCE_FILE;
 }
 
@@ -298,11 +327,14 @@ static tacl_status_t fetch(struct tacl_snapshot *snap, const inv_entry_t *all,
             from_file += s == snap->rank;
             continue;
         }
-        if (from == snap->rank)
+        if (from == snap->rank) {
+            /* A replica's copy is this rank's own. */
+            tacl__snap_store_t *st =
+                snap->stores[tacl__snap_shared(snap, s) ? snap->rank : s];
+
             sends[nsends++] = (tacl__snap_send_t){
-                .peer = s,
-                .st = snap->stores[s],
-                .slot = tacl__snap_store_find(snap->stores[s], version)};
+                .peer = s, .st = st, .slot = tacl__snap_store_find(st, version)};
+        }
         if (s == snap->rank) {
             recv = (tacl__snap_recv_t){.peer = from, .source = s};
             nrecvs = 1;
@@ -471,8 +503,8 @@ static tacl_status_t restore_attempt(struct tacl_snapshot *snap,
     inventory(snap, mine, sh.per, full);
     mine[sh.per] = file_entry(snap, path, why, sizeof(why));
     st->restore_inventory_seconds += tacl__snap_lap(&t);
-    status = tacl_allgather(mine, all, (size_t)sh.stride * 2, TACL_UINT64,
-                            snap->comm, NULL);
+    status = tacl_allgather(mine, all, (size_t)sh.stride * INV_WORDS,
+                            TACL_UINT64, snap->comm, NULL);
     if (status != TACL_OK)
         goto out;
     status = check_paths(snap, all, &sh);
@@ -558,6 +590,7 @@ static tacl_status_t restore_entry(tacl_snapshot_t snap, const char *path,
     status = tacl__snap_settle(snap, "restore");
     if (status != TACL_OK)
         return status;
+    snap->used = 1;
     /* A restore may rewrite the own store: the flush reading it first. */
     tacl__snap_flush_wait(snap, -1);
     /* The breakdown is the last restore's: its phases start at zero. */

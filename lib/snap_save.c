@@ -19,12 +19,50 @@
  * for the set's next save or restore, which is when tacl_snapshot_latest
  * starts to report the version.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
 #include "log.h"
 #include "snapshot.h"
+
+/* Replicas keep as many bytes as one another; room for the CRCs of
+ * each replica this rank holds (a save compares them with its own). */
+static tacl_status_t replicas_fix(struct tacl_snapshot *snap)
+{
+    if (snap->shared == NULL)
+        return TACL_OK;
+    for (int r = 0; r < snap->size; r++)
+        for (int j = 1; j < snap->m && tacl__snap_shared(snap, r); j++) {
+            int h = tacl__snap_holder(snap, r, j);
+
+            if (snap->peer_bytes[h] != snap->peer_bytes[r])
+                return tacl__error(
+                    TACL_ERR_INVALID_USAGE, COLL,
+                    "snapshot save: ranks %d and %d are declared replicas "
+                    "(tacl_snapshot_replicated) but register %llu and %llu "
+                    "bytes",
+                    r, h, (unsigned long long)snap->peer_bytes[r],
+                    (unsigned long long)snap->peer_bytes[h]);
+        }
+    snap->twin_crcs = calloc((unsigned)snap->size, sizeof(*snap->twin_crcs));
+    if (snap->twin_crcs == NULL)
+        return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                           "snapshot save: out of memory");
+    for (int s = 0; s < snap->size; s++) {
+        uint64_t n = TACL_DIV_UP(snap->peer_bytes[s], snap->chunk);
+
+        if (s == snap->rank || !tacl__snap_shared(snap, s) ||
+            !tacl__snap_holds(snap, s))
+            continue;
+        snap->twin_crcs[s] = malloc((size_t)TACL_MAX(n, 1) * 4);
+        if (snap->twin_crcs[s] == NULL)
+            return tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                               "snapshot save: out of memory");
+    }
+    return TACL_OK;
+}
 
 /* Every rank's bytes a version, once: the regions are fixed from now. */
 static tacl_status_t layout_fix(struct tacl_snapshot *snap)
@@ -46,6 +84,8 @@ static tacl_status_t layout_fix(struct tacl_snapshot *snap)
     else
         status = tacl_allgather(&mine, snap->peer_bytes, 1, TACL_UINT64,
                                 snap->comm, NULL);
+    if (status == TACL_OK)
+        status = replicas_fix(snap);
     if (status != TACL_OK) {
         free(snap->peer_bytes);
         snap->peer_bytes = NULL;
@@ -124,7 +164,8 @@ static tacl_status_t prepare_receives(struct tacl_snapshot *snap,
                                .chunk_bytes = snap->chunk,
                                .nranks = (uint32_t)snap->size};
 
-        if (s == snap->rank || !tacl__snap_holds(snap, s))
+        if (s == snap->rank || !tacl__snap_holds(snap, s) ||
+            tacl__snap_shared(snap, s))
             continue;
         d.nchunks = (uint32_t)TACL_DIV_UP(d.bytes, d.chunk_bytes);
         status = tacl__snap_store_for(snap, s, d.bytes, 1);
@@ -135,11 +176,15 @@ static tacl_status_t prepare_receives(struct tacl_snapshot *snap,
     return status;
 }
 
-/* The version's one group: the own copy out, the kept copies in. */
+/* The version's one group: the own copy out, the kept copies in.  A
+ * replica's holders keep their own copy: they get its header and CRCs
+ * only, to hold against theirs. */
 static tacl_status_t post_version(struct tacl_snapshot *snap, int own_slot,
                                   tacl_request_t *req_p)
 {
     tacl__snap_store_t *own = snap->stores[snap->rank];
+    const tacl__snap_slot_t *d = tacl__snap_store_slot(own, own_slot);
+    int shared = tacl__snap_shared(snap, snap->rank);
     tacl_status_t status = TACL_OK, ended;
 
     snap->sent_bytes = 0;
@@ -147,37 +192,93 @@ static tacl_status_t post_version(struct tacl_snapshot *snap, int own_slot,
     for (int j = 1; j < snap->m && status == TACL_OK; j++) {
         int h = tacl__snap_holder(snap, snap->rank, j);
 
-        snap->sent_bytes += tacl__snap_store_slot(own, own_slot)->bytes;
-        status = tacl__snap_post(snap, 1,
-                                 (void *)tacl__snap_store_slot(own, own_slot),
-                                 sizeof(tacl__snap_slot_t), h,
+        snap->sent_bytes += shared ? sizeof(*d) + 4ull * d->nchunks
+                                   : d->bytes;
+        status = tacl__snap_post(snap, 1, (void *)d, sizeof(*d), h,
                                  TACL__SNAP_TAG_HEADER);
-        if (status == TACL_OK)
+        if (status == TACL_OK && !shared)
             status = tacl__snap_post_body(snap, 1, own, own_slot, h);
+        else if (status == TACL_OK && d->nchunks > 0)
+            status = tacl__snap_post(snap, 1,
+                                     tacl__snap_store_crcs(own, own_slot),
+                                     4ull * d->nchunks, h,
+                                     TACL__SNAP_TAG_CRCS);
     }
     for (int s = 0; s < snap->size && status == TACL_OK; s++) {
+        uint64_t nchunks = TACL_DIV_UP(snap->peer_bytes[s], snap->chunk);
+
         if (s == snap->rank || !tacl__snap_holds(snap, s))
             continue;
         status = tacl__snap_post(snap, 0, &snap->incoming[s],
                                  sizeof(tacl__snap_slot_t), s,
                                  TACL__SNAP_TAG_HEADER);
-        if (status == TACL_OK)
+        if (status == TACL_OK && !tacl__snap_shared(snap, s))
             status = tacl__snap_post_body(snap, 0, snap->stores[s],
                                           snap->in_slot[s], s);
+        else if (status == TACL_OK && nchunks > 0)
+            status = tacl__snap_post(snap, 0, snap->twin_crcs[s],
+                                     4 * nchunks, s, TACL__SNAP_TAG_CRCS);
     }
     ended = req_p != NULL ? tacl_group_end_nb(req_p) : tacl_group_end();
     return status != TACL_OK ? status : ended;
 }
 
 /*
+ * A replica s's header and CRCs against this rank's own copy: the same
+ * regions and every chunk's CRC, else the first difference goes to
+ * twin_why (a request callback may not log) and TACL_ERR_INTERNAL.
+ */
+static tacl_status_t twin_compare(struct tacl_snapshot *snap, int s)
+{
+    tacl__snap_store_t *own = snap->stores[snap->rank];
+    const tacl__snap_slot_t *d = tacl__snap_store_slot(own, snap->own_slot),
+                            *in = &snap->incoming[s];
+    const uint32_t *mine = tacl__snap_store_crcs(own, snap->own_slot);
+    uint64_t off = 0;
+    uint32_t c = 0;
+    int i;
+
+    for (i = 0; i < (int)d->nregions; i++)
+        if (in->nregions != d->nregions ||
+            strcmp(in->regions[i].name, d->regions[i].name) != 0 ||
+            in->regions[i].bytes != d->regions[i].bytes)
+            break;
+    if (in->nregions != d->nregions || i < (int)d->nregions) {
+        snprintf(snap->twin_why, sizeof(snap->twin_why),
+                 "ranks %d and %d are declared replicas but register "
+                 "different regions (region %d)",
+                 TACL_MIN(s, snap->rank), TACL_MAX(s, snap->rank), i);
+        return TACL_ERR_INTERNAL;
+    }
+    while (c < d->nchunks && mine[c] == snap->twin_crcs[s][c])
+        c++;
+    if (c == d->nchunks)
+        return TACL_OK;
+    /* The region where the first differing chunk starts. */
+    for (i = 0; i + 1 < (int)d->nregions &&
+                off + d->regions[i].bytes <= (uint64_t)c * d->chunk_bytes;
+         i++)
+        off += d->regions[i].bytes;
+    snprintf(snap->twin_why, sizeof(snap->twin_why),
+             "ranks %d and %d are declared replicas but differ at version "
+             "%llu in region '%.47s' (chunk %u)",
+             TACL_MIN(s, snap->rank), TACL_MAX(s, snap->rank),
+             (unsigned long long)d->version, d->regions[i].name, c);
+    return TACL_ERR_INTERNAL;
+}
+
+/*
  * Commit the copies received of version: each header must describe what
  * was expected; check also verifies the CRCs (and may log).  Without
- * check it calls nothing of tacl, as a request callback must not.
+ * check it calls nothing of tacl, as a request callback must not.  A
+ * replica's CRCs are held against the own copy instead, which is marked
+ * matched when every replica this rank holds agrees.
  */
 static tacl_status_t finish_received(struct tacl_snapshot *snap,
                                      uint64_t version, int check)
 {
     tacl_status_t status = TACL_OK;
+    int twins = 0;
 
     for (int s = 0; s < snap->size && status == TACL_OK; s++) {
         const tacl__snap_slot_t *in = &snap->incoming[s];
@@ -199,6 +300,14 @@ static tacl_status_t finish_received(struct tacl_snapshot *snap,
                     (unsigned long long)in->bytes);
             break;
         }
+        if (tacl__snap_shared(snap, s)) {
+            status = twin_compare(snap, s);
+            twins += status == TACL_OK;
+            if (status != TACL_OK && check)
+                tacl__error(status, COLL, "snapshot save: %s",
+                            snap->twin_why);
+            continue;
+        }
         tacl__snap_store_describe(snap->stores[s], snap->in_slot[s], in);
         if (check)
             status = tacl__snap_store_commit_checked(snap->stores[s],
@@ -207,6 +316,9 @@ static tacl_status_t finish_received(struct tacl_snapshot *snap,
             tacl__snap_store_commit_unchecked(snap->stores[s],
                                               snap->in_slot[s]);
     }
+    if (status == TACL_OK && twins > 0)
+        tacl__snap_store_mark_matched(snap->stores[snap->rank],
+                                      snap->own_slot);
     return status;
 }
 
@@ -265,9 +377,10 @@ tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what)
     if (mine != TACL_OK)
         tacl__error(mine, COLL,
                     "snapshot save of version %llu failed on rank %d (%s): "
-                    "its copies are not all committed",
+                    "its copies are not all committed%s%s",
                     (unsigned long long)snap->inflight, snap->rank,
-                    tacl_status_string(mine));
+                    tacl_status_string(mine),
+                    snap->twin_why[0] != '\0' ? ": " : "", snap->twin_why);
     mine = tacl__snap_agree(snap, mine, "save", snap->inflight);
     if (mine == TACL_OK) {
         snap->have_latest = 1;
@@ -305,10 +418,15 @@ static tacl_status_t save_check(struct tacl_snapshot *snap, uint64_t version,
 static tacl_status_t save_prepare(struct tacl_snapshot *snap,
                                   uint64_t version, int *slot_p)
 {
-    tacl_status_t status = layout_fix(snap);
+    tacl_status_t status;
 
+    snap->used = 1;
+    snap->twin_why[0] = '\0';
+    status = layout_fix(snap);
     if (status == TACL_OK)
         status = save_own(snap, version, slot_p);
+    if (status == TACL_OK)
+        snap->own_slot = *slot_p;
     if (status == TACL_OK)
         status = prepare_receives(snap, version);
     return status;
@@ -323,8 +441,11 @@ TACL_EXPORT tacl_status_t tacl_snapshot_save(tacl_snapshot_t snap,
     if (status != TACL_OK)
         return status;
     status = save_prepare(snap, version, &slot);
-    if (status == TACL_OK)
+    if (status == TACL_OK) {
         status = post_version(snap, slot, NULL);
+        snap->stats.bytes_sent = snap->sent_bytes;
+        snap->stats.total_bytes_sent += snap->sent_bytes;
+    }
     if (status == TACL_OK)
         status = finish_received(snap, version, 1);
     status = tacl__snap_agree(snap, status, "save", version);

@@ -26,7 +26,7 @@
 #include "snap_store.h"
 
 #define SNAP_MAGIC 0x31504e534c434154ull /* "TACLSNP1" */
-#define SNAP_FORMAT 1u
+#define SNAP_FORMAT 2u
 #define SNAP_HEADER_BYTES 8192u
 
 typedef struct {
@@ -39,6 +39,9 @@ typedef struct {
     uint64_t max_chunks; /* CRC words per slot */
     uint64_t total;      /* bytes of the whole object */
     tacl__snap_slot_t slot[TACL__SNAP_SLOTS];
+    /* Per slot: its version + 1 once found equal to the replicas' copies
+     * (tacl__snap_store_mark_matched), else 0. */
+    uint64_t matched[TACL__SNAP_SLOTS];
 } store_header_t;
 
 _Static_assert(sizeof(store_header_t) <= SNAP_HEADER_BYTES,
@@ -309,6 +312,7 @@ tacl_status_t tacl__snap_store_begin_copy(tacl__snap_store_t *st,
             (unsigned long long)desc->bytes, desc->nchunks, desc->chunk_bytes,
             st->holder, (unsigned long long)h->capacity, h->chunk_bytes);
     __atomic_store_n(&s->state, TACL__SNAP_WRITING, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->matched[slot], 0, __ATOMIC_RELEASE);
     atomic_thread_fence(memory_order_seq_cst);
     tacl__snap_store_describe(st, slot, desc);
     *slot_p = slot;
@@ -330,6 +334,21 @@ void tacl__snap_store_discard(tacl__snap_store_t *st, int slot)
 {
     __atomic_store_n(&st->hdr->slot[slot].state, TACL__SNAP_EMPTY,
                      __ATOMIC_RELEASE);
+}
+
+void tacl__snap_store_mark_matched(tacl__snap_store_t *st, int slot)
+{
+    __atomic_store_n(&st->hdr->matched[slot], st->hdr->slot[slot].version + 1,
+                     __ATOMIC_RELEASE);
+}
+
+int tacl__snap_store_matched(tacl__snap_store_t *st, int slot)
+{
+    const tacl__snap_slot_t *s = &st->hdr->slot[slot];
+
+    return slot_state(s) == TACL__SNAP_COMPLETE &&
+           __atomic_load_n(&st->hdr->matched[slot], __ATOMIC_ACQUIRE) ==
+               s->version + 1;
 }
 
 void tacl__snap_store_commit_unchecked(tacl__snap_store_t *st, int slot)

@@ -171,6 +171,16 @@ tacl_status_t tacl__snap_store_verify(tacl__snap_store_t *st, int slot);
 tacl_status_t tacl__snap_store_verify_header(tacl__snap_store_t *st,
                                              int slot);
 
+/**
+ * Record that slot's version was found equal to the copies of the
+ * ranks declared its replicas (tacl_snapshot_replicated), so that a
+ * restore may hand it to them; rewriting the slot forgets it.
+ */
+void tacl__snap_store_mark_matched(tacl__snap_store_t *st, int slot);
+
+/** Whether slot holds a complete version marked matched. */
+int tacl__snap_store_matched(tacl__snap_store_t *st, int slot);
+
 /** Forget every version after version (a restore abandoned them). */
 void tacl__snap_store_drop_after(tacl__snap_store_t *st, uint64_t version);
 

@@ -134,8 +134,8 @@ static tacl_status_t place(struct tacl_snapshot *snap,
                 "TACL_SNAPSHOT_DOMAIN_RANK or fewer replicas",
                 snap->m, snap->m, units);
     }
-    status = tacl__place_build(units, snap->m, kinds[c->placement],
-                               &snap->place);
+    snap->asked = kinds[c->placement];
+    status = tacl__place_build(units, snap->m, snap->asked, &snap->place);
     if (status != TACL_OK)
         return status;
     snap->holders = malloc((size_t)snap->size * (size_t)snap->m *
@@ -175,6 +175,11 @@ static void snap_free(struct tacl_snapshot *snap, int purge)
     free(snap->incoming);
     free(snap->in_slot);
     free(snap->holders);
+    free(snap->shared);
+    if (snap->twin_crcs != NULL)
+        for (int s = 0; s < snap->size; s++)
+            free(snap->twin_crcs[s]);
+    free(snap->twin_crcs);
     free(snap->node_of);
     free(snap->local_of);
     free(snap);
@@ -298,6 +303,72 @@ TACL_EXPORT tacl_status_t tacl_snapshot_register(tacl_snapshot_t snap,
     r->ptr = ptr;
     r->bytes = bytes;
     return TACL_OK;
+}
+
+/*
+ * Replicas' own copies serve as one another's copies: every rank's group
+ * all-gathered, then each rank whose group spans m units (nodes or ranks,
+ * as the domain says) is placed inside it (tacl__place_shared); the
+ * others keep the placement create made.
+ */
+TACL_EXPORT tacl_status_t tacl_snapshot_replicated(tacl_snapshot_t snap,
+                                                   int group)
+{
+    int32_t mine = group, *all;
+    int *holders, *shared, nshared = 0;
+    tacl_status_t status;
+
+    if (snap == NULL || group < -1)
+        return tacl__error(TACL_ERR_INVALID_ARG, COLL,
+                           "snapshot replicated: a set and a group of -1 "
+                           "(state of its own) or more are required, not "
+                           "%d",
+                           group);
+    if (snap->used)
+        return tacl__error(TACL_ERR_INVALID_USAGE, COLL,
+                           "snapshot replicated: the set '%s' has saved or "
+                           "restored already; declare replicas before its "
+                           "first save or restore",
+                           snap->key);
+    all = malloc((size_t)snap->size * sizeof(*all));
+    holders = malloc((size_t)snap->size * (size_t)snap->m * sizeof(int));
+    shared = malloc((size_t)snap->size * sizeof(int));
+    if (all == NULL || holders == NULL || shared == NULL) {
+        status = tacl__error(TACL_ERR_NO_MEMORY, COLL,
+                             "snapshot replicated: out of memory");
+        goto out;
+    }
+    status = tacl_allgather(&mine, all, 1, TACL_INT32, snap->comm, NULL);
+    if (status != TACL_OK)
+        goto out;
+    memcpy(holders, snap->holders,
+           (size_t)snap->size * (size_t)snap->m * sizeof(int));
+    status = tacl__place_shared(snap->size, all, snap->node_of,
+                                snap->local_of, snap->m, snap->asked, holders,
+                                shared);
+    if (status != TACL_OK)
+        goto out;
+    for (int r = 0; r < snap->size; r++)
+        nshared += shared[r];
+    TACL_INFO(COLL,
+              "snapshot set '%s': %d of %d ranks have their copies in their "
+              "replicas' own (group %d here%s)",
+              snap->key, nshared, snap->size, group,
+              group >= 0 && !shared[snap->rank]
+                  ? ": too few replicas, copies sent"
+                  : "");
+    free(snap->holders);
+    free(snap->shared);
+    snap->holders = holders;
+    snap->shared = nshared > 0 ? shared : NULL;
+    holders = NULL;
+    if (nshared > 0)
+        shared = NULL;
+out:
+    free(all);
+    free(holders);
+    free(shared);
+    return status;
 }
 
 int tacl__snap_holds(const struct tacl_snapshot *snap, int source)

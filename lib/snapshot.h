@@ -27,8 +27,13 @@ struct tacl_snapshot {
     char key[65];
     uint32_t chunk;          /* R / p: message and checksum unit */
     tacl__placement_t place; /* over nodes or ranks */
+    tacl__place_kind_t asked; /* the configuration's placement */
     int *node_of, *local_of; /* every rank's; NULL in the rank domain */
     int *holders;            /* size * m: rank r's copies at r * m */
+    int *shared;             /* size: rank r's holders are its replicas,
+                                whose own copies serve as its copies
+                                (tacl_snapshot_replicated); NULL: none */
+    int used;                /* a save or restore ran: placement fixed */
     tacl__snap_user_region_t regions[TACL__SNAP_MAX_REGIONS];
     int nregions;
     tacl__snap_store_t **stores; /* this rank's store of each source, or
@@ -46,6 +51,11 @@ struct tacl_snapshot {
     atomic_int inflight_status; /* TACL_OK, or why it failed */
     tacl__snap_slot_t *incoming;
     int *in_slot;
+    /* Replicas (shared): the CRCs each sends, the own slot they are held
+     * against, and why a comparison failed (the callback cannot log). */
+    uint32_t **twin_crcs;
+    int own_slot;
+    char twin_why[256];
     /* Pacing (tacl_snapshot_due): the bound, the last due call, the
      * steps since the last save, what it cost, and the counts. */
     double max_overhead;
@@ -111,6 +121,12 @@ static inline int tacl__snap_holder(const struct tacl_snapshot *snap, int r,
                                     int j)
 {
     return snap->holders[r * snap->m + j];
+}
+
+/** Whether rank r's copies are its replicas' own ones (no bodies move). */
+static inline int tacl__snap_shared(const struct tacl_snapshot *snap, int r)
+{
+    return snap->shared != NULL && snap->shared[r];
 }
 
 /** Whether this rank keeps a copy of rank source's state. */

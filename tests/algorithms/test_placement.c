@@ -394,3 +394,96 @@ Test(partition, whole_parts_leave_no_cut_part_in_a_span)
     cr_assert_eq(b[1], 1000000 - 3 * 262144);
     cr_assert_eq(b[2], 0);
 }
+
+/* Declared replicas hold one another's copies, inside their group. */
+Test(placement, shared_groups_hold_each_other)
+{
+    /* MiCS on 2x2: replicas are the same local index on either node. */
+    int node_of[8] = {0, 0, 1, 1}, local_of[8] = {0, 1, 0, 1};
+    /* MiCS's groups (auto placement), then DDP's one (group). */
+    int groups[2][8] = {{0, 1, 0, 1}, {0, 0, 0, 0}};
+    int per_node[8] = {0, 0, 1, 1}, holders[16], shared[8];
+    const int want[8] = {0, 2, 1, 3, 2, 0, 3, 1};
+
+    for (int g = 0; g < 2; g++) {
+        cr_assert_eq(tacl__place_shared(4, groups[g], node_of, local_of, 2,
+                                        g ? TACL__PLACE_GROUP
+                                          : TACL__PLACE_AUTO,
+                                        holders, shared),
+                     TACL_OK);
+        for (int i = 0; i < 8; i++)
+            cr_assert_eq(holders[i], want[i], "groups %d holder %d: %d", g,
+                         i, holders[i]);
+        for (int r = 0; r < 4; r++)
+            cr_assert_eq(shared[r], 1);
+    }
+    /* Groups inside one node cannot hold a node-domain copy: left. */
+    for (int i = 0; i < 8; i++)
+        holders[i] = -7;
+    cr_assert_eq(tacl__place_shared(4, per_node, node_of, local_of, 2,
+                                    TACL__PLACE_AUTO, holders, shared),
+                 TACL_OK);
+    for (int r = 0; r < 4; r++)
+        cr_assert_eq(shared[r], 0);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(holders[i], -7);
+}
+
+Test(placement, shared_rank_domain_and_uneven_nodes)
+{
+    int groups[4] = {0, 0, 0, -1}, holders[8] = {0}, shared[4];
+    int node_of[3] = {0, 0, 1}, local_of[3] = {0, 1, 0}, all[3] = {5, 5, 5};
+
+    /* Ranks as units: three replicas, m = 2, a ring of three. */
+    cr_assert_eq(tacl__place_shared(4, groups, NULL, NULL, 2,
+                                    TACL__PLACE_AUTO, holders, shared),
+                 TACL_OK);
+    for (int r = 0; r < 3; r++)
+        cr_assert(shared[r] && holders[2 * r + 1] == (r + 1) % 3);
+    cr_assert_eq(shared[3], 0);
+    /* Two replicas on node 0, one on node 1: both send to rank 2. */
+    cr_assert_eq(tacl__place_shared(3, all, node_of, local_of, 2,
+                                    TACL__PLACE_RING, holders, shared),
+                 TACL_OK);
+    for (int r = 0; r < 3; r++)
+        cr_assert_eq(holders[2 * r + 1], r < 2 ? 2 : 0);
+}
+
+/* MiCS on 4x2 and 8x1, every kind and m: holders are the rank's
+ * replicas, on m distinct nodes, never its own but for copy 0. */
+Test(placement, shared_properties)
+{
+    enum { RANKS = 8 };
+    int node_of[RANKS], local_of[RANKS], group_of[RANKS];
+    int holders[RANKS * 4], shared[RANKS];
+
+    for (int per = 1; per <= 2; per++)
+        for (int m = 2; m <= 4; m++)
+            for (int kind = TACL__PLACE_AUTO; kind <= TACL__PLACE_MIXED;
+                 kind++) {
+                for (int r = 0; r < RANKS; r++) {
+                    node_of[r] = r / per;
+                    local_of[r] = r % per;
+                    group_of[r] = r % per;
+                }
+                cr_assert_eq(tacl__place_shared(RANKS, group_of, node_of,
+                                                local_of, m,
+                                                (tacl__place_kind_t)kind,
+                                                holders, shared),
+                             TACL_OK);
+                for (int r = 0; r < RANKS; r++) {
+                    cr_assert(shared[r]);
+                    cr_assert_eq(holders[r * m], r);
+                    for (int j = 1; j < m; j++) {
+                        int h = holders[r * m + j];
+
+                        cr_assert_eq(group_of[h], group_of[r]);
+                        for (int i = 0; i < j; i++)
+                            cr_assert_neq(node_of[h],
+                                          node_of[holders[r * m + i]],
+                                          "per %d m %d kind %d rank %d",
+                                          per, m, kind, r);
+                    }
+                }
+            }
+}

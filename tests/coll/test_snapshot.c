@@ -39,11 +39,23 @@ typedef struct {
     int grow_rank;     /* a rank registering a bigger region to restore */
     int restore_ranks; /* ranks of the restoring job, 0: NRANKS */
     int restoring;     /* set by run_case for the second run */
+    int replicas_of;   /* 2: ranks r and r + 2 hold the same state and
+                          say so (tacl_snapshot_replicated); 0: none */
+    int differ_rank;   /* such a rank whose newest version differs from
+                          its replica's, or -1 */
 } snap_case_t;
 
 static uint8_t pattern(int rank, uint64_t version, size_t i)
 {
     return (uint8_t)(i * 13 + (size_t)rank * 71 + version * 29 + (i >> 10));
+}
+
+/* Whose state a rank holds: its own, or its replica group's. */
+static int who(const coll_ctx_t *ctx)
+{
+    const snap_case_t *c = ctx->arg;
+
+    return c->replicas_of > 0 ? ctx->rank % c->replicas_of : ctx->rank;
 }
 
 static size_t weights_bytes(int rank)
@@ -105,7 +117,7 @@ static int open_set(coll_ctx_t *ctx, const snap_case_t *c, state_t *s,
                                   .staging_parts = 4,
                                   .job_key = c->key};
 
-    s->wbytes = weights_bytes(ctx->rank);
+    s->wbytes = weights_bytes(who(ctx));
     s->obytes = OPTIM_BYTES +
                 (c->restoring && ctx->rank == c->grow_rank ? 8 : 0);
     s->weights = calloc(1, s->wbytes);
@@ -116,6 +128,61 @@ static int open_set(coll_ctx_t *ctx, const snap_case_t *c, state_t *s,
                                               s->wbytes));
     COLL_CHECK_OK(ctx, tacl_snapshot_register(*snap_p, "optim", s->optim,
                                               s->obytes));
+    if (c->replicas_of > 0)
+        COLL_CHECK_OK(ctx, tacl_snapshot_replicated(*snap_p, who(ctx)));
+    return 0;
+}
+
+/*
+ * What a blocking save sent: the whole copy to its one peer, or for a
+ * replica its header and CRCs only (its peer keeps its own copy).
+ */
+static int sent_check(coll_ctx_t *ctx, tacl_snapshot_t snap,
+                      const state_t *s)
+{
+    const snap_case_t *c = ctx->arg;
+    tacl_snapshot_stats_t st;
+    uint64_t bytes = s->wbytes + s->obytes,
+             want = c->replicas_of > 0
+                        ? sizeof(tacl__snap_slot_t) + 4 * ((bytes + 4095) / 4096)
+                        : bytes;
+
+    COLL_CHECK_OK(ctx, tacl_snapshot_stats(snap, &st));
+    COLL_CHECK(ctx, c->replicas != 2 || st.bytes_sent == want,
+               "rank %d sent %llu bytes for a save, want %llu", ctx->rank,
+               (unsigned long long)st.bytes_sent, (unsigned long long)want);
+    return 0;
+}
+
+/*
+ * The newest version with differ_rank's state off by a byte: the save
+ * fails on every rank, the two replicas naming each other, the region
+ * and the version; the previous version stays the latest.
+ */
+static int save_differs(coll_ctx_t *ctx, tacl_snapshot_t snap, state_t *s)
+{
+    const snap_case_t *c = ctx->arg;
+    int twin = (c->differ_rank + c->replicas_of) % ctx->nranks, found;
+    char want[96];
+    uint64_t latest;
+    tacl_status_t st;
+
+    if (ctx->rank == c->differ_rank)
+        s->optim[20000] ^= 1;
+    st = tacl_snapshot_save(snap, VERSIONS);
+    snprintf(want, sizeof(want),
+             "ranks %d and %d are declared replicas but differ at version "
+             "%d in region 'optim'",
+             c->differ_rank < twin ? c->differ_rank : twin,
+             c->differ_rank < twin ? twin : c->differ_rank,
+             VERSIONS);
+    COLL_CHECK(ctx, st != TACL_OK, "a save of differing replicas passed");
+    if (ctx->rank == c->differ_rank || ctx->rank == twin)
+        COLL_CHECK(ctx, strstr(tacl_last_error(), want) != NULL,
+                   "message: %s", tacl_last_error());
+    COLL_CHECK_OK(ctx, tacl_snapshot_latest(snap, &found, &latest));
+    COLL_CHECK(ctx, found && latest == VERSIONS - 1, "latest %llu",
+               (unsigned long long)latest);
     return 0;
 }
 
@@ -134,14 +201,21 @@ static int body_save(coll_ctx_t *ctx)
     for (uint64_t v = 1; v <= VERSIONS; v++) {
         tacl_request_t req;
 
-        fill(&s, ctx->rank, v);
+        fill(&s, who(ctx), v);
+        if (!c->nb && c->differ_rank >= 0 && v == VERSIONS) {
+            if (save_differs(ctx, snap, &s) != 0)
+                return 1;
+            continue;
+        }
         if (!c->nb) {
             COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, v));
+            if (sent_check(ctx, snap, &s) != 0)
+                return 1;
         } else {
             /* The regions may change as soon as the call returns; the
              * previous version is reported once this save agreed it. */
             COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, v, &req));
-            fill(&s, ctx->rank, 1000 + v);
+            fill(&s, who(ctx), 1000 + v);
             COLL_CHECK_OK(ctx, tacl_request_wait(req));
             COLL_CHECK_OK(ctx, tacl_request_free(req));
         }
@@ -160,7 +234,7 @@ static int body_save(coll_ctx_t *ctx)
         COLL_CHECK(ctx, tacl_snapshot_save(snap, 2) == TACL_ERR_INVALID_ARG,
                    "an older version is refused");
     /* The training goes on past the snapshot, then dies. */
-    fill(&s, ctx->rank, 99);
+    fill(&s, who(ctx), 99);
     COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
     /* Nobody leaves before every rank is past the barrier: a peer still
      * in it would take a death or a departure for the barrier's failure. */
@@ -246,7 +320,9 @@ static int body_restore(coll_ctx_t *ctx)
     state_t s;
     uint64_t version = 0;
     int found = 0;
-    uint64_t want = c->corrupt_from >= 0 ? VERSIONS - 1 : VERSIONS;
+    uint64_t want = c->corrupt_from >= 0 || c->differ_rank >= 0
+                        ? VERSIONS - 1
+                        : VERSIONS;
 
     if (join(ctx, c) != 0)
         return 1;
@@ -263,7 +339,7 @@ static int body_restore(coll_ctx_t *ctx)
                "found %d version %llu, want "
                "%llu",
                found, (unsigned long long)version, (unsigned long long)want);
-    COLL_CHECK(ctx, matches(&s, ctx->rank, want),
+    COLL_CHECK(ctx, matches(&s, who(ctx), want),
                "rank %d's bytes differ "
                "from version %llu",
                ctx->rank, (unsigned long long)want);
@@ -273,13 +349,13 @@ static int body_restore(coll_ctx_t *ctx)
                                 (ctx->rank == c->corrupt_own)) != 0)
         return 1;
     /* Saving goes on from the restored version, and so does a restore. */
-    fill(&s, ctx->rank, want + 1);
+    fill(&s, who(ctx), want + 1);
     COLL_CHECK_OK(ctx, tacl_snapshot_save(snap, want + 1));
-    fill(&s, ctx->rank, 0);
+    fill(&s, who(ctx), 0);
     COLL_CHECK_OK(ctx, tacl_snapshot_restore(snap, &found, &version));
     COLL_CHECK(ctx,
                found && version == want + 1 &&
-                   matches(&s, ctx->rank, want + 1),
+                   matches(&s, who(ctx), want + 1),
                "the second restore got version %llu",
                (unsigned long long)version);
     /* Every store holds that version now: nothing is fetched. */
@@ -373,6 +449,7 @@ static snap_case_t case_of(int replicas, int lose, int corrupt_from,
                          .corrupt_from = corrupt_from,
                          .corrupt_own = -1,
                          .grow_rank = -1,
+                         .differ_rank = -1,
                          .kill_rank = kill_rank};
 }
 
@@ -445,6 +522,40 @@ Test(snapshot, node_domain_survives_a_lost_node, .timeout = 180)
 
     c.nodes = 2;
     run_case(&c, "node", body_restore);
+}
+
+/* Ranks 0 and 2, and 1 and 3, are replicas on two emulated nodes: a
+ * save sends headers and CRCs only, and the lost node's ranks fetch
+ * their state from their replicas' own copies. */
+Test(snapshot, replicas_serve_a_lost_node, .timeout = 180)
+{
+    snap_case_t c = case_of(2, (1 << 2) | (1 << 3), -1, 3);
+
+    c.nodes = 2;
+    c.replicas_of = 2;
+    run_case(&c, "twins", body_restore);
+}
+
+/* The same in the rank domain, saving non-blocking. */
+Test(snapshot, replicas_nonblocking_rank_domain, .timeout = 120)
+{
+    snap_case_t c = case_of(2, 1 << 1, -1, 1);
+
+    c.nb = 1;
+    c.replicas_of = 2;
+    run_case(&c, "twins-nb", body_restore);
+}
+
+/* Replicas that differ fail the save, and that version is never handed
+ * to the rank that lost its own: every rank restores the one before. */
+Test(snapshot, replicas_that_differ_fall_back, .timeout = 180)
+{
+    snap_case_t c = case_of(2, (1 << 2) | (1 << 3), -1, -1);
+
+    c.nodes = 2;
+    c.replicas_of = 2;
+    c.differ_rank = 0;
+    run_case(&c, "twins-differ", body_restore);
 }
 
 Test(snapshot, whole_group_lost_is_named, .timeout = 120)
@@ -533,6 +644,14 @@ static int body_fresh(coll_ctx_t *ctx)
                (unsigned long long)version);
     COLL_CHECK_OK(ctx, tacl_snapshot_latest(snap, &found, &version));
     COLL_CHECK(ctx, !found, "latest found on a fresh set");
+    COLL_CHECK(ctx,
+               tacl_snapshot_replicated(snap, 0) == TACL_ERR_INVALID_USAGE &&
+                   strstr(tacl_last_error(), "before its first save") != NULL,
+               "replicas declared after a restore: %s", tacl_last_error());
+    COLL_CHECK(ctx,
+               tacl_snapshot_replicated(NULL, 0) == TACL_ERR_INVALID_ARG &&
+                   tacl_snapshot_replicated(snap, -2) == TACL_ERR_INVALID_ARG,
+               "a NULL set or group -2 is refused");
     COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
     free(s.weights);
     free(s.optim);
