@@ -1432,6 +1432,18 @@ int engine_shard_layers(const engine_t *e)
     return e->model.n_layers + (e->words != NULL);
 }
 
+int engine_replica_group(const engine_t *e)
+{
+    switch (e->o.os) {
+    case LVL_N:
+        return e->n > 1 ? 0 : -1;
+    case LVL_I:
+        return e->ng > 1 ? e->li : -1;
+    default:
+        return -1;
+    }
+}
+
 uint64_t engine_words_checksum(const engine_t *e)
 {
     return e->words != NULL ? words_checksum(e->words) : 0;

@@ -96,6 +96,15 @@ typedef enum {
 void engine_shard(engine_t *e, engine_shard_t kind, int l, float **ptr_p,
                   size_t *len_p);
 int engine_shard_layers(const engine_t *e);
+/*
+ * The ranks holding the same shards as this one (their parameter and
+ * optimizer-state shards equal after every step): a group number shared
+ * by exactly those ranks, or -1 when no other rank holds this rank's.
+ * Optimizer states sharded over the world (ZeRO) are every rank's own;
+ * sharded inside partition groups (MiCS), rank li of every group holds
+ * the same; not sharded (DDP), every rank holds the same.
+ */
+int engine_replica_group(const engine_t *e);
 /* Seconds on the monotonic clock, for the engine's timings. */
 double engine_clock_s(void);
 /* A hash of the word table's bytes (0 without one): equal on every rank

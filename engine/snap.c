@@ -281,6 +281,12 @@ tacl_status_t engine_snap_create(engine_t *e, tacl_comm_t comm,
         fail(s, st, "register");
     if (st == TACL_OK && o->codec != NULL)
         st = register_compression(s);
+    /* Replicas' own copies serve as one another's copies, unless the
+     * error-feedback residuals (each rank's own) are part of the state. */
+    if (st == TACL_OK && !o->send_all && o->codec == NULL &&
+        (st = tacl_snapshot_replicated(s->set, engine_replica_group(e))) !=
+            TACL_OK)
+        fail(s, st, "replicated");
     if (st != TACL_OK) {
         engine_snap_destroy(s, 0);
         return st;

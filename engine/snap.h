@@ -39,6 +39,9 @@ typedef struct {
     /* The gradient compression, or NULL: its error-feedback residuals
      * and the plan they are laid out by are saved with the shards. */
     const gcomp_codec_t *codec;
+    /* Send every copy, also where replicas (engine_replica_group) hold
+     * the same state and could serve as one another's copies. */
+    int send_all;
 } engine_snap_opts_t;
 
 typedef struct engine_snap engine_snap_t;

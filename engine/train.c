@@ -94,6 +94,12 @@ static void usage(FILE *f)
         "--snapshot-every 1);\n"
         "                   the summary compares those steps' times with "
         "the others'\n"
+        "  --snapshot-send-all  send every copy, also where replicas "
+        "(DDP's ranks,\n"
+        "                   MiCS's groups) hold the same state and serve "
+        "as one\n"
+        "                   another's copies (the default sends them CRCs "
+        "only)\n"
         "  --snapshot-keep  keep the node-local stores at the end, as a job "
         "stopped\n"
         "                   to be resumed later would (default: purge "
@@ -234,7 +240,7 @@ enum {
     OPT_QUIET, OPT_HELP, OPT_SNAP_EVERY, OPT_SNAP_REPLICAS, OPT_SNAP_KEY,
     OPT_SNAP_FILE, OPT_SNAP_FLUSH, OPT_SNAP_MODE, OPT_SNAP_PART,
     OPT_SNAP_PARTS,
-    OPT_SNAP_PACE, OPT_SNAP_ALT, OPT_SNAP_KEEP, OPT_TIMELINE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
+    OPT_SNAP_PACE, OPT_SNAP_ALT, OPT_SNAP_KEEP, OPT_SNAP_SEND_ALL, OPT_TIMELINE, OPT_RESUME, OPT_KILL_AT, OPT_COMPRESS, OPT_DENSITY,
     OPT_BITS, OPT_PLAN, OPT_PROFILE_STEPS, OPT_NO_EF, OPT_WARMUP, OPT_VOCAB,
     OPT_EMBED_DIM, OPT_SPARSE_SCHEME, OPT_HOPS
 };
@@ -270,6 +276,7 @@ static const struct option long_opts[] = {
     {"snapshot-parts", required_argument, NULL, OPT_SNAP_PARTS},
     {"snapshot-pace", required_argument, NULL, OPT_SNAP_PACE},
     {"snapshot-keep", no_argument, NULL, OPT_SNAP_KEEP},
+    {"snapshot-send-all", no_argument, NULL, OPT_SNAP_SEND_ALL},
     {"snapshot-alternate", required_argument, NULL, OPT_SNAP_ALT},
     {"timeline", no_argument, NULL, OPT_TIMELINE},
     {"resume", no_argument, NULL, OPT_RESUME},
@@ -504,6 +511,7 @@ static int parse_args(int argc, char **argv, args_t *a)
             break;
         case OPT_RESUME: a->resume = 1; break;
         case OPT_SNAP_KEEP: a->keep_snapshots = 1; break;
+        case OPT_SNAP_SEND_ALL: a->snap.send_all = 1; break;
         case OPT_TIMELINE: a->timeline = 1; break;
         case OPT_KILL_AT:
             if (sscanf(optarg, "%d:%d", &a->kill_rank, &a->kill_step) != 2 ||

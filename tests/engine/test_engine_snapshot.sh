@@ -18,6 +18,8 @@
 #      up to its kill (plan fusion, whose groups come from each run's
 #      own timings); resumed under other settings it says the residuals
 #      start from zero;
+#   6. MiCS replicas (ranks holding the same shards) send CRCs only
+#      and serve a lost rank's state;
 #   4. bad input.
 #
 # Usage: test_engine_snapshot.sh TACL_RUN TRAIN
@@ -78,13 +80,13 @@ restored() {
     awk '$1 == "resume:" && $2 == "restored" { print $4 }' "$1"
 }
 
-# resumed_same NAME LOG: LOG restored a step, and its losses from there
-# are the uninterrupted run's.
+# resumed_same NAME LOG [FULL]: LOG restored a step, and its losses from
+# there are the uninterrupted run's (FULL's, full.log by default).
 resumed_same() {
     local step
     step=$(restored "$2")
     if [ -n "$step" ]; then
-        same_losses "$1: restored" "$step" "$2"
+        same_losses "$1: restored" "$step" "$2" "$3"
     else
         checks=$((checks + 1))
         fail "$1: the resume restored nothing"
@@ -275,14 +277,7 @@ expect_rc "top-k: resumed run" 0 $?
 expect_match "top-k: the plan and residuals restored" -E \
     "^resume: plan of 6 groups and its residuals restored" \
     "$TMP/ctop-resume.log"
-step=$(restored "$TMP/ctop-resume.log")
-if [ -n "$step" ]; then
-    same_losses "top-k, plan none: restored" "$step" "$TMP/ctop-resume.log" \
-        "$TMP/ctop-full.log"
-else
-    checks=$((checks + 1))
-    fail "top-k: the resume restored nothing"
-fi
+resumed_same "top-k, plan none" "$TMP/ctop-resume.log" "$TMP/ctop-full.log"
 
 # A fusion plan is drawn from each run's timings, so the resumed run is
 # held against the killed one, whose plan it restores, over the steps
@@ -324,6 +319,44 @@ expect_rc "top-k: resumed at another density" 0 $?
 expect_match "top-k: another density starts the residuals from zero" -F \
     "made under other compression settings; they start from zero" \
     "$TMP/cdens-resume.log"
+
+# 6. Replicas: MiCS in two partition groups of 2, so ranks 0 and 2 (1
+# and 3) hold the same shards and serve as one another's copies.  A save
+# sends its holder a header and CRCs only, where --snapshot-send-all
+# sends the whole state; the training is the same either way.  Rank 1
+# killed and every store of its gone, the resume fetches its state from
+# rank 3's own copy, and the losses are the uninterrupted run's.
+MICS=(--strategy MiCS --group-size 2)
+run4 "$TMP/mics-all.log" --snapshot-key "$KEY-ma" "${MICS[@]}" \
+    --snapshot-send-all
+expect_rc "MiCS, every copy sent: uninterrupted run" 0 $?
+run4 "$TMP/mics-twins.log" --snapshot-key "$KEY-mt" "${MICS[@]}"
+expect_rc "MiCS, replicas: uninterrupted run" 0 $?
+same_losses "MiCS: replicas or copies sent, the same training" 0 \
+    "$TMP/mics-twins.log" "$TMP/mics-all.log"
+checks=$((checks + 1))
+sent() {
+    awk '$1 == "snapshots" { for (i = 1; i < NF; i++)
+        if ($i == "sent_bytes") print $(i + 1) }' "$1"
+}
+all=$(sent "$TMP/mics-all.log")
+twins=$(sent "$TMP/mics-twins.log")
+if [ -n "$all" ] && [ -n "$twins" ] && [ "$twins" -gt 0 ] &&
+   [ $((twins * 20)) -lt "$all" ]; then
+    ok "MiCS: a save sends $twins bytes with replicas, $all without"
+else
+    fail "MiCS: a save sent '$twins' bytes with replicas, '$all' without"
+fi
+run4 "$TMP/mics-kill.log" --snapshot-key "$KEY-mk" "${MICS[@]}" \
+    --kill-at 1:7
+expect_rc "MiCS, replicas: rank 1 killed after step 7" 137 $?
+rm -f /dev/shm/tacl-snap-$KEY-mk-h1-*
+TACL_DEBUG=INFO TACL_DEBUG_SUBSYS=COLL run4 "$TMP/mics-resume.log" --snapshot-key "$KEY-mk" \
+    "${MICS[@]}" --resume
+expect_rc "MiCS, replicas: resumed run" 0 $?
+expect_match "MiCS: rank 1 fetched its state from its replica, rank 3" -E \
+    "rank 1 fetches its version [0-9]+ from rank 3" "$TMP/mics-resume.log"
+resumed_same "MiCS, replicas" "$TMP/mics-resume.log" "$TMP/mics-all.log"
 
 # 4. Bad input.
 "$TRAIN" --kill-at x > "$TMP/bad.log" 2>&1

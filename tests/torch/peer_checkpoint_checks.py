@@ -2,7 +2,9 @@
 None and leaves the state alone; a restore gives back the saved tensors
 bit for bit and the non-tensor leaves; a changed layout, a step that does
 not increase and a bad domain are refused with a message naming them;
-a state of 100 tensors of mixed dtypes comes back bit for bit."""
+a state of 100 tensors of mixed dtypes comes back bit for bit; replicas
+(replica_group) serve a rank that lost its copy, and a save where they
+differ fails naming them."""
 import os
 import sys
 
@@ -91,6 +93,41 @@ def main():
             not all(torch.equal(big[k], kept[k]) for k in big):
         sys.exit("100 tensors: the restored ones differ from the saved")
     many.close(purge=True)
+
+    # Replicas (as DDP's ranks): the same state on both ranks, declared.
+    # A restarted job whose rank 1 lost its own copy gets it from rank 0;
+    # a state that differs fails the save, naming both ranks.
+    def twin_state():
+        return {"w": torch.arange(10.0), "inner": {"lr": 0.5}}
+
+    twin = tacl_torch.PeerCheckpointer(key + "-twin", domain="rank",
+                                       replica_group=0)
+    state = twin_state()
+    twin.save(state, 1).wait()
+    twin.save(state, 2).wait()
+    twin.close(purge=False)
+    dist.barrier()
+    if rank == 1:
+        os.remove(f"/dev/shm/tacl-snap-{key}-twin-h1-s1")
+    dist.barrier()
+    twin = tacl_torch.PeerCheckpointer(key + "-twin", domain="rank",
+                                       replica_group=0)
+    state = twin_state()
+    state["w"].zero_()
+    if twin.restore(state) != 2 or \
+            not torch.equal(state["w"], torch.arange(10.0)):
+        sys.exit("replicas: rank 1's state did not come back from rank 0")
+    if rank == 1:
+        state["w"][4] += 1
+    twin.save(state, 3).wait()
+    expect_error("replicas that differ", lambda: twin.save(state, 4),
+                 "ranks 0 and 1 are declared replicas but differ at "
+                 "version 3")
+    twin.close(purge=True)
+    expect_error("a negative replica group",
+                 lambda: tacl_torch.PeerCheckpointer(key + "-y",
+                                                     replica_group=-1),
+                 "replica_group -1")
     dist.destroy_process_group()
     print(f"rank {rank}: peer checkpoint checks passed", flush=True)
 

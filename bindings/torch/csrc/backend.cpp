@@ -2376,6 +2376,21 @@ class Snapshot {
         regions_.push_back(t);
     }
 
+    /* tacl_snapshot_replicated: ranks passing the same group >= 0 hold
+     * the same state (-1: its own); collective, before the first save
+     * or restore. */
+    void replicated(int group)
+    {
+        usable();
+        tacl_status_t s;
+        {
+            NoGil nogil;
+            s = tacl_snapshot_replicated(snap_, group);
+        }
+        if (s != TACL_OK)
+            fail("tacl_snapshot_replicated", comm_->comm, s);
+    }
+
     void save(uint64_t version)
     {
         usable();
@@ -2725,6 +2740,7 @@ PYBIND11_MODULE(_C, m)
              py::arg("backend"), py::arg("key"), py::arg("replicas"),
              py::arg("placement"), py::arg("domain"))
         .def("add", &Snapshot::add, py::arg("name"), py::arg("tensor"))
+        .def("replicated", &Snapshot::replicated, py::arg("group"))
         .def("save", &Snapshot::save, py::arg("version"))
         .def("done", &Snapshot::done)
         .def("wait", &Snapshot::wait)

@@ -88,19 +88,29 @@ class PeerCheckpointer:
     nodes; needs at least `replicas` nodes) or "rank"; None picks "node"
     when the group spans enough nodes, else "rank".  placement: "auto",
     "group" or "ring".  meta_bytes bounds the pickled non-tensor leaves.
-    Every call is collective over the group (default: world)."""
+    replica_group: ranks passing the same number hold the same state at
+    every save (DDP's ranks: 0 on every rank), so each one's own copy
+    serves as the others' and a save sends them its checksums only; a
+    save where they differ fails, naming the ranks.  None: this rank's
+    state is its own.  Every call is collective over the group (default:
+    world)."""
 
     def __init__(self, key: str, group=None, replicas: int = 2,
                  domain: Optional[str] = None, placement: str = "auto",
-                 meta_bytes: int = 1 << 20):
+                 meta_bytes: int = 1 << 20,
+                 replica_group: Optional[int] = None):
         from . import backend_of
         if domain is None:
             domain = "node" if _nodes(group) >= max(replicas, 2) else "rank"
         if meta_bytes < _LENGTH.size:
             raise ValueError(f"PeerCheckpointer: meta_bytes {meta_bytes} "
                              f"(at least {_LENGTH.size})")
+        if replica_group is not None and replica_group < 0:
+            raise ValueError(f"PeerCheckpointer: replica_group "
+                             f"{replica_group} (0 or more, or None)")
         self._set = _Snapshot(backend_of(group), key, replicas, placement,
                               domain)
+        self._set.replicated(-1 if replica_group is None else replica_group)
         self._meta = torch.zeros(meta_bytes, dtype=torch.uint8)
         self._layout = None
         self._staging = []
