@@ -56,17 +56,23 @@ typedef struct tacl__ctx {
                                   communicators (under the lock) */
     int fg_net_sends;          /* their sends in flight to other nodes */
     uint64_t fg_net_quiet_ns;  /* when the last of those ended */
+    /* When the link to other nodes will have carried the bytes of the
+     * foreground sends started so far, and of the background ones, at
+     * the node's rate shared by its ranks (executor.c, link_charge; 0
+     * ns a byte when the topology has no rate): a send over TCP ends
+     * once its bytes are queued, long before the link carries them. */
+    uint64_t fg_link_free_ns;
+    uint64_t bg_link_free_ns;
     /* When foreground sends kept the link to other nodes busy
      * (tacl__exec_net_idle; executor.c, netlog_mark), while someone
      * asks (netlog_users): netlog_n intervals so far, the oldest
      * overwritten, the last one held open while sends are in flight
-     * (netlog_open); the link carries their bytes until carry_ns at
-     * ns_per_byte (under the lock). */
+     * (netlog_open); the link carries their bytes until carry_ns
+     * (under the lock). */
     int netlog_users;
     int netlog_open;
     uint64_t netlog_n;
     uint64_t netlog_carry_ns;
-    double netlog_ns_per_byte;
     uint64_t netlog[TACL__NETLOG][2];
     _Atomic int sched_active;  /* of them, schedules (not an engine's);
                                   changed under the lock, a waiter's

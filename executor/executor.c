@@ -147,6 +147,23 @@ static int sched_active(const tacl__ctx_t *ctx)
  * them, so an interval lasts while sends are in flight and while the
  * link still carries their bytes at the rate.  Lock held.
  */
+/* Nanoseconds a byte takes on the node's link to other nodes, its rate
+ * shared by the node's ranks; 0 when the topology gives no rate. */
+static double link_ns_per_byte(const tacl__ctx_t *ctx)
+{
+    double bw = ctx->topo.link[TACL_LINK_NET].bw;
+
+    return bw > 0 ? ctx->local_ranks / bw : 0;
+}
+
+/* bytes more on the link after what it carries until *free_ns. */
+static void link_charge(const tacl__ctx_t *ctx, uint64_t *free_ns,
+                        uint64_t bytes)
+{
+    *free_ns = TACL_MAX(*free_ns, tacl__now_ns()) +
+               (uint64_t)((double)bytes * link_ns_per_byte(ctx));
+}
+
 static void netlog_mark(tacl__ctx_t *ctx, int busy, uint64_t bytes)
 {
     uint64_t now, *iv;
@@ -161,9 +178,7 @@ static void netlog_mark(tacl__ctx_t *ctx, int busy, uint64_t bytes)
         iv[0] = iv[1] = now;
     }
     if (busy) {
-        ctx->netlog_carry_ns =
-            TACL_MAX(ctx->netlog_carry_ns, now) +
-            (uint64_t)((double)bytes * ctx->netlog_ns_per_byte);
+        link_charge(ctx, &ctx->netlog_carry_ns, bytes);
         iv[1] = TACL_MAX(iv[1], ctx->netlog_carry_ns);
     } else {
         iv[1] = TACL_MAX(iv[1], now);
@@ -295,13 +310,19 @@ static int fg_net_send(const tacl__exec_t *e, const tacl__step_t *st,
            ctx->node_of[world] != ctx->node_of[ctx->rank];
 }
 
-/* Whether foreground traffic occupies the link to world rank world. */
+/* Whether foreground traffic occupies the link to world rank world:
+ * to another node, also while the link still carries the bytes of
+ * sends already ended. */
 static int fg_link_busy(const tacl__ctx_t *ctx, int world)
 {
+    uint64_t now;
+
     if (ctx->node_of[world] == ctx->node_of[ctx->rank])
         return ctx->fg_active > 0;
+    now = tacl__now_ns();
     return ctx->fg_net_sends > 0 ||
-           tacl__now_ns() - ctx->fg_net_quiet_ns < ctx->bg_quiet_ns;
+           now - ctx->fg_net_quiet_ns < ctx->bg_quiet_ns ||
+           now < ctx->fg_link_free_ns;
 }
 
 /*
@@ -328,6 +349,7 @@ static int bg_plan_held(tacl__bg_plan_t *p, uint64_t bytes)
 static int bg_send_held(tacl__exec_t *e, uint32_t id)
 {
     uint64_t now;
+    int world;
 
     if (!bg_bulk(e, id))
         return 0;
@@ -335,7 +357,14 @@ static int bg_send_held(tacl__exec_t *e, uint32_t id)
         return 1;
     if (e->xc->bg_plan != NULL && e->xc->bg_plan->n > 0)
         return bg_plan_held(e->xc->bg_plan, e->sched.steps[id].bytes);
-    if (!fg_link_busy(e->ctx, e->xc->world[e->sched.steps[id].peer]))
+    world = e->xc->world[e->sched.steps[id].peer];
+    /* One part at a time on the link to another node: the next waits
+     * until the last one's bytes have left, so a foreground message
+     * never queues behind more than one part. */
+    if (e->ctx->node_of[world] != e->ctx->node_of[e->ctx->rank] &&
+        tacl__now_ns() < e->ctx->bg_link_free_ns)
+        return 1;
+    if (!fg_link_busy(e->ctx, world))
         return 0;
     now = tacl__now_coarse_ns();
     if (e->bg_held_ns == 0)
@@ -415,6 +444,7 @@ static tacl_status_t post_to(tacl__exec_t *e, uint32_t id, int world,
         /* Counted before the send, which may complete inside it. */
         if (fg_net_send(e, st, world)) {
             ctx->fg_net_sends++;
+            link_charge(ctx, &ctx->fg_link_free_ns, st->bytes);
             netlog_mark(ctx, 1, st->bytes);
         }
         status = tacl__tl_send(ctx->tls[tl], op);
@@ -444,6 +474,8 @@ static tacl_status_t post_to(tacl__exec_t *e, uint32_t id, int world,
         if (bg_bulk(e, id)) {
             e->bg_sends++;
             e->bg_held_ns = 0;
+            if (ctx->node_of[world] != ctx->node_of[ctx->rank])
+                link_charge(ctx, &ctx->bg_link_free_ns, st->bytes);
         }
     }
     return status;
@@ -1776,11 +1808,7 @@ void tacl__exec_netlog_use(tacl__ctx_t *ctx, int on)
 {
     pthread_mutex_lock(&ctx->lock);
     if (on > 0 && ctx->netlog_users++ == 0) {
-        /* A fresh record, at the node link's rate shared by its ranks. */
-        ctx->netlog_ns_per_byte =
-            ctx->topo.link[TACL_LINK_NET].bw > 0
-                ? ctx->local_ranks / ctx->topo.link[TACL_LINK_NET].bw
-                : 0;
+        /* A fresh record. */
         ctx->netlog_n = 0;
         ctx->netlog_open = 0;
         ctx->netlog_carry_ns = 0;

@@ -1167,7 +1167,10 @@ typedef enum {
  * while no other operation of the process's tacl context is in flight
  * (or after 50 ms of waiting, so that a save always ends), at most p of
  * them at once, so they fill the gaps of training traffic (the thesis'
- * section 6.5).  FOREGROUND: every part starts at once, as any
+ * section 6.5); to another node, only once the link has carried what
+ * was sent before (at the topology's rate: a send over TCP ends when
+ * queued), the set's own parts included, so a collective's message
+ * waits behind one part at most.  FOREGROUND: every part starts at once, as any
  * collective's messages.  SCHEDULED: the thesis' Algorithm 6.2 learned
  * online.  The set watches the caller's first profile_steps steps (a
  * step: from one tacl_snapshot_step call to the next; for a caller that
@@ -1194,7 +1197,9 @@ typedef struct {
     tacl_snapshot_placement_t placement;
     tacl_snapshot_domain_t domain;
     size_t staging_bytes;             /**< R: bytes in flight per peer;
-                                           0: 64 MiB */
+                                           0: 1 MiB (parts of 256 KiB: a
+                                           part on a slow link delays a
+                                           collective behind it) */
     int staging_parts;                /**< p: R is sent in parts of R/p
                                            bytes, also the checksum unit;
                                            0: 4 */

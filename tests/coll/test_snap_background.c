@@ -39,6 +39,8 @@ typedef struct {
     int answer_after_save; /* rank 1 answers rank 0 once its save ended */
     int profile_steps;     /* SCHEDULED: steps watched */
     double link_bps;       /* SCHEDULED: the link's rate, bytes/s */
+    int send_first;        /* a foreground message to the other node
+                              just before the save */
 } bg_case_t;
 
 static int open_set(coll_ctx_t *ctx, const bg_case_t *c, uint8_t *state,
@@ -633,7 +635,11 @@ static int sched_body(coll_ctx_t *ctx)
     return 0;
 }
 
-static void run_sched(bg_case_t *c, const char *tag, const char *link)
+/* Two ranks on two emulated nodes whose link is link (TACL_LINK_NET),
+ * a held part starting after hold_ms; with rndv a send stays in flight
+ * until received (UCX's rendezvous), else it ends once queued. */
+static void run_linked(bg_case_t *c, const char *tag, const char *link,
+                       const char *hold_ms, int rndv, coll_body_t run)
 {
     coll_opts_t opts = {.nranks = 2,
                         .deadline_s = 60,
@@ -641,20 +647,25 @@ static void run_sched(bg_case_t *c, const char *tag, const char *link)
                         .init = COLL_INIT_MANUAL};
 
     snprintf(c->key, sizeof(c->key), "t%d-%s", (int)getpid(), tag);
-    c->traffic = TACL_SNAPSHOT_TRAFFIC_SCHEDULED;
-    c->profile_steps = PROFILE_STEPS;
-    /* Short: were the quiet-link gate deciding, its bound would let every
-     * part go in the busy part.  A send stays in flight until received
-     * (UCX's rendezvous). */
-    setenv("TACL_BG_MAX_HOLD_MS", "20", 1);
-    setenv("TACL_UCX_RNDV_THRESH", "65536", 1);
+    setenv("TACL_BG_MAX_HOLD_MS", hold_ms, 1);
+    if (rndv)
+        setenv("TACL_UCX_RNDV_THRESH", "65536", 1);
     setenv("TACL_LINK_NET", link, 1);
     setenv("TACL_PROGRESS_THREAD", "1", 1);
-    coll_run_opts_expect_pass(&opts, sched_body);
+    coll_run_opts_expect_pass(&opts, run);
     unsetenv("TACL_LINK_NET");
     for (int h = 0; h < 2; h++)
         for (int s = 0; s < 2; s++)
             tacl__snap_store_unlink(c->key, h, s);
+}
+
+static void run_sched(bg_case_t *c, const char *tag, const char *link)
+{
+    c->traffic = TACL_SNAPSHOT_TRAFFIC_SCHEDULED;
+    c->profile_steps = PROFILE_STEPS;
+    /* Short: were the quiet-link gate deciding, its bound would let every
+     * part go in the busy part. */
+    run_linked(c, tag, link, "20", 1, sched_body);
 }
 
 Test(snap_background, scheduled_copies_fill_the_learned_spans,
@@ -671,4 +682,96 @@ Test(snap_background, scheduled_copies_beyond_the_spans_go_last,
     bg_case_t c = {.link_bps = 1e6};
 
     run_sched(&c, "schedb", "bw=0.001,lat=100");
+}
+
+/*
+ * The link's queue (executor.c, link_charge): over TCP a send ends once
+ * its bytes are queued, long before a slow link has carried them.  At 1
+ * MB/s (TACL_LINK_NET) between two emulated nodes of one rank each:
+ * - after a foreground message of PACE_FG_BYTES (1 s of the link, ended
+ *   at once over the loopback), a copy's first part waits for the link
+ *   to have carried it: 200 ms after the save, no part has started;
+ * - with nothing else sent, a copy's parts go one at a time, each once
+ *   the last one's bytes have left (65 ms a 64 KiB part): 200 ms after
+ *   the save, fewer than half of its 17 parts have started, where a
+ *   copy sent at once has started them all.
+ * Either way the save ends.  The hold's bound is far off.
+ */
+#define PACE_FG_BYTES (1u << 20)
+#define PACE_LOOK_MS 200
+
+static int pace_body(coll_ctx_t *ctx)
+{
+    const bg_case_t *c = ctx->arg;
+    uint8_t *state = malloc(STATE_BYTES), *out = malloc(PACE_FG_BYTES),
+            *in = malloc(PACE_FG_BYTES);
+    tacl_request_t save, r;
+    tacl_snapshot_t snap;
+    uint64_t base, sent;
+
+    COLL_CHECK(ctx, state != NULL && out != NULL && in != NULL,
+               "no memory");
+    COLL_CHECK_OK(ctx, coll_join_node(ctx, "snappace-node", 1, &ctx->comm));
+    if (open_set(ctx, c, state, &snap) != 0)
+        return 1;
+    /* A first save fixes the layout and makes the stores. */
+    COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, 1, &save));
+    COLL_CHECK(ctx, done_within(ctx, save, 20.0), "the first save hung");
+    COLL_CHECK_OK(ctx, tacl_request_free(save));
+    COLL_CHECK_OK(ctx, tacl_barrier(ctx->comm, NULL));
+    coll_sleep_ms(1200); /* the first copy's bytes have left the link */
+    if (c->send_first) {
+        memset(out, 0x40 + ctx->rank, PACE_FG_BYTES);
+        COLL_CHECK_OK(ctx, tacl_recv_nb(in, PACE_FG_BYTES, TACL_UINT8,
+                                        1 - ctx->rank, ctx->comm, NULL, &r));
+        COLL_CHECK_OK(ctx, tacl_send(out, PACE_FG_BYTES, TACL_UINT8,
+                                     1 - ctx->rank, ctx->comm, NULL));
+        COLL_CHECK_OK(ctx, tacl_request_wait(r));
+        COLL_CHECK_OK(ctx, tacl_request_free(r));
+    }
+    base = net_sent(snap);
+    COLL_CHECK_OK(ctx, tacl_snapshot_save_nb(snap, 2, &save));
+    coll_sleep_ms(PACE_LOOK_MS);
+    sent = net_sent(snap) - base;
+    if (c->send_first)
+        COLL_CHECK(ctx, sent < STAGING_BYTES / STAGING_PARTS,
+                   "rank %d: %llu bytes of the copy started while the "
+                   "link still carried the %u bytes sent before it",
+                   ctx->rank, (unsigned long long)sent, PACE_FG_BYTES);
+    else
+        COLL_CHECK(ctx, sent >= STAGING_BYTES / STAGING_PARTS &&
+                            sent < STATE_BYTES / 2,
+                   "rank %d: %llu bytes of the copy started in %d ms at "
+                   "1 MB/s, want at least one part and less than half",
+                   ctx->rank, (unsigned long long)sent, PACE_LOOK_MS);
+    COLL_CHECK(ctx, done_within(ctx, save, 20.0),
+               "rank %d: the paced save did not end", ctx->rank);
+    COLL_CHECK_OK(ctx, tacl_request_free(save));
+    COLL_CHECK_OK(ctx, tacl_snapshot_destroy(snap, 1));
+    COLL_CHECK_OK(ctx, tacl_comm_destroy(ctx->comm));
+    ctx->comm = NULL;
+    free(state);
+    free(out);
+    free(in);
+    return 0;
+}
+
+static void run_pace(bg_case_t *c, const char *tag)
+{
+    run_linked(c, tag, "bw=0.001,lat=100", "20000", 0, pace_body);
+}
+
+Test(snap_background, copies_wait_for_the_links_queue, .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND,
+                   .send_first = 1};
+
+    run_pace(&c, "drain");
+}
+
+Test(snap_background, copies_go_one_part_at_a_time, .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND};
+
+    run_pace(&c, "pace");
 }
