@@ -26,7 +26,7 @@ int engine_snap_parse_mode(const char *name, engine_snap_mode_t *mode);
 typedef struct {
     int replicas;     /* copies counting the own one; 0: tacl's default */
     engine_snap_mode_t mode;
-    int part_bytes;   /* bytes of one part of a copy; 0: 1 MiB */
+    int part_bytes;   /* bytes of one part of a copy; 0: 256 KiB */
     int parts;        /* parts of a copy in flight at once; 0: 4 */
     int every;        /* save after every K-th step; 0: never */
     int flush_every;  /* flush every F-th save; 0: only at the end */

@@ -79,7 +79,7 @@ static void usage(FILE *f)
         "spans\n"
         "                   learned from the first 10 steps: the thesis' "
         "Algorithm 6.2)\n"
-        "  --snapshot-part BYTES  bytes of one part of a copy (1 MiB)\n"
+        "  --snapshot-part BYTES  bytes of one part of a copy (256 KiB)\n"
         "  --snapshot-parts P  parts of a copy in flight at once (1: "
         "unpipelined,\n"
         "                   the default; more pipeline them)\n"

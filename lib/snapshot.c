@@ -208,7 +208,7 @@ tacl_snapshot_create(tacl_comm_t comm, const tacl_snapshot_config_t *config,
     snap->max_overhead = config->max_step_overhead;
     snap->fused_crc = tacl__config_bool(TACL_CFG_SNAP_FUSED_CRC);
     strcpy(snap->key, config->job_key);
-    staging = config->staging_bytes > 0 ? config->staging_bytes : 64 << 20;
+    staging = config->staging_bytes > 0 ? config->staging_bytes : 1 << 20;
     parts = config->staging_parts > 0 ? (size_t)config->staging_parts : 4;
     snap->chunk = (uint32_t)TACL_MIN(TACL_MAX(staging / parts, 64),
                                      (size_t)1 << 30);

@@ -40,7 +40,11 @@
 # flight, scheduled: the thesis' Algorithm 6.2 on the network's idle
 # spans learned from the first 10 steps, whose plan a third table gives;
 # with ALTERNATE, its steps are counted from the 11th; and own: the own
-# copy alone, one replica, what a save costs without the network), REPEAT (3), STEPS (12), INTER_RATE.  paced: background copies, a save skipped while the last
+# copy alone, one replica, what a save costs without the network;
+# sendall: background with --snapshot-send-all, every copy sent also
+# where replicas (MiCS's groups) hold the same state, as before
+# tacl_snapshot_replicated and as the thesis does), REPEAT (3), STEPS
+# (12), INTER_RATE, MODEL (engine flags; the model below).  paced: background copies, a save skipped while the last
 # one's still travel (--snapshot-pace 0, tacl_snapshot_due); the table
 # then gives the saves made.  A second table breaks a save's cost down
 # (the summary's snapshots line, tacl_snapshot_stats): per save, the
@@ -73,7 +77,7 @@ fi
 REPEAT=${REPEAT:-3}
 STEPS=${STEPS:-12}
 INTER_RATE=${INTER_RATE:-1gbit}
-MODEL="--ctx 8 --emb 32 --hidden 1024 --blocks 4 --batch 2048 --micro-steps 1"
+MODEL=${MODEL:---ctx 8 --emb 32 --hidden 1024 --blocks 4 --batch 2048 --micro-steps 1}
 
 if ! "$CLUSTER" --check >/dev/null 2>&1; then
     echo "snapshot_overhead: tacl-cluster cannot run here (root and" \
@@ -113,6 +117,8 @@ for layout in $LAYOUTS; do
                         --snapshot-parts 4 --snapshot-key $key-$st-$mode" ;;
                     own) flags="$flags --snapshot-every 1 \
                         --snapshot-replicas 1 --snapshot-key $key-$st-$mode" ;;
+                    sendall) flags="$flags --snapshot-every 1 \
+                        --snapshot-send-all --snapshot-key $key-$st-$mode" ;;
                     *) flags="$flags --snapshot-every 1 \
                         --snapshot-mode $mode --snapshot-key $key-$st-$mode"
                     esac
