@@ -33,6 +33,11 @@ static tacl_status_t replicas_fix(struct tacl_snapshot *snap)
 {
     if (snap->shared == NULL)
         return TACL_OK;
+    /* A first save that failed may have made some already. */
+    for (int s = 0; snap->twin_crcs != NULL && s < snap->size; s++)
+        free(snap->twin_crcs[s]);
+    free(snap->twin_crcs);
+    snap->twin_crcs = NULL;
     for (int r = 0; r < snap->size; r++)
         for (int j = 1; j < snap->m && tacl__snap_shared(snap, r); j++) {
             int h = tacl__snap_holder(snap, r, j);
