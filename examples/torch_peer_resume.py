@@ -4,8 +4,11 @@
         examples/torch_peer_resume.py --key my-job --kill-at 12
 
 Every step ends with tacl_torch.PeerCheckpointer.save() of the model, the
-Adam state and the step: the state goes into this node's memory and to
-a peer's, and training goes on while the copies travel. With
+Adam state and the step: the state goes into this node's memory, and
+training goes on while the copies are checked.  DDP's ranks hold the
+same state, so they are declared replicas (replica_group=0): each rank's
+own copy serves as its peer's copy, and a save sends the peer only its
+checksums, which the peer holds against its own. With
 --kill-at S, rank 1 of the first attempt kills itself (SIGKILL) in step
 S. torchrun then restarts every rank, and each one restores the newest
 step that all ranks saved completely, from its own node-local store or
@@ -54,7 +57,7 @@ def main():
     # process has the tensors a restore writes into.
     model_sd, optim_sd = get_state_dict(ddp, opt)
     state = {"model": model_sd, "optim": optim_sd}
-    ckpt = tacl_torch.PeerCheckpointer(args.key)
+    ckpt = tacl_torch.PeerCheckpointer(args.key, replica_group=0)
     restored = ckpt.restore(state)
     first = 0
     if restored is not None:
