@@ -360,11 +360,12 @@ static int bg_send_held(tacl__exec_t *e, uint32_t id)
     world = e->xc->world[e->sched.steps[id].peer];
     /* One part at a time on the link to another node: the next waits
      * until the last one's bytes have left, so a foreground message
-     * never queues behind more than one part. */
-    if (e->ctx->node_of[world] != e->ctx->node_of[e->ctx->rank] &&
-        tacl__now_ns() < e->ctx->bg_link_free_ns)
-        return 1;
-    if (!fg_link_busy(e->ctx, world))
+     * never queues behind more than one part.  Both waits are bounded
+     * by the hold below: a link rate set far too low cannot stall a
+     * save. */
+    if (!(e->ctx->node_of[world] != e->ctx->node_of[e->ctx->rank] &&
+          tacl__now_ns() < e->ctx->bg_link_free_ns) &&
+        !fg_link_busy(e->ctx, world))
         return 0;
     now = tacl__now_coarse_ns();
     if (e->bg_held_ns == 0)

@@ -695,7 +695,8 @@ Test(snap_background, scheduled_copies_beyond_the_spans_go_last,
  *   the last one's bytes have left (65 ms a 64 KiB part): 200 ms after
  *   the save, fewer than half of its 17 parts have started, where a
  *   copy sent at once has started them all.
- * Either way the save ends.  The hold's bound is far off.
+ * Either way the save ends.  The hold's bound is far off, except in the
+ * last case.
  */
 #define PACE_FG_BYTES (1u << 20)
 #define PACE_LOOK_MS 200
@@ -774,4 +775,15 @@ Test(snap_background, copies_go_one_part_at_a_time, .timeout = 90)
     bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND};
 
     run_pace(&c, "pace");
+}
+
+/* A link rate set far too low (1 byte a second) would hold every part
+ * for days: the hold's bound (50 ms here) still lets each one go, so
+ * the saves end, one part every 50 ms. */
+Test(snap_background, a_slow_links_parts_start_after_the_bound,
+     .timeout = 90)
+{
+    bg_case_t c = {.traffic = TACL_SNAPSHOT_TRAFFIC_BACKGROUND};
+
+    run_linked(&c, "slow", "bw=0.000000001,lat=100", "50", 0, pace_body);
 }
