@@ -34,10 +34,10 @@ static tacl_status_t replicas_fix(struct tacl_snapshot *snap)
     if (snap->shared == NULL)
         return TACL_OK;
     /* A first save that failed may have made some already. */
-    for (int s = 0; snap->twin_crcs != NULL && s < snap->size; s++)
-        free(snap->twin_crcs[s]);
-    free(snap->twin_crcs);
-    snap->twin_crcs = NULL;
+    for (int s = 0; snap->replica_crcs != NULL && s < snap->size; s++)
+        free(snap->replica_crcs[s]);
+    free(snap->replica_crcs);
+    snap->replica_crcs = NULL;
     for (int r = 0; r < snap->size; r++)
         for (int j = 1; j < snap->m && tacl__snap_shared(snap, r); j++) {
             int h = tacl__snap_holder(snap, r, j);
@@ -51,8 +51,8 @@ static tacl_status_t replicas_fix(struct tacl_snapshot *snap)
                     r, h, (unsigned long long)snap->peer_bytes[r],
                     (unsigned long long)snap->peer_bytes[h]);
         }
-    snap->twin_crcs = calloc((unsigned)snap->size, sizeof(*snap->twin_crcs));
-    if (snap->twin_crcs == NULL)
+    snap->replica_crcs = calloc((unsigned)snap->size, sizeof(*snap->replica_crcs));
+    if (snap->replica_crcs == NULL)
         return tacl__error(TACL_ERR_NO_MEMORY, COLL,
                            "snapshot save: out of memory");
     for (int s = 0; s < snap->size; s++) {
@@ -61,8 +61,8 @@ static tacl_status_t replicas_fix(struct tacl_snapshot *snap)
         if (s == snap->rank || !tacl__snap_shared(snap, s) ||
             !tacl__snap_holds(snap, s))
             continue;
-        snap->twin_crcs[s] = malloc((size_t)TACL_MAX(n, 1) * 4);
-        if (snap->twin_crcs[s] == NULL)
+        snap->replica_crcs[s] = malloc((size_t)TACL_MAX(n, 1) * 4);
+        if (snap->replica_crcs[s] == NULL)
             return tacl__error(TACL_ERR_NO_MEMORY, COLL,
                                "snapshot save: out of memory");
     }
@@ -221,7 +221,7 @@ static tacl_status_t post_version(struct tacl_snapshot *snap, int own_slot,
             status = tacl__snap_post_body(snap, 0, snap->stores[s],
                                           snap->in_slot[s], s);
         else if (status == TACL_OK && nchunks > 0)
-            status = tacl__snap_post(snap, 0, snap->twin_crcs[s],
+            status = tacl__snap_post(snap, 0, snap->replica_crcs[s],
                                      4 * nchunks, s, TACL__SNAP_TAG_CRCS);
     }
     ended = req_p != NULL ? tacl_group_end_nb(req_p) : tacl_group_end();
@@ -231,15 +231,15 @@ static tacl_status_t post_version(struct tacl_snapshot *snap, int own_slot,
 /*
  * A replica s's header and CRCs against this rank's own copy: the same
  * regions and every chunk's CRC, else the first difference goes to
- * twin_why (a request callback may not log) and TACL_ERR_INTERNAL.
+ * replica_why (a request callback may not log) and TACL_ERR_INTERNAL.
  */
-static tacl_status_t twin_compare(struct tacl_snapshot *snap, int s)
+static tacl_status_t replica_compare(struct tacl_snapshot *snap, int s)
 {
     tacl__snap_store_t *own = snap->stores[snap->rank];
     const tacl__snap_slot_t *d = tacl__snap_store_slot(own, snap->own_slot),
                             *in = &snap->incoming[s];
     const uint32_t *mine = tacl__snap_store_crcs(own, snap->own_slot);
-    uint64_t off = 0;
+    char where[128];
     uint32_t c = 0;
     int i;
 
@@ -249,26 +249,24 @@ static tacl_status_t twin_compare(struct tacl_snapshot *snap, int s)
             in->regions[i].bytes != d->regions[i].bytes)
             break;
     if (in->nregions != d->nregions || i < (int)d->nregions) {
-        snprintf(snap->twin_why, sizeof(snap->twin_why),
+        snprintf(snap->replica_why, sizeof(snap->replica_why),
                  "ranks %d and %d are declared replicas but register "
                  "different regions (region %d)",
                  TACL_MIN(s, snap->rank), TACL_MAX(s, snap->rank), i);
         return TACL_ERR_INTERNAL;
     }
-    while (c < d->nchunks && mine[c] == snap->twin_crcs[s][c])
+    while (c < d->nchunks && mine[c] == snap->replica_crcs[s][c])
         c++;
     if (c == d->nchunks)
         return TACL_OK;
-    /* The region where the first differing chunk starts. */
-    for (i = 0; i + 1 < (int)d->nregions &&
-                off + d->regions[i].bytes <= (uint64_t)c * d->chunk_bytes;
-         i++)
-        off += d->regions[i].bytes;
-    snprintf(snap->twin_why, sizeof(snap->twin_why),
+    snprintf(snap->replica_why, sizeof(snap->replica_why),
              "ranks %d and %d are declared replicas but differ at version "
-             "%llu in region '%.47s' (chunk %u)",
+             "%llu in %s (chunk %u)",
              TACL_MIN(s, snap->rank), TACL_MAX(s, snap->rank),
-             (unsigned long long)d->version, d->regions[i].name, c);
+             (unsigned long long)d->version,
+             tacl__snap_store_chunk_regions(own, snap->own_slot, c, where,
+                                            sizeof(where)),
+             c);
     return TACL_ERR_INTERNAL;
 }
 
@@ -283,7 +281,7 @@ static tacl_status_t finish_received(struct tacl_snapshot *snap,
                                      uint64_t version, int check)
 {
     tacl_status_t status = TACL_OK;
-    int twins = 0;
+    int replicas = 0;
 
     for (int s = 0; s < snap->size && status == TACL_OK; s++) {
         const tacl__snap_slot_t *in = &snap->incoming[s];
@@ -306,11 +304,11 @@ static tacl_status_t finish_received(struct tacl_snapshot *snap,
             break;
         }
         if (tacl__snap_shared(snap, s)) {
-            status = twin_compare(snap, s);
-            twins += status == TACL_OK;
+            status = replica_compare(snap, s);
+            replicas += status == TACL_OK;
             if (status != TACL_OK && check)
                 tacl__error(status, COLL, "snapshot save: %s",
-                            snap->twin_why);
+                            snap->replica_why);
             continue;
         }
         tacl__snap_store_describe(snap->stores[s], snap->in_slot[s], in);
@@ -321,7 +319,7 @@ static tacl_status_t finish_received(struct tacl_snapshot *snap,
             tacl__snap_store_commit_unchecked(snap->stores[s],
                                               snap->in_slot[s]);
     }
-    if (status == TACL_OK && twins > 0)
+    if (status == TACL_OK && replicas > 0)
         tacl__snap_store_mark_matched(snap->stores[snap->rank],
                                       snap->own_slot);
     return status;
@@ -385,7 +383,7 @@ tacl_status_t tacl__snap_settle(struct tacl_snapshot *snap, const char *what)
                     "its copies are not all committed%s%s",
                     (unsigned long long)snap->inflight, snap->rank,
                     tacl_status_string(mine),
-                    snap->twin_why[0] != '\0' ? ": " : "", snap->twin_why);
+                    snap->replica_why[0] != '\0' ? ": " : "", snap->replica_why);
     mine = tacl__snap_agree(snap, mine, "save", snap->inflight);
     if (mine == TACL_OK) {
         snap->have_latest = 1;
@@ -426,7 +424,7 @@ static tacl_status_t save_prepare(struct tacl_snapshot *snap,
     tacl_status_t status;
 
     snap->used = 1;
-    snap->twin_why[0] = '\0';
+    snap->replica_why[0] = '\0';
     status = layout_fix(snap);
     if (status == TACL_OK)
         status = save_own(snap, version, slot_p);

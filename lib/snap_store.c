@@ -477,6 +477,16 @@ static const char *region_list(const tacl__snap_slot_t *s, char *out,
     return out;
 }
 
+const char *tacl__snap_store_chunk_regions(tacl__snap_store_t *st, int slot,
+                                          uint32_t c, char *out,
+                                          size_t len)
+{
+    const tacl__snap_slot_t *s = &st->hdr->slot[slot];
+
+    return region_span(s, (uint64_t)c * s->chunk_bytes, s->chunk_bytes, out,
+                       len);
+}
+
 tacl_status_t tacl__snap_store_check_chunk(tacl__snap_store_t *st, int slot,
                                           uint32_t c)
 {

@@ -142,6 +142,12 @@ void tacl__snap_store_write(tacl__snap_store_t *st, int slot, uint64_t off,
 /** Compute the chunk CRCs of a slot written in place, and commit it. */
 void tacl__snap_store_commit(tacl__snap_store_t *st, int slot);
 
+/** The region or regions chunk c of a slot covers, as "region 'a'" or
+ * "regions 'a' to 'b'", in out (len bytes); returns out. */
+const char *tacl__snap_store_chunk_regions(tacl__snap_store_t *st, int slot,
+                                          uint32_t c, char *out,
+                                          size_t len);
+
 /**
  * Check chunk c of a slot against its CRC (in tacl__snap_store_crcs);
  * the message names the source rank, the region(s) and the version.

@@ -176,10 +176,10 @@ static void snap_free(struct tacl_snapshot *snap, int purge)
     free(snap->in_slot);
     free(snap->holders);
     free(snap->shared);
-    if (snap->twin_crcs != NULL)
+    if (snap->replica_crcs != NULL)
         for (int s = 0; s < snap->size; s++)
-            free(snap->twin_crcs[s]);
-    free(snap->twin_crcs);
+            free(snap->replica_crcs[s]);
+    free(snap->replica_crcs);
     free(snap->node_of);
     free(snap->local_of);
     free(snap);

@@ -53,9 +53,9 @@ struct tacl_snapshot {
     int *in_slot;
     /* Replicas (shared): the CRCs each sends, the own slot they are held
      * against, and why a comparison failed (the callback cannot log). */
-    uint32_t **twin_crcs;
+    uint32_t **replica_crcs;
     int own_slot;
-    char twin_why[256];
+    char replica_why[256];
     /* Pacing (tacl_snapshot_due): the bound, the last due call, the
      * steps since the last save, what it cost, and the counts. */
     double max_overhead;
